@@ -1,0 +1,156 @@
+"""The recorder's options as the core's config JSON (shared by the single-env and vector wrappers)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+import numpy as np
+from gymnasium import spaces
+
+from trajcore import _core
+from trajcore.errors import SchemaError
+from trajcore.spaces import ColumnDict, space_columns, space_to_json
+
+__all__ = ["Codec", "build_config", "to_json"]
+
+DURABILITY = ("flush", "fsync_close", "fsync_chunk", "fsync_interval")
+AUTORESET_MODES = ("next_step", "same_step", "disabled")
+
+
+class Codec(TypedDict, total=False):
+    """How a column is stored: `delta` (byte-wise difference to the previous row, for image-like
+    data) then zstd at `zstd_level` (`None` stores the column raw, read back without a copy)."""
+
+    delta: bool
+    zstd_level: int | None
+
+
+def _json_default(value: Any) -> Any:
+    # numpy scalars and arrays are what RL code puts in metadata; write them as plain JSON.
+    if isinstance(value, np.ndarray | np.generic):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON-serializable")
+
+
+def to_json(value: Any, what: str) -> str:
+    """Strict JSON (no NaN/inf, which the core's parser refuses) with numpy values converted.
+
+    Raises:
+        SchemaError: `value` cannot be written as JSON; the message says which argument.
+    """
+    try:
+        return json.dumps(value, default=_json_default, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as e:
+        raise SchemaError(f"{what} must be JSON-serializable (no NaN or inf): {e}") from e
+
+
+def _check_codec(key: str, codec: Mapping[str, Any]) -> dict[str, Any]:
+    unknown = set(codec) - {"delta", "zstd_level"}
+    if unknown:
+        raise SchemaError(f"codecs[{key!r}]: unknown option(s) {sorted(unknown)} (known: delta, zstd_level)")
+    level = codec.get("zstd_level", 3)
+    if level is not None and not isinstance(level, int | np.integer):
+        raise SchemaError(f"codecs[{key!r}]: zstd_level must be an int or None, got {level!r}")
+    return {"delta": bool(codec.get("delta", False)), "zstd_level": None if level is None else int(level)}
+
+
+def _codec_for(name: str, codecs: Mapping[str, dict[str, Any]], default: dict[str, Any]) -> dict[str, Any]:
+    # The longest key that is the column name or a '/'-bounded prefix of it wins.
+    best: str | None = None
+    for key in codecs:
+        if (name == key or name.startswith(key + "/")) and (best is None or len(key) > len(best)):
+            best = key
+    return default if best is None else codecs[best]
+
+
+def build_config(
+    observation_space: spaces.Space[Any],
+    action_space: spaces.Space[Any],
+    *,
+    num_envs: int,
+    batched: bool,
+    autoreset_mode: str,
+    metadata: Any,
+    env_id: str | None,
+    max_shard_bytes: int,
+    chunk_bytes: int | None,
+    flush_interval: float,
+    durability: str,
+    fsync_interval: float | None,
+    zstd_level: int | None,
+    codecs: Mapping[str, Codec] | None,
+    block_when_full: bool,
+    ring_bytes: int,
+) -> str:
+    """The config JSON `_core.Recorder` takes (see `_core.pyi`).
+
+    Raises:
+        SchemaError: a space cannot be recorded, metadata is not JSON, or a codec is invalid.
+    """
+    if durability not in DURABILITY:
+        raise SchemaError(f"durability must be one of {', '.join(DURABILITY)}, got {durability!r}")
+    if autoreset_mode not in AUTORESET_MODES:
+        raise SchemaError(f"autoreset_mode must be one of {', '.join(AUTORESET_MODES)}, got {autoreset_mode!r}")
+    if not (flush_interval > 0 and math.isfinite(flush_interval)):
+        raise SchemaError(f"flush_interval must be a positive number of seconds, got {flush_interval!r}")
+
+    obs_columns, obs_tree = space_columns(observation_space, "obs", "obs")
+    action_columns, action_tree = space_columns(action_space, "action", "step")
+    columns: list[ColumnDict] = obs_columns + action_columns
+
+    default = _check_codec("default", {"zstd_level": zstd_level})
+    checked = {k: _check_codec(k, v) for k, v in (codecs or {}).items()}
+    if "default" in checked:
+        default = checked.pop("default")
+    names = [c["name"] for c in columns]
+    for key in checked:
+        if key == "info":
+            continue
+        if not any(n == key or n.startswith(key + "/") for n in names):
+            raise SchemaError(
+                f"codecs key {key!r} names no column (columns: {', '.join(names)}; also 'info' and 'default')"
+            )
+    for i, column in enumerate(columns):
+        column["id"] = i  # provisional: the core numbers its columns itself
+        codec = _codec_for(column["name"], checked, default)
+        if column["dtype"] == "str" and codec["delta"]:
+            # Strings have no fixed row size to subtract; zstd alone is the right default.
+            codec = {**codec, "delta": False}
+        column["codec"] = codec
+
+    config: dict[str, Any] = {
+        "num_envs": int(num_envs),
+        "batched": bool(batched),
+        "autoreset_mode": autoreset_mode,
+        "columns": columns,
+        "observation": obs_tree,
+        "action": action_tree,
+        "metadata": metadata if metadata is not None else {},
+        "user": {
+            "observation_space": space_to_json(observation_space),
+            "action_space": space_to_json(action_space),
+            "env_id": env_id,
+            "trajcore_version": _core.__version__,
+        },
+        "max_shard_bytes": int(max_shard_bytes),
+        "ring_bytes": int(ring_bytes),
+        "flush_interval_s": float(flush_interval),
+        "durability": durability,
+        "block_when_full": bool(block_when_full),
+        # Info and custom data columns are made by the core on first sight, with this codec.
+        "info_codec": checked.get("info", default),
+    }
+    if chunk_bytes is not None:
+        config["chunk_bytes"] = int(chunk_bytes)
+    if fsync_interval is not None:
+        config["fsync_interval_s"] = float(fsync_interval)
+    return to_json(config, "metadata")
+
+
+def env_id_of(env: Any) -> str | None:
+    """The registered id the env was made from, if any (stored so `trajcore info` can show it)."""
+    spec = getattr(env, "spec", None)
+    return getattr(spec, "id", None) if spec is not None else None

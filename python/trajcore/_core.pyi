@@ -1,0 +1,124 @@
+"""Type stubs of the private extension `trajcore._core` (Rust, PyO3).
+
+Users do not import this module; `trajcore` wraps it. Errors raised here are the classes below,
+re-exported by `trajcore` (`trajcore.TrajcoreError` and subclasses).
+"""
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+__version__: str
+FORMAT_VERSION: tuple[int, int]
+
+class TrajcoreError(Exception):
+    """Root of every trajcore error."""
+
+class CorruptFileError(TrajcoreError, ValueError):
+    """A file is not a trajcore file, or is damaged; names the file and the byte offset."""
+
+class SchemaError(TrajcoreError, ValueError):
+    """A value does not fit its column (dtype, shape, kind); names the column."""
+
+class RecorderError(TrajcoreError, RuntimeError):
+    """The recorder cannot take the call: closed, writer thread stopped, buffer full."""
+
+class TrajcoreIOError(TrajcoreError, OSError):
+    """Reading or writing a file failed."""
+
+class TrajcoreFileNotFoundError(TrajcoreIOError, FileNotFoundError):
+    """A path that should exist does not."""
+
+class TrajcoreWarning(UserWarning):
+    """Something was skipped (an info entry of an unsupported type) or damaged data was left out."""
+
+class Recorder:
+    """The step path: one call per (vector) step copies the batch into the ring and returns.
+
+    Args:
+        path: directory that receives the shard files (created if missing).
+        config_json: JSON object, see `Recorder.__init__` in rust/python/src/recorder.rs:
+            num_envs (int), batched (bool: arrays carry a leading env axis),
+            autoreset_mode ("next_step" | "same_step" | "disabled"),
+            columns (list of {"name", "dtype", "shape", "timeline": "obs"|"step", "codec"?}
+                     for observation and action leaves),
+            observation, action (layout trees: {"leaf": name} | {"dict": [[key, tree], ...]}
+                     | {"tuple": [tree, ...]}),
+            metadata (dataset metadata, any JSON), user (any JSON stored for the Python side),
+            max_shard_bytes, ring_bytes, chunk_bytes, flush_interval_s, durability
+            ("flush" | "fsync_close" | "fsync_chunk" | "fsync_interval"), fsync_interval_s,
+            block_when_full (bool), zstd_level (int), info_codec / data_codec ({"delta", "zstd_level"}).
+
+    Raises:
+        SchemaError: a column spec or layout is invalid.
+        TrajcoreIOError: the directory cannot be created or the shard cannot be opened.
+    """
+
+    def __init__(self, path: str, config_json: str) -> None: ...
+    def reset(self, observation: Any, info: dict[str, Any], mask: npt.ArrayLike | None = None) -> None:
+        """Starts episodes: every env (or those where `mask` is true) with this observation/info."""
+    def step(
+        self,
+        action: Any,
+        observation: Any,
+        reward: Any,
+        terminated: Any,
+        truncated: Any,
+        info: dict[str, Any],
+    ) -> None:
+        """Records one (vector) step; how rows become episodes follows the autoreset mode."""
+    def record(self, name: str, value: Any) -> None:
+        """Custom per-step data, attached to the next `step` call (column `data/<name>`)."""
+    def set_episode_metadata(self, env_index: int, metadata_json: str) -> None:
+        """Merges a JSON object into the metadata of the episode running in `env_index`."""
+    def discard(self, env_index: int) -> None:
+        """Drops the episode running in `env_index`; it will not be listed."""
+    def abort(self, env_index: int | None = None) -> None:
+        """Ends running episodes as incomplete; rows are ignored until the env's next reset."""
+    def flush(self) -> None:
+        """Blocks (GIL released) until everything recorded so far is written to the file."""
+    def close(self) -> None:
+        """Writes incomplete episodes, the index and the end record; idempotent."""
+    @property
+    def closed(self) -> bool: ...
+    @property
+    def shard_paths(self) -> list[str]: ...
+    def stats(self) -> dict[str, int]:
+        """Counters: steps, episodes, bytes_raw, bytes_written, ring_capacity, ring_waits."""
+
+class Dataset:
+    """A directory of shards or one shard file, memory-mapped. Pickles as its path and options.
+
+    Raises:
+        TrajcoreFileNotFoundError: the path does not exist.
+        CorruptFileError: a file is not a trajcore file (or, with strict=True, any damage).
+    """
+
+    def __init__(self, path: str, strict: bool = False, cache_bytes: int = 256 << 20) -> None: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def problems(self) -> list[tuple[str, int, str]]:
+        """Damage found while opening: (file, byte offset, what was wrong)."""
+    @property
+    def shards(self) -> list[str]: ...
+    @property
+    def num_episodes(self) -> int: ...
+    @property
+    def num_steps(self) -> int: ...
+    def meta_json(self, recording: int) -> str:
+        """The Meta record of a recording (dataset metadata, layout, user JSON)."""
+    @property
+    def num_recordings(self) -> int: ...
+    def columns(self, recording: int) -> list[dict[str, Any]]:
+        """Column specs of a recording: name, dtype, shape, timeline, mask, mask_of, role, codec."""
+    def summaries(self) -> dict[str, npt.NDArray[Any]]:
+        """One array per field over all episodes, in dataset order: recording, env_index, length,
+        episode_return, complete, terminated, truncated, start_ns, end_ns, episode_id, shard."""
+    def episode_metadata_json(self, episode: int) -> str: ...
+    def read_column(self, episode: int, column: str) -> np.ndarray | list[str]:
+        """All rows of one column of one episode: T+1 rows for observation-timeline columns,
+        T for step-timeline ones; str columns come back as a list of str."""
+    def refresh(self) -> int:
+        """Re-reads shards that grew or appeared; returns the number of new episodes."""

@@ -1,0 +1,497 @@
+"""Reading recordings back: `trajcore.open` -> `Dataset` -> `Episode`."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, overload
+
+import numpy as np
+import numpy.typing as npt
+from gymnasium import spaces
+
+from trajcore import _core
+from trajcore.errors import TrajcoreError, TrajcoreWarning
+from trajcore.spaces import space_from_json, unescape_key
+
+__all__ = ["Dataset", "Episode", "Episodes", "open"]
+
+DEFAULT_CACHE_BYTES = 256 << 20
+
+
+def open(path: str | os.PathLike[str], strict: bool = False, cache_bytes: int = DEFAULT_CACHE_BYTES) -> Dataset:
+    """Opens a directory of shards (every recording in it) or one shard file.
+
+    Args:
+        path: the directory a recorder wrote, or one shard file.
+        strict: raise `CorruptFileError` on any damage instead of warning and reading what is
+            intact before it.
+        cache_bytes: bound of the cache of decompressed chunks.
+
+    Raises:
+        TrajcoreFileNotFoundError: `path` does not exist.
+        CorruptFileError: a file is not a trajcore file (or, with `strict`, any damage).
+    """
+    return Dataset(path, strict=strict, cache_bytes=cache_bytes)
+
+
+@dataclass
+class _Field:
+    """A recorded value column (info entry or custom data) and where it goes in the nested dict."""
+
+    path: tuple[str, ...]
+    column: str
+    mask: str | None
+
+
+@dataclass
+class _Recording:
+    """What a reader needs from one recording's Meta record and column specs."""
+
+    meta: dict[str, Any]
+    observation: Any  # layout tree
+    action: Any
+    infos: list[_Field] = field(default_factory=list)
+    data: list[_Field] = field(default_factory=list)
+
+
+def _column_fields(columns: list[dict[str, Any]], prefix: str) -> list[_Field]:
+    by_id = {c["id"]: c["name"] for c in columns if "id" in c}
+
+    def name_of(ref: Any) -> str | None:
+        if ref is None:
+            return None
+        return ref if isinstance(ref, str) else by_id.get(ref)
+
+    out = []
+    for c in columns:
+        name = c["name"]
+        if not name.startswith(prefix) or c.get("mask_of") is not None:
+            continue
+        path = tuple(unescape_key(p) for p in name[len(prefix) :].split("/"))
+        out.append(_Field(path, name, name_of(c.get("mask"))))
+    return out
+
+
+class Dataset:
+    """Every episode of a directory of shards (or of one shard file), memory-mapped.
+
+    Use as a context manager or call `close`. Pickles as its path and options: a data-loader
+    worker that unpickles it opens the files itself.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, strict: bool = False, cache_bytes: int = DEFAULT_CACHE_BYTES
+    ) -> None:
+        self._path = os.fspath(path)
+        self._strict = strict
+        self._cache_bytes = cache_bytes
+        self._ds: _core.Dataset | None = _core.Dataset(self._path, strict, cache_bytes)
+        self._recordings: dict[int, _Recording] = {}
+        self._summaries: dict[str, npt.NDArray[Any]] | None = None
+        for file, offset, why in self._ds.problems:
+            warnings.warn(
+                f"{file}: damaged at byte offset {offset} ({why}); everything before it is read",
+                TrajcoreWarning,
+                stacklevel=3,
+            )
+
+    # --- plumbing -------------------------------------------------------------------------
+
+    @property
+    def _core(self) -> _core.Dataset:
+        if self._ds is None:
+            raise TrajcoreError(f"{self._path}: the dataset is closed")
+        return self._ds
+
+    def _recording(self, index: int) -> _Recording:
+        rec = self._recordings.get(index)
+        if rec is None:
+            meta = json.loads(self._core.meta_json(index))
+            columns = self._core.columns(index)
+            layout = meta.get("layout") or {}
+            rec = _Recording(
+                meta=meta,
+                observation=layout.get("observation"),
+                action=layout.get("action"),
+                infos=_column_fields(columns, "info/"),
+                data=_column_fields(columns, "data/"),
+            )
+            self._recordings[index] = rec
+        return rec
+
+    def _summary(self) -> dict[str, npt.NDArray[Any]]:
+        if self._summaries is None:
+            s = self._core.summaries()
+            for a in s.values():
+                a.flags.writeable = False
+            self._summaries = s
+        return self._summaries
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_reopen, (self._path, self._strict, self._cache_bytes))
+
+    # --- the dataset ----------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def shards(self) -> list[str]:
+        """The shard files, in recording order."""
+        return self._core.shards
+
+    @property
+    def problems(self) -> list[tuple[str, int, str]]:
+        """Damage found when opening: (file, byte offset, what was wrong)."""
+        return self._core.problems
+
+    @property
+    def num_episodes(self) -> int:
+        return self._core.num_episodes
+
+    @property
+    def num_steps(self) -> int:
+        """Transitions over all episodes (the sum of episode lengths)."""
+        return self._core.num_steps
+
+    @property
+    def num_recordings(self) -> int:
+        return self._core.num_recordings
+
+    def meta(self, recording: int = 0) -> dict[str, Any]:
+        """The Meta record of a recording: metadata, layout, num_envs, autoreset_mode, user, ..."""
+        return self._recording(recording).meta
+
+    @property
+    def metadata(self) -> Any:
+        """The dataset metadata given to the (first) recorder; None for an empty dataset."""
+        return self.meta(0).get("metadata") if self.num_recordings else None
+
+    def _space(self, key: str) -> spaces.Space[Any] | None:
+        if not self.num_recordings:
+            return None
+        desc = (self.meta(0).get("user") or {}).get(key)
+        return space_from_json(desc) if desc is not None else None
+
+    @property
+    def observation_space(self) -> spaces.Space[Any] | None:
+        """The (per-env) observation space of the first recording, rebuilt from the file."""
+        return self._space("observation_space")
+
+    @property
+    def action_space(self) -> spaces.Space[Any] | None:
+        """The (per-env) action space of the first recording, rebuilt from the file."""
+        return self._space("action_space")
+
+    @property
+    def episodes(self) -> Episodes:
+        """Every episode, in the order they ended (shards in recording order; episodes still
+        running when a recorder closed come last in their shard)."""
+        return Episodes(self, range(self.num_episodes))
+
+    def __len__(self) -> int:
+        return self.num_episodes
+
+    def summaries(self) -> dict[str, npt.NDArray[Any]]:
+        """One read-only array per field over all episodes, in dataset order: recording,
+        env_index, length, episode_return, complete, terminated, truncated, start_ns, end_ns,
+        episode_id, shard. Read from the index: nothing is decompressed."""
+        return dict(self._summary())
+
+    def select(
+        self,
+        *,
+        env_index: int | Sequence[int] | None = None,
+        complete: bool | None = None,
+        terminated: bool | None = None,
+        truncated: bool | None = None,
+        min_return: float | None = None,
+        max_return: float | None = None,
+        min_length: int | None = None,
+        max_length: int | None = None,
+        where: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> Episodes:
+        """The episodes that pass every given filter (bounds are inclusive), in dataset order.
+
+        Filters read episode summaries (and, for `where`, episode metadata) from the index only:
+        no observation is decompressed.
+
+        Args:
+            where: called with each remaining episode's metadata dict; keeps it if true.
+        """
+        s = self._summary()
+        keep = np.ones(self.num_episodes, dtype=np.bool_)
+        if env_index is not None:
+            keep &= np.isin(s["env_index"], np.atleast_1d(np.asarray(env_index)))
+        for name, value in (("complete", complete), ("terminated", terminated), ("truncated", truncated)):
+            if value is not None:
+                keep &= s[name] == bool(value)
+        if min_return is not None:
+            keep &= s["episode_return"] >= min_return
+        if max_return is not None:
+            keep &= s["episode_return"] <= max_return
+        if min_length is not None:
+            keep &= s["length"] >= min_length
+        if max_length is not None:
+            keep &= s["length"] <= max_length
+        indices = np.flatnonzero(keep).tolist()
+        if where is not None:
+            indices = [i for i in indices if where(self._episode_metadata(i))]
+        return Episodes(self, indices)
+
+    def refresh(self) -> int:
+        """Picks up shards that grew or appeared since opening (a recorder still writing);
+        returns the number of new episodes."""
+        added = self._core.refresh()
+        self._summaries = None
+        return added
+
+    def close(self) -> None:
+        """Lets go of the memory maps (once no array read from them is alive)."""
+        self._ds = None
+        self._recordings.clear()
+        self._summaries = None
+
+    def __enter__(self) -> Dataset:
+        return self
+
+    def __exit__(self, *args: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        if self._ds is None:
+            return f"<trajcore.Dataset {self._path!r} (closed)>"
+        return f"<trajcore.Dataset {self._path!r}: {self.num_episodes} episodes, {self.num_steps} steps>"
+
+    # --- per-episode reads (used by Episode) ----------------------------------------------
+
+    def _episode_metadata(self, index: int) -> dict[str, Any]:
+        text = self._core.episode_metadata_json(index)
+        value = json.loads(text) if text else {}
+        return value if isinstance(value, dict) else {"value": value}
+
+    def _read(self, index: int, column: str) -> Any:
+        return self._core.read_column(index, column)
+
+    def _tree(self, index: int, tree: Any) -> Any:
+        if tree is None:
+            return None
+        if "leaf" in tree:
+            return self._read(index, tree["leaf"])
+        if "dict" in tree:
+            return {k: self._tree(index, sub) for k, sub in tree["dict"]}
+        return tuple(self._tree(index, sub) for sub in tree["tuple"])
+
+    def _fields(self, index: int, fields: list[_Field]) -> dict[str, Any]:
+        """Nested dict of value columns plus their `_key` masks. A key never present in this
+        episode is left out; a nested dict gets an any-present mask beside it (`_episode`)."""
+        out: dict[str, Any] = {}
+        for f in fields:
+            mask = self._read(index, f.mask) if f.mask is not None else None
+            if mask is not None and not np.any(mask):
+                continue
+            node = out
+            for part in f.path[:-1]:
+                child = node.setdefault(part, {})
+                if not isinstance(child, dict):
+                    break  # the key held a plain value at some steps and a dict at others
+                node = child
+            else:
+                node[f.path[-1]] = self._read(index, f.column)
+                if mask is not None:
+                    node["_" + f.path[-1]] = mask
+        _add_any_masks(out)
+        return out
+
+
+def _add_any_masks(node: dict[str, Any]) -> npt.NDArray[np.bool_] | None:
+    """Adds `_key` beside each nested dict `key` (true where any entry below is present) and
+    returns the any-present mask of `node` itself."""
+    combined: npt.NDArray[np.bool_] | None = None
+    for key in [k for k, v in node.items() if isinstance(v, dict)]:
+        sub = _add_any_masks(node[key])
+        if sub is not None:
+            node["_" + key] = sub
+    for key, value in node.items():
+        if key.startswith("_") and isinstance(value, np.ndarray):
+            combined = value.copy() if combined is None else combined | value
+    return combined
+
+
+def _reopen(path: str, strict: bool, cache_bytes: int) -> Dataset:
+    return Dataset(path, strict=strict, cache_bytes=cache_bytes)
+
+
+class Episodes(Sequence["Episode"]):
+    """A sequence of episodes of a dataset: ``len``, iteration, int (also negative) and slice
+    indexing (a slice is an `Episodes` too)."""
+
+    def __init__(self, dataset: Dataset, indices: Sequence[int]) -> None:
+        self._dataset = dataset
+        self._indices = indices
+
+    def __len__(self) -> int:
+        return len(self._indices)
+
+    @overload
+    def __getitem__(self, i: int) -> Episode: ...
+    @overload
+    def __getitem__(self, i: slice) -> Episodes: ...
+    def __getitem__(self, i: int | slice) -> Episode | Episodes:
+        if isinstance(i, slice):
+            return Episodes(self._dataset, self._indices[i])
+        try:
+            index = self._indices[i]
+        except IndexError:
+            raise IndexError(f"episode index {i} out of range ({len(self._indices)} episodes)") from None
+        return Episode(self._dataset, int(index))
+
+    def __iter__(self) -> Iterator[Episode]:
+        for index in self._indices:
+            yield Episode(self._dataset, int(index))
+
+    @property
+    def indices(self) -> list[int]:
+        """The dataset indexes of these episodes."""
+        return [int(i) for i in self._indices]
+
+    def __repr__(self) -> str:
+        return f"<trajcore.Episodes: {len(self)} episodes>"
+
+
+class Episode:
+    """One episode of one (sub-)env. Summary fields come from the index; the arrays are read and
+    decompressed on first access, then cached on the episode.
+
+    An episode of T steps has T+1 observations and infos (the reset's first, the final last) and
+    T actions, rewards, terminations, truncations and custom data rows.
+    """
+
+    def __init__(self, dataset: Dataset, index: int) -> None:
+        self._dataset = dataset
+        self.index = index
+        """Position of the episode in its dataset."""
+        self._cache: dict[str, Any] = {}
+
+    def _s(self, name: str) -> Any:
+        return self._dataset._summary()[name][self.index]
+
+    @property
+    def recording(self) -> int:
+        return int(self._s("recording"))
+
+    @property
+    def env_index(self) -> int:
+        """Sub-env the episode ran in (0 for a single env)."""
+        return int(self._s("env_index"))
+
+    @property
+    def length(self) -> int:
+        """Number of steps T."""
+        return int(self._s("length"))
+
+    def __len__(self) -> int:
+        return self.length
+
+    @property
+    def complete(self) -> bool:
+        """False for an episode still running when its recorder closed or stopped on an error."""
+        return bool(self._s("complete"))
+
+    @property
+    def terminated(self) -> bool:
+        return bool(self._s("terminated"))
+
+    @property
+    def truncated(self) -> bool:
+        return bool(self._s("truncated"))
+
+    @property
+    def episode_return(self) -> float:
+        """The sum of the rewards (float64, summed in step order)."""
+        return float(self._s("episode_return"))
+
+    @property
+    def start_ns(self) -> int:
+        """Wall-clock time of the episode's reset, in ns since the Unix epoch."""
+        return int(self._s("start_ns"))
+
+    @property
+    def end_ns(self) -> int:
+        return int(self._s("end_ns"))
+
+    @property
+    def start_time(self) -> float:
+        """Wall-clock time of the episode's reset, in seconds since the Unix epoch."""
+        return self.start_ns / 1e9
+
+    @property
+    def episode_id(self) -> int:
+        return int(self._s("episode_id"))
+
+    def _cached(self, key: str, make: Callable[[], Any]) -> Any:
+        try:
+            return self._cache[key]
+        except KeyError:
+            value = self._cache[key] = make()
+            return value
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The episode's metadata (callback results and `set_episode_metadata` values)."""
+        return self._cached("metadata", lambda: self._dataset._episode_metadata(self.index))  # type: ignore[no-any-return]
+
+    @property
+    def observations(self) -> Any:
+        """T+1 observations, nested like the observation space (dicts/tuples of arrays; a Text
+        leaf is a list of str)."""
+        rec = self._dataset._recording(self.recording)
+        return self._cached("observations", lambda: self._dataset._tree(self.index, rec.observation))
+
+    @property
+    def actions(self) -> Any:
+        """T actions, nested like the action space."""
+        rec = self._dataset._recording(self.recording)
+        return self._cached("actions", lambda: self._dataset._tree(self.index, rec.action))
+
+    @property
+    def rewards(self) -> npt.NDArray[np.float64]:
+        """T rewards, float64, exactly as the env returned them."""
+        return self._cached("rewards", lambda: self._dataset._read(self.index, "reward"))  # type: ignore[no-any-return]
+
+    @property
+    def terminations(self) -> npt.NDArray[np.bool_]:
+        return self._cached("terminations", lambda: self._dataset._read(self.index, "terminated"))  # type: ignore[no-any-return]
+
+    @property
+    def truncations(self) -> npt.NDArray[np.bool_]:
+        return self._cached("truncations", lambda: self._dataset._read(self.index, "truncated"))  # type: ignore[no-any-return]
+
+    @property
+    def infos(self) -> dict[str, Any]:
+        """Info entries, aligned with the observations (T+1 rows, the reset's info first). Each
+        key comes with a boolean mask ``infos["_key"]`` saying at which rows the env gave it;
+        where it did not, the row reads as zeros (empty string for str). Nested dict infos come
+        back nested (``infos["episode"]["r"]`` with ``infos["episode"]["_r"]``, and
+        ``infos["_episode"]`` true where any entry below was given). Keys the env never gave in
+        this episode are left out."""
+        rec = self._dataset._recording(self.recording)
+        return self._cached("infos", lambda: self._dataset._fields(self.index, rec.infos))  # type: ignore[no-any-return]
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """Custom per-step data (`record` / `step_data`): ``name`` -> T rows, ``_name`` -> mask."""
+        rec = self._dataset._recording(self.recording)
+        return self._cached("data", lambda: self._dataset._fields(self.index, rec.data))  # type: ignore[no-any-return]
+
+    def __repr__(self) -> str:
+        state = "complete" if self.complete else "incomplete"
+        return (
+            f"<trajcore.Episode {self.index}: env {self.env_index}, {self.length} steps, "
+            f"return {self.episode_return:g}, {state}>"
+        )

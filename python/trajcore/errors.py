@@ -1,0 +1,28 @@
+"""The trajcore error hierarchy, rooted at `TrajcoreError`.
+
+The classes live in the Rust extension (one mapping from the core's error type to Python, in
+the bindings) and are re-exported here so users catch `trajcore.SchemaError` and friends.
+Each also derives from the builtin a user would reach for: `SchemaError` and `CorruptFileError`
+are `ValueError`s, `RecorderError` is a `RuntimeError`, `TrajcoreIOError` is an `OSError` and
+`TrajcoreFileNotFoundError` a `FileNotFoundError`.
+"""
+
+from trajcore._core import (
+    CorruptFileError,
+    RecorderError,
+    SchemaError,
+    TrajcoreError,
+    TrajcoreFileNotFoundError,
+    TrajcoreIOError,
+    TrajcoreWarning,
+)
+
+__all__ = [
+    "CorruptFileError",
+    "RecorderError",
+    "SchemaError",
+    "TrajcoreError",
+    "TrajcoreFileNotFoundError",
+    "TrajcoreIOError",
+    "TrajcoreWarning",
+]

@@ -1,0 +1,310 @@
+"""`RecordVectorEpisodes`: records every sub-env episode of a vector env, one core call per step.
+
+The whole batch goes to the core in one call; the core's writer thread splits it into per-env
+episodes following the env's autoreset mode:
+
+- ``NEXT_STEP`` (gymnasium's default): the step after sub-env i ends is its reset; that step's
+  action is ignored and its observation starts i's next episode (it is not a transition).
+- ``SAME_STEP``: a sub-env that ends is reset inside the same step; its final observation and
+  info are taken from ``infos["final_obs"]`` / ``infos["final_info"]`` and the step's observation
+  starts the next episode.
+- ``DISABLED``: a sub-env that ends stays ended until ``reset(options={"reset_mask": mask})``
+  restarts it; only masked sub-envs start new episodes.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+from gymnasium.vector import VectorEnv, VectorWrapper
+
+from trajcore import _core
+from trajcore._config import Codec, build_config, env_id_of, to_json
+from trajcore.errors import SchemaError, TrajcoreWarning
+from trajcore.recorder import EpisodeInfo, EpisodeMetadataFn
+
+__all__ = ["RecordVectorEpisodes", "autoreset_mode_of"]
+
+_MODES = {"nextstep": "next_step", "samestep": "same_step", "disabled": "disabled"}
+
+
+def autoreset_mode_of(env: Any) -> str:
+    """The autoreset mode a vector env declares in ``metadata["autoreset_mode"]`` (a
+    `gymnasium.vector.AutoresetMode` or its string value), as the core names it.
+
+    Raises:
+        SchemaError: the mode is not one trajcore knows.
+    """
+    raw = (getattr(env, "metadata", None) or {}).get("autoreset_mode")
+    if raw is None:
+        warnings.warn(
+            f"{type(env).__name__} declares no metadata['autoreset_mode']; assuming NEXT_STEP "
+            "(gymnasium's default). Set it to a gymnasium.vector.AutoresetMode to silence this.",
+            TrajcoreWarning,
+            stacklevel=3,
+        )
+        return "next_step"
+    value = raw.value if isinstance(raw, enum.Enum) else raw
+    mode = _MODES.get(value.replace("_", "").replace("-", "").lower()) if isinstance(value, str) else None
+    if mode is None:
+        raise SchemaError(
+            f"unknown autoreset mode {raw!r} in {type(env).__name__}.metadata['autoreset_mode'] "
+            "(trajcore records NEXT_STEP, SAME_STEP and DISABLED)"
+        )
+    return mode
+
+
+class _ForeignVectorEnv(VectorEnv[Any, Any, Any]):
+    """Presents an object that follows the `VectorEnv` API without deriving from it (envs not
+    built by gymnasium) as a `VectorEnv`, so `VectorWrapper` accepts it."""
+
+    def __init__(self, env: Any) -> None:
+        self._env = env
+        self.num_envs = int(env.num_envs)
+        self.observation_space = env.observation_space
+        self.action_space = env.action_space
+        self.single_observation_space = env.single_observation_space
+        self.single_action_space = env.single_action_space
+        self.metadata = dict(getattr(env, "metadata", None) or {})
+        self.spec = getattr(env, "spec", None)
+
+    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        result: tuple[Any, dict[str, Any]] = self._env.reset(seed=seed, options=options)
+        return result
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        result: tuple[Any, Any, Any, Any, dict[str, Any]] = self._env.step(actions)
+        return result
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self._env.close(**kwargs)
+
+
+def _env_item(tree: Any, i: int) -> Any:
+    """Sub-env i of a batched observation (dicts and tuples of arrays)."""
+    if isinstance(tree, Mapping):
+        return {k: _env_item(v, i) for k, v in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(_env_item(v, i) for v in tree)
+    return tree[i]
+
+
+def _env_info(infos: Mapping[str, Any], i: int) -> dict[str, Any]:
+    """Sub-env i's entries of vector infos (keys whose ``_key`` mask is false at i are left out)."""
+    out: dict[str, Any] = {}
+    for key, value in infos.items():
+        if key.startswith("_"):
+            continue
+        mask = infos.get("_" + key)
+        if mask is not None and not mask[i]:
+            continue
+        out[key] = _env_info(value, i) if isinstance(value, Mapping) else value[i]
+    return out
+
+
+class RecordVectorEpisodes(VectorWrapper[Any, Any, Any, Any, Any]):
+    """Records every sub-env episode of a vector env into the shard files of directory `path`.
+
+    Episodes read back per sub-env (`Episode.env_index`), identical value for value to what the
+    sub-env would have produced alone. Takes the options of `trajcore.RecordEpisodes`; there,
+    `episode_metadata` gets the `EpisodeInfo` of each sub-env whose episode ended, and
+    `step_data` returns arrays over the sub-envs.
+
+    Raises:
+        SchemaError: a space cannot be recorded, the autoreset mode is unknown, or an option is
+            invalid.
+        TrajcoreIOError: the directory cannot be created or written.
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        path: str | os.PathLike[str],
+        metadata: Mapping[str, Any] | None = None,
+        *,
+        episode_metadata: EpisodeMetadataFn | None = None,
+        step_data: Callable[..., Mapping[str, Any]] | None = None,
+        max_shard_bytes: int = 1 << 30,
+        chunk_bytes: int | None = None,
+        flush_interval: float = 1.0,
+        durability: str = "flush",
+        fsync_interval: float | None = None,
+        zstd_level: int | None = 3,
+        codecs: Mapping[str, Codec] | None = None,
+        block_when_full: bool = True,
+        ring_bytes: int = 64 << 20,
+    ) -> None:
+        super().__init__(env if isinstance(env, VectorEnv) else _ForeignVectorEnv(env))
+        self.closed = True
+        self._mode = autoreset_mode_of(self.env)
+        n = int(self.env.num_envs)
+        config = build_config(
+            self.env.single_observation_space,
+            self.env.single_action_space,
+            num_envs=n,
+            batched=True,
+            autoreset_mode=self._mode,
+            metadata=dict(metadata) if metadata is not None else None,
+            env_id=env_id_of(self.env),
+            max_shard_bytes=max_shard_bytes,
+            chunk_bytes=chunk_bytes,
+            flush_interval=flush_interval,
+            durability=durability,
+            fsync_interval=fsync_interval,
+            zstd_level=zstd_level,
+            codecs=codecs,
+            block_when_full=block_when_full,
+            ring_bytes=ring_bytes,
+        )
+        self._core = _core.Recorder(os.fspath(path), config)
+        self.closed = False
+        self._episode_metadata = episode_metadata
+        self._step_data = step_data
+        # Episode bookkeeping for the callback only (the core keeps its own).
+        self._lengths = np.zeros(n, dtype=np.int64)
+        self._returns = np.zeros(n, dtype=np.float64)
+        self._ended = np.zeros(n, dtype=np.bool_)
+
+    @property
+    def autoreset_mode(self) -> str:
+        """The mode episodes are split by: "next_step", "same_step" or "disabled"."""
+        return self._mode
+
+    def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        """Resets the sub-envs and starts their episodes (running ones are kept as incomplete).
+
+        In DISABLED mode, ``options={"reset_mask": mask}`` resets and starts only the masked
+        sub-envs.
+        """
+        obs, infos = self.env.reset(seed=seed, options=options)
+        mask = None
+        if options is not None and self._mode == "disabled":
+            mask = options.get("reset_mask")
+        self._core.reset(obs, infos, mask)
+        if mask is None:
+            self._lengths[:] = 0
+            self._returns[:] = 0.0
+            self._ended[:] = False
+        else:
+            m = np.asarray(mask, dtype=np.bool_)
+            self._lengths[m] = 0
+            self._returns[m] = 0.0
+            self._ended[m] = False
+        return obs, infos
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """Steps the sub-envs and records the batch with one call into the core.
+
+        Raises:
+            SchemaError: a value does not fit its column. Running episodes are kept as
+                incomplete; each sub-env resumes recording at its next reset.
+            RecorderError: the recorder is closed, or its writer thread failed.
+        """
+        obs, rewards, terminations, truncations, infos = self.env.step(actions)
+        if self._step_data is not None:
+            extra = self._step_data(actions, obs, rewards, terminations, truncations, infos)
+            for name, value in extra.items():
+                self._core.record(name, value)
+        if self._episode_metadata is not None:
+            self._call_episode_metadata(obs, rewards, terminations, truncations, infos)
+        self._core.step(actions, obs, rewards, terminations, truncations, infos)
+        return obs, rewards, terminations, truncations, infos
+
+    def _call_episode_metadata(
+        self,
+        obs: Any,
+        rewards: npt.ArrayLike,
+        terminations: npt.ArrayLike,
+        truncations: npt.ArrayLike,
+        infos: dict[str, Any],
+    ) -> None:
+        assert self._episode_metadata is not None
+        term = np.asarray(terminations, dtype=np.bool_)
+        trunc = np.asarray(truncations, dtype=np.bool_)
+        r = np.asarray(rewards, dtype=np.float64)
+        if self._mode == "next_step":
+            # Sub-envs that ended at the previous step are resetting now: no transition.
+            live = ~self._ended
+            self._lengths[self._ended] = 0
+            self._returns[self._ended] = 0.0
+        else:
+            live = ~self._ended if self._mode == "disabled" else np.ones_like(term)
+        self._lengths[live] += 1
+        self._returns[live] += r[live]
+        done = (term | trunc) & live
+        for i in np.flatnonzero(done).tolist():
+            if self._mode == "same_step":
+                final_obs = _env_item(infos["final_obs"], i)
+                final_info = infos["final_info"]
+                info = _env_info(final_info, i) if isinstance(final_info, Mapping) else final_info[i]
+            else:
+                final_obs = _env_item(obs, i)
+                info = _env_info(infos, i)
+            episode: EpisodeInfo = {
+                "env_index": i,
+                "length": int(self._lengths[i]),
+                "episode_return": float(self._returns[i]),
+                "terminated": bool(term[i]),
+                "truncated": bool(trunc[i]),
+                "observation": final_obs,
+                "info": info,
+            }
+            extra = self._episode_metadata(episode)
+            if extra:
+                self._core.set_episode_metadata(i, to_json(dict(extra), "episode metadata"))
+        if self._mode == "same_step":
+            self._lengths[done] = 0
+            self._returns[done] = 0.0
+        else:
+            self._ended |= done
+
+    def record(self, **values: Any) -> None:
+        """Custom per-step data for the next `step`: one array over the sub-envs per name
+        (column ``data/<name>``, T rows an episode)."""
+        for name, value in values.items():
+            self._core.record(name, value)
+
+    def set_episode_metadata(self, env_index: int, metadata: Mapping[str, Any] | None = None, /, **kv: Any) -> None:
+        """Merges JSON-able values into the metadata of the episode running in sub-env `env_index`."""
+        merged = {**(metadata or {}), **kv}
+        self._core.set_episode_metadata(int(env_index), to_json(merged, "episode metadata"))
+
+    def discard(self, env_index: int) -> None:
+        """Drops the episode running in sub-env `env_index`: it will not be listed."""
+        self._core.discard(int(env_index))
+
+    def flush(self) -> None:
+        """Waits until everything recorded so far is in the file."""
+        self._core.flush()
+
+    def stats(self) -> dict[str, int]:
+        """Counters of the core: steps, episodes, bytes_raw, bytes_written, ring_capacity, ring_waits."""
+        return self._core.stats()
+
+    @property
+    def shard_paths(self) -> list[str]:
+        return self._core.shard_paths
+
+    def close(self, **kwargs: Any) -> None:
+        """Writes running episodes (as incomplete), the index and the end record, then closes the
+        env. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            self._core.close()
+        finally:
+            self.env.close(**kwargs)
+
+    def __enter__(self) -> RecordVectorEpisodes:
+        return self
+
+    def __exit__(self, *args: object) -> Literal[False]:
+        self.close()
+        return False

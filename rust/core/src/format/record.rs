@@ -1,0 +1,89 @@
+//! Record framing: a 24-byte header (kind, payload checksum, payload length, header checksum),
+//! the payload, then zero padding to the next 8-byte offset. The header has its own checksum so a
+//! damaged length is caught before it is trusted.
+
+use super::{align_up, u32_at, u64_at, RECORD_ALIGN};
+
+pub const RECORD_HEADER_LEN: usize = 24;
+/// No single record may claim more than this; a larger length means damage.
+pub const MAX_PAYLOAD: u64 = 1 << 40;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum RecordKind {
+    /// JSON: dataset metadata and the caller's layout of columns into spaces.
+    Meta = 1,
+    /// JSON: one `ColumnSpec`.
+    Column = 2,
+    /// Binary: a table of column chunks, then their data.
+    Chunks = 3,
+    /// Binary: one finished (or, at close, unfinished) episode.
+    Episode = 4,
+    /// Binary: an index of the records since the previous index record.
+    Index = 5,
+    /// Binary: the offset of the last index record. Only ever the last record of a closed file.
+    End = 6,
+}
+
+impl RecordKind {
+    pub fn from_u32(v: u32) -> Option<Self> {
+        Some(match v {
+            1 => RecordKind::Meta,
+            2 => RecordKind::Column,
+            3 => RecordKind::Chunks,
+            4 => RecordKind::Episode,
+            5 => RecordKind::Index,
+            6 => RecordKind::End,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordHeader {
+    /// Raw kind; unknown kinds from newer minor versions are skipped by readers.
+    pub kind: u32,
+    pub payload_crc: u32,
+    pub payload_len: u64,
+}
+
+impl RecordHeader {
+    pub fn new(kind: RecordKind, payload: &[u8]) -> Self {
+        RecordHeader { kind: kind as u32, payload_crc: crc32c::crc32c(payload), payload_len: payload.len() as u64 }
+    }
+
+    pub fn encode(&self) -> [u8; RECORD_HEADER_LEN] {
+        let mut b = [0u8; RECORD_HEADER_LEN];
+        b[0..4].copy_from_slice(&self.kind.to_le_bytes());
+        b[4..8].copy_from_slice(&self.payload_crc.to_le_bytes());
+        b[8..16].copy_from_slice(&self.payload_len.to_le_bytes());
+        // 16..20: flags, none defined yet.
+        let crc = crc32c::crc32c(&b[0..20]);
+        b[20..24].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// `None` when the header checksum fails or the length is implausible.
+    pub fn decode(bytes: &[u8]) -> Option<Self> {
+        if bytes.len() < RECORD_HEADER_LEN || crc32c::crc32c(&bytes[0..20]) != u32_at(bytes, 20) {
+            return None;
+        }
+        let header = RecordHeader { kind: u32_at(bytes, 0), payload_crc: u32_at(bytes, 4), payload_len: u64_at(bytes, 8) };
+        (header.payload_len <= MAX_PAYLOAD).then_some(header)
+    }
+
+    /// Bytes from the start of this record to the start of the next one.
+    pub fn total_len(&self) -> u64 {
+        align_up(RECORD_HEADER_LEN as u64 + self.payload_len, RECORD_ALIGN)
+    }
+
+    pub fn record_kind(&self) -> Option<RecordKind> {
+        RecordKind::from_u32(self.kind)
+    }
+}
+
+/// The padding after a record's payload.
+pub fn padding_after(payload_len: u64) -> usize {
+    let used = RECORD_HEADER_LEN as u64 + payload_len;
+    (align_up(used, RECORD_ALIGN) - used) as usize
+}

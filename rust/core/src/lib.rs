@@ -1,0 +1,19 @@
+//! trajcore-core: a plain Rust library (no Python) that records RL episodes into an append-only,
+//! chunked, checksummed, indexed file format and reads them back through a memory map.
+//!
+//! - `format`: the bytes on disk (`docs/FORMAT.md` is the spec).
+//! - `writer`: a lock-free ring from the caller to a background thread that splits vector steps
+//!   into per-env episodes, compresses column chunks and appends them.
+//! - `reader`: opens shards and datasets (directories of shards), recovers unfinished files and
+//!   reads rows by episode through the index.
+
+pub mod dtype;
+pub mod error;
+pub mod format;
+pub mod reader;
+pub mod schema;
+pub mod writer;
+
+pub use dtype::DType;
+pub use error::{Error, Result};
+pub use schema::{CodecSpec, ColumnId, ColumnSpec, Role, Timeline};

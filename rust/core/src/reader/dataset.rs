@@ -1,0 +1,501 @@
+//! A dataset: one shard file, or every `.trj` shard in a directory.
+//!
+//! Shards are grouped by recording id; within a recording, lane row numbers run on across
+//! shards, so chunk lists are merged per (recording, lane, column) and kept sorted by first row
+//! for binary search. Episodes are listed shard by shard (shards sorted by file name, which
+//! sorts by start time), and within a shard in record order. `refresh` appends what appeared
+//! since (new records, new shard files) after the episodes already listed, so indexes handed out
+//! stay valid.
+//!
+//! An episode is listed only if every row it spans is held by a chunk, for every column that
+//! must have a value on every row (columns with neither `mask` nor `mask_of`: observation and
+//! action leaves, reward, terminated, truncated). Masked columns and their masks may have rows
+//! no chunk covers (a column added mid-recording); those read as zeros / False / "". An episode
+//! failing the check lost data to a damaged or missing shard: it is left out with a problem.
+//! The check relies on the writer writing an episode's chunks before its Episode record.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::cache::{ChunkCache, VerifiedRecords};
+use super::shard::{Found, Opened, Shard};
+use super::{OpenOptions, Problem, SHARD_EXTENSION};
+use crate::error::{Error, Result};
+use crate::format::chunks::ChunkRef;
+use crate::format::codec::{codec_ids, CODEC_DELTA, CODEC_ZSTD};
+use crate::format::episode::EpisodeSummary;
+use crate::schema::{ColumnId, ColumnSpec, Timeline};
+
+/// A decoded chunk may not claim more bytes than this (a damaged length must not make the
+/// reader allocate without bound). Rows are at most 1 GiB, and writers seal chunks far smaller.
+pub(crate) const MAX_DECODED_CHUNK: u64 = 4 << 30;
+
+/// What one recorder wrote: shards sharing a recording id.
+#[derive(Debug, Clone)]
+pub struct Recording {
+    pub id: [u8; 16],
+    /// The Meta record of its first shard present ("{}" if none survived).
+    pub meta_json: String,
+    /// Index = column id. Only a gap-free run of ids from 0 is listed (a problem names a gap).
+    pub columns: Vec<ColumnSpec>,
+    /// Its shards (indexes into `Dataset::shard_paths`), by shard_seq.
+    pub shards: Vec<usize>,
+}
+
+#[derive(Debug, Clone)]
+pub struct EpisodeRef {
+    /// Index into `Dataset::recordings`.
+    pub recording: usize,
+    /// Index into `Dataset::shard_paths`: the shard holding the Episode record.
+    pub shard: usize,
+    pub summary: EpisodeSummary,
+}
+
+/// A chunk and the shard it lives in.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Located {
+    pub shard: usize,
+    pub chunk: ChunkRef,
+}
+
+impl Located {
+    pub fn first_row(&self) -> u64 {
+        self.chunk.first_row
+    }
+    /// Checked when the chunk was taken in, so it does not overflow.
+    pub fn end_row(&self) -> u64 {
+        self.chunk.first_row.saturating_add(self.chunk.n_rows as u64)
+    }
+}
+
+pub(crate) type ListKey = (usize, u32, ColumnId);
+
+#[derive(Default)]
+struct RecordingState {
+    /// shard_seq -> shard index.
+    seqs: BTreeMap<u64, usize>,
+    /// The shard_seq the meta JSON came from.
+    meta_seq: Option<u64>,
+    /// Every column described, by id (the public list stops at the first gap).
+    specs: BTreeMap<ColumnId, ColumnSpec>,
+}
+
+pub struct Dataset {
+    path: PathBuf,
+    is_dir: bool,
+    opts: OpenOptions,
+    pub(super) shards: Vec<Shard>,
+    shard_recording: Vec<usize>,
+    /// Files opened, or left out for good (a duplicate shard).
+    known_files: HashSet<PathBuf>,
+    pub(super) recordings: Vec<Recording>,
+    states: Vec<RecordingState>,
+    pub(super) chunk_lists: HashMap<ListKey, Vec<Located>>,
+    episodes: Vec<EpisodeRef>,
+    num_steps: u64,
+    /// Problems found at the dataset level (across shards); never replaced.
+    own_problems: Vec<Problem>,
+    reported: HashSet<String>,
+    /// Shard problems and own problems, gathered after every open/refresh.
+    problems: Vec<Problem>,
+    pub(super) cache: ChunkCache,
+    pub(super) verified: VerifiedRecords,
+}
+
+impl Dataset {
+    /// Opens a shard file or a directory of shards (`*.trj`; other files are ignored).
+    ///
+    /// Errors: `NotFound` (no such path), `NotTrajcore` (a file that is not a trajcore shard:
+    /// the file named, or a `.trj` file in the directory), `Version` (a newer major version),
+    /// `Corrupt` (damage, with `strict`), `Io`.
+    pub fn open(path: &Path, opts: OpenOptions) -> Result<Dataset> {
+        let meta = fs::metadata(path).map_err(|e| Error::io(path, e))?;
+        let mut ds = Dataset {
+            path: path.to_path_buf(),
+            is_dir: meta.is_dir(),
+            cache: ChunkCache::new(opts.cache_bytes),
+            opts,
+            shards: Vec::new(),
+            shard_recording: Vec::new(),
+            known_files: HashSet::new(),
+            recordings: Vec::new(),
+            states: Vec::new(),
+            chunk_lists: HashMap::new(),
+            episodes: Vec::new(),
+            num_steps: 0,
+            own_problems: Vec::new(),
+            reported: HashSet::new(),
+            problems: Vec::new(),
+            verified: VerifiedRecords::default(),
+        };
+        ds.update()?;
+        Ok(ds)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn options(&self) -> &OpenOptions {
+        &self.opts
+    }
+
+    /// Damage found so far: what was left out, and where.
+    pub fn problems(&self) -> &[Problem] {
+        &self.problems
+    }
+
+    pub fn shard_paths(&self) -> Vec<PathBuf> {
+        self.shards.iter().map(|s| s.path.clone()).collect()
+    }
+
+    pub fn recordings(&self) -> &[Recording] {
+        &self.recordings
+    }
+
+    pub fn episodes(&self) -> &[EpisodeRef] {
+        &self.episodes
+    }
+
+    /// The sum of episode lengths.
+    pub fn num_steps(&self) -> u64 {
+        self.num_steps
+    }
+
+    /// Re-scans shards that grew and picks up new shard files (reading while a recorder writes).
+    /// New episodes are appended after those already listed. Returns how many were added.
+    pub fn refresh(&mut self) -> Result<usize> {
+        let before = self.episodes.len();
+        self.update()?;
+        Ok(self.episodes.len() - before)
+    }
+
+    pub(super) fn episode(&self, episode: usize) -> Result<&EpisodeRef> {
+        self.episodes.get(episode).ok_or_else(|| {
+            Error::Invalid(format!("episode {episode} is out of range (the dataset has {})", self.episodes.len()))
+        })
+    }
+
+    pub(super) fn recording(&self, recording: usize) -> Result<&Recording> {
+        self.recordings.get(recording).ok_or_else(|| {
+            Error::Invalid(format!("recording {recording} is out of range (the dataset has {})", self.recordings.len()))
+        })
+    }
+
+    /// The episode's metadata JSON ("{}" if none), read from its Episode record.
+    pub fn episode_metadata(&self, episode: usize) -> Result<String> {
+        let e = self.episode(episode)?;
+        self.shards[e.shard].episode_metadata(&e.summary)
+    }
+
+    pub fn column_id(&self, recording: usize, name: &str) -> Option<ColumnId> {
+        let columns = &self.recordings.get(recording)?.columns;
+        columns.iter().position(|c| c.name == name).map(|i| i as ColumnId)
+    }
+
+    /// The rows an episode spans in a column: (first row, number of rows). T+1 rows on the
+    /// observation timeline, T on the step timeline.
+    pub fn episode_rows(&self, episode: usize, column: ColumnId) -> Result<(u64, u64)> {
+        let e = self.episode(episode)?;
+        let spec = self.recording(e.recording)?.columns.get(column as usize);
+        let spec = spec.ok_or_else(|| Error::Invalid(format!("no column {column} in recording {}", e.recording)))?;
+        episode_span(&e.summary, spec.timeline)
+            .ok_or_else(|| Error::Invalid(format!("episode {episode}: row numbers overflow")))
+    }
+
+    /// Finds new shard files, scans what grew, and takes in what was found.
+    fn update(&mut self) -> Result<()> {
+        let mut opened = Vec::new();
+        for path in self.discover()? {
+            if let Opened::Shard(shard) = Shard::open(&path, self.is_dir)? {
+                opened.push(*shard);
+            }
+        }
+        let mut found: Vec<(usize, Found)> = Vec::new();
+        for (i, shard) in self.shards.iter_mut().enumerate() {
+            if !shard.finished {
+                found.push((i, shard.scan()?));
+            }
+        }
+        for mut shard in opened {
+            if let Some(index) = self.register(&shard) {
+                let f = shard.scan()?;
+                self.shards.push(shard);
+                found.push((index, f));
+            }
+        }
+        self.ingest(found);
+        self.report_missing_shards();
+        self.problems = self.shards.iter().flat_map(|s| s.problems.iter().chain(&s.tail)).cloned().collect();
+        self.problems.extend(self.own_problems.iter().cloned());
+        match self.problems.first() {
+            Some(p) if self.opts.strict => Err(p.to_error()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Shard files not opened yet, in file name order.
+    fn discover(&self) -> Result<Vec<PathBuf>> {
+        if !self.is_dir {
+            let new = self.shards.is_empty() && !self.known_files.contains(&self.path);
+            return Ok(if new { vec![self.path.clone()] } else { Vec::new() });
+        }
+        let io = |e| Error::io(&self.path, e);
+        let mut paths = Vec::new();
+        for entry in fs::read_dir(&self.path).map_err(io)? {
+            let path = entry.map_err(io)?.path();
+            let is_shard = path.extension().is_some_and(|ext| ext == SHARD_EXTENSION);
+            if is_shard && !self.known_files.contains(&path) && path.is_file() {
+                paths.push(path);
+            }
+        }
+        paths.sort();
+        Ok(paths)
+    }
+
+    /// Assigns a new shard to its recording; `None` (and a problem) if that recording already
+    /// has a shard with its shard_seq (a copied file): the later file is left out.
+    fn register(&mut self, shard: &Shard) -> Option<usize> {
+        self.known_files.insert(shard.path.clone());
+        let id = shard.header.recording_id;
+        let recording = match self.recordings.iter().position(|r| r.id == id) {
+            Some(r) => r,
+            None => {
+                let meta_json = "{}".to_string();
+                self.recordings.push(Recording { id, meta_json, columns: Vec::new(), shards: Vec::new() });
+                self.states.push(RecordingState::default());
+                self.recordings.len() - 1
+            }
+        };
+        let seq = shard.header.shard_seq;
+        let index = self.shards.len();
+        let state = &mut self.states[recording];
+        if let Some(&other) = state.seqs.get(&seq) {
+            let why = format!(
+                "shard {seq} of recording {} is also {}; this file is left out",
+                hex(&id),
+                self.shards[other].path.display()
+            );
+            self.own_problems.push(Problem::new(&shard.path, 0, why));
+            return None;
+        }
+        state.seqs.insert(seq, index);
+        self.recordings[recording].shards = state.seqs.values().copied().collect();
+        self.shard_recording.push(recording);
+        Some(index)
+    }
+
+    fn ingest(&mut self, found: Vec<(usize, Found)>) {
+        // Schemas first: chunks and episodes are checked against them.
+        for (shard, f) in &found {
+            let recording = self.shard_recording[*shard];
+            let seq = self.shards[*shard].header.shard_seq;
+            let state = &mut self.states[recording];
+            if let Some((_, meta)) = f.metas.first() {
+                if state.meta_seq.is_none_or(|s| seq < s) {
+                    state.meta_seq = Some(seq);
+                    self.recordings[recording].meta_json = meta.clone();
+                }
+            }
+            for (offset, spec) in &f.columns {
+                match state.specs.get(&spec.id) {
+                    None => {
+                        state.specs.insert(spec.id, spec.clone());
+                    }
+                    Some(known) if known == spec => {}
+                    Some(_) => {
+                        let why = format!(
+                            "column {} ('{}') is described differently in another shard; the first description is kept",
+                            spec.id, spec.name
+                        );
+                        self.own_problems.push(Problem::new(&self.shards[*shard].path, *offset, why));
+                    }
+                }
+            }
+        }
+        for recording in 0..self.recordings.len() {
+            self.list_columns(recording);
+        }
+
+        let mut new_chunks: HashMap<ListKey, Vec<Located>> = HashMap::new();
+        for (shard, f) in &found {
+            let recording = self.shard_recording[*shard];
+            for chunk in &f.chunks {
+                match check_chunk(&self.states[recording].specs, chunk) {
+                    Ok(()) => new_chunks
+                        .entry((recording, chunk.lane, chunk.column))
+                        .or_default()
+                        .push(Located { shard: *shard, chunk: *chunk }),
+                    Err(why) => self.own_problems.push(Problem::new(&self.shards[*shard].path, chunk.record_offset, why)),
+                }
+            }
+            for &record in &f.verified {
+                self.verified.insert((*shard, record));
+            }
+        }
+        for (key, mut chunks) in new_chunks {
+            chunks.sort_by_key(|c| c.first_row());
+            let list = self.chunk_lists.entry(key).or_default();
+            for c in chunks {
+                // Lists stay sorted and free of overlaps, so a row has at most one chunk.
+                let at = list.partition_point(|x| x.first_row() < c.first_row());
+                let clash = (at > 0 && list[at - 1].end_row() > c.first_row())
+                    || list.get(at).is_some_and(|next| next.first_row() < c.end_row());
+                if clash {
+                    let why = format!(
+                        "chunk of column {} lane {} (rows {}..{}) overlaps rows another chunk holds; left out",
+                        c.chunk.column,
+                        c.chunk.lane,
+                        c.first_row(),
+                        c.end_row()
+                    );
+                    self.own_problems.push(Problem::new(&self.shards[c.shard].path, c.chunk.record_offset, why));
+                } else {
+                    list.insert(at, c);
+                }
+            }
+        }
+
+        for (shard, f) in found {
+            let recording = self.shard_recording[shard];
+            for summary in f.episodes {
+                match self.check_episode(recording, &summary) {
+                    Ok(()) => {
+                        self.num_steps = self.num_steps.saturating_add(summary.length);
+                        self.episodes.push(EpisodeRef { recording, shard, summary });
+                    }
+                    Err(why) => {
+                        let why = format!("episode {} (lane {}) left out: {why}", summary.episode_id, summary.lane);
+                        self.own_problems.push(Problem::new(&self.shards[shard].path, summary.record_offset, why));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Lists the columns with ids 0, 1, 2... up to the first id no shard describes.
+    fn list_columns(&mut self, recording: usize) {
+        let specs = &self.states[recording].specs;
+        let listed: Vec<ColumnSpec> =
+            specs.values().enumerate().take_while(|(i, s)| s.id as usize == *i).map(|(_, s)| s.clone()).collect();
+        if listed.len() < specs.len() {
+            let gap = listed.len();
+            let key = format!("column gap {recording} {gap}");
+            if self.reported.insert(key) {
+                let why = format!(
+                    "recording {}: no description of column {gap} survived, so columns {gap} and after are left out",
+                    hex(&self.recordings[recording].id)
+                );
+                let file = self.recordings[recording].shards.first().map(|&s| self.shards[s].path.clone());
+                self.own_problems.push(Problem::new(file.unwrap_or_else(|| self.path.clone()), 0, why));
+            }
+        }
+        self.recordings[recording].columns = listed;
+    }
+
+    fn check_episode(&self, recording: usize, s: &EpisodeSummary) -> Result<(), String> {
+        let columns = &self.recordings[recording].columns;
+        let mut required = columns.iter().filter(|c| c.mask.is_none() && c.mask_of.is_none()).peekable();
+        if required.peek().is_none() {
+            return Err("no description of its columns survived".into());
+        }
+        for spec in required {
+            let (first, n) = episode_span(s, spec.timeline).ok_or("its row numbers overflow")?;
+            let list = self.chunk_lists.get(&(recording, s.lane, spec.id)).map(Vec::as_slice).unwrap_or(&[]);
+            if let Some((a, b)) = first_gap(list, first, first + n) {
+                return Err(format!(
+                    "rows {a}..{b} of column '{}' are in no chunk (lost with a damaged or missing shard)",
+                    spec.name
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Lists each gap in the shard_seq numbers of a recording once (a shard file missing).
+    fn report_missing_shards(&mut self) {
+        for (recording, state) in self.states.iter().enumerate() {
+            let mut expected = 0u64;
+            for (&seq, &shard) in &state.seqs {
+                if seq > expected && self.reported.insert(format!("missing {recording} {expected}")) {
+                    let why = format!(
+                        "shard(s) {expected}..{} of recording {} are missing (rows they held cannot be read)",
+                        seq - 1,
+                        hex(&self.recordings[recording].id)
+                    );
+                    self.own_problems.push(Problem::new(&self.shards[shard].path, 0, why));
+                }
+                expected = seq.saturating_add(1);
+            }
+        }
+    }
+}
+
+/// (first row, number of rows) of an episode on a timeline; `None` on overflow.
+pub(crate) fn episode_span(s: &EpisodeSummary, timeline: Timeline) -> Option<(u64, u64)> {
+    let (first, n) = match timeline {
+        Timeline::Obs => (s.obs_first_row, s.length.checked_add(1)?),
+        Timeline::Step => (s.step_first_row, s.length),
+    };
+    first.checked_add(n)?;
+    Some((first, n))
+}
+
+/// The first run of rows in `start..end` that no chunk of the (sorted, disjoint) list holds.
+fn first_gap(list: &[Located], start: u64, end: u64) -> Option<(u64, u64)> {
+    let mut cursor = start;
+    let from = list.partition_point(|c| c.end_row() <= start);
+    for c in &list[from..] {
+        if cursor >= end {
+            return None;
+        }
+        if c.first_row() > cursor {
+            return Some((cursor, c.first_row().min(end)));
+        }
+        cursor = c.end_row();
+    }
+    (cursor < end).then_some((cursor, end))
+}
+
+/// Checks what a chunk claims against its column, so reads can trust the lengths.
+fn check_chunk(specs: &BTreeMap<ColumnId, ColumnSpec>, c: &ChunkRef) -> Result<(), String> {
+    let where_ = format!("chunk of column {} lane {} (rows from {})", c.column, c.lane, c.first_row);
+    let spec = specs.get(&c.column).ok_or_else(|| format!("{where_}: no description of the column survived"))?;
+    if c.n_rows == 0 || c.first_row.checked_add(c.n_rows as u64).is_none() {
+        return Err(format!("{where_}: impossible row count {}", c.n_rows));
+    }
+    let ids: Vec<u8> = codec_ids(c.codec).collect();
+    let zstd = ids.iter().filter(|&&id| id == CODEC_ZSTD).count();
+    // zstd must come last (undone first) so its frame header can vouch for the decoded size.
+    let known = ids.iter().all(|&id| id == CODEC_ZSTD || id == CODEC_DELTA);
+    if !known || zstd > 1 || (zstd == 1 && ids.last() != Some(&CODEC_ZSTD)) {
+        return Err(format!("{where_}: unsupported codec pipeline {ids:?}"));
+    }
+    if zstd == 0 && c.stored_len != c.raw_len {
+        return Err(format!("{where_}: stored uncompressed in {} bytes but says {}", c.stored_len, c.raw_len));
+    }
+    if c.raw_len > MAX_DECODED_CHUNK {
+        return Err(format!("{where_}: claims {} decoded bytes, more than a chunk may hold", c.raw_len));
+    }
+    match spec.row_bytes() {
+        Some(row) => {
+            if (c.n_rows as u64).checked_mul(row as u64) != Some(c.raw_len) {
+                return Err(format!("{where_}: {} bytes for {} rows of {row} bytes", c.raw_len, c.n_rows));
+            }
+        }
+        None => {
+            if ids.contains(&CODEC_DELTA) {
+                return Err(format!("{where_}: the delta codec on a variable-length column"));
+            }
+            if (c.n_rows as u64 + 1) * 8 > c.raw_len {
+                return Err(format!("{where_}: {} bytes cannot hold the offsets of {} strings", c.raw_len, c.n_rows));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn hex(id: &[u8; 16]) -> String {
+    id.iter().map(|b| format!("{b:02x}")).collect()
+}

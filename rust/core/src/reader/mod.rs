@@ -1,0 +1,64 @@
+//! Reading shards and datasets.
+//!
+//! - `shard`: one shard file: header check, memory map, the clean path (End -> Index chain) and
+//!   the recovery path (hopping record headers forward), and what damage was found.
+//! - `dataset`: a directory of shards (or one shard): recordings, their columns, merged chunk
+//!   lists per (recording, lane, column), the episode list, `refresh` for files still being written.
+//! - `rows`: reading rows of a column into a buffer, across chunks, through the cache.
+//! - `cache`: the byte-bounded cache of decoded chunks and the set of checksum-verified records.
+//!
+//! Everything read from a file is untrusted: every offset and length is bounds-checked with
+//! checked arithmetic, and damage becomes a `Problem` (or `Error::Corrupt`), never a panic.
+
+mod cache;
+mod dataset;
+mod rows;
+mod shard;
+
+use std::path::PathBuf;
+
+pub use dataset::{Dataset, EpisodeRef, Recording};
+pub use rows::{ColumnData, RowsView};
+
+pub use crate::format::episode::EpisodeSummary;
+
+/// Shard files in a dataset directory end with this extension; other files are ignored.
+pub const SHARD_EXTENSION: &str = "trj";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Raise `Error::Corrupt` on any damage instead of keeping what is intact and listing a `Problem`.
+    pub strict: bool,
+    /// Upper bound on the bytes of decoded (decompressed) chunks kept in memory.
+    pub cache_bytes: usize,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions { strict: false, cache_bytes: 256 << 20 }
+    }
+}
+
+/// Damage found while opening (or refreshing): what was left out, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub file: PathBuf,
+    pub offset: u64,
+    pub why: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: byte offset {}: {}", self.file.display(), self.offset, self.why)
+    }
+}
+
+impl Problem {
+    pub(crate) fn new(file: impl Into<PathBuf>, offset: u64, why: impl Into<String>) -> Self {
+        Problem { file: file.into(), offset, why: why.into() }
+    }
+
+    pub(crate) fn to_error(&self) -> crate::Error {
+        crate::Error::corrupt(&self.file, self.offset, &self.why)
+    }
+}

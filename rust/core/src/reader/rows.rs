@@ -1,0 +1,312 @@
+//! Reading rows of one column of one (recording, lane): across chunks, zero-filling rows no
+//! chunk holds (a column added mid-recording), raw chunks straight from the memory map and
+//! compressed ones through the cache. A Chunks record's payload checksum is verified once,
+//! before any of its data is first used.
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use memmap2::Mmap;
+
+use super::dataset::{Dataset, Located};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::format::codec::{self, codec_ids, CODEC_ZSTD};
+use crate::format::u64_at;
+use crate::schema::{ColumnId, ColumnSpec};
+
+/// All rows of one column of one episode.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ColumnData {
+    /// Row-major little-endian elements; `shape` is `[rows, ...row shape]`.
+    Fixed { dtype: DType, shape: Vec<usize>, bytes: Vec<u8> },
+    /// One string a row ("" where no chunk holds the row).
+    Strings(Vec<String>),
+}
+
+/// Rows stored raw, seen in place in the memory map. Keeps the mapping alive, so it outlives a
+/// `refresh` (which may remap) and the `Dataset` itself.
+#[derive(Clone)]
+pub struct RowsView {
+    map: Arc<Mmap>,
+    start: usize,
+    len: usize,
+}
+
+impl RowsView {
+    /// The rows' bytes. They start on an offset aligned to the element size (chunk data is
+    /// 64-byte aligned in the file, and the map starts on a page).
+    pub fn bytes(&self) -> &[u8] {
+        &self.map[self.start..self.start + self.len]
+    }
+}
+
+impl std::fmt::Debug for RowsView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RowsView").field("start", &self.start).field("len", &self.len).finish()
+    }
+}
+
+/// A chunk's decoded rows: in the map (raw) or decoded and shared with the cache.
+enum ChunkBytes<'a> {
+    Mapped(&'a [u8]),
+    Decoded(Arc<Vec<u8>>),
+}
+
+impl Deref for ChunkBytes<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            ChunkBytes::Mapped(b) => b,
+            ChunkBytes::Decoded(b) => b,
+        }
+    }
+}
+
+impl Dataset {
+    fn column_spec(&self, recording: usize, column: ColumnId) -> Result<&ColumnSpec> {
+        let rec = self.recording(recording)?;
+        rec.columns.get(column as usize).ok_or_else(|| {
+            Error::Invalid(format!(
+                "column {column} is out of range (recording {recording} has {} columns)",
+                rec.columns.len()
+            ))
+        })
+    }
+
+    /// The spec and row size of a fixed-size column.
+    fn fixed_column(&self, recording: usize, column: ColumnId) -> Result<(&ColumnSpec, usize)> {
+        let spec = self.column_spec(recording, column)?;
+        match spec.row_bytes() {
+            Some(row) => Ok((spec, row)),
+            None => Err(Error::schema(&spec.name, format!("holds {} values; read them as strings", spec.dtype))),
+        }
+    }
+
+    fn chunk_list(&self, recording: usize, lane: u32, column: ColumnId) -> &[Located] {
+        self.chunk_lists.get(&(recording, lane, column)).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    fn ensure_verified(&self, loc: &Located) -> Result<()> {
+        let key = (loc.shard, loc.chunk.record_offset);
+        if !self.verified.contains(key) {
+            self.shards[loc.shard].verify_chunks_record(loc.chunk.record_offset)?;
+            self.verified.insert(key);
+        }
+        Ok(())
+    }
+
+    /// A chunk's decoded bytes (`raw_len` of them, as checked when the chunk was taken in).
+    fn chunk_data(&self, loc: &Located, row_bytes: Option<usize>) -> Result<ChunkBytes<'_>> {
+        let shard = &self.shards[loc.shard];
+        let c = &loc.chunk;
+        let corrupt = |why: String| Error::corrupt(&shard.path, c.data_offset, why);
+        self.ensure_verified(loc)?;
+        let map: &[u8] = &shard.map;
+        let range = usize::try_from(c.data_offset).ok().and_then(|s| Some(s..s.checked_add(c.stored_len as usize)?));
+        let stored = range.and_then(|r| map.get(r)).ok_or_else(|| corrupt("chunk data lies outside the file".into()))?;
+        if c.codec == 0 {
+            return Ok(ChunkBytes::Mapped(stored));
+        }
+        let key = (loc.shard, c.data_offset);
+        if let Some(data) = self.cache.get(key) {
+            return Ok(ChunkBytes::Decoded(data));
+        }
+        if codec_ids(c.codec).last() == Some(CODEC_ZSTD) {
+            // The frame header must vouch for the size before zstd is asked to allocate it.
+            match zstd::zstd_safe::get_frame_content_size(stored) {
+                Ok(Some(n)) if n == c.raw_len => {}
+                _ => return Err(corrupt(format!("zstd frame does not declare the chunk's {} bytes", c.raw_len))),
+            }
+        }
+        let data = codec::decode(c.codec, row_bytes, stored, c.raw_len as usize).map_err(corrupt)?;
+        let data = Arc::new(data);
+        self.cache.insert(key, data.clone());
+        Ok(ChunkBytes::Decoded(data))
+    }
+
+    /// Reads `n_rows` rows from `first_row` of a fixed-size column of one lane into `out`
+    /// (exactly `n_rows * row bytes` long). Rows no chunk holds read as zeros.
+    ///
+    /// Errors: `Invalid` (bad recording, column or buffer size), `Schema` (a str column),
+    /// `Corrupt` (a chunk fails its checksum or does not decode; names file and offset).
+    pub fn read_rows(
+        &self,
+        recording: usize,
+        lane: u32,
+        column: ColumnId,
+        first_row: u64,
+        n_rows: u64,
+        out: &mut [u8],
+    ) -> Result<()> {
+        let (spec, row_bytes) = self.fixed_column(recording, column)?;
+        let expected = usize::try_from(n_rows).ok().and_then(|n| n.checked_mul(row_bytes));
+        if expected != Some(out.len()) {
+            return Err(Error::Invalid(format!(
+                "column '{}': {n_rows} rows of {row_bytes} bytes do not fit a buffer of {} bytes",
+                spec.name,
+                out.len()
+            )));
+        }
+        let end = first_row.checked_add(n_rows).ok_or_else(|| Error::Invalid("row numbers overflow".into()))?;
+        let list = self.chunk_list(recording, lane, column);
+        let mut cursor = first_row;
+        let mut pos = 0usize;
+        for loc in &list[list.partition_point(|c| c.end_row() <= first_row)..] {
+            if loc.first_row() >= end {
+                break;
+            }
+            let (from, to) = (loc.first_row().max(cursor), loc.end_row().min(end));
+            // Row counts below fit in usize: they are at most n_rows, which did.
+            let gap = (from - cursor) as usize * row_bytes;
+            out[pos..pos + gap].fill(0);
+            pos += gap;
+            let data = self.chunk_data(loc, Some(row_bytes))?;
+            let at = (from - loc.first_row()) as usize * row_bytes;
+            let len = (to - from) as usize * row_bytes;
+            let rows = data.get(at..at + len).ok_or_else(|| {
+                Error::corrupt(&self.shards[loc.shard].path, loc.chunk.data_offset, "chunk shorter than its rows")
+            })?;
+            out[pos..pos + len].copy_from_slice(rows);
+            pos += len;
+            cursor = to;
+        }
+        out[pos..].fill(0);
+        Ok(())
+    }
+
+    /// Reads `n_rows` rows from `first_row` of a str column of one lane. Rows no chunk holds
+    /// read as "".
+    pub fn read_strings(
+        &self,
+        recording: usize,
+        lane: u32,
+        column: ColumnId,
+        first_row: u64,
+        n_rows: u64,
+    ) -> Result<Vec<String>> {
+        let spec = self.column_spec(recording, column)?;
+        if spec.row_bytes().is_some() {
+            return Err(Error::schema(&spec.name, format!("holds {} values, not strings", spec.dtype)));
+        }
+        let end = first_row.checked_add(n_rows).ok_or_else(|| Error::Invalid("row numbers overflow".into()))?;
+        let mut out = Vec::new();
+        usize::try_from(n_rows)
+            .ok()
+            .and_then(|n| out.try_reserve_exact(n).ok())
+            .ok_or_else(|| Error::Invalid(format!("column '{}': {n_rows} rows are too many to read at once", spec.name)))?;
+        let list = self.chunk_list(recording, lane, column);
+        let mut cursor = first_row;
+        for loc in &list[list.partition_point(|c| c.end_row() <= first_row)..] {
+            if loc.first_row() >= end {
+                break;
+            }
+            let (from, to) = (loc.first_row().max(cursor), loc.end_row().min(end));
+            out.resize(out.len() + (from - cursor) as usize, String::new());
+            let data = self.chunk_data(loc, None)?;
+            let skip = (from - loc.first_row()) as usize;
+            chunk_strings(&data, loc.chunk.n_rows, skip, skip + (to - from) as usize, &mut out).map_err(|why| {
+                Error::corrupt(&self.shards[loc.shard].path, loc.chunk.data_offset, format!("str chunk: {why}"))
+            })?;
+            cursor = to;
+        }
+        out.resize(out.len() + (end - cursor) as usize, String::new());
+        Ok(out)
+    }
+
+    /// The rows in place, without a copy, when one raw (uncompressed) chunk holds them all;
+    /// `None` otherwise (read them with `read_rows`).
+    pub fn view_rows(
+        &self,
+        recording: usize,
+        lane: u32,
+        column: ColumnId,
+        first_row: u64,
+        n_rows: u64,
+    ) -> Result<Option<RowsView>> {
+        let (_, row_bytes) = self.fixed_column(recording, column)?;
+        let Some(end) = first_row.checked_add(n_rows).filter(|_| n_rows > 0) else { return Ok(None) };
+        let list = self.chunk_list(recording, lane, column);
+        let Some(loc) = list.get(list.partition_point(|c| c.end_row() <= first_row)) else { return Ok(None) };
+        if loc.chunk.codec != 0 || loc.first_row() > first_row || loc.end_row() < end {
+            return Ok(None);
+        }
+        self.ensure_verified(loc)?;
+        let map = &self.shards[loc.shard].map;
+        // Inside the chunk (checked at ingest: raw_len = n_rows * row_bytes, data inside the map).
+        let start = (loc.chunk.data_offset + (first_row - loc.first_row()) * row_bytes as u64) as usize;
+        let len = n_rows as usize * row_bytes;
+        if start.checked_add(len).is_none_or(|e| e > map.len()) {
+            return Err(Error::corrupt(&self.shards[loc.shard].path, loc.chunk.data_offset, "chunk outside the file"));
+        }
+        Ok(Some(RowsView { map: map.clone(), start, len }))
+    }
+
+    /// All rows of one column of an episode: T+1 rows from `obs_first_row` on the observation
+    /// timeline, T rows from `step_first_row` on the step timeline.
+    ///
+    /// Errors: `Invalid` (episode out of range), `Schema` (no such column), `Corrupt`.
+    pub fn read_episode_column(&self, episode: usize, column_name: &str) -> Result<ColumnData> {
+        let (recording, lane, column, first, n) = self.locate(episode, column_name)?;
+        let spec = &self.recordings[recording].columns[column as usize];
+        let dtype = spec.dtype()?;
+        let Some(row_bytes) = spec.row_bytes() else {
+            return Ok(ColumnData::Strings(self.read_strings(recording, lane, column, first, n)?));
+        };
+        let shape = episode_shape(spec, n)?;
+        let too_large = || Error::Invalid(format!("column '{column_name}': {n} rows are too large to read at once"));
+        let len = usize::try_from(n).ok().and_then(|n| n.checked_mul(row_bytes)).ok_or_else(too_large)?;
+        let mut bytes = Vec::new();
+        bytes.try_reserve_exact(len).map_err(|_| too_large())?;
+        bytes.resize(len, 0);
+        self.read_rows(recording, lane, column, first, n, &mut bytes)?;
+        Ok(ColumnData::Fixed { dtype, shape, bytes })
+    }
+
+    /// Like `read_episode_column`, without a copy, when the rows lie in one raw chunk:
+    /// (dtype, shape `[rows, ...row shape]`, the bytes in place). `None` otherwise.
+    pub fn view_episode_column(&self, episode: usize, column_name: &str) -> Result<Option<(DType, Vec<usize>, RowsView)>> {
+        let (recording, lane, column, first, n) = self.locate(episode, column_name)?;
+        let spec = &self.recordings[recording].columns[column as usize];
+        if spec.row_bytes().is_none() {
+            return Ok(None);
+        }
+        let Some(view) = self.view_rows(recording, lane, column, first, n)? else { return Ok(None) };
+        Ok(Some((spec.dtype()?, episode_shape(spec, n)?, view)))
+    }
+
+    /// (recording, lane, column, first row, rows) of a column of an episode.
+    fn locate(&self, episode: usize, column_name: &str) -> Result<(usize, u32, ColumnId, u64, u64)> {
+        let e = self.episode(episode)?;
+        let column = self.column_id(e.recording, column_name).ok_or_else(|| {
+            Error::schema(column_name, format!("no such column in recording {} of this dataset", e.recording))
+        })?;
+        let (first, n) = self.episode_rows(episode, column)?;
+        Ok((e.recording, e.summary.lane, column, first, n))
+    }
+}
+
+fn episode_shape(spec: &ColumnSpec, rows: u64) -> Result<Vec<usize>> {
+    std::iter::once(rows)
+        .chain(spec.shape.iter().copied())
+        .map(|d| usize::try_from(d).map_err(|_| Error::Invalid(format!("column '{}': shape too large", spec.name))))
+        .collect()
+}
+
+/// Appends rows `from..to` of a str chunk: `(n_rows + 1)` u64 offsets into the text that
+/// follows them, then the UTF-8 text.
+fn chunk_strings(data: &[u8], n_rows: u32, from: usize, to: usize, out: &mut Vec<String>) -> Result<(), String> {
+    let table = (n_rows as usize + 1) * 8;
+    let text = data.get(table..).ok_or("shorter than its offset table")?;
+    for row in from..to {
+        let (a, b) = (u64_at(data, row * 8), u64_at(data, row * 8 + 8));
+        let bytes = usize::try_from(a)
+            .ok()
+            .zip(usize::try_from(b).ok())
+            .and_then(|(a, b)| text.get(a..b))
+            .ok_or_else(|| format!("row {row}: offsets {a}..{b} outside its {} bytes of text", text.len()))?;
+        let s = std::str::from_utf8(bytes).map_err(|e| format!("row {row}: not UTF-8: {e}"))?;
+        out.push(s.to_owned());
+    }
+    Ok(())
+}

@@ -1,0 +1,531 @@
+//! One shard file: the header check, the memory map, and the two ways to find its records.
+//!
+//! - Clean path: a closed file ends with an End record pointing at the last Index record; the
+//!   Index chain (each one points at the previous) describes every record, so opening reads the
+//!   chain and nothing else.
+//! - Recovery path: a file without a valid End record (the writer was killed, or is still
+//!   writing) is read by hopping record headers forward from the file header. Records covered by
+//!   an Index record come from that index; records after the last Index are decoded directly
+//!   (their payload checksums verified). The hop stops at the first header that does not decode
+//!   or whose record runs past the end of the file: everything before it stays readable.
+//!
+//! A record whose header is sound but whose payload checksum fails is skipped on its own (the
+//! header says where the next record starts) and reported; a header that does not decode ends
+//! the hop, since nothing after it can be located.
+//!
+//! A shard remembers how far it was scanned, so `scan` called again (after the writer appended)
+//! only hops over the new records.
+
+use std::collections::{HashMap, HashSet};
+use std::fs::File;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use memmap2::Mmap;
+
+use super::Problem;
+use crate::error::{Error, Result};
+use crate::format::chunks::{self, ChunkRef, ENTRY_LEN as CHUNK_ENTRY_LEN};
+use crate::format::episode::EpisodeSummary;
+use crate::format::header::{FileHeader, HeaderError, HEADER_LEN, MAGIC, VERSION_MAJOR};
+use crate::format::index::{IndexDelta, NO_PREVIOUS};
+use crate::format::record::{RecordHeader, RecordKind, RECORD_HEADER_LEN};
+use crate::schema::ColumnSpec;
+
+const HEADER_END: u64 = HEADER_LEN as u64;
+/// An End record: a 24-byte header and an 8-byte payload, already 8-aligned.
+const END_RECORD_LEN: u64 = RECORD_HEADER_LEN as u64 + 8;
+
+/// A record whose header decoded and whose payload and padding lie inside the map.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RecordAt {
+    pub offset: u64,
+    pub header: RecordHeader,
+    pub payload_start: usize,
+    pub payload_end: usize,
+    /// Where the next record starts.
+    pub next: u64,
+}
+
+impl RecordAt {
+    pub fn payload<'m>(&self, map: &'m [u8]) -> &'m [u8] {
+        &map[self.payload_start..self.payload_end]
+    }
+
+    pub fn payload_ok(&self, map: &[u8]) -> bool {
+        crc32c::crc32c(self.payload(map)) == self.header.payload_crc
+    }
+
+    fn kind(&self) -> Option<RecordKind> {
+        self.header.record_kind()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FrameError {
+    /// Fewer bytes than a record header remain.
+    PartialHeader,
+    /// The header checksum fails or its length is impossible.
+    BadHeader,
+    /// The header is sound but the record runs past the end of the file.
+    PastEnd { payload_len: u64 },
+}
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameError::PartialHeader => write!(f, "record header cut short by the end of the file"),
+            FrameError::BadHeader => write!(f, "record header is damaged (checksum mismatch or impossible length)"),
+            FrameError::PastEnd { payload_len } => {
+                write!(f, "record of {payload_len} payload bytes runs past the end of the file")
+            }
+        }
+    }
+}
+
+/// Checks the framing of the record at `offset` without looking at its payload.
+pub(crate) fn frame(map: &[u8], offset: u64) -> Result<RecordAt, FrameError> {
+    let len = map.len() as u64;
+    let header_end = offset.checked_add(RECORD_HEADER_LEN as u64).filter(|&e| e <= len);
+    let Some(header_end) = header_end else { return Err(FrameError::PartialHeader) };
+    let header = RecordHeader::decode(&map[offset as usize..header_end as usize]).ok_or(FrameError::BadHeader)?;
+    let past_end = FrameError::PastEnd { payload_len: header.payload_len };
+    let payload_end = header_end.checked_add(header.payload_len).filter(|&e| e <= len).ok_or(past_end)?;
+    let next = offset.checked_add(header.total_len()).filter(|&e| e <= len).ok_or(past_end)?;
+    Ok(RecordAt { offset, header, payload_start: header_end as usize, payload_end: payload_end as usize, next })
+}
+
+fn kind_name(kind: u32) -> String {
+    match RecordKind::from_u32(kind) {
+        Some(k) => format!("{k:?}"),
+        None => format!("unknown kind {kind}"),
+    }
+}
+
+/// What one scan of a shard found that earlier scans had not.
+#[derive(Debug, Default)]
+pub(crate) struct Found {
+    /// Meta record JSON texts, with their record offsets, in file order.
+    pub metas: Vec<(u64, String)>,
+    pub columns: Vec<(u64, ColumnSpec)>,
+    pub chunks: Vec<ChunkRef>,
+    /// In record order.
+    pub episodes: Vec<EpisodeSummary>,
+    /// Chunks records whose payload checksum this scan already verified.
+    pub verified: Vec<u64>,
+}
+
+pub(crate) enum Opened {
+    Shard(Box<Shard>),
+    /// A file in a dataset directory whose header is not written yet (a writer just created it):
+    /// skipped now, picked up by a later `refresh`.
+    NotStarted,
+}
+
+pub(crate) struct Shard {
+    pub path: PathBuf,
+    pub header: FileHeader,
+    /// Shared so zero-copy views handed out keep the mapping alive after a refresh remaps.
+    pub map: Arc<Mmap>,
+    file: File,
+    /// A valid End record was read: the file is complete and will not change.
+    pub finished: bool,
+    /// Records before this offset have been taken in; the next scan hops from here.
+    scanned_to: u64,
+    /// Records found damaged; index entries pointing at them are left out.
+    bad_records: HashSet<u64>,
+    /// Damage that stays: later scans never look at those bytes again.
+    pub problems: Vec<Problem>,
+    /// Why the last scan stopped before the end of the file (an unfinished final record, a
+    /// damaged header). Replaced by every scan, since a writer may since have completed it.
+    pub tail: Option<Problem>,
+}
+
+impl Shard {
+    /// Opens a shard and checks its header. `in_directory`: the file was found in a dataset
+    /// directory (rather than named by the user), where a file shorter than a header that starts
+    /// like one is a shard the writer has just created.
+    pub fn open(path: &Path, in_directory: bool) -> Result<Opened> {
+        let io = |e| Error::io(path, e);
+        let not_trajcore = |why: String| Error::NotTrajcore { path: path.to_path_buf(), why };
+        let mut file = File::open(path).map_err(io)?;
+        let mut head = Vec::with_capacity(HEADER_LEN);
+        (&mut file).take(HEADER_LEN as u64).read_to_end(&mut head).map_err(io)?;
+
+        let n = head.len().min(MAGIC.len());
+        if head[..n] != MAGIC[..n] {
+            return Err(not_trajcore("bad magic: the file does not start with \"TRAJCORE\"".into()));
+        }
+        if head.len() >= 12 {
+            let major = u16::from_le_bytes([head[8], head[9]]);
+            let minor = u16::from_le_bytes([head[10], head[11]]);
+            if major != VERSION_MAJOR {
+                return Err(Error::Version {
+                    path: path.to_path_buf(),
+                    found: format!("{major}.{minor}"),
+                    supported: VERSION_MAJOR,
+                });
+            }
+        }
+        if head.len() < HEADER_LEN && in_directory {
+            return Ok(Opened::NotStarted);
+        }
+        let header = FileHeader::decode(&head).map_err(|e| {
+            not_trajcore(match e {
+                HeaderError::TooShort => {
+                    format!("the file is {} bytes, shorter than the {HEADER_LEN}-byte header", head.len())
+                }
+                HeaderError::BadMagic => "bad magic: the file does not start with \"TRAJCORE\"".into(),
+                HeaderError::BadChecksum => "the file header checksum does not match".into(),
+            })
+        })?;
+        let map = map_file(&file, path)?;
+        if map.len() < HEADER_LEN {
+            return Err(not_trajcore("the file shrank while it was being opened".into()));
+        }
+        Ok(Opened::Shard(Box::new(Shard {
+            path: path.to_path_buf(),
+            header,
+            map: Arc::new(map),
+            file,
+            finished: false,
+            scanned_to: HEADER_END,
+            bad_records: HashSet::new(),
+            problems: Vec::new(),
+            tail: None,
+        })))
+    }
+
+    fn problem(&self, offset: u64, why: impl Into<String>) -> Problem {
+        Problem::new(&self.path, offset, why)
+    }
+
+    /// Takes in the records written since the last scan (all of them, the first time).
+    pub fn scan(&mut self) -> Result<Found> {
+        let mut found = Found::default();
+        if self.finished {
+            return Ok(found);
+        }
+        let len = self.file.metadata().map_err(|e| Error::io(&self.path, e))?.len();
+        if len > self.map.len() as u64 {
+            self.map = Arc::new(map_file(&self.file, &self.path)?);
+        }
+        let mut clean_problem = None;
+        if self.scanned_to == HEADER_END {
+            match self.scan_clean() {
+                Ok(clean) => found = clean,
+                Err(problem) => clean_problem = problem,
+            }
+        }
+        if !self.finished {
+            self.scan_forward(&mut found);
+            // The forward hop usually trips over the same damage; list it once.
+            if let Some(p) = clean_problem {
+                let seen = self.problems.iter().chain(&self.tail).any(|q| q.offset == p.offset);
+                if !seen {
+                    self.problems.push(p);
+                }
+            }
+        }
+        found.episodes.sort_by_key(|e| e.record_offset);
+        Ok(found)
+    }
+
+    /// The clean path. `Err(None)`: no End record (an unclean file, not damage);
+    /// `Err(Some(problem))`: an End record whose index chain is damaged.
+    fn scan_clean(&mut self) -> Result<Found, Option<Problem>> {
+        let map_arc = self.map.clone();
+        let map: &[u8] = &map_arc;
+        let len = map.len() as u64;
+        if len < HEADER_END + END_RECORD_LEN {
+            return Err(None);
+        }
+        let end_offset = len - END_RECORD_LEN;
+        let end = match frame(map, end_offset) {
+            Ok(r) if r.kind() == Some(RecordKind::End) && r.header.payload_len == 8 && r.next == len => r,
+            _ => return Err(None),
+        };
+        if !end.payload_ok(map) {
+            return Err(None);
+        }
+        let mut at = u64::from_le_bytes(end.payload(map).try_into().unwrap_or([0xff; 8]));
+        let mut limit = end_offset;
+        let mut deltas = Vec::new();
+        // Offsets strictly decrease along the chain, so this ends.
+        while at != NO_PREVIOUS {
+            let broken = |why: String| Some(self.problem(at, why));
+            if at < HEADER_END || at >= limit {
+                let why = format!("index chain points to byte offset {at}, outside {HEADER_END}..{limit}");
+                return Err(Some(self.problem(limit, why)));
+            }
+            let rec = frame(map, at).map_err(|e| broken(format!("index record: {e}")))?;
+            if rec.kind() != Some(RecordKind::Index) || rec.next > limit {
+                return Err(broken(format!("index chain points to a {} record", kind_name(rec.header.kind))));
+            }
+            if !rec.payload_ok(map) {
+                return Err(broken("index record payload checksum mismatch".into()));
+            }
+            let delta = IndexDelta::decode(rec.payload(map)).map_err(|e| broken(format!("index record: {e}")))?;
+            limit = at;
+            at = delta.prev_index;
+            deltas.push(delta);
+        }
+        let mut found = Found::default();
+        for delta in deltas.iter().rev() {
+            self.apply_index(map, delta, HEADER_END, &mut found);
+        }
+        self.finished = true;
+        self.scanned_to = len;
+        self.tail = None;
+        Ok(found)
+    }
+
+    /// The recovery path, from where the last scan stopped.
+    fn scan_forward(&mut self, found: &mut Found) {
+        let map_arc = self.map.clone();
+        let map: &[u8] = &map_arc;
+        let len = map.len() as u64;
+        let from = self.scanned_to;
+        let mut at = from;
+        // Records since the last Index record, decoded directly unless a later Index covers them.
+        let mut pending: Vec<RecordAt> = Vec::new();
+        self.tail = None;
+        while at < len {
+            let rec = match frame(map, at) {
+                Ok(rec) => rec,
+                Err(e) => {
+                    self.tail = Some(self.tail_problem(map, at, e));
+                    break;
+                }
+            };
+            match rec.kind() {
+                Some(RecordKind::Index) => {
+                    let delta = if rec.payload_ok(map) {
+                        IndexDelta::decode(rec.payload(map))
+                    } else {
+                        Err("payload checksum mismatch".into())
+                    };
+                    match delta {
+                        Ok(delta) => {
+                            pending.clear();
+                            self.apply_index(map, &delta, from, found);
+                        }
+                        Err(why) => {
+                            // The records it covers are still in `pending` and get decoded directly.
+                            self.problems.push(self.problem(at, format!("index record: {why}")));
+                            self.bad_records.insert(at);
+                        }
+                    }
+                }
+                Some(RecordKind::End) => {
+                    if rec.payload_ok(map) && rec.header.payload_len == 8 {
+                        self.finished = true;
+                        at = rec.next;
+                        break;
+                    }
+                    self.problems.push(self.problem(at, "end record payload is damaged"));
+                }
+                Some(_) => pending.push(rec),
+                // Unknown kinds come from newer minor versions: skipped.
+                None => {}
+            }
+            at = rec.next;
+        }
+        for rec in &pending {
+            self.take_record(map, rec, found);
+        }
+        self.scanned_to = at;
+    }
+
+    /// Explains why the hop stopped at `at`. Decision: any bytes after the last complete record
+    /// are reported (the writer lost them), worded by what they look like: a record cut short
+    /// (the writer stopped, or is still writing), zeros (space the file system extended but the
+    /// data never reached), or damage.
+    fn tail_problem(&self, map: &[u8], at: u64, e: FrameError) -> Problem {
+        let rest = &map[at as usize..];
+        let why = if rest.iter().all(|&b| b == 0) {
+            format!("{} zero bytes at end of file after the last complete record (data that never reached the disk)", rest.len())
+        } else {
+            match e {
+                FrameError::PartialHeader | FrameError::PastEnd { .. } => {
+                    format!("unfinished record at end of file (writer stopped): {e}")
+                }
+                FrameError::BadHeader => format!("{e}; the {} bytes from here on cannot be read", rest.len()),
+            }
+        };
+        self.problem(at, why)
+    }
+
+    /// Takes in the records an Index record describes, except those before `from` (taken in by
+    /// an earlier scan) or found damaged. Chunk references are checked against the framing of
+    /// the Chunks record they point into (a header read, no payload checksum: that waits for the
+    /// first read of the chunk).
+    fn apply_index(&mut self, map: &[u8], delta: &IndexDelta, from: u64, found: &mut Found) {
+        let is_new = |s: &Self, offset: u64| offset >= from && !s.bad_records.contains(&offset);
+        for &offset in &delta.other_records {
+            if !is_new(self, offset) {
+                continue;
+            }
+            match frame(map, offset) {
+                Ok(rec) if matches!(rec.kind(), Some(RecordKind::Meta | RecordKind::Column)) => {
+                    self.take_record(map, &rec, found)
+                }
+                Ok(rec) => {
+                    let why = format!("index lists a {} record here, expected meta or column", kind_name(rec.header.kind));
+                    self.problems.push(self.problem(offset, why));
+                }
+                Err(e) => self.problems.push(self.problem(offset, format!("record listed by the index: {e}"))),
+            }
+        }
+        // Data bounds (start, end) of each Chunks record the index points into.
+        let mut records: HashMap<u64, Option<(u64, u64)>> = HashMap::new();
+        for chunk in &delta.chunks {
+            if !is_new(self, chunk.record_offset) {
+                continue;
+            }
+            let bounds = match records.get(&chunk.record_offset) {
+                Some(&bounds) => bounds,
+                None => {
+                    let bounds = self.chunks_record_bounds(map, chunk.record_offset);
+                    records.insert(chunk.record_offset, bounds);
+                    bounds
+                }
+            };
+            let Some((start, end)) = bounds else { continue };
+            let inside = chunk.data_offset >= start
+                && chunk.data_offset.checked_add(chunk.stored_len).is_some_and(|e| e <= end);
+            if inside {
+                found.chunks.push(*chunk);
+            } else {
+                let why = format!(
+                    "chunk of column {} lane {} (rows from {}) points outside its record ({} bytes at offset {})",
+                    chunk.column, chunk.lane, chunk.first_row, chunk.stored_len, chunk.data_offset
+                );
+                self.problems.push(self.problem(chunk.record_offset, why));
+            }
+        }
+        for episode in &delta.episodes {
+            if is_new(self, episode.record_offset) {
+                found.episodes.push(episode.clone());
+            }
+        }
+    }
+
+    /// Where chunk data may lie in the Chunks record at `offset` (after its table, inside its
+    /// payload); `None` (and a problem) when the framing is damaged.
+    fn chunks_record_bounds(&mut self, map: &[u8], offset: u64) -> Option<(u64, u64)> {
+        let bounds = match frame(map, offset) {
+            Ok(rec) if rec.kind() == Some(RecordKind::Chunks) => {
+                let payload = rec.payload(map);
+                let n = payload.get(0..4).map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()));
+                let table = n.and_then(|n| (n as u64).checked_mul(CHUNK_ENTRY_LEN as u64)?.checked_add(8));
+                match table.and_then(|t| (rec.payload_start as u64).checked_add(t)) {
+                    Some(start) if start <= rec.payload_end as u64 => Ok((start, rec.payload_end as u64)),
+                    _ => Err("chunks record table is larger than the record".to_string()),
+                }
+            }
+            Ok(rec) => Err(format!("index points at a {} record, expected chunks", kind_name(rec.header.kind))),
+            Err(e) => Err(format!("chunks record listed by the index: {e}")),
+        };
+        match bounds {
+            Ok(b) => Some(b),
+            Err(why) => {
+                self.problems.push(self.problem(offset, why));
+                self.bad_records.insert(offset);
+                None
+            }
+        }
+    }
+
+    /// Verifies and decodes a Meta, Column, Chunks or Episode record found by hopping (or a
+    /// Meta/Column record listed by an index).
+    fn take_record(&mut self, map: &[u8], rec: &RecordAt, found: &mut Found) {
+        let kind = rec.kind();
+        if !rec.payload_ok(map) {
+            let why = format!("{} record payload checksum mismatch", kind_name(rec.header.kind));
+            self.problems.push(self.problem(rec.offset, why));
+            self.bad_records.insert(rec.offset);
+            return;
+        }
+        let payload = rec.payload(map);
+        let result = match kind {
+            Some(RecordKind::Meta) => parse_meta(payload).map(|text| found.metas.push((rec.offset, text))),
+            Some(RecordKind::Column) => parse_column(payload).map(|spec| found.columns.push((rec.offset, spec))),
+            Some(RecordKind::Chunks) => chunks::decode(payload, rec.offset).map(|refs| {
+                found.chunks.extend(refs);
+                found.verified.push(rec.offset);
+            }),
+            Some(RecordKind::Episode) => {
+                EpisodeSummary::decode_record(payload, rec.offset).map(|(summary, _)| found.episodes.push(summary))
+            }
+            _ => Ok(()),
+        };
+        if let Err(why) = result {
+            self.problems.push(self.problem(rec.offset, format!("{} record: {why}", kind_name(rec.header.kind))));
+            self.bad_records.insert(rec.offset);
+        }
+    }
+
+    /// Checks once, before its data is first used, that a Chunks record is intact.
+    pub fn verify_chunks_record(&self, offset: u64) -> Result<()> {
+        let map: &[u8] = &self.map;
+        let rec = frame(map, offset).map_err(|e| Error::corrupt(&self.path, offset, format!("chunks record: {e}")))?;
+        if rec.kind() != Some(RecordKind::Chunks) {
+            let why = format!("expected a chunks record, found a {} record", kind_name(rec.header.kind));
+            return Err(Error::corrupt(&self.path, offset, why));
+        }
+        if !rec.payload_ok(map) {
+            return Err(Error::corrupt(&self.path, offset, "chunks record payload checksum mismatch"));
+        }
+        Ok(())
+    }
+
+    /// The metadata JSON of an episode, read from (and checked against) its Episode record.
+    pub fn episode_metadata(&self, summary: &EpisodeSummary) -> Result<String> {
+        let offset = summary.record_offset;
+        let corrupt = |why: String| Error::corrupt(&self.path, offset, why);
+        let map: &[u8] = &self.map;
+        let rec = frame(map, offset).map_err(|e| corrupt(format!("episode record: {e}")))?;
+        if rec.kind() != Some(RecordKind::Episode) {
+            return Err(corrupt(format!("expected an episode record, found a {} record", kind_name(rec.header.kind))));
+        }
+        if !rec.payload_ok(map) {
+            return Err(corrupt("episode record payload checksum mismatch".into()));
+        }
+        let (stored, meta) = EpisodeSummary::decode_record(rec.payload(map), offset).map_err(corrupt)?;
+        let same = stored.lane == summary.lane
+            && stored.obs_first_row == summary.obs_first_row
+            && stored.step_first_row == summary.step_first_row
+            && stored.length == summary.length;
+        if !same {
+            return Err(corrupt("the episode record does not match its index entry".into()));
+        }
+        if meta.is_empty() {
+            return Ok("{}".into());
+        }
+        parse_meta(meta).map_err(|why| corrupt(format!("episode metadata: {why}")))
+    }
+}
+
+/// Maps a shard read-only.
+fn map_file(file: &File, path: &Path) -> Result<Mmap> {
+    // SAFETY: the map is only ever read, never written. Another process may append to the file
+    // (a writer still running): appending does not change the mapped bytes, and the writer never
+    // rewrites bytes it has written (the format is append-only). A process truncating the file
+    // under us would make reads of the lost pages fault (SIGBUS); trajcore never truncates, and
+    // this is the documented cost of reading through a memory map.
+    unsafe { Mmap::map(file) }.map_err(|e| Error::io(path, e))
+}
+
+fn parse_meta(payload: &[u8]) -> Result<String, String> {
+    let text = std::str::from_utf8(payload).map_err(|e| format!("not UTF-8: {e}"))?;
+    serde_json::from_str::<serde_json::Value>(text).map_err(|e| format!("not JSON: {e}"))?;
+    Ok(text.to_string())
+}
+
+fn parse_column(payload: &[u8]) -> Result<ColumnSpec, String> {
+    let spec: ColumnSpec = serde_json::from_slice(payload).map_err(|e| format!("not a column spec: {e}"))?;
+    spec.validate().map_err(|e| e.to_string())?;
+    Ok(spec)
+}

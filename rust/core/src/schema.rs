@@ -1,0 +1,104 @@
+//! Columns: what each recorded array is called, its element type, its per-row shape, and which
+//! timeline its rows follow.
+
+use serde::{Deserialize, Serialize};
+
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+
+pub type ColumnId = u32;
+
+/// An episode of T steps has T+1 rows on the observation timeline (the reset row, then one per
+/// step) and T rows on the step timeline (actions, rewards, done flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Timeline {
+    Obs,
+    Step,
+}
+
+/// Columns the core itself reads to compute episode summaries and to end episodes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Reward,
+    Terminated,
+    Truncated,
+}
+
+/// How a column's chunks are stored. Applied in order when writing, undone in reverse when reading.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CodecSpec {
+    /// Byte-wise difference to the previous row before compression (image-like data).
+    #[serde(default)]
+    pub delta: bool,
+    /// zstd level; `None` stores the column raw (zero-copy reads).
+    #[serde(default)]
+    pub zstd_level: Option<i32>,
+}
+
+impl Default for CodecSpec {
+    fn default() -> Self {
+        CodecSpec { delta: false, zstd_level: Some(3) }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ColumnSpec {
+    pub id: ColumnId,
+    pub name: String,
+    pub dtype: String,
+    pub shape: Vec<u64>,
+    pub timeline: Timeline,
+    /// Set on the boolean column that says which rows of column `mask_of` hold a value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mask_of: Option<ColumnId>,
+    /// Set on a column whose rows may be missing; the id of its mask column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mask: Option<ColumnId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub role: Option<Role>,
+    #[serde(default)]
+    pub codec: CodecSpec,
+}
+
+impl ColumnSpec {
+    pub fn dtype(&self) -> Result<DType> {
+        DType::from_name(&self.dtype)
+    }
+
+    /// Elements per row.
+    pub fn row_elements(&self) -> u64 {
+        self.shape.iter().product()
+    }
+
+    /// Bytes per row for fixed-size dtypes; `None` for variable-length ones.
+    pub fn row_bytes(&self) -> Option<usize> {
+        let size = DType::from_name(&self.dtype).ok()?.size()?;
+        Some(size * self.row_elements() as usize)
+    }
+
+    pub fn validate(&self) -> Result<()> {
+        let dtype = self.dtype()?;
+        if self.name.is_empty() {
+            return Err(Error::Invalid("a column needs a non-empty name".into()));
+        }
+        if dtype.is_variable() && !self.shape.is_empty() {
+            return Err(Error::schema(&self.name, "variable-length columns hold one value a row (shape must be ())"));
+        }
+        if dtype.is_variable() && self.codec.delta {
+            return Err(Error::schema(&self.name, "the delta filter needs a fixed-size dtype"));
+        }
+        let elements = self.shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
+        match elements.and_then(|e| e.checked_mul(dtype.size().unwrap_or(1) as u64)) {
+            Some(bytes) if bytes <= MAX_ROW_BYTES => Ok(()),
+            _ => Err(Error::schema(
+                &self.name,
+                format!("shape {:?} is too large (at most {MAX_ROW_BYTES} bytes a row)", self.shape),
+            )),
+        }
+    }
+}
+
+/// A cap that keeps one row well inside the ring buffer and any chunk.
+pub const MAX_ROW_BYTES: u64 = 1 << 30;

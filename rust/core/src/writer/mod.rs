@@ -1,0 +1,14 @@
+//! Recording: the caller pushes (vector) steps into a lock-free ring; a background thread turns
+//! them into per-env episodes and appends compressed, checksummed chunks to shard files.
+
+pub mod config;
+pub mod lane;
+pub mod message;
+pub mod recorder;
+pub mod shard;
+pub mod thread;
+
+pub use config::{AutoresetMode, Durability, RecorderConfig};
+pub use message::{EntryKind, EntryRef, MessageHead, MessageKind, Slot};
+pub use recorder::{mask_name, NewColumn, Recorder, Stats};
+pub use shard::SHARD_EXTENSION;

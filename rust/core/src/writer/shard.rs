@@ -1,0 +1,226 @@
+//! One shard file being written: header, framed records, the running index, rollover naming
+//! and durability. Knows nothing about episodes or lanes.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use super::config::Durability;
+use crate::error::{Error, Result};
+use crate::format::chunks::{self, ChunkRef, PendingChunk};
+use crate::format::episode::EpisodeSummary;
+use crate::format::header::FileHeader;
+use crate::format::index::{IndexDelta, NO_PREVIOUS};
+use crate::format::record::{padding_after, RecordHeader, RecordKind};
+use crate::schema::ColumnSpec;
+
+pub const SHARD_EXTENSION: &str = "trj";
+
+pub struct ShardWriter {
+    path: PathBuf,
+    file: File,
+    /// File offset of the next record.
+    offset: u64,
+    /// Bytes of the current batch not yet handed to the OS.
+    pending: Vec<u8>,
+    index: IndexDelta,
+    bytes_at_last_index: u64,
+    durability: Durability,
+    last_sync: Instant,
+}
+
+impl ShardWriter {
+    /// Creates the shard file and writes its header, Meta record and Column records.
+    pub fn create(
+        dir: &Path,
+        recording_id: [u8; 16],
+        shard_seq: u64,
+        meta_json: &[u8],
+        columns: &[ColumnSpec],
+        durability: Durability,
+    ) -> Result<Self> {
+        let created_ns = now_ns();
+        let path = dir.join(shard_name(created_ns, &recording_id, shard_seq));
+        // create_new: never clobber a file someone may be reading.
+        let file = OpenOptions::new().write(true).create_new(true).open(&path).map_err(|e| Error::io(&path, e))?;
+        let mut shard = ShardWriter {
+            path,
+            file,
+            offset: 0,
+            pending: Vec::with_capacity(1 << 20),
+            index: IndexDelta { prev_index: NO_PREVIOUS, ..Default::default() },
+            bytes_at_last_index: 0,
+            durability,
+            last_sync: Instant::now(),
+        };
+        shard.pending.extend_from_slice(&FileHeader::new(recording_id, shard_seq, created_ns).encode());
+        shard.offset = shard.pending.len() as u64;
+        let meta = shard.append(RecordKind::Meta, meta_json);
+        shard.index.other_records.push(meta);
+        for column in columns {
+            shard.add_column(column)?;
+        }
+        shard.flush_to_os()?;
+        Ok(shard)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Bytes in the file once pending bytes are written.
+    pub fn size(&self) -> u64 {
+        self.offset
+    }
+
+    pub fn add_column(&mut self, column: &ColumnSpec) -> Result<()> {
+        let json = serde_json::to_vec(column).map_err(|e| Error::Invalid(format!("column spec: {e}")))?;
+        let at = self.append(RecordKind::Column, &json);
+        self.index.other_records.push(at);
+        Ok(())
+    }
+
+    pub fn append_chunks(&mut self, chunks: &[PendingChunk]) -> Vec<ChunkRef> {
+        if chunks.is_empty() {
+            return Vec::new();
+        }
+        let (payload, refs) = chunks::encode(self.offset, chunks);
+        self.append(RecordKind::Chunks, &payload);
+        self.index.chunks.extend_from_slice(&refs);
+        refs
+    }
+
+    pub fn append_episode(&mut self, summary: &EpisodeSummary, metadata_json: &[u8]) {
+        let mut summary = summary.clone();
+        summary.record_offset = self.offset;
+        summary.metadata_len = metadata_json.len() as u32;
+        let payload = summary.encode_record(metadata_json);
+        self.append(RecordKind::Episode, &payload);
+        self.index.episodes.push(summary);
+    }
+
+    /// Writes an Index record when enough has been written since the last one, so that a reader
+    /// recovering this file after a crash reads indexes instead of every record.
+    pub fn maybe_checkpoint(&mut self, interval: u64) {
+        if self.offset - self.bytes_at_last_index >= interval && !self.index.is_empty() {
+            self.write_index();
+        }
+    }
+
+    fn write_index(&mut self) -> u64 {
+        let payload = self.index.encode();
+        let at = self.append(RecordKind::Index, &payload);
+        self.index = IndexDelta { prev_index: at, ..Default::default() };
+        self.bytes_at_last_index = self.offset;
+        at
+    }
+
+    /// Hands the pending bytes to the OS, and syncs them to disk if the durability asks for it.
+    pub fn flush_to_os(&mut self) -> Result<()> {
+        if !self.pending.is_empty() {
+            self.file.write_all(&self.pending).map_err(|e| Error::io(&self.path, e))?;
+            self.pending.clear();
+        }
+        let sync = match self.durability {
+            Durability::FsyncEveryChunk => true,
+            Durability::FsyncInterval(every) => self.last_sync.elapsed() >= every,
+            Durability::Flush | Durability::FsyncOnClose => false,
+        };
+        if sync {
+            self.sync()?;
+        }
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<()> {
+        self.file.sync_data().map_err(|e| Error::io(&self.path, e))?;
+        self.last_sync = Instant::now();
+        Ok(())
+    }
+
+    /// Writes the final Index and the End record; the file is then complete.
+    pub fn finish(mut self) -> Result<PathBuf> {
+        let index_at = self.write_index();
+        self.append(RecordKind::End, &index_at.to_le_bytes());
+        self.flush_to_os()?;
+        if self.durability != Durability::Flush {
+            self.sync()?;
+        }
+        Ok(self.path)
+    }
+
+    /// Frames a record into the pending bytes; returns its file offset.
+    fn append(&mut self, kind: RecordKind, payload: &[u8]) -> u64 {
+        let at = self.offset;
+        self.pending.extend_from_slice(&RecordHeader::new(kind, payload).encode());
+        self.pending.extend_from_slice(payload);
+        self.pending.resize(self.pending.len() + padding_after(payload.len() as u64), 0);
+        self.offset += RecordHeader::new(kind, payload).total_len();
+        at
+    }
+}
+
+pub fn now_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// `20261121T062507.123456Z-1a2b3c4d-00000.trj`: names sort by start time, then recording and shard.
+pub fn shard_name(created_ns: u64, recording_id: &[u8; 16], shard_seq: u64) -> String {
+    let secs = created_ns / 1_000_000_000;
+    let micros = (created_ns % 1_000_000_000) / 1000;
+    let (y, mo, d) = civil_from_days((secs / 86_400) as i64);
+    let s = secs % 86_400;
+    let rec: String = recording_id[..4].iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{y:04}{mo:02}{d:02}T{:02}{:02}{:02}.{micros:06}Z-{rec}-{shard_seq:05}.{SHARD_EXTENSION}",
+        s / 3600,
+        s % 3600 / 60,
+        s % 60
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+/// A recording id that differs between processes and between recorders of one process.
+pub fn new_recording_id() -> [u8; 16] {
+    use std::hash::{BuildHasher, Hasher};
+    let mut id = [0u8; 16];
+    for (i, half) in id.chunks_mut(8).enumerate() {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(now_ns());
+        h.write_u32(std::process::id());
+        h.write_usize(i);
+        half.copy_from_slice(&h.finish().to_le_bytes());
+    }
+    id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_sort_by_time() {
+        let id = [0xab; 16];
+        assert_eq!(shard_name(0, &id, 0), "19700101T000000.000000Z-abababab-00000.trj");
+        assert_eq!(shard_name(1_763_706_307_123_456_789, &id, 3), "20251121T062507.123456Z-abababab-00003.trj");
+        assert!(shard_name(1_000_000_000, &id, 0) < shard_name(2_000_000_000, &id, 0));
+    }
+
+    #[test]
+    fn recording_ids_differ() {
+        assert_ne!(new_recording_id(), new_recording_id());
+    }
+}

@@ -1,0 +1,592 @@
+//! The background writer thread: takes messages off the ring, turns (vector) steps into per-lane
+//! rows and episodes, seals column chunks (compressing them here, off the caller's thread) and
+//! appends records to the shard, rolling over to a new shard past the size limit.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value};
+
+use super::config::{AutoresetMode, Durability, RecorderConfig};
+use super::lane::{ColumnBuffer, Lane, LaneState, OpenEpisode};
+use super::message::{self, EntryKind, EntryRef, Message, MessageKind, Slot, ALL_ENVS};
+use super::shard::{now_ns, ShardWriter};
+use crate::error::{Error, Result};
+use crate::format::episode::{EpisodeSummary, FLAG_COMPLETE, FLAG_TERMINATED, FLAG_TRUNCATED};
+use crate::schema::{ColumnId, ColumnSpec, Timeline};
+
+/// State the caller's thread and the writer thread share; everything here is cheap to poll.
+#[derive(Default)]
+pub struct Shared {
+    /// Set when the writer thread stopped on an error; `error` says why.
+    pub dead: AtomicBool,
+    pub error: Mutex<Option<String>>,
+    /// The last flush ticket the writer completed.
+    pub flushed: AtomicU64,
+    pub steps: AtomicU64,
+    pub episodes: AtomicU64,
+    pub bytes_raw: AtomicU64,
+    pub bytes_written: AtomicU64,
+    pub ring_waits: AtomicU64,
+    pub shard_paths: Mutex<Vec<PathBuf>>,
+}
+
+impl Shared {
+    pub fn fail(&self, why: String) {
+        let mut slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        slot.get_or_insert(why);
+        self.dead.store(true, Ordering::Release);
+    }
+
+    pub fn error_message(&self) -> String {
+        let slot = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        slot.clone().unwrap_or_else(|| "the writer thread has stopped".into())
+    }
+}
+
+/// An episode that ended but whose record is not written yet: its rows must be sealed first, and
+/// metadata set right after it ended must still reach it.
+struct PendingEpisode {
+    id: u64,
+    summary: EpisodeSummary,
+    metadata: Map<String, Value>,
+    ended_after_message: u64,
+    ended_at: Instant,
+}
+
+pub struct WriterThread {
+    config: RecorderConfig,
+    durability: Durability,
+    columns: Vec<ColumnSpec>,
+    meta_json: Vec<u8>,
+    recording_id: [u8; 16],
+    shard_seq: u64,
+    shard: Option<ShardWriter>,
+    lanes: Vec<Lane>,
+    pending: VecDeque<PendingEpisode>,
+    next_pending_id: u64,
+    episodes_written: u64,
+    reward: ColumnId,
+    terminated: ColumnId,
+    truncated: ColumnId,
+    consumer: rtrb::Consumer<u8>,
+    shared: Arc<Shared>,
+    /// Sequence number of the last Reset or Step message.
+    row_message_seq: u64,
+    /// Entries of the current message by column and slot.
+    lookup: Vec<[Vec<u32>; 2]>,
+    str_offsets: Vec<Vec<usize>>,
+    seal_wanted: bool,
+}
+
+pub struct WriterSetup {
+    pub config: RecorderConfig,
+    pub columns: Vec<ColumnSpec>,
+    pub meta_json: Vec<u8>,
+    pub recording_id: [u8; 16],
+    pub shard: ShardWriter,
+    pub reward: ColumnId,
+    pub terminated: ColumnId,
+    pub truncated: ColumnId,
+}
+
+impl WriterThread {
+    pub fn new(setup: WriterSetup, consumer: rtrb::Consumer<u8>, shared: Arc<Shared>) -> Result<Self> {
+        let durability = setup.config.durability()?;
+        let lanes = (0..setup.config.num_envs).map(Lane::new).collect();
+        shared.shard_paths.lock().unwrap_or_else(|p| p.into_inner()).push(setup.shard.path().to_path_buf());
+        let mut me = WriterThread {
+            durability,
+            columns: Vec::new(),
+            meta_json: setup.meta_json,
+            recording_id: setup.recording_id,
+            shard_seq: 0,
+            shard: Some(setup.shard),
+            lanes,
+            pending: VecDeque::new(),
+            next_pending_id: 0,
+            episodes_written: 0,
+            reward: setup.reward,
+            terminated: setup.terminated,
+            truncated: setup.truncated,
+            consumer,
+            shared,
+            row_message_seq: 0,
+            lookup: Vec::new(),
+            str_offsets: Vec::new(),
+            seal_wanted: false,
+            config: setup.config,
+        };
+        for spec in setup.columns {
+            me.install_column(spec);
+        }
+        Ok(me)
+    }
+
+    /// Runs until a Close message has been handled or an error stops it.
+    pub fn run(mut self) {
+        if let Err(e) = self.run_inner() {
+            self.shared.fail(e.to_string());
+        }
+    }
+
+    fn run_inner(&mut self) -> Result<()> {
+        let interval = self.config.flush_interval();
+        let mut next_cycle = Instant::now() + interval;
+        let mut idle = Duration::from_micros(50);
+        let mut scratch = Vec::new();
+        let mut seq = 0u64;
+        loop {
+            let mut handled = 0;
+            while handled < 1024 && self.take_message(&mut scratch)? {
+                handled += 1;
+                seq += 1;
+                let msg = message::decode(&scratch, self.lanes.len()).map_err(Error::WriterStopped)?;
+                if self.handle(msg, seq)? {
+                    return Ok(());
+                }
+                if self.seal_wanted {
+                    self.write_chunks(false)?;
+                }
+                if Instant::now() >= next_cycle {
+                    break;
+                }
+            }
+            if Instant::now() >= next_cycle {
+                self.cycle(false)?;
+                next_cycle = Instant::now() + interval;
+            }
+            if handled == 0 {
+                if self.consumer.is_abandoned() && self.consumer.is_empty() {
+                    // The recorder was dropped without close (its owner crashed): finish the file.
+                    self.close()?;
+                    return Ok(());
+                }
+                std::thread::sleep(idle);
+                idle = (idle * 2).min(Duration::from_millis(2));
+            } else {
+                idle = Duration::from_micros(50);
+            }
+        }
+    }
+
+    /// Copies the next whole message out of the ring; false when there is none.
+    fn take_message(&mut self, scratch: &mut Vec<u8>) -> Result<bool> {
+        if self.consumer.slots() < 4 {
+            return Ok(false);
+        }
+        let len = {
+            let chunk = self.consumer.read_chunk(4).map_err(|e| Error::WriterStopped(e.to_string()))?;
+            let (a, b) = chunk.as_slices();
+            let mut len = [0u8; 4];
+            len[..a.len()].copy_from_slice(a);
+            len[a.len()..].copy_from_slice(b);
+            u32::from_le_bytes(len) as usize
+        };
+        // The producer commits whole messages, so all of it is there.
+        let chunk = self.consumer.read_chunk(len).map_err(|e| Error::WriterStopped(format!("ring: {e}")))?;
+        let (a, b) = chunk.as_slices();
+        scratch.clear();
+        scratch.extend_from_slice(a);
+        scratch.extend_from_slice(b);
+        chunk.commit_all();
+        Ok(true)
+    }
+
+    /// Applies one message; true when it was Close.
+    fn handle(&mut self, msg: Message, seq: u64) -> Result<bool> {
+        match msg.kind {
+            MessageKind::Step => {
+                self.row_message_seq = seq;
+                self.index_entries(&msg);
+                for lane in 0..self.lanes.len() {
+                    self.step_lane(lane, &msg, seq)?;
+                }
+                self.shared.steps.fetch_add(1, Ordering::Relaxed);
+            }
+            MessageKind::Reset => {
+                self.row_message_seq = seq;
+                self.index_entries(&msg);
+                for lane in 0..self.lanes.len() {
+                    if msg.mask.is_none_or(|m| m[lane] != 0) {
+                        self.reset_lane(lane, &msg, seq)?;
+                    }
+                }
+            }
+            MessageKind::AddColumn => {
+                let entry = msg.entries.first().ok_or_else(|| Error::WriterStopped("AddColumn without spec".into()))?;
+                let spec: ColumnSpec =
+                    serde_json::from_slice(entry.data).map_err(|e| Error::WriterStopped(format!("column spec: {e}")))?;
+                if let Some(shard) = self.shard.as_mut() {
+                    shard.add_column(&spec)?;
+                }
+                self.install_column(spec);
+            }
+            MessageKind::SetMetadata => {
+                let entry = msg.entries.first().ok_or_else(|| Error::WriterStopped("metadata without JSON".into()))?;
+                let Ok(Value::Object(update)) = serde_json::from_slice::<Value>(entry.data) else {
+                    return Err(Error::WriterStopped("episode metadata is not a JSON object".into()));
+                };
+                self.set_metadata(msg.env as usize, msg.arg == 1, update);
+            }
+            MessageKind::Discard => {
+                if let Some(lane) = self.lanes.get_mut(msg.env as usize) {
+                    if lane.state == LaneState::Running {
+                        lane.episode = None;
+                        lane.state = LaneState::Skipping;
+                    }
+                }
+            }
+            MessageKind::Abort => {
+                for lane in 0..self.lanes.len() {
+                    if (msg.env == ALL_ENVS || msg.env as usize == lane) && self.lanes[lane].state == LaneState::Running
+                    {
+                        self.end_episode(lane, false, false, false, msg.time_ns, seq);
+                        self.lanes[lane].state = LaneState::Skipping;
+                    }
+                }
+            }
+            MessageKind::Flush => {
+                self.cycle(true)?;
+                self.shared.flushed.store(msg.arg, Ordering::Release);
+            }
+            MessageKind::Close => {
+                self.close()?;
+                self.shared.flushed.store(msg.arg, Ordering::Release);
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    fn install_column(&mut self, spec: ColumnSpec) {
+        let id = spec.id as usize;
+        debug_assert_eq!(id, self.columns.len(), "column ids are dense");
+        for lane in &mut self.lanes {
+            lane.buffers.push(ColumnBuffer::starting_at(lane.rows_of(spec.timeline)));
+        }
+        self.columns.push(spec);
+        self.lookup.push([Vec::new(), Vec::new()]);
+    }
+
+    fn index_entries(&mut self, msg: &Message) {
+        for slots in &mut self.lookup {
+            slots[0].clear();
+            slots[1].clear();
+        }
+        self.str_offsets.clear();
+        for (i, e) in msg.entries.iter().enumerate() {
+            if let Some(slots) = self.lookup.get_mut(e.column as usize) {
+                slots[e.slot as usize].push(i as u32);
+            }
+            // Str rows are length-prefixed; find where each starts once per message.
+            let is_str = self.columns.get(e.column as usize).is_some_and(|c| c.row_bytes().is_none());
+            self.str_offsets.push(if is_str { str_row_starts(e.data) } else { Vec::new() });
+        }
+    }
+
+    /// The bytes of `column` for `lane` in this message, if the message has them.
+    fn value<'m>(&self, msg: &'m Message, column: ColumnId, slot: Slot, lane: usize) -> Result<Option<&'m [u8]>> {
+        let spec = &self.columns[column as usize];
+        for &i in &self.lookup[column as usize][slot as usize] {
+            let e: &EntryRef = &msg.entries[i as usize];
+            let row = match e.kind {
+                EntryKind::Dense => lane,
+                EntryKind::Masked if e.mask.is_some_and(|m| m.get(lane) == Some(&1)) => lane,
+                EntryKind::Masked => continue,
+                EntryKind::PerEnv if e.env as usize == lane => 0,
+                EntryKind::PerEnv => continue,
+            };
+            let bytes = match spec.row_bytes() {
+                Some(n) => e.data.get(row * n..(row + 1) * n),
+                None => {
+                    let starts = &self.str_offsets[i as usize];
+                    starts.get(row).and_then(|&s| {
+                        let len = u32::from_le_bytes(e.data.get(s..s + 4)?.try_into().ok()?) as usize;
+                        e.data.get(s + 4..s + 4 + len)
+                    })
+                }
+            };
+            return match bytes {
+                Some(b) => Ok(Some(b)),
+                None => Err(Error::WriterStopped(format!("column '{}': entry too short for env {lane}", spec.name))),
+            };
+        }
+        Ok(None)
+    }
+
+    /// Appends one row on `timeline` to `lane`: each column's value from the message, or zeros
+    /// (and a false mask) where the message has none.
+    fn append_row(&mut self, lane: usize, timeline: Timeline, slot: Slot, msg: &Message) -> Result<()> {
+        for column in 0..self.columns.len() {
+            let spec = &self.columns[column];
+            if spec.timeline != timeline || spec.mask_of.is_some() {
+                continue;
+            }
+            let (row_bytes, mask) = (spec.row_bytes(), spec.mask);
+            let value = self.value(msg, column as ColumnId, slot, lane)?;
+            let buffers = &mut self.lanes[lane].buffers;
+            let buffer = &mut buffers[column];
+            match (value, row_bytes) {
+                (Some(v), Some(_)) => buffer.push_fixed(v),
+                (Some(v), None) => buffer.push_str(v),
+                (None, _) => buffer.push_zeros(row_bytes),
+            }
+            let mut full = buffer.raw_len() >= self.config.chunk_bytes || buffer.rows == u32::MAX;
+            if let Some(mask) = mask {
+                let mask_buffer = &mut buffers[mask as usize];
+                mask_buffer.push_fixed(&[value.is_some() as u8]);
+                full |= mask_buffer.raw_len() >= self.config.chunk_bytes;
+            }
+            self.seal_wanted |= full;
+            self.shared.bytes_raw.fetch_add(value.map_or(0, |v| v.len() as u64), Ordering::Relaxed);
+        }
+        let lane = &mut self.lanes[lane];
+        match timeline {
+            Timeline::Obs => lane.obs_rows += 1,
+            Timeline::Step => lane.step_rows += 1,
+        }
+        Ok(())
+    }
+
+    fn step_lane(&mut self, lane: usize, msg: &Message, seq: u64) -> Result<()> {
+        let mode = self.config.autoreset_mode;
+        let flag = |me: &Self, column| -> Result<bool> {
+            Ok(me.value(msg, column, Slot::Regular, lane)?.is_some_and(|v| v.first().is_some_and(|&b| b != 0)))
+        };
+        let terminated = flag(self, self.terminated)?;
+        let truncated = flag(self, self.truncated)?;
+        let done = terminated || truncated;
+        match self.lanes[lane].state {
+            LaneState::Running => {
+                let reward = match self.value(msg, self.reward, Slot::Regular, lane)? {
+                    Some(v) => f64::from_le_bytes(v.try_into().unwrap_or([0; 8])),
+                    None => 0.0,
+                };
+                self.append_row(lane, Timeline::Step, Slot::Regular, msg)?;
+                // With same-step autoreset the observation of an ending step is the next episode's
+                // reset observation; the episode's own final one comes in the Final slot.
+                let slot = if done && mode == AutoresetMode::SameStep { Slot::Final } else { Slot::Regular };
+                self.append_row(lane, Timeline::Obs, slot, msg)?;
+                if let Some(ep) = self.lanes[lane].episode.as_mut() {
+                    ep.length += 1;
+                    ep.episode_return += reward;
+                }
+                if done {
+                    self.end_episode(lane, true, terminated, truncated, msg.time_ns, seq);
+                    self.after_end(lane, msg, seq)?;
+                }
+            }
+            LaneState::Ended if mode == AutoresetMode::NextStep => {
+                // The autoreset step: its observation starts the next episode, its action is ignored.
+                self.begin_episode(lane, msg)?;
+            }
+            LaneState::Skipping if done => {
+                self.lanes[lane].state = LaneState::Ended;
+                self.after_end(lane, msg, seq)?;
+            }
+            LaneState::Ended | LaneState::Skipping | LaneState::Idle => {}
+        }
+        Ok(())
+    }
+
+    fn after_end(&mut self, lane: usize, msg: &Message, _seq: u64) -> Result<()> {
+        self.lanes[lane].state = LaneState::Ended;
+        if self.config.autoreset_mode == AutoresetMode::SameStep {
+            self.begin_episode(lane, msg)?;
+        }
+        Ok(())
+    }
+
+    fn reset_lane(&mut self, lane: usize, msg: &Message, seq: u64) -> Result<()> {
+        if self.lanes[lane].state == LaneState::Running {
+            // A reset in the middle of an episode: keep what was recorded, marked incomplete.
+            self.end_episode(lane, false, false, false, msg.time_ns, seq);
+        }
+        self.begin_episode(lane, msg)
+    }
+
+    fn begin_episode(&mut self, lane: usize, msg: &Message) -> Result<()> {
+        let l = &mut self.lanes[lane];
+        l.episode = Some(OpenEpisode {
+            obs_first_row: l.obs_rows,
+            step_first_row: l.step_rows,
+            length: 0,
+            episode_return: 0.0,
+            start_ns: msg.time_ns,
+            metadata: Map::new(),
+        });
+        l.state = LaneState::Running;
+        self.append_row(lane, Timeline::Obs, Slot::Regular, msg)
+    }
+
+    /// Moves the lane's running episode to the pending list (dropped if it has no step).
+    fn end_episode(&mut self, lane: usize, complete: bool, terminated: bool, truncated: bool, time_ns: u64, seq: u64) {
+        let l = &mut self.lanes[lane];
+        l.state = LaneState::Ended;
+        let Some(ep) = l.episode.take() else { return };
+        if ep.length == 0 {
+            return;
+        }
+        let flags = (complete as u32 * FLAG_COMPLETE)
+            | (terminated as u32 * FLAG_TERMINATED)
+            | (truncated as u32 * FLAG_TRUNCATED);
+        let id = self.next_pending_id;
+        self.next_pending_id += 1;
+        l.last_ended = Some(id);
+        self.pending.push_back(PendingEpisode {
+            id,
+            summary: EpisodeSummary {
+                lane: lane as u32,
+                flags,
+                obs_first_row: ep.obs_first_row,
+                step_first_row: ep.step_first_row,
+                length: ep.length,
+                episode_return: ep.episode_return,
+                start_ns: ep.start_ns,
+                end_ns: time_ns,
+                episode_id: 0,
+                record_offset: 0,
+                metadata_len: 0,
+            },
+            metadata: ep.metadata,
+            ended_after_message: seq,
+            ended_at: Instant::now(),
+        });
+    }
+
+    fn set_metadata(&mut self, lane: usize, ended: bool, update: Map<String, Value>) {
+        let Some(l) = self.lanes.get_mut(lane) else { return };
+        let target = match (&mut l.episode, ended) {
+            (Some(ep), false) => Some(&mut ep.metadata),
+            _ => {
+                let id = l.last_ended;
+                self.pending.iter_mut().find(|p| Some(p.id) == id).map(|p| &mut p.metadata)
+            }
+        };
+        if let Some(target) = target {
+            target.extend(update);
+        }
+    }
+
+    /// Seals full buffers (or all, with `all`) and appends them as one Chunks record.
+    fn write_chunks(&mut self, all: bool) -> Result<()> {
+        let mut chunks = Vec::new();
+        let limit = self.config.chunk_bytes;
+        for lane in &mut self.lanes {
+            for (buffer, spec) in lane.buffers.iter_mut().zip(&self.columns) {
+                if all || buffer.raw_len() >= limit || buffer.rows == u32::MAX {
+                    chunks.extend(buffer.seal(lane.index, spec));
+                }
+            }
+        }
+        self.seal_wanted = false;
+        if chunks.is_empty() {
+            return Ok(());
+        }
+        let shard = self.shard.as_mut().ok_or_else(|| Error::WriterStopped("no open shard".into()))?;
+        let before = shard.size();
+        shard.append_chunks(&chunks);
+        shard.flush_to_os()?;
+        self.shared.bytes_written.fetch_add(shard.size() - before, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Everything buffered goes to the file: chunks, then the records of ended episodes (all of
+    /// them with `everything`, else those no metadata call can still reach), then maybe an index
+    /// checkpoint or a new shard.
+    fn cycle(&mut self, everything: bool) -> Result<()> {
+        self.write_chunks(true)?;
+        let grace = self.config.flush_interval();
+        let shard = self.shard.as_mut().ok_or_else(|| Error::WriterStopped("no open shard".into()))?;
+        let before = shard.size();
+        while let Some(p) = self.pending.front() {
+            let settled = p.ended_after_message < self.row_message_seq || p.ended_at.elapsed() >= grace;
+            if !(everything || settled) {
+                break;
+            }
+            let p = self.pending.pop_front().unwrap();
+            let mut summary = p.summary;
+            summary.episode_id = self.episodes_written;
+            self.episodes_written += 1;
+            let metadata = serde_json::to_vec(&p.metadata).unwrap_or_else(|_| b"{}".to_vec());
+            shard.append_episode(&summary, &metadata);
+            self.shared.episodes.fetch_add(1, Ordering::Relaxed);
+            if let Some(lane) = self.lanes.get_mut(summary.lane as usize) {
+                if lane.last_ended == Some(p.id) {
+                    lane.last_ended = None;
+                }
+            }
+        }
+        shard.maybe_checkpoint(self.config.index_interval_bytes);
+        shard.flush_to_os()?;
+        self.shared.bytes_written.fetch_add(shard.size() - before, Ordering::Relaxed);
+        if shard.size() >= self.config.max_shard_bytes {
+            self.roll_over()?;
+        }
+        Ok(())
+    }
+
+    /// Closes the current shard and starts the next one. Lane row numbers run on, so episodes
+    /// running now end in the new shard while their first rows stay in this one.
+    fn roll_over(&mut self) -> Result<()> {
+        if let Some(old) = self.shard.take() {
+            old.finish()?;
+        }
+        self.shard_seq += 1;
+        let dir = self.config_dir()?;
+        let shard = ShardWriter::create(
+            &dir,
+            self.recording_id,
+            self.shard_seq,
+            &self.meta_json,
+            &self.columns,
+            self.durability,
+        )?;
+        self.shared.shard_paths.lock().unwrap_or_else(|p| p.into_inner()).push(shard.path().to_path_buf());
+        self.shard = Some(shard);
+        Ok(())
+    }
+
+    fn config_dir(&self) -> Result<PathBuf> {
+        let paths = self.shared.shard_paths.lock().unwrap_or_else(|p| p.into_inner());
+        paths
+            .last()
+            .and_then(|p| p.parent())
+            .map(|p| p.to_path_buf())
+            .ok_or_else(|| Error::WriterStopped("lost the recording directory".into()))
+    }
+
+    /// Writes everything, then the episodes still running (incomplete, last), the index and End.
+    fn close(&mut self) -> Result<()> {
+        self.cycle(true)?;
+        let now = now_ns();
+        for lane in 0..self.lanes.len() {
+            if self.lanes[lane].state == LaneState::Running {
+                self.end_episode(lane, false, false, false, now, u64::MAX);
+            }
+        }
+        self.cycle(true)?;
+        if let Some(shard) = self.shard.take() {
+            let before = shard.size();
+            let path = shard.finish()?;
+            let after = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(before);
+            self.shared.bytes_written.fetch_add(after.saturating_sub(before), Ordering::Relaxed);
+        }
+        Ok(())
+    }
+}
+
+/// Start offsets of the length-prefixed rows of a str entry.
+fn str_row_starts(data: &[u8]) -> Vec<usize> {
+    let mut starts = Vec::new();
+    let mut at = 0;
+    while at + 4 <= data.len() {
+        starts.push(at);
+        at += 4 + u32::from_le_bytes(data[at..at + 4].try_into().unwrap()) as usize;
+    }
+    starts
+}

@@ -1,0 +1,337 @@
+//! `trajcore._core.Recorder`: the step path. One call per (vector) step walks the values in Rust,
+//! copies them once into the ring and returns; waiting, flushing and closing release the GIL.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use trajcore_core::writer::{AutoresetMode, EntryKind, MessageHead, MessageKind, Recorder, RecorderConfig, Slot};
+use trajcore_core::Timeline;
+
+use crate::collect::Collector;
+use crate::errors::{invalid, recorder_error, IntoPy};
+use crate::infos::{escape_key, DynamicColumns, Rows};
+use crate::layout::Layout;
+use crate::values::{put_value, ColInfo};
+
+#[pyclass(module = "trajcore._core", name = "Recorder")]
+pub struct PyRecorder {
+    /// A Mutex only to make the class Sync; `&mut self` methods reach it with `get_mut`, which
+    /// never locks (PyO3's borrow checking already makes calls exclusive).
+    inner: std::sync::Mutex<Recorder>,
+    /// Observation and action leaf columns, then reward, terminated, truncated.
+    fixed: Vec<ColInfo>,
+    observation: Layout,
+    action: Layout,
+    roles: [usize; 3],
+    rows: Rows,
+    mode: AutoresetMode,
+    infos: DynamicColumns,
+    data: DynamicColumns,
+    /// Custom data recorded for the coming step: (path, owned value).
+    pending_data: Vec<(String, Py<PyAny>)>,
+    coll: Collector,
+}
+
+impl PyRecorder {
+    fn rec(&mut self) -> &mut Recorder {
+        self.inner.get_mut().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn rec_ref(&self) -> std::sync::MutexGuard<'_, Recorder> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn rows(&self) -> Option<usize> {
+        match self.rows {
+            Rows::Single => None,
+            Rows::Batched(n) => Some(n),
+        }
+    }
+
+    fn put_fixed(&mut self, py: Python<'_>, index: usize, value: &Bound<'_, PyAny>, kind: EntryKind, slot: Slot, env: u32, rows: Option<usize>) -> PyResult<()> {
+        let col = &self.fixed[index];
+        let data = put_value(py, value, col, rows, &mut self.coll)?;
+        self.coll.push(col.id, kind, slot, env, None, data);
+        Ok(())
+    }
+
+    fn put_tree(&mut self, py: Python<'_>, which: Which, value: &Bound<'_, PyAny>, kind: EntryKind, slot: Slot, env: u32, rows: Option<usize>) -> PyResult<()> {
+        let (layout, what) = match which {
+            Which::Observation => (&self.observation, "observation"),
+            Which::Action => (&self.action, "action"),
+        };
+        let (fixed, coll) = (&self.fixed, &mut self.coll);
+        layout.walk(py, value, what, &mut |index, leaf| {
+            let col = &fixed[index];
+            let data = put_value(py, leaf, col, rows, coll)?;
+            coll.push(col.id, kind, slot, env, None, data);
+            Ok(())
+        })
+    }
+
+    /// Sends the collected entries; waits with the GIL released if the ring is full.
+    fn send(&mut self, py: Python<'_>, kind: MessageKind) -> PyResult<()> {
+        let time_ns = now_ns();
+        let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
+        let coll = &mut self.coll;
+        let len = {
+            let entries = coll.entries();
+            let mask = coll.head_mask.map(|m| coll.slice(m));
+            let head = MessageHead { kind, env: 0, time_ns, arg: 0, mask };
+            inner.message_len(&head, &entries).py_err(py)?
+        };
+        if !inner.fits_now(len) {
+            // No borrowed slice is alive here: the arrays may be touched while the GIL is released.
+            py.detach(|| inner.wait_for_space(len)).py_err(py)?;
+        }
+        let result = {
+            let entries = coll.entries();
+            let mask = coll.head_mask.map(|m| coll.slice(m));
+            let head = MessageHead { kind, env: 0, time_ns, arg: 0, mask };
+            inner.push(&head, &entries, len).py_err(py)
+        };
+        coll.clear();
+        result
+    }
+
+    /// After a bad value: nothing of the call was sent; end the running episodes as incomplete so
+    /// what they recorded stays, and recording resumes at the next reset.
+    fn fail(&mut self, py: Python<'_>, error: PyErr) -> PyErr {
+        self.coll.clear();
+        self.pending_data.clear();
+        match self.rec().abort(None).py_err(py) {
+            Ok(()) => error,
+            Err(e) => {
+                e.set_cause(py, Some(error));
+                e
+            }
+        }
+    }
+
+    fn collect_step(
+        &mut self,
+        py: Python<'_>,
+        action: &Bound<'_, PyAny>,
+        observation: &Bound<'_, PyAny>,
+        reward: &Bound<'_, PyAny>,
+        terminated: &Bound<'_, PyAny>,
+        truncated: &Bound<'_, PyAny>,
+        info: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let rows = self.rows();
+        self.put_tree(py, Which::Action, action, EntryKind::Dense, Slot::Regular, 0, rows)?;
+        self.put_tree(py, Which::Observation, observation, EntryKind::Dense, Slot::Regular, 0, rows)?;
+        let [r, te, tr] = self.roles;
+        self.put_fixed(py, r, reward, EntryKind::Dense, Slot::Regular, 0, rows)?;
+        self.put_fixed(py, te, terminated, EntryKind::Dense, Slot::Regular, 0, rows)?;
+        self.put_fixed(py, tr, truncated, EntryKind::Dense, Slot::Regular, 0, rows)?;
+        let info = info.cast::<PyDict>().map_err(|_| invalid(py, format!("info must be a dict, got {}", crate::values::type_name(info))))?;
+        self.infos.put_dict(py, info, "", self.rows, Slot::Regular, self.inner.get_mut().unwrap_or_else(|p| p.into_inner()), &mut self.coll)?;
+        if self.mode == AutoresetMode::SameStep {
+            if let Rows::Batched(n) = self.rows {
+                self.collect_final(py, info, n)?;
+            }
+        }
+        for (path, value) in std::mem::take(&mut self.pending_data) {
+            self.data.put_one(py, &path, value.bind(py), self.rows, None, Slot::Regular, self.inner.get_mut().unwrap_or_else(|p| p.into_inner()), &mut self.coll)?;
+        }
+        Ok(())
+    }
+
+    /// Same-step autoreset: the final observation and info of the envs whose episode ended.
+    fn collect_final(&mut self, py: Python<'_>, info: &Bound<'_, PyDict>, n: usize) -> PyResult<()> {
+        if let Some(final_obs) = info.get_item("final_obs")? {
+            let mask = info.get_item("_final_obs")?;
+            for env in 0..n {
+                let present = match &mask {
+                    Some(m) => m.get_item(env)?.is_truthy()?,
+                    None => !final_obs.get_item(env)?.is_none(),
+                };
+                if present {
+                    let obs = final_obs.get_item(env)?;
+                    self.put_tree(py, Which::Observation, &obs, EntryKind::PerEnv, Slot::Final, env as u32, None)?;
+                }
+            }
+        }
+        if let Some(final_info) = info.get_item("final_info")? {
+            if let Ok(final_info) = final_info.cast::<PyDict>() {
+                self.infos.put_dict(py, final_info, "", self.rows, Slot::Final, self.inner.get_mut().unwrap_or_else(|p| p.into_inner()), &mut self.coll)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Which {
+    Observation,
+    Action,
+}
+
+fn now_ns() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+#[pymethods]
+impl PyRecorder {
+    #[new]
+    fn new(py: Python<'_>, path: std::path::PathBuf, config_json: &str) -> PyResult<Self> {
+        let config = RecorderConfig::from_json(config_json).py_err(py)?;
+        let rows = if config.batched { Rows::Batched(config.num_envs as usize) } else { Rows::Single };
+        let mode = config.autoreset_mode;
+        let info_codec = config.info_codec.clone();
+        let inner = py.detach(|| Recorder::create(&path, config)).py_err(py)?;
+        let fixed: Vec<ColInfo> = inner.columns().iter().map(|spec| ColInfo::new(py, spec)).collect::<PyResult<_>>()?;
+        let index = |name: &str| fixed.iter().position(|c| c.name == name);
+        let observation = Layout::parse(py, &inner.config().observation, &index)?;
+        let action = Layout::parse(py, &inner.config().action, &index)?;
+        let roles = inner.role_columns().map(|id| id as usize);
+        Ok(PyRecorder {
+            inner: std::sync::Mutex::new(inner),
+            fixed,
+            observation,
+            action,
+            roles,
+            rows,
+            mode,
+            infos: DynamicColumns::new("info", Timeline::Obs, info_codec.clone()),
+            data: DynamicColumns::new("data", Timeline::Step, info_codec),
+            pending_data: Vec::new(),
+            coll: Collector::default(),
+        })
+    }
+
+    /// Starts episodes: every env, or those where `mask` is true.
+    #[pyo3(signature = (observation, info, mask=None))]
+    fn reset(&mut self, py: Python<'_>, observation: &Bound<'_, PyAny>, info: &Bound<'_, PyAny>, mask: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        self.rec().check().py_err(py)?;
+        self.coll.clear();
+        let collected = (|| {
+            let rows = self.rows();
+            self.put_tree(py, Which::Observation, observation, EntryKind::Dense, Slot::Regular, 0, rows)?;
+            let info = info.cast::<PyDict>().map_err(|_| invalid(py, "info must be a dict"))?;
+            self.infos.put_dict(py, info, "", self.rows, Slot::Regular, self.inner.get_mut().unwrap_or_else(|p| p.into_inner()), &mut self.coll)?;
+            if let Some(mask) = mask.filter(|m| !m.is_none()) {
+                let Rows::Batched(n) = self.rows else { return Err(invalid(py, "a reset mask needs a vector recorder")) };
+                let values: Vec<bool> = py.import("numpy")?.call_method1("asarray", (mask, "bool"))?.call_method0("ravel")?.call_method0("tolist")?.extract()?;
+                if values.len() != n {
+                    return Err(invalid(py, format!("reset mask has {} entries for {n} envs", values.len())));
+                }
+                self.coll.head_mask = Some(self.coll.own_with(|out| out.extend(values.iter().map(|&b| b as u8))));
+            }
+            Ok(())
+        })();
+        match collected {
+            Ok(()) => self.send(py, MessageKind::Reset),
+            Err(e) => Err(self.fail(py, e)),
+        }
+    }
+
+    /// Records one (vector) step.
+    fn step(
+        &mut self,
+        py: Python<'_>,
+        action: &Bound<'_, PyAny>,
+        observation: &Bound<'_, PyAny>,
+        reward: &Bound<'_, PyAny>,
+        terminated: &Bound<'_, PyAny>,
+        truncated: &Bound<'_, PyAny>,
+        info: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        self.rec().check().py_err(py)?;
+        self.coll.clear();
+        match self.collect_step(py, action, observation, reward, terminated, truncated, info) {
+            Ok(()) => self.send(py, MessageKind::Step),
+            Err(e) => Err(self.fail(py, e)),
+        }
+    }
+
+    /// Custom per-step data for the coming `step` (column `data/<name>`).
+    fn record(&mut self, py: Python<'_>, name: &str, value: Py<PyAny>) -> PyResult<()> {
+        self.rec().check().py_err(py)?;
+        if name.is_empty() || name.starts_with('_') {
+            return Err(invalid(py, format!("custom data name '{name}' must be non-empty and not start with '_'")));
+        }
+        let path = escape_key(name);
+        if let Some(slot) = self.pending_data.iter_mut().find(|(p, _)| *p == path) {
+            slot.1 = value;
+        } else {
+            self.pending_data.push((path, value));
+        }
+        Ok(())
+    }
+
+    #[pyo3(signature = (env_index, metadata_json, ended=false))]
+    fn set_episode_metadata(&mut self, py: Python<'_>, env_index: i64, metadata_json: &str, ended: bool) -> PyResult<()> {
+        let env = env_u32(py, env_index)?;
+        self.rec().set_episode_metadata(env, metadata_json, ended).py_err(py)
+    }
+
+    fn discard(&mut self, py: Python<'_>, env_index: i64) -> PyResult<()> {
+        let env = env_u32(py, env_index)?;
+        self.rec().discard(env).py_err(py)
+    }
+
+    #[pyo3(signature = (env_index=None))]
+    fn abort(&mut self, py: Python<'_>, env_index: Option<i64>) -> PyResult<()> {
+        let env = env_index.map(|e| env_u32(py, e)).transpose()?;
+        self.rec().abort(env).py_err(py)
+    }
+
+    fn flush(&mut self, py: Python<'_>) -> PyResult<()> {
+        let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
+        py.detach(|| inner.flush()).py_err(py)
+    }
+
+    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
+        self.pending_data.clear();
+        let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
+        py.detach(|| inner.close()).py_err(py)
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.rec_ref().is_closed()
+    }
+
+    #[getter]
+    fn shard_paths(&self) -> Vec<String> {
+        self.rec_ref().shard_paths().iter().map(|p| p.display().to_string()).collect()
+    }
+
+    #[getter]
+    fn num_envs(&self) -> u32 {
+        self.rec_ref().config().num_envs
+    }
+
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.rec_ref().stats();
+        let d = PyDict::new(py);
+        d.set_item("steps", s.steps)?;
+        d.set_item("episodes", s.episodes)?;
+        d.set_item("bytes_raw", s.bytes_raw)?;
+        d.set_item("bytes_written", s.bytes_written)?;
+        d.set_item("ring_capacity", s.ring_capacity)?;
+        d.set_item("ring_waits", s.ring_waits)?;
+        Ok(d)
+    }
+
+    /// Column specs as dicts (name, dtype, shape, timeline, ...).
+    fn columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let json = serde_json::to_string(self.rec_ref().columns()).map_err(|e| recorder_error(py, e.to_string()))?;
+        let loads = py.import("json")?.getattr("loads")?;
+        Ok(loads.call1((json,))?.cast_into::<PyList>()?)
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    fn __exit__(&mut self, py: Python<'_>, _t: Py<PyAny>, _v: Py<PyAny>, _tb: Py<PyAny>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+}
+
+fn env_u32(py: Python<'_>, env: i64) -> PyResult<u32> {
+    u32::try_from(env).map_err(|_| invalid(py, format!("env_index {env} is out of range")))
+}

@@ -1,0 +1,273 @@
+//! Turns one Python value into the bytes of one column: the array fast path (matching dtype and
+//! shape, borrowed), safe casts (same kind, like numpy's `casting="same_kind"`, plus integers of
+//! either sign when every value fits), scalars, and strings. Errors name the column.
+
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
+use trajcore_core::{ColumnSpec, DType};
+
+use crate::collect::{Collector, Src};
+use crate::errors::schema_error;
+
+/// A column as the step path needs it.
+pub struct ColInfo {
+    pub id: u32,
+    pub name: String,
+    pub dtype: DType,
+    pub shape: Vec<usize>,
+    pub descr: Option<Py<PyArrayDescr>>,
+}
+
+impl ColInfo {
+    pub fn new(py: Python<'_>, spec: &ColumnSpec) -> PyResult<Self> {
+        let dtype = spec.dtype().map_err(|e| crate::errors::to_py(py, e))?;
+        let descr = match dtype {
+            DType::Utf8 => None,
+            d => Some(PyArrayDescr::new(py, d.name())?.unbind()),
+        };
+        Ok(ColInfo { id: spec.id, name: spec.name.clone(), dtype, shape: spec.shape.iter().map(|&d| d as usize).collect(), descr })
+    }
+}
+
+fn shape_text(shape: &[usize]) -> String {
+    match shape {
+        [one] => format!("({one},)"),
+        _ => format!("({})", shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
+    }
+}
+
+/// Encodes `value` for `col`: `rows` is the env count for batched values, `None` for one row.
+pub fn put_value(
+    py: Python<'_>,
+    value: &Bound<'_, PyAny>,
+    col: &ColInfo,
+    rows: Option<usize>,
+    coll: &mut Collector,
+) -> PyResult<Src> {
+    if col.dtype == DType::Utf8 {
+        return put_strings(py, value, col, rows, coll);
+    }
+    if let Ok(array) = value.cast::<PyUntypedArray>() {
+        return put_array(py, array, col, rows, coll);
+    }
+    if rows.is_none() && col.shape.is_empty() {
+        return put_scalar(py, value, col, coll);
+    }
+    // Lists, tuples, numbers for batched columns: let numpy build the array, then check it.
+    let np = py.import("numpy")?;
+    let array = np.call_method1("asarray", (value,)).map_err(|e| {
+        schema_error(py, &col.name, format!("expected an array of shape {}, got {}: {e}", expected_shape(col, rows), type_name(value)))
+    })?;
+    let array = array.cast::<PyUntypedArray>()?;
+    if array.dtype().kind() == b'O' {
+        return Err(schema_error(py, &col.name, format!("expected numbers, got {}", type_name(value))));
+    }
+    put_array(py, array, col, rows, coll)
+}
+
+fn expected_shape(col: &ColInfo, rows: Option<usize>) -> String {
+    let mut shape = Vec::with_capacity(col.shape.len() + 1);
+    shape.extend(rows);
+    shape.extend_from_slice(&col.shape);
+    shape_text(&shape)
+}
+
+pub fn type_name(value: &Bound<'_, PyAny>) -> String {
+    value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "object".into())
+}
+
+fn put_array(
+    py: Python<'_>,
+    array: &Bound<'_, PyUntypedArray>,
+    col: &ColInfo,
+    rows: Option<usize>,
+    coll: &mut Collector,
+) -> PyResult<Src> {
+    let shape = array.shape();
+    let matches = match rows {
+        Some(n) => shape.len() == col.shape.len() + 1 && shape[0] == n && shape[1..] == col.shape[..],
+        None => shape == &col.shape[..],
+    };
+    if !matches {
+        return Err(schema_error(
+            py,
+            &col.name,
+            format!("expected shape {}, got {}", expected_shape(col, rows), shape_text(shape)),
+        ));
+    }
+    let target = col.descr.as_ref().expect("fixed-size column").bind(py);
+    let mut array = array.clone();
+    if !array.dtype().is_equiv_to(target) {
+        array = cast_array(py, &array, target, col)?;
+    }
+    if !array.is_c_contiguous() {
+        let np = py.import("numpy")?;
+        array = np.call_method1("ascontiguousarray", (array,))?.cast_into::<PyUntypedArray>()?;
+    }
+    Ok(coll.borrow_array(&array))
+}
+
+/// Casts within a kind (float64 -> float32, int64 -> int8), bool and integers to floats, and
+/// integers across signedness when every value fits; refuses the rest (float -> int, ...).
+fn cast_array<'py>(
+    py: Python<'py>,
+    array: &Bound<'py, PyUntypedArray>,
+    target: &Bound<'py, PyArrayDescr>,
+    col: &ColInfo,
+) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let np = py.import("numpy")?;
+    let from = array.dtype();
+    let kwargs = pyo3::types::PyDict::new(py);
+    kwargs.set_item("casting", "same_kind")?;
+    let same_kind: bool = np.call_method("can_cast", (&from, target), Some(&kwargs))?.extract()?;
+    let ints = |k: u8| k == b'i' || k == b'u';
+    let fits = if !same_kind && ints(from.kind()) && ints(target.kind()) && array.len() > 0 {
+        let info = np.call_method1("iinfo", (target,))?;
+        let lo: i128 = np.call_method1("min", (array,))?.extract()?;
+        let hi: i128 = np.call_method1("max", (array,))?.extract()?;
+        lo >= info.getattr("min")?.extract::<i128>()? && hi <= info.getattr("max")?.extract::<i128>()?
+    } else {
+        same_kind || (ints(from.kind()) && ints(target.kind()))
+    };
+    if !fits {
+        return Err(schema_error(
+            py,
+            &col.name,
+            format!("expected dtype {}, got {} which does not cast safely", col.dtype.name(), from.str()?),
+        ));
+    }
+    Ok(array.call_method1("astype", (target,))?.cast_into::<PyUntypedArray>()?)
+}
+
+fn put_scalar(py: Python<'_>, value: &Bound<'_, PyAny>, col: &ColInfo, coll: &mut Collector) -> PyResult<Src> {
+    let wrong = |what: &str| {
+        schema_error(py, &col.name, format!("expected {} (a {}), got {} {}", col.dtype.name(), what, type_name(value), short_repr(value)))
+    };
+    // numpy scalars other than Python's own types go through numpy: it knows their exact kind.
+    let is_builtin = value.is_exact_instance_of::<PyFloat>()
+        || value.is_exact_instance_of::<PyInt>()
+        || value.is_exact_instance_of::<PyBool>();
+    if !is_builtin {
+        let np = py.import("numpy")?;
+        if value.is_instance(&np.getattr("generic")?)? {
+            let array = np.call_method1("asarray", (value,))?.cast_into::<PyUntypedArray>()?;
+            return put_array(py, &array, col, None, coll);
+        }
+    }
+    let is_bool = value.is_instance_of::<PyBool>();
+    let src = match col.dtype {
+        DType::Bool => {
+            let v = if is_bool {
+                value.extract::<bool>()?
+            } else {
+                match value.extract::<i64>() {
+                    Ok(0) => false,
+                    Ok(1) => true,
+                    _ => return Err(wrong("bool")),
+                }
+            };
+            coll.own(&[v as u8])
+        }
+        DType::F16 | DType::F32 | DType::F64 => {
+            let v: f64 = value.extract().map_err(|_| wrong("number"))?;
+            match col.dtype {
+                DType::F16 => coll.own(&f64_to_f16_bits(v).to_le_bytes()),
+                DType::F32 => coll.own(&(v as f32).to_le_bytes()),
+                _ => coll.own(&v.to_le_bytes()),
+            }
+        }
+        DType::Utf8 => unreachable!("strings are handled by put_strings"),
+        int => {
+            if value.is_instance_of::<PyFloat>() {
+                return Err(wrong("integer; floats do not cast safely to integers"));
+            }
+            let v: i128 = value.extract().map_err(|_| wrong("integer"))?;
+            let (lo, hi, size): (i128, i128, usize) = match int {
+                DType::U8 => (0, u8::MAX as i128, 1),
+                DType::U16 => (0, u16::MAX as i128, 2),
+                DType::U32 => (0, u32::MAX as i128, 4),
+                DType::U64 => (0, u64::MAX as i128, 8),
+                DType::I8 => (i8::MIN as i128, i8::MAX as i128, 1),
+                DType::I16 => (i16::MIN as i128, i16::MAX as i128, 2),
+                DType::I32 => (i32::MIN as i128, i32::MAX as i128, 4),
+                _ => (i64::MIN as i128, i64::MAX as i128, 8),
+            };
+            if v < lo || v > hi {
+                return Err(schema_error(py, &col.name, format!("value {v} is out of range for {}", col.dtype.name())));
+            }
+            coll.own(&v.to_le_bytes()[..size])
+        }
+    };
+    Ok(src)
+}
+
+fn short_repr(value: &Bound<'_, PyAny>) -> String {
+    let text = value.repr().map(|r| r.to_string()).unwrap_or_default();
+    if text.len() > 60 {
+        format!("{}...", &text[..text.char_indices().take(57).last().map_or(0, |(i, c)| i + c.len_utf8())])
+    } else {
+        text
+    }
+}
+
+/// Str rows as `u32 len` + UTF-8 bytes; batched values are any sequence of str (or None where
+/// a mask says the row is missing, which then reads as an empty string).
+fn put_strings(py: Python<'_>, value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, coll: &mut Collector) -> PyResult<Src> {
+    let one = |v: &Bound<'_, PyAny>, out: &mut Vec<u8>| -> PyResult<()> {
+        let text: String = if v.is_none() {
+            String::new()
+        } else {
+            let s = v.cast::<PyString>().map_err(|_| schema_error(py, &col.name, format!("expected str, got {}", type_name(v))))?;
+            // A lone surrogate cannot be UTF-8: to_str fails with a clear error.
+            s.to_str()?.to_owned()
+        };
+        out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+        out.extend_from_slice(text.as_bytes());
+        Ok(())
+    };
+    let start = coll.bytes.len();
+    let mut out = std::mem::take(&mut coll.bytes);
+    let result = match rows {
+        None => one(value, &mut out),
+        Some(n) => (|| {
+            let len = value.len().map_err(|_| schema_error(py, &col.name, format!("expected {n} strings, got {}", type_name(value))))?;
+            if len != n {
+                return Err(schema_error(py, &col.name, format!("expected {n} strings, got {len}")));
+            }
+            for item in value.try_iter()? {
+                one(&item?, &mut out)?;
+            }
+            Ok(())
+        })(),
+    };
+    coll.bytes = out;
+    result.map(|_| Src::Own(start, coll.bytes.len() - start))
+}
+
+/// Round-to-nearest-even conversion to IEEE half precision.
+fn f64_to_f16_bits(v: f64) -> u16 {
+    let x = v as f32;
+    let bits = x.to_bits();
+    let sign = ((bits >> 16) & 0x8000) as u16;
+    let exp = ((bits >> 23) & 0xff) as i32;
+    let man = bits & 0x7f_ffff;
+    if exp == 0xff {
+        return sign | 0x7c00 | if man != 0 { 0x200 } else { 0 };
+    }
+    let e = exp - 127 + 15;
+    if e >= 0x1f {
+        return sign | 0x7c00;
+    }
+    if e <= 0 {
+        if e < -10 {
+            return sign;
+        }
+        let m = (man | 0x80_0000) >> (1 - e);
+        let round = (m >> 12) & 1 != 0 && ((m & 0x1fff) != 0x1000 || (m >> 13) & 1 != 0);
+        return sign | ((m >> 13) as u16 + round as u16);
+    }
+    let round = (man >> 12) & 1 != 0 && ((man & 0x1fff) != 0x1000 || (man >> 13) & 1 != 0);
+    let h = ((e as u32) << 10 | (man >> 13)) + round as u32;
+    sign | h as u16
+}

@@ -1,0 +1,115 @@
+"""A writer killed with SIGKILL loses at most its last second; the GIL is released while the
+recorder waits on the writer thread."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import trajcore
+from gymnasium import spaces
+from helpers import SpaceEnv, assert_tree_equal, run_single, stack
+
+CHILD = """
+import sys, time
+import gymnasium as gym
+import trajcore
+env = trajcore.RecordEpisodes(gym.make("CartPole-v1"), sys.argv[1], {"child": True}, flush_interval=0.2)
+env.action_space.seed(0)
+env.reset(seed=0)
+episodes = 0
+while True:
+    _, _, term, trunc, _ = env.step(env.action_space.sample())
+    if term or trunc:
+        episodes += 1
+        print(episodes, flush=True)
+        env.reset()
+        if episodes >= 25:
+            time.sleep(0.01)  # keep stepping slowly: the kill lands mid-episode
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+def test_sigkilled_writer_keeps_every_flushed_episode(tmp_path: Path) -> None:
+    path = tmp_path / "killed"
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(path)], stdout=subprocess.PIPE, text=True, env={**os.environ}
+    )
+    assert child.stdout is not None
+    ended = 0
+    deadline = time.monotonic() + 60
+    while ended < 25 and time.monotonic() < deadline:
+        line = child.stdout.readline()
+        if not line:
+            break
+        ended = int(line)
+    assert ended >= 25, "the child did not record"
+    time.sleep(1.0)  # > flush_interval: every ended episode has reached the file
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+
+    # What the same seeded run produces, without a recorder.
+    env = gym.make("CartPole-v1")
+    with trajcore.open(path) as ds:
+        assert ds.metadata == {"child": True}
+        assert ds.num_episodes >= 25
+        want = run_single(env, episodes=ds.num_episodes, seed=0)
+        for got, w in zip(ds.episodes, want, strict=True):
+            assert got.complete
+            assert got.length == w.length
+            assert_tree_equal(got.observations, stack(w.observations, env.observation_space))
+            assert_tree_equal(got.actions, np.array(w.actions, dtype=np.int64))
+            assert_tree_equal(got.rewards, np.array(w.rewards))
+        # A recovered (unfinished) file is not damage: no problem for a clean kill between records,
+        # at most one for a record cut in half.
+        assert len(ds.problems) <= 1
+
+
+def test_another_thread_runs_while_the_recorder_waits(tmp_path: Path) -> None:
+    """The counter thread only advances if flush()/close() release the GIL while the writer
+    thread compresses a large backlog."""
+    space = spaces.Box(0, 255, (96, 96, 3), np.uint8)
+    env = trajcore.RecordEpisodes(
+        SpaceEnv(space, max_steps=50, p_terminate=0.0, infos=False),
+        tmp_path / "gil",
+        zstd_level=9,
+        ring_bytes=256 << 20,
+        flush_interval=60.0,
+    )
+    run_single(env, episodes=4, seed=0)
+
+    counter = [0]
+    stop = threading.Event()
+
+    def count() -> None:
+        while not stop.is_set():
+            counter[0] += 1
+
+    thread = threading.Thread(target=count)
+    thread.start()
+    try:
+        time.sleep(0.05)
+        before = counter[0]
+        start = time.perf_counter()
+        env.flush()
+        env.close()
+        elapsed = time.perf_counter() - start
+        during = counter[0] - before
+    finally:
+        stop.set()
+        thread.join()
+    assert elapsed > 0.02, f"too little work to tell ({elapsed:.3f} s)"
+    # With the GIL held through flush/close the counter could not move at all.
+    assert during > 1000, f"the other thread ran {during} times in {elapsed:.3f} s"
+    with trajcore.open(tmp_path / "gil") as ds:
+        assert ds.num_episodes == 4
+        assert ds.num_steps == 200
