@@ -33,8 +33,10 @@ class SpaceEnv(gym.Env[Any, Any]):
         infos: bool = True,
         extra_info: Callable[[int], Mapping[str, Any]] | None = None,
     ) -> None:
-        self.observation_space = observation_space or spaces.Box(-1.0, 1.0, (3,), np.float32)
-        self.action_space = action_space or spaces.Discrete(3)
+        if observation_space is None:
+            observation_space = spaces.Box(-1.0, 1.0, (3,), np.float32)
+        self.observation_space = observation_space
+        self.action_space = action_space if action_space is not None else spaces.Discrete(3)
         self.max_steps = max_steps
         self.p_terminate = p_terminate
         self.with_infos = infos
@@ -48,9 +50,10 @@ class SpaceEnv(gym.Env[Any, Any]):
         return self.observation_space.sample()
 
     def _info(self) -> dict[str, Any]:
+        info: dict[str, Any] = {}
         if not self.with_infos:
-            return {}
-        info: dict[str, Any] = {"step": self.t}
+            return dict(self.extra_info(self.t)) if self.extra_info is not None else info
+        info["step"] = self.t
         if self.t % 2 == 0:
             info["even"] = float(self.t) / 2 + 0.25
         if self.t % 3 == 0:

@@ -93,5 +93,6 @@ def test_record_with_a_policy_and_same_step(tmp_path: Path) -> None:
 def test_info_on_missing_path_fails_cleanly(tmp_path: Path) -> None:
     done = run("info", str(tmp_path / "nothing"))
     assert done.returncode != 0
-    assert "not found" in done.stderr
+    assert "TrajcoreFileNotFoundError" in done.stderr
+    assert "nothing" in done.stderr
     assert "Traceback" not in done.stderr

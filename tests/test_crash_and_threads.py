@@ -10,13 +10,14 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import trajcore
 from gymnasium import spaces
-from helpers import SpaceEnv, assert_tree_equal, run_single, stack
+from helpers import assert_tree_equal, run_single, stack
 
 CHILD = """
 import sys, time
@@ -74,42 +75,66 @@ def test_sigkilled_writer_keeps_every_flushed_episode(tmp_path: Path) -> None:
         assert len(ds.problems) <= 1
 
 
+class BigFrames(gym.Env[np.ndarray, int]):
+    """Returns precomputed 128x128x3 frames: stepping costs next to nothing, so the writer thread
+    (zstd level 19) falls far behind and flush() has real waiting to do."""
+
+    observation_space = spaces.Box(0, 255, (128, 128, 3), np.uint8)
+    action_space = spaces.Discrete(2)
+
+    def __init__(self) -> None:
+        self.frames = np.random.default_rng(0).integers(0, 255, (8, 128, 128, 3), dtype=np.uint8)
+        self.t = 0
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        self.t = 0
+        return self.frames[0], {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        self.t += 1
+        return self.frames[self.t % 8], 1.0, False, self.t >= 50, {}
+
+
 def test_another_thread_runs_while_the_recorder_waits(tmp_path: Path) -> None:
-    """The counter thread only advances if flush()/close() release the GIL while the writer
-    thread compresses a large backlog."""
-    space = spaces.Box(0, 255, (96, 96, 3), np.uint8)
+    """The counter thread only advances during flush() if it releases the GIL while waiting for
+    the writer thread to compress the backlog."""
     env = trajcore.RecordEpisodes(
-        SpaceEnv(space, max_steps=50, p_terminate=0.0, infos=False),
-        tmp_path / "gil",
-        zstd_level=9,
-        ring_bytes=256 << 20,
-        flush_interval=60.0,
+        BigFrames(), tmp_path / "gil", zstd_level=19, ring_bytes=256 << 20, flush_interval=60.0
     )
-    run_single(env, episodes=4, seed=0)
+    env.reset()
+    for _ in range(3):
+        for _ in range(50):
+            env.step(0)
+        env.reset()
 
     counter = [0]
     stop = threading.Event()
+    started = threading.Event()
 
     def count() -> None:
+        started.set()
         while not stop.is_set():
             counter[0] += 1
 
     thread = threading.Thread(target=count)
     thread.start()
     try:
-        time.sleep(0.05)
+        started.wait()
         before = counter[0]
         start = time.perf_counter()
         env.flush()
-        env.close()
         elapsed = time.perf_counter() - start
         during = counter[0] - before
     finally:
         stop.set()
         thread.join()
-    assert elapsed > 0.02, f"too little work to tell ({elapsed:.3f} s)"
-    # With the GIL held through flush/close the counter could not move at all.
-    assert during > 1000, f"the other thread ran {during} times in {elapsed:.3f} s"
+    env.close()
+    assert elapsed > 0.05, f"too little work to tell ({elapsed:.3f} s)"
+    # With the GIL held through flush() the counter could not move at all.
+    assert during > 10_000, f"the other thread ran {during} times in {elapsed:.3f} s"
     with trajcore.open(tmp_path / "gil") as ds:
-        assert ds.num_episodes == 4
-        assert ds.num_steps == 200
+        assert ds.num_episodes == 3
+        assert ds.num_steps == 150
+        assert_tree_equal(ds.episodes[1].observations[3], env.unwrapped.frames[3])

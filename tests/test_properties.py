@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import trajcore
+import trajcore.spaces
 from gymnasium import spaces
 from helpers import SpaceEnv, assert_infos_equal, assert_tree_equal, expected_infos, run_single, stack
 from hypothesis import HealthCheck, given, settings

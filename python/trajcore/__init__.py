@@ -12,6 +12,7 @@ from trajcore import _core
 from trajcore.dataset import Dataset, Episode, Episodes, open
 from trajcore.errors import (
     CorruptFileError,
+    InvalidArgumentError,
     RecorderError,
     SchemaError,
     TrajcoreError,
@@ -32,6 +33,7 @@ __all__ = [
     "Episode",
     "EpisodeInfo",
     "Episodes",
+    "InvalidArgumentError",
     "RecordEpisodes",
     "RecordVectorEpisodes",
     "RecorderError",

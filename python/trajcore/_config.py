@@ -11,7 +11,7 @@ import numpy as np
 from gymnasium import spaces
 
 from trajcore import _core
-from trajcore.errors import SchemaError
+from trajcore.errors import InvalidArgumentError
 from trajcore.spaces import ColumnDict, space_columns, space_to_json
 
 __all__ = ["Codec", "build_config", "to_json"]
@@ -39,21 +39,21 @@ def to_json(value: Any, what: str) -> str:
     """Strict JSON (no NaN/inf, which the core's parser refuses) with numpy values converted.
 
     Raises:
-        SchemaError: `value` cannot be written as JSON; the message says which argument.
+        InvalidArgumentError: `value` cannot be written as JSON; the message says which argument.
     """
     try:
         return json.dumps(value, default=_json_default, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as e:
-        raise SchemaError(f"{what} must be JSON-serializable (no NaN or inf): {e}") from e
+        raise InvalidArgumentError(f"{what} must be JSON-serializable (no NaN or inf): {e}") from e
 
 
 def _check_codec(key: str, codec: Mapping[str, Any]) -> dict[str, Any]:
     unknown = set(codec) - {"delta", "zstd_level"}
     if unknown:
-        raise SchemaError(f"codecs[{key!r}]: unknown option(s) {sorted(unknown)} (known: delta, zstd_level)")
+        raise InvalidArgumentError(f"codecs[{key!r}]: unknown option(s) {sorted(unknown)} (known: delta, zstd_level)")
     level = codec.get("zstd_level", 3)
     if level is not None and not isinstance(level, int | np.integer):
-        raise SchemaError(f"codecs[{key!r}]: zstd_level must be an int or None, got {level!r}")
+        raise InvalidArgumentError(f"codecs[{key!r}]: zstd_level must be an int or None, got {level!r}")
     return {"delta": bool(codec.get("delta", False)), "zstd_level": None if level is None else int(level)}
 
 
@@ -88,14 +88,17 @@ def build_config(
     """The config JSON `_core.Recorder` takes (see `_core.pyi`).
 
     Raises:
-        SchemaError: a space cannot be recorded, metadata is not JSON, or a codec is invalid.
+        SchemaError: a space cannot be recorded.
+        InvalidArgumentError: metadata is not JSON, or an option (codec, durability) is invalid.
     """
     if durability not in DURABILITY:
-        raise SchemaError(f"durability must be one of {', '.join(DURABILITY)}, got {durability!r}")
+        raise InvalidArgumentError(f"durability must be one of {', '.join(DURABILITY)}, got {durability!r}")
     if autoreset_mode not in AUTORESET_MODES:
-        raise SchemaError(f"autoreset_mode must be one of {', '.join(AUTORESET_MODES)}, got {autoreset_mode!r}")
+        raise InvalidArgumentError(
+            f"autoreset_mode must be one of {', '.join(AUTORESET_MODES)}, got {autoreset_mode!r}"
+        )
     if not (flush_interval > 0 and math.isfinite(flush_interval)):
-        raise SchemaError(f"flush_interval must be a positive number of seconds, got {flush_interval!r}")
+        raise InvalidArgumentError(f"flush_interval must be a positive number of seconds, got {flush_interval!r}")
 
     obs_columns, obs_tree = space_columns(observation_space, "obs", "obs")
     action_columns, action_tree = space_columns(action_space, "action", "step")
@@ -110,7 +113,7 @@ def build_config(
         if key == "info":
             continue
         if not any(n == key or n.startswith(key + "/") for n in names):
-            raise SchemaError(
+            raise InvalidArgumentError(
                 f"codecs key {key!r} names no column (columns: {', '.join(names)}; also 'info' and 'default')"
             )
     for i, column in enumerate(columns):

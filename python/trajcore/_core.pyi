@@ -21,6 +21,9 @@ class CorruptFileError(TrajcoreError, ValueError):
 class SchemaError(TrajcoreError, ValueError):
     """A value does not fit its column (dtype, shape, kind); names the column."""
 
+class InvalidArgumentError(TrajcoreError, ValueError):
+    """An argument or option is invalid."""
+
 class RecorderError(TrajcoreError, RuntimeError):
     """The recorder cannot take the call: closed, writer thread stopped, buffer full."""
 
@@ -70,8 +73,9 @@ class Recorder:
         """Records one (vector) step; how rows become episodes follows the autoreset mode."""
     def record(self, name: str, value: Any) -> None:
         """Custom per-step data, attached to the next `step` call (column `data/<name>`)."""
-    def set_episode_metadata(self, env_index: int, metadata_json: str) -> None:
-        """Merges a JSON object into the metadata of the episode running in `env_index`."""
+    def set_episode_metadata(self, env_index: int, metadata_json: str, ended: bool = False) -> None:
+        """Merges a JSON object into the metadata of the episode running in `env_index` (with
+        `ended`, of the episode that ended there last)."""
     def discard(self, env_index: int) -> None:
         """Drops the episode running in `env_index`; it will not be listed."""
     def abort(self, env_index: int | None = None) -> None:
@@ -84,6 +88,10 @@ class Recorder:
     def closed(self) -> bool: ...
     @property
     def shard_paths(self) -> list[str]: ...
+    @property
+    def num_envs(self) -> int: ...
+    def columns(self) -> list[dict[str, Any]]:
+        """Column specs so far (info and data columns appear as they are first seen)."""
     def stats(self) -> dict[str, int]:
         """Counters: steps, episodes, bytes_raw, bytes_written, ring_capacity, ring_waits."""
 
@@ -98,6 +106,11 @@ class Dataset:
     def __init__(self, path: str, strict: bool = False, cache_bytes: int = 256 << 20) -> None: ...
     @property
     def path(self) -> str: ...
+    @property
+    def strict(self) -> bool: ...
+    @property
+    def cache_bytes(self) -> int: ...
+    def __len__(self) -> int: ...
     @property
     def problems(self) -> list[tuple[str, int, str]]:
         """Damage found while opening: (file, byte offset, what was wrong)."""

@@ -46,6 +46,8 @@ class _Progress:
             pass
 
     def update(self, n: int) -> None:
+        if n <= 0:
+            return
         self.done += n
         if self.bar is not None:
             self.bar.update(n)
@@ -104,8 +106,8 @@ def _record(args: argparse.Namespace) -> int:
             if (t + 1) % every == 0:
                 progress.update(every * args.num_envs)
         progress.update((args.steps % every) * args.num_envs)
-        stats = rec.stats()
     progress.close()
+    stats = rec.stats()  # after close: everything is written
     elapsed = time.perf_counter() - start
     total = args.steps * args.num_envs
     print(

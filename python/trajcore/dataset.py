@@ -14,7 +14,7 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 from trajcore import _core
-from trajcore.errors import TrajcoreError, TrajcoreWarning
+from trajcore.errors import CorruptFileError, TrajcoreError, TrajcoreWarning
 from trajcore.spaces import space_from_json, unescape_key
 
 __all__ = ["Dataset", "Episode", "Episodes", "open"]
@@ -278,20 +278,29 @@ class Dataset:
     def _read(self, index: int, column: str) -> Any:
         return self._core.read_column(index, column)
 
-    def _tree(self, index: int, tree: Any) -> Any:
+    def _tree(self, index: int, recording: int, which: str) -> Any:
+        rec = self._recording(recording)
+        tree = rec.observation if which == "observation" else rec.action
         if tree is None:
-            return None
+            raise CorruptFileError(
+                f"{self._path}: the Meta record of recording {recording} is damaged or missing: "
+                f"episode {index}'s {which}s cannot be rebuilt"
+            )
+        return self._walk(index, tree)
+
+    def _walk(self, index: int, tree: Any) -> Any:
         if "leaf" in tree:
             return self._read(index, tree["leaf"])
         if "dict" in tree:
-            return {k: self._tree(index, sub) for k, sub in tree["dict"]}
-        return tuple(self._tree(index, sub) for sub in tree["tuple"])
+            return {k: self._walk(index, sub) for k, sub in tree["dict"]}
+        return tuple(self._walk(index, sub) for sub in tree["tuple"])
 
-    def _fields(self, index: int, fields: list[_Field]) -> dict[str, Any]:
+    def _fields(self, index: int, recording: int, which: str) -> dict[str, Any]:
         """Nested dict of value columns plus their `_key` masks. A key never present in this
         episode is left out; a nested dict gets an any-present mask beside it (`_episode`)."""
+        rec = self._recording(recording)
         out: dict[str, Any] = {}
-        for f in fields:
+        for f in rec.infos if which == "infos" else rec.data:
             mask = self._read(index, f.mask) if f.mask is not None else None
             if mask is not None and not np.any(mask):
                 continue
@@ -311,15 +320,16 @@ class Dataset:
 
 def _add_any_masks(node: dict[str, Any]) -> npt.NDArray[np.bool_] | None:
     """Adds `_key` beside each nested dict `key` (true where any entry below is present) and
-    returns the any-present mask of `node` itself."""
-    combined: npt.NDArray[np.bool_] | None = None
+    returns the any-present mask of `node` itself (None if it has no masked entry)."""
     for key in [k for k, v in node.items() if isinstance(v, dict)]:
         sub = _add_any_masks(node[key])
         if sub is not None:
             node["_" + key] = sub
-    for key, value in node.items():
-        if key.startswith("_") and isinstance(value, np.ndarray):
-            combined = value.copy() if combined is None else combined | value
+    combined: npt.NDArray[np.bool_] | None = None
+    for key in node:
+        mask = node.get("_" + key) if not key.startswith("_") or key[1:] not in node else None
+        if isinstance(mask, np.ndarray) and mask.dtype == np.bool_:
+            combined = mask.copy() if combined is None else combined | mask
     return combined
 
 
@@ -450,14 +460,12 @@ class Episode:
     def observations(self) -> Any:
         """T+1 observations, nested like the observation space (dicts/tuples of arrays; a Text
         leaf is a list of str)."""
-        rec = self._dataset._recording(self.recording)
-        return self._cached("observations", lambda: self._dataset._tree(self.index, rec.observation))
+        return self._cached("observations", lambda: self._dataset._tree(self.index, self.recording, "observation"))
 
     @property
     def actions(self) -> Any:
         """T actions, nested like the action space."""
-        rec = self._dataset._recording(self.recording)
-        return self._cached("actions", lambda: self._dataset._tree(self.index, rec.action))
+        return self._cached("actions", lambda: self._dataset._tree(self.index, self.recording, "action"))
 
     @property
     def rewards(self) -> npt.NDArray[np.float64]:
@@ -480,14 +488,12 @@ class Episode:
         back nested (``infos["episode"]["r"]`` with ``infos["episode"]["_r"]``, and
         ``infos["_episode"]`` true where any entry below was given). Keys the env never gave in
         this episode are left out."""
-        rec = self._dataset._recording(self.recording)
-        return self._cached("infos", lambda: self._dataset._fields(self.index, rec.infos))  # type: ignore[no-any-return]
+        return self._cached("infos", lambda: self._dataset._fields(self.index, self.recording, "infos"))  # type: ignore[no-any-return]
 
     @property
     def data(self) -> dict[str, Any]:
         """Custom per-step data (`record` / `step_data`): ``name`` -> T rows, ``_name`` -> mask."""
-        rec = self._dataset._recording(self.recording)
-        return self._cached("data", lambda: self._dataset._fields(self.index, rec.data))  # type: ignore[no-any-return]
+        return self._cached("data", lambda: self._dataset._fields(self.index, self.recording, "data"))  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         state = "complete" if self.complete else "incomplete"

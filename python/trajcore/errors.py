@@ -2,13 +2,15 @@
 
 The classes live in the Rust extension (one mapping from the core's error type to Python, in
 the bindings) and are re-exported here so users catch `trajcore.SchemaError` and friends.
-Each also derives from the builtin a user would reach for: `SchemaError` and `CorruptFileError`
-are `ValueError`s, `RecorderError` is a `RuntimeError`, `TrajcoreIOError` is an `OSError` and
-`TrajcoreFileNotFoundError` a `FileNotFoundError`.
+Each also derives from the builtin a user would reach for: `SchemaError`, `CorruptFileError`
+and `InvalidArgumentError` (a bad option) are `ValueError`s, `RecorderError` is a
+`RuntimeError`, `TrajcoreIOError` is an `OSError` and `TrajcoreFileNotFoundError` a
+`FileNotFoundError`.
 """
 
 from trajcore._core import (
     CorruptFileError,
+    InvalidArgumentError,
     RecorderError,
     SchemaError,
     TrajcoreError,
@@ -19,6 +21,7 @@ from trajcore._core import (
 
 __all__ = [
     "CorruptFileError",
+    "InvalidArgumentError",
     "RecorderError",
     "SchemaError",
     "TrajcoreError",

@@ -59,7 +59,8 @@ class RecordEpisodes(gym.Wrapper[Any, Any, Any, Any]):
         ring_bytes: size of the ring buffer between the caller and the writer thread.
 
     Raises:
-        SchemaError: a space cannot be recorded, or an option is invalid.
+        SchemaError: a space cannot be recorded.
+        InvalidArgumentError: an option is invalid, or metadata is not JSON.
         TrajcoreIOError: the directory cannot be created or written.
     """
 

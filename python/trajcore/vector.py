@@ -22,11 +22,12 @@ from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+from gymnasium import spaces
 from gymnasium.vector import VectorEnv, VectorWrapper
 
 from trajcore import _core
 from trajcore._config import Codec, build_config, env_id_of, to_json
-from trajcore.errors import SchemaError, TrajcoreWarning
+from trajcore.errors import InvalidArgumentError, TrajcoreWarning
 from trajcore.recorder import EpisodeInfo, EpisodeMetadataFn
 
 __all__ = ["RecordVectorEpisodes", "autoreset_mode_of"]
@@ -39,7 +40,7 @@ def autoreset_mode_of(env: Any) -> str:
     `gymnasium.vector.AutoresetMode` or its string value), as the core names it.
 
     Raises:
-        SchemaError: the mode is not one trajcore knows.
+        InvalidArgumentError: the mode is not one trajcore knows.
     """
     raw = (getattr(env, "metadata", None) or {}).get("autoreset_mode")
     if raw is None:
@@ -53,7 +54,7 @@ def autoreset_mode_of(env: Any) -> str:
     value = raw.value if isinstance(raw, enum.Enum) else raw
     mode = _MODES.get(value.replace("_", "").replace("-", "").lower()) if isinstance(value, str) else None
     if mode is None:
-        raise SchemaError(
+        raise InvalidArgumentError(
             f"unknown autoreset mode {raw!r} in {type(env).__name__}.metadata['autoreset_mode'] "
             "(trajcore records NEXT_STEP, SAME_STEP and DISABLED)"
         )
@@ -86,12 +87,13 @@ class _ForeignVectorEnv(VectorEnv[Any, Any, Any]):
         self._env.close(**kwargs)
 
 
-def _env_item(tree: Any, i: int) -> Any:
-    """Sub-env i of a batched observation (dicts and tuples of arrays)."""
-    if isinstance(tree, Mapping):
-        return {k: _env_item(v, i) for k, v in tree.items()}
-    if isinstance(tree, tuple):
-        return tuple(_env_item(v, i) for v in tree)
+def _env_item(tree: Any, i: int, space: spaces.Space[Any]) -> Any:
+    """Sub-env i of a batched value of (per-env) `space`. The space decides the nesting: a
+    batched Text is also a tuple (of str)."""
+    if isinstance(space, spaces.Dict):
+        return {k: _env_item(tree[k], i, sub) for k, sub in space.spaces.items()}
+    if isinstance(space, spaces.Tuple):
+        return tuple(_env_item(v, i, sub) for v, sub in zip(tree, space.spaces, strict=True))
     return tree[i]
 
 
@@ -117,8 +119,8 @@ class RecordVectorEpisodes(VectorWrapper[Any, Any, Any, Any, Any]):
     `step_data` returns arrays over the sub-envs.
 
     Raises:
-        SchemaError: a space cannot be recorded, the autoreset mode is unknown, or an option is
-            invalid.
+        SchemaError: a space cannot be recorded.
+        InvalidArgumentError: the autoreset mode is unknown, or an option is invalid.
         TrajcoreIOError: the directory cannot be created or written.
     """
 
@@ -182,10 +184,11 @@ class RecordVectorEpisodes(VectorWrapper[Any, Any, Any, Any, Any]):
         In DISABLED mode, ``options={"reset_mask": mask}`` resets and starts only the masked
         sub-envs.
         """
-        obs, infos = self.env.reset(seed=seed, options=options)
         mask = None
         if options is not None and self._mode == "disabled":
+            # Read before the env's reset: gymnasium's vector envs pop it from the options.
             mask = options.get("reset_mask")
+        obs, infos = self.env.reset(seed=seed, options=options)
         self._core.reset(obs, infos, mask)
         if mask is None:
             self._lengths[:] = 0
@@ -240,11 +243,11 @@ class RecordVectorEpisodes(VectorWrapper[Any, Any, Any, Any, Any]):
         done = (term | trunc) & live
         for i in np.flatnonzero(done).tolist():
             if self._mode == "same_step":
-                final_obs = _env_item(infos["final_obs"], i)
+                final_obs = infos["final_obs"][i]  # gymnasium keeps final_obs unbatched
                 final_info = infos["final_info"]
                 info = _env_info(final_info, i) if isinstance(final_info, Mapping) else final_info[i]
             else:
-                final_obs = _env_item(obs, i)
+                final_obs = _env_item(obs, i, self.single_observation_space)
                 info = _env_info(infos, i)
             episode: EpisodeInfo = {
                 "env_index": i,
@@ -261,8 +264,10 @@ class RecordVectorEpisodes(VectorWrapper[Any, Any, Any, Any, Any]):
         if self._mode == "same_step":
             self._lengths[done] = 0
             self._returns[done] = 0.0
+        elif self._mode == "next_step":
+            self._ended = done  # those sub-envs reset at the next step
         else:
-            self._ended |= done
+            self._ended |= done  # those sub-envs wait for reset(options={"reset_mask": ...})
 
     def record(self, **values: Any) -> None:
         """Custom per-step data for the next `step`: one array over the sub-envs per name

@@ -45,6 +45,8 @@ impl Default for CodecSpec {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ColumnSpec {
+    /// Given by the core (callers may leave it out).
+    #[serde(default)]
     pub id: ColumnId,
     pub name: String,
     pub dtype: String,

@@ -5,7 +5,7 @@
 use numpy::{PyUntypedArray, PyUntypedArrayMethods};
 use numpy::PyArrayDescrMethods;
 use pyo3::prelude::*;
-use trajcore_core::writer::{EntryKind, EntryRef, Slot};
+use trajcore_core::writer::{message, EntryKind, EntryRef, Slot};
 
 /// Where an entry's bytes are: memory of a Python object kept alive in `keep`, or `bytes`.
 #[derive(Clone, Copy)]
@@ -45,7 +45,11 @@ impl Collector {
 
     /// Borrows a C-contiguous array's data; the array is kept alive until `clear`.
     pub fn borrow_array(&mut self, array: &Bound<'_, PyUntypedArray>) -> Src {
-        let nbytes = array.len() * array.dtype().itemsize();
+        self.borrow_array_sized(array, array.dtype().itemsize())
+    }
+
+    pub fn borrow_array_sized(&mut self, array: &Bound<'_, PyUntypedArray>, itemsize: usize) -> Src {
+        let nbytes = array.len() * itemsize;
         // SAFETY: the array object is a live numpy array (we hold a reference), so its data
         // pointer and header are valid to read while the GIL is held.
         let data = unsafe { (*array.as_array_ptr()).fields.data } as usize;
@@ -68,6 +72,19 @@ impl Collector {
 
     pub fn push(&mut self, column: u32, kind: EntryKind, slot: Slot, env: u32, mask: Option<Src>, data: Src) {
         self.entries.push(Pending { column, kind, slot, env, mask, data });
+    }
+
+    /// The encoded length of the message these entries make (see `writer::message`).
+    pub fn message_len(&self) -> usize {
+        let len = |s: Src| match s {
+            Src::External(_, n) | Src::Own(_, n) => n,
+        };
+        let entries: usize = self
+            .entries
+            .iter()
+            .map(|p| message::ENTRY_HEADER_LEN + p.mask.map_or(0, len) + len(p.data))
+            .sum();
+        message::HEADER_LEN + self.head_mask.map_or(0, len) + entries
     }
 
     pub fn slice(&self, src: Src) -> &[u8] {

@@ -73,12 +73,7 @@ impl PyRecorder {
         let time_ns = now_ns();
         let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
         let coll = &mut self.coll;
-        let len = {
-            let entries = coll.entries();
-            let mask = coll.head_mask.map(|m| coll.slice(m));
-            let head = MessageHead { kind, env: 0, time_ns, arg: 0, mask };
-            inner.message_len(&head, &entries).py_err(py)?
-        };
+        let len = inner.check_message_len(coll.message_len()).py_err(py)?;
         if !inner.fits_now(len) {
             // No borrowed slice is alive here: the arrays may be touched while the GIL is released.
             py.detach(|| inner.wait_for_space(len)).py_err(py)?;
@@ -179,6 +174,7 @@ impl PyRecorder {
         let rows = if config.batched { Rows::Batched(config.num_envs as usize) } else { Rows::Single };
         let mode = config.autoreset_mode;
         let info_codec = config.info_codec.clone();
+        let data_codec = config.data_codec.clone().unwrap_or_else(|| info_codec.clone());
         let inner = py.detach(|| Recorder::create(&path, config)).py_err(py)?;
         let fixed: Vec<ColInfo> = inner.columns().iter().map(|spec| ColInfo::new(py, spec)).collect::<PyResult<_>>()?;
         let index = |name: &str| fixed.iter().position(|c| c.name == name);
@@ -193,8 +189,8 @@ impl PyRecorder {
             roles,
             rows,
             mode,
-            infos: DynamicColumns::new("info", Timeline::Obs, info_codec.clone()),
-            data: DynamicColumns::new("data", Timeline::Step, info_codec),
+            infos: DynamicColumns::new("info", Timeline::Obs, info_codec),
+            data: DynamicColumns::new("data", Timeline::Step, data_codec),
             pending_data: Vec::new(),
             coll: Collector::default(),
         })

@@ -97,8 +97,14 @@ fn put_array(
         ));
     }
     let target = col.descr.as_ref().expect("fixed-size column").bind(py);
+    let dtype = array.dtype();
+    // numpy's built-in descriptors are singletons: pointer equality is the common, cheap case.
+    let same = dtype.as_ptr() == target.as_ptr() || dtype.is_equiv_to(target);
+    if same && array.is_c_contiguous() {
+        return Ok(coll.borrow_array_sized(array, dtype.itemsize()));
+    }
     let mut array = array.clone();
-    if !array.dtype().is_equiv_to(target) {
+    if !same {
         array = cast_array(py, &array, target, col)?;
     }
     if !array.is_c_contiguous() {

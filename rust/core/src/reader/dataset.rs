@@ -7,12 +7,16 @@
 //! since (new records, new shard files) after the episodes already listed, so indexes handed out
 //! stay valid.
 //!
-//! An episode is listed only if every row it spans is held by a chunk, for every column that
-//! must have a value on every row (columns with neither `mask` nor `mask_of`: observation and
-//! action leaves, reward, terminated, truncated). Masked columns and their masks may have rows
-//! no chunk covers (a column added mid-recording); those read as zeros / False / "". An episode
-//! failing the check lost data to a damaged or missing shard: it is left out with a problem.
-//! The check relies on the writer writing an episode's chunks before its Episode record.
+//! An episode is listed only if its rows can all be read:
+//! - columns that hold a value on every row (neither `mask` nor `mask_of`: observation and
+//!   action leaves, reward, terminated, truncated) must have a chunk for each of its rows;
+//! - a masked column (or a mask) holds a row for every row from its first one on (the writer
+//!   stores "no value" rows too), so a gap after its first chunk in the lane is lost data; rows
+//!   before its first chunk may predate the column (added mid-recording: they read as zeros /
+//!   False / ""), which is trusted unless damage earlier in the recording may have held them.
+//!
+//! An episode failing the check lost data to a damaged or missing shard: it is left out with a
+//! problem. The check relies on the writer writing an episode's chunks before its Episode record.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
@@ -97,6 +101,8 @@ pub struct Dataset {
     /// Problems found at the dataset level (across shards); never replaced.
     own_problems: Vec<Problem>,
     reported: HashSet<String>,
+    /// Per shard, the first Chunks record whose chunks were left out (rows may be lost there).
+    chunk_damage: HashMap<usize, u64>,
     /// Shard problems and own problems, gathered after every open/refresh.
     problems: Vec<Problem>,
     pub(super) cache: ChunkCache,
@@ -126,6 +132,7 @@ impl Dataset {
             num_steps: 0,
             own_problems: Vec::new(),
             reported: HashSet::new(),
+            chunk_damage: HashMap::new(),
             problems: Vec::new(),
             verified: VerifiedRecords::default(),
         };
@@ -212,20 +219,36 @@ impl Dataset {
                 opened.push(*shard);
             }
         }
+        // A scan that fails (an I/O error) leaves its shard as it was; what other shards found
+        // is still taken in before the error is returned.
         let mut found: Vec<(usize, Found)> = Vec::new();
+        let mut failed = None;
         for (i, shard) in self.shards.iter_mut().enumerate() {
-            if !shard.finished {
-                found.push((i, shard.scan()?));
+            if !shard.finished && failed.is_none() {
+                match shard.scan() {
+                    Ok(f) => found.push((i, f)),
+                    Err(e) => failed = Some(e),
+                }
             }
         }
         for mut shard in opened {
-            if let Some(index) = self.register(&shard) {
-                let f = shard.scan()?;
-                self.shards.push(shard);
-                found.push((index, f));
+            if failed.is_some() {
+                break;
+            }
+            match shard.scan() {
+                Ok(f) => {
+                    if let Some(index) = self.register(&shard) {
+                        self.shards.push(shard);
+                        found.push((index, f));
+                    }
+                }
+                Err(e) => failed = Some(e),
             }
         }
         self.ingest(found);
+        if let Some(e) = failed {
+            return Err(e);
+        }
         self.report_missing_shards();
         self.problems = self.shards.iter().flat_map(|s| s.problems.iter().chain(&s.tail)).cloned().collect();
         self.problems.extend(self.own_problems.iter().cloned());
@@ -327,7 +350,10 @@ impl Dataset {
                         .entry((recording, chunk.lane, chunk.column))
                         .or_default()
                         .push(Located { shard: *shard, chunk: *chunk }),
-                    Err(why) => self.own_problems.push(Problem::new(&self.shards[*shard].path, chunk.record_offset, why)),
+                    Err(why) => {
+                        self.note_chunk_damage(*shard, chunk.record_offset);
+                        self.own_problems.push(Problem::new(&self.shards[*shard].path, chunk.record_offset, why));
+                    }
                 }
             }
             for &record in &f.verified {
@@ -350,7 +376,10 @@ impl Dataset {
                         c.first_row(),
                         c.end_row()
                     );
-                    self.own_problems.push(Problem::new(&self.shards[c.shard].path, c.chunk.record_offset, why));
+                    let (shard, offset) = (c.shard, c.chunk.record_offset);
+                    self.own_problems.push(Problem::new(&self.shards[shard].path, offset, why));
+                    let damage = self.chunk_damage.entry(shard).or_insert(offset);
+                    *damage = (*damage).min(offset);
                 } else {
                     list.insert(at, c);
                 }
@@ -360,7 +389,7 @@ impl Dataset {
         for (shard, f) in found {
             let recording = self.shard_recording[shard];
             for summary in f.episodes {
-                match self.check_episode(recording, &summary) {
+                match self.check_episode(recording, shard, &summary) {
                     Ok(()) => {
                         self.num_steps = self.num_steps.saturating_add(summary.length);
                         self.episodes.push(EpisodeRef { recording, shard, summary });
@@ -372,6 +401,11 @@ impl Dataset {
                 }
             }
         }
+    }
+
+    fn note_chunk_damage(&mut self, shard: usize, offset: u64) {
+        let damage = self.chunk_damage.entry(shard).or_insert(offset);
+        *damage = (*damage).min(offset);
     }
 
     /// Lists the columns with ids 0, 1, 2... up to the first id no shard describes.
@@ -394,23 +428,58 @@ impl Dataset {
         self.recordings[recording].columns = listed;
     }
 
-    fn check_episode(&self, recording: usize, s: &EpisodeSummary) -> Result<(), String> {
+    /// Whether the episode's rows can all be read (see the module notes).
+    fn check_episode(&self, recording: usize, shard: usize, s: &EpisodeSummary) -> Result<(), String> {
         let columns = &self.recordings[recording].columns;
-        let mut required = columns.iter().filter(|c| c.mask.is_none() && c.mask_of.is_none()).peekable();
-        if required.peek().is_none() {
+        if !columns.iter().any(is_required) {
             return Err("no description of its columns survived".into());
         }
-        for spec in required {
+        for spec in columns {
             let (first, n) = episode_span(s, spec.timeline).ok_or("its row numbers overflow")?;
+            let end = first + n;
             let list = self.chunk_lists.get(&(recording, s.lane, spec.id)).map(Vec::as_slice).unwrap_or(&[]);
-            if let Some((a, b)) = first_gap(list, first, first + n) {
-                return Err(format!(
+            let Some((a, b)) = first_gap(list, first, end) else { continue };
+            let lost = |a, b| {
+                format!(
                     "rows {a}..{b} of column '{}' are in no chunk (lost with a damaged or missing shard)",
+                    spec.name
+                )
+            };
+            if is_required(spec) {
+                return Err(lost(a, b));
+            }
+            // A masked column holds a row (perhaps "no value") for every row from its first one
+            // on, so a gap after that is lost data. Rows before its first chunk may predate the
+            // column, unless damage before this episode's record may have held them.
+            let born = list.first().map_or(u64::MAX, |c| c.first_row());
+            if let Some((a, b)) = first_gap(list, first.max(born), end) {
+                return Err(lost(a, b));
+            }
+            if let Some(damage) = self.damage_before(recording, shard, s.record_offset) {
+                return Err(format!(
+                    "rows {a}..{b} of column '{}' are in no chunk, and the damage at {damage} may have held them",
                     spec.name
                 ));
             }
         }
         Ok(())
+    }
+
+    /// The first damage in this recording before (shard, offset): in an earlier shard, a missing
+    /// shard, or earlier in this shard.
+    fn damage_before(&self, recording: usize, shard: usize, offset: u64) -> Option<String> {
+        let seq = self.shards[shard].header.shard_seq;
+        let earlier = &self.states[recording].seqs;
+        if (earlier.range(..seq).count() as u64) < seq {
+            return Some(format!("shard {seq} (earlier shards of its recording are missing)"));
+        }
+        let at = |i: usize, limit: u64| {
+            let s = &self.shards[i];
+            let first =
+                s.problems.iter().chain(&s.tail).map(|p| p.offset).chain(self.chunk_damage.get(&i).copied()).min();
+            first.filter(|&d| d < limit).map(|d| format!("{}:{d}", s.path.display()))
+        };
+        earlier.range(..seq).find_map(|(_, &i)| at(i, u64::MAX)).or_else(|| at(shard, offset))
     }
 
     /// Lists each gap in the shard_seq numbers of a recording once (a shard file missing).
@@ -430,6 +499,11 @@ impl Dataset {
             }
         }
     }
+}
+
+/// Columns that hold a value on every row: neither a masked column nor a mask.
+fn is_required(spec: &ColumnSpec) -> bool {
+    spec.mask.is_none() && spec.mask_of.is_none()
 }
 
 /// (first row, number of rows) of an episode on a timeline; `None` on overflow.

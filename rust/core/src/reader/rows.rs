@@ -104,7 +104,8 @@ impl Dataset {
         self.ensure_verified(loc)?;
         let map: &[u8] = &shard.map;
         let range = usize::try_from(c.data_offset).ok().and_then(|s| Some(s..s.checked_add(c.stored_len as usize)?));
-        let stored = range.and_then(|r| map.get(r)).ok_or_else(|| corrupt("chunk data lies outside the file".into()))?;
+        let stored =
+            range.and_then(|r| map.get(r)).ok_or_else(|| corrupt("chunk data lies outside the file".into()))?;
         if c.codec == 0 {
             return Ok(ChunkBytes::Mapped(stored));
         }
@@ -191,10 +192,9 @@ impl Dataset {
         }
         let end = first_row.checked_add(n_rows).ok_or_else(|| Error::Invalid("row numbers overflow".into()))?;
         let mut out = Vec::new();
-        usize::try_from(n_rows)
-            .ok()
-            .and_then(|n| out.try_reserve_exact(n).ok())
-            .ok_or_else(|| Error::Invalid(format!("column '{}': {n_rows} rows are too many to read at once", spec.name)))?;
+        usize::try_from(n_rows).ok().and_then(|n| out.try_reserve_exact(n).ok()).ok_or_else(|| {
+            Error::Invalid(format!("column '{}': {n_rows} rows are too many to read at once", spec.name))
+        })?;
         let list = self.chunk_list(recording, lane, column);
         let mut cursor = first_row;
         for loc in &list[list.partition_point(|c| c.end_row() <= first_row)..] {
@@ -265,7 +265,11 @@ impl Dataset {
 
     /// Like `read_episode_column`, without a copy, when the rows lie in one raw chunk:
     /// (dtype, shape `[rows, ...row shape]`, the bytes in place). `None` otherwise.
-    pub fn view_episode_column(&self, episode: usize, column_name: &str) -> Result<Option<(DType, Vec<usize>, RowsView)>> {
+    pub fn view_episode_column(
+        &self,
+        episode: usize,
+        column_name: &str,
+    ) -> Result<Option<(DType, Vec<usize>, RowsView)>> {
         let (recording, lane, column, first, n) = self.locate(episode, column_name)?;
         let spec = &self.recordings[recording].columns[column as usize];
         if spec.row_bytes().is_none() {

@@ -208,6 +208,11 @@ impl Shard {
             return Ok(found);
         }
         let len = self.file.metadata().map_err(|e| Error::io(&self.path, e))?.len();
+        if len < self.map.len() as u64 {
+            // Reading the lost pages through the old map would fault; refuse instead.
+            let why = format!("the file shrank from {} to {len} bytes since it was opened", self.map.len());
+            return Err(Error::corrupt(&self.path, len, why));
+        }
         if len > self.map.len() as u64 {
             self.map = Arc::new(map_file(&self.file, &self.path)?);
         }
@@ -228,6 +233,9 @@ impl Shard {
                 }
             }
         }
+        // Index entries and directly decoded records arrive interleaved: restore file order.
+        found.metas.sort_by_key(|m| m.0);
+        found.columns.sort_by_key(|c| c.0);
         found.episodes.sort_by_key(|e| e.record_offset);
         Ok(found)
     }
@@ -308,7 +316,10 @@ impl Shard {
                     };
                     match delta {
                         Ok(delta) => {
-                            pending.clear();
+                            // It covers the records after the previous Index it names; records
+                            // before that (behind a damaged Index) are still decoded directly.
+                            let covers_from = if delta.prev_index == NO_PREVIOUS { 0 } else { delta.prev_index };
+                            pending.retain(|r| r.offset < covers_from);
                             self.apply_index(map, &delta, from, found);
                         }
                         Err(why) => {
@@ -345,7 +356,10 @@ impl Shard {
     fn tail_problem(&self, map: &[u8], at: u64, e: FrameError) -> Problem {
         let rest = &map[at as usize..];
         let why = if rest.iter().all(|&b| b == 0) {
-            format!("{} zero bytes at end of file after the last complete record (data that never reached the disk)", rest.len())
+            format!(
+                "{} zero bytes at end of file after the last complete record (data that never reached the disk)",
+                rest.len()
+            )
         } else {
             match e {
                 FrameError::PartialHeader | FrameError::PastEnd { .. } => {
@@ -372,7 +386,8 @@ impl Shard {
                     self.take_record(map, &rec, found)
                 }
                 Ok(rec) => {
-                    let why = format!("index lists a {} record here, expected meta or column", kind_name(rec.header.kind));
+                    let why =
+                        format!("index lists a {} record here, expected meta or column", kind_name(rec.header.kind));
                     self.problems.push(self.problem(offset, why));
                 }
                 Err(e) => self.problems.push(self.problem(offset, format!("record listed by the index: {e}"))),
@@ -393,8 +408,8 @@ impl Shard {
                 }
             };
             let Some((start, end)) = bounds else { continue };
-            let inside = chunk.data_offset >= start
-                && chunk.data_offset.checked_add(chunk.stored_len).is_some_and(|e| e <= end);
+            let inside =
+                chunk.data_offset >= start && chunk.data_offset.checked_add(chunk.stored_len).is_some_and(|e| e <= end);
             if inside {
                 found.chunks.push(*chunk);
             } else {

@@ -83,9 +83,15 @@ pub struct RecorderConfig {
     /// An index checkpoint is written after this many bytes, so recovery reads indexes, not data.
     #[serde(default = "index_interval_bytes")]
     pub index_interval_bytes: u64,
-    /// Codec of info and custom data columns, which the core creates on first sight.
+    /// Codec of info columns, which the core creates on first sight.
     #[serde(default)]
     pub info_codec: CodecSpec,
+    /// Codec of custom per-step data columns (`record`); the info codec when absent.
+    #[serde(default)]
+    pub data_codec: Option<CodecSpec>,
+    /// Codec of the reward, terminated and truncated columns.
+    #[serde(default)]
+    pub flags_codec: CodecSpec,
     /// Where shard file names and the Meta record say which program wrote them.
     #[serde(default)]
     pub writer_version: String,

@@ -74,7 +74,7 @@ impl Recorder {
                 mask_of: None,
                 mask: None,
                 role: Some(role),
-                codec: CodecSpec::default(),
+                codec: config.flags_codec.clone(),
             });
         }
         for mut spec in given {
@@ -220,7 +220,11 @@ impl Recorder {
     }
 
     pub fn message_len(&self, head: &MessageHead, entries: &[EntryRef]) -> Result<usize> {
-        let len = message::encoded_len(head, entries);
+        self.check_message_len(message::encoded_len(head, entries))
+    }
+
+    /// Refuses a message that could never fit the ring.
+    pub fn check_message_len(&self, len: usize) -> Result<usize> {
         if len > self.producer.buffer().capacity() || len > u32::MAX as usize {
             return Err(Error::Invalid(format!(
                 "one step of {len} bytes does not fit the recording buffer of {} bytes (raise ring_bytes)",

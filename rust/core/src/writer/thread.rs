@@ -18,6 +18,8 @@ use crate::error::{Error, Result};
 use crate::format::episode::{EpisodeSummary, FLAG_COMPLETE, FLAG_TERMINATED, FLAG_TRUNCATED};
 use crate::schema::{ColumnId, ColumnSpec, Timeline};
 
+const IDLE_SLEEP: Duration = Duration::from_millis(1);
+
 /// State the caller's thread and the writer thread share; everything here is cheap to poll.
 #[derive(Default)]
 pub struct Shared {
@@ -61,6 +63,8 @@ pub struct WriterThread {
     config: RecorderConfig,
     durability: Durability,
     columns: Vec<ColumnSpec>,
+    /// Per column: bytes a row (None for str), cached because the step path asks per row.
+    row_bytes: Vec<Option<usize>>,
     meta_json: Vec<u8>,
     recording_id: [u8; 16],
     shard_seq: u64,
@@ -80,6 +84,8 @@ pub struct WriterThread {
     lookup: Vec<[Vec<u32>; 2]>,
     str_offsets: Vec<Vec<usize>>,
     seal_wanted: bool,
+    /// Value bytes taken since the counter in `shared` was last updated (one atomic per message).
+    raw_bytes_seen: u64,
 }
 
 pub struct WriterSetup {
@@ -101,6 +107,7 @@ impl WriterThread {
         let mut me = WriterThread {
             durability,
             columns: Vec::new(),
+            row_bytes: Vec::new(),
             meta_json: setup.meta_json,
             recording_id: setup.recording_id,
             shard_seq: 0,
@@ -118,6 +125,7 @@ impl WriterThread {
             lookup: Vec::new(),
             str_offsets: Vec::new(),
             seal_wanted: false,
+            raw_bytes_seen: 0,
             config: setup.config,
         };
         for spec in setup.columns {
@@ -136,7 +144,6 @@ impl WriterThread {
     fn run_inner(&mut self) -> Result<()> {
         let interval = self.config.flush_interval();
         let mut next_cycle = Instant::now() + interval;
-        let mut idle = Duration::from_micros(50);
         let mut scratch = Vec::new();
         let mut seq = 0u64;
         loop {
@@ -148,6 +155,7 @@ impl WriterThread {
                 if self.handle(msg, seq)? {
                     return Ok(());
                 }
+                self.shared.bytes_raw.fetch_add(std::mem::take(&mut self.raw_bytes_seen), Ordering::Relaxed);
                 if self.seal_wanted {
                     self.write_chunks(false)?;
                 }
@@ -165,10 +173,9 @@ impl WriterThread {
                     self.close()?;
                     return Ok(());
                 }
-                std::thread::sleep(idle);
-                idle = (idle * 2).min(Duration::from_millis(2));
-            } else {
-                idle = Duration::from_micros(50);
+                // Sleep a whole millisecond: the ring holds what arrives meanwhile, and waking
+                // per message would steal the env loop's core on small machines.
+                std::thread::sleep(IDLE_SLEEP);
             }
         }
     }
@@ -268,6 +275,7 @@ impl WriterThread {
         for lane in &mut self.lanes {
             lane.buffers.push(ColumnBuffer::starting_at(lane.rows_of(spec.timeline)));
         }
+        self.row_bytes.push(spec.row_bytes());
         self.columns.push(spec);
         self.lookup.push([Vec::new(), Vec::new()]);
     }
@@ -283,14 +291,14 @@ impl WriterThread {
                 slots[e.slot as usize].push(i as u32);
             }
             // Str rows are length-prefixed; find where each starts once per message.
-            let is_str = self.columns.get(e.column as usize).is_some_and(|c| c.row_bytes().is_none());
+            let is_str = self.columns.get(e.column as usize).is_some() && self.row_bytes[e.column as usize].is_none();
             self.str_offsets.push(if is_str { str_row_starts(e.data) } else { Vec::new() });
         }
     }
 
     /// The bytes of `column` for `lane` in this message, if the message has them.
     fn value<'m>(&self, msg: &'m Message, column: ColumnId, slot: Slot, lane: usize) -> Result<Option<&'m [u8]>> {
-        let spec = &self.columns[column as usize];
+        let row_bytes = self.row_bytes[column as usize];
         for &i in &self.lookup[column as usize][slot as usize] {
             let e: &EntryRef = &msg.entries[i as usize];
             let row = match e.kind {
@@ -300,7 +308,7 @@ impl WriterThread {
                 EntryKind::PerEnv if e.env as usize == lane => 0,
                 EntryKind::PerEnv => continue,
             };
-            let bytes = match spec.row_bytes() {
+            let bytes = match row_bytes {
                 Some(n) => e.data.get(row * n..(row + 1) * n),
                 None => {
                     let starts = &self.str_offsets[i as usize];
@@ -312,7 +320,10 @@ impl WriterThread {
             };
             return match bytes {
                 Some(b) => Ok(Some(b)),
-                None => Err(Error::WriterStopped(format!("column '{}': entry too short for env {lane}", spec.name))),
+                None => Err(Error::WriterStopped(format!(
+                    "column '{}': entry too short for env {lane}",
+                    self.columns[column as usize].name
+                ))),
             };
         }
         Ok(None)
@@ -326,7 +337,7 @@ impl WriterThread {
             if spec.timeline != timeline || spec.mask_of.is_some() {
                 continue;
             }
-            let (row_bytes, mask) = (spec.row_bytes(), spec.mask);
+            let (row_bytes, mask) = (self.row_bytes[column], spec.mask);
             let value = self.value(msg, column as ColumnId, slot, lane)?;
             let buffers = &mut self.lanes[lane].buffers;
             let buffer = &mut buffers[column];
@@ -342,7 +353,7 @@ impl WriterThread {
                 full |= mask_buffer.raw_len() >= self.config.chunk_bytes;
             }
             self.seal_wanted |= full;
-            self.shared.bytes_raw.fetch_add(value.map_or(0, |v| v.len() as u64), Ordering::Relaxed);
+            self.raw_bytes_seen += value.map_or(0, |v| v.len() as u64);
         }
         let lane = &mut self.lanes[lane];
         match timeline {
@@ -492,6 +503,10 @@ impl WriterThread {
         shard.append_chunks(&chunks);
         shard.flush_to_os()?;
         self.shared.bytes_written.fetch_add(shard.size() - before, Ordering::Relaxed);
+        if shard.size() >= self.config.max_shard_bytes {
+            // Pending episodes are written in the next shard: lane rows run on across shards.
+            self.roll_over()?;
+        }
         Ok(())
     }
 
@@ -562,6 +577,9 @@ impl WriterThread {
 
     /// Writes everything, then the episodes still running (incomplete, last), the index and End.
     fn close(&mut self) -> Result<()> {
+        // No rollover while closing: it would start a shard holding nothing but its schema (or
+        // only the incomplete episodes' records, away from their rows).
+        self.config.max_shard_bytes = u64::MAX;
         self.cycle(true)?;
         let now = now_ns();
         for lane in 0..self.lanes.len() {

@@ -137,7 +137,7 @@ pub fn standard_columns() -> Vec<ColumnSpec> {
 pub fn fixed_row(spec: &ColumnSpec, lane: u32, row: u64) -> Vec<u8> {
     let n = spec.row_bytes().unwrap();
     if spec.dtype == "bool" {
-        return vec![((row + lane as u64) % 3 == 0) as u8; n];
+        return vec![((row + lane as u64) % 3 == 1) as u8; n];
     }
     (0..n).map(|j| ((row / 3) as u8).wrapping_add(j as u8).wrapping_add((lane * 17 + spec.id * 5) as u8)).collect()
 }
@@ -453,9 +453,7 @@ impl Sim {
         let start = self.start_rows.get(&(e.lane, spec.id)).copied().unwrap_or(0);
         if spec.dtype == "str" {
             return ColumnData::Strings(
-                (first..first + n)
-                    .map(|r| if r < start { String::new() } else { str_row(spec, e.lane, r) })
-                    .collect(),
+                (first..first + n).map(|r| if r < start { String::new() } else { str_row(spec, e.lane, r) }).collect(),
             );
         }
         let mut bytes = Vec::new();
@@ -531,7 +529,11 @@ pub fn check_values_or_corrupt(ds: &Dataset, sim: &Sim) {
         let e = sim
             .episodes
             .iter()
-            .find(|e| e.ended && (e.lane, e.obs_first_row, e.step_first_row, e.length) == (s.lane, s.obs_first_row, s.step_first_row, s.length))
+            .find(|e| {
+                e.ended
+                    && (e.lane, e.obs_first_row, e.step_first_row, e.length)
+                        == (s.lane, s.obs_first_row, s.step_first_row, s.length)
+            })
             .unwrap_or_else(|| panic!("episode {i} ({s:?}) was never written"));
         for spec in &sim.columns {
             if ds.column_id(got.recording, &spec.name).is_none() {

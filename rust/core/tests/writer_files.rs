@@ -1,0 +1,229 @@
+//! The files the writer leaves: several shards past a small `max_shard_bytes` (episodes
+//! spanning them), a copy taken after `flush` but before close (what a killed writer leaves),
+//! and a closed file truncated at many offsets.
+
+mod writer_util;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::json;
+use trajcore_core::format::header::FileHeader;
+use trajcore_core::format::record::{RecordHeader, RecordKind};
+use trajcore_core::reader::{Dataset, OpenOptions};
+use writer_util::*;
+
+/// One env: episodes of varied lengths with infos, flushed every few episodes (as the flush
+/// timer would), and a last episode running at close. Returns what the reader should list.
+fn record(dir: &Path, extra: serde_json::Value, episodes: usize, mut on_flush: impl FnMut(&mut Harness, usize)) -> Vec<ExpEpisode> {
+    let mut h = Harness::new(dir, config(1, false, "disabled", extra));
+    h.add_info_columns();
+    let mut tick = 0u64;
+    h.reset(&[env_step(0, tick)], None);
+    for k in 0..episodes {
+        let len = 1 + (k * 7) % 23;
+        for t in 1..=len {
+            tick += 1;
+            let mut s = env_step(0, tick);
+            s.terminated = t == len && k % 3 != 2;
+            s.truncated = t == len && k % 3 == 2;
+            h.step(&[s]);
+        }
+        tick += 1;
+        h.reset(&[env_step(0, tick)], None);
+        if k % 4 == 3 {
+            h.rec.flush().unwrap();
+            on_flush(&mut h, k);
+        }
+    }
+    for _ in 0..5 {
+        tick += 1;
+        h.step(&[env_step(0, tick)]);
+    }
+    h.close()
+}
+
+fn shard_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn small_shards_split_a_recording_and_read_back_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    let expected = record(dir.path(), json!({"max_shard_bytes": 4096, "chunk_bytes": 128}), 24, |_, _| {});
+    let files = shard_files(dir.path());
+    assert!(files.len() >= 3, "{} shards", files.len());
+    let ds = open(dir.path());
+    check(&ds, &expected);
+    assert_eq!(ds.recordings().len(), 1);
+    assert_eq!(ds.shard_paths(), files);
+
+    // Every shard: one recording id, shard_seq in name order, a clean End, its own Meta and
+    // Column records; episodes spanning shards have rows in an earlier shard than their record.
+    let mut ids = Vec::new();
+    for (seq, f) in files.iter().enumerate() {
+        let bytes = std::fs::read(f).unwrap();
+        let header = FileHeader::decode(&bytes).unwrap();
+        assert_eq!(header.shard_seq, seq as u64);
+        ids.push(header.recording_id);
+        let name = f.file_name().unwrap().to_str().unwrap();
+        assert!(name.ends_with(&format!("-{seq:05}.trj")), "{name}");
+        let end = RecordHeader::decode(&bytes[bytes.len() - 32..]).unwrap();
+        assert_eq!(end.record_kind(), Some(RecordKind::End));
+        let first = RecordHeader::decode(&bytes[64..]).unwrap();
+        assert_eq!(first.record_kind(), Some(RecordKind::Meta));
+    }
+    ids.dedup();
+    assert_eq!(ids.len(), 1);
+    let spanning = ds.episodes().iter().filter(|e| e.shard > 0).count();
+    assert!(spanning > 0);
+    // Each shard alone opens too, listing its own episodes (those whose rows it misses are
+    // reported, not invented).
+    let alone: usize = files
+        .iter()
+        .map(|f| Dataset::open(f, OpenOptions::default()).unwrap().episodes().len())
+        .sum();
+    assert!(alone <= expected.len());
+}
+
+#[test]
+fn a_file_copied_before_close_opens_by_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    let copies = tempfile::tempdir().unwrap();
+    let mut snapshots: Vec<(PathBuf, usize)> = Vec::new();
+    // A checkpoint every 2 KiB, so recovery mixes index deltas and hopped records.
+    let extra = json!({"index_interval_bytes": 2048, "chunk_bytes": 96});
+    let expected = record(dir.path(), extra, 20, |h, k| {
+        // After flush every ended episode is in the file: copy it as a killed writer leaves it.
+        let snap = copies.path().join(format!("after-{k}"));
+        std::fs::create_dir(&snap).unwrap();
+        for p in h.rec.shard_paths() {
+            std::fs::copy(&p, snap.join(p.file_name().unwrap())).unwrap();
+        }
+        snapshots.push((snap, h.model.finished.len()));
+    });
+    assert!(snapshots.len() >= 4);
+    for (snap, n) in &snapshots {
+        let ds = open(snap);
+        assert!(ds.problems().is_empty(), "{:?}", ds.problems());
+        for f in shard_files(snap) {
+            let bytes = std::fs::read(&f).unwrap();
+            let tail = RecordHeader::decode(&bytes[bytes.len() - 32..]);
+            assert!(tail.is_none_or(|t| t.record_kind() != Some(RecordKind::End)), "no End record yet");
+        }
+        check(&ds, &expected[..*n]);
+    }
+}
+
+/// Record starts of a file, by hopping its headers.
+fn record_offsets(bytes: &[u8]) -> Vec<(u64, u64, Option<RecordKind>)> {
+    let mut at = 64u64;
+    let mut out = Vec::new();
+    while (at as usize) < bytes.len() {
+        let h = RecordHeader::decode(&bytes[at as usize..]).expect("a sound header");
+        out.push((at, at + h.total_len(), h.record_kind()));
+        at += h.total_len();
+    }
+    out
+}
+
+#[test]
+fn truncated_at_any_offset_keeps_what_precedes() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = json!({"index_interval_bytes": 1500, "chunk_bytes": 200});
+    let expected = record(dir.path(), extra, 14, |_, _| {});
+    let [file] = shard_files(dir.path()).try_into().unwrap();
+    let bytes = std::fs::read(&file).unwrap();
+    let full = open(&file);
+    check(&full, &expected);
+    let records = record_offsets(&bytes);
+    assert!(records.iter().filter(|r| r.2 == Some(RecordKind::Index)).count() >= 3);
+    let episode_ends: Vec<u64> = records.iter().filter(|r| r.2 == Some(RecordKind::Episode)).map(|r| r.1).collect();
+    assert_eq!(episode_ends.len(), expected.len());
+    let starts: Vec<u64> = records.iter().map(|r| r.0).collect();
+
+    let cuts = tempfile::tempdir().unwrap();
+    let path = cuts.path().join("cut.trj");
+    let mut offsets: Vec<usize> = (0..bytes.len()).step_by(5).collect();
+    for &(a, b, _) in &records {
+        offsets.extend([a as usize - 1, a as usize, a as usize + 1, a as usize + 23, a as usize + 24, b as usize - 1]);
+    }
+    offsets.sort();
+    offsets.dedup();
+    for (i, &cut) in offsets.iter().enumerate() {
+        std::fs::write(&path, &bytes[..cut]).unwrap();
+        let ds = match Dataset::open(&path, OpenOptions::default()) {
+            Ok(ds) => ds,
+            Err(e) => {
+                assert!(cut < 64, "cut at {cut}: {e}");
+                continue;
+            }
+        };
+        let kept = episode_ends.iter().filter(|&&end| end <= cut as u64).count();
+        assert_eq!(ds.episodes().len(), kept, "cut at {cut}: {:?}", ds.problems());
+        let at_boundary = starts.contains(&(cut as u64)) || cut == bytes.len();
+        assert_eq!(ds.problems().is_empty(), at_boundary, "cut at {cut}: {:?}", ds.problems());
+        for (got, want) in ds.episodes().iter().zip(full.episodes()) {
+            assert_eq!(got.summary, want.summary, "cut at {cut}");
+        }
+        if i % 40 == 0 {
+            check_listed(&ds, &expected[..kept]);
+        }
+        // Strict opening names the damage instead.
+        if !at_boundary {
+            assert!(Dataset::open(&path, OpenOptions { strict: true, ..Default::default() }).is_err());
+        }
+    }
+}
+
+#[test]
+fn recording_again_into_a_directory_adds_a_recording() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = record(dir.path(), json!({}), 3, |_, _| {});
+    let second = record(dir.path(), json!({}), 2, |_, _| {});
+    let ds = open(dir.path());
+    assert_eq!(ds.recordings().len(), 2);
+    let all: Vec<ExpEpisode> = first.into_iter().chain(second).collect();
+    // Shard names sort by start time: the first recording's episodes come first.
+    check_ids_per_recording(&ds, &all);
+}
+
+/// `check` numbers episodes across the dataset; with two recordings, ids restart per recording.
+fn check_ids_per_recording(ds: &Dataset, expected: &[ExpEpisode]) {
+    assert_eq!(ds.episodes().len(), expected.len());
+    let mut next = vec![0u64; ds.recordings().len()];
+    for e in ds.episodes() {
+        assert_eq!(e.summary.episode_id, next[e.recording]);
+        next[e.recording] += 1;
+    }
+    for (i, (got, want)) in ds.episodes().iter().zip(expected).enumerate() {
+        assert_eq!((got.summary.lane, got.summary.length as usize, got.summary.complete()), (want.lane, want.len(), want.complete), "episode {i}");
+        let obs = ds.read_episode_column(i, "obs").unwrap();
+        let trajcore_core::reader::ColumnData::Fixed { bytes, .. } = obs else { panic!() };
+        assert_eq!(bytes, want.obs.iter().flat_map(obs_bytes).collect::<Vec<_>>(), "episode {i}");
+    }
+}
+
+/// Regression: closing a recorder whose shard had passed `max_shard_bytes` rolled over at
+/// close, leaving a last shard with nothing but its schema.
+#[test]
+fn closing_never_leaves_an_empty_shard() {
+    for steps in [3u64, 40, 90, 200] {
+        let dir = tempfile::tempdir().unwrap();
+        let extra = json!({"max_shard_bytes": 4096, "chunk_bytes": 4096});
+        let mut h = Harness::new(dir.path(), config(1, false, "disabled", extra));
+        h.reset(&[env_step(0, 0)], None);
+        for tick in 1..=steps {
+            h.step(&[env_step(0, tick)]);
+        }
+        let expected = h.close();
+        for f in shard_files(dir.path()) {
+            let bytes = std::fs::read(&f).unwrap();
+            let kinds: Vec<Option<RecordKind>> = record_offsets(&bytes).into_iter().map(|r| r.2).collect();
+            let holds = |k| kinds.contains(&Some(k));
+            assert!(holds(RecordKind::Chunks) || holds(RecordKind::Episode), "{steps} steps: {f:?} is empty");
+        }
+        check(&open(dir.path()), &expected);
+    }
+}

@@ -1,0 +1,544 @@
+"""An independent decoder of the trajcore file format, written from docs/FORMAT.md alone.
+
+Pure Python (struct, json) plus `zstandard` and numpy; it never imports trajcore, so the tests
+that compare it with trajcore's reader check the specification and the code against each other.
+It is strict where the document is precise (checksums, sizes, alignment) and raises
+`FormatError` on anything it does not expect; it is not meant to be fast.
+
+    ds = DecodedDataset("runs/cartpole")         # a directory of shards, or one shard file
+    ds.episodes[i]                               # DecodedEpisode: lane, rows, summary, metadata
+    ds.read(i, "obs")                            # numpy array (or list of str) of one column
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import zstandard
+
+MAGIC = b"TRAJCORE"
+HEADER_LEN = 64
+RECORD_HEADER_LEN = 24
+MAX_PAYLOAD = 1 << 40
+NO_PREVIOUS = 0xFFFF_FFFF_FFFF_FFFF
+DATA_ALIGN = 64
+
+KIND_META, KIND_COLUMN, KIND_CHUNKS, KIND_EPISODE, KIND_INDEX, KIND_END = 1, 2, 3, 4, 5, 6
+KIND_NAMES = {1: "Meta", 2: "Column", 3: "Chunks", 4: "Episode", 5: "Index", 6: "End"}
+
+CODEC_ZSTD, CODEC_DELTA = 1, 2
+
+FLAG_COMPLETE, FLAG_TERMINATED, FLAG_TRUNCATED = 1, 2, 4
+
+DTYPE_SIZES = {
+    "bool": 1, "uint8": 1, "int8": 1,
+    "uint16": 2, "int16": 2, "float16": 2,
+    "uint32": 4, "int32": 4, "float32": 4,
+    "uint64": 8, "int64": 8, "float64": 8,
+}  # fmt: skip
+
+
+class FormatError(ValueError):
+    """The bytes do not follow docs/FORMAT.md."""
+
+
+# --- CRC-32C (Castagnoli), table-driven -----------------------------------------------------
+
+
+def _crc_table() -> list[int]:
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+        table.append(crc)
+    return table
+
+
+_CRC_TABLE = _crc_table()
+
+
+def crc32c(data: bytes | bytearray | memoryview) -> int:
+    """CRC-32C: reflected polynomial 0x82F63B78, init and final XOR 0xFFFFFFFF."""
+    crc = 0xFFFFFFFF
+    table = _CRC_TABLE
+    for b in bytes(data):
+        crc = table[(crc ^ b) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def align_up(value: int, align: int) -> int:
+    return (value + align - 1) // align * align
+
+
+# --- Structures -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileHeader:
+    version_major: int
+    version_minor: int
+    flags: int
+    recording_id: bytes
+    shard_seq: int
+    created_ns: int
+
+
+@dataclass(frozen=True)
+class Record:
+    offset: int
+    kind: int
+    payload_crc: int
+    payload_len: int
+    flags: int
+    payload_ok: bool
+    #: Offset of the next record (offset + align8(24 + payload_len)).
+    next: int
+    padding_zero: bool
+
+    @property
+    def payload_start(self) -> int:
+        return self.offset + RECORD_HEADER_LEN
+
+
+@dataclass(frozen=True)
+class ChunkRef:
+    lane: int
+    column: int
+    first_row: int
+    n_rows: int
+    codec: int
+    record_offset: int
+    #: Absolute file offset of the chunk's data.
+    data_offset: int
+    stored_len: int
+    raw_len: int
+
+    @property
+    def end_row(self) -> int:
+        return self.first_row + self.n_rows
+
+
+@dataclass(frozen=True)
+class EpisodeFixed:
+    record_offset: int
+    lane: int
+    flags: int
+    obs_first_row: int
+    step_first_row: int
+    length: int
+    episode_return: float
+    start_ns: int
+    end_ns: int
+    episode_id: int
+    metadata_len: int
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.flags & FLAG_COMPLETE)
+
+    @property
+    def terminated(self) -> bool:
+        return bool(self.flags & FLAG_TERMINATED)
+
+    @property
+    def truncated(self) -> bool:
+        return bool(self.flags & FLAG_TRUNCATED)
+
+
+@dataclass
+class IndexDelta:
+    offset: int
+    prev_index: int
+    other_records: list[int]
+    chunks: list[ChunkRef]
+    episodes: list[EpisodeFixed]
+
+
+# --- Parsing one shard ----------------------------------------------------------------------
+
+
+def parse_header(buf: bytes) -> FileHeader:
+    if len(buf) < 8 or buf[:8] != MAGIC:
+        raise FormatError("bad magic")
+    if len(buf) < HEADER_LEN:
+        raise FormatError("file shorter than its 64-byte header")
+    major, minor, flags = struct.unpack_from("<HHI", buf, 8)
+    if major != 1:
+        raise FormatError(f"major version {major}, this decoder reads 1")
+    (crc,) = struct.unpack_from("<I", buf, 60)
+    if crc32c(buf[0:60]) != crc:
+        raise FormatError("file header checksum mismatch")
+    if any(buf[48:60]):
+        raise FormatError("reserved header bytes are not zero")
+    shard_seq, created_ns = struct.unpack_from("<QQ", buf, 32)
+    return FileHeader(major, minor, flags, bytes(buf[16:32]), shard_seq, created_ns)
+
+
+def frame(buf: bytes, offset: int) -> Record | None:
+    """The record at `offset`, or None if its header is cut short, damaged or runs past the end."""
+    if offset + RECORD_HEADER_LEN > len(buf):
+        return None
+    kind, payload_crc, payload_len, flags, header_crc = struct.unpack_from("<IIQII", buf, offset)
+    if crc32c(buf[offset : offset + 20]) != header_crc or payload_len > MAX_PAYLOAD:
+        return None
+    start = offset + RECORD_HEADER_LEN
+    nxt = offset + align_up(RECORD_HEADER_LEN + payload_len, 8)
+    if nxt > len(buf):
+        return None
+    payload_ok = crc32c(buf[start : start + payload_len]) == payload_crc
+    padding_zero = not any(buf[start + payload_len : nxt])
+    return Record(offset, kind, payload_crc, payload_len, flags, payload_ok, nxt, padding_zero)
+
+
+def hop(buf: bytes) -> tuple[list[Record], int | None]:
+    """Every record from offset 64 on, by their headers; and where the hop stopped short of the
+    end of the file (None if it reached it, or an End record)."""
+    records = []
+    at = HEADER_LEN
+    while at < len(buf):
+        rec = frame(buf, at)
+        if rec is None:
+            return records, at
+        records.append(rec)
+        at = rec.next
+        if rec.kind == KIND_END and rec.payload_ok and rec.payload_len == 8:
+            return records, (None if at == len(buf) else at)
+    return records, None
+
+
+def payload(buf: bytes, rec: Record) -> bytes:
+    return buf[rec.payload_start : rec.payload_start + rec.payload_len]
+
+
+def decode_chunk_refs(buf: bytes, rec: Record) -> list[ChunkRef]:
+    """The table of a Chunks record, with data offsets made absolute."""
+    p = payload(buf, rec)
+    if len(p) < 8:
+        raise FormatError(f"chunks record at {rec.offset} shorter than its table header")
+    (n,) = struct.unpack_from("<I", p, 0)
+    table_end = 8 + 48 * n
+    if table_end > len(p):
+        raise FormatError(f"chunks record at {rec.offset}: {n} entries do not fit")
+    refs = []
+    for i in range(n):
+        lane, column, first_row, n_rows, codec, rel, stored_len, raw_len = struct.unpack_from(
+            "<IIQIIQQQ", p, 8 + 48 * i
+        )
+        if rel < table_end or rel + stored_len > len(p):
+            raise FormatError(f"chunk {i} of record {rec.offset} points outside its payload")
+        refs.append(
+            ChunkRef(lane, column, first_row, n_rows, codec, rec.offset, rec.payload_start + rel, stored_len, raw_len)
+        )
+    return refs
+
+
+def _episode_fixed(b: bytes, at: int, record_offset: int) -> EpisodeFixed:
+    lane, flags, obs_first, step_first, length, ret, start_ns, end_ns, episode_id, meta_len, _ = struct.unpack_from(
+        "<IIQQQdQQQII", b, at
+    )
+    return EpisodeFixed(
+        record_offset, lane, flags, obs_first, step_first, length, ret, start_ns, end_ns, episode_id, meta_len
+    )
+
+
+def decode_episode(buf: bytes, rec: Record) -> tuple[EpisodeFixed, Any]:
+    p = payload(buf, rec)
+    if len(p) < 72:
+        raise FormatError(f"episode record at {rec.offset} shorter than 72 bytes")
+    ep = _episode_fixed(p, 0, rec.offset)
+    if ep.metadata_len != len(p) - 72:
+        raise FormatError(f"episode record at {rec.offset}: metadata_len does not match the payload")
+    meta = json.loads(p[72:].decode("utf-8")) if ep.metadata_len else {}
+    return ep, meta
+
+
+def decode_index(buf: bytes, rec: Record) -> IndexDelta:
+    p = payload(buf, rec)
+    if len(p) < 24:
+        raise FormatError(f"index record at {rec.offset} shorter than 24 bytes")
+    prev, n_other, n_chunks, n_episodes, _ = struct.unpack_from("<QIIII", p, 0)
+    if len(p) != 24 + 8 * n_other + 56 * n_chunks + 80 * n_episodes:
+        raise FormatError(f"index record at {rec.offset}: length does not match its counts")
+    at = 24
+    other = list(struct.unpack_from(f"<{n_other}Q", p, at))
+    at += 8 * n_other
+    chunks = []
+    for _ in range(n_chunks):
+        chunks.append(ChunkRef(*struct.unpack_from("<IIQIIQQQQ", p, at)))
+        at += 56
+    episodes = []
+    for _ in range(n_episodes):
+        (record_offset,) = struct.unpack_from("<Q", p, at)
+        episodes.append(_episode_fixed(p, at + 8, record_offset))
+        at += 80
+    return IndexDelta(rec.offset, prev, other, chunks, episodes)
+
+
+def index_chain(buf: bytes) -> list[IndexDelta] | None:
+    """The clean path: the Index deltas from the End record back, returned oldest first; None
+    when the file has no valid End record. Raises FormatError on a broken chain."""
+    if len(buf) < HEADER_LEN + 32:
+        return None
+    end_at = len(buf) - 32
+    end = frame(buf, end_at)
+    if end is None or end.kind != KIND_END or end.payload_len != 8 or not end.payload_ok or end.next != len(buf):
+        return None
+    (at,) = struct.unpack("<Q", payload(buf, end))
+    limit = end_at
+    deltas = []
+    while at != NO_PREVIOUS:
+        if not HEADER_LEN <= at < limit:
+            raise FormatError(f"index chain points to {at}, outside {HEADER_LEN}..{limit}")
+        rec = frame(buf, at)
+        if rec is None or rec.kind != KIND_INDEX or rec.next > limit or not rec.payload_ok:
+            raise FormatError(f"index chain: no valid Index record at {at}")
+        delta = decode_index(buf, rec)
+        deltas.append(delta)
+        limit = at
+        at = delta.prev_index
+    deltas.reverse()
+    return deltas
+
+
+@dataclass
+class DecodedShard:
+    path: str
+    buf: bytes
+    header: FileHeader
+    #: Records found by hopping headers, in file order.
+    records: list[Record]
+    #: Where the hop stopped short (damage or a cut), or None.
+    stopped_at: int | None
+    #: The Index deltas of a closed file (oldest first), or None without an End record.
+    chain: list[IndexDelta] | None
+    meta: Any = None
+    columns: dict[int, dict[str, Any]] = field(default_factory=dict)
+    chunks: list[ChunkRef] = field(default_factory=list)
+    #: (fixed part, metadata), in record order.
+    episodes: list[tuple[EpisodeFixed, Any]] = field(default_factory=list)
+
+
+def open_shard(path: str | os.PathLike[str], *, use_index: bool = True) -> DecodedShard:
+    """Decodes one shard: by its index chain when it is closed (and `use_index`), else (the
+    recovery path) by hopping headers and decoding every record after the last valid Index."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    header = parse_header(buf)
+    records, stopped_at = hop(buf)
+    chain = index_chain(buf)
+    shard = DecodedShard(os.fspath(path), buf, header, records, stopped_at, chain)
+    by_offset = {r.offset: r for r in records}
+
+    def take_other(offset: int) -> None:
+        rec = by_offset.get(offset) or frame(buf, offset)
+        if rec is None or not rec.payload_ok:
+            raise FormatError(f"record at {offset} is damaged")
+        text = payload(buf, rec).decode("utf-8")
+        if rec.kind == KIND_META:
+            if shard.meta is None:
+                shard.meta = json.loads(text)
+        elif rec.kind == KIND_COLUMN:
+            spec = json.loads(text)
+            shard.columns[spec["id"]] = spec
+        else:
+            raise FormatError(f"index lists a {KIND_NAMES.get(rec.kind)} record as meta/column at {offset}")
+
+    def take_delta(delta: IndexDelta) -> None:
+        for offset in delta.other_records:
+            take_other(offset)
+        shard.chunks.extend(delta.chunks)
+        for ep in delta.episodes:
+            rec = by_offset.get(ep.record_offset) or frame(buf, ep.record_offset)
+            if rec is None or rec.kind != KIND_EPISODE or not rec.payload_ok:
+                raise FormatError(f"no valid Episode record at {ep.record_offset}")
+            stored, meta = decode_episode(buf, rec)
+            if stored != ep:
+                raise FormatError(f"episode record at {ep.record_offset} differs from its index entry")
+            shard.episodes.append((ep, meta))
+
+    if chain is not None and use_index:
+        for delta in chain:
+            take_delta(delta)
+        return shard
+
+    pending: list[Record] = []
+    for rec in records:
+        if rec.kind == KIND_INDEX and rec.payload_ok:
+            take_delta(decode_index(buf, rec))
+            pending.clear()
+        elif rec.kind in (KIND_META, KIND_COLUMN, KIND_CHUNKS, KIND_EPISODE):
+            pending.append(rec)
+    for rec in pending:
+        if not rec.payload_ok:
+            continue  # damaged on its own: left out
+        if rec.kind in (KIND_META, KIND_COLUMN):
+            take_other(rec.offset)
+        elif rec.kind == KIND_CHUNKS:
+            shard.chunks.extend(decode_chunk_refs(buf, rec))
+        else:
+            shard.episodes.append(decode_episode(buf, rec))
+    return shard
+
+
+# --- Chunk data -----------------------------------------------------------------------------
+
+
+def row_bytes(spec: dict[str, Any]) -> int | None:
+    if spec["dtype"] == "str":
+        return None
+    n = DTYPE_SIZES[spec["dtype"]]
+    for d in spec["shape"]:
+        n *= d
+    return n
+
+
+def codec_ids(codec: int) -> list[int]:
+    ids = []
+    for i in range(4):
+        b = (codec >> (8 * i)) & 0xFF
+        if b == 0:
+            break
+        ids.append(b)
+    return ids
+
+
+def decode_chunk(buf: bytes, ref: ChunkRef, spec: dict[str, Any], *, verified: bool = False) -> bytes:
+    """The decoded bytes of one chunk. Its Chunks record's checksum is checked first, unless
+    the caller did (`verified`)."""
+    if not verified:
+        rec = frame(buf, ref.record_offset)
+        if rec is None or rec.kind != KIND_CHUNKS or not rec.payload_ok:
+            raise FormatError(f"chunks record at {ref.record_offset} is damaged")
+    data = buf[ref.data_offset : ref.data_offset + ref.stored_len]
+    if len(data) != ref.stored_len:
+        raise FormatError("chunk data outside the file")
+    rb = row_bytes(spec)
+    for cid in reversed(codec_ids(ref.codec)):
+        if cid == CODEC_ZSTD:
+            data = zstandard.ZstdDecompressor().decompress(data, max_output_size=ref.raw_len)
+        elif cid == CODEC_DELTA:
+            if not rb:
+                raise FormatError("delta on a variable-length column")
+            rows = np.frombuffer(data, np.uint8).reshape(-1, rb)
+            # A running sum down the rows, wrapping mod 256, undoes the byte-wise difference.
+            data = np.cumsum(rows, axis=0, dtype=np.uint8).tobytes()
+        else:
+            raise FormatError(f"unknown codec id {cid}")
+    if len(data) != ref.raw_len:
+        raise FormatError(f"chunk decoded to {len(data)} bytes, expected {ref.raw_len}")
+    return bytes(data)
+
+
+def chunk_rows(raw: bytes, ref: ChunkRef, spec: dict[str, Any]) -> list[Any]:
+    """A decoded chunk as a list of rows: bytes for fixed-size columns, str for str columns."""
+    rb = row_bytes(spec)
+    if rb is not None:
+        if len(raw) != rb * ref.n_rows:
+            raise FormatError("fixed-size chunk of the wrong length")
+        return [raw[i * rb : (i + 1) * rb] for i in range(ref.n_rows)]
+    n = ref.n_rows
+    offsets = struct.unpack_from(f"<{n + 1}Q", raw, 0)
+    text = raw[8 * (n + 1) :]
+    if offsets[0] != 0 or offsets[-1] != len(text) or list(offsets) != sorted(offsets):
+        raise FormatError("str chunk offsets are inconsistent")
+    return [text[offsets[i] : offsets[i + 1]].decode("utf-8") for i in range(n)]
+
+
+# --- A dataset ------------------------------------------------------------------------------
+
+
+@dataclass
+class DecodedEpisode:
+    recording: bytes
+    shard: int
+    fixed: EpisodeFixed
+    metadata: Any
+
+
+class DecodedDataset:
+    """A shard file or a directory of `*.trj` shards, grouped by recording id."""
+
+    def __init__(self, path: str | os.PathLike[str], *, use_index: bool = True) -> None:
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            names = sorted(n for n in os.listdir(path) if n.endswith(".trj"))
+            paths = [os.path.join(path, n) for n in names]
+        else:
+            paths = [path]
+        self.shards = [open_shard(p, use_index=use_index) for p in paths]
+        #: recording id -> {"meta", "columns": {id: spec}, "shards": {seq: index}}
+        self.recordings: dict[bytes, dict[str, Any]] = {}
+        #: (recording id, lane, column id) -> [(ChunkRef, shard index)], sorted by first row
+        self.chunks: dict[tuple[bytes, int, int], list[tuple[ChunkRef, int]]] = {}
+        self.episodes: list[DecodedEpisode] = []
+        self._decoded: dict[tuple[int, int], list[Any]] = {}
+        for i, s in enumerate(self.shards):
+            rid = s.header.recording_id
+            r = self.recordings.setdefault(rid, {"meta": None, "columns": {}, "shards": {}})
+            if s.header.shard_seq in r["shards"]:
+                raise FormatError(f"two shards {s.header.shard_seq} of one recording")
+            r["shards"][s.header.shard_seq] = i
+            for cid, spec in s.columns.items():
+                if r["columns"].setdefault(cid, spec) != spec:
+                    raise FormatError(f"column {cid} described differently in two shards")
+            for ref in s.chunks:
+                self.chunks.setdefault((rid, ref.lane, ref.column), []).append((ref, i))
+            for ep, meta in s.episodes:
+                self.episodes.append(DecodedEpisode(rid, i, ep, meta))
+        for r in self.recordings.values():
+            first = self.shards[r["shards"][min(r["shards"])]]
+            r["meta"] = first.meta
+        for lst in self.chunks.values():
+            lst.sort(key=lambda x: x[0].first_row)
+            for (a, _), (b, _) in zip(lst, lst[1:]):
+                if a.end_row > b.first_row:
+                    raise FormatError("overlapping chunks")
+
+    def column_names(self, recording: bytes) -> list[str]:
+        cols = self.recordings[recording]["columns"]
+        return [cols[i]["name"] for i in sorted(cols)]
+
+    def spec(self, recording: bytes, name: str) -> dict[str, Any]:
+        for spec in self.recordings[recording]["columns"].values():
+            if spec["name"] == name:
+                return spec
+        raise KeyError(name)
+
+    def rows(self, recording: bytes, lane: int, spec: dict[str, Any], first: int, n: int) -> list[Any]:
+        """Rows first..first+n of a column of a lane; rows no chunk covers are zeros / ""."""
+        rb = row_bytes(spec)
+        out: list[Any] = ["" if rb is None else bytes(rb)] * n
+        for ref, shard in self.chunks.get((recording, lane, spec["id"]), []):
+            lo, hi = max(ref.first_row, first), min(ref.end_row, first + n)
+            if lo >= hi:
+                continue
+            key = (shard, ref.data_offset)
+            if key not in self._decoded:
+                s = self.shards[shard]
+                ok = any(r.offset == ref.record_offset and r.kind == KIND_CHUNKS and r.payload_ok for r in s.records)
+                raw = decode_chunk(s.buf, ref, spec, verified=ok)
+                self._decoded[key] = chunk_rows(raw, ref, spec)
+            rows = self._decoded[key]
+            out[lo - first : hi - first] = rows[lo - ref.first_row : hi - ref.first_row]
+        return out
+
+    def read(self, episode: int, name: str) -> np.ndarray | list[str]:
+        """One column of one episode: T+1 rows on the obs timeline, T on the step timeline."""
+        e = self.episodes[episode]
+        spec = self.spec(e.recording, name)
+        if spec["timeline"] == "obs":
+            first, n = e.fixed.obs_first_row, e.fixed.length + 1
+        else:
+            first, n = e.fixed.step_first_row, e.fixed.length
+        rows = self.rows(e.recording, e.fixed.lane, spec, first, n)
+        if spec["dtype"] == "str":
+            return rows
+        dtype = np.dtype(spec["dtype"]).newbyteorder("<")
+        arr = np.frombuffer(b"".join(rows), dtype=dtype)
+        return arr.reshape((n, *spec["shape"]))
