@@ -12,6 +12,7 @@ It is strict where the document is precise (checksums, sizes, alignment) and rai
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import struct
@@ -199,7 +200,7 @@ def frame(buf: bytes, offset: int) -> Record | None:
 def hop(buf: bytes) -> tuple[list[Record], int | None]:
     """Every record from offset 64 on, by their headers; and where the hop stopped short of the
     end of the file (None if it reached it, or an End record)."""
-    records = []
+    records: list[Record] = []
     at = HEADER_LEN
     while at < len(buf):
         rec = frame(buf, at)
@@ -496,7 +497,7 @@ class DecodedDataset:
             r["meta"] = first.meta
         for lst in self.chunks.values():
             lst.sort(key=lambda x: x[0].first_row)
-            for (a, _), (b, _) in zip(lst, lst[1:]):
+            for (a, _), (b, _) in itertools.pairwise(lst):
                 if a.end_row > b.first_row:
                     raise FormatError("overlapping chunks")
 
@@ -505,7 +506,8 @@ class DecodedDataset:
         return [cols[i]["name"] for i in sorted(cols)]
 
     def spec(self, recording: bytes, name: str) -> dict[str, Any]:
-        for spec in self.recordings[recording]["columns"].values():
+        columns: dict[int, dict[str, Any]] = self.recordings[recording]["columns"]
+        for spec in columns.values():
             if spec["name"] == name:
                 return spec
         raise KeyError(name)

@@ -5,6 +5,7 @@ checksum valid, the index chain equal to what hopping the records finds, chunk d
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -13,11 +14,9 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import format_decoder as fd
 import gymnasium as gym
 import numpy as np
-import pytest
-
-import format_decoder as fd
 import trajcore
 from trajcore import _core
 
@@ -182,7 +181,11 @@ def test_crc32c_check_value() -> None:
 
 def test_single_env_cartpole(tmp_path: Path) -> None:
     path = tmp_path / "single"
-    codecs = {"obs": {"delta": True, "zstd_level": 3}, "info": {"delta": True, "zstd_level": 3}, "action": {"zstd_level": None}}
+    codecs = {
+        "obs": {"delta": True, "zstd_level": 3},
+        "info": {"delta": True, "zstd_level": 3},
+        "action": {"zstd_level": None},
+    }
     run_single(path, 600, chunk_bytes=512, codecs=codecs)
     dec = compare_with_trajcore(path)
     assert len(dec.shards) == 1
@@ -226,7 +229,9 @@ def test_single_env_cartpole(tmp_path: Path) -> None:
 def test_vector_recordings(tmp_path: Path) -> None:
     for mode in (gym.vector.AutoresetMode.NEXT_STEP, gym.vector.AutoresetMode.SAME_STEP):
         path = tmp_path / mode.value
-        venv = gym.make_vec("CartPole-v1", num_envs=3, vectorization_mode="sync", vector_kwargs={"autoreset_mode": mode})
+        venv = gym.make_vec(
+            "CartPole-v1", num_envs=3, vectorization_mode="sync", vector_kwargs={"autoreset_mode": mode}
+        )
         env = trajcore.RecordVectorEpisodes(venv, path, chunk_bytes=1024)
         env.action_space.seed(1)
         env.reset(seed=1)
@@ -241,7 +246,7 @@ def test_vector_recordings(tmp_path: Path) -> None:
         # Per lane, episodes occupy consecutive row ranges in the order they ran.
         for lane in lanes:
             eps = sorted((e.fixed for e in dec.episodes if e.fixed.lane == lane), key=lambda f: f.obs_first_row)
-            for a, b in zip(eps, eps[1:]):
+            for a, b in itertools.pairwise(eps):
                 assert b.obs_first_row == a.obs_first_row + a.length + 1
                 assert b.step_first_row == a.step_first_row + a.length
         # CartPole rewards are 1 a step, so each return is the length.
@@ -265,8 +270,12 @@ def test_many_shards(tmp_path: Path) -> None:
     # Some episode has rows in a shard before the one holding its Episode record.
     spans = 0
     for e in dec.episodes:
-        shards = {shard for ref, shard in dec.chunks[(e.recording, e.fixed.lane, 0)]
-                  if ref.first_row < e.fixed.obs_first_row + e.fixed.length + 1 and ref.end_row > e.fixed.obs_first_row}  # fmt: skip
+        first, end = e.fixed.obs_first_row, e.fixed.obs_first_row + e.fixed.length + 1
+        shards = {
+            shard
+            for ref, shard in dec.chunks[(e.recording, e.fixed.lane, 0)]
+            if ref.first_row < end and ref.end_row > first
+        }
         spans += min(shards) < e.shard
     assert spans > 0
 

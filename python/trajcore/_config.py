@@ -110,11 +110,11 @@ def build_config(
         default = checked.pop("default")
     names = [c["name"] for c in columns]
     for key in checked:
-        if key == "info":
+        if key in ("info", "data", "reward", "terminated", "truncated"):
             continue
         if not any(n == key or n.startswith(key + "/") for n in names):
             raise InvalidArgumentError(
-                f"codecs key {key!r} names no column (columns: {', '.join(names)}; also 'info' and 'default')"
+                f"codecs key {key!r} names no column (columns: {', '.join(names)}; also 'info', 'data', 'reward' and 'default')"
             )
     for i, column in enumerate(columns):
         column["id"] = i  # provisional: the core numbers its columns itself
@@ -143,8 +143,10 @@ def build_config(
         "flush_interval_s": float(flush_interval),
         "durability": durability,
         "block_when_full": bool(block_when_full),
-        # Info and custom data columns are made by the core on first sight, with this codec.
+        # Info and custom data columns are made by the core on first sight, with these codecs.
         "info_codec": checked.get("info", default),
+        "data_codec": checked.get("data", checked.get("info", default)),
+        "flags_codec": _codec_for("reward", checked, default),
     }
     if chunk_bytes is not None:
         config["chunk_bytes"] = int(chunk_bytes)

@@ -51,7 +51,8 @@ class Recorder:
             metadata (dataset metadata, any JSON), user (any JSON stored for the Python side),
             max_shard_bytes, ring_bytes, chunk_bytes, flush_interval_s, durability
             ("flush" | "fsync_close" | "fsync_chunk" | "fsync_interval"), fsync_interval_s,
-            block_when_full (bool), zstd_level (int), info_codec / data_codec ({"delta", "zstd_level"}).
+            block_when_full (bool), index_interval_bytes, info_codec / data_codec / flags_codec
+            ({"delta": bool, "zstd_level": int | None}; flags_codec covers reward, terminated, truncated).
 
     Raises:
         SchemaError: a column spec or layout is invalid.

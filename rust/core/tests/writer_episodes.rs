@@ -28,7 +28,8 @@ impl Schedule {
             return None;
         }
         self.ended[lane] += 1;
-        Some((k % 2 == 0, k % 2 == 1))
+        let odd = k & 1 == 1;
+        Some((!odd, odd))
     }
 }
 
@@ -86,7 +87,13 @@ fn single_env_episodes_round_trip() {
 
 /// Drives `n` vector envs for `ticks` steps in the given mode; envs end by `sched`. In
 /// DISABLED mode, ended envs are reset (masked) `reset_after` steps later.
-fn run_vector(mode: &str, n: usize, ticks: u64, lengths: &[usize], reset_after: u64) -> (tempfile::TempDir, Vec<ExpEpisode>) {
+fn run_vector(
+    mode: &str,
+    n: usize,
+    ticks: u64,
+    lengths: &[usize],
+    reset_after: u64,
+) -> (tempfile::TempDir, Vec<ExpEpisode>) {
     let dir = tempfile::tempdir().unwrap();
     let mut h = Harness::new(dir.path(), config(n as u32, true, mode, json!({"chunk_bytes": 128})));
     h.add_info_columns();

@@ -14,7 +14,12 @@ use writer_util::*;
 
 /// One env: episodes of varied lengths with infos, flushed every few episodes (as the flush
 /// timer would), and a last episode running at close. Returns what the reader should list.
-fn record(dir: &Path, extra: serde_json::Value, episodes: usize, mut on_flush: impl FnMut(&mut Harness, usize)) -> Vec<ExpEpisode> {
+fn record(
+    dir: &Path,
+    extra: serde_json::Value,
+    episodes: usize,
+    mut on_flush: impl FnMut(&mut Harness, usize),
+) -> Vec<ExpEpisode> {
     let mut h = Harness::new(dir, config(1, false, "disabled", extra));
     h.add_info_columns();
     let mut tick = 0u64;
@@ -80,10 +85,7 @@ fn small_shards_split_a_recording_and_read_back_identical() {
     assert!(spanning > 0);
     // Each shard alone opens too, listing its own episodes (those whose rows it misses are
     // reported, not invented).
-    let alone: usize = files
-        .iter()
-        .map(|f| Dataset::open(f, OpenOptions::default()).unwrap().episodes().len())
-        .sum();
+    let alone: usize = files.iter().map(|f| Dataset::open(f, OpenOptions::default()).unwrap().episodes().len()).sum();
     assert!(alone <= expected.len());
 }
 
@@ -198,7 +200,11 @@ fn check_ids_per_recording(ds: &Dataset, expected: &[ExpEpisode]) {
         next[e.recording] += 1;
     }
     for (i, (got, want)) in ds.episodes().iter().zip(expected).enumerate() {
-        assert_eq!((got.summary.lane, got.summary.length as usize, got.summary.complete()), (want.lane, want.len(), want.complete), "episode {i}");
+        assert_eq!(
+            (got.summary.lane, got.summary.length as usize, got.summary.complete()),
+            (want.lane, want.len(), want.complete),
+            "episode {i}"
+        );
         let obs = ds.read_episode_column(i, "obs").unwrap();
         let trajcore_core::reader::ColumnData::Fixed { bytes, .. } = obs else { panic!() };
         assert_eq!(bytes, want.obs.iter().flat_map(obs_bytes).collect::<Vec<_>>(), "episode {i}");

@@ -8,8 +8,10 @@ use trajcore_core::reader::{ColumnData, Dataset, OpenOptions};
 use trajcore_core::writer::{EntryKind, EntryRef, MessageHead, MessageKind, Recorder, RecorderConfig, Slot};
 use trajcore_core::DType;
 
-const DTYPES: [&str; 13] =
-    ["bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float16", "float32", "float64", "str"];
+const DTYPES: [&str; 13] = [
+    "bool", "uint8", "uint16", "uint32", "uint64", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
+    "str",
+];
 
 #[derive(Debug, Clone)]
 struct Col {
@@ -24,7 +26,12 @@ fn col() -> impl Strategy<Value = Col> {
     (0..DTYPES.len(), prop::collection::vec(1u64..5, 0..3), any::<bool>(), 0u8..3).prop_map(|(d, shape, obs, codec)| {
         let dtype = DTYPES[d];
         let str_col = dtype == "str";
-        Col { dtype, shape: if str_col { vec![] } else { shape }, obs, codec: if str_col { codec.min(1) } else { codec } }
+        Col {
+            dtype,
+            shape: if str_col { vec![] } else { shape },
+            obs,
+            codec: if str_col { codec.min(1) } else { codec },
+        }
     })
 }
 
@@ -55,10 +62,18 @@ fn row(c: &Col, rng: &mut Rng) -> Row {
     let size = DType::from_name(c.dtype).unwrap().size().unwrap();
     let n = size * c.shape.iter().product::<u64>() as usize;
     // Half the rows repeat a small pattern so delta and zstd have something to gain.
-    let smooth = rng.next() % 2 == 0;
+    let smooth = rng.next() & 1 == 0;
     let base = rng.next();
     let bytes = (0..n)
-        .map(|i| if c.dtype == "bool" { (rng.next() % 2) as u8 } else if smooth { (base as usize + i / size) as u8 } else { rng.next() as u8 })
+        .map(|i| {
+            if c.dtype == "bool" {
+                (rng.next() % 2) as u8
+            } else if smooth {
+                (base as usize + i / size) as u8
+            } else {
+                rng.next() as u8
+            }
+        })
         .collect();
     Row::Fixed(bytes)
 }
@@ -80,7 +95,14 @@ fn encode(rows: &[&Row]) -> Vec<u8> {
 fn push(rec: &mut Recorder, kind: MessageKind, time_ns: u64, entries: &[(u32, Vec<u8>)]) {
     let refs: Vec<EntryRef> = entries
         .iter()
-        .map(|(column, data)| EntryRef { column: *column, kind: EntryKind::Dense, slot: Slot::Regular, env: 0, mask: None, data })
+        .map(|(column, data)| EntryRef {
+            column: *column,
+            kind: EntryKind::Dense,
+            slot: Slot::Regular,
+            env: 0,
+            mask: None,
+            data,
+        })
         .collect();
     let head = MessageHead { kind, env: 0, time_ns, arg: 0, mask: None };
     let len = rec.message_len(&head, &refs).unwrap();
@@ -97,7 +119,8 @@ struct Episode {
 
 fn run(cols: &[Col], lengths: &[usize], last_complete: bool, chunk_bytes: usize, max_shard_bytes: u64, seed: u64) {
     let dir = tempfile::tempdir().unwrap();
-    let names: Vec<String> = cols.iter().enumerate().map(|(i, c)| format!("{}/c{i}", if c.obs { "obs" } else { "action" })).collect();
+    let names: Vec<String> =
+        cols.iter().enumerate().map(|(i, c)| format!("{}/c{i}", if c.obs { "obs" } else { "action" })).collect();
     let specs: Vec<Value> = cols
         .iter()
         .zip(&names)

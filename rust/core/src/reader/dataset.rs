@@ -17,6 +17,11 @@
 //!
 //! An episode failing the check lost data to a damaged or missing shard: it is left out with a
 //! problem. The check relies on the writer writing an episode's chunks before its Episode record.
+//!
+//! Episodes an Index lists are taken from the index's checksummed copy of their record, without
+//! touching the Episode record itself (opening reads no more than the index); that record is
+//! checked when the episode's metadata is read. Episodes after the last Index are listed only if
+//! their Episode record passes its checksum.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;

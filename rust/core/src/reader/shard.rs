@@ -332,7 +332,11 @@ impl Shard {
                 Some(RecordKind::End) => {
                     if rec.payload_ok(map) && rec.header.payload_len == 8 {
                         self.finished = true;
-                        at = rec.next;
+                        if rec.next < len {
+                            let why = format!("{} bytes after the end record are ignored", len - rec.next);
+                            self.problems.push(self.problem(rec.next, why));
+                        }
+                        at = len;
                         break;
                     }
                     self.problems.push(self.problem(at, "end record payload is damaged"));

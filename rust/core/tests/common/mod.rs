@@ -522,8 +522,9 @@ pub fn check_values(ds: &Dataset, sim: &Sim, listed: &[&SimEpisode]) {
 }
 
 /// Like `check_values`, but a listed episode may fail to read with `Corrupt` (damage the open
-/// could not see): what reads must read right.
-pub fn check_values_or_corrupt(ds: &Dataset, sim: &Sim) {
+/// could not see): what reads must read right. Returns whether a read failed.
+pub fn check_values_or_corrupt(ds: &Dataset, sim: &Sim) -> bool {
+    let mut failed = false;
     for (i, got) in ds.episodes().iter().enumerate() {
         let s = &got.summary;
         let e = sim
@@ -541,11 +542,12 @@ pub fn check_values_or_corrupt(ds: &Dataset, sim: &Sim) {
             }
             match ds.read_episode_column(i, &spec.name) {
                 Ok(data) => assert_eq!(data, sim.expected(e, spec), "episode {i} column {}", spec.name),
-                Err(trajcore_core::Error::Corrupt { .. }) => {}
+                Err(trajcore_core::Error::Corrupt { .. }) => failed = true,
                 Err(other) => panic!("episode {i} column {}: unexpected error {other}", spec.name),
             }
         }
     }
+    failed
 }
 
 pub fn write(path: &Path, bytes: &[u8]) {

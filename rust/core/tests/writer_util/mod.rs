@@ -102,7 +102,13 @@ impl Model {
     }
 
     fn begin(&mut self, lane: usize, obs: Obs, info_n: Option<i32>, info_s: Option<String>) {
-        let ep = ExpEpisode { lane: lane as u32, obs: vec![obs], info_n: vec![info_n], info_s: vec![info_s], ..Default::default() };
+        let ep = ExpEpisode {
+            lane: lane as u32,
+            obs: vec![obs],
+            info_n: vec![info_n],
+            info_s: vec![info_s],
+            ..Default::default()
+        };
         self.lanes[lane] = LaneModel::Running(ep);
     }
 
@@ -277,7 +283,8 @@ impl Harness {
             }
         }
         let all = mask.iter().all(|&m| m == 1);
-        let (kind, mask) = if all || !self.batched { (EntryKind::Dense, None) } else { (EntryKind::Masked, Some(mask)) };
+        let (kind, mask) =
+            if all || !self.batched { (EntryKind::Dense, None) } else { (EntryKind::Masked, Some(mask)) };
         Some(Owned { column, kind, slot, env: 0, mask, data })
     }
 
@@ -291,7 +298,8 @@ impl Harness {
             str_row(&mut data, r.as_deref().unwrap_or(""));
         }
         let all = mask.iter().all(|&m| m == 1);
-        let (kind, mask) = if all || !self.batched { (EntryKind::Dense, None) } else { (EntryKind::Masked, Some(mask)) };
+        let (kind, mask) =
+            if all || !self.batched { (EntryKind::Dense, None) } else { (EntryKind::Masked, Some(mask)) };
         Some(Owned { column, kind, slot: Slot::Regular, env: 0, mask, data })
     }
 
@@ -311,7 +319,14 @@ impl Harness {
         self.time_ns += 1_000;
         let entries: Vec<EntryRef> = owned
             .iter()
-            .map(|o| EntryRef { column: o.column, kind: o.kind, slot: o.slot, env: o.env, mask: o.mask.as_deref(), data: &o.data })
+            .map(|o| EntryRef {
+                column: o.column,
+                kind: o.kind,
+                slot: o.slot,
+                env: o.env,
+                mask: o.mask.as_deref(),
+                data: &o.data,
+            })
             .collect();
         let head = MessageHead { kind, env: 0, time_ns: self.time_ns, arg: 0, mask: head_mask };
         let len = self.rec.message_len(&head, &entries).unwrap();
@@ -356,14 +371,36 @@ impl Harness {
         owned.extend(self.fixed_entry(self.action_col, Slot::Regular, actions, 8));
         self.obs_entries(envs, &mut owned);
         let [r, te, tr] = self.roles;
-        owned.extend(self.fixed_entry(r, Slot::Regular, envs.iter().map(|e| Some(e.reward.to_le_bytes().to_vec())).collect(), 8));
-        owned.extend(self.fixed_entry(te, Slot::Regular, envs.iter().map(|e| Some(vec![e.terminated as u8])).collect(), 1));
-        owned.extend(self.fixed_entry(tr, Slot::Regular, envs.iter().map(|e| Some(vec![e.truncated as u8])).collect(), 1));
+        owned.extend(self.fixed_entry(
+            r,
+            Slot::Regular,
+            envs.iter().map(|e| Some(e.reward.to_le_bytes().to_vec())).collect(),
+            8,
+        ));
+        owned.extend(self.fixed_entry(
+            te,
+            Slot::Regular,
+            envs.iter().map(|e| Some(vec![e.terminated as u8])).collect(),
+            1,
+        ));
+        owned.extend(self.fixed_entry(
+            tr,
+            Slot::Regular,
+            envs.iter().map(|e| Some(vec![e.truncated as u8])).collect(),
+            1,
+        ));
         // Same-step autoreset: final observations one env at a time, final infos masked.
         for (env, e) in envs.iter().enumerate() {
             if let Some(obs) = e.final_obs {
                 let data = obs_bytes(&obs);
-                owned.push(Owned { column: self.obs_col, kind: EntryKind::PerEnv, slot: Slot::Final, env: env as u32, mask: None, data });
+                owned.push(Owned {
+                    column: self.obs_col,
+                    kind: EntryKind::PerEnv,
+                    slot: Slot::Final,
+                    env: env as u32,
+                    mask: None,
+                    data,
+                });
             }
         }
         if let Some(col) = self.info_n {
