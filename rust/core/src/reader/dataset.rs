@@ -50,6 +50,9 @@ pub struct Recording {
     pub columns: Vec<ColumnSpec>,
     /// Its shards (indexes into `Dataset::shard_paths`), by shard_seq.
     pub shards: Vec<usize>,
+    /// Set when damage hid some of its column descriptions: a read of a column it does not list
+    /// is then a corrupt file, not a wrong name.
+    pub schema_damage: Option<Problem>,
 }
 
 #[derive(Debug, Clone)]
@@ -291,7 +294,7 @@ impl Dataset {
             Some(r) => r,
             None => {
                 let meta_json = "{}".to_string();
-                self.recordings.push(Recording { id, meta_json, columns: Vec::new(), shards: Vec::new() });
+                self.recordings.push(Recording { id, meta_json, columns: Vec::new(), shards: Vec::new(), schema_damage: None });
                 self.states.push(RecordingState::default());
                 self.recordings.len() - 1
             }
@@ -427,7 +430,9 @@ impl Dataset {
                     hex(&self.recordings[recording].id)
                 );
                 let file = self.recordings[recording].shards.first().map(|&s| self.shards[s].path.clone());
-                self.own_problems.push(Problem::new(file.unwrap_or_else(|| self.path.clone()), 0, why));
+                let problem = Problem::new(file.unwrap_or_else(|| self.path.clone()), 0, why);
+                self.recordings[recording].schema_damage = Some(problem.clone());
+                self.own_problems.push(problem);
             }
         }
         self.recordings[recording].columns = listed;

@@ -283,7 +283,10 @@ impl Dataset {
     fn locate(&self, episode: usize, column_name: &str) -> Result<(usize, u32, ColumnId, u64, u64)> {
         let e = self.episode(episode)?;
         let column = self.column_id(e.recording, column_name).ok_or_else(|| {
-            Error::schema(column_name, format!("no such column in recording {} of this dataset", e.recording))
+            match &self.recordings()[e.recording].schema_damage {
+                Some(p) => Error::corrupt(&p.file, p.offset, format!("column '{column_name}' is unreadable: {}", p.why)),
+                None => Error::schema(column_name, format!("no such column in recording {} of this dataset", e.recording)),
+            }
         })?;
         let (first, n) = self.episode_rows(episode, column)?;
         Ok((e.recording, e.summary.lane, column, first, n))
