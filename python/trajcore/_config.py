@@ -114,7 +114,8 @@ def build_config(
             continue
         if not any(n == key or n.startswith(key + "/") for n in names):
             raise InvalidArgumentError(
-                f"codecs key {key!r} names no column (columns: {', '.join(names)}; also 'info', 'data', 'reward' and 'default')"
+                f"codecs key {key!r} names no column (columns: {', '.join(names)}; "
+                "also 'info', 'data', 'reward' and 'default')"
             )
     for i, column in enumerate(columns):
         column["id"] = i  # provisional: the core numbers its columns itself

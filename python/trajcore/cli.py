@@ -1,4 +1,4 @@
-"""The command line: ``python -m trajcore record ...`` and ``python -m trajcore info ...``."""
+"""The command line: ``python -m trajcore record ...``, ``info ...`` and ``bench ...``."""
 
 from __future__ import annotations
 
@@ -247,6 +247,86 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench(args: argparse.Namespace) -> int:
+    from trajcore.bench import measure_overhead
+
+    vectorization = None if args.vectorization == "none" else args.vectorization
+    if vectorization is None and args.num_envs > 1:
+        vectorization = "sync"
+    record_kwargs: dict[str, Any] = {"zstd_level": args.zstd_level}
+    if args.delta:
+        record_kwargs["codecs"] = {"obs": {"delta": True, "zstd_level": args.zstd_level}}
+    policy = _load_policy(args.policy) if args.policy else None
+    print(
+        f"bench {args.env} x{args.num_envs} ({vectorization or 'single env'}): {args.steps} vector steps with "
+        f"recording and as many without, in {args.repeats} interleaved segments each",
+        file=sys.stderr,
+    )
+    progress = _Progress(2 * args.steps * args.num_envs, "steps")
+    last = [0]
+
+    def advance(done: int, total: int) -> None:
+        progress.update((done - last[0]) * args.num_envs)
+        last[0] = done
+
+    try:
+        result = measure_overhead(
+            args.env,
+            num_envs=args.num_envs,
+            vectorization=vectorization,
+            steps=args.steps,
+            repeats=args.repeats,
+            policy=policy,
+            record_kwargs=record_kwargs,
+            progress=advance,
+            seed=args.seed,
+        )
+    finally:
+        progress.close()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+            f.write("\n")
+    print(_bench_table(result))
+    return 0
+
+
+def _bench_table(r: dict[str, Any]) -> str:
+    """The figures of `measure_overhead` as a table: median and spread (min..max) over segments."""
+    rows = [
+        ("env steps/s without recording", "env_steps_per_s_without", ",.0f"),
+        ("env steps/s with recording", "env_steps_per_s_with", ",.0f"),
+        ("overhead per vector step (us)", "overhead_us_per_vector_step", ".2f"),
+        ("overhead per env step (us)", "overhead_us_per_env_step", ".3f"),
+        ("overhead (%)", "overhead_pct", ".2f"),
+        ("recorder call per vector step (us)", "call_us_per_vector_step", ".2f"),
+        ("recorder call per env step (us)", "call_us_per_env_step", ".3f"),
+    ]
+    if r["num_envs"] == 1:
+        rows = [row for row in rows if "vector" not in row[1]]
+    width = max(len(name) for name, _, _ in rows)
+    lines = [
+        f"{r['env']} x{r['num_envs']} ({r['vectorization'] or 'single env'}), {r['steps']} vector steps per loop, "
+        f"{r['repeats']} segments",
+        f"{'':<{width}}  {'median':>12}  {'spread (min..max)':>24}",
+    ]
+    for name, key, fmt in rows:
+        s = r[key]
+        spread = f"{format(s['min'], fmt)}..{format(s['max'], fmt)}"
+        lines.append(f"{name:<{width}}  {format(s['median'], fmt):>12}  {spread:>24}")
+    ratio = r["compression_ratio"]
+    lines.append(
+        f"{'bytes written':<{width}}  {_fmt_bytes(r['bytes_written']):>12}  "
+        f"(raw {_fmt_bytes(r['bytes_raw'])}" + (f", ratio {ratio:.2f}x)" if ratio else ")")
+    )
+    lines.append(f"{'peak memory growth':<{width}}  {_fmt_bytes(r['peak_rss_growth_bytes']):>12}")
+    lines.append(
+        f"{'episodes recorded':<{width}}  {r['episodes']:>12}  (the loop waited for the writer {r['ring_waits']} times)"
+    )
+    lines.append("(recorder call: the same steps replayed by an env that does no work, with and without the recorder)")
+    return "\n".join(lines)
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m trajcore", description="Record and inspect RL episodes.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -270,6 +350,27 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("path")
     i.add_argument("--json", action="store_true", help="print a JSON report")
     i.set_defaults(func=_info)
+
+    b = sub.add_parser("bench", help="measure the recording overhead on an env (with vs without, interleaved)")
+    b.add_argument("--env", required=True, help="a registered gymnasium env id, or module:callable returning an env")
+    b.add_argument("--num-envs", type=int, default=1, help="sub-envs of the vector env (default 1)")
+    b.add_argument(
+        "--vectorization",
+        choices=["sync", "async", "none"],
+        help="vector env kind (default: none, a single env, for --num-envs 1; else sync)",
+    )
+    b.add_argument(
+        "--steps", type=int, default=20_000, help="vector steps with recording (and as many without), default 20000"
+    )
+    b.add_argument("--repeats", type=int, default=5, help="interleaved segments per loop (default 5)")
+    b.add_argument(
+        "--policy", help="module:callable mapping batched observations to batched actions (default: random actions)"
+    )
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--zstd-level", type=int, default=3)
+    b.add_argument("--delta", action="store_true", help="store observations with the delta filter")
+    b.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
+    b.set_defaults(func=_bench)
     return p
 
 
@@ -277,6 +378,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if getattr(args, "num_envs", 1) < 1 or getattr(args, "steps", 0) < 0:
         raise SystemExit("--num-envs must be >= 1 and --steps >= 0")
+    if args.command == "bench":
+        if args.vectorization == "none" and args.num_envs > 1:
+            raise SystemExit("--vectorization none takes --num-envs 1")
+        if args.steps < 1 or args.repeats < 1:
+            raise SystemExit("--steps and --repeats must be >= 1")
     from trajcore.errors import TrajcoreError
 
     try:

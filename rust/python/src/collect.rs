@@ -2,8 +2,8 @@
 //! borrowed where their dtype, shape and layout already match the column, scalars and strings
 //! are encoded into one reused byte buffer.
 
-use numpy::{PyUntypedArray, PyUntypedArrayMethods};
 use numpy::PyArrayDescrMethods;
+use numpy::{PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use trajcore_core::writer::{message, EntryKind, EntryRef, Slot};
 
@@ -79,11 +79,8 @@ impl Collector {
         let len = |s: Src| match s {
             Src::External(_, n) | Src::Own(_, n) => n,
         };
-        let entries: usize = self
-            .entries
-            .iter()
-            .map(|p| message::ENTRY_HEADER_LEN + p.mask.map_or(0, len) + len(p.data))
-            .sum();
+        let entries: usize =
+            self.entries.iter().map(|p| message::ENTRY_HEADER_LEN + p.mask.map_or(0, len) + len(p.data)).sum();
         message::HEADER_LEN + self.head_mask.map_or(0, len) + entries
     }
 

@@ -30,8 +30,10 @@ impl PyDataset {
         let n = self.read(|d| d.episodes().len()) as i64;
         let i = if episode < 0 { episode + n } else { episode };
         if i < 0 || i >= n {
-            return Err(pyo3::exceptions::PyIndexError::new_err(format!("episode {episode} out of range ({n} episodes)")))
-                .or_else(|e: PyErr| Err(e.clone_ref(py)));
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                "episode {episode} out of range ({n} episodes)"
+            )))
+            .or_else(|e: PyErr| Err(e.clone_ref(py)));
         }
         Ok(i as usize)
     }
@@ -166,7 +168,12 @@ impl PyDataset {
     }
 
     fn __repr__(&self) -> String {
-        format!("<trajcore._core.Dataset {} episodes, {} steps at {:?}>", self.num_episodes(), self.num_steps(), self.path)
+        format!(
+            "<trajcore._core.Dataset {} episodes, {} steps at {:?}>",
+            self.num_episodes(),
+            self.num_steps(),
+            self.path
+        )
     }
 }
 

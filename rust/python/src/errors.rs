@@ -32,7 +32,8 @@ fn make<'py>(py: Python<'py>, name: &str, bases: &[Bound<'py, PyType>], doc: &st
 /// Creates the classes and adds them to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    let base = make(py, "TrajcoreError", &[py.get_type::<pyo3::exceptions::PyException>()], "Root of every trajcore error.")?;
+    let base =
+        make(py, "TrajcoreError", &[py.get_type::<pyo3::exceptions::PyException>()], "Root of every trajcore error.")?;
     let value = py.get_type::<PyValueError>();
     let corrupt = make(
         py,
@@ -53,7 +54,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         &[base.clone(), py.get_type::<PyRuntimeError>()],
         "The recorder cannot take the call: closed, writer thread stopped, buffer full.",
     )?;
-    let io = make(py, "TrajcoreIOError", &[base.clone(), py.get_type::<PyOSError>()], "Reading or writing a file failed.")?;
+    let io =
+        make(py, "TrajcoreIOError", &[base.clone(), py.get_type::<PyOSError>()], "Reading or writing a file failed.")?;
     let not_found = make(
         py,
         "TrajcoreFileNotFoundError",

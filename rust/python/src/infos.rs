@@ -5,7 +5,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use numpy::{PyUntypedArray, PyUntypedArrayMethods, PyArrayDescrMethods};
+use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use trajcore_core::writer::{EntryKind, NewColumn, Recorder, Slot};
@@ -111,7 +111,11 @@ impl DynamicColumns {
                         shape: shape.iter().map(|&d| d as u64).collect(),
                         timeline: self.timeline,
                         masked: true,
-                        codec: if dtype == DType::Utf8 { CodecSpec { delta: false, ..self.codec.clone() } } else { self.codec.clone() },
+                        codec: if dtype == DType::Utf8 {
+                            CodecSpec { delta: false, ..self.codec.clone() }
+                        } else {
+                            self.codec.clone()
+                        },
                     };
                     let id = recorder.add_column(new).py_err(py)?;
                     Some(ColInfo::new(py, recorder.column(id))?)
@@ -150,7 +154,8 @@ fn mask_bytes(py: Python<'_>, mask: &Bound<'_, PyAny>, n: usize, coll: &mut Coll
             return Ok(coll.borrow_array(array));
         }
     }
-    let values: Vec<bool> = py.import("numpy")?.call_method1("asarray", (mask, "bool"))?.call_method0("tolist")?.extract()?;
+    let values: Vec<bool> =
+        py.import("numpy")?.call_method1("asarray", (mask, "bool"))?.call_method0("tolist")?.extract()?;
     if values.len() != n {
         return Err(crate::errors::invalid(py, format!("an info mask has {} entries for {n} envs", values.len())));
     }
@@ -165,12 +170,18 @@ fn infer(
     mask: Option<Vec<u8>>,
 ) -> PyResult<Result<(DType, Vec<usize>), String>> {
     let np = py.import("numpy")?;
-    let of_array = |array: &Bound<'_, PyUntypedArray>, batched: bool| -> PyResult<Result<(DType, Vec<usize>), String>> {
+    let of_array = |array: &Bound<'_, PyUntypedArray>,
+                    batched: bool|
+     -> PyResult<Result<(DType, Vec<usize>), String>> {
         let shape = array.shape();
         let row_shape = if batched { shape.get(1..).unwrap_or(&[]).to_vec() } else { shape.to_vec() };
         let dtype = array.dtype();
         if dtype.kind() == b'U' {
-            return Ok(if row_shape.is_empty() { Ok((DType::Utf8, vec![])) } else { Err("arrays of strings are not supported".into()) });
+            return Ok(if row_shape.is_empty() {
+                Ok((DType::Utf8, vec![]))
+            } else {
+                Err("arrays of strings are not supported".into())
+            });
         }
         if dtype.kind() == b'O' && batched {
             // Vector infos of strings are object arrays (None where the env had no entry).

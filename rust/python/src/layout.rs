@@ -19,7 +19,9 @@ impl Layout {
     pub fn parse(py: Python<'_>, tree: &Value, column_index: &dyn Fn(&str) -> Option<usize>) -> PyResult<Self> {
         let node = tree.as_object().ok_or_else(|| invalid(py, format!("layout node must be an object, got {tree}")))?;
         if let Some(Value::String(name)) = node.get("leaf") {
-            return column_index(name).map(Layout::Leaf).ok_or_else(|| invalid(py, format!("layout leaf '{name}' names no column")));
+            return column_index(name)
+                .map(Layout::Leaf)
+                .ok_or_else(|| invalid(py, format!("layout leaf '{name}' names no column")));
         }
         if let Some(Value::Array(items)) = node.get("dict") {
             let mut out = Vec::with_capacity(items.len());
@@ -27,12 +29,20 @@ impl Layout {
                 let pair = item.as_array().filter(|p| p.len() == 2 && p[0].is_string());
                 let pair = pair.ok_or_else(|| invalid(py, format!("dict layout items are [key, tree], got {item}")))?;
                 let key = pair[0].as_str().unwrap_or_default();
-                out.push((PyString::intern(py, key).unbind(), key.to_string(), Layout::parse(py, &pair[1], column_index)?));
+                out.push((
+                    PyString::intern(py, key).unbind(),
+                    key.to_string(),
+                    Layout::parse(py, &pair[1], column_index)?,
+                ));
             }
             return Ok(Layout::Dict(out));
         }
         if let Some(Value::Array(items)) = node.get("tuple") {
-            return items.iter().map(|t| Layout::parse(py, t, column_index)).collect::<PyResult<_>>().map(Layout::Tuple);
+            return items
+                .iter()
+                .map(|t| Layout::parse(py, t, column_index))
+                .collect::<PyResult<_>>()
+                .map(Layout::Tuple);
         }
         Err(invalid(py, format!("layout node must have 'leaf', 'dict' or 'tuple', got {tree}")))
     }
@@ -56,14 +66,20 @@ impl Layout {
                         None => value.get_item(key.bind(py)).ok(),
                     };
                     let item = item.ok_or_else(|| {
-                        schema_error(py, what, format!("expected a dict with key '{key_text}', got {}", type_name(value)))
+                        schema_error(
+                            py,
+                            what,
+                            format!("expected a dict with key '{key_text}', got {}", type_name(value)),
+                        )
                     })?;
                     sub.walk(py, &item, &format!("{what}/{key_text}"), leaf)?;
                 }
                 Ok(())
             }
             Layout::Tuple(items) => {
-                let n = value.len().map_err(|_| schema_error(py, what, format!("expected a tuple, got {}", type_name(value))))?;
+                let n = value
+                    .len()
+                    .map_err(|_| schema_error(py, what, format!("expected a tuple, got {}", type_name(value))))?;
                 if n != items.len() {
                     return Err(schema_error(py, what, format!("expected a tuple of {} items, got {n}", items.len())));
                 }

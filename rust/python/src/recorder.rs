@@ -47,14 +47,32 @@ impl PyRecorder {
         }
     }
 
-    fn put_fixed(&mut self, py: Python<'_>, index: usize, value: &Bound<'_, PyAny>, kind: EntryKind, slot: Slot, env: u32, rows: Option<usize>) -> PyResult<()> {
+    fn put_fixed(
+        &mut self,
+        py: Python<'_>,
+        index: usize,
+        value: &Bound<'_, PyAny>,
+        kind: EntryKind,
+        slot: Slot,
+        env: u32,
+        rows: Option<usize>,
+    ) -> PyResult<()> {
         let col = &self.fixed[index];
         let data = put_value(py, value, col, rows, &mut self.coll)?;
         self.coll.push(col.id, kind, slot, env, None, data);
         Ok(())
     }
 
-    fn put_tree(&mut self, py: Python<'_>, which: Which, value: &Bound<'_, PyAny>, kind: EntryKind, slot: Slot, env: u32, rows: Option<usize>) -> PyResult<()> {
+    fn put_tree(
+        &mut self,
+        py: Python<'_>,
+        which: Which,
+        value: &Bound<'_, PyAny>,
+        kind: EntryKind,
+        slot: Slot,
+        env: u32,
+        rows: Option<usize>,
+    ) -> PyResult<()> {
         let (layout, what) = match which {
             Which::Observation => (&self.observation, "observation"),
             Which::Action => (&self.action, "action"),
@@ -119,15 +137,34 @@ impl PyRecorder {
         self.put_fixed(py, r, reward, EntryKind::Dense, Slot::Regular, 0, rows)?;
         self.put_fixed(py, te, terminated, EntryKind::Dense, Slot::Regular, 0, rows)?;
         self.put_fixed(py, tr, truncated, EntryKind::Dense, Slot::Regular, 0, rows)?;
-        let info = info.cast::<PyDict>().map_err(|_| invalid(py, format!("info must be a dict, got {}", crate::values::type_name(info))))?;
-        self.infos.put_dict(py, info, "", self.rows, Slot::Regular, self.inner.get_mut().unwrap_or_else(|p| p.into_inner()), &mut self.coll)?;
+        let info = info
+            .cast::<PyDict>()
+            .map_err(|_| invalid(py, format!("info must be a dict, got {}", crate::values::type_name(info))))?;
+        self.infos.put_dict(
+            py,
+            info,
+            "",
+            self.rows,
+            Slot::Regular,
+            self.inner.get_mut().unwrap_or_else(|p| p.into_inner()),
+            &mut self.coll,
+        )?;
         if self.mode == AutoresetMode::SameStep {
             if let Rows::Batched(n) = self.rows {
                 self.collect_final(py, info, n)?;
             }
         }
         for (path, value) in std::mem::take(&mut self.pending_data) {
-            self.data.put_one(py, &path, value.bind(py), self.rows, None, Slot::Regular, self.inner.get_mut().unwrap_or_else(|p| p.into_inner()), &mut self.coll)?;
+            self.data.put_one(
+                py,
+                &path,
+                value.bind(py),
+                self.rows,
+                None,
+                Slot::Regular,
+                self.inner.get_mut().unwrap_or_else(|p| p.into_inner()),
+                &mut self.coll,
+            )?;
         }
         Ok(())
     }
@@ -149,7 +186,15 @@ impl PyRecorder {
         }
         if let Some(final_info) = info.get_item("final_info")? {
             if let Ok(final_info) = final_info.cast::<PyDict>() {
-                self.infos.put_dict(py, final_info, "", self.rows, Slot::Final, self.inner.get_mut().unwrap_or_else(|p| p.into_inner()), &mut self.coll)?;
+                self.infos.put_dict(
+                    py,
+                    final_info,
+                    "",
+                    self.rows,
+                    Slot::Final,
+                    self.inner.get_mut().unwrap_or_else(|p| p.into_inner()),
+                    &mut self.coll,
+                )?;
             }
         }
         Ok(())
@@ -198,17 +243,38 @@ impl PyRecorder {
 
     /// Starts episodes: every env, or those where `mask` is true.
     #[pyo3(signature = (observation, info, mask=None))]
-    fn reset(&mut self, py: Python<'_>, observation: &Bound<'_, PyAny>, info: &Bound<'_, PyAny>, mask: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    fn reset(
+        &mut self,
+        py: Python<'_>,
+        observation: &Bound<'_, PyAny>,
+        info: &Bound<'_, PyAny>,
+        mask: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
         self.rec().check().py_err(py)?;
         self.coll.clear();
         let collected = (|| {
             let rows = self.rows();
             self.put_tree(py, Which::Observation, observation, EntryKind::Dense, Slot::Regular, 0, rows)?;
             let info = info.cast::<PyDict>().map_err(|_| invalid(py, "info must be a dict"))?;
-            self.infos.put_dict(py, info, "", self.rows, Slot::Regular, self.inner.get_mut().unwrap_or_else(|p| p.into_inner()), &mut self.coll)?;
+            self.infos.put_dict(
+                py,
+                info,
+                "",
+                self.rows,
+                Slot::Regular,
+                self.inner.get_mut().unwrap_or_else(|p| p.into_inner()),
+                &mut self.coll,
+            )?;
             if let Some(mask) = mask.filter(|m| !m.is_none()) {
-                let Rows::Batched(n) = self.rows else { return Err(invalid(py, "a reset mask needs a vector recorder")) };
-                let values: Vec<bool> = py.import("numpy")?.call_method1("asarray", (mask, "bool"))?.call_method0("ravel")?.call_method0("tolist")?.extract()?;
+                let Rows::Batched(n) = self.rows else {
+                    return Err(invalid(py, "a reset mask needs a vector recorder"));
+                };
+                let values: Vec<bool> = py
+                    .import("numpy")?
+                    .call_method1("asarray", (mask, "bool"))?
+                    .call_method0("ravel")?
+                    .call_method0("tolist")?
+                    .extract()?;
                 if values.len() != n {
                     return Err(invalid(py, format!("reset mask has {} entries for {n} envs", values.len())));
                 }
@@ -257,7 +323,13 @@ impl PyRecorder {
     }
 
     #[pyo3(signature = (env_index, metadata_json, ended=false))]
-    fn set_episode_metadata(&mut self, py: Python<'_>, env_index: i64, metadata_json: &str, ended: bool) -> PyResult<()> {
+    fn set_episode_metadata(
+        &mut self,
+        py: Python<'_>,
+        env_index: i64,
+        metadata_json: &str,
+        ended: bool,
+    ) -> PyResult<()> {
         let env = env_u32(py, env_index)?;
         self.rec().set_episode_metadata(env, metadata_json, ended).py_err(py)
     }

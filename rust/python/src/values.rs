@@ -26,7 +26,13 @@ impl ColInfo {
             DType::Utf8 => None,
             d => Some(PyArrayDescr::new(py, d.name())?.unbind()),
         };
-        Ok(ColInfo { id: spec.id, name: spec.name.clone(), dtype, shape: spec.shape.iter().map(|&d| d as usize).collect(), descr })
+        Ok(ColInfo {
+            id: spec.id,
+            name: spec.name.clone(),
+            dtype,
+            shape: spec.shape.iter().map(|&d| d as usize).collect(),
+            descr,
+        })
     }
 }
 
@@ -57,7 +63,11 @@ pub fn put_value(
     // Lists, tuples, numbers for batched columns: let numpy build the array, then check it.
     let np = py.import("numpy")?;
     let array = np.call_method1("asarray", (value,)).map_err(|e| {
-        schema_error(py, &col.name, format!("expected an array of shape {}, got {}: {e}", expected_shape(col, rows), type_name(value)))
+        schema_error(
+            py,
+            &col.name,
+            format!("expected an array of shape {}, got {}: {e}", expected_shape(col, rows), type_name(value)),
+        )
     })?;
     let array = array.cast::<PyUntypedArray>()?;
     if array.dtype().kind() == b'O' {
@@ -148,7 +158,11 @@ fn cast_array<'py>(
 
 fn put_scalar(py: Python<'_>, value: &Bound<'_, PyAny>, col: &ColInfo, coll: &mut Collector) -> PyResult<Src> {
     let wrong = |what: &str| {
-        schema_error(py, &col.name, format!("expected {} (a {}), got {} {}", col.dtype.name(), what, type_name(value), short_repr(value)))
+        schema_error(
+            py,
+            &col.name,
+            format!("expected {} (a {}), got {} {}", col.dtype.name(), what, type_name(value), short_repr(value)),
+        )
     };
     // numpy scalars other than Python's own types go through numpy: it knows their exact kind.
     let is_builtin = value.is_exact_instance_of::<PyFloat>()
@@ -219,12 +233,20 @@ fn short_repr(value: &Bound<'_, PyAny>) -> String {
 
 /// Str rows as `u32 len` + UTF-8 bytes; batched values are any sequence of str (or None where
 /// a mask says the row is missing, which then reads as an empty string).
-fn put_strings(py: Python<'_>, value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, coll: &mut Collector) -> PyResult<Src> {
+fn put_strings(
+    py: Python<'_>,
+    value: &Bound<'_, PyAny>,
+    col: &ColInfo,
+    rows: Option<usize>,
+    coll: &mut Collector,
+) -> PyResult<Src> {
     let one = |v: &Bound<'_, PyAny>, out: &mut Vec<u8>| -> PyResult<()> {
         let text: String = if v.is_none() {
             String::new()
         } else {
-            let s = v.cast::<PyString>().map_err(|_| schema_error(py, &col.name, format!("expected str, got {}", type_name(v))))?;
+            let s = v
+                .cast::<PyString>()
+                .map_err(|_| schema_error(py, &col.name, format!("expected str, got {}", type_name(v))))?;
             // A lone surrogate cannot be UTF-8: to_str fails with a clear error.
             s.to_str()?.to_owned()
         };
@@ -237,7 +259,9 @@ fn put_strings(py: Python<'_>, value: &Bound<'_, PyAny>, col: &ColInfo, rows: Op
     let result = match rows {
         None => one(value, &mut out),
         Some(n) => (|| {
-            let len = value.len().map_err(|_| schema_error(py, &col.name, format!("expected {n} strings, got {}", type_name(value))))?;
+            let len = value
+                .len()
+                .map_err(|_| schema_error(py, &col.name, format!("expected {n} strings, got {}", type_name(value))))?;
             if len != n {
                 return Err(schema_error(py, &col.name, format!("expected {n} strings, got {len}")));
             }

@@ -28,7 +28,10 @@ impl IndexDelta {
 
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(
-            FIXED_LEN + self.other_records.len() * 8 + self.chunks.len() * REF_LEN + self.episodes.len() * EPISODE_ENTRY_LEN,
+            FIXED_LEN
+                + self.other_records.len() * 8
+                + self.chunks.len() * REF_LEN
+                + self.episodes.len() * EPISODE_ENTRY_LEN,
         );
         out.extend_from_slice(&self.prev_index.to_le_bytes());
         out.extend_from_slice(&(self.other_records.len() as u32).to_le_bytes());

@@ -68,7 +68,8 @@ impl RecordHeader {
         if bytes.len() < RECORD_HEADER_LEN || crc32c::crc32c(&bytes[0..20]) != u32_at(bytes, 20) {
             return None;
         }
-        let header = RecordHeader { kind: u32_at(bytes, 0), payload_crc: u32_at(bytes, 4), payload_len: u64_at(bytes, 8) };
+        let header =
+            RecordHeader { kind: u32_at(bytes, 0), payload_crc: u32_at(bytes, 4), payload_len: u64_at(bytes, 8) };
         (header.payload_len <= MAX_PAYLOAD).then_some(header)
     }
 

@@ -294,7 +294,13 @@ impl Dataset {
             Some(r) => r,
             None => {
                 let meta_json = "{}".to_string();
-                self.recordings.push(Recording { id, meta_json, columns: Vec::new(), shards: Vec::new(), schema_damage: None });
+                self.recordings.push(Recording {
+                    id,
+                    meta_json,
+                    columns: Vec::new(),
+                    shards: Vec::new(),
+                    schema_damage: None,
+                });
                 self.states.push(RecordingState::default());
                 self.recordings.len() - 1
             }

@@ -284,8 +284,12 @@ impl Dataset {
         let e = self.episode(episode)?;
         let column = self.column_id(e.recording, column_name).ok_or_else(|| {
             match &self.recordings()[e.recording].schema_damage {
-                Some(p) => Error::corrupt(&p.file, p.offset, format!("column '{column_name}' is unreadable: {}", p.why)),
-                None => Error::schema(column_name, format!("no such column in recording {} of this dataset", e.recording)),
+                Some(p) => {
+                    Error::corrupt(&p.file, p.offset, format!("column '{column_name}' is unreadable: {}", p.why))
+                }
+                None => {
+                    Error::schema(column_name, format!("no such column in recording {} of this dataset", e.recording))
+                }
             }
         })?;
         let (first, n) = self.episode_rows(episode, column)?;

@@ -147,10 +147,16 @@ impl RecorderConfig {
             return Err(Error::Invalid("chunk_bytes must be positive".into()));
         }
         if !(self.flush_interval_s > 0.0 && self.flush_interval_s.is_finite()) {
-            return Err(Error::Invalid(format!("flush_interval={} must be a positive number of seconds", self.flush_interval_s)));
+            return Err(Error::Invalid(format!(
+                "flush_interval={} must be a positive number of seconds",
+                self.flush_interval_s
+            )));
         }
         if self.max_shard_bytes < 4096 {
-            return Err(Error::Invalid(format!("max_shard_bytes={} is too small (at least 4096)", self.max_shard_bytes)));
+            return Err(Error::Invalid(format!(
+                "max_shard_bytes={} is too small (at least 4096)",
+                self.max_shard_bytes
+            )));
         }
         self.durability()?;
         Ok(())

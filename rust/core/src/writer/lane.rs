@@ -122,7 +122,15 @@ pub struct Lane {
 
 impl Lane {
     pub fn new(index: u32) -> Self {
-        Lane { index, obs_rows: 0, step_rows: 0, state: LaneState::Idle, episode: None, last_ended: None, buffers: Vec::new() }
+        Lane {
+            index,
+            obs_rows: 0,
+            step_rows: 0,
+            state: LaneState::Idle,
+            episode: None,
+            last_ended: None,
+            buffers: Vec::new(),
+        }
     }
 
     pub fn rows_of(&self, timeline: Timeline) -> u64 {

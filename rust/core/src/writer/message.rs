@@ -182,7 +182,14 @@ mod tests {
         let mask = [1u8, 0, 1];
         let data = [7u8; 12];
         let entries = [
-            EntryRef { column: 3, kind: EntryKind::Masked, slot: Slot::Regular, env: 0, mask: Some(&mask), data: &data },
+            EntryRef {
+                column: 3,
+                kind: EntryKind::Masked,
+                slot: Slot::Regular,
+                env: 0,
+                mask: Some(&mask),
+                data: &data,
+            },
             EntryRef { column: 9, kind: EntryKind::PerEnv, slot: Slot::Final, env: 2, mask: None, data: &data[..4] },
         ];
         let head = MessageHead { kind: MessageKind::Step, env: 5, time_ns: 42, arg: 9, mask: Some(&mask) };

@@ -59,7 +59,11 @@ impl Recorder {
         config.validate()?;
         let mut columns: Vec<ColumnSpec> = Vec::new();
         let mut by_name = HashMap::new();
-        let fixed = [("reward", "float64", Role::Reward), ("terminated", "bool", Role::Terminated), ("truncated", "bool", Role::Truncated)];
+        let fixed = [
+            ("reward", "float64", Role::Reward),
+            ("terminated", "bool", Role::Terminated),
+            ("truncated", "bool", Role::Truncated),
+        ];
         let mut given = config.columns.clone();
         for (name, dtype, role) in fixed {
             if given.iter().any(|c| c.name == name) {
@@ -268,7 +272,8 @@ impl Recorder {
         message::encode(head, entries, len, |bytes| {
             let mut src = bytes;
             while !src.is_empty() {
-                let (dst, off) = if at < first.len() { (&mut first[at..], at) } else { (&mut second[at - first.len()..], at) };
+                let (dst, off) =
+                    if at < first.len() { (&mut first[at..], at) } else { (&mut second[at - first.len()..], at) };
                 let n = src.len().min(dst.len());
                 src[..n].copy_to_uninit(&mut dst[..n]);
                 src = &src[n..];
@@ -325,7 +330,10 @@ impl Recorder {
 
     fn check_env(&self, env: u32) -> Result<()> {
         if env >= self.config.num_envs {
-            return Err(Error::Invalid(format!("env_index {env} is out of range: this recorder has {} envs", self.config.num_envs)));
+            return Err(Error::Invalid(format!(
+                "env_index {env} is out of range: this recorder has {} envs",
+                self.config.num_envs
+            )));
         }
         Ok(())
     }

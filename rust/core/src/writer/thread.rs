@@ -225,8 +225,8 @@ impl WriterThread {
             }
             MessageKind::AddColumn => {
                 let entry = msg.entries.first().ok_or_else(|| Error::WriterStopped("AddColumn without spec".into()))?;
-                let spec: ColumnSpec =
-                    serde_json::from_slice(entry.data).map_err(|e| Error::WriterStopped(format!("column spec: {e}")))?;
+                let spec: ColumnSpec = serde_json::from_slice(entry.data)
+                    .map_err(|e| Error::WriterStopped(format!("column spec: {e}")))?;
                 if let Some(shard) = self.shard.as_mut() {
                     shard.add_column(&spec)?;
                 }
