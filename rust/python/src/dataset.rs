@@ -26,14 +26,13 @@ impl PyDataset {
         f(&guard)
     }
 
-    fn episode_index(&self, py: Python<'_>, episode: i64) -> PyResult<usize> {
+    fn episode_index(&self, _py: Python<'_>, episode: i64) -> PyResult<usize> {
         let n = self.read(|d| d.episodes().len()) as i64;
         let i = if episode < 0 { episode + n } else { episode };
         if i < 0 || i >= n {
             return Err(pyo3::exceptions::PyIndexError::new_err(format!(
                 "episode {episode} out of range ({n} episodes)"
-            )))
-            .or_else(|e: PyErr| Err(e.clone_ref(py)));
+            )));
         }
         Ok(i as usize)
     }

@@ -47,32 +47,14 @@ impl PyRecorder {
         }
     }
 
-    fn put_fixed(
-        &mut self,
-        py: Python<'_>,
-        index: usize,
-        value: &Bound<'_, PyAny>,
-        kind: EntryKind,
-        slot: Slot,
-        env: u32,
-        rows: Option<usize>,
-    ) -> PyResult<()> {
+    fn put_fixed(&mut self, py: Python<'_>, index: usize, value: &Bound<'_, PyAny>, at: Place) -> PyResult<()> {
         let col = &self.fixed[index];
-        let data = put_value(py, value, col, rows, &mut self.coll)?;
-        self.coll.push(col.id, kind, slot, env, None, data);
+        let data = put_value(py, value, col, at.rows, &mut self.coll)?;
+        self.coll.push(col.id, at.kind, at.slot, at.env, None, data);
         Ok(())
     }
 
-    fn put_tree(
-        &mut self,
-        py: Python<'_>,
-        which: Which,
-        value: &Bound<'_, PyAny>,
-        kind: EntryKind,
-        slot: Slot,
-        env: u32,
-        rows: Option<usize>,
-    ) -> PyResult<()> {
+    fn put_tree(&mut self, py: Python<'_>, which: Which, value: &Bound<'_, PyAny>, at: Place) -> PyResult<()> {
         let (layout, what) = match which {
             Which::Observation => (&self.observation, "observation"),
             Which::Action => (&self.action, "action"),
@@ -80,8 +62,8 @@ impl PyRecorder {
         let (fixed, coll) = (&self.fixed, &mut self.coll);
         layout.walk(py, value, what, &mut |index, leaf| {
             let col = &fixed[index];
-            let data = put_value(py, leaf, col, rows, coll)?;
-            coll.push(col.id, kind, slot, env, None, data);
+            let data = put_value(py, leaf, col, at.rows, coll)?;
+            coll.push(col.id, at.kind, at.slot, at.env, None, data);
             Ok(())
         })
     }
@@ -120,6 +102,8 @@ impl PyRecorder {
         }
     }
 
+    // The arguments are gymnasium's step tuple.
+    #[allow(clippy::too_many_arguments)]
     fn collect_step(
         &mut self,
         py: Python<'_>,
@@ -130,13 +114,13 @@ impl PyRecorder {
         truncated: &Bound<'_, PyAny>,
         info: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let rows = self.rows();
-        self.put_tree(py, Which::Action, action, EntryKind::Dense, Slot::Regular, 0, rows)?;
-        self.put_tree(py, Which::Observation, observation, EntryKind::Dense, Slot::Regular, 0, rows)?;
+        let at = Place::regular(self.rows());
+        self.put_tree(py, Which::Action, action, at)?;
+        self.put_tree(py, Which::Observation, observation, at)?;
         let [r, te, tr] = self.roles;
-        self.put_fixed(py, r, reward, EntryKind::Dense, Slot::Regular, 0, rows)?;
-        self.put_fixed(py, te, terminated, EntryKind::Dense, Slot::Regular, 0, rows)?;
-        self.put_fixed(py, tr, truncated, EntryKind::Dense, Slot::Regular, 0, rows)?;
+        self.put_fixed(py, r, reward, at)?;
+        self.put_fixed(py, te, terminated, at)?;
+        self.put_fixed(py, tr, truncated, at)?;
         let info = info
             .cast::<PyDict>()
             .map_err(|_| invalid(py, format!("info must be a dict, got {}", crate::values::type_name(info))))?;
@@ -180,7 +164,8 @@ impl PyRecorder {
                 };
                 if present {
                     let obs = final_obs.get_item(env)?;
-                    self.put_tree(py, Which::Observation, &obs, EntryKind::PerEnv, Slot::Final, env as u32, None)?;
+                    let at = Place { kind: EntryKind::PerEnv, slot: Slot::Final, env: env as u32, rows: None };
+                    self.put_tree(py, Which::Observation, &obs, at)?;
                 }
             }
         }
@@ -198,6 +183,22 @@ impl PyRecorder {
             }
         }
         Ok(())
+    }
+}
+
+/// Where collected values go: how their rows map to envs, and which observation row.
+#[derive(Clone, Copy)]
+struct Place {
+    kind: EntryKind,
+    slot: Slot,
+    env: u32,
+    /// The env count for batched values, `None` for one row.
+    rows: Option<usize>,
+}
+
+impl Place {
+    fn regular(rows: Option<usize>) -> Self {
+        Place { kind: EntryKind::Dense, slot: Slot::Regular, env: 0, rows }
     }
 }
 
@@ -253,8 +254,7 @@ impl PyRecorder {
         self.rec().check().py_err(py)?;
         self.coll.clear();
         let collected = (|| {
-            let rows = self.rows();
-            self.put_tree(py, Which::Observation, observation, EntryKind::Dense, Slot::Regular, 0, rows)?;
+            self.put_tree(py, Which::Observation, observation, Place::regular(self.rows()))?;
             let info = info.cast::<PyDict>().map_err(|_| invalid(py, "info must be a dict"))?;
             self.infos.put_dict(
                 py,
@@ -289,6 +289,7 @@ impl PyRecorder {
     }
 
     /// Records one (vector) step.
+    #[allow(clippy::too_many_arguments)]
     fn step(
         &mut self,
         py: Python<'_>,

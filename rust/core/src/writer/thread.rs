@@ -76,7 +76,8 @@ pub struct WriterThread {
     reward: ColumnId,
     terminated: ColumnId,
     truncated: ColumnId,
-    consumer: rtrb::Consumer<u8>,
+    /// Taken by `run_inner` for the thread's lifetime.
+    consumer: Option<rtrb::Consumer<u8>>,
     shared: Arc<Shared>,
     /// Sequence number of the last Reset or Step message.
     row_message_seq: u64,
@@ -119,7 +120,7 @@ impl WriterThread {
             reward: setup.reward,
             terminated: setup.terminated,
             truncated: setup.truncated,
-            consumer,
+            consumer: Some(consumer),
             shared,
             row_message_seq: 0,
             lookup: Vec::new(),
@@ -142,17 +143,33 @@ impl WriterThread {
     }
 
     fn run_inner(&mut self) -> Result<()> {
+        let mut consumer = self.consumer.take().ok_or_else(|| Error::WriterStopped("the ring is gone".into()))?;
         let interval = self.config.flush_interval();
         let mut next_cycle = Instant::now() + interval;
         let mut scratch = Vec::new();
         let mut seq = 0u64;
         loop {
             let mut handled = 0;
-            while handled < 1024 && self.take_message(&mut scratch)? {
+            while handled < 1024 {
+                let Some(len) = next_message_len(&mut consumer) else { break };
+                // The producer commits whole messages, so all of it is there.
+                let chunk = consumer.read_chunk(len).map_err(|e| Error::WriterStopped(format!("ring: {e}")))?;
+                let (a, b) = chunk.as_slices();
+                // Decode in place unless the message wraps around the ring's end (rare).
+                let bytes: &[u8] = if b.is_empty() {
+                    a
+                } else {
+                    scratch.clear();
+                    scratch.extend_from_slice(a);
+                    scratch.extend_from_slice(b);
+                    &scratch
+                };
                 handled += 1;
                 seq += 1;
-                let msg = message::decode(&scratch, self.lanes.len()).map_err(Error::WriterStopped)?;
-                if self.handle(msg, seq)? {
+                let msg = message::decode(bytes, self.lanes.len()).map_err(Error::WriterStopped)?;
+                let closed = self.handle(msg, seq)?;
+                chunk.commit_all();
+                if closed {
                     return Ok(());
                 }
                 self.shared.bytes_raw.fetch_add(std::mem::take(&mut self.raw_bytes_seen), Ordering::Relaxed);
@@ -168,7 +185,7 @@ impl WriterThread {
                 next_cycle = Instant::now() + interval;
             }
             if handled == 0 {
-                if self.consumer.is_abandoned() && self.consumer.is_empty() {
+                if consumer.is_abandoned() && consumer.is_empty() {
                     // The recorder was dropped without close (its owner crashed): finish the file.
                     self.close()?;
                     return Ok(());
@@ -178,29 +195,6 @@ impl WriterThread {
                 std::thread::sleep(IDLE_SLEEP);
             }
         }
-    }
-
-    /// Copies the next whole message out of the ring; false when there is none.
-    fn take_message(&mut self, scratch: &mut Vec<u8>) -> Result<bool> {
-        if self.consumer.slots() < 4 {
-            return Ok(false);
-        }
-        let len = {
-            let chunk = self.consumer.read_chunk(4).map_err(|e| Error::WriterStopped(e.to_string()))?;
-            let (a, b) = chunk.as_slices();
-            let mut len = [0u8; 4];
-            len[..a.len()].copy_from_slice(a);
-            len[a.len()..].copy_from_slice(b);
-            u32::from_le_bytes(len) as usize
-        };
-        // The producer commits whole messages, so all of it is there.
-        let chunk = self.consumer.read_chunk(len).map_err(|e| Error::WriterStopped(format!("ring: {e}")))?;
-        let (a, b) = chunk.as_slices();
-        scratch.clear();
-        scratch.extend_from_slice(a);
-        scratch.extend_from_slice(b);
-        chunk.commit_all();
-        Ok(true)
     }
 
     /// Applies one message; true when it was Close.
@@ -607,4 +601,17 @@ fn str_row_starts(data: &[u8]) -> Vec<usize> {
         at += 4 + u32::from_le_bytes(data[at..at + 4].try_into().unwrap()) as usize;
     }
     starts
+}
+
+/// The length of the next message in the ring, if a whole one is there.
+fn next_message_len(consumer: &mut rtrb::Consumer<u8>) -> Option<usize> {
+    if consumer.slots() < 4 {
+        return None;
+    }
+    let chunk = consumer.read_chunk(4).ok()?;
+    let (a, b) = chunk.as_slices();
+    let mut len = [0u8; 4];
+    len[..a.len()].copy_from_slice(a);
+    len[a.len()..].copy_from_slice(b);
+    Some(u32::from_le_bytes(len) as usize)
 }

@@ -1,0 +1,238 @@
+//! Step and window numbering over an ordered set of episodes, for random access by training code.
+//!
+//! - `StepIndex`: prefix sums of episode lengths, so the global step number `g` (0 ..
+//!   `num_steps`, episodes in order, steps in order within each) is located by a binary search.
+//!   A dataset keeps one over all its episodes and extends it on `refresh` (episodes are only
+//!   ever appended, so numbers handed out stay valid).
+//! - `EpisodeSet`: the episodes a sampler draws from: every episode of a dataset, or a subset
+//!   chosen by a filter (a `select`), with its own step index.
+//! - `WindowIndex`: numbering of the windows of `length` consecutive steps that lie inside one
+//!   episode (with `pad`, an episode shorter than the window counts as one window, padded at
+//!   its end). Built on first use for a given length and cached on the set.
+
+use std::sync::{Arc, Mutex};
+
+use crate::error::{Error, Result};
+
+/// Prefix sums of episode lengths: `starts[k]` is the number of steps in episodes `0..k`.
+#[derive(Debug, Clone)]
+pub struct StepIndex {
+    starts: Vec<u64>,
+}
+
+impl Default for StepIndex {
+    fn default() -> Self {
+        StepIndex { starts: vec![0] }
+    }
+}
+
+impl StepIndex {
+    pub fn from_lengths(lengths: impl IntoIterator<Item = u64>) -> Self {
+        let mut index = StepIndex::default();
+        for length in lengths {
+            index.push(length);
+        }
+        index
+    }
+
+    /// Appends an episode of `length` steps.
+    pub fn push(&mut self, length: u64) {
+        let last = *self.starts.last().unwrap_or(&0);
+        self.starts.push(last.saturating_add(length));
+    }
+
+    /// Number of episodes.
+    pub fn len(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn num_steps(&self) -> u64 {
+        *self.starts.last().unwrap_or(&0)
+    }
+
+    /// The global number of the first step of member `k`.
+    pub fn first_step(&self, k: usize) -> u64 {
+        self.starts[k]
+    }
+
+    /// Steps of member `k`.
+    pub fn length(&self, k: usize) -> u64 {
+        self.starts[k + 1] - self.starts[k]
+    }
+
+    /// (member, step within it) of global step `step`; `None` past the end.
+    pub fn locate(&self, step: u64) -> Option<(usize, u64)> {
+        if step >= self.num_steps() {
+            return None;
+        }
+        // The last start <= step; episodes of length 0 (never listed) would share a start, and
+        // the search then lands on the last of them, which is the one holding the step.
+        let k = self.starts.partition_point(|&s| s <= step) - 1;
+        Some((k, step - self.starts[k]))
+    }
+}
+
+/// Windows of `length` steps inside single episodes of a set, numbered member by member.
+#[derive(Debug)]
+pub struct WindowIndex {
+    pub length: u64,
+    pub pad: bool,
+    /// Windows per member, as prefix sums.
+    windows: StepIndex,
+}
+
+impl WindowIndex {
+    fn build(steps: &StepIndex, length: u64, pad: bool) -> Self {
+        let windows = (0..steps.len()).map(|k| {
+            let t = steps.length(k);
+            if t >= length {
+                t - length + 1
+            } else {
+                u64::from(pad && t > 0)
+            }
+        });
+        WindowIndex { length, pad, windows: StepIndex::from_lengths(windows) }
+    }
+
+    /// Number of members it was built over.
+    fn members(&self) -> usize {
+        self.windows.len()
+    }
+
+    pub fn num_windows(&self) -> u64 {
+        self.windows.num_steps()
+    }
+
+    /// (member, first step of the window) of window `w`; `None` past the end.
+    pub fn locate(&self, w: u64) -> Option<(usize, u64)> {
+        self.windows.locate(w)
+    }
+}
+
+/// Episodes a sampler draws from, in dataset order (or the caller's order, for a subset).
+#[derive(Debug, Default)]
+pub struct EpisodeSet {
+    /// Dataset episode index of each member; `None`: member k is dataset episode k.
+    ids: Option<Vec<usize>>,
+    steps: StepIndex,
+    windows: Mutex<Option<Arc<WindowIndex>>>,
+}
+
+impl EpisodeSet {
+    /// Every episode of a dataset; extend it with `push` as the dataset grows.
+    pub(crate) fn all() -> Self {
+        EpisodeSet::default()
+    }
+
+    /// A subset: `ids[k]` is the dataset index of member k, `lengths[k]` its length.
+    pub(crate) fn subset(ids: Vec<usize>, lengths: impl IntoIterator<Item = u64>) -> Self {
+        EpisodeSet { ids: Some(ids), steps: StepIndex::from_lengths(lengths), windows: Mutex::new(None) }
+    }
+
+    pub(crate) fn push(&mut self, length: u64) {
+        debug_assert!(self.ids.is_none(), "a subset does not grow");
+        self.steps.push(length);
+    }
+
+    /// Number of episodes.
+    pub fn len(&self) -> usize {
+        self.steps.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    /// The dataset index of member `k`.
+    pub fn episode(&self, k: usize) -> usize {
+        match &self.ids {
+            Some(ids) => ids[k],
+            None => k,
+        }
+    }
+
+    /// Dataset indexes of the members, in order.
+    pub fn episodes(&self) -> Vec<usize> {
+        (0..self.len()).map(|k| self.episode(k)).collect()
+    }
+
+    pub fn steps(&self) -> &StepIndex {
+        &self.steps
+    }
+
+    pub fn num_steps(&self) -> u64 {
+        self.steps.num_steps()
+    }
+
+    /// (dataset episode, step within it) of step `step` of the set.
+    pub fn locate_step(&self, step: u64) -> Result<(usize, u64)> {
+        let (k, t) = self.steps.locate(step).ok_or_else(|| {
+            Error::Invalid(format!("step {step} is out of range (the episodes hold {} steps)", self.num_steps()))
+        })?;
+        Ok((self.episode(k), t))
+    }
+
+    /// The window numbering for `length` and `pad`, built once and cached (rebuilt when the
+    /// length, `pad` or the number of members changed).
+    pub fn windows(&self, length: u64, pad: bool) -> Result<Arc<WindowIndex>> {
+        if length == 0 {
+            return Err(Error::Invalid("a sequence length must be at least 1".into()));
+        }
+        let mut cached = self.windows.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(w) = cached.as_ref() {
+            if w.length == length && w.pad == pad && w.members() == self.len() {
+                return Ok(w.clone());
+            }
+        }
+        let built = Arc::new(WindowIndex::build(&self.steps, length, pad));
+        *cached = Some(built.clone());
+        Ok(built)
+    }
+
+    /// (dataset episode, first step) of window `w` of `length` steps.
+    pub fn locate_window(&self, windows: &WindowIndex, w: u64) -> Result<(usize, u64)> {
+        let (k, t) = windows.locate(w).ok_or_else(|| {
+            Error::Invalid(format!(
+                "window {w} is out of range (the episodes hold {} windows of {} steps)",
+                windows.num_windows(),
+                windows.length
+            ))
+        })?;
+        Ok((self.episode(k), t))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locate_steps_across_episodes() {
+        let index = StepIndex::from_lengths([3, 1, 2]);
+        assert_eq!(index.num_steps(), 6);
+        let got: Vec<_> = (0..6).map(|g| index.locate(g).unwrap()).collect();
+        assert_eq!(got, [(0, 0), (0, 1), (0, 2), (1, 0), (2, 0), (2, 1)]);
+        assert_eq!(index.locate(6), None);
+        assert_eq!(StepIndex::default().locate(0), None);
+    }
+
+    #[test]
+    fn windows_skip_or_pad_short_episodes() {
+        let set = EpisodeSet::subset(vec![4, 7, 9], [5, 2, 3]);
+        let w = set.windows(3, false).unwrap();
+        assert_eq!(w.num_windows(), 3 + 1);
+        let all: Vec<_> = (0..4).map(|i| set.locate_window(&w, i).unwrap()).collect();
+        assert_eq!(all, [(4, 0), (4, 1), (4, 2), (9, 0)]);
+        let padded = set.windows(3, true).unwrap();
+        assert_eq!(padded.num_windows(), 5);
+        assert_eq!(set.locate_window(&padded, 3).unwrap(), (7, 0));
+        assert!(set.locate_window(&padded, 5).is_err());
+        assert!(set.windows(0, false).is_err());
+        // Cached while the key is unchanged.
+        assert!(Arc::ptr_eq(&padded, &set.windows(3, true).unwrap()));
+    }
+}
