@@ -1,0 +1,92 @@
+"""A vector recording killed with SIGKILL: every episode that reached the file reads back,
+value for value what the seeded sub-envs produced."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import trajcore
+
+N = 4
+CHILD = f"""
+import sys, time
+import gymnasium as gym
+import numpy as np
+import trajcore
+envs = trajcore.RecordVectorEpisodes(
+    gym.make_vec("CartPole-v1", num_envs={N}, vectorization_mode="sync"), sys.argv[1], flush_interval=0.2
+)
+rng = np.random.default_rng(0)
+envs.reset(seed=0)
+ended = 0
+while True:
+    _, _, term, trunc, _ = envs.step(rng.integers(0, 2, {N}))
+    ended += int((term | trunc).sum())
+    print(ended, flush=True)
+    if ended >= 40:
+        time.sleep(0.005)  # keep stepping slowly: the kill lands mid-episode
+"""
+
+
+def replay(steps: int) -> list[list[dict[str, list[object]]]]:
+    """Per sub-env, the episodes the same seeded loop produces (next-step autoreset)."""
+    envs = gym.make_vec("CartPole-v1", num_envs=N, vectorization_mode="sync")
+    rng = np.random.default_rng(0)
+    obs, _ = envs.reset(seed=0)
+    episodes: list[list[dict[str, list[object]]]] = [[] for _ in range(N)]
+    current = [{"obs": [obs[i]], "act": [], "rew": []} for i in range(N)]
+    resetting = np.zeros(N, dtype=bool)
+    for _ in range(steps):
+        actions = rng.integers(0, 2, N)
+        obs, rew, term, trunc, _ = envs.step(actions)
+        for i in range(N):
+            if resetting[i]:
+                current[i] = {"obs": [obs[i]], "act": [], "rew": []}
+                continue
+            current[i]["obs"].append(obs[i])
+            current[i]["act"].append(actions[i])
+            current[i]["rew"].append(rew[i])
+            if term[i] or trunc[i]:
+                episodes[i].append(current[i])
+        resetting = term | trunc
+    envs.close()
+    return episodes
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+def test_sigkilled_vector_recording_keeps_every_episode_that_reached_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "killed"
+    child = subprocess.Popen([sys.executable, "-c", CHILD, str(path)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    ended, deadline = 0, time.monotonic() + 60
+    while ended < 40 and time.monotonic() < deadline:
+        line = child.stdout.readline()
+        if not line:
+            break
+        ended = int(line)
+    assert ended >= 40, "the child did not record"
+    time.sleep(1.0)  # several flush intervals: every ended episode has reached the file
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+
+    with trajcore.open(path) as ds:
+        assert ds.num_episodes >= 40
+        per_env = [ds.select(env_index=i) for i in range(N)]
+        want = replay(steps=5000)  # far more than the child made before the kill
+        for i in range(N):
+            assert 0 < len(per_env[i]) < len(want[i])
+            for got, w in zip(per_env[i], want[i], strict=False):
+                assert got.complete and got.env_index == i
+                np.testing.assert_array_equal(got.observations, np.array(w["obs"]))
+                np.testing.assert_array_equal(got.actions, np.array(w["act"]))
+                np.testing.assert_array_equal(got.rewards, np.array(w["rew"]))
+        assert len(ds.problems) <= 1  # at most the record the kill cut in half
