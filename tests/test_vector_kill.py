@@ -3,7 +3,6 @@ value for value what the seeded sub-envs produced."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
