@@ -6,10 +6,15 @@ checksummed, indexed file format (a Rust core), and read them back as numpy arra
     with trajcore.open("runs/cp16") as ds:
         ep = ds.episodes[0]
         ep.observations, ep.actions, ep.rewards, ep.infos
+        batch = ds.sample_transitions(256, seed=0)      # training reads, gathered in Rust
+        seq = ds.select(complete=True).sample_sequences(32, length=20, seed=0)
+
+`trajcore.torch` (needs torch) wraps datasets for `torch.utils.data.DataLoader`.
 """
 
 from trajcore import _core
-from trajcore.dataset import Dataset, Episode, Episodes, open
+from trajcore._convert import convert
+from trajcore.dataset import Batch, Dataset, Episode, Episodes, Sequences, Transitions, open
 from trajcore.errors import (
     CorruptFileError,
     InvalidArgumentError,
@@ -28,6 +33,7 @@ FORMAT_VERSION: tuple[int, int] = _core.FORMAT_VERSION
 
 __all__ = [
     "FORMAT_VERSION",
+    "Batch",
     "CorruptFileError",
     "Dataset",
     "Episode",
@@ -38,10 +44,20 @@ __all__ = [
     "RecordVectorEpisodes",
     "RecorderError",
     "SchemaError",
+    "Sequences",
+    "Transitions",
     "TrajcoreError",
     "TrajcoreFileNotFoundError",
     "TrajcoreIOError",
     "TrajcoreWarning",
     "__version__",
+    "convert",
     "open",
+    "set_num_threads",
 ]
+
+
+def set_num_threads(n: int) -> None:
+    """Bounds the threads one batched read may use to decode and copy (0: the default, the
+    machine's cores up to 8). `trajcore.torch` sets 1 in data-loader workers."""
+    _core.set_num_threads(int(n))

@@ -83,7 +83,7 @@ def build_config(
     zstd_level: int | None,
     codecs: Mapping[str, Codec] | None,
     block_when_full: bool,
-    ring_bytes: int,
+    ring_bytes: int | None,
 ) -> str:
     """The config JSON `_core.Recorder` takes (see `_core.pyi`).
 
@@ -140,7 +140,7 @@ def build_config(
             "trajcore_version": _core.__version__,
         },
         "max_shard_bytes": int(max_shard_bytes),
-        "ring_bytes": int(ring_bytes),
+        "ring_bytes": int(ring_bytes) if ring_bytes is not None else default_ring_bytes(columns, num_envs),
         "flush_interval_s": float(flush_interval),
         "durability": durability,
         "block_when_full": bool(block_when_full),
@@ -154,6 +154,19 @@ def build_config(
     if fsync_interval is not None:
         config["fsync_interval_s"] = float(fsync_interval)
     return to_json(config, "metadata")
+
+
+_STR_ROW_GUESS = 256  # bytes a Text value is assumed to take when sizing the ring
+
+
+def default_ring_bytes(columns: list[ColumnDict], num_envs: int) -> int:
+    """A ring that holds many steps (so the env loop rarely waits for the writer) without holding
+    memory for nothing: 16 MiB, or 64 steps when a step is larger, at most 1 GiB."""
+    step = 64  # reward and done flags, with room
+    for column in columns:
+        size = _STR_ROW_GUESS if column["dtype"] == "str" else np.dtype(column["dtype"]).itemsize
+        step += size * math.prod(column["shape"])
+    return int(min(1 << 30, max(16 << 20, 64 * step * num_envs)))
 
 
 def env_id_of(env: Any) -> str | None:

@@ -133,6 +133,116 @@ class Dataset:
     def episode_metadata_json(self, episode: int) -> str: ...
     def read_column(self, episode: int, column: str) -> np.ndarray | list[str]:
         """All rows of one column of one episode: T+1 rows for observation-timeline columns,
-        T for step-timeline ones; str columns come back as a list of str."""
+        T for step-timeline ones; str columns come back as a list of str. Rows stored raw in
+        one chunk come back as a read-only view of the memory map (its base a `MappedRows`)."""
     def refresh(self) -> int:
-        """Re-reads shards that grew or appeared; returns the number of new episodes."""
+        """Re-reads shards that grew or appeared; returns the number of new episodes (appended:
+        step numbers handed out stay valid)."""
+    def selection(self, episodes: npt.NDArray[np.int64]) -> Selection:
+        """A subset of episodes (dataset indexes, negative from the end) to sample from.
+
+        Raises:
+            IndexError: an episode index out of range.
+        """
+    def num_windows(self, length: int, pad: bool = False, selection: Selection | None = None) -> int:
+        """Windows of `length` steps inside single episodes (with `pad`, each shorter one counts once)."""
+    def locate(
+        self, steps: npt.NDArray[np.int64], selection: Selection | None = None
+    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """(episode indexes, steps within them) of global step numbers.
+
+        Raises:
+            IndexError: a step number out of range.
+        """
+    def sample_transitions(
+        self, n: int, seed: int, keys: list[str] | None = None, selection: Selection | None = None
+    ) -> dict[str, Any]:
+        """`n` transitions drawn uniformly with replacement from a 64-bit `seed` (GIL released).
+
+        keys: output keys (default: observations, actions, rewards, next_observations,
+        terminations, truncations) or column names. The dict always ends with episode_index and
+        step_index (int64 [n]).
+
+        Raises:
+            InvalidArgumentError: no step to sample. SchemaError: a key names no column.
+            CorruptFileError: a chunk is damaged.
+        """
+    def gather_transitions(
+        self, steps: npt.NDArray[np.int64], keys: list[str] | None = None, selection: Selection | None = None
+    ) -> dict[str, Any]:
+        """The transitions at these step numbers (of the selection, if given; negative from the end).
+
+        Raises:
+            InvalidArgumentError: a step number out of range.
+        """
+    def sample_sequences(
+        self,
+        n: int,
+        length: int,
+        seed: int,
+        pad: bool = False,
+        keys: list[str] | None = None,
+        selection: Selection | None = None,
+    ) -> dict[str, Any]:
+        """`n` windows of `length` steps inside single episodes: arrays [n, length, ...],
+        episode_index [n], step_index [n, length], and with `pad` a bool mask [n, length]."""
+    def gather_sequences(
+        self,
+        windows: npt.NDArray[np.int64],
+        length: int,
+        pad: bool = False,
+        keys: list[str] | None = None,
+        selection: Selection | None = None,
+    ) -> dict[str, Any]:
+        """The windows with these numbers (0 .. num_windows(length, pad) - 1)."""
+    def gather_windows(
+        self,
+        episodes: npt.NDArray[np.int64],
+        steps: npt.NDArray[np.int64],
+        length: int | None = None,
+        pad: bool = False,
+        keys: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """Windows given as (episode, first step) pairs; `length=None` gives transitions."""
+    def step(self, index: int, keys: list[str] | None = None, selection: Selection | None = None) -> dict[str, Any]:
+        """One step by number, without a batch axis (numpy scalars for scalar columns).
+
+        Raises:
+            IndexError: the step number is out of range.
+        """
+
+class Selection:
+    """A fixed subset of a dataset's episodes with its own step and window numbering."""
+
+    @property
+    def num_episodes(self) -> int: ...
+    @property
+    def num_steps(self) -> int: ...
+    def episodes(self) -> npt.NDArray[np.int64]:
+        """The dataset indexes of its episodes, in order."""
+    def __len__(self) -> int: ...
+
+class MappedRows:
+    """The owner (numpy base) of arrays viewing raw rows of a memory map; keeps the map alive."""
+
+    def __len__(self) -> int: ...
+
+def convert(
+    src: Dataset,
+    dst: str,
+    codecs_json: str | None = None,
+    chunk_bytes: int | None = None,
+    max_shard_bytes: int | None = None,
+    episodes: list[int] | None = None,
+) -> dict[str, Any]:
+    """Rewrites `src` (or the given episodes) into the new directory `dst` with other codecs.
+    codecs_json: {"<column, '/'-bounded prefix or 'default'>": {"delta": bool, "zstd_level": int | null}}.
+
+    Raises:
+        InvalidArgumentError: dst is not empty, an episode is out of range, bad codecs.
+    """
+
+def set_num_threads(n: int) -> None:
+    """Bounds the threads one batched read may use (0: the default, cores up to 8)."""
+
+def num_threads() -> int: ...

@@ -33,7 +33,15 @@ from trajcore.errors import InvalidArgumentError
 from trajcore.recorder import RecordEpisodes
 from trajcore.vector import RecordVectorEpisodes
 
-__all__ = ["make_env", "measure_overhead", "peak_rss_reset", "peak_rss_bytes", "rss_bytes"]
+__all__ = [
+    "EnvLoop",
+    "make_env",
+    "measure_overhead",
+    "peak_rss_bytes",
+    "peak_rss_reset",
+    "rss_bytes",
+    "run_interleaved",
+]
 
 Vectorization = Literal["sync", "async"] | None
 Progress = Callable[[int, int], None]
@@ -125,8 +133,12 @@ def _status_kib(field: str) -> int:
     return 0
 
 
-class _Loop:
-    """Steps one env (single or vector) with the shared action sequence or a policy."""
+class EnvLoop:
+    """Steps one env (single or vector) with a shared action sequence (cycled) or a policy.
+
+    `run` is the timed loop: nothing in it but the step (and a single env's reset at episode end),
+    so two loops differ only by what their envs do. `benches/` times other recorders with it.
+    """
 
     def __init__(
         self, env: Any, single: bool, actions: Sequence[Any], policy: Callable[[Any], Any] | None, obs: Any
@@ -168,11 +180,12 @@ class _Loop:
 
 
 def run_interleaved(
-    plain: _Loop, recorded: _Loop, steps: int, repeats: int, progress: Progress | None = None, done: int = 0
+    plain: EnvLoop, recorded: EnvLoop, steps: int, repeats: int, progress: Progress | None = None
 ) -> tuple[list[float], list[float]]:
-    """Seconds per step of `repeats` segments of each loop, alternating which goes first."""
+    """Seconds per step of `repeats` segments of `steps // repeats` steps of each loop,
+    alternating which goes first; `progress(done, total)` is called after each segment."""
     seg = max(1, steps // repeats)
-    total = done + 2 * seg * repeats
+    done, total = 0, 2 * seg * repeats
     without: list[float] = []
     with_: list[float] = []
     for r in range(repeats):
@@ -303,7 +316,7 @@ def measure_overhead(
         space.seed(seed)
         actions = [space.sample() for _ in range(min(_ACTIONS, steps))]
         reset = plain_env.reset(seed=seed)
-        plain = _Loop(plain_env, single, actions, policy, reset[0])
+        plain = EnvLoop(plain_env, single, actions, policy, reset[0])
         # The plain loop's warm-up steps are kept for the replay measurement.
         reset = copy.deepcopy(reset)
         captured = plain.capture(warmup)
@@ -311,7 +324,7 @@ def measure_overhead(
         peak_rss_reset()
         rss_before = rss_bytes()
         recorded_env = _wrap(make_env(env, num_envs, mode), single, out, kwargs)
-        recorded = _Loop(recorded_env, single, actions, policy, recorded_env.reset(seed=seed)[0])
+        recorded = EnvLoop(recorded_env, single, actions, policy, recorded_env.reset(seed=seed)[0])
         recorded.run(warmup)
         without, with_ = run_interleaved(plain, recorded, steps, repeats, progress)
         recorded_env.close()
@@ -364,16 +377,16 @@ def _replay_cost(
 
     The segments are kept short enough (half the ring in total) that the loop never waits for the
     writer: this measures the loop's own cost, not the writer's throughput."""
-    ring = int(kwargs.get("ring_bytes", 64 << 20))
+    ring = int(kwargs.get("ring_bytes") or 16 << 20)
     step_bytes = max(1, sum(_nbytes(x) for x in captured[0]))
     n = max(1, min(seg, 5_000, ring // 2 // step_bytes // repeats))
     actions = [env.action_space.sample() for _ in range(min(_ACTIONS, n))]
     plain_env = _Replay(env, single, reset, captured).base
-    plain = _Loop(plain_env, single, actions, None, plain_env.reset()[0])
+    plain = EnvLoop(plain_env, single, actions, None, plain_env.reset()[0])
     with tempfile.TemporaryDirectory(prefix="trajcore-bench-replay-") as tmp:
         rec_env = _wrap(_Replay(env, single, reset, captured).base, single, tmp, kwargs)
         try:
-            recorded = _Loop(rec_env, single, actions, None, rec_env.reset()[0])
+            recorded = EnvLoop(rec_env, single, actions, None, rec_env.reset()[0])
             plain.run(n)
             recorded.run(n)
             return run_interleaved(plain, recorded, n * repeats, repeats)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -14,12 +15,21 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 from trajcore import _core
-from trajcore.errors import CorruptFileError, TrajcoreError, TrajcoreWarning
+from trajcore.errors import CorruptFileError, InvalidArgumentError, TrajcoreError, TrajcoreWarning
 from trajcore.spaces import space_from_json, unescape_key
 
-__all__ = ["Dataset", "Episode", "Episodes", "open"]
+__all__ = ["Batch", "Dataset", "Episode", "Episodes", "Sequences", "Transitions", "open"]
+
+Batch = dict[str, Any]
+"""A batch: ``observations``, ``actions``, ``rewards``, ``next_observations``, ``terminations``,
+``truncations`` (nested like the spaces, batched along axis 0, dtypes as recorded; str leaves as
+lists of str), ``episode_index`` and ``step_index`` (int64), and ``mask`` for padded sequences."""
 
 DEFAULT_CACHE_BYTES = 256 << 20
+
+# Aliases for annotations inside `Dataset`, whose `_core` property shadows the module there.
+_CoreDataset = _core.Dataset
+_CoreSelection = _core.Selection
 
 
 def open(path: str | os.PathLike[str], strict: bool = False, cache_bytes: int = DEFAULT_CACHE_BYTES) -> Dataset:
@@ -76,7 +86,177 @@ def _column_fields(columns: list[dict[str, Any]], prefix: str) -> list[_Field]:
     return out
 
 
-class Dataset:
+def _seed(seed: int | None) -> int:
+    """A 64-bit seed: `seed` wrapped to 64 bits, or a random one."""
+    return secrets.randbits(64) if seed is None else int(seed) & 0xFFFF_FFFF_FFFF_FFFF
+
+
+def _keys(keys: Sequence[str] | None) -> list[str] | None:
+    return None if keys is None else [str(k) for k in keys]
+
+
+def _int64(indices: Any) -> npt.NDArray[np.int64]:
+    return np.ascontiguousarray(np.asarray(indices, dtype=np.int64).reshape(-1))
+
+
+class _Sampling:
+    """Training reads shared by a `Dataset` (all its episodes) and `Episodes` (a subset, e.g. a
+    `select`): steps are numbered 0 .. `num_steps` - 1 over the episodes in order, windows of a
+    given length likewise. Batches are gathered in Rust with the GIL released."""
+
+    def _reader(self) -> _core.Dataset:
+        raise NotImplementedError
+
+    def _selection(self) -> _core.Selection | None:
+        raise NotImplementedError
+
+    @property
+    def num_steps(self) -> int:
+        """Transitions over these episodes (the sum of their lengths)."""
+        sel = self._selection()
+        return self._reader().num_steps if sel is None else sel.num_steps
+
+    def sample_transitions(self, n: int, seed: int | None = None, *, keys: Sequence[str] | None = None) -> Batch:
+        """`n` transitions drawn uniformly, with replacement, from every step of these episodes.
+
+        Args:
+            n: batch size.
+            seed: the same seed draws the same batch from the same episodes (None: random).
+            keys: the keys wanted (default: observations, actions, rewards, next_observations,
+                terminations, truncations); column names (``"info/<key>"``, ``"data/<name>"``,
+                their masks ``"info/_<key>"``) add those columns.
+
+        Returns:
+            A `Batch` of `n` transitions. ``next_observations`` of an episode's last step is its
+            final observation.
+
+        Raises:
+            InvalidArgumentError: the episodes hold no step.
+            SchemaError: a key names no column.
+        """
+        return self._reader().sample_transitions(int(n), _seed(seed), _keys(keys), self._selection())
+
+    @property
+    def transitions(self) -> Transitions:
+        """The transitions by step number: ``transitions[i]`` (one step), ``transitions[idx]``
+        (an int array, list or slice: a batch)."""
+        return Transitions(self)
+
+    @property
+    def steps(self) -> Transitions:
+        """The same as `transitions`: ``steps[i]`` is step i (arrays, numpy scalars, no batch axis)."""
+        return Transitions(self)
+
+    def sample_sequences(
+        self,
+        n: int,
+        length: int,
+        seed: int | None = None,
+        *,
+        pad: bool = False,
+        keys: Sequence[str] | None = None,
+    ) -> Batch:
+        """`n` windows of `length` consecutive steps, each inside one episode, drawn uniformly
+        (with replacement) from all such windows: a `Batch` with arrays ``[n, length, ...]``,
+        ``episode_index`` ``[n]`` and ``step_index`` ``[n, length]``.
+
+        Args:
+            pad: keep episodes shorter than `length` (one window each, from their first step),
+                padded with zeros past their end; the batch then has ``mask`` ``[n, length]``,
+                True on real steps. Without it, shorter episodes are never drawn.
+
+        Raises:
+            InvalidArgumentError: no episode holds a window (length too large, and no `pad`).
+        """
+        return self._reader().sample_sequences(int(n), int(length), _seed(seed), pad, _keys(keys), self._selection())
+
+    def sequences(self, length: int, *, pad: bool = False) -> Sequences:
+        """The windows of `length` steps by number (see `sample_sequences`): ``len()`` and
+        indexing by an int array, list or slice."""
+        return Sequences(self, int(length), pad)
+
+    def num_windows(self, length: int, *, pad: bool = False) -> int:
+        """How many windows of `length` steps lie inside single episodes."""
+        return self._reader().num_windows(int(length), pad, self._selection())
+
+
+_INTEGER = (int, np.integer)
+
+
+class Transitions:
+    """Transitions by step number (of a dataset or of a selection of its episodes). A view
+    holds the files open (memory-mapped) while it lives."""
+
+    def __init__(self, owner: _Sampling) -> None:
+        self._owner = owner
+        self._reader = owner._reader()
+        self._sel = owner._selection()
+
+    def __len__(self) -> int:
+        return self._owner.num_steps
+
+    @overload
+    def __getitem__(self, index: int | np.integer[Any]) -> Batch: ...
+    @overload
+    def __getitem__(self, index: slice | Sequence[int] | npt.NDArray[np.integer[Any]]) -> Batch: ...
+    def __getitem__(self, index: Any) -> Batch:
+        """One step (int, negative from the end: arrays of the row shape, numpy scalars) or a
+        batch (int array, list or slice).
+
+        Raises:
+            IndexError: a step number out of range.
+        """
+        if isinstance(index, _INTEGER):
+            return self._reader.step(int(index), None, self._sel)
+        if isinstance(index, slice):
+            index = np.arange(*index.indices(len(self)), dtype=np.int64)
+        try:
+            return self._reader.gather_transitions(_int64(index), None, self._sel)
+        except InvalidArgumentError as e:
+            if "out of range" in str(e):
+                raise IndexError(str(e)) from None
+            raise
+
+    def gather(self, index: Any, *, keys: Sequence[str] | None = None) -> Batch:
+        """Like indexing with an array, with the keys wanted."""
+        return self._reader.gather_transitions(_int64(index), _keys(keys), self._sel)
+
+    def __repr__(self) -> str:
+        return f"<trajcore.Transitions: {len(self)} steps>"
+
+
+class Sequences:
+    """Windows of a fixed length inside single episodes, by window number."""
+
+    def __init__(self, owner: _Sampling, length: int, pad: bool) -> None:
+        self._owner = owner
+        self.length = length
+        self.pad = pad
+
+    def __len__(self) -> int:
+        return self._owner.num_windows(self.length, pad=self.pad)
+
+    def __getitem__(self, index: Any) -> Batch:
+        """A batch ``[B, length, ...]`` of windows (int array, list or slice; an int gives B=1).
+
+        Raises:
+            IndexError: a window number out of range.
+        """
+        if isinstance(index, slice):
+            index = np.arange(*index.indices(len(self)), dtype=np.int64)
+        owner = self._owner
+        try:
+            return owner._reader().gather_sequences(_int64(index), self.length, self.pad, None, owner._selection())
+        except InvalidArgumentError as e:
+            if "out of range" in str(e):
+                raise IndexError(str(e)) from None
+            raise
+
+    def __repr__(self) -> str:
+        return f"<trajcore.Sequences: {len(self)} windows of {self.length} steps>"
+
+
+class Dataset(_Sampling):
     """Every episode of a directory of shards (or of one shard file), memory-mapped.
 
     Use as a context manager or call `close`. Pickles as its path and options: a data-loader
@@ -134,6 +314,12 @@ class Dataset:
     def __reduce__(self) -> tuple[Any, ...]:
         return (_reopen, (self._path, self._strict, self._cache_bytes))
 
+    def _reader(self) -> _CoreDataset:
+        return self._core
+
+    def _selection(self) -> _CoreSelection | None:
+        return None
+
     # --- the dataset ----------------------------------------------------------------------
 
     @property
@@ -153,11 +339,6 @@ class Dataset:
     @property
     def num_episodes(self) -> int:
         return self._core.num_episodes
-
-    @property
-    def num_steps(self) -> int:
-        """Transitions over all episodes (the sum of episode lengths)."""
-        return self._core.num_steps
 
     @property
     def num_recordings(self) -> int:
@@ -219,11 +400,44 @@ class Dataset:
         """The episodes that pass every given filter (bounds are inclusive), in dataset order.
 
         Filters read episode summaries (and, for `where`, episode metadata) from the index only:
-        no observation is decompressed.
+        no observation is decompressed. The result samples like the dataset
+        (``sample_transitions``, ``sample_sequences``, ``transitions``, ``steps``) over its
+        episodes only.
 
         Args:
             where: called with each remaining episode's metadata dict; keeps it if true.
         """
+        return Episodes(
+            self,
+            self._filter(
+                range(self.num_episodes),
+                env_index=env_index,
+                complete=complete,
+                terminated=terminated,
+                truncated=truncated,
+                min_return=min_return,
+                max_return=max_return,
+                min_length=min_length,
+                max_length=max_length,
+                where=where,
+            ),
+        )
+
+    def _filter(
+        self,
+        candidates: Sequence[int],
+        *,
+        env_index: int | Sequence[int] | None,
+        complete: bool | None,
+        terminated: bool | None,
+        truncated: bool | None,
+        min_return: float | None,
+        max_return: float | None,
+        min_length: int | None,
+        max_length: int | None,
+        where: Callable[[dict[str, Any]], bool] | None,
+    ) -> list[int]:
+        """The candidates (dataset indexes, order kept) passing every filter."""
         s = self._summary()
         keep = np.ones(self.num_episodes, dtype=np.bool_)
         if env_index is not None:
@@ -239,14 +453,17 @@ class Dataset:
             keep &= s["length"] >= min_length
         if max_length is not None:
             keep &= s["length"] <= max_length
-        indices = np.flatnonzero(keep).tolist()
+        chosen = np.asarray(candidates, dtype=np.int64)
+        indices = chosen[keep[chosen]].tolist() if len(chosen) else []
         if where is not None:
             indices = [i for i in indices if where(self._episode_metadata(i))]
-        return Episodes(self, indices)
+        return indices
 
     def refresh(self) -> int:
         """Picks up shards that grew or appeared since opening (a recorder still writing);
-        returns the number of new episodes."""
+        returns the number of new episodes. They come after the episodes already listed, so
+        episode and step numbers handed out stay valid (selections made before keep their
+        episodes)."""
         added = self._core.refresh()
         self._summaries = None
         return added
@@ -337,13 +554,59 @@ def _reopen(path: str, strict: bool, cache_bytes: int) -> Dataset:
     return Dataset(path, strict=strict, cache_bytes=cache_bytes)
 
 
-class Episodes(Sequence["Episode"]):
+class Episodes(_Sampling, Sequence["Episode"]):
     """A sequence of episodes of a dataset: ``len``, iteration, int (also negative) and slice
-    indexing (a slice is an `Episodes` too)."""
+    indexing (a slice is an `Episodes` too). It samples like a dataset, over its episodes only
+    (``sample_transitions``, ``sample_sequences``, ``transitions``, ``steps``, ``num_steps``),
+    and pickles as its dataset (path and options) plus the episode indexes."""
 
     def __init__(self, dataset: Dataset, indices: Sequence[int]) -> None:
         self._dataset = dataset
         self._indices = indices
+        self._sel: _core.Selection | None = None
+
+    def _reader(self) -> _core.Dataset:
+        return self._dataset._core
+
+    def _selection(self) -> _core.Selection | None:
+        if isinstance(self._indices, range) and self._indices == range(self._dataset.num_episodes):
+            return None  # every episode, in order: the dataset's own (growing) step index
+        if self._sel is None:
+            self._sel = self._reader().selection(_int64(self._indices))
+        return self._sel
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Episodes, (self._dataset, [int(i) for i in self._indices]))
+
+    def select(
+        self,
+        *,
+        env_index: int | Sequence[int] | None = None,
+        complete: bool | None = None,
+        terminated: bool | None = None,
+        truncated: bool | None = None,
+        min_return: float | None = None,
+        max_return: float | None = None,
+        min_length: int | None = None,
+        max_length: int | None = None,
+        where: Callable[[dict[str, Any]], bool] | None = None,
+    ) -> Episodes:
+        """Those of these episodes passing the filters (see `Dataset.select`), order kept."""
+        return Episodes(
+            self._dataset,
+            self._dataset._filter(
+                self._indices,
+                env_index=env_index,
+                complete=complete,
+                terminated=terminated,
+                truncated=truncated,
+                min_return=min_return,
+                max_return=max_return,
+                min_length=min_length,
+                max_length=max_length,
+                where=where,
+            ),
+        )
 
     def __len__(self) -> int:
         return len(self._indices)

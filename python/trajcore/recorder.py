@@ -56,7 +56,8 @@ class RecordEpisodes(gym.Wrapper[Any, Any, Any, Any]):
             ``{"obs": {"delta": True, "zstd_level": 3}}``.
         block_when_full: when the ring is full, wait (GIL released) for the writer; if False,
             raise `RecorderError` instead.
-        ring_bytes: size of the ring buffer between the caller and the writer thread.
+        ring_bytes: size of the ring buffer between the caller and the writer thread (None: 16 MiB,
+            or 64 steps when steps are larger).
 
     Raises:
         SchemaError: a space cannot be recorded.
@@ -80,7 +81,7 @@ class RecordEpisodes(gym.Wrapper[Any, Any, Any, Any]):
         zstd_level: int | None = 3,
         codecs: Mapping[str, Codec] | None = None,
         block_when_full: bool = True,
-        ring_bytes: int = 64 << 20,
+        ring_bytes: int | None = None,
     ) -> None:
         super().__init__(env)
         self._closed = True  # until the core exists, close() has nothing of ours to close

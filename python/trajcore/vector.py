@@ -140,7 +140,7 @@ class RecordVectorEpisodes(VectorWrapper[Any, Any, Any, Any, Any]):
         zstd_level: int | None = 3,
         codecs: Mapping[str, Codec] | None = None,
         block_when_full: bool = True,
-        ring_bytes: int = 64 << 20,
+        ring_bytes: int | None = None,
     ) -> None:
         super().__init__(env if isinstance(env, VectorEnv) else _ForeignVectorEnv(env))
         self.closed = True

@@ -5,8 +5,10 @@
 //! - `writer`: a lock-free ring from the caller to a background thread that splits vector steps
 //!   into per-env episodes, compresses column chunks and appends them.
 //! - `reader`: opens shards and datasets (directories of shards), recovers unfinished files and
-//!   reads rows by episode through the index.
+//!   reads rows by episode through the index; batched gathers and sampling for training.
+//! - `convert`: rewrites a dataset with other codecs and chunk sizes.
 
+pub mod convert;
 pub mod dtype;
 pub mod error;
 pub mod format;

@@ -3,14 +3,20 @@
 //! workers reopen it.
 
 use std::path::PathBuf;
-use std::sync::RwLock;
+use std::sync::{Arc, Mutex, RwLock};
 
-use numpy::PyArray1;
+use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use trajcore_core::reader::{ColumnData, Dataset, OpenOptions};
+use trajcore_core::reader::{ColumnData, Dataset, OpenOptions, Window};
 
+use crate::arrays;
+use crate::batch::{self, Plan, Request, Shape};
 use crate::errors::{invalid, IntoPy};
+use crate::selection::PySelection;
+
+/// Plans by key set (`None`: the default keys); few distinct sets are ever used.
+type Plans = Vec<(Option<Vec<String>>, Arc<Plan>)>;
 
 #[pyclass(module = "trajcore._core", name = "Dataset", frozen)]
 pub struct PyDataset {
@@ -18,12 +24,40 @@ pub struct PyDataset {
     strict: bool,
     cache_bytes: usize,
     inner: RwLock<Dataset>,
+    /// Made on first use per key set; cleared by `refresh` (recordings may have appeared).
+    plans: Mutex<Plans>,
 }
 
 impl PyDataset {
-    fn read<R>(&self, f: impl FnOnce(&Dataset) -> R) -> R {
+    pub(crate) fn read<R>(&self, f: impl FnOnce(&Dataset) -> R) -> R {
         let guard = self.inner.read().unwrap_or_else(|p| p.into_inner());
         f(&guard)
+    }
+
+    fn plan(&self, py: Python<'_>, keys: Option<Vec<String>>) -> PyResult<Arc<Plan>> {
+        let mut plans = self.plans.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, plan)) = plans.iter().find(|(k, _)| *k == keys) {
+            return Ok(plan.clone());
+        }
+        let plan = Arc::new(self.read(|d| Plan::new(py, d, keys.as_deref()))?);
+        if plans.len() >= 16 {
+            plans.remove(0);
+        }
+        plans.push((keys, plan.clone()));
+        Ok(plan)
+    }
+
+    fn batch<'py>(
+        &self,
+        py: Python<'py>,
+        keys: Option<Vec<String>>,
+        selection: Option<&Bound<'py, PySelection>>,
+        request: Request,
+        shape: Shape,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let plan = self.plan(py, keys)?;
+        let set = selection.map(|s| s.get().set.clone());
+        batch::batch(py, &self.inner, &plan, set.as_deref(), request, shape)
     }
 
     fn episode_index(&self, _py: Python<'_>, episode: i64) -> PyResult<usize> {
@@ -49,7 +83,7 @@ impl PyDataset {
     fn new(py: Python<'_>, path: PathBuf, strict: bool, cache_bytes: usize) -> PyResult<Self> {
         let options = OpenOptions { strict, cache_bytes };
         let dataset = py.detach(|| Dataset::open(&path, options)).py_err(py)?;
-        Ok(PyDataset { path, strict, cache_bytes, inner: RwLock::new(dataset) })
+        Ok(PyDataset { path, strict, cache_bytes, inner: RwLock::new(dataset), plans: Mutex::new(Vec::new()) })
     }
 
     #[getter]
@@ -140,19 +174,198 @@ impl PyDataset {
 
     /// All rows of one column of one episode (T+1 on the observation timeline, T on the step
     /// timeline); str columns come back as a list of str.
+    /// Rows stored raw in one chunk come back as a read-only view of the memory map (no copy).
     fn read_column<'py>(&self, py: Python<'py>, episode: i64, column: &str) -> PyResult<Bound<'py, PyAny>> {
         let i = self.episode_index(py, episode)?;
-        let data = py.detach(|| self.read(|d| d.read_episode_column(i, column))).py_err(py)?;
-        column_to_py(py, data)
+        let read = py
+            .detach(|| {
+                self.read(|d| match d.view_episode_column(i, column)? {
+                    Some(view) => Ok(Err(view)),
+                    None => d.read_episode_column(i, column).map(Ok),
+                })
+            })
+            .py_err(py)?;
+        match read {
+            Ok(data) => column_to_py(py, data),
+            Err((dtype, shape, view)) => arrays::mapped(py, view, dtype, &shape),
+        }
+    }
+
+    /// A subset of episodes (dataset indexes) to sample from, with its own step numbering.
+    fn selection(&self, py: Python<'_>, episodes: PyReadonlyArray1<'_, i64>) -> PyResult<PySelection> {
+        let n = self.read(|d| d.episodes().len()) as i64;
+        let ids = episodes
+            .as_array()
+            .iter()
+            .map(|&i| {
+                let k = if i < 0 { i + n } else { i };
+                if (0..n).contains(&k) {
+                    Ok(k as usize)
+                } else {
+                    Err(pyo3::exceptions::PyIndexError::new_err(format!("episode {i} out of range ({n} episodes)")))
+                }
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        let set = self.read(|d| d.episode_set(&ids)).py_err(py)?;
+        Ok(PySelection { set: Arc::new(set) })
+    }
+
+    /// Windows of `length` steps inside single episodes (with `pad`, shorter episodes count once).
+    #[pyo3(signature = (length, pad=false, selection=None))]
+    fn num_windows(
+        &self,
+        py: Python<'_>,
+        length: u64,
+        pad: bool,
+        selection: Option<&Bound<'_, PySelection>>,
+    ) -> PyResult<u64> {
+        let windows = match selection {
+            Some(s) => s.get().set.windows(length, pad),
+            None => self.read(|d| d.all_episodes().windows(length, pad)),
+        };
+        Ok(windows.py_err(py)?.num_windows())
+    }
+
+    /// (episode indexes, steps within them) of global step numbers (of the selection, if given).
+    #[pyo3(signature = (steps, selection=None))]
+    fn locate<'py>(
+        &self,
+        py: Python<'py>,
+        steps: PyReadonlyArray1<'py, i64>,
+        selection: Option<&Bound<'py, PySelection>>,
+    ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>)> {
+        let steps = steps.as_array().to_vec();
+        let set = selection.map(|s| s.get().set.clone());
+        let found = self
+            .read(|d| {
+                let set = set.as_deref().unwrap_or_else(|| d.all_episodes());
+                let total = set.num_steps() as i64;
+                steps
+                    .iter()
+                    .map(|&g| {
+                        let g = if g < 0 { g + total } else { g };
+                        set.locate_step(u64::try_from(g).unwrap_or(u64::MAX))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(|e| pyo3::exceptions::PyIndexError::new_err(e.to_string()))?;
+        let (e, t): (Vec<i64>, Vec<i64>) = found.into_iter().map(|(e, t)| (e as i64, t as i64)).unzip();
+        Ok((PyArray1::from_vec(py, e), PyArray1::from_vec(py, t)))
+    }
+
+    /// `n` transitions drawn uniformly (with replacement) from the steps, reproducibly from `seed`.
+    #[pyo3(signature = (n, seed, keys=None, selection=None))]
+    fn sample_transitions<'py>(
+        &self,
+        py: Python<'py>,
+        n: usize,
+        seed: u64,
+        keys: Option<Vec<String>>,
+        selection: Option<&Bound<'py, PySelection>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let shape = Shape { length: 1, sequence: false, pad: false };
+        self.batch(py, keys, selection, Request::Sample { n, seed }, shape)
+    }
+
+    /// The transitions at global step numbers (of the selection, if given; negative from the end).
+    #[pyo3(signature = (steps, keys=None, selection=None))]
+    fn gather_transitions<'py>(
+        &self,
+        py: Python<'py>,
+        steps: PyReadonlyArray1<'py, i64>,
+        keys: Option<Vec<String>>,
+        selection: Option<&Bound<'py, PySelection>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let shape = Shape { length: 1, sequence: false, pad: false };
+        self.batch(py, keys, selection, Request::Numbers(steps.as_array().to_vec()), shape)
+    }
+
+    /// `n` windows of `length` steps inside single episodes, drawn uniformly from `seed`.
+    #[pyo3(signature = (n, length, seed, pad=false, keys=None, selection=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn sample_sequences<'py>(
+        &self,
+        py: Python<'py>,
+        n: usize,
+        length: usize,
+        seed: u64,
+        pad: bool,
+        keys: Option<Vec<String>>,
+        selection: Option<&Bound<'py, PySelection>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let shape = Shape { length: check_length(py, length)?, sequence: true, pad };
+        self.batch(py, keys, selection, Request::Sample { n, seed }, shape)
+    }
+
+    /// The windows with these numbers (0 .. `num_windows(length, pad)`).
+    #[pyo3(signature = (windows, length, pad=false, keys=None, selection=None))]
+    fn gather_sequences<'py>(
+        &self,
+        py: Python<'py>,
+        windows: PyReadonlyArray1<'py, i64>,
+        length: usize,
+        pad: bool,
+        keys: Option<Vec<String>>,
+        selection: Option<&Bound<'py, PySelection>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let shape = Shape { length: check_length(py, length)?, sequence: true, pad };
+        self.batch(py, keys, selection, Request::Numbers(windows.as_array().to_vec()), shape)
+    }
+
+    /// Windows given as (episode, first step) pairs; `length=None`: transitions (no window axis).
+    #[pyo3(signature = (episodes, steps, length=None, pad=false, keys=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn gather_windows<'py>(
+        &self,
+        py: Python<'py>,
+        episodes: PyReadonlyArray1<'py, i64>,
+        steps: PyReadonlyArray1<'py, i64>,
+        length: Option<usize>,
+        pad: bool,
+        keys: Option<Vec<String>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let (e, t) = (episodes.as_array(), steps.as_array());
+        if e.len() != t.len() {
+            return Err(invalid(py, format!("{} episodes for {} steps", e.len(), t.len())));
+        }
+        let mut pairs = Vec::with_capacity(e.len());
+        for (&e, &t) in e.iter().zip(t.iter()) {
+            pairs.push(Window {
+                episode: self.episode_index(py, e)?,
+                start: u64::try_from(t).map_err(|_| invalid(py, format!("step {t} is negative")))?,
+            });
+        }
+        let shape = match length {
+            Some(l) => Shape { length: check_length(py, l)?, sequence: true, pad },
+            None => Shape { length: 1, sequence: false, pad: false },
+        };
+        self.batch(py, keys, None, Request::Pairs(pairs), shape)
+    }
+
+    /// One step by global number (of the selection, if given), without a batch axis.
+    #[pyo3(signature = (index, keys=None, selection=None))]
+    fn step<'py>(
+        &self,
+        py: Python<'py>,
+        index: i64,
+        keys: Option<Vec<String>>,
+        selection: Option<&Bound<'py, PySelection>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let plan = self.plan(py, keys)?;
+        let set = selection.map(|s| s.get().set.clone());
+        batch::one_step(py, &self.inner, &plan, set.as_deref(), index)
     }
 
     /// Re-reads shards that grew or appeared; returns how many episodes were added.
     fn refresh(&self, py: Python<'_>) -> PyResult<usize> {
-        py.detach(|| {
-            let mut guard = self.inner.write().unwrap_or_else(|p| p.into_inner());
-            guard.refresh()
-        })
-        .py_err(py)
+        let added = py
+            .detach(|| {
+                let mut guard = self.inner.write().unwrap_or_else(|p| p.into_inner());
+                guard.refresh()
+            })
+            .py_err(py)?;
+        self.plans.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        Ok(added)
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
@@ -174,6 +387,13 @@ impl PyDataset {
             self.path
         )
     }
+}
+
+fn check_length(py: Python<'_>, length: usize) -> PyResult<usize> {
+    if length == 0 {
+        return Err(invalid(py, "a sequence length must be at least 1"));
+    }
+    Ok(length)
 }
 
 pub fn column_to_py(py: Python<'_>, data: ColumnData) -> PyResult<Bound<'_, PyAny>> {

@@ -3,12 +3,16 @@
 
 use pyo3::prelude::*;
 
+mod arrays;
+mod batch;
 mod collect;
 mod dataset;
 mod errors;
+mod functions;
 mod infos;
 mod layout;
 mod recorder;
+mod selection;
 mod values;
 
 #[pymodule]
@@ -21,5 +25,10 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add_class::<recorder::PyRecorder>()?;
     m.add_class::<dataset::PyDataset>()?;
+    m.add_class::<selection::PySelection>()?;
+    m.add_class::<arrays::MappedRows>()?;
+    m.add_function(wrap_pyfunction!(functions::convert, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::set_num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::num_threads, m)?)?;
     Ok(())
 }

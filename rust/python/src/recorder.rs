@@ -70,7 +70,7 @@ impl PyRecorder {
 
     /// Sends the collected entries; waits with the GIL released if the ring is full.
     fn send(&mut self, py: Python<'_>, kind: MessageKind) -> PyResult<()> {
-        let time_ns = now_ns();
+        let time_ns = 0; // stamped by the writer thread: the clock is not free on the step path
         let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
         let coll = &mut self.coll;
         let len = inner.check_message_len(coll.message_len()).py_err(py)?;
@@ -206,10 +206,6 @@ impl Place {
 enum Which {
     Observation,
     Action,
-}
-
-fn now_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
 #[pymethods]

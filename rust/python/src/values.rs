@@ -95,9 +95,11 @@ fn put_array(
     coll: &mut Collector,
 ) -> PyResult<Src> {
     let shape = array.shape();
+    // By hand: slice equality calls memcmp, which costs more than these one or two dims.
+    let same = |a: &[usize], b: &[usize]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y);
     let matches = match rows {
-        Some(n) => shape.len() == col.shape.len() + 1 && shape[0] == n && shape[1..] == col.shape[..],
-        None => shape == &col.shape[..],
+        Some(n) => shape.first() == Some(&n) && same(&shape[1..], &col.shape),
+        None => same(shape, &col.shape),
     };
     if !matches {
         return Err(schema_error(

@@ -24,21 +24,52 @@ pub fn pipeline(ids: &[u8]) -> u32 {
 
 /// Encodes one chunk's raw rows. `row_bytes` is `None` for variable-length columns.
 pub fn encode(spec: &CodecSpec, row_bytes: Option<usize>, raw: &[u8]) -> (u32, Vec<u8>) {
-    let mut ids = Vec::new();
-    let mut data: std::borrow::Cow<[u8]> = raw.into();
-    let Some(level) = spec.zstd_level else { return (0, raw.to_vec()) };
-    if spec.delta {
-        if let Some(row) = row_bytes.filter(|&r| r > 0) {
-            data = delta_encode(raw, row).into();
+    Encoder::default().encode(spec, row_bytes, raw.to_vec())
+}
+
+/// Encodes chunks with reused state: one zstd context per level (making one per chunk costs a
+/// few percent of the writer's time on image data) and one buffer for the delta filter.
+#[derive(Default)]
+pub struct Encoder {
+    compressors: Vec<(i32, zstd::bulk::Compressor<'static>)>,
+    delta: Vec<u8>,
+}
+
+impl Encoder {
+    /// Takes the raw rows by value so a chunk stored raw is not copied.
+    pub fn encode(&mut self, spec: &CodecSpec, row_bytes: Option<usize>, raw: Vec<u8>) -> (u32, Vec<u8>) {
+        let Some(level) = spec.zstd_level else { return (0, raw) };
+        let mut ids = Vec::with_capacity(2);
+        let delta_row = row_bytes.filter(|&r| r > 0 && spec.delta);
+        if let Some(row) = delta_row {
+            delta_encode_into(&raw, row, &mut self.delta);
             ids.push(CODEC_DELTA);
         }
-    }
-    match zstd::bulk::compress(&data, level) {
-        Ok(packed) if (packed.len() as f64) < raw.len() as f64 * (1.0 - MIN_SAVING) => {
-            ids.push(CODEC_ZSTD);
-            (pipeline(&ids), packed)
+        let delta = std::mem::take(&mut self.delta);
+        let input: &[u8] = if delta_row.is_some() { &delta } else { &raw };
+        let packed = match self.compressor(level) {
+            Some(c) => c.compress(input).ok(),
+            None => zstd::bulk::compress(input, level).ok(),
+        };
+        self.delta = delta;
+        match packed {
+            Some(packed) if (packed.len() as f64) < raw.len() as f64 * (1.0 - MIN_SAVING) => {
+                ids.push(CODEC_ZSTD);
+                (pipeline(&ids), packed)
+            }
+            _ => (0, raw),
         }
-        _ => (0, raw.to_vec()),
+    }
+
+    fn compressor(&mut self, level: i32) -> Option<&mut zstd::bulk::Compressor<'static>> {
+        let at = match self.compressors.iter().position(|(l, _)| *l == level) {
+            Some(at) => at,
+            None => {
+                self.compressors.push((level, zstd::bulk::Compressor::new(level).ok()?));
+                self.compressors.len() - 1
+            }
+        };
+        Some(&mut self.compressors[at].1)
     }
 }
 
@@ -69,16 +100,23 @@ pub fn decode(codec: u32, row_bytes: Option<usize>, stored: &[u8], raw_len: usiz
     Ok(data)
 }
 
+#[cfg(test)]
 fn delta_encode(raw: &[u8], row: usize) -> Vec<u8> {
-    let mut out = raw.to_vec();
-    let rows = raw.len() / row;
-    for r in 1..rows {
-        let prev = &raw[(r - 1) * row..r * row];
-        for (c, p) in out[r * row..(r + 1) * row].iter_mut().zip(prev) {
-            *c = c.wrapping_sub(*p);
-        }
-    }
+    let mut out = Vec::new();
+    delta_encode_into(raw, row, &mut out);
     out
+}
+
+/// Byte-wise difference of each row to the previous one, into a reused buffer.
+fn delta_encode_into(raw: &[u8], row: usize, out: &mut Vec<u8>) {
+    // Whole rows only (a chunk holds nothing else); bytes past the last whole row stay as is.
+    let whole = raw.len() / row * row;
+    out.clear();
+    out.extend_from_slice(&raw[..row.min(whole)]);
+    if whole > row {
+        out.extend(raw[row..whole].iter().zip(raw).map(|(c, p)| c.wrapping_sub(*p)));
+    }
+    out.extend_from_slice(&raw[whole.max(out.len())..]);
 }
 
 fn delta_decode(data: &mut [u8], row: usize) {

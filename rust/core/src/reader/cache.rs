@@ -1,9 +1,42 @@
 //! Shared state of the read path: decoded chunks (a byte-bounded LRU) and the Chunks records
 //! whose payload checksum has been verified. Both sit behind locks so a `Dataset` can be read
 //! from many threads; neither lock is held while decoding or checksumming.
+//!
+//! The LRU is kept lazily: a hit only stamps the entry with the current tick (a batch of
+//! training reads hits hundreds of chunks, so a hit must be cheap); the eviction queue, ordered
+//! by the tick an entry was queued at, is brought up to date when an entry reaches its front:
+//! one used since is queued again at its last use instead of being dropped.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+/// A fast hasher for the small integer keys of the read path (FxHash's mixing step). Keys come
+/// from the files' own offsets, not from an adversary choosing collisions over many calls.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct IntHasher(u64);
+
+impl Hasher for IntHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(b as u64);
+        }
+    }
+    fn write_u64(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_usize(&mut self, word: usize) {
+        self.write_u64(word as u64);
+    }
+    fn write_u32(&mut self, word: u32) {
+        self.write_u64(word as u64);
+    }
+}
+
+pub(crate) type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
 
 /// A chunk: (shard index, file offset of its data).
 pub(crate) type ChunkKey = (usize, u64);
@@ -11,8 +44,10 @@ pub(crate) type ChunkKey = (usize, u64);
 pub(crate) type RecordKey = (usize, u64);
 
 struct Lru {
-    entries: HashMap<ChunkKey, (Arc<Vec<u8>>, u64)>,
-    /// Last-use tick -> key; the first entry is the least recently used.
+    /// Key -> (data, tick of its last use).
+    entries: IntMap<ChunkKey, (Arc<Vec<u8>>, u64)>,
+    /// Tick an entry was queued at -> key; an entry used since it was queued has a later last
+    /// use, and one replaced or dropped leaves a stale item here: both are settled at the front.
     order: BTreeMap<u64, ChunkKey>,
     tick: u64,
     bytes: usize,
@@ -27,7 +62,7 @@ pub(crate) struct ChunkCache {
 
 impl ChunkCache {
     pub fn new(capacity: usize) -> Self {
-        let lru = Lru { entries: HashMap::new(), order: BTreeMap::new(), tick: 0, bytes: 0 };
+        let lru = Lru { entries: IntMap::default(), order: BTreeMap::new(), tick: 0, bytes: 0 };
         ChunkCache { capacity, lru: Mutex::new(lru) }
     }
 
@@ -43,10 +78,22 @@ impl ChunkCache {
         lru.tick += 1;
         let tick = lru.tick;
         let (data, last) = lru.entries.get_mut(&key)?;
-        lru.order.remove(last);
         *last = tick;
-        lru.order.insert(tick, key);
         Some(data.clone())
+    }
+
+    /// Runs `f` with a `get` that holds the lock once for many keys.
+    pub fn with_gets<R>(&self, f: impl FnOnce(&mut dyn FnMut(ChunkKey) -> Option<Arc<Vec<u8>>>) -> R) -> R {
+        let mut guard = self.lock();
+        let lru = &mut *guard;
+        f(&mut |key| {
+            lru.tick += 1;
+            let tick = lru.tick;
+            lru.entries.get_mut(&key).map(|(data, last)| {
+                *last = tick;
+                data.clone()
+            })
+        })
     }
 
     /// Keeps `data` unless it alone exceeds the capacity, evicting old entries to make room.
@@ -59,17 +106,24 @@ impl ChunkCache {
         let lru = &mut *guard;
         lru.tick += 1;
         let tick = lru.tick;
-        if let Some((old, last)) = lru.entries.insert(key, (data, tick)) {
-            // Another thread decoded the same chunk meanwhile.
-            lru.order.remove(&last);
+        if let Some((old, _)) = lru.entries.insert(key, (data, tick)) {
+            // Another thread decoded the same chunk meanwhile; its queue item goes stale.
             lru.bytes -= old.len();
         }
         lru.order.insert(tick, key);
         lru.bytes += size;
         while lru.bytes > self.capacity {
-            let Some((_, oldest)) = lru.order.pop_first() else { break };
-            if let Some((old, _)) = lru.entries.remove(&oldest) {
-                lru.bytes -= old.len();
+            let Some((queued, oldest)) = lru.order.pop_first() else { break };
+            match lru.entries.get(&oldest) {
+                Some(&(_, last)) if last > queued => {
+                    lru.order.insert(last, oldest); // used since: queue it at its last use
+                }
+                Some(&(_, last)) if last == queued => {
+                    if let Some((old, _)) = lru.entries.remove(&oldest) {
+                        lru.bytes -= old.len();
+                    }
+                }
+                _ => {} // stale: the entry was replaced (queued again later) or is gone
             }
         }
     }
@@ -84,7 +138,7 @@ impl ChunkCache {
 /// a retry fails again, which is the rare path).
 #[derive(Default)]
 pub(crate) struct VerifiedRecords {
-    intact: RwLock<HashSet<RecordKey>>,
+    intact: RwLock<HashSet<RecordKey, BuildHasherDefault<IntHasher>>>,
 }
 
 impl VerifiedRecords {

@@ -27,8 +27,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::cache::{ChunkCache, VerifiedRecords};
+use super::cache::{ChunkCache, IntMap, VerifiedRecords};
 use super::shard::{Found, Opened, Shard};
+use super::steps::EpisodeSet;
 use super::{OpenOptions, Problem, SHARD_EXTENSION};
 use crate::error::{Error, Result};
 use crate::format::chunks::ChunkRef;
@@ -103,9 +104,10 @@ pub struct Dataset {
     known_files: HashSet<PathBuf>,
     pub(super) recordings: Vec<Recording>,
     states: Vec<RecordingState>,
-    pub(super) chunk_lists: HashMap<ListKey, Vec<Located>>,
+    pub(super) chunk_lists: IntMap<ListKey, Vec<Located>>,
     episodes: Vec<EpisodeRef>,
-    num_steps: u64,
+    /// Every episode, with the global step index over them (extended as episodes are listed).
+    all: EpisodeSet,
     /// Problems found at the dataset level (across shards); never replaced.
     own_problems: Vec<Problem>,
     reported: HashSet<String>,
@@ -135,9 +137,9 @@ impl Dataset {
             known_files: HashSet::new(),
             recordings: Vec::new(),
             states: Vec::new(),
-            chunk_lists: HashMap::new(),
+            chunk_lists: IntMap::default(),
             episodes: Vec::new(),
-            num_steps: 0,
+            all: EpisodeSet::all(),
             own_problems: Vec::new(),
             reported: HashSet::new(),
             chunk_damage: HashMap::new(),
@@ -175,7 +177,26 @@ impl Dataset {
 
     /// The sum of episode lengths.
     pub fn num_steps(&self) -> u64 {
-        self.num_steps
+        self.all.num_steps()
+    }
+
+    /// Every episode, in `episodes()` order, with the global step index: step `g` of the
+    /// dataset is step `g - first_step(k)` of the episode `k` holding it. `refresh` extends it.
+    pub fn all_episodes(&self) -> &EpisodeSet {
+        &self.all
+    }
+
+    /// A subset of the episodes (dataset indexes, in the order given; repeats allowed) to sample
+    /// from, with its own step numbering. It does not follow `refresh`.
+    pub fn episode_set(&self, episodes: &[usize]) -> Result<EpisodeSet> {
+        let lengths =
+            episodes.iter().map(|&i| self.episode(i).map(|e| e.summary.length)).collect::<Result<Vec<_>>>()?;
+        Ok(EpisodeSet::subset(episodes.to_vec(), lengths))
+    }
+
+    /// (episode, step within it) of global step `step`.
+    pub fn locate_step(&self, step: u64) -> Result<(usize, u64)> {
+        self.all.locate_step(step)
     }
 
     /// Re-scans shards that grew and picks up new shard files (reading while a recorder writes).
@@ -405,7 +426,7 @@ impl Dataset {
             for summary in f.episodes {
                 match self.check_episode(recording, shard, &summary) {
                     Ok(()) => {
-                        self.num_steps = self.num_steps.saturating_add(summary.length);
+                        self.all.push(summary.length);
                         self.episodes.push(EpisodeRef { recording, shard, summary });
                     }
                     Err(why) => {

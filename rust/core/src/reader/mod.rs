@@ -6,19 +6,29 @@
 //!   lists per (recording, lane, column), the episode list, `refresh` for files still being written.
 //! - `rows`: reading rows of a column into a buffer, across chunks, through the cache.
 //! - `cache`: the byte-bounded cache of decoded chunks and the set of checksum-verified records.
+//! - `steps`: the global step index (prefix sums of episode lengths) and episode subsets with
+//!   their own step and window numbering.
+//! - `gather`: batched reads of many (episode, step) windows into caller-owned buffers.
+//! - `sampling`: reproducible uniform sampling of steps and windows from a seed.
 //!
 //! Everything read from a file is untrusted: every offset and length is bounds-checked with
 //! checked arithmetic, and damage becomes a `Problem` (or `Error::Corrupt`), never a panic.
 
 mod cache;
 mod dataset;
+mod gather;
 mod rows;
+mod sampling;
 mod shard;
+mod steps;
 
 use std::path::PathBuf;
 
 pub use dataset::{Dataset, EpisodeRef, Recording};
+pub use gather::{max_threads, set_max_threads, set_parallel_thresholds, Field, Out, Window};
 pub use rows::{ColumnData, RowsView};
+pub use sampling::{sample_steps, sample_windows, SplitMix64};
+pub use steps::{EpisodeSet, StepIndex, WindowIndex};
 
 pub use crate::format::episode::EpisodeSummary;
 

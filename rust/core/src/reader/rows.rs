@@ -48,7 +48,7 @@ impl std::fmt::Debug for RowsView {
 }
 
 /// A chunk's decoded rows: in the map (raw) or decoded and shared with the cache.
-enum ChunkBytes<'a> {
+pub(super) enum ChunkBytes<'a> {
     Mapped(&'a [u8]),
     Decoded(Arc<Vec<u8>>),
 }
@@ -83,7 +83,7 @@ impl Dataset {
         }
     }
 
-    fn chunk_list(&self, recording: usize, lane: u32, column: ColumnId) -> &[Located] {
+    pub(super) fn chunk_list(&self, recording: usize, lane: u32, column: ColumnId) -> &[Located] {
         self.chunk_lists.get(&(recording, lane, column)).map(Vec::as_slice).unwrap_or(&[])
     }
 
@@ -96,23 +96,27 @@ impl Dataset {
         Ok(())
     }
 
-    /// A chunk's decoded bytes (`raw_len` of them, as checked when the chunk was taken in).
-    fn chunk_data(&self, loc: &Located, row_bytes: Option<usize>) -> Result<ChunkBytes<'_>> {
+    /// A chunk's stored bytes in the map, its Chunks record verified first.
+    pub(super) fn stored_bytes(&self, loc: &Located) -> Result<&[u8]> {
+        self.ensure_verified(loc)?;
+        self.stored_unchecked(loc)
+    }
+
+    /// A chunk's stored bytes, for a caller that verified its Chunks record already.
+    pub(super) fn stored_unchecked(&self, loc: &Located) -> Result<&[u8]> {
         let shard = &self.shards[loc.shard];
         let c = &loc.chunk;
-        let corrupt = |why: String| Error::corrupt(&shard.path, c.data_offset, why);
-        self.ensure_verified(loc)?;
         let map: &[u8] = &shard.map;
         let range = usize::try_from(c.data_offset).ok().and_then(|s| Some(s..s.checked_add(c.stored_len as usize)?));
-        let stored =
-            range.and_then(|r| map.get(r)).ok_or_else(|| corrupt("chunk data lies outside the file".into()))?;
-        if c.codec == 0 {
-            return Ok(ChunkBytes::Mapped(stored));
-        }
-        let key = (loc.shard, c.data_offset);
-        if let Some(data) = self.cache.get(key) {
-            return Ok(ChunkBytes::Decoded(data));
-        }
+        range
+            .and_then(|r| map.get(r))
+            .ok_or_else(|| Error::corrupt(&shard.path, c.data_offset, "chunk data lies outside the file"))
+    }
+
+    /// Decodes an encoded chunk's stored bytes (no cache involved): `raw_len` bytes.
+    pub(super) fn decode_stored(&self, loc: &Located, stored: &[u8], row_bytes: Option<usize>) -> Result<Vec<u8>> {
+        let c = &loc.chunk;
+        let corrupt = |why: String| Error::corrupt(&self.shards[loc.shard].path, c.data_offset, why);
         if codec_ids(c.codec).last() == Some(CODEC_ZSTD) {
             // The frame header must vouch for the size before zstd is asked to allocate it.
             match zstd::zstd_safe::get_frame_content_size(stored) {
@@ -120,8 +124,20 @@ impl Dataset {
                 _ => return Err(corrupt(format!("zstd frame does not declare the chunk's {} bytes", c.raw_len))),
             }
         }
-        let data = codec::decode(c.codec, row_bytes, stored, c.raw_len as usize).map_err(corrupt)?;
-        let data = Arc::new(data);
+        codec::decode(c.codec, row_bytes, stored, c.raw_len as usize).map_err(corrupt)
+    }
+
+    /// A chunk's decoded bytes (`raw_len` of them, as checked when the chunk was taken in).
+    fn chunk_data(&self, loc: &Located, row_bytes: Option<usize>) -> Result<ChunkBytes<'_>> {
+        let stored = self.stored_bytes(loc)?;
+        if loc.chunk.codec == 0 {
+            return Ok(ChunkBytes::Mapped(stored));
+        }
+        let key = (loc.shard, loc.chunk.data_offset);
+        if let Some(data) = self.cache.get(key) {
+            return Ok(ChunkBytes::Decoded(data));
+        }
+        let data = Arc::new(self.decode_stored(loc, stored, row_bytes)?);
         self.cache.insert(key, data.clone());
         Ok(ChunkBytes::Decoded(data))
     }
@@ -306,7 +322,13 @@ fn episode_shape(spec: &ColumnSpec, rows: u64) -> Result<Vec<usize>> {
 
 /// Appends rows `from..to` of a str chunk: `(n_rows + 1)` u64 offsets into the text that
 /// follows them, then the UTF-8 text.
-fn chunk_strings(data: &[u8], n_rows: u32, from: usize, to: usize, out: &mut Vec<String>) -> Result<(), String> {
+pub(super) fn chunk_strings(
+    data: &[u8],
+    n_rows: u32,
+    from: usize,
+    to: usize,
+    out: &mut Vec<String>,
+) -> Result<(), String> {
     let table = (n_rows as usize + 1) * 8;
     let text = data.get(table..).ok_or("shorter than its offset table")?;
     for row in from..to {

@@ -10,19 +10,33 @@
 //!   episode (with `pad`, an episode shorter than the window counts as one window, padded at
 //!   its end). Built on first use for a given length and cached on the set.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::error::{Error, Result};
 
 /// Prefix sums of episode lengths: `starts[k]` is the number of steps in episodes `0..k`.
+///
+/// Locating a step is a binary search, narrowed by a table built on first use: for every
+/// bucket of `1 << shift` steps (a bucket at least as long as an average episode), the episode
+/// holding its first step. A search then looks at the few episodes overlapping one bucket
+/// instead of walking ~log2(episodes) dependent loads through a large array, which for random
+/// steps of a large dataset are cache misses.
 #[derive(Debug, Clone)]
 pub struct StepIndex {
     starts: Vec<u64>,
+    buckets: OnceLock<Buckets>,
+}
+
+#[derive(Debug, Clone)]
+struct Buckets {
+    shift: u32,
+    /// `first[b]`: the member holding step `b << shift`.
+    first: Vec<usize>,
 }
 
 impl Default for StepIndex {
     fn default() -> Self {
-        StepIndex { starts: vec![0] }
+        StepIndex { starts: vec![0], buckets: OnceLock::new() }
     }
 }
 
@@ -39,6 +53,26 @@ impl StepIndex {
     pub fn push(&mut self, length: u64) {
         let last = *self.starts.last().unwrap_or(&0);
         self.starts.push(last.saturating_add(length));
+        self.buckets = OnceLock::new();
+    }
+
+    fn buckets(&self) -> &Buckets {
+        self.buckets.get_or_init(|| {
+            let total = self.num_steps();
+            let average = total / self.len().max(1) as u64;
+            let shift = average.max(16).next_power_of_two().trailing_zeros();
+            let n = usize::try_from((total >> shift) + 1).unwrap_or(usize::MAX);
+            let mut first = Vec::with_capacity(n);
+            let mut k = 0usize;
+            for b in 0..n as u64 {
+                let step = b << shift;
+                while k + 1 < self.len() && self.starts[k + 1] <= step {
+                    k += 1;
+                }
+                first.push(k);
+            }
+            Buckets { shift, first }
+        })
     }
 
     /// Number of episodes.
@@ -70,8 +104,13 @@ impl StepIndex {
             return None;
         }
         // The last start <= step; episodes of length 0 (never listed) would share a start, and
-        // the search then lands on the last of them, which is the one holding the step.
-        let k = self.starts.partition_point(|&s| s <= step) - 1;
+        // the search then lands on the last of them, which is the one holding the step. It lies
+        // between the members holding the first steps of this bucket and of the next.
+        let buckets = self.buckets();
+        let b = (step >> buckets.shift) as usize;
+        let lo = buckets.first[b];
+        let hi = buckets.first.get(b + 1).map_or(self.len() - 1, |&h| h);
+        let k = lo + self.starts[lo + 1..=hi].partition_point(|&s| s <= step);
         Some((k, step - self.starts[k]))
     }
 }
@@ -209,6 +248,29 @@ impl EpisodeSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bucketed_search_matches_a_plain_one() {
+        let mut lengths = Vec::new();
+        let mut x = 7u64;
+        for _ in 0..3000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            lengths.push(if x % 7 == 0 { 1 + (x >> 50) % 2000 } else { 1 + (x >> 40) % 40 });
+        }
+        let mut index = StepIndex::from_lengths(lengths.iter().copied());
+        let check = |index: &StepIndex| {
+            for step in (0..index.num_steps()).step_by(7).chain([index.num_steps() - 1]) {
+                let k = index.starts.partition_point(|&s| s <= step) - 1;
+                assert_eq!(index.locate(step), Some((k, step - index.starts[k])), "step {step}");
+            }
+            assert_eq!(index.locate(index.num_steps()), None);
+        };
+        check(&index);
+        index.push(5000); // the table is rebuilt for the new length
+        check(&index);
+        let one = StepIndex::from_lengths([1]);
+        assert_eq!(one.locate(0), Some((0, 0)));
+    }
 
     #[test]
     fn locate_steps_across_episodes() {

@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 use crate::format::chunks::PendingChunk;
-use crate::format::codec;
+use crate::format::codec::Encoder;
 use crate::schema::{ColumnSpec, Timeline};
 
 /// Rows of one column of one lane not yet written.
@@ -47,7 +47,7 @@ impl ColumnBuffer {
     }
 
     /// Encodes the buffered rows as a chunk and empties the buffer.
-    pub fn seal(&mut self, lane: u32, spec: &ColumnSpec) -> Option<PendingChunk> {
+    pub fn seal(&mut self, lane: u32, spec: &ColumnSpec, encoder: &mut Encoder) -> Option<PendingChunk> {
         if self.rows == 0 {
             return None;
         }
@@ -65,21 +65,16 @@ impl ColumnBuffer {
             self.data.clear();
             raw
         };
-        let (codec, data) = codec::encode(&spec.codec, row_bytes, &raw);
-        let chunk = PendingChunk {
-            lane,
-            column: spec.id,
-            first_row: self.first_row,
-            n_rows: self.rows,
-            codec,
-            raw_len: raw.len() as u64,
-            data,
-        };
+        let raw_len = raw.len() as u64;
+        let capacity = raw.capacity();
+        let (codec, data) = encoder.encode(&spec.codec, row_bytes, raw);
+        let chunk =
+            PendingChunk { lane, column: spec.id, first_row: self.first_row, n_rows: self.rows, codec, raw_len, data };
         self.first_row += self.rows as u64;
         self.rows = 0;
         // Keep the allocation for the next rows unless it grew far past a chunk.
         if self.data.capacity() == 0 {
-            self.data = Vec::with_capacity(raw.capacity().min(chunk.raw_len as usize * 2));
+            self.data = Vec::with_capacity(capacity.min(chunk.raw_len as usize * 2));
         }
         Some(chunk)
     }

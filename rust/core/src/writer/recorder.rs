@@ -269,17 +269,34 @@ impl Recorder {
         let mut chunk = self.producer.write_chunk_uninit(len).map_err(|_| Error::RingFull { capacity })?;
         let (first, second) = chunk.as_mut_slices();
         let mut at = 0usize;
-        message::encode(head, entries, len, |bytes| {
-            let mut src = bytes;
+        let mut copy = |src: &[u8]| {
+            let mut src = src;
             while !src.is_empty() {
-                let (dst, off) =
-                    if at < first.len() { (&mut first[at..], at) } else { (&mut second[at - first.len()..], at) };
+                let dst = if at < first.len() { &mut first[at..] } else { &mut second[at - first.len()..] };
                 let n = src.len().min(dst.len());
                 src[..n].copy_to_uninit(&mut dst[..n]);
                 src = &src[n..];
-                at = off + n;
+                at += n;
+            }
+        };
+        // Headers are tiny: gather them in a stack buffer so each costs no call into memmove.
+        let mut staged = [0u8; 256];
+        let mut staged_len = 0usize;
+        message::encode(head, entries, len, |bytes| {
+            if bytes.len() <= 64 {
+                if staged_len + bytes.len() > staged.len() {
+                    copy(&staged[..staged_len]);
+                    staged_len = 0;
+                }
+                staged[staged_len..staged_len + bytes.len()].copy_from_slice(bytes);
+                staged_len += bytes.len();
+            } else {
+                copy(&staged[..staged_len]);
+                staged_len = 0;
+                copy(bytes);
             }
         });
+        copy(&staged[..staged_len]);
         debug_assert_eq!(at, len);
         // SAFETY: `encode` wrote exactly `len` bytes (encoded_len computed that count), so every
         // slot of the chunk is initialized.

@@ -15,6 +15,7 @@ use super::lane::{ColumnBuffer, Lane, LaneState, OpenEpisode};
 use super::message::{self, EntryKind, EntryRef, Message, MessageKind, Slot, ALL_ENVS};
 use super::shard::{now_ns, ShardWriter};
 use crate::error::{Error, Result};
+use crate::format::codec::Encoder;
 use crate::format::episode::{EpisodeSummary, FLAG_COMPLETE, FLAG_TERMINATED, FLAG_TRUNCATED};
 use crate::schema::{ColumnId, ColumnSpec, Timeline};
 
@@ -85,6 +86,7 @@ pub struct WriterThread {
     lookup: Vec<[Vec<u32>; 2]>,
     str_offsets: Vec<Vec<usize>>,
     seal_wanted: bool,
+    encoder: Encoder,
     /// Value bytes taken since the counter in `shared` was last updated (one atomic per message).
     raw_bytes_seen: u64,
 }
@@ -127,6 +129,7 @@ impl WriterThread {
             str_offsets: Vec::new(),
             seal_wanted: false,
             raw_bytes_seen: 0,
+            encoder: Encoder::default(),
             config: setup.config,
         };
         for spec in setup.columns {
@@ -198,7 +201,11 @@ impl WriterThread {
     }
 
     /// Applies one message; true when it was Close.
-    fn handle(&mut self, msg: Message, seq: u64) -> Result<bool> {
+    fn handle(&mut self, mut msg: Message, seq: u64) -> Result<bool> {
+        if msg.time_ns == 0 {
+            // The caller leaves the clock to us (it costs the step path); we lag it by ~1 ms.
+            msg.time_ns = now_ns();
+        }
         match msg.kind {
             MessageKind::Step => {
                 self.row_message_seq = seq;
@@ -484,7 +491,7 @@ impl WriterThread {
         for lane in &mut self.lanes {
             for (buffer, spec) in lane.buffers.iter_mut().zip(&self.columns) {
                 if all || buffer.raw_len() >= limit || buffer.rows == u32::MAX {
-                    chunks.extend(buffer.seal(lane.index, spec));
+                    chunks.extend(buffer.seal(lane.index, spec, &mut self.encoder));
                 }
             }
         }

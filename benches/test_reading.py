@@ -1,0 +1,325 @@
+"""Reading for training (issue 4): random batches of 256 transitions (CartPole-like, 84x84
+pixels stored raw), a full sequential scan, a random single step, and batch cost at two dataset
+sizes 10x apart, each against the naive path (one episode at a time from Python) measured in the
+same run, rounds interleaved.
+
+Datasets are written straight through `_core.Recorder` with synthetic values (16 lanes,
+CartPole-like episode lengths), so building them takes seconds: what is measured is reading.
+
+    python -m pytest benches/test_reading.py -p no:cacheprovider --benchmark-only -s
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import trajcore
+from gymnasium import spaces
+from trajcore import _core
+from trajcore._config import build_config
+
+LANES = 16
+BATCH = 256
+SMALL, LARGE = 100_000, 1_000_000  # CartPole steps: two sizes 10x apart
+PIXEL_STEPS = 20_000  # 84x84 uint8 frames: ~280 MB of observation rows
+GROUP = "reading"
+
+
+def _write(path: Path, steps: int, obs: spaces.Box, seed: int, zstd_level: int | None) -> None:
+    """`steps` transitions over 16 lanes (next-step autoreset), episodes of CartPole-like lengths."""
+    config = build_config(
+        obs,
+        spaces.Discrete(2),
+        num_envs=LANES,
+        batched=True,
+        autoreset_mode="next_step",
+        metadata={"synthetic": True},
+        env_id=None,
+        max_shard_bytes=256 << 20,
+        chunk_bytes=None,
+        flush_interval=1.0,
+        durability="flush",
+        fsync_interval=None,
+        zstd_level=zstd_level,
+        codecs=None,
+        block_when_full=True,
+        ring_bytes=64 << 20,
+    )
+    rec = _core.Recorder(str(path), config)
+    rng = np.random.default_rng(seed)
+    shape = (LANES, *obs.shape)
+    pool = (
+        rng.normal(size=(64, *shape)).astype(obs.dtype)
+        if obs.dtype == np.float32
+        else rng.integers(0, 255, size=(64, *shape), dtype=np.uint8)
+    )
+    rec.reset(pool[0], {})
+    left = rng.geometric(1 / 22, size=LANES)  # steps to the end of each lane's episode
+    restart = np.zeros(LANES, dtype=bool)
+    recorded = 0
+    i = 0
+    while recorded < steps:
+        i += 1
+        done = left == 1
+        left = np.where(restart, rng.geometric(1 / 22, size=LANES), left - 1)
+        recorded += int((~restart).sum())
+        rec.step(
+            rng.integers(0, 2, size=LANES),
+            pool[i % 64],
+            np.ones(LANES),
+            done & ~restart,
+            np.zeros(LANES, dtype=bool),
+            {},
+        )
+        restart = done & ~restart
+    rec.close()
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("reading")
+    box = spaces.Box(-np.inf, np.inf, (4,), np.float32)
+    paths = {
+        "cartpole 1M zstd": (LARGE, box, 3),
+        "cartpole 100k zstd": (SMALL, box, 3),
+        "pixels 84x84 raw": (PIXEL_STEPS, spaces.Box(0, 255, (84, 84), np.uint8), None),
+    }
+    out = {}
+    for name, (steps, space, level) in paths.items():
+        out[name] = root / name.replace(" ", "_")
+        _write(out[name], steps, space, seed=len(out), zstd_level=level)
+    # The recorded-compressed CartPole datasets converted to raw columns, as for training.
+    for size in ("1M", "100k"):
+        out[f"cartpole {size} raw"] = root / f"cartpole_{size}_raw"
+        trajcore.convert(out[f"cartpole {size} zstd"], out[f"cartpole {size} raw"], codecs="raw")
+    return out
+
+
+def _nbytes(batch: Any) -> int:
+    if isinstance(batch, dict):
+        return sum(_nbytes(v) for v in batch.values())
+    if isinstance(batch, tuple):
+        return sum(_nbytes(v) for v in batch)
+    return int(batch.nbytes)
+
+
+def _naive_batch(ds: trajcore.Dataset, episodes: np.ndarray, steps: np.ndarray) -> dict[str, Any]:
+    """What users write without a batched reader: each transition from its episode, in Python."""
+    obs, nxt, act, rew, term, trunc = [], [], [], [], [], []
+    for e, t in zip(episodes.tolist(), steps.tolist(), strict=True):
+        ep = ds.episodes[e]
+        o = ep.observations
+        obs.append(o[t])
+        nxt.append(o[t + 1])
+        act.append(ep.actions[t])
+        rew.append(ep.rewards[t])
+        term.append(ep.terminations[t])
+        trunc.append(ep.truncations[t])
+    return {
+        "observations": np.stack(obs),
+        "actions": np.array(act),
+        "rewards": np.array(rew),
+        "next_observations": np.stack(nxt),
+        "terminations": np.array(term),
+        "truncations": np.array(trunc),
+    }
+
+
+def _interleaved(fns: dict[str, Callable[[int], Any]], seconds: float, rounds: int = 5) -> dict[str, list[float]]:
+    """Seconds per call of each function, `rounds` rounds interleaved (call i gets argument i)."""
+    out: dict[str, list[float]] = {k: [] for k in fns}
+    calls = dict.fromkeys(fns, 0)
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            n, start = 0, time.perf_counter()
+            while (elapsed := time.perf_counter() - start) < seconds / rounds or n < 2:
+                fn(calls[name])
+                calls[name] += 1
+                n += 1
+            out[name].append(elapsed / n)
+    return out
+
+
+def _row(name: str, **figures: Any) -> dict[str, Any]:
+    return {"group": GROUP, "name": name, **figures}
+
+
+@pytest.mark.parametrize(
+    "name", ["cartpole 1M zstd", "cartpole 1M raw", "cartpole 100k zstd", "cartpole 100k raw", "pixels 84x84 raw"]
+)
+def test_random_batches(benchmark: Any, report: list[dict[str, Any]], datasets: dict[str, Path], name: str) -> None:
+    ds = trajcore.open(datasets[name])
+    pairs = [ds._core.locate(np.random.default_rng(i).integers(0, ds.num_steps, BATCH)) for i in range(64)]
+    batch_bytes = _nbytes(ds.sample_transitions(BATCH, seed=0))
+    ds.sample_transitions(4096, seed=1)  # warm the page cache and the chunk cache
+
+    def measure() -> dict[str, list[float]]:
+        return _interleaved(
+            {
+                "trajcore": lambda i: ds.sample_transitions(BATCH, seed=i),
+                "naive": lambda i: _naive_batch(ds, *pairs[i % 64]),
+            },
+            seconds=4.0 if name.startswith("pixels") else 2.0,
+        )
+
+    t = benchmark.pedantic(measure, rounds=1, iterations=1)
+    fast, naive = statistics.median(t["trajcore"]), statistics.median(t["naive"])
+    row = _row(
+        f"random batch of {BATCH}, {name}",
+        steps=ds.num_steps,
+        us_per_batch=fast * 1e6,
+        spread_us=f"{min(t['trajcore']) * 1e6:.0f}..{max(t['trajcore']) * 1e6:.0f}",
+        transitions_per_s=BATCH / fast,
+        MB_per_s=batch_bytes / fast / 1e6,
+        naive_transitions_per_s=BATCH / naive,
+        speedup_vs_naive=naive / fast,
+    )
+    benchmark.extra_info.update(row)
+    report.append(row)
+
+
+def test_single_step_latency(benchmark: Any, report: list[dict[str, Any]], datasets: dict[str, Path]) -> None:
+    rows = []
+    for name in ("cartpole 1M zstd", "cartpole 1M raw"):
+        ds = trajcore.open(datasets[name])
+        index = np.random.default_rng(0).integers(0, ds.num_steps, 1 << 16).tolist()
+        steps = ds.steps
+        for g in index[:4096]:
+            steps[g]  # touch the chunks (cache, page cache)
+
+        def naive(i: int, ds: trajcore.Dataset = ds, index: list[int] = index) -> Any:
+            (e,), (t,) = ds._core.locate(np.array([index[i % len(index)]]))
+            ep = ds.episodes[int(e)]
+            return ep.observations[t], ep.actions[t], ep.rewards[t], ep.observations[t + 1]
+
+        t = _interleaved(
+            {"trajcore": lambda i, s=steps, ix=index: s[ix[i & 0xFFFF]], "naive": naive},
+            seconds=2.0,
+        )
+        fast, slow = statistics.median(t["trajcore"]), statistics.median(t["naive"])
+        rows.append(
+            _row(
+                f"random single step (ds.steps[i]), {name}",
+                steps=ds.num_steps,
+                us_per_step=fast * 1e6,
+                spread_us=f"{min(t['trajcore']) * 1e6:.2f}..{max(t['trajcore']) * 1e6:.2f}",
+                naive_us_per_step=slow * 1e6,
+                speedup_vs_naive=slow / fast,
+            )
+        )
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+    benchmark.extra_info.update(rows[0])
+    report.extend(rows)
+
+
+@pytest.mark.parametrize("name", ["cartpole 1M zstd", "cartpole 1M raw", "pixels 84x84 raw"])
+def test_sequential_scan(benchmark: Any, report: list[dict[str, Any]], datasets: dict[str, Path], name: str) -> None:
+    ds = trajcore.open(datasets[name])
+    chunk = 4096 if name.startswith("pixels") else 65536
+
+    def batched(_: int) -> int:
+        total = 0
+        for start in range(0, ds.num_steps, chunk):
+            total += _nbytes(ds.transitions[start : min(start + chunk, ds.num_steps)])
+        return total
+
+    def naive(_: int) -> int:
+        total = 0
+        for ep in ds.episodes:
+            total += ep.observations.nbytes * 2 + ep.actions.nbytes + ep.rewards.nbytes
+            total += ep.terminations.nbytes + ep.truncations.nbytes
+        return total
+
+    scanned = batched(0)
+    t = benchmark.pedantic(lambda: _interleaved({"trajcore": batched, "naive": naive}, 6.0, rounds=3), rounds=1)
+    fast, slow = statistics.median(t["trajcore"]), statistics.median(t["naive"])
+    row = _row(
+        f"full scan in order, {name}",
+        steps=ds.num_steps,
+        s_per_scan=fast,
+        transitions_per_s=ds.num_steps / fast,
+        MB_per_s=scanned / fast / 1e6,
+        naive_transitions_per_s=ds.num_steps / slow,
+        speedup_vs_naive=slow / fast,
+    )
+    benchmark.extra_info.update(row)
+    report.append(row)
+
+
+def test_batch_cost_does_not_grow_with_size(
+    benchmark: Any, report: list[dict[str, Any]], datasets: dict[str, Path]
+) -> None:
+    rows = []
+    for codec in ("zstd", "raw"):
+        small = trajcore.open(datasets[f"cartpole 100k {codec}"])
+        large = trajcore.open(datasets[f"cartpole 1M {codec}"])
+        for d in (small, large):
+            d.sample_transitions(1 << 16, seed=99)  # warm both alike
+        t = _interleaved(
+            {
+                "100k": lambda i, d=small: d.sample_transitions(BATCH, seed=i),
+                "1M": lambda i, d=large: d.sample_transitions(BATCH, seed=i),
+            },
+            seconds=3.0,
+            rounds=6,
+        )
+        a, b = statistics.median(t["100k"]), statistics.median(t["1M"])
+        rows.append(
+            _row(
+                f"batch cost, 100k vs 1M steps ({codec})",
+                episodes=f"{small.num_episodes:,} vs {large.num_episodes:,}",
+                us_per_batch_100k=a * 1e6,
+                us_per_batch_1M=b * 1e6,
+                ratio_1M_over_100k=b / a,
+            )
+        )
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+    report.extend(rows)
+
+
+def test_reading_targets(benchmark: Any, report: list[dict[str, Any]]) -> None:
+    """The issue's targets, from the rows above (runs last: pytest keeps file order)."""
+    benchmark.pedantic(lambda: None, rounds=1, iterations=1)
+    by = {r["name"]: r for r in report if r["group"] == GROUP}
+    checks = []
+    cp = by.get(f"random batch of {BATCH}, cartpole 1M zstd")
+    cp_raw = by.get(f"random batch of {BATCH}, cartpole 1M raw")
+    if cp and cp_raw:
+        best = max(cp["transitions_per_s"], cp_raw["transitions_per_s"])
+        checks.append(
+            (
+                ">= 5M transitions/s, CartPole batches of 256",
+                cp["transitions_per_s"] >= 5e6,
+                f"{cp['transitions_per_s'] / 1e6:.1f}M/s recorded zstd, {cp_raw['transitions_per_s'] / 1e6:.1f}M/s "
+                f"converted raw (best {best / 1e6:.1f}M/s)",
+            )
+        )
+    px = by.get(f"random batch of {BATCH}, pixels 84x84 raw")
+    if px:
+        checks.append(
+            (
+                ">= 300k transitions/s, raw 84x84 batches",
+                px["transitions_per_s"] >= 3e5,
+                f"{px['transitions_per_s'] / 1e3:.0f}k/s, {px['MB_per_s']:.0f} MB/s",
+            )
+        )
+    for name in ("cartpole 1M zstd", "cartpole 1M raw"):
+        one = by.get(f"random single step (ds.steps[i]), {name}")
+        if one:
+            checks.append(
+                ("random single step < 2 us", one["us_per_step"] < 2.0, f"{one['us_per_step']:.2f} us ({name})")
+            )
+    for codec in ("zstd", "raw"):
+        size = by.get(f"batch cost, 100k vs 1M steps ({codec})")
+        if size:
+            r = size["ratio_1M_over_100k"]
+            checks.append(("batch cost flat with size (1M / 100k <= 1.25)", r <= 1.25, f"{r:.2f}x ({codec})"))
+    for target, met, figure in checks:
+        report.append({"group": "reading targets", "name": target, "met": "met" if met else "MISSED", "figure": figure})
+    assert checks, "run with the benchmarks above"

@@ -1,0 +1,76 @@
+"""`trajcore.convert`: rewrite a dataset with other per-column codecs and chunk sizes."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from trajcore import _core
+from trajcore._config import Codec, _check_codec
+from trajcore.dataset import Dataset, Episodes
+
+__all__ = ["convert"]
+
+
+def convert(
+    src: str | os.PathLike[str] | Dataset | Episodes,
+    dst: str | os.PathLike[str],
+    *,
+    codecs: Mapping[str, Codec] | Literal["raw"] | None = None,
+    chunk_bytes: int | None = None,
+    max_shard_bytes: int | None = None,
+) -> dict[str, Any]:
+    """Writes a copy of a dataset with other storage: e.g. recorded compressed, converted to raw
+    columns for training (raw columns are read as zero-copy views and sampled without decoding).
+
+    Every episode is kept with its order, env index, complete/terminated/truncated flags,
+    return, start and end times, metadata, observations, actions, rewards, infos and custom
+    data with their masks; each recording of the source becomes one recording of the copy
+    (recordings written at the same time come out one after the other). What changes: the
+    codecs and chunk sizes asked for, shard boundaries, and the Meta record's
+    ``autoreset_mode`` (now "disabled"; the source's is kept in
+    ``ds.meta()["user"]["converted_from"]``). Mask columns keep the writer's default codec.
+    The copy is written next to `dst` and renamed into place when complete.
+
+    Args:
+        src: a dataset (path, `Dataset`) or a selection of its episodes (`Episodes`, e.g. from
+            `Dataset.select`: only those are copied).
+        dst: the new dataset directory; it must not exist, or be empty.
+        codecs: ``"raw"`` (every column uncompressed), or per-column storage keyed like the
+            recorders' `codecs` (column name or '/'-bounded prefix, "info", "data", "reward",
+            "default"), e.g. ``{"obs": {"zstd_level": None}}``. Columns no key matches keep
+            their codec.
+        chunk_bytes: target size of a chunk (raw bytes); None keeps the writer's default (1 MiB).
+        max_shard_bytes: a new shard file starts past this size (default 1 GiB).
+
+    Returns:
+        ``{"episodes": int, "steps": int, "shards": [paths]}``.
+
+    Raises:
+        InvalidArgumentError: `dst` is not empty, or an option is invalid.
+        CorruptFileError: the source is damaged where a copied episode needs it.
+    """
+    episodes: list[int] | None = None
+    if isinstance(src, Episodes):
+        episodes = src.indices
+        dataset = src._dataset
+    elif isinstance(src, Dataset):
+        dataset = src
+    else:
+        dataset = Dataset(src)
+    rules: dict[str, Any] | None = None
+    if codecs == "raw":
+        rules = {"default": {"delta": False, "zstd_level": None}}
+    elif codecs is not None:
+        rules = {str(k): _check_codec(str(k), v) for k, v in codecs.items()}
+    result: dict[str, Any] = _core.convert(
+        dataset._core,
+        os.fspath(dst),
+        None if rules is None else json.dumps(rules),
+        chunk_bytes,
+        max_shard_bytes,
+        episodes,
+    )
+    return result

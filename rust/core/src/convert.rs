@@ -1,0 +1,382 @@
+//! Rewriting a dataset with other codecs and chunk sizes (e.g. recorded compressed, converted
+//! to raw columns for training, where reads are zero-copy views and random access decodes
+//! nothing).
+//!
+//! Each recording of the source is replayed through a `Recorder`, one episode after another in
+//! dataset order: a reset (its first observation-timeline row), its steps (step row t and
+//! observation row t + 1), its metadata, and for an episode that did not end (incomplete) an
+//! abort. The recorder runs with autoreset disabled and one lane per source lane, each message
+//! carrying values for that lane only, so every episode keeps its lane (env index), rows,
+//! flags, return, start and end times, metadata, infos and custom data with their masks; and
+//! since the writer writes episodes in the order they end, the order is kept too.
+//!
+//! What changes: codecs and chunk sizes (that is the point), shard boundaries, recording ids,
+//! the Meta record's `autoreset_mode` (now "disabled"; the source's is kept in
+//! `user.converted_from`), and mask columns, which the writer always stores with its default
+//! codec. Recordings are written one after the other, so a source whose recordings were written
+//! at the same time (interleaved shards) comes out grouped by recording.
+//!
+//! The output is written into a sibling temporary directory and renamed into place at the end:
+//! a failed conversion leaves no partial dataset behind.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+use crate::error::{Error, Result};
+use crate::reader::{ColumnData, Dataset, Recording};
+use crate::schema::{CodecSpec, ColumnSpec, Timeline};
+use crate::writer::{EntryKind, EntryRef, MessageHead, MessageKind, NewColumn, Recorder, RecorderConfig, Slot};
+
+#[derive(Debug, Clone, Default)]
+pub struct ConvertOptions {
+    /// Codec rules: (column name, or a prefix of names ending before a '/', or "default"),
+    /// codec. The longest matching key wins; "default" applies to columns no other key
+    /// matches; columns no rule matches keep their codec. Reward, terminated and truncated
+    /// share the codec found for "reward".
+    pub codecs: Vec<(String, CodecSpec)>,
+    /// The chunk size target (raw bytes); `None`: the writer's default.
+    pub chunk_bytes: Option<usize>,
+    pub max_shard_bytes: Option<u64>,
+    /// The episodes to convert (dataset indexes, in dataset order); `None`: all of them.
+    pub episodes: Option<Vec<usize>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Converted {
+    pub episodes: usize,
+    pub steps: u64,
+    pub shards: Vec<PathBuf>,
+}
+
+/// The codec `opts` gives a column, or its own.
+fn codec_for(opts: &ConvertOptions, spec: &ColumnSpec) -> CodecSpec {
+    let name = spec.name.as_str();
+    let matches = |key: &str| name == key || (name.starts_with(key) && name.as_bytes().get(key.len()) == Some(&b'/'));
+    let best = opts.codecs.iter().filter(|(k, _)| k != "default" && matches(k)).max_by_key(|(k, _)| k.len());
+    let chosen = best.or_else(|| opts.codecs.iter().find(|(k, _)| k == "default")).map(|(_, c)| c.clone());
+    let mut codec = chosen.unwrap_or_else(|| spec.codec.clone());
+    if spec.row_bytes().is_none() {
+        codec.delta = false; // the delta filter needs a fixed row size
+    }
+    codec
+}
+
+/// Converts `src` into a new dataset directory `dst` (which must not exist, or be empty).
+///
+/// Errors: `Invalid` (`dst` is not empty; an episode out of range; an episode whose flags
+/// disagree with its rows), `Corrupt` (a recording whose Meta record is lost; unreadable rows),
+/// `Io`, and any error of the writer.
+pub fn convert(src: &Dataset, dst: &Path, opts: &ConvertOptions) -> Result<Converted> {
+    if dst.exists() {
+        let empty = dst.is_dir() && std::fs::read_dir(dst).map_err(|e| Error::io(dst, e))?.next().is_none();
+        if !empty {
+            return Err(Error::Invalid(format!(
+                "{}: the destination exists and is not an empty directory",
+                dst.display()
+            )));
+        }
+    }
+    let name = dst.file_name().ok_or_else(|| Error::Invalid(format!("{}: not a directory name", dst.display())))?;
+    let tmp = dst.with_file_name(format!(".{}.converting-{}", name.to_string_lossy(), std::process::id()));
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    }
+    let result = write_all(src, &tmp, opts).and_then(|converted| {
+        if dst.exists() {
+            std::fs::remove_dir(dst).map_err(|e| Error::io(dst, e))?;
+        }
+        std::fs::rename(&tmp, dst).map_err(|e| Error::io(dst, e))?;
+        let shards = converted.shards.iter().filter_map(|p| p.file_name()).map(|n| dst.join(n)).collect();
+        Ok(Converted { shards, ..converted })
+    });
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    result
+}
+
+fn write_all(src: &Dataset, dir: &Path, opts: &ConvertOptions) -> Result<Converted> {
+    let episodes: Vec<usize> = match &opts.episodes {
+        Some(list) => list.clone(),
+        None => (0..src.episodes().len()).collect(),
+    };
+    let mut order: Vec<usize> = Vec::new(); // recordings, by first appearance
+    for &i in &episodes {
+        let e = src.episodes().get(i).ok_or_else(|| {
+            Error::Invalid(format!("episode {i} is out of range (the dataset has {})", src.episodes().len()))
+        })?;
+        if !order.contains(&e.recording) {
+            order.push(e.recording);
+        }
+    }
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let mut out = Converted { episodes: 0, steps: 0, shards: Vec::new() };
+    for recording in order {
+        let mine: Vec<usize> = episodes.iter().copied().filter(|&i| src.episodes()[i].recording == recording).collect();
+        let mut replay = Replay::start(src, recording, dir, opts)?;
+        for &i in &mine {
+            replay.episode(src, i)?;
+            out.episodes += 1;
+            out.steps += src.episodes()[i].summary.length;
+        }
+        replay.recorder.close()?;
+        out.shards.extend(replay.recorder.shard_paths());
+    }
+    Ok(out)
+}
+
+/// A source column and its id in the new recording.
+struct Column<'a> {
+    spec: &'a ColumnSpec,
+    id: u32,
+    /// The source mask column of a masked column.
+    mask: Option<&'a str>,
+}
+
+struct Replay<'a> {
+    recorder: Recorder,
+    columns: Vec<Column<'a>>,
+    num_envs: u32,
+    /// Message bytes, reused; entries are (column, range in `bytes`).
+    bytes: Vec<u8>,
+    spans: Vec<(u32, usize, usize)>,
+}
+
+impl<'a> Replay<'a> {
+    fn start(src: &'a Dataset, recording: usize, dir: &Path, opts: &ConvertOptions) -> Result<Self> {
+        let rec: &'a Recording = &src.recordings()[recording];
+        let damaged = |why: &str| {
+            let file = rec.shards.first().map(|&s| src.shard_paths()[s].clone()).unwrap_or_default();
+            Error::corrupt(file, 0, format!("cannot convert recording: {why}"))
+        };
+        let meta: Value = serde_json::from_str(&rec.meta_json).map_err(|_| damaged("its Meta record is not JSON"))?;
+        let layout = meta.get("layout").ok_or_else(|| damaged("its Meta record (layout) is lost"))?;
+        let (observation, action) = match (layout.get("observation"), layout.get("action")) {
+            (Some(o), Some(a)) => (o.clone(), a.clone()),
+            _ => return Err(damaged("its Meta record has no observation/action layout")),
+        };
+        if let Some(p) = &rec.schema_damage {
+            return Err(p.to_error());
+        }
+        let lanes = src.episodes().iter().filter(|e| e.recording == recording);
+        let max_lane = lanes.map(|e| e.summary.lane + 1).max().unwrap_or(1);
+        let num_envs = (meta.get("num_envs").and_then(Value::as_u64).unwrap_or(1) as u32).max(max_lane);
+        let batched = meta.get("batched").and_then(Value::as_bool).unwrap_or(num_envs > 1) || num_envs > 1;
+
+        let plain = |c: &&ColumnSpec| c.mask.is_none() && c.mask_of.is_none() && c.role.is_none();
+        let mut given: Vec<ColumnSpec> = rec.columns.iter().filter(plain).cloned().collect();
+        for spec in &mut given {
+            spec.codec = codec_for(opts, spec);
+            spec.id = 0;
+        }
+        let reward = rec.columns.iter().find(|c| c.name == "reward").ok_or_else(|| damaged("no reward column"))?;
+        let mut user = meta.get("user").cloned().unwrap_or(Value::Null);
+        let origin = json!({
+            "path": src.path().display().to_string(),
+            "recording_id": rec.id.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+            "autoreset_mode": meta.get("autoreset_mode"),
+            "trajcore_version": meta.get("trajcore_version"),
+        });
+        match &mut user {
+            Value::Object(map) => {
+                map.insert("converted_from".into(), origin);
+            }
+            Value::Null => user = json!({ "converted_from": origin }),
+            _ => {}
+        }
+        let mut config = json!({
+            "num_envs": num_envs,
+            "batched": batched,
+            "autoreset_mode": "disabled",
+            "columns": given,
+            "observation": observation,
+            "action": action,
+            "metadata": meta.get("metadata").cloned().unwrap_or(Value::Null),
+            "user": user,
+            "flags_codec": codec_for(opts, reward),
+        });
+        // The largest step must fit the ring twice over (so a step never waits for itself).
+        let row_bytes: usize = rec.columns.iter().map(|c| c.row_bytes().unwrap_or(4096)).sum();
+        config["ring_bytes"] = json!((64usize << 20).max(row_bytes.saturating_mul(4)));
+        if let Some(c) = opts.chunk_bytes {
+            config["chunk_bytes"] = json!(c);
+        }
+        if let Some(m) = opts.max_shard_bytes {
+            config["max_shard_bytes"] = json!(m);
+        }
+        let config: RecorderConfig =
+            serde_json::from_value(config).map_err(|e| Error::Invalid(format!("recorder configuration: {e}")))?;
+        let mut recorder = Recorder::create(dir, config)?;
+
+        let mut columns = Vec::new();
+        for spec in rec.columns.iter().filter(|c| c.mask_of.is_none()) {
+            let id = match spec.mask {
+                None => {
+                    recorder.column_id(&spec.name).ok_or_else(|| damaged(&format!("column '{}' lost", spec.name)))?
+                }
+                Some(_) => recorder.add_column(NewColumn {
+                    name: spec.name.clone(),
+                    dtype: spec.dtype()?,
+                    shape: spec.shape.clone(),
+                    timeline: spec.timeline,
+                    masked: true,
+                    codec: codec_for(opts, spec),
+                })?,
+            };
+            let mask = spec.mask.and_then(|m| rec.columns.get(m as usize)).map(|m| m.name.as_str());
+            columns.push(Column { spec, id, mask });
+        }
+        Ok(Replay { recorder, columns, num_envs, bytes: Vec::new(), spans: Vec::new() })
+    }
+
+    fn episode(&mut self, src: &Dataset, index: usize) -> Result<()> {
+        let e = &src.episodes()[index];
+        let s = &e.summary;
+        let lane = s.lane;
+        let t_len = s.length as usize;
+        // Every column's rows, and for masked ones which rows hold a value.
+        let mut data: Vec<(ColumnData, Option<Vec<u8>>)> = Vec::with_capacity(self.columns.len());
+        for c in &self.columns {
+            let values = src.read_episode_column(index, &c.spec.name)?;
+            let present = match c.mask {
+                Some(mask) => match src.read_episode_column(index, mask)? {
+                    ColumnData::Fixed { bytes, .. } => Some(bytes),
+                    ColumnData::Strings(_) => None,
+                },
+                None => None,
+            };
+            data.push((values, present));
+        }
+        let flag = |name: &str, t: usize| -> bool {
+            self.columns.iter().zip(&data).any(|(c, (d, _))| {
+                c.spec.name == name && matches!(d, ColumnData::Fixed { bytes, .. } if bytes.get(t) == Some(&1))
+            })
+        };
+        for t in 0..t_len {
+            let (terminated, truncated) = (flag("terminated", t), flag("truncated", t));
+            let last = t + 1 == t_len;
+            let expected = if last { (s.terminated(), s.truncated()) } else { (false, false) };
+            if (terminated, truncated) != expected || (last && (terminated || truncated) != s.complete()) {
+                return Err(Error::Invalid(format!(
+                    "episode {index}: step {t} has terminated={terminated} truncated={truncated}, which its summary \
+                     (complete={} terminated={} truncated={}) contradicts; it cannot be replayed faithfully",
+                    s.complete(),
+                    s.terminated(),
+                    s.truncated()
+                )));
+            }
+        }
+
+        let mut mask = vec![0u8; self.num_envs as usize];
+        mask[lane as usize] = 1;
+        let head_mask = (self.num_envs > 1).then_some(&mask[..]);
+        self.message(&data, lane, MessageKind::Reset, s.start_ns, head_mask, |tl| match tl {
+            Timeline::Obs => Some(0),
+            Timeline::Step => None,
+        })?;
+        let metadata = src.episode_metadata(index)?;
+        if metadata.trim() != "{}" {
+            self.recorder.set_episode_metadata(lane, &metadata, false)?;
+        }
+        for t in 0..t_len {
+            let time = if t + 1 == t_len { s.end_ns } else { s.start_ns };
+            self.message(&data, lane, MessageKind::Step, time, None, |tl| match tl {
+                Timeline::Obs => Some(t + 1),
+                Timeline::Step => Some(t),
+            })?;
+        }
+        if !s.complete() {
+            let head = MessageHead { kind: MessageKind::Abort, env: lane, time_ns: s.end_ns, arg: 0, mask: None };
+            let len = self.recorder.message_len(&head, &[])?;
+            self.recorder.wait_for_space(len)?;
+            self.recorder.push(&head, &[], len)?;
+        }
+        Ok(())
+    }
+
+    /// Sends one message holding, for each column, its row `row(timeline)` (if any, and if the
+    /// row holds a value).
+    fn message(
+        &mut self,
+        data: &[(ColumnData, Option<Vec<u8>>)],
+        lane: u32,
+        kind: MessageKind,
+        time_ns: u64,
+        mask: Option<&[u8]>,
+        row: impl Fn(Timeline) -> Option<usize>,
+    ) -> Result<()> {
+        self.bytes.clear();
+        self.spans.clear();
+        for (c, (values, present)) in self.columns.iter().zip(data) {
+            let Some(r) = row(c.spec.timeline) else { continue };
+            if present.as_ref().is_some_and(|p| p.get(r) != Some(&1)) {
+                continue;
+            }
+            let start = self.bytes.len();
+            match values {
+                ColumnData::Fixed { bytes, .. } => {
+                    let rb = c.spec.row_bytes().unwrap_or(0);
+                    self.bytes.extend_from_slice(&bytes[r * rb..(r + 1) * rb]);
+                }
+                ColumnData::Strings(list) => {
+                    let text = list[r].as_bytes();
+                    self.bytes.extend_from_slice(&(text.len() as u32).to_le_bytes());
+                    self.bytes.extend_from_slice(text);
+                }
+            }
+            self.spans.push((c.id, start, self.bytes.len()));
+        }
+        let entries: Vec<EntryRef> = self
+            .spans
+            .iter()
+            .map(|&(column, a, b)| EntryRef {
+                column,
+                kind: EntryKind::PerEnv,
+                slot: Slot::Regular,
+                env: lane,
+                mask: None,
+                data: &self.bytes[a..b],
+            })
+            .collect();
+        let head = MessageHead { kind, env: 0, time_ns, arg: 0, mask };
+        let len = self.recorder.message_len(&head, &entries)?;
+        self.recorder.wait_for_space(len)?;
+        self.recorder.push(&head, &entries, len)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(name: &str, dtype: &str) -> ColumnSpec {
+        ColumnSpec {
+            id: 0,
+            name: name.into(),
+            dtype: dtype.into(),
+            shape: vec![],
+            timeline: Timeline::Obs,
+            mask_of: None,
+            mask: None,
+            role: None,
+            codec: CodecSpec { delta: true, zstd_level: Some(5) },
+        }
+    }
+
+    #[test]
+    fn codec_rules_longest_key_then_default_then_own() {
+        let raw = CodecSpec { delta: false, zstd_level: None };
+        let z1 = CodecSpec { delta: false, zstd_level: Some(1) };
+        let mut opts = ConvertOptions { codecs: vec![("obs".into(), raw.clone())], ..Default::default() };
+        assert_eq!(codec_for(&opts, &spec("obs/image", "uint8")), raw);
+        assert_eq!(codec_for(&opts, &spec("obs", "uint8")), raw);
+        assert_eq!(codec_for(&opts, &spec("observe", "uint8")).zstd_level, Some(5), "not a '/'-bounded prefix");
+        opts.codecs.push(("obs/image".into(), z1.clone()));
+        opts.codecs.push(("default".into(), raw.clone()));
+        assert_eq!(codec_for(&opts, &spec("obs/image", "uint8")), z1);
+        assert_eq!(codec_for(&opts, &spec("info/x", "uint8")), raw);
+        let text = codec_for(&ConvertOptions::default(), &spec("info/s", "str"));
+        assert!(!text.delta, "no delta on strings");
+    }
+}

@@ -1,0 +1,578 @@
+//! Batched gathers for training: many (episode, step) windows at once, each column's rows copied
+//! straight into one caller-owned output buffer.
+//!
+//! A gather runs in three passes:
+//! 1. **Plan.** Windows are sorted by (recording, lane, row), so that for each requested column
+//!    the rows are visited in chunk order: each needed chunk is found once (a cursor walks the
+//!    lane's sorted chunk list; a binary search only when the rows jump) and becomes a *slot*;
+//!    the rows to copy become *pieces* (slot, row in the chunk, rows, row in the output).
+//! 2. **Fetch.** Raw chunks are slices of the memory map (no copy, no decode). Encoded chunks
+//!    come from the byte-bounded cache; those not in it are decoded once each, on up to
+//!    `max_threads()` scoped threads when there are several large ones, and put in the cache.
+//! 3. **Copy.** Pieces are copied into the outputs, split across scoped threads by output rows
+//!    when the batch is large (pixels), since copying is then what the gather costs.
+//!
+//! Scoped threads (`std::thread::scope`) are started per gather and joined before it returns:
+//! no pool outlives a call, so a process that forks (a data-loader worker) has nothing to
+//! rebuild, and a thread's start (~20 µs) is only paid where the work is far larger.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use super::cache::IntMap;
+use super::dataset::{Dataset, Located};
+use super::rows::{chunk_strings, ChunkBytes};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::schema::{ColumnId, ColumnSpec, Timeline};
+
+/// `length` consecutive steps of one episode from step `start` (one step for a transition).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Window {
+    /// Index into `Dataset::episodes()`.
+    pub episode: usize,
+    /// Step within the episode (0-based).
+    pub start: u64,
+}
+
+/// A column to gather, resolved against every recording of the dataset.
+#[derive(Debug, Clone)]
+pub struct Field {
+    pub column: String,
+    /// Observation-timeline columns only: read the row after the step's own (for step t of an
+    /// episode, observation row t + 1: the next observation; for its last step, the final one).
+    pub next: bool,
+    pub dtype: DType,
+    /// Shape of one row.
+    pub shape: Vec<usize>,
+    pub timeline: Timeline,
+    /// `None` for str columns.
+    pub row_bytes: Option<usize>,
+    /// The column's id in each recording (`None` where a recording does not have it).
+    ids: Vec<Option<ColumnId>>,
+    /// A masked column (or a mask): rows of a recording without it read as zeros / False.
+    optional: bool,
+}
+
+/// Where a field's rows go: `windows * length` rows, row-major.
+pub enum Out<'a> {
+    Fixed(&'a mut [u8]),
+    Strings(&'a mut [String]),
+}
+
+/// 0 = not set: the default.
+static MAX_THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// Bounds the threads one gather may use (decoding and copying); 0 restores the default (the
+/// machine's cores, at most 8). Data-loader workers set 1: parallelism comes from the workers.
+pub fn set_max_threads(n: usize) {
+    MAX_THREADS.store(n, Ordering::Relaxed);
+}
+
+pub fn max_threads() -> usize {
+    // Asking the OS reads cgroup files (tens of µs): once per process is enough.
+    static CORES: OnceLock<usize> = OnceLock::new();
+    match MAX_THREADS.load(Ordering::Relaxed) {
+        0 => *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()).min(8)),
+        n => n,
+    }
+}
+
+/// Encoded bytes to decode before a thread per chunk pays for its start.
+static PARALLEL_DECODE_BYTES: AtomicUsize = AtomicUsize::new(256 << 10);
+/// Bytes copied per thread before another thread pays for its start.
+static PARALLEL_COPY_BYTES: AtomicUsize = AtomicUsize::new(2 << 20);
+
+/// Sets the work sizes above which a gather decodes and copies on several threads (tests use
+/// 1 to take the parallel paths on small data). Results never depend on them.
+#[doc(hidden)]
+pub fn set_parallel_thresholds(decode_bytes: usize, copy_bytes: usize) {
+    PARALLEL_DECODE_BYTES.store(decode_bytes.max(1), Ordering::Relaxed);
+    PARALLEL_COPY_BYTES.store(copy_bytes.max(1), Ordering::Relaxed);
+}
+
+/// Asks the CPU to start loading the cache line at `p`. Random rows of a large dataset are
+/// memory misses; issuing them all before copying overlaps their latencies (the copy loop
+/// alone keeps only a few in flight).
+#[inline(always)]
+fn prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint: it never faults, whatever the address, and changes
+    // nothing the program can observe.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// A window's rows in its lane, with where they go in the outputs.
+#[derive(Clone, Copy)]
+struct Item {
+    recording: usize,
+    lane: u32,
+    /// The window's first row on each timeline.
+    obs_row: u64,
+    step_row: u64,
+    /// Rows inside the episode (fewer than the window's length when padded).
+    rows: u64,
+    /// The window's position in the request.
+    out: usize,
+}
+
+/// Rows `chunk_row .. chunk_row + rows` of slot `slot` go to output rows from `out_row`.
+#[derive(Clone, Copy)]
+struct Piece {
+    slot: u32,
+    chunk_row: usize,
+    rows: usize,
+    out_row: usize,
+}
+
+impl Dataset {
+    /// Resolves a column by name across the dataset's recordings for `gather`.
+    ///
+    /// Errors: `Schema` (no recording has it; it has another dtype, shape or timeline in some
+    /// recording), `Invalid` (`next` on a step-timeline column).
+    pub fn field(&self, column: &str, next: bool) -> Result<Field> {
+        let mut first: Option<&ColumnSpec> = None;
+        let mut ids = Vec::with_capacity(self.recordings.len());
+        let mut optional = false;
+        for rec in &self.recordings {
+            let spec = rec.columns.iter().find(|c| c.name == column);
+            if let Some(spec) = spec {
+                if let Some(f) = first {
+                    if (&f.dtype, &f.shape, f.timeline) != (&spec.dtype, &spec.shape, spec.timeline) {
+                        return Err(Error::schema(
+                            column,
+                            format!(
+                                "recordings disagree: {} {:?} on the {:?} timeline in one, {} {:?} on the {:?} timeline in another",
+                                f.dtype, f.shape, f.timeline, spec.dtype, spec.shape, spec.timeline
+                            ),
+                        ));
+                    }
+                }
+                first = first.or(Some(spec));
+                optional |= spec.mask.is_some() || spec.mask_of.is_some();
+            }
+            ids.push(spec.map(|s| s.id));
+        }
+        let spec = first.ok_or_else(|| Error::schema(column, "no such column in this dataset"))?;
+        if next && spec.timeline != Timeline::Obs {
+            return Err(Error::Invalid(format!(
+                "column '{column}' is on the step timeline: it has no next row (only observation-timeline columns do)"
+            )));
+        }
+        let shape = spec
+            .shape
+            .iter()
+            .map(|&d| usize::try_from(d).map_err(|_| Error::schema(column, "shape too large")))
+            .collect::<Result<_>>()?;
+        Ok(Field {
+            column: column.to_string(),
+            next,
+            dtype: spec.dtype()?,
+            shape,
+            timeline: spec.timeline,
+            row_bytes: spec.row_bytes(),
+            ids,
+            optional,
+        })
+    }
+
+    /// Copies the rows of `windows` (each `length` steps, in the order given) of every field
+    /// into `outs` (one per field: `windows.len() * length` rows). With `pad`, a window may run
+    /// past its episode's last step: those rows stay as they are in `outs` (the caller passes
+    /// zeroed buffers) and `mask` (if given, `windows.len() * length` entries) says which rows
+    /// are real. Without `pad`, such a window is an error.
+    ///
+    /// Errors: `Invalid` (an episode or step out of range, a window past its episode's end
+    /// without `pad`, an output of the wrong size), `Schema` (a recording without a required
+    /// column), `Corrupt` (a chunk fails its checksum or does not decode).
+    pub fn gather(
+        &self,
+        fields: &[Field],
+        windows: &[Window],
+        length: usize,
+        pad: bool,
+        outs: &mut [Out<'_>],
+        mask: Option<&mut [bool]>,
+    ) -> Result<()> {
+        if length == 0 {
+            return Err(Error::Invalid("a window must hold at least one step".into()));
+        }
+        let rows_out = windows
+            .len()
+            .checked_mul(length)
+            .ok_or_else(|| Error::Invalid(format!("{} windows of {length} steps are too many", windows.len())))?;
+        check_outputs(fields, outs, rows_out)?;
+        let items = self.items(windows, length as u64, pad, mask)?;
+
+        // Plan: slots (distinct chunks, shared between fields) and pieces per field.
+        let mut slots: Vec<(Located, Option<usize>)> = Vec::with_capacity(fields.len() + 8);
+        let mut slot_of: IntMap<(usize, u64), u32> = IntMap::default();
+        let mut all: Vec<Piece> = Vec::with_capacity(items.len() * fields.len());
+        let mut ends = Vec::with_capacity(fields.len());
+        for field in fields {
+            let mut start = 0;
+            while start < items.len() {
+                let (recording, lane) = (items[start].recording, items[start].lane);
+                let end = start + items[start..].partition_point(|i| (i.recording, i.lane) == (recording, lane));
+                if let Some(column) = self.field_column(field, recording)? {
+                    let list = self.chunk_list(recording, lane, column);
+                    self.plan_run(field, list, &items[start..end], length, &mut slots, &mut slot_of, &mut all);
+                }
+                start = end;
+            }
+            ends.push(all.len());
+        }
+        let pieces: Vec<&[Piece]> = ends
+            .iter()
+            .scan(0, |start, &end| {
+                let mine = &all[*start..end];
+                *start = end;
+                Some(mine)
+            })
+            .collect();
+
+        let data = self.fetch(&slots)?;
+        self.copy_pieces(fields, &pieces, &data, &slots, outs, windows.len(), length)
+    }
+
+    /// Checks the windows and lists them sorted by (recording, lane, row); fills the mask.
+    fn items(&self, windows: &[Window], length: u64, pad: bool, mut mask: Option<&mut [bool]>) -> Result<Vec<Item>> {
+        if let Some(m) = mask.as_deref() {
+            if m.len() as u64 != windows.len() as u64 * length {
+                return Err(Error::Invalid(format!("mask of {} entries for {} rows", m.len(), windows.len())));
+            }
+        }
+        let mut items = Vec::with_capacity(windows.len());
+        for w in windows {
+            if let Some(e) = self.episodes().get(w.episode) {
+                prefetch((e as *const super::dataset::EpisodeRef).cast());
+            }
+        }
+        for (out, w) in windows.iter().enumerate() {
+            let e = self.episode(w.episode)?;
+            let t = e.summary.length;
+            if w.start >= t {
+                return Err(Error::Invalid(format!(
+                    "step {} is out of range: episode {} has {t} steps",
+                    w.start, w.episode
+                )));
+            }
+            let rows = length.min(t - w.start);
+            if rows < length && !pad {
+                return Err(Error::Invalid(format!(
+                    "a window of {length} steps from step {} runs past the end of episode {} ({t} steps); pass pad=True to pad it",
+                    w.start, w.episode
+                )));
+            }
+            if let Some(m) = mask.as_deref_mut() {
+                let at = out * length as usize;
+                m[at..at + length as usize].iter_mut().enumerate().for_each(|(j, v)| *v = (j as u64) < rows);
+            }
+            // Row numbers were checked not to overflow when the episode was listed.
+            items.push(Item {
+                recording: e.recording,
+                lane: e.summary.lane,
+                obs_row: e.summary.obs_first_row + w.start,
+                step_row: e.summary.step_first_row + w.start,
+                rows,
+                out,
+            });
+        }
+        // Within a lane, episodes' rows increase on both timelines together.
+        items.sort_unstable_by_key(|i| (i.recording, i.lane, i.step_row));
+        Ok(items)
+    }
+
+    /// The field's column in a recording; `None` where it reads as zeros.
+    fn field_column(&self, field: &Field, recording: usize) -> Result<Option<ColumnId>> {
+        if let Some(id) = field.ids.get(recording).copied().flatten() {
+            return Ok(Some(id));
+        }
+        let rec = self.recording(recording)?;
+        if let Some(p) = &rec.schema_damage {
+            let why = format!("column '{}' is unreadable: {}", field.column, p.why);
+            return Err(Error::corrupt(&p.file, p.offset, why));
+        }
+        if field.optional {
+            return Ok(None);
+        }
+        Err(Error::schema(&field.column, format!("recording {recording} of this dataset has no such column")))
+    }
+
+    /// Pieces of one field over the items of one (recording, lane), sorted by row.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_run(
+        &self,
+        field: &Field,
+        list: &[Located],
+        items: &[Item],
+        length: usize,
+        slots: &mut Vec<(Located, Option<usize>)>,
+        slot_of: &mut IntMap<(usize, u64), u32>,
+        pieces: &mut Vec<Piece>,
+    ) {
+        let mut c = 0usize;
+        let mut last: Option<(usize, u32)> = None;
+        for item in items {
+            let first = match field.timeline {
+                Timeline::Obs => item.obs_row + field.next as u64,
+                Timeline::Step => item.step_row,
+            };
+            let end = first + item.rows;
+            let mut row = first;
+            while row < end {
+                // The chunk holding `row`: the cursor's, else the next one (rows close
+                // together), else a binary search (rows jumped, or went back: windows overlap).
+                let holds = |c: usize| list.get(c).is_some_and(|l| l.first_row() <= row && row < l.end_row());
+                if !holds(c) {
+                    c = if holds(c + 1) { c + 1 } else { list.partition_point(|x| x.end_row() <= row) };
+                }
+                let Some(loc) = list.get(c).filter(|l| l.first_row() <= row) else {
+                    // No chunk holds these rows (a column added later): they stay zero.
+                    row = list.get(c).map_or(end, |l| l.first_row().min(end));
+                    continue;
+                };
+                let to = loc.end_row().min(end);
+                let slot = match last {
+                    Some((lc, slot)) if lc == c => slot,
+                    _ => {
+                        let slot = slot_index(slots, slot_of, loc, field.row_bytes);
+                        last = Some((c, slot));
+                        slot
+                    }
+                };
+                pieces.push(Piece {
+                    slot,
+                    chunk_row: (row - loc.first_row()) as usize,
+                    rows: (to - row) as usize,
+                    out_row: item.out * length + (row - first) as usize,
+                });
+                row = to;
+            }
+        }
+    }
+
+    /// Each slot's decoded bytes: mapped, cached, or decoded now (in parallel when it pays).
+    fn fetch<'d>(&'d self, slots: &[(Located, Option<usize>)]) -> Result<Vec<ChunkBytes<'d>>> {
+        // Every slot's stored bytes first (raw chunks are then done), encoded ones replaced by
+        // their cached decoding, or listed for decoding.
+        let mut data: Vec<ChunkBytes<'d>> = Vec::with_capacity(slots.len());
+        let mut verified: Option<(usize, u64)> = None;
+        for (loc, _) in slots {
+            // Chunks of one record share its verification (slots of a record come together).
+            let record = (loc.shard, loc.chunk.record_offset);
+            let stored = if verified == Some(record) { self.stored_unchecked(loc)? } else { self.stored_bytes(loc)? };
+            data.push(ChunkBytes::Mapped(stored));
+            verified = Some(record);
+        }
+        let mut missing: Vec<(usize, &'d [u8])> = Vec::new();
+        if slots.iter().any(|(l, _)| l.chunk.codec != 0) {
+            self.cache.with_gets(|get| {
+                for (i, (loc, _)) in slots.iter().enumerate().filter(|(_, (l, _))| l.chunk.codec != 0) {
+                    match (get((loc.shard, loc.chunk.data_offset)), &data[i]) {
+                        (Some(d), _) => data[i] = ChunkBytes::Decoded(d),
+                        (None, ChunkBytes::Mapped(stored)) => missing.push((i, stored)),
+                        (None, ChunkBytes::Decoded(_)) => unreachable!("set just above"),
+                    }
+                }
+            });
+        }
+        let decode = |&(i, stored): &(usize, &[u8])| -> Result<Vec<u8>> {
+            let (loc, row_bytes) = &slots[i];
+            self.decode_stored(loc, stored, *row_bytes)
+        };
+        let bytes: usize = missing.iter().map(|&(i, _)| slots[i].0.chunk.raw_len as usize).sum();
+        let threads = max_threads().min(missing.len());
+        let decoded: Vec<Result<Vec<u8>>> = if threads > 1 && bytes >= PARALLEL_DECODE_BYTES.load(Ordering::Relaxed) {
+            // Chunks dealt round-robin; each thread returns its own in order.
+            let per_thread: Vec<Vec<Result<Vec<u8>>>> = std::thread::scope(|s| {
+                let handles: Vec<_> = (1..threads)
+                    .map(|k| {
+                        let missing = &missing;
+                        s.spawn(move || missing.iter().skip(k).step_by(threads).map(decode).collect::<Vec<_>>())
+                    })
+                    .collect();
+                let mut all = vec![missing.iter().step_by(threads).map(decode).collect::<Vec<_>>()];
+                all.extend(handles.into_iter().map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))));
+                all
+            });
+            let mut iters: Vec<_> = per_thread.into_iter().map(Vec::into_iter).collect();
+            (0..missing.len()).map(|j| iters[j % threads].next().expect("one result per chunk")).collect()
+        } else {
+            missing.iter().map(decode).collect()
+        };
+        for ((i, _), result) in missing.iter().zip(decoded) {
+            let loc = &slots[*i].0;
+            let arc = Arc::new(result?);
+            self.cache.insert((loc.shard, loc.chunk.data_offset), arc.clone());
+            data[*i] = ChunkBytes::Decoded(arc);
+        }
+        Ok(data)
+    }
+}
+
+/// The slot of a chunk, added if new. Few slots (one transition, a small batch): a scan, no
+/// hashing; many: a map, filled once the scan gets long.
+fn slot_index(
+    slots: &mut Vec<(Located, Option<usize>)>,
+    slot_of: &mut IntMap<(usize, u64), u32>,
+    loc: &Located,
+    row_bytes: Option<usize>,
+) -> u32 {
+    const SCAN: usize = 16;
+    let key = (loc.shard, loc.chunk.data_offset);
+    if slots.len() <= SCAN {
+        if let Some(i) = slots.iter().position(|(l, _)| (l.shard, l.chunk.data_offset) == key) {
+            return i as u32;
+        }
+    } else {
+        if slot_of.is_empty() {
+            slot_of.extend(slots.iter().enumerate().map(|(i, (l, _))| ((l.shard, l.chunk.data_offset), i as u32)));
+        }
+        if let Some(&i) = slot_of.get(&key) {
+            return i;
+        }
+        slot_of.insert(key, slots.len() as u32);
+    }
+    slots.push((*loc, row_bytes));
+    (slots.len() - 1) as u32
+}
+
+fn check_outputs(fields: &[Field], outs: &[Out<'_>], rows: usize) -> Result<()> {
+    if fields.len() != outs.len() {
+        return Err(Error::Invalid(format!("{} outputs for {} fields", outs.len(), fields.len())));
+    }
+    for (field, out) in fields.iter().zip(outs) {
+        let ok = match (field.row_bytes, out) {
+            (Some(rb), Out::Fixed(buf)) => rows.checked_mul(rb) == Some(buf.len()),
+            (None, Out::Strings(list)) => list.len() == rows,
+            _ => false,
+        };
+        if !ok {
+            return Err(Error::Invalid(format!("the output of column '{}' does not hold {rows} rows", field.column)));
+        }
+    }
+    Ok(())
+}
+
+impl Dataset {
+    fn slot_corrupt(&self, slot: &(Located, Option<usize>), why: &str) -> Error {
+        let c = &slot.0.chunk;
+        let why = format!("chunk of column {} lane {} (rows from {}): {why}", c.column, c.lane, c.first_row);
+        Error::corrupt(&self.shards[slot.0.shard].path, c.data_offset, why)
+    }
+
+    /// Copies every piece into its output, on several threads when there is much to copy.
+    #[allow(clippy::too_many_arguments)]
+    fn copy_pieces(
+        &self,
+        fields: &[Field],
+        pieces: &[&[Piece]],
+        data: &[ChunkBytes<'_>],
+        slots: &[(Located, Option<usize>)],
+        outs: &mut [Out<'_>],
+        windows: usize,
+        length: usize,
+    ) -> Result<()> {
+        let bytes: usize = fields
+            .iter()
+            .zip(pieces)
+            .map(|(f, p)| f.row_bytes.unwrap_or(0) * p.iter().map(|p| p.rows).sum::<usize>())
+            .sum();
+        let has_strings = fields.iter().any(|f| f.row_bytes.is_none());
+        let threads = max_threads().min(bytes / PARALLEL_COPY_BYTES.load(Ordering::Relaxed) + 1).min(windows.max(1));
+        if threads <= 1 || has_strings {
+            return self.copy_range(fields, pieces, data, slots, outs, 0, usize::MAX);
+        }
+        // Thread k fills the output rows of windows [k * n / threads, (k + 1) * n / threads): each
+        // gets its own disjoint part of every output buffer, and a piece never straddles windows.
+        let bounds: Vec<usize> = (0..=threads).map(|k| k * windows / threads * length).collect();
+        let mut parts: Vec<Vec<Out<'_>>> = (0..threads).map(|_| Vec::with_capacity(outs.len())).collect();
+        for (field, out) in fields.iter().zip(outs.iter_mut()) {
+            let Out::Fixed(buf) = out else { unreachable!("no str fields on this path") };
+            let rb = field.row_bytes.unwrap_or(0);
+            let mut rest: &mut [u8] = buf;
+            for (k, part) in parts.iter_mut().enumerate() {
+                let (head, tail) = rest.split_at_mut((bounds[k + 1] - bounds[k]) * rb);
+                part.push(Out::Fixed(head));
+                rest = tail;
+            }
+        }
+        std::thread::scope(|s| {
+            let mut parts = parts.into_iter().enumerate();
+            let (_, mut mine) = parts.next().expect("at least one part");
+            let handles: Vec<_> = parts
+                .map(|(k, mut part)| {
+                    let bounds = &bounds;
+                    s.spawn(move || self.copy_range(fields, pieces, data, slots, &mut part, bounds[k], bounds[k + 1]))
+                })
+                .collect();
+            let first = self.copy_range(fields, pieces, data, slots, &mut mine, bounds[0], bounds[1]);
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+                .fold(first, Result::and)
+        })
+    }
+
+    /// Copies the pieces whose output rows lie in `from..to`; `outs` start at output row `from`.
+    #[allow(clippy::too_many_arguments)]
+    fn copy_range(
+        &self,
+        fields: &[Field],
+        pieces: &[&[Piece]],
+        data: &[ChunkBytes<'_>],
+        slots: &[(Located, Option<usize>)],
+        outs: &mut [Out<'_>],
+        from: usize,
+        to: usize,
+    ) -> Result<()> {
+        for (field, pieces) in fields.iter().zip(pieces) {
+            if let Some(rb) = field.row_bytes {
+                for p in pieces.iter().filter(|p| p.out_row >= from && p.out_row < to) {
+                    if let Some(src) = data[p.slot as usize].get(p.chunk_row * rb..) {
+                        prefetch(src.as_ptr());
+                    }
+                }
+            }
+        }
+        for ((field, pieces), out) in fields.iter().zip(pieces).zip(outs.iter_mut()) {
+            match out {
+                Out::Fixed(buf) => {
+                    let rb = field.row_bytes.unwrap_or(0);
+                    for p in pieces.iter().filter(|p| p.out_row >= from && p.out_row < to) {
+                        let chunk: &[u8] = &data[p.slot as usize];
+                        let src = chunk
+                            .get(p.chunk_row * rb..(p.chunk_row + p.rows) * rb)
+                            .ok_or_else(|| self.slot_corrupt(&slots[p.slot as usize], "shorter than its rows"))?;
+                        let at = (p.out_row - from) * rb;
+                        buf[at..at + src.len()].copy_from_slice(src);
+                    }
+                }
+                Out::Strings(list) => {
+                    let mut rows = Vec::new();
+                    for p in pieces.iter().filter(|p| p.out_row >= from && p.out_row < to) {
+                        let slot = &slots[p.slot as usize];
+                        rows.clear();
+                        chunk_strings(
+                            &data[p.slot as usize],
+                            slot.0.chunk.n_rows,
+                            p.chunk_row,
+                            p.chunk_row + p.rows,
+                            &mut rows,
+                        )
+                        .map_err(|why| self.slot_corrupt(slot, &format!("str chunk: {why}")))?;
+                        for (j, s) in rows.drain(..).enumerate() {
+                            list[p.out_row - from + j] = s;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,204 @@
+//! Batched gathers against reads one episode at a time: every field, every codec, windows
+//! crossing chunk and shard boundaries, overlapping and repeated windows, padding, columns
+//! added mid-recording, several recordings, sampling and the global step index.
+
+mod common;
+
+use common::*;
+use trajcore_core::reader::{
+    sample_steps, sample_windows, set_max_threads, set_parallel_thresholds, ColumnData, Dataset, Field, OpenOptions,
+    Out, Window,
+};
+use trajcore_core::{Error, Timeline};
+
+/// Three lanes, interleaved episodes of lengths 1..9, chunks of 4 rows, three shards, a column
+/// added midway.
+fn dataset(dir: &std::path::Path, id: u8) -> Dataset {
+    let mut sim = Sim::new(id, 3, standard_columns(), 4);
+    sim.max_chunks_per_record = 5;
+    let mut len = 1u64;
+    for round in 0..12u32 {
+        for lane in 0..3u32 {
+            sim.steps(lane, (len + lane as u64) % 9 + 1);
+            sim.end_episode(lane, "");
+            len += 3;
+        }
+        if round == 4 {
+            sim.add_masked("info/extra", "int16", &[2], Timeline::Obs, RAW);
+        }
+        if round % 5 == 4 {
+            sim.next_shard();
+        }
+    }
+    for (i, bytes) in sim.finish(true).into_iter().enumerate() {
+        write(&dir.join(format!("{id:02}-{i:03}.trj")), &bytes);
+    }
+    Dataset::open(dir, OpenOptions { cache_bytes: 1 << 12, ..Default::default() }).unwrap()
+}
+
+fn fields(ds: &Dataset) -> Vec<Field> {
+    let mut out = Vec::new();
+    for name in ["obs", "obs/img", "info/msg", "info/extra", "info/_extra"] {
+        out.push(ds.field(name, false).unwrap());
+        out.push(ds.field(name, true).unwrap());
+    }
+    for name in ["action", "reward", "terminated"] {
+        out.push(ds.field(name, false).unwrap());
+    }
+    out
+}
+
+enum Buf {
+    Fixed(Vec<u8>),
+    Strings(Vec<String>),
+}
+
+fn gather(ds: &Dataset, fields: &[Field], windows: &[Window], length: usize, pad: bool) -> (Vec<Buf>, Vec<bool>) {
+    let rows = windows.len() * length;
+    let mut bufs: Vec<Buf> = fields
+        .iter()
+        .map(|f| match f.row_bytes {
+            Some(rb) => Buf::Fixed(vec![0; rows * rb]),
+            None => Buf::Strings(vec![String::new(); rows]),
+        })
+        .collect();
+    let mut mask = vec![false; rows];
+    let mut outs: Vec<Out> = bufs
+        .iter_mut()
+        .map(|b| match b {
+            Buf::Fixed(v) => Out::Fixed(v),
+            Buf::Strings(v) => Out::Strings(v),
+        })
+        .collect();
+    ds.gather(fields, windows, length, pad, &mut outs, Some(&mut mask)).unwrap();
+    (bufs, mask)
+}
+
+/// What reading the episode whole gives for rows `start..start + length` of a field (zeros
+/// past its end).
+fn expected(ds: &Dataset, field: &Field, w: Window, length: usize) -> Buf {
+    let e = &ds.episodes()[w.episode];
+    let known = ds.column_id(e.recording, &field.column).is_some();
+    let shift = field.next as usize;
+    let t = e.summary.length as usize;
+    let rows: Vec<usize> = (w.start as usize..w.start as usize + length).map(|r| r + shift).collect();
+    let valid = |r: usize| r - shift < t;
+    match (field.row_bytes, known.then(|| ds.read_episode_column(w.episode, &field.column).unwrap())) {
+        (Some(rb), Some(ColumnData::Fixed { bytes, .. })) => Buf::Fixed(
+            rows.iter()
+                .flat_map(|&r| if valid(r) { bytes[r * rb..(r + 1) * rb].to_vec() } else { vec![0; rb] })
+                .collect(),
+        ),
+        (Some(rb), None) => Buf::Fixed(vec![0; rb * length]),
+        (None, Some(ColumnData::Strings(s))) => {
+            Buf::Strings(rows.iter().map(|&r| if valid(r) { s[r].clone() } else { String::new() }).collect())
+        }
+        (None, None) => Buf::Strings(vec![String::new(); length]),
+        _ => unreachable!(),
+    }
+}
+
+fn check(ds: &Dataset, fields: &[Field], windows: &[Window], length: usize, pad: bool) {
+    let (bufs, mask) = gather(ds, fields, windows, length, pad);
+    for (field, buf) in fields.iter().zip(&bufs) {
+        for (i, &w) in windows.iter().enumerate() {
+            let what = format!("{} next={} window {i} {w:?} length {length}", field.column, field.next);
+            match (buf, expected(ds, field, w, length)) {
+                (Buf::Fixed(got), Buf::Fixed(want)) => {
+                    let rb = field.row_bytes.unwrap();
+                    assert_eq!(&got[i * length * rb..(i + 1) * length * rb], &want[..], "{what}");
+                }
+                (Buf::Strings(got), Buf::Strings(want)) => {
+                    assert_eq!(&got[i * length..(i + 1) * length], &want[..], "{what}")
+                }
+                _ => unreachable!(),
+            }
+        }
+    }
+    for (i, w) in windows.iter().enumerate() {
+        let t = ds.episodes()[w.episode].summary.length;
+        for j in 0..length {
+            assert_eq!(mask[i * length + j], w.start + (j as u64) < t, "mask of window {i}");
+        }
+    }
+}
+
+#[test]
+fn gathered_rows_equal_episode_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dataset(dir.path(), 1);
+    assert!(ds.problems().is_empty(), "{:?}", ds.problems());
+    let fields = fields(&ds);
+    let all = ds.all_episodes();
+    assert_eq!(all.num_steps(), ds.num_steps());
+    // Every step once, in order, then shuffled with repeats.
+    let every: Vec<Window> = (0..ds.num_steps())
+        .map(|g| {
+            let (episode, start) = ds.locate_step(g).unwrap();
+            Window { episode, start }
+        })
+        .collect();
+    check(&ds, &fields, &every, 1, false);
+    let sampled = sample_steps(all, 500, 3).unwrap();
+    check(&ds, &fields, &sampled, 1, false);
+    for (threads, parallel_from) in [(1, usize::MAX), (4, 1)] {
+        set_max_threads(threads);
+        set_parallel_thresholds(parallel_from, parallel_from);
+        for (length, pad) in [(3, false), (4, true), (9, true)] {
+            let windows = sample_windows(all, 200, length, pad, 9).unwrap();
+            check(&ds, &fields, &windows, length as usize, pad);
+        }
+    }
+    set_max_threads(0);
+    set_parallel_thresholds(256 << 10, 2 << 20);
+}
+
+#[test]
+fn windows_past_the_end_need_pad() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dataset(dir.path(), 2);
+    let fields = [ds.field("reward", false).unwrap()];
+    let e = (0..ds.episodes().len()).find(|&i| ds.episodes()[i].summary.length == 2).unwrap();
+    let mut buf = vec![0u8; 8 * 3];
+    let window = [Window { episode: e, start: 0 }];
+    let err = ds.gather(&fields, &window, 3, false, &mut [Out::Fixed(&mut buf)], None).unwrap_err();
+    assert!(matches!(err, Error::Invalid(ref m) if m.contains("pad")), "{err}");
+    ds.gather(&fields, &window, 3, true, &mut [Out::Fixed(&mut buf)], None).unwrap();
+    let bad = [Window { episode: e, start: 2 }];
+    assert!(matches!(
+        ds.gather(&fields, &bad, 1, true, &mut [Out::Fixed(&mut buf[..8])], None),
+        Err(Error::Invalid(_))
+    ));
+    let bad = [Window { episode: ds.episodes().len(), start: 0 }];
+    assert!(ds.gather(&fields, &bad, 1, false, &mut [Out::Fixed(&mut buf[..8])], None).is_err());
+    // A buffer of the wrong size is refused, not written past.
+    assert!(ds.gather(&fields, &window[..], 1, false, &mut [Out::Fixed(&mut buf[..7])], None).is_err());
+    assert!(matches!(ds.field("nope", false), Err(Error::Schema { .. })));
+    assert!(matches!(ds.field("reward", true), Err(Error::Invalid(_))));
+}
+
+#[test]
+fn subsets_and_several_recordings() {
+    let dir = tempfile::tempdir().unwrap();
+    dataset(dir.path(), 4);
+    let ds = dataset(dir.path(), 5);
+    assert_eq!(ds.recordings().len(), 2);
+    let fields = fields(&ds);
+    let n = ds.episodes().len();
+    let picked: Vec<usize> = (0..n).filter(|i| i % 3 != 1).collect();
+    let set = ds.episode_set(&picked).unwrap();
+    assert_eq!(set.num_steps(), picked.iter().map(|&i| ds.episodes()[i].summary.length).sum::<u64>());
+    let windows = sample_steps(&set, 300, 1).unwrap();
+    assert!(windows.iter().all(|w| w.episode % 3 != 1));
+    check(&ds, &fields, &windows, 1, false);
+    let windows = sample_windows(&set, 100, 5, true, 2).unwrap();
+    check(&ds, &fields, &windows, 5, true);
+    // Every chunk decoded on several threads at once (a cold cache of one chunk).
+    set_max_threads(3);
+    set_parallel_thresholds(1, 1);
+    let cold = Dataset::open(dir.path(), OpenOptions { cache_bytes: 0, ..Default::default() }).unwrap();
+    let windows = sample_windows(cold.all_episodes(), 64, 2, false, 5).unwrap();
+    check(&cold, &fields, &windows, 2, false);
+    set_max_threads(0);
+    assert!(ds.episode_set(&[n]).is_err());
+}

@@ -1,0 +1,348 @@
+//! Batches for training, built in Rust: which columns make up each output key (a *plan*, made
+//! once per key set and cached on the dataset), numpy outputs allocated with the GIL, filled by
+//! the core's gather with the GIL released, and nested like the recorded spaces.
+//!
+//! Output keys: `observations`, `actions`, `rewards`, `next_observations`, `terminations`,
+//! `truncations` (nested like the spaces, batched along axis 0), any column named verbatim
+//! (`info/<key>`, `data/<name>`, masks `info/_<key>`), then `episode_index`, `step_index` and,
+//! for padded sequences, `mask`.
+
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+use numpy::{PyArrayDescr, PyUntypedArray};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use serde_json::Value;
+use trajcore_core::reader::{sample_steps, sample_windows, Dataset, EpisodeSet, Field, Out, Window};
+use trajcore_core::{DType, Error};
+
+use crate::arrays::{bytes_mut, descr, scalar, zeros};
+use crate::errors::{invalid, to_py, IntoPy};
+use crate::layout::Layout;
+
+pub const DEFAULT_KEYS: [&str; 6] =
+    ["observations", "actions", "rewards", "next_observations", "terminations", "truncations"];
+
+/// The columns behind a set of output keys, and how they nest.
+pub struct Plan {
+    fields: Vec<Field>,
+    /// numpy dtype per field (`None` for str fields, which come back as lists of str).
+    descrs: Vec<Option<Py<PyArrayDescr>>>,
+    /// Output keys in order, each a tree over field indexes.
+    entries: Vec<(Py<PyString>, Layout)>,
+}
+
+fn leaf_names(tree: &Value, out: &mut Vec<String>) {
+    if let Some(Value::String(name)) = tree.get("leaf") {
+        out.push(name.clone());
+    } else if let Some(Value::Array(items)) = tree.get("dict") {
+        items.iter().filter_map(|p| p.get(1)).for_each(|t| leaf_names(t, out));
+    } else if let Some(Value::Array(items)) = tree.get("tuple") {
+        items.iter().for_each(|t| leaf_names(t, out));
+    }
+}
+
+impl Plan {
+    /// Resolves `keys` (the defaults when `None`) against the dataset: layouts come from the
+    /// first recording's Meta record; columns are matched by name in every recording.
+    pub fn new(py: Python<'_>, ds: &Dataset, keys: Option<&[String]>) -> PyResult<Plan> {
+        let keys: Vec<String> = match keys {
+            Some(k) => k.to_vec(),
+            None => DEFAULT_KEYS.iter().map(|s| s.to_string()).collect(),
+        };
+        let rec = ds.recordings().first().ok_or_else(|| invalid(py, "the dataset has no recording"))?;
+        let meta: Value = serde_json::from_str(&rec.meta_json).unwrap_or(Value::Null);
+        let layout = |which: &str| -> PyResult<Value> {
+            meta.get("layout").and_then(|l| l.get(which)).cloned().ok_or_else(|| {
+                to_py(
+                    py,
+                    Error::Invalid(format!(
+                        "the Meta record of the first recording is damaged or missing: its {which}s cannot be rebuilt"
+                    )),
+                )
+            })
+        };
+        let mut fields: Vec<Field> = Vec::new();
+        let mut index: HashMap<(String, bool), usize> = HashMap::new();
+        let mut field = |name: &str, next: bool| -> PyResult<usize> {
+            if let Some(&i) = index.get(&(name.to_string(), next)) {
+                return Ok(i);
+            }
+            fields.push(ds.field(name, next).py_err(py)?);
+            index.insert((name.to_string(), next), fields.len() - 1);
+            Ok(fields.len() - 1)
+        };
+        let mut entries = Vec::new();
+        for key in &keys {
+            let node = match key.as_str() {
+                "observations" | "next_observations" | "actions" => {
+                    let (which, next) = match key.as_str() {
+                        "actions" => ("action", false),
+                        k => ("observation", k == "next_observations"),
+                    };
+                    let tree = layout(which)?;
+                    let mut names = Vec::new();
+                    leaf_names(&tree, &mut names);
+                    let ids: HashMap<String, usize> =
+                        names.iter().map(|n| Ok((n.clone(), field(n, next)?))).collect::<PyResult<_>>()?;
+                    Layout::parse(py, &tree, &|name| ids.get(name).copied())?
+                }
+                "rewards" => Layout::Leaf(field("reward", false)?),
+                "terminations" => Layout::Leaf(field("terminated", false)?),
+                "truncations" => Layout::Leaf(field("truncated", false)?),
+                "episode_index" | "step_index" | "mask" => continue, // always there
+                column => Layout::Leaf(field(column, false)?),
+            };
+            entries.push((PyString::intern(py, key).unbind(), node));
+        }
+        let descrs = fields
+            .iter()
+            .map(|f| match f.dtype {
+                DType::Utf8 => Ok(None),
+                d => Ok(Some(descr(py, d)?.unbind())),
+            })
+            .collect::<PyResult<_>>()?;
+        Ok(Plan { fields, descrs, entries })
+    }
+}
+
+/// Which windows a batch holds.
+pub enum Request {
+    /// `n` steps (transitions) or windows (sequences) drawn from a seed.
+    Sample { n: usize, seed: u64 },
+    /// Step numbers (transitions) or window numbers (sequences) of the episode set.
+    Numbers(Vec<i64>),
+    /// (episode, step) pairs.
+    Pairs(Vec<Window>),
+}
+
+impl Request {
+    fn len(&self) -> usize {
+        match self {
+            Request::Sample { n, .. } => *n,
+            Request::Numbers(v) => v.len(),
+            Request::Pairs(v) => v.len(),
+        }
+    }
+}
+
+/// How windows are shaped: transitions (one step, no window axis) or sequences of `length`.
+#[derive(Clone, Copy)]
+pub struct Shape {
+    pub length: usize,
+    pub sequence: bool,
+    pub pad: bool,
+}
+
+fn windows_of(set: &EpisodeSet, request: Request, shape: Shape) -> trajcore_core::Result<Vec<Window>> {
+    let length = shape.length as u64;
+    let number = |i: i64, total: u64, what: &str| -> trajcore_core::Result<u64> {
+        let n = i64::try_from(total).unwrap_or(i64::MAX);
+        let k = if i < 0 { i + n } else { i };
+        if k < 0 || k >= n {
+            return Err(Error::Invalid(format!("{what} {i} is out of range ({total} {what}s)")));
+        }
+        Ok(k as u64)
+    };
+    match request {
+        Request::Pairs(v) => Ok(v),
+        Request::Sample { n, seed } if shape.sequence => sample_windows(set, n, length, shape.pad, seed),
+        Request::Sample { n, seed } => sample_steps(set, n, seed),
+        Request::Numbers(v) if shape.sequence => {
+            let windows = set.windows(length, shape.pad)?;
+            v.into_iter()
+                .map(|i| {
+                    let (episode, start) = set.locate_window(&windows, number(i, windows.num_windows(), "window")?)?;
+                    Ok(Window { episode, start })
+                })
+                .collect()
+        }
+        Request::Numbers(v) => v
+            .into_iter()
+            .map(|i| {
+                let (episode, start) = set.locate_step(number(i, set.num_steps(), "step")?)?;
+                Ok(Window { episode, start })
+            })
+            .collect(),
+    }
+}
+
+enum Buffer<'py> {
+    Array(Bound<'py, PyUntypedArray>),
+    Strings(Vec<String>),
+}
+
+fn build<'py>(py: Python<'py>, node: &Layout, leaves: &[Bound<'py, PyAny>]) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match node {
+        Layout::Leaf(i) => leaves[*i].clone(),
+        Layout::Dict(items) => {
+            let d = PyDict::new(py);
+            for (key, _, sub) in items {
+                d.set_item(key.bind(py), build(py, sub, leaves)?)?;
+            }
+            d.into_any()
+        }
+        Layout::Tuple(items) => {
+            PyTuple::new(py, items.iter().map(|t| build(py, t, leaves)).collect::<PyResult<Vec<_>>>()?)?.into_any()
+        }
+    })
+}
+
+/// A batch: `[B, ...]` per field for transitions, `[B, L, ...]` for sequences.
+pub fn batch<'py>(
+    py: Python<'py>,
+    lock: &RwLock<Dataset>,
+    plan: &Plan,
+    set: Option<&EpisodeSet>,
+    request: Request,
+    shape: Shape,
+) -> PyResult<Bound<'py, PyDict>> {
+    let b = request.len();
+    let l = shape.length;
+    let lead: Vec<usize> = if shape.sequence { vec![b, l] } else { vec![b] };
+    let mut buffers = Vec::with_capacity(plan.fields.len());
+    for (field, d) in plan.fields.iter().zip(&plan.descrs) {
+        buffers.push(match d {
+            Some(d) => {
+                let full: Vec<usize> = lead.iter().chain(&field.shape).copied().collect();
+                Buffer::Array(zeros(py, d.bind(py), &full)?)
+            }
+            None => Buffer::Strings(vec![String::new(); b * l]),
+        });
+    }
+    let i64_descr = descr(py, DType::I64)?;
+    let episode_index = zeros(py, &i64_descr, &[b])?;
+    let step_index = zeros(py, &i64_descr, &lead)?;
+    let mask = if shape.sequence && shape.pad { Some(zeros(py, &descr(py, DType::Bool)?, &lead)?) } else { None };
+    {
+        // SAFETY: every array was created above and is not visible to Python code until this
+        // function returns; each gets exactly one slice, dropped at the end of this block.
+        let mut outs: Vec<Out<'_>> = buffers
+            .iter_mut()
+            .map(|buf| match buf {
+                Buffer::Array(a) => Out::Fixed(unsafe { bytes_mut(a) }),
+                Buffer::Strings(v) => Out::Strings(v),
+            })
+            .collect();
+        let (episodes_out, steps_out) = unsafe { (bytes_mut(&episode_index), bytes_mut(&step_index)) };
+        let mask_out = mask.as_ref().map(|m| unsafe { bytes_mut(m) });
+        py.detach(|| -> trajcore_core::Result<()> {
+            let guard = lock.read().unwrap_or_else(|p| p.into_inner());
+            let ds: &Dataset = &guard;
+            let set = set.unwrap_or_else(|| ds.all_episodes());
+            let windows = windows_of(set, request, shape)?;
+            for (i, w) in windows.iter().enumerate() {
+                episodes_out[i * 8..i * 8 + 8].copy_from_slice(&(w.episode as i64).to_le_bytes());
+                for j in 0..l {
+                    let at = (i * l + j) * 8;
+                    steps_out[at..at + 8].copy_from_slice(&((w.start + j as u64) as i64).to_le_bytes());
+                }
+            }
+            let mut bools = mask_out.as_ref().map(|m| vec![false; m.len()]);
+            ds.gather(&plan.fields, &windows, l, shape.pad, &mut outs, bools.as_deref_mut())?;
+            if let (Some(m), Some(b)) = (mask_out, bools) {
+                m.iter_mut().zip(b).for_each(|(m, b)| *m = b as u8);
+            }
+            Ok(())
+        })
+        .py_err(py)?;
+    }
+    let leaves: Vec<Bound<'py, PyAny>> = buffers
+        .into_iter()
+        .map(|buf| match buf {
+            Buffer::Array(a) => Ok(a.into_any()),
+            Buffer::Strings(v) if shape.sequence => {
+                let rows: Vec<Bound<'py, PyList>> =
+                    v.chunks(l.max(1)).map(|c| PyList::new(py, c)).collect::<PyResult<_>>()?;
+                Ok(PyList::new(py, rows)?.into_any())
+            }
+            Buffer::Strings(v) => Ok(PyList::new(py, v)?.into_any()),
+        })
+        .collect::<PyResult<_>>()?;
+    let out = PyDict::new(py);
+    for (key, node) in &plan.entries {
+        out.set_item(key.bind(py), build(py, node, &leaves)?)?;
+    }
+    out.set_item(pyo3::intern!(py, "episode_index"), episode_index)?;
+    out.set_item(pyo3::intern!(py, "step_index"), step_index)?;
+    if let Some(m) = mask {
+        out.set_item(pyo3::intern!(py, "mask"), m)?;
+    }
+    Ok(out)
+}
+
+/// One step, without a batch axis: arrays of the row shape, numpy scalars for scalar columns,
+/// str for str columns; `episode_index` and `step_index` as int.
+pub fn one_step<'py>(
+    py: Python<'py>,
+    lock: &RwLock<Dataset>,
+    plan: &Plan,
+    set: Option<&EpisodeSet>,
+    number: i64,
+) -> PyResult<Bound<'py, PyDict>> {
+    enum One<'py> {
+        Array(Bound<'py, PyUntypedArray>),
+        /// A range of `scalars`.
+        Scalar(usize, usize),
+        Strings(Vec<String>),
+    }
+    // Scalar columns' bytes share one buffer: a step is a handful of small allocations at most.
+    let mut scalars: Vec<u8> = Vec::new();
+    let mut buffers = Vec::with_capacity(plan.fields.len());
+    for (field, d) in plan.fields.iter().zip(&plan.descrs) {
+        buffers.push(match (d, field.row_bytes) {
+            (Some(d), _) if !field.shape.is_empty() => One::Array(zeros(py, d.bind(py), &field.shape)?),
+            (Some(_), Some(rb)) => {
+                scalars.resize(scalars.len() + rb, 0);
+                One::Scalar(scalars.len() - rb, scalars.len())
+            }
+            _ => One::Strings(vec![String::new()]),
+        });
+    }
+    let mut located = (0usize, 0u64);
+    {
+        let mut rest: &mut [u8] = &mut scalars;
+        // SAFETY: as in `batch`: fresh arrays, one slice each, not yet visible to Python.
+        let mut outs: Vec<Out<'_>> = buffers
+            .iter_mut()
+            .map(|buf| match buf {
+                One::Array(a) => Out::Fixed(unsafe { bytes_mut(a) }),
+                One::Scalar(from, to) => {
+                    let (mine, tail) = std::mem::take(&mut rest).split_at_mut(*to - *from);
+                    rest = tail;
+                    Out::Fixed(mine)
+                }
+                One::Strings(v) => Out::Strings(v),
+            })
+            .collect();
+        py.detach(|| -> trajcore_core::Result<()> {
+            let guard = lock.read().unwrap_or_else(|p| p.into_inner());
+            let ds: &Dataset = &guard;
+            let set = set.unwrap_or_else(|| ds.all_episodes());
+            let w = windows_of(set, Request::Numbers(vec![number]), Shape { length: 1, sequence: false, pad: false })?;
+            located = (w[0].episode, w[0].start);
+            ds.gather(&plan.fields, &w, 1, false, &mut outs, None)
+        })
+        .map_err(|e| match e {
+            Error::Invalid(m) if m.contains("out of range") => pyo3::exceptions::PyIndexError::new_err(m),
+            e => to_py(py, e),
+        })?;
+    }
+    let leaves: Vec<Bound<'py, PyAny>> = buffers
+        .into_iter()
+        .zip(&plan.descrs)
+        .map(|(buf, d)| match buf {
+            One::Array(a) => Ok(a.into_any()),
+            One::Scalar(from, to) => scalar(py, d.as_ref().expect("fixed-size").bind(py), &scalars[from..to]),
+            One::Strings(mut v) => Ok(PyString::new(py, &v.pop().unwrap_or_default()).into_any()),
+        })
+        .collect::<PyResult<_>>()?;
+    let out = PyDict::new(py);
+    for (key, node) in &plan.entries {
+        out.set_item(key.bind(py), build(py, node, &leaves)?)?;
+    }
+    out.set_item(pyo3::intern!(py, "episode_index"), located.0)?;
+    out.set_item(pyo3::intern!(py, "step_index"), located.1)?;
+    Ok(out)
+}
