@@ -158,7 +158,7 @@ class IndexDelta:
     prev_index: int
     other_records: list[int]
     chunks: list[ChunkRef]
-    episodes: list[EpisodeFixed]
+    episode_records: list[int]
 
 
 # --- Parsing one shard ----------------------------------------------------------------------
@@ -248,15 +248,27 @@ def _episode_fixed(b: bytes, at: int, record_offset: int) -> EpisodeFixed:
     )
 
 
-def decode_episode(buf: bytes, rec: Record) -> tuple[EpisodeFixed, Any]:
+def decode_episodes(buf: bytes, rec: Record) -> list[tuple[EpisodeFixed, Any]]:
+    """An Episode record: a batch of (fixed part, metadata) in order."""
     p = payload(buf, rec)
-    if len(p) < 72:
-        raise FormatError(f"episode record at {rec.offset} shorter than 72 bytes")
-    ep = _episode_fixed(p, 0, rec.offset)
-    if ep.metadata_len != len(p) - 72:
-        raise FormatError(f"episode record at {rec.offset}: metadata_len does not match the payload")
-    meta = json.loads(p[72:].decode("utf-8")) if ep.metadata_len else {}
-    return ep, meta
+    if len(p) < 16:
+        raise FormatError(f"episode record at {rec.offset} shorter than its 16-byte header")
+    count, flags, body_len = struct.unpack_from("<IIQ", p, 0)
+    body = p[16:]
+    if flags & 1:
+        body = zstandard.ZstdDecompressor().decompress(body, max_output_size=body_len)
+    if len(body) != body_len or count * 72 > body_len:
+        raise FormatError(f"episode record at {rec.offset}: body length does not match")
+    fixed = [_episode_fixed(body, i * 72, rec.offset) for i in range(count)]
+    at = count * 72
+    out = []
+    for ep in fixed:
+        text = body[at : at + ep.metadata_len]
+        at += ep.metadata_len
+        out.append((ep, json.loads(text.decode("utf-8")) if ep.metadata_len else {}))
+    if at != len(body):
+        raise FormatError(f"episode record at {rec.offset}: metadata lengths do not add up")
+    return out
 
 
 def decode_index(buf: bytes, rec: Record) -> IndexDelta:
@@ -264,7 +276,7 @@ def decode_index(buf: bytes, rec: Record) -> IndexDelta:
     if len(p) < 24:
         raise FormatError(f"index record at {rec.offset} shorter than 24 bytes")
     prev, n_other, n_chunks, n_episodes, _ = struct.unpack_from("<QIIII", p, 0)
-    if len(p) != 24 + 8 * n_other + 56 * n_chunks + 80 * n_episodes:
+    if len(p) != 24 + 8 * n_other + 56 * n_chunks + 8 * n_episodes:
         raise FormatError(f"index record at {rec.offset}: length does not match its counts")
     at = 24
     other = list(struct.unpack_from(f"<{n_other}Q", p, at))
@@ -273,12 +285,8 @@ def decode_index(buf: bytes, rec: Record) -> IndexDelta:
     for _ in range(n_chunks):
         chunks.append(ChunkRef(*struct.unpack_from("<IIQIIQQQQ", p, at)))
         at += 56
-    episodes = []
-    for _ in range(n_episodes):
-        (record_offset,) = struct.unpack_from("<Q", p, at)
-        episodes.append(_episode_fixed(p, at + 8, record_offset))
-        at += 80
-    return IndexDelta(rec.offset, prev, other, chunks, episodes)
+    episode_records = list(struct.unpack_from(f"<{n_episodes}Q", p, at))
+    return IndexDelta(rec.offset, prev, other, chunks, episode_records)
 
 
 def index_chain(buf: bytes) -> list[IndexDelta] | None:
@@ -354,14 +362,11 @@ def open_shard(path: str | os.PathLike[str], *, use_index: bool = True) -> Decod
         for offset in delta.other_records:
             take_other(offset)
         shard.chunks.extend(delta.chunks)
-        for ep in delta.episodes:
-            rec = by_offset.get(ep.record_offset) or frame(buf, ep.record_offset)
+        for offset in delta.episode_records:
+            rec = by_offset.get(offset) or frame(buf, offset)
             if rec is None or rec.kind != KIND_EPISODE or not rec.payload_ok:
-                raise FormatError(f"no valid Episode record at {ep.record_offset}")
-            stored, meta = decode_episode(buf, rec)
-            if stored != ep:
-                raise FormatError(f"episode record at {ep.record_offset} differs from its index entry")
-            shard.episodes.append((ep, meta))
+                raise FormatError(f"no valid Episode record at {offset}")
+            shard.episodes.extend(decode_episodes(buf, rec))
 
     if chain is not None and use_index:
         for delta in chain:
@@ -383,7 +388,7 @@ def open_shard(path: str | os.PathLike[str], *, use_index: bool = True) -> Decod
         elif rec.kind == KIND_CHUNKS:
             shard.chunks.extend(decode_chunk_refs(buf, rec))
         else:
-            shard.episodes.append(decode_episode(buf, rec))
+            shard.episodes.extend(decode_episodes(buf, rec))
     return shard
 
 

@@ -141,7 +141,15 @@ fn truncated_at_any_offset_keeps_what_precedes() {
     check(&full, &expected);
     let records = record_offsets(&bytes);
     assert!(records.iter().filter(|r| r.2 == Some(RecordKind::Index)).count() >= 3);
-    let episode_ends: Vec<u64> = records.iter().filter(|r| r.2 == Some(RecordKind::Episode)).map(|r| r.1).collect();
+    // An Episode record holds a batch of episodes: one end offset per episode it holds.
+    let episode_ends: Vec<u64> = records
+        .iter()
+        .filter(|r| r.2 == Some(RecordKind::Episode))
+        .flat_map(|r| {
+            let count = u32::from_le_bytes(bytes[r.0 as usize + 24..r.0 as usize + 28].try_into().unwrap());
+            std::iter::repeat_n(r.1, count as usize)
+        })
+        .collect();
     assert_eq!(episode_ends.len(), expected.len());
     let starts: Vec<u64> = records.iter().map(|r| r.0).collect();
 

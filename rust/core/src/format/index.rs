@@ -3,10 +3,9 @@
 //!
 //! Payload: `prev_index u64` (u64::MAX for the first), `n_other u32, n_chunks u32,
 //! n_episodes u32, reserved u32`, then `n_other` u64 offsets of Meta and Column records, then
-//! `n_chunks` 56-byte chunk references, then `n_episodes` 80-byte episode entries.
+//! `n_chunks` 56-byte chunk references, then `n_episodes` u64 offsets of Episode records.
 
 use super::chunks::{ChunkRef, REF_LEN};
-use super::episode::{EpisodeSummary, ENTRY_LEN as EPISODE_ENTRY_LEN};
 use super::{u32_at, u64_at};
 
 pub const NO_PREVIOUS: u64 = u64::MAX;
@@ -18,25 +17,23 @@ pub struct IndexDelta {
     /// Offsets of Meta and Column records, in file order.
     pub other_records: Vec<u64>,
     pub chunks: Vec<ChunkRef>,
-    pub episodes: Vec<EpisodeSummary>,
+    /// Offsets of Episode records (each a batch of episodes).
+    pub episode_records: Vec<u64>,
 }
 
 impl IndexDelta {
     pub fn is_empty(&self) -> bool {
-        self.other_records.is_empty() && self.chunks.is_empty() && self.episodes.is_empty()
+        self.other_records.is_empty() && self.chunks.is_empty() && self.episode_records.is_empty()
     }
 
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(
-            FIXED_LEN
-                + self.other_records.len() * 8
-                + self.chunks.len() * REF_LEN
-                + self.episodes.len() * EPISODE_ENTRY_LEN,
+            FIXED_LEN + self.other_records.len() * 8 + self.chunks.len() * REF_LEN + self.episode_records.len() * 8,
         );
         out.extend_from_slice(&self.prev_index.to_le_bytes());
         out.extend_from_slice(&(self.other_records.len() as u32).to_le_bytes());
         out.extend_from_slice(&(self.chunks.len() as u32).to_le_bytes());
-        out.extend_from_slice(&(self.episodes.len() as u32).to_le_bytes());
+        out.extend_from_slice(&(self.episode_records.len() as u32).to_le_bytes());
         out.extend_from_slice(&0u32.to_le_bytes());
         for o in &self.other_records {
             out.extend_from_slice(&o.to_le_bytes());
@@ -44,8 +41,8 @@ impl IndexDelta {
         for c in &self.chunks {
             c.encode_ref(&mut out);
         }
-        for e in &self.episodes {
-            e.encode_entry(&mut out);
+        for o in &self.episode_records {
+            out.extend_from_slice(&o.to_le_bytes());
         }
         out
     }
@@ -57,10 +54,8 @@ impl IndexDelta {
         let n_other = u32_at(payload, 8) as usize;
         let n_chunks = u32_at(payload, 12) as usize;
         let n_episodes = u32_at(payload, 16) as usize;
-        let expected = FIXED_LEN as u128
-            + n_other as u128 * 8
-            + n_chunks as u128 * REF_LEN as u128
-            + n_episodes as u128 * EPISODE_ENTRY_LEN as u128;
+        let expected =
+            FIXED_LEN as u128 + n_other as u128 * 8 + n_chunks as u128 * REF_LEN as u128 + n_episodes as u128 * 8;
         if expected != payload.len() as u128 {
             return Err(format!("index record is {} bytes, its counts say {expected}", payload.len()));
         }
@@ -69,8 +64,7 @@ impl IndexDelta {
         at += n_other * 8;
         let chunks = (0..n_chunks).map(|i| ChunkRef::decode_ref(&payload[at + i * REF_LEN..])).collect();
         at += n_chunks * REF_LEN;
-        let episodes =
-            (0..n_episodes).map(|i| EpisodeSummary::decode_entry(&payload[at + i * EPISODE_ENTRY_LEN..])).collect();
-        Ok(IndexDelta { prev_index: u64_at(payload, 0), other_records, chunks, episodes })
+        let episode_records = (0..n_episodes).map(|i| u64_at(payload, at + i * 8)).collect();
+        Ok(IndexDelta { prev_index: u64_at(payload, 0), other_records, chunks, episode_records })
     }
 }

@@ -27,7 +27,7 @@ use memmap2::Mmap;
 use super::Problem;
 use crate::error::{Error, Result};
 use crate::format::chunks::{self, ChunkRef, ENTRY_LEN as CHUNK_ENTRY_LEN};
-use crate::format::episode::EpisodeSummary;
+use crate::format::episode::{self, EpisodeSummary};
 use crate::format::header::{FileHeader, HeaderError, HEADER_LEN, MAGIC, VERSION_MAJOR};
 use crate::format::index::{IndexDelta, NO_PREVIOUS};
 use crate::format::record::{RecordHeader, RecordKind, RECORD_HEADER_LEN};
@@ -236,7 +236,7 @@ impl Shard {
         // Index entries and directly decoded records arrive interleaved: restore file order.
         found.metas.sort_by_key(|m| m.0);
         found.columns.sort_by_key(|c| c.0);
-        found.episodes.sort_by_key(|e| e.record_offset);
+        found.episodes.sort_by_key(|e| (e.record_offset, e.position));
         Ok(found)
     }
 
@@ -424,9 +424,17 @@ impl Shard {
                 self.problems.push(self.problem(chunk.record_offset, why));
             }
         }
-        for episode in &delta.episodes {
-            if is_new(self, episode.record_offset) {
-                found.episodes.push(episode.clone());
+        for &offset in &delta.episode_records {
+            if !is_new(self, offset) {
+                continue;
+            }
+            match frame(map, offset) {
+                Ok(rec) if rec.kind() == Some(RecordKind::Episode) => self.take_record(map, &rec, found),
+                Ok(rec) => {
+                    let why = format!("index lists a {} record here, expected episode", kind_name(rec.header.kind));
+                    self.problems.push(self.problem(offset, why));
+                }
+                Err(e) => self.problems.push(self.problem(offset, format!("record listed by the index: {e}"))),
             }
         }
     }
@@ -475,9 +483,8 @@ impl Shard {
                 found.chunks.extend(refs);
                 found.verified.push(rec.offset);
             }),
-            Some(RecordKind::Episode) => {
-                EpisodeSummary::decode_record(payload, rec.offset).map(|(summary, _)| found.episodes.push(summary))
-            }
+            Some(RecordKind::Episode) => episode::decode_batch(payload, rec.offset)
+                .map(|batch| found.episodes.extend(batch.into_iter().map(|(summary, _)| summary))),
             _ => Ok(()),
         };
         if let Err(why) = result {
@@ -512,18 +519,21 @@ impl Shard {
         if !rec.payload_ok(map) {
             return Err(corrupt("episode record payload checksum mismatch".into()));
         }
-        let (stored, meta) = EpisodeSummary::decode_record(rec.payload(map), offset).map_err(corrupt)?;
+        let batch = episode::decode_batch(rec.payload(map), offset).map_err(corrupt)?;
+        let Some((stored, meta)) = batch.into_iter().nth(summary.position as usize) else {
+            return Err(corrupt(format!("the episode record holds no episode {}", summary.position)));
+        };
         let same = stored.lane == summary.lane
             && stored.obs_first_row == summary.obs_first_row
             && stored.step_first_row == summary.step_first_row
             && stored.length == summary.length;
         if !same {
-            return Err(corrupt("the episode record does not match its index entry".into()));
+            return Err(corrupt("the episode record does not match its listing".into()));
         }
         if meta.is_empty() {
             return Ok("{}".into());
         }
-        parse_meta(meta).map_err(|why| corrupt(format!("episode metadata: {why}")))
+        parse_meta(&meta).map_err(|why| corrupt(format!("episode metadata: {why}")))
     }
 }
 

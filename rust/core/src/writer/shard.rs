@@ -9,7 +9,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use super::config::Durability;
 use crate::error::{Error, Result};
 use crate::format::chunks::{self, ChunkRef, PendingChunk};
-use crate::format::episode::EpisodeSummary;
+use crate::format::episode::{self, EpisodeSummary};
 use crate::format::header::FileHeader;
 use crate::format::index::{IndexDelta, NO_PREVIOUS};
 use crate::format::record::{padding_after, RecordHeader, RecordKind};
@@ -91,13 +91,15 @@ impl ShardWriter {
         refs
     }
 
-    pub fn append_episode(&mut self, summary: &EpisodeSummary, metadata_json: &[u8]) {
-        let mut summary = summary.clone();
-        summary.record_offset = self.offset;
-        summary.metadata_len = metadata_json.len() as u32;
-        let payload = summary.encode_record(metadata_json);
-        self.append(RecordKind::Episode, &payload);
-        self.index.episodes.push(summary);
+    /// One Episode record for a batch of ended episodes, in the order given.
+    pub fn append_episodes(&mut self, batch: &[(EpisodeSummary, Vec<u8>)]) {
+        if batch.is_empty() {
+            return;
+        }
+        let items: Vec<(EpisodeSummary, &[u8])> = batch.iter().map(|(s, m)| (s.clone(), m.as_slice())).collect();
+        let payload = episode::encode_batch(&items);
+        let at = self.append(RecordKind::Episode, &payload);
+        self.index.episode_records.push(at);
     }
 
     /// Writes an Index record when enough has been written since the last one, so that a reader

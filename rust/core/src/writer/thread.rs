@@ -462,6 +462,7 @@ impl WriterThread {
                 end_ns: time_ns,
                 episode_id: 0,
                 record_offset: 0,
+                position: 0,
                 metadata_len: 0,
             },
             metadata: ep.metadata,
@@ -519,6 +520,7 @@ impl WriterThread {
         let grace = self.config.flush_interval();
         let shard = self.shard.as_mut().ok_or_else(|| Error::WriterStopped("no open shard".into()))?;
         let before = shard.size();
+        let mut batch = Vec::new();
         while let Some(p) = self.pending.front() {
             let settled = p.ended_after_message < self.row_message_seq || p.ended_at.elapsed() >= grace;
             if !(everything || settled) {
@@ -528,15 +530,20 @@ impl WriterThread {
             let mut summary = p.summary;
             summary.episode_id = self.episodes_written;
             self.episodes_written += 1;
-            let metadata = serde_json::to_vec(&p.metadata).unwrap_or_else(|_| b"{}".to_vec());
-            shard.append_episode(&summary, &metadata);
-            self.shared.episodes.fetch_add(1, Ordering::Relaxed);
+            let metadata = if p.metadata.is_empty() {
+                Vec::new() // reads back as {}
+            } else {
+                serde_json::to_vec(&p.metadata).unwrap_or_else(|_| b"{}".to_vec())
+            };
             if let Some(lane) = self.lanes.get_mut(summary.lane as usize) {
                 if lane.last_ended == Some(p.id) {
                     lane.last_ended = None;
                 }
             }
+            batch.push((summary, metadata));
         }
+        shard.append_episodes(&batch);
+        self.shared.episodes.fetch_add(batch.len() as u64, Ordering::Relaxed);
         shard.maybe_checkpoint(self.config.index_interval_bytes);
         shard.flush_to_os()?;
         self.shared.bytes_written.fetch_add(shard.size() - before, Ordering::Relaxed);

@@ -74,7 +74,7 @@ impl ShardBuilder {
         summary.record_offset = self.offset();
         summary.metadata_len = metadata.len() as u32;
         let at = self.record(RecordKind::Episode as u32, &summary.encode_record(metadata.as_bytes()));
-        self.delta.episodes.push(summary);
+        self.delta.episode_records.push(at);
         at
     }
 
@@ -360,6 +360,7 @@ impl Sim {
             episode_id: self.next_episode_id,
             record_offset: 0,
             metadata_len: 0,
+            position: 0,
         };
         self.next_episode_id += 1;
         self.episodes.push(SimEpisode {
