@@ -3,7 +3,6 @@ main process and in worker processes (fork and spawn), against `Dataset` reads."
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,7 +13,6 @@ from helpers import SpaceEnv, assert_tree_equal
 
 torch = pytest.importorskip("torch", reason="torch is not installed (trajcore.torch is optional)")
 from torch.utils.data import DataLoader  # noqa: E402
-
 from trajcore.torch import (  # noqa: E402
     SequenceDataset,
     SequenceStream,
@@ -57,7 +55,7 @@ def concat(batches: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-@pytest.mark.parametrize("workers,context", [(0, None), (2, "fork"), (2, "spawn")])
+@pytest.mark.parametrize(("workers", "context"), [(0, None), (2, "fork"), (2, "spawn")])
 def test_map_style_batches_equal_dataset_reads(ds: trajcore.Dataset, workers: int, context: str | None) -> None:
     data = TransitionDataset(ds)
     assert len(data) == ds.num_steps
@@ -70,9 +68,10 @@ def test_map_style_batches_equal_dataset_reads(ds: trajcore.Dataset, workers: in
     seen = concat(list(loader(data, 50, shuffle=True, num_workers=workers, multiprocessing_context=context)))
     pairs = seen["episode_index"] * 1000 + seen["step_index"]
     assert sorted(pairs.tolist()) == sorted(
-        (ds.transitions[np.arange(ds.num_steps)]["episode_index"] * 1000 + np.concatenate(
-            [np.arange(ep.length) for ep in ds.episodes]
-        )).tolist()
+        (
+            ds.transitions[np.arange(ds.num_steps)]["episode_index"] * 1000
+            + np.concatenate([np.arange(ep.length) for ep in ds.episodes])
+        ).tolist()
     )
 
 
@@ -97,8 +96,12 @@ def test_streams_are_reproducible_and_split_between_workers(ds: trajcore.Dataset
     dl = DataLoader(stream, batch_size=None, num_workers=2, multiprocessing_context=context)
     first = [numpy_tree(b) for b in dl]
     assert len(first) == 6
-    again = [numpy_tree(b) for b in DataLoader(TransitionStream(ds, 32, seed=5, batches=6), batch_size=None,
-                                                num_workers=2, multiprocessing_context=context)]
+    again = [
+        numpy_tree(b)
+        for b in DataLoader(
+            TransitionStream(ds, 32, seed=5, batches=6), batch_size=None, num_workers=2, multiprocessing_context=context
+        )
+    ]
     for a, b in zip(first, again, strict=True):
         assert_tree_equal(a, b)
     keys = {tuple((b["episode_index"] * 1000 + b["step_index"]).tolist()) for b in first}

@@ -191,6 +191,7 @@ class Transitions:
         self._owner = owner
         self._reader = owner._reader()
         self._sel = owner._selection()
+        self._step = self._reader.step
 
     def __len__(self) -> int:
         return self._owner.num_steps
@@ -206,8 +207,10 @@ class Transitions:
         Raises:
             IndexError: a step number out of range.
         """
+        if type(index) is int:  # the hot path: one step
+            return self._step(index, None, self._sel)
         if isinstance(index, _INTEGER):
-            return self._reader.step(int(index), None, self._sel)
+            return self._step(int(index), None, self._sel)
         if isinstance(index, slice):
             index = np.arange(*index.indices(len(self)), dtype=np.int64)
         try:
@@ -643,6 +646,10 @@ class Episode:
 
     An episode of T steps has T+1 observations and infos (the reset's first, the final last) and
     T actions, rewards, terminations, truncations and custom data rows.
+
+    Columns stored raw (``zstd_level=None``, or `trajcore.convert` ed) come back as read-only
+    views of the memory map, without a copy; they keep the file mapped while they live, even
+    after the dataset is closed. Copy one (``a.copy()``) to modify it.
     """
 
     def __init__(self, dataset: Dataset, index: int) -> None:

@@ -29,12 +29,12 @@ fn record(dir: &std::path::Path) -> Vec<ExpEpisode> {
             }
             t[lane] += 1;
             if t[lane] >= 2 + (lane + tick as usize) % 6 {
-                (s.terminated, s.truncated) = (tick % 2 == 0, tick % 2 == 1);
+                (s.terminated, s.truncated) = (tick.is_multiple_of(2), !tick.is_multiple_of(2));
                 autoreset[lane] = true;
             }
         }
         h.step(&envs);
-        if tick % 7 == 0 {
+        if tick.is_multiple_of(7) {
             h.set_metadata((tick % 3) as u32, json!({"tick": tick, "nested": {"l": [1, 2]}}));
         }
         if tick == 31 {

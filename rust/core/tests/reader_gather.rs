@@ -55,11 +55,12 @@ enum Buf {
 
 fn gather(ds: &Dataset, fields: &[Field], windows: &[Window], length: usize, pad: bool) -> (Vec<Buf>, Vec<bool>) {
     let rows = windows.len() * length;
+    // Junk in every output: a gather writes every row (zeros where there is no data).
     let mut bufs: Vec<Buf> = fields
         .iter()
         .map(|f| match f.row_bytes {
-            Some(rb) => Buf::Fixed(vec![0; rows * rb]),
-            None => Buf::Strings(vec![String::new(); rows]),
+            Some(rb) => Buf::Fixed(vec![0xAA; rows * rb]),
+            None => Buf::Strings(vec!["junk".to_string(); rows]),
         })
         .collect();
     let mut mask = vec![false; rows];
@@ -201,4 +202,22 @@ fn subsets_and_several_recordings() {
     check(&cold, &fields, &windows, 2, false);
     set_max_threads(0);
     assert!(ds.episode_set(&[n]).is_err());
+}
+
+#[test]
+fn uninitialized_outputs_are_written_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = dataset(dir.path(), 6);
+    let fields = fields(&ds);
+    let windows = sample_windows(ds.all_episodes(), 50, 6, true, 1).unwrap();
+    let (want, _) = gather(&ds, &fields, &windows, 6, true);
+    for (field, want) in fields.iter().zip(&want) {
+        let (Some(rb), Buf::Fixed(want)) = (field.row_bytes, want) else { continue };
+        // Junk, not uninitialized memory, so reading back is defined whatever the gather did.
+        let mut raw = vec![std::mem::MaybeUninit::new(0xAAu8); windows.len() * 6 * rb];
+        ds.gather(std::slice::from_ref(field), &windows, 6, true, &mut [Out::Uninit(&mut raw)], None).unwrap();
+        // SAFETY: every byte was initialized (to junk) before the gather.
+        let got: Vec<u8> = raw.iter().map(|b| unsafe { b.assume_init() }).collect();
+        assert_eq!(&got, want, "{}", field.column);
+    }
 }

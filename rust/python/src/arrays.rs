@@ -1,12 +1,16 @@
-//! numpy arrays made from Rust: zeroed outputs that a gather fills with the GIL released, numpy
-//! scalars, and read-only views over rows stored raw in a memory map. A view's base is a
+//! numpy arrays made from Rust: uninitialized outputs that a gather writes whole with the GIL
+//! released (one allocation per batch), numpy scalars, and read-only views over rows stored raw
+//! in a memory map. A view's base is a
 //! `MappedRows` object holding the rows (and through them the map), so the map outlives every
 //! array over it, even after the dataset is closed or refreshed.
 
 use std::ffi::{c_int, c_void};
+use std::mem::MaybeUninit;
 use std::ptr;
 
-use numpy::npyffi::{get_type_object, npy_intp, NpyTypes, PyArrayObject, PyArray_Descr, PY_ARRAY_API};
+use numpy::npyffi::{
+    get_type_object, npy_intp, NpyTypes, PyArrayObject, PyArray_Descr, NPY_ARRAY_WRITEABLE, PY_ARRAY_API,
+};
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use trajcore_core::reader::RowsView;
@@ -39,18 +43,20 @@ fn dims(shape: &[usize]) -> PyResult<Vec<npy_intp>> {
         .collect()
 }
 
-/// A new C-contiguous array of zeros.
-pub fn zeros<'py>(
+/// A new C-contiguous array whose memory is not initialized, for outputs a gather writes whole
+/// (no zeroing pass first).
+pub fn empty<'py>(
     py: Python<'py>,
     descr: &Bound<'py, PyArrayDescr>,
     shape: &[usize],
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let mut dims = dims(shape)?;
-    // SAFETY: `dims` holds `nd` dimensions and outlives the call; PyArray_Zeros steals a
+    // SAFETY: `dims` holds `nd` dimensions and outlives the call; PyArray_Empty steals a
     // reference to the descriptor, and `into_ptr` hands it a new one. It returns a new reference
-    // or NULL with an exception set, which `from_owned_ptr_or_err` turns into an error.
+    // or NULL with an exception set. The memory is uninitialized: it is only reached through
+    // `uninit_mut` (as `MaybeUninit`) until written whole.
     let array = unsafe {
-        let ptr = PY_ARRAY_API.PyArray_Zeros(
+        let ptr = PY_ARRAY_API.PyArray_Empty(
             py,
             dims.len() as c_int,
             dims.as_mut_ptr(),
@@ -62,20 +68,93 @@ pub fn zeros<'py>(
     Ok(array.cast_into::<PyUntypedArray>()?)
 }
 
-/// The bytes of an array made by `zeros`, for filling.
+/// Several arrays in one uninitialized allocation: a 1-D uint8 buffer, and a view of each
+/// (`descr`, `shape`) part, 64-byte aligned, writeable, its numpy base the buffer. Returns the
+/// buffer, the views, and each part's byte range in the buffer (the bytes between parts are
+/// zeroed; the parts are for the caller to write whole).
+///
+/// One allocation per batch rather than one per output: glibc hands back and re-maps large
+/// freed blocks when several are freed together, so separate multi-MB outputs page-fault on
+/// every batch (~1 µs per 4 KiB); a single block is kept and reused.
+pub fn arena<'py>(py: Python<'py>, parts: &[(Bound<'py, PyArrayDescr>, Vec<usize>)]) -> PyResult<Arena<'py>> {
+    let too_large = || pyo3::exceptions::PyOverflowError::new_err("batch too large");
+    let mut ranges = Vec::with_capacity(parts.len());
+    let mut end = 0usize;
+    for (descr, shape) in parts {
+        let bytes = shape.iter().try_fold(descr.itemsize(), |a, &d| a.checked_mul(d)).ok_or_else(too_large)?;
+        let start = end.checked_next_multiple_of(64).ok_or_else(too_large)?;
+        end = start.checked_add(bytes).ok_or_else(too_large)?;
+        ranges.push(start..end);
+    }
+    let mut buffer = empty(py, &descr(py, DType::U8)?, &[end])?;
+    {
+        // The bytes between parts are never written by the caller: zero them, so the buffer
+        // (reachable as a view's `.base`) holds no uninitialized memory.
+        // SAFETY: `buffer` was just created; this slice is its only user while it lives.
+        let bytes = unsafe { uninit_mut(&mut buffer) };
+        let mut at = 0;
+        for r in &ranges {
+            bytes[at..r.start].fill(MaybeUninit::new(0));
+            at = r.end;
+        }
+    }
+    // SAFETY: reading the data pointer field of a live ndarray (the buffer, held here).
+    let base = (unsafe { (*buffer.as_array_ptr()).fields.data }).cast::<u8>();
+    let mut views = Vec::with_capacity(parts.len());
+    for ((descr, shape), range) in parts.iter().zip(&ranges) {
+        let mut dims = dims(shape)?;
+        // SAFETY: `base + range.start` addresses `range.len()` bytes inside the buffer, exactly
+        // `shape` elements of `descr` (computed above), 64-byte aligned relative to the buffer's
+        // (malloc-aligned) start. The buffer becomes the view's base below, so the memory
+        // outlives the view. The descriptor reference is stolen (`into_ptr` gives a new one);
+        // NULL strides mean C order; the call returns a new reference or NULL with an exception.
+        let view = unsafe {
+            let ptr = PY_ARRAY_API.PyArray_NewFromDescr(
+                py,
+                get_type_object(py, NpyTypes::PyArray_Type),
+                descr.clone().into_ptr().cast::<PyArray_Descr>(),
+                dims.len() as c_int,
+                dims.as_mut_ptr(),
+                ptr::null_mut(),
+                base.add(range.start).cast::<c_void>(),
+                NPY_ARRAY_WRITEABLE,
+                ptr::null_mut(),
+            );
+            Bound::from_owned_ptr_or_err(py, ptr)?
+        };
+        // SAFETY: `view` is a new ndarray without a base; the call steals the new reference to
+        // the buffer that `into_ptr` makes, also on failure (-1, with an exception set).
+        let status = unsafe {
+            PY_ARRAY_API.PyArray_SetBaseObject(py, view.as_ptr().cast::<PyArrayObject>(), buffer.clone().into_ptr())
+        };
+        if status < 0 {
+            return Err(PyErr::fetch(py));
+        }
+        views.push(view.cast_into::<PyUntypedArray>()?);
+    }
+    Ok(Arena { buffer, views, ranges })
+}
+
+/// What `arena` makes.
+pub struct Arena<'py> {
+    pub buffer: Bound<'py, PyUntypedArray>,
+    pub views: Vec<Bound<'py, PyUntypedArray>>,
+    pub ranges: Vec<std::ops::Range<usize>>,
+}
+
+/// The memory of an array made by `empty`, for writing whole.
 ///
 /// # Safety
 ///
-/// The array must be C-contiguous and writeable (as `zeros` makes them), and nothing else may
-/// read or write its memory while the slice lives: in practice, it was just created and has not
-/// been handed to Python code yet.
-pub unsafe fn bytes_mut<'a>(array: &'a Bound<'_, PyUntypedArray>) -> &'a mut [u8] {
+/// The array must be C-contiguous and writeable (as `empty` makes them), and nothing else may
+/// touch its memory while the slice lives: in practice, it was just created and has not been
+/// handed to Python code yet. The caller must write every byte before it reaches Python code.
+pub unsafe fn uninit_mut<'a>(array: &'a mut Bound<'_, PyUntypedArray>) -> &'a mut [MaybeUninit<u8>] {
     let len = array.len() * array.dtype().itemsize();
-    // SAFETY: per the contract, the array's data pointer addresses `len` contiguous bytes that
-    // only this slice touches while it lives; numpy never returns a NULL data pointer (it
-    // allocates at least one byte), as `from_raw_parts_mut` requires even for `len == 0`.
+    // SAFETY: per the contract, `len` bytes at the (non-NULL) data pointer belong to this slice
+    // alone; `MaybeUninit<u8>` makes no claim that they are initialized.
     unsafe {
-        let data = (*array.as_array_ptr()).fields.data.cast::<u8>();
+        let data = (*array.as_array_ptr()).fields.data.cast::<MaybeUninit<u8>>();
         std::slice::from_raw_parts_mut(data, len)
     }
 }

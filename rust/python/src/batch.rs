@@ -8,6 +8,7 @@
 //! for padded sequences, `mask`.
 
 use std::collections::HashMap;
+use std::mem::MaybeUninit;
 use std::sync::RwLock;
 
 use numpy::{PyArrayDescr, PyUntypedArray};
@@ -17,7 +18,7 @@ use serde_json::Value;
 use trajcore_core::reader::{sample_steps, sample_windows, Dataset, EpisodeSet, Field, Out, Window};
 use trajcore_core::{DType, Error};
 
-use crate::arrays::{bytes_mut, descr, scalar, zeros};
+use crate::arrays::{arena, descr, empty, scalar, uninit_mut, Arena};
 use crate::errors::{invalid, to_py, IntoPy};
 use crate::layout::Layout;
 
@@ -31,6 +32,9 @@ pub struct Plan {
     descrs: Vec<Option<Py<PyArrayDescr>>>,
     /// Output keys in order, each a tree over field indexes.
     entries: Vec<(Py<PyString>, Layout)>,
+    /// A dict with the output keys of one step (values None), copied per step so the result is
+    /// made at its final size.
+    step_template: Py<PyDict>,
 }
 
 fn leaf_names(tree: &Value, out: &mut Vec<String>) {
@@ -103,7 +107,13 @@ impl Plan {
                 d => Ok(Some(descr(py, d)?.unbind())),
             })
             .collect::<PyResult<_>>()?;
-        Ok(Plan { fields, descrs, entries })
+        let step_template = PyDict::new(py);
+        for (key, _) in &entries {
+            step_template.set_item(key.bind(py), py.None())?;
+        }
+        step_template.set_item(pyo3::intern!(py, "episode_index"), py.None())?;
+        step_template.set_item(pyo3::intern!(py, "step_index"), py.None())?;
+        Ok(Plan { fields, descrs, entries, step_template: step_template.unbind() })
     }
 }
 
@@ -158,14 +168,16 @@ fn windows_of(set: &EpisodeSet, request: Request, shape: Shape) -> trajcore_core
                 })
                 .collect()
         }
-        Request::Numbers(v) => v
-            .into_iter()
-            .map(|i| {
-                let (episode, start) = set.locate_step(number(i, set.num_steps(), "step")?)?;
-                Ok(Window { episode, start })
-            })
-            .collect(),
+        Request::Numbers(v) => {
+            let steps = v.into_iter().map(|i| number(i, set.num_steps(), "step")).collect::<Result<Vec<_>, _>>()?;
+            Ok(set.locate_steps(&steps)?.into_iter().map(|(episode, start)| Window { episode, start }).collect())
+        }
     }
+}
+
+/// Writes `src` into uninitialized bytes of the same length.
+fn put(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
+    dst.iter_mut().zip(src).for_each(|(d, &s)| *d = MaybeUninit::new(s));
 }
 
 enum Buffer<'py> {
@@ -201,53 +213,87 @@ pub fn batch<'py>(
     let b = request.len();
     let l = shape.length;
     let lead: Vec<usize> = if shape.sequence { vec![b, l] } else { vec![b] };
-    let mut buffers = Vec::with_capacity(plan.fields.len());
+    // Every numpy output in one allocation (see `arrays::arena`): the fields stored fixed-size,
+    // then episode_index, step_index and (padded sequences) mask.
+    let mut parts = Vec::with_capacity(plan.fields.len() + 3);
     for (field, d) in plan.fields.iter().zip(&plan.descrs) {
-        buffers.push(match d {
-            Some(d) => {
-                let full: Vec<usize> = lead.iter().chain(&field.shape).copied().collect();
-                Buffer::Array(zeros(py, d.bind(py), &full)?)
-            }
-            None => Buffer::Strings(vec![String::new(); b * l]),
-        });
+        if let Some(d) = d {
+            parts.push((d.bind(py).clone(), lead.iter().chain(&field.shape).copied().collect::<Vec<_>>()));
+        }
     }
     let i64_descr = descr(py, DType::I64)?;
-    let episode_index = zeros(py, &i64_descr, &[b])?;
-    let step_index = zeros(py, &i64_descr, &lead)?;
-    let mask = if shape.sequence && shape.pad { Some(zeros(py, &descr(py, DType::Bool)?, &lead)?) } else { None };
+    parts.push((i64_descr.clone(), vec![b]));
+    parts.push((i64_descr, lead.clone()));
+    let padded = shape.sequence && shape.pad;
+    if padded {
+        parts.push((descr(py, DType::Bool)?, lead.clone()));
+    }
+    let Arena { buffer: mut memory_owner, mut views, ranges } = arena(py, &parts)?;
+    let mut strings: Vec<Vec<String>> =
+        plan.descrs.iter().filter(|d| d.is_none()).map(|_| vec![String::new(); b * l]).collect();
     {
-        // SAFETY: every array was created above and is not visible to Python code until this
-        // function returns; each gets exactly one slice, dropped at the end of this block.
-        let mut outs: Vec<Out<'_>> = buffers
-            .iter_mut()
-            .map(|buf| match buf {
-                Buffer::Array(a) => Out::Fixed(unsafe { bytes_mut(a) }),
-                Buffer::Strings(v) => Out::Strings(v),
+        // SAFETY: the arena was created above and is not visible to Python code until this
+        // function returns; this is the only slice of it. Its parts are written whole: the
+        // fields by the gather (or it fails, and the arena is dropped unseen), the index arrays
+        // and the mask below.
+        let memory = unsafe { uninit_mut(&mut memory_owner) };
+        let mut parts_out: Vec<&mut [MaybeUninit<u8>]> = Vec::with_capacity(ranges.len());
+        let mut rest = memory;
+        let mut at = 0;
+        for r in &ranges {
+            let (_, tail) = std::mem::take(&mut rest).split_at_mut(r.start - at);
+            let (part, tail) = tail.split_at_mut(r.len());
+            parts_out.push(part);
+            rest = tail;
+            at = r.end;
+        }
+        let mut parts_out = parts_out.into_iter();
+        let mut strings_out = strings.iter_mut();
+        let mut outs: Vec<Out<'_>> = plan
+            .descrs
+            .iter()
+            .map(|d| match d {
+                Some(_) => Out::Uninit(parts_out.next().expect("a part per fixed field")),
+                None => Out::Strings(strings_out.next().expect("a list per str field")),
             })
             .collect();
-        let (episodes_out, steps_out) = unsafe { (bytes_mut(&episode_index), bytes_mut(&step_index)) };
-        let mask_out = mask.as_ref().map(|m| unsafe { bytes_mut(m) });
+        let episodes_out = parts_out.next().expect("episode_index part");
+        let steps_out = parts_out.next().expect("step_index part");
+        let mask_out = parts_out.next();
         py.detach(|| -> trajcore_core::Result<()> {
             let guard = lock.read().unwrap_or_else(|p| p.into_inner());
             let ds: &Dataset = &guard;
             let set = set.unwrap_or_else(|| ds.all_episodes());
             let windows = windows_of(set, request, shape)?;
             for (i, w) in windows.iter().enumerate() {
-                episodes_out[i * 8..i * 8 + 8].copy_from_slice(&(w.episode as i64).to_le_bytes());
+                put(&mut episodes_out[i * 8..i * 8 + 8], &(w.episode as i64).to_le_bytes());
                 for j in 0..l {
                     let at = (i * l + j) * 8;
-                    steps_out[at..at + 8].copy_from_slice(&((w.start + j as u64) as i64).to_le_bytes());
+                    put(&mut steps_out[at..at + 8], &((w.start + j as u64) as i64).to_le_bytes());
                 }
             }
             let mut bools = mask_out.as_ref().map(|m| vec![false; m.len()]);
             ds.gather(&plan.fields, &windows, l, shape.pad, &mut outs, bools.as_deref_mut())?;
             if let (Some(m), Some(b)) = (mask_out, bools) {
-                m.iter_mut().zip(b).for_each(|(m, b)| *m = b as u8);
+                m.iter_mut().zip(b).for_each(|(m, b)| *m = MaybeUninit::new(b as u8));
             }
             Ok(())
         })
         .py_err(py)?;
     }
+    let mask = padded.then(|| views.pop().expect("the mask view"));
+    let step_index = views.pop().expect("the step_index view");
+    let episode_index = views.pop().expect("the episode_index view");
+    let mut views = views.into_iter();
+    let mut strings = strings.into_iter();
+    let buffers: Vec<Buffer<'py>> = plan
+        .descrs
+        .iter()
+        .map(|d| match d {
+            Some(_) => Buffer::Array(views.next().expect("a view per fixed field")),
+            None => Buffer::Strings(strings.next().expect("a list per str field")),
+        })
+        .collect();
     let leaves: Vec<Bound<'py, PyAny>> = buffers
         .into_iter()
         .map(|buf| match buf {
@@ -292,7 +338,7 @@ pub fn one_step<'py>(
     let mut buffers = Vec::with_capacity(plan.fields.len());
     for (field, d) in plan.fields.iter().zip(&plan.descrs) {
         buffers.push(match (d, field.row_bytes) {
-            (Some(d), _) if !field.shape.is_empty() => One::Array(zeros(py, d.bind(py), &field.shape)?),
+            (Some(d), _) if !field.shape.is_empty() => One::Array(empty(py, d.bind(py), &field.shape)?),
             (Some(_), Some(rb)) => {
                 scalars.resize(scalars.len() + rb, 0);
                 One::Scalar(scalars.len() - rb, scalars.len())
@@ -303,11 +349,12 @@ pub fn one_step<'py>(
     let mut located = (0usize, 0u64);
     {
         let mut rest: &mut [u8] = &mut scalars;
-        // SAFETY: as in `batch`: fresh arrays, one slice each, not yet visible to Python.
+        // SAFETY: as in `batch`: fresh arrays, one slice each, not yet visible to Python, and
+        // written whole by the gather (or dropped unseen).
         let mut outs: Vec<Out<'_>> = buffers
             .iter_mut()
             .map(|buf| match buf {
-                One::Array(a) => Out::Fixed(unsafe { bytes_mut(a) }),
+                One::Array(a) => Out::Uninit(unsafe { uninit_mut(a) }),
                 One::Scalar(from, to) => {
                     let (mine, tail) = std::mem::take(&mut rest).split_at_mut(*to - *from);
                     rest = tail;
@@ -320,9 +367,15 @@ pub fn one_step<'py>(
             let guard = lock.read().unwrap_or_else(|p| p.into_inner());
             let ds: &Dataset = &guard;
             let set = set.unwrap_or_else(|| ds.all_episodes());
-            let w = windows_of(set, Request::Numbers(vec![number]), Shape { length: 1, sequence: false, pad: false })?;
-            located = (w[0].episode, w[0].start);
-            ds.gather(&plan.fields, &w, 1, false, &mut outs, None)
+            let total = set.num_steps();
+            let step =
+                if number < 0 { number.checked_add(i64::try_from(total).unwrap_or(i64::MAX)) } else { Some(number) };
+            let step = step.and_then(|s| u64::try_from(s).ok()).filter(|&s| s < total).ok_or_else(|| {
+                Error::Invalid(format!("step {number} is out of range (the episodes hold {total} steps)"))
+            })?;
+            let (episode, start) = set.locate_step(step)?;
+            located = (episode, start);
+            ds.gather(&plan.fields, &[Window { episode, start }], 1, false, &mut outs, None)
         })
         .map_err(|e| match e {
             Error::Invalid(m) if m.contains("out of range") => pyo3::exceptions::PyIndexError::new_err(m),
@@ -338,7 +391,7 @@ pub fn one_step<'py>(
             One::Strings(mut v) => Ok(PyString::new(py, &v.pop().unwrap_or_default()).into_any()),
         })
         .collect::<PyResult<_>>()?;
-    let out = PyDict::new(py);
+    let out = plan.step_template.bind(py).copy()?;
     for (key, node) in &plan.entries {
         out.set_item(key.bind(py), build(py, node, &leaves)?)?;
     }

@@ -15,6 +15,9 @@ use crate::batch::{self, Plan, Request, Shape};
 use crate::errors::{invalid, IntoPy};
 use crate::selection::PySelection;
 
+/// (episode indexes, steps within them).
+type Located<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>);
+
 /// Plans by key set (`None`: the default keys); few distinct sets are ever used.
 type Plans = Vec<(Option<Vec<String>>, Arc<Plan>)>;
 
@@ -233,7 +236,7 @@ impl PyDataset {
         py: Python<'py>,
         steps: PyReadonlyArray1<'py, i64>,
         selection: Option<&Bound<'py, PySelection>>,
-    ) -> PyResult<(Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>)> {
+    ) -> PyResult<Located<'py>> {
         let steps = steps.as_array().to_vec();
         let set = selection.map(|s| s.get().set.clone());
         let found = self

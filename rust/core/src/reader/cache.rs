@@ -1,15 +1,16 @@
-//! Shared state of the read path: decoded chunks (a byte-bounded LRU) and the Chunks records
-//! whose payload checksum has been verified. Both sit behind locks so a `Dataset` can be read
-//! from many threads; neither lock is held while decoding or checksumming.
+//! Shared state of the read path: decoded chunks (a byte-bounded LRU, behind a lock) and the
+//! Chunks records whose payload checksum has been verified (atomic flags), so a `Dataset` can
+//! be read from many threads. No lock is held while decoding or checksumming.
 //!
 //! The LRU is kept lazily: a hit only stamps the entry with the current tick (a batch of
 //! training reads hits hundreds of chunks, so a hit must be cheap); the eviction queue, ordered
 //! by the tick an entry was queued at, is brought up to date when an entry reaches its front:
 //! one used since is queued again at its last use instead of being dropped.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A fast hasher for the small integer keys of the read path (FxHash's mixing step). Keys come
 /// from the files' own offsets, not from an adversary choosing collisions over many calls.
@@ -134,20 +135,35 @@ impl ChunkCache {
     }
 }
 
-/// Chunks records whose payload checksum has been verified (damaged ones are not remembered:
-/// a retry fails again, which is the rare path).
+/// Which Chunks records have had their payload checksum verified (damaged ones are not
+/// remembered: a retry fails again, which is the rare path). Each record gets a small id when
+/// its chunks are taken in (with `&mut`, while ingesting), kept in their `Located`, so checking
+/// is one atomic load: a batch of training reads checks hundreds of chunks.
 #[derive(Default)]
 pub(crate) struct VerifiedRecords {
-    intact: RwLock<HashSet<RecordKey, BuildHasherDefault<IntHasher>>>,
+    ids: IntMap<RecordKey, u32>,
+    flags: Vec<AtomicBool>,
 }
 
 impl VerifiedRecords {
-    pub fn contains(&self, key: RecordKey) -> bool {
-        self.intact.read().unwrap_or_else(|e| e.into_inner()).contains(&key)
+    /// The id of a record, registered if new.
+    pub fn id(&mut self, key: RecordKey) -> u32 {
+        let next = self.flags.len() as u32;
+        let id = *self.ids.entry(key).or_insert(next);
+        if id == next {
+            self.flags.push(AtomicBool::new(false));
+        }
+        id
     }
 
-    pub fn insert(&self, key: RecordKey) {
-        self.intact.write().unwrap_or_else(|e| e.into_inner()).insert(key);
+    pub fn is_verified(&self, id: u32) -> bool {
+        self.flags.get(id as usize).is_some_and(|f| f.load(Ordering::Acquire))
+    }
+
+    pub fn mark(&self, id: u32) {
+        if let Some(f) = self.flags.get(id as usize) {
+            f.store(true, Ordering::Release);
+        }
     }
 }
 

@@ -26,6 +26,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use super::cache::{ChunkCache, IntMap, VerifiedRecords};
 use super::shard::{Found, Opened, Shard};
@@ -65,11 +66,25 @@ pub struct EpisodeRef {
     pub summary: EpisodeSummary,
 }
 
+/// Where an episode's rows are, packed in 32 bytes (one cache line holds two), for the gathers
+/// of training reads, which look up hundreds of random episodes per batch.
+#[derive(Debug, Clone, Copy)]
+#[repr(C, align(32))]
+pub(crate) struct EpisodeLoc {
+    pub recording: u32,
+    pub lane: u32,
+    pub obs_first_row: u64,
+    pub step_first_row: u64,
+    pub length: u64,
+}
+
 /// A chunk and the shard it lives in.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Located {
     pub shard: usize,
     pub chunk: ChunkRef,
+    /// Id of its Chunks record in `Dataset::verified`.
+    pub record: u32,
 }
 
 impl Located {
@@ -83,6 +98,15 @@ impl Located {
 }
 
 pub(crate) type ListKey = (usize, u32, ColumnId);
+
+/// The chunks of one (recording, lane, column), sorted by first row and disjoint.
+#[derive(Debug, Default)]
+pub(crate) struct ChunkList {
+    pub chunks: Vec<Located>,
+    /// Their end rows, packed: a batched read binary-searches them for every row it gathers,
+    /// and 72-byte `Located`s would spread a search over many cache lines.
+    pub ends: Vec<u64>,
+}
 
 #[derive(Default)]
 struct RecordingState {
@@ -104,8 +128,10 @@ pub struct Dataset {
     known_files: HashSet<PathBuf>,
     pub(super) recordings: Vec<Recording>,
     states: Vec<RecordingState>,
-    pub(super) chunk_lists: IntMap<ListKey, Vec<Located>>,
+    pub(super) chunk_lists: IntMap<ListKey, ChunkList>,
     episodes: Vec<EpisodeRef>,
+    /// The same episodes' rows, compactly.
+    pub(super) locs: Vec<EpisodeLoc>,
     /// Every episode, with the global step index over them (extended as episodes are listed).
     all: EpisodeSet,
     /// Problems found at the dataset level (across shards); never replaced.
@@ -117,7 +143,11 @@ pub struct Dataset {
     problems: Vec<Problem>,
     pub(super) cache: ChunkCache,
     pub(super) verified: VerifiedRecords,
+    /// The Episode record decoded last: (shard, record offset) and its episodes.
+    last_episode_record: Mutex<Option<EpisodeBatch>>,
 }
+
+type EpisodeBatch = ((usize, u64), Arc<Vec<(EpisodeSummary, Vec<u8>)>>);
 
 impl Dataset {
     /// Opens a shard file or a directory of shards (`*.trj`; other files are ignored).
@@ -139,12 +169,14 @@ impl Dataset {
             states: Vec::new(),
             chunk_lists: IntMap::default(),
             episodes: Vec::new(),
+            locs: Vec::new(),
             all: EpisodeSet::all(),
             own_problems: Vec::new(),
             reported: HashSet::new(),
             chunk_damage: HashMap::new(),
             problems: Vec::new(),
             verified: VerifiedRecords::default(),
+            last_episode_record: Mutex::new(None),
         };
         ds.update()?;
         Ok(ds)
@@ -219,10 +251,25 @@ impl Dataset {
         })
     }
 
-    /// The episode's metadata JSON ("{}" if none), read from its Episode record.
+    /// The episode's metadata JSON ("{}" if none), read from its Episode record. The last
+    /// record decoded is kept: an Episode record holds a batch of episodes (one compressed
+    /// body), and reading metadata in order (`convert`, filters) would otherwise decode each
+    /// record once per episode in it.
     pub fn episode_metadata(&self, episode: usize) -> Result<String> {
         let e = self.episode(episode)?;
-        self.shards[e.shard].episode_metadata(&e.summary)
+        let shard = &self.shards[e.shard];
+        let key = (e.shard, e.summary.record_offset);
+        let mut last = self.last_episode_record.lock().unwrap_or_else(|p| p.into_inner());
+        let batch = match last.as_ref() {
+            Some((k, batch)) if *k == key => batch.clone(),
+            _ => {
+                let batch = Arc::new(shard.episode_record(e.summary.record_offset)?);
+                *last = Some((key, batch.clone()));
+                batch
+            }
+        };
+        drop(last);
+        shard.metadata_in(&batch, &e.summary)
     }
 
     pub fn column_id(&self, recording: usize, name: &str) -> Option<ColumnId> {
@@ -381,10 +428,14 @@ impl Dataset {
             let recording = self.shard_recording[*shard];
             for chunk in &f.chunks {
                 match check_chunk(&self.states[recording].specs, chunk) {
-                    Ok(()) => new_chunks
-                        .entry((recording, chunk.lane, chunk.column))
-                        .or_default()
-                        .push(Located { shard: *shard, chunk: *chunk }),
+                    Ok(()) => {
+                        let record = self.verified.id((*shard, chunk.record_offset));
+                        new_chunks.entry((recording, chunk.lane, chunk.column)).or_default().push(Located {
+                            shard: *shard,
+                            chunk: *chunk,
+                            record,
+                        })
+                    }
                     Err(why) => {
                         self.note_chunk_damage(*shard, chunk.record_offset);
                         self.own_problems.push(Problem::new(&self.shards[*shard].path, chunk.record_offset, why));
@@ -392,12 +443,14 @@ impl Dataset {
                 }
             }
             for &record in &f.verified {
-                self.verified.insert((*shard, record));
+                let id = self.verified.id((*shard, record));
+                self.verified.mark(id);
             }
         }
         for (key, mut chunks) in new_chunks {
             chunks.sort_by_key(|c| c.first_row());
-            let list = self.chunk_lists.entry(key).or_default();
+            let entry = self.chunk_lists.entry(key).or_default();
+            let list = &mut entry.chunks;
             for c in chunks {
                 // Lists stay sorted and free of overlaps, so a row has at most one chunk.
                 let at = list.partition_point(|x| x.first_row() < c.first_row());
@@ -419,6 +472,7 @@ impl Dataset {
                     list.insert(at, c);
                 }
             }
+            entry.ends = list.iter().map(Located::end_row).collect();
         }
 
         for (shard, f) in found {
@@ -427,6 +481,13 @@ impl Dataset {
                 match self.check_episode(recording, shard, &summary) {
                     Ok(()) => {
                         self.all.push(summary.length);
+                        self.locs.push(EpisodeLoc {
+                            recording: recording as u32,
+                            lane: summary.lane,
+                            obs_first_row: summary.obs_first_row,
+                            step_first_row: summary.step_first_row,
+                            length: summary.length,
+                        });
                         self.episodes.push(EpisodeRef { recording, shard, summary });
                     }
                     Err(why) => {
@@ -474,7 +535,7 @@ impl Dataset {
         for spec in columns {
             let (first, n) = episode_span(s, spec.timeline).ok_or("its row numbers overflow")?;
             let end = first + n;
-            let list = self.chunk_lists.get(&(recording, s.lane, spec.id)).map(Vec::as_slice).unwrap_or(&[]);
+            let list = self.chunk_lists.get(&(recording, s.lane, spec.id)).map_or(&[][..], |l| &l.chunks);
             let Some((a, b)) = first_gap(list, first, end) else { continue };
             let lost = |a, b| {
                 format!(

@@ -9,18 +9,27 @@
 //! 2. **Fetch.** Raw chunks are slices of the memory map (no copy, no decode). Encoded chunks
 //!    come from the byte-bounded cache; those not in it are decoded once each, on up to
 //!    `max_threads()` scoped threads when there are several large ones, and put in the cache.
-//! 3. **Copy.** Pieces are copied into the outputs, split across scoped threads by output rows
-//!    when the batch is large (pixels), since copying is then what the gather costs.
+//! 3. **Copy.** Pieces are copied into the outputs (rows no chunk holds, and padding, are
+//!    zeroed: every output byte is written, so outputs may start uninitialized), split across
+//!    scoped threads by output rows when the batch is large (pixels), since copying is then what
+//!    the gather costs. The source rows of all pieces are prefetched first: random rows of a
+//!    large dataset are cache misses, and issuing them together overlaps their latencies.
+//!
+//! Nothing here scans episodes or chunks: a batch costs O(B log C) for B windows and C chunks
+//! per lane, whatever the number of episodes or shards; what still grows with a dataset is the
+//! memory hierarchy (rows of a small dataset stay in the CPU caches, a large one's do not).
 //!
 //! Scoped threads (`std::thread::scope`) are started per gather and joined before it returns:
 //! no pool outlives a call, so a process that forks (a data-loader worker) has nothing to
 //! rebuild, and a thread's start (~20 µs) is only paid where the work is far larger.
 
+use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::cache::IntMap;
 use super::dataset::{Dataset, Located};
+use super::prefetch;
 use super::rows::{chunk_strings, ChunkBytes};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -54,11 +63,69 @@ pub struct Field {
     optional: bool,
 }
 
-/// Where a field's rows go: `windows * length` rows, row-major.
+/// Where a field's rows go: `windows * length` rows, row-major. A gather writes every row:
+/// rows past an episode's end (padding) and rows no chunk holds become zeros (`""` for str).
 pub enum Out<'a> {
     Fixed(&'a mut [u8]),
+    /// Memory not initialized yet (a fresh numpy array): every byte gets written.
+    Uninit(&'a mut [MaybeUninit<u8>]),
     Strings(&'a mut [String]),
 }
+
+impl Out<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Out::Fixed(b) => b.len(),
+            Out::Uninit(b) => b.len(),
+            Out::Strings(s) => s.len(),
+        }
+    }
+
+    /// Splits off the first `n` bytes (fixed) or rows (str).
+    fn split_first(self, n: usize) -> (Self, Self) {
+        match self {
+            Out::Fixed(b) => {
+                let (a, b) = b.split_at_mut(n);
+                (Out::Fixed(a), Out::Fixed(b))
+            }
+            Out::Uninit(b) => {
+                let (a, b) = b.split_at_mut(n);
+                (Out::Uninit(a), Out::Uninit(b))
+            }
+            Out::Strings(s) => {
+                let (a, b) = s.split_at_mut(n);
+                (Out::Strings(a), Out::Strings(b))
+            }
+        }
+    }
+
+    /// Writes `src` at byte `at` (fixed outputs).
+    fn put(&mut self, at: usize, src: &[u8]) {
+        match self {
+            Out::Fixed(b) => b[at..at + src.len()].copy_from_slice(src),
+            Out::Uninit(b) => {
+                let dst = &mut b[at..at + src.len()];
+                // SAFETY: `dst` and `src` have the same length (sliced just above) and do not
+                // overlap (one is borrowed mutably, the other shared); `MaybeUninit<u8>` has the
+                // layout of `u8`, and writing initializes the bytes.
+                unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr().cast::<u8>(), src.len()) };
+            }
+            Out::Strings(_) => unreachable!("bytes into a str output"),
+        }
+    }
+
+    /// Zeros `len` bytes from byte `at` (fixed), or empties `len` rows from row `at` (str).
+    fn clear(&mut self, at: usize, len: usize) {
+        match self {
+            Out::Fixed(b) => b[at..at + len].fill(0),
+            Out::Uninit(b) => b[at..at + len].fill(MaybeUninit::new(0)),
+            Out::Strings(s) => s[at..at + len].iter_mut().for_each(String::clear),
+        }
+    }
+}
+
+/// The slot of pieces that are zeros: padding, and rows no chunk holds.
+const ZEROS: u32 = u32::MAX;
 
 /// 0 = not set: the default.
 static MAX_THREADS: AtomicUsize = AtomicUsize::new(0);
@@ -89,21 +156,6 @@ static PARALLEL_COPY_BYTES: AtomicUsize = AtomicUsize::new(2 << 20);
 pub fn set_parallel_thresholds(decode_bytes: usize, copy_bytes: usize) {
     PARALLEL_DECODE_BYTES.store(decode_bytes.max(1), Ordering::Relaxed);
     PARALLEL_COPY_BYTES.store(copy_bytes.max(1), Ordering::Relaxed);
-}
-
-/// Asks the CPU to start loading the cache line at `p`. Random rows of a large dataset are
-/// memory misses; issuing them all before copying overlaps their latencies (the copy loop
-/// alone keeps only a few in flight).
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint: it never faults, whatever the address, and changes
-    // nothing the program can observe.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>())
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// A window's rows in its lane, with where they go in the outputs.
@@ -181,10 +233,10 @@ impl Dataset {
     }
 
     /// Copies the rows of `windows` (each `length` steps, in the order given) of every field
-    /// into `outs` (one per field: `windows.len() * length` rows). With `pad`, a window may run
-    /// past its episode's last step: those rows stay as they are in `outs` (the caller passes
-    /// zeroed buffers) and `mask` (if given, `windows.len() * length` entries) says which rows
-    /// are real. Without `pad`, such a window is an error.
+    /// into `outs` (one per field: `windows.len() * length` rows), writing every row. With
+    /// `pad`, a window may run past its episode's last step: those rows are zeros (`""` for
+    /// str) and `mask` (if given, `windows.len() * length` entries) says which rows are real.
+    /// Without `pad`, such a window is an error.
     ///
     /// Errors: `Invalid` (an episode or step out of range, a window past its episode's end
     /// without `pad`, an output of the wrong size), `Schema` (a recording without a required
@@ -210,7 +262,9 @@ impl Dataset {
 
         // Plan: slots (distinct chunks, shared between fields) and pieces per field.
         let mut slots: Vec<(Located, Option<usize>)> = Vec::with_capacity(fields.len() + 8);
+        // Sized for the most slots a batch can have (a chunk per piece), so it never rehashes.
         let mut slot_of: IntMap<(usize, u64), u32> = IntMap::default();
+        let most_slots = (items.len() * fields.len()).min(1 << 16);
         let mut all: Vec<Piece> = Vec::with_capacity(items.len() * fields.len());
         let mut ends = Vec::with_capacity(fields.len());
         for field in fields {
@@ -218,9 +272,18 @@ impl Dataset {
             while start < items.len() {
                 let (recording, lane) = (items[start].recording, items[start].lane);
                 let end = start + items[start..].partition_point(|i| (i.recording, i.lane) == (recording, lane));
-                if let Some(column) = self.field_column(field, recording)? {
-                    let list = self.chunk_list(recording, lane, column);
-                    self.plan_run(field, list, &items[start..end], length, &mut slots, &mut slot_of, &mut all);
+                match self.field_column(field, recording)? {
+                    Some(column) => {
+                        let list = self.chunk_list_ends(recording, lane, column);
+                        let run = &items[start..end];
+                        self.plan_run(field, list, run, length, &mut slots, (&mut slot_of, most_slots), &mut all);
+                    }
+                    None => all.extend(items[start..end].iter().map(|item| Piece {
+                        slot: ZEROS,
+                        chunk_row: 0,
+                        rows: length,
+                        out_row: item.out * length,
+                    })),
                 }
                 start = end;
             }
@@ -248,13 +311,15 @@ impl Dataset {
         }
         let mut items = Vec::with_capacity(windows.len());
         for w in windows {
-            if let Some(e) = self.episodes().get(w.episode) {
-                prefetch((e as *const super::dataset::EpisodeRef).cast());
+            if let Some(e) = self.locs.get(w.episode) {
+                prefetch((e as *const super::dataset::EpisodeLoc).cast());
             }
         }
         for (out, w) in windows.iter().enumerate() {
-            let e = self.episode(w.episode)?;
-            let t = e.summary.length;
+            let e = self.locs.get(w.episode).ok_or_else(|| {
+                Error::Invalid(format!("episode {} is out of range (the dataset has {})", w.episode, self.locs.len()))
+            })?;
+            let t = e.length;
             if w.start >= t {
                 return Err(Error::Invalid(format!(
                     "step {} is out of range: episode {} has {t} steps",
@@ -274,10 +339,10 @@ impl Dataset {
             }
             // Row numbers were checked not to overflow when the episode was listed.
             items.push(Item {
-                recording: e.recording,
-                lane: e.summary.lane,
-                obs_row: e.summary.obs_first_row + w.start,
-                step_row: e.summary.step_first_row + w.start,
+                recording: e.recording as usize,
+                lane: e.lane,
+                obs_row: e.obs_first_row + w.start,
+                step_row: e.step_first_row + w.start,
                 rows,
                 out,
             });
@@ -308,13 +373,14 @@ impl Dataset {
     fn plan_run(
         &self,
         field: &Field,
-        list: &[Located],
+        (list, ends): (&[Located], &[u64]),
         items: &[Item],
         length: usize,
         slots: &mut Vec<(Located, Option<usize>)>,
-        slot_of: &mut IntMap<(usize, u64), u32>,
+        slot_of: (&mut IntMap<(usize, u64), u32>, usize),
         pieces: &mut Vec<Piece>,
     ) {
+        let (slot_of, most_slots) = slot_of;
         let mut c = 0usize;
         let mut last: Option<(usize, u32)> = None;
         for item in items {
@@ -329,18 +395,21 @@ impl Dataset {
                 // together), else a binary search (rows jumped, or went back: windows overlap).
                 let holds = |c: usize| list.get(c).is_some_and(|l| l.first_row() <= row && row < l.end_row());
                 if !holds(c) {
-                    c = if holds(c + 1) { c + 1 } else { list.partition_point(|x| x.end_row() <= row) };
+                    c = if holds(c + 1) { c + 1 } else { ends.partition_point(|&e| e <= row) };
                 }
                 let Some(loc) = list.get(c).filter(|l| l.first_row() <= row) else {
-                    // No chunk holds these rows (a column added later): they stay zero.
-                    row = list.get(c).map_or(end, |l| l.first_row().min(end));
+                    // No chunk holds these rows (a column added later): zeros.
+                    let to = list.get(c).map_or(end, |l| l.first_row().min(end));
+                    let out_row = item.out * length + (row - first) as usize;
+                    pieces.push(Piece { slot: ZEROS, chunk_row: 0, rows: (to - row) as usize, out_row });
+                    row = to;
                     continue;
                 };
                 let to = loc.end_row().min(end);
                 let slot = match last {
                     Some((lc, slot)) if lc == c => slot,
                     _ => {
-                        let slot = slot_index(slots, slot_of, loc, field.row_bytes);
+                        let slot = slot_index(slots, slot_of, most_slots, loc, field.row_bytes);
                         last = Some((c, slot));
                         slot
                     }
@@ -353,6 +422,11 @@ impl Dataset {
                 });
                 row = to;
             }
+            if (item.rows as usize) < length {
+                // Padding past the episode's end.
+                let out_row = item.out * length + item.rows as usize;
+                pieces.push(Piece { slot: ZEROS, chunk_row: 0, rows: length - item.rows as usize, out_row });
+            }
         }
     }
 
@@ -361,13 +435,8 @@ impl Dataset {
         // Every slot's stored bytes first (raw chunks are then done), encoded ones replaced by
         // their cached decoding, or listed for decoding.
         let mut data: Vec<ChunkBytes<'d>> = Vec::with_capacity(slots.len());
-        let mut verified: Option<(usize, u64)> = None;
         for (loc, _) in slots {
-            // Chunks of one record share its verification (slots of a record come together).
-            let record = (loc.shard, loc.chunk.record_offset);
-            let stored = if verified == Some(record) { self.stored_unchecked(loc)? } else { self.stored_bytes(loc)? };
-            data.push(ChunkBytes::Mapped(stored));
-            verified = Some(record);
+            data.push(ChunkBytes::Mapped(self.stored_bytes(loc)?));
         }
         let mut missing: Vec<(usize, &'d [u8])> = Vec::new();
         if slots.iter().any(|(l, _)| l.chunk.codec != 0) {
@@ -420,6 +489,7 @@ impl Dataset {
 fn slot_index(
     slots: &mut Vec<(Located, Option<usize>)>,
     slot_of: &mut IntMap<(usize, u64), u32>,
+    most_slots: usize,
     loc: &Located,
     row_bytes: Option<usize>,
 ) -> u32 {
@@ -431,6 +501,7 @@ fn slot_index(
         }
     } else {
         if slot_of.is_empty() {
+            slot_of.reserve(most_slots);
             slot_of.extend(slots.iter().enumerate().map(|(i, (l, _))| ((l.shard, l.chunk.data_offset), i as u32)));
         }
         if let Some(&i) = slot_of.get(&key) {
@@ -448,7 +519,7 @@ fn check_outputs(fields: &[Field], outs: &[Out<'_>], rows: usize) -> Result<()> 
     }
     for (field, out) in fields.iter().zip(outs) {
         let ok = match (field.row_bytes, out) {
-            (Some(rb), Out::Fixed(buf)) => rows.checked_mul(rb) == Some(buf.len()),
+            (Some(rb), Out::Fixed(_) | Out::Uninit(_)) => rows.checked_mul(rb) == Some(out.len()),
             (None, Out::Strings(list)) => list.len() == rows,
             _ => false,
         };
@@ -483,9 +554,8 @@ impl Dataset {
             .zip(pieces)
             .map(|(f, p)| f.row_bytes.unwrap_or(0) * p.iter().map(|p| p.rows).sum::<usize>())
             .sum();
-        let has_strings = fields.iter().any(|f| f.row_bytes.is_none());
         let threads = max_threads().min(bytes / PARALLEL_COPY_BYTES.load(Ordering::Relaxed) + 1).min(windows.max(1));
-        if threads <= 1 || has_strings {
+        if threads <= 1 {
             return self.copy_range(fields, pieces, data, slots, outs, 0, usize::MAX);
         }
         // Thread k fills the output rows of windows [k * n / threads, (k + 1) * n / threads): each
@@ -493,12 +563,15 @@ impl Dataset {
         let bounds: Vec<usize> = (0..=threads).map(|k| k * windows / threads * length).collect();
         let mut parts: Vec<Vec<Out<'_>>> = (0..threads).map(|_| Vec::with_capacity(outs.len())).collect();
         for (field, out) in fields.iter().zip(outs.iter_mut()) {
-            let Out::Fixed(buf) = out else { unreachable!("no str fields on this path") };
-            let rb = field.row_bytes.unwrap_or(0);
-            let mut rest: &mut [u8] = buf;
+            let rb = field.row_bytes.unwrap_or(1);
+            let mut rest = match out {
+                Out::Fixed(b) => Out::Fixed(b),
+                Out::Uninit(b) => Out::Uninit(b),
+                Out::Strings(s) => Out::Strings(s),
+            };
             for (k, part) in parts.iter_mut().enumerate() {
-                let (head, tail) = rest.split_at_mut((bounds[k + 1] - bounds[k]) * rb);
-                part.push(Out::Fixed(head));
+                let (head, tail) = rest.split_first((bounds[k + 1] - bounds[k]) * rb);
+                part.push(head);
                 rest = tail;
             }
         }
@@ -533,7 +606,7 @@ impl Dataset {
     ) -> Result<()> {
         for (field, pieces) in fields.iter().zip(pieces) {
             if let Some(rb) = field.row_bytes {
-                for p in pieces.iter().filter(|p| p.out_row >= from && p.out_row < to) {
+                for p in pieces.iter().filter(|p| p.slot != ZEROS && p.out_row >= from && p.out_row < to) {
                     if let Some(src) = data[p.slot as usize].get(p.chunk_row * rb..) {
                         prefetch(src.as_ptr());
                     }
@@ -541,33 +614,28 @@ impl Dataset {
             }
         }
         for ((field, pieces), out) in fields.iter().zip(pieces).zip(outs.iter_mut()) {
-            match out {
-                Out::Fixed(buf) => {
-                    let rb = field.row_bytes.unwrap_or(0);
-                    for p in pieces.iter().filter(|p| p.out_row >= from && p.out_row < to) {
-                        let chunk: &[u8] = &data[p.slot as usize];
+            let mut rows = Vec::new();
+            for p in pieces.iter().filter(|p| p.out_row >= from && p.out_row < to) {
+                let at = p.out_row - from;
+                match (field.row_bytes, p.slot) {
+                    (Some(rb), ZEROS) => out.clear(at * rb, p.rows * rb),
+                    (None, ZEROS) => out.clear(at, p.rows),
+                    (Some(rb), slot) => {
+                        let chunk: &[u8] = &data[slot as usize];
                         let src = chunk
                             .get(p.chunk_row * rb..(p.chunk_row + p.rows) * rb)
-                            .ok_or_else(|| self.slot_corrupt(&slots[p.slot as usize], "shorter than its rows"))?;
-                        let at = (p.out_row - from) * rb;
-                        buf[at..at + src.len()].copy_from_slice(src);
+                            .ok_or_else(|| self.slot_corrupt(&slots[slot as usize], "shorter than its rows"))?;
+                        out.put(at * rb, src);
                     }
-                }
-                Out::Strings(list) => {
-                    let mut rows = Vec::new();
-                    for p in pieces.iter().filter(|p| p.out_row >= from && p.out_row < to) {
-                        let slot = &slots[p.slot as usize];
+                    (None, slot) => {
+                        let slot_info = &slots[slot as usize];
                         rows.clear();
-                        chunk_strings(
-                            &data[p.slot as usize],
-                            slot.0.chunk.n_rows,
-                            p.chunk_row,
-                            p.chunk_row + p.rows,
-                            &mut rows,
-                        )
-                        .map_err(|why| self.slot_corrupt(slot, &format!("str chunk: {why}")))?;
+                        let (a, b) = (p.chunk_row, p.chunk_row + p.rows);
+                        chunk_strings(&data[slot as usize], slot_info.0.chunk.n_rows, a, b, &mut rows)
+                            .map_err(|why| self.slot_corrupt(slot_info, &format!("str chunk: {why}")))?;
+                        let Out::Strings(list) = out else { unreachable!("str rows into a byte output") };
                         for (j, s) in rows.drain(..).enumerate() {
-                            list[p.out_row - from + j] = s;
+                            list[at + j] = s;
                         }
                     }
                 }

@@ -84,14 +84,18 @@ impl Dataset {
     }
 
     pub(super) fn chunk_list(&self, recording: usize, lane: u32, column: ColumnId) -> &[Located] {
-        self.chunk_lists.get(&(recording, lane, column)).map(Vec::as_slice).unwrap_or(&[])
+        self.chunk_lists.get(&(recording, lane, column)).map_or(&[], |l| &l.chunks)
+    }
+
+    /// `chunk_list` and its chunks' end rows, in the same order.
+    pub(super) fn chunk_list_ends(&self, recording: usize, lane: u32, column: ColumnId) -> (&[Located], &[u64]) {
+        self.chunk_lists.get(&(recording, lane, column)).map_or((&[], &[]), |l| (&l.chunks, &l.ends))
     }
 
     fn ensure_verified(&self, loc: &Located) -> Result<()> {
-        let key = (loc.shard, loc.chunk.record_offset);
-        if !self.verified.contains(key) {
+        if !self.verified.is_verified(loc.record) {
             self.shards[loc.shard].verify_chunks_record(loc.chunk.record_offset)?;
-            self.verified.insert(key);
+            self.verified.mark(loc.record);
         }
         Ok(())
     }

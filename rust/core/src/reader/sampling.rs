@@ -51,12 +51,8 @@ pub fn sample_steps(set: &EpisodeSet, n: usize, seed: u64) -> Result<Vec<Window>
         return Err(Error::Invalid(format!("cannot sample transitions: the {} episodes hold no step", set.len())));
     }
     let mut rng = SplitMix64::new(seed);
-    (0..n)
-        .map(|_| {
-            let (episode, start) = set.locate_step(rng.below(total))?;
-            Ok(Window { episode, start })
-        })
-        .collect()
+    let steps: Vec<u64> = (0..n).map(|_| rng.below(total)).collect();
+    Ok(set.locate_steps(&steps)?.into_iter().map(|(episode, start)| Window { episode, start }).collect())
 }
 
 /// `n` windows of `length` steps drawn uniformly (with replacement) from the windows inside the

@@ -507,9 +507,9 @@ impl Shard {
         Ok(())
     }
 
-    /// The metadata JSON of an episode, read from (and checked against) its Episode record.
-    pub fn episode_metadata(&self, summary: &EpisodeSummary) -> Result<String> {
-        let offset = summary.record_offset;
+    /// The decoded batch of an Episode record (checksum verified): each episode's fixed part
+    /// and metadata bytes.
+    pub(crate) fn episode_record(&self, offset: u64) -> Result<Vec<(EpisodeSummary, Vec<u8>)>> {
         let corrupt = |why: String| Error::corrupt(&self.path, offset, why);
         let map: &[u8] = &self.map;
         let rec = frame(map, offset).map_err(|e| corrupt(format!("episode record: {e}")))?;
@@ -519,8 +519,13 @@ impl Shard {
         if !rec.payload_ok(map) {
             return Err(corrupt("episode record payload checksum mismatch".into()));
         }
-        let batch = episode::decode_batch(rec.payload(map), offset).map_err(corrupt)?;
-        let Some((stored, meta)) = batch.into_iter().nth(summary.position as usize) else {
+        episode::decode_batch(rec.payload(map), offset).map_err(corrupt)
+    }
+
+    /// The metadata JSON of `summary`'s episode from its decoded Episode record.
+    pub(crate) fn metadata_in(&self, batch: &[(EpisodeSummary, Vec<u8>)], summary: &EpisodeSummary) -> Result<String> {
+        let corrupt = |why: String| Error::corrupt(&self.path, summary.record_offset, why);
+        let Some((stored, meta)) = batch.get(summary.position as usize) else {
             return Err(corrupt(format!("the episode record holds no episode {}", summary.position)));
         };
         let same = stored.lane == summary.lane
@@ -533,7 +538,7 @@ impl Shard {
         if meta.is_empty() {
             return Ok("{}".into());
         }
-        parse_meta(&meta).map_err(|why| corrupt(format!("episode metadata: {why}")))
+        parse_meta(meta).map_err(|why| corrupt(format!("episode metadata: {why}")))
     }
 }
 

@@ -98,6 +98,37 @@ impl StepIndex {
         self.starts[k + 1] - self.starts[k]
     }
 
+    /// `locate` for many steps at once: each phase's loads are issued for all steps before any
+    /// is used, so the cache misses of a random batch overlap instead of queuing.
+    pub fn locate_many(&self, steps: &[u64]) -> Option<Vec<(usize, u64)>> {
+        if steps.iter().any(|&s| s >= self.num_steps()) {
+            return None;
+        }
+        let buckets = self.buckets();
+        for &step in steps {
+            super::prefetch((&buckets.first[(step >> buckets.shift) as usize] as *const usize).cast());
+        }
+        let ranges: Vec<(usize, usize)> = steps
+            .iter()
+            .map(|&step| {
+                let b = (step >> buckets.shift) as usize;
+                let lo = buckets.first[b];
+                super::prefetch((&self.starts[lo] as *const u64).cast());
+                (lo, buckets.first.get(b + 1).map_or(self.len() - 1, |&h| h))
+            })
+            .collect();
+        Some(
+            steps
+                .iter()
+                .zip(ranges)
+                .map(|(&step, (lo, hi))| {
+                    let k = lo + self.starts[lo + 1..=hi].partition_point(|&s| s <= step);
+                    (k, step - self.starts[k])
+                })
+                .collect(),
+        )
+    }
+
     /// (member, step within it) of global step `step`; `None` past the end.
     pub fn locate(&self, step: u64) -> Option<(usize, u64)> {
         if step >= self.num_steps() {
@@ -207,6 +238,15 @@ impl EpisodeSet {
         self.steps.num_steps()
     }
 
+    /// `locate_step` for many steps (faster than one at a time for random steps).
+    pub fn locate_steps(&self, steps: &[u64]) -> Result<Vec<(usize, u64)>> {
+        let found = self.steps.locate_many(steps).ok_or_else(|| {
+            let bad = steps.iter().find(|&&s| s >= self.num_steps()).copied().unwrap_or_default();
+            Error::Invalid(format!("step {bad} is out of range (the episodes hold {} steps)", self.num_steps()))
+        })?;
+        Ok(found.into_iter().map(|(k, t)| (self.episode(k), t)).collect())
+    }
+
     /// (dataset episode, step within it) of step `step` of the set.
     pub fn locate_step(&self, step: u64) -> Result<(usize, u64)> {
         let (k, t) = self.steps.locate(step).ok_or_else(|| {
@@ -255,7 +295,7 @@ mod tests {
         let mut x = 7u64;
         for _ in 0..3000 {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            lengths.push(if x % 7 == 0 { 1 + (x >> 50) % 2000 } else { 1 + (x >> 40) % 40 });
+            lengths.push(if x.is_multiple_of(7) { 1 + (x >> 50) % 2000 } else { 1 + (x >> 40) % 40 });
         }
         let mut index = StepIndex::from_lengths(lengths.iter().copied());
         let check = |index: &StepIndex| {
@@ -268,6 +308,10 @@ mod tests {
         check(&index);
         index.push(5000); // the table is rebuilt for the new length
         check(&index);
+        let steps: Vec<u64> = (0..index.num_steps()).rev().step_by(13).collect();
+        let one_by_one: Vec<_> = steps.iter().map(|&s| index.locate(s).unwrap()).collect();
+        assert_eq!(index.locate_many(&steps).unwrap(), one_by_one);
+        assert_eq!(index.locate_many(&[index.num_steps()]), None);
         let one = StepIndex::from_lengths([1]);
         assert_eq!(one.locate(0), Some((0, 0)));
     }
