@@ -127,6 +127,9 @@ class Dataset:
     def num_recordings(self) -> int: ...
     def columns(self, recording: int) -> list[dict[str, Any]]:
         """Column specs of a recording: name, dtype, shape, timeline, mask, mask_of, role, codec."""
+    def column_stats(self) -> list[dict[str, Any]]:
+        """Storage per column of each recording, from the index (nothing is decoded):
+        recording, name, chunks, raw_bytes, stored_bytes."""
     def summaries(self) -> dict[str, npt.NDArray[Any]]:
         """One array per field over all episodes, in dataset order: recording, env_index, length,
         episode_return, complete, terminated, truncated, start_ns, end_ns, episode_id, shard."""

@@ -144,6 +144,31 @@ impl PyDataset {
         json_loads(py, &json)
     }
 
+    /// Storage per column of each recording, from the index (nothing is decoded): dicts with
+    /// recording, name, chunks, raw_bytes, stored_bytes.
+    fn column_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let rows = self.read(|d| {
+            d.column_stats()
+                .into_iter()
+                .map(|c| {
+                    let name = d.recordings()[c.recording].columns.get(c.column as usize).map(|s| s.name.clone());
+                    (c, name.unwrap_or_else(|| format!("#{}", c.column)))
+                })
+                .collect::<Vec<_>>()
+        });
+        let out = PyList::empty(py);
+        for (c, name) in rows {
+            let d = PyDict::new(py);
+            d.set_item("recording", c.recording)?;
+            d.set_item("name", name)?;
+            d.set_item("chunks", c.chunks)?;
+            d.set_item("raw_bytes", c.raw_bytes)?;
+            d.set_item("stored_bytes", c.stored_bytes)?;
+            out.append(d)?;
+        }
+        Ok(out)
+    }
+
     /// One array per summary field over all episodes, in dataset order.
     fn summaries<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);

@@ -99,6 +99,16 @@ impl Located {
 
 pub(crate) type ListKey = (usize, u32, ColumnId);
 
+/// Storage of one column of one recording, summed over its chunks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ColumnStats {
+    pub recording: usize,
+    pub column: ColumnId,
+    pub chunks: u64,
+    pub raw_bytes: u64,
+    pub stored_bytes: u64,
+}
+
 /// The chunks of one (recording, lane, column), sorted by first row and disjoint.
 #[derive(Debug, Default)]
 pub(crate) struct ChunkList {
@@ -208,6 +218,22 @@ impl Dataset {
     }
 
     /// The sum of episode lengths.
+    /// Per (recording, column): chunks, raw bytes and stored bytes over every chunk listed
+    /// (rows of discarded episodes included: they are in the file too), ordered by recording and
+    /// column id. Read from the index: nothing is decoded.
+    pub fn column_stats(&self) -> Vec<ColumnStats> {
+        let mut by: BTreeMap<(usize, ColumnId), ColumnStats> = BTreeMap::new();
+        for (&(recording, _lane, column), list) in &self.chunk_lists {
+            let entry = by.entry((recording, column)).or_insert(ColumnStats { recording, column, ..Default::default() });
+            for located in &list.chunks {
+                entry.chunks += 1;
+                entry.raw_bytes += located.chunk.raw_len;
+                entry.stored_bytes += located.chunk.stored_len;
+            }
+        }
+        by.into_values().collect()
+    }
+
     pub fn num_steps(&self) -> u64 {
         self.all.num_steps()
     }
