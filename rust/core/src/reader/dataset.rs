@@ -224,7 +224,8 @@ impl Dataset {
     pub fn column_stats(&self) -> Vec<ColumnStats> {
         let mut by: BTreeMap<(usize, ColumnId), ColumnStats> = BTreeMap::new();
         for (&(recording, _lane, column), list) in &self.chunk_lists {
-            let entry = by.entry((recording, column)).or_insert(ColumnStats { recording, column, ..Default::default() });
+            let entry =
+                by.entry((recording, column)).or_insert(ColumnStats { recording, column, ..Default::default() });
             for located in &list.chunks {
                 entry.chunks += 1;
                 entry.raw_bytes += located.chunk.raw_len;
