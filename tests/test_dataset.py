@@ -247,3 +247,28 @@ def test_column_stats_come_from_the_index(tmp_path: Path) -> None:
         assert stats["reward"]["stored_bytes"] < stats["reward"]["raw_bytes"] / 20  # constant 1.0 compresses
         on_disk = sum(f.stat().st_size for f in (tmp_path / "ds").iterdir())
         assert sum(s["stored_bytes"] for s in stats.values()) < on_disk
+
+
+def test_chunk_size_and_codec_are_per_column_choices(tmp_path: Path) -> None:
+    env = trajcore.RecordEpisodes(
+        gym.make("CartPole-v1"),
+        tmp_path / "ds",
+        codecs={"obs": {"zstd_level": None, "chunk_bytes": 4096}, "action": {"chunk_bytes": 1 << 16}},
+        chunk_bytes=1 << 20,
+    )
+    env.reset(seed=0)
+    for _ in range(5000):
+        _, _, term, trunc, _ = env.step(env.action_space.sample())
+        if term or trunc:
+            env.reset()
+    env.close()
+    with trajcore.open(tmp_path / "ds") as ds:
+        stats = {s["name"]: s for s in ds._core.column_stats()}
+        obs_rows = ds.num_steps + ds.num_episodes
+        assert stats["obs"]["chunks"] >= obs_rows * 16 // 4096  # sealed every 4 KiB
+        assert stats["obs"]["stored_bytes"] == stats["obs"]["raw_bytes"]  # stored raw
+        assert stats["action"]["chunks"] < stats["obs"]["chunks"]
+        # An episode whose rows sit in one raw chunk comes back as a read-only view of the map.
+        assert any(not ep.observations.flags.writeable for ep in ds.episodes[:10])
+        with pytest.raises(trajcore.InvalidArgumentError, match="chunk_bytes"):
+            trajcore.RecordEpisodes(gym.make("CartPole-v1"), tmp_path / "bad", codecs={"obs": {"chunk_bytes": 0}})

@@ -22,10 +22,13 @@ AUTORESET_MODES = ("next_step", "same_step", "disabled")
 
 class Codec(TypedDict, total=False):
     """How a column is stored: `delta` (byte-wise difference to the previous row, for image-like
-    data) then zstd at `zstd_level` (`None` stores the column raw, read back without a copy)."""
+    data) then zstd at `zstd_level` (`None` stores the column raw, read back without a copy), in
+    chunks of about `chunk_bytes` raw bytes per sub-env (default: the recorder's `chunk_bytes`;
+    small chunks read faster at random, large ones compress better)."""
 
     delta: bool
     zstd_level: int | None
+    chunk_bytes: int
 
 
 def _json_default(value: Any) -> Any:
@@ -48,13 +51,24 @@ def to_json(value: Any, what: str) -> str:
 
 
 def _check_codec(key: str, codec: Mapping[str, Any]) -> dict[str, Any]:
-    unknown = set(codec) - {"delta", "zstd_level"}
+    unknown = set(codec) - {"delta", "zstd_level", "chunk_bytes"}
     if unknown:
-        raise InvalidArgumentError(f"codecs[{key!r}]: unknown option(s) {sorted(unknown)} (known: delta, zstd_level)")
+        raise InvalidArgumentError(
+            f"codecs[{key!r}]: unknown option(s) {sorted(unknown)} (known: delta, zstd_level, chunk_bytes)"
+        )
     level = codec.get("zstd_level", 3)
     if level is not None and not isinstance(level, int | np.integer):
         raise InvalidArgumentError(f"codecs[{key!r}]: zstd_level must be an int or None, got {level!r}")
-    return {"delta": bool(codec.get("delta", False)), "zstd_level": None if level is None else int(level)}
+    out: dict[str, Any] = {
+        "delta": bool(codec.get("delta", False)),
+        "zstd_level": None if level is None else int(level),
+    }
+    chunk = codec.get("chunk_bytes")
+    if chunk is not None:
+        if not isinstance(chunk, int | np.integer) or chunk <= 0:
+            raise InvalidArgumentError(f"codecs[{key!r}]: chunk_bytes must be a positive int, got {chunk!r}")
+        out["chunk_bytes"] = int(chunk)
+    return out
 
 
 def _codec_for(name: str, codecs: Mapping[str, dict[str, Any]], default: dict[str, Any]) -> dict[str, Any]:

@@ -35,11 +35,15 @@ pub struct CodecSpec {
     /// zstd level; `None` stores the column raw (zero-copy reads).
     #[serde(default)]
     pub zstd_level: Option<i32>,
+    /// Raw bytes of one lane's rows after which a chunk is sealed; the recorder's `chunk_bytes`
+    /// when absent. Small chunks read faster at random, large ones compress better.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunk_bytes: Option<u64>,
 }
 
 impl Default for CodecSpec {
     fn default() -> Self {
-        CodecSpec { delta: false, zstd_level: Some(3) }
+        CodecSpec { delta: false, zstd_level: Some(3), chunk_bytes: None }
     }
 }
 
@@ -87,6 +91,9 @@ impl ColumnSpec {
         }
         if dtype.is_variable() && !self.shape.is_empty() {
             return Err(Error::schema(&self.name, "variable-length columns hold one value a row (shape must be ())"));
+        }
+        if self.codec.chunk_bytes == Some(0) {
+            return Err(Error::schema(&self.name, "chunk_bytes must be positive"));
         }
         if dtype.is_variable() && self.codec.delta {
             return Err(Error::schema(&self.name, "the delta filter needs a fixed-size dtype"));

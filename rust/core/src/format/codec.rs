@@ -147,7 +147,7 @@ mod tests {
     #[test]
     fn pipelines_round_trip_and_fall_back_to_raw() {
         let smooth: Vec<u8> = (0..64 * 1024).map(|i| (i / 64) as u8).collect();
-        let spec = CodecSpec { delta: true, zstd_level: Some(3) };
+        let spec = CodecSpec { delta: true, zstd_level: Some(3), chunk_bytes: None };
         let (codec, stored) = encode(&spec, Some(64), &smooth);
         assert_eq!(codec_ids(codec).collect::<Vec<_>>(), vec![CODEC_DELTA, CODEC_ZSTD]);
         assert!(stored.len() < smooth.len() / 10);

@@ -66,6 +66,8 @@ pub struct WriterThread {
     columns: Vec<ColumnSpec>,
     /// Per column: bytes a row (None for str), cached because the step path asks per row.
     row_bytes: Vec<Option<usize>>,
+    /// Per column: raw bytes of a lane's buffered rows that seal a chunk.
+    chunk_limit: Vec<usize>,
     meta_json: Vec<u8>,
     recording_id: [u8; 16],
     shard_seq: u64,
@@ -111,6 +113,7 @@ impl WriterThread {
             durability,
             columns: Vec::new(),
             row_bytes: Vec::new(),
+            chunk_limit: Vec::new(),
             meta_json: setup.meta_json,
             recording_id: setup.recording_id,
             shard_seq: 0,
@@ -277,6 +280,9 @@ impl WriterThread {
             lane.buffers.push(ColumnBuffer::starting_at(lane.rows_of(spec.timeline)));
         }
         self.row_bytes.push(spec.row_bytes());
+        let limit =
+            spec.codec.chunk_bytes.map_or(self.config.chunk_bytes, |b| usize::try_from(b).unwrap_or(usize::MAX));
+        self.chunk_limit.push(limit);
         self.columns.push(spec);
         self.lookup.push([Vec::new(), Vec::new()]);
     }
@@ -347,11 +353,11 @@ impl WriterThread {
                 (Some(v), None) => buffer.push_str(v),
                 (None, _) => buffer.push_zeros(row_bytes),
             }
-            let mut full = buffer.raw_len() >= self.config.chunk_bytes || buffer.rows == u32::MAX;
+            let mut full = buffer.raw_len() >= self.chunk_limit[column] || buffer.rows == u32::MAX;
             if let Some(mask) = mask {
                 let mask_buffer = &mut buffers[mask as usize];
                 mask_buffer.push_fixed(&[value.is_some() as u8]);
-                full |= mask_buffer.raw_len() >= self.config.chunk_bytes;
+                full |= mask_buffer.raw_len() >= self.chunk_limit[mask as usize];
             }
             self.seal_wanted |= full;
             self.raw_bytes_seen += value.map_or(0, |v| v.len() as u64);
@@ -488,9 +494,8 @@ impl WriterThread {
     /// Seals full buffers (or all, with `all`) and appends them as one Chunks record.
     fn write_chunks(&mut self, all: bool) -> Result<()> {
         let mut chunks = Vec::new();
-        let limit = self.config.chunk_bytes;
         for lane in &mut self.lanes {
-            for (buffer, spec) in lane.buffers.iter_mut().zip(&self.columns) {
+            for ((buffer, spec), &limit) in lane.buffers.iter_mut().zip(&self.columns).zip(&self.chunk_limit) {
                 if all || buffer.raw_len() >= limit || buffer.rows == u32::MAX {
                     chunks.extend(buffer.seal(lane.index, spec, &mut self.encoder));
                 }

@@ -108,9 +108,9 @@ pub fn spec(id: u32, name: &str, dtype: &str, shape: &[u64], timeline: Timeline,
     }
 }
 
-pub const RAW: CodecSpec = CodecSpec { delta: false, zstd_level: None };
-pub const ZSTD: CodecSpec = CodecSpec { delta: false, zstd_level: Some(3) };
-pub const DELTA_ZSTD: CodecSpec = CodecSpec { delta: true, zstd_level: Some(3) };
+pub const RAW: CodecSpec = CodecSpec { delta: false, zstd_level: None, chunk_bytes: None };
+pub const ZSTD: CodecSpec = CodecSpec { delta: false, zstd_level: Some(3), chunk_bytes: None };
+pub const DELTA_ZSTD: CodecSpec = CodecSpec { delta: true, zstd_level: Some(3), chunk_bytes: None };
 
 /// The columns most tests use: every codec, fixed and str, both timelines, a masked info.
 pub fn standard_columns() -> Vec<ColumnSpec> {
