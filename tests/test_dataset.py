@@ -6,6 +6,7 @@ import os
 import pickle
 import warnings
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -231,14 +232,19 @@ def test_refresh_picks_up_new_episodes(tmp_path: Path) -> None:
         assert [e.complete for e in ds.episodes] == [True] * 5
 
 
-def test_column_stats_come_from_the_index(tmp_path: Path) -> None:
-    env = trajcore.RecordEpisodes(gym.make("CartPole-v1"), tmp_path / "ds")
+def record_cartpole(path: Path, steps: int, **options: Any) -> None:
+    """Random CartPole steps through RecordEpisodes, resetting at episode ends."""
+    env = trajcore.RecordEpisodes(gym.make("CartPole-v1"), path, **options)
     env.reset(seed=0)
-    for _ in range(3000):
+    for _ in range(steps):
         _, _, term, trunc, _ = env.step(env.action_space.sample())
         if term or trunc:
             env.reset()
     env.close()
+
+
+def test_column_stats_come_from_the_index(tmp_path: Path) -> None:
+    record_cartpole(tmp_path / "ds", 3000)
     with trajcore.open(tmp_path / "ds") as ds:
         stats = {s["name"]: s for s in ds._core.column_stats()}
         assert {"obs", "action", "reward", "terminated", "truncated"} <= set(stats)
@@ -252,18 +258,12 @@ def test_column_stats_come_from_the_index(tmp_path: Path) -> None:
 
 
 def test_chunk_size_and_codec_are_per_column_choices(tmp_path: Path) -> None:
-    env = trajcore.RecordEpisodes(
-        gym.make("CartPole-v1"),
+    record_cartpole(
         tmp_path / "ds",
+        5000,
         codecs={"obs": {"zstd_level": None, "chunk_bytes": 4096}, "action": {"chunk_bytes": 1 << 16}},
         chunk_bytes=1 << 20,
     )
-    env.reset(seed=0)
-    for _ in range(5000):
-        _, _, term, trunc, _ = env.step(env.action_space.sample())
-        if term or trunc:
-            env.reset()
-    env.close()
     with trajcore.open(tmp_path / "ds") as ds:
         stats = {s["name"]: s for s in ds._core.column_stats()}
         obs_rows = ds.num_steps + ds.num_episodes

@@ -8,7 +8,7 @@ import secrets
 import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, overload
+from typing import Any, TypedDict, Unpack, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -97,6 +97,21 @@ def _keys(keys: Sequence[str] | None) -> list[str] | None:
 
 def _int64(indices: Any) -> npt.NDArray[np.int64]:
     return np.ascontiguousarray(np.asarray(indices, dtype=np.int64).reshape(-1))
+
+
+class EpisodeFilters(TypedDict, total=False):
+    """What `select` filters on (bounds are inclusive); summaries only, except `where`, which is
+    called with each remaining episode's metadata dict and keeps it if true."""
+
+    env_index: int | Sequence[int] | None
+    complete: bool | None
+    terminated: bool | None
+    truncated: bool | None
+    min_return: float | None
+    max_return: float | None
+    min_length: int | None
+    max_length: int | None
+    where: Callable[[dict[str, Any]], bool] | None
 
 
 class _Sampling:
@@ -387,19 +402,7 @@ class Dataset(_Sampling):
         episode_id, shard. Read from the index: nothing is decompressed."""
         return dict(self._summary())
 
-    def select(
-        self,
-        *,
-        env_index: int | Sequence[int] | None = None,
-        complete: bool | None = None,
-        terminated: bool | None = None,
-        truncated: bool | None = None,
-        min_return: float | None = None,
-        max_return: float | None = None,
-        min_length: int | None = None,
-        max_length: int | None = None,
-        where: Callable[[dict[str, Any]], bool] | None = None,
-    ) -> Episodes:
+    def select(self, **filters: Unpack[EpisodeFilters]) -> Episodes:
         """The episodes that pass every given filter (bounds are inclusive), in dataset order.
 
         Filters read episode summaries (and, for `where`, episode metadata) from the index only:
@@ -412,33 +415,22 @@ class Dataset(_Sampling):
         """
         return Episodes(
             self,
-            self._filter(
-                range(self.num_episodes),
-                env_index=env_index,
-                complete=complete,
-                terminated=terminated,
-                truncated=truncated,
-                min_return=min_return,
-                max_return=max_return,
-                min_length=min_length,
-                max_length=max_length,
-                where=where,
-            ),
+            self._filter(range(self.num_episodes), **filters),
         )
 
     def _filter(
         self,
         candidates: Sequence[int],
         *,
-        env_index: int | Sequence[int] | None,
-        complete: bool | None,
-        terminated: bool | None,
-        truncated: bool | None,
-        min_return: float | None,
-        max_return: float | None,
-        min_length: int | None,
-        max_length: int | None,
-        where: Callable[[dict[str, Any]], bool] | None,
+        env_index: int | Sequence[int] | None = None,
+        complete: bool | None = None,
+        terminated: bool | None = None,
+        truncated: bool | None = None,
+        min_return: float | None = None,
+        max_return: float | None = None,
+        min_length: int | None = None,
+        max_length: int | None = None,
+        where: Callable[[dict[str, Any]], bool] | None = None,
     ) -> list[int]:
         """The candidates (dataset indexes, order kept) passing every filter."""
         s = self._summary()
@@ -581,34 +573,11 @@ class Episodes(_Sampling, Sequence["Episode"]):
     def __reduce__(self) -> tuple[Any, ...]:
         return (Episodes, (self._dataset, [int(i) for i in self._indices]))
 
-    def select(
-        self,
-        *,
-        env_index: int | Sequence[int] | None = None,
-        complete: bool | None = None,
-        terminated: bool | None = None,
-        truncated: bool | None = None,
-        min_return: float | None = None,
-        max_return: float | None = None,
-        min_length: int | None = None,
-        max_length: int | None = None,
-        where: Callable[[dict[str, Any]], bool] | None = None,
-    ) -> Episodes:
+    def select(self, **filters: Unpack[EpisodeFilters]) -> Episodes:
         """Those of these episodes passing the filters (see `Dataset.select`), order kept."""
         return Episodes(
             self._dataset,
-            self._dataset._filter(
-                self._indices,
-                env_index=env_index,
-                complete=complete,
-                terminated=terminated,
-                truncated=truncated,
-                min_return=min_return,
-                max_return=max_return,
-                min_length=min_length,
-                max_length=max_length,
-                where=where,
-            ),
+            self._dataset._filter(self._indices, **filters),
         )
 
     def __len__(self) -> int:

@@ -13,7 +13,7 @@ use trajcore_core::{CodecSpec, DType, Timeline};
 
 use crate::collect::{Collector, Src};
 use crate::errors::{warn, IntoPy};
-use crate::values::{put_value, type_name, ColInfo};
+use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 
 /// Escapes a key so '/' can separate nesting levels in column names.
 pub fn escape_key(key: &str) -> String {
@@ -26,13 +26,6 @@ pub struct DynamicColumns {
     codec: CodecSpec,
     columns: HashMap<String, Option<ColInfo>>,
     warned: HashSet<String>,
-}
-
-/// How values arrive: one row, or one row per env with an optional presence mask.
-#[derive(Clone, Copy)]
-pub enum Rows {
-    Single,
-    Batched(usize),
 }
 
 impl DynamicColumns {
@@ -54,7 +47,7 @@ impl DynamicColumns {
         py: Python<'_>,
         dict: &Bound<'_, PyDict>,
         path: &str,
-        rows: Rows,
+        rows: Option<usize>,
         slot: Slot,
         recorder: &mut Recorder,
         coll: &mut Collector,
@@ -64,7 +57,7 @@ impl DynamicColumns {
                 Ok(s) => s.to_str()?.to_owned(),
                 Err(_) => key.str()?.to_str()?.to_owned(),
             };
-            let batched = matches!(rows, Rows::Batched(_));
+            let batched = rows.is_some();
             if batched && key.starts_with('_') {
                 continue; // a mask, read with its key
             }
@@ -77,11 +70,11 @@ impl DynamicColumns {
                 continue;
             }
             let mask = match rows {
-                Rows::Batched(n) => match dict.get_item(format!("_{key}"))? {
-                    Some(m) => Some(mask_bytes(py, &m, n, coll)?),
+                Some(n) => match dict.get_item(format!("_{key}"))? {
+                    Some(m) => Some(mask_bytes(py, &m, n, "an info mask", coll)?),
                     None => None,
                 },
-                Rows::Single => None,
+                None => None,
             };
             self.put_one(py, &sub, &value, rows, mask, slot, recorder, coll)?;
         }
@@ -95,7 +88,7 @@ impl DynamicColumns {
         py: Python<'_>,
         path: &str,
         value: &Bound<'_, PyAny>,
-        rows: Rows,
+        rows: Option<usize>,
         mask: Option<Src>,
         slot: Slot,
         recorder: &mut Recorder,
@@ -128,11 +121,7 @@ impl DynamicColumns {
             self.columns.insert(path.to_string(), made);
         }
         let Some(col) = self.columns.get(path).and_then(|c| c.as_ref()) else { return Ok(()) };
-        let batch = match rows {
-            Rows::Single => None,
-            Rows::Batched(n) => Some(n),
-        };
-        match put_value(py, value, col, batch, coll) {
+        match put_value(py, value, col, rows, coll) {
             Ok(data) => {
                 let kind = if mask.is_some() { EntryKind::Masked } else { EntryKind::Dense };
                 coll.push(col.id, kind, slot, 0, mask, data);
@@ -147,26 +136,11 @@ impl DynamicColumns {
     }
 }
 
-/// A vector-info mask as one byte per env.
-fn mask_bytes(py: Python<'_>, mask: &Bound<'_, PyAny>, n: usize, coll: &mut Collector) -> PyResult<Src> {
-    if let Ok(array) = mask.cast::<PyUntypedArray>() {
-        if array.shape() == [n] && array.dtype().kind() == b'b' && array.is_c_contiguous() {
-            return Ok(coll.borrow_array(array));
-        }
-    }
-    let values: Vec<bool> =
-        py.import("numpy")?.call_method1("asarray", (mask, "bool"))?.call_method0("tolist")?.extract()?;
-    if values.len() != n {
-        return Err(crate::errors::invalid(py, format!("an info mask has {} entries for {n} envs", values.len())));
-    }
-    Ok(coll.own_with(|out| out.extend(values.iter().map(|&b| b as u8))))
-}
-
 /// The dtype and per-row shape a first value gives its column, or why it cannot be recorded.
 fn infer(
     py: Python<'_>,
     value: &Bound<'_, PyAny>,
-    rows: Rows,
+    rows: Option<usize>,
     mask: Option<Vec<u8>>,
 ) -> PyResult<Result<(DType, Vec<usize>), String>> {
     let np = py.import("numpy")?;
@@ -204,7 +178,7 @@ fn infer(
         }
     };
     match rows {
-        Rows::Batched(n) => {
+        Some(n) => {
             let array = match value.cast::<PyUntypedArray>() {
                 Ok(a) => a.clone(),
                 Err(_) => np.call_method1("asarray", (value,))?.cast_into::<PyUntypedArray>()?,
@@ -214,7 +188,7 @@ fn infer(
             }
             of_array(&array, true)
         }
-        Rows::Single => {
+        None => {
             if value.is_instance_of::<PyBool>() {
                 return Ok(Ok((DType::Bool, vec![])));
             }

@@ -8,9 +8,9 @@ use trajcore_core::Timeline;
 
 use crate::collect::Collector;
 use crate::errors::{invalid, recorder_error, IntoPy};
-use crate::infos::{escape_key, DynamicColumns, Rows};
+use crate::infos::{escape_key, DynamicColumns};
 use crate::layout::Layout;
-use crate::values::{put_value, ColInfo};
+use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 
 #[pyclass(module = "trajcore._core", name = "Recorder")]
 pub struct PyRecorder {
@@ -22,7 +22,8 @@ pub struct PyRecorder {
     observation: Layout,
     action: Layout,
     roles: [usize; 3],
-    rows: Rows,
+    /// The env count when values carry a leading env axis (vector envs), `None` for one env.
+    rows: Option<usize>,
     mode: AutoresetMode,
     infos: DynamicColumns,
     data: DynamicColumns,
@@ -40,18 +41,8 @@ impl PyRecorder {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn rows(&self) -> Option<usize> {
-        match self.rows {
-            Rows::Single => None,
-            Rows::Batched(n) => Some(n),
-        }
-    }
-
     fn put_fixed(&mut self, py: Python<'_>, index: usize, value: &Bound<'_, PyAny>, at: Place) -> PyResult<()> {
-        let col = &self.fixed[index];
-        let data = put_value(py, value, col, at.rows, &mut self.coll)?;
-        self.coll.push(col.id, at.kind, at.slot, at.env, None, data);
-        Ok(())
+        put_leaf(py, &self.fixed[index], value, at, &mut self.coll)
     }
 
     fn put_tree(&mut self, py: Python<'_>, which: Which, value: &Bound<'_, PyAny>, at: Place) -> PyResult<()> {
@@ -60,32 +51,36 @@ impl PyRecorder {
             Which::Action => (&self.action, "action"),
         };
         let (fixed, coll) = (&self.fixed, &mut self.coll);
-        layout.walk(py, value, what, &mut |index, leaf| {
-            let col = &fixed[index];
-            let data = put_value(py, leaf, col, at.rows, coll)?;
-            coll.push(col.id, at.kind, at.slot, at.env, None, data);
-            Ok(())
-        })
+        layout.walk(py, value, what, &mut |index, leaf| put_leaf(py, &fixed[index], leaf, at, coll))
     }
 
-    /// Sends the collected entries; waits with the GIL released if the ring is full.
+    /// Entries for every supported entry of an info dict (vector infos: with their `_key` masks).
+    fn put_info(&mut self, py: Python<'_>, info: &Bound<'_, PyAny>, slot: Slot) -> PyResult<()> {
+        let info =
+            info.cast::<PyDict>().map_err(|_| invalid(py, format!("info must be a dict, got {}", type_name(info))))?;
+        let recorder = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
+        self.infos.put_dict(py, info, "", self.rows, slot, recorder, &mut self.coll)
+    }
+
+    /// Sends the collected entries; waits with the GIL released if the ring is full. Leaves the
+    /// collector empty, whatever happens.
     fn send(&mut self, py: Python<'_>, kind: MessageKind) -> PyResult<()> {
-        let time_ns = 0; // stamped by the writer thread: the clock is not free on the step path
         let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
         let coll = &mut self.coll;
-        let len = inner.check_message_len(coll.message_len()).py_err(py)?;
-        if !inner.fits_now(len) {
-            // No borrowed slice is alive here: the arrays may be touched while the GIL is released.
-            py.detach(|| inner.wait_for_space(len)).py_err(py)?;
-        }
-        let result = {
+        let result = (|| {
+            let len = inner.check_message_len(coll.message_len())?;
+            if !inner.fits_now(len) {
+                // No borrowed slice is alive here: the arrays may be touched while the GIL is released.
+                py.detach(|| inner.wait_for_space(len))?;
+            }
             let entries = coll.entries();
             let mask = coll.head_mask.map(|m| coll.slice(m));
-            let head = MessageHead { kind, env: 0, time_ns, arg: 0, mask };
-            inner.push(&head, &entries, len).py_err(py)
-        };
+            // time_ns 0: stamped by the writer thread, as the clock is not free on the step path.
+            let head = MessageHead { kind, env: 0, time_ns: 0, arg: 0, mask };
+            inner.push(&head, &entries, len)
+        })();
         coll.clear();
-        result
+        result.py_err(py)
     }
 
     /// After a bad value: nothing of the call was sent; end the running episodes as incomplete so
@@ -114,29 +109,16 @@ impl PyRecorder {
         truncated: &Bound<'_, PyAny>,
         info: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let at = Place::regular(self.rows());
+        let at = Place::regular(self.rows);
         self.put_tree(py, Which::Action, action, at)?;
         self.put_tree(py, Which::Observation, observation, at)?;
         let [r, te, tr] = self.roles;
         self.put_fixed(py, r, reward, at)?;
         self.put_fixed(py, te, terminated, at)?;
         self.put_fixed(py, tr, truncated, at)?;
-        let info = info
-            .cast::<PyDict>()
-            .map_err(|_| invalid(py, format!("info must be a dict, got {}", crate::values::type_name(info))))?;
-        self.infos.put_dict(
-            py,
-            info,
-            "",
-            self.rows,
-            Slot::Regular,
-            self.inner.get_mut().unwrap_or_else(|p| p.into_inner()),
-            &mut self.coll,
-        )?;
-        if self.mode == AutoresetMode::SameStep {
-            if let Rows::Batched(n) = self.rows {
-                self.collect_final(py, info, n)?;
-            }
+        self.put_info(py, info, Slot::Regular)?;
+        if let (AutoresetMode::SameStep, Some(n)) = (self.mode, self.rows) {
+            self.collect_final(py, info, n)?;
         }
         for (path, value) in std::mem::take(&mut self.pending_data) {
             self.data.put_one(
@@ -154,7 +136,8 @@ impl PyRecorder {
     }
 
     /// Same-step autoreset: the final observation and info of the envs whose episode ended.
-    fn collect_final(&mut self, py: Python<'_>, info: &Bound<'_, PyDict>, n: usize) -> PyResult<()> {
+    fn collect_final(&mut self, py: Python<'_>, info: &Bound<'_, PyAny>, n: usize) -> PyResult<()> {
+        let info = info.cast::<PyDict>()?;
         if let Some(final_obs) = info.get_item("final_obs")? {
             let mask = info.get_item("_final_obs")?;
             for env in 0..n {
@@ -169,21 +152,18 @@ impl PyRecorder {
                 }
             }
         }
-        if let Some(final_info) = info.get_item("final_info")? {
-            if let Ok(final_info) = final_info.cast::<PyDict>() {
-                self.infos.put_dict(
-                    py,
-                    final_info,
-                    "",
-                    self.rows,
-                    Slot::Final,
-                    self.inner.get_mut().unwrap_or_else(|p| p.into_inner()),
-                    &mut self.coll,
-                )?;
-            }
+        if let Some(final_info) = info.get_item("final_info")?.filter(|f| f.is_instance_of::<PyDict>()) {
+            self.put_info(py, &final_info, Slot::Final)?;
         }
         Ok(())
     }
+}
+
+/// One leaf value as one entry.
+fn put_leaf(py: Python<'_>, col: &ColInfo, value: &Bound<'_, PyAny>, at: Place, coll: &mut Collector) -> PyResult<()> {
+    let data = put_value(py, value, col, at.rows, coll)?;
+    coll.push(col.id, at.kind, at.slot, at.env, None, data);
+    Ok(())
 }
 
 /// Where collected values go: how their rows map to envs, and which observation row.
@@ -213,7 +193,7 @@ impl PyRecorder {
     #[new]
     fn new(py: Python<'_>, path: std::path::PathBuf, config_json: &str) -> PyResult<Self> {
         let config = RecorderConfig::from_json(config_json).py_err(py)?;
-        let rows = if config.batched { Rows::Batched(config.num_envs as usize) } else { Rows::Single };
+        let rows = config.batched.then_some(config.num_envs as usize);
         let mode = config.autoreset_mode;
         let info_codec = config.info_codec.clone();
         let data_codec = config.data_codec.clone().unwrap_or_else(|| info_codec.clone());
@@ -247,34 +227,16 @@ impl PyRecorder {
         info: &Bound<'_, PyAny>,
         mask: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
+        // The collector is empty between calls: `send` and `fail` both leave it so.
         self.rec().check().py_err(py)?;
-        self.coll.clear();
         let collected = (|| {
-            self.put_tree(py, Which::Observation, observation, Place::regular(self.rows()))?;
-            let info = info.cast::<PyDict>().map_err(|_| invalid(py, "info must be a dict"))?;
-            self.infos.put_dict(
-                py,
-                info,
-                "",
-                self.rows,
-                Slot::Regular,
-                self.inner.get_mut().unwrap_or_else(|p| p.into_inner()),
-                &mut self.coll,
-            )?;
+            self.put_tree(py, Which::Observation, observation, Place::regular(self.rows))?;
+            self.put_info(py, info, Slot::Regular)?;
             if let Some(mask) = mask.filter(|m| !m.is_none()) {
-                let Rows::Batched(n) = self.rows else {
+                let Some(n) = self.rows else {
                     return Err(invalid(py, "a reset mask needs a vector recorder"));
                 };
-                let values: Vec<bool> = py
-                    .import("numpy")?
-                    .call_method1("asarray", (mask, "bool"))?
-                    .call_method0("ravel")?
-                    .call_method0("tolist")?
-                    .extract()?;
-                if values.len() != n {
-                    return Err(invalid(py, format!("reset mask has {} entries for {n} envs", values.len())));
-                }
-                self.coll.head_mask = Some(self.coll.own_with(|out| out.extend(values.iter().map(|&b| b as u8))));
+                self.coll.head_mask = Some(mask_bytes(py, mask, n, "reset mask", &mut self.coll)?);
             }
             Ok(())
         })();
@@ -296,8 +258,8 @@ impl PyRecorder {
         truncated: &Bound<'_, PyAny>,
         info: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
+        // The collector is empty between calls: `send` and `fail` both leave it so.
         self.rec().check().py_err(py)?;
-        self.coll.clear();
         match self.collect_step(py, action, observation, reward, terminated, truncated, info) {
             Ok(()) => self.send(py, MessageKind::Step),
             Err(e) => Err(self.fail(py, e)),

@@ -83,6 +83,32 @@ fn expected_shape(col: &ColInfo, rows: Option<usize>) -> String {
     shape_text(&shape)
 }
 
+/// A boolean mask over `n` envs as one byte per env: borrowed when it is already a contiguous
+/// bool array of that length, converted otherwise. `what` names it in the error.
+pub fn mask_bytes(
+    py: Python<'_>,
+    mask: &Bound<'_, PyAny>,
+    n: usize,
+    what: &str,
+    coll: &mut Collector,
+) -> PyResult<Src> {
+    if let Ok(array) = mask.cast::<PyUntypedArray>() {
+        if array.shape() == [n] && array.dtype().kind() == b'b' && array.is_c_contiguous() {
+            return Ok(coll.borrow_array(array));
+        }
+    }
+    let values: Vec<bool> = py
+        .import("numpy")?
+        .call_method1("asarray", (mask, "bool"))?
+        .call_method0("ravel")?
+        .call_method0("tolist")?
+        .extract()?;
+    if values.len() != n {
+        return Err(crate::errors::invalid(py, format!("{what} has {} entries for {n} envs", values.len())));
+    }
+    Ok(coll.own_with(|out| out.extend(values.iter().map(|&b| b as u8))))
+}
+
 pub fn type_name(value: &Bound<'_, PyAny>) -> String {
     value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "object".into())
 }

@@ -8,6 +8,9 @@ pub mod header;
 pub mod index;
 pub mod record;
 
+/// Shard files end with this extension; a directory's other files are not part of the dataset.
+pub const SHARD_EXTENSION: &str = "trj";
+
 /// Raw column data starts on a 64-byte file offset so a memory map can be viewed as an array.
 pub const DATA_ALIGN: u64 = 64;
 /// Records start on 8-byte file offsets.

@@ -47,8 +47,7 @@ pub(crate) fn prefetch(p: *const u8) {
     let _ = p;
 }
 
-/// Shard files in a dataset directory end with this extension; other files are ignored.
-pub const SHARD_EXTENSION: &str = "trj";
+pub use crate::format::SHARD_EXTENSION;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpenOptions {

@@ -8,7 +8,7 @@ pub mod recorder;
 pub mod shard;
 pub mod thread;
 
+pub use crate::format::SHARD_EXTENSION;
 pub use config::{AutoresetMode, Durability, RecorderConfig};
 pub use message::{EntryKind, EntryRef, MessageHead, MessageKind, Slot};
 pub use recorder::{mask_name, NewColumn, Recorder, Stats};
-pub use shard::SHARD_EXTENSION;

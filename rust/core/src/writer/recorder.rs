@@ -252,6 +252,14 @@ impl Recorder {
         if !self.config.block_when_full {
             return Err(Error::RingFull { capacity: self.producer.buffer().capacity() });
         }
+        self.wait_until_fits(len)
+    }
+
+    /// Waits, whatever `block_when_full` says, until `len` bytes are free or the writer stops.
+    fn wait_until_fits(&mut self, len: usize) -> Result<()> {
+        if self.fits_now(len) {
+            return Ok(());
+        }
         self.shared.ring_waits.fetch_add(1, Ordering::Relaxed);
         let mut pause = Duration::from_micros(20);
         while !self.fits_now(len) {
@@ -304,7 +312,7 @@ impl Recorder {
         Ok(())
     }
 
-    /// A small control message; waits for space (without a GIL to release: these are rare).
+    /// A small control message (no GIL to release around the wait: these are rare).
     fn push_control(&mut self, kind: MessageKind, env: u32, arg: u64, data: &[u8], force: bool) -> Result<()> {
         if !force {
             self.check()?;
@@ -312,11 +320,8 @@ impl Recorder {
         let entries = [EntryRef { column: 0, kind: EntryKind::Dense, slot: Slot::Regular, env, mask: None, data }];
         let head = MessageHead { kind, env, time_ns: now_ns(), arg, mask: None };
         let len = self.message_len(&head, &entries)?;
-        let block = self.config.block_when_full;
-        self.config.block_when_full = true;
-        let waited = self.wait_for_space(len);
-        self.config.block_when_full = block;
-        waited?;
+        // Control messages are rare and small: they always wait rather than fail on a full ring.
+        self.wait_until_fits(len)?;
         self.push(&head, &entries, len)
     }
 

@@ -13,9 +13,8 @@ use crate::format::episode::{self, EpisodeSummary};
 use crate::format::header::FileHeader;
 use crate::format::index::{IndexDelta, NO_PREVIOUS};
 use crate::format::record::{padding_after, RecordHeader, RecordKind};
+use crate::format::SHARD_EXTENSION;
 use crate::schema::ColumnSpec;
-
-pub const SHARD_EXTENSION: &str = "trj";
 
 pub struct ShardWriter {
     path: PathBuf,

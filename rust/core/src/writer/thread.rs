@@ -68,9 +68,15 @@ pub struct WriterThread {
     row_bytes: Vec<Option<usize>>,
     /// Per column: raw bytes of a lane's buffered rows that seal a chunk.
     chunk_limit: Vec<usize>,
+    /// Value (non-mask) columns of the obs and of the step timeline: what a row of each holds.
+    row_columns: [Vec<usize>; 2],
     meta_json: Vec<u8>,
     recording_id: [u8; 16],
+    /// The recording's directory, where new shards go.
+    dir: PathBuf,
     shard_seq: u64,
+    /// Set once closing starts: no more rollover.
+    closing: bool,
     shard: Option<ShardWriter>,
     lanes: Vec<Lane>,
     pending: VecDeque<PendingEpisode>,
@@ -114,9 +120,12 @@ impl WriterThread {
             columns: Vec::new(),
             row_bytes: Vec::new(),
             chunk_limit: Vec::new(),
+            row_columns: [Vec::new(), Vec::new()],
             meta_json: setup.meta_json,
             recording_id: setup.recording_id,
+            dir: setup.shard.path().parent().map(PathBuf::from).unwrap_or_default(),
             shard_seq: 0,
+            closing: false,
             shard: Some(setup.shard),
             lanes,
             pending: VecDeque::new(),
@@ -283,6 +292,10 @@ impl WriterThread {
         let limit =
             spec.codec.chunk_bytes.map_or(self.config.chunk_bytes, |b| usize::try_from(b).unwrap_or(usize::MAX));
         self.chunk_limit.push(limit);
+        if spec.mask_of.is_none() {
+            // A mask column is written along with the column it masks.
+            self.row_columns[spec.timeline as usize].push(id);
+        }
         self.columns.push(spec);
         self.lookup.push([Vec::new(), Vec::new()]);
     }
@@ -298,7 +311,7 @@ impl WriterThread {
                 slots[e.slot as usize].push(i as u32);
             }
             // Str rows are length-prefixed; find where each starts once per message.
-            let is_str = self.columns.get(e.column as usize).is_some() && self.row_bytes[e.column as usize].is_none();
+            let is_str = self.row_bytes.get(e.column as usize) == Some(&None);
             self.str_offsets.push(if is_str { str_row_starts(e.data) } else { Vec::new() });
         }
     }
@@ -339,12 +352,9 @@ impl WriterThread {
     /// Appends one row on `timeline` to `lane`: each column's value from the message, or zeros
     /// (and a false mask) where the message has none.
     fn append_row(&mut self, lane: usize, timeline: Timeline, slot: Slot, msg: &Message) -> Result<()> {
-        for column in 0..self.columns.len() {
-            let spec = &self.columns[column];
-            if spec.timeline != timeline || spec.mask_of.is_some() {
-                continue;
-            }
-            let (row_bytes, mask) = (self.row_bytes[column], spec.mask);
+        for k in 0..self.row_columns[timeline as usize].len() {
+            let column = self.row_columns[timeline as usize][k];
+            let (row_bytes, mask) = (self.row_bytes[column], self.columns[column].mask);
             let value = self.value(msg, column as ColumnId, slot, lane)?;
             let buffers = &mut self.lanes[lane].buffers;
             let buffer = &mut buffers[column];
@@ -395,23 +405,21 @@ impl WriterThread {
                 }
                 if done {
                     self.end_episode(lane, true, terminated, truncated, msg.time_ns, seq);
-                    self.after_end(lane, msg, seq)?;
+                    self.after_end(lane, msg)?;
                 }
             }
             LaneState::Ended if mode == AutoresetMode::NextStep => {
                 // The autoreset step: its observation starts the next episode, its action is ignored.
                 self.begin_episode(lane, msg)?;
             }
-            LaneState::Skipping if done => {
-                self.lanes[lane].state = LaneState::Ended;
-                self.after_end(lane, msg, seq)?;
-            }
+            LaneState::Skipping if done => self.after_end(lane, msg)?,
             LaneState::Ended | LaneState::Skipping | LaneState::Idle => {}
         }
         Ok(())
     }
 
-    fn after_end(&mut self, lane: usize, msg: &Message, _seq: u64) -> Result<()> {
+    /// The lane's episode ended at this step: same-step autoreset starts the next one now.
+    fn after_end(&mut self, lane: usize, msg: &Message) -> Result<()> {
         self.lanes[lane].state = LaneState::Ended;
         if self.config.autoreset_mode == AutoresetMode::SameStep {
             self.begin_episode(lane, msg)?;
@@ -510,11 +518,8 @@ impl WriterThread {
         shard.append_chunks(&chunks);
         shard.flush_to_os()?;
         self.shared.bytes_written.fetch_add(shard.size() - before, Ordering::Relaxed);
-        if shard.size() >= self.config.max_shard_bytes {
-            // Pending episodes are written in the next shard: lane rows run on across shards.
-            self.roll_over()?;
-        }
-        Ok(())
+        // Pending episodes are written in the next shard: lane rows run on across shards.
+        self.roll_over_if_full()
     }
 
     /// Everything buffered goes to the file: chunks, then the records of ended episodes (all of
@@ -552,22 +557,24 @@ impl WriterThread {
         shard.maybe_checkpoint(self.config.index_interval_bytes);
         shard.flush_to_os()?;
         self.shared.bytes_written.fetch_add(shard.size() - before, Ordering::Relaxed);
-        if shard.size() >= self.config.max_shard_bytes {
-            self.roll_over()?;
-        }
-        Ok(())
+        self.roll_over_if_full()
     }
 
-    /// Closes the current shard and starts the next one. Lane row numbers run on, so episodes
-    /// running now end in the new shard while their first rows stay in this one.
-    fn roll_over(&mut self) -> Result<()> {
+    /// Past the size limit, closes the current shard and starts the next one. Lane row numbers
+    /// run on, so episodes running now end in the new shard while their first rows stay in this
+    /// one. Never while closing: that would start a shard holding nothing but its schema (or only
+    /// the incomplete episodes' records, away from their rows).
+    fn roll_over_if_full(&mut self) -> Result<()> {
+        let full = self.shard.as_ref().is_some_and(|s| s.size() >= self.config.max_shard_bytes);
+        if !full || self.closing {
+            return Ok(());
+        }
         if let Some(old) = self.shard.take() {
             old.finish()?;
         }
         self.shard_seq += 1;
-        let dir = self.config_dir()?;
         let shard = ShardWriter::create(
-            &dir,
+            &self.dir,
             self.recording_id,
             self.shard_seq,
             &self.meta_json,
@@ -579,20 +586,9 @@ impl WriterThread {
         Ok(())
     }
 
-    fn config_dir(&self) -> Result<PathBuf> {
-        let paths = self.shared.shard_paths.lock().unwrap_or_else(|p| p.into_inner());
-        paths
-            .last()
-            .and_then(|p| p.parent())
-            .map(|p| p.to_path_buf())
-            .ok_or_else(|| Error::WriterStopped("lost the recording directory".into()))
-    }
-
     /// Writes everything, then the episodes still running (incomplete, last), the index and End.
     fn close(&mut self) -> Result<()> {
-        // No rollover while closing: it would start a shard holding nothing but its schema (or
-        // only the incomplete episodes' records, away from their rows).
-        self.config.max_shard_bytes = u64::MAX;
+        self.closing = true;
         self.cycle(true)?;
         let now = now_ns();
         for lane in 0..self.lanes.len() {
