@@ -172,6 +172,15 @@ struct Item {
     out: usize,
 }
 
+/// What a gather copies from: per field its pieces, and the chunks (slots) they point into.
+#[derive(Clone, Copy)]
+struct Sources<'a> {
+    fields: &'a [Field],
+    pieces: &'a [&'a [Piece]],
+    data: &'a [ChunkBytes<'a>],
+    slots: &'a [(Located, Option<usize>)],
+}
+
 /// Rows `chunk_row .. chunk_row + rows` of slot `slot` go to output rows from `out_row`.
 #[derive(Clone, Copy)]
 struct Piece {
@@ -299,7 +308,8 @@ impl Dataset {
             .collect();
 
         let data = self.fetch(&slots)?;
-        self.copy_pieces(fields, &pieces, &data, &slots, outs, windows.len(), length)
+        let sources = Sources { fields, pieces: &pieces, data: &data, slots: &slots };
+        self.copy_pieces(&sources, outs, windows.len(), length)
     }
 
     /// Checks the windows and lists them sorted by (recording, lane, row); fills the mask.
@@ -538,17 +548,8 @@ impl Dataset {
     }
 
     /// Copies every piece into its output, on several threads when there is much to copy.
-    #[allow(clippy::too_many_arguments)]
-    fn copy_pieces(
-        &self,
-        fields: &[Field],
-        pieces: &[&[Piece]],
-        data: &[ChunkBytes<'_>],
-        slots: &[(Located, Option<usize>)],
-        outs: &mut [Out<'_>],
-        windows: usize,
-        length: usize,
-    ) -> Result<()> {
+    fn copy_pieces(&self, src: &Sources<'_>, outs: &mut [Out<'_>], windows: usize, length: usize) -> Result<()> {
+        let Sources { fields, pieces, .. } = *src;
         let bytes: usize = fields
             .iter()
             .zip(pieces)
@@ -556,7 +557,7 @@ impl Dataset {
             .sum();
         let threads = max_threads().min(bytes / PARALLEL_COPY_BYTES.load(Ordering::Relaxed) + 1).min(windows.max(1));
         if threads <= 1 {
-            return self.copy_range(fields, pieces, data, slots, outs, 0, usize::MAX);
+            return self.copy_range(src, outs, 0, usize::MAX);
         }
         // Thread k fills the output rows of windows [k * n / threads, (k + 1) * n / threads): each
         // gets its own disjoint part of every output buffer, and a piece never straddles windows.
@@ -581,10 +582,10 @@ impl Dataset {
             let handles: Vec<_> = parts
                 .map(|(k, mut part)| {
                     let bounds = &bounds;
-                    s.spawn(move || self.copy_range(fields, pieces, data, slots, &mut part, bounds[k], bounds[k + 1]))
+                    s.spawn(move || self.copy_range(src, &mut part, bounds[k], bounds[k + 1]))
                 })
                 .collect();
-            let first = self.copy_range(fields, pieces, data, slots, &mut mine, bounds[0], bounds[1]);
+            let first = self.copy_range(src, &mut mine, bounds[0], bounds[1]);
             handles
                 .into_iter()
                 .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
@@ -593,17 +594,8 @@ impl Dataset {
     }
 
     /// Copies the pieces whose output rows lie in `from..to`; `outs` start at output row `from`.
-    #[allow(clippy::too_many_arguments)]
-    fn copy_range(
-        &self,
-        fields: &[Field],
-        pieces: &[&[Piece]],
-        data: &[ChunkBytes<'_>],
-        slots: &[(Located, Option<usize>)],
-        outs: &mut [Out<'_>],
-        from: usize,
-        to: usize,
-    ) -> Result<()> {
+    fn copy_range(&self, src: &Sources<'_>, outs: &mut [Out<'_>], from: usize, to: usize) -> Result<()> {
+        let Sources { fields, pieces, data, slots } = *src;
         for (field, pieces) in fields.iter().zip(pieces) {
             if let Some(rb) = field.row_bytes {
                 for p in pieces.iter().filter(|p| p.slot != ZEROS && p.out_row >= from && p.out_row < to) {
