@@ -14,6 +14,7 @@ checksummed, indexed file format (a Rust core), and read them back as numpy arra
 
 from trajcore import _core
 from trajcore._convert import convert
+from trajcore._recording import EpisodeInfo, RecordingOptions
 from trajcore.dataset import Batch, Dataset, Episode, Episodes, Sequences, Transitions, open
 from trajcore.errors import (
     CorruptFileError,
@@ -25,7 +26,7 @@ from trajcore.errors import (
     TrajcoreIOError,
     TrajcoreWarning,
 )
-from trajcore.recorder import EpisodeInfo, RecordEpisodes
+from trajcore.recorder import RecordEpisodes
 from trajcore.vector import RecordVectorEpisodes
 
 __version__: str = _core.__version__
@@ -43,6 +44,7 @@ __all__ = [
     "RecordEpisodes",
     "RecordVectorEpisodes",
     "RecorderError",
+    "RecordingOptions",
     "SchemaError",
     "Sequences",
     "Transitions",

@@ -11,6 +11,8 @@ import numpy.typing as npt
 
 __version__: str
 FORMAT_VERSION: tuple[int, int]
+SHARD_EXTENSION: str
+MAX_INFO_DEPTH: int
 
 class TrajcoreError(Exception):
     """Root of every trajcore error."""
@@ -73,14 +75,15 @@ class Recorder:
     ) -> None:
         """Records one (vector) step; how rows become episodes follows the autoreset mode."""
     def record(self, name: str, value: Any) -> None:
-        """Custom per-step data, attached to the next `step` call (column `data/<name>`)."""
-    def set_episode_metadata(self, env_index: int, metadata_json: str, ended: bool = False) -> None:
-        """Merges a JSON object into the metadata of the episode running in `env_index` (with
-        `ended`, of the episode that ended there last)."""
+        """Custom per-step data, attached to the next `step` call (column `data/<name>`);
+        checked now (`SchemaError` if it cannot be recorded)."""
+    def set_episode_metadata(self, env_index: int, metadata_json: str) -> None:
+        """Merges a JSON object into the metadata of an episode of `env_index`: the one that
+        ended at the last step (until the next step or reset), else the running one."""
     def discard(self, env_index: int) -> None:
-        """Drops the episode running in `env_index`; it will not be listed."""
+        """Drops an episode of `env_index` (as `set_episode_metadata` picks it); not listed."""
     def abort(self, env_index: int | None = None) -> None:
-        """Ends running episodes as incomplete; rows are ignored until the env's next reset."""
+        """Ends running episodes as incomplete; rows are ignored until the env ends them."""
     def flush(self) -> None:
         """Blocks (GIL released) until everything recorded so far is written to the file."""
     def close(self) -> None:
@@ -93,8 +96,9 @@ class Recorder:
     def num_envs(self) -> int: ...
     def columns(self) -> list[dict[str, Any]]:
         """Column specs so far (info and data columns appear as they are first seen)."""
-    def stats(self) -> dict[str, int]:
-        """Counters: steps, episodes, bytes_raw, bytes_written, ring_capacity, ring_waits."""
+    def stats(self) -> dict[str, Any]:
+        """Counters: steps, episodes, bytes_raw, bytes_written, ring_capacity, ring_waits,
+        steps_not_recorded, values_not_recorded ({column: count})."""
 
 class Dataset:
     """A directory of shards or one shard file, memory-mapped. Pickles as its path and options.

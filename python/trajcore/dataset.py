@@ -18,6 +18,8 @@ from trajcore import _core
 from trajcore.errors import CorruptFileError, InvalidArgumentError, TrajcoreError, TrajcoreWarning
 from trajcore.spaces import space_from_json, unescape_key
 
+MAX_INFO_DEPTH: int = _core.MAX_INFO_DEPTH
+
 __all__ = ["Batch", "Dataset", "Episode", "Episodes", "Sequences", "Transitions", "open"]
 
 Batch = dict[str, Any]
@@ -507,41 +509,59 @@ class Dataset(_Sampling):
             return {k: self._walk(index, sub) for k, sub in tree["dict"]}
         return tuple(self._walk(index, sub) for sub in tree["tuple"])
 
-    def _fields(self, index: int, recording: int, which: str) -> dict[str, Any]:
-        """Nested dict of value columns plus their `_key` masks. A key never present in this
-        episode is left out; a nested dict gets an any-present mask beside it (`_episode`)."""
+    def _fields(self, index: int, recording: int, which: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(values, masks) of the info or custom-data columns, nested like the keys. A key never
+        present in this episode is left out of both.
+
+        Raises:
+            CorruptFileError: a column name nests deeper than the recorder allows.
+        """
         rec = self._recording(recording)
-        out: dict[str, Any] = {}
+        values: dict[str, Any] = {}
+        masks: dict[str, Any] = {}
         for f in rec.infos if which == "infos" else rec.data:
+            if len(f.path) > MAX_INFO_DEPTH:
+                raise CorruptFileError(
+                    f"{self._path}: column '{f.column}' nests {len(f.path)} levels deep; recorders write at most "
+                    f"{MAX_INFO_DEPTH}"
+                )
             mask = self._read(index, f.mask) if f.mask is not None else None
             if mask is not None and not np.any(mask):
                 continue
-            node = out
+            node, mask_node = values, masks
             for part in f.path[:-1]:
                 child = node.setdefault(part, {})
                 if not isinstance(child, dict):
                     break  # the key held a plain value at some steps and a dict at others
-                node = child
+                node, mask_node = child, mask_node.setdefault(part, {})
             else:
                 node[f.path[-1]] = self._read(index, f.column)
                 if mask is not None:
-                    node["_" + f.path[-1]] = mask
-        _add_any_masks(out)
-        return out
+                    mask_node[f.path[-1]] = mask
+        return values, masks
 
 
-def _add_any_masks(node: dict[str, Any]) -> npt.NDArray[np.bool_] | None:
-    """Adds `_key` beside each nested dict `key` (true where any entry below is present) and
-    returns the any-present mask of `node` itself (None if it has no masked entry)."""
-    for key in [k for k, v in node.items() if isinstance(v, dict)]:
-        sub = _add_any_masks(node[key])
-        if sub is not None:
-            node["_" + key] = sub
+def _with_masks(values: dict[str, Any], masks: dict[str, Any]) -> dict[str, Any]:
+    """gymnasium's shape of vector infos: each key's values with its mask beside it as
+    ``_key``, a nested dict with an any-present ``_key``. A recorded key named ``_key`` keeps its
+    name; that mask is then only in the masks tree (`Episode.info_masks`)."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        out[key] = _with_masks(value, masks.get(key, {})) if isinstance(value, dict) else value
+    for key, value in values.items():
+        mask = _any_present(masks.get(key, {})) if isinstance(value, dict) else masks.get(key)
+        if mask is not None and "_" + key not in values:
+            out["_" + key] = mask
+    return out
+
+
+def _any_present(masks: dict[str, Any]) -> npt.NDArray[np.bool_] | None:
+    """True where any mask below is (None without masks)."""
     combined: npt.NDArray[np.bool_] | None = None
-    for key in node:
-        mask = node.get("_" + key) if not key.startswith("_") or key[1:] not in node else None
-        if isinstance(mask, np.ndarray) and mask.dtype == np.bool_:
-            combined = mask.copy() if combined is None else combined | mask
+    for mask in masks.values():
+        sub = _any_present(mask) if isinstance(mask, dict) else mask
+        if sub is not None:
+            combined = sub.copy() if combined is None else combined | sub
     return combined
 
 
@@ -719,6 +739,11 @@ class Episode:
     def truncations(self) -> npt.NDArray[np.bool_]:
         return self._cached("truncations", lambda: self._dataset._read(self.index, "truncated"))  # type: ignore[no-any-return]
 
+    def _values_and_masks(self, which: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        return self._cached(  # type: ignore[no-any-return]
+            "fields:" + which, lambda: self._dataset._fields(self.index, self.recording, which)
+        )
+
     @property
     def infos(self) -> dict[str, Any]:
         """Info entries, aligned with the observations (T+1 rows, the reset's info first). Each
@@ -726,13 +751,26 @@ class Episode:
         where it did not, the row reads as zeros (empty string for str). Nested dict infos come
         back nested (``infos["episode"]["r"]`` with ``infos["episode"]["_r"]``, and
         ``infos["_episode"]`` true where any entry below was given). Keys the env never gave in
-        this episode are left out."""
-        return self._cached("infos", lambda: self._dataset._fields(self.index, self.recording, "infos"))  # type: ignore[no-any-return]
+        this episode are left out. An info key of its own named ``_key`` beside a key ``key``
+        (ALE's ``lives`` and a wrapper's ``_lives``) keeps its name: ``key``'s mask is then in
+        `info_masks` only."""
+        return self._cached("infos", lambda: _with_masks(*self._values_and_masks("infos")))  # type: ignore[no-any-return]
+
+    @property
+    def info_masks(self) -> dict[str, Any]:
+        """The masks of `infos` alone, nested like the keys (no ``_`` prefixes): where the env
+        gave each entry."""
+        return self._values_and_masks("infos")[1]
 
     @property
     def data(self) -> dict[str, Any]:
         """Custom per-step data (`record` / `step_data`): ``name`` -> T rows, ``_name`` -> mask."""
-        return self._cached("data", lambda: self._dataset._fields(self.index, self.recording, "data"))  # type: ignore[no-any-return]
+        return self._cached("data", lambda: _with_masks(*self._values_and_masks("data")))  # type: ignore[no-any-return]
+
+    @property
+    def data_masks(self) -> dict[str, Any]:
+        """The masks of `data` alone, keyed by name: at which steps each was recorded."""
+        return self._values_and_masks("data")[1]
 
     def __repr__(self) -> str:
         state = "complete" if self.complete else "incomplete"

@@ -6,7 +6,8 @@ structure the env produced:
 
 - tree: ``{"leaf": column_name}`` | ``{"dict": [[key, tree], ...]}`` | ``{"tuple": [tree, ...]}``
 - column names: the prefix for a bare leaf (``"obs"``), else ``"obs/<key>/<index>/..."`` with
-  ``/`` in a Dict key written ``%2F`` and ``%`` written ``%25`` so names split unambiguously.
+  ``/`` in a Dict key written ``%2F``, ``%`` written ``%25`` and a leading ``_`` written ``%5F``
+  so names split unambiguously and never look like a mask column.
 
 Gymnasium has no JSON form of its spaces, so `space_to_json` / `space_from_json` are defined here
 for the supported spaces (Box keeps its low/high bounds); the recorder stores that JSON in the
@@ -73,16 +74,20 @@ class ColumnDict(_ColumnBase, total=False):
 
 
 def escape_key(key: str) -> str:
-    """A Dict key as one component of a column name ('/' -> %2F, '%' -> %25)."""
-    return key.replace("%", "%25").replace("/", "%2F")
+    """A Dict key as one component of a column name: '%' -> %25, '/' -> %2F (so '/' separates
+    nesting levels) and a leading '_' -> %5F (so no key is named like a mask column). The core
+    escapes info keys by the same rule."""
+    escaped = key.replace("%", "%25").replace("/", "%2F")
+    return "%5F" + escaped[1:] if escaped.startswith("_") else escaped
 
 
-_ESCAPED = re.compile("%(25|2F)")
+_ESCAPED = re.compile("%(25|2F|5F)")
+_UNESCAPED = {"25": "%", "2F": "/", "5F": "_"}
 
 
 def unescape_key(part: str) -> str:
     """Inverse of `escape_key`."""
-    return _ESCAPED.sub(lambda m: "%" if m.group(1) == "25" else "/", part)
+    return _ESCAPED.sub(lambda m: _UNESCAPED[m.group(1)], part)
 
 
 def space_columns(space: spaces.Space[Any], prefix: str, timeline: str) -> tuple[list[ColumnDict], Any]:

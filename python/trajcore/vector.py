@@ -17,18 +17,17 @@ from __future__ import annotations
 import enum
 import os
 import warnings
-from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from collections.abc import Mapping
+from typing import Any, Unpack
 
 import numpy as np
 import numpy.typing as npt
 from gymnasium import spaces
 from gymnasium.vector import VectorEnv, VectorWrapper
 
-from trajcore import _core
-from trajcore._config import Codec, build_config, env_id_of, to_json
+from trajcore._config import env_id_of
+from trajcore._recording import EpisodeInfo, Recording, RecordingOptions
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
-from trajcore.recorder import EpisodeInfo, EpisodeMetadataFn
 
 __all__ = ["RecordVectorEpisodes", "autoreset_mode_of"]
 
@@ -98,29 +97,31 @@ def _env_item(tree: Any, i: int, space: spaces.Space[Any]) -> Any:
 
 
 def _env_info(infos: Mapping[str, Any], i: int) -> dict[str, Any]:
-    """Sub-env i's entries of vector infos (keys whose ``_key`` mask is false at i are left out)."""
+    """Sub-env i's entries of vector infos: keys whose ``_key`` mask is false at i are left out;
+    ``_key`` is a mask when ``key`` is beside it (and it has no ``__key`` of its own)."""
     out: dict[str, Any] = {}
     for key, value in infos.items():
-        if key.startswith("_"):
+        if isinstance(key, str) and key.startswith("_") and key[1:] in infos and "_" + key not in infos:
             continue
-        mask = infos.get("_" + key)
+        mask = infos.get("_" + key) if isinstance(key, str) else None
         if mask is not None and not mask[i]:
             continue
         out[key] = _env_info(value, i) if isinstance(value, Mapping) else value[i]
     return out
 
 
-class RecordVectorEpisodes(VectorWrapper[Any, Any, Any, Any, Any]):
+class RecordVectorEpisodes(Recording, VectorWrapper[Any, Any, Any, Any, Any]):
     """Records every sub-env episode of a vector env into the shard files of directory `path`.
 
     Episodes read back per sub-env (`Episode.env_index`), identical value for value to what the
-    sub-env would have produced alone. Takes the options of `trajcore.RecordEpisodes`; there,
-    `episode_metadata` gets the `EpisodeInfo` of each sub-env whose episode ended, and
-    `step_data` returns arrays over the sub-envs.
+    sub-env would have produced alone. Takes the arguments and options of
+    `trajcore.RecordEpisodes`; here `episode_metadata` gets the `EpisodeInfo` of each sub-env
+    whose episode ended, and `step_data` returns arrays over the sub-envs.
 
     Raises:
         SchemaError: a space cannot be recorded.
-        InvalidArgumentError: the autoreset mode is unknown, or an option is invalid.
+        InvalidArgumentError: the autoreset mode is unknown, an option is invalid, metadata is
+            not a JSON mapping, or `path` holds recordings of another env.
         TrajcoreIOError: the directory cannot be created or written.
     """
 
@@ -129,45 +130,22 @@ class RecordVectorEpisodes(VectorWrapper[Any, Any, Any, Any, Any]):
         env: Any,
         path: str | os.PathLike[str],
         metadata: Mapping[str, Any] | None = None,
-        *,
-        episode_metadata: EpisodeMetadataFn | None = None,
-        step_data: Callable[..., Mapping[str, Any]] | None = None,
-        max_shard_bytes: int = 1 << 30,
-        chunk_bytes: int | None = None,
-        flush_interval: float = 1.0,
-        durability: str = "flush",
-        fsync_interval: float | None = None,
-        zstd_level: int | None = 3,
-        codecs: Mapping[str, Codec] | None = None,
-        block_when_full: bool = True,
-        ring_bytes: int | None = None,
+        **options: Unpack[RecordingOptions],
     ) -> None:
         super().__init__(env if isinstance(env, VectorEnv) else _ForeignVectorEnv(env))
-        self.closed = True
         self._mode = autoreset_mode_of(self.env)
         n = int(self.env.num_envs)
-        config = build_config(
+        self._start_recording(
+            path,
             self.env.single_observation_space,
             self.env.single_action_space,
             num_envs=n,
             batched=True,
             autoreset_mode=self._mode,
-            metadata=dict(metadata) if metadata is not None else None,
+            metadata=metadata,
             env_id=env_id_of(self.env),
-            max_shard_bytes=max_shard_bytes,
-            chunk_bytes=chunk_bytes,
-            flush_interval=flush_interval,
-            durability=durability,
-            fsync_interval=fsync_interval,
-            zstd_level=zstd_level,
-            codecs=codecs,
-            block_when_full=block_when_full,
-            ring_bytes=ring_bytes,
+            options=options,
         )
-        self._core = _core.Recorder(os.fspath(path), config)
-        self.closed = False
-        self._episode_metadata = episode_metadata
-        self._step_data = step_data
         # Episode bookkeeping for the callback only (the core keeps its own).
         self._lengths = np.zeros(n, dtype=np.int64)
         self._returns = np.zeros(n, dtype=np.float64)
@@ -189,7 +167,7 @@ class RecordVectorEpisodes(VectorWrapper[Any, Any, Any, Any, Any]):
             # Read before the env's reset: gymnasium's vector envs pop it from the options.
             mask = options.get("reset_mask")
         obs, infos = self.env.reset(seed=seed, options=options)
-        self._core.reset(obs, infos, mask)
+        self._recorder.reset(obs, infos, mask)
         if mask is None:
             self._lengths[:] = 0
             self._returns[:] = 0.0
@@ -210,13 +188,11 @@ class RecordVectorEpisodes(VectorWrapper[Any, Any, Any, Any, Any]):
             RecorderError: the recorder is closed, or its writer thread failed.
         """
         obs, rewards, terminations, truncations, infos = self.env.step(actions)
-        if self._step_data is not None:
-            extra = self._step_data(actions, obs, rewards, terminations, truncations, infos)
-            for name, value in extra.items():
-                self._core.record(name, value)
+        self._record_step_data(actions, obs, rewards, terminations, truncations, infos)
+        self._recorder.step(actions, obs, rewards, terminations, truncations, infos)
         if self._episode_metadata is not None:
+            # After the step: the episodes it ended are the ones metadata reaches now.
             self._call_episode_metadata(obs, rewards, terminations, truncations, infos)
-        self._core.step(actions, obs, rewards, terminations, truncations, infos)
         return obs, rewards, terminations, truncations, infos
 
     def _call_episode_metadata(
@@ -258,9 +234,7 @@ class RecordVectorEpisodes(VectorWrapper[Any, Any, Any, Any, Any]):
                 "observation": final_obs,
                 "info": info,
             }
-            extra = self._episode_metadata(episode)
-            if extra:
-                self._core.set_episode_metadata(i, to_json(dict(extra), "episode metadata"))
+            self._apply_episode_metadata(i, self._episode_metadata(episode))
         if self._mode == "same_step":
             self._lengths[done] = 0
             self._returns[done] = 0.0
@@ -269,47 +243,28 @@ class RecordVectorEpisodes(VectorWrapper[Any, Any, Any, Any, Any]):
         else:
             self._ended |= done  # those sub-envs wait for reset(options={"reset_mask": ...})
 
-    def record(self, **values: Any) -> None:
-        """Custom per-step data for the next `step`: one array over the sub-envs per name
-        (column ``data/<name>``, T rows an episode)."""
-        for name, value in values.items():
-            self._core.record(name, value)
-
     def set_episode_metadata(self, env_index: int, metadata: Mapping[str, Any] | None = None, /, **kv: Any) -> None:
-        """Merges JSON-able values into the metadata of the episode running in sub-env `env_index`."""
-        merged = {**(metadata or {}), **kv}
-        self._core.set_episode_metadata(int(env_index), to_json(merged, "episode metadata"))
+        """Merges JSON-able values into the metadata of an episode of sub-env `env_index`: the
+        running one, or, between the step at which sub-env `env_index` ended an episode and the
+        next `step` or `reset`, that episode (in every autoreset mode).
+
+        Raises:
+            InvalidArgumentError: a value is not JSON, `env_index` is out of range, the sub-env
+                has no episode running or just ended, or `flush` already wrote the one that ended.
+        """
+        self._set_metadata(env_index, metadata, kv)
 
     def discard(self, env_index: int) -> None:
-        """Drops the episode running in sub-env `env_index`: it will not be listed."""
-        self._core.discard(int(env_index))
+        """Drops an episode of sub-env `env_index` (the one `set_episode_metadata` would reach):
+        it will not be listed. A running episode's later steps are ignored until it ends.
 
-    def flush(self) -> None:
-        """Waits until everything recorded so far is in the file."""
-        self._core.flush()
-
-    def stats(self) -> dict[str, int]:
-        """Counters of the core: steps, episodes, bytes_raw, bytes_written, ring_capacity, ring_waits."""
-        return self._core.stats()
-
-    @property
-    def shard_paths(self) -> list[str]:
-        return self._core.shard_paths
+        Raises:
+            InvalidArgumentError: `env_index` is out of range, the sub-env has no episode running
+                or just ended, or `flush` already wrote the one that ended.
+        """
+        self._recorder.discard(int(env_index))
 
     def close(self, **kwargs: Any) -> None:
         """Writes running episodes (as incomplete), the index and the end record, then closes the
-        env. Idempotent."""
-        if self.closed:
-            return
-        self.closed = True
-        try:
-            self._core.close()
-        finally:
-            self.env.close(**kwargs)
-
-    def __enter__(self) -> RecordVectorEpisodes:
-        return self
-
-    def __exit__(self, *args: object) -> Literal[False]:
-        self.close()
-        return False
+        env (its workers, for async envs). Idempotent."""
+        self._close_all(lambda: self.env.close(**kwargs))

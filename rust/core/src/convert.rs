@@ -26,7 +26,7 @@ use serde_json::{json, Value};
 use crate::error::{Error, Result};
 use crate::reader::{ColumnData, Dataset, Recording};
 use crate::schema::{CodecSpec, ColumnSpec, Timeline};
-use crate::writer::{EntryKind, EntryRef, MessageHead, MessageKind, NewColumn, Recorder, RecorderConfig, Slot};
+use crate::writer::{EntryKind, EntryRef, MessageKind, NewColumn, Recorder, RecorderConfig, Slot};
 
 #[derive(Debug, Clone, Default)]
 pub struct ConvertOptions {
@@ -270,14 +270,13 @@ impl<'a> Replay<'a> {
 
         let mut mask = vec![0u8; self.num_envs as usize];
         mask[lane as usize] = 1;
-        let head_mask = (self.num_envs > 1).then_some(&mask[..]);
-        self.message(&data, lane, MessageKind::Reset, s.start_ns, head_mask, |tl| match tl {
+        self.message(&data, lane, MessageKind::Reset, s.start_ns, Some(&mask), |tl| match tl {
             Timeline::Obs => Some(0),
             Timeline::Step => None,
         })?;
         let metadata = src.episode_metadata(index)?;
         if metadata.trim() != "{}" {
-            self.recorder.set_episode_metadata(lane, &metadata, false)?;
+            self.recorder.set_episode_metadata(lane, &metadata)?;
         }
         for t in 0..t_len {
             let time = if t + 1 == t_len { s.end_ns } else { s.start_ns };
@@ -287,10 +286,8 @@ impl<'a> Replay<'a> {
             })?;
         }
         if !s.complete() {
-            let head = MessageHead { kind: MessageKind::Abort, env: lane, time_ns: s.end_ns, arg: 0, mask: None };
-            let len = self.recorder.message_len(&head, &[])?;
-            self.recorder.wait_for_space(len)?;
-            self.recorder.push(&head, &[], len)?;
+            self.recorder.abort(Some(lane))?;
+            self.recorder.send_ops(s.end_ns)?;
         }
         Ok(())
     }
@@ -339,10 +336,12 @@ impl<'a> Replay<'a> {
                 data: &self.bytes[a..b],
             })
             .collect();
-        let head = MessageHead { kind, env: 0, time_ns, arg: 0, mask };
-        let len = self.recorder.message_len(&head, &entries)?;
+        let len = match kind {
+            MessageKind::Reset => self.recorder.plan_reset(&entries, mask)?,
+            _ => self.recorder.plan_step(&entries)?,
+        };
         self.recorder.wait_for_space(len)?;
-        self.recorder.push(&head, &entries, len)
+        self.recorder.send_planned(&entries, len, time_ns)
     }
 }
 

@@ -28,8 +28,8 @@ pub enum Error {
     Invalid(String),
 
     /// The ring buffer is full and the caller asked not to wait.
-    #[error("the recording buffer is full ({capacity} bytes): the writer thread cannot keep up")]
-    RingFull { capacity: usize },
+    #[error("the recording buffer is full ({capacity} bytes): the writer thread cannot keep up{detail}")]
+    RingFull { capacity: usize, detail: String },
 
     /// The writer thread failed or was closed; the message says why.
     #[error("the writer thread stopped: {0}")]

@@ -332,8 +332,7 @@ fn metadata_set_after_the_end_reaches_the_ended_episode() {
     s.terminated = true;
     h.step(&[s]);
     // As the Python wrapper's episode_metadata callback may: after the ending step, before reset.
-    h.rec.set_episode_metadata(0, r#"{"late": 1}"#, true).unwrap();
-    h.model.finished.last_mut().unwrap().metadata.insert("late".into(), json!(1));
+    h.set_metadata(0, json!({"late": 1}));
     h.reset(&[env_step(0, 2)], None);
     h.step(&[env_step(0, 3)]);
     let expected = h.close();

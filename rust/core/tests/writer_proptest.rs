@@ -5,7 +5,7 @@
 use proptest::prelude::*;
 use serde_json::{json, Value};
 use trajcore_core::reader::{ColumnData, Dataset, OpenOptions};
-use trajcore_core::writer::{EntryKind, EntryRef, MessageHead, MessageKind, Recorder, RecorderConfig, Slot};
+use trajcore_core::writer::{EntryKind, EntryRef, MessageKind, Recorder, RecorderConfig, Slot};
 use trajcore_core::DType;
 
 const DTYPES: [&str; 13] = [
@@ -104,10 +104,12 @@ fn push(rec: &mut Recorder, kind: MessageKind, time_ns: u64, entries: &[(u32, Ve
             data,
         })
         .collect();
-    let head = MessageHead { kind, env: 0, time_ns, arg: 0, mask: None };
-    let len = rec.message_len(&head, &refs).unwrap();
+    let len = match kind {
+        MessageKind::Reset => rec.plan_reset(&refs, None).unwrap(),
+        _ => rec.plan_step(&refs).unwrap(),
+    };
     rec.wait_for_space(len).unwrap();
-    rec.push(&head, &refs, len).unwrap();
+    rec.send_planned(&refs, len, time_ns).unwrap();
 }
 
 /// One episode as written: per column its rows (T+1 or T of them), and the step outcomes.

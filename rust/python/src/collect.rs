@@ -5,7 +5,7 @@
 use numpy::PyArrayDescrMethods;
 use numpy::{PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use trajcore_core::writer::{message, EntryKind, EntryRef, Slot};
+use trajcore_core::writer::{EntryKind, EntryRef, Slot};
 
 /// Where an entry's bytes are: memory of a Python object kept alive in `keep`, or `bytes`.
 #[derive(Clone, Copy)]
@@ -72,16 +72,6 @@ impl Collector {
 
     pub fn push(&mut self, column: u32, kind: EntryKind, slot: Slot, env: u32, mask: Option<Src>, data: Src) {
         self.entries.push(Pending { column, kind, slot, env, mask, data });
-    }
-
-    /// The encoded length of the message these entries make (see `writer::message`).
-    pub fn message_len(&self) -> usize {
-        let len = |s: Src| match s {
-            Src::External(_, n) | Src::Own(_, n) => n,
-        };
-        let entries: usize =
-            self.entries.iter().map(|p| message::ENTRY_HEADER_LEN + p.mask.map_or(0, len) + len(p.data)).sum();
-        message::HEADER_LEN + self.head_mask.map_or(0, len) + entries
     }
 
     pub fn slice(&self, src: Src) -> &[u8] {

@@ -1,137 +1,315 @@
 //! Columns made on first sight: info entries (observation timeline) and custom per-step data
 //! (step timeline). Supported values are numbers, bools, strings and fixed-shape arrays; nested
-//! dicts become nested paths. Anything else is skipped with one `TrajcoreWarning` per key, and so
-//! is a value that no longer fits the column its key got (the row then reads as missing).
+//! dicts become nested paths (at most `MAX_DEPTH` levels). A value that cannot be recorded (an
+//! unsupported type, or one that does not fit the column its key got) is left out of its row,
+//! which then reads as missing: one `TrajcoreWarning` per key at the first, a count per key at
+//! close, and the key keeps recording every value that fits.
+//!
+//! Vector infos follow gymnasium's convention: `_key` is the mask of `key` (a nested dict's
+//! mask applies to every entry below it). A key `_key` without a `key` beside it, or with its own
+//! `__key` mask, is a value of its own. Column names escape `/`, `%` and a leading `_` (see
+//! `escape_key`), so a key `_x` never takes the name of the mask column of `x`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use trajcore_core::writer::{EntryKind, NewColumn, Recorder, Slot};
 use trajcore_core::{CodecSpec, DType, Timeline};
 
 use crate::collect::{Collector, Src};
-use crate::errors::{warn, IntoPy};
+use crate::errors::{schema_error, warn, IntoPy};
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 
-/// Escapes a key so '/' can separate nesting levels in column names.
+/// Nested dicts deeper than this are refused: deeper is a dict that contains itself.
+pub const MAX_DEPTH: usize = 32;
+
+/// Escapes a key as one component of a column name: '%' -> %25, '/' -> %2F (so '/' can separate
+/// nesting levels) and a leading '_' -> %5F (so no key is named like a mask column).
 pub fn escape_key(key: &str) -> String {
-    key.replace('%', "%25").replace('/', "%2F")
+    let escaped = key.replace('%', "%25").replace('/', "%2F");
+    match escaped.strip_prefix('_') {
+        Some(rest) => format!("%5F{rest}"),
+        None => escaped,
+    }
+}
+
+/// Where the values of one dict go: env rows and observation slot.
+#[derive(Clone, Copy)]
+pub struct Place {
+    /// The env count for batched values, `None` for one row.
+    pub rows: Option<usize>,
+    pub slot: Slot,
+}
+
+/// Values of one key that were not recorded.
+struct Skipped {
+    count: u64,
+    first_why: String,
+}
+
+/// A key whose first values could not make a column: their Python type, to skip the same type
+/// again without asking numpy each step.
+struct Unsupported {
+    kind: Py<PyType>,
+    why: String,
 }
 
 pub struct DynamicColumns {
     prefix: &'static str,
     timeline: Timeline,
     codec: CodecSpec,
-    columns: HashMap<String, Option<ColInfo>>,
-    warned: HashSet<String>,
+    columns: HashMap<String, ColInfo>,
+    unsupported: HashMap<String, Unsupported>,
+    skipped: BTreeMap<String, Skipped>,
 }
 
 impl DynamicColumns {
     pub fn new(prefix: &'static str, timeline: Timeline, codec: CodecSpec) -> Self {
-        DynamicColumns { prefix, timeline, codec, columns: HashMap::new(), warned: HashSet::new() }
+        DynamicColumns {
+            prefix,
+            timeline,
+            codec,
+            columns: HashMap::new(),
+            unsupported: HashMap::new(),
+            skipped: BTreeMap::new(),
+        }
     }
 
+    /// One value of `path` is not recorded: warns at the first, counts the rest.
     fn skip(&mut self, py: Python<'_>, path: &str, why: String) -> PyResult<()> {
-        if self.warned.insert(path.to_string()) {
-            warn(py, &format!("trajcore: {} entry '{}' is not recorded: {why}", self.prefix, path))?;
+        match self.skipped.get_mut(path) {
+            Some(s) => s.count += 1,
+            None => {
+                warn(
+                    py,
+                    &format!(
+                        "trajcore: {} entry '{}': a value is not recorded (its row reads as missing): {why}. \
+                         The entry goes on recording the values that fit; close() reports how many were left out.",
+                        self.prefix, path
+                    ),
+                )?;
+                self.skipped.insert(path.to_string(), Skipped { count: 1, first_why: why });
+            }
         }
         Ok(())
     }
 
-    /// Adds entries for every supported value of `dict` (infos, or vector infos with `_key` masks).
+    /// Warns once per key with the number of values left out (at close).
+    pub fn warn_skipped(&mut self, py: Python<'_>) -> PyResult<()> {
+        for (path, s) in std::mem::take(&mut self.skipped) {
+            warn(
+                py,
+                &format!(
+                    "trajcore: {} entry '{path}': {} value(s) were not recorded (first: {})",
+                    self.prefix, s.count, s.first_why
+                ),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Values left out so far, per key path (for `stats()`).
+    pub fn skipped_counts(&self) -> impl Iterator<Item = (&str, u64)> {
+        self.skipped.iter().map(|(p, s)| (p.as_str(), s.count))
+    }
+
+    /// Adds entries for every supported value of `dict` (infos, or vector infos with `_key`
+    /// masks), under `path` (empty at the top), where `mask` (the parent's) says which envs have
+    /// it at all.
     #[allow(clippy::too_many_arguments)]
     pub fn put_dict(
         &mut self,
         py: Python<'_>,
         dict: &Bound<'_, PyDict>,
         path: &str,
-        rows: Option<usize>,
-        slot: Slot,
+        mask: Option<Src>,
+        depth: usize,
+        at: Place,
         recorder: &mut Recorder,
         coll: &mut Collector,
     ) -> PyResult<()> {
+        if depth >= MAX_DEPTH {
+            return Err(schema_error(
+                py,
+                &format!("{}/{path}", self.prefix),
+                format!("nested deeper than {MAX_DEPTH} levels (does the dict contain itself?)"),
+            ));
+        }
+        let batched = at.rows.is_some();
+        // Components seen in this dict, with the key that took each (two keys, such as 1 and
+        // "1", can name the same column).
+        let mut taken: Vec<(String, String)> = Vec::new();
         for (key, value) in dict.iter() {
-            let key = match key.cast::<PyString>() {
-                Ok(s) => s.to_str()?.to_owned(),
-                Err(_) => key.str()?.to_str()?.to_owned(),
+            let (name, is_str) = match key.cast::<PyString>() {
+                Ok(s) => (s.to_str()?.to_owned(), true),
+                Err(_) => (key.str()?.to_str()?.to_owned(), false),
             };
-            let batched = rows.is_some();
-            if batched && key.starts_with('_') {
-                continue; // a mask, read with its key
+            if batched && is_str {
+                if let Some(base) = name.strip_prefix('_') {
+                    let masks_a_key = dict.contains(base)?;
+                    let has_own_mask = dict.contains(format!("_{name}"))?;
+                    if masks_a_key && !has_own_mask {
+                        continue; // a mask, read with its key
+                    }
+                }
+                if depth == 0 && at.slot == Slot::Regular && (name == "final_obs" || name == "final_info") {
+                    continue; // same-step autoreset data, taken apart by the recorder
+                }
             }
-            if batched && path.is_empty() && (key == "final_obs" || key == "final_info") {
-                continue; // same-step autoreset data, taken apart by the recorder
-            }
-            let sub = if path.is_empty() { escape_key(&key) } else { format!("{path}/{}", escape_key(&key)) };
-            if let Ok(inner) = value.cast::<PyDict>() {
-                self.put_dict(py, inner, &sub, rows, slot, recorder, coll)?;
+            let component = escape_key(&name);
+            let sub = if path.is_empty() { component.clone() } else { format!("{path}/{component}") };
+            let shown = key.repr().map(|r| r.to_string()).unwrap_or_else(|_| name.clone());
+            if let Some((_, first)) = taken.iter().find(|(c, _)| *c == component) {
+                let why =
+                    format!("keys {first} and {shown} of one dict both name this column; only {first} is recorded");
+                self.skip(py, &sub, why)?;
                 continue;
             }
-            let mask = match rows {
-                Some(n) => match dict.get_item(format!("_{key}"))? {
+            taken.push((component, shown));
+            let own_mask = match at.rows {
+                Some(n) => match dict.get_item(format!("_{name}"))? {
                     Some(m) => Some(mask_bytes(py, &m, n, "an info mask", coll)?),
                     None => None,
                 },
                 None => None,
             };
-            self.put_one(py, &sub, &value, rows, mask, slot, recorder, coll)?;
+            let mask = and_masks(coll, mask, own_mask);
+            if mask.is_some_and(|m| coll.slice(m).iter().all(|&b| b == 0)) {
+                continue; // no env has it at this step
+            }
+            if let Ok(inner) = value.cast::<PyDict>() {
+                self.put_dict(py, inner, &sub, mask, depth + 1, at, recorder, coll)?;
+                continue;
+            }
+            self.put_one(py, &sub, &value, mask, at, recorder, coll)?;
         }
         Ok(())
     }
 
-    /// One value under `path` (without the prefix).
+    /// One value under `path` (without the prefix); a value that cannot be recorded is skipped
+    /// with a warning (see `skip`).
     #[allow(clippy::too_many_arguments)]
     pub fn put_one(
         &mut self,
         py: Python<'_>,
         path: &str,
         value: &Bound<'_, PyAny>,
-        rows: Option<usize>,
         mask: Option<Src>,
-        slot: Slot,
+        at: Place,
         recorder: &mut Recorder,
         coll: &mut Collector,
     ) -> PyResult<()> {
-        if !self.columns.contains_key(path) {
-            let made = match infer(py, value, rows, mask.map(|m| coll.slice(m).to_vec()))? {
-                Ok((dtype, shape)) => {
-                    let name = format!("{}/{path}", self.prefix);
-                    let new = NewColumn {
-                        name: name.clone(),
-                        dtype,
-                        shape: shape.iter().map(|&d| d as u64).collect(),
-                        timeline: self.timeline,
-                        masked: true,
-                        codec: if dtype == DType::Utf8 {
-                            CodecSpec { delta: false, ..self.codec.clone() }
-                        } else {
-                            self.codec.clone()
-                        },
-                    };
-                    let id = recorder.add_column(new).py_err(py)?;
-                    Some(ColInfo::new(py, recorder.column(id))?)
+        match self.column(py, path, value, at.rows, mask, recorder, coll)? {
+            Err(why) => self.skip(py, path, why),
+            Ok(()) => {
+                let col = &self.columns[path];
+                match put_value(py, value, col, at.rows, coll) {
+                    Ok(data) => {
+                        let kind = if mask.is_some() { EntryKind::Masked } else { EntryKind::Dense };
+                        coll.push(col.id, kind, at.slot, 0, mask, data);
+                        Ok(())
+                    }
+                    Err(e) if is_schema_error(py, &e) => {
+                        let why = e.value(py).to_string();
+                        self.skip(py, path, format!("{why} (its first value set the column's type)"))
+                    }
+                    Err(e) => Err(e),
                 }
-                Err(why) => {
-                    self.skip(py, path, why)?;
-                    None
-                }
-            };
-            self.columns.insert(path.to_string(), made);
+            }
         }
-        let Some(col) = self.columns.get(path).and_then(|c| c.as_ref()) else { return Ok(()) };
-        match put_value(py, value, col, rows, coll) {
-            Ok(data) => {
-                let kind = if mask.is_some() { EntryKind::Masked } else { EntryKind::Dense };
-                coll.push(col.id, kind, slot, 0, mask, data);
-                Ok(())
+    }
+
+    /// Checks a value of the user's own (`record`) now, creating its column on first sight:
+    /// a value that cannot be recorded raises `SchemaError` naming the column. The collector is
+    /// used as scratch and left empty.
+    pub fn check_value(
+        &mut self,
+        py: Python<'_>,
+        path: &str,
+        value: &Bound<'_, PyAny>,
+        rows: Option<usize>,
+        recorder: &mut Recorder,
+        coll: &mut Collector,
+    ) -> PyResult<()> {
+        let result = (|| match self.column(py, path, value, rows, None, recorder, coll)? {
+            Err(why) => Err(schema_error(py, &format!("{}/{path}", self.prefix), why)),
+            Ok(()) => put_value(py, value, &self.columns[path], rows, coll).map(|_| ()),
+        })();
+        coll.clear();
+        result
+    }
+
+    /// Makes sure `path` has a column, creating it from `value` on first sight; `Err(why)` when
+    /// `value` cannot make one (a later value may).
+    #[allow(clippy::too_many_arguments)]
+    fn column(
+        &mut self,
+        py: Python<'_>,
+        path: &str,
+        value: &Bound<'_, PyAny>,
+        rows: Option<usize>,
+        mask: Option<Src>,
+        recorder: &mut Recorder,
+        coll: &Collector,
+    ) -> PyResult<Result<(), String>> {
+        if self.columns.contains_key(path) {
+            return Ok(Ok(()));
+        }
+        let value_type = value.get_type();
+        if let Some(u) = self.unsupported.get(path) {
+            if u.kind.bind(py).is(&value_type) && !is_sequence_like(py, value)? {
+                return Ok(Err(u.why.clone()));
             }
-            Err(e) if e.is_instance(py, crate::errors::classes(py).schema.bind(py)) => {
-                let why = e.value(py).to_string();
-                self.skip(py, path, format!("{why} (its first value set the column's type)"))
+        }
+        match infer(py, value, rows, mask.map(|m| coll.slice(m).to_vec()))? {
+            Ok((dtype, shape)) => {
+                let new = NewColumn {
+                    name: format!("{}/{path}", self.prefix),
+                    dtype,
+                    shape: shape.iter().map(|&d| d as u64).collect(),
+                    timeline: self.timeline,
+                    masked: true,
+                    codec: if dtype == DType::Utf8 {
+                        CodecSpec { delta: false, ..self.codec.clone() }
+                    } else {
+                        self.codec.clone()
+                    },
+                };
+                let id = recorder.add_column(new).py_err(py)?;
+                self.columns.insert(path.to_string(), ColInfo::new(py, recorder.column(id))?);
+                self.unsupported.remove(path);
+                Ok(Ok(()))
             }
-            Err(e) => Err(e),
+            Err(why) => {
+                self.unsupported.insert(path.to_string(), Unsupported { kind: value_type.unbind(), why: why.clone() });
+                Ok(Err(why))
+            }
+        }
+    }
+}
+
+fn is_schema_error(py: Python<'_>, e: &PyErr) -> bool {
+    e.is_instance(py, crate::errors::classes(py).schema.bind(py))
+}
+
+/// Arrays, lists and tuples: the same type may fit where an earlier value did not.
+fn is_sequence_like(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(value.is_instance_of::<PyList>()
+        || value.is_instance_of::<PyTuple>()
+        || value.cast::<PyUntypedArray>().is_ok()
+        || value.is_instance(&py.import("numpy")?.getattr("generic")?)?)
+}
+
+/// The envs where both masks are set (`None`: every env).
+fn and_masks(coll: &mut Collector, a: Option<Src>, b: Option<Src>) -> Option<Src> {
+    match (a, b) {
+        (None, m) | (m, None) => m,
+        (Some(a), Some(b)) => {
+            let both: Vec<u8> =
+                coll.slice(a).iter().zip(coll.slice(b)).map(|(&x, &y)| (x != 0 && y != 0) as u8).collect();
+            Some(coll.own(&both))
         }
     }
 }
@@ -181,7 +359,10 @@ fn infer(
         Some(n) => {
             let array = match value.cast::<PyUntypedArray>() {
                 Ok(a) => a.clone(),
-                Err(_) => np.call_method1("asarray", (value,))?.cast_into::<PyUntypedArray>()?,
+                Err(_) => match np.call_method1("asarray", (value,)) {
+                    Ok(a) => a.cast_into::<PyUntypedArray>()?,
+                    Err(e) => return Ok(Err(format!("{} is not an array over the envs: {e}", type_name(value)))),
+                },
             };
             if array.shape().first() != Some(&n) {
                 return Ok(Err(format!("expected one value per env ({n}), got shape {:?}", array.shape())));
@@ -220,5 +401,18 @@ fn infer(
             }
             Ok(Err(format!("values of type {} are not supported", type_name(value))))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escape_key;
+
+    #[test]
+    fn keys_never_take_a_mask_name() {
+        assert_eq!(escape_key("lives"), "lives");
+        assert_eq!(escape_key("_lives"), "%5Flives");
+        assert_eq!(escape_key("a/b%"), "a%2Fb%25");
+        assert_eq!(escape_key("x_y"), "x_y");
     }
 }

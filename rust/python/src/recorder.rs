@@ -3,12 +3,12 @@
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
-use trajcore_core::writer::{AutoresetMode, EntryKind, MessageHead, MessageKind, Recorder, RecorderConfig, Slot};
+use trajcore_core::writer::{AutoresetMode, EntryKind, MessageKind, Recorder, RecorderConfig, Slot};
 use trajcore_core::Timeline;
 
 use crate::collect::Collector;
-use crate::errors::{invalid, recorder_error, IntoPy};
-use crate::infos::{escape_key, DynamicColumns};
+use crate::errors::{invalid, recorder_error, warn, IntoPy};
+use crate::infos::{self, escape_key, DynamicColumns};
 use crate::layout::Layout;
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 
@@ -30,6 +30,8 @@ pub struct PyRecorder {
     /// Custom data recorded for the coming step: (path, owned value).
     pending_data: Vec<(String, Py<PyAny>)>,
     coll: Collector,
+    /// Whether the warning about steps of envs with no running episode was given.
+    warned_unrecorded: bool,
 }
 
 impl PyRecorder {
@@ -59,32 +61,37 @@ impl PyRecorder {
         let info =
             info.cast::<PyDict>().map_err(|_| invalid(py, format!("info must be a dict, got {}", type_name(info))))?;
         let recorder = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
-        self.infos.put_dict(py, info, "", self.rows, slot, recorder, &mut self.coll)
+        let at = infos::Place { rows: self.rows, slot };
+        self.infos.put_dict(py, info, "", None, 0, at, recorder, &mut self.coll)
     }
 
-    /// Sends the collected entries; waits with the GIL released if the ring is full. Leaves the
-    /// collector empty, whatever happens.
+    /// Plans and sends the collected entries as a Reset (with `reset_mask`) or Step message;
+    /// waits with the GIL released if the ring is full. A message that cannot be sent ends the
+    /// episodes it touched (see `autoreset::Splitter::refuse`). Leaves the collector empty,
+    /// whatever happens.
     fn send(&mut self, py: Python<'_>, kind: MessageKind) -> PyResult<()> {
         let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
         let coll = &mut self.coll;
         let result = (|| {
-            let len = inner.check_message_len(coll.message_len())?;
+            let len = {
+                let entries = coll.entries();
+                match kind {
+                    MessageKind::Reset => inner.plan_reset(&entries, coll.head_mask.map(|m| coll.slice(m)))?,
+                    _ => inner.plan_step(&entries)?,
+                }
+            };
             if !inner.fits_now(len) {
                 // No borrowed slice is alive here: the arrays may be touched while the GIL is released.
                 py.detach(|| inner.wait_for_space(len))?;
             }
-            let entries = coll.entries();
-            let mask = coll.head_mask.map(|m| coll.slice(m));
-            // time_ns 0: stamped by the writer thread, as the clock is not free on the step path.
-            let head = MessageHead { kind, env: 0, time_ns: 0, arg: 0, mask };
-            inner.push(&head, &entries, len)
+            inner.send_planned(&coll.entries(), len, 0)
         })();
         coll.clear();
         result.py_err(py)
     }
 
     /// After a bad value: nothing of the call was sent; end the running episodes as incomplete so
-    /// what they recorded stays, and recording resumes at the next reset.
+    /// what they recorded stays, and recording resumes when each env starts its next episode.
     fn fail(&mut self, py: Python<'_>, error: PyErr) -> PyErr {
         self.coll.clear();
         self.pending_data.clear();
@@ -120,19 +127,36 @@ impl PyRecorder {
         if let (AutoresetMode::SameStep, Some(n)) = (self.mode, self.rows) {
             self.collect_final(py, info, n)?;
         }
+        let at = infos::Place { rows: self.rows, slot: Slot::Regular };
         for (path, value) in std::mem::take(&mut self.pending_data) {
-            self.data.put_one(
-                py,
-                &path,
-                value.bind(py),
-                self.rows,
-                None,
-                Slot::Regular,
-                self.inner.get_mut().unwrap_or_else(|p| p.into_inner()),
-                &mut self.coll,
-            )?;
+            let recorder = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
+            self.data.put_one(py, &path, value.bind(py), None, at, recorder, &mut self.coll)?;
         }
         Ok(())
+    }
+
+    /// Steps of envs with no running episode (stepped after their episode ended and before a
+    /// reset, or before the first one) are not recorded: warns the first time, and at close.
+    fn warn_unrecorded_steps(&mut self, py: Python<'_>) -> PyResult<()> {
+        let counts: Vec<(usize, u64)> = {
+            let rec = self.rec_ref();
+            let s = rec.splitter();
+            (0..s.num_envs()).map(|l| (l, s.unrecorded_steps(l))).filter(|&(_, n)| n > 0).collect()
+        };
+        if counts.is_empty() {
+            return Ok(());
+        }
+        let listed: Vec<String> = counts.iter().map(|(l, n)| format!("env {l}: {n}")).collect();
+        let when = if self.warned_unrecorded { "in all" } else { "so far" };
+        self.warned_unrecorded = true;
+        warn(
+            py,
+            &format!(
+                "trajcore: steps of envs with no running episode are not recorded (stepped after the episode \
+                 ended without a reset, or before the first reset); {when}: {}",
+                listed.join(", ")
+            ),
+        )
     }
 
     /// Same-step autoreset: the final observation and info of the envs whose episode ended.
@@ -152,7 +176,16 @@ impl PyRecorder {
                 }
             }
         }
-        if let Some(final_info) = info.get_item("final_info")?.filter(|f| f.is_instance_of::<PyDict>()) {
+        if let Some(final_info) = info.get_item("final_info")? {
+            if !final_info.is_instance_of::<PyDict>() {
+                return Err(invalid(
+                    py,
+                    format!(
+                        "infos['final_info'] must be a dict of arrays over the envs (gymnasium >= 1.0), got {}",
+                        type_name(&final_info)
+                    ),
+                ));
+            }
             self.put_info(py, &final_info, Slot::Final)?;
         }
         Ok(())
@@ -215,6 +248,7 @@ impl PyRecorder {
             data: DynamicColumns::new("data", Timeline::Step, data_codec),
             pending_data: Vec::new(),
             coll: Collector::default(),
+            warned_unrecorded: false,
         })
     }
 
@@ -261,18 +295,25 @@ impl PyRecorder {
         // The collector is empty between calls: `send` and `fail` both leave it so.
         self.rec().check().py_err(py)?;
         match self.collect_step(py, action, observation, reward, terminated, truncated, info) {
-            Ok(()) => self.send(py, MessageKind::Step),
-            Err(e) => Err(self.fail(py, e)),
+            Ok(()) => self.send(py, MessageKind::Step)?,
+            Err(e) => return Err(self.fail(py, e)),
         }
+        if !self.warned_unrecorded {
+            self.warn_unrecorded_steps(py)?;
+        }
+        Ok(())
     }
 
-    /// Custom per-step data for the coming `step` (column `data/<name>`).
+    /// Custom per-step data for the coming `step` (column `data/<name>`), checked now: a value
+    /// that cannot be recorded raises `SchemaError` here and is not kept.
     fn record(&mut self, py: Python<'_>, name: &str, value: Py<PyAny>) -> PyResult<()> {
         self.rec().check().py_err(py)?;
         if name.is_empty() || name.starts_with('_') {
             return Err(invalid(py, format!("custom data name '{name}' must be non-empty and not start with '_'")));
         }
         let path = escape_key(name);
+        let recorder = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
+        self.data.check_value(py, &path, value.bind(py), self.rows, recorder, &mut self.coll)?;
         if let Some(slot) = self.pending_data.iter_mut().find(|(p, _)| *p == path) {
             slot.1 = value;
         } else {
@@ -281,16 +322,11 @@ impl PyRecorder {
         Ok(())
     }
 
-    #[pyo3(signature = (env_index, metadata_json, ended=false))]
-    fn set_episode_metadata(
-        &mut self,
-        py: Python<'_>,
-        env_index: i64,
-        metadata_json: &str,
-        ended: bool,
-    ) -> PyResult<()> {
+    /// Merges JSON into the metadata of an episode of `env_index`: the one that ended at the last
+    /// step (until the next step or reset), else the running one.
+    fn set_episode_metadata(&mut self, py: Python<'_>, env_index: i64, metadata_json: &str) -> PyResult<()> {
         let env = env_u32(py, env_index)?;
-        self.rec().set_episode_metadata(env, metadata_json, ended).py_err(py)
+        self.rec().set_episode_metadata(env, metadata_json).py_err(py)
     }
 
     fn discard(&mut self, py: Python<'_>, env_index: i64) -> PyResult<()> {
@@ -312,7 +348,11 @@ impl PyRecorder {
     fn close(&mut self, py: Python<'_>) -> PyResult<()> {
         self.pending_data.clear();
         let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
-        py.detach(|| inner.close()).py_err(py)
+        let closed = py.detach(|| inner.close()).py_err(py);
+        self.infos.warn_skipped(py)?;
+        self.data.warn_skipped(py)?;
+        self.warn_unrecorded_steps(py)?;
+        closed
     }
 
     #[getter]
@@ -339,6 +379,17 @@ impl PyRecorder {
         d.set_item("bytes_written", s.bytes_written)?;
         d.set_item("ring_capacity", s.ring_capacity)?;
         d.set_item("ring_waits", s.ring_waits)?;
+        let rec = self.rec_ref();
+        let splitter = rec.splitter();
+        let unrecorded: u64 = (0..splitter.num_envs()).map(|l| splitter.unrecorded_steps(l)).sum();
+        d.set_item("steps_not_recorded", unrecorded)?;
+        let skipped = PyDict::new(py);
+        for (prefix, columns) in [("info", &self.infos), ("data", &self.data)] {
+            for (path, n) in columns.skipped_counts() {
+                skipped.set_item(format!("{prefix}/{path}"), n)?;
+            }
+        }
+        d.set_item("values_not_recorded", skipped)?;
         Ok(d)
     }
 

@@ -1,10 +1,11 @@
 //! One lane (sub-env): its rows buffered per column until they are sealed into chunks, its row
-//! counts, and the episode running in it.
+//! counts, the episode running in it and the one that just ended.
 
 use serde_json::{Map, Value};
 
 use crate::format::chunks::PendingChunk;
 use crate::format::codec::Encoder;
+use crate::format::episode::EpisodeSummary;
 use crate::schema::{ColumnSpec, Timeline};
 
 /// Rows of one column of one lane not yet written.
@@ -83,6 +84,8 @@ impl ColumnBuffer {
 /// The episode running in a lane.
 #[derive(Debug, Clone)]
 pub struct OpenEpisode {
+    /// Lane rows of the episode's first observation and step row; set when its reset row is
+    /// written, which waits for the first step (an episode that never steps writes nothing).
     pub obs_first_row: u64,
     pub step_first_row: u64,
     pub length: u64,
@@ -91,16 +94,39 @@ pub struct OpenEpisode {
     pub metadata: Map<String, Value>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LaneState {
-    /// No episode: rows are ignored until a reset starts one.
-    Idle,
-    Running,
-    /// The episode ended; with next-step autoreset the lane's next row starts the next episode.
-    Ended,
-    /// The running episode was discarded or aborted: rows are ignored until it ends, then the
-    /// lane behaves as `Ended`.
-    Skipping,
+/// An ended episode whose record is not written yet.
+#[derive(Debug, Clone)]
+pub struct EndedEpisode {
+    pub summary: EpisodeSummary,
+    pub metadata: Map<String, Value>,
+}
+
+/// The reset row of the lane's open episode, kept until its first step: per observation-timeline
+/// row column (in the writer's row order) the value's range in `data`, or `None` if missing.
+#[derive(Debug, Default)]
+pub struct StashedRow {
+    pub data: Vec<u8>,
+    pub values: Vec<Option<(usize, usize)>>,
+}
+
+impl StashedRow {
+    pub fn clear(&mut self) {
+        self.data.clear();
+        self.values.clear();
+    }
+
+    pub fn push(&mut self, value: Option<&[u8]>) {
+        self.values.push(value.map(|v| {
+            let start = self.data.len();
+            self.data.extend_from_slice(v);
+            (start, v.len())
+        }));
+    }
+
+    /// The k-th stashed value (`None` too for columns added after the row was stashed).
+    pub fn get(&self, k: usize) -> Option<&[u8]> {
+        self.values.get(k).copied().flatten().map(|(s, n)| &self.data[s..s + n])
+    }
 }
 
 pub struct Lane {
@@ -108,10 +134,11 @@ pub struct Lane {
     /// Rows appended so far on each timeline (sealed or not).
     pub obs_rows: u64,
     pub step_rows: u64,
-    pub state: LaneState,
-    pub episode: Option<OpenEpisode>,
-    /// Position in the writer's pending list of the last episode this lane ended, while unwritten.
-    pub last_ended: Option<u64>,
+    pub open: Option<OpenEpisode>,
+    /// The open episode's reset row, until its first step writes it.
+    pub reset_row: StashedRow,
+    /// The episode that ended at the last row message, while `discard` and metadata reach it.
+    pub held: Option<EndedEpisode>,
     pub buffers: Vec<ColumnBuffer>,
 }
 
@@ -121,9 +148,9 @@ impl Lane {
             index,
             obs_rows: 0,
             step_rows: 0,
-            state: LaneState::Idle,
-            episode: None,
-            last_ended: None,
+            open: None,
+            reset_row: StashedRow::default(),
+            held: None,
             buffers: Vec::new(),
         }
     }

@@ -2,10 +2,12 @@
 //! so the layout is private to this process and free to change.
 //!
 //! A message: a 32-byte header (`len u32, kind u8, flags u8, reserved u16, n_entries u32,
-//! env u32, time_ns u64, arg u64`), an optional env mask (`num_envs` bytes), then entries. An
+//! env u32, time_ns u64, arg u64`), optional lane ops (`num_envs` u16, see `autoreset`), then
+//! entries. An
 //! entry: `column u32, kind u8, slot u8, reserved u16, env u32, data_len u64`, a mask of
 //! `num_envs` bytes for masked entries, then `data_len` bytes of rows.
 
+use super::autoreset::LaneOp;
 use crate::format::{u32_at, u64_at};
 
 pub const HEADER_LEN: usize = 32;
@@ -14,21 +16,21 @@ pub const ENTRY_HEADER_LEN: usize = 20;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum MessageKind {
-    /// Starts episodes in every env, or in those the mask selects.
+    /// Observation rows that start episodes (which lanes: the lane ops).
     Reset = 1,
-    /// One (vector) step.
+    /// One (vector) step; the lane ops say what each lane's rows are.
     Step = 2,
     /// A new column; `arg` is unused, the JSON spec is the single entry's data.
     AddColumn = 3,
-    /// Merge a JSON object (the single entry's data) into the running episode's metadata of `env`.
+    /// Merge a JSON object (the single entry's data) into the metadata of an episode of `env`:
+    /// the running one (`arg` 0) or the one held since it ended (`arg` 1).
     SetMetadata = 4,
-    /// Drop the running episode of `env`.
-    Discard = 5,
-    /// End running episodes as incomplete (`env`, or every env when `env == u32::MAX`).
-    Abort = 6,
-    /// Seal and write everything, then acknowledge ticket `arg`.
+    /// Apply the lane ops only (at `time_ns`).
+    Ops = 5,
+    /// Apply the lane ops, seal and write everything, then acknowledge ticket `arg`.
     Flush = 7,
-    /// Write everything, the incomplete episodes, the index and the end record; stop.
+    /// Apply the lane ops, write everything, the incomplete episodes, the index and the end
+    /// record; stop.
     Close = 8,
 }
 
@@ -39,8 +41,7 @@ impl MessageKind {
             2 => MessageKind::Step,
             3 => MessageKind::AddColumn,
             4 => MessageKind::SetMetadata,
-            5 => MessageKind::Discard,
-            6 => MessageKind::Abort,
+            5 => MessageKind::Ops,
             7 => MessageKind::Flush,
             8 => MessageKind::Close,
             _ => return None,
@@ -48,8 +49,7 @@ impl MessageKind {
     }
 }
 
-pub const ALL_ENVS: u32 = u32::MAX;
-const FLAG_HAS_MASK: u8 = 1;
+const FLAG_HAS_OPS: u8 = 1;
 
 /// How an entry's rows map to envs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -89,13 +89,26 @@ pub struct MessageHead<'a> {
     pub env: u32,
     pub time_ns: u64,
     pub arg: u64,
-    pub mask: Option<&'a [u8]>,
+    /// One `LaneOp` per lane, little-endian u16 each.
+    pub ops: Option<&'a [u8]>,
 }
 
+/// The one place that knows how long a message is: `encode` writes exactly this many bytes.
 pub fn encoded_len(head: &MessageHead, entries: &[EntryRef]) -> usize {
     HEADER_LEN
-        + head.mask.map_or(0, |m| m.len())
+        + head.ops.map_or(0, |m| m.len())
         + entries.iter().map(|e| ENTRY_HEADER_LEN + e.mask.map_or(0, |m| m.len()) + e.data.len()).sum::<usize>()
+}
+
+/// The op of `lane` in a message's ops bytes (0 without ops).
+pub fn lane_op(ops: Option<&[u8]>, lane: usize) -> LaneOp {
+    ops.and_then(|o| o.get(2 * lane..2 * lane + 2)).map_or(0, |b| u16::from_le_bytes([b[0], b[1]]))
+}
+
+/// Lane ops as the bytes a message carries.
+pub fn ops_bytes(ops: &[LaneOp], out: &mut Vec<u8>) {
+    out.clear();
+    out.extend(ops.iter().flat_map(|o| o.to_le_bytes()));
 }
 
 /// Writes a message through `put`, which receives consecutive pieces of bytes.
@@ -103,14 +116,14 @@ pub fn encode(head: &MessageHead, entries: &[EntryRef], len: usize, mut put: imp
     let mut h = [0u8; HEADER_LEN];
     h[0..4].copy_from_slice(&(len as u32).to_le_bytes());
     h[4] = head.kind as u8;
-    h[5] = if head.mask.is_some() { FLAG_HAS_MASK } else { 0 };
+    h[5] = if head.ops.is_some() { FLAG_HAS_OPS } else { 0 };
     h[8..12].copy_from_slice(&(entries.len() as u32).to_le_bytes());
     h[12..16].copy_from_slice(&head.env.to_le_bytes());
     h[16..24].copy_from_slice(&head.time_ns.to_le_bytes());
     h[24..32].copy_from_slice(&head.arg.to_le_bytes());
     put(&h);
-    if let Some(mask) = head.mask {
-        put(mask);
+    if let Some(ops) = head.ops {
+        put(ops);
     }
     for e in entries {
         let mut eh = [0u8; ENTRY_HEADER_LEN];
@@ -133,7 +146,7 @@ pub struct Message<'a> {
     pub env: u32,
     pub time_ns: u64,
     pub arg: u64,
-    pub mask: Option<&'a [u8]>,
+    pub ops: Option<&'a [u8]>,
     pub entries: Vec<EntryRef<'a>>,
 }
 
@@ -152,7 +165,7 @@ pub fn decode(bytes: &[u8], num_envs: usize) -> Result<Message<'_>, String> {
         at += n;
         Ok(piece)
     };
-    let mask = if bytes[5] & FLAG_HAS_MASK != 0 { Some(take(num_envs)?) } else { None };
+    let ops = if bytes[5] & FLAG_HAS_OPS != 0 { Some(take(2 * num_envs)?) } else { None };
     let mut entries = Vec::with_capacity(n_entries);
     for _ in 0..n_entries {
         let eh = take(ENTRY_HEADER_LEN)?;
@@ -170,7 +183,10 @@ pub fn decode(bytes: &[u8], num_envs: usize) -> Result<Message<'_>, String> {
         let data = take(data_len)?;
         entries.push(EntryRef { column, kind, slot, env, mask: emask, data });
     }
-    Ok(Message { kind, env: u32_at(bytes, 12), time_ns: u64_at(bytes, 16), arg: u64_at(bytes, 24), mask, entries })
+    if at != bytes.len() {
+        return Err(bad());
+    }
+    Ok(Message { kind, env: u32_at(bytes, 12), time_ns: u64_at(bytes, 16), arg: u64_at(bytes, 24), ops, entries })
 }
 
 #[cfg(test)]
@@ -192,14 +208,16 @@ mod tests {
             },
             EntryRef { column: 9, kind: EntryKind::PerEnv, slot: Slot::Final, env: 2, mask: None, data: &data[..4] },
         ];
-        let head = MessageHead { kind: MessageKind::Step, env: 5, time_ns: 42, arg: 9, mask: Some(&mask) };
+        let mut ops = Vec::new();
+        ops_bytes(&[1, 0x100, 7], &mut ops);
+        let head = MessageHead { kind: MessageKind::Step, env: 5, time_ns: 42, arg: 9, ops: Some(&ops) };
         let len = encoded_len(&head, &entries);
         let mut out = Vec::new();
         encode(&head, &entries, len, |b| out.extend_from_slice(b));
         assert_eq!(out.len(), len);
         let m = decode(&out, 3).unwrap();
         assert_eq!((m.kind, m.env, m.time_ns, m.arg), (MessageKind::Step, 5, 42, 9));
-        assert_eq!(m.mask, Some(&mask[..]));
+        assert_eq!((lane_op(m.ops, 0), lane_op(m.ops, 1), lane_op(m.ops, 2)), (1, 0x100, 7));
         assert_eq!(m.entries.len(), 2);
         assert_eq!(m.entries[0].mask, Some(&mask[..]));
         assert_eq!(m.entries[1].data, &data[..4]);

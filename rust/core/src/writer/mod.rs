@@ -1,6 +1,7 @@
 //! Recording: the caller pushes (vector) steps into a lock-free ring; a background thread turns
 //! them into per-env episodes and appends compressed, checksummed chunks to shard files.
 
+pub mod autoreset;
 pub mod config;
 pub mod lane;
 pub mod message;
@@ -9,6 +10,7 @@ pub mod shard;
 pub mod thread;
 
 pub use crate::format::SHARD_EXTENSION;
+pub use autoreset::{LaneOp, LaneState, Splitter};
 pub use config::{AutoresetMode, Durability, RecorderConfig};
 pub use message::{EntryKind, EntryRef, MessageHead, MessageKind, Slot};
 pub use recorder::{mask_name, NewColumn, Recorder, Stats};

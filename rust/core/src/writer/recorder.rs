@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use rtrb::CopyToUninit;
 
+use super::autoreset::{op, Refusal, Splitter, Target};
 use super::config::RecorderConfig;
-use super::message::{self, EntryKind, EntryRef, MessageHead, MessageKind, Slot, ALL_ENVS};
+use super::message::{self, EntryKind, EntryRef, MessageHead, MessageKind, Slot};
 use super::shard::{new_recording_id, now_ns, ShardWriter};
 use super::thread::{Shared, WriterSetup, WriterThread};
 use crate::dtype::DType;
@@ -48,6 +49,12 @@ pub struct Recorder {
     columns: Vec<ColumnSpec>,
     by_name: HashMap<String, ColumnId>,
     roles: [ColumnId; 3],
+    /// Which row belongs to which episode, decided here, applied by the writer thread.
+    splitter: Splitter,
+    /// The kind of the message planned by `plan_reset`/`plan_step` and not sent yet.
+    planned: Option<MessageKind>,
+    /// The planned message's lane ops as bytes (reused).
+    ops_bytes: Vec<u8>,
     next_ticket: u64,
     closed: bool,
 }
@@ -119,14 +126,13 @@ impl Recorder {
             recording_id,
             shard,
             reward: roles[0],
-            terminated: roles[1],
-            truncated: roles[2],
         };
         let writer = WriterThread::new(setup, consumer, shared.clone())?;
         let thread = std::thread::Builder::new()
             .name("trajcore-writer".into())
             .spawn(move || writer.run())
             .map_err(|e| Error::WriterStopped(format!("cannot start the writer thread: {e}")))?;
+        let splitter = Splitter::new(config.num_envs as usize, config.autoreset_mode);
         Ok(Recorder {
             producer,
             shared,
@@ -135,6 +141,9 @@ impl Recorder {
             columns,
             by_name,
             roles,
+            splitter,
+            planned: None,
+            ops_bytes: Vec::new(),
             next_ticket: 1,
             closed: false,
         })
@@ -204,7 +213,7 @@ impl Recorder {
         }
         for s in specs {
             let json = serde_json::to_vec(&s).map_err(|e| Error::Invalid(e.to_string()))?;
-            self.push_control(MessageKind::AddColumn, 0, 0, &json, true)?;
+            self.push_control(MessageKind::AddColumn, 0, 0, &json, now_ns())?;
             self.by_name.insert(s.name.clone(), s.id);
             self.columns.push(s);
         }
@@ -223,19 +232,113 @@ impl Recorder {
         Ok(())
     }
 
-    pub fn message_len(&self, head: &MessageHead, entries: &[EntryRef]) -> Result<usize> {
-        self.check_message_len(message::encoded_len(head, entries))
+    /// The autoreset state of every sub-env, as decided so far.
+    pub fn splitter(&self) -> &Splitter {
+        &self.splitter
     }
 
-    /// Refuses a message that could never fit the ring.
-    pub fn check_message_len(&self, len: usize) -> Result<usize> {
-        if len > self.producer.buffer().capacity() || len > u32::MAX as usize {
-            return Err(Error::Invalid(format!(
-                "one step of {len} bytes does not fit the recording buffer of {} bytes (raise ring_bytes)",
-                self.producer.buffer().capacity()
-            )));
+    /// Plans a reset of every env, or of those where `mask` is non-zero, carrying `entries`
+    /// (the reset observation and info). Returns the message length to wait for (see `send_planned`).
+    pub fn plan_reset(&mut self, entries: &[EntryRef], mask: Option<&[u8]>) -> Result<usize> {
+        self.check()?;
+        if let Some(m) = mask {
+            if m.len() != self.splitter.num_envs() {
+                return Err(Error::Invalid(format!(
+                    "the reset mask has {} values for {} envs",
+                    m.len(),
+                    self.splitter.num_envs()
+                )));
+            }
+        }
+        self.splitter.plan_reset(mask);
+        self.planned = Some(MessageKind::Reset);
+        self.planned_len(entries)
+    }
+
+    /// Plans a (vector) step from its entries: the terminated and truncated entries decide which
+    /// episodes end; a lane they give no value for takes no part in the step. Returns the message
+    /// length to wait for (see `send_planned`).
+    pub fn plan_step(&mut self, entries: &[EntryRef]) -> Result<usize> {
+        self.check()?;
+        let [_, terminated, truncated] = self.roles;
+        let flag = |column: ColumnId, lane: usize| -> Option<bool> {
+            entries
+                .iter()
+                .filter(|e| e.column == column && e.slot == Slot::Regular)
+                .find_map(|e| entry_row(e, lane, 1))
+                .map(|row| row[0] != 0)
+        };
+        self.splitter.plan_step(|lane| Some((flag(terminated, lane)?, flag(truncated, lane)?)));
+        self.planned = Some(MessageKind::Step);
+        if let Err(e) = self.check_final_observations(entries) {
+            self.planned = None;
+            return Err(e);
+        }
+        self.planned_len(entries)
+    }
+
+    /// Same-step autoreset: a sub-env that ended must come with its final observation, or the
+    /// episode's last row would be zeros.
+    fn check_final_observations(&self, entries: &[EntryRef]) -> Result<()> {
+        for (lane, &o) in self.splitter.ops().iter().enumerate() {
+            if o & op::FINAL_SLOT == 0 {
+                continue;
+            }
+            let observation_columns = self
+                .columns
+                .iter()
+                .filter(|c| c.timeline == Timeline::Obs && c.mask.is_none() && c.mask_of.is_none() && c.role.is_none());
+            for column in observation_columns {
+                let row_bytes = column.row_bytes().unwrap_or(0);
+                let given = entries
+                    .iter()
+                    .any(|e| e.column == column.id && e.slot == Slot::Final && entry_row(e, lane, row_bytes).is_some());
+                if !given {
+                    return Err(Error::schema(
+                        &column.name,
+                        format!(
+                            "sub-env {lane} ended at this step (same-step autoreset) but infos['final_obs'] \
+                             has no final observation for it"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The length of the planned message with `entries`; a message that can never fit the ring
+    /// is refused (and ends what it touched, see `Splitter::refuse`).
+    fn planned_len(&mut self, entries: &[EntryRef]) -> Result<usize> {
+        message::ops_bytes(self.splitter.ops(), &mut self.ops_bytes);
+        let head = MessageHead { kind: MessageKind::Step, env: 0, time_ns: 0, arg: 0, ops: Some(&self.ops_bytes) };
+        let len = message::encoded_len(&head, entries);
+        let capacity = self.producer.buffer().capacity();
+        if len > capacity || len > u32::MAX as usize {
+            let e = Error::Invalid(format!(
+                "one step of {len} bytes does not fit the recording buffer of {capacity} bytes (raise ring_bytes)"
+            ));
+            return Err(self.refuse_planned(e));
         }
         Ok(len)
+    }
+
+    /// The planned message could not be sent: its rows are lost, so the episodes it touched end
+    /// incomplete. Returns `why`, saying which.
+    fn refuse_planned(&mut self, why: Error) -> Error {
+        if self.planned.take().is_none() {
+            return why;
+        }
+        let ended = self.splitter.refuse();
+        if ended.is_empty() {
+            return why;
+        }
+        let detail = format!("; the running episodes of env(s) {ended:?} were ended as incomplete");
+        match why {
+            Error::Invalid(m) => Error::Invalid(m + &detail),
+            Error::RingFull { capacity, .. } => Error::RingFull { capacity, detail },
+            other => other,
+        }
     }
 
     /// Whether a message of `len` bytes fits in the ring right now.
@@ -243,16 +346,18 @@ impl Recorder {
         self.producer.slots() >= len
     }
 
-    /// Waits until `len` bytes are free, or fails if the writer stopped or blocking is off.
-    /// Bindings call this with the GIL released.
+    /// Waits until `len` bytes are free for the planned message, or fails if the writer stopped
+    /// or blocking is off (then the planned message is refused). Bindings call this with the GIL
+    /// released.
     pub fn wait_for_space(&mut self, len: usize) -> Result<()> {
         if self.fits_now(len) {
             return Ok(());
         }
         if !self.config.block_when_full {
-            return Err(Error::RingFull { capacity: self.producer.buffer().capacity() });
+            let e = Error::RingFull { capacity: self.producer.buffer().capacity(), detail: String::new() };
+            return Err(self.refuse_planned(e));
         }
-        self.wait_until_fits(len)
+        self.wait_until_fits(len).map_err(|e| self.refuse_planned(e))
     }
 
     /// Waits, whatever `block_when_full` says, until `len` bytes are free or the writer stops.
@@ -270,11 +375,38 @@ impl Recorder {
         Ok(())
     }
 
-    /// Copies a message into the ring. The caller made sure it fits (`fits_now`/`wait_for_space`).
-    pub fn push(&mut self, head: &MessageHead, entries: &[EntryRef], len: usize) -> Result<()> {
+    /// Sends the planned message with `entries` (the same entries it was planned with; `len`
+    /// is what the plan returned) and makes its plan the sub-envs' state. `time_ns` 0 lets the
+    /// writer thread stamp it (the clock is not free on the step path).
+    pub fn send_planned(&mut self, entries: &[EntryRef], len: usize, time_ns: u64) -> Result<()> {
+        let Some(kind) = self.planned else {
+            return Err(Error::Invalid("internal error: no message was planned".into()));
+        };
+        let ops = std::mem::take(&mut self.ops_bytes);
+        let head = MessageHead { kind, env: 0, time_ns, arg: 0, ops: Some(&ops) };
+        let pushed = self.push(&head, entries, len);
+        self.ops_bytes = ops;
+        match pushed {
+            Ok(()) => {
+                self.planned = None;
+                self.splitter.commit();
+                Ok(())
+            }
+            Err(e) => Err(self.refuse_planned(e)),
+        }
+    }
+
+    /// Copies a message into the ring; the caller made sure `len` bytes are free.
+    fn push(&mut self, head: &MessageHead, entries: &[EntryRef], len: usize) -> Result<()> {
         self.check()?;
+        // The one length formula; a caller that waited for another length gets an error, never
+        // uninitialised ring bytes.
+        if message::encoded_len(head, entries) != len {
+            return Err(Error::Invalid(format!("internal error: a message of {len} bytes was announced")));
+        }
         let capacity = self.producer.buffer().capacity();
-        let mut chunk = self.producer.write_chunk_uninit(len).map_err(|_| Error::RingFull { capacity })?;
+        let mut chunk =
+            self.producer.write_chunk_uninit(len).map_err(|_| Error::RingFull { capacity, detail: String::new() })?;
         let (first, second) = chunk.as_mut_slices();
         let mut at = 0usize;
         let mut copy = |src: &[u8]| {
@@ -305,49 +437,74 @@ impl Recorder {
             }
         });
         copy(&staged[..staged_len]);
-        debug_assert_eq!(at, len);
-        // SAFETY: `encode` wrote exactly `len` bytes (encoded_len computed that count), so every
-        // slot of the chunk is initialized.
+        assert_eq!(at, len, "encode wrote a different length than encoded_len computed");
+        // SAFETY: `encode` wrote exactly `len` bytes (checked just above), so every slot of the
+        // chunk is initialized.
         unsafe { chunk.commit_all() };
         Ok(())
     }
 
-    /// A small control message (no GIL to release around the wait: these are rare).
-    fn push_control(&mut self, kind: MessageKind, env: u32, arg: u64, data: &[u8], force: bool) -> Result<()> {
-        if !force {
-            self.check()?;
-        }
+    /// A small control message, with the pending lane ops. It waits for ring space whatever
+    /// `block_when_full` says: control messages are rare and small.
+    fn push_control(&mut self, kind: MessageKind, env: u32, arg: u64, data: &[u8], time_ns: u64) -> Result<()> {
         let entries = [EntryRef { column: 0, kind: EntryKind::Dense, slot: Slot::Regular, env, mask: None, data }];
-        let head = MessageHead { kind, env, time_ns: now_ns(), arg, mask: None };
-        let len = self.message_len(&head, &entries)?;
-        // Control messages are rare and small: they always wait rather than fail on a full ring.
-        self.wait_until_fits(len)?;
-        self.push(&head, &entries, len)
+        let with_ops = matches!(kind, MessageKind::Flush | MessageKind::Close | MessageKind::Ops);
+        if with_ops {
+            self.splitter.plan_control();
+            message::ops_bytes(self.splitter.ops(), &mut self.ops_bytes);
+        }
+        let ops = std::mem::take(&mut self.ops_bytes);
+        let head = MessageHead { kind, env, time_ns, arg, ops: with_ops.then_some(&ops[..]) };
+        let len = message::encoded_len(&head, &entries);
+        let pushed = self.wait_until_fits(len).and_then(|()| self.push(&head, &entries, len));
+        self.ops_bytes = ops;
+        pushed?;
+        match kind {
+            MessageKind::Flush => self.splitter.commit_flush(),
+            MessageKind::Close | MessageKind::Ops => self.splitter.commit(),
+            _ => {}
+        }
+        Ok(())
     }
 
-    /// Merges a JSON object into the episode metadata of `env`: its running episode, or with
-    /// `ended` (or when none runs) the one that just ended.
-    pub fn set_episode_metadata(&mut self, env: u32, metadata_json: &str, ended: bool) -> Result<()> {
+    /// Merges a JSON object into the metadata of an episode of `env`: the one that ended at the
+    /// last step while no step or reset followed, else the running one.
+    pub fn set_episode_metadata(&mut self, env: u32, metadata_json: &str) -> Result<()> {
+        self.check()?;
         self.check_env(env)?;
         match serde_json::from_str::<serde_json::Value>(metadata_json) {
             Ok(serde_json::Value::Object(_)) => {}
             _ => return Err(Error::Invalid("episode metadata must be a JSON object".into())),
         }
-        self.push_control(MessageKind::SetMetadata, env, ended as u64, metadata_json.as_bytes(), false)
+        let target = self.splitter.metadata_target(env as usize).map_err(|r| refusal(env, r, "set metadata of"))?;
+        let held = (target == Target::Held) as u64;
+        self.push_control(MessageKind::SetMetadata, env, held, metadata_json.as_bytes(), now_ns())
     }
 
+    /// Drops an episode of `env`: the one that ended at the last step while no step or reset
+    /// followed, else the running one (the env's rows are then ignored until that episode ends).
     pub fn discard(&mut self, env: u32) -> Result<()> {
+        self.check()?;
         self.check_env(env)?;
-        self.push_control(MessageKind::Discard, env, 0, &[], false)
+        self.splitter.discard(env as usize).map_err(|r| refusal(env, r, "discard"))
     }
 
     /// Ends running episodes as incomplete (one env, or all with `None`); the env's rows are
-    /// ignored until its next episode starts.
+    /// ignored until its env ends that episode. Takes effect with the next message.
     pub fn abort(&mut self, env: Option<u32>) -> Result<()> {
         if let Some(env) = env {
             self.check_env(env)?;
         }
-        self.push_control(MessageKind::Abort, env.unwrap_or(ALL_ENVS), 0, &[], false)
+        self.planned = None;
+        self.splitter.abort(env.map(|e| e as usize));
+        Ok(())
+    }
+
+    /// Sends the pending lane ops (`discard`, `abort`) now instead of with the next message, so
+    /// they take effect at `time_ns` (an aborted episode's end time).
+    pub fn send_ops(&mut self, time_ns: u64) -> Result<()> {
+        self.check()?;
+        self.push_control(MessageKind::Ops, 0, 0, &[], if time_ns == 0 { now_ns() } else { time_ns })
     }
 
     fn check_env(&self, env: u32) -> Result<()> {
@@ -364,7 +521,8 @@ impl Recorder {
     pub fn flush(&mut self) -> Result<()> {
         let ticket = self.next_ticket;
         self.next_ticket += 1;
-        self.push_control(MessageKind::Flush, 0, ticket, &[], false)?;
+        self.check()?;
+        self.push_control(MessageKind::Flush, 0, ticket, &[], now_ns())?;
         self.wait_ticket(ticket)
     }
 
@@ -391,7 +549,7 @@ impl Recorder {
         let pushed = if self.shared.dead.load(Ordering::Acquire) {
             Ok(())
         } else {
-            self.push_control(MessageKind::Close, 0, ticket, &[], true)
+            self.push_control(MessageKind::Close, 0, ticket, &[], now_ns())
         };
         self.closed = true;
         let joined = self.thread.take().map(|t| t.join());
@@ -426,6 +584,28 @@ impl Drop for Recorder {
     fn drop(&mut self) {
         let _ = self.close();
     }
+}
+
+/// The bytes of `lane`'s row in an entry of rows of `row_bytes` bytes (fixed-size columns), if
+/// the entry gives that lane a value.
+fn entry_row<'a>(e: &EntryRef<'a>, lane: usize, row_bytes: usize) -> Option<&'a [u8]> {
+    let row = match e.kind {
+        EntryKind::Dense => lane,
+        EntryKind::Masked if e.mask.is_some_and(|m| m.get(lane) == Some(&1)) => lane,
+        EntryKind::PerEnv if e.env as usize == lane => 0,
+        EntryKind::Masked | EntryKind::PerEnv => return None,
+    };
+    e.data.get(row * row_bytes..(row + 1) * row_bytes)
+}
+
+fn refusal(env: u32, why: Refusal, what: &str) -> Error {
+    Error::Invalid(match why {
+        Refusal::AlreadyFlushed => format!(
+            "cannot {what} the episode env {env} ended at the last step: flush() already wrote it \
+             (call it before flush())"
+        ),
+        Refusal::NoEpisode => format!("cannot {what} an episode of env {env}: none is running or just ended"),
+    })
 }
 
 /// `info/episode/r` -> `info/episode/_r`.

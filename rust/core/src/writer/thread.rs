@@ -1,6 +1,7 @@
-//! The background writer thread: takes messages off the ring, turns (vector) steps into per-lane
-//! rows and episodes, seals column chunks (compressing them here, off the caller's thread) and
-//! appends records to the shard, rolling over to a new shard past the size limit.
+//! The background writer thread: takes messages off the ring, applies each lane's op (decided by
+//! `autoreset` on the caller's side) to its rows and episodes, seals column chunks (compressing
+//! them here, off the caller's thread) and appends records to the shard, rolling over to a new
+//! shard past the size limit.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -10,9 +11,10 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
 
-use super::config::{AutoresetMode, Durability, RecorderConfig};
-use super::lane::{ColumnBuffer, Lane, LaneState, OpenEpisode};
-use super::message::{self, EntryKind, EntryRef, Message, MessageKind, Slot, ALL_ENVS};
+use super::autoreset::{op, row_sources, LaneOp, RowKind};
+use super::config::{Durability, RecorderConfig};
+use super::lane::{ColumnBuffer, EndedEpisode, Lane, OpenEpisode};
+use super::message::{self, EntryKind, EntryRef, Message, MessageKind, Slot};
 use super::shard::{now_ns, ShardWriter};
 use crate::error::{Error, Result};
 use crate::format::codec::Encoder;
@@ -50,16 +52,6 @@ impl Shared {
     }
 }
 
-/// An episode that ended but whose record is not written yet: its rows must be sealed first, and
-/// metadata set right after it ended must still reach it.
-struct PendingEpisode {
-    id: u64,
-    summary: EpisodeSummary,
-    metadata: Map<String, Value>,
-    ended_after_message: u64,
-    ended_at: Instant,
-}
-
 pub struct WriterThread {
     config: RecorderConfig,
     durability: Durability,
@@ -79,17 +71,16 @@ pub struct WriterThread {
     closing: bool,
     shard: Option<ShardWriter>,
     lanes: Vec<Lane>,
-    pending: VecDeque<PendingEpisode>,
-    next_pending_id: u64,
+    /// Ended episodes no call can change any more, in the order they ended: written next cycle.
+    pending: VecDeque<EndedEpisode>,
     episodes_written: u64,
     reward: ColumnId,
-    terminated: ColumnId,
-    truncated: ColumnId,
+    /// Per column: whether a reset gave it a value (same-step autoreset routing, see
+    /// `autoreset::row_sources`).
+    seen_at_reset: Vec<bool>,
     /// Taken by `run_inner` for the thread's lifetime.
     consumer: Option<rtrb::Consumer<u8>>,
     shared: Arc<Shared>,
-    /// Sequence number of the last Reset or Step message.
-    row_message_seq: u64,
     /// Entries of the current message by column and slot.
     lookup: Vec<[Vec<u32>; 2]>,
     str_offsets: Vec<Vec<usize>>,
@@ -106,8 +97,6 @@ pub struct WriterSetup {
     pub recording_id: [u8; 16],
     pub shard: ShardWriter,
     pub reward: ColumnId,
-    pub terminated: ColumnId,
-    pub truncated: ColumnId,
 }
 
 impl WriterThread {
@@ -129,14 +118,11 @@ impl WriterThread {
             shard: Some(setup.shard),
             lanes,
             pending: VecDeque::new(),
-            next_pending_id: 0,
             episodes_written: 0,
             reward: setup.reward,
-            terminated: setup.terminated,
-            truncated: setup.truncated,
+            seen_at_reset: Vec::new(),
             consumer: Some(consumer),
             shared,
-            row_message_seq: 0,
             lookup: Vec::new(),
             str_offsets: Vec::new(),
             seal_wanted: false,
@@ -162,7 +148,6 @@ impl WriterThread {
         let interval = self.config.flush_interval();
         let mut next_cycle = Instant::now() + interval;
         let mut scratch = Vec::new();
-        let mut seq = 0u64;
         loop {
             let mut handled = 0;
             while handled < 1024 {
@@ -180,9 +165,8 @@ impl WriterThread {
                     &scratch
                 };
                 handled += 1;
-                seq += 1;
                 let msg = message::decode(bytes, self.lanes.len()).map_err(Error::WriterStopped)?;
-                let closed = self.handle(msg, seq)?;
+                let closed = self.handle(msg)?;
                 chunk.commit_all();
                 if closed {
                     return Ok(());
@@ -196,7 +180,7 @@ impl WriterThread {
                 }
             }
             if Instant::now() >= next_cycle {
-                self.cycle(false)?;
+                self.cycle()?;
                 next_cycle = Instant::now() + interval;
             }
             if handled == 0 {
@@ -213,27 +197,20 @@ impl WriterThread {
     }
 
     /// Applies one message; true when it was Close.
-    fn handle(&mut self, mut msg: Message, seq: u64) -> Result<bool> {
+    fn handle(&mut self, mut msg: Message) -> Result<bool> {
         if msg.time_ns == 0 {
             // The caller leaves the clock to us (it costs the step path); we lag it by ~1 ms.
             msg.time_ns = now_ns();
         }
         match msg.kind {
-            MessageKind::Step => {
-                self.row_message_seq = seq;
+            MessageKind::Step | MessageKind::Reset => {
                 self.index_entries(&msg);
-                for lane in 0..self.lanes.len() {
-                    self.step_lane(lane, &msg, seq)?;
+                if msg.kind == MessageKind::Reset {
+                    self.note_reset_columns(&msg);
                 }
-                self.shared.steps.fetch_add(1, Ordering::Relaxed);
-            }
-            MessageKind::Reset => {
-                self.row_message_seq = seq;
-                self.index_entries(&msg);
-                for lane in 0..self.lanes.len() {
-                    if msg.mask.is_none_or(|m| m[lane] != 0) {
-                        self.reset_lane(lane, &msg, seq)?;
-                    }
+                self.apply_ops(msg.ops, Some(&msg), true)?;
+                if msg.kind == MessageKind::Step {
+                    self.shared.steps.fetch_add(1, Ordering::Relaxed);
                 }
             }
             MessageKind::AddColumn => {
@@ -250,36 +227,136 @@ impl WriterThread {
                 let Ok(Value::Object(update)) = serde_json::from_slice::<Value>(entry.data) else {
                     return Err(Error::WriterStopped("episode metadata is not a JSON object".into()));
                 };
-                self.set_metadata(msg.env as usize, msg.arg == 1, update);
+                self.set_metadata(msg.env as usize, msg.arg == 1, update)?;
             }
-            MessageKind::Discard => {
-                if let Some(lane) = self.lanes.get_mut(msg.env as usize) {
-                    if lane.state == LaneState::Running {
-                        lane.episode = None;
-                        lane.state = LaneState::Skipping;
-                    }
-                }
-            }
-            MessageKind::Abort => {
-                for lane in 0..self.lanes.len() {
-                    if (msg.env == ALL_ENVS || msg.env as usize == lane) && self.lanes[lane].state == LaneState::Running
-                    {
-                        self.end_episode(lane, false, false, false, msg.time_ns, seq);
-                        self.lanes[lane].state = LaneState::Skipping;
-                    }
-                }
+            MessageKind::Ops => {
+                // Time only: no rows, and what ended at the last step stays reachable.
+                let timed = Message { entries: Vec::new(), ..msg };
+                self.apply_ops(timed.ops, Some(&timed), false)?;
             }
             MessageKind::Flush => {
-                self.cycle(true)?;
+                self.apply_ops(msg.ops, None, true)?;
+                self.cycle()?;
                 self.shared.flushed.store(msg.arg, Ordering::Release);
             }
             MessageKind::Close => {
+                self.apply_ops(msg.ops, None, true)?;
                 self.close()?;
                 self.shared.flushed.store(msg.arg, Ordering::Release);
                 return Ok(true);
             }
         }
         Ok(false)
+    }
+
+    /// Applies every lane's op (decided by `autoreset::Splitter` on the caller's side) in the
+    /// documented order, each phase across all lanes so episodes are listed in the order they
+    /// ended. `msg` carries the rows (Step, Reset); `settle` writes what the previous row
+    /// message ended (Step, Reset, Flush, Close: the caller counts on exactly these).
+    fn apply_ops(&mut self, ops: Option<&[u8]>, msg: Option<&Message>, settle: bool) -> Result<()> {
+        let n = self.lanes.len();
+        let lane_op = |lane| message::lane_op(ops, lane);
+        for lane in 0..n {
+            let o = lane_op(lane);
+            if o & !op::ALL != 0 || (msg.is_none() && o & (op::STEP | op::BEGIN) != 0) {
+                return Err(internal(lane, o, "invalid op"));
+            }
+            if o & op::DROP_HELD != 0 {
+                self.lanes[lane].held = None;
+            }
+        }
+        if settle {
+            for lane in 0..n {
+                if let Some(ended) = self.lanes[lane].held.take() {
+                    self.pending.push_back(ended);
+                }
+            }
+        }
+        let time_ns = msg.map_or_else(now_ns, |m| m.time_ns);
+        for lane in 0..n {
+            let o = lane_op(lane);
+            if o & op::DROP_OPEN != 0 {
+                self.lanes[lane].open = None;
+            }
+            if o & op::END_OPEN != 0 {
+                if let Some(ended) = self.end_open(lane, 0, time_ns) {
+                    self.pending.push_back(ended);
+                }
+            }
+        }
+        let Some(msg) = msg else { return Ok(()) };
+        for lane in 0..n {
+            let o = lane_op(lane);
+            if o & op::STEP != 0 {
+                if self.lanes[lane].open.is_none() {
+                    return Err(internal(lane, o, "a step without a running episode"));
+                }
+                self.step(lane, o, msg)?;
+            }
+            if o & op::BEGIN != 0 {
+                let row = if o & op::FINAL_SLOT != 0 { RowKind::SameStepReset } else { RowKind::Regular };
+                self.begin(lane, row, msg)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A transition of the lane's open episode; with `END` in `o` the episode ends (held).
+    fn step(&mut self, lane: usize, o: LaneOp, msg: &Message) -> Result<()> {
+        if self.lanes[lane].open.as_ref().is_some_and(|ep| ep.length == 0) {
+            self.write_reset_row(lane);
+        }
+        let reward = match self.value(msg, self.reward, Slot::Regular, lane)? {
+            Some(v) => f64::from_le_bytes(v.try_into().unwrap_or([0; 8])),
+            None => 0.0,
+        };
+        self.append_row(lane, Timeline::Step, RowKind::Regular, msg)?;
+        let row = if o & op::FINAL_SLOT != 0 { RowKind::SameStepFinal } else { RowKind::Regular };
+        self.append_row(lane, Timeline::Obs, row, msg)?;
+        if let Some(ep) = self.lanes[lane].open.as_mut() {
+            ep.length += 1;
+            ep.episode_return += reward;
+        }
+        if o & op::END != 0 {
+            let flags = FLAG_COMPLETE
+                | if o & op::TERMINATED != 0 { FLAG_TERMINATED } else { 0 }
+                | if o & op::TRUNCATED != 0 { FLAG_TRUNCATED } else { 0 };
+            self.lanes[lane].held = self.end_open(lane, flags, msg.time_ns);
+        }
+        Ok(())
+    }
+
+    /// Starts an episode in the lane; its reset row is stashed until the first step.
+    fn begin(&mut self, lane: usize, row: RowKind, msg: &Message) -> Result<()> {
+        let mut stash = std::mem::take(&mut self.lanes[lane].reset_row);
+        stash.clear();
+        for &column in &self.row_columns[Timeline::Obs as usize] {
+            stash.push(self.row_value(msg, column, lane, row)?);
+        }
+        let l = &mut self.lanes[lane];
+        l.reset_row = stash;
+        l.open = Some(OpenEpisode {
+            obs_first_row: 0,
+            step_first_row: 0,
+            length: 0,
+            episode_return: 0.0,
+            start_ns: msg.time_ns,
+            metadata: Map::new(),
+        });
+        Ok(())
+    }
+
+    /// Columns a reset gave values: same-step autoreset keeps them on the new episode's row.
+    fn note_reset_columns(&mut self, msg: &Message) {
+        for e in &msg.entries {
+            let given = match e.kind {
+                EntryKind::Masked => e.mask.is_some_and(|m| m.iter().any(|&b| b != 0)),
+                EntryKind::Dense | EntryKind::PerEnv => true,
+            };
+            if let (true, Some(seen)) = (given, self.seen_at_reset.get_mut(e.column as usize)) {
+                *seen = true;
+            }
+        }
     }
 
     fn install_column(&mut self, spec: ColumnSpec) {
@@ -298,6 +375,7 @@ impl WriterThread {
         }
         self.columns.push(spec);
         self.lookup.push([Vec::new(), Vec::new()]);
+        self.seen_at_reset.push(false);
     }
 
     fn index_entries(&mut self, msg: &Message) {
@@ -349,122 +427,81 @@ impl WriterThread {
         Ok(None)
     }
 
+    /// The value of `column` for `lane` in the row `row` of `msg`, per `autoreset::row_sources`.
+    fn row_value<'m>(&self, msg: &'m Message, column: usize, lane: usize, row: RowKind) -> Result<Option<&'m [u8]>> {
+        let info = self.columns[column].mask.is_some();
+        for slot in row_sources(row, info, self.seen_at_reset[column]).into_iter().flatten() {
+            if let Some(v) = self.value(msg, column as ColumnId, slot, lane)? {
+                return Ok(Some(v));
+            }
+        }
+        Ok(None)
+    }
+
     /// Appends one row on `timeline` to `lane`: each column's value from the message, or zeros
     /// (and a false mask) where the message has none.
-    fn append_row(&mut self, lane: usize, timeline: Timeline, slot: Slot, msg: &Message) -> Result<()> {
+    fn append_row(&mut self, lane: usize, timeline: Timeline, row: RowKind, msg: &Message) -> Result<()> {
         for k in 0..self.row_columns[timeline as usize].len() {
             let column = self.row_columns[timeline as usize][k];
-            let (row_bytes, mask) = (self.row_bytes[column], self.columns[column].mask);
-            let value = self.value(msg, column as ColumnId, slot, lane)?;
-            let buffers = &mut self.lanes[lane].buffers;
-            let buffer = &mut buffers[column];
-            match (value, row_bytes) {
-                (Some(v), Some(_)) => buffer.push_fixed(v),
-                (Some(v), None) => buffer.push_str(v),
-                (None, _) => buffer.push_zeros(row_bytes),
-            }
-            let mut full = buffer.raw_len() >= self.chunk_limit[column] || buffer.rows == u32::MAX;
-            if let Some(mask) = mask {
-                let mask_buffer = &mut buffers[mask as usize];
-                mask_buffer.push_fixed(&[value.is_some() as u8]);
-                full |= mask_buffer.raw_len() >= self.chunk_limit[mask as usize];
-            }
-            self.seal_wanted |= full;
-            self.raw_bytes_seen += value.map_or(0, |v| v.len() as u64);
+            let value = self.row_value(msg, column, lane, row)?;
+            self.push_value(lane, column, value);
         }
+        self.advance(lane, timeline);
+        Ok(())
+    }
+
+    /// Writes the open episode's stashed reset row: its first observation row.
+    fn write_reset_row(&mut self, lane: usize) {
+        let stash = std::mem::take(&mut self.lanes[lane].reset_row);
+        for k in 0..self.row_columns[Timeline::Obs as usize].len() {
+            let column = self.row_columns[Timeline::Obs as usize][k];
+            self.push_value(lane, column, stash.get(k));
+        }
+        let l = &mut self.lanes[lane];
+        if let Some(ep) = l.open.as_mut() {
+            ep.obs_first_row = l.obs_rows;
+            ep.step_first_row = l.step_rows;
+        }
+        l.reset_row = stash;
+        self.advance(lane, Timeline::Obs);
+    }
+
+    /// Buffers one value (or zeros and a false mask) of `column` in `lane`.
+    fn push_value(&mut self, lane: usize, column: usize, value: Option<&[u8]>) {
+        let (row_bytes, mask) = (self.row_bytes[column], self.columns[column].mask);
+        let buffers = &mut self.lanes[lane].buffers;
+        let buffer = &mut buffers[column];
+        match (value, row_bytes) {
+            (Some(v), Some(_)) => buffer.push_fixed(v),
+            (Some(v), None) => buffer.push_str(v),
+            (None, _) => buffer.push_zeros(row_bytes),
+        }
+        let mut full = buffer.raw_len() >= self.chunk_limit[column] || buffer.rows == u32::MAX;
+        if let Some(mask) = mask {
+            let mask_buffer = &mut buffers[mask as usize];
+            mask_buffer.push_fixed(&[value.is_some() as u8]);
+            full |= mask_buffer.raw_len() >= self.chunk_limit[mask as usize];
+        }
+        self.seal_wanted |= full;
+        self.raw_bytes_seen += value.map_or(0, |v| v.len() as u64);
+    }
+
+    fn advance(&mut self, lane: usize, timeline: Timeline) {
         let lane = &mut self.lanes[lane];
         match timeline {
             Timeline::Obs => lane.obs_rows += 1,
             Timeline::Step => lane.step_rows += 1,
         }
-        Ok(())
     }
 
-    fn step_lane(&mut self, lane: usize, msg: &Message, seq: u64) -> Result<()> {
-        let mode = self.config.autoreset_mode;
-        let flag = |me: &Self, column| -> Result<bool> {
-            Ok(me.value(msg, column, Slot::Regular, lane)?.is_some_and(|v| v.first().is_some_and(|&b| b != 0)))
-        };
-        let terminated = flag(self, self.terminated)?;
-        let truncated = flag(self, self.truncated)?;
-        let done = terminated || truncated;
-        match self.lanes[lane].state {
-            LaneState::Running => {
-                let reward = match self.value(msg, self.reward, Slot::Regular, lane)? {
-                    Some(v) => f64::from_le_bytes(v.try_into().unwrap_or([0; 8])),
-                    None => 0.0,
-                };
-                self.append_row(lane, Timeline::Step, Slot::Regular, msg)?;
-                // With same-step autoreset the observation of an ending step is the next episode's
-                // reset observation; the episode's own final one comes in the Final slot.
-                let slot = if done && mode == AutoresetMode::SameStep { Slot::Final } else { Slot::Regular };
-                self.append_row(lane, Timeline::Obs, slot, msg)?;
-                if let Some(ep) = self.lanes[lane].episode.as_mut() {
-                    ep.length += 1;
-                    ep.episode_return += reward;
-                }
-                if done {
-                    self.end_episode(lane, true, terminated, truncated, msg.time_ns, seq);
-                    self.after_end(lane, msg)?;
-                }
-            }
-            LaneState::Ended if mode == AutoresetMode::NextStep => {
-                // The autoreset step: its observation starts the next episode, its action is ignored.
-                self.begin_episode(lane, msg)?;
-            }
-            LaneState::Skipping if done => self.after_end(lane, msg)?,
-            LaneState::Ended | LaneState::Skipping | LaneState::Idle => {}
-        }
-        Ok(())
-    }
-
-    /// The lane's episode ended at this step: same-step autoreset starts the next one now.
-    fn after_end(&mut self, lane: usize, msg: &Message) -> Result<()> {
-        self.lanes[lane].state = LaneState::Ended;
-        if self.config.autoreset_mode == AutoresetMode::SameStep {
-            self.begin_episode(lane, msg)?;
-        }
-        Ok(())
-    }
-
-    fn reset_lane(&mut self, lane: usize, msg: &Message, seq: u64) -> Result<()> {
-        if self.lanes[lane].state == LaneState::Running {
-            // A reset in the middle of an episode: keep what was recorded, marked incomplete.
-            self.end_episode(lane, false, false, false, msg.time_ns, seq);
-        }
-        self.begin_episode(lane, msg)
-    }
-
-    fn begin_episode(&mut self, lane: usize, msg: &Message) -> Result<()> {
-        let l = &mut self.lanes[lane];
-        l.episode = Some(OpenEpisode {
-            obs_first_row: l.obs_rows,
-            step_first_row: l.step_rows,
-            length: 0,
-            episode_return: 0.0,
-            start_ns: msg.time_ns,
-            metadata: Map::new(),
-        });
-        l.state = LaneState::Running;
-        self.append_row(lane, Timeline::Obs, Slot::Regular, msg)
-    }
-
-    /// Moves the lane's running episode to the pending list (dropped if it has no step).
-    fn end_episode(&mut self, lane: usize, complete: bool, terminated: bool, truncated: bool, time_ns: u64, seq: u64) {
-        let l = &mut self.lanes[lane];
-        l.state = LaneState::Ended;
-        let Some(ep) = l.episode.take() else { return };
+    /// Ends the lane's open episode with summary `flags`; an episode without a step is dropped
+    /// (its reset row was never written).
+    fn end_open(&mut self, lane: usize, flags: u32, time_ns: u64) -> Option<EndedEpisode> {
+        let ep = self.lanes[lane].open.take()?;
         if ep.length == 0 {
-            return;
+            return None;
         }
-        let flags = (complete as u32 * FLAG_COMPLETE)
-            | (terminated as u32 * FLAG_TERMINATED)
-            | (truncated as u32 * FLAG_TRUNCATED);
-        let id = self.next_pending_id;
-        self.next_pending_id += 1;
-        l.last_ended = Some(id);
-        self.pending.push_back(PendingEpisode {
-            id,
+        Some(EndedEpisode {
             summary: EpisodeSummary {
                 lane: lane as u32,
                 flags,
@@ -480,22 +517,23 @@ impl WriterThread {
                 metadata_len: 0,
             },
             metadata: ep.metadata,
-            ended_after_message: seq,
-            ended_at: Instant::now(),
-        });
+        })
     }
 
-    fn set_metadata(&mut self, lane: usize, ended: bool, update: Map<String, Value>) {
-        let Some(l) = self.lanes.get_mut(lane) else { return };
-        let target = match (&mut l.episode, ended) {
-            (Some(ep), false) => Some(&mut ep.metadata),
-            _ => {
-                let id = l.last_ended;
-                self.pending.iter_mut().find(|p| Some(p.id) == id).map(|p| &mut p.metadata)
+    fn set_metadata(&mut self, lane: usize, held: bool, update: Map<String, Value>) -> Result<()> {
+        let l = self
+            .lanes
+            .get_mut(lane)
+            .ok_or_else(|| Error::WriterStopped(format!("internal error: metadata for lane {lane}")))?;
+        // The caller checked that the episode exists; if it does not, that is a bug to report.
+        let target =
+            if held { l.held.as_mut().map(|e| &mut e.metadata) } else { l.open.as_mut().map(|e| &mut e.metadata) };
+        match target {
+            Some(target) => {
+                target.extend(update);
+                Ok(())
             }
-        };
-        if let Some(target) = target {
-            target.extend(update);
+            None => Err(Error::WriterStopped(format!("internal error: lane {lane} has no episode for metadata"))),
         }
     }
 
@@ -522,34 +560,22 @@ impl WriterThread {
         self.roll_over_if_full()
     }
 
-    /// Everything buffered goes to the file: chunks, then the records of ended episodes (all of
-    /// them with `everything`, else those no metadata call can still reach), then maybe an index
-    /// checkpoint or a new shard.
-    fn cycle(&mut self, everything: bool) -> Result<()> {
+    /// Everything buffered goes to the file: chunks, then the records of the ended episodes no
+    /// call can change any more, then maybe an index checkpoint or a new shard.
+    fn cycle(&mut self) -> Result<()> {
         self.write_chunks(true)?;
-        let grace = self.config.flush_interval();
         let shard = self.shard.as_mut().ok_or_else(|| Error::WriterStopped("no open shard".into()))?;
         let before = shard.size();
-        let mut batch = Vec::new();
-        while let Some(p) = self.pending.front() {
-            let settled = p.ended_after_message < self.row_message_seq || p.ended_at.elapsed() >= grace;
-            if !(everything || settled) {
-                break;
-            }
-            let p = self.pending.pop_front().unwrap();
-            let mut summary = p.summary;
+        let mut batch = Vec::with_capacity(self.pending.len());
+        for ended in self.pending.drain(..) {
+            let mut summary = ended.summary;
             summary.episode_id = self.episodes_written;
             self.episodes_written += 1;
-            let metadata = if p.metadata.is_empty() {
+            let metadata = if ended.metadata.is_empty() {
                 Vec::new() // reads back as {}
             } else {
-                serde_json::to_vec(&p.metadata).unwrap_or_else(|_| b"{}".to_vec())
+                serde_json::to_vec(&ended.metadata).unwrap_or_else(|_| b"{}".to_vec())
             };
-            if let Some(lane) = self.lanes.get_mut(summary.lane as usize) {
-                if lane.last_ended == Some(p.id) {
-                    lane.last_ended = None;
-                }
-            }
             batch.push((summary, metadata));
         }
         shard.append_episodes(&batch);
@@ -589,14 +615,19 @@ impl WriterThread {
     /// Writes everything, then the episodes still running (incomplete, last), the index and End.
     fn close(&mut self) -> Result<()> {
         self.closing = true;
-        self.cycle(true)?;
-        let now = now_ns();
         for lane in 0..self.lanes.len() {
-            if self.lanes[lane].state == LaneState::Running {
-                self.end_episode(lane, false, false, false, now, u64::MAX);
+            if let Some(ended) = self.lanes[lane].held.take() {
+                self.pending.push_back(ended);
             }
         }
-        self.cycle(true)?;
+        self.cycle()?;
+        let now = now_ns();
+        for lane in 0..self.lanes.len() {
+            if let Some(ended) = self.end_open(lane, 0, now) {
+                self.pending.push_back(ended);
+            }
+        }
+        self.cycle()?;
         if let Some(shard) = self.shard.take() {
             let before = shard.size();
             let path = shard.finish()?;
@@ -605,6 +636,10 @@ impl WriterThread {
         }
         Ok(())
     }
+}
+
+fn internal(lane: usize, o: LaneOp, why: &str) -> Error {
+    Error::WriterStopped(format!("internal error: lane {lane}: {why} (op {o:#x})"))
 }
 
 /// Start offsets of the length-prefixed rows of a str entry.

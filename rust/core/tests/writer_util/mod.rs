@@ -10,7 +10,7 @@ use std::path::Path;
 use serde_json::{json, Value};
 use trajcore_core::reader::{ColumnData, Dataset, OpenOptions};
 use trajcore_core::writer::{
-    AutoresetMode, EntryKind, EntryRef, MessageHead, MessageKind, NewColumn, Recorder, RecorderConfig, Slot,
+    AutoresetMode, EntryKind, EntryRef, MessageKind, NewColumn, Recorder, RecorderConfig, Slot,
 };
 use trajcore_core::{CodecSpec, ColumnId, DType, Timeline};
 
@@ -92,13 +92,31 @@ enum LaneModel {
 pub struct Model {
     mode: AutoresetMode,
     lanes: Vec<LaneModel>,
-    /// Finished episodes in the order they ended (the order the reader lists them).
-    pub finished: Vec<ExpEpisode>,
+    /// Finished episodes in the order they ended (the order the reader lists them); `None`
+    /// for one discarded after it ended.
+    pub finished: Vec<Option<ExpEpisode>>,
+    /// Per lane: the episode (in `finished`) that ended at the last reset or step call, which
+    /// `discard` and metadata reach until the next call.
+    held: Vec<Option<usize>>,
+    /// Whether a reset ever gave info/n, info/s: with same-step autoreset, an info the reset
+    /// never gives describes the ending step (its final row), not the new episode.
+    seen_at_reset: [bool; 2],
 }
 
 impl Model {
     fn new(n: usize, mode: AutoresetMode) -> Self {
-        Model { mode, lanes: vec![LaneModel::Idle; n], finished: Vec::new() }
+        Model {
+            mode,
+            lanes: vec![LaneModel::Idle; n],
+            finished: Vec::new(),
+            held: vec![None; n],
+            seen_at_reset: [false; 2],
+        }
+    }
+
+    /// Any reset or step: what ended at the previous one is settled.
+    fn settle(&mut self) {
+        self.held.iter_mut().for_each(|h| *h = None);
     }
 
     fn begin(&mut self, lane: usize, obs: Obs, info_n: Option<i32>, info_s: Option<String>) {
@@ -112,25 +130,35 @@ impl Model {
         self.lanes[lane] = LaneModel::Running(ep);
     }
 
-    fn finish(&mut self, lane: usize, complete: bool, terminated: bool, truncated: bool) {
+    /// Ends the lane's running episode; returns its place in `finished` (none without a step).
+    fn finish(&mut self, lane: usize, complete: bool, terminated: bool, truncated: bool) -> Option<usize> {
         if let LaneModel::Running(mut ep) = std::mem::replace(&mut self.lanes[lane], LaneModel::Ended) {
             if ep.len() > 0 {
                 ep.complete = complete;
                 ep.end_terminated = terminated;
                 ep.end_truncated = truncated;
-                self.finished.push(ep);
+                self.finished.push(Some(ep));
+                return Some(self.finished.len() - 1);
             }
         }
+        None
     }
 
     fn reset(&mut self, lane: usize, s: &EnvStep) {
         self.finish(lane, false, false, false);
+        if s.info_n.is_some() {
+            self.seen_at_reset[0] = true;
+        }
+        if s.info_s.is_some() {
+            self.seen_at_reset[1] = true;
+        }
         self.begin(lane, s.obs, s.info_n, s.info_s.clone());
     }
 
     fn step(&mut self, lane: usize, s: &EnvStep) {
         let done = s.terminated || s.truncated;
         let same_step = self.mode == AutoresetMode::SameStep;
+        let [n_at_reset, s_at_reset] = self.seen_at_reset;
         match &mut self.lanes[lane] {
             LaneModel::Running(ep) => {
                 ep.actions.push(s.action);
@@ -139,17 +167,20 @@ impl Model {
                 ep.truncated.push(s.truncated);
                 if done && same_step {
                     ep.obs.push(s.final_obs.unwrap_or_default());
-                    ep.info_n.push(s.final_info_n);
-                    ep.info_s.push(None);
+                    // final_info first; a step info (never given at reset) also belongs here.
+                    ep.info_n.push(s.final_info_n.or(if n_at_reset { None } else { s.info_n }));
+                    ep.info_s.push(if s_at_reset { None } else { s.info_s.clone() });
                 } else {
                     ep.obs.push(s.obs);
                     ep.info_n.push(s.info_n);
                     ep.info_s.push(s.info_s.clone());
                 }
                 if done {
-                    self.finish(lane, true, s.terminated, s.truncated);
+                    self.held[lane] = self.finish(lane, true, s.terminated, s.truncated);
                     if same_step {
-                        self.begin(lane, s.obs, s.info_n, s.info_s.clone());
+                        let info_n = if n_at_reset { s.info_n } else { None };
+                        let info_s = if s_at_reset { s.info_s.clone() } else { None };
+                        self.begin(lane, s.obs, info_n, info_s);
                     }
                 }
             }
@@ -159,7 +190,9 @@ impl Model {
             LaneModel::Skipping if done => {
                 self.lanes[lane] = LaneModel::Ended;
                 if same_step {
-                    self.begin(lane, s.obs, s.info_n, s.info_s.clone());
+                    let info_n = if n_at_reset { s.info_n } else { None };
+                    let info_s = if s_at_reset { s.info_s.clone() } else { None };
+                    self.begin(lane, s.obs, info_n, info_s);
                 }
             }
             _ => {}
@@ -174,15 +207,26 @@ impl Model {
     }
 
     fn discard(&mut self, lane: usize) {
-        if matches!(self.lanes[lane], LaneModel::Running(_)) {
+        if let Some(i) = self.held[lane].take() {
+            self.finished[i] = None;
+        } else if matches!(self.lanes[lane], LaneModel::Running(_)) {
             self.lanes[lane] = LaneModel::Skipping;
         }
     }
 
     fn set_metadata(&mut self, lane: usize, update: &serde_json::Map<String, Value>) {
-        if let LaneModel::Running(ep) = &mut self.lanes[lane] {
+        if let Some(i) = self.held[lane] {
+            self.finished[i].as_mut().expect("held").metadata.extend(update.clone());
+        } else if let LaneModel::Running(ep) = &mut self.lanes[lane] {
             ep.metadata.extend(update.clone());
+        } else {
+            panic!("the model has no episode in lane {lane} for metadata");
         }
+    }
+
+    /// Episodes as the reader lists them.
+    pub fn listed(&self) -> Vec<ExpEpisode> {
+        self.finished.iter().flatten().cloned().collect()
     }
 
     fn close(&mut self) {
@@ -317,6 +361,7 @@ impl Harness {
 
     fn send(&mut self, kind: MessageKind, head_mask: Option<&[u8]>, owned: &[Owned]) {
         self.time_ns += 1_000;
+        self.model.settle();
         let entries: Vec<EntryRef> = owned
             .iter()
             .map(|o| EntryRef {
@@ -328,10 +373,12 @@ impl Harness {
                 data: &o.data,
             })
             .collect();
-        let head = MessageHead { kind, env: 0, time_ns: self.time_ns, arg: 0, mask: head_mask };
-        let len = self.rec.message_len(&head, &entries).unwrap();
+        let len = match kind {
+            MessageKind::Reset => self.rec.plan_reset(&entries, head_mask).unwrap(),
+            _ => self.rec.plan_step(&entries).unwrap(),
+        };
         self.rec.wait_for_space(len).unwrap();
-        self.rec.push(&head, &entries, len).unwrap();
+        self.rec.send_planned(&entries, len, self.time_ns).unwrap();
     }
 
     /// What the model should see: no info values while the info columns do not exist.
@@ -427,7 +474,7 @@ impl Harness {
     }
 
     pub fn set_metadata(&mut self, env: u32, update: Value) {
-        self.rec.set_episode_metadata(env, &update.to_string(), false).unwrap();
+        self.rec.set_episode_metadata(env, &update.to_string()).unwrap();
         self.model.set_metadata(env as usize, update.as_object().unwrap());
     }
 
@@ -435,7 +482,7 @@ impl Harness {
     pub fn close(mut self) -> Vec<ExpEpisode> {
         self.rec.close().unwrap();
         self.model.close();
-        self.model.finished
+        self.model.listed()
     }
 }
 

@@ -1,0 +1,327 @@
+"""What `RecordEpisodes` and `RecordVectorEpisodes` share: the options, the core recorder's
+life cycle (start, custom data, flush, stats, close) and the checks made before recording into a
+directory that already holds recordings."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Literal, TypedDict
+
+from gymnasium import spaces
+
+from trajcore import _core
+from trajcore._config import Codec, build_config, to_json
+from trajcore.errors import InvalidArgumentError, TrajcoreError, TrajcoreWarning
+from trajcore.spaces import space_columns, space_from_json, space_to_json
+
+__all__ = ["EpisodeInfo", "EpisodeMetadataFn", "RecordingOptions"]
+
+
+class EpisodeInfo(TypedDict):
+    """What an `episode_metadata` callback receives when an episode ends."""
+
+    env_index: int
+    length: int
+    episode_return: float
+    terminated: bool
+    truncated: bool
+    observation: Any  # the final observation
+    info: dict[str, Any]  # the final info
+
+
+EpisodeMetadataFn = Callable[[EpisodeInfo], Mapping[str, Any] | None]
+
+
+class RecordingOptions(TypedDict, total=False):
+    """Options of `RecordEpisodes` and `RecordVectorEpisodes` (keyword arguments).
+
+    Attributes:
+        episode_metadata: called when an episode ends with an `EpisodeInfo`; the mapping it
+            returns is merged into that episode's metadata.
+        step_data: called after every env step with (action, obs, reward, terminated, truncated,
+            info); the mapping it returns is recorded as custom per-step data (like `record`;
+            arrays over the sub-envs for vector envs).
+        max_shard_bytes: a new shard file starts past this size (default 1 GiB).
+        chunk_bytes: target size of a column chunk before it is sealed (None: the core's default).
+        flush_interval: seconds after which pending rows are sealed and written even if a chunk
+            is not full: a killed process loses at most about this much (default 1.0).
+        durability: "flush" (write to the OS per chunk, the default), "fsync_close",
+            "fsync_chunk" or "fsync_interval" (with `fsync_interval` seconds).
+        fsync_interval: seconds between fsyncs with durability "fsync_interval".
+        zstd_level: default zstd level of every column (default 3); None stores columns raw.
+        codecs: per-column storage, keyed by column name or name prefix ("obs", "obs/image",
+            "action"), "info" (info entries), "data" (custom data) or "default", e.g.
+            ``{"obs": {"zstd_level": 3}}``.
+        block_when_full: when the ring is full, wait (GIL released) for the writer (default);
+            if False, raise `RecorderError` instead (the episodes that step touched end there,
+            incomplete).
+        ring_bytes: size of the ring buffer between the caller and the writer thread (None: 16
+            MiB, or 64 steps when steps are larger).
+        allow_mixed_spaces: record into a directory whose recordings have other observation or
+            action columns (a different env): refused by default, since such a dataset cannot be
+            sampled as one; with True, a `TrajcoreWarning` instead.
+    """
+
+    episode_metadata: EpisodeMetadataFn | None
+    step_data: Callable[..., Mapping[str, Any]] | None
+    max_shard_bytes: int
+    chunk_bytes: int | None
+    flush_interval: float
+    durability: str
+    fsync_interval: float | None
+    zstd_level: int | None
+    codecs: Mapping[str, Codec] | None
+    block_when_full: bool
+    ring_bytes: int | None
+    allow_mixed_spaces: bool
+
+
+_DEFAULTS: dict[str, Any] = {
+    "episode_metadata": None,
+    "step_data": None,
+    "max_shard_bytes": 1 << 30,
+    "chunk_bytes": None,
+    "flush_interval": 1.0,
+    "durability": "flush",
+    "fsync_interval": None,
+    "zstd_level": 3,
+    "codecs": None,
+    "block_when_full": True,
+    "ring_bytes": None,
+    "allow_mixed_spaces": False,
+}
+
+
+class Recording:
+    """The recorder side of both wrappers. Subclasses call `_start_recording` from their
+    constructor and `_close_recording` from `close`; until the core exists, closing does nothing
+    (a constructor that fails leaves the user's env as it was)."""
+
+    _native: _core.Recorder | None = None
+    _closed_all = False
+    _episode_metadata: EpisodeMetadataFn | None = None
+    _step_data: Callable[..., Mapping[str, Any]] | None = None
+
+    def _start_recording(
+        self,
+        path: str | os.PathLike[str],
+        observation_space: spaces.Space[Any],
+        action_space: spaces.Space[Any],
+        *,
+        num_envs: int,
+        batched: bool,
+        autoreset_mode: str,
+        metadata: Any,
+        env_id: str | None,
+        options: Mapping[str, Any],
+    ) -> None:
+        unknown = sorted(set(options) - set(_DEFAULTS))
+        if unknown:
+            raise InvalidArgumentError(f"unknown recording option(s) {unknown} (known: {', '.join(sorted(_DEFAULTS))})")
+        o = {**_DEFAULTS, **options}
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise InvalidArgumentError(
+                f"metadata must be a mapping (a dict of JSON-able values), got {type(metadata).__name__}: "
+                f"{_short(metadata)}"
+            )
+        for name in ("episode_metadata", "step_data"):
+            if o[name] is not None and not callable(o[name]):
+                raise InvalidArgumentError(f"{name} must be callable, got {type(o[name]).__name__}")
+        config = build_config(
+            observation_space,
+            action_space,
+            num_envs=num_envs,
+            batched=batched,
+            autoreset_mode=autoreset_mode,
+            metadata=dict(metadata) if metadata is not None else None,
+            env_id=env_id,
+            max_shard_bytes=o["max_shard_bytes"],
+            chunk_bytes=o["chunk_bytes"],
+            flush_interval=o["flush_interval"],
+            durability=o["durability"],
+            fsync_interval=o["fsync_interval"],
+            zstd_level=o["zstd_level"],
+            codecs=o["codecs"],
+            block_when_full=o["block_when_full"],
+            ring_bytes=o["ring_bytes"],
+        )
+        check_existing_recordings(path, observation_space, action_space, allow_mixed=bool(o["allow_mixed_spaces"]))
+        self._native = _core.Recorder(os.fspath(path), config)
+        self._episode_metadata = o["episode_metadata"]
+        self._step_data = o["step_data"]
+
+    @property
+    def _recorder(self) -> _core.Recorder:
+        if self._native is None:
+            raise InvalidArgumentError("this recorder was not constructed")
+        return self._native
+
+    def _record_step_data(self, *step: Any) -> None:
+        """Runs the `step_data` callback and records what it returns, for the step being taken.
+        Called after the env stepped: if the callback or a value fails, the step cannot be
+        recorded whole, so the running episodes end there (incomplete) before the error is raised."""
+        if self._step_data is None:
+            return
+        try:
+            extra = self._step_data(*step)
+            for name, value in (extra or {}).items():
+                self._recorder.record(name, value)
+        except BaseException:
+            self._recorder.abort()
+            raise
+
+    def _set_metadata(self, env_index: int, metadata: Mapping[str, Any] | None, kv: Mapping[str, Any]) -> None:
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise InvalidArgumentError(
+                f"episode metadata must be a mapping, got {type(metadata).__name__}: {_short(metadata)}"
+            )
+        merged = {**(metadata or {}), **kv}
+        self._recorder.set_episode_metadata(int(env_index), to_json(merged, "episode metadata"))
+
+    def _apply_episode_metadata(self, env_index: int, extra: Mapping[str, Any] | None) -> None:
+        """Merges what an `episode_metadata` callback returned into the ending episode."""
+        if not extra:
+            return
+        if not isinstance(extra, Mapping):
+            raise InvalidArgumentError(
+                f"episode_metadata must return a mapping or None, got {type(extra).__name__}: {_short(extra)}"
+            )
+        self._recorder.set_episode_metadata(env_index, to_json(dict(extra), "episode metadata"))
+
+    def record(self, **values: Any) -> None:
+        """Custom per-step data for the next `step` (column ``data/<name>``, T rows an episode;
+        for vector envs, one array over the sub-envs per name).
+
+        A name not given at some step reads back masked (``ep.data["_<name>"]`` is False there).
+
+        Raises:
+            SchemaError: a value cannot be recorded (unsupported type, or it does not fit the
+                column its first value made); it is not kept, nothing else changes.
+            RecorderError: the recorder is closed, or its writer thread failed.
+        """
+        for name, value in values.items():
+            self._recorder.record(name, value)
+
+    def flush(self) -> None:
+        """Waits until everything recorded so far is in the file (readable by `trajcore.open`).
+
+        Episodes that ended at the last step are written too: after `flush`, `discard` and
+        `set_episode_metadata` can no longer reach them (they raise `InvalidArgumentError`).
+        """
+        self._recorder.flush()
+
+    def stats(self) -> dict[str, Any]:
+        """Counters of the core: steps, episodes, bytes_raw, bytes_written, ring_capacity,
+        ring_waits, steps_not_recorded (steps of envs with no running episode) and
+        values_not_recorded ({column: count} of info and custom-data values left out)."""
+        stats: dict[str, Any] = self._recorder.stats()
+        return stats
+
+    @property
+    def shard_paths(self) -> list[str]:
+        """The shard files this recorder wrote so far."""
+        paths: list[str] = self._recorder.shard_paths
+        return paths
+
+    @property
+    def recording_closed(self) -> bool:
+        """Whether the recorder is closed (the env may still be open)."""
+        return self._native is None or self._native.closed
+
+    def _close_all(self, close_env: Callable[[], None]) -> None:
+        """Closes the core recorder, then the env (even if the recorder's close raised). Once
+        only; and not at all if the recorder never started: a constructor that failed leaves the
+        user's env to the user."""
+        if self._native is None or self._closed_all:
+            return
+        self._closed_all = True
+        try:
+            self._native.close()
+        finally:
+            close_env()
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *args: object) -> Literal[False]:
+        self.close()  # type: ignore[attr-defined]  # both wrappers define it (over their env's)
+        return False
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _column_schema(space_json: Any, prefix: str, timeline: str) -> list[tuple[str, str, tuple[int, ...]]]:
+    columns, _ = space_columns(space_from_json(space_json), prefix, timeline)
+    return [(c["name"], c["dtype"], tuple(c["shape"])) for c in columns]
+
+
+def check_existing_recordings(
+    path: str | os.PathLike[str],
+    observation_space: spaces.Space[Any],
+    action_space: spaces.Space[Any],
+    *,
+    allow_mixed: bool,
+) -> None:
+    """Before recording into a directory that holds recordings: refuses (or with `allow_mixed`,
+    warns about) recordings of other observation or action columns, and warns when only the
+    spaces' bounds differ.
+
+    Raises:
+        InvalidArgumentError: the directory holds recordings of another env's columns.
+    """
+    directory = Path(path)
+    if not directory.is_dir() or not any(directory.glob(f"*.{_core.SHARD_EXTENSION}")):
+        return
+    from trajcore.dataset import open as open_dataset
+
+    ours = {"observation_space": space_to_json(observation_space), "action_space": space_to_json(action_space)}
+    try:
+        existing = open_dataset(directory)
+    except TrajcoreError as e:
+        warnings.warn(
+            f"trajcore: cannot read the recordings already in {directory} to compare their spaces: {e}",
+            TrajcoreWarning,
+            stacklevel=4,
+        )
+        return
+    with existing:
+        for r in range(existing.num_recordings):
+            user = existing.meta(r).get("user") or {}
+            for key, prefix, timeline in (("observation_space", "obs", "obs"), ("action_space", "action", "step")):
+                theirs = user.get(key)
+                if theirs is None or theirs == ours[key]:
+                    continue
+                try:
+                    mine = _column_schema(ours[key], prefix, timeline)
+                    same_columns = _column_schema(theirs, prefix, timeline) == mine
+                except TrajcoreError:
+                    same_columns = False
+                what = key.replace("_", " ")
+                message = (
+                    f"{directory} holds recordings of another {what}: {space_from_json_text(theirs)} there, "
+                    f"{space_from_json_text(ours[key])} here"
+                )
+                if same_columns:
+                    warnings.warn(f"trajcore: {message} (same columns, other bounds)", TrajcoreWarning, stacklevel=4)
+                elif allow_mixed:
+                    warnings.warn(
+                        f"trajcore: {message}; the dataset cannot be sampled as one", TrajcoreWarning, stacklevel=4
+                    )
+                else:
+                    raise InvalidArgumentError(
+                        f"{message}. A dataset of both cannot be sampled as one: record into another directory, "
+                        "or pass allow_mixed_spaces=True"
+                    )
+
+
+def space_from_json_text(desc: Any) -> str:
+    try:
+        return str(space_from_json(desc))
+    except TrajcoreError:
+        return str(desc)
