@@ -194,7 +194,8 @@ def test_unsupported_info_values_are_skipped_with_a_warning_naming_the_key(tmp_p
         env.step(0)
     env.step(0)
     env.step(0)
-    env.close()
+    with pytest.warns(trajcore.TrajcoreWarning, match=r"'weird_object': 1 value\(s\) were not recorded"):
+        env.close()
     with trajcore.open(tmp_path / "w") as ds:
         (ep,) = ds.episodes
         assert sorted(ep.infos) == ["_fine", "fine"]
@@ -275,7 +276,7 @@ def test_bad_reward_and_nesting_raise_schema_error(tmp_path: Path) -> None:
     space = spaces.Dict({"a": spaces.Box(-1, 1, (2,), np.float32), "b": spaces.Discrete(2)})
     with trajcore.RecordEpisodes(SpaceEnv(space), tmp_path / "n") as env:
         env.reset(seed=0)
-        core = env._core
+        core = env._native
         good = space.sample()
         with pytest.raises(trajcore.SchemaError, match="b"):
             core.step(0, {"a": good["a"]}, 1.0, False, False, {})
@@ -473,7 +474,7 @@ def test_close_is_idempotent_closes_the_env_and_refuses_steps(tmp_path: Path) ->
     assert closed == [True]
     assert env.closed
     with pytest.raises(trajcore.RecorderError):
-        env._core.step(0, np.zeros(3, np.float32), 0.0, False, False, {})
+        env._native.step(0, np.zeros(3, np.float32), 0.0, False, False, {})
 
 
 def test_context_manager_and_flush_make_data_readable(tmp_path: Path) -> None:

@@ -117,7 +117,7 @@ def test_unknown_space_is_refused() -> None:
     class Weird(spaces.Space):  # type: ignore[type-arg]
         pass
 
-    with pytest.raises(trajcore.SchemaError, match="'action': Weird spaces are not supported"):
+    with pytest.raises(trajcore.SchemaError, match="'action': Weird is not one of the spaces trajcore records"):
         space_columns(Weird(), "action", "step")
 
 

@@ -290,13 +290,15 @@ def check_existing_recordings(
             stacklevel=4,
         )
         return
+    seen: list[Any] = []  # each other space is reported once, however many recordings have it
     with existing:
         for r in range(existing.num_recordings):
             user = existing.meta(r).get("user") or {}
             for key, prefix, timeline in (("observation_space", "obs", "obs"), ("action_space", "action", "step")):
                 theirs = user.get(key)
-                if theirs is None or theirs == ours[key]:
+                if theirs is None or theirs == ours[key] or (key, theirs) in seen:
                     continue
+                seen.append((key, theirs))
                 try:
                     mine = _column_schema(ours[key], prefix, timeline)
                     same_columns = _column_schema(theirs, prefix, timeline) == mine

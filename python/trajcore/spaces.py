@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import re
+import string
 from typing import Any, TypedDict
 
 import numpy as np
@@ -51,6 +52,8 @@ SUPPORTED_DTYPES = frozenset(
         "float64",
     ]
 )
+
+_UNSUPPORTED = (spaces.Sequence, spaces.Graph, spaces.OneOf)
 
 _UNSUPPORTED_WHY = {
     "Sequence": "its length varies from step to step",
@@ -134,9 +137,39 @@ def _walk(space: spaces.Space[Any], name: str, timeline: str, out: list[ColumnDi
         shape = [] if isinstance(space, spaces.Discrete) else [int(d) for d in space.shape]
         out.append({"name": name, "dtype": dtype.name, "shape": shape, "timeline": timeline})
         return {"leaf": name}
+    declared = _declared_leaf(space)
+    if declared is not None:
+        dtype_name, declared_shape = declared
+        out.append({"name": name, "dtype": dtype_name, "shape": list(declared_shape), "timeline": timeline})
+        return {"leaf": name}
     kind = type(space).__name__
-    why = _UNSUPPORTED_WHY.get(kind, "trajcore records Box, Discrete, MultiDiscrete, MultiBinary, Text, Dict and Tuple")
-    raise SchemaError(f"'{name}': {kind} spaces are not supported ({why}): {space}")
+    if kind in _UNSUPPORTED_WHY:
+        raise SchemaError(f"'{name}': {kind} spaces are not supported ({_UNSUPPORTED_WHY[kind]}): {space}")
+    raise SchemaError(
+        f"'{name}': {kind} is not one of the spaces trajcore records (Box, Discrete, MultiDiscrete, "
+        "MultiBinary, Text, Dict, Tuple, or a subclass of one) and declares no dtype and shape to store it "
+        f"as: {space}. Derive it from one of those spaces, give it a numpy dtype and a shape (or a str dtype "
+        "for text), or convert the observation with a gymnasium ObservationWrapper"
+    )
+
+
+def _declared_leaf(space: spaces.Space[Any]) -> tuple[str, tuple[int, ...]] | None:
+    """(column dtype, shape) of a space that is none of gymnasium's but declares what its values
+    are through `dtype` and `shape` (minigrid's `MissionSpace` declares str), or None."""
+    if isinstance(space, _UNSUPPORTED):
+        return None
+    try:
+        dtype = np.dtype(space.dtype) if space.dtype is not None else None
+    except TypeError:
+        return None
+    if dtype is None:
+        return None
+    if dtype.kind == "U" and not space.shape:
+        return "str", ()
+    shape = space.shape
+    if dtype.name in SUPPORTED_DTYPES and shape is not None and all(isinstance(d, int | np.integer) for d in shape):
+        return dtype.name, tuple(int(d) for d in shape)
+    return None
 
 
 # --- JSON ------------------------------------------------------------------------------------
@@ -188,7 +221,34 @@ def space_to_json(space: spaces.Space[Any]) -> dict[str, Any]:
         n = space.n
         # MultiBinary(5) and MultiBinary([5]) differ (n is kept as given); keep the form.
         return {"type": "MultiBinary", "n": int(n) if isinstance(n, int | np.integer) else [int(d) for d in n]}
+    declared = _declared_leaf(space)
+    if declared is not None:
+        # Stored as the space it declares itself to be; its own class is kept for the record.
+        dtype_name, shape = declared
+        origin = f"{type(space).__module__}.{type(space).__qualname__}"
+        if dtype_name == "str":
+            return {"type": "Text", "min_length": 0, "max_length": None, "charset": None, "declared_by": origin}
+        return {
+            "type": "Box",
+            "dtype": dtype_name,
+            "shape": list(shape),
+            "low": {"fill": _encode_scalar(_lowest(np.dtype(dtype_name)))},
+            "high": {"fill": _encode_scalar(_highest(np.dtype(dtype_name)))},
+            "declared_by": origin,
+        }
     raise SchemaError(f"{type(space).__name__} spaces are not supported: {space}")
+
+
+def _lowest(dtype: np.dtype[Any]) -> Any:
+    if dtype.kind == "f":
+        return float("-inf")
+    return False if dtype.kind == "b" else int(np.iinfo(dtype).min)
+
+
+def _highest(dtype: np.dtype[Any]) -> Any:
+    if dtype.kind == "f":
+        return float("inf")
+    return True if dtype.kind == "b" else int(np.iinfo(dtype).max)
 
 
 def space_from_json(desc: dict[str, Any]) -> spaces.Space[Any]:
@@ -204,6 +264,9 @@ def space_from_json(desc: dict[str, Any]) -> spaces.Space[Any]:
         if kind == "Tuple":
             return spaces.Tuple([space_from_json(s) for s in desc["spaces"]])
         if kind == "Text":
+            if desc["charset"] is None:
+                # A text space of another class (see `_declared_leaf`): any printable text.
+                return spaces.Text(desc["max_length"] or 4096, min_length=desc["min_length"], charset=string.printable)
             return spaces.Text(desc["max_length"], min_length=desc["min_length"], charset=desc["charset"])
         if kind == "Box":
             dtype = np.dtype(desc["dtype"])

@@ -201,6 +201,17 @@ impl DynamicColumns {
         recorder: &mut Recorder,
         coll: &mut Collector,
     ) -> PyResult<()> {
+        let stacked;
+        let value = match at.rows {
+            Some(_) => match stack_object_rows(py, value, mask.map(|m| coll.slice(m)))? {
+                Some(v) => {
+                    stacked = v;
+                    &stacked
+                }
+                None => value,
+            },
+            None => value,
+        };
         match self.column(py, path, value, at.rows, mask, recorder, coll)? {
             Err(why) => self.skip(py, path, why),
             Ok(()) => {
@@ -300,6 +311,40 @@ fn is_sequence_like(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<bool> 
         || value.is_instance_of::<PyTuple>()
         || value.cast::<PyUntypedArray>().is_ok()
         || value.is_instance(&py.import("numpy")?.getattr("generic")?)?)
+}
+
+/// A vector info of per-env arrays or tuples of numbers (ALE's `seeds`) arrives as an object
+/// array: stacked into one numeric array (zeros where the mask says no value), or `None` when
+/// it is not such an array (strings stay as they are).
+fn stack_object_rows<'py>(
+    py: Python<'py>,
+    value: &Bound<'py, PyAny>,
+    mask: Option<&[u8]>,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let Ok(array) = value.cast::<PyUntypedArray>() else { return Ok(None) };
+    if array.dtype().kind() != b'O' || array.ndim() != 1 {
+        return Ok(None);
+    }
+    let n = array.shape()[0];
+    let present = |i: usize| mask.is_none_or(|m| m.get(i) == Some(&1));
+    let np = py.import("numpy")?;
+    let Some(first) = (0..n).find(|&i| present(i)) else { return Ok(None) };
+    let first = array.get_item(first)?;
+    if first.is_none() || first.is_instance_of::<PyString>() || first.is_instance_of::<PyDict>() {
+        return Ok(None);
+    }
+    let Ok(template) = np.call_method1("asarray", (&first,)) else { return Ok(None) };
+    let template = template.cast_into::<PyUntypedArray>()?;
+    if template.dtype().kind() == b'O' {
+        return Ok(None);
+    }
+    let zeros = np.call_method1("zeros_like", (&template,))?;
+    let rows = PyList::empty(py);
+    for i in 0..n {
+        rows.append(if present(i) { array.get_item(i)? } else { zeros.clone() })?;
+    }
+    // Rows of different shapes do not stack: then the value stays unsupported, and says so.
+    Ok(np.call_method1("stack", (rows,)).ok())
 }
 
 /// The envs where both masks are set (`None`: every env).
