@@ -338,3 +338,94 @@ fn metadata_set_after_the_end_reaches_the_ended_episode() {
     let expected = h.close();
     check(&open(dir.path()), &expected);
 }
+
+/// Same-step autoreset with an info the reset never gives (what a statistics wrapper adds about
+/// the ending step): it goes to the ended episode's final row, not to the new episode.
+#[test]
+fn same_step_step_infos_go_to_the_final_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = Harness::new(dir.path(), config(2, true, "same_step", json!({})));
+    h.add_info_columns();
+    let strip = |mut e: EnvStep| {
+        (e.info_n, e.info_s) = (None, None);
+        e
+    };
+    h.reset(&[strip(env_step(0, 0)), strip(env_step(1, 0))], None);
+    for tick in 1..12u64 {
+        let mut envs: Vec<EnvStep> = (0..2).map(|l| strip(env_step(l, tick))).collect();
+        if tick % 4 == 0 {
+            // Lane 0 ends; the step's info (n) describes it.
+            envs[0].terminated = true;
+            envs[0].final_obs = Some([9.0; OBS_DIM]);
+            envs[0].info_n = Some(1000 + tick as i32);
+        }
+        h.step(&envs);
+    }
+    let expected = h.close();
+    let ds = open(dir.path());
+    check(&ds, &expected);
+    let ended: Vec<&ExpEpisode> = expected.iter().filter(|e| e.lane == 0 && e.complete).collect();
+    assert_eq!(ended.len(), 2);
+    for e in &ended {
+        let n = &e.info_n;
+        assert!(n[..n.len() - 1].iter().all(Option::is_none), "lane 0: {n:?}");
+        assert!(n.last().unwrap().is_some_and(|v| v > 1000), "the final row has the step info");
+    }
+}
+
+/// `discard` and metadata between the ending step and the next step reach the ended episode,
+/// in every mode; they are applied before that next step's rows.
+#[test]
+fn discard_and_metadata_after_the_end_in_every_mode() {
+    for mode in ["next_step", "same_step", "disabled"] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut h = Harness::new(dir.path(), config(2, true, mode, json!({})));
+        h.add_info_columns();
+        h.reset(&[env_step(0, 0), env_step(1, 0)], None);
+        for tick in 1..30u64 {
+            let mut envs: Vec<EnvStep> = (0..2).map(|l| env_step(l, tick)).collect();
+            let ends = tick % 5 == 0;
+            if ends {
+                envs[1].truncated = true;
+                envs[1].final_obs = Some([5.0; OBS_DIM]);
+            }
+            h.step(&envs);
+            if ends && mode == "disabled" {
+                h.reset(&[env_step(0, tick), env_step(1, tick)], Some(&[false, true]));
+            }
+            if ends && mode != "disabled" {
+                if tick % 10 == 0 {
+                    h.discard(1);
+                } else {
+                    h.set_metadata(1, json!({"ended_at": tick}));
+                }
+            }
+        }
+        let expected = h.close();
+        check(&open(dir.path()), &expected);
+        let tagged = expected.iter().filter(|e| e.lane == 1 && !e.metadata.is_empty()).count();
+        if mode != "disabled" {
+            assert_eq!(tagged, 3, "{mode}");
+            assert_eq!(expected.iter().filter(|e| e.lane == 1 && e.complete).count(), 3, "{mode}: 2 discarded");
+        }
+    }
+}
+
+/// A reset without a step writes nothing: no row of it reaches the file.
+#[test]
+fn reset_only_episodes_write_no_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = Harness::new(dir.path(), config(1, false, "disabled", json!({"chunk_bytes": 64})));
+    h.reset(&[env_step(0, 0)], None);
+    h.step(&[env_step(0, 1)]);
+    h.reset(&[env_step(0, 2)], None); // the first episode ends incomplete; this one never steps
+    h.rec.flush().unwrap();
+    h.reset(&[env_step(0, 3)], None);
+    let expected = h.close();
+    let ds = open(dir.path());
+    check(&ds, &expected);
+    assert_eq!(expected.len(), 1);
+    let obs = ds.column_id(0, "obs").unwrap();
+    let stats = ds.column_stats().into_iter().find(|s| s.column == obs).unwrap();
+    assert_eq!(stats.raw_bytes, 2 * 4 * OBS_DIM as u64, "the episode's two observation rows and nothing else");
+}
