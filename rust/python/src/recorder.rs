@@ -73,17 +73,17 @@ impl PyRecorder {
         let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
         let coll = &mut self.coll;
         let result = (|| {
-            let len = {
-                let entries = coll.entries();
-                match kind {
-                    MessageKind::Reset => inner.plan_reset(&entries, coll.head_mask.map(|m| coll.slice(m)))?,
-                    _ => inner.plan_step(&entries)?,
-                }
+            let entries = coll.entries();
+            let len = match kind {
+                MessageKind::Reset => inner.plan_reset(&entries, coll.head_mask.map(|m| coll.slice(m)))?,
+                _ => inner.plan_step(&entries)?,
             };
-            if !inner.fits_now(len) {
-                // No borrowed slice is alive here: the arrays may be touched while the GIL is released.
-                py.detach(|| inner.wait_for_space(len))?;
+            if inner.fits_now(len) {
+                return inner.send_planned(&entries, len, 0);
             }
+            // No borrowed slice may be alive while the GIL is released: the arrays could change.
+            drop(entries);
+            py.detach(|| inner.wait_for_space(len))?;
             inner.send_planned(&coll.entries(), len, 0)
         })();
         coll.clear();
@@ -139,13 +139,12 @@ impl PyRecorder {
     /// reset, or before the first one) are not recorded: warns the first time, and at close.
     fn warn_unrecorded_steps(&mut self, py: Python<'_>) -> PyResult<()> {
         let counts: Vec<(usize, u64)> = {
-            let rec = self.rec_ref();
-            let s = rec.splitter();
+            let s = self.rec().splitter();
+            if s.unrecorded_total() == 0 {
+                return Ok(());
+            }
             (0..s.num_envs()).map(|l| (l, s.unrecorded_steps(l))).filter(|&(_, n)| n > 0).collect()
         };
-        if counts.is_empty() {
-            return Ok(());
-        }
         let listed: Vec<String> = counts.iter().map(|(l, n)| format!("env {l}: {n}")).collect();
         let when = if self.warned_unrecorded { "in all" } else { "so far" };
         self.warned_unrecorded = true;

@@ -103,6 +103,9 @@ pub struct Splitter {
     /// Per lane: steps of an ended or idle lane whose rows were not recorded (never reset).
     unrecorded: Vec<u64>,
     next_unrecorded: Vec<u64>,
+    /// Their sum, so the step path checks one number.
+    unrecorded_total: u64,
+    next_unrecorded_total: u64,
 }
 
 impl Splitter {
@@ -117,6 +120,8 @@ impl Splitter {
             next_held: vec![Held::None; num_envs],
             unrecorded: vec![0; num_envs],
             next_unrecorded: vec![0; num_envs],
+            unrecorded_total: 0,
+            next_unrecorded_total: 0,
         }
     }
 
@@ -138,6 +143,11 @@ impl Splitter {
         self.unrecorded[lane]
     }
 
+    /// `unrecorded_steps` summed over the lanes.
+    pub fn unrecorded_total(&self) -> u64 {
+        self.unrecorded_total
+    }
+
     /// The ops of the planned message (valid until `commit` or the next plan).
     pub fn ops(&self) -> &[LaneOp] {
         &self.ops
@@ -148,6 +158,7 @@ impl Splitter {
         self.next_state.copy_from_slice(&self.state);
         self.next_held.copy_from_slice(&self.held);
         self.next_unrecorded.copy_from_slice(&self.unrecorded);
+        self.next_unrecorded_total = self.unrecorded_total;
     }
 
     /// Plans a reset of every lane, or of those whose `mask` byte is non-zero.
@@ -205,7 +216,10 @@ impl Splitter {
                     }
                 }
                 LaneState::Skipping => {}
-                LaneState::Ended | LaneState::Idle => self.next_unrecorded[lane] += 1,
+                LaneState::Ended | LaneState::Idle => {
+                    self.next_unrecorded[lane] += 1;
+                    self.next_unrecorded_total += 1;
+                }
             }
         }
     }
@@ -220,6 +234,7 @@ impl Splitter {
         std::mem::swap(&mut self.state, &mut self.next_state);
         std::mem::swap(&mut self.held, &mut self.next_held);
         std::mem::swap(&mut self.unrecorded, &mut self.next_unrecorded);
+        self.unrecorded_total = self.next_unrecorded_total;
         self.pending.iter_mut().for_each(|p| *p = 0);
     }
 

@@ -261,14 +261,33 @@ impl Recorder {
     pub fn plan_step(&mut self, entries: &[EntryRef]) -> Result<usize> {
         self.check()?;
         let [_, terminated, truncated] = self.roles;
-        let flag = |column: ColumnId, lane: usize| -> Option<bool> {
-            entries
-                .iter()
-                .filter(|e| e.column == column && e.slot == Slot::Regular)
-                .find_map(|e| entry_row(e, lane, 1))
-                .map(|row| row[0] != 0)
+        let n = self.splitter.num_envs();
+        let only_dense = |column: ColumnId| -> Option<&[u8]> {
+            let mut found = entries.iter().filter(|e| e.column == column && e.slot == Slot::Regular);
+            match (found.next(), found.next()) {
+                (Some(e), None) if e.kind == EntryKind::Dense => Some(e.data),
+                _ => None,
+            }
         };
-        self.splitter.plan_step(|lane| Some((flag(terminated, lane)?, flag(truncated, lane)?)));
+        match (only_dense(terminated), only_dense(truncated)) {
+            // The bindings' case: one dense byte per lane each.
+            (Some(a), Some(b)) => {
+                if a.len() != n || b.len() != n {
+                    return Err(Error::Invalid(format!("a step needs one terminated and truncated flag per env ({n})")));
+                }
+                self.splitter.plan_step(|lane| Some((a[lane] != 0, b[lane] != 0)));
+            }
+            _ => {
+                let flag = |column: ColumnId, lane: usize| -> Option<bool> {
+                    entries
+                        .iter()
+                        .filter(|e| e.column == column && e.slot == Slot::Regular)
+                        .find_map(|e| entry_row(e, lane, 1))
+                        .map(|row| row[0] != 0)
+                };
+                self.splitter.plan_step(|lane| Some((flag(terminated, lane)?, flag(truncated, lane)?)));
+            }
+        }
         self.planned = Some(MessageKind::Step);
         if let Err(e) = self.check_final_observations(entries) {
             self.planned = None;
