@@ -341,7 +341,7 @@ impl<'a> Replay<'a> {
             _ => self.recorder.plan_step(&entries)?,
         };
         self.recorder.wait_for_space(len)?;
-        self.recorder.send_planned(&entries, len, time_ns)
+        self.recorder.send_planned(&entries, time_ns)
     }
 }
 

@@ -35,6 +35,17 @@ pub enum Error {
     #[error("the writer thread stopped: {0}")]
     WriterStopped(String),
 
+    /// A recorder used in another process than the one that made it (after a fork).
+    #[error(
+        "this recorder belongs to process {owner}: a forked child cannot use it (its writer thread \
+         and file stay with that process; make a new recorder in the child)"
+    )]
+    ForeignProcess { owner: u32 },
+
+    /// A wait was ended by the caller's interrupt check (a signal, in Python).
+    #[error("interrupted: {0}")]
+    Interrupted(String),
+
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
 

@@ -109,7 +109,7 @@ fn push(rec: &mut Recorder, kind: MessageKind, time_ns: u64, entries: &[(u32, Ve
         _ => rec.plan_step(&refs).unwrap(),
     };
     rec.wait_for_space(len).unwrap();
-    rec.send_planned(&refs, len, time_ns).unwrap();
+    rec.send_planned(&refs, time_ns).unwrap();
 }
 
 /// One episode as written: per column its rows (T+1 or T of them), and the step outcomes.

@@ -105,7 +105,9 @@ pub fn to_py(py: Python<'_>, error: Error) -> PyErr {
         Error::NotTrajcore { .. } | Error::Corrupt { .. } | Error::Version { .. } => new_err(py, &c.corrupt, message),
         Error::Schema { .. } => new_err(py, &c.schema, message),
         Error::Invalid(_) => new_err(py, &c.invalid, message),
-        Error::RingFull { .. } | Error::WriterStopped(_) => new_err(py, &c.recorder, message),
+        Error::RingFull { .. } | Error::WriterStopped(_) | Error::ForeignProcess { .. } | Error::Interrupted(_) => {
+            new_err(py, &c.recorder, message)
+        }
         Error::Io { source, .. } => {
             let errno = source.raw_os_error().unwrap_or(0);
             match c.io.bind(py).call1((errno, message.clone())) {

@@ -1,22 +1,36 @@
 //! `trajcore._core.Recorder`: the step path. One call per (vector) step walks the values in Rust,
-//! copies them once into the ring and returns; waiting, flushing and closing release the GIL.
+//! copies them once into the ring and returns; every wait (ring space, flush, close, control
+//! messages) releases the GIL and checks for signals (Ctrl-C) every 20 ms.
+//!
+//! Thread safety: the class is frozen, its state behind one lock, so calls from several threads
+//! (a training thread stepping, a monitor calling `stats()` or `flush()`) take turns; a call that
+//! finds the lock taken waits for it with the GIL released. In a forked child every call raises
+//! `RecorderError`: the writer thread and the file stay with the parent.
+
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use trajcore_core::writer::{AutoresetMode, EntryKind, MessageKind, Recorder, RecorderConfig, Slot};
-use trajcore_core::Timeline;
+use trajcore_core::{Error, Timeline};
 
 use crate::collect::Collector;
-use crate::errors::{invalid, recorder_error, warn, IntoPy};
+use crate::errors::{invalid, recorder_error, to_py, warn, IntoPy};
 use crate::infos::{self, escape_key, DynamicColumns};
 use crate::layout::Layout;
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 
-#[pyclass(module = "trajcore._core", name = "Recorder")]
+#[pyclass(module = "trajcore._core", name = "Recorder", frozen)]
 pub struct PyRecorder {
-    /// A Mutex only to make the class Sync; `&mut self` methods reach it with `get_mut`, which
-    /// never locks (PyO3's borrow checking already makes calls exclusive).
-    inner: std::sync::Mutex<Recorder>,
+    state: Mutex<State>,
+    /// The process that made it: checked before taking the lock (a lock held by a parent's
+    /// thread at fork time would never be released in the child).
+    owner_pid: u32,
+}
+
+/// Everything a call changes.
+struct State {
+    rec: Recorder,
     /// Observation and action leaf columns, then reward, terminated, truncated.
     fixed: Vec<ColInfo>,
     observation: Layout,
@@ -32,17 +46,57 @@ pub struct PyRecorder {
     coll: Collector,
     /// Whether the warning about steps of envs with no running episode was given.
     warned_unrecorded: bool,
+    signal: Signal,
+}
+
+/// The signal (a Python exception, usually `KeyboardInterrupt`) that ended a wait: the core's
+/// interrupt check, run with the GIL re-acquired every 20 ms, leaves it here.
+#[derive(Clone, Default)]
+struct Signal(Arc<Mutex<Option<PyErr>>>);
+
+impl Signal {
+    /// The check the core runs while waiting.
+    fn check(&self) -> trajcore_core::writer::Interrupt {
+        let slot = self.0.clone();
+        Box::new(move || {
+            Python::attach(|py| py.check_signals()).map_err(|e| {
+                *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                Error::Interrupted("a signal arrived while waiting".into())
+            })
+        })
+    }
+
+    /// A core result as a Python one: an interrupted wait raises the signal's exception.
+    fn result<T>(&self, py: Python<'_>, result: Result<T, Error>) -> PyResult<T> {
+        match result {
+            Err(Error::Interrupted(why)) => {
+                let stored = self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
+                Err(stored.unwrap_or_else(|| recorder_error(py, format!("interrupted: {why}"))))
+            }
+            other => other.py_err(py),
+        }
+    }
 }
 
 impl PyRecorder {
-    fn rec(&mut self) -> &mut Recorder {
-        self.inner.get_mut().unwrap_or_else(|p| p.into_inner())
+    /// The state, for one call. Checks the process first; waits for another thread's call with
+    /// the GIL released (holding it would deadlock with a call that waits for the GIL itself).
+    fn lock(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, State>> {
+        if std::process::id() != self.owner_pid {
+            return Err(to_py(py, Error::ForeignProcess { owner: self.owner_pid }));
+        }
+        loop {
+            match self.state.try_lock() {
+                Ok(guard) => return Ok(guard),
+                Err(std::sync::TryLockError::Poisoned(p)) => return Ok(p.into_inner()),
+                // Wait until it is free without the GIL, then try again with it.
+                Err(std::sync::TryLockError::WouldBlock) => py.detach(|| drop(self.state.lock())),
+            }
+        }
     }
+}
 
-    fn rec_ref(&self) -> std::sync::MutexGuard<'_, Recorder> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
+impl State {
     fn put_fixed(&mut self, py: Python<'_>, index: usize, value: &Bound<'_, PyAny>, at: Place) -> PyResult<()> {
         put_leaf(py, &self.fixed[index], value, at, &mut self.coll)
     }
@@ -60,7 +114,7 @@ impl PyRecorder {
     fn put_info(&mut self, py: Python<'_>, info: &Bound<'_, PyAny>, slot: Slot) -> PyResult<()> {
         let info =
             info.cast::<PyDict>().map_err(|_| invalid(py, format!("info must be a dict, got {}", type_name(info))))?;
-        let recorder = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
+        let recorder = &mut self.rec;
         let at = infos::Place { rows: self.rows, slot };
         self.infos.put_dict(py, info, "", None, 0, at, recorder, &mut self.coll)
     }
@@ -70,7 +124,7 @@ impl PyRecorder {
     /// episodes it touched (see `autoreset::Splitter::refuse`). Leaves the collector empty,
     /// whatever happens.
     fn send(&mut self, py: Python<'_>, kind: MessageKind) -> PyResult<()> {
-        let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
+        let inner = &mut self.rec;
         let coll = &mut self.coll;
         let result = (|| {
             let entries = coll.entries();
@@ -79,15 +133,15 @@ impl PyRecorder {
                 _ => inner.plan_step(&entries)?,
             };
             if inner.fits_now(len) {
-                return inner.send_planned(&entries, len, 0);
+                return inner.send_planned(&entries, 0);
             }
             // No borrowed slice may be alive while the GIL is released: the arrays could change.
             drop(entries);
             py.detach(|| inner.wait_for_space(len))?;
-            inner.send_planned(&coll.entries(), len, 0)
+            inner.send_planned(&coll.entries(), 0)
         })();
         coll.clear();
-        result.py_err(py)
+        self.signal.result(py, result)
     }
 
     /// After a bad value: nothing of the call was sent; end the running episodes as incomplete so
@@ -95,7 +149,7 @@ impl PyRecorder {
     fn fail(&mut self, py: Python<'_>, error: PyErr) -> PyErr {
         self.coll.clear();
         self.pending_data.clear();
-        match self.rec().abort(None).py_err(py) {
+        match self.rec.abort(None).py_err(py) {
             Ok(()) => error,
             Err(e) => {
                 e.set_cause(py, Some(error));
@@ -129,7 +183,7 @@ impl PyRecorder {
         }
         let at = infos::Place { rows: self.rows, slot: Slot::Regular };
         for (path, value) in std::mem::take(&mut self.pending_data) {
-            let recorder = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
+            let recorder = &mut self.rec;
             self.data.put_one(py, &path, value.bind(py), None, at, recorder, &mut self.coll)?;
         }
         Ok(())
@@ -139,7 +193,7 @@ impl PyRecorder {
     /// reset, or before the first one) are not recorded: warns the first time, and at close.
     fn warn_unrecorded_steps(&mut self, py: Python<'_>) -> PyResult<()> {
         let counts: Vec<(usize, u64)> = {
-            let s = self.rec().splitter();
+            let s = self.rec.splitter();
             if s.unrecorded_total() == 0 {
                 return Ok(());
             }
@@ -229,14 +283,16 @@ impl PyRecorder {
         let mode = config.autoreset_mode;
         let info_codec = config.info_codec.clone();
         let data_codec = config.data_codec.clone().unwrap_or_else(|| info_codec.clone());
-        let inner = py.detach(|| Recorder::create(&path, config)).py_err(py)?;
+        let mut inner = py.detach(|| Recorder::create(&path, config)).py_err(py)?;
+        let signal = Signal::default();
+        inner.set_interrupt_check(signal.check());
         let fixed: Vec<ColInfo> = inner.columns().iter().map(|spec| ColInfo::new(py, spec)).collect::<PyResult<_>>()?;
         let index = |name: &str| fixed.iter().position(|c| c.name == name);
         let observation = Layout::parse(py, &inner.config().observation, &index)?;
         let action = Layout::parse(py, &inner.config().action, &index)?;
         let roles = inner.role_columns().map(|id| id as usize);
-        Ok(PyRecorder {
-            inner: std::sync::Mutex::new(inner),
+        let state = State {
+            rec: inner,
             fixed,
             observation,
             action,
@@ -248,41 +304,45 @@ impl PyRecorder {
             pending_data: Vec::new(),
             coll: Collector::default(),
             warned_unrecorded: false,
-        })
+            signal,
+        };
+        Ok(PyRecorder { state: Mutex::new(state), owner_pid: std::process::id() })
     }
 
     /// Starts episodes: every env, or those where `mask` is true.
     #[pyo3(signature = (observation, info, mask=None))]
     fn reset(
-        &mut self,
+        &self,
         py: Python<'_>,
         observation: &Bound<'_, PyAny>,
         info: &Bound<'_, PyAny>,
         mask: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
+        let mut guard = self.lock(py)?;
+        let st = &mut *guard;
         // The collector is empty between calls: `send` and `fail` both leave it so.
-        self.rec().check().py_err(py)?;
+        st.rec.check().py_err(py)?;
         let collected = (|| {
-            self.put_tree(py, Which::Observation, observation, Place::regular(self.rows))?;
-            self.put_info(py, info, Slot::Regular)?;
+            st.put_tree(py, Which::Observation, observation, Place::regular(st.rows))?;
+            st.put_info(py, info, Slot::Regular)?;
             if let Some(mask) = mask.filter(|m| !m.is_none()) {
-                let Some(n) = self.rows else {
+                let Some(n) = st.rows else {
                     return Err(invalid(py, "a reset mask needs a vector recorder"));
                 };
-                self.coll.head_mask = Some(mask_bytes(py, mask, n, "reset mask", &mut self.coll)?);
+                st.coll.head_mask = Some(mask_bytes(py, mask, n, "reset mask", &mut st.coll)?);
             }
             Ok(())
         })();
         match collected {
-            Ok(()) => self.send(py, MessageKind::Reset),
-            Err(e) => Err(self.fail(py, e)),
+            Ok(()) => st.send(py, MessageKind::Reset),
+            Err(e) => Err(st.fail(py, e)),
         }
     }
 
     /// Records one (vector) step.
     #[allow(clippy::too_many_arguments)]
     fn step(
-        &mut self,
+        &self,
         py: Python<'_>,
         action: &Bound<'_, PyAny>,
         observation: &Bound<'_, PyAny>,
@@ -291,86 +351,110 @@ impl PyRecorder {
         truncated: &Bound<'_, PyAny>,
         info: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
+        let mut guard = self.lock(py)?;
+        let st = &mut *guard;
         // The collector is empty between calls: `send` and `fail` both leave it so.
-        self.rec().check().py_err(py)?;
-        match self.collect_step(py, action, observation, reward, terminated, truncated, info) {
-            Ok(()) => self.send(py, MessageKind::Step)?,
-            Err(e) => return Err(self.fail(py, e)),
+        st.rec.check().py_err(py)?;
+        match st.collect_step(py, action, observation, reward, terminated, truncated, info) {
+            Ok(()) => st.send(py, MessageKind::Step)?,
+            Err(e) => return Err(st.fail(py, e)),
         }
-        if !self.warned_unrecorded {
-            self.warn_unrecorded_steps(py)?;
+        if !st.warned_unrecorded {
+            st.warn_unrecorded_steps(py)?;
         }
         Ok(())
     }
 
     /// Custom per-step data for the coming `step` (column `data/<name>`), checked now: a value
     /// that cannot be recorded raises `SchemaError` here and is not kept.
-    fn record(&mut self, py: Python<'_>, name: &str, value: Py<PyAny>) -> PyResult<()> {
-        self.rec().check().py_err(py)?;
+    fn record(&self, py: Python<'_>, name: &str, value: Py<PyAny>) -> PyResult<()> {
+        let mut guard = self.lock(py)?;
+        let st = &mut *guard;
+        st.rec.check().py_err(py)?;
         if name.is_empty() || name.starts_with('_') {
             return Err(invalid(py, format!("custom data name '{name}' must be non-empty and not start with '_'")));
         }
         let path = escape_key(name);
-        let recorder = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
-        self.data.check_value(py, &path, value.bind(py), self.rows, recorder, &mut self.coll)?;
-        if let Some(slot) = self.pending_data.iter_mut().find(|(p, _)| *p == path) {
+        st.data.check_value(py, &path, value.bind(py), st.rows, &mut st.rec, &mut st.coll)?;
+        if let Some(slot) = st.pending_data.iter_mut().find(|(p, _)| *p == path) {
             slot.1 = value;
         } else {
-            self.pending_data.push((path, value));
+            st.pending_data.push((path, value));
         }
         Ok(())
     }
 
     /// Merges JSON into the metadata of an episode of `env_index`: the one that ended at the last
     /// step (until the next step or reset), else the running one.
-    fn set_episode_metadata(&mut self, py: Python<'_>, env_index: i64, metadata_json: &str) -> PyResult<()> {
+    fn set_episode_metadata(&self, py: Python<'_>, env_index: i64, metadata_json: &str) -> PyResult<()> {
         let env = env_u32(py, env_index)?;
-        self.rec().set_episode_metadata(env, metadata_json).py_err(py)
+        let mut guard = self.lock(py)?;
+        let st = &mut *guard;
+        let rec = &mut st.rec;
+        let result = py.detach(|| rec.set_episode_metadata(env, metadata_json));
+        st.signal.result(py, result)
     }
 
-    fn discard(&mut self, py: Python<'_>, env_index: i64) -> PyResult<()> {
+    fn discard(&self, py: Python<'_>, env_index: i64) -> PyResult<()> {
         let env = env_u32(py, env_index)?;
-        self.rec().discard(env).py_err(py)
+        self.lock(py)?.rec.discard(env).py_err(py)
     }
 
     #[pyo3(signature = (env_index=None))]
-    fn abort(&mut self, py: Python<'_>, env_index: Option<i64>) -> PyResult<()> {
+    fn abort(&self, py: Python<'_>, env_index: Option<i64>) -> PyResult<()> {
         let env = env_index.map(|e| env_u32(py, e)).transpose()?;
-        self.rec().abort(env).py_err(py)
+        let mut guard = self.lock(py)?;
+        guard.rec.check().py_err(py)?;
+        guard.rec.abort(env).py_err(py)
     }
 
-    fn flush(&mut self, py: Python<'_>) -> PyResult<()> {
-        let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
-        py.detach(|| inner.flush()).py_err(py)
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        let mut guard = self.lock(py)?;
+        let st = &mut *guard;
+        let rec = &mut st.rec;
+        let result = py.detach(|| rec.flush());
+        st.signal.result(py, result)
     }
 
-    fn close(&mut self, py: Python<'_>) -> PyResult<()> {
-        self.pending_data.clear();
-        let inner = self.inner.get_mut().unwrap_or_else(|p| p.into_inner());
-        let closed = py.detach(|| inner.close()).py_err(py);
-        self.infos.warn_skipped(py)?;
-        self.data.warn_skipped(py)?;
-        self.warn_unrecorded_steps(py)?;
+    /// Writes what is left and stops the writer thread (waiting with the GIL released). An
+    /// interrupted close can be called again to finish.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let mut guard = self.lock(py)?;
+        let st = &mut *guard;
+        if st.rec.is_closed() {
+            return Ok(());
+        }
+        st.pending_data.clear();
+        let rec = &mut st.rec;
+        let result = py.detach(|| rec.close());
+        if matches!(result, Err(Error::Interrupted(_))) {
+            return st.signal.result(py, result);
+        }
+        let closed = st.signal.result(py, result);
+        st.infos.warn_skipped(py)?;
+        st.data.warn_skipped(py)?;
+        st.warn_unrecorded_steps(py)?;
         closed
     }
 
     #[getter]
-    fn closed(&self) -> bool {
-        self.rec_ref().is_closed()
+    fn closed(&self, py: Python<'_>) -> PyResult<bool> {
+        Ok(self.lock(py)?.rec.is_closed())
     }
 
     #[getter]
-    fn shard_paths(&self) -> Vec<String> {
-        self.rec_ref().shard_paths().iter().map(|p| p.display().to_string()).collect()
+    fn shard_paths(&self, py: Python<'_>) -> PyResult<Vec<String>> {
+        Ok(self.lock(py)?.rec.shard_paths().iter().map(|p| p.display().to_string()).collect())
     }
 
     #[getter]
-    fn num_envs(&self) -> u32 {
-        self.rec_ref().config().num_envs
+    fn num_envs(&self, py: Python<'_>) -> PyResult<u32> {
+        Ok(self.lock(py)?.rec.config().num_envs)
     }
 
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let s = self.rec_ref().stats();
+        let guard = self.lock(py)?;
+        let s = guard.rec.stats();
         let d = PyDict::new(py);
         d.set_item("steps", s.steps)?;
         d.set_item("episodes", s.episodes)?;
@@ -378,12 +462,9 @@ impl PyRecorder {
         d.set_item("bytes_written", s.bytes_written)?;
         d.set_item("ring_capacity", s.ring_capacity)?;
         d.set_item("ring_waits", s.ring_waits)?;
-        let rec = self.rec_ref();
-        let splitter = rec.splitter();
-        let unrecorded: u64 = (0..splitter.num_envs()).map(|l| splitter.unrecorded_steps(l)).sum();
-        d.set_item("steps_not_recorded", unrecorded)?;
+        d.set_item("steps_not_recorded", guard.rec.splitter().unrecorded_total())?;
         let skipped = PyDict::new(py);
-        for (prefix, columns) in [("info", &self.infos), ("data", &self.data)] {
+        for (prefix, columns) in [("info", &guard.infos), ("data", &guard.data)] {
             for (path, n) in columns.skipped_counts() {
                 skipped.set_item(format!("{prefix}/{path}"), n)?;
             }
@@ -394,7 +475,8 @@ impl PyRecorder {
 
     /// Column specs as dicts (name, dtype, shape, timeline, ...).
     fn columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let json = serde_json::to_string(self.rec_ref().columns()).map_err(|e| recorder_error(py, e.to_string()))?;
+        let json =
+            serde_json::to_string(self.lock(py)?.rec.columns()).map_err(|e| recorder_error(py, e.to_string()))?;
         let loads = py.import("json")?.getattr("loads")?;
         Ok(loads.call1((json,))?.cast_into::<PyList>()?)
     }
@@ -403,7 +485,7 @@ impl PyRecorder {
         slf
     }
 
-    fn __exit__(&mut self, py: Python<'_>, _t: Py<PyAny>, _v: Py<PyAny>, _tb: Py<PyAny>) -> PyResult<bool> {
+    fn __exit__(&self, py: Python<'_>, _t: Py<PyAny>, _v: Py<PyAny>, _tb: Py<PyAny>) -> PyResult<bool> {
         self.close(py)?;
         Ok(false)
     }

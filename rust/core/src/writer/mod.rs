@@ -13,4 +13,4 @@ pub use crate::format::SHARD_EXTENSION;
 pub use autoreset::{LaneOp, LaneState, Splitter};
 pub use config::{AutoresetMode, Durability, RecorderConfig};
 pub use message::{EntryKind, EntryRef, MessageHead, MessageKind, Slot};
-pub use recorder::{mask_name, NewColumn, Recorder, Stats};
+pub use recorder::{mask_name, Interrupt, NewColumn, Recorder, Stats};

@@ -55,9 +55,25 @@ pub struct Recorder {
     planned: Option<MessageKind>,
     /// The planned message's lane ops as bytes (reused).
     ops_bytes: Vec<u8>,
+    /// AddColumn messages (column spec JSON) not sent yet: they go out, in order, right before
+    /// the next message, so adding a column never waits for ring space.
+    queued_columns: Vec<Vec<u8>>,
     next_ticket: u64,
+    /// Set once the Close message is in the ring (a close interrupted while waiting resumes).
+    close_sent: Option<u64>,
     closed: bool,
+    /// The process that made the recorder: its writer thread exists in no other (a fork).
+    owner_pid: u32,
+    /// Called every `POLL_EVERY` while a call waits (ring space, a flush, close); an error ends
+    /// the wait with it. The bindings check for signals here (Ctrl-C while waiting).
+    interrupt: Option<Interrupt>,
 }
+
+/// See `Recorder::set_interrupt_check`.
+pub type Interrupt = Box<dyn FnMut() -> Result<()> + Send>;
+
+/// How often a waiting call runs the interrupt check.
+const POLL_EVERY: Duration = Duration::from_millis(20);
 
 impl Recorder {
     /// Validates the configuration, creates the directory and the first shard (so a bad path
@@ -144,9 +160,20 @@ impl Recorder {
             splitter,
             planned: None,
             ops_bytes: Vec::new(),
+            queued_columns: Vec::new(),
             next_ticket: 1,
+            close_sent: None,
             closed: false,
+            owner_pid: std::process::id(),
+            interrupt: None,
         })
+    }
+
+    /// Installs a check that waiting calls run every 20 ms (with no lock of the recorder's
+    /// caller held): an error it returns ends the wait. A wait for ring space that ends so
+    /// refuses its step (see `Splitter::refuse`).
+    pub fn set_interrupt_check(&mut self, check: Interrupt) {
+        self.interrupt = Some(check);
     }
 
     pub fn config(&self) -> &RecorderConfig {
@@ -213,7 +240,7 @@ impl Recorder {
         }
         for s in specs {
             let json = serde_json::to_vec(&s).map_err(|e| Error::Invalid(e.to_string()))?;
-            self.push_control(MessageKind::AddColumn, 0, 0, &json, now_ns())?;
+            self.queued_columns.push(json);
             self.by_name.insert(s.name.clone(), s.id);
             self.columns.push(s);
         }
@@ -221,13 +248,56 @@ impl Recorder {
         Ok(id)
     }
 
-    /// The writer thread's error, if it stopped.
+    /// The writer thread's error, if it stopped (or the recorder is closed, or this is another
+    /// process than the one that made it).
     pub fn check(&self) -> Result<()> {
+        self.check_process()?;
         if self.closed {
             return Err(Error::WriterStopped("the recorder is closed".into()));
         }
+        self.check_writer()
+    }
+
+    fn check_process(&self) -> Result<()> {
+        if std::process::id() != self.owner_pid {
+            return Err(Error::ForeignProcess { owner: self.owner_pid });
+        }
+        Ok(())
+    }
+
+    /// The writer thread is alive: not stopped on an error, not gone some other way (a panic is
+    /// caught and reported; this also covers a thread that ended without saying why).
+    fn check_writer(&self) -> Result<()> {
         if self.shared.dead.load(Ordering::Acquire) {
             return Err(Error::WriterStopped(self.shared.error_message()));
+        }
+        if self.close_sent.is_none() && self.thread.as_ref().is_none_or(|t| t.is_finished()) {
+            // Read the flag again: the thread may have set it just before finishing.
+            if self.shared.dead.load(Ordering::Acquire) {
+                return Err(Error::WriterStopped(self.shared.error_message()));
+            }
+            self.shared.fail("the writer thread ended unexpectedly".into());
+            return Err(Error::WriterStopped(self.shared.error_message()));
+        }
+        Ok(())
+    }
+
+    /// Waits (sleeping, backing off to 1 ms) while `blocked`; fails when the writer stops or
+    /// the interrupt check says so.
+    fn wait_while(&mut self, mut blocked: impl FnMut(&Self) -> bool) -> Result<()> {
+        let mut pause = Duration::from_micros(20);
+        let mut last_poll = std::time::Instant::now();
+        while blocked(self) {
+            self.check_process()?;
+            self.check_writer()?;
+            if last_poll.elapsed() >= POLL_EVERY {
+                last_poll = std::time::Instant::now();
+                if let Some(check) = self.interrupt.as_mut() {
+                    check()?;
+                }
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(1));
         }
         Ok(())
     }
@@ -333,6 +403,8 @@ impl Recorder {
         let head = MessageHead { kind: MessageKind::Step, env: 0, time_ns: 0, arg: 0, ops: Some(&self.ops_bytes) };
         let len = message::encoded_len(&head, entries);
         let capacity = self.producer.buffer().capacity();
+        // Room for the queued AddColumn messages too: they go first.
+        let len = len + self.queued_columns.iter().map(|j| control_len(j.len())).sum::<usize>();
         if len > capacity || len > u32::MAX as usize {
             let e = Error::Invalid(format!(
                 "one step of {len} bytes does not fit the recording buffer of {capacity} bytes (raise ring_bytes)"
@@ -385,25 +457,33 @@ impl Recorder {
             return Ok(());
         }
         self.shared.ring_waits.fetch_add(1, Ordering::Relaxed);
-        let mut pause = Duration::from_micros(20);
-        while !self.fits_now(len) {
-            self.check()?;
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(1));
+        self.wait_while(|me| !me.fits_now(len))
+    }
+
+    /// Sends the queued AddColumn messages (waiting for room if needed).
+    fn send_queued_columns(&mut self) -> Result<()> {
+        for json in std::mem::take(&mut self.queued_columns) {
+            let entries = [control_entry(&json, 0)];
+            let head = MessageHead { kind: MessageKind::AddColumn, env: 0, time_ns: now_ns(), arg: 0, ops: None };
+            self.wait_until_fits(message::encoded_len(&head, &entries))?;
+            self.push(&head, &entries)?;
         }
         Ok(())
     }
 
-    /// Sends the planned message with `entries` (the same entries it was planned with; `len`
-    /// is what the plan returned) and makes its plan the sub-envs' state. `time_ns` 0 lets the
-    /// writer thread stamp it (the clock is not free on the step path).
-    pub fn send_planned(&mut self, entries: &[EntryRef], len: usize, time_ns: u64) -> Result<()> {
+    /// Sends the planned message with `entries` (the same entries it was planned with, after
+    /// `wait_for_space` with the length the plan returned) and makes its plan the sub-envs'
+    /// state. `time_ns` 0 lets the writer thread stamp it (the clock is not free on the step path).
+    pub fn send_planned(&mut self, entries: &[EntryRef], time_ns: u64) -> Result<()> {
         let Some(kind) = self.planned else {
             return Err(Error::Invalid("internal error: no message was planned".into()));
         };
+        if let Err(e) = self.send_queued_columns() {
+            return Err(self.refuse_planned(e));
+        }
         let ops = std::mem::take(&mut self.ops_bytes);
         let head = MessageHead { kind, env: 0, time_ns, arg: 0, ops: Some(&ops) };
-        let pushed = self.push(&head, entries, len);
+        let pushed = self.push(&head, entries);
         self.ops_bytes = ops;
         match pushed {
             Ok(()) => {
@@ -415,14 +495,11 @@ impl Recorder {
         }
     }
 
-    /// Copies a message into the ring; the caller made sure `len` bytes are free.
-    fn push(&mut self, head: &MessageHead, entries: &[EntryRef], len: usize) -> Result<()> {
+    /// Copies a message into the ring if it fits now (callers wait for `message::encoded_len`
+    /// bytes first), else fails with `RingFull`.
+    fn push(&mut self, head: &MessageHead, entries: &[EntryRef]) -> Result<()> {
         self.check()?;
-        // The one length formula; a caller that waited for another length gets an error, never
-        // uninitialised ring bytes.
-        if message::encoded_len(head, entries) != len {
-            return Err(Error::Invalid(format!("internal error: a message of {len} bytes was announced")));
-        }
+        let len = message::encoded_len(head, entries);
         let capacity = self.producer.buffer().capacity();
         let mut chunk =
             self.producer.write_chunk_uninit(len).map_err(|_| Error::RingFull { capacity, detail: String::new() })?;
@@ -466,7 +543,8 @@ impl Recorder {
     /// A small control message, with the pending lane ops. It waits for ring space whatever
     /// `block_when_full` says: control messages are rare and small.
     fn push_control(&mut self, kind: MessageKind, env: u32, arg: u64, data: &[u8], time_ns: u64) -> Result<()> {
-        let entries = [EntryRef { column: 0, kind: EntryKind::Dense, slot: Slot::Regular, env, mask: None, data }];
+        self.send_queued_columns()?;
+        let entries = [control_entry(data, env)];
         let with_ops = matches!(kind, MessageKind::Flush | MessageKind::Close | MessageKind::Ops);
         if with_ops {
             self.splitter.plan_control();
@@ -475,7 +553,7 @@ impl Recorder {
         let ops = std::mem::take(&mut self.ops_bytes);
         let head = MessageHead { kind, env, time_ns, arg, ops: with_ops.then_some(&ops[..]) };
         let len = message::encoded_len(&head, &entries);
-        let pushed = self.wait_until_fits(len).and_then(|()| self.push(&head, &entries, len));
+        let pushed = self.wait_until_fits(len).and_then(|()| self.push(&head, &entries));
         self.ops_bytes = ops;
         pushed?;
         match kind {
@@ -538,44 +616,44 @@ impl Recorder {
 
     /// Blocks until everything pushed so far is written (and synced, if the durability says so).
     pub fn flush(&mut self) -> Result<()> {
+        self.check()?;
         let ticket = self.next_ticket;
         self.next_ticket += 1;
-        self.check()?;
         self.push_control(MessageKind::Flush, 0, ticket, &[], now_ns())?;
         self.wait_ticket(ticket)
     }
 
-    fn wait_ticket(&self, ticket: u64) -> Result<()> {
-        let mut pause = Duration::from_micros(50);
-        while self.shared.flushed.load(Ordering::Acquire) < ticket {
-            if self.shared.dead.load(Ordering::Acquire) {
-                return Err(Error::WriterStopped(self.shared.error_message()));
-            }
-            std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(2));
-        }
-        Ok(())
+    fn wait_ticket(&mut self, ticket: u64) -> Result<()> {
+        self.wait_while(|me| me.shared.flushed.load(Ordering::Acquire) < ticket)
     }
 
     /// Writes incomplete episodes, the index and the end record, and stops the writer thread.
-    /// Idempotent; reports the writer thread's error if it failed at any point.
+    /// Idempotent; reports the writer thread's error if it failed at any point. A close whose
+    /// wait was interrupted can be called again to finish waiting.
     pub fn close(&mut self) -> Result<()> {
+        self.check_process()?;
         if self.closed {
             return Ok(());
         }
-        let ticket = self.next_ticket;
-        self.next_ticket += 1;
-        let pushed = if self.shared.dead.load(Ordering::Acquire) {
-            Ok(())
-        } else {
-            self.push_control(MessageKind::Close, 0, ticket, &[], now_ns())
-        };
+        if self.close_sent.is_none() && !self.shared.dead.load(Ordering::Acquire) {
+            let ticket = self.next_ticket;
+            self.next_ticket += 1;
+            // Failing here means the writer stopped: reported below.
+            if self.push_control(MessageKind::Close, 0, ticket, &[], now_ns()).is_ok() {
+                self.close_sent = Some(ticket);
+            }
+        }
+        if let Some(ticket) = self.close_sent {
+            match self.wait_ticket(ticket) {
+                Err(Error::Interrupted(why)) => return Err(Error::Interrupted(why)),
+                _ => {}
+            }
+        }
         self.closed = true;
         let joined = self.thread.take().map(|t| t.join());
         if let Some(Err(_)) = joined {
             self.shared.fail("the writer thread panicked".into());
         }
-        pushed?;
         if self.shared.dead.load(Ordering::Acquire) {
             return Err(Error::WriterStopped(self.shared.error_message()));
         }
@@ -601,6 +679,14 @@ impl Recorder {
 
 impl Drop for Recorder {
     fn drop(&mut self) {
+        if self.check_process().is_err() {
+            // A forked child's copy: the writer thread and the file belong to the parent.
+            if let Some(thread) = self.thread.take() {
+                std::mem::forget(thread);
+            }
+            return;
+        }
+        self.interrupt = None; // no Python to ask while dropping
         let _ = self.close();
     }
 }
@@ -615,6 +701,15 @@ fn entry_row<'a>(e: &EntryRef<'a>, lane: usize, row_bytes: usize) -> Option<&'a 
         EntryKind::Masked | EntryKind::PerEnv => return None,
     };
     e.data.get(row * row_bytes..(row + 1) * row_bytes)
+}
+
+fn control_entry(data: &[u8], env: u32) -> EntryRef<'_> {
+    EntryRef { column: 0, kind: EntryKind::Dense, slot: Slot::Regular, env, mask: None, data }
+}
+
+/// The length of a control message (no ops) carrying `data_len` bytes.
+fn control_len(data_len: usize) -> usize {
+    message::HEADER_LEN + message::ENTRY_HEADER_LEN + data_len
 }
 
 fn refusal(env: u32, why: Refusal, what: &str) -> Error {

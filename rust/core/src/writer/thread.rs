@@ -136,10 +136,21 @@ impl WriterThread {
         Ok(me)
     }
 
-    /// Runs until a Close message has been handled or an error stops it.
+    /// Runs until a Close message has been handled or an error stops it. A panic is caught and
+    /// reported like an error, so the caller's waits end and say why.
     pub fn run(mut self) {
-        if let Err(e) = self.run_inner() {
-            self.shared.fail(e.to_string());
+        let shared = self.shared.clone();
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run_inner())) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => shared.fail(e.to_string()),
+            Err(payload) => {
+                let why = payload
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| payload.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "(no message)".into());
+                shared.fail(format!("the writer thread panicked: {why}"));
+            }
         }
     }
 
@@ -198,6 +209,7 @@ impl WriterThread {
 
     /// Applies one message; true when it was Close.
     fn handle(&mut self, mut msg: Message) -> Result<bool> {
+        self.inject_faults(&msg);
         if msg.time_ns == 0 {
             // The caller leaves the clock to us (it costs the step path); we lag it by ~1 ms.
             msg.time_ns = now_ns();
@@ -247,6 +259,20 @@ impl WriterThread {
             }
         }
         Ok(false)
+    }
+
+    /// Test-only faults from the config (`test_faults`): a panic at the n-th step, a slow writer.
+    fn inject_faults(&self, msg: &Message) {
+        let faults = &self.config.test_faults;
+        if msg.kind == MessageKind::Step {
+            let steps = self.shared.steps.load(Ordering::Relaxed) + 1;
+            if faults.panic_at_step == Some(steps) {
+                panic!("test fault: panic at step {steps}");
+            }
+            if faults.slow_step_ms > 0 {
+                std::thread::sleep(Duration::from_millis(faults.slow_step_ms));
+            }
+        }
     }
 
     /// Applies every lane's op (decided by `autoreset::Splitter` on the caller's side) in the

@@ -378,7 +378,7 @@ impl Harness {
             _ => self.rec.plan_step(&entries).unwrap(),
         };
         self.rec.wait_for_space(len).unwrap();
-        self.rec.send_planned(&entries, len, self.time_ns).unwrap();
+        self.rec.send_planned(&entries, self.time_ns).unwrap();
     }
 
     /// What the model should see: no info values while the info columns do not exist.
