@@ -12,6 +12,7 @@ pub mod convert;
 pub mod dtype;
 pub mod error;
 pub mod format;
+pub mod process;
 pub mod reader;
 pub mod schema;
 pub mod writer;

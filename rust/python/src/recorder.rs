@@ -82,7 +82,7 @@ impl PyRecorder {
     /// The state, for one call. Checks the process first; waits for another thread's call with
     /// the GIL released (holding it would deadlock with a call that waits for the GIL itself).
     fn lock(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, State>> {
-        if std::process::id() != self.owner_pid {
+        if trajcore_core::process::current_pid() != self.owner_pid {
             return Err(to_py(py, Error::ForeignProcess { owner: self.owner_pid }));
         }
         loop {
@@ -306,7 +306,7 @@ impl PyRecorder {
             warned_unrecorded: false,
             signal,
         };
-        Ok(PyRecorder { state: Mutex::new(state), owner_pid: std::process::id() })
+        Ok(PyRecorder { state: Mutex::new(state), owner_pid: trajcore_core::process::current_pid() })
     }
 
     /// Starts episodes: every env, or those where `mask` is true.

@@ -106,6 +106,11 @@ pub struct Splitter {
     /// Their sum, so the step path checks one number.
     unrecorded_total: u64,
     next_unrecorded_total: u64,
+    /// Every lane runs, none holds an ended episode, no op is pending: a step where no lane is
+    /// done is then a plain transition everywhere (the common case, planned without a loop).
+    steady: bool,
+    /// The planned ops are all `STEP` (so the caller can reuse their bytes).
+    planned_steady: bool,
 }
 
 impl Splitter {
@@ -122,7 +127,14 @@ impl Splitter {
             next_unrecorded: vec![0; num_envs],
             unrecorded_total: 0,
             next_unrecorded_total: 0,
+            steady: false,
+            planned_steady: false,
         }
+    }
+
+    /// Whether the planned ops are `STEP` for every lane and nothing else.
+    pub fn planned_steady(&self) -> bool {
+        self.planned_steady
     }
 
     pub fn num_envs(&self) -> usize {
@@ -154,6 +166,7 @@ impl Splitter {
     }
 
     fn start_plan(&mut self) {
+        self.planned_steady = false;
         self.ops.copy_from_slice(&self.pending);
         self.next_state.copy_from_slice(&self.state);
         self.next_held.copy_from_slice(&self.held);
@@ -176,6 +189,19 @@ impl Splitter {
             self.ops[lane] |= op::BEGIN;
             self.next_state[lane] = LaneState::Running;
         }
+    }
+
+    /// Plans a step at which no lane is done, if every lane simply steps (see `steady`); false
+    /// when the general `plan_step` is needed.
+    pub fn plan_steady_step(&mut self) -> bool {
+        if !self.steady {
+            return false;
+        }
+        if !self.planned_steady {
+            self.ops.iter_mut().for_each(|o| *o = op::STEP);
+            self.planned_steady = true;
+        }
+        true
     }
 
     /// Plans a (vector) step; `done(lane)` gives the lane's (terminated, truncated) flags, or
@@ -231,11 +257,21 @@ impl Splitter {
 
     /// The planned message was sent: its states become current.
     pub fn commit(&mut self) {
+        if self.planned_steady {
+            return; // nothing changed
+        }
         std::mem::swap(&mut self.state, &mut self.next_state);
         std::mem::swap(&mut self.held, &mut self.next_held);
         std::mem::swap(&mut self.unrecorded, &mut self.next_unrecorded);
         self.unrecorded_total = self.next_unrecorded_total;
         self.pending.iter_mut().for_each(|p| *p = 0);
+        self.update_steady();
+    }
+
+    fn update_steady(&mut self) {
+        self.steady = self.state.iter().all(|&s| s == LaneState::Running)
+            && self.held.iter().all(|&h| h == Held::None)
+            && self.pending.iter().all(|&p| p == 0);
     }
 
     /// A flush was sent: held episodes are written now.
@@ -246,6 +282,7 @@ impl Splitter {
                 *h = Held::Flushed;
             }
         }
+        self.update_steady();
     }
 
     /// The planned row message was refused (too big for the ring, or the ring was full and the
@@ -253,6 +290,8 @@ impl Splitter {
     /// ends incomplete, and a lane whose new episode would have started in it skips that episode
     /// (its reset row is lost). Returns the lanes whose running episode was ended.
     pub fn refuse(&mut self) -> Vec<usize> {
+        self.steady = false;
+        self.planned_steady = false;
         let mut ended = Vec::new();
         for lane in 0..self.state.len() {
             let planned = self.ops[lane] & !self.pending[lane];
@@ -275,6 +314,7 @@ impl Splitter {
     /// `discard(lane)`: the episode that ended at the last step if it is still held, else the
     /// running one.
     pub fn discard(&mut self, lane: usize) -> Result<(), Refusal> {
+        self.steady = false;
         match (self.held[lane], self.state[lane]) {
             (Held::Held, _) => {
                 self.pending[lane] |= op::DROP_HELD;
@@ -301,6 +341,7 @@ impl Splitter {
     /// `abort`: ends the running episode of `lane` (or of every lane) as incomplete; the lane
     /// skips rows until its env ends that episode.
     pub fn abort(&mut self, lane: Option<usize>) {
+        self.steady = false;
         for l in 0..self.state.len() {
             if lane.is_none_or(|x| x == l) && self.state[l] == LaneState::Running {
                 self.pending[l] |= op::END_OPEN;
@@ -412,6 +453,28 @@ mod tests {
             AutoresetMode::SameStep,
             &[(&[N, N], &[STEP, STEP]), (&[TERM, N], &[end_t, STEP]), (&[TERM, TERM], &[end_t, end_t])],
         );
+    }
+
+    #[test]
+    fn the_steady_fast_path_agrees_with_the_general_plan() {
+        for mode in [AutoresetMode::NextStep, AutoresetMode::SameStep, AutoresetMode::Disabled] {
+            let mut s = Splitter::new(2, mode);
+            assert!(!s.plan_steady_step(), "idle lanes are not steady");
+            reset(&mut s, None);
+            assert!(s.plan_steady_step());
+            assert_eq!(s.ops(), &[STEP, STEP]);
+            s.commit();
+            let mut general = s.clone();
+            general.plan_step(|_| Some(N));
+            assert_eq!(general.ops(), s.ops());
+            // A done lane makes the next plans general until things settle again.
+            assert_eq!(step(&mut s, &[TERM, N])[0] & END, END);
+            assert!(!s.plan_steady_step(), "{mode:?}: a held episode");
+            s.discard(1).unwrap();
+            s.plan_step(|_| Some(N));
+            s.commit();
+            assert!(!s.plan_steady_step(), "{mode:?}: lane 1 skips");
+        }
     }
 
     #[test]

@@ -55,6 +55,8 @@ pub struct Recorder {
     planned: Option<MessageKind>,
     /// The planned message's lane ops as bytes (reused).
     ops_bytes: Vec<u8>,
+    /// `ops_bytes` holds the steady plan (all `STEP`).
+    ops_bytes_steady: bool,
     /// AddColumn messages (column spec JSON) not sent yet: they go out, in order, right before
     /// the next message, so adding a column never waits for ring space.
     queued_columns: Vec<Vec<u8>>,
@@ -160,11 +162,12 @@ impl Recorder {
             splitter,
             planned: None,
             ops_bytes: Vec::new(),
+            ops_bytes_steady: false,
             queued_columns: Vec::new(),
             next_ticket: 1,
             close_sent: None,
             closed: false,
-            owner_pid: std::process::id(),
+            owner_pid: crate::process::current_pid(),
             interrupt: None,
         })
     }
@@ -259,7 +262,7 @@ impl Recorder {
     }
 
     fn check_process(&self) -> Result<()> {
-        if std::process::id() != self.owner_pid {
+        if crate::process::current_pid() != self.owner_pid {
             return Err(Error::ForeignProcess { owner: self.owner_pid });
         }
         Ok(())
@@ -345,7 +348,10 @@ impl Recorder {
                 if a.len() != n || b.len() != n {
                     return Err(Error::Invalid(format!("a step needs one terminated and truncated flag per env ({n})")));
                 }
-                self.splitter.plan_step(|lane| Some((a[lane] != 0, b[lane] != 0)));
+                let none_done = all_zero(a) && all_zero(b);
+                if !(none_done && self.splitter.plan_steady_step()) {
+                    self.splitter.plan_step(|lane| Some((a[lane] != 0, b[lane] != 0)));
+                }
             }
             _ => {
                 let flag = |column: ColumnId, lane: usize| -> Option<bool> {
@@ -369,6 +375,9 @@ impl Recorder {
     /// Same-step autoreset: a sub-env that ended must come with its final observation, or the
     /// episode's last row would be zeros.
     fn check_final_observations(&self, entries: &[EntryRef]) -> Result<()> {
+        if self.splitter.planned_steady() {
+            return Ok(());
+        }
         for (lane, &o) in self.splitter.ops().iter().enumerate() {
             if o & op::FINAL_SLOT == 0 {
                 continue;
@@ -399,7 +408,11 @@ impl Recorder {
     /// The length of the planned message with `entries`; a message that can never fit the ring
     /// is refused (and ends what it touched, see `Splitter::refuse`).
     fn planned_len(&mut self, entries: &[EntryRef]) -> Result<usize> {
-        message::ops_bytes(self.splitter.ops(), &mut self.ops_bytes);
+        // The steady plan's bytes are the same every step: encode them once.
+        if !(self.splitter.planned_steady() && self.ops_bytes_steady) {
+            message::ops_bytes(self.splitter.ops(), &mut self.ops_bytes);
+            self.ops_bytes_steady = self.splitter.planned_steady();
+        }
         let head = MessageHead { kind: MessageKind::Step, env: 0, time_ns: 0, arg: 0, ops: Some(&self.ops_bytes) };
         let len = message::encoded_len(&head, entries);
         let capacity = self.producer.buffer().capacity();
@@ -462,6 +475,9 @@ impl Recorder {
 
     /// Sends the queued AddColumn messages (waiting for room if needed).
     fn send_queued_columns(&mut self) -> Result<()> {
+        if self.queued_columns.is_empty() {
+            return Ok(());
+        }
         for json in std::mem::take(&mut self.queued_columns) {
             let entries = [control_entry(&json, 0)];
             let head = MessageHead { kind: MessageKind::AddColumn, env: 0, time_ns: now_ns(), arg: 0, ops: None };
@@ -498,7 +514,7 @@ impl Recorder {
     /// Copies a message into the ring if it fits now (callers wait for `message::encoded_len`
     /// bytes first), else fails with `RingFull`.
     fn push(&mut self, head: &MessageHead, entries: &[EntryRef]) -> Result<()> {
-        self.check()?;
+        // Callers planned or waited after `check`: not checked again on the step path.
         let len = message::encoded_len(head, entries);
         let capacity = self.producer.buffer().capacity();
         let mut chunk =
@@ -549,6 +565,7 @@ impl Recorder {
         if with_ops {
             self.splitter.plan_control();
             message::ops_bytes(self.splitter.ops(), &mut self.ops_bytes);
+            self.ops_bytes_steady = false;
         }
         let ops = std::mem::take(&mut self.ops_bytes);
         let head = MessageHead { kind, env, time_ns, arg, ops: with_ops.then_some(&ops[..]) };
@@ -689,6 +706,13 @@ impl Drop for Recorder {
         self.interrupt = None; // no Python to ask while dropping
         let _ = self.close();
     }
+}
+
+/// Whether every byte is 0, eight at a time.
+fn all_zero(bytes: &[u8]) -> bool {
+    let mut words = bytes.chunks_exact(8);
+    words.all(|w| u64::from_ne_bytes(w.try_into().unwrap_or_default()) == 0)
+        && words.remainder().iter().all(|&b| b == 0)
 }
 
 /// The bytes of `lane`'s row in an entry of rows of `row_bytes` bytes (fixed-size columns), if

@@ -27,6 +27,20 @@ pub struct ShardWriter {
     bytes_at_last_index: u64,
     durability: Durability,
     last_sync: Instant,
+    /// The file's identity when created, to notice it being deleted or replaced under us.
+    identity: Option<(u64, u64)>,
+}
+
+/// (device, inode) of an open file or a path.
+#[cfg(unix)]
+fn identity(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    Some((meta.dev(), meta.ino()))
+}
+
+#[cfg(not(unix))]
+fn identity(_meta: &std::fs::Metadata) -> Option<(u64, u64)> {
+    None
 }
 
 impl ShardWriter {
@@ -43,6 +57,7 @@ impl ShardWriter {
         let path = dir.join(shard_name(created_ns, &recording_id, shard_seq));
         // create_new: never clobber a file someone may be reading.
         let file = OpenOptions::new().write(true).create_new(true).open(&path).map_err(|e| Error::io(&path, e))?;
+        let identity = file.metadata().ok().as_ref().and_then(identity);
         let mut shard = ShardWriter {
             path,
             file,
@@ -52,6 +67,7 @@ impl ShardWriter {
             bytes_at_last_index: 0,
             durability,
             last_sync: Instant::now(),
+            identity,
         };
         shard.pending.extend_from_slice(&FileHeader::new(recording_id, shard_seq, created_ns).encode());
         shard.offset = shard.pending.len() as u64;
@@ -66,6 +82,20 @@ impl ShardWriter {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Fails if the file's name no longer leads to the file being written (deleted, or replaced
+    /// by another file): everything written from now on would be lost without a word.
+    pub fn check_still_there(&self) -> Result<()> {
+        let Some(expected) = self.identity else { return Ok(()) };
+        let now = std::fs::metadata(&self.path).ok().as_ref().and_then(identity);
+        if now != Some(expected) {
+            return Err(Error::WriterStopped(format!(
+                "{}: the shard file was deleted or replaced while recording (what it held is gone with it)",
+                self.path.display()
+            )));
+        }
+        Ok(())
     }
 
     /// Bytes in the file once pending bytes are written.

@@ -591,6 +591,7 @@ impl WriterThread {
     fn cycle(&mut self) -> Result<()> {
         self.write_chunks(true)?;
         let shard = self.shard.as_mut().ok_or_else(|| Error::WriterStopped("no open shard".into()))?;
+        shard.check_still_there()?;
         let before = shard.size();
         let mut batch = Vec::with_capacity(self.pending.len());
         for ended in self.pending.drain(..) {
