@@ -1,0 +1,193 @@
+"""Minari import: a local Minari dataset rewritten as a trajcore dataset, so a Minari user gets
+trajcore's training reads (sampling, sequences, zero-copy views) on the data they have.
+
+Each Minari episode becomes one trajcore episode (a single env, env index 0), replayed step by
+step through the recorder core: observations, actions, rewards, terminations, truncations and
+infos (a key with a ``_key`` mask is given only where its mask is true, as trajcore exports
+them; without a mask, at every row). A dataset trajcore exported comes back whole: its custom
+data (``infos["trajcore_data"]``), dataset metadata and episode metadata are restored. Other
+datasets get ``{"minari": {...}}`` metadata: the dataset's (id, algorithm, author, ...) and each
+episode's (id, seed, options). Nothing is downloaded: the dataset must be on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from trajcore import _core
+from trajcore._config import build_config, to_json
+from trajcore.errors import InvalidArgumentError, TrajcoreFileNotFoundError
+from trajcore.export._output import staged
+from trajcore.export._read import Progress
+from trajcore.export.to_minari import DATA_KEY, minari_module
+
+__all__ = ["import_minari", "info_row", "value_row"]
+
+
+def value_row(tree: Any, t: int) -> Any:
+    """Row t of a (nested) Minari column: dicts and tuples kept, str decoded."""
+    if isinstance(tree, Mapping):
+        return {k: value_row(v, t) for k, v in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(value_row(v, t) for v in tree)
+    v = tree[t]
+    return v.decode("utf-8") if isinstance(v, bytes) else v
+
+
+def info_row(infos: Mapping[str, Any], t: int) -> dict[str, Any]:
+    """The info dict of row t: every key, except masked keys (``_key`` beside them) where their
+    mask is false; masks themselves are not infos."""
+    out: dict[str, Any] = {}
+    for key, value in infos.items():
+        if key.startswith("_") and key[1:] in infos:
+            continue
+        mask = infos.get("_" + key)
+        if mask is not None and not bool(mask[t]):
+            continue
+        out[key] = info_row(value, t) if isinstance(value, Mapping) else value_row(value, t)
+    return out
+
+
+def _jsonable(value: Any) -> Any:
+    """Metadata as JSON values: sets as sorted lists, numpy values as Python ones, anything
+    else JSON cannot hold (spaces, specs) left out."""
+    if isinstance(value, Mapping):
+        out = {}
+        for k, v in value.items():
+            j = _jsonable(v)
+            if j is not _SKIP:
+                out[str(k)] = j
+        return out
+    if isinstance(value, set | frozenset):
+        return sorted(_jsonable(v) for v in value)
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray | np.generic):
+        return value.tolist()
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return _SKIP
+
+
+_SKIP = object()
+
+
+def _open(minari: Any, name_or_path: str) -> Any:
+    if os.path.isdir(name_or_path):
+        data = os.path.join(name_or_path, "data")
+        return minari.MinariDataset(data if os.path.isdir(data) else name_or_path)
+    try:
+        return minari.load_dataset(name_or_path)
+    except FileNotFoundError:
+        raise TrajcoreFileNotFoundError(
+            f"{name_or_path!r} is neither a directory nor a Minari dataset id found locally "
+            f"(under {minari.storage.get_dataset_path()}); trajcore does not download datasets"
+        ) from None
+    except ValueError as e:
+        raise InvalidArgumentError(f"{name_or_path!r}: {e}") from None
+
+
+def _dataset_metadata(dataset: Any) -> Any:
+    meta = dict(dataset.storage.metadata)
+    ours = meta.get("trajcore")
+    if isinstance(ours, Mapping) and "metadata" in ours:
+        return ours["metadata"]
+    meta.pop("observation_space", None)
+    meta.pop("action_space", None)
+    return {"minari": _jsonable(meta)}
+
+
+def _episode_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
+    ours = meta.get("trajcore")
+    if isinstance(ours, Mapping) and "metadata" in ours:
+        restored = json.loads(str(ours["metadata"]))
+        return restored if isinstance(restored, dict) else {"value": restored}
+    return {"minari": _jsonable(meta)}
+
+
+def import_minari(
+    name_or_path: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    *,
+    force: bool = False,
+    zstd_level: int | None = 3,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Writes a local Minari dataset as a trajcore dataset (see the module docstring).
+
+    Args:
+        name_or_path: a Minari dataset id found under Minari's local datasets root
+            (``MINARI_DATASETS_PATH`` or ``~/.minari/datasets``), or the dataset's directory (or
+            its ``data`` directory).
+        dst: the trajcore dataset directory to create; written beside it and renamed into place
+            when complete.
+        force: replace `dst` if it exists.
+        zstd_level: zstd level of every column (None: raw).
+        progress: called with the steps of each episode once written.
+
+    Returns:
+        ``{"episodes": int, "steps": int, "shards": [paths]}``.
+
+    Raises:
+        MissingDependencyError: minari, h5py or Pillow is not installed.
+        TrajcoreFileNotFoundError: no such local dataset.
+        InvalidArgumentError: `dst` exists and `force` is False.
+        SchemaError: a space trajcore cannot record (Sequence, Graph).
+    """
+    minari = minari_module("import-minari")
+    dataset = _open(minari, os.fspath(name_or_path))
+    env_spec = dataset.env_spec
+    out = os.fspath(dst)
+    with staged(out, force) as tmp:
+        config = build_config(
+            dataset.observation_space,
+            dataset.action_space,
+            num_envs=1,
+            batched=False,
+            autoreset_mode="disabled",
+            metadata=_dataset_metadata(dataset),
+            env_id=getattr(env_spec, "id", None),
+            max_shard_bytes=1 << 30,
+            chunk_bytes=None,
+            flush_interval=1.0,
+            durability="flush",
+            fsync_interval=None,
+            zstd_level=zstd_level,
+            codecs=None,
+            block_when_full=True,
+            ring_bytes=None,
+        )
+        rec = _core.Recorder(tmp, config)
+        episodes = steps = 0
+        try:
+            metas = dataset.storage.get_episode_metadata(dataset.episode_indices)
+            for ep, meta in zip(dataset.iterate_episodes(), metas, strict=True):
+                infos = dict(ep.infos or {})
+                data = infos.pop(DATA_KEY, None) or {}
+                rec.reset(value_row(ep.observations, 0), info_row(infos, 0))
+                rec.set_episode_metadata(0, to_json(_episode_metadata(meta), "episode metadata"))
+                n = len(ep.rewards)
+                for t in range(n):
+                    for name, value in info_row(data, t + 1).items():
+                        rec.record(name, value)
+                    rec.step(
+                        value_row(ep.actions, t),
+                        value_row(ep.observations, t + 1),
+                        float(ep.rewards[t]),
+                        bool(ep.terminations[t]),
+                        bool(ep.truncations[t]),
+                        info_row(infos, t + 1),
+                    )
+                episodes += 1
+                steps += n
+                if progress is not None:
+                    progress(n)
+        finally:
+            rec.close()
+        shards = [os.path.join(out, os.path.basename(p)) for p in rec.shard_paths]
+    return {"episodes": episodes, "steps": steps, "shards": shards}
