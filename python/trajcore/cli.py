@@ -80,7 +80,9 @@ def _make_vec(env_id: str, num_envs: int, vectorization: str, mode: Any) -> Any:
 
 
 class _Progress:
-    """tqdm when it is installed, else a line on stderr about once a second (total 0: unknown)."""
+    """tqdm when it is installed, else a line on stderr about once a second (total 0: unknown).
+    Nothing is shown before the first step, so a command that fails while checking its
+    arguments prints its one error line only."""
 
     def __init__(self, total: int, unit: str) -> None:
         self.total = total
@@ -89,10 +91,11 @@ class _Progress:
         self.last = self.start
         self.unit = unit
         self.bar: Any = None
+        self._tqdm: Any = None
         try:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total or None, unit=unit, unit_scale=True, file=sys.stderr)
+            self._tqdm = tqdm
         except ImportError:
             pass
 
@@ -100,7 +103,9 @@ class _Progress:
         if n <= 0:
             return
         self.done += n
-        if self.bar is not None:
+        if self._tqdm is not None:
+            if self.bar is None:
+                self.bar = self._tqdm(total=self.total or None, unit=self.unit, unit_scale=True, file=sys.stderr)
             self.bar.update(n)
             return
         now = time.perf_counter()
@@ -223,7 +228,7 @@ def _split_stats(values: np.ndarray[Any, Any], complete: np.ndarray[Any, Any]) -
 
 def _info(args: argparse.Namespace) -> int:
     import trajcore
-    from trajcore.export.summaries import env_step_bounds
+    from trajcore.formats.summaries import env_step_bounds
 
     with trajcore.open(args.path) as ds:
         s = ds.summaries()
@@ -325,7 +330,7 @@ def _env_steps_line(stored: int, least: int, most: int) -> str:
 def _ls(args: argparse.Namespace) -> int:
     import trajcore
     from trajcore._selection import apply_select, parse_select
-    from trajcore.export.summaries import summary_columns
+    from trajcore.formats.summaries import summary_columns
 
     selection = parse_select(args.select)
     with trajcore.open(args.path) as ds:
@@ -361,19 +366,17 @@ def _columns_arg(text: str | None) -> list[str] | None:
 def _export(args: argparse.Namespace) -> int:
     import trajcore
     from trajcore._selection import apply_select, parse_select
-    from trajcore.export import export, format_of
-    from trajcore.export._output import check_destination
+    from trajcore.formats import EXPORT_CACHE_BYTES, export, format_of
+    from trajcore.formats._output import check_destination
 
     fmt = format_of(args.out, args.format)
+    if args.columns is not None and fmt not in ("csv", "parquet"):
+        raise UsageError(f"--columns applies to csv and parquet; {fmt} exports write every value")
     if fmt != "minari":
         check_destination(args.out, args.force)  # before reading anything
     selection = parse_select(args.select)
-    with trajcore.open(args.path) as ds:
+    with trajcore.open(args.path, cache_bytes=EXPORT_CACHE_BYTES) as ds:
         episodes = apply_select(ds, selection)
-        print(
-            f"exporting {len(episodes):,} episodes ({episodes.num_steps:,} steps) to {args.out} ({fmt})",
-            file=sys.stderr,
-        )
         progress = _Progress(episodes.num_steps, "steps")
         start = time.perf_counter()
         try:
@@ -393,7 +396,7 @@ def _export(args: argparse.Namespace) -> int:
     size = _size_of(where)
     skipped = f", {result['skipped']} episodes of no step skipped" if result.get("skipped") else ""
     print(
-        f"exported {result['steps']:,} steps to {where} in {elapsed:.1f} s "
+        f"exported {len(episodes):,} episodes, {result['steps']:,} steps to {where} ({fmt}) in {elapsed:.1f} s "
         f"({result['steps'] / max(elapsed, 1e-9):,.0f} steps/s, {_fmt_bytes(size)}){skipped}",
         file=sys.stderr,
     )
@@ -407,9 +410,8 @@ def _size_of(path: str) -> int:
 
 
 def _import_minari(args: argparse.Namespace) -> int:
-    from trajcore.export import import_minari
+    from trajcore.formats import import_minari
 
-    print(f"importing {args.source} into {args.dst}", file=sys.stderr)
     start = time.perf_counter()
     progress = _Progress(0, "steps")
     try:
@@ -420,7 +422,8 @@ def _import_minari(args: argparse.Namespace) -> int:
         progress.close()
     elapsed = time.perf_counter() - start
     print(
-        f"imported {result['episodes']:,} episodes, {result['steps']:,} steps into {args.dst} in {elapsed:.1f} s",
+        f"imported {result['episodes']:,} episodes, {result['steps']:,} steps from {args.source} into {args.dst} "
+        f"in {elapsed:.1f} s",
         file=sys.stderr,
     )
     return 0
@@ -465,6 +468,13 @@ def _bench(args: argparse.Namespace) -> int:
     if args.delta:
         record_kwargs["codecs"] = {"obs": {"delta": True, "zstd_level": args.zstd_level}}
     policy = _load_policy(args.policy) if args.policy else None
+    if ":" not in args.env:  # a registered id: check it before announcing anything
+        import gymnasium as gym
+
+        try:
+            gym.spec(args.env)
+        except gym.error.Error as e:
+            raise UsageError(f"cannot make env {args.env!r}: {e}") from None
     print(
         f"bench {args.env} x{args.num_envs} ({vectorization or 'single env'}): {args.steps} vector steps with "
         f"recording and as many without, in {args.repeats} interleaved segments each",
@@ -555,7 +565,7 @@ def _examples(prog: str, *lines: str) -> str:
 def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
     import trajcore
     from trajcore._selection import SELECT_HELP
-    from trajcore.export import DEFAULT_MAX_VALUES, FORMATS
+    from trajcore.formats import DEFAULT_MAX_VALUES, FORMATS
 
     p = argparse.ArgumentParser(
         prog=prog,
@@ -765,7 +775,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def one_line_warning(message: Any, category: Any, *_: Any, **__: Any) -> None:
         print(f"{prog}: warning: {message}", file=sys.stderr)
 
-    warnings.showwarning = one_line_warning
+    shown, warnings.showwarning = warnings.showwarning, one_line_warning
     try:
         _check(args)
         result: int = args.func(args)
@@ -787,4 +797,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{prog}: error: {type(e).__name__}: {e}", file=sys.stderr)
     except OSError as e:
         print(f"{prog}: error: {e}", file=sys.stderr)
+    finally:
+        warnings.showwarning = shown
     return EXIT_USAGE

@@ -645,7 +645,7 @@ class Episodes(_Sampling, Sequence["Episode"]):
             MissingDependencyError: pandas is not installed (an `ImportError`).
             InvalidArgumentError: a name in `columns` matches no value.
         """
-        from trajcore.export.frames import steps_frame
+        from trajcore.formats.frames import steps_frame
 
         return steps_frame(self._dataset, self.indices, columns, max_values)
 
@@ -658,7 +658,7 @@ class Episodes(_Sampling, Sequence["Episode"]):
         Raises:
             MissingDependencyError: pandas is not installed (an `ImportError`).
         """
-        from trajcore.export.frames import summaries_frame
+        from trajcore.formats.frames import summaries_frame
 
         return summaries_frame(self._dataset, self.indices)
 
@@ -798,7 +798,7 @@ class Episode:
             MissingDependencyError: pandas is not installed (an `ImportError`).
             InvalidArgumentError: a name in `columns` matches no value.
         """
-        from trajcore.export.frames import steps_frame
+        from trajcore.formats.frames import steps_frame
 
         return steps_frame(self._dataset, [self.index], columns, max_values)
 

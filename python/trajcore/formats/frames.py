@@ -17,10 +17,10 @@ import numpy.typing as npt
 
 from trajcore.dataset import Dataset
 from trajcore.errors import TrajcoreWarning
-from trajcore.export._columns import DEFAULT_MAX_VALUES, Leaf, choose, flat_names
-from trajcore.export._deps import require
-from trajcore.export._read import Batch, iter_batches, plan_of
-from trajcore.export.summaries import flatten_metadata, summary_columns
+from trajcore.formats._columns import DEFAULT_MAX_VALUES, Leaf, choose, flat_names
+from trajcore.formats._deps import require
+from trajcore.formats._read import Batch, iter_batches, plan_of
+from trajcore.formats.summaries import flatten_metadata, summary_columns
 
 __all__ = ["leaf_columns", "left_out_note", "steps_frame", "summaries_frame"]
 
@@ -74,7 +74,7 @@ def steps_frame(
     columns: Sequence[str] | None = None,
     max_values: int = DEFAULT_MAX_VALUES,
 ) -> Any:
-    """One row per step of the given episodes (see `trajcore.export._columns` for what row i
+    """One row per step of the given episodes (see `trajcore.formats._columns` for what row i
     holds and how columns are named).
 
     Array leaves of more than `max_values` values are left out, with a `TrajcoreWarning` naming

@@ -1,6 +1,8 @@
-"""Getting data out: `export` writes a dataset (or a selection of its episodes) as CSV, JSON
-Lines in RLlib's shape, Parquet or a Minari dataset, streaming episode by episode;
-`import_minari` reads a Minari dataset back into trajcore.
+"""Getting data out (``trajcore.export``, ``trajcore.import_minari``).
+
+`export` writes a dataset (or a selection of its episodes) as CSV, JSON Lines in RLlib's shape,
+Parquet or a Minari dataset, streaming episode by episode; `import_minari` reads a Minari dataset
+back into trajcore.
 
 One module per format (`to_csv`, `to_jsonl`, `to_parquet`, `to_minari`, `from_minari`), pandas
 views in `frames`, and one rule for naming and aligning table columns in `_columns` (used by
@@ -16,15 +18,18 @@ from typing import Any
 
 from trajcore.dataset import Dataset, Episodes
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
-from trajcore.export._columns import DEFAULT_MAX_VALUES, choose
-from trajcore.export._output import staged
-from trajcore.export._read import Progress, plan_of
-from trajcore.export.frames import left_out_note
-from trajcore.export.from_minari import import_minari
+from trajcore.formats._columns import DEFAULT_MAX_VALUES, choose
+from trajcore.formats._output import staged
+from trajcore.formats._read import Progress, plan_of
+from trajcore.formats.frames import left_out_note
+from trajcore.formats.from_minari import import_minari
 
-__all__ = ["DEFAULT_MAX_VALUES", "FORMATS", "export", "format_of", "import_minari"]
+__all__ = ["DEFAULT_MAX_VALUES", "EXPORT_CACHE_BYTES", "FORMATS", "export", "format_of", "import_minari"]
 
 FORMATS = ("csv", "jsonl", "parquet", "minari")
+
+EXPORT_CACHE_BYTES = 32 << 20
+"""Chunk cache of a dataset opened to be exported (the default, 256 MiB, serves random reads)."""
 
 _SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet"}
 
@@ -56,6 +61,7 @@ def export(
     columns: Sequence[str] | None = None,
     max_values: int = DEFAULT_MAX_VALUES,
     force: bool = False,
+    batch_rows: int | None = None,
     progress: Progress | None = None,
 ) -> dict[str, Any]:
     """Writes a dataset, or a selection of its episodes, in another format, one episode (or one
@@ -74,6 +80,8 @@ def export(
         max_values: csv: arrays with more elements (images) are left out, with a
             `TrajcoreWarning` naming them, unless `columns` names them.
         force: replace `out` if it exists (otherwise refused).
+        batch_rows: csv: rows formatted per write; parquet: rows per row group. Default: about
+            8 MiB of values (at most 16k rows) for csv, 32 MiB (at most 64k rows) for parquet.
         progress: called with the number of steps written, as they are.
 
     Returns:
@@ -88,13 +96,25 @@ def export(
     fmt = format_of(os.fspath(out), format)
     if columns is not None and fmt in ("jsonl", "minari"):
         raise InvalidArgumentError(f"columns apply to csv and parquet; {fmt} exports write every value")
+    if batch_rows is not None and batch_rows < 1:
+        raise InvalidArgumentError(f"batch_rows must be >= 1, got {batch_rows}")
     if isinstance(src, Episodes):
         ds, indices = src._dataset, src.indices
     elif isinstance(src, Dataset):
         ds, indices = src, list(range(src.num_episodes))
     else:
-        with Dataset(src) as opened:
-            return export(opened, out, fmt, columns=columns, max_values=max_values, force=force, progress=progress)
+        # A small chunk cache: an export reads every chunk once, in order.
+        with Dataset(src, cache_bytes=EXPORT_CACHE_BYTES) as opened:
+            return export(
+                opened,
+                out,
+                fmt,
+                columns=columns,
+                max_values=max_values,
+                force=force,
+                batch_rows=batch_rows,
+                progress=progress,
+            )
     result: dict[str, Any] = {"format": fmt, "out": os.fspath(out), "episodes": len(indices), "left_out": []}
     result["skipped"] = 0
     if fmt == "minari":
@@ -102,7 +122,7 @@ def export(
         return result
     with staged(os.fspath(out), force) as tmp:
         if fmt == "jsonl":
-            from trajcore.export.to_jsonl import write_jsonl
+            from trajcore.formats.to_jsonl import write_jsonl
 
             with open(tmp, "w", encoding="utf-8") as f:
                 result["steps"] = write_jsonl(ds, indices, f, progress)
@@ -113,20 +133,20 @@ def export(
             warnings.warn(left_out_note(left_out, max_values, "columns (--columns)"), TrajcoreWarning, stacklevel=2)
         result["left_out"] = [leaf.name for leaf in left_out]
         if fmt == "csv":
-            from trajcore.export.to_csv import write_csv
+            from trajcore.formats.to_csv import write_csv
 
-            result["steps"] = write_csv(ds, indices, tmp, plan, leaves, progress)
+            result["steps"] = write_csv(ds, indices, tmp, plan, leaves, batch_rows, progress)
         else:
-            from trajcore.export.to_parquet import write_parquet
+            from trajcore.formats.to_parquet import write_parquet
 
-            result["steps"] = write_parquet(ds, indices, tmp, plan, leaves, progress)
+            result["steps"] = write_parquet(ds, indices, tmp, plan, leaves, batch_rows, progress)
     return result
 
 
 def _minari(
     ds: Dataset, indices: Sequence[int], dataset_id: str, force: bool, progress: Progress | None
 ) -> dict[str, Any]:
-    from trajcore.export.to_minari import minari_module, write_minari
+    from trajcore.formats.to_minari import minari_module, write_minari
 
     minari_module("Minari export")
     from minari.dataset.minari_dataset import parse_dataset_id

@@ -1,5 +1,5 @@
 """Reading step tables out of a dataset, one episode at a time: the I/O side of
-`trajcore.export._columns` (which decides the leaves and their rows).
+`trajcore.formats._columns` (which decides the leaves and their rows).
 
 Every exporter streams through `iter_episodes` (formats written per episode: JSONL, Minari) or
 `iter_batches` (tables: pandas, CSV, Parquet), so memory stays bounded by one batch plus one
@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from trajcore.dataset import Dataset
-from trajcore.export._columns import Leaf, Plan, RecordingColumns, make_plan
+from trajcore.formats._columns import Leaf, Plan, RecordingColumns, make_plan
 
 __all__ = [
     "Batch",
@@ -220,11 +220,12 @@ def iter_batches(
 _STR_GUESS = 32  # bytes a str value is assumed to take when sizing batches
 
 
-def rows_per_batch(leaves: Sequence[Leaf], target_bytes: int = 64 << 20, max_rows: int = 128 << 10) -> int:
-    """Rows that make about `target_bytes` of values, between 1,024 and `max_rows`: CartPole
-    rows make batches of 128k rows, 64x64x3 images batches of a few thousand."""
+def rows_per_batch(leaves: Sequence[Leaf], target_bytes: int, max_rows: int) -> int:
+    """Rows that make about `target_bytes` of values, between 256 and `max_rows`: CartPole rows
+    make batches of `max_rows`, 64x64x3 images (obs and next_obs) batches of about
+    `target_bytes` / 24 KiB rows."""
     row = 24  # index columns
     for leaf in leaves:
         row += (_STR_GUESS if leaf.dtype == "str" else np.dtype(leaf.dtype).itemsize) * leaf.size
         row += 1 if leaf.mask else 0
-    return int(min(max_rows, max(1024, target_bytes // row)))
+    return int(min(max_rows, max(256, target_bytes // row)))

@@ -17,7 +17,7 @@ What goes where:
   ``trajcore/start_ns``, ``trajcore/end_ns`` and ``trajcore/metadata`` (the episode metadata
   as a JSON string); Minari gives them back nested under ``"trajcore"``.
 
-`trajcore.export.from_minari` reads all of it back.
+`trajcore.formats.from_minari` reads all of it back.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ import numpy as np
 
 from trajcore.dataset import Dataset, Episode
 from trajcore.errors import InvalidArgumentError
-from trajcore.export._deps import require
-from trajcore.export._read import Progress
+from trajcore.formats._deps import require
+from trajcore.formats._read import Progress, plan_of
 
 __all__ = ["DATA_KEY", "episode_infos", "minari_module", "write_minari"]
 
@@ -107,6 +107,18 @@ def _check_spaces(ds: Dataset) -> None:
                 )
 
 
+def _check_keys(ds: Dataset) -> None:
+    # Minari's HDF5 storage turns a key into a group path: a '/' inside a Dict key or an info key
+    # would split it in two and the dataset would not read back.
+    for leaf in plan_of(ds).leaves:
+        for part in leaf.path:
+            if "/" in part:
+                raise InvalidArgumentError(
+                    f"{leaf.name}: the key {part!r} holds a '/', which Minari's HDF5 storage reads as a path; "
+                    "such a dataset cannot be written as Minari (export it as parquet instead)"
+                )
+
+
 def write_minari(
     ds: Dataset, indices: Sequence[int], data_path: str, dataset_id: str, progress: Progress | None = None
 ) -> dict[str, int]:
@@ -118,12 +130,13 @@ def write_minari(
 
     Raises:
         MissingDependencyError: minari, h5py or Pillow is not installed.
-        InvalidArgumentError: recordings with different spaces.
+        InvalidArgumentError: recordings with different spaces, or a key holding a '/'.
     """
     minari = minari_module("Minari export")
     from minari.dataset.minari_storage import MinariStorage
 
     _check_spaces(ds)
+    _check_keys(ds)
     user = (ds.meta(0).get("user") or {}) if ds.num_recordings else {}
     options: dict[str, Any] = {}
     if "jpeg_encoding" in inspect.signature(MinariStorage.new).parameters:

@@ -1,6 +1,6 @@
 """CSV export: a header, then one row per step, as a training callback logging steps writes it.
 
-Columns as in every step table (`trajcore.export._columns`): ``episode, env_index, step``, the
+Columns as in every step table (`trajcore.formats._columns`): ``episode, env_index, step``, the
 observation leaves before the step (``obs_0 .. obs_n``, arrays flattened in C order), after it
 (``next_obs_0 ..``), the action, ``reward``, ``terminated``, ``truncated``, infos and custom
 data. Numbers are written in the shortest form that reads back to the same value in their dtype
@@ -18,15 +18,19 @@ import numpy as np
 import numpy.typing as npt
 
 from trajcore.dataset import Dataset
-from trajcore.export._columns import INDEX_COLUMNS, Leaf, Plan, flat_names
-from trajcore.export._read import Batch, Progress, iter_batches, rows_per_batch
+from trajcore.formats._columns import INDEX_COLUMNS, Leaf, Plan, flat_names
+from trajcore.formats._read import Batch, Progress, iter_batches, rows_per_batch
 
 __all__ = ["write_csv"]
 
 
 def _strings(values: npt.NDArray[Any]) -> list[str]:
-    # numpy's str conversion is the shortest round-trip form per dtype (float32 0.1 -> "0.1"),
-    # done in C; per-value Python formatting would dominate the export time.
+    if values.dtype.kind in "iu":
+        return list(map(str, values.tolist()))
+    if values.dtype == np.bool_:
+        return np.where(values, "True", "False").tolist()  # type: ignore[no-any-return]
+    # numpy's str conversion of floats is the shortest form that reads back to the same value
+    # in their own dtype (float32 0.1 -> "0.1", not the double "0.10000000149011612").
     return values.astype(str).tolist()  # type: ignore[no-any-return]
 
 
@@ -56,6 +60,7 @@ def write_csv(
     path: str,
     plan: Plan,
     leaves: Sequence[Leaf],
+    batch_rows: int | None = None,
     progress: Progress | None = None,
 ) -> int:
     """Writes the step table of the given episodes to `path` (created or truncated).
@@ -70,8 +75,11 @@ def write_csv(
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(header)
-        # Batches of at most 64k rows keep the per-column string lists small.
-        for batch in iter_batches(ds, indices, plan, leaves, min(rows_per_batch(leaves), 1 << 16), progress):
+        # Rows are formatted a batch at a time as lists of str, about 60 bytes each: batches of
+        # at most 16k rows keep that small.
+        for batch in iter_batches(
+            ds, indices, plan, leaves, batch_rows or rows_per_batch(leaves, 8 << 20, 16 << 10), progress
+        ):
             writer.writerows(zip(*_columns(batch, leaves), strict=True))
             rows += len(batch)
     return rows

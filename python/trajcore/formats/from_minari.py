@@ -22,9 +22,9 @@ import numpy as np
 from trajcore import _core
 from trajcore._config import build_config, to_json
 from trajcore.errors import InvalidArgumentError, TrajcoreFileNotFoundError
-from trajcore.export._output import staged
-from trajcore.export._read import Progress
-from trajcore.export.to_minari import DATA_KEY, minari_module
+from trajcore.formats._output import staged
+from trajcore.formats._read import Progress
+from trajcore.formats.to_minari import DATA_KEY, minari_module
 
 __all__ = ["import_minari", "info_row", "value_row"]
 

@@ -1,6 +1,6 @@
 """Parquet export through pyarrow: one row per step, the nesting of the spaces kept.
 
-Columns (rows as in every step table, see `trajcore.export._columns`): ``episode``,
+Columns (rows as in every step table, see `trajcore.formats._columns`): ``episode``,
 ``env_index``, ``step`` (int64), then ``obs``, ``next_obs``, ``action``, ``reward``,
 ``terminated``, ``truncated``, ``info`` and ``data`` (the last two only when the dataset has
 infos / custom data). Each value is typed by its leaf:
@@ -14,9 +14,10 @@ infos / custom data). Each value is typed by its leaf:
   ``info`` and ``data`` are structs of their keys the same way.
 
 A value the env did not give at a step (an info key, custom data) is null. Row groups hold about
-64 MiB of values (at most 128k rows). The file's key-value metadata has one key,
-``trajcore``: a JSON object with the observation and action spaces (as `trajcore.spaces`
-writes them), the dataset metadata, the env id, the source path, the row rule and the leaves.
+32 MiB of values (at most 64k rows), zstd-compressed; the index columns are dictionary-encoded.
+The file's key-value metadata has one key, ``trajcore``: a JSON object with the observation and
+action spaces (as `trajcore.spaces` writes them), the dataset metadata, the env id, the source
+path, the row rule and the leaves.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from trajcore.dataset import Dataset
-from trajcore.export._columns import GROUPS, Leaf, Plan
-from trajcore.export._deps import require
-from trajcore.export._read import Batch, Progress, iter_batches, rows_per_batch
+from trajcore.formats._columns import GROUPS, Leaf, Plan
+from trajcore.formats._deps import require
+from trajcore.formats._read import Batch, Progress, iter_batches, rows_per_batch
 
 __all__ = ["METADATA_KEY", "file_metadata", "write_parquet"]
 
@@ -128,10 +129,11 @@ def write_parquet(
     path: str,
     plan: Plan,
     leaves: Sequence[Leaf],
+    batch_rows: int | None = None,
     progress: Progress | None = None,
 ) -> int:
     """Writes the step table of the given episodes to the Parquet file `path`, one row group
-    per batch of about 64 MiB of values.
+    per batch of about 32 MiB of values.
 
     Returns:
         The number of rows written (steps).
@@ -144,8 +146,12 @@ def write_parquet(
 
     schema = _schema(leaves).with_metadata({METADATA_KEY: json.dumps(file_metadata(ds, leaves)).encode()})
     rows = 0
-    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
-        for batch in iter_batches(ds, indices, plan, leaves, rows_per_batch(leaves), progress):
+    # Dictionary encoding pays on the index columns (few distinct values, long runs); on
+    # observations it is tried, fails and costs memory for every row group.
+    with pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=["episode", "env_index", "step"]) as writer:
+        for batch in iter_batches(
+            ds, indices, plan, leaves, batch_rows or rows_per_batch(leaves, 32 << 20, 64 << 10), progress
+        ):
             table = _table(batch, leaves, schema)
             writer.write_table(table, row_group_size=len(table))
             rows += len(batch)

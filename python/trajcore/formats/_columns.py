@@ -18,7 +18,7 @@ element in C order, ``<name>_<k>``: ``obs_0`` .. ``obs_3`` for CartPole, ``obs/g
 path components) and the arrays whole.
 
 Everything here takes and returns plain values (column specs, layout trees): the reading is in
-`trajcore.export._read`.
+`trajcore.formats._read`.
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from trajcore.dataset import Dataset, Episode
-from trajcore.export._read import Progress
+from trajcore.formats._read import Progress
 
 __all__ = ["RESERVED_KEYS", "episode_batch", "write_jsonl"]
 
