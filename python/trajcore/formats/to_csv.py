@@ -65,6 +65,10 @@ def write_csv(
 ) -> int:
     """Writes the step table of the given episodes to `path` (created or truncated).
 
+    Args:
+        batch_rows: rows formatted per write (default: about 8 MiB of values, at most 16k rows).
+        progress: called with the rows of each batch once written.
+
     Returns:
         The number of rows written (steps).
     """

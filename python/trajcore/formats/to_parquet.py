@@ -135,6 +135,10 @@ def write_parquet(
     """Writes the step table of the given episodes to the Parquet file `path`, one row group
     per batch of about 32 MiB of values.
 
+    Args:
+        batch_rows: rows per row group (default: about 32 MiB of values, at most 64k rows).
+        progress: called with the rows of each row group once written.
+
     Returns:
         The number of rows written (steps).
 
