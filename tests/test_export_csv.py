@@ -93,3 +93,16 @@ def test_csv_columns_and_refusing_to_overwrite(recorded: Callable[[str], Path], 
         trajcore.export(recorded("pixels"), tmp_path / "other.csv", columns=["pixels"])
     assert not (tmp_path / "other.csv").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["px.csv"]  # no temporary file left behind
+
+
+def test_an_empty_selection_exports_a_header_only(recorded: Callable[[str], Path], tmp_path: Path) -> None:
+    with trajcore.open(recorded("vector")) as ds:
+        none = ds.select(min_length=10**6)
+        result = trajcore.export(none, tmp_path / "e.csv")
+        trajcore.export(none, tmp_path / "e.jsonl")
+        full = ds.episodes[:1]
+        trajcore.export(full, tmp_path / "one.csv")
+    assert result["steps"] == 0 and result["episodes"] == 0
+    lines = (tmp_path / "e.csv").read_text().splitlines()
+    assert lines == (tmp_path / "one.csv").read_text().splitlines()[:1]
+    assert (tmp_path / "e.jsonl").read_text() == ""

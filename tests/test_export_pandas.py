@@ -134,3 +134,13 @@ def test_without_pandas_a_clear_trajcore_error(
             ds.to_pandas()
         with pytest.raises(ImportError):  # also what a user checking for optional packages catches
             ds.summaries_frame()
+
+
+def test_an_empty_selection_gives_an_empty_frame_with_the_columns(recorded: Callable[[str], Path]) -> None:
+    with trajcore.open(recorded("vector")) as ds:
+        full = ds.to_pandas()
+        empty = ds.select(min_length=10**6).to_pandas()
+        episodes = ds.select(min_length=10**6).summaries_frame()
+    assert len(empty) == 0 and list(empty.columns) == list(full.columns)
+    assert list(empty.dtypes) == list(full.dtypes)
+    assert len(episodes) == 0

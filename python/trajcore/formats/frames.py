@@ -44,7 +44,7 @@ def leaf_columns(leaf: Leaf, values: Any, mask: npt.NDArray[np.bool_] | None) ->
         if mask is not None:
             arr[~mask] = pd.NA
         return {names[0]: arr}
-    flat = np.asarray(values).reshape(len(values), -1)
+    flat = np.asarray(values).reshape(len(values), leaf.size)
     out: dict[str, Any] = {}
     for k, name in enumerate(names):
         col = flat[:, k]

@@ -22,11 +22,17 @@ import numpy as np
 from trajcore import _core
 from trajcore._config import build_config, to_json
 from trajcore.errors import InvalidArgumentError, TrajcoreFileNotFoundError
+from trajcore.formats._fields import given_at
 from trajcore.formats._output import staged
 from trajcore.formats._read import Progress
 from trajcore.formats.to_minari import DATA_KEY, minari_module
 
-__all__ = ["import_minari", "info_row", "value_row"]
+__all__ = ["import_minari", "value_row"]
+
+
+def _decoded(v: Any) -> Any:
+    # Minari's HDF5 storage gives str values back as bytes.
+    return v.decode("utf-8") if isinstance(v, bytes) else v
 
 
 def value_row(tree: Any, t: int) -> Any:
@@ -35,22 +41,7 @@ def value_row(tree: Any, t: int) -> Any:
         return {k: value_row(v, t) for k, v in tree.items()}
     if isinstance(tree, tuple):
         return tuple(value_row(v, t) for v in tree)
-    v = tree[t]
-    return v.decode("utf-8") if isinstance(v, bytes) else v
-
-
-def info_row(infos: Mapping[str, Any], t: int) -> dict[str, Any]:
-    """The info dict of row t: every key, except masked keys (``_key`` beside them) where their
-    mask is false; masks themselves are not infos."""
-    out: dict[str, Any] = {}
-    for key, value in infos.items():
-        if key.startswith("_") and key[1:] in infos:
-            continue
-        mask = infos.get("_" + key)
-        if mask is not None and not bool(mask[t]):
-            continue
-        out[key] = info_row(value, t) if isinstance(value, Mapping) else value_row(value, t)
-    return out
+    return _decoded(tree[t])
 
 
 def _jsonable(value: Any) -> Any:
@@ -169,11 +160,11 @@ def import_minari(
             for ep, meta in zip(dataset.iterate_episodes(), metas, strict=True):
                 infos = dict(ep.infos or {})
                 data = infos.pop(DATA_KEY, None) or {}
-                rec.reset(value_row(ep.observations, 0), info_row(infos, 0))
+                rec.reset(value_row(ep.observations, 0), given_at(infos, 0, _decoded))
                 rec.set_episode_metadata(0, to_json(_episode_metadata(meta), "episode metadata"))
                 n = len(ep.rewards)
                 for t in range(n):
-                    for name, value in info_row(data, t + 1).items():
+                    for name, value in given_at(data, t + 1, _decoded).items():
                         rec.record(name, value)
                     rec.step(
                         value_row(ep.actions, t),
@@ -181,7 +172,7 @@ def import_minari(
                         float(ep.rewards[t]),
                         bool(ep.terminations[t]),
                         bool(ep.truncations[t]),
-                        info_row(infos, t + 1),
+                        given_at(infos, t + 1, _decoded),
                     )
                 episodes += 1
                 steps += n

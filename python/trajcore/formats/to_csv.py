@@ -48,7 +48,7 @@ def _columns(batch: Batch, leaves: Sequence[Leaf]) -> list[list[str]]:
         if leaf.dtype == "str":
             cols.append(_masked(list(values), mask))
             continue
-        flat = np.asarray(values).reshape(len(batch), -1)
+        flat = np.asarray(values).reshape(len(batch), leaf.size)
         for k in range(flat.shape[1]):
             cols.append(_masked(_strings(flat[:, k]), mask))
     return cols

@@ -30,6 +30,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from trajcore.dataset import Dataset, Episode
+from trajcore.formats._fields import given_at
 from trajcore.formats._read import Progress
 
 __all__ = ["RESERVED_KEYS", "episode_batch", "write_jsonl"]
@@ -54,21 +55,8 @@ def _json(tree: Any, rows: slice) -> Any:
     return list(tree[rows])
 
 
-def _step_infos(infos: Mapping[str, Any], row: int) -> dict[str, Any]:
-    """The info dict of one row: the keys whose mask is true there, nested dicts nested."""
-    out: dict[str, Any] = {}
-    for key, value in infos.items():
-        if key.startswith("_") and key[1:] in infos:
-            continue  # a mask
-        mask = infos.get("_" + key)
-        if mask is not None and not mask[row]:
-            continue
-        if isinstance(value, Mapping):
-            out[key] = _step_infos(value, row)
-        else:
-            v = value[row]
-            out[key] = v.tolist() if isinstance(v, np.ndarray | np.generic) else v
-    return out
+def _json_value(v: Any) -> Any:
+    return v.tolist() if isinstance(v, np.ndarray | np.generic) else v
 
 
 def episode_batch(ep: Episode) -> dict[str, Any]:
@@ -84,7 +72,7 @@ def episode_batch(ep: Episode) -> dict[str, Any]:
         "rewards": ep.rewards.tolist(),
         "terminateds": ep.terminations.tolist(),
         "truncateds": ep.truncations.tolist(),
-        "infos": [_step_infos(infos, t + 1) for t in range(n)],
+        "infos": [given_at(infos, t + 1, _json_value) for t in range(n)],
         "t": list(range(n)),
         "eps_id": [ep.index] * n,
         "env_id": [ep.env_index] * n,
