@@ -69,7 +69,11 @@ def test_every_option_has_help_with_its_default_and_every_command_examples() -> 
             assert action.help, f"{name} {action.dest}: no help"
             if action.option_strings:
                 shown = sub._get_formatter()._get_help_string(action)  # type: ignore[attr-defined]
-                assert "default" in shown, f"{name} {action.option_strings}: default not shown"
+                if action.required:
+                    assert "required" in shown, f"{name} {action.option_strings}"
+                else:
+                    assert "default" in shown, f"{name} {action.option_strings}: default not shown"
+                    assert "default: None" not in shown % {"default": action.default}, f"{name} {action.option_strings}"
     top = parser.format_help()
     assert "examples:" in top and "--version" in top
 

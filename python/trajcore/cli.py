@@ -547,11 +547,11 @@ def _bench_table(r: dict[str, Any]) -> str:
 
 class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
     """Epilogs as written (examples), and every option's default in its help: appended unless
-    the help already says it; flags are off by default."""
+    the help already says it or the option is required; flags are off by default."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if not action.option_strings or "default" in text or action.default is argparse.SUPPRESS:
+        if not action.option_strings or action.required or "default" in text or action.default is argparse.SUPPRESS:
             return text
         if isinstance(action, argparse._StoreTrueAction):
             return text + " (default: off)"

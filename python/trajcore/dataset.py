@@ -418,7 +418,7 @@ class Dataset(_Sampling):
             self._filter(range(self.num_episodes), **filters),
         )
 
-    def to_pandas(self, columns: Sequence[str] | None = None, *, max_values: int = 256) -> Any:
+    def to_pandas(self, columns: Sequence[str] | None = None, *, max_values: int | None = None) -> Any:
         """Every step as a pandas DataFrame: one row per step (a transition), see
         `Episodes.to_pandas`.
 
@@ -623,7 +623,7 @@ class Episodes(_Sampling, Sequence["Episode"]):
         """The dataset indexes of these episodes."""
         return [int(i) for i in self._indices]
 
-    def to_pandas(self, columns: Sequence[str] | None = None, *, max_values: int = 256) -> Any:
+    def to_pandas(self, columns: Sequence[str] | None = None, *, max_values: int | None = None) -> Any:
         """These episodes' steps as a pandas DataFrame, one row per step: ``episode`` (dataset
         index), ``env_index``, ``step`` (0 .. T-1 in its episode), then the observation before
         the step (``obs...``), the observation after it (``next_obs...``), ``action...``,
@@ -637,8 +637,8 @@ class Episodes(_Sampling, Sequence["Episode"]):
         Args:
             columns: the values wanted, by name or '/'-bounded prefix (``["obs", "reward",
                 "info"]``); default: every value of at most `max_values` elements.
-            max_values: arrays larger than this (images) are left out unless `columns` names
-                them, with a `TrajcoreWarning` naming them (also in
+            max_values: arrays larger than this (default 256: images) are left out unless
+                `columns` names them, with a `TrajcoreWarning` naming them (also in
                 ``frame.attrs["trajcore"]["left_out"]``).
 
         Raises:
@@ -791,7 +791,7 @@ class Episode:
         """Custom per-step data (`record` / `step_data`): ``name`` -> T rows, ``_name`` -> mask."""
         return self._cached("data", lambda: self._dataset._fields(self.index, self.recording, "data"))  # type: ignore[no-any-return]
 
-    def to_pandas(self, columns: Sequence[str] | None = None, *, max_values: int = 256) -> Any:
+    def to_pandas(self, columns: Sequence[str] | None = None, *, max_values: int | None = None) -> Any:
         """The episode's T steps as a pandas DataFrame (columns as in `Episodes.to_pandas`).
 
         Raises:

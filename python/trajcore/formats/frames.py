@@ -72,19 +72,21 @@ def steps_frame(
     ds: Dataset,
     indices: Sequence[int],
     columns: Sequence[str] | None = None,
-    max_values: int = DEFAULT_MAX_VALUES,
+    max_values: int | None = None,
 ) -> Any:
     """One row per step of the given episodes (see `trajcore.formats._columns` for what row i
     holds and how columns are named).
 
-    Array leaves of more than `max_values` values are left out, with a `TrajcoreWarning` naming
-    them and ``frame.attrs["trajcore"]["left_out"]`` listing them, unless `columns` names them.
+    Array leaves of more than `max_values` values (None: `DEFAULT_MAX_VALUES`) are left out,
+    with a `TrajcoreWarning` naming them and ``frame.attrs["trajcore"]["left_out"]`` listing
+    them, unless `columns` names them.
 
     Raises:
         MissingDependencyError: pandas is not installed.
         InvalidArgumentError: a name in `columns` matches no value.
     """
     pd = require("pandas", "Dataset.to_pandas")
+    max_values = DEFAULT_MAX_VALUES if max_values is None else max_values
     plan = plan_of(ds)
     leaves, left_out = choose(plan.leaves, columns, max_values)
     if left_out:
