@@ -7,7 +7,9 @@ then exports it to each format, each in a fresh process so that its peak residen
 own, and prints one row per format: stored steps per second, output MB/s, the raw column bytes
 read per second, the output size, and peak resident memory (and its growth over the process
 after imports and opening the dataset). ``pandas`` is `Dataset.to_pandas()` (which holds the
-whole frame, unlike the streaming exports). Not collected by pytest (no test_ prefix).
+whole frame, unlike the streaming exports); ``import-minari`` reads the ``minari`` row's output
+back into a new trajcore dataset (its output is that dataset). Not collected by pytest (no
+test_ prefix).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import tempfile
 import time
 from typing import Any
 
-FORMATS = ("csv", "jsonl", "parquet", "minari", "pandas")
+FORMATS = ("csv", "jsonl", "parquet", "minari", "import-minari", "pandas")
 
 
 def record(path: str, env_steps: int) -> None:
@@ -56,7 +58,7 @@ def one(fmt: str, src: str, workdir: str) -> dict[str, Any]:
         import pyarrow.parquet  # noqa: F401  (imported before the baseline, as a user's process has it)
     if fmt in ("pandas",):
         import pandas  # noqa: F401
-    if fmt == "minari":
+    if fmt in ("minari", "import-minari"):
         os.environ["MINARI_DATASETS_PATH"] = os.path.join(workdir, "minari")
         import minari  # noqa: F401
         from minari.dataset._storages import get_minari_storage
@@ -70,7 +72,11 @@ def one(fmt: str, src: str, workdir: str) -> dict[str, Any]:
     if fmt == "pandas":
         frame = ds.to_pandas()
         out_bytes = int(frame.memory_usage(deep=True).sum())
-        where = "(in memory)"
+    elif fmt == "import-minari":
+        where = os.path.join(workdir, "imported")
+        shutil.rmtree(where, ignore_errors=True)
+        trajcore.import_minari("bench/cartpole-v0", where)
+        out_bytes = _size(where)
     else:
         where = "bench/cartpole-v0" if fmt == "minari" else os.path.join(workdir, f"cartpole.{fmt}")
         result = trajcore.export(ds, where, fmt, force=True)
@@ -123,14 +129,14 @@ def main() -> None:
                 continue
             rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
         print(
-            f"{'format':<8} {'steps/s':>10} {'out MB/s':>9} {'raw MB/s':>9} {'output':>10} "
+            f"{'format':<13} {'steps/s':>10} {'out MB/s':>9} {'raw MB/s':>9} {'output':>10} "
             f"{'peak RSS':>9} {'growth':>8}   ({rows[0]['steps']:,} stored steps)"
             if rows
             else "no format ran"
         )
         for r in rows:
             print(
-                f"{r['format']:<8} {r['steps_per_s']:>10,.0f} {r['out_mb_per_s']:>9.1f} {r['raw_mb_per_s']:>9.1f} "
+                f"{r['format']:<13} {r['steps_per_s']:>10,.0f} {r['out_mb_per_s']:>9.1f} {r['raw_mb_per_s']:>9.1f} "
                 f"{r['out_bytes'] / 2**20:>7.1f} MiB {r['peak_rss_bytes'] / 2**20:>5.0f} MiB "
                 f"{(r['peak_rss_bytes'] - r['rss_before_bytes']) / 2**20:>4.0f} MiB"
             )

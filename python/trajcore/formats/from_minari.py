@@ -1,13 +1,14 @@
 """Minari import: a local Minari dataset rewritten as a trajcore dataset, so a Minari user gets
 trajcore's training reads (sampling, sequences, zero-copy views) on the data they have.
 
-Each Minari episode becomes one trajcore episode (a single env, env index 0), replayed step by
-step through the recorder core: observations, actions, rewards, terminations, truncations and
-infos (a key with a ``_key`` mask is given only where its mask is true, as trajcore exports
-them; without a mask, at every row). A dataset trajcore exported comes back whole: its custom
-data (``infos["trajcore_data"]``), dataset metadata and episode metadata are restored. Other
-datasets get ``{"minari": {...}}`` metadata: the dataset's (id, algorithm, author, ...) and each
-episode's (id, seed, options). Nothing is downloaded: the dataset must be on this machine.
+Each Minari episode becomes one trajcore episode (a single env, env index 0), recorded step by
+step through `RecordEpisodes` from an env that plays the episode back: observations, actions,
+rewards, terminations, truncations and infos (a key with a ``_key`` mask is given only where its
+mask is true, as trajcore exports them; without a mask, at every row). A dataset trajcore
+exported comes back whole: its custom data (``infos["trajcore_data"]``), dataset metadata and
+episode metadata are restored. Other datasets get ``{"minari": {...}}`` metadata: the dataset's
+(id, algorithm, author, ...) and each episode's (id, seed, options). Nothing is downloaded: the
+dataset must be on this machine.
 """
 
 from __future__ import annotations
@@ -17,15 +18,15 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 
-from trajcore import _core
-from trajcore._config import build_config, to_json
 from trajcore.errors import InvalidArgumentError, TrajcoreFileNotFoundError
 from trajcore.formats._fields import given_at
 from trajcore.formats._output import staged
 from trajcore.formats._read import Progress
 from trajcore.formats.to_minari import DATA_KEY, minari_module
+from trajcore.recorder import RecordEpisodes
 
 __all__ = ["import_minari", "value_row"]
 
@@ -132,53 +133,62 @@ def import_minari(
     """
     minari = minari_module("import-minari")
     dataset = _open(minari, os.fspath(name_or_path))
-    env_spec = dataset.env_spec
     out = os.fspath(dst)
-    with staged(out, force) as tmp:
-        config = build_config(
-            dataset.observation_space,
-            dataset.action_space,
-            num_envs=1,
-            batched=False,
-            autoreset_mode="disabled",
-            metadata=_dataset_metadata(dataset),
-            env_id=getattr(env_spec, "id", None),
-            max_shard_bytes=1 << 30,
-            chunk_bytes=None,
-            flush_interval=1.0,
-            durability="flush",
-            fsync_interval=None,
-            zstd_level=zstd_level,
-            codecs=None,
-            block_when_full=True,
-            ring_bytes=None,
+    replay = _Replay(dataset)
+    episodes = steps = 0
+    with (
+        staged(out, force) as tmp,
+        RecordEpisodes(replay, tmp, _dataset_metadata(dataset), zstd_level=zstd_level) as rec,
+    ):
+        metas = dataset.storage.get_episode_metadata(dataset.episode_indices)
+        for ep, meta in zip(dataset.iterate_episodes(), metas, strict=True):
+            replay.load(ep)
+            rec.reset()
+            rec.set_episode_metadata(_episode_metadata(meta))
+            for t in range(replay.length):
+                rec.record(**given_at(replay.data, t + 1, _decoded))
+                rec.step(value_row(ep.actions, t))
+            episodes += 1
+            steps += replay.length
+            if progress is not None:
+                progress(replay.length)
+        names = [os.path.basename(p) for p in rec.shard_paths]
+    return {"episodes": episodes, "steps": steps, "shards": [os.path.join(out, n) for n in names]}
+
+
+class _Replay(gym.Env[Any, Any]):
+    """An env that plays back one Minari episode at a time, so the import records through
+    `RecordEpisodes` like any env (the action given to `step` is the recorded one)."""
+
+    def __init__(self, dataset: Any) -> None:
+        self.observation_space = dataset.observation_space
+        self.action_space = dataset.action_space
+        self.spec = dataset.env_spec  # its id is stored as the recording's env id
+        self.length = 0
+        self.data: dict[str, Any] = {}
+        self._ep: Any = None
+        self._infos: dict[str, Any] = {}
+        self._t = 0
+
+    def load(self, ep: Any) -> None:
+        """The episode the next `reset` starts; its custom data is taken out of the infos."""
+        self._ep = ep
+        self._infos = dict(ep.infos or {})
+        self.data = self._infos.pop(DATA_KEY, None) or {}
+        self.length = len(ep.rewards)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        self._t = 0
+        return value_row(self._ep.observations, 0), given_at(self._infos, 0, _decoded)
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        t = self._t
+        self._t += 1
+        ep = self._ep
+        return (
+            value_row(ep.observations, t + 1),
+            float(ep.rewards[t]),
+            bool(ep.terminations[t]),
+            bool(ep.truncations[t]),
+            given_at(self._infos, t + 1, _decoded),
         )
-        rec = _core.Recorder(tmp, config)
-        episodes = steps = 0
-        try:
-            metas = dataset.storage.get_episode_metadata(dataset.episode_indices)
-            for ep, meta in zip(dataset.iterate_episodes(), metas, strict=True):
-                infos = dict(ep.infos or {})
-                data = infos.pop(DATA_KEY, None) or {}
-                rec.reset(value_row(ep.observations, 0), given_at(infos, 0, _decoded))
-                rec.set_episode_metadata(0, to_json(_episode_metadata(meta), "episode metadata"))
-                n = len(ep.rewards)
-                for t in range(n):
-                    for name, value in given_at(data, t + 1, _decoded).items():
-                        rec.record(name, value)
-                    rec.step(
-                        value_row(ep.actions, t),
-                        value_row(ep.observations, t + 1),
-                        float(ep.rewards[t]),
-                        bool(ep.terminations[t]),
-                        bool(ep.truncations[t]),
-                        given_at(infos, t + 1, _decoded),
-                    )
-                episodes += 1
-                steps += n
-                if progress is not None:
-                    progress(n)
-        finally:
-            rec.close()
-        shards = [os.path.join(out, os.path.basename(p)) for p in rec.shard_paths]
-    return {"episodes": episodes, "steps": steps, "shards": shards}
