@@ -199,3 +199,22 @@ def test_convert_from_the_command_line(recorded: Callable[[str], Path], tmp_path
         # Every value column raw (masks keep the writer's default codec, as convert documents).
         assert all(c["codec"]["zstd_level"] is None for c in b._core.columns(0) if c.get("mask_of") is None)
     assert_one_line_error(run("convert", path, str(tmp_path / "x"), "--codecs", "{nope"), "--codecs")
+
+
+def test_apply_select(recorded: Callable[[str], Path]) -> None:
+    from trajcore._selection import apply_select, parse_select
+
+    with trajcore.open(recorded("vector")) as ds:
+        n = ds.num_episodes
+        assert apply_select(ds, parse_select(["episodes=2:8:2"])).indices == [2, 4, 6]
+        assert apply_select(ds, parse_select(["episodes=-2:"])).indices == [n - 2, n - 1]
+        assert apply_select(ds, parse_select(["episodes=5,1,-1"])).indices == [1, 5, n - 1]
+        assert apply_select(ds, parse_select(["recording=0"])).indices == list(range(n))
+        assert apply_select(ds, parse_select(["recording=1"])).indices == []
+        both = apply_select(ds, parse_select(["episodes=0:10", "complete=true", "metadata.env=0"]))
+        assert both.indices == [
+            i for i in range(10) if ds.episodes[i].complete and ds.episodes[i].metadata.get("env") == 0
+        ]
+        assert apply_select(ds, parse_select(["metadata.env=true"])).indices == []  # True is not the number 1
+        with pytest.raises(trajcore.InvalidArgumentError, match="out of range"):
+            apply_select(ds, parse_select([f"episodes={n}"]))
