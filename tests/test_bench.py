@@ -119,8 +119,8 @@ def test_cli_bench_writes_json_and_prints_a_table(tmp_path: Path, capsys: pytest
     assert "bench CartPole-v1 x2 (sync)" in text.err
 
 
-def test_cli_bench_rejects_bad_options() -> None:
-    with pytest.raises(SystemExit):
-        main(["bench", "--env", "CartPole-v1", "--num-envs", "2", "--vectorization", "none"])
-    with pytest.raises(SystemExit):
-        main(["bench", "--env", "CartPole-v1", "--repeats", "0"])
+def test_cli_bench_rejects_bad_options(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--env", "CartPole-v1", "--num-envs", "2", "--vectorization", "none"]) == 2
+    assert "--vectorization none takes --num-envs 1" in capsys.readouterr().err
+    assert main(["bench", "--env", "CartPole-v1", "--repeats", "0"]) == 2
+    assert "--steps and --repeats must be >= 1" in capsys.readouterr().err

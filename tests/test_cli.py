@@ -1,4 +1,4 @@
-"""python -m trajcore record / info."""
+"""python -m trajcore record / info (the other commands: test_cli_commands.py)."""
 
 from __future__ import annotations
 
@@ -40,8 +40,13 @@ def test_record_then_info(tmp_path: Path) -> None:
     assert report["autoreset_modes"] == ["next_step"]
     assert report["bytes_on_disk"] > 0
     assert report["bytes_raw"] > 0
-    assert report["length"]["max"] <= 500
-    assert report["return"]["mean"] > 0
+    assert report["length"]["complete"]["max"] <= 500
+    assert report["return"]["complete"]["mean"] > 0
+    assert report["complete_episodes"] + report["incomplete_episodes"] == episodes
+    assert report["incomplete_episodes"] == 4  # one still running per sub-env
+    # 500 vector steps x 4 sub-envs = 2000 env steps, of which the NEXT_STEP resets are not stored.
+    assert report["env_steps"]["min"] <= 2000 <= report["env_steps"]["max"]
+    assert report["env_steps"]["min"] == steps + episodes - 4
     names = {c["name"] for c in report["columns"]}
     assert {"obs", "action", "reward", "terminated", "truncated"} <= names
     assert report["observation_space"].startswith("Box(")
@@ -51,6 +56,9 @@ def test_record_then_info(tmp_path: Path) -> None:
     assert f"episodes: {episodes}" in text.stdout
     assert "CartPole-v1" in text.stdout
     assert "on disk:" in text.stdout
+    assert f"{steps:,} stored (transitions)" in text.stdout
+    assert "under NEXT_STEP autoreset" in text.stdout
+    assert "return (complete)" in text.stdout and "return (incomplete)" in text.stdout
 
 
 def test_record_with_a_policy_and_same_step(tmp_path: Path) -> None:
@@ -92,7 +100,7 @@ def test_record_with_a_policy_and_same_step(tmp_path: Path) -> None:
 
 def test_info_on_missing_path_fails_cleanly(tmp_path: Path) -> None:
     done = run("info", str(tmp_path / "nothing"))
-    assert done.returncode != 0
+    assert done.returncode == 2
     assert "TrajcoreFileNotFoundError" in done.stderr
     assert "nothing" in done.stderr
     assert "Traceback" not in done.stderr

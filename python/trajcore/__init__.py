@@ -9,6 +9,8 @@ checksummed, indexed file format (a Rust core), and read them back as numpy arra
         batch = ds.sample_transitions(256, seed=0)      # training reads, gathered in Rust
         seq = ds.select(complete=True).sample_sequences(32, length=20, seed=0)
 
+    ds.to_pandas(); trajcore.export(ds, "cp16.parquet")  # also csv, jsonl (RLlib), minari
+
 `trajcore.torch` (needs torch) wraps datasets for `torch.utils.data.DataLoader`.
 """
 
@@ -19,6 +21,7 @@ from trajcore.dataset import Batch, Dataset, Episode, Episodes, Sequences, Trans
 from trajcore.errors import (
     CorruptFileError,
     InvalidArgumentError,
+    MissingDependencyError,
     RecorderError,
     SchemaError,
     TrajcoreError,
@@ -26,6 +29,7 @@ from trajcore.errors import (
     TrajcoreIOError,
     TrajcoreWarning,
 )
+from trajcore.formats import export, import_minari
 from trajcore.recorder import RecordEpisodes
 from trajcore.vector import RecordVectorEpisodes
 
@@ -41,6 +45,7 @@ __all__ = [
     "EpisodeInfo",
     "Episodes",
     "InvalidArgumentError",
+    "MissingDependencyError",
     "RecordEpisodes",
     "RecordVectorEpisodes",
     "RecorderError",
@@ -54,6 +59,8 @@ __all__ = [
     "TrajcoreWarning",
     "__version__",
     "convert",
+    "export",
+    "import_minari",
     "open",
     "set_num_threads",
 ]

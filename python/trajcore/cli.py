@@ -1,4 +1,9 @@
-"""The command line: ``python -m trajcore record ...``, ``info ...`` and ``bench ...``."""
+"""The command line, ``trajcore`` (or ``python -m trajcore``): record, info, ls, export,
+import-minari, convert and bench.
+
+Errors a user can fix (a missing path, an unknown env id, bad JSON, a bad option value) are one
+line on stderr and exit status 2, never a traceback; output piped into ``head`` stops quietly.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,9 @@ import importlib
 import json
 import os
 import sys
+import textwrap
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -15,21 +22,67 @@ import numpy as np
 
 __all__ = ["main"]
 
+EXIT_USAGE = 2
+
+
+class UsageError(Exception):
+    """A bad argument value: printed as one line, exit status 2."""
+
+
+def _prog_name(argv0: str) -> str:
+    """The name the usage line shows: the console script's (``trajcore``) or ``python -m
+    trajcore`` when run as a module."""
+    base = os.path.basename(argv0 or "")
+    if not base or base in ("__main__.py", "-c", "-m") or base.endswith(".py"):
+        return "python -m trajcore"
+    return base
+
 
 def _load_policy(spec: str) -> Callable[[Any], Any]:
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise SystemExit(f"--policy must be module:callable, got {spec!r}")
-    obj: Any = importlib.import_module(module_name)
+        raise UsageError(f"--policy must be module:callable, got {spec!r}")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as e:
+        raise UsageError(f"--policy {spec!r}: cannot import {module_name!r}: {e}") from None
     for part in attr.split("."):
-        obj = getattr(obj, part)
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise UsageError(f"--policy {spec!r}: {module_name!r} has no attribute {attr!r}") from None
     if not callable(obj):
-        raise SystemExit(f"--policy {spec!r} is not callable")
+        raise UsageError(f"--policy {spec!r} is not callable")
     return obj  # type: ignore[no-any-return]
 
 
+def _metadata_arg(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise UsageError(f"--metadata is not valid JSON ({e}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"--metadata must be a JSON object, got {text!r}")
+    return value
+
+
+def _make_vec(env_id: str, num_envs: int, vectorization: str, mode: Any) -> Any:
+    import gymnasium as gym
+
+    try:
+        return gym.make_vec(
+            env_id, num_envs=num_envs, vectorization_mode=vectorization, vector_kwargs={"autoreset_mode": mode}
+        )
+    except gym.error.Error as e:
+        raise UsageError(f"cannot make env {env_id!r}: {e}") from None
+
+
 class _Progress:
-    """tqdm when it is installed, else a line on stderr about once a second."""
+    """tqdm when it is installed, else a line on stderr about once a second (total 0: unknown).
+    Nothing is shown before the first step, so a command that fails while checking its
+    arguments prints its one error line only."""
 
     def __init__(self, total: int, unit: str) -> None:
         self.total = total
@@ -38,10 +91,11 @@ class _Progress:
         self.last = self.start
         self.unit = unit
         self.bar: Any = None
+        self._tqdm: Any = None
         try:
             from tqdm import tqdm
 
-            self.bar = tqdm(total=total, unit=unit, unit_scale=True, file=sys.stderr)
+            self._tqdm = tqdm
         except ImportError:
             pass
 
@@ -49,15 +103,17 @@ class _Progress:
         if n <= 0:
             return
         self.done += n
-        if self.bar is not None:
+        if self._tqdm is not None:
+            if self.bar is None:
+                self.bar = self._tqdm(total=self.total or None, unit=self.unit, unit_scale=True, file=sys.stderr)
             self.bar.update(n)
             return
         now = time.perf_counter()
-        if now - self.last >= 1.0 or self.done >= self.total:
+        if now - self.last >= 1.0 or (self.total and self.done >= self.total):
             self.last = now
             rate = self.done / max(now - self.start, 1e-9)
-            pct = 100.0 * self.done / max(self.total, 1)
-            print(f"  {self.done}/{self.total} {self.unit} ({pct:.0f}%), {rate:,.0f} {self.unit}/s", file=sys.stderr)
+            of = f"/{self.total} {self.unit} ({100.0 * self.done / self.total:.0f}%)" if self.total else f" {self.unit}"
+            print(f"  {self.done}{of}, {rate:,.0f} {self.unit}/s", file=sys.stderr)
 
     def close(self) -> None:
         if self.bar is not None:
@@ -65,7 +121,6 @@ class _Progress:
 
 
 def _record(args: argparse.Namespace) -> int:
-    import gymnasium as gym
     from gymnasium.vector import AutoresetMode
 
     import trajcore
@@ -75,16 +130,10 @@ def _record(args: argparse.Namespace) -> int:
         "same_step": AutoresetMode.SAME_STEP,
         "disabled": AutoresetMode.DISABLED,
     }[args.autoreset]
-    envs = gym.make_vec(
-        args.env_id,
-        num_envs=args.num_envs,
-        vectorization_mode=args.vectorization,
-        vector_kwargs={"autoreset_mode": mode},
-    )
     metadata = {"env_id": args.env_id, "num_envs": args.num_envs, "seed": args.seed, "policy": args.policy or "random"}
-    if args.metadata:
-        metadata.update(json.loads(args.metadata))
+    metadata.update(_metadata_arg(args.metadata))
     policy = _load_policy(args.policy) if args.policy else None
+    envs = _make_vec(args.env_id, args.num_envs, args.vectorization, mode)
     envs.action_space.seed(args.seed)
     print(
         f"recording {args.env_id} x{args.num_envs} ({args.vectorization}, autoreset {args.autoreset}) "
@@ -171,8 +220,15 @@ def _column_bytes(ds: Any, summaries: dict[str, np.ndarray[Any, Any]]) -> tuple[
     return list(rows.values()), False
 
 
+def _split_stats(values: np.ndarray[Any, Any], complete: np.ndarray[Any, Any]) -> dict[str, dict[str, float]]:
+    """Statistics of complete and incomplete episodes apart: an episode cut short when the
+    recorder closed would otherwise pull the mean length and return down."""
+    return {"complete": _stats(values[complete]), "incomplete": _stats(values[~complete])}
+
+
 def _info(args: argparse.Namespace) -> int:
     import trajcore
+    from trajcore.formats.summaries import env_step_bounds
 
     with trajcore.open(args.path) as ds:
         s = ds.summaries()
@@ -180,21 +236,28 @@ def _info(args: argparse.Namespace) -> int:
         columns, exact = _column_bytes(ds, s)
         raw_total = sum(c["raw_bytes"] for c in columns)
         metas = [ds.meta(r) for r in range(ds.num_recordings)]
+        complete = s["complete"].astype(bool)
+        modes = [str(m.get("autoreset_mode")) for m in metas]
+        least, most = env_step_bounds(
+            s["length"], s["recording"], s["env_index"], complete, [m == "next_step" for m in modes]
+        )
         report: dict[str, Any] = {
             "path": ds.path,
             "shards": len(ds.shards),
             "recordings": ds.num_recordings,
             "env_ids": sorted({str((m.get("user") or {}).get("env_id")) for m in metas}),
             "num_envs": sorted({int(m.get("num_envs", 1)) for m in metas}),
-            "autoreset_modes": sorted({str(m.get("autoreset_mode")) for m in metas}),
+            "autoreset_modes": sorted(set(modes)),
             "metadata": ds.metadata,
             "episodes": ds.num_episodes,
-            "complete_episodes": int(np.count_nonzero(s["complete"])) if ds.num_episodes else 0,
-            "terminated": int(np.count_nonzero(s["terminated"])) if ds.num_episodes else 0,
-            "truncated": int(np.count_nonzero(s["truncated"])) if ds.num_episodes else 0,
+            "complete_episodes": int(np.count_nonzero(complete)),
+            "incomplete_episodes": int(np.count_nonzero(~complete)),
+            "terminated": int(np.count_nonzero(s["terminated"])),
+            "truncated": int(np.count_nonzero(s["truncated"])),
             "steps": ds.num_steps,
-            "return": _stats(s["episode_return"]) if ds.num_episodes else {},
-            "length": _stats(s["length"]) if ds.num_episodes else {},
+            "env_steps": {"min": least, "max": most},
+            "return": _split_stats(s["episode_return"], complete),
+            "length": _split_stats(s["length"], complete),
             "observation_space": str(ds.observation_space),
             "action_space": str(ds.action_space),
             "bytes_on_disk": disk,
@@ -215,18 +278,21 @@ def _info(args: argparse.Namespace) -> int:
     )
     print(f"  metadata: {json.dumps(report['metadata'])}", file=out)
     print(
-        f"  episodes: {report['episodes']} ({report['complete_episodes']} complete, "
-        f"{report['terminated']} terminated, {report['truncated']} truncated)  steps: {report['steps']}",
+        f"  episodes: {report['episodes']:,}: {report['complete_episodes']:,} complete ({report['terminated']:,} "
+        f"terminated, {report['truncated']:,} truncated), {report['incomplete_episodes']:,} incomplete "
+        "(still running when the recorder closed or stopped on an error)",
         file=out,
     )
+    print(f"  steps: {_env_steps_line(report['steps'], least, most)}", file=out)
     for name in ("return", "length"):
-        st = report[name]
-        if st:
-            print(
-                f"  {name}: mean {st['mean']:.4g}  std {st['std']:.4g}  min {st['min']:.4g}  "
-                f"median {st['median']:.4g}  max {st['max']:.4g}",
-                file=out,
-            )
+        for part in ("complete", "incomplete"):
+            st = report[name][part]
+            if st:
+                print(
+                    f"  {name} ({part}): mean {st['mean']:.4g}  std {st['std']:.4g}  min {st['min']:.4g}  "
+                    f"median {st['median']:.4g}  max {st['max']:.4g}",
+                    file=out,
+                )
     print(f"  observation space: {report['observation_space']}", file=out)
     print(f"  action space: {report['action_space']}", file=out)
     ratio = report["compression_ratio"]
@@ -247,6 +313,151 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _env_steps_line(stored: int, least: int, most: int) -> str:
+    """The stored-step count beside the env-step count, and why they differ."""
+    if most == stored:
+        return f"{stored:,} stored (transitions), {stored:,} env steps"
+    count = f"{least:,}" if least == most else f"{least:,} to {most:,}"
+    why = (
+        "\n    (they differ: under NEXT_STEP autoreset, the step after a sub-env's episode ends only resets it and "
+        "its action is ignored;\n     that step is an env step but not a transition, so it is not stored"
+    )
+    if least != most:
+        why += ";\n     whether a sub-env took one more just before the recorder closed is not recorded"
+    return f"{stored:,} stored (transitions), {count} env steps" + why + ")"
+
+
+def _ls(args: argparse.Namespace) -> int:
+    import trajcore
+    from trajcore._selection import apply_select, parse_select
+    from trajcore.formats.summaries import summary_columns
+
+    selection = parse_select(args.select)
+    with trajcore.open(args.path) as ds:
+        episodes = apply_select(ds, selection)
+        cols = summary_columns(ds, episodes.indices)
+        names = list(cols)
+        rows = zip(*(cols[n].tolist() for n in names), strict=True)
+        if not args.json:
+            print(f"{'index':>7} {'env':>4} {'length':>7} {'return':>11} {'complete':>8}  {'end':<10}  metadata")
+        for values in rows:
+            row = dict(zip(names, values, strict=True))
+            meta = ds._episode_metadata(row["episode"])
+            if args.json:
+                print(json.dumps({**row, "metadata": meta}, separators=(",", ":")))
+                continue
+            end = "terminated" if row["terminated"] else "truncated" if row["truncated"] else "-"
+            print(
+                f"{row['episode']:>7} {row['env_index']:>4} {row['length']:>7} {row['episode_return']:>11.5g} "
+                f"{'yes' if row['complete'] else 'no':>8}  {end:<10}  {json.dumps(meta, separators=(',', ':'))}"
+            )
+    return 0
+
+
+def _columns_arg(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    names = [c.strip() for c in text.split(",") if c.strip()]
+    if not names:
+        raise UsageError("--columns is empty: give names separated by commas (e.g. obs,action,reward)")
+    return names
+
+
+def _export(args: argparse.Namespace) -> int:
+    import trajcore
+    from trajcore._selection import apply_select, parse_select
+    from trajcore.formats import EXPORT_CACHE_BYTES, export, format_of
+    from trajcore.formats._output import check_destination
+
+    fmt = format_of(args.out, args.format)
+    if args.columns is not None and fmt not in ("csv", "parquet"):
+        raise UsageError(f"--columns applies to csv and parquet; {fmt} exports write every value")
+    if fmt != "minari":
+        check_destination(args.out, args.force)  # before reading anything
+    selection = parse_select(args.select)
+    with trajcore.open(args.path, cache_bytes=EXPORT_CACHE_BYTES) as ds:
+        episodes = apply_select(ds, selection)
+        progress = _Progress(episodes.num_steps, "steps")
+        start = time.perf_counter()
+        try:
+            result = export(
+                episodes,
+                args.out,
+                fmt,
+                columns=_columns_arg(args.columns),
+                max_values=args.max_values,
+                force=args.force,
+                progress=progress.update,
+            )
+        finally:
+            progress.close()
+    elapsed = time.perf_counter() - start
+    where = result.get("path", args.out)
+    size = _size_of(where)
+    skipped = f", {result['skipped']} episodes of no step skipped" if result.get("skipped") else ""
+    print(
+        f"exported {len(episodes):,} episodes, {result['steps']:,} steps to {where} ({fmt}) in {elapsed:.1f} s "
+        f"({result['steps'] / max(elapsed, 1e-9):,.0f} steps/s, {_fmt_bytes(size)}){skipped}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _size_of(path: str) -> int:
+    if os.path.isdir(path):
+        return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
+    return os.path.getsize(path) if os.path.exists(path) else 0
+
+
+def _import_minari(args: argparse.Namespace) -> int:
+    from trajcore.formats import import_minari
+
+    start = time.perf_counter()
+    progress = _Progress(0, "steps")
+    try:
+        result = import_minari(
+            args.source, args.dst, force=args.force, zstd_level=args.zstd_level, progress=progress.update
+        )
+    finally:
+        progress.close()
+    elapsed = time.perf_counter() - start
+    print(
+        f"imported {result['episodes']:,} episodes, {result['steps']:,} steps from {args.source} into {args.dst} "
+        f"in {elapsed:.1f} s",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _convert(args: argparse.Namespace) -> int:
+    import trajcore
+    from trajcore._selection import apply_select, parse_select
+
+    codecs: Any = None
+    if args.codecs == "raw":
+        codecs = "raw"
+    elif args.codecs:
+        try:
+            codecs = json.loads(args.codecs)
+        except ValueError as e:
+            raise UsageError(f"--codecs is neither 'raw' nor valid JSON ({e}): {args.codecs!r}") from None
+        if not isinstance(codecs, dict):
+            raise UsageError(f"--codecs must be 'raw' or a JSON object, got {args.codecs!r}")
+    selection = parse_select(args.select)
+    with trajcore.open(args.src) as ds:
+        episodes = apply_select(ds, selection)
+        start = time.perf_counter()
+        result = trajcore.convert(
+            episodes, args.dst, codecs=codecs, chunk_bytes=args.chunk_bytes, max_shard_bytes=args.max_shard_bytes
+        )
+    print(
+        f"converted {result['episodes']:,} episodes, {result['steps']:,} steps into {len(result['shards'])} shard(s) "
+        f"in {time.perf_counter() - start:.1f} s",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     from trajcore.bench import measure_overhead
 
@@ -257,6 +468,13 @@ def _bench(args: argparse.Namespace) -> int:
     if args.delta:
         record_kwargs["codecs"] = {"obs": {"delta": True, "zstd_level": args.zstd_level}}
     policy = _load_policy(args.policy) if args.policy else None
+    if ":" not in args.env:  # a registered id: check it before announcing anything
+        import gymnasium as gym
+
+        try:
+            gym.spec(args.env)
+        except gym.error.Error as e:
+            raise UsageError(f"cannot make env {args.env!r}: {e}") from None
     print(
         f"bench {args.env} x{args.num_envs} ({vectorization or 'single env'}): {args.steps} vector steps with "
         f"recording and as many without, in {args.repeats} interleaved segments each",
@@ -327,67 +545,258 @@ def _bench_table(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m trajcore", description="Record and inspect RL episodes.")
-    sub = p.add_subparsers(dest="command", required=True)
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Epilogs as written (examples), and every option's default in its help: appended unless
+    the help already says it or the option is required; flags are off by default."""
 
-    r = sub.add_parser("record", help="record a (vectorized) gymnasium env into a directory")
-    r.add_argument("env_id", help="any registered gymnasium env id, e.g. CartPole-v1")
-    r.add_argument("path", help="directory to write shards into (created if missing)")
-    r.add_argument("--num-envs", type=int, default=1, help="sub-envs of the vector env (default 1)")
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if not action.option_strings or action.required or "default" in text or action.default is argparse.SUPPRESS:
+            return text
+        if isinstance(action, argparse._StoreTrueAction):
+            return text + " (default: off)"
+        return text + " (default: %(default)s)"
+
+
+def _examples(prog: str, *lines: str) -> str:
+    return "examples:\n" + "\n".join(f"  {prog} {line}" for line in lines)
+
+
+def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
+    import trajcore
+    from trajcore._selection import SELECT_HELP
+    from trajcore.formats import DEFAULT_MAX_VALUES, FORMATS
+
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description="Record reinforcement-learning episodes, inspect them, and get them out in other formats.",
+        formatter_class=_HelpFormatter,
+        epilog=_examples(
+            prog,
+            "record CartPole-v1 --num-envs 16 --steps 100000 runs/cp16",
+            "info runs/cp16",
+            "ls runs/cp16 --select complete=true --select min_return=100",
+            "export runs/cp16 cp16.parquet",
+            "import-minari D4RL/door/human-v2 runs/door",
+        )
+        + "\n\nrun '%(prog)s COMMAND --help' for a command's options",
+    )
+    p.add_argument(
+        "--version",
+        action="version",
+        version=f"trajcore {trajcore.__version__} (file format {'.'.join(map(str, trajcore.FORMAT_VERSION))})",
+        help="print the version and exit",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help: str, description: str, *examples: str) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name,
+            help=help,
+            description=textwrap.fill(description, 100),
+            formatter_class=_HelpFormatter,
+            epilog=_examples(f"{prog} {name}", *examples),
+        )
+
+    r = command(
+        "record",
+        "record a (vectorized) gymnasium env into a directory",
+        "Run a vector env with random actions (or a policy) and record every sub-env episode.",
+        "CartPole-v1 --num-envs 16 --steps 100000 runs/cp16",
+        "LunarLander-v3 --policy mypolicy:act --metadata '{\"run\": 3}' runs/ll",
+    )
+    r.add_argument("env_id", metavar="ENV_ID", help="any registered gymnasium env id, e.g. CartPole-v1")
+    r.add_argument("path", metavar="PATH", help="directory to write shards into (created if missing)")
+    r.add_argument("--num-envs", type=int, default=1, help="sub-envs of the vector env")
     r.add_argument("--steps", type=int, default=10_000, help="vector steps to take (env steps = steps x num-envs)")
-    r.add_argument("--vectorization", choices=["sync", "async"], default="sync")
-    r.add_argument("--autoreset", choices=["next_step", "same_step", "disabled"], default="next_step")
+    r.add_argument("--vectorization", choices=["sync", "async"], default="sync", help="vector env kind")
+    r.add_argument(
+        "--autoreset", choices=["next_step", "same_step", "disabled"], default="next_step", help="vector autoreset mode"
+    )
     r.add_argument(
         "--policy", help="module:callable mapping batched observations to batched actions (default: random actions)"
     )
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--zstd-level", type=int, default=3)
-    r.add_argument("--metadata", help="JSON object merged into the dataset metadata")
+    r.add_argument("--seed", type=int, default=0, help="seed of the envs' reset and of the action space")
+    r.add_argument("--zstd-level", type=int, default=3, help="zstd level of every column")
+    r.add_argument("--metadata", help="JSON object merged into the dataset metadata (default: none)")
     r.set_defaults(func=_record)
 
-    i = sub.add_parser("info", help="summarize a dataset (directory or shard file)")
-    i.add_argument("path")
+    i = command(
+        "info",
+        "summarize a dataset (directory or shard file)",
+        "Episodes (complete and incomplete apart), stored and env steps, return and length statistics, spaces, "
+        "bytes on disk and per column.",
+        "runs/cp16",
+        "runs/cp16 --json",
+    )
+    i.add_argument("path", metavar="PATH", help="a dataset directory or one shard file")
     i.add_argument("--json", action="store_true", help="print a JSON report")
     i.set_defaults(func=_info)
 
-    b = sub.add_parser("bench", help="measure the recording overhead on an env (with vs without, interleaved)")
-    b.add_argument("--env", required=True, help="a registered gymnasium env id, or module:callable returning an env")
-    b.add_argument("--num-envs", type=int, default=1, help="sub-envs of the vector env (default 1)")
+    ls = command(
+        "ls",
+        "list episodes: index, env, length, return, complete, metadata",
+        "One line per episode, in dataset order. Reads the index only (and episode metadata).",
+        "runs/cp16",
+        "runs/cp16 --select env_index=3 --select complete=true",
+        "runs/cp16 --json | head -1",
+    )
+    ls.add_argument("path", metavar="PATH", help="a dataset directory or one shard file")
+    ls.add_argument(
+        "--select", action="append", metavar="KEY=VALUE", help=f"keep only some episodes: {SELECT_HELP} (default: all)"
+    )
+    ls.add_argument("--json", action="store_true", help="one JSON object per episode per line (JSON Lines)")
+    ls.set_defaults(func=_ls)
+
+    e = command(
+        "export",
+        "write a dataset as csv, jsonl (RLlib), parquet or a minari dataset",
+        "Stream a dataset (or some of its episodes) into another format, episode by episode: memory stays bounded. "
+        "Rows of csv and parquet are steps (obs before, next_obs/reward/info after); jsonl has one RLlib "
+        "SampleBatch per episode; minari writes a dataset minari.load_dataset opens, under MINARI_DATASETS_PATH "
+        "(or ~/.minari/datasets).",
+        "runs/cp16 cp16.csv",
+        "runs/cp16 cp16.parquet --select complete=true",
+        "runs/pixels pixels.csv --columns obs,action,reward",
+        "runs/cp16 cp16.jsonl --force",
+        "runs/cp16 trajcore/cartpole/random-v0 --format minari",
+    )
+    e.add_argument("path", metavar="PATH", help="a dataset directory or one shard file")
+    e.add_argument("out", metavar="OUT", help="the file to write, or for minari the dataset id (namespace/name-v0)")
+    e.add_argument("--format", choices=FORMATS, help="output format (default: from OUT's extension)")
+    e.add_argument(
+        "--select",
+        action="append",
+        metavar="KEY=VALUE",
+        help=f"export only some episodes: {SELECT_HELP} (default: all)",
+    )
+    e.add_argument(
+        "--columns",
+        metavar="NAMES",
+        help="csv/parquet: values to write, comma-separated names or prefixes such as obs,action,reward,info "
+        "(default: all; csv leaves out arrays of more than --max-values values)",
+    )
+    e.add_argument(
+        "--max-values",
+        type=int,
+        default=DEFAULT_MAX_VALUES,
+        help="csv: largest array written unless named in --columns",
+    )
+    e.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
+    e.set_defaults(func=_export)
+
+    m = command(
+        "import-minari",
+        "write a local minari dataset as a trajcore dataset",
+        "Replay every episode of a Minari dataset on this machine (nothing is downloaded) into a new trajcore "
+        "dataset; a dataset trajcore exported comes back with its custom data and metadata.",
+        "trajcore/cartpole/random-v0 runs/cp16-back",
+        "~/.minari/datasets/D4RL/door/human-v2 runs/door",
+    )
+    m.add_argument("source", metavar="NAME_OR_PATH", help="a minari dataset id found locally, or its directory")
+    m.add_argument("dst", metavar="DST", help="the trajcore dataset directory to create")
+    m.add_argument("--zstd-level", type=int, default=3, help="zstd level of every column")
+    m.add_argument("--force", action="store_true", help="replace DST if it exists")
+    m.set_defaults(func=_import_minari)
+
+    c = command(
+        "convert",
+        "rewrite a dataset with other codecs (e.g. raw columns for zero-copy training reads)",
+        "Copy a dataset (or some of its episodes) into a new directory with other storage per column.",
+        "runs/cp16 runs/cp16-raw --codecs raw",
+        'runs/cp16 runs/cp16-obs --codecs \'{"obs": {"zstd_level": 9}}\' --select complete=true',
+    )
+    c.add_argument("src", metavar="SRC", help="a dataset directory or one shard file")
+    c.add_argument("dst", metavar="DST", help="the new dataset directory (must not exist, or be empty)")
+    c.add_argument(
+        "--codecs",
+        help="'raw' (every column uncompressed) or a JSON object of per-column codecs "
+        "(default: keep each column's codec)",
+    )
+    c.add_argument("--chunk-bytes", type=int, help="target raw size of a chunk (default: the writer's, 1 MiB)")
+    c.add_argument("--max-shard-bytes", type=int, help="a new shard file starts past this size (default: 1 GiB)")
+    c.add_argument(
+        "--select", action="append", metavar="KEY=VALUE", help=f"copy only some episodes: {SELECT_HELP} (default: all)"
+    )
+    c.set_defaults(func=_convert)
+
+    b = command(
+        "bench",
+        "measure the recording overhead on an env (with vs without, interleaved)",
+        "Run the env loop with and without recording in alternating segments and compare them.",
+        "--env CartPole-v1 --num-envs 16 --steps 20000",
+        "--env mymod:make_env --json bench.json",
+    )
+    b.add_argument(
+        "--env", required=True, help="a registered gymnasium env id, or module:callable returning an env (required)"
+    )
+    b.add_argument("--num-envs", type=int, default=1, help="sub-envs of the vector env")
     b.add_argument(
         "--vectorization",
         choices=["sync", "async", "none"],
         help="vector env kind (default: none, a single env, for --num-envs 1; else sync)",
     )
-    b.add_argument(
-        "--steps", type=int, default=20_000, help="vector steps with recording (and as many without), default 20000"
-    )
-    b.add_argument("--repeats", type=int, default=5, help="interleaved segments per loop (default 5)")
+    b.add_argument("--steps", type=int, default=20_000, help="vector steps with recording (and as many without)")
+    b.add_argument("--repeats", type=int, default=5, help="interleaved segments per loop")
     b.add_argument(
         "--policy", help="module:callable mapping batched observations to batched actions (default: random actions)"
     )
-    b.add_argument("--seed", type=int, default=0)
-    b.add_argument("--zstd-level", type=int, default=3)
+    b.add_argument("--seed", type=int, default=0, help="seed of the envs and of the random actions")
+    b.add_argument("--zstd-level", type=int, default=3, help="zstd level of every column")
     b.add_argument("--delta", action="store_true", help="store observations with the delta filter")
-    b.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
+    b.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH (default: no file)")
     b.set_defaults(func=_bench)
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if getattr(args, "num_envs", 1) < 1 or getattr(args, "steps", 0) < 0:
-        raise SystemExit("--num-envs must be >= 1 and --steps >= 0")
+def _check(args: argparse.Namespace) -> None:
+    if getattr(args, "num_envs", 1) < 1:
+        raise UsageError("--num-envs must be >= 1")
+    if getattr(args, "steps", 0) < 0:
+        raise UsageError("--steps must be >= 0")
     if args.command == "bench":
         if args.vectorization == "none" and args.num_envs > 1:
-            raise SystemExit("--vectorization none takes --num-envs 1")
+            raise UsageError("--vectorization none takes --num-envs 1")
         if args.steps < 1 or args.repeats < 1:
-            raise SystemExit("--steps and --repeats must be >= 1")
+            raise UsageError("--steps and --repeats must be >= 1")
+    if args.command == "export" and args.max_values < 1:
+        raise UsageError("--max-values must be >= 1")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Runs the command line; returns the exit status (2 for a usage error)."""
+    import gymnasium
+
     from trajcore.errors import TrajcoreError
 
+    prog = _prog_name(sys.argv[0])
+    args = _parser(prog).parse_args(argv)
+
+    def one_line_warning(message: Any, category: Any, *_: Any, **__: Any) -> None:
+        print(f"{prog}: warning: {message}", file=sys.stderr)
+
+    shown, warnings.showwarning = warnings.showwarning, one_line_warning
     try:
+        _check(args)
         result: int = args.func(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler below
+        return result
+    except BrokenPipeError:
+        # The reader (`| head`) has gone: stop quietly, and keep Python from failing again when
+        # it flushes stdout at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except UsageError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
     except TrajcoreError as e:
-        print(f"trajcore: {type(e).__name__}: {e}", file=sys.stderr)
-        return 1
-    return result
+        print(f"{prog}: error: {type(e).__name__}: {e}", file=sys.stderr)
+    except gymnasium.error.Error as e:
+        print(f"{prog}: error: {type(e).__name__}: {e}", file=sys.stderr)
+    except OSError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+    finally:
+        warnings.showwarning = shown
+    return EXIT_USAGE

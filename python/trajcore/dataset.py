@@ -420,6 +420,24 @@ class Dataset(_Sampling):
             self._filter(range(self.num_episodes), **filters),
         )
 
+    def to_pandas(self, columns: Sequence[str] | None = None, *, max_values: int | None = None) -> Any:
+        """Every step as a pandas DataFrame: one row per step (a transition), see
+        `Episodes.to_pandas`.
+
+        Raises:
+            MissingDependencyError: pandas is not installed (an `ImportError`).
+            InvalidArgumentError: a name in `columns` matches no value.
+        """
+        return self.episodes.to_pandas(columns, max_values=max_values)
+
+    def summaries_frame(self) -> Any:
+        """One row per episode as a pandas DataFrame, see `Episodes.summaries_frame`.
+
+        Raises:
+            MissingDependencyError: pandas is not installed (an `ImportError`).
+        """
+        return self.episodes.summaries_frame()
+
     def _filter(
         self,
         candidates: Sequence[int],
@@ -625,6 +643,45 @@ class Episodes(_Sampling, Sequence["Episode"]):
         """The dataset indexes of these episodes."""
         return [int(i) for i in self._indices]
 
+    def to_pandas(self, columns: Sequence[str] | None = None, *, max_values: int | None = None) -> Any:
+        """These episodes' steps as a pandas DataFrame, one row per step: ``episode`` (dataset
+        index), ``env_index``, ``step`` (0 .. T-1 in its episode), then the observation before
+        the step (``obs...``), the observation after it (``next_obs...``), ``action...``,
+        ``reward``, ``terminated``, ``truncated``, the info the step returned (``info/...``; the
+        reset's info is in no row) and the custom data recorded with it (``data/...``).
+
+        Nested spaces and infos flatten to ``/``-joined names (``obs/pos``, ``info/episode/r``);
+        an array flattens to one column per element in C order (``obs_0`` .. ``obs_3``). Values
+        not given at a step (infos, custom data) are missing (``pd.NA``, nullable dtypes).
+
+        Args:
+            columns: the values wanted, by name or '/'-bounded prefix (``["obs", "reward",
+                "info"]``); default: every value of at most `max_values` elements.
+            max_values: arrays larger than this (default 256: images) are left out unless
+                `columns` names them, with a `TrajcoreWarning` naming them (also in
+                ``frame.attrs["trajcore"]["left_out"]``).
+
+        Raises:
+            MissingDependencyError: pandas is not installed (an `ImportError`).
+            InvalidArgumentError: a name in `columns` matches no value.
+        """
+        from trajcore.formats.frames import steps_frame
+
+        return steps_frame(self._dataset, self.indices, columns, max_values)
+
+    def summaries_frame(self) -> Any:
+        """One row per episode as a pandas DataFrame: ``episode`` (dataset index), recording,
+        shard, env_index, episode_id, length, episode_return, complete, terminated, truncated,
+        start_ns, end_ns, start_time, end_time, and the episode metadata flattened into
+        ``metadata/<key>`` columns. Summaries come from the index: nothing is decompressed.
+
+        Raises:
+            MissingDependencyError: pandas is not installed (an `ImportError`).
+        """
+        from trajcore.formats.frames import summaries_frame
+
+        return summaries_frame(self._dataset, self.indices)
+
     def __repr__(self) -> str:
         return f"<trajcore.Episodes: {len(self)} episodes>"
 
@@ -771,6 +828,17 @@ class Episode:
     def data_masks(self) -> dict[str, Any]:
         """The masks of `data` alone, keyed by name: at which steps each was recorded."""
         return self._values_and_masks("data")[1]
+
+    def to_pandas(self, columns: Sequence[str] | None = None, *, max_values: int | None = None) -> Any:
+        """The episode's T steps as a pandas DataFrame (columns as in `Episodes.to_pandas`).
+
+        Raises:
+            MissingDependencyError: pandas is not installed (an `ImportError`).
+            InvalidArgumentError: a name in `columns` matches no value.
+        """
+        from trajcore.formats.frames import steps_frame
+
+        return steps_frame(self._dataset, [self.index], columns, max_values)
 
     def __repr__(self) -> str:
         state = "complete" if self.complete else "incomplete"

@@ -6,6 +6,10 @@ Each also derives from the builtin a user would reach for: `SchemaError`, `Corru
 and `InvalidArgumentError` (a bad option) are `ValueError`s, `RecorderError` is a
 `RuntimeError`, `TrajcoreIOError` is an `OSError` and `TrajcoreFileNotFoundError` a
 `FileNotFoundError`.
+
+`MissingDependencyError` is the one class defined here rather than in the extension: it is
+raised only by Python code (an optional package such as pandas or pyarrow is not installed), and
+it is also an `ImportError`, which is what a user checking for optional packages catches.
 """
 
 from trajcore._core import (
@@ -22,6 +26,7 @@ from trajcore._core import (
 __all__ = [
     "CorruptFileError",
     "InvalidArgumentError",
+    "MissingDependencyError",
     "RecorderError",
     "SchemaError",
     "TrajcoreError",
@@ -29,3 +34,8 @@ __all__ = [
     "TrajcoreIOError",
     "TrajcoreWarning",
 ]
+
+
+class MissingDependencyError(TrajcoreError, ImportError):
+    """An optional package a feature needs is not installed; the message names it and the pip
+    command that installs it."""

@@ -1,0 +1,155 @@
+"""Episode selection from the command line: ``--select KEY=VALUE`` expressions parsed into plain
+values (`parse_select`, no I/O), then applied to a dataset (`apply_select`).
+
+Keys (every given one must hold):
+
+- ``env_index=0,3`` / ``recording=1``: the sub-env(s) / recording(s);
+- ``complete=true``, ``terminated=false``, ``truncated=yes``: the summary flags;
+- ``min_return=``, ``max_return=``, ``min_length=``, ``max_length=``: inclusive bounds;
+- ``episodes=0:100`` (a Python slice over the dataset, negatives from the end) or
+  ``episodes=3,5,8``: dataset indexes;
+- ``metadata.KEY=VALUE`` (``metadata.cfg.lr=0.1`` for nested keys): episode metadata equal to
+  VALUE, read as JSON when it parses (``1``, ``true``, ``"x"``), else as a string.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from trajcore.dataset import Dataset, EpisodeFilters, Episodes
+from trajcore.errors import InvalidArgumentError
+
+__all__ = ["SELECT_HELP", "Selection", "apply_select", "parse_select"]
+
+SELECT_HELP = (
+    "KEY=VALUE, repeatable, all must hold: env_index=0,3  recording=0  complete=true  terminated=false  "
+    "truncated=true  min_return=X  max_return=X  min_length=N  max_length=N  episodes=0:100 or episodes=3,5,8  "
+    "metadata.KEY=VALUE (VALUE as JSON, else a string)"
+)
+
+_BOOLS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
+
+
+@dataclass
+class Selection:
+    """A parsed selection: summary filters, recordings, dataset indexes and metadata equalities."""
+
+    filters: EpisodeFilters = field(default_factory=lambda: EpisodeFilters())
+    recording: list[int] | None = None
+    episodes: slice | list[int] | None = None
+    metadata: list[tuple[tuple[str, ...], Any]] = field(default_factory=list)
+
+
+def _ints(key: str, text: str) -> list[int]:
+    try:
+        return [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise InvalidArgumentError(f"--select {key}={text}: expected integers separated by commas") from None
+
+
+def _number(key: str, text: str, kind: type[int] | type[float]) -> Any:
+    try:
+        return kind(text)
+    except ValueError:
+        raise InvalidArgumentError(
+            f"--select {key}={text}: expected {'an integer' if kind is int else 'a number'}"
+        ) from None
+
+
+def _slice(text: str) -> slice:
+    parts = text.split(":")
+    if len(parts) > 3:
+        raise InvalidArgumentError(f"--select episodes={text}: expected START:STOP[:STEP] or N,N,...")
+    try:
+        bounds = [int(p) if p.strip() else None for p in parts]
+    except ValueError:
+        raise InvalidArgumentError(f"--select episodes={text}: expected START:STOP[:STEP] or N,N,...") from None
+    return slice(*bounds)
+
+
+def parse_select(expressions: Sequence[str] | None) -> Selection:
+    """Parses ``KEY=VALUE`` expressions (see the module docstring).
+
+    Raises:
+        InvalidArgumentError: an expression without '=', an unknown key, or a bad value; the
+            message names it and the keys known.
+    """
+    sel = Selection()
+    for expr in expressions or ():
+        key, sep, value = expr.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            raise InvalidArgumentError(f"--select {expr!r}: expected KEY=VALUE ({SELECT_HELP})")
+        if key == "env_index":
+            sel.filters["env_index"] = _ints(key, value)
+        elif key == "recording":
+            sel.recording = _ints(key, value)
+        elif key in ("complete", "terminated", "truncated"):
+            flag = _BOOLS.get(value.lower())
+            if flag is None:
+                raise InvalidArgumentError(f"--select {key}={value}: expected true or false")
+            sel.filters[key] = flag  # type: ignore[literal-required]
+        elif key in ("min_return", "max_return"):
+            sel.filters[key] = _number(key, value, float)  # type: ignore[literal-required]
+        elif key in ("min_length", "max_length"):
+            sel.filters[key] = _number(key, value, int)  # type: ignore[literal-required]
+        elif key == "episodes":
+            sel.episodes = _slice(value) if ":" in value else _ints(key, value)
+        elif key.startswith("metadata.") and len(key) > len("metadata."):
+            try:
+                parsed: Any = json.loads(value)
+            except ValueError:
+                parsed = value
+            sel.metadata.append((tuple(key.split(".")[1:]), parsed))
+        else:
+            raise InvalidArgumentError(f"--select {expr!r}: unknown key {key!r} ({SELECT_HELP})")
+    return sel
+
+
+def _lookup(meta: Any, path: tuple[str, ...]) -> Any:
+    for part in path:
+        if not isinstance(meta, dict) or part not in meta:
+            return _MISSING
+        meta = meta[part]
+    return meta
+
+
+_MISSING = object()
+
+
+def apply_select(ds: Dataset, sel: Selection) -> Episodes:
+    """The episodes of `ds` a selection keeps, in dataset order.
+
+    Raises:
+        InvalidArgumentError: an ``episodes=`` index out of range.
+    """
+    n = ds.num_episodes
+    if isinstance(sel.episodes, slice):
+        candidates: Sequence[int] = range(n)[sel.episodes]
+    elif sel.episodes is not None:
+        bad = [i for i in sel.episodes if not -n <= i < n]
+        if bad:
+            raise InvalidArgumentError(f"--select episodes: {bad[0]} is out of range ({n} episodes)")
+        candidates = sorted({i % n for i in sel.episodes})
+    else:
+        candidates = range(n)
+    chosen = Episodes(ds, candidates).select(**sel.filters)
+    indices = chosen.indices
+    if sel.recording is not None:
+        recording = ds.summaries()["recording"]
+        keep = set(sel.recording)
+        indices = [i for i in indices if int(recording[i]) in keep]
+    for path, value in sel.metadata:
+        indices = [i for i in indices if _equal(_lookup(ds._episode_metadata(i), path), value)]
+    return Episodes(ds, indices)
+
+
+def _equal(got: Any, want: Any) -> bool:
+    if got is _MISSING:
+        return False
+    if isinstance(got, bool) or isinstance(want, bool):
+        return type(got) is type(want) and got == want  # True is not the episode number 1
+    return bool(got == want)

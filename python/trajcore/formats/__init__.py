@@ -1,0 +1,165 @@
+"""Getting data out (``trajcore.export``, ``trajcore.import_minari``).
+
+`export` writes a dataset (or a selection of its episodes) as CSV, JSON Lines in RLlib's shape,
+Parquet or a Minari dataset, streaming episode by episode; `import_minari` reads a Minari dataset
+back into trajcore.
+
+One module per format (`to_csv`, `to_jsonl`, `to_parquet`, `to_minari`, `from_minari`), pandas
+views in `frames`, and one rule for naming and aligning table columns in `_columns` (used by
+pandas, CSV and Parquet alike).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from trajcore.dataset import Dataset, Episodes
+from trajcore.errors import InvalidArgumentError, TrajcoreWarning
+from trajcore.formats._columns import DEFAULT_MAX_VALUES, choose
+from trajcore.formats._output import staged
+from trajcore.formats._read import Progress, plan_of
+from trajcore.formats.frames import left_out_note
+from trajcore.formats.from_minari import import_minari
+
+__all__ = ["DEFAULT_MAX_VALUES", "EXPORT_CACHE_BYTES", "FORMATS", "export", "format_of", "import_minari"]
+
+FORMATS = ("csv", "jsonl", "parquet", "minari")
+
+EXPORT_CACHE_BYTES = 32 << 20
+"""Chunk cache of a dataset opened to be exported (the default, 256 MiB, serves random reads)."""
+
+_SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet"}
+
+
+def format_of(out: str, format: str | None) -> str:
+    """The format asked for, or the one `out`'s extension names.
+
+    Raises:
+        InvalidArgumentError: an unknown format, or none given and none implied.
+    """
+    if format is not None:
+        if format not in FORMATS:
+            raise InvalidArgumentError(f"unknown export format {format!r} (formats: {', '.join(FORMATS)})")
+        return format
+    implied = _SUFFIXES.get(os.path.splitext(out)[1].lower())
+    if implied is None:
+        raise InvalidArgumentError(
+            f"cannot tell the format from {out!r}: give one of {', '.join(FORMATS)} "
+            "(or name the file .csv, .jsonl, .parquet)"
+        )
+    return implied
+
+
+def export(
+    src: str | os.PathLike[str] | Dataset | Episodes,
+    out: str | os.PathLike[str],
+    format: str | None = None,
+    *,
+    columns: Sequence[str] | None = None,
+    max_values: int = DEFAULT_MAX_VALUES,
+    force: bool = False,
+    batch_rows: int | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Writes a dataset, or a selection of its episodes, in another format, one episode (or one
+    batch of rows) at a time: memory stays bounded whatever the size of the dataset.
+
+    Args:
+        src: a dataset (path or `Dataset`), or `Episodes` (e.g. ``ds.select(complete=True)``).
+        out: the file to write (csv, jsonl, parquet), or for minari the dataset id
+            (``namespace/name-v0``) created under Minari's local datasets root
+            (``MINARI_DATASETS_PATH``, else ``~/.minari/datasets``).
+        format: ``"csv"``, ``"jsonl"``, ``"parquet"`` or ``"minari"``; None: from `out`'s
+            extension.
+        columns: csv and parquet only: the values wanted, by name or '/'-bounded prefix
+            (``["obs", "action", "reward"]``); default every value of at most `max_values`
+            elements for csv, every value for parquet.
+        max_values: csv: arrays with more elements (images) are left out, with a
+            `TrajcoreWarning` naming them, unless `columns` names them.
+        force: replace `out` if it exists (otherwise refused).
+        batch_rows: csv: rows formatted per write; parquet: rows per row group. Default: about
+            8 MiB of values (at most 16k rows) for csv, 32 MiB (at most 64k rows) for parquet.
+        progress: called with the number of steps written, as they are.
+
+    Returns:
+        ``{"format", "out", "episodes", "steps", "left_out": [leaf names], "skipped": episodes
+        not written (minari: episodes of no step)}``.
+
+    Raises:
+        InvalidArgumentError: `out` exists and `force` is False, an unknown format, `columns`
+            given for jsonl or minari or naming no value, recordings with different spaces.
+        MissingDependencyError: pyarrow (parquet), or minari, h5py, Pillow (minari) missing.
+    """
+    fmt = format_of(os.fspath(out), format)
+    if columns is not None and fmt in ("jsonl", "minari"):
+        raise InvalidArgumentError(f"columns apply to csv and parquet; {fmt} exports write every value")
+    if batch_rows is not None and batch_rows < 1:
+        raise InvalidArgumentError(f"batch_rows must be >= 1, got {batch_rows}")
+    if isinstance(src, Episodes):
+        ds, indices = src._dataset, src.indices
+    elif isinstance(src, Dataset):
+        ds, indices = src, list(range(src.num_episodes))
+    else:
+        # A small chunk cache: an export reads every chunk once, in order.
+        with Dataset(src, cache_bytes=EXPORT_CACHE_BYTES) as opened:
+            return export(
+                opened,
+                out,
+                fmt,
+                columns=columns,
+                max_values=max_values,
+                force=force,
+                batch_rows=batch_rows,
+                progress=progress,
+            )
+    result: dict[str, Any] = {"format": fmt, "out": os.fspath(out), "episodes": len(indices), "left_out": []}
+    result["skipped"] = 0
+    if fmt == "minari":
+        result.update(_minari(ds, indices, os.fspath(out), force, progress))
+        return result
+    with staged(os.fspath(out), force) as tmp:
+        if fmt == "jsonl":
+            from trajcore.formats.to_jsonl import write_jsonl
+
+            with open(tmp, "w", encoding="utf-8") as f:
+                result["steps"] = write_jsonl(ds, indices, f, progress)
+            return result
+        plan = plan_of(ds)
+        leaves, left_out = choose(plan.leaves, columns, max_values if fmt == "csv" else 1 << 62)
+        if left_out:
+            warnings.warn(left_out_note(left_out, max_values, "columns (--columns)"), TrajcoreWarning, stacklevel=2)
+        result["left_out"] = [leaf.name for leaf in left_out]
+        if fmt == "csv":
+            from trajcore.formats.to_csv import write_csv
+
+            result["steps"] = write_csv(ds, indices, tmp, plan, leaves, batch_rows, progress)
+        else:
+            from trajcore.formats.to_parquet import write_parquet
+
+            result["steps"] = write_parquet(ds, indices, tmp, plan, leaves, batch_rows, progress)
+    return result
+
+
+def _minari(
+    ds: Dataset, indices: Sequence[int], dataset_id: str, force: bool, progress: Progress | None
+) -> dict[str, Any]:
+    from trajcore.formats.to_minari import minari_module, write_minari
+
+    minari_module("Minari export")
+    from minari.dataset.minari_dataset import parse_dataset_id
+    from minari.namespace import create_namespace, list_local_namespaces
+    from minari.storage import get_dataset_path
+
+    try:
+        namespace = parse_dataset_id(dataset_id)[0]
+    except ValueError as e:
+        raise InvalidArgumentError(str(e)) from None
+    target = str(get_dataset_path(dataset_id))
+    with staged(target, force) as tmp:
+        counts = write_minari(ds, indices, os.path.join(tmp, "data"), dataset_id, progress)
+    if namespace is not None and namespace not in list_local_namespaces():
+        create_namespace(namespace)
+    return {"path": target, "episodes": counts["episodes"], "steps": counts["steps"], "skipped": counts["skipped"]}

@@ -1,0 +1,231 @@
+"""Reading step tables out of a dataset, one episode at a time: the I/O side of
+`trajcore.formats._columns` (which decides the leaves and their rows).
+
+Every exporter streams through `iter_episodes` (formats written per episode: JSONL, Minari) or
+`iter_batches` (tables: pandas, CSV, Parquet), so memory stays bounded by one batch plus one
+episode whatever the size of the dataset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from trajcore.dataset import Dataset
+from trajcore.formats._columns import Leaf, Plan, RecordingColumns, make_plan
+
+__all__ = [
+    "Batch",
+    "EpisodeRows",
+    "Progress",
+    "iter_batches",
+    "iter_episodes",
+    "plan_of",
+    "rows_per_batch",
+]
+
+Progress = Callable[[int], None]
+"""Called with the number of steps just written (for a progress bar)."""
+
+Values = npt.NDArray[Any] | list[str]
+
+
+def plan_of(ds: Dataset) -> Plan:
+    """The step-table plan of a dataset (see `make_plan`).
+
+    Raises:
+        InvalidArgumentError: recordings differ in their observation or action columns.
+        SchemaError: an info or data column has different dtypes or shapes in two recordings.
+    """
+    recordings = []
+    for r in range(ds.num_recordings):
+        layout = ds.meta(r).get("layout") or {}
+        recordings.append(RecordingColumns(layout.get("observation"), layout.get("action"), ds._core.columns(r)))
+    return make_plan(recordings)
+
+
+@dataclass
+class EpisodeRows:
+    """One episode's T rows of the chosen leaves (keyed by leaf name), with the masks of masked
+    leaves (True where the value was given) and the episode's summary fields."""
+
+    index: int
+    env_index: int
+    length: int
+    values: dict[str, Values] = field(default_factory=dict)
+    masks: dict[str, npt.NDArray[np.bool_]] = field(default_factory=dict)
+
+
+def _absent(leaf: Leaf, rows: int) -> Values:
+    if leaf.dtype == "str":
+        return [""] * rows
+    return np.zeros((rows, *leaf.shape), dtype=leaf.dtype)
+
+
+def read_episode(ds: Dataset, index: int, plan: Plan, leaves: Sequence[Leaf]) -> EpisodeRows:
+    """The rows of `leaves` for episode `index` (each column read and decompressed once).
+
+    A leaf whose column the episode's recording does not have reads as never given (zeros, mask
+    all False).
+
+    Raises:
+        CorruptFileError: the episode's data is damaged.
+    """
+    summary = ds._summary()
+    length = int(summary["length"][index])
+    present = plan.columns_of[int(summary["recording"][index])] if plan.columns_of else frozenset()
+    cache: dict[str, Values] = {}
+
+    def rows(column: str, first: int) -> Values | None:
+        if column not in present:
+            return None
+        whole = cache.get(column)
+        if whole is None:
+            whole = cache[column] = ds._read(index, column)
+        return whole[first : first + length]
+
+    out = EpisodeRows(index, int(summary["env_index"][index]), length)
+    for leaf in leaves:
+        values = rows(leaf.column, leaf.first_row)
+        if values is None:
+            out.values[leaf.name] = _absent(leaf, length)
+            if leaf.mask is not None:
+                out.masks[leaf.name] = np.zeros(length, dtype=np.bool_)
+            continue
+        out.values[leaf.name] = values
+        if leaf.mask is not None:
+            mask = rows(leaf.mask, leaf.first_row)
+            out.masks[leaf.name] = (
+                np.asarray(mask, dtype=np.bool_) if mask is not None else np.ones(length, dtype=np.bool_)
+            )
+    return out
+
+
+def iter_episodes(
+    ds: Dataset, indices: Sequence[int], plan: Plan, leaves: Sequence[Leaf], progress: Progress | None = None
+) -> Iterator[EpisodeRows]:
+    """`read_episode` for each index in order, reporting each episode's steps to `progress`
+    once the caller has taken it."""
+    for index in indices:
+        rows = read_episode(ds, int(index), plan, leaves)
+        yield rows
+        if progress is not None:
+            progress(rows.length)
+
+
+@dataclass
+class Batch:
+    """Consecutive step-table rows (possibly spanning episodes): the index columns, then the
+    leaves' values and masks keyed by leaf name."""
+
+    episode: npt.NDArray[np.int64]
+    env_index: npt.NDArray[np.int64]
+    step: npt.NDArray[np.int64]
+    values: dict[str, Values]
+    masks: dict[str, npt.NDArray[np.bool_]]
+
+    def __len__(self) -> int:
+        return len(self.episode)
+
+
+def _concat(parts: list[Values]) -> Values:
+    if parts and isinstance(parts[0], list):
+        joined: list[str] = []
+        for p in parts:
+            joined.extend(p)
+        return joined
+    return np.concatenate(parts)
+
+
+class _Pending:
+    """Row slices waiting to make a batch."""
+
+    def __init__(self, leaves: Sequence[Leaf]) -> None:
+        self.leaves = leaves
+        self._reset()
+
+    def _reset(self) -> None:
+        leaves = self.leaves
+        self.rows = 0
+        self.index: list[tuple[int, int, int, int]] = []  # (episode, env, first step, rows)
+        self.values: dict[str, list[Values]] = {leaf.name: [] for leaf in leaves}
+        self.masks: dict[str, list[npt.NDArray[np.bool_]]] = {leaf.name: [] for leaf in leaves if leaf.mask}
+
+    def add(self, ep: EpisodeRows, start: int, stop: int) -> None:
+        self.index.append((ep.index, ep.env_index, start, stop - start))
+        for name, v in ep.values.items():
+            self.values[name].append(v[start:stop])
+        for name, m in ep.masks.items():
+            self.masks[name].append(m[start:stop])
+        self.rows += stop - start
+
+    def take(self) -> Batch:
+        counts = [n for _, _, _, n in self.index]
+        batch = Batch(
+            episode=np.repeat(np.array([e for e, _, _, _ in self.index], dtype=np.int64), counts),
+            env_index=np.repeat(np.array([v for _, v, _, _ in self.index], dtype=np.int64), counts),
+            step=np.concatenate([np.arange(s, s + n, dtype=np.int64) for _, _, s, n in self.index])
+            if self.index
+            else np.zeros(0, dtype=np.int64),
+            values={
+                leaf.name: _concat(self.values[leaf.name]) if self.index else _absent(leaf, 0) for leaf in self.leaves
+            },
+            masks={
+                name: np.concatenate(parts) if parts else np.zeros(0, dtype=np.bool_)
+                for name, parts in self.masks.items()
+            },
+        )
+        self._reset()
+        return batch
+
+
+def iter_batches(
+    ds: Dataset,
+    indices: Sequence[int],
+    plan: Plan,
+    leaves: Sequence[Leaf],
+    rows: int,
+    progress: Progress | None = None,
+) -> Iterator[Batch]:
+    """Batches of exactly `rows` rows (the last one shorter, none if there is no step), over the
+    episodes in order; an episode may be split between two batches.
+
+    Args:
+        rows: rows per batch (a Parquet row group, a CSV write).
+        progress: called with the steps of each batch once the caller has taken it.
+    """
+    pending = _Pending(leaves)
+    for index in indices:
+        ep = read_episode(ds, int(index), plan, leaves)
+        start = 0
+        while start < ep.length:
+            stop = min(ep.length, start + rows - pending.rows)
+            pending.add(ep, start, stop)
+            start = stop
+            if pending.rows == rows:
+                yield pending.take()
+                if progress is not None:
+                    progress(rows)
+    if pending.rows:
+        n = pending.rows
+        yield pending.take()
+        if progress is not None:
+            progress(n)
+
+
+_STR_GUESS = 32  # bytes a str value is assumed to take when sizing batches
+
+
+def rows_per_batch(leaves: Sequence[Leaf], target_bytes: int, max_rows: int) -> int:
+    """Rows that make about `target_bytes` of values, between 256 and `max_rows`: CartPole rows
+    make batches of `max_rows`, 64x64x3 images (obs and next_obs) batches of about
+    `target_bytes` / 24 KiB rows."""
+    row = 24  # index columns
+    for leaf in leaves:
+        row += (_STR_GUESS if leaf.dtype == "str" else np.dtype(leaf.dtype).itemsize) * leaf.size
+        row += 1 if leaf.mask else 0
+    return int(min(max_rows, max(256, target_bytes // row)))

@@ -1,0 +1,137 @@
+"""pandas views of a dataset: a step table (`steps_frame`, behind `to_pandas`) and an episode
+table (`summaries_frame`). pandas is optional: without it these raise `MissingDependencyError`.
+
+Values an env did not give at a step (an info key missing, custom data not recorded) are
+missing values (``pd.NA``) in columns of pandas' nullable dtypes (``Int64``, ``Float64``,
+``boolean``, ``string``): an int info stays an int, and a NaN the env gave stays a NaN.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from trajcore.dataset import Dataset
+from trajcore.errors import TrajcoreWarning
+from trajcore.formats._columns import DEFAULT_MAX_VALUES, Leaf, choose, flat_names
+from trajcore.formats._deps import require
+from trajcore.formats._read import Batch, iter_batches, plan_of
+from trajcore.formats.summaries import flatten_metadata, summary_columns
+
+__all__ = ["leaf_columns", "left_out_note", "steps_frame", "summaries_frame"]
+
+
+def left_out_note(left_out: Sequence[Leaf], max_values: int, how: str) -> str:
+    """The sentence naming the leaves a table left out for their size."""
+    names = ", ".join(f"{leaf.name} ({leaf.describe()})" for leaf in left_out)
+    return (
+        f"left out of the table, more than {max_values} values a row: {names}; "
+        f"name them in {how} to include them (one column per element)"
+    )
+
+
+def leaf_columns(leaf: Leaf, values: Any, mask: npt.NDArray[np.bool_] | None) -> dict[str, Any]:
+    """A leaf's flat columns (see `flat_names`) as pandas-ready arrays: numpy arrays, or nullable
+    pandas arrays where `mask` says a value was not given."""
+    pd = require("pandas", "Dataset.to_pandas")
+    names = flat_names(leaf)
+    if leaf.dtype == "str":
+        arr = pd.array(list(values), dtype="string")
+        if mask is not None:
+            arr[~mask] = pd.NA
+        return {names[0]: arr}
+    flat = np.asarray(values).reshape(len(values), leaf.size)
+    out: dict[str, Any] = {}
+    for k, name in enumerate(names):
+        col = flat[:, k]
+        if mask is None:
+            out[name] = col
+        elif col.dtype == np.bool_:
+            out[name] = pd.arrays.BooleanArray(col, ~mask)
+        elif col.dtype.kind in "iu":
+            out[name] = pd.arrays.IntegerArray(col, ~mask)
+        else:
+            # pandas' nullable floats are float32 and float64 only; float16 widens exactly.
+            wide = col if col.dtype.itemsize >= 4 else col.astype(np.float32)
+            out[name] = pd.arrays.FloatingArray(wide, ~mask)
+    return out
+
+
+def _batch_columns(batch: Batch, leaves: Sequence[Leaf]) -> dict[str, Any]:
+    cols: dict[str, Any] = {"episode": batch.episode, "env_index": batch.env_index, "step": batch.step}
+    for leaf in leaves:
+        cols.update(leaf_columns(leaf, batch.values[leaf.name], batch.masks.get(leaf.name)))
+    return cols
+
+
+def steps_frame(
+    ds: Dataset,
+    indices: Sequence[int],
+    columns: Sequence[str] | None = None,
+    max_values: int | None = None,
+) -> Any:
+    """One row per step of the given episodes (see `trajcore.formats._columns` for what row i
+    holds and how columns are named).
+
+    Array leaves of more than `max_values` values (None: `DEFAULT_MAX_VALUES`) are left out,
+    with a `TrajcoreWarning` naming them and ``frame.attrs["trajcore"]["left_out"]`` listing
+    them, unless `columns` names them.
+
+    Raises:
+        MissingDependencyError: pandas is not installed.
+        InvalidArgumentError: a name in `columns` matches no value.
+    """
+    pd = require("pandas", "Dataset.to_pandas")
+    max_values = DEFAULT_MAX_VALUES if max_values is None else max_values
+    plan = plan_of(ds)
+    leaves, left_out = choose(plan.leaves, columns, max_values)
+    if left_out:
+        warnings.warn(left_out_note(left_out, max_values, "columns=[...]"), TrajcoreWarning, stacklevel=3)
+    total = int(np.sum(ds._summary()["length"][np.asarray(indices, dtype=np.int64)])) if len(indices) else 0
+    frames = [
+        pd.DataFrame(_batch_columns(b, leaves), copy=False)
+        for b in iter_batches(ds, indices, plan, leaves, rows=max(total, 1))
+    ]
+    if frames:
+        frame = frames[0]
+    else:
+        none = np.zeros(0, dtype=np.int64)
+        empty = Batch(
+            episode=none,
+            env_index=none,
+            step=none,
+            values={
+                leaf.name: [] if leaf.dtype == "str" else np.zeros((0, *leaf.shape), leaf.dtype) for leaf in leaves
+            },
+            masks={leaf.name: np.zeros(0, dtype=np.bool_) for leaf in leaves if leaf.mask},
+        )
+        frame = pd.DataFrame(_batch_columns(empty, leaves))
+    frame.attrs["trajcore"] = {
+        "rows": "row i is step i: obs before it, next_obs, reward, terminated, truncated and info after it",
+        "left_out": [leaf.name for leaf in left_out],
+    }
+    return frame
+
+
+def summaries_frame(ds: Dataset, indices: Sequence[int]) -> Any:
+    """One row per episode: ``episode`` (its dataset index), the index's summary fields,
+    ``start_time`` / ``end_time`` (UTC datetimes), then its metadata flattened into
+    ``metadata/<key>[/<subkey>...]`` columns (missing where an episode lacks a key).
+
+    Raises:
+        MissingDependencyError: pandas is not installed.
+    """
+    pd = require("pandas", "Dataset.summaries_frame")
+    cols: dict[str, Any] = dict(summary_columns(ds, indices))
+    cols["start_time"] = pd.to_datetime(cols["start_ns"], unit="ns", utc=True)
+    cols["end_time"] = pd.to_datetime(cols["end_ns"], unit="ns", utc=True)
+    frame = pd.DataFrame(cols)
+    metadata = [flatten_metadata(ds._episode_metadata(int(i))) for i in indices]
+    if any(metadata):
+        meta = pd.DataFrame.from_records(metadata, index=frame.index)
+        frame = pd.concat([frame, meta], axis=1)
+    return frame
