@@ -10,6 +10,7 @@
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use pyo3::prelude::*;
+use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyList};
 use trajcore_core::writer::{AutoresetMode, EntryKind, MessageKind, Recorder, RecorderConfig, Slot};
 use trajcore_core::{Error, Timeline};
@@ -85,14 +86,9 @@ impl PyRecorder {
         if trajcore_core::process::current_pid() != self.owner_pid {
             return Err(to_py(py, Error::ForeignProcess { owner: self.owner_pid }));
         }
-        loop {
-            match self.state.try_lock() {
-                Ok(guard) => return Ok(guard),
-                Err(std::sync::TryLockError::Poisoned(p)) => return Ok(p.into_inner()),
-                // Wait until it is free without the GIL, then try again with it.
-                Err(std::sync::TryLockError::WouldBlock) => py.detach(|| drop(self.state.lock())),
-            }
-        }
+        // Waits for the lock detached from the interpreter and keeps it while re-attaching, so
+        // a thread that keeps calling cannot starve another.
+        Ok(self.state.lock_py_attached(py).unwrap_or_else(|p| p.into_inner()))
     }
 }
 
