@@ -315,3 +315,47 @@ print("TICKS", ticks)
     assert result.returncode == 0, result.stderr
     ticks = int(result.stdout.split("TICKS")[1])
     assert ticks > 10_000, "the other thread barely ran: the GIL was held while waiting"
+
+
+def test_a_slow_writer_paces_the_env_so_a_kill_loses_little(tmp_path: Path) -> None:
+    """The writer takes 10 ms a step; the env could push thousands of steps into the ring in
+    that time. Pacing keeps the unwritten backlog near 2 flush intervals: the env waits, and a
+    SIGKILL loses only that much."""
+    script = (
+        FAULTS
+        + """
+import sys, time
+from helpers import SpaceEnv
+with_faults({"slow_step_ms": 10})
+env = trajcore.RecordEpisodes(SpaceEnv(max_steps=10**9, p_terminate=0), sys.argv[1], flush_interval=0.1)
+env.reset(seed=0)
+start = time.monotonic()
+steps = 0
+while time.monotonic() - start < 2.0:
+    env.step(0)
+    steps += 1
+print("STEPS", steps, env.stats()["backlog_waits"], flush=True)
+time.sleep(60)
+"""
+    )
+    (tmp_path / "child.py").write_text(textwrap.dedent(script))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    child = subprocess.Popen(
+        [sys.executable, str(tmp_path / "child.py"), str(tmp_path / "d")], stdout=subprocess.PIPE, text=True, env=env
+    )
+    assert child.stdout is not None
+    line = child.stdout.readline()
+    child.kill()
+    child.wait(timeout=30)
+    _, steps, waits = line.split()
+    assert int(waits) > 0, "the env never waited for the writer"
+    assert int(steps) < 2000, f"{steps} steps in 2 s against a writer of 100 steps/s: the backlog was not bounded"
+    # The episode never ended, so no episode is listed; its rows tell how much reached the file.
+    from format_decoder import DecodedDataset
+
+    decoded = DecodedDataset(tmp_path / "d")
+    (rid,) = decoded.recordings
+    action = decoded.spec(rid, "action")
+    written = sum(ref.n_rows for ref, _ in decoded.chunks.get((rid, 0, action["id"]), []))
+    # At 100 steps/s the limit (2 x 0.1 s) plus one cycle is about 30 steps; allow for a slow CI.
+    assert int(steps) - written <= 80, f"{int(steps) - written} of {steps} steps were lost"

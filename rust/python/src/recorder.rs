@@ -128,7 +128,7 @@ impl State {
                 MessageKind::Reset => inner.plan_reset(&entries, coll.head_mask.map(|m| coll.slice(m)))?,
                 _ => inner.plan_step(&entries)?,
             };
-            if inner.fits_now(len) {
+            if inner.ready(len) {
                 return inner.send_planned(&entries, 0);
             }
             // No borrowed slice may be alive while the GIL is released: the arrays could change.
@@ -458,6 +458,7 @@ impl PyRecorder {
         d.set_item("bytes_written", s.bytes_written)?;
         d.set_item("ring_capacity", s.ring_capacity)?;
         d.set_item("ring_waits", s.ring_waits)?;
+        d.set_item("backlog_waits", s.backlog_waits)?;
         d.set_item("steps_not_recorded", guard.rec.splitter().unrecorded_total())?;
         let skipped = PyDict::new(py);
         for (prefix, columns) in [("info", &guard.infos), ("data", &guard.data)] {

@@ -39,6 +39,7 @@ pub struct Stats {
     pub bytes_written: u64,
     pub ring_capacity: u64,
     pub ring_waits: u64,
+    pub backlog_waits: u64,
 }
 
 pub struct Recorder {
@@ -69,7 +70,28 @@ pub struct Recorder {
     /// Called every `POLL_EVERY` while a call waits (ring space, a flush, close); an error ends
     /// the wait with it. The bindings check for signals here (Ctrl-C while waiting).
     interrupt: Option<Interrupt>,
+    /// Messages pushed so far (the writer counts the same way, see `Shared::written_through`).
+    pushed: u64,
+    pace: Pace,
 }
+
+/// Keeps the durability promise when the writer cannot keep up (a slow codec, big frames): a
+/// step waits while the writer would need more than half a flush interval to get through what
+/// is in the ring, so rows reach the file within about 1.5 flush intervals plus one seal, not
+/// after the whole ring. The writer's speed is measured while it has work (messages taken off
+/// the ring per second, smoothed); the clock is read every `PACE_EVERY` steps only.
+#[derive(Default)]
+struct Pace {
+    steps: u32,
+    /// (time, messages handled) when last measured.
+    last: Option<(std::time::Instant, u64)>,
+    /// Messages per second the writer takes off the ring, smoothed; 0 before it is known.
+    rate: f64,
+    /// While set, the step waits until the writer has handled this many messages.
+    wait_for: Option<u64>,
+}
+
+const PACE_EVERY: u32 = 64;
 
 /// See `Recorder::set_interrupt_check`.
 pub type Interrupt = Box<dyn FnMut() -> Result<()> + Send>;
@@ -169,6 +191,8 @@ impl Recorder {
             closed: false,
             owner_pid: crate::process::current_pid(),
             interrupt: None,
+            pushed: 0,
+            pace: Pace::default(),
         })
     }
 
@@ -450,10 +474,65 @@ impl Recorder {
         self.producer.slots() >= len
     }
 
-    /// Waits until `len` bytes are free for the planned message, or fails if the writer stopped
-    /// or blocking is off (then the planned message is refused). Bindings call this with the GIL
-    /// released.
+    /// Whether the planned message of `len` bytes can be sent without waiting: it fits, and the
+    /// writer is not too far behind (see `Pace`). Otherwise call `wait_for_space`.
+    pub fn ready(&mut self, len: usize) -> bool {
+        self.fits_now(len) && self.paced()
+    }
+
+    /// Checks the writer's backlog every `PACE_EVERY` steps; false if the next step must wait.
+    fn paced(&mut self) -> bool {
+        if !self.config.block_when_full || self.planned != Some(MessageKind::Step) {
+            return true;
+        }
+        self.pace.steps += 1;
+        if self.pace.steps < PACE_EVERY {
+            return true;
+        }
+        self.pace.steps = 0;
+        let now = std::time::Instant::now();
+        let handled = self.shared.handled.load(Ordering::Acquire);
+        let backlog = self.pushed.saturating_sub(handled);
+        match self.pace.last {
+            Some((at, before)) => {
+                let dt = now.duration_since(at).as_secs_f64();
+                if dt >= 0.02 {
+                    // Only while the writer had work all along is its progress its speed.
+                    if backlog > 0 && handled > before {
+                        let rate = (handled - before) as f64 / dt;
+                        self.pace.rate = if self.pace.rate == 0.0 { rate } else { 0.7 * self.pace.rate + 0.3 * rate };
+                    }
+                    self.pace.last = Some((now, handled));
+                }
+            }
+            None => self.pace.last = Some((now, handled)),
+        }
+        if self.pace.rate == 0.0 {
+            return true;
+        }
+        let half = self.config.flush_interval().as_secs_f64() / 2.0;
+        if backlog as f64 > self.pace.rate * half {
+            // Wait until half of that is left.
+            let allowed = (self.pace.rate * half / 2.0) as u64;
+            self.pace.wait_for = Some(self.pushed.saturating_sub(allowed));
+            return false;
+        }
+        true
+    }
+
+    fn pace_blocks(&self) -> bool {
+        self.pace.wait_for.is_some_and(|n| self.shared.handled.load(Ordering::Acquire) < n)
+    }
+
+    /// Waits until `len` bytes are free for the planned message (and, for a step, until the
+    /// writer is no longer too far behind), or fails if the writer stopped or blocking is off
+    /// (then the planned message is refused). Bindings call this with the GIL released.
     pub fn wait_for_space(&mut self, len: usize) -> Result<()> {
+        if self.pace_blocks() {
+            self.shared.backlog_waits.fetch_add(1, Ordering::Relaxed);
+            self.wait_while(|me| me.pace_blocks()).map_err(|e| self.refuse_planned(e))?;
+        }
+        self.pace.wait_for = None;
         if self.fits_now(len) {
             return Ok(());
         }
@@ -550,6 +629,7 @@ impl Recorder {
         });
         copy(&staged[..staged_len]);
         assert_eq!(at, len, "encode wrote a different length than encoded_len computed");
+        self.pushed += 1;
         // SAFETY: `encode` wrote exactly `len` bytes (checked just above), so every slot of the
         // chunk is initialized.
         unsafe { chunk.commit_all() };
@@ -686,6 +766,7 @@ impl Recorder {
             bytes_written: s.bytes_written.load(Ordering::Relaxed),
             ring_capacity: self.producer.buffer().capacity() as u64,
             ring_waits: s.ring_waits.load(Ordering::Relaxed),
+            backlog_waits: s.backlog_waits.load(Ordering::Relaxed),
         }
     }
 

@@ -36,6 +36,10 @@ pub struct Shared {
     pub bytes_raw: AtomicU64,
     pub bytes_written: AtomicU64,
     pub ring_waits: AtomicU64,
+    /// Steps that waited because the writer was more than the pacing limit behind.
+    pub backlog_waits: AtomicU64,
+    /// Messages taken off the ring so far (the producer paces itself by how fast this moves).
+    pub handled: AtomicU64,
     pub shard_paths: Mutex<Vec<PathBuf>>,
 }
 
@@ -88,6 +92,8 @@ pub struct WriterThread {
     encoder: Encoder,
     /// Value bytes taken since the counter in `shared` was last updated (one atomic per message).
     raw_bytes_seen: u64,
+    /// Messages taken off the ring so far.
+    messages_handled: u64,
 }
 
 pub struct WriterSetup {
@@ -127,6 +133,7 @@ impl WriterThread {
             str_offsets: Vec::new(),
             seal_wanted: false,
             raw_bytes_seen: 0,
+            messages_handled: 0,
             encoder: Encoder::default(),
             config: setup.config,
         };
@@ -178,6 +185,8 @@ impl WriterThread {
                 handled += 1;
                 let msg = message::decode(bytes, self.lanes.len()).map_err(Error::WriterStopped)?;
                 let closed = self.handle(msg)?;
+                self.messages_handled += 1;
+                self.shared.handled.store(self.messages_handled, Ordering::Release);
                 chunk.commit_all();
                 if closed {
                     return Ok(());
