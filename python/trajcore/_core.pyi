@@ -4,10 +4,33 @@ Users do not import this module; `trajcore` wraps it. Errors raised here are the
 re-exported by `trajcore` (`trajcore.TrajcoreError` and subclasses).
 """
 
-from typing import Any
+from types import TracebackType
+from typing import Any, Literal, Self, final
 
 import numpy as np
 import numpy.typing as npt
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MAX_INFO_DEPTH",
+    "SHARD_EXTENSION",
+    "CorruptFileError",
+    "Dataset",
+    "InvalidArgumentError",
+    "MappedRows",
+    "Recorder",
+    "RecorderError",
+    "SchemaError",
+    "Selection",
+    "TrajcoreError",
+    "TrajcoreFileNotFoundError",
+    "TrajcoreIOError",
+    "TrajcoreWarning",
+    "__version__",
+    "convert",
+    "num_threads",
+    "set_num_threads",
+]
 
 __version__: str
 FORMAT_VERSION: tuple[int, int]
@@ -38,6 +61,7 @@ class TrajcoreFileNotFoundError(TrajcoreIOError, FileNotFoundError):
 class TrajcoreWarning(UserWarning):
     """Something was skipped (an info entry of an unsupported type) or damaged data was left out."""
 
+@final
 class Recorder:
     """The step path: one call per (vector) step copies the batch into the ring and returns.
 
@@ -61,7 +85,7 @@ class Recorder:
         TrajcoreIOError: the directory cannot be created or the shard cannot be opened.
     """
 
-    def __init__(self, path: str, config_json: str) -> None: ...
+    def __new__(cls, path: str, config_json: str) -> Self: ...
     def reset(self, observation: Any, info: dict[str, Any], mask: npt.ArrayLike | None = None) -> None:
         """Starts episodes: every env (or those where `mask` is true) with this observation/info."""
     def step(
@@ -98,8 +122,13 @@ class Recorder:
         """Column specs so far (info and data columns appear as they are first seen)."""
     def stats(self) -> dict[str, Any]:
         """Counters: steps, episodes, bytes_raw, bytes_written, ring_capacity, ring_waits,
-        steps_not_recorded, values_not_recorded ({column: count})."""
+        backlog_waits, steps_not_recorded, values_not_recorded ({column: count})."""
+    def __enter__(self) -> Self: ...
+    def __exit__(
+        self, t: type[BaseException] | None, v: BaseException | None, tb: TracebackType | None, /
+    ) -> Literal[False]: ...
 
+@final
 class Dataset:
     """A directory of shards or one shard file, memory-mapped. Pickles as its path and options.
 
@@ -108,7 +137,7 @@ class Dataset:
         CorruptFileError: a file is not a trajcore file (or, with strict=True, any damage).
     """
 
-    def __init__(self, path: str, strict: bool = False, cache_bytes: int = 256 << 20) -> None: ...
+    def __new__(cls, path: str, strict: bool = False, cache_bytes: int = 256 << 20) -> Self: ...
     @property
     def path(self) -> str: ...
     @property
@@ -218,6 +247,7 @@ class Dataset:
             IndexError: the step number is out of range.
         """
 
+@final
 class Selection:
     """A fixed subset of a dataset's episodes with its own step and window numbering."""
 
@@ -229,6 +259,7 @@ class Selection:
         """The dataset indexes of its episodes, in order."""
     def __len__(self) -> int: ...
 
+@final
 class MappedRows:
     """The owner (numpy base) of arrays viewing raw rows of a memory map; keeps the map alive."""
 

@@ -741,9 +741,9 @@ impl Recorder {
             }
         }
         if let Some(ticket) = self.close_sent {
-            match self.wait_ticket(ticket) {
-                Err(Error::Interrupted(why)) => return Err(Error::Interrupted(why)),
-                _ => {}
+            // Any other failure means the writer stopped: reported below.
+            if let Err(Error::Interrupted(why)) = self.wait_ticket(ticket) {
+                return Err(Error::Interrupted(why));
             }
         }
         self.closed = true;
