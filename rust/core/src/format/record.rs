@@ -49,7 +49,12 @@ pub struct RecordHeader {
 
 impl RecordHeader {
     pub fn new(kind: RecordKind, payload: &[u8]) -> Self {
-        RecordHeader { kind: kind as u32, payload_crc: crc32c::crc32c(payload), payload_len: payload.len() as u64 }
+        Self::new_raw(kind as u32, payload)
+    }
+
+    /// A header for a raw kind number (also one this build does not know).
+    pub fn new_raw(kind: u32, payload: &[u8]) -> Self {
+        RecordHeader { kind, payload_crc: crc32c::crc32c(payload), payload_len: payload.len() as u64 }
     }
 
     pub fn encode(&self) -> [u8; RECORD_HEADER_LEN] {

@@ -1,0 +1,36 @@
+//! Any bytes as a shard file: opening it (lenient and strict) and reading everything it lists
+//! must return data or an error, never panic, hang or allocate without bound.
+#![no_main]
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use libfuzzer_sys::fuzz_target;
+use trajcore_core::reader::{Dataset, OpenOptions};
+
+/// One file per fuzzing process, rewritten for each input.
+fn path() -> &'static PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("trajcore-fuzz-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        dir.join("input.trj")
+    })
+}
+
+fuzz_target!(|data: &[u8]| {
+    let path = path();
+    std::fs::write(path, data).expect("write the input");
+    for strict in [false, true] {
+        let Ok(ds) = Dataset::open(path, OpenOptions { strict, cache_bytes: 8 << 20 }) else { continue };
+        let _ = ds.column_stats();
+        for episode in 0..ds.episodes().len().min(32) {
+            let _ = ds.episode_metadata(episode);
+            let recording = ds.episodes()[episode].recording;
+            let names: Vec<String> = ds.recordings()[recording].columns.iter().map(|c| c.name.clone()).collect();
+            for name in names {
+                let _ = ds.read_episode_column(episode, &name);
+            }
+        }
+    }
+});
