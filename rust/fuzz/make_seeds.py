@@ -51,7 +51,8 @@ def main() -> None:
     nested = spaces.Dict({"a": spaces.Tuple([spaces.Discrete(3), spaces.Text(4)]), "b": box})
     record(out, "zstd", {"observation_space": box}, {})
     record(out, "raw", {"observation_space": box}, {"zstd_level": None})
-    record(out, "delta", {"observation_space": spaces.Box(0, 255, (4, 4), np.uint8)}, {"codecs": {"obs": {"delta": True}}})
+    pixels = spaces.Box(0, 255, (4, 4), np.uint8)
+    record(out, "delta", {"observation_space": pixels}, {"codecs": {"obs": {"delta": True}}})
     record(out, "nested", {"observation_space": nested}, {"chunk_bytes": 64})
     record(out, "unfinished", {"observation_space": box}, {}, close=False)
     with tempfile.TemporaryDirectory() as tmp:
