@@ -28,7 +28,8 @@ fn reseal(bytes: &mut [u8]) {
         let kind = u32_at(bytes, at);
         let len = u64_at(bytes, at + 8);
         let start = at + RECORD_HEADER_LEN;
-        let Some(end) = usize::try_from(len).ok().and_then(|l| start.checked_add(l)).filter(|&e| e <= bytes.len()) else {
+        let Some(end) = usize::try_from(len).ok().and_then(|l| start.checked_add(l)).filter(|&e| e <= bytes.len())
+        else {
             return;
         };
         let header = RecordHeader::new_raw(kind, &bytes[start..end]);

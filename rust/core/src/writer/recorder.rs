@@ -370,7 +370,9 @@ impl Recorder {
             // The bindings' case: one dense byte per lane each.
             (Some(a), Some(b)) => {
                 if a.len() != n || b.len() != n {
-                    return Err(Error::Invalid(format!("a step needs one terminated and truncated flag per env ({n})")));
+                    return Err(Error::Invalid(format!(
+                        "a step needs one terminated and truncated flag per env ({n})"
+                    )));
                 }
                 let none_done = all_zero(a) && all_zero(b);
                 if !(none_done && self.splitter.plan_steady_step()) {
