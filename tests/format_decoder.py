@@ -12,7 +12,7 @@ It is strict where the document is precise (checksums, sizes, alignment) and rai
 
 from __future__ import annotations
 
-import itertools
+import dataclasses
 import json
 import os
 import struct
@@ -30,11 +30,12 @@ NO_PREVIOUS = 0xFFFF_FFFF_FFFF_FFFF
 DATA_ALIGN = 64
 
 KIND_META, KIND_COLUMN, KIND_CHUNKS, KIND_EPISODE, KIND_INDEX, KIND_END = 1, 2, 3, 4, 5, 6
-KIND_NAMES = {1: "Meta", 2: "Column", 3: "Chunks", 4: "Episode", 5: "Index", 6: "End"}
+KIND_NAMES: dict[int, str] = {1: "Meta", 2: "Column", 3: "Chunks", 4: "Episode", 5: "Index", 6: "End"}
 
 CODEC_ZSTD, CODEC_DELTA = 1, 2
 
-FLAG_COMPLETE, FLAG_TERMINATED, FLAG_TRUNCATED = 1, 2, 4
+FLAG_COMPLETE, FLAG_TERMINATED, FLAG_TRUNCATED, FLAG_CONTINUES, FLAG_DISCARDED = 1, 2, 4, 8, 16
+CHUNK_REPEAT = 1
 
 DTYPE_SIZES = {
     "bool": 1, "uint8": 1, "int8": 1,
@@ -84,10 +85,11 @@ def align_up(value: int, align: int) -> int:
 class FileHeader:
     version_major: int
     version_minor: int
-    flags: int
+    compat_flags: int
     recording_id: bytes
     shard_seq: int
     created_ns: int
+    required_flags: int
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,8 @@ class Record:
     kind: int
     payload_crc: int
     payload_len: int
-    flags: int
+    required_flags: int
+    compat_flags: int
     payload_ok: bool
     #: Offset of the next record (offset + align8(24 + payload_len)).
     next: int
@@ -119,10 +122,15 @@ class ChunkRef:
     data_offset: int
     stored_len: int
     raw_len: int
+    flags: int = 0
 
     @property
     def end_row(self) -> int:
         return self.first_row + self.n_rows
+
+    @property
+    def repeat(self) -> bool:
+        return bool(self.flags & CHUNK_REPEAT)
 
 
 @dataclass(frozen=True)
@@ -138,6 +146,31 @@ class EpisodeFixed:
     end_ns: int
     episode_id: int
     metadata_len: int
+    metrics_len: int
+    piece_obs_first_row: int
+    piece_step_first_row: int
+    piece_return: float
+    first_shard_seq: int
+
+    @property
+    def continues(self) -> bool:
+        return bool(self.flags & FLAG_CONTINUES)
+
+    @property
+    def discarded(self) -> bool:
+        return bool(self.flags & FLAG_DISCARDED)
+
+    def as_piece(self) -> EpisodeFixed:
+        """The part of the episode in its record's shard."""
+        skipped = self.piece_step_first_row - self.step_first_row
+        return dataclasses.replace(
+            self,
+            flags=self.flags & ~FLAG_COMPLETE,  # a part is not a complete episode
+            obs_first_row=self.piece_obs_first_row,
+            step_first_row=self.piece_step_first_row,
+            length=self.length - skipped,
+            episode_return=self.piece_return,
+        )
 
     @property
     def complete(self) -> bool:
@@ -156,7 +189,8 @@ class EpisodeFixed:
 class IndexDelta:
     offset: int
     prev_index: int
-    other_records: list[int]
+    #: (kind, offset) of Meta, Column and unknown-kind records.
+    other_records: list[tuple[int, int]]
     chunks: list[ChunkRef]
     episode_records: list[int]
 
@@ -169,23 +203,24 @@ def parse_header(buf: bytes) -> FileHeader:
         raise FormatError("bad magic")
     if len(buf) < HEADER_LEN:
         raise FormatError("file shorter than its 64-byte header")
-    major, minor, flags = struct.unpack_from("<HHI", buf, 8)
+    major, minor, compat = struct.unpack_from("<HHI", buf, 8)
     if major != 1:
         raise FormatError(f"major version {major}, this decoder reads 1")
     (crc,) = struct.unpack_from("<I", buf, 60)
     if crc32c(buf[0:60]) != crc:
         raise FormatError("file header checksum mismatch")
-    if any(buf[48:60]):
-        raise FormatError("reserved header bytes are not zero")
+    (required,) = struct.unpack_from("<I", buf, 48)
+    if required:
+        raise FormatError(f"the file needs format features {required:#x} this decoder does not know")
     shard_seq, created_ns = struct.unpack_from("<QQ", buf, 32)
-    return FileHeader(major, minor, flags, bytes(buf[16:32]), shard_seq, created_ns)
+    return FileHeader(major, minor, compat, bytes(buf[16:32]), shard_seq, created_ns, required)
 
 
 def frame(buf: bytes, offset: int) -> Record | None:
     """The record at `offset`, or None if its header is cut short, damaged or runs past the end."""
     if offset + RECORD_HEADER_LEN > len(buf):
         return None
-    kind, payload_crc, payload_len, flags, header_crc = struct.unpack_from("<IIQII", buf, offset)
+    kind, payload_crc, payload_len, required, compat, header_crc = struct.unpack_from("<IIQHHI", buf, offset)
     if crc32c(buf[offset : offset + 20]) != header_crc or payload_len > MAX_PAYLOAD:
         return None
     start = offset + RECORD_HEADER_LEN
@@ -194,7 +229,7 @@ def frame(buf: bytes, offset: int) -> Record | None:
         return None
     payload_ok = crc32c(buf[start : start + payload_len]) == payload_crc
     padding_zero = not any(buf[start + payload_len : nxt])
-    return Record(offset, kind, payload_crc, payload_len, flags, payload_ok, nxt, padding_zero)
+    return Record(offset, kind, payload_crc, payload_len, required, compat, payload_ok, nxt, padding_zero)
 
 
 def hop(buf: bytes) -> tuple[list[Record], int | None]:
@@ -218,34 +253,37 @@ def payload(buf: bytes, rec: Record) -> bytes:
 
 
 def decode_chunk_refs(buf: bytes, rec: Record) -> list[ChunkRef]:
-    """The table of a Chunks record, with data offsets made absolute."""
+    """The table of a Chunks record, with data offsets made absolute. Entries may be longer
+    than the 56 bytes this decoder knows: the rest is skipped."""
     p = payload(buf, rec)
     if len(p) < 8:
         raise FormatError(f"chunks record at {rec.offset} shorter than its table header")
-    (n,) = struct.unpack_from("<I", p, 0)
-    table_end = 8 + 48 * n
+    n, entry = struct.unpack_from("<IH", p, 0)
+    if entry < 56:
+        raise FormatError(f"chunks record at {rec.offset}: entries of {entry} bytes")
+    table_end = 8 + entry * n
     if table_end > len(p):
         raise FormatError(f"chunks record at {rec.offset}: {n} entries do not fit")
     refs = []
     for i in range(n):
-        lane, column, first_row, n_rows, codec, rel, stored_len, raw_len = struct.unpack_from(
-            "<IIQIIQQQ", p, 8 + 48 * i
+        lane, column, first_row, n_rows, codec, rel, stored_len, raw_len, flags = struct.unpack_from(
+            "<IIQIIQQQI", p, 8 + entry * i
         )
         if rel < table_end or rel + stored_len > len(p):
             raise FormatError(f"chunk {i} of record {rec.offset} points outside its payload")
         refs.append(
-            ChunkRef(lane, column, first_row, n_rows, codec, rec.offset, rec.payload_start + rel, stored_len, raw_len)
+            ChunkRef(
+                lane, column, first_row, n_rows, codec, rec.offset, rec.payload_start + rel, stored_len, raw_len, flags
+            )
         )
     return refs
 
 
+EPISODE_FIXED = "<IIQQQdQQQIIQQdQ"  # the 104 bytes this decoder knows of a fixed part
+
+
 def _episode_fixed(b: bytes, at: int, record_offset: int) -> EpisodeFixed:
-    lane, flags, obs_first, step_first, length, ret, start_ns, end_ns, episode_id, meta_len, _ = struct.unpack_from(
-        "<IIQQQdQQQII", b, at
-    )
-    return EpisodeFixed(
-        record_offset, lane, flags, obs_first, step_first, length, ret, start_ns, end_ns, episode_id, meta_len
-    )
+    return EpisodeFixed(record_offset, *struct.unpack_from(EPISODE_FIXED, b, at))
 
 
 def decode_episodes(buf: bytes, rec: Record) -> list[tuple[EpisodeFixed, Any]]:
@@ -253,40 +291,54 @@ def decode_episodes(buf: bytes, rec: Record) -> list[tuple[EpisodeFixed, Any]]:
     p = payload(buf, rec)
     if len(p) < 16:
         raise FormatError(f"episode record at {rec.offset} shorter than its 16-byte header")
-    count, flags, body_len = struct.unpack_from("<IIQ", p, 0)
+    count, fixed_len, required, body_len = struct.unpack_from("<IHHQ", p, 0)
+    if fixed_len < struct.calcsize(EPISODE_FIXED):
+        raise FormatError(f"episode record at {rec.offset}: fixed parts of {fixed_len} bytes")
+    if required & ~1:
+        raise FormatError(f"episode record at {rec.offset} needs features {required:#x}")
     body = p[16:]
-    if flags & 1:
+    if required & 1:
         body = zstandard.ZstdDecompressor().decompress(body, max_output_size=body_len)
-    if len(body) != body_len or count * 72 > body_len:
+    if len(body) != body_len or count * fixed_len > body_len:
         raise FormatError(f"episode record at {rec.offset}: body length does not match")
-    fixed = [_episode_fixed(body, i * 72, rec.offset) for i in range(count)]
-    at = count * 72
-    out = []
+    fixed = [_episode_fixed(body, i * fixed_len, rec.offset) for i in range(count)]
+    at = count * fixed_len
+    metas = []
     for ep in fixed:
         text = body[at : at + ep.metadata_len]
         at += ep.metadata_len
-        out.append((ep, json.loads(text.decode("utf-8")) if ep.metadata_len else {}))
+        metas.append(json.loads(text.decode("utf-8")) if ep.metadata_len else {})
+    at += sum(ep.metrics_len for ep in fixed)
     if at != len(body):
-        raise FormatError(f"episode record at {rec.offset}: metadata lengths do not add up")
-    return out
+        raise FormatError(f"episode record at {rec.offset}: metadata and metrics lengths do not add up")
+    return list(zip(fixed, metas, strict=True))
 
 
 def decode_index(buf: bytes, rec: Record) -> IndexDelta:
+    """An Index record; every part may be longer than this decoder knows (the rest is skipped)."""
     p = payload(buf, rec)
-    if len(p) < 24:
-        raise FormatError(f"index record at {rec.offset} shorter than 24 bytes")
-    prev, n_other, n_chunks, n_episodes, _ = struct.unpack_from("<QIIII", p, 0)
-    if len(p) != 24 + 8 * n_other + 56 * n_chunks + 8 * n_episodes:
+    if len(p) < 32:
+        raise FormatError(f"index record at {rec.offset} shorter than 32 bytes")
+    prev, head, other, ref, epi, n_other, n_chunks, n_episodes = struct.unpack_from("<QHHHHIII", p, 0)
+    if head < 32 or other < 16 or ref < 64 or epi < 8:
+        raise FormatError(f"index record at {rec.offset}: entry sizes {head}/{other}/{ref}/{epi}")
+    if len(p) != head + other * n_other + ref * n_chunks + epi * n_episodes:
         raise FormatError(f"index record at {rec.offset}: length does not match its counts")
-    at = 24
-    other = list(struct.unpack_from(f"<{n_other}Q", p, at))
-    at += 8 * n_other
+    at = head
+    others = []
+    for _ in range(n_other):
+        kind, _, offset = struct.unpack_from("<IIQ", p, at)
+        others.append((kind, offset))
+        at += other
     chunks = []
     for _ in range(n_chunks):
-        chunks.append(ChunkRef(*struct.unpack_from("<IIQIIQQQQ", p, at)))
-        at += 56
-    episode_records = list(struct.unpack_from(f"<{n_episodes}Q", p, at))
-    return IndexDelta(rec.offset, prev, other, chunks, episode_records)
+        chunks.append(ChunkRef(*struct.unpack_from("<IIQIIQQQQI", p, at)))
+        at += ref
+    episode_records = []
+    for _ in range(n_episodes):
+        episode_records.append(struct.unpack_from("<Q", p, at)[0])
+        at += epi
+    return IndexDelta(rec.offset, prev, others, chunks, episode_records)
 
 
 def index_chain(buf: bytes) -> list[IndexDelta] | None:
@@ -331,6 +383,8 @@ class DecodedShard:
     chunks: list[ChunkRef] = field(default_factory=list)
     #: (fixed part, metadata), in record order.
     episodes: list[tuple[EpisodeFixed, Any]] = field(default_factory=list)
+    #: (offset, kind) of records of kinds this decoder does not know, skipped.
+    skipped: list[tuple[int, int]] = field(default_factory=list)
 
 
 def open_shard(path: str | os.PathLike[str], *, use_index: bool = True) -> DecodedShard:
@@ -348,6 +402,9 @@ def open_shard(path: str | os.PathLike[str], *, use_index: bool = True) -> Decod
         rec = by_offset.get(offset) or frame(buf, offset)
         if rec is None or not rec.payload_ok:
             raise FormatError(f"record at {offset} is damaged")
+        if rec.kind not in KIND_NAMES:
+            shard.skipped.append((offset, rec.kind))  # a newer writer's kind: skipped
+            return
         text = payload(buf, rec).decode("utf-8")
         if rec.kind == KIND_META:
             if shard.meta is None:
@@ -359,7 +416,7 @@ def open_shard(path: str | os.PathLike[str], *, use_index: bool = True) -> Decod
             raise FormatError(f"index lists a {KIND_NAMES.get(rec.kind)} record as meta/column at {offset}")
 
     def take_delta(delta: IndexDelta) -> None:
-        for offset in delta.other_records:
+        for _, offset in delta.other_records:
             take_other(offset)
         shard.chunks.extend(delta.chunks)
         for offset in delta.episode_records:
@@ -380,6 +437,8 @@ def open_shard(path: str | os.PathLike[str], *, use_index: bool = True) -> Decod
             pending.clear()
         elif rec.kind in (KIND_META, KIND_COLUMN, KIND_CHUNKS, KIND_EPISODE):
             pending.append(rec)
+        elif rec.kind not in KIND_NAMES:
+            shard.skipped.append((rec.offset, rec.kind))
     for rec in pending:
         if not rec.payload_ok:
             continue  # damaged on its own: left out
@@ -484,6 +543,7 @@ class DecodedDataset:
         self.chunks: dict[tuple[bytes, int, int], list[tuple[ChunkRef, int]]] = {}
         self.episodes: list[DecodedEpisode] = []
         self._decoded: dict[tuple[int, int], list[Any]] = {}
+        records: list[tuple[bytes, int, EpisodeFixed, Any]] = []
         for i, s in enumerate(self.shards):
             rid = s.header.recording_id
             r = self.recordings.setdefault(rid, {"meta": None, "columns": {}, "shards": {}})
@@ -496,15 +556,43 @@ class DecodedDataset:
             for ref in s.chunks:
                 self.chunks.setdefault((rid, ref.lane, ref.column), []).append((ref, i))
             for ep, meta in s.episodes:
-                self.episodes.append(DecodedEpisode(rid, i, ep, meta))
+                records.append((rid, i, ep, meta))
         for r in self.recordings.values():
             first = self.shards[r["shards"][min(r["shards"])]]
             r["meta"] = first.meta
-        for lst in self.chunks.values():
-            lst.sort(key=lambda x: x[0].first_row)
-            for (a, _), (b, _) in itertools.pairwise(lst):
-                if a.end_row > b.first_row:
+        for key, lst in self.chunks.items():
+            # Repeated rows fill in only for a shard this dataset lacks.
+            lst.sort(key=lambda x: (x[0].repeat, x[0].first_row))
+            kept: list[tuple[ChunkRef, int]] = []
+            for ref, i in lst:
+                clash = any(k.first_row < ref.end_row and ref.first_row < k.end_row for k, _ in kept)
+                if clash and not ref.repeat:
                     raise FormatError("overlapping chunks")
+                if not clash:
+                    kept.append((ref, i))
+            self.chunks[key] = sorted(kept, key=lambda x: x[0].first_row)
+        self._list(records)
+
+    def _list(self, records: list[tuple[bytes, int, EpisodeFixed, Any]]) -> None:
+        """Episodes in record order; the parts of an episode that ran over a rollover are merged
+        into one listing when every shard from its first to its last record is here, else each
+        part is listed on its own (FORMAT.md, "A dataset of shards")."""
+        discarded = {(rid, ep.episode_id) for rid, _, ep, _ in records if ep.discarded}
+        groups: dict[tuple[bytes, int], list[tuple[int, EpisodeFixed, Any]]] = {}
+        for rid, i, ep, meta in records:
+            if (rid, ep.episode_id) not in discarded and not ep.discarded:
+                groups.setdefault((rid, ep.episode_id), []).append((i, ep, meta))
+        order = sorted(groups, key=lambda k: max((i, ep.record_offset) for i, ep, _ in groups[k]))
+        for rid, episode_id in order:
+            parts = sorted(groups[(rid, episode_id)], key=lambda x: self.shards[x[0]].header.shard_seq)
+            last_shard, last, meta = parts[-1]
+            seqs = self.recordings[rid]["shards"]
+            last_seq = self.shards[last_shard].header.shard_seq
+            if all(q in seqs for q in range(last.first_shard_seq, last_seq + 1)):
+                self.episodes.append(DecodedEpisode(rid, last_shard, last, meta))
+            else:
+                for i, ep, m in parts:
+                    self.episodes.append(DecodedEpisode(rid, i, ep.as_piece(), m))
 
     def column_names(self, recording: bytes) -> list[str]:
         cols = self.recordings[recording]["columns"]

@@ -123,7 +123,7 @@ def check_structure(shard: fd.DecodedShard) -> None:
     assert [r.kind for r in recs].count(fd.KIND_END) == 1
     assert recs[0].offset == fd.HEADER_LEN and recs[0].kind == fd.KIND_META
     for r in recs:
-        assert r.offset % 8 == 0 and r.payload_ok and r.padding_zero and r.flags == 0, r
+        assert r.offset % 8 == 0 and r.payload_ok and r.padding_zero and r.required_flags == r.compat_flags == 0, r
     # Every shard describes itself: Meta, then the Column records of every known column.
     first_columns = [r for r in recs[1:] if r.kind == fd.KIND_COLUMN]
     assert first_columns and recs[1].kind == fd.KIND_COLUMN
@@ -140,7 +140,7 @@ def check_structure(shard: fd.DecodedShard) -> None:
     for delta in chain:
         assert delta.prev_index == (fd.NO_PREVIOUS if prev == fd.HEADER_LEN else prev)
         between = [r for r in recs if prev <= r.offset < delta.offset and r.kind != fd.KIND_INDEX]
-        assert delta.other_records == [r.offset for r in between if r.kind in (fd.KIND_META, fd.KIND_COLUMN)]
+        assert delta.other_records == [(r.kind, r.offset) for r in between if r.kind in (fd.KIND_META, fd.KIND_COLUMN)]
         hopped_chunks = [ref for r in between if r.kind == fd.KIND_CHUNKS for ref in fd.decode_chunk_refs(buf, r)]
         assert delta.chunks == hopped_chunks
         assert delta.episode_records == [r.offset for r in between if r.kind == fd.KIND_EPISODE]
@@ -152,7 +152,7 @@ def check_structure(shard: fd.DecodedShard) -> None:
         if r.kind != fd.KIND_CHUNKS:
             continue
         refs = fd.decode_chunk_refs(buf, r)
-        table_end = r.payload_start + 8 + 48 * len(refs)
+        table_end = r.payload_start + 8 + 56 * len(refs)
         end = table_end
         for ref in refs:
             align = fd.DATA_ALIGN if ref.codec == 0 else 8

@@ -367,7 +367,8 @@ def test_convert_to_raw_round_trip(ds: trajcore.Dataset, tmp_path: Path) -> None
     assert raw.meta(0)["user"]["converted_from"]["autoreset_mode"] == "same_step"
     assert raw.observation_space == ds.observation_space and raw.action_space == ds.action_space
     got, want = raw.summaries(), ds.summaries()
-    for key in want.keys() - {"shard"}:
+    # Episode ids number episodes in the order they start, which the one-by-one replay changes.
+    for key in want.keys() - {"shard", "episode_id"}:
         assert_tree_equal(got[key], want[key], key)
     for a, b in zip(ds.episodes, raw.episodes, strict=True):
         where = f"episode {a.index}"

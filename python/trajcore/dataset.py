@@ -401,7 +401,8 @@ class Dataset(_Sampling):
     def summaries(self) -> dict[str, npt.NDArray[Any]]:
         """One read-only array per field over all episodes, in dataset order: recording,
         env_index, length, episode_return, complete, terminated, truncated, start_ns, end_ns,
-        episode_id, shard. Read from the index: nothing is decompressed."""
+        episode_id, shard, continued, continues (see `Episode.is_part`). Read from the index:
+        nothing is decompressed."""
         return dict(self._summary())
 
     def select(self, **filters: Unpack[EpisodeFilters]) -> Episodes:
@@ -758,7 +759,27 @@ class Episode:
 
     @property
     def episode_id(self) -> int:
+        """The episode's number in its recording, in the order episodes started (the parts of
+        an episode listed separately share it)."""
         return int(self._s("episode_id"))
+
+    @property
+    def continued(self) -> bool:
+        """The episode began before these rows, in a shard this dataset does not hold (so the
+        first observation here is not its reset observation)."""
+        return bool(self._s("continued"))
+
+    @property
+    def continues(self) -> bool:
+        """The episode goes on after these rows, in a shard this dataset does not hold (yet)."""
+        return bool(self._s("continues"))
+
+    @property
+    def is_part(self) -> bool:
+        """These are not all of the episode's rows: it ran over a shard rollover and this
+        dataset holds only some of its shards (a shard opened alone, or old shards deleted).
+        A part is never `complete`; with all the shards, the episode is listed whole."""
+        return self.continued or self.continues
 
     def _cached(self, key: str, make: Callable[[], Any]) -> Any:
         try:

@@ -11,6 +11,8 @@
 //! since the writer writes episodes in the order they end, the order is kept too.
 //!
 //! What changes: codecs and chunk sizes (that is the point), shard boundaries, recording ids,
+//! episode ids (episodes are numbered in the order they start, and the replay starts each one
+//! after the previous ended),
 //! the Meta record's `autoreset_mode` (now "disabled"; the source's is kept in
 //! `user.converted_from`), and mask columns, which the writer always stores with its default
 //! codec. Recordings are written one after the other, so a source whose recordings were written

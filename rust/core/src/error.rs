@@ -19,6 +19,10 @@ pub enum Error {
     #[error("{path}: format version {found} is not supported (this build reads major version {supported})")]
     Version { path: PathBuf, found: String, supported: u16 },
 
+    /// The file needs a feature this version cannot read (it was written by a newer one).
+    #[error("{path}: {why}")]
+    Unsupported { path: PathBuf, why: String },
+
     /// A value does not fit the column it is written to.
     #[error("column '{column}': {why}")]
     Schema { column: String, why: String },

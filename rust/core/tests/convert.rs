@@ -81,7 +81,8 @@ fn converted_dataset_reads_back_identical() {
     assert_eq!(converted.steps, src.num_steps());
     assert!(converted.shards.iter().all(|p| p.starts_with(&dst_path) && p.exists()));
     let dst = open(&dst_path);
-    same_episodes(&src, &dst, &(0..expected.len()).collect::<Vec<_>>(), true);
+    // Episode ids number episodes in the order they start, which the one-by-one replay changes.
+    same_episodes(&src, &dst, &(0..expected.len()).collect::<Vec<_>>(), false);
     let rec = &dst.recordings()[0];
     for c in rec.columns.iter().filter(|c| c.mask_of.is_none()) {
         assert_eq!(c.codec.zstd_level, None, "column {} is raw", c.name);

@@ -279,7 +279,8 @@ fn reframe(buf: &mut [u8], at: usize) {
     let kind = u32::from_le_bytes(buf[at..at + 4].try_into().unwrap());
     let len = u64::from_le_bytes(buf[at + 8..at + 16].try_into().unwrap());
     let end = (at + 24).saturating_add(len as usize).min(buf.len());
-    let header = RecordHeader { kind, payload_crc: crc32c::crc32c(&buf[at + 24..end]), payload_len: len };
+    let mut header = RecordHeader::new_raw(kind, &buf[at + 24..end]);
+    header.payload_len = len;
     buf[at..at + 24].copy_from_slice(&header.encode());
 }
 

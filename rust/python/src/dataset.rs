@@ -190,6 +190,8 @@ impl PyDataset {
             field!("start_ns", i64, |e| e.summary.start_ns as i64);
             field!("end_ns", i64, |e| e.summary.end_ns as i64);
             field!("episode_id", i64, |e| e.summary.episode_id as i64);
+            field!("continued", bool, |e| e.continued);
+            field!("continues", bool, |e| e.continues);
             Ok(())
         })?;
         Ok(out)

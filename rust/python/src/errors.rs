@@ -102,7 +102,9 @@ pub fn to_py(py: Python<'_>, error: Error) -> PyErr {
     let c = classes(py);
     let message = error.to_string();
     match error {
-        Error::NotTrajcore { .. } | Error::Corrupt { .. } | Error::Version { .. } => new_err(py, &c.corrupt, message),
+        Error::NotTrajcore { .. } | Error::Corrupt { .. } | Error::Version { .. } | Error::Unsupported { .. } => {
+            new_err(py, &c.corrupt, message)
+        }
         Error::Schema { .. } => new_err(py, &c.schema, message),
         Error::Invalid(_) => new_err(py, &c.invalid, message),
         Error::RingFull { .. } | Error::WriterStopped(_) | Error::ForeignProcess { .. } | Error::Interrupted(_) => {

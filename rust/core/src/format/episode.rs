@@ -1,22 +1,32 @@
 //! The Episode record: the episodes that ended since the previous one (or, at close, those still
-//! running), each with where its rows are, its summary and its metadata.
+//! running, or at a shard rollover the parts of those running), each with where its rows are, its
+//! summary, its metadata and its metrics.
 //!
-//! Payload: `count u32, flags u32, body_len u64`, then the body (zstd-compressed when flag bit 0
-//! is set, `body_len` bytes once decompressed): `count` fixed parts of 72 bytes
-//! (`lane u32, flags u32, obs_first_row u64, step_first_row u64, length u64, return f64,
-//! start_ns u64, end_ns u64, episode_id u64, metadata_len u32, reserved u32`), then the metadata
-//! JSON texts in the same order, back to back.
+//! Payload: `count u32, fixed_len u16, required_flags u16, body_len u64`, then the body
+//! (zstd-compressed when required flag bit 0 is set, `body_len` bytes once decompressed):
+//! `count` fixed parts of `fixed_len` bytes (this version knows the first `FIXED_LEN`, see
+//! `EpisodeSummary`; readers skip the rest), then the metadata JSON texts in the same order, back
+//! to back, then the metrics blobs likewise.
 //!
 //! Why a batch: short episodes are common (CartPole's last ~20 steps), and a record plus an index
 //! entry per episode cost more than the episode's data; a batch of similar summaries also
 //! compresses several times over.
+//!
+//! An episode that runs over a shard rollover is written in parts: at the rollover, a record with
+//! `FLAG_CONTINUES` in the shard being finished (the episode so far), then its final record in a
+//! later shard. Every part describes the episode from its start up to the part's end (the rows
+//! from `obs_first_row`, possibly in earlier shards) and its own rows in its shard (from
+//! `piece_obs_first_row`), so a reader with all the shards lists the whole episode and a reader
+//! of one shard lists the part it holds.
 
 use super::{f64_at, u32_at, u64_at};
 
-pub const FIXED_LEN: usize = 72;
+pub const FIXED_LEN: usize = 104;
 pub const BATCH_HEADER_LEN: usize = 16;
-/// Batch flag: the body is one zstd frame.
-pub const BATCH_BODY_ZSTD: u32 = 1;
+/// Batch required flag: the body is one zstd frame.
+pub const BATCH_BODY_ZSTD: u16 = 1;
+/// The batch required flags this version understands.
+pub const KNOWN_BATCH_FLAGS: u16 = BATCH_BODY_ZSTD;
 /// Bodies smaller than this are stored as they are: compressing them saves nothing.
 const COMPRESS_FROM: usize = 512;
 /// A body may claim at most this many bytes (a damaged length must not make a reader allocate
@@ -26,6 +36,10 @@ const MAX_BODY: u64 = 1 << 32;
 pub const FLAG_COMPLETE: u32 = 1;
 pub const FLAG_TERMINATED: u32 = 2;
 pub const FLAG_TRUNCATED: u32 = 4;
+/// The episode goes on in a later shard (this record is a part, written at a rollover).
+pub const FLAG_CONTINUES: u32 = 8;
+/// The episode was discarded after parts of it were written: readers drop every part of it.
+pub const FLAG_DISCARDED: u32 = 16;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct EpisodeSummary {
@@ -36,18 +50,31 @@ pub struct EpisodeSummary {
     pub obs_first_row: u64,
     /// The episode's T step-timeline rows start here in its lane.
     pub step_first_row: u64,
-    /// T, the number of steps.
+    /// T, the number of steps (of a part: from the episode's start to the part's end).
     pub length: u64,
+    /// The sum of those steps' rewards.
     pub episode_return: f64,
     pub start_ns: u64,
+    /// When it ended (of a part: the rollover).
     pub end_ns: u64,
-    /// Count of episodes ended before this one in the recording.
+    /// The episode's number in its recording, in the order episodes started (unique, and shared
+    /// by the parts of one episode).
     pub episode_id: u64,
     /// File offset of the Episode record (its metadata lives there).
     pub record_offset: u64,
     /// Place of the episode in its record's batch.
     pub position: u32,
     pub metadata_len: u32,
+    pub metrics_len: u32,
+    /// The first observation-timeline row of the episode in this record's shard (the episode's
+    /// first row, or for a later part the repeated last row of the part before).
+    pub piece_obs_first_row: u64,
+    /// The first step-timeline row of the episode in this record's shard.
+    pub piece_step_first_row: u64,
+    /// The sum of the rewards of the steps from `piece_step_first_row` on.
+    pub piece_return: f64,
+    /// The shard (`shard_seq`) holding the episode's first rows.
+    pub first_shard_seq: u64,
 }
 
 impl EpisodeSummary {
@@ -60,8 +87,33 @@ impl EpisodeSummary {
     pub fn truncated(&self) -> bool {
         self.flags & FLAG_TRUNCATED != 0
     }
+    pub fn continues(&self) -> bool {
+        self.flags & FLAG_CONTINUES != 0
+    }
+    pub fn discarded(&self) -> bool {
+        self.flags & FLAG_DISCARDED != 0
+    }
 
-    fn encode_fixed(&self, out: &mut Vec<u8>) {
+    /// Steps of the part in this record's shard.
+    pub fn piece_length(&self) -> u64 {
+        self.length.saturating_sub(self.piece_step_first_row.saturating_sub(self.step_first_row))
+    }
+
+    /// The same episode seen as the part its shard holds: rows from the piece's first rows. A
+    /// part is not a complete episode (its terminated/truncated flags still say how it ended).
+    pub fn as_piece(&self) -> EpisodeSummary {
+        EpisodeSummary {
+            flags: self.flags & !FLAG_COMPLETE,
+            obs_first_row: self.piece_obs_first_row,
+            step_first_row: self.piece_step_first_row,
+            length: self.piece_length(),
+            episode_return: self.piece_return,
+            ..self.clone()
+        }
+    }
+
+    fn encode_fixed(&self, out: &mut Vec<u8>, fixed_len: usize) {
+        let start = out.len();
         out.extend_from_slice(&self.lane.to_le_bytes());
         out.extend_from_slice(&self.flags.to_le_bytes());
         out.extend_from_slice(&self.obs_first_row.to_le_bytes());
@@ -72,7 +124,13 @@ impl EpisodeSummary {
         out.extend_from_slice(&self.end_ns.to_le_bytes());
         out.extend_from_slice(&self.episode_id.to_le_bytes());
         out.extend_from_slice(&self.metadata_len.to_le_bytes());
-        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&self.metrics_len.to_le_bytes());
+        out.extend_from_slice(&self.piece_obs_first_row.to_le_bytes());
+        out.extend_from_slice(&self.piece_step_first_row.to_le_bytes());
+        out.extend_from_slice(&self.piece_return.to_le_bytes());
+        out.extend_from_slice(&self.first_shard_seq.to_le_bytes());
+        // What a later version may add: bytes this version does not know (tests set them).
+        out.resize(start + fixed_len, 0xA5);
     }
 
     fn decode_fixed(b: &[u8], record_offset: u64) -> Self {
@@ -87,30 +145,43 @@ impl EpisodeSummary {
             end_ns: u64_at(b, 48),
             episode_id: u64_at(b, 56),
             metadata_len: u32_at(b, 64),
+            metrics_len: u32_at(b, 68),
+            piece_obs_first_row: u64_at(b, 72),
+            piece_step_first_row: u64_at(b, 80),
+            piece_return: f64_at(b, 88),
+            first_shard_seq: u64_at(b, 96),
             record_offset,
             position: 0,
         }
     }
-
-    /// An Episode record holding this episode alone.
-    pub fn encode_record(&self, metadata_json: &[u8]) -> Vec<u8> {
-        encode_batch(&[(self.clone(), metadata_json)])
-    }
 }
 
-/// The payload of an Episode record for these episodes and their metadata JSON texts.
-pub fn encode_batch(episodes: &[(EpisodeSummary, &[u8])]) -> Vec<u8> {
-    let meta_len: usize = episodes.iter().map(|(_, m)| m.len()).sum();
-    let mut body = Vec::with_capacity(episodes.len() * FIXED_LEN + meta_len);
-    for (summary, meta) in episodes {
+/// One episode to encode: its summary, metadata JSON and metrics blob.
+pub type EpisodeItem<'a> = (EpisodeSummary, &'a [u8], &'a [u8]);
+
+/// The payload of an Episode record for these episodes.
+pub fn encode_batch(episodes: &[EpisodeItem]) -> Vec<u8> {
+    encode_batch_with(episodes, FIXED_LEN)
+}
+
+/// `encode_batch` with fixed parts of `fixed_len` bytes (at least `FIXED_LEN`).
+pub fn encode_batch_with(episodes: &[EpisodeItem], fixed_len: usize) -> Vec<u8> {
+    assert!(fixed_len >= FIXED_LEN && fixed_len <= u16::MAX as usize);
+    let extra: usize = episodes.iter().map(|(_, m, x)| m.len() + x.len()).sum();
+    let mut body = Vec::with_capacity(episodes.len() * fixed_len + extra);
+    for (summary, meta, metrics) in episodes {
         let mut s = summary.clone();
         s.metadata_len = meta.len() as u32;
-        s.encode_fixed(&mut body);
+        s.metrics_len = metrics.len() as u32;
+        s.encode_fixed(&mut body, fixed_len);
     }
-    for (_, meta) in episodes {
+    for (_, meta, _) in episodes {
         body.extend_from_slice(meta);
     }
-    let mut flags = 0;
+    for (_, _, metrics) in episodes {
+        body.extend_from_slice(metrics);
+    }
+    let mut flags = 0u16;
     let mut stored = None;
     if body.len() >= COMPRESS_FROM {
         if let Ok(packed) = zstd::bulk::compress(&body, 3) {
@@ -123,15 +194,19 @@ pub fn encode_batch(episodes: &[(EpisodeSummary, &[u8])]) -> Vec<u8> {
     let stored = stored.as_deref().unwrap_or(&body);
     let mut out = Vec::with_capacity(BATCH_HEADER_LEN + stored.len());
     out.extend_from_slice(&(episodes.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(fixed_len as u16).to_le_bytes());
     out.extend_from_slice(&flags.to_le_bytes());
     out.extend_from_slice(&(body.len() as u64).to_le_bytes());
     out.extend_from_slice(stored);
     out
 }
 
-/// Decodes an Episode record payload: each episode (with `record_offset` and `position` set)
-/// and its metadata JSON bytes. Every length is checked; errors say what does not hold.
-pub fn decode_batch(payload: &[u8], record_offset: u64) -> Result<Vec<(EpisodeSummary, Vec<u8>)>, String> {
+/// A decoded episode: its summary (with `record_offset` and `position` set), metadata JSON
+/// bytes and metrics blob.
+pub type DecodedEpisode = (EpisodeSummary, Vec<u8>, Vec<u8>);
+
+/// Decodes an Episode record payload. Every length is checked; errors say what does not hold.
+pub fn decode_batch(payload: &[u8], record_offset: u64) -> Result<Vec<DecodedEpisode>, String> {
     if payload.len() < BATCH_HEADER_LEN {
         return Err(format!(
             "episode record of {} bytes, shorter than its {BATCH_HEADER_LEN}-byte header",
@@ -139,9 +214,21 @@ pub fn decode_batch(payload: &[u8], record_offset: u64) -> Result<Vec<(EpisodeSu
         ));
     }
     let count = u32_at(payload, 0) as usize;
-    let flags = u32_at(payload, 4);
+    let fixed_len = u16::from_le_bytes([payload[4], payload[5]]) as usize;
+    let flags = u16::from_le_bytes([payload[6], payload[7]]);
     let body_len = u64_at(payload, 8);
-    let fixed = (count as u64).checked_mul(FIXED_LEN as u64).filter(|&f| f <= body_len);
+    if fixed_len < FIXED_LEN {
+        return Err(format!(
+            "episode record with {fixed_len}-byte entries (at least {FIXED_LEN}; 0 is a pre-1.0 development file)"
+        ));
+    }
+    if flags & !KNOWN_BATCH_FLAGS != 0 {
+        return Err(format!(
+            "episode record needs format feature flag(s) {:#x} this trajcore does not know (a newer writer)",
+            flags & !KNOWN_BATCH_FLAGS
+        ));
+    }
+    let fixed = (count as u64).checked_mul(fixed_len as u64).filter(|&f| f <= body_len);
     let Some(fixed) = fixed else {
         return Err(format!("episode record claims {count} episodes in a body of {body_len} bytes"));
     };
@@ -162,20 +249,33 @@ pub fn decode_batch(payload: &[u8], record_offset: u64) -> Result<Vec<(EpisodeSu
     if body.len() as u64 != body_len {
         return Err(format!("episode record body is {} bytes, the record says {body_len}", body.len()));
     }
-    let mut out = Vec::with_capacity(count);
-    let mut meta_at = fixed as usize;
-    for i in 0..count {
-        let mut s = EpisodeSummary::decode_fixed(&body[i * FIXED_LEN..], record_offset);
-        s.position = i as u32;
-        let end = meta_at.checked_add(s.metadata_len as usize).filter(|&e| e <= body.len());
+    let mut out: Vec<DecodedEpisode> = Vec::with_capacity(count);
+    let mut at = fixed as usize;
+    let mut take = |len: usize, what: &str, i: usize| -> Result<Vec<u8>, String> {
+        let end = at.checked_add(len).filter(|&e| e <= body.len());
         let Some(end) = end else {
-            return Err(format!("episode {i} of the record: metadata runs past the record"));
+            return Err(format!("episode {i} of the record: {what} runs past the record"));
         };
-        out.push((s, body[meta_at..end].to_vec()));
-        meta_at = end;
+        let bytes = body[at..end].to_vec();
+        at = end;
+        Ok(bytes)
+    };
+    let summaries: Vec<EpisodeSummary> = (0..count)
+        .map(|i| {
+            let mut s = EpisodeSummary::decode_fixed(&body[i * fixed_len..], record_offset);
+            s.position = i as u32;
+            s
+        })
+        .collect();
+    let metas: Vec<Vec<u8>> =
+        summaries.iter().enumerate().map(|(i, s)| take(s.metadata_len as usize, "metadata", i)).collect::<Result<_, _>>()?;
+    let metrics: Vec<Vec<u8>> =
+        summaries.iter().enumerate().map(|(i, s)| take(s.metrics_len as usize, "metrics", i)).collect::<Result<_, _>>()?;
+    if at != body.len() {
+        return Err(format!("episode record has {} bytes after its last metrics", body.len() - at));
     }
-    if meta_at != body.len() {
-        return Err(format!("episode record has {} bytes after its last metadata", body.len() - meta_at));
+    for ((s, m), x) in summaries.into_iter().zip(metas).zip(metrics) {
+        out.push((s, m, x));
     }
     Ok(out)
 }
@@ -198,6 +298,11 @@ mod tests {
             record_offset: 0,
             position: 0,
             metadata_len: 0,
+            metrics_len: 0,
+            piece_obs_first_row: 10 * i + 1,
+            piece_step_first_row: 9 * i + 1,
+            piece_return: i as f64 * 0.25,
+            first_shard_seq: i / 7,
         }
     }
 
@@ -206,19 +311,25 @@ mod tests {
         for n in [0u64, 1, 3, 200] {
             let metas: Vec<String> =
                 (0..n).map(|i| if i % 2 == 0 { String::new() } else { format!("{{\"i\":{i}}}") }).collect();
-            let items: Vec<(EpisodeSummary, &[u8])> =
-                (0..n).map(|i| (summary(i), metas[i as usize].as_bytes())).collect();
-            let payload = encode_batch(&items);
-            let back = decode_batch(&payload, 4096).unwrap();
-            assert_eq!(back.len(), n as usize);
-            for (i, (s, m)) in back.iter().enumerate() {
-                let mut want = summary(i as u64);
-                want.record_offset = 4096;
-                want.position = i as u32;
-                want.metadata_len = metas[i].len() as u32;
-                assert_eq!(s, &want);
-                assert_eq!(m, metas[i].as_bytes());
+            let metrics: Vec<Vec<u8>> = (0..n).map(|i| vec![i as u8; (i % 3) as usize * 8]).collect();
+            let items: Vec<EpisodeItem> =
+                (0..n).map(|i| (summary(i), metas[i as usize].as_bytes(), &metrics[i as usize][..])).collect();
+            for fixed_len in [FIXED_LEN, FIXED_LEN + 24] {
+                let payload = encode_batch_with(&items, fixed_len);
+                let back = decode_batch(&payload, 4096).unwrap();
+                assert_eq!(back.len(), n as usize);
+                for (i, (s, m, x)) in back.iter().enumerate() {
+                    let mut want = summary(i as u64);
+                    want.record_offset = 4096;
+                    want.position = i as u32;
+                    want.metadata_len = metas[i].len() as u32;
+                    want.metrics_len = metrics[i].len() as u32;
+                    assert_eq!(s, &want);
+                    assert_eq!(m, metas[i].as_bytes());
+                    assert_eq!(x, &metrics[i]);
+                }
             }
+            let payload = encode_batch(&items);
             if n == 200 {
                 assert!(payload.len() < 200 * FIXED_LEN / 2, "similar summaries compress");
             }
@@ -228,7 +339,7 @@ mod tests {
     #[test]
     fn damaged_batches_are_errors_not_panics() {
         let metas = ["{}"; 50];
-        let items: Vec<(EpisodeSummary, &[u8])> = (0..50).map(|i| (summary(i), metas[i as usize].as_bytes())).collect();
+        let items: Vec<EpisodeItem> = (0..50).map(|i| (summary(i), metas[i as usize].as_bytes(), &[][..])).collect();
         let payload = encode_batch(&items);
         for cut in 0..payload.len() {
             let _ = decode_batch(&payload[..cut], 0);

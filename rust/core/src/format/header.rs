@@ -9,6 +9,9 @@ pub const HEADER_LEN: usize = 64;
 /// may ignore (new record kinds, new JSON fields).
 pub const VERSION_MAJOR: u16 = 1;
 pub const VERSION_MINOR: u16 = 0;
+/// Bits of `required_flags` this reader understands (none yet). A file with another bit set
+/// needs a feature this reader lacks: it is refused, naming the bit.
+pub const KNOWN_REQUIRED_FLAGS: u32 = 0;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileHeader {
@@ -20,6 +23,10 @@ pub struct FileHeader {
     pub shard_seq: u64,
     /// Unix time in nanoseconds when the shard was started.
     pub created_ns: u64,
+    /// Features a reader must understand to read the file (see `KNOWN_REQUIRED_FLAGS`).
+    pub required_flags: u32,
+    /// Features a reader may ignore.
+    pub compat_flags: u32,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -31,7 +38,15 @@ pub enum HeaderError {
 
 impl FileHeader {
     pub fn new(recording_id: [u8; 16], shard_seq: u64, created_ns: u64) -> Self {
-        FileHeader { version_major: VERSION_MAJOR, version_minor: VERSION_MINOR, recording_id, shard_seq, created_ns }
+        FileHeader {
+            version_major: VERSION_MAJOR,
+            version_minor: VERSION_MINOR,
+            recording_id,
+            shard_seq,
+            created_ns,
+            required_flags: 0,
+            compat_flags: 0,
+        }
     }
 
     pub fn encode(&self) -> [u8; HEADER_LEN] {
@@ -39,10 +54,11 @@ impl FileHeader {
         b[0..8].copy_from_slice(MAGIC);
         b[8..10].copy_from_slice(&self.version_major.to_le_bytes());
         b[10..12].copy_from_slice(&self.version_minor.to_le_bytes());
-        // 12..16: flags, none defined yet.
+        b[12..16].copy_from_slice(&self.compat_flags.to_le_bytes());
         b[16..32].copy_from_slice(&self.recording_id);
         b[32..40].copy_from_slice(&self.shard_seq.to_le_bytes());
         b[40..48].copy_from_slice(&self.created_ns.to_le_bytes());
+        b[48..52].copy_from_slice(&self.required_flags.to_le_bytes());
         let crc = crc32c::crc32c(&b[0..60]);
         b[60..64].copy_from_slice(&crc.to_le_bytes());
         b
@@ -64,6 +80,13 @@ impl FileHeader {
             recording_id: bytes[16..32].try_into().unwrap(),
             shard_seq: u64_at(bytes, 32),
             created_ns: u64_at(bytes, 40),
+            compat_flags: u32_at(bytes, 12),
+            required_flags: u32_at(bytes, 48),
         })
+    }
+
+    /// The required flags this reader does not understand (0 when it can read the file).
+    pub fn unknown_required(&self) -> u32 {
+        self.required_flags & !KNOWN_REQUIRED_FLAGS
     }
 }

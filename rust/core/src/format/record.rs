@@ -39,12 +39,20 @@ impl RecordKind {
     }
 }
 
+/// Bits of a record's `required_flags` this reader understands (none yet): a record with another
+/// bit set cannot be interpreted and is left out, reported with the bit.
+pub const KNOWN_RECORD_REQUIRED_FLAGS: u16 = 0;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordHeader {
     /// Raw kind; unknown kinds from newer minor versions are skipped by readers.
     pub kind: u32,
     pub payload_crc: u32,
     pub payload_len: u64,
+    /// Features needed to interpret the payload (see `KNOWN_RECORD_REQUIRED_FLAGS`).
+    pub required_flags: u16,
+    /// Features a reader may ignore.
+    pub compat_flags: u16,
 }
 
 impl RecordHeader {
@@ -54,7 +62,13 @@ impl RecordHeader {
 
     /// A header for a raw kind number (also one this build does not know).
     pub fn new_raw(kind: u32, payload: &[u8]) -> Self {
-        RecordHeader { kind, payload_crc: crc32c::crc32c(payload), payload_len: payload.len() as u64 }
+        RecordHeader {
+            kind,
+            payload_crc: crc32c::crc32c(payload),
+            payload_len: payload.len() as u64,
+            required_flags: 0,
+            compat_flags: 0,
+        }
     }
 
     pub fn encode(&self) -> [u8; RECORD_HEADER_LEN] {
@@ -62,7 +76,8 @@ impl RecordHeader {
         b[0..4].copy_from_slice(&self.kind.to_le_bytes());
         b[4..8].copy_from_slice(&self.payload_crc.to_le_bytes());
         b[8..16].copy_from_slice(&self.payload_len.to_le_bytes());
-        // 16..20: flags, none defined yet.
+        b[16..18].copy_from_slice(&self.required_flags.to_le_bytes());
+        b[18..20].copy_from_slice(&self.compat_flags.to_le_bytes());
         let crc = crc32c::crc32c(&b[0..20]);
         b[20..24].copy_from_slice(&crc.to_le_bytes());
         b
@@ -73,8 +88,13 @@ impl RecordHeader {
         if bytes.len() < RECORD_HEADER_LEN || crc32c::crc32c(&bytes[0..20]) != u32_at(bytes, 20) {
             return None;
         }
-        let header =
-            RecordHeader { kind: u32_at(bytes, 0), payload_crc: u32_at(bytes, 4), payload_len: u64_at(bytes, 8) };
+        let header = RecordHeader {
+            kind: u32_at(bytes, 0),
+            payload_crc: u32_at(bytes, 4),
+            payload_len: u64_at(bytes, 8),
+            required_flags: u16::from_le_bytes([bytes[16], bytes[17]]),
+            compat_flags: u16::from_le_bytes([bytes[18], bytes[19]]),
+        };
         (header.payload_len <= MAX_PAYLOAD).then_some(header)
     }
 
@@ -85,6 +105,11 @@ impl RecordHeader {
 
     pub fn record_kind(&self) -> Option<RecordKind> {
         RecordKind::from_u32(self.kind)
+    }
+
+    /// The required flags this reader does not understand (0 when it can interpret the record).
+    pub fn unknown_required(&self) -> u16 {
+        self.required_flags & !KNOWN_RECORD_REQUIRED_FLAGS
     }
 }
 

@@ -63,7 +63,13 @@ pub struct EpisodeRef {
     pub recording: usize,
     /// Index into `Dataset::shard_paths`: the shard holding the Episode record.
     pub shard: usize,
+    /// Where the listed rows are: the whole episode, or (see `continued`, `continues`) the part
+    /// of it the dataset holds.
     pub summary: EpisodeSummary,
+    /// The episode began before these rows, in a shard the dataset does not have.
+    pub continued: bool,
+    /// The episode goes on after these rows: in a shard the dataset does not have (yet).
+    pub continues: bool,
 }
 
 /// Where an episode's rows are, packed in 32 bytes (one cache line holds two), for the gathers
@@ -155,9 +161,14 @@ pub struct Dataset {
     pub(super) verified: VerifiedRecords,
     /// The Episode record decoded last: (shard, record offset) and its episodes.
     last_episode_record: Mutex<Option<EpisodeBatch>>,
+    /// Episodes listed in parts so far, (recording, episode id) -> the last shard_seq listed:
+    /// a later part is listed on its own (listings never change once made).
+    listed_parts: HashMap<(usize, u64), u64>,
+    /// Episodes discarded after parts of them were written.
+    discarded: HashSet<(usize, u64)>,
 }
 
-type EpisodeBatch = ((usize, u64), Arc<Vec<(EpisodeSummary, Vec<u8>)>>);
+type EpisodeBatch = ((usize, u64), Arc<Vec<crate::format::episode::DecodedEpisode>>);
 
 impl Dataset {
     /// Opens a shard file or a directory of shards (`*.trj`; other files are ignored).
@@ -187,6 +198,8 @@ impl Dataset {
             problems: Vec::new(),
             verified: VerifiedRecords::default(),
             last_episode_record: Mutex::new(None),
+            listed_parts: HashMap::new(),
+            discarded: HashSet::new(),
         };
         ds.update()?;
         Ok(ds)
@@ -475,7 +488,8 @@ impl Dataset {
             }
         }
         for (key, mut chunks) in new_chunks {
-            chunks.sort_by_key(|c| c.first_row());
+            // Repeated rows (see `CHUNK_REPEAT`) only fill in for a shard the dataset lacks.
+            chunks.sort_by_key(|c| (c.chunk.is_repeat(), c.first_row()));
             let entry = self.chunk_lists.entry(key).or_default();
             let list = &mut entry.chunks;
             for c in chunks {
@@ -483,6 +497,9 @@ impl Dataset {
                 let at = list.partition_point(|x| x.first_row() < c.first_row());
                 let clash = (at > 0 && list[at - 1].end_row() > c.first_row())
                     || list.get(at).is_some_and(|next| next.first_row() < c.end_row());
+                if clash && c.chunk.is_repeat() {
+                    continue;
+                }
                 if clash {
                     let why = format!(
                         "chunk of column {} lane {} (rows {}..{}) overlaps rows another chunk holds; left out",
@@ -502,26 +519,87 @@ impl Dataset {
             entry.ends = list.iter().map(Located::end_row).collect();
         }
 
-        for (shard, f) in found {
-            let recording = self.shard_recording[shard];
-            for summary in f.episodes {
-                match self.check_episode(recording, shard, &summary) {
-                    Ok(()) => {
-                        self.all.push(summary.length);
-                        self.locs.push(EpisodeLoc {
-                            recording: recording as u32,
-                            lane: summary.lane,
-                            obs_first_row: summary.obs_first_row,
-                            step_first_row: summary.step_first_row,
-                            length: summary.length,
-                        });
-                        self.episodes.push(EpisodeRef { recording, shard, summary });
-                    }
-                    Err(why) => {
-                        let why = format!("episode {} (lane {}) left out: {why}", summary.episode_id, summary.lane);
-                        self.own_problems.push(Problem::new(&self.shards[shard].path, summary.record_offset, why));
-                    }
-                }
+        self.list_episodes(found.into_iter().flat_map(|(shard, f)| f.episodes.into_iter().map(move |e| (shard, e))));
+    }
+
+    /// Lists the episodes of the Episode records found, in record order. The parts of an
+    /// episode that ran over a shard rollover (see `format::episode`) are merged: with every
+    /// shard from the episode's first to its latest record present, one listing covers it all;
+    /// otherwise each part the dataset holds is listed on its own, marked as a part.
+    fn list_episodes(&mut self, records: impl Iterator<Item = (usize, EpisodeSummary)>) {
+        let mut groups: Vec<((usize, u64), Vec<(usize, EpisodeSummary)>)> = Vec::new();
+        let mut group_of: HashMap<(usize, u64), usize> = HashMap::new();
+        for (shard, summary) in records {
+            let key = (self.shard_recording[shard], summary.episode_id);
+            if summary.discarded() {
+                self.discarded.insert(key);
+                continue;
+            }
+            let g = *group_of.entry(key).or_insert_with(|| {
+                groups.push((key, Vec::new()));
+                groups.len() - 1
+            });
+            groups[g].1.push((shard, summary));
+        }
+        // An episode is listed where its latest record is (the order episodes ended).
+        let last_at = |g: &((usize, u64), Vec<(usize, EpisodeSummary)>)| {
+            g.1.iter().map(|(shard, s)| (*shard, s.record_offset, s.position)).max()
+        };
+        groups.sort_by_key(|g| last_at(g));
+        for (key, mut parts) in groups {
+            if self.discarded.contains(&key) {
+                continue;
+            }
+            let seq = |me: &Self, shard: usize| me.shards[shard].header.shard_seq;
+            parts.sort_by_key(|(shard, s)| (seq(self, *shard), s.record_offset, s.position));
+            let (last_shard, last) = parts.last().cloned().expect("a group has a record");
+            let listed_up_to = self.listed_parts.get(&key).copied();
+            let whole = listed_up_to.is_none() && self.shards_present(key.0, last.first_shard_seq, seq(self, last_shard));
+            let views: Vec<(usize, EpisodeSummary, bool)> = if whole {
+                vec![(last_shard, last.clone(), false)]
+            } else {
+                parts
+                    .iter()
+                    .filter(|(shard, _)| listed_up_to.is_none_or(|upto| seq(self, *shard) > upto))
+                    .map(|(shard, s)| (*shard, s.as_piece(), seq(self, *shard) > s.first_shard_seq))
+                    .collect()
+            };
+            if last.continues() {
+                self.listed_parts.insert(key, seq(self, last_shard));
+            } else {
+                self.listed_parts.remove(&key);
+            }
+            for (shard, summary, continued) in views {
+                let from_seq = if continued { seq(self, shard) } else { summary.first_shard_seq };
+                self.push_episode(key.0, shard, summary, continued, from_seq);
+            }
+        }
+    }
+
+    /// Whether every shard `from..=to` of the recording is in the dataset.
+    fn shards_present(&self, recording: usize, from: u64, to: u64) -> bool {
+        let seqs = &self.states[recording].seqs;
+        to >= from && seqs.range(from..=to).count() as u64 == to - from + 1
+    }
+
+    /// Lists one episode (or part) if its rows can all be read, else reports it left out.
+    fn push_episode(&mut self, recording: usize, shard: usize, summary: EpisodeSummary, continued: bool, from_seq: u64) {
+        match self.check_episode(recording, shard, &summary, from_seq) {
+            Ok(()) => {
+                self.all.push(summary.length);
+                self.locs.push(EpisodeLoc {
+                    recording: recording as u32,
+                    lane: summary.lane,
+                    obs_first_row: summary.obs_first_row,
+                    step_first_row: summary.step_first_row,
+                    length: summary.length,
+                });
+                let continues = summary.continues();
+                self.episodes.push(EpisodeRef { recording, shard, summary, continued, continues });
+            }
+            Err(why) => {
+                let why = format!("episode {} (lane {}) left out: {why}", summary.episode_id, summary.lane);
+                self.own_problems.push(Problem::new(&self.shards[shard].path, summary.record_offset, why));
             }
         }
     }
@@ -553,8 +631,9 @@ impl Dataset {
         self.recordings[recording].columns = listed;
     }
 
-    /// Whether the episode's rows can all be read (see the module notes).
-    fn check_episode(&self, recording: usize, shard: usize, s: &EpisodeSummary) -> Result<(), String> {
+    /// Whether the episode's rows can all be read (see the module notes); its rows lie in shards
+    /// `from_seq` up to `shard`'s.
+    fn check_episode(&self, recording: usize, shard: usize, s: &EpisodeSummary, from_seq: u64) -> Result<(), String> {
         let columns = &self.recordings[recording].columns;
         if !columns.iter().any(is_required) {
             return Err("no description of its columns survived".into());
@@ -580,7 +659,7 @@ impl Dataset {
             if let Some((a, b)) = first_gap(list, first.max(born), end) {
                 return Err(lost(a, b));
             }
-            if let Some(damage) = self.damage_before(recording, shard, s.record_offset) {
+            if let Some(damage) = self.damage_before(recording, shard, s.record_offset, from_seq) {
                 return Err(format!(
                     "rows {a}..{b} of column '{}' are in no chunk, and the damage at {damage} may have held them",
                     spec.name
@@ -590,13 +669,14 @@ impl Dataset {
         Ok(())
     }
 
-    /// The first damage in this recording before (shard, offset): in an earlier shard, a missing
-    /// shard, or earlier in this shard.
-    fn damage_before(&self, recording: usize, shard: usize, offset: u64) -> Option<String> {
+    /// The first damage in this recording's shards `from_seq..` before (shard, offset): in an
+    /// earlier one of them, one missing, or earlier in this shard.
+    fn damage_before(&self, recording: usize, shard: usize, offset: u64, from_seq: u64) -> Option<String> {
         let seq = self.shards[shard].header.shard_seq;
+        let from_seq = from_seq.min(seq);
         let earlier = &self.states[recording].seqs;
-        if (earlier.range(..seq).count() as u64) < seq {
-            return Some(format!("shard {seq} (earlier shards of its recording are missing)"));
+        if seq > from_seq && (earlier.range(from_seq..seq).count() as u64) < seq - from_seq {
+            return Some(format!("shard {seq} (earlier shards of the episode are missing)"));
         }
         let at = |i: usize, limit: u64| {
             let s = &self.shards[i];
@@ -604,23 +684,31 @@ impl Dataset {
                 s.problems.iter().chain(&s.tail).map(|p| p.offset).chain(self.chunk_damage.get(&i).copied()).min();
             first.filter(|&d| d < limit).map(|d| format!("{}:{d}", s.path.display()))
         };
-        earlier.range(..seq).find_map(|(_, &i)| at(i, u64::MAX)).or_else(|| at(shard, offset))
+        earlier.range(from_seq..seq).find_map(|(_, &i)| at(i, u64::MAX)).or_else(|| at(shard, offset))
     }
 
-    /// Lists each gap in the shard_seq numbers of a recording once (a shard file missing).
+    /// Lists each hole in the shard_seq numbers of a recording once (a shard file missing between
+    /// two present ones). Shards missing before the first present one are not reported: every
+    /// shard stands on its own, and deleting the oldest ones is how old data is pruned. A single
+    /// shard opened by name is expected to be alone.
     fn report_missing_shards(&mut self) {
+        if !self.is_dir {
+            return;
+        }
         for (recording, state) in self.states.iter().enumerate() {
-            let mut expected = 0u64;
+            let mut expected = None;
             for (&seq, &shard) in &state.seqs {
-                if seq > expected && self.reported.insert(format!("missing {recording} {expected}")) {
-                    let why = format!(
-                        "shard(s) {expected}..{} of recording {} are missing (rows they held cannot be read)",
-                        seq - 1,
-                        hex(&self.recordings[recording].id)
-                    );
-                    self.own_problems.push(Problem::new(&self.shards[shard].path, 0, why));
+                if let Some(from) = expected.filter(|&e| seq > e) {
+                    if self.reported.insert(format!("missing {recording} {from}")) {
+                        let why = format!(
+                            "shard(s) {from}..{} of recording {} are missing (rows they held cannot be read)",
+                            seq - 1,
+                            hex(&self.recordings[recording].id)
+                        );
+                        self.own_problems.push(Problem::new(&self.shards[shard].path, 0, why));
+                    }
                 }
-                expected = seq.saturating_add(1);
+                expected = Some(seq.saturating_add(1));
             }
         }
     }

@@ -114,6 +114,8 @@ pub(crate) struct Found {
     pub episodes: Vec<EpisodeSummary>,
     /// Chunks records whose payload checksum this scan already verified.
     pub verified: Vec<u64>,
+    /// Records of kinds this version does not know (a newer writer's): (offset, kind), skipped.
+    pub skipped: Vec<(u64, u32)>,
 }
 
 pub(crate) enum Opened {
@@ -180,6 +182,18 @@ impl Shard {
                 HeaderError::BadChecksum => "the file header checksum does not match".into(),
             })
         })?;
+        if header.unknown_required() != 0 {
+            return Err(Error::Unsupported {
+                path: path.to_path_buf(),
+                why: format!(
+                    "the file needs format feature flag(s) {:#x} that this trajcore does not know (it was written \
+                     by a newer version {}.{}); upgrade trajcore to read it",
+                    header.unknown_required(),
+                    header.version_major,
+                    header.version_minor
+                ),
+            });
+        }
         let map = map_file(&file, path)?;
         if map.len() < HEADER_LEN {
             return Err(not_trajcore("the file shrank while it was being opened".into()));
@@ -342,8 +356,8 @@ impl Shard {
                     self.problems.push(self.problem(at, "end record payload is damaged"));
                 }
                 Some(_) => pending.push(rec),
-                // Unknown kinds come from newer minor versions: skipped.
-                None => {}
+                // Unknown kinds come from newer minor versions: skipped, and listed.
+                None => found.skipped.push((rec.offset, rec.header.kind)),
             }
             at = rec.next;
         }
@@ -381,13 +395,17 @@ impl Shard {
     /// first read of the chunk).
     fn apply_index(&mut self, map: &[u8], delta: &IndexDelta, from: u64, found: &mut Found) {
         let is_new = |s: &Self, offset: u64| offset >= from && !s.bad_records.contains(&offset);
-        for &offset in &delta.other_records {
+        for other in &delta.other_records {
+            let offset = other.offset;
             if !is_new(self, offset) {
                 continue;
             }
             match frame(map, offset) {
                 Ok(rec) if matches!(rec.kind(), Some(RecordKind::Meta | RecordKind::Column)) => {
                     self.take_record(map, &rec, found)
+                }
+                Ok(rec) if rec.kind().is_none() && rec.header.kind == other.kind => {
+                    found.skipped.push((offset, other.kind));
                 }
                 Ok(rec) => {
                     let why =
@@ -446,7 +464,9 @@ impl Shard {
             Ok(rec) if rec.kind() == Some(RecordKind::Chunks) => {
                 let payload = rec.payload(map);
                 let n = payload.get(0..4).map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()));
-                let table = n.and_then(|n| (n as u64).checked_mul(CHUNK_ENTRY_LEN as u64)?.checked_add(8));
+                let entry = payload.get(4..6).map_or(0, |b| u16::from_le_bytes([b[0], b[1]]) as u64);
+                let entry = (entry >= CHUNK_ENTRY_LEN as u64).then_some(entry);
+                let table = n.zip(entry).and_then(|(n, e)| (n as u64).checked_mul(e)?.checked_add(8));
                 match table.and_then(|t| (rec.payload_start as u64).checked_add(t)) {
                     Some(start) if start <= rec.payload_end as u64 => Ok((start, rec.payload_end as u64)),
                     _ => Err("chunks record table is larger than the record".to_string()),
@@ -469,6 +489,16 @@ impl Shard {
     /// Meta/Column record listed by an index).
     fn take_record(&mut self, map: &[u8], rec: &RecordAt, found: &mut Found) {
         let kind = rec.kind();
+        if rec.header.unknown_required() != 0 {
+            let why = format!(
+                "{} record needs format feature flag(s) {:#x} this trajcore does not know (a newer writer): left out",
+                kind_name(rec.header.kind),
+                rec.header.unknown_required()
+            );
+            self.problems.push(self.problem(rec.offset, why));
+            self.bad_records.insert(rec.offset);
+            return;
+        }
         if !rec.payload_ok(map) {
             let why = format!("{} record payload checksum mismatch", kind_name(rec.header.kind));
             self.problems.push(self.problem(rec.offset, why));
@@ -484,7 +514,7 @@ impl Shard {
                 found.verified.push(rec.offset);
             }),
             Some(RecordKind::Episode) => episode::decode_batch(payload, rec.offset)
-                .map(|batch| found.episodes.extend(batch.into_iter().map(|(summary, _)| summary))),
+                .map(|batch| found.episodes.extend(batch.into_iter().map(|(summary, _, _)| summary))),
             _ => Ok(()),
         };
         if let Err(why) = result {
@@ -507,9 +537,9 @@ impl Shard {
         Ok(())
     }
 
-    /// The decoded batch of an Episode record (checksum verified): each episode's fixed part
-    /// and metadata bytes.
-    pub(crate) fn episode_record(&self, offset: u64) -> Result<Vec<(EpisodeSummary, Vec<u8>)>> {
+    /// The decoded batch of an Episode record (checksum verified): each episode's fixed part,
+    /// metadata bytes and metrics blob.
+    pub(crate) fn episode_record(&self, offset: u64) -> Result<Vec<episode::DecodedEpisode>> {
         let corrupt = |why: String| Error::corrupt(&self.path, offset, why);
         let map: &[u8] = &self.map;
         let rec = frame(map, offset).map_err(|e| corrupt(format!("episode record: {e}")))?;
@@ -523,15 +553,13 @@ impl Shard {
     }
 
     /// The metadata JSON of `summary`'s episode from its decoded Episode record.
-    pub(crate) fn metadata_in(&self, batch: &[(EpisodeSummary, Vec<u8>)], summary: &EpisodeSummary) -> Result<String> {
+    pub(crate) fn metadata_in(&self, batch: &[episode::DecodedEpisode], summary: &EpisodeSummary) -> Result<String> {
         let corrupt = |why: String| Error::corrupt(&self.path, summary.record_offset, why);
-        let Some((stored, meta)) = batch.get(summary.position as usize) else {
+        let Some((stored, meta, _)) = batch.get(summary.position as usize) else {
             return Err(corrupt(format!("the episode record holds no episode {}", summary.position)));
         };
-        let same = stored.lane == summary.lane
-            && stored.obs_first_row == summary.obs_first_row
-            && stored.step_first_row == summary.step_first_row
-            && stored.length == summary.length;
+        // (A listing may show the part of the episode its shard holds: rows can differ.)
+        let same = stored.lane == summary.lane && stored.episode_id == summary.episode_id;
         if !same {
             return Err(corrupt("the episode record does not match its listing".into()));
         }

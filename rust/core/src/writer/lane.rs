@@ -17,6 +17,8 @@ pub struct ColumnBuffer {
     pub data: Vec<u8>,
     /// Str columns: end offset of each row in `data`.
     pub ends: Vec<u64>,
+    /// The last row sealed (its raw bytes; text bytes for str), so a rollover can repeat it.
+    pub last_sealed_row: Option<Vec<u8>>,
 }
 
 impl ColumnBuffer {
@@ -47,12 +49,33 @@ impl ColumnBuffer {
         self.data.len() + self.ends.len() * 8
     }
 
+    /// The bytes of the last row this buffer took (buffered, or the last one sealed).
+    pub fn last_row(&self, row_bytes: Option<usize>) -> Option<Vec<u8>> {
+        if self.rows == 0 {
+            return self.last_sealed_row.clone();
+        }
+        Some(match row_bytes {
+            Some(n) => self.data[self.data.len() - n..].to_vec(),
+            None => {
+                let end = *self.ends.last()? as usize;
+                let start = self.ends.len().checked_sub(2).map_or(0, |i| self.ends[i] as usize);
+                self.data[start..end].to_vec()
+            }
+        })
+    }
+
+    /// The row after the last one this buffer took, in its lane's numbering.
+    pub fn end_row(&self) -> u64 {
+        self.first_row + self.rows as u64
+    }
+
     /// Encodes the buffered rows as a chunk and empties the buffer.
     pub fn seal(&mut self, lane: u32, spec: &ColumnSpec, encoder: &mut Encoder) -> Option<PendingChunk> {
         if self.rows == 0 {
             return None;
         }
         let row_bytes = spec.row_bytes();
+        self.last_sealed_row = self.last_row(row_bytes);
         let raw = if row_bytes.is_some() {
             std::mem::take(&mut self.data)
         } else {
@@ -70,7 +93,16 @@ impl ColumnBuffer {
         let capacity = raw.capacity();
         let (codec, data) = encoder.encode(&spec.codec, row_bytes, raw);
         let chunk =
-            PendingChunk { lane, column: spec.id, first_row: self.first_row, n_rows: self.rows, codec, raw_len, data };
+            PendingChunk {
+            lane,
+            column: spec.id,
+            first_row: self.first_row,
+            n_rows: self.rows,
+            codec,
+            raw_len,
+            data,
+            flags: 0,
+        };
         self.first_row += self.rows as u64;
         self.rows = 0;
         // Keep the allocation for the next rows unless it grew far past a chunk.
@@ -84,6 +116,8 @@ impl ColumnBuffer {
 /// The episode running in a lane.
 #[derive(Debug, Clone)]
 pub struct OpenEpisode {
+    /// Its number in the recording, in start order (shared by its parts).
+    pub episode_id: u64,
     /// Lane rows of the episode's first observation and step row; set when its reset row is
     /// written, which waits for the first step (an episode that never steps writes nothing).
     pub obs_first_row: u64,
@@ -92,13 +126,24 @@ pub struct OpenEpisode {
     pub episode_return: f64,
     pub start_ns: u64,
     pub metadata: Map<String, Value>,
+    /// Where its part in the current shard starts (after a rollover: the repeated last
+    /// observation row), the return of that part's steps, and the shard of its first rows.
+    pub piece_obs_first_row: u64,
+    pub piece_step_first_row: u64,
+    pub piece_return: f64,
+    pub first_shard_seq: u64,
+    /// A part of it was written at a rollover: dropping it must be written too.
+    pub parts_written: bool,
 }
 
-/// An ended episode whose record is not written yet.
+/// An ended episode (or a part, or the notice that a parted episode was discarded) whose record
+/// is not written yet.
 #[derive(Debug, Clone)]
 pub struct EndedEpisode {
     pub summary: EpisodeSummary,
     pub metadata: Map<String, Value>,
+    /// Its metrics blob (see `format::episode`).
+    pub metrics: Vec<u8>,
 }
 
 /// The reset row of the lane's open episode, kept until its first step: per observation-timeline

@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::format::chunks::{self, ChunkRef, PendingChunk};
 use crate::format::episode::{self, EpisodeSummary};
 use crate::format::header::FileHeader;
-use crate::format::index::{IndexDelta, NO_PREVIOUS};
+use crate::format::index::{IndexDelta, OtherRecord, NO_PREVIOUS};
 use crate::format::record::{padding_after, RecordHeader, RecordKind};
 use crate::format::SHARD_EXTENSION;
 use crate::schema::ColumnSpec;
@@ -29,6 +29,7 @@ pub struct ShardWriter {
     last_sync: Instant,
     /// The file's identity when created, to notice it being deleted or replaced under us.
     identity: Option<(u64, u64)>,
+    shard_seq: u64,
 }
 
 /// (device, inode) of an open file or a path.
@@ -68,11 +69,12 @@ impl ShardWriter {
             durability,
             last_sync: Instant::now(),
             identity,
+            shard_seq,
         };
         shard.pending.extend_from_slice(&FileHeader::new(recording_id, shard_seq, created_ns).encode());
         shard.offset = shard.pending.len() as u64;
         let meta = shard.append(RecordKind::Meta, meta_json);
-        shard.index.other_records.push(meta);
+        shard.index.other_records.push(OtherRecord { kind: RecordKind::Meta as u32, offset: meta });
         for column in columns {
             shard.add_column(column)?;
         }
@@ -82,6 +84,10 @@ impl ShardWriter {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    pub fn shard_seq(&self) -> u64 {
+        self.shard_seq
     }
 
     /// Fails if the file's name no longer leads to the file being written (deleted, or replaced
@@ -106,7 +112,7 @@ impl ShardWriter {
     pub fn add_column(&mut self, column: &ColumnSpec) -> Result<()> {
         let json = serde_json::to_vec(column).map_err(|e| Error::Invalid(format!("column spec: {e}")))?;
         let at = self.append(RecordKind::Column, &json);
-        self.index.other_records.push(at);
+        self.index.other_records.push(OtherRecord { kind: RecordKind::Column as u32, offset: at });
         Ok(())
     }
 
@@ -120,12 +126,13 @@ impl ShardWriter {
         refs
     }
 
-    /// One Episode record for a batch of ended episodes, in the order given.
-    pub fn append_episodes(&mut self, batch: &[(EpisodeSummary, Vec<u8>)]) {
+    /// One Episode record for a batch of episodes (summary, metadata JSON, metrics), in order.
+    pub fn append_episodes(&mut self, batch: &[(EpisodeSummary, Vec<u8>, Vec<u8>)]) {
         if batch.is_empty() {
             return;
         }
-        let items: Vec<(EpisodeSummary, &[u8])> = batch.iter().map(|(s, m)| (s.clone(), m.as_slice())).collect();
+        let items: Vec<episode::EpisodeItem> =
+            batch.iter().map(|(s, m, x)| (s.clone(), m.as_slice(), x.as_slice())).collect();
         let payload = episode::encode_batch(&items);
         let at = self.append(RecordKind::Episode, &payload);
         self.index.episode_records.push(at);

@@ -18,7 +18,10 @@ use super::message::{self, EntryKind, EntryRef, Message, MessageKind, Slot};
 use super::shard::{now_ns, ShardWriter};
 use crate::error::{Error, Result};
 use crate::format::codec::Encoder;
-use crate::format::episode::{EpisodeSummary, FLAG_COMPLETE, FLAG_TERMINATED, FLAG_TRUNCATED};
+use crate::format::chunks::{PendingChunk, CHUNK_REPEAT};
+use crate::format::episode::{
+    EpisodeSummary, FLAG_COMPLETE, FLAG_CONTINUES, FLAG_DISCARDED, FLAG_TERMINATED, FLAG_TRUNCATED,
+};
 use crate::schema::{ColumnId, ColumnSpec, Timeline};
 
 const IDLE_SLEEP: Duration = Duration::from_millis(1);
@@ -77,7 +80,8 @@ pub struct WriterThread {
     lanes: Vec<Lane>,
     /// Ended episodes no call can change any more, in the order they ended: written next cycle.
     pending: VecDeque<EndedEpisode>,
-    episodes_written: u64,
+    /// The number the next episode to start gets.
+    next_episode_id: u64,
     reward: ColumnId,
     /// Per column: whether a reset gave it a value (same-step autoreset routing, see
     /// `autoreset::row_sources`).
@@ -124,7 +128,7 @@ impl WriterThread {
             shard: Some(setup.shard),
             lanes,
             pending: VecDeque::new(),
-            episodes_written: 0,
+            next_episode_id: 0,
             reward: setup.reward,
             seen_at_reset: Vec::new(),
             consumer: Some(consumer),
@@ -311,7 +315,13 @@ impl WriterThread {
         for lane in 0..n {
             let o = lane_op(lane);
             if o & op::DROP_OPEN != 0 {
-                self.lanes[lane].open = None;
+                if let Some(dropped) = self.lanes[lane].open.take() {
+                    if dropped.parts_written {
+                        // Its earlier parts are in finished shards: say it is gone.
+                        let notice = self.summary_of(lane, &dropped, FLAG_DISCARDED, time_ns);
+                        self.pending.push_back(EndedEpisode { summary: notice, metadata: Map::new(), metrics: Vec::new() });
+                    }
+                }
             }
             if o & op::END_OPEN != 0 {
                 if let Some(ended) = self.end_open(lane, 0, time_ns) {
@@ -351,6 +361,7 @@ impl WriterThread {
         if let Some(ep) = self.lanes[lane].open.as_mut() {
             ep.length += 1;
             ep.episode_return += reward;
+            ep.piece_return += reward;
         }
         if o & op::END != 0 {
             let flags = FLAG_COMPLETE
@@ -368,15 +379,23 @@ impl WriterThread {
         for &column in &self.row_columns[Timeline::Obs as usize] {
             stash.push(self.row_value(msg, column, lane, row)?);
         }
+        let episode_id = self.next_episode_id;
+        self.next_episode_id += 1;
         let l = &mut self.lanes[lane];
         l.reset_row = stash;
         l.open = Some(OpenEpisode {
+            episode_id,
             obs_first_row: 0,
             step_first_row: 0,
             length: 0,
             episode_return: 0.0,
             start_ns: msg.time_ns,
             metadata: Map::new(),
+            piece_obs_first_row: 0,
+            piece_step_first_row: 0,
+            piece_return: 0.0,
+            first_shard_seq: 0,
+            parts_written: false,
         });
         Ok(())
     }
@@ -492,10 +511,14 @@ impl WriterThread {
             let column = self.row_columns[Timeline::Obs as usize][k];
             self.push_value(lane, column, stash.get(k));
         }
+        let seq = self.shard_seq;
         let l = &mut self.lanes[lane];
         if let Some(ep) = l.open.as_mut() {
             ep.obs_first_row = l.obs_rows;
             ep.step_first_row = l.step_rows;
+            ep.piece_obs_first_row = l.obs_rows;
+            ep.piece_step_first_row = l.step_rows;
+            ep.first_shard_seq = seq;
         }
         l.reset_row = stash;
         self.advance(lane, Timeline::Obs);
@@ -536,23 +559,31 @@ impl WriterThread {
         if ep.length == 0 {
             return None;
         }
-        Some(EndedEpisode {
-            summary: EpisodeSummary {
-                lane: lane as u32,
-                flags,
-                obs_first_row: ep.obs_first_row,
-                step_first_row: ep.step_first_row,
-                length: ep.length,
-                episode_return: ep.episode_return,
-                start_ns: ep.start_ns,
-                end_ns: time_ns,
-                episode_id: 0,
-                record_offset: 0,
-                position: 0,
-                metadata_len: 0,
-            },
-            metadata: ep.metadata,
-        })
+        let summary = self.summary_of(lane, &ep, flags, time_ns);
+        Some(EndedEpisode { summary, metadata: ep.metadata, metrics: Vec::new() })
+    }
+
+    /// The record of `ep` (ended, a part of it at a rollover, or its discard notice).
+    fn summary_of(&self, lane: usize, ep: &OpenEpisode, flags: u32, time_ns: u64) -> EpisodeSummary {
+        EpisodeSummary {
+            lane: lane as u32,
+            flags,
+            obs_first_row: ep.obs_first_row,
+            step_first_row: ep.step_first_row,
+            length: ep.length,
+            episode_return: ep.episode_return,
+            start_ns: ep.start_ns,
+            end_ns: time_ns,
+            episode_id: ep.episode_id,
+            record_offset: 0,
+            position: 0,
+            metadata_len: 0,
+            metrics_len: 0,
+            piece_obs_first_row: ep.piece_obs_first_row,
+            piece_step_first_row: ep.piece_step_first_row,
+            piece_return: ep.piece_return,
+            first_shard_seq: ep.first_shard_seq,
+        }
     }
 
     fn set_metadata(&mut self, lane: usize, held: bool, update: Map<String, Value>) -> Result<()> {
@@ -572,8 +603,14 @@ impl WriterThread {
         }
     }
 
-    /// Seals full buffers (or all, with `all`) and appends them as one Chunks record.
+    /// Seals full buffers (or all, with `all`), appends them as one Chunks record, and starts a
+    /// new shard if this one is full.
     fn write_chunks(&mut self, all: bool) -> Result<()> {
+        self.seal_chunks(all)?;
+        self.roll_over_if_full()
+    }
+
+    fn seal_chunks(&mut self, all: bool) -> Result<()> {
         let mut chunks = Vec::new();
         for lane in &mut self.lanes {
             for ((buffer, spec), &limit) in lane.buffers.iter_mut().zip(&self.columns).zip(&self.chunk_limit) {
@@ -583,54 +620,80 @@ impl WriterThread {
             }
         }
         self.seal_wanted = false;
+        self.append_chunks(&chunks)
+    }
+
+    fn append_chunks(&mut self, chunks: &[PendingChunk]) -> Result<()> {
         if chunks.is_empty() {
             return Ok(());
         }
         let shard = self.shard.as_mut().ok_or_else(|| Error::WriterStopped("no open shard".into()))?;
         let before = shard.size();
-        shard.append_chunks(&chunks);
+        shard.append_chunks(chunks);
         shard.flush_to_os()?;
         self.shared.bytes_written.fetch_add(shard.size() - before, Ordering::Relaxed);
-        // Pending episodes are written in the next shard: lane rows run on across shards.
-        self.roll_over_if_full()
+        Ok(())
     }
 
     /// Everything buffered goes to the file: chunks, then the records of the ended episodes no
     /// call can change any more, then maybe an index checkpoint or a new shard.
     fn cycle(&mut self) -> Result<()> {
-        self.write_chunks(true)?;
-        let shard = self.shard.as_mut().ok_or_else(|| Error::WriterStopped("no open shard".into()))?;
-        shard.check_still_there()?;
-        let before = shard.size();
-        let mut batch = Vec::with_capacity(self.pending.len());
-        for ended in self.pending.drain(..) {
-            let mut summary = ended.summary;
-            summary.episode_id = self.episodes_written;
-            self.episodes_written += 1;
-            let metadata = if ended.metadata.is_empty() {
-                Vec::new() // reads back as {}
-            } else {
-                serde_json::to_vec(&ended.metadata).unwrap_or_else(|_| b"{}".to_vec())
-            };
-            batch.push((summary, metadata));
-        }
-        shard.append_episodes(&batch);
-        self.shared.episodes.fetch_add(batch.len() as u64, Ordering::Relaxed);
-        shard.maybe_checkpoint(self.config.index_interval_bytes);
-        shard.flush_to_os()?;
-        self.shared.bytes_written.fetch_add(shard.size() - before, Ordering::Relaxed);
+        self.seal_chunks(true)?;
+        self.shard.as_ref().ok_or_else(|| Error::WriterStopped("no open shard".into()))?.check_still_there()?;
+        self.write_pending_episodes()?;
         self.roll_over_if_full()
     }
 
-    /// Past the size limit, closes the current shard and starts the next one. Lane row numbers
-    /// run on, so episodes running now end in the new shard while their first rows stay in this
-    /// one. Never while closing: that would start a shard holding nothing but its schema (or only
-    /// the incomplete episodes' records, away from their rows).
+    /// The records of the ended episodes waiting (after the chunks holding their rows).
+    fn write_pending_episodes(&mut self) -> Result<()> {
+        let shard = self.shard.as_mut().ok_or_else(|| Error::WriterStopped("no open shard".into()))?;
+        let before = shard.size();
+        let batch: Vec<(EpisodeSummary, Vec<u8>, Vec<u8>)> = self
+            .pending
+            .drain(..)
+            .map(|ended| {
+                let metadata = if ended.metadata.is_empty() {
+                    Vec::new() // reads back as {}
+                } else {
+                    serde_json::to_vec(&ended.metadata).unwrap_or_else(|_| b"{}".to_vec())
+                };
+                (ended.summary, metadata, ended.metrics)
+            })
+            .collect();
+        let listed = batch.iter().filter(|(s, _, _)| s.flags & (FLAG_CONTINUES | FLAG_DISCARDED) == 0).count();
+        shard.append_episodes(&batch);
+        self.shared.episodes.fetch_add(listed as u64, Ordering::Relaxed);
+        shard.maybe_checkpoint(self.config.index_interval_bytes);
+        shard.flush_to_os()?;
+        self.shared.bytes_written.fetch_add(shard.size() - before, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Past the size limit, finishes the current shard and starts the next one, so that every
+    /// shard stands on its own: all buffered rows and every ended episode go into the shard
+    /// being finished, each running episode gets a part record there (`FLAG_CONTINUES`), and the
+    /// new shard starts with a repeat of each running episode's last observation row, the first
+    /// row of its part there. Lane row numbers run on. Waits while an ended episode is still
+    /// reachable by `discard`/metadata (until the next row message), and never while closing
+    /// (that would start a shard holding nothing but its schema).
     fn roll_over_if_full(&mut self) -> Result<()> {
         let full = self.shard.as_ref().is_some_and(|s| s.size() >= self.config.max_shard_bytes);
-        if !full || self.closing {
+        if !full || self.closing || self.lanes.iter().any(|l| l.held.is_some()) {
             return Ok(());
         }
+        self.seal_chunks(true)?;
+        let now = now_ns();
+        let mut repeats = Vec::new();
+        for lane in 0..self.lanes.len() {
+            let Some(ep) = self.lanes[lane].open.as_ref() else { continue };
+            if ep.length == 0 {
+                continue; // its reset row is still stashed: it starts in the next shard
+            }
+            let part = self.summary_of(lane, ep, FLAG_CONTINUES, now);
+            self.pending.push_back(EndedEpisode { summary: part, metadata: Map::new(), metrics: Vec::new() });
+            repeats.extend(self.repeat_last_obs_row(lane));
+        }
+        self.write_pending_episodes()?;
         if let Some(old) = self.shard.take() {
             old.finish()?;
         }
@@ -645,7 +708,55 @@ impl WriterThread {
         )?;
         self.shared.shard_paths.lock().unwrap_or_else(|p| p.into_inner()).push(shard.path().to_path_buf());
         self.shard = Some(shard);
+        self.append_chunks(&repeats)?;
+        for l in &mut self.lanes {
+            let (obs_rows, step_rows) = (l.obs_rows, l.step_rows);
+            if let Some(ep) = l.open.as_mut().filter(|ep| ep.length > 0) {
+                ep.piece_obs_first_row = obs_rows - 1;
+                ep.piece_step_first_row = step_rows;
+                ep.piece_return = 0.0;
+                ep.parts_written = true;
+            }
+        }
         Ok(())
+    }
+
+    /// One-row chunks (`CHUNK_REPEAT`) of every observation-timeline column's last row in `lane`,
+    /// for the next shard: the first row of the running episode's part there.
+    fn repeat_last_obs_row(&self, lane: usize) -> Vec<PendingChunk> {
+        let l = &self.lanes[lane];
+        let row = l.obs_rows - 1;
+        let mut out = Vec::new();
+        for (spec, buffer) in self.columns.iter().zip(&l.buffers) {
+            // A column made after that row has none of it (it reads as missing, as before).
+            if spec.timeline != Timeline::Obs || buffer.end_row() != l.obs_rows {
+                continue;
+            }
+            let row_bytes = self.row_bytes[spec.id as usize];
+            let Some(bytes) = buffer.last_row(row_bytes) else { continue };
+            let data = match row_bytes {
+                Some(_) => bytes,
+                None => {
+                    // A str chunk of one row: offsets 0 and len, then the text.
+                    let mut raw = Vec::with_capacity(16 + bytes.len());
+                    raw.extend_from_slice(&0u64.to_le_bytes());
+                    raw.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+                    raw.extend_from_slice(&bytes);
+                    raw
+                }
+            };
+            out.push(PendingChunk {
+                lane: lane as u32,
+                column: spec.id,
+                first_row: row,
+                n_rows: 1,
+                codec: 0,
+                raw_len: data.len() as u64,
+                data,
+                flags: CHUNK_REPEAT,
+            });
+        }
+        out
     }
 
     /// Writes everything, then the episodes still running (incomplete, last), the index and End.

@@ -7,9 +7,9 @@ use std::path::Path;
 
 use trajcore_core::format::chunks::{self, ChunkRef, PendingChunk};
 use trajcore_core::format::codec;
-use trajcore_core::format::episode::{EpisodeSummary, FLAG_COMPLETE, FLAG_TERMINATED};
+use trajcore_core::format::episode::{self, EpisodeSummary, FLAG_COMPLETE, FLAG_TERMINATED};
 use trajcore_core::format::header::FileHeader;
-use trajcore_core::format::index::{IndexDelta, NO_PREVIOUS};
+use trajcore_core::format::index::{IndexDelta, OtherRecord, NO_PREVIOUS};
 use trajcore_core::format::record::{padding_after, RecordHeader, RecordKind};
 use trajcore_core::reader::{ColumnData, Dataset};
 use trajcore_core::{CodecSpec, ColumnSpec, DType, Role, Timeline};
@@ -41,7 +41,7 @@ impl ShardBuilder {
     /// Appends a framed record of any kind; returns its offset.
     pub fn record(&mut self, kind: u32, payload: &[u8]) -> u64 {
         let at = self.offset();
-        let header = RecordHeader { kind, payload_crc: crc32c::crc32c(payload), payload_len: payload.len() as u64 };
+        let header = RecordHeader::new_raw(kind, payload);
         self.buf.extend_from_slice(&header.encode());
         self.buf.extend_from_slice(payload);
         self.buf.resize(self.buf.len() + padding_after(payload.len() as u64), 0);
@@ -51,13 +51,13 @@ impl ShardBuilder {
 
     pub fn meta(&mut self, json: &str) -> u64 {
         let at = self.record(RecordKind::Meta as u32, json.as_bytes());
-        self.delta.other_records.push(at);
+        self.delta.other_records.push(OtherRecord { kind: RecordKind::Meta as u32, offset: at });
         at
     }
 
     pub fn column(&mut self, spec: &ColumnSpec) -> u64 {
         let at = self.record(RecordKind::Column as u32, &serde_json::to_vec(spec).unwrap());
-        self.delta.other_records.push(at);
+        self.delta.other_records.push(OtherRecord { kind: RecordKind::Column as u32, offset: at });
         at
     }
 
@@ -73,7 +73,8 @@ impl ShardBuilder {
         let mut summary = summary.clone();
         summary.record_offset = self.offset();
         summary.metadata_len = metadata.len() as u32;
-        let at = self.record(RecordKind::Episode as u32, &summary.encode_record(metadata.as_bytes()));
+        let payload = episode::encode_batch(&[(summary.clone(), metadata.as_bytes(), &[][..])]);
+        let at = self.record(RecordKind::Episode as u32, &payload);
         self.delta.episode_records.push(at);
         at
     }
@@ -164,7 +165,8 @@ struct LaneState {
     obs_rows: u64,
     step_rows: u64,
     /// (obs_first_row, step_first_row, steps) of the running episode.
-    open: Option<(u64, u64, u64)>,
+    /// (obs first row, step first row, length, shard of the first rows)
+    open: Option<(u64, u64, u64, u64)>,
 }
 
 /// A pending (unsealed) run of rows of one column of one lane.
@@ -305,6 +307,7 @@ impl Sim {
             codec,
             raw_len: raw.len() as u64,
             data,
+            flags: 0,
         });
         self.pending.insert((lane, col), Pending { first_row: p.first_row + p.rows as u64, rows: 0 });
         if self.sealed.len() >= self.max_chunks_per_record {
@@ -329,7 +332,8 @@ impl Sim {
     pub fn step(&mut self, lane: u32) {
         if self.lanes[lane as usize].open.is_none() {
             let s = self.lanes[lane as usize];
-            self.lanes[lane as usize].open = Some((s.obs_rows, s.step_rows, 0));
+            let shard = self.cur_index() as u64;
+            self.lanes[lane as usize].open = Some((s.obs_rows, s.step_rows, 0, shard));
             self.push_row(lane, Timeline::Obs);
         }
         self.push_row(lane, Timeline::Step);
@@ -347,7 +351,8 @@ impl Sim {
 
     /// Ends the episode running in `lane`; its record is written at the next `flush`.
     pub fn end_episode(&mut self, lane: u32, metadata: &str) {
-        let (obs_first_row, step_first_row, length) = self.lanes[lane as usize].open.take().expect("no episode");
+        let (obs_first_row, step_first_row, length, first_shard) =
+            self.lanes[lane as usize].open.take().expect("no episode");
         let summary = EpisodeSummary {
             lane,
             flags: FLAG_COMPLETE | FLAG_TERMINATED,
@@ -361,6 +366,11 @@ impl Sim {
             record_offset: 0,
             metadata_len: 0,
             position: 0,
+            metrics_len: 0,
+            piece_obs_first_row: obs_first_row,
+            piece_step_first_row: step_first_row,
+            piece_return: length as f64 * 0.5,
+            first_shard_seq: first_shard,
         };
         self.next_episode_id += 1;
         self.episodes.push(SimEpisode {

@@ -72,6 +72,8 @@ pub struct ExpEpisode {
     pub end_terminated: bool,
     pub end_truncated: bool,
     pub metadata: serde_json::Map<String, Value>,
+    /// Its number: episodes are numbered in the order they start (also those that never step).
+    pub id: u64,
 }
 
 impl ExpEpisode {
@@ -101,6 +103,7 @@ pub struct Model {
     /// Whether a reset ever gave info/n, info/s: with same-step autoreset, an info the reset
     /// never gives describes the ending step (its final row), not the new episode.
     seen_at_reset: [bool; 2],
+    next_id: u64,
 }
 
 impl Model {
@@ -111,6 +114,7 @@ impl Model {
             finished: Vec::new(),
             held: vec![None; n],
             seen_at_reset: [false; 2],
+            next_id: 0,
         }
     }
 
@@ -120,7 +124,10 @@ impl Model {
     }
 
     fn begin(&mut self, lane: usize, obs: Obs, info_n: Option<i32>, info_s: Option<String>) {
+        let id = self.next_id;
+        self.next_id += 1;
         let ep = ExpEpisode {
+            id,
             lane: lane as u32,
             obs: vec![obs],
             info_n: vec![info_n],
@@ -541,7 +548,7 @@ pub fn check_listed(ds: &Dataset, expected: &[ExpEpisode]) {
             (exp.complete, exp.end_terminated, exp.end_truncated),
             "episode {i}: flags"
         );
-        assert_eq!(s.episode_id, i as u64, "episode {i}: id");
+        assert_eq!(s.episode_id, exp.id, "episode {i}: id");
         let sum = exp.rewards.iter().fold(0.0f64, |a, r| a + r);
         assert_eq!(s.episode_return.to_bits(), sum.to_bits(), "episode {i}: return");
         assert!(s.start_ns <= s.end_ns);
