@@ -592,7 +592,9 @@ class DecodedDataset:
                 self.episodes.append(DecodedEpisode(rid, last_shard, last, meta))
             else:
                 for i, ep, m in parts:
-                    self.episodes.append(DecodedEpisode(rid, i, ep.as_piece(), m))
+                    piece = ep.as_piece()
+                    if piece.length > 0:  # a part without a step holds only a repeated row
+                        self.episodes.append(DecodedEpisode(rid, i, piece, m))
 
     def column_names(self, recording: bytes) -> list[str]:
         cols = self.recordings[recording]["columns"]

@@ -101,7 +101,11 @@ pub fn encode(record_offset: u64, chunks: &[PendingChunk]) -> (Vec<u8>, Vec<Chun
 
 /// `encode` with entries of `entry_size` bytes (at least `ENTRY_LEN`; the extra bytes are what
 /// a later version would add: tests write them to check readers skip them).
-pub fn encode_with_entry_size(record_offset: u64, chunks: &[PendingChunk], entry_size: usize) -> (Vec<u8>, Vec<ChunkRef>) {
+pub fn encode_with_entry_size(
+    record_offset: u64,
+    chunks: &[PendingChunk],
+    entry_size: usize,
+) -> (Vec<u8>, Vec<ChunkRef>) {
     assert!(entry_size >= ENTRY_LEN && entry_size <= u16::MAX as usize);
     let payload_start = record_offset + RECORD_HEADER_LEN as u64;
     let mut pos = (TABLE_HEADER_LEN + chunks.len() * entry_size) as u64;

@@ -267,10 +267,16 @@ pub fn decode_batch(payload: &[u8], record_offset: u64) -> Result<Vec<DecodedEpi
             s
         })
         .collect();
-    let metas: Vec<Vec<u8>> =
-        summaries.iter().enumerate().map(|(i, s)| take(s.metadata_len as usize, "metadata", i)).collect::<Result<_, _>>()?;
-    let metrics: Vec<Vec<u8>> =
-        summaries.iter().enumerate().map(|(i, s)| take(s.metrics_len as usize, "metrics", i)).collect::<Result<_, _>>()?;
+    let metas: Vec<Vec<u8>> = summaries
+        .iter()
+        .enumerate()
+        .map(|(i, s)| take(s.metadata_len as usize, "metadata", i))
+        .collect::<Result<_, _>>()?;
+    let metrics: Vec<Vec<u8>> = summaries
+        .iter()
+        .enumerate()
+        .map(|(i, s)| take(s.metrics_len as usize, "metrics", i))
+        .collect::<Result<_, _>>()?;
     if at != body.len() {
         return Err(format!("episode record has {} bytes after its last metrics", body.len() - at));
     }

@@ -554,7 +554,8 @@ impl Dataset {
             parts.sort_by_key(|(shard, s)| (seq(self, *shard), s.record_offset, s.position));
             let (last_shard, last) = parts.last().cloned().expect("a group has a record");
             let listed_up_to = self.listed_parts.get(&key).copied();
-            let whole = listed_up_to.is_none() && self.shards_present(key.0, last.first_shard_seq, seq(self, last_shard));
+            let whole =
+                listed_up_to.is_none() && self.shards_present(key.0, last.first_shard_seq, seq(self, last_shard));
             let views: Vec<(usize, EpisodeSummary, bool)> = if whole {
                 vec![(last_shard, last.clone(), false)]
             } else {
@@ -569,7 +570,8 @@ impl Dataset {
             } else {
                 self.listed_parts.remove(&key);
             }
-            for (shard, summary, continued) in views {
+            // A part without a step holds nothing but a repeated row.
+            for (shard, summary, continued) in views.into_iter().filter(|v| v.1.length > 0) {
                 let from_seq = if continued { seq(self, shard) } else { summary.first_shard_seq };
                 self.push_episode(key.0, shard, summary, continued, from_seq);
             }
@@ -583,7 +585,14 @@ impl Dataset {
     }
 
     /// Lists one episode (or part) if its rows can all be read, else reports it left out.
-    fn push_episode(&mut self, recording: usize, shard: usize, summary: EpisodeSummary, continued: bool, from_seq: u64) {
+    fn push_episode(
+        &mut self,
+        recording: usize,
+        shard: usize,
+        summary: EpisodeSummary,
+        continued: bool,
+        from_seq: u64,
+    ) {
         match self.check_episode(recording, shard, &summary, from_seq) {
             Ok(()) => {
                 self.all.push(summary.length);

@@ -92,8 +92,7 @@ impl ColumnBuffer {
         let raw_len = raw.len() as u64;
         let capacity = raw.capacity();
         let (codec, data) = encoder.encode(&spec.codec, row_bytes, raw);
-        let chunk =
-            PendingChunk {
+        let chunk = PendingChunk {
             lane,
             column: spec.id,
             first_row: self.first_row,

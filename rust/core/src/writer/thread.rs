@@ -17,8 +17,8 @@ use super::lane::{ColumnBuffer, EndedEpisode, Lane, OpenEpisode};
 use super::message::{self, EntryKind, EntryRef, Message, MessageKind, Slot};
 use super::shard::{now_ns, ShardWriter};
 use crate::error::{Error, Result};
-use crate::format::codec::Encoder;
 use crate::format::chunks::{PendingChunk, CHUNK_REPEAT};
+use crate::format::codec::Encoder;
 use crate::format::episode::{
     EpisodeSummary, FLAG_COMPLETE, FLAG_CONTINUES, FLAG_DISCARDED, FLAG_TERMINATED, FLAG_TRUNCATED,
 };
@@ -310,6 +310,10 @@ impl WriterThread {
                     self.pending.push_back(ended);
                 }
             }
+            // Nothing is held now: the moment to start a new shard, before this message's rows.
+            if msg.is_some() {
+                self.roll_over_if_full()?;
+            }
         }
         let time_ns = msg.map_or_else(now_ns, |m| m.time_ns);
         for lane in 0..n {
@@ -319,7 +323,11 @@ impl WriterThread {
                     if dropped.parts_written {
                         // Its earlier parts are in finished shards: say it is gone.
                         let notice = self.summary_of(lane, &dropped, FLAG_DISCARDED, time_ns);
-                        self.pending.push_back(EndedEpisode { summary: notice, metadata: Map::new(), metrics: Vec::new() });
+                        self.pending.push_back(EndedEpisode {
+                            summary: notice,
+                            metadata: Map::new(),
+                            metrics: Vec::new(),
+                        });
                     }
                 }
             }
@@ -689,8 +697,11 @@ impl WriterThread {
             if ep.length == 0 {
                 continue; // its reset row is still stashed: it starts in the next shard
             }
-            let part = self.summary_of(lane, ep, FLAG_CONTINUES, now);
-            self.pending.push_back(EndedEpisode { summary: part, metadata: Map::new(), metrics: Vec::new() });
+            // A part with no step in this shard would add nothing to the one before it.
+            if ep.length > ep.piece_step_first_row - ep.step_first_row {
+                let part = self.summary_of(lane, ep, FLAG_CONTINUES, now);
+                self.pending.push_back(EndedEpisode { summary: part, metadata: Map::new(), metrics: Vec::new() });
+            }
             repeats.extend(self.repeat_last_obs_row(lane));
         }
         self.write_pending_episodes()?;
