@@ -170,6 +170,9 @@ pub struct Dataset {
 
 type EpisodeBatch = ((usize, u64), Arc<Vec<crate::format::episode::DecodedEpisode>>);
 
+/// The records of one episode found in an update: ((recording, episode id), [(shard, record)]).
+type EpisodeGroup = ((usize, u64), Vec<(usize, EpisodeSummary)>);
+
 impl Dataset {
     /// Opens a shard file or a directory of shards (`*.trj`; other files are ignored).
     ///
@@ -527,7 +530,7 @@ impl Dataset {
     /// shard from the episode's first to its latest record present, one listing covers it all;
     /// otherwise each part the dataset holds is listed on its own, marked as a part.
     fn list_episodes(&mut self, records: impl Iterator<Item = (usize, EpisodeSummary)>) {
-        let mut groups: Vec<((usize, u64), Vec<(usize, EpisodeSummary)>)> = Vec::new();
+        let mut groups: Vec<EpisodeGroup> = Vec::new();
         let mut group_of: HashMap<(usize, u64), usize> = HashMap::new();
         for (shard, summary) in records {
             let key = (self.shard_recording[shard], summary.episode_id);
@@ -542,7 +545,7 @@ impl Dataset {
             groups[g].1.push((shard, summary));
         }
         // An episode is listed where its latest record is (the order episodes ended).
-        let last_at = |g: &((usize, u64), Vec<(usize, EpisodeSummary)>)| {
+        let last_at = |g: &EpisodeGroup| {
             g.1.iter().map(|(shard, s)| (*shard, s.record_offset, s.position)).max()
         };
         groups.sort_by_key(|g| last_at(g));
