@@ -545,9 +545,7 @@ impl Dataset {
             groups[g].1.push((shard, summary));
         }
         // An episode is listed where its latest record is (the order episodes ended).
-        let last_at = |g: &EpisodeGroup| {
-            g.1.iter().map(|(shard, s)| (*shard, s.record_offset, s.position)).max()
-        };
+        let last_at = |g: &EpisodeGroup| g.1.iter().map(|(shard, s)| (*shard, s.record_offset, s.position)).max();
         groups.sort_by_key(|g| last_at(g));
         for (key, mut parts) in groups {
             if self.discarded.contains(&key) {

@@ -85,7 +85,7 @@ impl ExpEpisode {
 #[derive(Debug, Clone, PartialEq)]
 enum LaneModel {
     Idle,
-    Running(ExpEpisode),
+    Running(Box<ExpEpisode>),
     Ended,
     Skipping,
 }
@@ -134,7 +134,7 @@ impl Model {
             info_s: vec![info_s],
             ..Default::default()
         };
-        self.lanes[lane] = LaneModel::Running(ep);
+        self.lanes[lane] = LaneModel::Running(Box::new(ep));
     }
 
     /// Ends the lane's running episode; returns its place in `finished` (none without a step).
@@ -144,7 +144,7 @@ impl Model {
                 ep.complete = complete;
                 ep.end_terminated = terminated;
                 ep.end_truncated = truncated;
-                self.finished.push(Some(ep));
+                self.finished.push(Some(*ep));
                 return Some(self.finished.len() - 1);
             }
         }
