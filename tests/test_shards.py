@@ -44,9 +44,14 @@ def _columns(ep: trajcore.Episode) -> dict[str, Any]:
         "reward": ep.rewards,
         "t": ep.data["t"],
         "step": ep.infos["step"],
-        "_even": ep.info_masks["even"],
-        "_label": ep.info_masks["label"],
+        "_even": _mask(ep, "even"),
+        "_label": _mask(ep, "label"),
     }
+
+
+def _mask(ep: trajcore.Episode, key: str) -> Any:
+    """Where the episode has info `key` (all False when it never does)."""
+    return ep.info_masks.get(key, np.zeros(ep.length + 1, dtype=bool))
 
 
 def _check_parts(parts: list[trajcore.Episode], whole: dict[int, trajcore.Episode]) -> int:
@@ -96,9 +101,10 @@ def test_shards_stay_near_their_size_limit(tmp_path: Path) -> None:
         buf = Path(shard).read_bytes()
         records, _ = hop(buf)
         biggest_chunks = max(r.next - r.offset for r in records if r.kind == 3)
-        # The rollover comes after the write that crossed the limit; what follows it (episode
-        # records, the index, the end record) is small.
-        assert len(buf) <= MAX_SHARD + biggest_chunks + 8_000, f"{shard}: {len(buf)} bytes"
+        # The rollover comes after the write that crossed the limit (at most one message later
+        # while an episode that just ended is held); it seals what is buffered, then adds the
+        # episode records, the index and the end record.
+        assert len(buf) <= MAX_SHARD + 2 * biggest_chunks + 8_000, f"{shard}: {len(buf)} bytes"
 
 
 def test_pruning_old_shards_and_copying_one(tmp_path: Path) -> None:
@@ -142,3 +148,34 @@ def test_the_decoder_reads_parts_as_the_reader_does(tmp_path: Path) -> None:
             assert (e.fixed.length, e.fixed.lane) == (ep.length, ep.env_index), i
             np.testing.assert_array_equal(dec.read(i, "obs"), ep.observations)
             assert frame(dec.shards[0].buf, e.fixed.record_offset) is not None
+
+
+def test_a_truncated_shard_never_makes_a_mask_say_present(tmp_path: Path) -> None:
+    """Shard 1 of several cut in half: what is listed reads exactly as before the damage, and a
+    mask never says "present" for a value that is not in the file."""
+    ds = _record(tmp_path / "d")
+    intact = {ep.episode_id: ep for ep in ds.episodes}
+    damaged_dir = tmp_path / "damaged"
+    shutil.copytree(tmp_path / "d", damaged_dir)
+    victim = sorted(damaged_dir.iterdir())[1]
+    victim.write_bytes(victim.read_bytes()[: victim.stat().st_size // 2])
+    with pytest.warns(trajcore.TrajcoreWarning):
+        damaged = trajcore.open(damaged_dir)
+    assert damaged.problems
+    assert 0 < damaged.num_episodes < ds.num_episodes
+    for ep in damaged.episodes:
+        full = intact[ep.episode_id]
+        k = int(ep.data["t"][0] - full.data["t"][0])
+        for which in ("infos", "data"):
+            masks = getattr(ep, "info_masks" if which == "infos" else "data_masks")
+            values = getattr(ep, which)
+            full_masks = getattr(full, "info_masks" if which == "infos" else "data_masks")
+            full_values = getattr(full, which)
+            for key, mask in masks.items():
+                if isinstance(mask, dict):
+                    continue
+                want_mask = full_masks[key][k : k + len(mask)]
+                np.testing.assert_array_equal(mask, want_mask, err_msg=f"{which}/{key}")
+                got = np.asarray(values[key])[mask]
+                want = np.asarray(full_values[key])[k : k + len(mask)][mask]
+                np.testing.assert_array_equal(got, want, err_msg=f"{which}/{key}")

@@ -664,8 +664,14 @@ impl Dataset {
             }
             // A masked column holds a row (perhaps "no value") for every row from its first one
             // on, so a gap after that is lost data. Rows before its first chunk may predate the
-            // column, unless damage before this episode's record may have held them.
-            let born = list.first().map_or(u64::MAX, |c| c.first_row());
+            // column, unless damage before this episode's record may have held them. A column
+            // and its mask are made together: the earlier first chunk of the two is the birth
+            // (a mask that says "present" where the value's chunk is lost must not be read).
+            let first_of = |id: ColumnId| {
+                self.chunk_lists.get(&(recording, s.lane, id)).and_then(|l| l.chunks.first()).map(|c| c.first_row())
+            };
+            let partner = spec.mask.or(spec.mask_of);
+            let born = [first_of(spec.id), partner.and_then(first_of)].into_iter().flatten().min().unwrap_or(u64::MAX);
             if let Some((a, b)) = first_gap(list, first.max(born), end) {
                 return Err(lost(a, b));
             }
