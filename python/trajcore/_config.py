@@ -98,6 +98,7 @@ def build_config(
     codecs: Mapping[str, Codec] | None,
     block_when_full: bool,
     ring_bytes: int | None,
+    index_interval_bytes: int | None = None,
 ) -> str:
     """The config JSON `_core.Recorder` takes (see `_core.pyi`).
 
@@ -167,6 +168,8 @@ def build_config(
         config["chunk_bytes"] = int(chunk_bytes)
     if fsync_interval is not None:
         config["fsync_interval_s"] = float(fsync_interval)
+    if index_interval_bytes is not None:
+        config["index_interval_bytes"] = int(index_interval_bytes)
     return to_json(config, "metadata")
 
 

@@ -60,6 +60,8 @@ class RecordingOptions(TypedDict, total=False):
             incomplete).
         ring_bytes: size of the ring buffer between the caller and the writer thread (None: 16
             MiB, or 64 steps when steps are larger).
+        index_interval_bytes: an index checkpoint is written after this many bytes (default 16
+            MiB), so a reader recovering a file whose writer was killed reads indexes, not data.
         allow_mixed_spaces: record into a directory whose recordings have other observation or
             action columns (a different env): refused by default, since such a dataset cannot be
             sampled as one; with True, a `TrajcoreWarning` instead.
@@ -76,6 +78,7 @@ class RecordingOptions(TypedDict, total=False):
     codecs: Mapping[str, Codec] | None
     block_when_full: bool
     ring_bytes: int | None
+    index_interval_bytes: int | None
     allow_mixed_spaces: bool
 
 
@@ -91,6 +94,7 @@ _DEFAULTS: dict[str, Any] = {
     "codecs": None,
     "block_when_full": True,
     "ring_bytes": None,
+    "index_interval_bytes": None,
     "allow_mixed_spaces": False,
 }
 
@@ -147,6 +151,7 @@ class Recording:
             codecs=o["codecs"],
             block_when_full=o["block_when_full"],
             ring_bytes=o["ring_bytes"],
+            index_interval_bytes=o["index_interval_bytes"],
         )
         check_existing_recordings(path, observation_space, action_space, allow_mixed=bool(o["allow_mixed_spaces"]))
         self._native = _core.Recorder(os.fspath(path), config)

@@ -105,6 +105,14 @@ impl Located {
 
 pub(crate) type ListKey = (usize, u32, ColumnId);
 
+/// A record of a kind this version does not know (a newer writer's), skipped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedRecord {
+    pub file: PathBuf,
+    pub offset: u64,
+    pub kind: u32,
+}
+
 /// Storage of one column of one recording, summed over its chunks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ColumnStats {
@@ -166,6 +174,7 @@ pub struct Dataset {
     listed_parts: HashMap<(usize, u64), u64>,
     /// Episodes discarded after parts of them were written.
     discarded: HashSet<(usize, u64)>,
+    skipped: Vec<SkippedRecord>,
 }
 
 type EpisodeBatch = ((usize, u64), Arc<Vec<crate::format::episode::DecodedEpisode>>);
@@ -203,6 +212,7 @@ impl Dataset {
             last_episode_record: Mutex::new(None),
             listed_parts: HashMap::new(),
             discarded: HashSet::new(),
+            skipped: Vec::new(),
         };
         ds.update()?;
         Ok(ds)
@@ -219,6 +229,11 @@ impl Dataset {
     /// Damage found so far: what was left out, and where.
     pub fn problems(&self) -> &[Problem] {
         &self.problems
+    }
+
+    /// Records of kinds this version does not know, skipped (a newer minor version wrote them).
+    pub fn skipped_records(&self) -> &[SkippedRecord] {
+        &self.skipped
     }
 
     pub fn shard_paths(&self) -> Vec<PathBuf> {
@@ -435,6 +450,14 @@ impl Dataset {
     }
 
     fn ingest(&mut self, found: Vec<(usize, Found)>) {
+        for (shard, f) in &found {
+            let file = &self.shards[*shard].path;
+            self.skipped.extend(f.skipped.iter().map(|&(offset, kind)| SkippedRecord {
+                file: file.clone(),
+                offset,
+                kind,
+            }));
+        }
         // Schemas first: chunks and episodes are checked against them.
         for (shard, f) in &found {
             let recording = self.shard_recording[*shard];

@@ -24,7 +24,7 @@ mod steps;
 
 use std::path::PathBuf;
 
-pub use dataset::{ColumnStats, Dataset, EpisodeRef, Recording};
+pub use dataset::{ColumnStats, Dataset, EpisodeRef, Recording, SkippedRecord};
 pub use gather::{max_threads, set_max_threads, set_parallel_thresholds, Field, Out, Window};
 pub use rows::{ColumnData, RowsView};
 pub use sampling::{sample_steps, sample_windows, SplitMix64};
