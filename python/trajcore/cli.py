@@ -177,16 +177,33 @@ def _fmt_bytes(n: float) -> str:
 
 
 def _stats(values: np.ndarray[Any, Any]) -> dict[str, float]:
-    if values.size == 0:
-        return {}
+    """Statistics over the finite values; `nan` counts the others (a NaN reward makes a NaN
+    return: trajcore records what the env produced)."""
     v = values.astype(np.float64)
+    finite = v[np.isfinite(v)]
+    out: dict[str, float] = {"nan": int(np.count_nonzero(np.isnan(v)))} if np.isnan(v).any() else {}
+    if finite.size == 0:
+        return out
     return {
-        "mean": float(v.mean()),
-        "std": float(v.std()),
-        "min": float(v.min()),
-        "median": float(np.median(v)),
-        "max": float(v.max()),
+        "mean": float(finite.mean()),
+        "std": float(finite.std()),
+        "min": float(finite.min()),
+        "median": float(np.median(finite)),
+        "max": float(finite.max()),
+        **out,
     }
+
+
+def _strict_json(value: Any) -> Any:
+    """`value` with non-finite floats as None: JSON has no NaN or infinity, and a report that
+    prints them is not JSON any tool can read."""
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _strict_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict_json(v) for v in value]
+    return value
 
 
 def _column_bytes(ds: Any, summaries: dict[str, np.ndarray[Any, Any]]) -> tuple[list[dict[str, Any]], bool]:
@@ -267,7 +284,7 @@ def _info(args: argparse.Namespace) -> int:
             "problems": [list(p) for p in ds.problems],
         }
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json.dumps(_strict_json(report), indent=2, allow_nan=False))
         return 0
     out = sys.stdout
     print(f"{report['path']}: {report['shards']} shard(s), {report['recordings']} recording(s)", file=out)
@@ -344,7 +361,7 @@ def _ls(args: argparse.Namespace) -> int:
             row = dict(zip(names, values, strict=True))
             meta = ds._episode_metadata(row["episode"])
             if args.json:
-                print(json.dumps({**row, "metadata": meta}, separators=(",", ":")))
+                print(json.dumps(_strict_json({**row, "metadata": meta}), separators=(",", ":"), allow_nan=False))
                 continue
             end = "terminated" if row["terminated"] else "truncated" if row["truncated"] else "-"
             print(

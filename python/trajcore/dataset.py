@@ -15,8 +15,9 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 from trajcore import _core
+from trajcore._meta import layout_problem, rebuild_space
 from trajcore.errors import CorruptFileError, InvalidArgumentError, TrajcoreError, TrajcoreWarning
-from trajcore.spaces import space_from_json, unescape_key
+from trajcore.spaces import unescape_key
 
 MAX_INFO_DEPTH: int = _core.MAX_INFO_DEPTH
 
@@ -103,7 +104,9 @@ def _int64(indices: Any) -> npt.NDArray[np.int64]:
 
 class EpisodeFilters(TypedDict, total=False):
     """What `select` filters on (bounds are inclusive); summaries only, except `where`, which is
-    called with each remaining episode's metadata dict and keeps it if true."""
+    called with each remaining episode's metadata dict and keeps it if true. An episode whose
+    return is NaN (a NaN reward) passes neither `min_return` nor `max_return`, with a warning
+    that says how many were left out."""
 
     env_index: int | Sequence[int] | None
     complete: bool | None
@@ -291,6 +294,8 @@ class Dataset(_Sampling):
         self._cache_bytes = cache_bytes
         self._ds: _core.Dataset | None = _core.Dataset(self._path, strict, cache_bytes)
         self._recordings: dict[int, _Recording] = {}
+        #: (recording, "observation"|"action") -> why its layout tree was refused
+        self._layout_problems: dict[tuple[int, str], str] = {}
         self._summaries: dict[str, npt.NDArray[Any]] | None = None
         for file, offset, why in self._ds.problems:
             warnings.warn(
@@ -311,12 +316,22 @@ class Dataset(_Sampling):
         rec = self._recordings.get(index)
         if rec is None:
             meta = json.loads(self._core.meta_json(index))
+            meta = meta if isinstance(meta, dict) else {}
             columns = self._core.columns(index)
-            layout = meta.get("layout") or {}
+            layout = meta.get("layout")
+            layout = layout if isinstance(layout, dict) else {}
+            names = {c["name"] for c in columns}
+            trees = {}
+            for which in ("observation", "action"):
+                tree = layout.get(which)
+                why = layout_problem(tree, names) if tree is not None else None
+                trees[which] = None if why else tree
+                if why:
+                    self._layout_problems[(index, which)] = why
             rec = _Recording(
                 meta=meta,
-                observation=layout.get("observation"),
-                action=layout.get("action"),
+                observation=trees["observation"],
+                action=trees["action"],
                 infos=_column_fields(columns, "info/"),
                 data=_column_fields(columns, "data/"),
             )
@@ -376,8 +391,13 @@ class Dataset(_Sampling):
     def _space(self, key: str) -> spaces.Space[Any] | None:
         if not self.num_recordings:
             return None
-        desc = (self.meta(0).get("user") or {}).get(key)
-        return space_from_json(desc) if desc is not None else None
+        user = self.meta(0).get("user")
+        desc = user.get(key) if isinstance(user, dict) else None
+        if desc is None:
+            return None
+        prefix, timeline = ("obs", "obs") if key == "observation_space" else ("action", "step")
+        where = f"{self._path}: recording 0's Meta record"
+        return rebuild_space(desc, self._core.columns(0), prefix, timeline, where)
 
     @property
     def observation_space(self) -> spaces.Space[Any] | None:
@@ -461,10 +481,20 @@ class Dataset(_Sampling):
         for name, value in (("complete", complete), ("terminated", terminated), ("truncated", truncated)):
             if value is not None:
                 keep &= s[name] == bool(value)
-        if min_return is not None:
-            keep &= s["episode_return"] >= min_return
-        if max_return is not None:
-            keep &= s["episode_return"] <= max_return
+        if min_return is not None or max_return is not None:
+            returns = s["episode_return"]
+            if min_return is not None:
+                keep &= returns >= min_return
+            if max_return is not None:
+                keep &= returns <= max_return
+            # A NaN return (a NaN reward: what the env gave) passes no bound; say so.
+            nan = int(np.count_nonzero(np.isnan(returns[np.asarray(candidates, dtype=np.int64)])))
+            if nan:
+                warnings.warn(
+                    f"trajcore: {nan} episode(s) with a NaN return are left out by min_return/max_return",
+                    TrajcoreWarning,
+                    stacklevel=3,
+                )
         if min_length is not None:
             keep &= s["length"] >= min_length
         if max_length is not None:
@@ -515,8 +545,9 @@ class Dataset(_Sampling):
         rec = self._recording(recording)
         tree = rec.observation if which == "observation" else rec.action
         if tree is None:
+            why = self._layout_problems.get((recording, which), "it is damaged or missing")
             raise CorruptFileError(
-                f"{self._path}: the Meta record of recording {recording} is damaged or missing: "
+                f"{self._path}: the {which} layout in the Meta record of recording {recording} is invalid ({why}): "
                 f"episode {index}'s {which}s cannot be rebuilt"
             )
         return self._walk(index, tree)

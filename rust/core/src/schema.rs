@@ -111,3 +111,23 @@ impl ColumnSpec {
 
 /// A cap that keeps one row well inside the ring buffer and any chunk.
 pub const MAX_ROW_BYTES: u64 = 1 << 30;
+/// The largest `chunk_bytes` a writer uses (larger settings are clamped to it).
+pub const MAX_CHUNK_BYTES: u64 = 1 << 30;
+/// The largest str value a writer accepts, in bytes of UTF-8.
+pub const MAX_STR_BYTES: u64 = 16 << 20;
+
+impl ColumnSpec {
+    /// The most bytes a decoded chunk of this column may hold: a chunk is sealed once it
+    /// reaches `chunk_bytes` after a step, and one step adds at most two rows to a lane (an
+    /// episode's reset row with its first observation), so it ends within two rows of it (a str
+    /// row: its offset and at most `MAX_STR_BYTES` of text; plus the leading offset). Readers
+    /// refuse larger claims before allocating (zstd can expand a few bytes into gigabytes).
+    /// Files that do not state `chunk_bytes` get `MAX_CHUNK_BYTES`.
+    pub fn max_decoded_chunk(&self) -> u64 {
+        let limit = self.codec.chunk_bytes.unwrap_or(MAX_CHUNK_BYTES).min(MAX_CHUNK_BYTES);
+        match self.row_bytes() {
+            Some(row) => limit + 2 * row as u64,
+            None => limit + 8 + 2 * (8 + MAX_STR_BYTES),
+        }
+    }
+}

@@ -68,7 +68,7 @@ fn converted_dataset_reads_back_identical() {
     let src_dir = tempfile::tempdir().unwrap();
     let expected = record(src_dir.path());
     let src = open(src_dir.path());
-    assert_eq!(src.episodes().len(), expected.len());
+    assert_eq!(src.episodes().len(), expected.len(), "{:?}", src.problems());
     assert!(expected.iter().any(|e| !e.complete), "incomplete episodes exercised");
     assert!((0..src.episodes().len()).any(|i| src.episode_metadata(i).unwrap() != "{}"), "metadata exercised");
 

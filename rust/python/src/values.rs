@@ -278,6 +278,17 @@ fn put_strings(
             // A lone surrogate cannot be UTF-8: to_str fails with a clear error.
             s.to_str()?.to_owned()
         };
+        if text.len() as u64 > trajcore_core::schema::MAX_STR_BYTES {
+            return Err(schema_error(
+                py,
+                &col.name,
+                format!(
+                    "a str of {} bytes; at most {} bytes of UTF-8 a value",
+                    text.len(),
+                    trajcore_core::schema::MAX_STR_BYTES
+                ),
+            ));
+        }
         out.extend_from_slice(&(text.len() as u32).to_le_bytes());
         out.extend_from_slice(text.as_bytes());
         Ok(())

@@ -232,10 +232,17 @@ pub fn decode_batch(payload: &[u8], record_offset: u64) -> Result<Vec<DecodedEpi
     let Some(fixed) = fixed else {
         return Err(format!("episode record claims {count} episodes in a body of {body_len} bytes"));
     };
-    if body_len > MAX_BODY {
-        return Err(format!("episode record body of {body_len} bytes is implausibly large"));
-    }
     let stored = &payload[BATCH_HEADER_LEN..];
+    // Summaries and metadata compress well, but not without bound: a damaged or hostile size
+    // claim must not make a reader allocate gigabytes.
+    let plausible =
+        if flags & BATCH_BODY_ZSTD != 0 { (1 << 20) + 512 * stored.len() as u64 } else { stored.len() as u64 };
+    if body_len > MAX_BODY || body_len > plausible {
+        return Err(format!(
+            "episode record body of {body_len} bytes from {} stored bytes is implausibly large",
+            stored.len()
+        ));
+    }
     let body: std::borrow::Cow<[u8]> = if flags & BATCH_BODY_ZSTD != 0 {
         // The frame must state its size, so nothing is allocated on a damaged claim.
         match zstd::zstd_safe::get_frame_content_size(stored) {

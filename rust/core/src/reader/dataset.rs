@@ -38,10 +38,6 @@ use crate::format::codec::{codec_ids, CODEC_DELTA, CODEC_ZSTD};
 use crate::format::episode::EpisodeSummary;
 use crate::schema::{ColumnId, ColumnSpec, Timeline};
 
-/// A decoded chunk may not claim more bytes than this (a damaged length must not make the
-/// reader allocate without bound). Rows are at most 1 GiB, and writers seal chunks far smaller.
-pub(crate) const MAX_DECODED_CHUNK: u64 = 4 << 30;
-
 /// What one recorder wrote: shards sharing a recording id.
 #[derive(Debug, Clone)]
 pub struct Recording {
@@ -55,6 +51,8 @@ pub struct Recording {
     /// Set when damage hid some of its column descriptions: a read of a column it does not list
     /// is then a corrupt file, not a wrong name.
     pub schema_damage: Option<Problem>,
+    /// Columns whose descriptions contradict each other (a mask that is not one): unreadable.
+    pub damaged_columns: Vec<(ColumnId, Problem)>,
 }
 
 #[derive(Debug, Clone)]
@@ -426,6 +424,7 @@ impl Dataset {
                     columns: Vec::new(),
                     shards: Vec::new(),
                     schema_damage: None,
+                    damaged_columns: Vec::new(),
                 });
                 self.states.push(RecordingState::default());
                 self.recordings.len() - 1
@@ -642,12 +641,35 @@ impl Dataset {
         *damage = (*damage).min(offset);
     }
 
-    /// Lists the columns with ids 0, 1, 2... up to the first id no shard describes.
+    /// Lists the columns with ids 0, 1, 2... up to the first id no shard describes. A column
+    /// and its mask must describe each other (a mask: bool, one value a row, on the same
+    /// timeline); a pair that does not is damage, and reading either column says so.
     fn list_columns(&mut self, recording: usize) {
         let specs = &self.states[recording].specs;
-        let listed: Vec<ColumnSpec> =
+        let mut listed: Vec<ColumnSpec> =
             specs.values().enumerate().take_while(|(i, s)| s.id as usize == *i).map(|(_, s)| s.clone()).collect();
-        if listed.len() < specs.len() {
+        // The writer describes a column, then its mask: a file cut between the two has the
+        // column's description alone (and no chunk of it yet). It is not listed until its mask is.
+        let gap_after = listed.len() < specs.len();
+        if !gap_after && listed.last().is_some_and(|c| c.mask.is_some_and(|m| m as usize >= listed.len())) {
+            listed.pop();
+        }
+        for spec in &listed {
+            if self.recordings[recording].damaged_columns.iter().any(|(id, _)| *id == spec.id) {
+                continue;
+            }
+            if let Some(why) = mask_pair_problem(&listed, spec) {
+                let file = self.recordings[recording].shards.first().map(|&s| self.shards[s].path.clone());
+                let problem = Problem::new(
+                    file.unwrap_or_else(|| self.path.clone()),
+                    0,
+                    format!("column '{}': {why}", spec.name),
+                );
+                self.recordings[recording].damaged_columns.push((spec.id, problem.clone()));
+                self.own_problems.push(problem);
+            }
+        }
+        if gap_after {
             let gap = listed.len();
             let key = format!("column gap {recording} {gap}");
             if self.reported.insert(key) {
@@ -753,6 +775,32 @@ impl Dataset {
     }
 }
 
+/// Why a column and its mask do not describe each other, if they do not.
+fn mask_pair_problem(columns: &[ColumnSpec], spec: &ColumnSpec) -> Option<String> {
+    let get = |id: ColumnId| columns.get(id as usize);
+    if let Some(m) = spec.mask {
+        let Some(mask) = get(m) else { return Some(format!("its mask column {m} is not described")) };
+        if mask.mask_of != Some(spec.id)
+            || mask.dtype != "bool"
+            || !mask.shape.is_empty()
+            || mask.timeline != spec.timeline
+        {
+            return Some(format!("column {m} ('{}') is not a mask of it", mask.name));
+        }
+    }
+    if let Some(v) = spec.mask_of {
+        let Some(value) = get(v) else { return Some(format!("the column {v} it masks is not described")) };
+        if value.mask != Some(spec.id)
+            || spec.dtype != "bool"
+            || !spec.shape.is_empty()
+            || value.timeline != spec.timeline
+        {
+            return Some(format!("it is not the mask of column {v} ('{}')", value.name));
+        }
+    }
+    None
+}
+
 /// Columns that hold a value on every row: neither a masked column nor a mask.
 fn is_required(spec: &ColumnSpec) -> bool {
     spec.mask.is_none() && spec.mask_of.is_none()
@@ -801,8 +849,12 @@ fn check_chunk(specs: &BTreeMap<ColumnId, ColumnSpec>, c: &ChunkRef) -> Result<(
     if zstd == 0 && c.stored_len != c.raw_len {
         return Err(format!("{where_}: stored uncompressed in {} bytes but says {}", c.stored_len, c.raw_len));
     }
-    if c.raw_len > MAX_DECODED_CHUNK {
-        return Err(format!("{where_}: claims {} decoded bytes, more than a chunk may hold", c.raw_len));
+    if c.raw_len > spec.max_decoded_chunk() {
+        return Err(format!(
+            "{where_}: claims {} decoded bytes, more than a chunk of its column may hold ({})",
+            c.raw_len,
+            spec.max_decoded_chunk()
+        ));
     }
     match spec.row_bytes() {
         Some(row) => {

@@ -201,6 +201,9 @@ impl Dataset {
         let mut optional = false;
         for rec in &self.recordings {
             let spec = rec.columns.iter().find(|c| c.name == column);
+            if let Some((_, p)) = spec.and_then(|s| rec.damaged_columns.iter().find(|(id, _)| *id == s.id)) {
+                return Err(Error::corrupt(&p.file, p.offset, format!("column '{column}' is unreadable: {}", p.why)));
+            }
             if let Some(spec) = spec {
                 if let Some(f) = first {
                     if (&f.dtype, &f.shape, f.timeline) != (&spec.dtype, &spec.shape, spec.timeline) {

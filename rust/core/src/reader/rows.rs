@@ -312,6 +312,9 @@ impl Dataset {
                 }
             }
         })?;
+        if let Some((_, p)) = self.recordings()[e.recording].damaged_columns.iter().find(|(id, _)| *id == column) {
+            return Err(Error::corrupt(&p.file, p.offset, format!("column '{column_name}' is unreadable: {}", p.why)));
+        }
         let (first, n) = self.episode_rows(episode, column)?;
         Ok((e.recording, e.summary.lane, column, first, n))
     }

@@ -17,7 +17,7 @@ use super::shard::{new_recording_id, now_ns, ShardWriter};
 use super::thread::{Shared, WriterSetup, WriterThread};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::schema::{CodecSpec, ColumnId, ColumnSpec, Role, Timeline};
+use crate::schema::{CodecSpec, ColumnId, ColumnSpec, Role, Timeline, MAX_CHUNK_BYTES};
 
 /// A column the caller adds once recording runs (an info key seen for the first time).
 pub struct NewColumn {
@@ -128,8 +128,12 @@ impl Recorder {
                 codec: config.flags_codec.clone(),
             });
         }
+        let chunk_limit = (config.chunk_bytes as u64).min(MAX_CHUNK_BYTES);
         for mut spec in given {
             spec.id = columns.len() as ColumnId;
+            // Every column states the chunk size it is sealed at: readers bound what a chunk may
+            // decode to by it.
+            spec.codec.chunk_bytes = Some(spec.codec.chunk_bytes.unwrap_or(chunk_limit).min(MAX_CHUNK_BYTES));
             spec.validate()?;
             if spec.mask.is_some() || spec.mask_of.is_some() {
                 return Err(Error::schema(&spec.name, "mask columns are made by the core, not given"));
@@ -236,6 +240,9 @@ impl Recorder {
         }
         let id = self.columns.len() as ColumnId;
         let mask_name = new.masked.then(|| mask_name(&new.name));
+        let chunk_limit = (self.config.chunk_bytes as u64).min(MAX_CHUNK_BYTES);
+        let mut new = new;
+        new.codec.chunk_bytes = Some(new.codec.chunk_bytes.unwrap_or(chunk_limit).min(MAX_CHUNK_BYTES));
         let mut spec = ColumnSpec {
             id,
             name: new.name,
@@ -262,7 +269,7 @@ impl Recorder {
                 mask_of: Some(id),
                 mask: None,
                 role: None,
-                codec: CodecSpec::default(),
+                codec: CodecSpec { chunk_bytes: Some(chunk_limit), ..CodecSpec::default() },
             });
         }
         for s in specs {

@@ -1,0 +1,101 @@
+"""What a recording's Meta record says, checked before it is used: a hostile or damaged file
+with valid checksums must raise `CorruptFileError`, never a `KeyError`, a `TypeError` from deep
+inside the reader, or a 4 TiB allocation for a space declared with an absurd shape."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from gymnasium import spaces
+
+from trajcore.errors import CorruptFileError, TrajcoreError
+from trajcore.spaces import space_columns, space_from_json
+
+__all__ = ["layout_problem", "rebuild_space"]
+
+#: Layout trees nest no deeper than this (spaces nest a few levels in practice).
+MAX_LAYOUT_DEPTH = 64
+#: A space's leaf may not hold more elements than a row of a column may (1 GiB of bytes).
+MAX_ELEMENTS = 1 << 30
+
+
+def layout_problem(tree: Any, columns: set[str], depth: int = 0) -> str | None:
+    """Why `tree` is not a layout tree over `columns` (see trajcore.spaces), or None."""
+    if depth > MAX_LAYOUT_DEPTH:
+        return f"nested deeper than {MAX_LAYOUT_DEPTH} levels"
+    if not isinstance(tree, dict) or len(tree) != 1:
+        return f"a node is {{'leaf'|'dict'|'tuple': ...}}, got {_short(tree)}"
+    (kind, value), = tree.items()
+    if kind == "leaf":
+        return None if isinstance(value, str) and value in columns else f"leaf {_short(value)} names no column"
+    if kind == "dict":
+        if not isinstance(value, list):
+            return f"dict items must be a list, got {_short(value)}"
+        for item in value:
+            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
+                return f"dict items are [key, tree], got {_short(item)}"
+            why = layout_problem(item[1], columns, depth + 1)
+            if why:
+                return why
+        return None
+    if kind == "tuple":
+        if not isinstance(value, list):
+            return f"tuple items must be a list, got {_short(value)}"
+        return next((w for w in (layout_problem(t, columns, depth + 1) for t in value) if w), None)
+    return f"unknown node kind {_short(kind)}"
+
+
+def rebuild_space(
+    desc: Any, columns: list[dict[str, Any]], prefix: str, timeline: str, where: str
+) -> spaces.Space[Any]:
+    """The space a Meta record describes, checked against the recording's columns.
+
+    Raises:
+        CorruptFileError: the description is malformed, declares absurd sizes, or does not
+            match the columns the file holds (`where` names the file and record).
+    """
+    why = _size_problem(desc)
+    if why is None:
+        try:
+            space = space_from_json(desc)
+            made, _ = space_columns(space, prefix, timeline)
+        except (TrajcoreError, TypeError, ValueError, KeyError, OverflowError, MemoryError) as e:
+            why = f"it cannot be rebuilt: {e}"
+        else:
+            have = {c["name"]: (c["dtype"], list(c["shape"]), c["timeline"]) for c in columns}
+            for c in made:
+                if have.get(c["name"]) != (c["dtype"], list(c["shape"]), c["timeline"]):
+                    why = f"its leaf {c['name']!r} does not match the column the file holds"
+                    break
+            else:
+                return space
+    raise CorruptFileError(f"{where}: the {prefix} space description is invalid: {why}")
+
+
+def _size_problem(desc: Any, depth: int = 0) -> str | None:
+    """Checks sizes before anything is allocated."""
+    if depth > MAX_LAYOUT_DEPTH:
+        return "nested too deep"
+    if not isinstance(desc, dict):
+        return f"expected an object, got {_short(desc)}"
+    for key in ("shape", "n"):
+        shape = desc.get(key)
+        if isinstance(shape, list):
+            if not all(isinstance(d, int) and 0 <= d <= MAX_ELEMENTS for d in shape):
+                return f"{key} {_short(shape)} is not a list of sizes"
+            if math.prod(shape) > MAX_ELEMENTS:
+                return f"{key} {_short(shape)} declares more than {MAX_ELEMENTS} elements"
+    inner = desc.get("spaces")
+    if isinstance(inner, list):
+        for item in inner:
+            sub = item[1] if isinstance(item, list) and len(item) == 2 else item
+            why = _size_problem(sub, depth + 1)
+            if why:
+                return why
+    return None
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
