@@ -104,13 +104,16 @@ def test_ls_table_json_and_select(recorded: Callable[[str], Path]) -> None:
     table = run("ls", path)
     assert table.returncode == 0, table.stderr
     lines = table.stdout.splitlines()
-    assert lines[0].split() == ["index", "env", "length", "return", "complete", "end", "metadata"]
     with trajcore.open(path) as ds:
+        metrics = ["metrics", "(mean)"] if ds.metrics() else []
+        assert lines[0].split() == ["index", "env", "length", "return", "complete", "end", *metrics, "metadata"]
         assert len(lines) == 1 + ds.num_episodes
         first = ds.episodes[0]
         fields = lines[1].split(maxsplit=6)
         assert fields[:3] == ["0", str(first.env_index), str(first.length)]
-        assert json.loads(fields[6]) == first.metadata
+        assert json.loads(lines[1].rsplit("  ", 1)[1]) == first.metadata
+        for name, stats in first.metrics.items():
+            assert f"{name}={stats['mean']:.5g}" in lines[1]
         chosen = ds.select(env_index=1, complete=True).indices
         rows = [json.loads(line) for line in run("ls", path, "--json").stdout.splitlines()]
         assert [r["episode"] for r in rows] == list(range(ds.num_episodes))

@@ -166,6 +166,9 @@ class Dataset:
     def summaries(self) -> dict[str, npt.NDArray[Any]]:
         """One array per field over all episodes, in dataset order: recording, env_index, length,
         episode_return, complete, terminated, truncated, start_ns, end_ns, episode_id, shard."""
+    def metrics(self) -> dict[str, dict[str, npt.NDArray[Any]]]:
+        """Episode metrics by column name: {name: {count, sum, mean, min, max}}, one entry per
+        episode in dataset order (count 0 and NaN where an episode has no value)."""
     def episode_metadata_json(self, episode: int) -> str: ...
     def read_column(self, episode: int, column: str) -> np.ndarray | list[str]:
         """All rows of one column of one episode: T+1 rows for observation-timeline columns,

@@ -9,7 +9,9 @@ Keys (every given one must hold):
 - ``episodes=0:100`` (a Python slice over the dataset, negatives from the end) or
   ``episodes=3,5,8``: dataset indexes;
 - ``metadata.KEY=VALUE`` (``metadata.cfg.lr=0.1`` for nested keys): episode metadata equal to
-  VALUE, read as JSON when it parses (``1``, ``true``, ``"x"``), else as a string.
+  VALUE, read as JSON when it parses (``1``, ``true``, ``"x"``), else as a string;
+- ``metric.NAME.STAT=LOW:HIGH`` (``metric.data/logp.mean=-1:``, either end open): an episode
+  metric's statistic (count, mean, sum, min, max) within inclusive bounds.
 """
 
 from __future__ import annotations
@@ -21,13 +23,15 @@ from typing import Any
 
 from trajcore.dataset import Dataset, EpisodeFilters, Episodes
 from trajcore.errors import InvalidArgumentError
+from trajcore.formats.summaries import METRIC_STATS
 
 __all__ = ["SELECT_HELP", "Selection", "apply_select", "parse_select"]
 
 SELECT_HELP = (
     "KEY=VALUE, repeatable, all must hold: env_index=0,3  recording=0  complete=true  terminated=false  "
     "truncated=true  min_return=X  max_return=X  min_length=N  max_length=N  episodes=0:100 or episodes=3,5,8  "
-    "metadata.KEY=VALUE (VALUE as JSON, else a string)"
+    "metadata.KEY=VALUE (VALUE as JSON, else a string)  metric.NAME.STAT=LOW:HIGH (STAT: count, mean, sum, min, max; "
+    "an end may be left open: metric.data/logp.mean=-1:)"
 )
 
 _BOOLS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
@@ -70,6 +74,15 @@ def _slice(text: str) -> slice:
     return slice(*bounds)
 
 
+def _range(key: str, text: str) -> tuple[float | None, float | None]:
+    low, sep, high = text.partition(":")
+    if not sep:
+        raise InvalidArgumentError(f"--select {key}={text}: expected LOW:HIGH (an end may be empty)")
+    return tuple(  # type: ignore[return-value]
+        _number(key, part, float) if part.strip() else None for part in (low, high)
+    )
+
+
 def parse_select(expressions: Sequence[str] | None) -> Selection:
     """Parses ``KEY=VALUE`` expressions (see the module docstring).
 
@@ -78,6 +91,7 @@ def parse_select(expressions: Sequence[str] | None) -> Selection:
             message names it and the keys known.
     """
     sel = Selection()
+    metric_bounds: dict[str, dict[str, tuple[float | None, float | None]]] = {}
     for expr in expressions or ():
         key, sep, value = expr.partition("=")
         key, value = key.strip(), value.strip()
@@ -104,8 +118,17 @@ def parse_select(expressions: Sequence[str] | None) -> Selection:
             except ValueError:
                 parsed = value
             sel.metadata.append((tuple(key.split(".")[1:]), parsed))
+        elif key.startswith("metric."):
+            name, dot, stat = key[len("metric.") :].rpartition(".")
+            if not dot or not name or stat not in METRIC_STATS:
+                raise InvalidArgumentError(
+                    f"--select {expr!r}: expected metric.NAME.STAT=LOW:HIGH, STAT one of {', '.join(METRIC_STATS)}"
+                )
+            metric_bounds.setdefault(name, {})[stat] = _range(key, value)
         else:
             raise InvalidArgumentError(f"--select {expr!r}: unknown key {key!r} ({SELECT_HELP})")
+    if metric_bounds:
+        sel.filters["metrics"] = metric_bounds
     return sel
 
 

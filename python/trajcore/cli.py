@@ -347,26 +347,39 @@ def _env_steps_line(stored: int, least: int, most: int) -> str:
 def _ls(args: argparse.Namespace) -> int:
     import trajcore
     from trajcore._selection import apply_select, parse_select
-    from trajcore.formats.summaries import summary_columns
+    from trajcore.formats.summaries import METRIC_STATS, metric_column, summary_columns
 
     selection = parse_select(args.select)
     with trajcore.open(args.path) as ds:
         episodes = apply_select(ds, selection)
         cols = summary_columns(ds, episodes.indices)
-        names = list(cols)
-        rows = zip(*(cols[n].tolist() for n in names), strict=True)
+        names = [n for n in cols if not n.startswith("metrics/")]
+        metric_names = list(ds.metrics())
         if not args.json:
-            print(f"{'index':>7} {'env':>4} {'length':>7} {'return':>11} {'complete':>8}  {'end':<10}  metadata")
-        for values in rows:
-            row = dict(zip(names, values, strict=True))
+            print(
+                f"{'index':>7} {'env':>4} {'length':>7} {'return':>11} {'complete':>8}  {'end':<10}  "
+                + ("metrics (mean)  " if metric_names else "")
+                + "metadata"
+            )
+        for i in range(len(episodes)):
+            row = {n: cols[n][i].item() for n in names}
+            metrics = {
+                m: {stat: cols[metric_column(m, stat)][i].item() for stat in METRIC_STATS}
+                for m in metric_names
+                if cols[metric_column(m, "count")][i] > 0
+            }
             meta = ds._episode_metadata(row["episode"])
             if args.json:
-                print(json.dumps(_strict_json({**row, "metadata": meta}), separators=(",", ":"), allow_nan=False))
+                line = {**row, "metrics": metrics, "metadata": meta}
+                print(json.dumps(_strict_json(line), separators=(",", ":"), allow_nan=False))
                 continue
             end = "terminated" if row["terminated"] else "truncated" if row["truncated"] else "-"
+            means = " ".join(f"{m}={v['mean']:.5g}" for m, v in metrics.items())
             print(
                 f"{row['episode']:>7} {row['env_index']:>4} {row['length']:>7} {row['episode_return']:>11.5g} "
-                f"{'yes' if row['complete'] else 'no':>8}  {end:<10}  {json.dumps(meta, separators=(',', ':'))}"
+                f"{'yes' if row['complete'] else 'no':>8}  {end:<10}  "
+                + (f"{means or '-'}  " if metric_names else "")
+                + json.dumps(meta, separators=(",", ":"))
             )
     return 0
 

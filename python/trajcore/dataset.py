@@ -6,7 +6,7 @@ import json
 import os
 import secrets
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict, Unpack, overload
 
@@ -16,6 +16,7 @@ from gymnasium import spaces
 
 from trajcore import _core
 from trajcore._meta import layout_problem, rebuild_space
+from trajcore._metrics import metric_keep
 from trajcore.errors import CorruptFileError, InvalidArgumentError, TrajcoreError, TrajcoreWarning
 from trajcore.spaces import unescape_key
 
@@ -103,10 +104,12 @@ def _int64(indices: Any) -> npt.NDArray[np.int64]:
 
 
 class EpisodeFilters(TypedDict, total=False):
-    """What `select` filters on (bounds are inclusive); summaries only, except `where`, which is
-    called with each remaining episode's metadata dict and keeps it if true. An episode whose
-    return is NaN (a NaN reward) passes neither `min_return` nor `max_return`, with a warning
-    that says how many were left out."""
+    """What `select` filters on (bounds are inclusive); summaries and metrics only, except
+    `where`, which is called with each remaining episode's metadata dict and keeps it if true.
+    An episode whose return is NaN (a NaN reward) passes neither `min_return` nor `max_return`,
+    with a warning that says how many were left out. `metrics` bounds episode metrics (see
+    `Dataset.metrics`): ``{"data/logp": {"mean": (-1.0, None)}, "info/lives": {"min": (1, 1)}}``
+    (inclusive, None for an open end); an episode without a value in the column passes none."""
 
     env_index: int | Sequence[int] | None
     complete: bool | None
@@ -116,6 +119,7 @@ class EpisodeFilters(TypedDict, total=False):
     max_return: float | None
     min_length: int | None
     max_length: int | None
+    metrics: Mapping[str, Mapping[str, tuple[float | None, float | None]]] | None
     where: Callable[[dict[str, Any]], bool] | None
 
 
@@ -297,6 +301,7 @@ class Dataset(_Sampling):
         #: (recording, "observation"|"action") -> why its layout tree was refused
         self._layout_problems: dict[tuple[int, str], str] = {}
         self._summaries: dict[str, npt.NDArray[Any]] | None = None
+        self._metrics: dict[str, dict[str, npt.NDArray[Any]]] | None = None
         for file, offset, why in self._ds.problems:
             warnings.warn(
                 f"{file}: damaged at byte offset {offset} ({why}); everything before it is read",
@@ -345,6 +350,15 @@ class Dataset(_Sampling):
                 a.flags.writeable = False
             self._summaries = s
         return self._summaries
+
+    def _metric_arrays(self) -> dict[str, dict[str, npt.NDArray[Any]]]:
+        if self._metrics is None:
+            m = self._core.metrics()
+            for stats in m.values():
+                for a in stats.values():
+                    a.flags.writeable = False
+            self._metrics = m
+        return self._metrics
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (_reopen, (self._path, self._strict, self._cache_bytes))
@@ -425,6 +439,23 @@ class Dataset(_Sampling):
         nothing is decompressed."""
         return dict(self._summary())
 
+    def metrics(self) -> dict[str, dict[str, npt.NDArray[Any]]]:
+        """Episode metrics: for every numeric scalar info entry and custom-data column, its
+        statistics over each episode's steps, computed by the writer as it recorded (RLlib's
+        per-episode ``_avg``/``_sum`` custom metrics without a callback). Read from the index:
+        nothing is decompressed.
+
+        Returns ``{name: {"count", "mean", "sum", "min", "max": array}}``, one entry per episode
+        in dataset order, float64 in recording order (``count`` int64: the rows with a value).
+        An episode without a value has count 0 and NaN statistics; so does a part of an episode
+        that began in a shard this dataset does not hold (its stored metrics cover rows it does
+        not list). A NaN value makes the sum and mean NaN; min and max skip it.
+
+        The info columns hold the infos of the steps and of the reset, so an info entry's
+        metrics count the reset's value too.
+        """
+        return {name: dict(stats) for name, stats in self._metric_arrays().items()}
+
     def select(self, **filters: Unpack[EpisodeFilters]) -> Episodes:
         """The episodes that pass every given filter (bounds are inclusive), in dataset order.
 
@@ -434,7 +465,13 @@ class Dataset(_Sampling):
         episodes only.
 
         Args:
+            metrics: bounds on episode metrics, ``{"data/logp": {"mean": (-1.0, None)}}``
+                (inclusive; None for an open end; statistics: count, mean, sum, min, max).
             where: called with each remaining episode's metadata dict; keeps it if true.
+
+        Raises:
+            InvalidArgumentError: a metric name the dataset does not have (the message lists
+                those it has), an unknown statistic, or bounds that are not a pair.
         """
         return Episodes(
             self,
@@ -471,6 +508,7 @@ class Dataset(_Sampling):
         max_return: float | None = None,
         min_length: int | None = None,
         max_length: int | None = None,
+        metrics: Mapping[str, Mapping[str, tuple[float | None, float | None]]] | None = None,
         where: Callable[[dict[str, Any]], bool] | None = None,
     ) -> list[int]:
         """The candidates (dataset indexes, order kept) passing every filter."""
@@ -500,6 +538,8 @@ class Dataset(_Sampling):
         if max_length is not None:
             keep &= s["length"] <= max_length
         chosen = np.asarray(candidates, dtype=np.int64)
+        if metrics is not None:
+            keep &= metric_keep(self._metric_arrays(), metrics, chosen, stacklevel=4)
         indices = chosen[keep[chosen]].tolist() if len(chosen) else []
         if where is not None:
             indices = [i for i in indices if where(self._episode_metadata(i))]
@@ -512,6 +552,7 @@ class Dataset(_Sampling):
         episodes)."""
         added = self._core.refresh()
         self._summaries = None
+        self._metrics = None
         return added
 
     def close(self) -> None:
@@ -519,6 +560,7 @@ class Dataset(_Sampling):
         self._ds = None
         self._recordings.clear()
         self._summaries = None
+        self._metrics = None
 
     def __enter__(self) -> Dataset:
         return self
@@ -704,8 +746,10 @@ class Episodes(_Sampling, Sequence["Episode"]):
     def summaries_frame(self) -> Any:
         """One row per episode as a pandas DataFrame: ``episode`` (dataset index), recording,
         shard, env_index, episode_id, length, episode_return, complete, terminated, truncated,
-        start_ns, end_ns, start_time, end_time, and the episode metadata flattened into
-        ``metadata/<key>`` columns. Summaries come from the index: nothing is decompressed.
+        start_ns, end_ns, the episode metrics as ``metrics/<name>/<stat>`` (see
+        `Dataset.metrics`), start_time, end_time, and the episode metadata flattened into
+        ``metadata/<key>`` columns. Summaries and metrics come from the index: nothing is
+        decompressed.
 
         Raises:
             MissingDependencyError: pandas is not installed (an `ImportError`).
@@ -811,6 +855,16 @@ class Episode:
         dataset holds only some of its shards (a shard opened alone, or old shards deleted).
         A part is never `complete`; with all the shards, the episode is listed whole."""
         return self.continued or self.continues
+
+    @property
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """The episode's metrics (see `Dataset.metrics`): ``{name: {"count", "mean", "sum",
+        "min", "max"}}`` for the columns with a value in it. From the index: nothing is read."""
+        out: dict[str, dict[str, float]] = {}
+        for name, stats in self._dataset._metric_arrays().items():
+            if stats["count"][self.index] > 0:
+                out[name] = {k: (int if k == "count" else float)(a[self.index]) for k, a in stats.items()}
+        return out
 
     def _cached(self, key: str, make: Callable[[], Any]) -> Any:
         try:

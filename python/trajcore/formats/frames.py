@@ -118,8 +118,8 @@ def steps_frame(
 
 
 def summaries_frame(ds: Dataset, indices: Sequence[int]) -> Any:
-    """One row per episode: ``episode`` (its dataset index), the index's summary fields,
-    ``start_time`` / ``end_time`` (UTC datetimes), then its metadata flattened into
+    """One row per episode: ``episode`` (its dataset index), the index's summary fields and
+    episode metrics (``metrics/<name>/<stat>``), ``start_time`` / ``end_time`` (UTC datetimes), then its metadata flattened into
     ``metadata/<key>[/<subkey>...]`` columns (missing where an episode lacks a key).
 
     Raises:

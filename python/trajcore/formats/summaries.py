@@ -9,10 +9,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from trajcore._metrics import STATS as METRIC_STATS
 from trajcore.dataset import Dataset
 from trajcore.spaces import escape_key
 
-__all__ = ["SUMMARY_FIELDS", "env_step_bounds", "flatten_metadata", "summary_columns"]
+__all__ = ["METRIC_STATS", "SUMMARY_FIELDS", "env_step_bounds", "flatten_metadata", "metric_column", "summary_columns"]
 
 SUMMARY_FIELDS = (
     "recording",
@@ -30,19 +31,28 @@ SUMMARY_FIELDS = (
 """The index's per-episode summary fields, in the order the views show them."""
 
 
+
+def metric_column(name: str, stat: str) -> str:
+    """The view column of one statistic of one metric: ``metrics/<name>/<stat>``."""
+    return f"metrics/{name}/{stat}"
+
+
 def summary_columns(ds: Dataset, indices: Sequence[int]) -> dict[str, npt.NDArray[Any]]:
     """One array per field over the given episodes: ``episode`` (the dataset index), then
-    `SUMMARY_FIELDS`. Read from the index only; nothing is decompressed.
+    `SUMMARY_FIELDS`, then each episode metric's `METRIC_STATS` (``metrics/<name>/<stat>``,
+    see `Dataset.metrics`). Read from the index only; nothing is decompressed.
 
-    This is the one place per-episode figures are gathered: episode metrics stored in the index
-    (per-episode mean/sum/min/max of custom data and infos) are to be added here, after the
-    summary fields, so that `summaries_frame` and `trajcore ls` both show them.
+    This is the one place per-episode figures are gathered, so that `summaries_frame`,
+    `trajcore ls` and the exports all show the same ones.
     """
     s = ds._summary()
     idx = np.asarray(indices, dtype=np.int64).reshape(-1)
     out: dict[str, npt.NDArray[Any]] = {"episode": idx}
     for name in SUMMARY_FIELDS:
         out[name] = s[name][idx]
+    for name, stats in ds.metrics().items():
+        for stat in METRIC_STATS:
+            out[metric_column(name, stat)] = stats[stat][idx]
     return out
 
 

@@ -197,6 +197,23 @@ impl PyDataset {
         Ok(out)
     }
 
+    /// Episode metrics by column name: {name: {count, sum, mean, min, max}}, one array entry per
+    /// episode in dataset order (count 0 and NaN where an episode has no value).
+    fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        for (name, m) in self.read(trajcore_core::reader::episode_metrics) {
+            let d = PyDict::new(py);
+            let mean = m.mean();
+            d.set_item("count", PyArray1::<i64>::from_vec(py, m.count.iter().map(|&c| c as i64).collect()))?;
+            d.set_item("sum", PyArray1::from_vec(py, m.sum))?;
+            d.set_item("mean", PyArray1::from_vec(py, mean))?;
+            d.set_item("min", PyArray1::from_vec(py, m.min))?;
+            d.set_item("max", PyArray1::from_vec(py, m.max))?;
+            out.set_item(name, d)?;
+        }
+        Ok(out)
+    }
+
     fn episode_metadata_json(&self, py: Python<'_>, episode: i64) -> PyResult<String> {
         let i = self.episode_index(py, episode)?;
         py.detach(|| self.read(|d| d.episode_metadata(i))).py_err(py)

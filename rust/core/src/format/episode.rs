@@ -19,6 +19,7 @@
 //! `piece_obs_first_row`), so a reader with all the shards lists the whole episode and a reader
 //! of one shard lists the part it holds.
 
+use super::metrics::Metric;
 use super::{f64_at, u32_at, u64_at};
 
 pub const FIXED_LEN: usize = 104;
@@ -75,6 +76,8 @@ pub struct EpisodeSummary {
     pub piece_return: f64,
     /// The shard (`shard_seq`) holding the episode's first rows.
     pub first_shard_seq: u64,
+    /// Its metrics (decoded from the record's metrics blob; see `format::metrics`).
+    pub metrics: Vec<Metric>,
 }
 
 impl EpisodeSummary {
@@ -150,6 +153,7 @@ impl EpisodeSummary {
             piece_step_first_row: u64_at(b, 80),
             piece_return: f64_at(b, 88),
             first_shard_seq: u64_at(b, 96),
+            metrics: Vec::new(),
             record_offset,
             position: 0,
         }
@@ -287,7 +291,8 @@ pub fn decode_batch(payload: &[u8], record_offset: u64) -> Result<Vec<DecodedEpi
     if at != body.len() {
         return Err(format!("episode record has {} bytes after its last metrics", body.len() - at));
     }
-    for ((s, m), x) in summaries.into_iter().zip(metas).zip(metrics) {
+    for ((mut s, m), x) in summaries.into_iter().zip(metas).zip(metrics) {
+        s.metrics = super::metrics::decode(&x).map_err(|e| format!("episode {}: {e}", s.position))?;
         out.push((s, m, x));
     }
     Ok(out)
@@ -316,6 +321,7 @@ mod tests {
             piece_step_first_row: 9 * i + 1,
             piece_return: i as f64 * 0.25,
             first_shard_seq: i / 7,
+            metrics: Vec::new(),
         }
     }
 
@@ -324,7 +330,9 @@ mod tests {
         for n in [0u64, 1, 3, 200] {
             let metas: Vec<String> =
                 (0..n).map(|i| if i % 2 == 0 { String::new() } else { format!("{{\"i\":{i}}}") }).collect();
-            let metrics: Vec<Vec<u8>> = (0..n).map(|i| vec![i as u8; (i % 3) as usize * 8]).collect();
+            let metric = |i: u64| super::super::metrics::Metric { column: i as u32, count: 2, sum: 1.5, min: 0.5, max: 1.0 };
+            let metrics: Vec<Vec<u8>> =
+                (0..n).map(|i| super::super::metrics::encode(&vec![metric(i); (i % 3) as usize])).collect();
             let items: Vec<EpisodeItem> =
                 (0..n).map(|i| (summary(i), metas[i as usize].as_bytes(), &metrics[i as usize][..])).collect();
             for fixed_len in [FIXED_LEN, FIXED_LEN + 24] {
@@ -337,6 +345,7 @@ mod tests {
                     want.position = i as u32;
                     want.metadata_len = metas[i].len() as u32;
                     want.metrics_len = metrics[i].len() as u32;
+                    want.metrics = vec![metric(i as u64); i % 3];
                     assert_eq!(s, &want);
                     assert_eq!(m, metas[i].as_bytes());
                     assert_eq!(x, &metrics[i]);

@@ -6,6 +6,7 @@ pub mod codec;
 pub mod episode;
 pub mod header;
 pub mod index;
+pub mod metrics;
 pub mod record;
 
 /// Shard files end with this extension; a directory's other files are not part of the dataset.

@@ -9,6 +9,7 @@
 //! - `steps`: the global step index (prefix sums of episode lengths) and episode subsets with
 //!   their own step and window numbering.
 //! - `gather`: batched reads of many (episode, step) windows into caller-owned buffers.
+//! - `metrics`: the episodes' stored metrics as arrays by column name.
 //! - `sampling`: reproducible uniform sampling of steps and windows from a seed.
 //!
 //! Everything read from a file is untrusted: every offset and length is bounds-checked with
@@ -17,6 +18,7 @@
 mod cache;
 mod dataset;
 mod gather;
+mod metrics;
 mod rows;
 mod sampling;
 mod shard;
@@ -26,6 +28,7 @@ use std::path::PathBuf;
 
 pub use dataset::{ColumnStats, Dataset, EpisodeRef, Recording, SkippedRecord};
 pub use gather::{max_threads, set_max_threads, set_parallel_thresholds, Field, Out, Window};
+pub use metrics::{episode_metrics, MetricColumn};
 pub use rows::{ColumnData, RowsView};
 pub use sampling::{sample_steps, sample_windows, SplitMix64};
 pub use steps::{EpisodeSet, StepIndex, WindowIndex};

@@ -6,6 +6,7 @@ use serde_json::{Map, Value};
 use crate::format::chunks::PendingChunk;
 use crate::format::codec::Encoder;
 use crate::format::episode::EpisodeSummary;
+use crate::format::metrics::MetricsAcc;
 use crate::schema::{ColumnSpec, Timeline};
 
 /// Rows of one column of one lane not yet written.
@@ -133,6 +134,8 @@ pub struct OpenEpisode {
     pub first_shard_seq: u64,
     /// A part of it was written at a rollover: dropping it must be written too.
     pub parts_written: bool,
+    /// Its metrics so far (numeric scalar info and custom-data columns).
+    pub metrics: MetricsAcc,
 }
 
 /// An ended episode (or a part, or the notice that a parted episode was discarded) whose record

@@ -17,7 +17,9 @@ use super::lane::{ColumnBuffer, EndedEpisode, Lane, OpenEpisode};
 use super::message::{self, EntryKind, EntryRef, Message, MessageKind, Slot};
 use super::shard::{now_ns, ShardWriter};
 use crate::error::{Error, Result};
+use crate::dtype::DType;
 use crate::format::chunks::{PendingChunk, CHUNK_REPEAT};
+use crate::format::metrics::{self, MetricsAcc};
 use crate::format::codec::Encoder;
 use crate::format::episode::{
     EpisodeSummary, FLAG_COMPLETE, FLAG_CONTINUES, FLAG_DISCARDED, FLAG_TERMINATED, FLAG_TRUNCATED,
@@ -67,6 +69,9 @@ pub struct WriterThread {
     row_bytes: Vec<Option<usize>>,
     /// Per column: raw bytes of a lane's buffered rows that seal a chunk.
     chunk_limit: Vec<usize>,
+    /// Per column: its dtype if episode metrics are kept for it (numeric scalar, masked: info
+    /// entries and custom data).
+    metric_dtype: Vec<Option<DType>>,
     /// Value (non-mask) columns of the obs and of the step timeline: what a row of each holds.
     row_columns: [Vec<usize>; 2],
     meta_json: Vec<u8>,
@@ -119,6 +124,7 @@ impl WriterThread {
             columns: Vec::new(),
             row_bytes: Vec::new(),
             chunk_limit: Vec::new(),
+            metric_dtype: Vec::new(),
             row_columns: [Vec::new(), Vec::new()],
             meta_json: setup.meta_json,
             recording_id: setup.recording_id,
@@ -404,6 +410,7 @@ impl WriterThread {
             piece_return: 0.0,
             first_shard_seq: 0,
             parts_written: false,
+            metrics: MetricsAcc::default(),
         });
         Ok(())
     }
@@ -431,6 +438,7 @@ impl WriterThread {
         let limit =
             spec.codec.chunk_bytes.map_or(self.config.chunk_bytes, |b| usize::try_from(b).unwrap_or(usize::MAX));
         self.chunk_limit.push(limit);
+        self.metric_dtype.push(metrics::keeps_metrics(&spec));
         if spec.mask_of.is_none() {
             // A mask column is written along with the column it masks.
             self.row_columns[spec.timeline as usize].push(id);
@@ -534,6 +542,11 @@ impl WriterThread {
 
     /// Buffers one value (or zeros and a false mask) of `column` in `lane`.
     fn push_value(&mut self, lane: usize, column: usize, value: Option<&[u8]>) {
+        if let (Some(dtype), Some(v)) = (self.metric_dtype[column], value) {
+            if let (Some(x), Some(ep)) = (metrics::scalar(dtype, v), self.lanes[lane].open.as_mut()) {
+                ep.metrics.add(column as u32, x);
+            }
+        }
         let (row_bytes, mask) = (self.row_bytes[column], self.columns[column].mask);
         let buffers = &mut self.lanes[lane].buffers;
         let buffer = &mut buffers[column];
@@ -568,7 +581,8 @@ impl WriterThread {
             return None;
         }
         let summary = self.summary_of(lane, &ep, flags, time_ns);
-        Some(EndedEpisode { summary, metadata: ep.metadata, metrics: Vec::new() })
+        let metrics = metrics::encode(&summary.metrics);
+        Some(EndedEpisode { summary, metadata: ep.metadata, metrics })
     }
 
     /// The record of `ep` (ended, a part of it at a rollover, or its discard notice).
@@ -591,6 +605,7 @@ impl WriterThread {
             piece_step_first_row: ep.piece_step_first_row,
             piece_return: ep.piece_return,
             first_shard_seq: ep.first_shard_seq,
+            metrics: ep.metrics.metrics(),
         }
     }
 
@@ -700,7 +715,8 @@ impl WriterThread {
             // A part with no step in this shard would add nothing to the one before it.
             if ep.length > ep.piece_step_first_row - ep.step_first_row {
                 let part = self.summary_of(lane, ep, FLAG_CONTINUES, now);
-                self.pending.push_back(EndedEpisode { summary: part, metadata: Map::new(), metrics: Vec::new() });
+                let metrics = metrics::encode(&part.metrics);
+                self.pending.push_back(EndedEpisode { summary: part, metadata: Map::new(), metrics });
             }
             repeats.extend(self.repeat_last_obs_row(lane));
         }

@@ -371,6 +371,7 @@ impl Sim {
             piece_step_first_row: step_first_row,
             piece_return: length as f64 * 0.5,
             first_shard_seq: first_shard,
+            metrics: Vec::new(),
         };
         self.next_episode_id += 1;
         self.episodes.push(SimEpisode {
