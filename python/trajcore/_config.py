@@ -11,6 +11,8 @@ import numpy as np
 from gymnasium import spaces
 
 from trajcore import _core
+from trajcore._frames import CODEC_KEYS as FRAME_CODEC_KEYS
+from trajcore._frames import default_frame_codec
 from trajcore.errors import InvalidArgumentError
 from trajcore.spaces import ColumnDict, space_columns, space_to_json
 
@@ -98,6 +100,7 @@ def build_config(
     codecs: Mapping[str, Codec] | None,
     block_when_full: bool,
     ring_bytes: int | None,
+    render_fps: float | None = None,
 ) -> str:
     """The config JSON `_core.Recorder` takes (see `_core.pyi`).
 
@@ -124,12 +127,12 @@ def build_config(
         default = checked.pop("default")
     names = [c["name"] for c in columns]
     for key in checked:
-        if key in ("info", "data", "reward", "terminated", "truncated"):
+        if key in ("info", "data", "reward", "terminated", "truncated", *FRAME_CODEC_KEYS):
             continue
         if not any(n == key or n.startswith(key + "/") for n in names):
             raise InvalidArgumentError(
                 f"codecs key {key!r} names no column (columns: {', '.join(names)}; "
-                "also 'info', 'data', 'reward' and 'default')"
+                "also 'info', 'data', 'reward', 'render' and 'default')"
             )
     for i, column in enumerate(columns):
         column["id"] = i  # provisional: the core numbers its columns itself
@@ -163,6 +166,11 @@ def build_config(
         "data_codec": checked.get("data", checked.get("info", default)),
         "flags_codec": _codec_for("reward", checked, default),
     }
+    # Rendered frames (if the recorder is given any): the longest codecs key wins, as for columns.
+    frames = [checked[k] for k in FRAME_CODEC_KEYS if k in checked]
+    config["frame_codec"] = frames[-1] if frames else _check_codec("render", default_frame_codec(default["zstd_level"]))
+    if render_fps is not None:
+        config["user"]["render_fps"] = render_fps  # the viewer plays frames at this speed
     if chunk_bytes is not None:
         config["chunk_bytes"] = int(chunk_bytes)
     if fsync_interval is not None:

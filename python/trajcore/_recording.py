@@ -14,6 +14,7 @@ from gymnasium import spaces
 
 from trajcore import _core
 from trajcore._config import Codec, build_config, to_json
+from trajcore._frames import check_renders_frames
 from trajcore.errors import InvalidArgumentError, TrajcoreError, TrajcoreWarning
 from trajcore.spaces import space_columns, space_from_json, space_to_json
 
@@ -63,6 +64,10 @@ class RecordingOptions(TypedDict, total=False):
         allow_mixed_spaces: record into a directory whose recordings have other observation or
             action columns (a different env): refused by default, since such a dataset cannot be
             sampled as one; with True, a `TrajcoreWarning` instead.
+        render_frames: also record what ``env.render()`` returns after each reset and step
+            (the env needs ``render_mode="rgb_array"``), one frame per observation row, read back
+            as `Episode.frames`; stored losslessly (delta filter then zstd) unless
+            ``codecs={"render": ...}`` says otherwise.
     """
 
     episode_metadata: EpisodeMetadataFn | None
@@ -77,6 +82,7 @@ class RecordingOptions(TypedDict, total=False):
     block_when_full: bool
     ring_bytes: int | None
     allow_mixed_spaces: bool
+    render_frames: bool
 
 
 _DEFAULTS: dict[str, Any] = {
@@ -92,6 +98,7 @@ _DEFAULTS: dict[str, Any] = {
     "block_when_full": True,
     "ring_bytes": None,
     "allow_mixed_spaces": False,
+    "render_frames": False,
 }
 
 
@@ -104,6 +111,7 @@ class Recording:
     _closed_all = False
     _episode_metadata: EpisodeMetadataFn | None = None
     _step_data: Callable[..., Mapping[str, Any]] | None = None
+    _render_frames = False
 
     def _start_recording(
         self,
@@ -117,7 +125,10 @@ class Recording:
         metadata: Any,
         env_id: str | None,
         options: Mapping[str, Any],
+        renderer: Any,
     ) -> None:
+        """Checks the options and starts the core recorder; `renderer` is the env whose
+        ``render()`` gives the frames (checked only with ``render_frames=True``)."""
         unknown = sorted(set(options) - set(_DEFAULTS))
         if unknown:
             raise InvalidArgumentError(f"unknown recording option(s) {unknown} (known: {', '.join(sorted(_DEFAULTS))})")
@@ -130,6 +141,8 @@ class Recording:
         for name in ("episode_metadata", "step_data"):
             if o[name] is not None and not callable(o[name]):
                 raise InvalidArgumentError(f"{name} must be callable, got {type(o[name]).__name__}")
+        if o["render_frames"]:
+            check_renders_frames(renderer, env_id or type(renderer).__name__)
         config = build_config(
             observation_space,
             action_space,
@@ -147,11 +160,19 @@ class Recording:
             codecs=o["codecs"],
             block_when_full=o["block_when_full"],
             ring_bytes=o["ring_bytes"],
+            render_fps=_render_fps(renderer),
         )
         check_existing_recordings(path, observation_space, action_space, allow_mixed=bool(o["allow_mixed_spaces"]))
         self._native = _core.Recorder(os.fspath(path), config)
         self._episode_metadata = o["episode_metadata"]
         self._step_data = o["step_data"]
+        self._render_frames = bool(o["render_frames"])
+        self._renderer = renderer
+
+    def _frame(self) -> Any:
+        """What the env renders now (one frame, or a tuple of one per sub-env), or None when
+        frames are not recorded. Handed to the core as is: it copies each frame once."""
+        return self._renderer.render() if self._render_frames else None
 
     @property
     def _recorder(self) -> _core.Recorder:
@@ -215,8 +236,14 @@ class Recording:
 
     def stats(self) -> dict[str, Any]:
         """Counters of the core: steps, episodes, bytes_raw, bytes_written, ring_capacity,
-        ring_waits, steps_not_recorded (steps of envs with no running episode) and
-        values_not_recorded ({column: count} of info and custom-data values left out)."""
+        ring_waits, backlog_waits, steps_not_recorded (steps of envs with no running episode),
+        values_not_recorded ({column: count} of info, custom-data and frame values left out) and
+        timelog: the writer thread's timings, one dict per second of recording (oldest first; at
+        most 3600, neighbours merged beyond) with the seconds spent in each stage (copy_s,
+        encode_s, compress_s, write_s, fsync_s, idle_s), the counts of that second (messages,
+        steps, bytes_raw, bytes_written, ring_waits, backlog_waits), the producer's waiting time
+        (producer_wait_s) and the ring's fill (ring_fill, ring_fill_max, fractions). Save it
+        with `trajcore.plots.save_timelog`; `trajcore plot --timelog` plots it."""
         stats: dict[str, Any] = self._recorder.stats()
         return stats
 
@@ -249,6 +276,12 @@ class Recording:
     def __exit__(self, *args: object) -> Literal[False]:
         self.close()  # type: ignore[attr-defined]  # both wrappers define it (over their env's)
         return False
+
+
+def _render_fps(env: Any) -> float | None:
+    """The frame rate an env declares for its rendering (``metadata["render_fps"]``), if any."""
+    fps = (getattr(env, "metadata", None) or {}).get("render_fps")
+    return float(fps) if isinstance(fps, int | float) and not isinstance(fps, bool) and fps > 0 else None
 
 
 def _short(value: Any) -> str:

@@ -15,6 +15,7 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 from trajcore import _core
+from trajcore._frames import FRAME_COLUMN, FRAME_MASK
 from trajcore.errors import CorruptFileError, InvalidArgumentError, TrajcoreError, TrajcoreWarning
 from trajcore.spaces import space_from_json, unescape_key
 
@@ -68,6 +69,7 @@ class _Recording:
     action: Any
     infos: list[_Field] = field(default_factory=list)
     data: list[_Field] = field(default_factory=list)
+    column_names: frozenset[str] = frozenset()
 
 
 def _column_fields(columns: list[dict[str, Any]], prefix: str) -> list[_Field]:
@@ -319,6 +321,7 @@ class Dataset(_Sampling):
                 action=layout.get("action"),
                 infos=_column_fields(columns, "info/"),
                 data=_column_fields(columns, "data/"),
+                column_names=frozenset(c["name"] for c in columns),
             )
             self._recordings[index] = rec
         return rec
@@ -509,6 +512,12 @@ class Dataset(_Sampling):
 
     def _read(self, index: int, column: str) -> Any:
         return self._core.read_column(index, column)
+
+    def _optional(self, index: int, recording: int, column: str) -> Any:
+        """A column of the episode, or None when its recording has no such column."""
+        if column not in self._recording(recording).column_names:
+            return None
+        return self._read(index, column)
 
     def _tree(self, index: int, recording: int, which: str) -> Any:
         rec = self._recording(recording)
@@ -828,6 +837,26 @@ class Episode:
     def data_masks(self) -> dict[str, Any]:
         """The masks of `data` alone, keyed by name: at which steps each was recorded."""
         return self._values_and_masks("data")[1]
+
+    @property
+    def frames(self) -> npt.NDArray[Any] | None:
+        """T+1 rendered frames (``render_frames=True``): what ``env.render()`` returned after the
+        reset and after each step, aligned with the observations, e.g. ``(T+1, H, W, 3)`` uint8.
+        Rows without a frame (see `frame_mask`) read as zeros. None when the episode's recorder
+        did not record frames."""
+        return self._cached(  # type: ignore[no-any-return]
+            "frames", lambda: self._dataset._optional(self.index, self.recording, FRAME_COLUMN)
+        )
+
+    @property
+    def frame_mask(self) -> npt.NDArray[np.bool_] | None:
+        """T+1 bools: True where `frames` holds a frame. A row has none when the env was not
+        rendered for it; under ``SAME_STEP`` vector autoreset, the final row of an episode that
+        ended inside a step never has one (the sub-env was already reset when it could be
+        rendered). None when frames were not recorded."""
+        return self._cached(  # type: ignore[no-any-return]
+            "frame_mask", lambda: self._dataset._optional(self.index, self.recording, FRAME_MASK)
+        )
 
     def to_pandas(self, columns: Sequence[str] | None = None, *, max_values: int | None = None) -> Any:
         """The episode's T steps as a pandas DataFrame (columns as in `Episodes.to_pandas`).
