@@ -441,6 +441,26 @@ class Dataset(_Sampling):
         """
         return self.episodes.summaries_frame()
 
+    def plot_returns(self, *, window: int | None = None) -> Any:
+        """A matplotlib figure: the return of every episode, see `Episodes.plot_returns`."""
+        return self.episodes.plot_returns(window=window)
+
+    def plot_lengths(self, *, window: int | None = None) -> Any:
+        """A matplotlib figure: the length of every episode, see `Episodes.plot_lengths`."""
+        return self.episodes.plot_lengths(window=window)
+
+    def plot_histograms(self) -> Any:
+        """A matplotlib figure: histograms of return and length, see `Episodes.plot_histograms`."""
+        return self.episodes.plot_histograms()
+
+    def plot_metrics(self) -> Any:
+        """A matplotlib figure: duration and steps per second, see `Episodes.plot_metrics`."""
+        return self.episodes.plot_metrics()
+
+    def plot_metadata(self) -> Any:
+        """A matplotlib figure: numeric episode metadata, see `Episodes.plot_metadata`."""
+        return self.episodes.plot_metadata()
+
     def _filter(
         self,
         candidates: Sequence[int],
@@ -691,6 +711,44 @@ class Episodes(_Sampling, Sequence["Episode"]):
 
         return summaries_frame(self._dataset, self.indices)
 
+    def plot_returns(self, *, window: int | None = None) -> Any:
+        """A matplotlib `Figure`: each episode's return against the wall time it ended and
+        against its index, one colour per sub-env (incomplete episodes as crosses), with the
+        rolling mean of the complete ones over `window` episodes (default: a twentieth, 1 to 100).
+
+        Raises:
+            MissingDependencyError: matplotlib is not installed (an `ImportError`).
+            InvalidArgumentError: there are no episodes.
+        """
+        from trajcore.plots import per_episode
+
+        return per_episode(self, "return", window=window)
+
+    def plot_lengths(self, *, window: int | None = None) -> Any:
+        """As `plot_returns`, for the episodes' lengths."""
+        from trajcore.plots import per_episode
+
+        return per_episode(self, "length", window=window)
+
+    def plot_histograms(self) -> Any:
+        """A matplotlib `Figure`: histograms of the complete episodes' returns and lengths."""
+        from trajcore.plots import histograms
+
+        return histograms(self)
+
+    def plot_metrics(self) -> Any:
+        """A matplotlib `Figure`: each episode's duration and env steps per second."""
+        from trajcore.plots import metrics
+
+        return metrics(self)
+
+    def plot_metadata(self) -> Any:
+        """A matplotlib `Figure`: every numeric episode-metadata value against the episode
+        index, one panel per key (nested keys as ``metadata/a/b``)."""
+        from trajcore.plots import metadata
+
+        return metadata(self)
+
     def __repr__(self) -> str:
         return f"<trajcore.Episodes: {len(self)} episodes>"
 
@@ -868,6 +926,14 @@ class Episode:
         from trajcore.formats.frames import steps_frame
 
         return steps_frame(self._dataset, [self.index], columns, max_values)
+
+    def _repr_html_(self) -> str:
+        """The episode viewer in a notebook cell (`trajcore.viewer`): the frames, a slider and
+        the values of each step; at most `trajcore.viewer.NOTEBOOK_MAX_BYTES` (frames are
+        thinned to fit, and it says so). ``trajcore view`` writes every frame."""
+        from trajcore.viewer import notebook_html
+
+        return notebook_html(self)
 
     def __repr__(self) -> str:
         state = "complete" if self.complete else "incomplete"
