@@ -296,3 +296,57 @@ def test_timelog_is_live_and_not_empty(tmp_path: Path) -> None:
     assert sum(s["steps"] for s in timelog) == 30
     assert sum(s["compress_s"] for s in timelog) > 0
     assert set(timelog[0]) >= {"t_s", "dt_s", "copy_s", "encode_s", "compress_s", "write_s", "fsync_s", "ring_fill"}
+
+
+class _BigFrames(gym.Env[Any, Any]):
+    """3 MB frames: 8 sub-envs make a 24 MB step, more than the 16 MiB default ring."""
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "autoreset_mode": AutoresetMode.NEXT_STEP}
+    observation_space = spaces.Box(0, 1, (1,), np.float32)
+    action_space = spaces.Discrete(2)
+    render_mode = "rgb_array"
+
+    def __init__(self) -> None:
+        self.t = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        self.t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        self.t += 1
+        return np.zeros(1, np.float32), 0.0, False, self.t == 3, {}
+
+    def render(self) -> Any:
+        return np.full((1000, 1000, 3), self.t, np.uint8)
+
+
+def test_the_ring_is_sized_for_the_frames_at_the_first_reset(tmp_path: Path) -> None:
+    envs = gym.vector.SyncVectorEnv([_BigFrames for _ in range(8)])
+    rec = trajcore.RecordVectorEpisodes(envs, tmp_path / "big", render_frames=True)
+    assert not (tmp_path / "big").exists(), "nothing is written before the first reset"
+    with pytest.raises(trajcore.InvalidArgumentError, match="starts at the first reset"):
+        rec.stats()
+    assert not rec.recording_closed
+    rec.reset(seed=0)
+    assert rec.stats()["ring_capacity"] >= 64 * 8 * 3_000_000 or rec.stats()["ring_capacity"] >= 1 << 30
+    for _ in range(4):
+        rec.step(np.zeros(8, np.int64))
+    rec.close()
+    assert rec.recording_closed
+    with trajcore.open(tmp_path / "big") as ds:
+        assert ds.num_episodes == 8
+        assert all((ep.frames[t] == t).all() for ep in ds.episodes for t in range(4))
+
+
+def test_a_recorder_closed_before_its_first_reset_closes_the_env(tmp_path: Path) -> None:
+    env = _BigFrames()
+    closed: list[bool] = []
+    env.close = lambda: closed.append(True)  # type: ignore[method-assign]
+    rec = trajcore.RecordEpisodes(env, tmp_path / "never", render_frames=True)
+    rec.close()
+    assert closed == [True] and rec.recording_closed
+    assert not (tmp_path / "never").exists()
+    rec = trajcore.RecordEpisodes(_BigFrames(), tmp_path / "sized", render_frames=True, ring_bytes=16 << 20)
+    assert list((tmp_path / "sized").iterdir()), "with ring_bytes given, the recorder starts at once"
+    rec.close()

@@ -101,8 +101,10 @@ def build_config(
     block_when_full: bool,
     ring_bytes: int | None,
     render_fps: float | None = None,
+    frame_bytes: int = 0,
 ) -> str:
-    """The config JSON `_core.Recorder` takes (see `_core.pyi`).
+    """The config JSON `_core.Recorder` takes (see `_core.pyi`). `frame_bytes`: bytes of one
+    sub-env's rendered frame, which the default ring size counts in a step.
 
     Raises:
         SchemaError: a space cannot be recorded.
@@ -157,7 +159,7 @@ def build_config(
             "trajcore_version": _core.__version__,
         },
         "max_shard_bytes": int(max_shard_bytes),
-        "ring_bytes": int(ring_bytes) if ring_bytes is not None else default_ring_bytes(columns, num_envs),
+        "ring_bytes": int(ring_bytes) if ring_bytes is not None else default_ring_bytes(columns, num_envs, frame_bytes),
         "flush_interval_s": float(flush_interval),
         "durability": durability,
         "block_when_full": bool(block_when_full),
@@ -181,10 +183,11 @@ def build_config(
 _STR_ROW_GUESS = 256  # bytes a Text value is assumed to take when sizing the ring
 
 
-def default_ring_bytes(columns: list[ColumnDict], num_envs: int) -> int:
+def default_ring_bytes(columns: list[ColumnDict], num_envs: int, frame_bytes: int = 0) -> int:
     """A ring that holds many steps (so the env loop rarely waits for the writer) without holding
-    memory for nothing: 16 MiB, or 64 steps when a step is larger, at most 1 GiB."""
-    step = 64  # reward and done flags, with room
+    memory for nothing: 16 MiB, or 64 steps when a step is larger, at most 1 GiB. A step counts
+    each sub-env's columns and its rendered frame (`frame_bytes`)."""
+    step = 64 + frame_bytes  # reward and done flags, with room
     for column in columns:
         size = _STR_ROW_GUESS if column["dtype"] == "str" else np.dtype(column["dtype"]).itemsize
         step += size * math.prod(column["shape"])

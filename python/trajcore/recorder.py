@@ -62,7 +62,8 @@ class RecordEpisodes(Recording, gym.Wrapper[Any, Any, Any, Any]):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Resets the env and starts a new episode (a running one is kept as incomplete)."""
         obs, info = self.env.reset(seed=seed, options=options)
-        self._recorder.reset(obs, info, None, self._frame())
+        frame = self._reset_frame()
+        self._recorder.reset(obs, info, None, frame)
         self._length = 0
         self._return = 0.0
         return obs, info

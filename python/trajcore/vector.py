@@ -177,7 +177,8 @@ class RecordVectorEpisodes(Recording, VectorWrapper[Any, Any, Any, Any, Any]):
             # Read before the env's reset: gymnasium's vector envs pop it from the options.
             mask = options.get("reset_mask")
         obs, infos = self.env.reset(seed=seed, options=options)
-        self._recorder.reset(obs, infos, mask, self._frame())
+        frame = self._reset_frame()
+        self._recorder.reset(obs, infos, mask, frame)
         if mask is None:
             self._lengths[:] = 0
             self._returns[:] = 0.0
