@@ -157,6 +157,9 @@ def test_image_observations_are_shown_without_frames(tmp_path: Path) -> None:
             wait_drawn(driver, row)
             grey = ep.observations[row]
             assert np.array_equal(canvas_pixels(driver), np.repeat(grey[..., None], 3, axis=2)), row
+        driver.get(page.resolve().as_uri() + "#row=21")  # a link to a row opens there
+        wait_drawn(driver, 21)
+        assert np.array_equal(canvas_pixels(driver)[..., 0], ep.observations[21])
 
 
 def test_thinned_and_missing_frames_say_so(tmp_path: Path) -> None:

@@ -697,7 +697,10 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
     v.add_argument("path", metavar="PATH", help="a dataset directory or one shard file")
     v.add_argument("--episode", type=int, default=0, help="dataset index of the episode (negative: from the end)")
     v.add_argument(
-        "-o", "--out", metavar="FILE.html", help="write the page here (replaced if it exists) instead of opening it"
+        "-o",
+        "--out",
+        metavar="FILE.html",
+        help="write the page here, replacing it (default: a temporary file, opened in the default browser)",
     )
     v.add_argument(
         "--max-mb",
@@ -725,7 +728,11 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
         metavar="DIR",
         help="directory of the PNG files, created if missing (default: plots-<PATH's name>)",
     )
-    pl.add_argument("--timelog", metavar="FILE.json", help="also plot this timelog (trajcore.plots.save_timelog)")
+    pl.add_argument(
+        "--timelog",
+        metavar="FILE.json",
+        help="also plot this timelog, saved by trajcore.plots.save_timelog (default: none)",
+    )
     pl.add_argument("--window", type=int, help="rolling-mean window in episodes (default: a twentieth, 1 to 100)")
     pl.add_argument(
         "--select", action="append", metavar="KEY=VALUE", help=f"plot only some episodes: {SELECT_HELP} (default: all)"

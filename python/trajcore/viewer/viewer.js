@@ -413,5 +413,13 @@
     { passive: false },
   );
 
-  goto(0);
+  // A link to a row: page.html#row=120 opens there (and changing the hash goes there).
+  const linkedRow = () => {
+    const linked = /(?:^#|&)row=(\d+)/.exec(window.location.hash);
+    return linked ? Number(linked[1]) : null;
+  };
+  window.addEventListener("hashchange", () => {
+    if (linkedRow() !== null) goto(linkedRow());
+  });
+  goto(linkedRow() ?? 0);
 })();
