@@ -27,3 +27,8 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
         return made[name]
 
     return get
+
+
+# MuJoCo renders through OpenGL; without a display, EGL (Mesa's software renderer is enough).
+# Read when mujoco is first imported, so it is set before any test module imports it.
+os.environ.setdefault("MUJOCO_GL", "egl")

@@ -11,10 +11,13 @@ checksummed, indexed file format (a Rust core), and read them back as numpy arra
 
     ds.to_pandas(); trajcore.export(ds, "cp16.parquet")  # also csv, jsonl (RLlib), minari
 
-`trajcore.torch` (needs torch) wraps datasets for `torch.utils.data.DataLoader`.
+`trajcore.viewer` writes an episode's page (``trajcore view``), `trajcore.plots` the figures
+(``trajcore plot``, ``ds.plot_returns()``); `trajcore.torch` (needs torch) wraps datasets for
+`torch.utils.data.DataLoader`.
 """
 
-from trajcore import _core
+# plots and viewer: looking at episodes (matplotlib is imported only when a figure is drawn).
+from trajcore import _core, plots, viewer
 from trajcore._convert import convert
 from trajcore._recording import EpisodeInfo, RecordingOptions
 from trajcore.dataset import Batch, Dataset, Episode, Episodes, Sequences, Transitions, open
@@ -62,7 +65,9 @@ __all__ = [
     "export",
     "import_minari",
     "open",
+    "plots",
     "set_num_threads",
+    "viewer",
 ]
 
 

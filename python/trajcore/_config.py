@@ -11,6 +11,8 @@ import numpy as np
 from gymnasium import spaces
 
 from trajcore import _core
+from trajcore._frames import CODEC_KEYS as FRAME_CODEC_KEYS
+from trajcore._frames import default_frame_codec
 from trajcore.errors import InvalidArgumentError
 from trajcore.spaces import ColumnDict, space_columns, space_to_json
 
@@ -99,8 +101,11 @@ def build_config(
     block_when_full: bool,
     ring_bytes: int | None,
     index_interval_bytes: int | None = None,
+    render_fps: float | None = None,
+    frame_bytes: int = 0,
 ) -> str:
-    """The config JSON `_core.Recorder` takes (see `_core.pyi`).
+    """The config JSON `_core.Recorder` takes (see `_core.pyi`). `frame_bytes`: bytes of one
+    sub-env's rendered frame, which the default ring size counts in a step.
 
     Raises:
         SchemaError: a space cannot be recorded.
@@ -125,12 +130,12 @@ def build_config(
         default = checked.pop("default")
     names = [c["name"] for c in columns]
     for key in checked:
-        if key in ("info", "data", "reward", "terminated", "truncated"):
+        if key in ("info", "data", "reward", "terminated", "truncated", *FRAME_CODEC_KEYS):
             continue
         if not any(n == key or n.startswith(key + "/") for n in names):
             raise InvalidArgumentError(
                 f"codecs key {key!r} names no column (columns: {', '.join(names)}; "
-                "also 'info', 'data', 'reward' and 'default')"
+                "also 'info', 'data', 'reward', 'render' and 'default')"
             )
     for i, column in enumerate(columns):
         column["id"] = i  # provisional: the core numbers its columns itself
@@ -155,7 +160,7 @@ def build_config(
             "trajcore_version": _core.__version__,
         },
         "max_shard_bytes": int(max_shard_bytes),
-        "ring_bytes": int(ring_bytes) if ring_bytes is not None else default_ring_bytes(columns, num_envs),
+        "ring_bytes": int(ring_bytes) if ring_bytes is not None else default_ring_bytes(columns, num_envs, frame_bytes),
         "flush_interval_s": float(flush_interval),
         "durability": durability,
         "block_when_full": bool(block_when_full),
@@ -164,6 +169,11 @@ def build_config(
         "data_codec": checked.get("data", checked.get("info", default)),
         "flags_codec": _codec_for("reward", checked, default),
     }
+    # Rendered frames (if the recorder is given any): the longest codecs key wins, as for columns.
+    frames = [checked[k] for k in FRAME_CODEC_KEYS if k in checked]
+    config["frame_codec"] = frames[-1] if frames else _check_codec("render", default_frame_codec(default["zstd_level"]))
+    if render_fps is not None:
+        config["user"]["render_fps"] = render_fps  # the viewer plays frames at this speed
     if chunk_bytes is not None:
         config["chunk_bytes"] = int(chunk_bytes)
     if fsync_interval is not None:
@@ -176,10 +186,11 @@ def build_config(
 _STR_ROW_GUESS = 256  # bytes a Text value is assumed to take when sizing the ring
 
 
-def default_ring_bytes(columns: list[ColumnDict], num_envs: int) -> int:
+def default_ring_bytes(columns: list[ColumnDict], num_envs: int, frame_bytes: int = 0) -> int:
     """A ring that holds many steps (so the env loop rarely waits for the writer) without holding
-    memory for nothing: 16 MiB, or 64 steps when a step is larger, at most 1 GiB."""
-    step = 64  # reward and done flags, with room
+    memory for nothing: 16 MiB, or 64 steps when a step is larger, at most 1 GiB. A step counts
+    each sub-env's columns and its rendered frame (`frame_bytes`)."""
+    step = 64 + frame_bytes  # reward and done flags, with room
     for column in columns:
         size = _STR_ROW_GUESS if column["dtype"] == "str" else np.dtype(column["dtype"]).itemsize
         step += size * math.prod(column["shape"])

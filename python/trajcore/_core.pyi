@@ -77,8 +77,9 @@ class Recorder:
             metadata (dataset metadata, any JSON), user (any JSON stored for the Python side),
             max_shard_bytes, ring_bytes, chunk_bytes, flush_interval_s, durability
             ("flush" | "fsync_close" | "fsync_chunk" | "fsync_interval"), fsync_interval_s,
-            block_when_full (bool), index_interval_bytes, info_codec / data_codec / flags_codec
-            ({"delta": bool, "zstd_level": int | None}; flags_codec covers reward, terminated, truncated).
+            block_when_full (bool), index_interval_bytes, info_codec / data_codec / frame_codec /
+            flags_codec ({"delta": bool, "zstd_level": int | None, "chunk_bytes"?: int}; flags_codec
+            covers reward, terminated, truncated; frame_codec the rendered frames, `render/frame`).
 
     Raises:
         SchemaError: a column spec or layout is invalid.
@@ -86,8 +87,12 @@ class Recorder:
     """
 
     def __new__(cls, path: str, config_json: str) -> Self: ...
-    def reset(self, observation: Any, info: dict[str, Any], mask: npt.ArrayLike | None = None) -> None:
-        """Starts episodes: every env (or those where `mask` is true) with this observation/info."""
+    def reset(
+        self, observation: Any, info: dict[str, Any], mask: npt.ArrayLike | None = None, frame: Any = None
+    ) -> None:
+        """Starts episodes: every env (or those where `mask` is true) with this observation/info.
+        `frame`: what the env rendered after the reset (one array, or for a vector recorder a
+        sequence of one per sub-env or an array over them; None: no frame), column `render/frame`."""
     def step(
         self,
         action: Any,
@@ -96,8 +101,10 @@ class Recorder:
         terminated: Any,
         truncated: Any,
         info: dict[str, Any],
+        frame: Any = None,
     ) -> None:
-        """Records one (vector) step; how rows become episodes follows the autoreset mode."""
+        """Records one (vector) step; how rows become episodes follows the autoreset mode.
+        `frame`: what the env rendered after the step (as for `reset`)."""
     def record(self, name: str, value: Any) -> None:
         """Custom per-step data, attached to the next `step` call (column `data/<name>`);
         checked now (`SchemaError` if it cannot be recorded)."""
@@ -122,7 +129,9 @@ class Recorder:
         """Column specs so far (info and data columns appear as they are first seen)."""
     def stats(self) -> dict[str, Any]:
         """Counters: steps, episodes, bytes_raw, bytes_written, ring_capacity, ring_waits,
-        backlog_waits, steps_not_recorded, values_not_recorded ({column: count})."""
+        backlog_waits, steps_not_recorded, values_not_recorded ({column: count}), and timelog
+        (a list of per-second dicts of the writer thread's timings, see `Recorder.stats` in
+        trajcore._recording)."""
     def __enter__(self) -> Self: ...
     def __exit__(
         self, t: type[BaseException] | None, v: BaseException | None, tb: TracebackType | None, /

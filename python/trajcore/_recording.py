@@ -4,16 +4,19 @@ directory that already holds recordings."""
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, TypedDict
 
+import numpy as np
 from gymnasium import spaces
 
 from trajcore import _core
 from trajcore._config import Codec, build_config, to_json
+from trajcore._frames import check_renders_frames
 from trajcore.errors import InvalidArgumentError, TrajcoreError, TrajcoreWarning
 from trajcore.spaces import space_columns, space_from_json, space_to_json
 
@@ -65,6 +68,12 @@ class RecordingOptions(TypedDict, total=False):
         allow_mixed_spaces: record into a directory whose recordings have other observation or
             action columns (a different env): refused by default, since such a dataset cannot be
             sampled as one; with True, a `TrajcoreWarning` instead.
+        render_frames: also record what ``env.render()`` returns after each reset and step
+            (the env needs ``render_mode="rgb_array"``), one frame per observation row, read back
+            as `Episode.frames`; stored losslessly (delta filter then zstd) unless
+            ``codecs={"render": ...}`` says otherwise. Unless `ring_bytes` is given, the recorder
+            then starts (creates its first shard) at the first ``reset``, whose frames size the
+            ring.
     """
 
     episode_metadata: EpisodeMetadataFn | None
@@ -80,6 +89,7 @@ class RecordingOptions(TypedDict, total=False):
     ring_bytes: int | None
     index_interval_bytes: int | None
     allow_mixed_spaces: bool
+    render_frames: bool
 
 
 _DEFAULTS: dict[str, Any] = {
@@ -96,18 +106,24 @@ _DEFAULTS: dict[str, Any] = {
     "ring_bytes": None,
     "index_interval_bytes": None,
     "allow_mixed_spaces": False,
+    "render_frames": False,
 }
 
 
 class Recording:
     """The recorder side of both wrappers. Subclasses call `_start_recording` from their
-    constructor and `_close_recording` from `close`; until the core exists, closing does nothing
-    (a constructor that fails leaves the user's env as it was)."""
+    constructor, `_reset_frame` in `reset` and `_close_all` from `close`; until the constructor
+    succeeded, closing does nothing (a constructor that fails leaves the user's env as it was)."""
 
     _native: _core.Recorder | None = None
+    # With render_frames (and no ring_bytes): makes the core recorder at the first reset, given
+    # the bytes of one sub-env's frame.
+    _deferred: Callable[[int], _core.Recorder] | None = None
+    _constructed = False
     _closed_all = False
     _episode_metadata: EpisodeMetadataFn | None = None
     _step_data: Callable[..., Mapping[str, Any]] | None = None
+    _render_frames = False
 
     def _start_recording(
         self,
@@ -121,7 +137,10 @@ class Recording:
         metadata: Any,
         env_id: str | None,
         options: Mapping[str, Any],
+        renderer: Any,
     ) -> None:
+        """Checks the options and starts the core recorder; `renderer` is the env whose
+        ``render()`` gives the frames (checked only with ``render_frames=True``)."""
         unknown = sorted(set(options) - set(_DEFAULTS))
         if unknown:
             raise InvalidArgumentError(f"unknown recording option(s) {unknown} (known: {', '.join(sorted(_DEFAULTS))})")
@@ -134,7 +153,10 @@ class Recording:
         for name in ("episode_metadata", "step_data"):
             if o[name] is not None and not callable(o[name]):
                 raise InvalidArgumentError(f"{name} must be callable, got {type(o[name]).__name__}")
-        config = build_config(
+        if o["render_frames"]:
+            check_renders_frames(renderer, env_id or type(renderer).__name__)
+        make_config = functools.partial(
+            build_config,
             observation_space,
             action_space,
             num_envs=num_envs,
@@ -152,15 +174,42 @@ class Recording:
             block_when_full=o["block_when_full"],
             ring_bytes=o["ring_bytes"],
             index_interval_bytes=o["index_interval_bytes"],
+            render_fps=_render_fps(renderer),
         )
+        config = make_config()  # checks every option now, whenever the core starts
         check_existing_recordings(path, observation_space, action_space, allow_mixed=bool(o["allow_mixed_spaces"]))
-        self._native = _core.Recorder(os.fspath(path), config)
+        if o["render_frames"] and o["ring_bytes"] is None:
+            # The ring holds whole steps, frames included: its size waits for the first frames.
+            self._deferred = lambda frame_bytes: _core.Recorder(os.fspath(path), make_config(frame_bytes=frame_bytes))
+        else:
+            self._native = _core.Recorder(os.fspath(path), config)
         self._episode_metadata = o["episode_metadata"]
         self._step_data = o["step_data"]
+        self._render_frames = bool(o["render_frames"])
+        self._renderer = renderer
+        self._constructed = True
+
+    def _frame(self) -> Any:
+        """What the env renders now (one frame, or a tuple of one per sub-env), or None when
+        frames are not recorded. Handed to the core as is: it copies each frame once."""
+        return self._renderer.render() if self._render_frames else None
+
+    def _reset_frame(self) -> Any:
+        """The frame(s) of a reset (see `_frame`); the first reset starts a deferred recorder."""
+        frame = self._frame()
+        if self._native is None and self._deferred is not None:
+            self._native = self._deferred(_frame_bytes(frame))
+            self._deferred = None
+        return frame
 
     @property
     def _recorder(self) -> _core.Recorder:
         if self._native is None:
+            if self._deferred is not None:
+                raise InvalidArgumentError(
+                    "the recorder starts at the first reset (with render_frames=True its buffer is sized for the "
+                    "frames): call reset() first"
+                )
             raise InvalidArgumentError("this recorder was not constructed")
         return self._native
 
@@ -220,8 +269,14 @@ class Recording:
 
     def stats(self) -> dict[str, Any]:
         """Counters of the core: steps, episodes, bytes_raw, bytes_written, ring_capacity,
-        ring_waits, steps_not_recorded (steps of envs with no running episode) and
-        values_not_recorded ({column: count} of info and custom-data values left out)."""
+        ring_waits, backlog_waits, steps_not_recorded (steps of envs with no running episode),
+        values_not_recorded ({column: count} of info, custom-data and frame values left out) and
+        timelog: the writer thread's timings, one dict per second of recording (oldest first; at
+        most 3600, neighbours merged beyond) with the seconds spent in each stage (copy_s,
+        encode_s, compress_s, write_s, fsync_s, idle_s), the counts of that second (messages,
+        steps, bytes_raw, bytes_written, ring_waits, backlog_waits), the producer's waiting time
+        (producer_wait_s) and the ring's fill (ring_fill, ring_fill_max, fractions). Save it
+        with `trajcore.plots.save_timelog`; `trajcore plot --timelog` plots it."""
         stats: dict[str, Any] = self._recorder.stats()
         return stats
 
@@ -234,17 +289,21 @@ class Recording:
     @property
     def recording_closed(self) -> bool:
         """Whether the recorder is closed (the env may still be open)."""
-        return self._native is None or self._native.closed
+        if self._native is None:
+            return self._deferred is None  # closed, or never constructed
+        return self._native.closed
 
     def _close_all(self, close_env: Callable[[], None]) -> None:
-        """Closes the core recorder, then the env (even if the recorder's close raised). Once
-        only; and not at all if the recorder never started: a constructor that failed leaves the
-        user's env to the user."""
-        if self._native is None or self._closed_all:
+        """Closes the core recorder (if it started), then the env (even if the recorder's close
+        raised). Once only; and not at all if the constructor failed: that leaves the user's env
+        to the user."""
+        if not self._constructed or self._closed_all:
             return
         self._closed_all = True
+        self._deferred = None
         try:
-            self._native.close()
+            if self._native is not None:
+                self._native.close()
         finally:
             close_env()
 
@@ -254,6 +313,21 @@ class Recording:
     def __exit__(self, *args: object) -> Literal[False]:
         self.close()  # type: ignore[attr-defined]  # both wrappers define it (over their env's)
         return False
+
+
+def _frame_bytes(frame: Any) -> int:
+    """Bytes of one sub-env's frame: of the frame, or the largest of a sequence of them."""
+    if isinstance(frame, np.ndarray):
+        return int(frame.nbytes) if frame.dtype != object else max(map(_frame_bytes, frame), default=0)
+    if isinstance(frame, list | tuple):
+        return max(map(_frame_bytes, frame), default=0)
+    return 0
+
+
+def _render_fps(env: Any) -> float | None:
+    """The frame rate an env declares for its rendering (``metadata["render_fps"]``), if any."""
+    fps = (getattr(env, "metadata", None) or {}).get("render_fps")
+    return float(fps) if isinstance(fps, int | float) and not isinstance(fps, bool) and fps > 0 else None
 
 
 def _short(value: Any) -> str:

@@ -1,5 +1,5 @@
-"""The command line, ``trajcore`` (or ``python -m trajcore``): record, info, ls, export,
-import-minari, convert and bench.
+"""The command line, ``trajcore`` (or ``python -m trajcore``): record, info, ls, view, plot,
+export, import-minari, convert and bench.
 
 Errors a user can fix (a missing path, an unknown env id, bad JSON, a bad option value) are one
 line on stderr and exit status 2, never a traceback; output piped into ``head`` stops quietly.
@@ -384,6 +384,38 @@ def _ls(args: argparse.Namespace) -> int:
     return 0
 
 
+def _view(args: argparse.Namespace) -> int:
+    from trajcore.viewer import view
+
+    max_bytes = None if args.max_mb is None else int(args.max_mb * (1 << 20))
+    try:
+        written = view(args.path, args.episode, args.out, max_bytes=max_bytes)
+    except IndexError as e:
+        raise UsageError(str(e)) from None
+    print(f"wrote {written} ({_fmt_bytes(os.path.getsize(written))})", file=sys.stderr)
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    import trajcore
+    from trajcore._selection import apply_select, parse_select
+    from trajcore.plots import load_timelog, write_plots
+
+    if args.path is None and args.timelog is None:
+        raise UsageError("give a dataset PATH, --timelog FILE, or both")
+    timelog = load_timelog(args.timelog) if args.timelog is not None else None
+    out = args.out or f"plots-{os.path.basename(os.path.normpath(args.path or 'timelog'))}"
+    if args.path is None:
+        written = write_plots(None, out, timelog=timelog)
+    else:
+        with trajcore.open(args.path) as ds:
+            episodes = apply_select(ds, parse_select(args.select))
+            written = write_plots(episodes, out, timelog=timelog, window=args.window)
+    for path in written:
+        print(path)
+    return 0
+
+
 def _columns_arg(text: str | None) -> list[str] | None:
     if text is None:
         return None
@@ -606,6 +638,8 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
             "record CartPole-v1 --num-envs 16 --steps 100000 runs/cp16",
             "info runs/cp16",
             "ls runs/cp16 --select complete=true --select min_return=100",
+            "view runs/cp16 --episode 3",
+            "plot runs/cp16 -o plots/",
             "export runs/cp16 cp16.parquet",
             "import-minari D4RL/door/human-v2 runs/door",
         )
@@ -677,6 +711,63 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
     )
     ls.add_argument("--json", action="store_true", help="one JSON object per episode per line (JSON Lines)")
     ls.set_defaults(func=_ls)
+
+    v = command(
+        "view",
+        "look at an episode in the browser: frames, slider, values, plots (one HTML file)",
+        "Write one self-contained HTML page for an episode (no network: it opens from any disk): the rendered "
+        "frame, or the observation when it is an image, a slider, play/pause, speed and arrow keys; the step's "
+        "observation, action, reward, flags, infos and custom data beside it; plots of reward, return so far and "
+        "every scalar info and custom-data column, with a cursor. Without -o the page is a temporary file opened "
+        "in the default browser.",
+        "runs/breakout --episode 3",
+        "runs/breakout --episode -1 -o last.html",
+        "runs/cp16 --episode 0 -o ep0.html --max-mb 20",
+    )
+    v.add_argument("path", metavar="PATH", help="a dataset directory or one shard file")
+    v.add_argument("--episode", type=int, default=0, help="dataset index of the episode (negative: from the end)")
+    v.add_argument(
+        "-o",
+        "--out",
+        metavar="FILE.html",
+        help="write the page here, replacing it (default: a temporary file, opened in the default browser)",
+    )
+    v.add_argument(
+        "--max-mb",
+        type=float,
+        help="cap the page at this many MiB: frames are thinned (every k-th kept) to fit (default: every frame)",
+    )
+    v.set_defaults(func=_view)
+
+    pl = command(
+        "plot",
+        "write PNG plots: return/length per episode, histograms, metrics, metadata, timelog",
+        "Plot every episode's return and length against wall time and against the episode index (one colour per "
+        "sub-env, with a rolling mean), their histograms, duration and steps per second, every numeric episode "
+        "metadata value, and a recorder's timelog (writer time per stage, ring fill, producer waits) saved with "
+        "trajcore.plots.save_timelog. Needs matplotlib.",
+        "runs/cp16 -o plots/",
+        "runs/cp16 --select complete=true --window 50",
+        "runs/cp16 --timelog timelog.json -o plots/",
+        "--timelog timelog.json",
+    )
+    pl.add_argument("path", metavar="PATH", nargs="?", help="a dataset directory or one shard file")
+    pl.add_argument(
+        "-o",
+        "--out",
+        metavar="DIR",
+        help="directory of the PNG files, created if missing (default: plots-<PATH's name>)",
+    )
+    pl.add_argument(
+        "--timelog",
+        metavar="FILE.json",
+        help="also plot this timelog, saved by trajcore.plots.save_timelog (default: none)",
+    )
+    pl.add_argument("--window", type=int, help="rolling-mean window in episodes (default: a twentieth, 1 to 100)")
+    pl.add_argument(
+        "--select", action="append", metavar="KEY=VALUE", help=f"plot only some episodes: {SELECT_HELP} (default: all)"
+    )
+    pl.set_defaults(func=_plot)
 
     e = command(
         "export",
@@ -791,6 +882,10 @@ def _check(args: argparse.Namespace) -> None:
             raise UsageError("--steps and --repeats must be >= 1")
     if args.command == "export" and args.max_values < 1:
         raise UsageError("--max-values must be >= 1")
+    if args.command == "view" and args.max_mb is not None and args.max_mb <= 0:
+        raise UsageError("--max-mb must be > 0")
+    if args.command == "plot" and args.window is not None and args.window < 1:
+        raise UsageError("--window must be >= 1")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,6 +15,7 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 from trajcore import _core
+from trajcore._frames import FRAME_COLUMN, FRAME_MASK
 from trajcore._meta import layout_problem, rebuild_space
 from trajcore._metrics import metric_keep
 from trajcore.errors import CorruptFileError, InvalidArgumentError, TrajcoreError, TrajcoreWarning
@@ -70,6 +71,7 @@ class _Recording:
     action: Any
     infos: list[_Field] = field(default_factory=list)
     data: list[_Field] = field(default_factory=list)
+    column_names: frozenset[str] = frozenset()
 
 
 def _column_fields(columns: list[dict[str, Any]], prefix: str) -> list[_Field]:
@@ -339,6 +341,7 @@ class Dataset(_Sampling):
                 action=trees["action"],
                 infos=_column_fields(columns, "info/"),
                 data=_column_fields(columns, "data/"),
+                column_names=frozenset(c["name"] for c in columns),
             )
             self._recordings[index] = rec
         return rec
@@ -496,6 +499,26 @@ class Dataset(_Sampling):
         """
         return self.episodes.summaries_frame()
 
+    def plot_returns(self, *, window: int | None = None) -> Any:
+        """A matplotlib figure: the return of every episode, see `Episodes.plot_returns`."""
+        return self.episodes.plot_returns(window=window)
+
+    def plot_lengths(self, *, window: int | None = None) -> Any:
+        """A matplotlib figure: the length of every episode, see `Episodes.plot_lengths`."""
+        return self.episodes.plot_lengths(window=window)
+
+    def plot_histograms(self) -> Any:
+        """A matplotlib figure: histograms of return and length, see `Episodes.plot_histograms`."""
+        return self.episodes.plot_histograms()
+
+    def plot_metrics(self) -> Any:
+        """A matplotlib figure: duration and steps per second, see `Episodes.plot_metrics`."""
+        return self.episodes.plot_metrics()
+
+    def plot_metadata(self) -> Any:
+        """A matplotlib figure: numeric episode metadata, see `Episodes.plot_metadata`."""
+        return self.episodes.plot_metadata()
+
     def _filter(
         self,
         candidates: Sequence[int],
@@ -582,6 +605,12 @@ class Dataset(_Sampling):
 
     def _read(self, index: int, column: str) -> Any:
         return self._core.read_column(index, column)
+
+    def _optional(self, index: int, recording: int, column: str) -> Any:
+        """A column of the episode, or None when its recording has no such column."""
+        if column not in self._recording(recording).column_names:
+            return None
+        return self._read(index, column)
 
     def _tree(self, index: int, recording: int, which: str) -> Any:
         rec = self._recording(recording)
@@ -757,6 +786,44 @@ class Episodes(_Sampling, Sequence["Episode"]):
         from trajcore.formats.frames import summaries_frame
 
         return summaries_frame(self._dataset, self.indices)
+
+    def plot_returns(self, *, window: int | None = None) -> Any:
+        """A matplotlib `Figure`: each episode's return against the wall time it ended and
+        against its index, one colour per sub-env (incomplete episodes as crosses), with the
+        rolling mean of the complete ones over `window` episodes (default: a twentieth, 1 to 100).
+
+        Raises:
+            MissingDependencyError: matplotlib is not installed (an `ImportError`).
+            InvalidArgumentError: there are no episodes.
+        """
+        from trajcore.plots import per_episode
+
+        return per_episode(self, "return", window=window)
+
+    def plot_lengths(self, *, window: int | None = None) -> Any:
+        """As `plot_returns`, for the episodes' lengths."""
+        from trajcore.plots import per_episode
+
+        return per_episode(self, "length", window=window)
+
+    def plot_histograms(self) -> Any:
+        """A matplotlib `Figure`: histograms of the complete episodes' returns and lengths."""
+        from trajcore.plots import histograms
+
+        return histograms(self)
+
+    def plot_metrics(self) -> Any:
+        """A matplotlib `Figure`: each episode's duration and env steps per second."""
+        from trajcore.plots import metrics
+
+        return metrics(self)
+
+    def plot_metadata(self) -> Any:
+        """A matplotlib `Figure`: every numeric episode-metadata value against the episode
+        index, one panel per key (nested keys as ``metadata/a/b``)."""
+        from trajcore.plots import metadata
+
+        return metadata(self)
 
     def __repr__(self) -> str:
         return f"<trajcore.Episodes: {len(self)} episodes>"
@@ -935,6 +1002,26 @@ class Episode:
         """The masks of `data` alone, keyed by name: at which steps each was recorded."""
         return self._values_and_masks("data")[1]
 
+    @property
+    def frames(self) -> npt.NDArray[Any] | None:
+        """T+1 rendered frames (``render_frames=True``): what ``env.render()`` returned after the
+        reset and after each step, aligned with the observations, e.g. ``(T+1, H, W, 3)`` uint8.
+        Rows without a frame (see `frame_mask`) read as zeros. None when the episode's recorder
+        did not record frames."""
+        return self._cached(  # type: ignore[no-any-return]
+            "frames", lambda: self._dataset._optional(self.index, self.recording, FRAME_COLUMN)
+        )
+
+    @property
+    def frame_mask(self) -> npt.NDArray[np.bool_] | None:
+        """T+1 bools: True where `frames` holds a frame. A row has none when the env was not
+        rendered for it; under ``SAME_STEP`` vector autoreset, the final row of an episode that
+        ended inside a step never has one (the sub-env was already reset when it could be
+        rendered). None when frames were not recorded."""
+        return self._cached(  # type: ignore[no-any-return]
+            "frame_mask", lambda: self._dataset._optional(self.index, self.recording, FRAME_MASK)
+        )
+
     def to_pandas(self, columns: Sequence[str] | None = None, *, max_values: int | None = None) -> Any:
         """The episode's T steps as a pandas DataFrame (columns as in `Episodes.to_pandas`).
 
@@ -945,6 +1032,14 @@ class Episode:
         from trajcore.formats.frames import steps_frame
 
         return steps_frame(self._dataset, [self.index], columns, max_values)
+
+    def _repr_html_(self) -> str:
+        """The episode viewer in a notebook cell (`trajcore.viewer`): the frames, a slider and
+        the values of each step; at most `trajcore.viewer.NOTEBOOK_MAX_BYTES` (frames are
+        thinned to fit, and it says so). ``trajcore view`` writes every frame."""
+        from trajcore.viewer import notebook_html
+
+        return notebook_html(self)
 
     def __repr__(self) -> str:
         state = "complete" if self.complete else "incomplete"

@@ -30,8 +30,9 @@ class RecordEpisodes(Recording, gym.Wrapper[Any, Any, Any, Any]):
 
     Raises:
         SchemaError: a space cannot be recorded.
-        InvalidArgumentError: an option is invalid, metadata is not a JSON mapping, or `path`
-            holds recordings of another env (see `allow_mixed_spaces`).
+        InvalidArgumentError: an option is invalid, metadata is not a JSON mapping, `path`
+            holds recordings of another env (see `allow_mixed_spaces`), or ``render_frames=True``
+            for an env whose ``render_mode`` is not ``"rgb_array"``.
         TrajcoreIOError: the directory cannot be created or written.
     """
 
@@ -53,6 +54,7 @@ class RecordEpisodes(Recording, gym.Wrapper[Any, Any, Any, Any]):
             metadata=metadata,
             env_id=env_id_of(env),
             options=options,
+            renderer=env,
         )
         self._length = 0
         self._return = 0.0
@@ -60,7 +62,8 @@ class RecordEpisodes(Recording, gym.Wrapper[Any, Any, Any, Any]):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Resets the env and starts a new episode (a running one is kept as incomplete)."""
         obs, info = self.env.reset(seed=seed, options=options)
-        self._recorder.reset(obs, info)
+        frame = self._reset_frame()
+        self._recorder.reset(obs, info, None, frame)
         self._length = 0
         self._return = 0.0
         return obs, info
@@ -76,7 +79,7 @@ class RecordEpisodes(Recording, gym.Wrapper[Any, Any, Any, Any]):
         """
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._record_step_data(action, obs, reward, terminated, truncated, info)
-        self._recorder.step(action, obs, reward, terminated, truncated, info)
+        self._recorder.step(action, obs, reward, terminated, truncated, info, self._frame())
         if self._episode_metadata is not None:
             self._length += 1
             self._return += float(reward)

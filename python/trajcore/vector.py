@@ -10,6 +10,10 @@ episodes following the env's autoreset mode:
   starts the next episode.
 - ``DISABLED``: a sub-env that ends stays ended until ``reset(options={"reset_mask": mask})``
   restarts it; only masked sub-envs start new episodes.
+
+With ``render_frames=True`` the frames of every sub-env (``envs.render()``, sync or async) go to
+the core in the same call; in ``SAME_STEP`` mode an ended sub-env's final row has no frame (see
+`trajcore._frames`).
 """
 
 from __future__ import annotations
@@ -73,6 +77,7 @@ class _ForeignVectorEnv(VectorEnv[Any, Any, Any]):
         self.single_action_space = env.single_action_space
         self.metadata = dict(getattr(env, "metadata", None) or {})
         self.spec = getattr(env, "spec", None)
+        self.render_mode = getattr(env, "render_mode", None)
 
     def reset(self, *, seed: Any = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         result: tuple[Any, dict[str, Any]] = self._env.reset(seed=seed, options=options)
@@ -81,6 +86,9 @@ class _ForeignVectorEnv(VectorEnv[Any, Any, Any]):
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         result: tuple[Any, Any, Any, Any, dict[str, Any]] = self._env.step(actions)
         return result
+
+    def render(self) -> Any:
+        return self._env.render()
 
     def close_extras(self, **kwargs: Any) -> None:
         self._env.close(**kwargs)
@@ -121,7 +129,8 @@ class RecordVectorEpisodes(Recording, VectorWrapper[Any, Any, Any, Any, Any]):
     Raises:
         SchemaError: a space cannot be recorded.
         InvalidArgumentError: the autoreset mode is unknown, an option is invalid, metadata is
-            not a JSON mapping, or `path` holds recordings of another env.
+            not a JSON mapping, `path` holds recordings of another env, or
+            ``render_frames=True`` for a vector env whose ``render_mode`` is not ``"rgb_array"``.
         TrajcoreIOError: the directory cannot be created or written.
     """
 
@@ -145,6 +154,7 @@ class RecordVectorEpisodes(Recording, VectorWrapper[Any, Any, Any, Any, Any]):
             metadata=metadata,
             env_id=env_id_of(self.env),
             options=options,
+            renderer=self.env,
         )
         # Episode bookkeeping for the callback only (the core keeps its own).
         self._lengths = np.zeros(n, dtype=np.int64)
@@ -167,7 +177,8 @@ class RecordVectorEpisodes(Recording, VectorWrapper[Any, Any, Any, Any, Any]):
             # Read before the env's reset: gymnasium's vector envs pop it from the options.
             mask = options.get("reset_mask")
         obs, infos = self.env.reset(seed=seed, options=options)
-        self._recorder.reset(obs, infos, mask)
+        frame = self._reset_frame()
+        self._recorder.reset(obs, infos, mask, frame)
         if mask is None:
             self._lengths[:] = 0
             self._returns[:] = 0.0
@@ -189,7 +200,7 @@ class RecordVectorEpisodes(Recording, VectorWrapper[Any, Any, Any, Any, Any]):
         """
         obs, rewards, terminations, truncations, infos = self.env.step(actions)
         self._record_step_data(actions, obs, rewards, terminations, truncations, infos)
-        self._recorder.step(actions, obs, rewards, terminations, truncations, infos)
+        self._recorder.step(actions, obs, rewards, terminations, truncations, infos, self._frame())
         if self._episode_metadata is not None:
             # After the step: the episodes it ended are the ones metadata reaches now.
             self._call_episode_metadata(obs, rewards, terminations, truncations, infos)

@@ -119,8 +119,8 @@ def steps_frame(
 
 def summaries_frame(ds: Dataset, indices: Sequence[int]) -> Any:
     """One row per episode: ``episode`` (its dataset index), the index's summary fields and
-    episode metrics (``metrics/<name>/<stat>``), ``start_time`` / ``end_time`` (UTC datetimes), then its metadata flattened into
-    ``metadata/<key>[/<subkey>...]`` columns (missing where an episode lacks a key).
+    episode metrics (``metrics/<name>/<stat>``), ``start_time`` / ``end_time`` (UTC datetimes),
+    then its metadata flattened into ``metadata/<key>[/<subkey>...]`` columns (missing where an episode lacks a key).
 
     Raises:
         MissingDependencyError: pandas is not installed.

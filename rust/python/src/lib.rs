@@ -8,6 +8,7 @@ mod batch;
 mod collect;
 mod dataset;
 mod errors;
+mod frames;
 mod functions;
 mod infos;
 mod layout;

@@ -17,6 +17,7 @@ use trajcore_core::{Error, Timeline};
 
 use crate::collect::Collector;
 use crate::errors::{invalid, recorder_error, to_py, warn, IntoPy};
+use crate::frames::Frames;
 use crate::infos::{self, escape_key, DynamicColumns};
 use crate::layout::Layout;
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
@@ -42,6 +43,8 @@ struct State {
     mode: AutoresetMode,
     infos: DynamicColumns,
     data: DynamicColumns,
+    /// Rendered frames (`render/frame`), when the caller passes them.
+    frames: Frames,
     /// Custom data recorded for the coming step: (path, owned value).
     pending_data: Vec<(String, Py<PyAny>)>,
     coll: Collector,
@@ -154,7 +157,7 @@ impl State {
         }
     }
 
-    // The arguments are gymnasium's step tuple.
+    // The arguments are gymnasium's step tuple, and the frame rendered after the step.
     #[allow(clippy::too_many_arguments)]
     fn collect_step(
         &mut self,
@@ -165,6 +168,7 @@ impl State {
         terminated: &Bound<'_, PyAny>,
         truncated: &Bound<'_, PyAny>,
         info: &Bound<'_, PyAny>,
+        frame: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let at = Place::regular(self.rows);
         self.put_tree(py, Which::Action, action, at)?;
@@ -174,6 +178,7 @@ impl State {
         self.put_fixed(py, te, terminated, at)?;
         self.put_fixed(py, tr, truncated, at)?;
         self.put_info(py, info, Slot::Regular)?;
+        self.put_frame(py, frame)?;
         if let (AutoresetMode::SameStep, Some(n)) = (self.mode, self.rows) {
             self.collect_final(py, info, n)?;
         }
@@ -183,6 +188,16 @@ impl State {
             self.data.put_one(py, &path, value.bind(py), None, at, recorder, &mut self.coll)?;
         }
         Ok(())
+    }
+
+    /// The frame(s) rendered after this reset or step, on the regular observation row: in
+    /// same-step autoreset, an ended sub-env has already been reset when it is rendered, so its
+    /// frame is the new episode's first and the ended episode's final row has none (masked).
+    fn put_frame(&mut self, py: Python<'_>, frame: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        match frame {
+            Some(frame) => self.frames.put(py, frame, self.rows, &mut self.rec, &mut self.coll),
+            None => Ok(()),
+        }
     }
 
     /// Steps of envs with no running episode (stepped after their episode ended and before a
@@ -279,6 +294,7 @@ impl PyRecorder {
         let mode = config.autoreset_mode;
         let info_codec = config.info_codec.clone();
         let data_codec = config.data_codec.clone().unwrap_or_else(|| info_codec.clone());
+        let frame_codec = config.frame_codec.clone().unwrap_or_else(|| info_codec.clone());
         let mut inner = py.detach(|| Recorder::create(&path, config)).py_err(py)?;
         let signal = Signal::default();
         inner.set_interrupt_check(signal.check());
@@ -297,6 +313,7 @@ impl PyRecorder {
             mode,
             infos: DynamicColumns::new("info", Timeline::Obs, info_codec),
             data: DynamicColumns::new("data", Timeline::Step, data_codec),
+            frames: Frames::new(frame_codec),
             pending_data: Vec::new(),
             coll: Collector::default(),
             warned_unrecorded: false,
@@ -305,14 +322,16 @@ impl PyRecorder {
         Ok(PyRecorder { state: Mutex::new(state), owner_pid: trajcore_core::process::current_pid() })
     }
 
-    /// Starts episodes: every env, or those where `mask` is true.
-    #[pyo3(signature = (observation, info, mask=None))]
+    /// Starts episodes: every env, or those where `mask` is true; `frame` is what the env
+    /// rendered after the reset (see `Frames::put`).
+    #[pyo3(signature = (observation, info, mask=None, frame=None))]
     fn reset(
         &self,
         py: Python<'_>,
         observation: &Bound<'_, PyAny>,
         info: &Bound<'_, PyAny>,
         mask: Option<&Bound<'_, PyAny>>,
+        frame: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let mut guard = self.lock(py)?;
         let st = &mut *guard;
@@ -321,6 +340,7 @@ impl PyRecorder {
         let collected = (|| {
             st.put_tree(py, Which::Observation, observation, Place::regular(st.rows))?;
             st.put_info(py, info, Slot::Regular)?;
+            st.put_frame(py, frame)?;
             if let Some(mask) = mask.filter(|m| !m.is_none()) {
                 let Some(n) = st.rows else {
                     return Err(invalid(py, "a reset mask needs a vector recorder"));
@@ -335,8 +355,9 @@ impl PyRecorder {
         }
     }
 
-    /// Records one (vector) step.
+    /// Records one (vector) step; `frame` is what the env rendered after it.
     #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (action, observation, reward, terminated, truncated, info, frame=None))]
     fn step(
         &self,
         py: Python<'_>,
@@ -346,12 +367,13 @@ impl PyRecorder {
         terminated: &Bound<'_, PyAny>,
         truncated: &Bound<'_, PyAny>,
         info: &Bound<'_, PyAny>,
+        frame: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let mut guard = self.lock(py)?;
         let st = &mut *guard;
         // The collector is empty between calls: `send` and `fail` both leave it so.
         st.rec.check().py_err(py)?;
-        match st.collect_step(py, action, observation, reward, terminated, truncated, info) {
+        match st.collect_step(py, action, observation, reward, terminated, truncated, info, frame) {
             Ok(()) => st.send(py, MessageKind::Step)?,
             Err(e) => return Err(st.fail(py, e)),
         }
@@ -429,6 +451,7 @@ impl PyRecorder {
         let closed = st.signal.result(py, result);
         st.infos.warn_skipped(py)?;
         st.data.warn_skipped(py)?;
+        st.frames.warn_skipped(py)?;
         st.warn_unrecorded_steps(py)?;
         closed
     }
@@ -466,7 +489,13 @@ impl PyRecorder {
                 skipped.set_item(format!("{prefix}/{path}"), n)?;
             }
         }
+        for (name, n) in guard.frames.skipped_counts() {
+            skipped.set_item(name, n)?;
+        }
         d.set_item("values_not_recorded", skipped)?;
+        // One dict per sample, the fields named as the core names them.
+        let timelog = serde_json::to_string(&guard.rec.timelog()).map_err(|e| recorder_error(py, e.to_string()))?;
+        d.set_item("timelog", py.import("json")?.getattr("loads")?.call1((timelog,))?)?;
         Ok(d)
     }
 

@@ -330,7 +330,8 @@ mod tests {
         for n in [0u64, 1, 3, 200] {
             let metas: Vec<String> =
                 (0..n).map(|i| if i % 2 == 0 { String::new() } else { format!("{{\"i\":{i}}}") }).collect();
-            let metric = |i: u64| super::super::metrics::Metric { column: i as u32, count: 2, sum: 1.5, min: 0.5, max: 1.0 };
+            let metric =
+                |i: u64| super::super::metrics::Metric { column: i as u32, count: 2, sum: 1.5, min: 0.5, max: 1.0 };
             let metrics: Vec<Vec<u8>> =
                 (0..n).map(|i| super::super::metrics::encode(&vec![metric(i); (i % 3) as usize])).collect();
             let items: Vec<EpisodeItem> =

@@ -96,7 +96,13 @@ pub fn decode(blob: &[u8]) -> Result<Vec<Metric>, String> {
     Ok((0..n)
         .map(|i| {
             let e = &blob[HEADER_LEN + i * len..];
-            Metric { column: u32_at(e, 0), count: u32_at(e, 4), sum: f64_at(e, 8), min: f64_at(e, 16), max: f64_at(e, 24) }
+            Metric {
+                column: u32_at(e, 0),
+                count: u32_at(e, 4),
+                sum: f64_at(e, 8),
+                min: f64_at(e, 16),
+                max: f64_at(e, 24),
+            }
         })
         .collect())
 }

@@ -89,6 +89,9 @@ pub struct RecorderConfig {
     /// Codec of custom per-step data columns (`record`); the info codec when absent.
     #[serde(default)]
     pub data_codec: Option<CodecSpec>,
+    /// Codec of the column of rendered frames (`render/frame`); the info codec when absent.
+    #[serde(default)]
+    pub frame_codec: Option<CodecSpec>,
     /// Codec of the reward, terminated and truncated columns.
     #[serde(default)]
     pub flags_codec: CodecSpec,

@@ -8,6 +8,7 @@ pub mod message;
 pub mod recorder;
 pub mod shard;
 pub mod thread;
+pub mod timelog;
 
 pub use crate::format::SHARD_EXTENSION;
 pub use autoreset::{LaneOp, LaneState, Splitter};

@@ -537,6 +537,13 @@ impl Recorder {
     /// writer is no longer too far behind), or fails if the writer stopped or blocking is off
     /// (then the planned message is refused). Bindings call this with the GIL released.
     pub fn wait_for_space(&mut self, len: usize) -> Result<()> {
+        let started = std::time::Instant::now();
+        let waited = self.wait_for_space_inner(len);
+        self.shared.timelog.add_producer_wait(started.elapsed());
+        waited
+    }
+
+    fn wait_for_space_inner(&mut self, len: usize) -> Result<()> {
         if self.pace_blocks() {
             self.shared.backlog_waits.fetch_add(1, Ordering::Relaxed);
             self.wait_while(|me| me.pace_blocks()).map_err(|e| self.refuse_planned(e))?;
@@ -777,6 +784,12 @@ impl Recorder {
             ring_waits: s.ring_waits.load(Ordering::Relaxed),
             backlog_waits: s.backlog_waits.load(Ordering::Relaxed),
         }
+    }
+
+    /// The writer's timelog so far: one sample per second of recording, oldest first (see
+    /// `timelog`; neighbours are merged once there are `timelog::MAX_SAMPLES`).
+    pub fn timelog(&self) -> Vec<super::timelog::Sample> {
+        self.shared.timelog.samples()
     }
 
     pub fn shard_paths(&self) -> Vec<PathBuf> {

@@ -172,8 +172,10 @@ impl ShardWriter {
     }
 
     fn sync(&mut self) -> Result<()> {
+        let started = Instant::now();
         self.file.sync_data().map_err(|e| Error::io(&self.path, e))?;
         self.last_sync = Instant::now();
+        super::timelog::note_fsync(self.last_sync - started);
         Ok(())
     }
 

@@ -16,14 +16,15 @@ use super::config::{Durability, RecorderConfig};
 use super::lane::{ColumnBuffer, EndedEpisode, Lane, OpenEpisode};
 use super::message::{self, EntryKind, EntryRef, Message, MessageKind, Slot};
 use super::shard::{now_ns, ShardWriter};
-use crate::error::{Error, Result};
+use super::timelog::{self, Clock, Stage};
 use crate::dtype::DType;
+use crate::error::{Error, Result};
 use crate::format::chunks::{PendingChunk, CHUNK_REPEAT};
-use crate::format::metrics::{self, MetricsAcc};
 use crate::format::codec::Encoder;
 use crate::format::episode::{
     EpisodeSummary, FLAG_COMPLETE, FLAG_CONTINUES, FLAG_DISCARDED, FLAG_TERMINATED, FLAG_TRUNCATED,
 };
+use crate::format::metrics::{self, MetricsAcc};
 use crate::schema::{ColumnId, ColumnSpec, Timeline};
 
 const IDLE_SLEEP: Duration = Duration::from_millis(1);
@@ -46,6 +47,8 @@ pub struct Shared {
     /// Messages taken off the ring so far (the producer paces itself by how fast this moves).
     pub handled: AtomicU64,
     pub shard_paths: Mutex<Vec<PathBuf>>,
+    /// Per-second timings of the writer thread (see `timelog`).
+    pub timelog: timelog::Live,
 }
 
 impl Shared {
@@ -103,6 +106,8 @@ pub struct WriterThread {
     raw_bytes_seen: u64,
     /// Messages taken off the ring so far.
     messages_handled: u64,
+    /// Stage times of the timelog sample being filled.
+    clock: Clock,
 }
 
 pub struct WriterSetup {
@@ -145,6 +150,7 @@ impl WriterThread {
             raw_bytes_seen: 0,
             messages_handled: 0,
             encoder: Encoder::default(),
+            clock: Clock::new(now_ns()),
             config: setup.config,
         };
         for spec in setup.columns {
@@ -176,10 +182,13 @@ impl WriterThread {
         let interval = self.config.flush_interval();
         let mut next_cycle = Instant::now() + interval;
         let mut scratch = Vec::new();
+        let capacity = consumer.buffer().capacity().max(1) as f64;
         loop {
             let mut handled = 0;
+            self.clock.note_ring_fill(consumer.slots() as f64 / capacity);
             while handled < 1024 {
                 let Some(len) = next_message_len(&mut consumer) else { break };
+                let (started, nested) = (Instant::now(), self.clock.nested());
                 // The producer commits whole messages, so all of it is there.
                 let chunk = consumer.read_chunk(len).map_err(|e| Error::WriterStopped(format!("ring: {e}")))?;
                 let (a, b) = chunk.as_slices();
@@ -198,7 +207,11 @@ impl WriterThread {
                 self.messages_handled += 1;
                 self.shared.handled.store(self.messages_handled, Ordering::Release);
                 chunk.commit_all();
+                // What the message sealed or wrote (a flush) is timed in its own stage.
+                let copied = started.elapsed().saturating_sub(self.clock.nested() - nested);
+                self.clock.add(Stage::Copy, copied);
                 if closed {
+                    self.end_timelog_sample(consumer.slots() as f64 / capacity);
                     return Ok(());
                 }
                 self.shared.bytes_raw.fetch_add(std::mem::take(&mut self.raw_bytes_seen), Ordering::Relaxed);
@@ -213,17 +226,44 @@ impl WriterThread {
                 self.cycle()?;
                 next_cycle = Instant::now() + interval;
             }
+            if self.clock.due(Instant::now()) {
+                self.end_timelog_sample(consumer.slots() as f64 / capacity);
+            }
             if handled == 0 {
                 if consumer.is_abandoned() && consumer.is_empty() {
                     // The recorder was dropped without close (its owner crashed): finish the file.
                     self.close()?;
+                    self.end_timelog_sample(0.0);
                     return Ok(());
                 }
                 // Sleep a whole millisecond: the ring holds what arrives meanwhile, and waking
                 // per message would steal the env loop's core on small machines.
-                std::thread::sleep(IDLE_SLEEP);
+                self.clock.time(Stage::Idle, || std::thread::sleep(IDLE_SLEEP));
             }
         }
+    }
+
+    /// Ends the timelog sample being filled and publishes it.
+    fn end_timelog_sample(&mut self, ring_fill: f64) {
+        let s = &self.shared;
+        let totals = timelog::Totals {
+            messages: self.messages_handled,
+            steps: s.steps.load(Ordering::Relaxed),
+            bytes_raw: s.bytes_raw.load(Ordering::Relaxed),
+            bytes_written: s.bytes_written.load(Ordering::Relaxed),
+            ring_waits: s.ring_waits.load(Ordering::Relaxed),
+            backlog_waits: s.backlog_waits.load(Ordering::Relaxed),
+            producer_wait_ns: s.timelog.producer_wait_ns.load(Ordering::Relaxed),
+        };
+        let sample = self.clock.close(Instant::now(), now_ns(), totals, ring_fill);
+        self.on_timelog_sample(sample);
+    }
+
+    /// Every timelog sample passes here once: it is published live (`Recorder::timelog`,
+    /// `stats()["timelog"]` in Python). The file-persisted timelog plugs in here, and only here:
+    /// append the sample to the shard as a record once the format has one for it.
+    fn on_timelog_sample(&mut self, sample: timelog::Sample) {
+        self.shared.timelog.push(sample);
     }
 
     /// Applies one message; true when it was Close.
@@ -638,7 +678,8 @@ impl WriterThread {
         for lane in &mut self.lanes {
             for ((buffer, spec), &limit) in lane.buffers.iter_mut().zip(&self.columns).zip(&self.chunk_limit) {
                 if all || buffer.raw_len() >= limit || buffer.rows == u32::MAX {
-                    chunks.extend(buffer.seal(lane.index, spec, &mut self.encoder));
+                    let encoder = &mut self.encoder;
+                    chunks.extend(self.clock.time(Stage::Compress, || buffer.seal(lane.index, spec, encoder)));
                 }
             }
         }
@@ -652,8 +693,8 @@ impl WriterThread {
         }
         let shard = self.shard.as_mut().ok_or_else(|| Error::WriterStopped("no open shard".into()))?;
         let before = shard.size();
-        shard.append_chunks(chunks);
-        shard.flush_to_os()?;
+        self.clock.time(Stage::Encode, || shard.append_chunks(chunks));
+        self.clock.time_write(|| shard.flush_to_os())?;
         self.shared.bytes_written.fetch_add(shard.size() - before, Ordering::Relaxed);
         Ok(())
     }
@@ -684,10 +725,13 @@ impl WriterThread {
             })
             .collect();
         let listed = batch.iter().filter(|(s, _, _)| s.flags & (FLAG_CONTINUES | FLAG_DISCARDED) == 0).count();
-        shard.append_episodes(&batch);
+        let index_interval = self.config.index_interval_bytes;
+        self.clock.time(Stage::Encode, || {
+            shard.append_episodes(&batch);
+            shard.maybe_checkpoint(index_interval);
+        });
         self.shared.episodes.fetch_add(listed as u64, Ordering::Relaxed);
-        shard.maybe_checkpoint(self.config.index_interval_bytes);
-        shard.flush_to_os()?;
+        self.clock.time_write(|| shard.flush_to_os())?;
         self.shared.bytes_written.fetch_add(shard.size() - before, Ordering::Relaxed);
         Ok(())
     }
@@ -722,17 +766,19 @@ impl WriterThread {
         }
         self.write_pending_episodes()?;
         if let Some(old) = self.shard.take() {
-            old.finish()?;
+            self.clock.time_write(|| old.finish())?;
         }
         self.shard_seq += 1;
-        let shard = ShardWriter::create(
-            &self.dir,
-            self.recording_id,
-            self.shard_seq,
-            &self.meta_json,
-            &self.columns,
-            self.durability,
-        )?;
+        let shard = self.clock.time_write(|| {
+            ShardWriter::create(
+                &self.dir,
+                self.recording_id,
+                self.shard_seq,
+                &self.meta_json,
+                &self.columns,
+                self.durability,
+            )
+        })?;
         self.shared.shard_paths.lock().unwrap_or_else(|p| p.into_inner()).push(shard.path().to_path_buf());
         self.shard = Some(shard);
         self.append_chunks(&repeats)?;
@@ -804,7 +850,7 @@ impl WriterThread {
         self.cycle()?;
         if let Some(shard) = self.shard.take() {
             let before = shard.size();
-            let path = shard.finish()?;
+            let path = self.clock.time_write(|| shard.finish())?;
             let after = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(before);
             self.shared.bytes_written.fetch_add(after.saturating_sub(before), Ordering::Relaxed);
         }

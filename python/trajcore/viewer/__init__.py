@@ -1,0 +1,108 @@
+"""The episode viewer: one self-contained HTML page per episode (frame or image observation,
+slider, play/pause, speed, arrow keys; the step's values beside it; plots with a cursor).
+
+    trajcore.viewer.write_html(ds.episodes[3], "ep3.html")
+    trajcore.viewer.view("runs/breakout", episode=3)          # a temporary file, in the browser
+    ds.episodes[3]                                              # in Jupyter: the same page, size-capped
+
+The page needs nothing but a browser: no network, no CDN, no other file. Modules: `_episode`
+reads an episode, `_content` decides what the page shows (plain values), `_frames` packs the
+frames, `_page` fills the template (``template.html``, ``viewer.css``, ``viewer.js``).
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import tempfile
+import webbrowser
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from trajcore.formats._output import staged
+from trajcore.viewer._content import PageContent, page_content
+from trajcore.viewer._episode import read_episode
+from trajcore.viewer._page import page_overhead, render_page
+
+if TYPE_CHECKING:
+    from trajcore.dataset import Episode
+
+__all__ = ["NOTEBOOK_MAX_BYTES", "episode_html", "notebook_html", "view", "write_html"]
+
+NOTEBOOK_MAX_BYTES = 8 << 20
+"""Size cap of the page `Episode._repr_html_` puts in a notebook (frames are thinned to fit)."""
+
+
+def _content(episode: Episode, max_bytes: int | None) -> PageContent:
+    """What the page of `episode` shows, its data fitted to a page of at most `max_bytes`."""
+    data_bytes = None if max_bytes is None else max_bytes - page_overhead()
+    return page_content(read_episode(episode), max_bytes=data_bytes)
+
+
+def episode_html(episode: Episode, *, max_bytes: int | None = None) -> str:
+    """The viewer page of an episode, as HTML text.
+
+    Args:
+        episode: the episode to show.
+        max_bytes: bound of the page's size: frames are thinned (every k-th kept) to fit, and the
+            page says so. None: every frame.
+    """
+    return render_page(_content(episode, max_bytes))
+
+
+def write_html(episode: Episode, path: str | os.PathLike[str], *, max_bytes: int | None = None) -> str:
+    """Writes the viewer page of an episode to `path` (replacing it; written beside it and
+    renamed into place, so a half-written page never shows). Returns the path."""
+    out = os.fspath(path)
+    page = episode_html(episode, max_bytes=max_bytes)
+    with staged(out, force=True) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        f.write(page)
+    return out
+
+
+def view(
+    path: str | os.PathLike[str],
+    episode: int = 0,
+    out: str | os.PathLike[str] | None = None,
+    *,
+    open_browser: bool | None = None,
+    max_bytes: int | None = None,
+) -> str:
+    """Writes the viewer page of episode `episode` (dataset index, negative from the end) of the
+    dataset at `path`; without `out`, into a temporary file opened in the default browser.
+
+    Args:
+        open_browser: open the page with `webbrowser` (default: only when `out` is None).
+
+    Returns:
+        The page's path.
+
+    Raises:
+        IndexError: no such episode.
+        TrajcoreFileNotFoundError: `path` does not exist.
+    """
+    from trajcore.dataset import open as open_dataset
+
+    temporary = out is None
+    with open_dataset(path) as ds:
+        ep = ds.episodes[episode]
+        if out is None:
+            fd, out = tempfile.mkstemp(prefix=f"trajcore-episode-{ep.index}-", suffix=".html")
+            os.close(fd)
+        written = write_html(ep, out, max_bytes=max_bytes)
+    if temporary if open_browser is None else open_browser:
+        webbrowser.open(Path(written).resolve().as_uri())
+    return written
+
+
+def notebook_html(episode: Episode, max_bytes: int = NOTEBOOK_MAX_BYTES) -> str:
+    """The page for a notebook cell: inside an iframe (its script and styles kept apart from the
+    notebook's), capped at `max_bytes`, with what was left out said above it."""
+    content = _content(episode, max_bytes)
+    page = render_page(content)
+    notes = "".join(f"<div>trajcore viewer: {html.escape(n)}</div>" for n in content.notes)
+    return (
+        f'<div style="font-size:12px;color:#8a4b00">{notes}</div>'
+        f'<iframe srcdoc="{html.escape(page, quote=True)}" style="width:100%;height:760px;border:0" '
+        'title="trajcore episode viewer"></iframe>'
+    )

@@ -1,0 +1,425 @@
+// The trajcore episode viewer. Reads the page's data (#trajcore-data: see
+// trajcore/viewer/_content.py for the model) and its frame blocks (#trajcore-block-N: base64 of
+// deflated byte-wise differences between consecutive frames, see trajcore/viewer/_frames.py).
+// No network: everything is in this file.
+"use strict";
+(() => {
+  const model = JSON.parse(document.getElementById("trajcore-data").textContent);
+  const $ = (id) => document.getElementById(id);
+  const last = model.rows - 1; // rows 0 .. last; steps 0 .. last - 1
+
+  // What tests and scripts can drive: goto(row), the row shown, the row whose frame is drawn.
+  const api = {
+    row: 0,
+    drawnRow: -1,
+    firstDrawMs: null,
+    goto: (row) => goto(row),
+    play: () => setPlaying(true),
+    pause: () => setPlaying(false),
+  };
+  window.trajcoreViewer = api;
+
+  // --- header -----------------------------------------------------------------------------
+  $("title").textContent = model.title;
+  for (const [key, value] of Object.entries(model.summary)) {
+    if (key === "metadata" && value && Object.keys(value).length === 0) continue;
+    const item = document.createElement("div");
+    const dt = document.createElement("dt");
+    const dd = document.createElement("dd");
+    dt.textContent = key;
+    dd.textContent = typeof value === "object" ? JSON.stringify(value) : String(value);
+    item.append(dt, dd);
+    $("summary").append(item);
+  }
+  for (const note of model.notes) {
+    const li = document.createElement("li");
+    li.textContent = note;
+    $("notes").append(li);
+  }
+
+  // --- the values beside the frame ----------------------------------------------------------
+  const cells = [];
+  const groupTitles = {
+    observation: "observation",
+    step: "step (taken from this observation)",
+    info: "info",
+  };
+  const groupRows = {};
+  let group = null;
+  for (const field of model.fields) {
+    if (field.group !== group) {
+      group = field.group;
+      const tr = document.createElement("tr");
+      tr.className = "group";
+      const th = document.createElement("th");
+      th.colSpan = 2;
+      tr.append(th);
+      $("table").append(tr);
+      groupRows[group] = th;
+    }
+    const tr = document.createElement("tr");
+    tr.dataset.field = field.name;
+    const th = document.createElement("th");
+    th.textContent = field.name;
+    const td = document.createElement("td");
+    tr.append(th, td);
+    $("table").append(tr);
+    cells.push([field, td]);
+  }
+
+  function showValues(row) {
+    for (const [g, th] of Object.entries(groupRows)) {
+      const rowText = g === "step" ? (row < last ? `step ${row}` : "no step") : `row ${row}`;
+      th.textContent = `${groupTitles[g]} · ${rowText}`;
+    }
+    for (const [field, td] of cells) {
+      let text;
+      if (field.timeline === "step" && row >= last) {
+        text = null;
+        td.title = "the final observation: no step was taken from it";
+      } else {
+        text = field.text[row];
+        td.title = text === null ? "not given at this row" : "";
+      }
+      td.textContent = text === null ? "—" : text;
+      td.className = text === null ? "missing" : "";
+    }
+  }
+
+  // --- frames -------------------------------------------------------------------------------
+  const image = model.image;
+  const canvas = $("frame");
+  const ctx = canvas.getContext("2d");
+  let pixels = null;
+  const cache = new Map(); // block index -> Promise<Uint8Array> of its decoded frames
+  const CACHE_BLOCKS = 6;
+
+  if (image) {
+    canvas.width = image.width;
+    canvas.height = image.height;
+    // As large as the column allows, but never taller than 62% of the window.
+    canvas.style.width = `min(100%, ${((62 * image.width) / image.height).toFixed(3)}vh)`;
+    pixels = ctx.createImageData(image.width, image.height);
+  } else {
+    $("screen").classList.add("empty");
+  }
+
+  function blockOf(kept) {
+    const blocks = image.blocks;
+    let lo = 0;
+    let hi = blocks.length - 1;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (blocks[mid].first <= kept) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  }
+
+  async function decodeBlock(b) {
+    const text = document.getElementById(`trajcore-block-${b}`).textContent.trim();
+    const binary = atob(text);
+    const packed = new Uint8Array(binary.length);
+    for (let i = 0; i < binary.length; i++) packed[i] = binary.charCodeAt(i);
+    const stream = new Blob([packed]).stream().pipeThrough(new DecompressionStream("deflate"));
+    const frames = new Uint8Array(await new Response(stream).arrayBuffer());
+    const size = image.width * image.height * image.channels;
+    // Each frame after the first is its difference to the one before (mod 256).
+    for (let f = 1; f < image.blocks[b].count; f++) {
+      const at = f * size;
+      for (let j = 0; j < size; j++) frames[at + j] += frames[at - size + j];
+    }
+    return frames;
+  }
+
+  function block(b) {
+    let p = cache.get(b);
+    if (p) {
+      cache.delete(b); // most recently used last
+    } else {
+      p = decodeBlock(b);
+    }
+    cache.set(b, p);
+    while (cache.size > CACHE_BLOCKS) cache.delete(cache.keys().next().value);
+    return p;
+  }
+
+  function paint(frames, offset) {
+    const out = pixels.data;
+    const n = image.width * image.height;
+    if (image.channels === 3) {
+      for (let i = 0, s = offset, d = 0; i < n; i++, s += 3, d += 4) {
+        out[d] = frames[s];
+        out[d + 1] = frames[s + 1];
+        out[d + 2] = frames[s + 2];
+        out[d + 3] = 255;
+      }
+    } else {
+      for (let i = 0, s = offset, d = 0; i < n; i++, s++, d += 4) {
+        out[d] = out[d + 1] = out[d + 2] = frames[s];
+        out[d + 3] = 255;
+      }
+    }
+    ctx.putImageData(pixels, 0, 0);
+  }
+
+  let drawing = 0; // the latest draw request wins
+  async function drawFrame(row) {
+    const ticket = ++drawing;
+    if (!image) {
+      finishDraw(row);
+      return;
+    }
+    const kept = Math.min(Math.floor(row / image.stride), image.present.length - 1);
+    const b = blockOf(kept);
+    const frames = await block(b);
+    if (ticket !== drawing) return;
+    const note = $("frame-note");
+    if (!image.present[kept]) {
+      ctx.fillStyle = "#444";
+      ctx.fillRect(0, 0, canvas.width, canvas.height);
+      note.textContent = `no frame at row ${kept * image.stride} (not rendered for this row)`;
+    } else {
+      const size = image.width * image.height * image.channels;
+      paint(frames, (kept - image.blocks[b].first) * size);
+      const from = kept * image.stride;
+      note.textContent = from === row ? "" : `frame of row ${from} (every ${image.stride}th frame kept)`;
+    }
+    if (b + 1 < image.blocks.length) block(b + 1); // decode ahead while this one is shown
+    finishDraw(row);
+  }
+
+  function finishDraw(row) {
+    api.drawnRow = row;
+    if (api.firstDrawMs === null) api.firstDrawMs = performance.now();
+  }
+
+  // --- plots -------------------------------------------------------------------------------
+  const plots = [];
+  for (const spec of model.plots) {
+    const box = document.createElement("div");
+    box.className = "plot";
+    box.dataset.plot = spec.name;
+    const label = document.createElement("div");
+    label.className = "label";
+    const name = document.createElement("span");
+    name.textContent = `${spec.name} `;
+    const value = document.createElement("span");
+    value.className = "value";
+    label.append(name, value);
+    const c = document.createElement("canvas");
+    box.append(label, c);
+    $("plots").append(box);
+    plots.push({ spec, canvas: c, value, base: null });
+    c.addEventListener("pointerdown", (e) => {
+      c.setPointerCapture(e.pointerId);
+      gotoFromPlot(e, c);
+    });
+    c.addEventListener("pointermove", (e) => {
+      if (e.buttons & 1) gotoFromPlot(e, c);
+    });
+  }
+
+  const PAD = { left: 46, right: 8, top: 8, bottom: 16 };
+
+  function xOf(row, width) {
+    return PAD.left + (last > 0 ? (row / last) * (width - PAD.left - PAD.right) : 0);
+  }
+
+  function gotoFromPlot(e, c) {
+    const r = c.getBoundingClientRect();
+    const x = ((e.clientX - r.left) / r.width) * c.width;
+    const frac = (x - PAD.left) / (c.width - PAD.left - PAD.right);
+    goto(Math.round(Math.max(0, Math.min(1, frac)) * last));
+  }
+
+  function drawBase(p) {
+    const ratio = window.devicePixelRatio || 1;
+    const width = Math.max(200, Math.round(p.canvas.clientWidth * ratio));
+    const height = Math.round(120 * ratio);
+    p.canvas.width = width;
+    p.canvas.height = height;
+    const base = document.createElement("canvas");
+    base.width = width;
+    base.height = height;
+    const g = base.getContext("2d");
+    const values = p.spec.values;
+    let lo = Infinity;
+    let hi = -Infinity;
+    for (const v of values) {
+      if (v !== null) {
+        lo = Math.min(lo, v);
+        hi = Math.max(hi, v);
+      }
+    }
+    if (lo === Infinity) {
+      lo = 0;
+      hi = 1;
+    }
+    if (lo === hi) {
+      lo -= 0.5;
+      hi += 0.5;
+    }
+    const y = (v) => PAD.top + (1 - (v - lo) / (hi - lo)) * (height - PAD.top - PAD.bottom);
+    g.font = `${10 * ratio}px system-ui, sans-serif`;
+    g.fillStyle = "#6a6f75";
+    g.textBaseline = "middle";
+    g.fillText(fmt(hi), 2, y(hi));
+    g.fillText(fmt(lo), 2, y(lo));
+    g.textBaseline = "bottom";
+    g.fillText("0", PAD.left, height);
+    const end = `row ${last}`;
+    g.fillText(end, width - PAD.right - g.measureText(end).width, height);
+    g.strokeStyle = "#d9dcdf";
+    g.beginPath();
+    g.moveTo(PAD.left, y(lo));
+    g.lineTo(width - PAD.right, y(lo));
+    g.stroke();
+    g.strokeStyle = "#1d1f21";
+    g.lineWidth = ratio;
+    g.beginPath();
+    let pen = false;
+    for (let i = 0; i < values.length; i++) {
+      const v = values[i];
+      if (v === null) {
+        pen = false;
+        continue;
+      }
+      const px = xOf(i, width);
+      if (pen) g.lineTo(px, y(v));
+      else g.moveTo(px, y(v));
+      pen = true;
+    }
+    g.stroke();
+    if (values.length < 200) {
+      g.fillStyle = "#1d1f21";
+      for (let i = 0; i < values.length; i++) {
+        if (values[i] !== null) g.fillRect(xOf(i, width) - ratio, y(values[i]) - ratio, 2 * ratio, 2 * ratio);
+      }
+    }
+    p.base = base;
+  }
+
+  function fmt(v) {
+    return Math.abs(v) >= 1e5 || (Math.abs(v) < 1e-3 && v !== 0) ? v.toExponential(2) : String(+v.toPrecision(4));
+  }
+
+  function showPlots(row) {
+    for (const p of plots) {
+      if (!p.base) drawBase(p);
+      const g = p.canvas.getContext("2d");
+      g.clearRect(0, 0, p.canvas.width, p.canvas.height);
+      g.drawImage(p.base, 0, 0);
+      // On a pixel's centre: a crisp line, not two half-covered columns.
+      const x = Math.round(xOf(row, p.canvas.width)) + 0.5;
+      g.strokeStyle = "#1f6feb";
+      g.lineWidth = Math.max(1, Math.round(window.devicePixelRatio || 1));
+      g.beginPath();
+      g.moveTo(x, 0);
+      g.lineTo(x, p.canvas.height);
+      g.stroke();
+      const v = p.spec.values[row];
+      p.value.textContent = v === undefined ? "(no step)" : v === null ? "—" : String(v);
+    }
+  }
+
+  window.addEventListener("resize", () => {
+    for (const p of plots) p.base = null;
+    showPlots(api.row);
+  });
+
+  // --- position, controls, keys --------------------------------------------------------------
+  const slider = $("slider");
+  slider.max = String(last);
+
+  function goto(row) {
+    const r = Math.max(0, Math.min(last, Math.round(Number(row)) || 0));
+    api.row = r;
+    slider.value = String(r);
+    const where = r < last ? `step ${r} of ${last}` : "the final observation";
+    $("position").textContent = `row ${r} of ${last} · ${where}`;
+    showValues(r);
+    showPlots(r);
+    return drawFrame(r);
+  }
+
+  slider.addEventListener("input", () => {
+    setPlaying(false);
+    goto(slider.value);
+  });
+
+  const speeds = [0.1, 0.25, 0.5, 1, 2, 4, 8, 16];
+  for (const s of speeds) {
+    const o = document.createElement("option");
+    o.value = String(s);
+    o.textContent = `${s}x (${+(s * model.fps).toFixed(1)} rows/s)`;
+    if (s === 1) o.selected = true;
+    $("speed").append(o);
+  }
+
+  let playing = false;
+  let clock = 0;
+  let carried = 0;
+  function setPlaying(on) {
+    playing = on && last > 0;
+    $("play").innerHTML = playing ? "&#10074;&#10074;" : "&#9654;";
+    if (playing) {
+      if (api.row >= last) goto(0);
+      clock = performance.now();
+      carried = 0;
+      requestAnimationFrame(tick);
+    }
+  }
+  function tick(now) {
+    if (!playing) return;
+    carried += ((now - clock) / 1000) * model.fps * Number($("speed").value);
+    clock = now;
+    const advance = Math.floor(carried);
+    if (advance > 0) {
+      carried -= advance;
+      goto(api.row + advance);
+      if (api.row >= last) {
+        setPlaying(false);
+        return;
+      }
+    }
+    requestAnimationFrame(tick);
+  }
+  $("play").addEventListener("click", () => setPlaying(!playing));
+
+  document.addEventListener("keydown", (e) => {
+    if (e.target instanceof HTMLSelectElement) return;
+    const by = e.shiftKey ? 10 : 1;
+    let handled = true;
+    if (e.key === "ArrowRight" || e.key === "ArrowDown") goto(api.row + by);
+    else if (e.key === "ArrowLeft" || e.key === "ArrowUp") goto(api.row - by);
+    else if (e.key === "Home") goto(0);
+    else if (e.key === "End") goto(last);
+    else if (e.key === " " || e.key === "k") setPlaying(!playing);
+    else handled = false;
+    if (handled) {
+      if (e.key !== " " && e.key !== "k") setPlaying(false);
+      e.preventDefault(); // the slider would move a second time
+    }
+  });
+
+  $("screen").addEventListener(
+    "wheel",
+    (e) => {
+      e.preventDefault();
+      setPlaying(false);
+      goto(api.row + (e.deltaY > 0 ? 1 : -1));
+    },
+    { passive: false },
+  );
+
+  // A link to a row: page.html#row=120 opens there (and changing the hash goes there).
+  const linkedRow = () => {
+    const linked = /(?:^#|&)row=(\d+)/.exec(window.location.hash);
+    return linked ? Number(linked[1]) : null;
+  };
+  window.addEventListener("hashchange", () => {
+    if (linkedRow() !== null) goto(linkedRow());
+  });
+  goto(linkedRow() ?? 0);
+})();
