@@ -2,9 +2,9 @@
 trajcore's training reads (sampling, sequences, zero-copy views) on the data they have.
 
 Each Minari episode becomes one trajcore episode (a single env, env index 0), recorded step by
-step through `RecordEpisodes` from an env that plays the episode back: observations, actions,
-rewards, terminations, truncations and infos (a key with a ``_key`` mask is given only where its
-mask is true, as trajcore exports them; without a mask, at every row). A dataset trajcore
+step through `RecordEpisodes` from an env that plays the episode back (`trajcore._replay`):
+observations, actions, rewards, terminations, truncations and infos (a key with a ``_key`` mask
+is given only where its mask is true, as trajcore exports them; without a mask, at every row). A dataset trajcore
 exported comes back whole: its custom data (``infos["trajcore_data"]``), dataset metadata and
 episode metadata are restored. Other datasets get ``{"minari": {...}}`` metadata: the dataset's
 (id, algorithm, author, ...) and each episode's (id, seed, options). Nothing is downloaded: the
@@ -18,9 +18,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 
+from trajcore._replay import PlaybackEnv, replay
 from trajcore.errors import InvalidArgumentError, TrajcoreFileNotFoundError
 from trajcore.formats._fields import given_at
 from trajcore.formats._output import staged
@@ -134,61 +134,52 @@ def import_minari(
     minari = minari_module("import-minari")
     dataset = _open(minari, os.fspath(name_or_path))
     out = os.fspath(dst)
-    replay = _Replay(dataset)
+    playback = PlaybackEnv(dataset.observation_space, dataset.action_space, dataset.env_spec)
     episodes = steps = 0
     with (
         staged(out, force) as tmp,
-        RecordEpisodes(replay, tmp, _dataset_metadata(dataset), zstd_level=zstd_level) as rec,
+        RecordEpisodes(playback, tmp, _dataset_metadata(dataset), zstd_level=zstd_level) as rec,
     ):
         metas = dataset.storage.get_episode_metadata(dataset.episode_indices)
         for ep, meta in zip(dataset.iterate_episodes(), metas, strict=True):
-            replay.load(ep)
-            rec.reset()
-            rec.set_episode_metadata(_episode_metadata(meta))
-            for t in range(replay.length):
-                rec.record(**given_at(replay.data, t + 1, _decoded))
-                rec.step(value_row(ep.actions, t))
+            played = _MinariEpisode(ep)
+            replay(rec, playback, played, _episode_metadata(meta))
             episodes += 1
-            steps += replay.length
+            steps += played.length
             if progress is not None:
-                progress(replay.length)
+                progress(played.length)
         names = [os.path.basename(p) for p in rec.shard_paths]
     return {"episodes": episodes, "steps": steps, "shards": [os.path.join(out, n) for n in names]}
 
 
-class _Replay(gym.Env[Any, Any]):
-    """An env that plays back one Minari episode at a time, so the import records through
-    `RecordEpisodes` like any env (the action given to `step` is the recorded one)."""
+class _MinariEpisode:
+    """A Minari episode as the rows `replay` plays back (a `PlayedEpisode`); its custom data
+    is taken out of the infos."""
 
-    def __init__(self, dataset: Any) -> None:
-        self.observation_space = dataset.observation_space
-        self.action_space = dataset.action_space
-        self.spec = dataset.env_spec  # its id is stored as the recording's env id
-        self.length = 0
-        self.data: dict[str, Any] = {}
-        self._ep: Any = None
-        self._infos: dict[str, Any] = {}
-        self._t = 0
-
-    def load(self, ep: Any) -> None:
-        """The episode the next `reset` starts; its custom data is taken out of the infos."""
+    def __init__(self, ep: Any) -> None:
         self._ep = ep
         self._infos = dict(ep.infos or {})
-        self.data = self._infos.pop(DATA_KEY, None) or {}
+        self._data = self._infos.pop(DATA_KEY, None) or {}
         self.length = len(ep.rewards)
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
-        self._t = 0
-        return value_row(self._ep.observations, 0), given_at(self._infos, 0, _decoded)
+    def observation(self, t: int) -> Any:
+        return value_row(self._ep.observations, t)
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        t = self._t
-        self._t += 1
-        ep = self._ep
-        return (
-            value_row(ep.observations, t + 1),
-            float(ep.rewards[t]),
-            bool(ep.terminations[t]),
-            bool(ep.truncations[t]),
-            given_at(self._infos, t + 1, _decoded),
-        )
+    def info(self, t: int) -> dict[str, Any]:
+        return given_at(self._infos, t, _decoded)
+
+    def action(self, t: int) -> Any:
+        return value_row(self._ep.actions, t)
+
+    def reward(self, t: int) -> float:
+        return float(self._ep.rewards[t])
+
+    def terminated(self, t: int) -> bool:
+        return bool(self._ep.terminations[t])
+
+    def truncated(self, t: int) -> bool:
+        return bool(self._ep.truncations[t])
+
+    def data(self, t: int) -> dict[str, Any]:
+        # Exported custom data of step t sits at info row t + 1.
+        return given_at(self._data, t + 1, _decoded)
