@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -32,3 +32,22 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
 # MuJoCo renders through OpenGL; without a display, EGL (Mesa's software renderer is enough).
 # Read when mujoco is first imported, so it is set before any test module imports it.
 os.environ.setdefault("MUJOCO_GL", "egl")
+
+
+@pytest.fixture(scope="session")
+def ray_local() -> Iterator[None]:
+    """A local Ray of 2 CPUs for the tests/test_ray*.py modules, shut down at the end. Its workers
+    get this directory on their path: they unpickle the test envs (helpers.py) by reference."""
+    ray = pytest.importorskip("ray", reason="trajcore.ray needs ray (CI installs ray[data,rllib])")
+    here = os.path.dirname(__file__)
+    paths = [here, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env={"env_vars": {"PYTHONPATH": os.pathsep.join(paths)}},
+    )
+    try:
+        yield
+    finally:
+        ray.shutdown()

@@ -17,7 +17,19 @@ from gymnasium import spaces
 from trajcore.errors import SchemaError
 from trajcore.recorder import RecordEpisodes
 
-__all__ = ["PlaybackEnv", "PlayedEpisode", "replay"]
+__all__ = ["PlaybackEnv", "PlayedEpisode", "replay", "value_row"]
+
+
+def value_row(tree: Any, t: int) -> Any:
+    """Row t of a batched (nested) value: a Dict space's dict and a Tuple space's tuple of
+    per-leaf arrays (or sequences) kept as such around each leaf's row; bytes decoded to str
+    (Minari's HDF5 storage gives str values back as bytes)."""
+    if isinstance(tree, Mapping):
+        return {k: value_row(v, t) for k, v in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(value_row(v, t) for v in tree)
+    row = tree[t]
+    return row.decode("utf-8") if isinstance(row, bytes) else row
 
 
 class PlayedEpisode(Protocol):

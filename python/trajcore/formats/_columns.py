@@ -83,6 +83,12 @@ class Leaf:
         return "/".join([self.group, *(escape_key(p) for p in self.path)])
 
     @property
+    def on_obs_timeline(self) -> bool:
+        """Whether the leaf's column has a row per observation (T + 1 an episode: observations
+        and infos) rather than per step (T: actions, rewards, flags, custom data)."""
+        return self.group in ("obs", "next_obs", "info")
+
+    @property
     def size(self) -> int:
         """Values in one row (1 for a scalar or a str)."""
         return math.prod(self.shape)

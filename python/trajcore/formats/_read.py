@@ -25,6 +25,8 @@ __all__ = [
     "iter_batches",
     "iter_episodes",
     "plan_of",
+    "read_episode",
+    "row_bytes",
     "rows_per_batch",
 ]
 
@@ -66,11 +68,15 @@ def _absent(leaf: Leaf, rows: int) -> Values:
     return np.zeros((rows, *leaf.shape), dtype=leaf.dtype)
 
 
-def read_episode(ds: Dataset, index: int, plan: Plan, leaves: Sequence[Leaf]) -> EpisodeRows:
+def read_episode(ds: Dataset, index: int, plan: Plan, leaves: Sequence[Leaf], *, whole: bool = False) -> EpisodeRows:
     """The rows of `leaves` for episode `index` (each column read and decompressed once).
 
     A leaf whose column the episode's recording does not have reads as never given (zeros, mask
     all False).
+
+    Args:
+        whole: every row of each leaf's column (T + 1 for the observation timeline: observations
+            and infos, T for the steps) instead of the T rows of a step table.
 
     Raises:
         CorruptFileError: the episode's data is damaged.
@@ -83,25 +89,24 @@ def read_episode(ds: Dataset, index: int, plan: Plan, leaves: Sequence[Leaf]) ->
     def rows(column: str, first: int) -> Values | None:
         if column not in present:
             return None
-        whole = cache.get(column)
-        if whole is None:
-            whole = cache[column] = ds._read(index, column)
-        return whole[first : first + length]
+        values = cache.get(column)
+        if values is None:
+            values = cache[column] = ds._read(index, column)
+        return values if whole else values[first : first + length]
 
     out = EpisodeRows(index, int(summary["env_index"][index]), length)
     for leaf in leaves:
+        n = length + 1 if whole and leaf.on_obs_timeline else length
         values = rows(leaf.column, leaf.first_row)
         if values is None:
-            out.values[leaf.name] = _absent(leaf, length)
+            out.values[leaf.name] = _absent(leaf, n)
             if leaf.mask is not None:
-                out.masks[leaf.name] = np.zeros(length, dtype=np.bool_)
+                out.masks[leaf.name] = np.zeros(n, dtype=np.bool_)
             continue
         out.values[leaf.name] = values
         if leaf.mask is not None:
             mask = rows(leaf.mask, leaf.first_row)
-            out.masks[leaf.name] = (
-                np.asarray(mask, dtype=np.bool_) if mask is not None else np.ones(length, dtype=np.bool_)
-            )
+            out.masks[leaf.name] = np.asarray(mask, dtype=np.bool_) if mask is not None else np.ones(n, dtype=np.bool_)
     return out
 
 
@@ -224,8 +229,14 @@ def rows_per_batch(leaves: Sequence[Leaf], target_bytes: int, max_rows: int) -> 
     """Rows that make about `target_bytes` of values, between 256 and `max_rows`: CartPole rows
     make batches of `max_rows`, 64x64x3 images (obs and next_obs) batches of about
     `target_bytes` / 24 KiB rows."""
+    return int(min(max_rows, max(256, target_bytes // row_bytes(leaves))))
+
+
+def row_bytes(leaves: Sequence[Leaf]) -> int:
+    """About how many bytes one step-table row of `leaves` takes in memory, index columns and
+    masks included (a str value counted as 32 bytes)."""
     row = 24  # index columns
     for leaf in leaves:
         row += (_STR_GUESS if leaf.dtype == "str" else np.dtype(leaf.dtype).itemsize) * leaf.size
         row += 1 if leaf.mask else 0
-    return int(min(max_rows, max(256, target_bytes // row)))
+    return row

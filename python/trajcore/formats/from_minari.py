@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from trajcore._replay import PlaybackEnv, replay
+from trajcore._replay import PlaybackEnv, replay, value_row
 from trajcore.errors import InvalidArgumentError, TrajcoreFileNotFoundError
 from trajcore.formats._fields import given_at
 from trajcore.formats._output import staged
@@ -28,21 +28,12 @@ from trajcore.formats._read import Progress
 from trajcore.formats.to_minari import DATA_KEY, minari_module
 from trajcore.recorder import RecordEpisodes
 
-__all__ = ["import_minari", "value_row"]
+__all__ = ["import_minari"]
 
 
 def _decoded(v: Any) -> Any:
     # Minari's HDF5 storage gives str values back as bytes.
     return v.decode("utf-8") if isinstance(v, bytes) else v
-
-
-def value_row(tree: Any, t: int) -> Any:
-    """Row t of a (nested) Minari column: dicts and tuples kept, str decoded."""
-    if isinstance(tree, Mapping):
-        return {k: value_row(v, t) for k, v in tree.items()}
-    if isinstance(tree, tuple):
-        return tuple(value_row(v, t) for v in tree)
-    return _decoded(tree[t])
 
 
 def _jsonable(value: Any) -> Any:

@@ -1,0 +1,213 @@
+"""What a read task does: open the dataset (once per worker process), find the episodes it was
+given, and turn their rows into batches of numpy columns.
+
+Column names follow the step tables of the exports (`trajcore.formats._columns`): ``episode``,
+``env_index``, ``step``, then one column per leaf, named by group and path (``obs/pos``,
+``next_obs/pos``, ``action``, ``reward``, ``info/episode/r``, ``data/logp``), arrays kept whole
+(a row of ``obs`` is the whole observation). A leaf that may be missing at a row (infos, custom
+data) has a bool column beside it, ``mask/<name>``, True where the value was given; where it is
+False the value reads as zeros (or ``""``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from trajcore.dataset import Dataset
+from trajcore.formats import EXPORT_CACHE_BYTES
+from trajcore.formats._columns import INDEX_COLUMNS, Leaf, Plan
+from trajcore.formats._read import iter_batches, plan_of, read_episode
+from trajcore.formats.summaries import METRIC_STATS, SUMMARY_FIELDS, metric_column, summary_columns
+from trajcore.ray._plan import TaskPlan, episode_keys, locate
+
+__all__ = [
+    "EPISODE_FIELDS",
+    "EPISODE_LEFT_OUT",
+    "MASK_PREFIX",
+    "Kind",
+    "ReadSpec",
+    "column_names",
+    "episode_columns",
+    "read_batches",
+    "transition_columns",
+]
+
+Kind = Literal["transitions", "episodes"]
+
+MASK_PREFIX = "mask/"
+"""``mask/info/lives``: where ``info/lives`` was given. No leaf name starts with it."""
+
+EPISODE_FIELDS = ("continued", "continues", "metadata")
+"""Per-episode columns of `read_episodes` besides the summaries: whether the rows are a part of
+an episode (`Episode.continued`, `Episode.continues`) and its metadata as JSON text."""
+
+EPISODE_LEFT_OUT = ("next_obs", "terminated", "truncated")
+"""Step-table groups `read_episodes` has no column for: an episode's ``obs`` holds every
+observation, and its per-step flags are False but at its last step, where they are the summary's
+``terminated`` and ``truncated``."""
+
+Columns = dict[str, npt.NDArray[Any]]
+
+
+@dataclass(frozen=True)
+class ReadSpec:
+    """What every task of one read shares.
+
+    Attributes:
+        path: the dataset (a directory of shards, or one shard file).
+        strict: open it with ``strict=True``.
+        token: names this read: tasks of one read share an opened dataset in a worker process.
+        kind: "transitions" (a row per step) or "episodes" (a row per episode).
+        leaves: the leaves read, in table order (the same for every task: one schema).
+        block_steps: steps per block (about the block size Ray Data aims at).
+        metrics: episodes: the metric names planned (columns ``metrics/<name>/<stat>``).
+    """
+
+    path: str
+    strict: bool
+    token: str
+    kind: Kind
+    leaves: tuple[Leaf, ...]
+    block_steps: int
+    metrics: tuple[str, ...] = ()
+
+
+def mask_name(leaf: Leaf) -> str:
+    return MASK_PREFIX + leaf.name
+
+
+def column_names(kind: Kind, leaves: Sequence[Leaf], metric_names: Sequence[str] = ()) -> list[str]:
+    """The columns a read gives, in order (the metric columns only for episodes)."""
+    names: list[str] = list(INDEX_COLUMNS) if kind == "transitions" else []
+    if kind == "episodes":
+        names += ["episode", *SUMMARY_FIELDS]
+        names += [metric_column(m, stat) for m in metric_names for stat in METRIC_STATS]
+        names += EPISODE_FIELDS
+    for leaf in leaves:
+        names.append(leaf.name)
+        if leaf.mask is not None:
+            names.append(mask_name(leaf))
+    return names
+
+
+_OPENED: OrderedDict[tuple[str, bool, str], Dataset] = OrderedDict()
+_OPENED_LOCK = threading.Lock()
+_KEEP_OPENED = 2  # datasets a worker process keeps open between tasks
+
+
+def _dataset(spec: ReadSpec) -> Dataset:
+    """The dataset of this read, opened once per worker process: opening reads every shard's
+    index, so the tasks of a read that run in one worker share it."""
+    key = (spec.path, spec.strict, spec.token)
+    with _OPENED_LOCK:
+        ds = _OPENED.get(key)
+        if ds is None:
+            # A small chunk cache: a read task reads each chunk once, in order.
+            ds = _OPENED[key] = Dataset(spec.path, strict=spec.strict, cache_bytes=EXPORT_CACHE_BYTES)
+            while len(_OPENED) > _KEEP_OPENED:
+                _OPENED.popitem(last=False)[1].close()
+        _OPENED.move_to_end(key)
+        return ds
+
+
+def _located(ds: Dataset, task: TaskPlan) -> list[int]:
+    shard_names = [os.path.basename(p) for p in ds.shards]
+    try:
+        at = shard_names.index(task.shard)
+    except ValueError:
+        at = -1
+    summary = ds._summary()
+    among = np.flatnonzero(summary["shard"] == at) if at >= 0 else np.zeros(0, dtype=np.int64)
+    return locate(task, episode_keys(shard_names, summary, among), ds.path)
+
+
+def read_batches(spec: ReadSpec, task: TaskPlan) -> Iterator[Columns]:
+    """The task's rows as numpy batches of about `spec.block_steps` steps each.
+
+    Raises:
+        TrajcoreIOError: the dataset changed since the read was planned (see `locate`).
+        CorruptFileError: an episode's data is damaged.
+    """
+    ds = _dataset(spec)
+    current = _located(ds, task)
+    planned = [e.index for e in task.episodes]
+    plan = plan_of(ds)  # which columns each recording has, as opened here
+    if spec.kind == "transitions":
+        renumber = None if current == planned else dict(zip(current, planned, strict=True))
+        for batch in iter_batches(ds, current, plan, spec.leaves, spec.block_steps):
+            episode = batch.episode
+            if renumber is not None:
+                episode = np.fromiter((renumber[int(e)] for e in episode), dtype=np.int64, count=len(episode))
+            yield transition_columns(episode, batch.env_index, batch.step, spec.leaves, batch.values, batch.masks)
+        return
+    start = 0
+    while start < len(current):
+        stop, steps = start, 0
+        while stop < len(current) and (stop == start or steps + task.episodes[stop].length <= spec.block_steps):
+            steps += task.episodes[stop].length
+            stop += 1
+        yield episode_columns(ds, current[start:stop], planned[start:stop], spec, plan)
+        start = stop
+
+
+def _values(values: Any) -> npt.NDArray[Any]:
+    """A leaf's rows as one numpy array (str values as an object array of str)."""
+    return np.array(values, dtype=object) if isinstance(values, list) else np.asarray(values)
+
+
+def transition_columns(
+    episode: npt.NDArray[np.int64],
+    env_index: npt.NDArray[np.int64],
+    step: npt.NDArray[np.int64],
+    leaves: Sequence[Leaf],
+    values: dict[str, Any],
+    masks: dict[str, npt.NDArray[np.bool_]],
+) -> Columns:
+    """A step-table batch as named numpy columns (see the module docstring)."""
+    out: Columns = {"episode": episode, "env_index": env_index, "step": step}
+    for leaf in leaves:
+        out[leaf.name] = _values(values[leaf.name])
+        if leaf.mask is not None:
+            out[mask_name(leaf)] = masks[leaf.name]
+    return out
+
+
+def _per_episode(rows: list[Any]) -> npt.NDArray[Any]:
+    """One cell per episode: an object array whose items are the episodes' arrays."""
+    out = np.empty(len(rows), dtype=object)
+    for i, r in enumerate(rows):
+        out[i] = _values(r)
+    return out
+
+
+def episode_columns(ds: Dataset, current: Sequence[int], planned: Sequence[int], spec: ReadSpec, plan: Plan) -> Columns:
+    """Episodes as rows: their summaries, metrics, part flags and metadata, then per leaf the
+    episode's whole column (T + 1 rows for observations and infos, T for the steps)."""
+    summaries = summary_columns(ds, current)
+    out: Columns = {"episode": np.asarray(planned, dtype=np.int64)}
+    out.update((name, summaries[name]) for name in SUMMARY_FIELDS)
+    for name in spec.metrics:
+        for stat in METRIC_STATS:
+            column = metric_column(name, stat)
+            # A metric no episode here has (a recording added since the read was planned has
+            # more): count 0 and NaN, as `Dataset.metrics` gives it for an episode without it.
+            absent = np.zeros(len(current), np.int64) if stat == "count" else np.full(len(current), np.nan)
+            out[column] = summaries.get(column, absent)
+    summary = ds._summary()
+    out["continued"] = summary["continued"][list(current)]
+    out["continues"] = summary["continues"][list(current)]
+    out["metadata"] = np.array([ds._core.episode_metadata_json(i) for i in current], dtype=object)
+    rows = [read_episode(ds, i, plan, spec.leaves, whole=True) for i in current]
+    for leaf in spec.leaves:
+        out[leaf.name] = _per_episode([r.values[leaf.name] for r in rows])
+        if leaf.mask is not None:
+            out[mask_name(leaf)] = _per_episode([r.masks[leaf.name] for r in rows])
+    return out

@@ -1,0 +1,189 @@
+"""Collection from many processes into one dataset: `collect` runs N Ray actors, each recording
+its own vector env into the same directory.
+
+No coordination is needed beyond file names: every recorder writes its own shards, named by its
+start time and a random recording id (``20261121T062507.123456Z-1a2b3c4d-00000.trj``) and
+created with ``O_EXCL``, so two recorders never write one file; a reader lists every recording
+of the directory, including shards still being written. Each recording's metadata carries
+``{"ray": {"actor_index", "actor_id", "host", "node_id", "pid", "start_time", ...}}``.
+
+Any other set of processes can do the same: give each a `RecordVectorEpisodes` (or
+`RecordEpisodes`) on the shared directory, with ``metadata={"ray": process_identity()}``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Unpack
+
+import gymnasium as gym
+import ray
+
+from trajcore._recording import RecordingOptions
+from trajcore.bench import make_env
+from trajcore.dataset import Dataset
+from trajcore.errors import InvalidArgumentError, TrajcoreFileNotFoundError
+from trajcore.ray._identity import process_identity
+from trajcore.vector import RecordVectorEpisodes
+
+__all__ = ["Collector", "collect"]
+
+EnvFn = str | Callable[[], gym.Env[Any, Any]]
+Policy = Callable[[Any], Any]
+
+
+class Collector:
+    """One actor's work: a vector env of `num_envs` sub-envs recorded into `path` (made a Ray
+    actor by `collect`; usable alone in any process).
+
+    Args:
+        env_fn: a registered gymnasium id, "module:callable", or a callable returning a `gym.Env`.
+        path: the dataset directory (shared by every actor).
+        actor_index: this actor's number (0 .. N-1), stored in the metadata.
+        num_envs: sub-envs of its (sync) vector env.
+        seed: its sub-envs are reset with ``seed`` .. ``seed + num_envs - 1``, and random actions
+            drawn from the action space seeded with ``seed``; None: unseeded.
+        metadata: dataset metadata of its recording; ``"ray"`` is added.
+        options: `RecordingOptions` of its recorder.
+    """
+
+    def __init__(
+        self,
+        env_fn: EnvFn,
+        path: str,
+        actor_index: int,
+        num_envs: int,
+        seed: int | None,
+        metadata: Mapping[str, Any],
+        options: Mapping[str, Any],
+    ) -> None:
+        self.env_fn, self.path, self.actor_index, self.num_envs = env_fn, path, actor_index, num_envs
+        self.seed, self.metadata, self.options = seed, dict(metadata), dict(options)
+
+    def run(self, steps: int, policy: Policy | None = None) -> dict[str, Any]:
+        """Steps the vector env `steps` times (random actions, or `policy` from the batched
+        observations) and closes the recording.
+
+        Returns:
+            ``{"actor_index", "identity", "env_steps", "episodes", "shards", "seconds"}``:
+            seconds from the reset to the close (everything written).
+        """
+        identity = {"actor_index": self.actor_index, **process_identity()}
+        envs = make_env(self.env_fn, self.num_envs, "sync")
+        started = time.perf_counter()
+        with RecordVectorEpisodes(envs, self.path, {**self.metadata, "ray": identity}, **self.options) as rec:
+            obs, _ = rec.reset(seed=self.seed)
+            rec.action_space.seed(self.seed)
+            for _ in range(steps):
+                actions = policy(obs) if policy is not None else rec.action_space.sample()
+                obs, *_ = rec.step(actions)
+        seconds = time.perf_counter() - started
+        stats = rec.stats()
+        return {
+            "actor_index": self.actor_index,
+            "identity": identity,
+            "env_steps": steps * self.num_envs,
+            "episodes": int(stats.get("episodes", 0)),
+            "shards": rec.shard_paths,
+            "seconds": seconds,
+        }
+
+
+def _positive(name: str, value: Any, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise InvalidArgumentError(f"{name} must be an int >= {least}, got {value!r}")
+    return value
+
+
+def collect(
+    env_fn: EnvFn,
+    path: str | os.PathLike[str],
+    *,
+    num_actors: int = 2,
+    num_envs_per_actor: int = 1,
+    steps: int,
+    policy: Policy | None = None,
+    seed: int | None = 0,
+    metadata: Mapping[str, Any] | None = None,
+    actor_options: Mapping[str, Any] | None = None,
+    **options: Unpack[RecordingOptions],
+) -> Dataset:
+    """Records with `num_actors` Ray actors into one dataset directory and opens it.
+
+    Each actor makes a sync vector env of `num_envs_per_actor` sub-envs from `env_fn`, steps it
+    `steps` times and records every sub-env episode (its own recording, its own shards). Ray is
+    started (``ray.init()``) if it is not running. On a cluster `path` must be on a filesystem
+    every node shares.
+
+    Args:
+        env_fn: a registered gymnasium id (``"CartPole-v1"``), ``"module:callable"``, or a
+            callable returning a `gym.Env` (pickled to the actors).
+        path: the dataset directory (created if missing; recordings already there are kept).
+        num_actors: actors recording at once.
+        num_envs_per_actor: sub-envs of each actor's vector env.
+        steps: vector steps per actor (so ``num_actors * num_envs_per_actor * steps`` env steps).
+        policy: maps a batch of observations to a batch of actions (pickled to the actors);
+            default random actions.
+        seed: actor k resets its sub-envs with seeds from ``seed + k * num_envs_per_actor`` and
+            seeds its action space with that; None: unseeded.
+        metadata: dataset metadata of every recording; each gets ``"ray"`` added (actor index
+            and id, host, node, pid, start time).
+        actor_options: Ray actor options (default ``{"num_cpus": 1}``).
+        **options: `trajcore.RecordingOptions` of every actor's recorder.
+
+    Returns:
+        The dataset (`trajcore.open(path)`), every actor's recording in it.
+
+    Raises:
+        InvalidArgumentError: a bad argument or recording option.
+        TrajcoreFileNotFoundError: a shard an actor wrote is not visible here (`path` is not on
+            a shared filesystem).
+        Any error an actor raised (after every actor finished), e.g. `SchemaError`.
+    """
+    _positive("num_actors", num_actors, 1)
+    _positive("num_envs_per_actor", num_envs_per_actor, 1)
+    _positive("steps", steps, 0)
+    if not (isinstance(env_fn, str) or callable(env_fn)):
+        raise InvalidArgumentError(f"env_fn must be an env id or a callable returning an env, got {env_fn!r}")
+    if policy is not None and not callable(policy):
+        raise InvalidArgumentError(f"policy must be callable (batched observations -> actions), got {policy!r}")
+    unknown = sorted(set(options) - set(RecordingOptions.__annotations__))
+    if unknown:
+        raise InvalidArgumentError(f"unknown recording option(s) {unknown}")
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise InvalidArgumentError(f"metadata must be a mapping, got {type(metadata).__name__}")
+    directory = os.path.abspath(os.fspath(path))
+    actor_class = ray.remote(Collector).options(**{"num_cpus": 1, **(actor_options or {})})
+    actors = [
+        actor_class.remote(
+            env_fn,
+            directory,
+            k,
+            num_envs_per_actor,
+            None if seed is None else seed + k * num_envs_per_actor,
+            dict(metadata or {}),
+            dict(options),
+        )
+        for k in range(num_actors)
+    ]
+    runs = [a.run.remote(steps, policy) for a in actors]
+    results, errors = [], []
+    for run in runs:  # every actor finishes (and closes its recording) before an error is raised
+        try:
+            results.append(ray.get(run))
+        except Exception as e:
+            errors.append(e)
+    for a in actors:
+        ray.kill(a)
+    if errors:
+        raise errors[0]
+    for result in results:
+        for shard in result["shards"]:
+            if not os.path.exists(shard):
+                raise TrajcoreFileNotFoundError(
+                    f"{shard}, written by actor {result['actor_index']} on {result['identity']['host']}, is not "
+                    f"visible here: on a cluster the dataset directory must be on a filesystem every node shares"
+                )
+    return Dataset(directory)

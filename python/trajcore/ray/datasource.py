@@ -1,0 +1,138 @@
+"""`TrajcoreDatasource`: a trajcore dataset as a Ray Data `Datasource` (behind
+`trajcore.ray.read_transitions` and `trajcore.ray.read_episodes`).
+
+The read is planned when the datasource is made (the dataset is opened once, here, so a bad path
+or a bad column name fails at once): which episodes, which leaves, and the keys that let each
+task find its episodes again. Ray then asks for read tasks: one per shard at least, more for a
+shard with more steps than a task should read (`trajcore.ray._plan`); each task opens the
+directory in its worker and yields blocks of numpy columns (`trajcore.ray._blocks`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import uuid
+from collections.abc import Iterable, Iterator
+
+from ray.data.block import Block, BlockAccessor, BlockMetadata
+from ray.data.context import DataContext
+from ray.data.datasource import Datasource, ReadTask
+
+from trajcore.dataset import Dataset, Episodes
+from trajcore.errors import InvalidArgumentError
+from trajcore.formats._columns import choose
+from trajcore.formats._read import plan_of, row_bytes
+from trajcore.formats.summaries import SUMMARY_FIELDS
+from trajcore.ray._blocks import EPISODE_LEFT_OUT, Kind, ReadSpec, column_names, read_batches
+from trajcore.ray._plan import EpisodeKey, TaskPlan, episode_keys, plan_tasks
+
+__all__ = ["TrajcoreDatasource"]
+
+_TASK_BLOCKS = 4
+"""A read task reads at most about this many of Ray Data's target blocks (then another task
+takes over the rest of its shard): enough work per task, and fine enough to spread a big shard."""
+
+_DEFAULT_BLOCK_BYTES = 128 << 20
+
+
+class TrajcoreDatasource(Datasource):  # type: ignore[misc]  # ray has no type stubs
+    """A trajcore dataset (or a selection of its episodes) for `ray.data.read_datasource`.
+
+    Args:
+        source: a dataset path (a directory of shards or one shard file), a `Dataset`, or
+            `Episodes` (``ds.select(...)``): only those episodes are read.
+        kind: ``"transitions"``: a row per step (``obs`` and ``next_obs`` beside each other);
+            ``"episodes"``: a row per episode, each cell holding the episode's whole column.
+        columns: the leaves wanted, by name or '/'-bounded prefix (``["obs", "action",
+            "reward"]``); default all. The index columns (and for episodes the summaries) are
+            always there.
+        strict: open the dataset with ``strict=True`` (damage raises instead of warning).
+
+    Raises:
+        TrajcoreFileNotFoundError: the path does not exist.
+        InvalidArgumentError: an unknown kind, `columns` naming no leaf, recordings of other
+            observation or action columns in one dataset.
+        SchemaError: an info or custom-data key has other dtypes or shapes in two recordings.
+    """
+
+    def __init__(
+        self,
+        source: str | os.PathLike[str] | Dataset | Episodes,
+        *,
+        kind: Kind = "transitions",
+        columns: Iterable[str] | None = None,
+        strict: bool = False,
+    ) -> None:
+        super().__init__()
+        if kind not in ("transitions", "episodes"):
+            raise InvalidArgumentError(f"kind must be 'transitions' or 'episodes', got {kind!r}")
+        if isinstance(source, Episodes):
+            ds, indices, opened = source._dataset, list(source.indices), False
+        elif isinstance(source, Dataset):
+            ds, indices, opened = source, None, False
+        else:
+            ds, indices, opened = Dataset(os.fspath(source), strict=strict), None, True
+        try:
+            plan = plan_of(ds)
+            leaves, wanted = plan.leaves, None if columns is None else list(columns)
+            if kind == "episodes":
+                # An episode's rows hold its observations whole, and its step flags are its
+                # summary's (False but at the last step): neither next_obs nor flag leaves.
+                leaves = tuple(lf for lf in leaves if lf.group not in EPISODE_LEFT_OUT)
+                wanted = None if wanted is None else [c for c in wanted if c not in SUMMARY_FIELDS]
+            chosen, _ = choose(leaves, wanted, 1 << 62)
+            shard_names = [os.path.basename(p) for p in ds.shards]
+            keys = episode_keys(shard_names, ds._summary())
+            self._episodes: list[EpisodeKey] = keys if indices is None else [keys[i] for i in indices]
+            metrics = tuple(ds.metrics()) if kind == "episodes" else ()
+            self._row_bytes = row_bytes(chosen)
+            self._spec = ReadSpec(
+                path=ds.path,
+                strict=ds._strict or strict,
+                token=uuid.uuid4().hex,
+                kind=kind,
+                leaves=tuple(chosen),
+                block_steps=1,  # set by get_read_tasks, from Ray Data's block size
+                metrics=metrics,
+            )
+            self._columns = column_names(kind, chosen, metrics)
+        finally:
+            if opened:
+                ds.close()
+
+    @property
+    def columns(self) -> list[str]:
+        """The columns of the rows this datasource gives, in order."""
+        return list(self._columns)
+
+    def get_name(self) -> str:
+        return "Trajcore" + self._spec.kind.capitalize()
+
+    def estimate_inmemory_data_size(self) -> int:
+        return sum(e.length for e in self._episodes) * self._row_bytes
+
+    def get_read_tasks(
+        self, parallelism: int, per_task_row_limit: int | None = None, data_context: DataContext | None = None
+    ) -> list[ReadTask]:
+        block_bytes = (data_context or DataContext.get_current()).target_max_block_size or _DEFAULT_BLOCK_BYTES
+        block_steps = max(1, block_bytes // self._row_bytes)
+        spec = dataclasses.replace(self._spec, block_steps=block_steps)
+        tasks = []
+        for task in plan_tasks(self._episodes, parallelism, block_steps * _TASK_BLOCKS):
+            rows = task.steps if spec.kind == "transitions" else len(task.episodes)
+            metadata = BlockMetadata(
+                num_rows=rows,
+                size_bytes=int(task.steps * self._row_bytes),
+                input_files=[os.path.join(spec.path, task.shard) if os.path.isdir(spec.path) else spec.path],
+                exec_stats=None,
+            )
+            read = functools.partial(_read, spec, task)
+            tasks.append(ReadTask(read, metadata, per_task_row_limit=per_task_row_limit))
+        return tasks
+
+
+def _read(spec: ReadSpec, task: TaskPlan) -> Iterator[Block]:
+    for columns in read_batches(spec, task):
+        yield BlockAccessor.batch_to_block(columns)

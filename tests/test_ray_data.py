@@ -1,0 +1,348 @@
+"""Reading datasets as Ray Data (`trajcore.ray.read_transitions`, `read_episodes`) against the
+reader API (`trajcore.open`), value for value, on a local Ray: nested Dict/Tuple/Text spaces,
+infos that come and go, custom data, episodes across shard rollovers; and the Ray Data
+operations a training pipeline uses on the result."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ray.data", reason="trajcore.ray needs ray[data] (CI installs ray[data,rllib])")
+
+import trajcore
+import trajcore.ray
+from export_data import NESTED_ACTION, NESTED_OBS, steps
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from helpers import SpaceEnv
+from trajcore.ray._plan import EpisodeKey, TaskPlan, locate, plan_tasks
+from trajcore.spaces import escape_key
+
+pytestmark = pytest.mark.usefixtures("ray_local")
+
+
+# --- what a read must give, from the reader API alone ----------------------------------------
+
+
+def leaves(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    """The naming rule written out independently: '/'-joined paths (Dict keys escaped, Tuple
+    items by position), arrays kept whole."""
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            leaves(f"{prefix}/{escape_key(k)}", v, out)
+    elif isinstance(value, tuple):
+        for i, v in enumerate(value):
+            leaves(f"{prefix}/{i}", v, out)
+    else:
+        out[prefix] = value
+
+
+def expected_transitions(ds: trajcore.Dataset) -> list[dict[str, Any]]:
+    """Each step as {column: value}; a masked column missing from a row was not given there."""
+    out = []
+    for s in steps(ds):
+        r: dict[str, Any] = {"episode": s["episode"], "env_index": s["env_index"], "step": s["step"]}
+        for group in ("obs", "next_obs", "action", "reward", "terminated", "truncated"):
+            leaves(group, s[group], r)
+        for group in ("info", "data"):
+            for k, v in s[group].items():
+                leaves(f"{group}/{escape_key(k)}", v, r)
+        out.append(r)
+    return out
+
+
+def masked_columns(ds: trajcore.Dataset) -> set[str]:
+    names: set[str] = set()
+    for ep in ds.episodes:
+        for group, fields in (("info", ep.info_masks), ("data", ep.data_masks)):
+            flat: dict[str, Any] = {}
+            for k, v in fields.items():
+                leaves(f"{group}/{escape_key(k)}", v, flat)
+            names |= set(flat)
+    return names
+
+
+def numpy_rows(data: Any) -> list[dict[str, Any]]:
+    """Every row of a Ray dataset with numpy values (``take_all`` turns scalars into Python's,
+    losing their dtype)."""
+    out = []
+    for batch in data.iter_batches(batch_size=256, batch_format="numpy"):
+        n = len(next(iter(batch.values())))
+        out += [{k: v[i] for k, v in batch.items()} for i in range(n)]
+    return out
+
+
+def assert_value(got: Any, want: Any, where: str) -> None:
+    if isinstance(want, str):
+        assert got == want, where
+        return
+    g, w = np.asarray(got), np.asarray(want)
+    assert g.shape == w.shape, f"{where}: shape {g.shape} != {w.shape}"
+    if w.dtype.kind not in "U":
+        assert g.dtype == w.dtype, f"{where}: dtype {g.dtype} != {w.dtype}"
+    np.testing.assert_array_equal(g, w, err_msg=where)
+
+
+def assert_transitions(rows: list[dict[str, Any]], ds: trajcore.Dataset) -> None:
+    want = expected_transitions(ds)
+    masked = masked_columns(ds)
+    rows = sorted(rows, key=lambda r: (r["episode"], r["step"]))
+    assert len(rows) == len(want) == ds.num_steps
+    columns = set().union(*(w.keys() for w in want)) | masked
+    assert set(rows[0]) == columns | {"mask/" + c for c in masked}
+    for got, w in zip(rows, want, strict=True):
+        where = f"episode {w['episode']} step {w['step']}"
+        for name in columns:
+            if name in masked:
+                assert bool(got["mask/" + name]) == (name in w), f"{where} mask/{name}"
+            if name in w:
+                assert_value(got[name], w[name], f"{where} {name}")
+            else:  # not given: zeros, or ""
+                value = got[name]
+                assert value == "" if isinstance(value, str) else not np.any(value), f"{where} {name}: {value!r}"
+
+
+# --- datasets --------------------------------------------------------------------------------
+
+
+def record_rollover(path: Path) -> None:
+    """3 sub-envs of nested spaces with infos and custom data, in shards of about 25 kB of small
+    chunks: many episodes run over a rollover."""
+    fns = [functools.partial(SpaceEnv, NESTED_OBS, NESTED_ACTION, max_steps=30, p_terminate=0.03)] * 3
+    rec = trajcore.RecordVectorEpisodes(
+        SyncVectorEnv(fns, autoreset_mode=AutoresetMode.NEXT_STEP),
+        path,
+        {"kind": "rollover"},
+        max_shard_bytes=25_000,
+        chunk_bytes=4_000,
+        flush_interval=0.05,
+        episode_metadata=lambda e: {"ret": e["episode_return"]},
+    )
+    rec.action_space.seed(5)
+    rec.reset(seed=5)
+    for t in range(1200):
+        if t % 3:
+            rec.record(logp=np.full(3, -0.25 * t, dtype=np.float32))
+        rec.step(rec.action_space.sample())
+    rec.close()
+
+
+@pytest.fixture(scope="module")
+def rollover(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("rollover") / "ds"
+    record_rollover(path)
+    return path
+
+
+def test_the_rollover_dataset_has_episodes_across_shards(rollover: Path) -> None:
+    with trajcore.open(rollover) as ds:
+        assert len(ds.shards) >= 5
+        parts = 0
+        for shard in ds.shards:
+            with trajcore.open(shard) as alone:
+                parts += sum(ep.is_part for ep in alone.episodes)
+        assert parts >= 10  # so the test below reads episodes that no single shard holds whole
+
+
+# --- transitions -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["cartpole", "nested", "vector"])
+def test_transitions_equal_the_reader(recorded: Any, name: str) -> None:
+    path = recorded(name)
+    with trajcore.open(path) as ds:
+        assert_transitions(numpy_rows(trajcore.ray.read_transitions(path)), ds)
+
+
+def test_transitions_across_rollovers_equal_the_reader_whatever_the_tasks(rollover: Path) -> None:
+    with trajcore.open(rollover) as ds:
+        for blocks in (None, 3, 40):
+            rows = numpy_rows(trajcore.ray.read_transitions(rollover, override_num_blocks=blocks))
+            assert_transitions(rows, ds)
+
+
+def test_read_tasks_cover_every_episode_once_one_shard_each(rollover: Path) -> None:
+    source = trajcore.ray.TrajcoreDatasource(rollover)
+    with trajcore.open(rollover) as ds:
+        for parallelism in (1, 7, 1000):
+            tasks = source.get_read_tasks(parallelism)
+            assert len(tasks) >= len(ds.shards)
+            assert sum(t.metadata.num_rows for t in tasks) == ds.num_steps
+            assert all(len(t.metadata.input_files) == 1 for t in tasks)
+        shards = {os.path.basename(t.metadata.input_files[0]) for t in source.get_read_tasks(1)}
+        assert shards == {os.path.basename(s) for s in ds.shards}
+
+
+def test_columns_select_leaves(recorded: Any) -> None:
+    path = recorded("nested")
+    got = trajcore.ray.read_transitions(path, columns=["obs/pos", "action", "info/nested"]).take(3)
+    assert set(got[0]) == {
+        "episode",
+        "env_index",
+        "step",
+        "obs/pos",
+        "action/0",
+        "action/1",
+        "info/nested/a",
+        "info/nested/b",
+        "mask/info/nested/a",
+        "mask/info/nested/b",
+    }
+    with pytest.raises(trajcore.InvalidArgumentError, match="names no value"):
+        trajcore.ray.read_transitions(path, columns=["obs/nope"])
+
+
+def test_a_selection_reads_only_its_episodes(recorded: Any) -> None:
+    with trajcore.open(recorded("vector")) as ds:
+        chosen = ds.select(complete=True, env_index=1)
+        rows = trajcore.ray.read_transitions(chosen, columns=["reward"]).take_all()
+        assert sorted({r["episode"] for r in rows}) == chosen.indices
+        assert len(rows) == chosen.num_steps
+
+
+# --- episodes --------------------------------------------------------------------------------
+
+
+def assert_episodes(rows: list[dict[str, Any]], ds: trajcore.Dataset) -> None:
+    rows = sorted(rows, key=lambda r: r["episode"])
+    assert [r["episode"] for r in rows] == list(range(ds.num_episodes))
+    summaries = ds.summaries()
+    for got, ep in zip(rows, ds.episodes, strict=True):
+        where = f"episode {ep.index}"
+        for field in ("recording", "env_index", "episode_id", "length", "episode_return", "complete", "terminated"):
+            assert got[field] == summaries[field][ep.index], f"{where} {field}"
+        assert (got["continued"], got["continues"]) == (ep.continued, ep.continues)
+        assert json.loads(got["metadata"]) == ep.metadata, where
+        obs: dict[str, Any] = {}
+        leaves("obs", ep.observations, obs)
+        actions: dict[str, Any] = {}
+        leaves("action", ep.actions, actions)
+        for name, want in {**obs, **actions, "reward": ep.rewards}.items():
+            if isinstance(want, list):  # Text: a list of str
+                assert list(got[name]) == want, f"{where} {name}"
+            else:
+                assert_value(got[name], want, f"{where} {name}")
+        for group, values, masks in (("info", ep.infos, ep.info_masks), ("data", ep.data, ep.data_masks)):
+            flat_masks: dict[str, Any] = {}
+            for k, v in masks.items():
+                leaves(f"{group}/{escape_key(k)}", v, flat_masks)
+            flat_values: dict[str, Any] = {}
+            for k in masks:
+                leaves(f"{group}/{escape_key(k)}", values[k], flat_values)
+            for name, mask in flat_masks.items():
+                assert list(got["mask/" + name]) == list(mask), f"{where} mask/{name}"
+                want = flat_values[name]
+                if isinstance(want, list):
+                    assert list(got[name]) == want, f"{where} {name}"
+                else:
+                    assert_value(got[name], want, f"{where} {name}")
+
+
+@pytest.mark.parametrize("name", ["nested", "vector"])
+def test_episodes_equal_the_reader(recorded: Any, name: str) -> None:
+    path = recorded(name)
+    with trajcore.open(path) as ds:
+        assert_episodes(numpy_rows(trajcore.ray.read_episodes(path)), ds)
+
+
+def test_episodes_across_rollovers_are_whole(rollover: Path) -> None:
+    with trajcore.open(rollover) as ds:
+        rows = numpy_rows(trajcore.ray.read_episodes(rollover, override_num_blocks=30))
+        assert not any(r["continued"] or r["continues"] for r in rows)
+        assert_episodes(rows, ds)
+
+
+# --- what a pipeline does with it ------------------------------------------------------------
+
+
+def test_ray_data_operations(rollover: Path, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+    import torch
+
+    with trajcore.open(rollover) as ds:
+        want = {(s["episode"], s["step"]): s for s in steps(ds)}
+    data = trajcore.ray.read_transitions(rollover)
+
+    seen = 0
+    for batch in data.iter_batches(batch_size=64, batch_format="numpy"):
+        assert batch["obs/pos"].dtype == np.float32 and batch["obs/pos"].shape[1:] == (2,)
+        assert batch["obs/grid"].shape[1:] == (2, 3) and batch["obs/grid"].dtype == np.uint8
+        for i in range(len(batch["step"])):
+            s = want[(int(batch["episode"][i]), int(batch["step"][i]))]
+            np.testing.assert_array_equal(batch["next_obs/grid"][i], s["next_obs"]["grid"])
+        seen += len(batch["step"])
+    assert seen == len(want)
+
+    torch_batch = next(iter(data.select_columns(["obs/pos", "action/0", "reward"]).iter_torch_batches(batch_size=32)))
+    assert torch_batch["obs/pos"].dtype == torch.float32 and tuple(torch_batch["obs/pos"].shape) == (32, 2)
+    assert torch_batch["action/0"].dtype == torch.int64
+
+    shuffled = data.random_shuffle(seed=1).take_all()
+    assert sorted((r["episode"], r["step"]) for r in shuffled) == sorted(want)
+    assert [(r["episode"], r["step"]) for r in shuffled] != sorted(want)
+
+    returns = (
+        data.map_batches(lambda b: {"episode": b["episode"], "reward": b["reward"]}).groupby("episode").sum("reward")
+    )
+    with trajcore.open(rollover) as ds:
+        for r in returns.take_all():
+            assert r["sum(reward)"] == pytest.approx(ds.episodes[int(r["episode"])].episode_return, rel=1e-12)
+
+    data.write_parquet(str(tmp_path / "pq"))
+    table = pq.read_table(str(tmp_path / "pq"))
+    assert table.num_rows == len(want)
+    got = sorted(zip(table["episode"].to_pylist(), table["step"].to_pylist(), table["reward"].to_pylist(), strict=True))
+    assert got == sorted((e, t, want[(e, t)]["reward"]) for e, t in want)
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+
+def test_bad_input_is_refused_with_trajcore_errors(tmp_path: Path, recorded: Any) -> None:
+    with pytest.raises(trajcore.TrajcoreFileNotFoundError):
+        trajcore.ray.read_transitions(tmp_path / "missing")
+    with pytest.raises(trajcore.InvalidArgumentError, match="kind"):
+        trajcore.ray.TrajcoreDatasource(recorded("cartpole"), kind="steps")  # type: ignore[arg-type]
+
+
+def test_a_dataset_changed_after_planning_fails_clearly(rollover: Path, tmp_path: Path) -> None:
+    path = tmp_path / "ds"
+    shutil.copytree(rollover, path)
+    data = trajcore.ray.read_transitions(path)
+    with trajcore.open(path) as ds:
+        os.remove(ds.shards[-1])
+    with pytest.raises(trajcore.TrajcoreIOError, match="changed since"):
+        data.take_all()
+
+
+def test_locate_and_plan_are_plain_logic() -> None:
+    keys = [EpisodeKey(i, f"s{i // 3}", i, 0, n) for i, n in enumerate([5, 1, 7, 2, 2, 2, 9])]
+    tasks = plan_tasks(keys, parallelism=1, max_steps=8)
+    assert [(t.shard, [e.index for e in t.episodes]) for t in tasks] == [
+        ("s0", [0, 1]),
+        ("s0", [2]),
+        ("s1", [3, 4, 5]),
+        ("s2", [6]),  # one episode longer than a task's steps is one task
+    ]
+    assert [len(t.episodes) for t in plan_tasks(keys, parallelism=100, max_steps=8)] == [1] * 7
+    moved = [EpisodeKey(i + 10, k.shard, k.episode_id, 0, k.length) for i, k in enumerate(keys)]
+    assert locate(TaskPlan("s1", tuple(keys[3:6])), moved, "ds") == [13, 14, 15]
+    grown = [*moved[:3], EpisodeKey(13, "s1", 3, 0, 20), *moved[4:]]
+    with pytest.raises(trajcore.TrajcoreIOError, match="now has 20 steps"):
+        locate(TaskPlan("s1", tuple(keys[3:6])), grown, "ds")
+
+
+def test_import_trajcore_does_not_import_ray() -> None:
+    code = "import sys, trajcore; print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
