@@ -1,0 +1,121 @@
+"""Collection from many processes into one dataset (`trajcore.ray.collect`) on a local Ray: two
+actors record at the same time into one directory, and each actor's recording reads back exactly
+what its envs produced (an independent capture of the same seeded env run, `capture.py`)."""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("ray", reason="trajcore.ray needs ray[data] (CI installs ray[data,rllib])")
+
+import trajcore
+import trajcore.ray
+from capture import Capture, assert_episode
+from export_data import NESTED_ACTION, NESTED_OBS
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from helpers import SpaceEnv
+
+pytestmark = pytest.mark.usefixtures("ray_local")
+
+ENV = functools.partial(SpaceEnv, NESTED_OBS, NESTED_ACTION, max_steps=25, p_terminate=0.05)
+
+
+def captured(seed: int, num_envs: int, steps: int) -> list[Any]:
+    """What an actor's vector env produces for `seed` (the same env, seeds and random actions as
+    `Collector.run`), split into episodes without trajcore."""
+    envs = SyncVectorEnv([ENV] * num_envs, autoreset_mode=AutoresetMode.NEXT_STEP)
+    cap = Capture(AutoresetMode.NEXT_STEP, num_envs, envs.single_observation_space, envs.single_action_space)
+    obs, infos = envs.reset(seed=seed)
+    envs.action_space.seed(seed)
+    cap.reset(obs, infos)
+    for _ in range(steps):
+        actions = envs.action_space.sample()
+        obs, rewards, terms, truncs, infos = envs.step(actions)
+        cap.step(actions, obs, rewards, terms, truncs, infos)
+    envs.close()
+    return cap.close()
+
+
+def test_two_actors_record_into_one_directory_exactly(tmp_path: Path) -> None:
+    path = tmp_path / "ds"
+    ds = trajcore.ray.collect(
+        ENV,
+        path,
+        num_actors=2,
+        num_envs_per_actor=3,
+        steps=400,
+        seed=10,
+        metadata={"run": "t"},
+        max_shard_bytes=25_000,  # shards roll over while both actors write
+        chunk_bytes=4_000,
+        flush_interval=0.05,
+    )
+    with ds:
+        assert ds.problems == []
+        assert ds.num_recordings == 2
+        names = [os.path.basename(s) for s in ds.shards]
+        assert len(names) == len(set(names)) > 2  # each recorder its own shards, several each
+        metas = [ds.meta(r)["metadata"] for r in range(2)]
+        assert sorted(m["ray"]["actor_index"] for m in metas) == [0, 1]
+        for m in metas:
+            assert m["run"] == "t"
+            assert m["ray"]["actor_id"] and m["ray"]["host"] and m["ray"]["pid"] != os.getpid()
+            assert m["ray"]["start_time"] > 0
+        assert metas[0]["ray"]["actor_id"] != metas[1]["ray"]["actor_id"]
+        assert metas[0]["ray"]["pid"] != metas[1]["ray"]["pid"]
+        # They recorded at the same time: each recording's episodes began before the other's ended.
+        s = ds.summaries()
+        spans = [(s["start_ns"][s["recording"] == r].min(), s["end_ns"][s["recording"] == r].max()) for r in range(2)]
+        assert spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1]
+        for r, meta in enumerate(metas):
+            k = meta["ray"]["actor_index"]
+            want = captured(10 + 3 * k, 3, 400)
+            for i in range(3):
+                got = [ep for ep in ds.episodes if ep.recording == r and ep.env_index == i]
+                expected = [e for e in want if e.env_index == i]
+                assert len(got) == len(expected) > 3, f"actor {k} sub-env {i}"
+                for n, (g, w) in enumerate(zip(got, expected, strict=True)):
+                    assert_episode(g, w, NESTED_OBS, f"actor {k} sub-env {i} episode {n}")
+                    assert_actions(g.actions, w.actions, f"actor {k} sub-env {i} episode {n}")
+        assert ds.num_steps == sum(e.length for e in ds.episodes)
+
+
+def assert_actions(got: Any, want: list[Any], where: str) -> None:
+    np.testing.assert_array_equal(got[0], np.array([a[0] for a in want]), err_msg=where)
+    np.testing.assert_array_equal(got[1], np.array([a[1] for a in want]), err_msg=where)
+
+
+def test_a_policy_is_used_and_bad_arguments_are_refused(tmp_path: Path) -> None:
+    ds = trajcore.ray.collect(
+        "CartPole-v1",
+        tmp_path / "cp",
+        num_actors=1,
+        num_envs_per_actor=2,
+        steps=50,
+        policy=lambda obs: np.ones(len(obs), dtype=np.int64),
+    )
+    with ds:
+        assert ds.num_recordings == 1 and ds.num_steps == 100 - (ds.num_episodes - 2)  # NEXT_STEP resets
+        assert all(ep.actions.tolist() == [1] * ep.length for ep in ds.episodes)
+    for kwargs, match in (
+        ({"num_actors": 0}, "num_actors"),
+        ({"num_envs_per_actor": 1.5}, "num_envs_per_actor"),
+        ({"steps": -1}, "steps"),
+        ({"policy": 3}, "policy"),
+        ({"zstd_levl": 3}, "zstd_levl"),
+    ):
+        with pytest.raises(trajcore.InvalidArgumentError, match=match):
+            trajcore.ray.collect("CartPole-v1", tmp_path / "bad", **{"steps": 1, **kwargs})
+    assert not (tmp_path / "bad").exists()
+
+
+def test_an_actor_error_is_raised_after_every_actor_finished(tmp_path: Path) -> None:
+    trajcore.ray.collect("CartPole-v1", tmp_path / "ds", num_actors=1, steps=5).close()
+    with pytest.raises(trajcore.InvalidArgumentError, match="holds recordings of another"):
+        trajcore.ray.collect("Acrobot-v1", tmp_path / "ds", num_actors=2, steps=5)
