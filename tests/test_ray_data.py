@@ -25,7 +25,7 @@ import trajcore.ray
 from export_data import NESTED_ACTION, NESTED_OBS, steps
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from helpers import SpaceEnv
-from trajcore.ray._plan import EpisodeKey, TaskPlan, locate, plan_tasks
+from trajcore.ray._plan import EpisodeKey, TaskPlan, locate, plan_tasks, shard_index
 from trajcore.spaces import escape_key
 
 pytestmark = pytest.mark.usefixtures("ray_local")
@@ -335,11 +335,13 @@ def test_locate_and_plan_are_plain_logic() -> None:
         ("s2", [6]),  # one episode longer than a task's steps is one task
     ]
     assert [len(t.episodes) for t in plan_tasks(keys, parallelism=100, max_steps=8)] == [1] * 7
-    moved = [EpisodeKey(i + 10, k.shard, k.episode_id, 0, k.length) for i, k in enumerate(keys)]
+    moved = shard_index(EpisodeKey(i + 10, "s1", k.episode_id, 0, k.length) for i, k in enumerate(keys[3:6], 3))
     assert locate(TaskPlan("s1", tuple(keys[3:6])), moved, "ds") == [13, 14, 15]
-    grown = [*moved[:3], EpisodeKey(13, "s1", 3, 0, 20), *moved[4:]]
+    grown = {**moved, (3, 0): EpisodeKey(13, "s1", 3, 0, 20)}
     with pytest.raises(trajcore.TrajcoreIOError, match="now has 20 steps"):
         locate(TaskPlan("s1", tuple(keys[3:6])), grown, "ds")
+    with pytest.raises(trajcore.TrajcoreIOError, match="no longer listed"):
+        locate(TaskPlan("s1", tuple(keys[3:6])), {}, "ds")
 
 
 def test_import_trajcore_does_not_import_ray() -> None:

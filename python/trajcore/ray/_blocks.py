@@ -26,7 +26,7 @@ from trajcore.formats import EXPORT_CACHE_BYTES
 from trajcore.formats._columns import INDEX_COLUMNS, Leaf, Plan
 from trajcore.formats._read import iter_batches, plan_of, read_episode
 from trajcore.formats.summaries import METRIC_STATS, SUMMARY_FIELDS, metric_column, summary_columns
-from trajcore.ray._plan import TaskPlan, episode_keys, locate
+from trajcore.ray._plan import ShardIndex, TaskPlan, episode_keys, locate, shard_index
 
 __all__ = [
     "EPISODE_FIELDS",
@@ -98,35 +98,45 @@ def column_names(kind: Kind, leaves: Sequence[Leaf], metric_names: Sequence[str]
     return names
 
 
-_OPENED: OrderedDict[tuple[str, bool, str], Dataset] = OrderedDict()
+class _Opened:
+    """A dataset opened for one read in a worker process, with what its tasks look up: the
+    step-table plan and, per shard, the episodes listed there."""
+
+    def __init__(self, spec: ReadSpec) -> None:
+        # A small chunk cache: a read task reads each chunk once, in order.
+        self.ds = Dataset(spec.path, strict=spec.strict, cache_bytes=EXPORT_CACHE_BYTES)
+        self.plan = plan_of(self.ds)  # which columns each recording has, as opened here
+        self._shard_names = [os.path.basename(p) for p in self.ds.shards]
+        self._listed: dict[str, ShardIndex] = {}
+
+    def locate(self, task: TaskPlan) -> list[int]:
+        listed = self._listed.get(task.shard)
+        if listed is None:
+            summary = self.ds._summary()
+            at = self._shard_names.index(task.shard) if task.shard in self._shard_names else -1
+            among = np.flatnonzero(summary["shard"] == at)  # none if the shard is gone (at -1)
+            listed = self._listed[task.shard] = shard_index(episode_keys(self._shard_names, summary, among))
+        return locate(task, listed, self.ds.path)
+
+
+_OPENED: OrderedDict[tuple[str, bool, str], _Opened] = OrderedDict()
 _OPENED_LOCK = threading.Lock()
 _KEEP_OPENED = 2  # datasets a worker process keeps open between tasks
 
 
-def _dataset(spec: ReadSpec) -> Dataset:
+def _opened(spec: ReadSpec) -> _Opened:
     """The dataset of this read, opened once per worker process: opening reads every shard's
-    index, so the tasks of a read that run in one worker share it."""
+    index, and locating a task's episodes lists its shard's, so the tasks of a read that run in
+    one worker share both."""
     key = (spec.path, spec.strict, spec.token)
     with _OPENED_LOCK:
-        ds = _OPENED.get(key)
-        if ds is None:
-            # A small chunk cache: a read task reads each chunk once, in order.
-            ds = _OPENED[key] = Dataset(spec.path, strict=spec.strict, cache_bytes=EXPORT_CACHE_BYTES)
+        opened = _OPENED.get(key)
+        if opened is None:
+            opened = _OPENED[key] = _Opened(spec)
             while len(_OPENED) > _KEEP_OPENED:
-                _OPENED.popitem(last=False)[1].close()
+                _OPENED.popitem(last=False)[1].ds.close()
         _OPENED.move_to_end(key)
-        return ds
-
-
-def _located(ds: Dataset, task: TaskPlan) -> list[int]:
-    shard_names = [os.path.basename(p) for p in ds.shards]
-    try:
-        at = shard_names.index(task.shard)
-    except ValueError:
-        at = -1
-    summary = ds._summary()
-    among = np.flatnonzero(summary["shard"] == at) if at >= 0 else np.zeros(0, dtype=np.int64)
-    return locate(task, episode_keys(shard_names, summary, among), ds.path)
+        return opened
 
 
 def read_batches(spec: ReadSpec, task: TaskPlan) -> Iterator[Columns]:
@@ -136,10 +146,10 @@ def read_batches(spec: ReadSpec, task: TaskPlan) -> Iterator[Columns]:
         TrajcoreIOError: the dataset changed since the read was planned (see `locate`).
         CorruptFileError: an episode's data is damaged.
     """
-    ds = _dataset(spec)
-    current = _located(ds, task)
+    opened = _opened(spec)
+    ds, plan = opened.ds, opened.plan
+    current = opened.locate(task)
     planned = [e.index for e in task.episodes]
-    plan = plan_of(ds)  # which columns each recording has, as opened here
     if spec.kind == "transitions":
         renumber = None if current == planned else dict(zip(current, planned, strict=True))
         for batch in iter_batches(ds, current, plan, spec.leaves, spec.block_steps):

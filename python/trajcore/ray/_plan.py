@@ -22,7 +22,7 @@ from typing import Any
 
 from trajcore.errors import TrajcoreIOError
 
-__all__ = ["EpisodeKey", "TaskPlan", "episode_keys", "locate", "plan_tasks"]
+__all__ = ["EpisodeKey", "ShardIndex", "TaskPlan", "episode_keys", "locate", "plan_tasks", "shard_index"]
 
 
 @dataclass(frozen=True)
@@ -112,22 +112,30 @@ def plan_tasks(episodes: Sequence[EpisodeKey], parallelism: int, max_steps: int)
     return tasks
 
 
-def locate(task: TaskPlan, now: Sequence[EpisodeKey], path: str) -> list[int]:
+ShardIndex = dict[tuple[int, int], EpisodeKey]
+"""The episodes listed at one shard by (episode id, occurrence)."""
+
+
+def shard_index(keys: Iterable[EpisodeKey]) -> ShardIndex:
+    """`keys` (those of one shard) by (episode id, occurrence), for `locate`."""
+    return {(k.episode_id, k.occurrence): k for k in keys}
+
+
+def locate(task: TaskPlan, listed: ShardIndex, path: str) -> list[int]:
     """The dataset indexes the planned episodes have in the dataset as opened now.
 
     Args:
         task: the planned episodes.
-        now: the keys of every episode of the dataset as opened now, in its order.
+        listed: the episodes the dataset lists now at the task's shard (`shard_index`).
         path: the dataset, for the message.
 
     Raises:
         TrajcoreIOError: a planned episode is gone or changed (its recording went on past a
             rollover, so it is now listed whole elsewhere; or its shard was deleted).
     """
-    found = {(k.shard, k.episode_id, k.occurrence): k for k in now if k.shard == task.shard}
     out = []
     for planned in task.episodes:
-        current = found.get((planned.shard, planned.episode_id, planned.occurrence))
+        current = listed.get((planned.episode_id, planned.occurrence))
         if current is None or current.length != planned.length:
             what = "is no longer listed" if current is None else f"now has {current.length} steps"
             raise TrajcoreIOError(

@@ -39,7 +39,7 @@ from ray.rllib.utils.spaces.space_utils import clip_action, get_base_struct_from
 from trajcore._config import to_json
 from trajcore._recording import RecordingOptions
 from trajcore._replay import PlaybackEnv, replay
-from trajcore.errors import InvalidArgumentError, SchemaError, TrajcoreError, TrajcoreWarning
+from trajcore.errors import InvalidArgumentError, SchemaError, TrajcoreWarning
 from trajcore.ray._identity import process_identity
 from trajcore.ray._rllib_episode import RLlibEpisode, record_step, set_episode_metadata
 from trajcore.recorder import RecordEpisodes
@@ -146,8 +146,9 @@ class RecordRLlibEpisodes(RLlibCallback):  # type: ignore[misc]  # ray has no ty
         return self._recorder
 
     def _record(self, recorder: RecordEpisodes, chunks: list[Any], env_index: int, worker: int | None) -> None:
-        """Replays one episode; what cannot be recorded is named in a `TrajcoreWarning` rather
-        than stopping the training run."""
+        """Replays one episode. A value that cannot be recorded is named in a `TrajcoreWarning`
+        rather than stopping the training run (the episode is kept up to there, incomplete); a
+        recorder that cannot write (`RecorderError`, `TrajcoreIOError`) raises."""
         episode_id = str(chunks[-1].id_)
         try:
             episode = RLlibEpisode(chunks, self._env_action, self.extra_model_outputs)
@@ -155,7 +156,7 @@ class RecordRLlibEpisodes(RLlibCallback):  # type: ignore[misc]  # ray has no ty
             meta = {**episode.metadata, "rllib": ours}
             assert self._playback is not None
             replay(recorder, self._playback, episode, meta, _warn_data(episode_id))
-        except TrajcoreError as e:
+        except (SchemaError, InvalidArgumentError) as e:  # this episode's values; a failed recorder raises
             warnings.warn(
                 f"trajcore: RLlib episode {episode_id} (EnvRunner {worker}, sub-env {env_index}) is not recorded "
                 f"whole: {e}",
