@@ -18,13 +18,14 @@ Reading: CartPole-v1, 16 sub-envs, `--read-env-steps` env steps recorded once in
 then every transition is read (observations, next observations, actions, rewards, flags) by:
 the local reader's gather (`ds.transitions[a:b]`, Rust, 64k-step batches); the per-episode path
 a Ray read task runs (`trajcore.formats._read.iter_batches`), in this process; and Ray Data
-(`trajcore.ray.read_transitions(...).iter_batches(batch_size=65536)`, consumed here). Not
-collected by pytest (no test_ prefix).
+(`trajcore.ray.read_transitions(...).iter_batches(batch_size=65536)`, consumed here), with the
+read tasks Ray asks for and with two per CPU. Not collected by pytest (no test_ prefix).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -99,6 +100,7 @@ def record_cartpole(path: str, env_steps: int) -> None:
 
 
 def reading(env_steps: int, rounds: int, workdir: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    import ray
     import trajcore
     import trajcore.ray
     from trajcore.formats._columns import choose
@@ -123,14 +125,16 @@ def reading(env_steps: int, rounds: int, workdir: str) -> tuple[dict[str, Any], 
             leaves, _ = choose(plan.leaves, columns, 1 << 62)
             return sum(len(b) for b in iter_batches(ds, range(ds.num_episodes), plan, leaves, batch))
 
-    def ray_data() -> int:
-        data = trajcore.ray.read_transitions(path, columns=columns)
+    def ray_data(blocks: int | None) -> int:
+        data = trajcore.ray.read_transitions(path, columns=columns, override_num_blocks=blocks)
         return sum(len(b["step"]) for b in data.iter_batches(batch_size=batch, batch_format="numpy"))
 
+    cpus = int(ray.available_resources().get("CPU", 1))
     readers = {
         "local reader, gather (Rust)": gather,
         "local, per-episode path of a read task": per_episode,
-        "Ray Data iter_batches": ray_data,
+        "Ray Data iter_batches (Ray's read tasks: 1 MiB blocks at least)": functools.partial(ray_data, None),
+        f"Ray Data iter_batches, override_num_blocks={2 * cpus}": functools.partial(ray_data, 2 * cpus),
     }
     times: dict[str, list[float]] = {k: [] for k in readers}
     steps = 0

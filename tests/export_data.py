@@ -152,15 +152,18 @@ def _scalar(v: Any) -> Any:
     return v.item() if isinstance(v, np.generic) else v
 
 
-def flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+def flatten(prefix: str, value: Any, out: dict[str, Any], split_arrays: bool = True) -> None:
     """The flat-table naming rule, written out independently: '/'-joined paths (Dict keys
-    escaped, Tuple items by position), arrays one column per element in C order."""
+    escaped, Tuple items by position), arrays one column per element in C order (or, without
+    `split_arrays`, whole and as they are: the Ray Data columns)."""
     if isinstance(value, Mapping):
         for k, v in value.items():
-            flatten(f"{prefix}/{escape_key(k)}", v, out)
+            flatten(f"{prefix}/{escape_key(k)}", v, out, split_arrays)
     elif isinstance(value, tuple):
         for i, v in enumerate(value):
-            flatten(f"{prefix}/{i}", v, out)
+            flatten(f"{prefix}/{i}", v, out, split_arrays)
+    elif not split_arrays:
+        out[prefix] = value
     elif isinstance(value, np.ndarray) and value.ndim > 0:
         for k, v in enumerate(value.reshape(-1)):
             out[f"{prefix}_{k}"] = _scalar(v)

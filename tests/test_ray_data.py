@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ pytest.importorskip("ray.data", reason="trajcore.ray needs ray[data] (CI install
 
 import trajcore
 import trajcore.ray
-from export_data import NESTED_ACTION, NESTED_OBS, steps
+from export_data import NESTED_ACTION, NESTED_OBS, flatten, steps
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from helpers import SpaceEnv
 from trajcore.ray._plan import EpisodeKey, TaskPlan, locate, plan_tasks, shard_index
@@ -35,16 +34,8 @@ pytestmark = pytest.mark.usefixtures("ray_local")
 
 
 def leaves(prefix: str, value: Any, out: dict[str, Any]) -> None:
-    """The naming rule written out independently: '/'-joined paths (Dict keys escaped, Tuple
-    items by position), arrays kept whole."""
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            leaves(f"{prefix}/{escape_key(k)}", v, out)
-    elif isinstance(value, tuple):
-        for i, v in enumerate(value):
-            leaves(f"{prefix}/{i}", v, out)
-    else:
-        out[prefix] = value
+    """The naming rule of the exports' step tables with arrays kept whole."""
+    flatten(prefix, value, out, split_arrays=False)
 
 
 def expected_transitions(ds: trajcore.Dataset) -> list[dict[str, Any]]:
