@@ -37,7 +37,12 @@ def ppo(env: str, path: Path, out: Path, **env_runners: Any) -> Any:
     return (
         PPOConfig()
         .environment("echo", env_config={"id": env})
-        .env_runners(**env_runners)
+        # Half a CPU per EnvRunner, so that they and a learner fit in the 2 CPUs of `ray_local`.
+        .env_runners(num_cpus_per_env_runner=0.5, **env_runners)
+        # The learner in an actor of its own: making its torch optimizer imports triton, which
+        # crashes a process that has rendered MuJoCo through EGL (Mesa's LLVM), as this test
+        # process has if tests/test_frames.py ran before.
+        .learners(num_learners=1)
         .training(train_batch_size_per_learner=256, minibatch_size=64, num_epochs=1)
         # trajcore's callback first: it records at the end of sample(), after every callback's
         # on_episode_end, so Capture's episode metadata is in.
@@ -129,7 +134,11 @@ def test_box_actions_are_recorded_as_the_env_got_them(tmp_path: Path) -> None:
     out.mkdir()
     config = ppo("Pendulum-v1", path, out, num_env_runners=1, num_envs_per_env_runner=1)
     config = config.training(train_batch_size_per_learner=400).evaluation(
-        evaluation_interval=1, evaluation_num_env_runners=1, evaluation_duration=1, evaluation_duration_unit="episodes"
+        evaluation_interval=1,
+        evaluation_num_env_runners=1,
+        evaluation_duration=1,
+        evaluation_duration_unit="episodes",
+        evaluation_config={"num_cpus_per_env_runner": 0.5},
     )
     algo = config.build_algo()
     try:

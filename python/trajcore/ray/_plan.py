@@ -25,7 +25,7 @@ from trajcore.errors import TrajcoreIOError
 __all__ = ["EpisodeKey", "ShardIndex", "TaskPlan", "episode_keys", "locate", "plan_tasks", "shard_index"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a plan holds one per episode
 class EpisodeKey:
     """One planned episode.
 
