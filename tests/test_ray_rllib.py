@@ -12,6 +12,7 @@ import json
 import os
 import pickle
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -239,3 +240,47 @@ def test_custom_data_calls_refuse_what_cannot_be_recorded() -> None:
         trajcore.ray.RecordRLlibEpisodes("x", step_data=lambda *a: {})  # type: ignore[call-arg]
     assert json.loads(json.dumps(trajcore.ray.RecordRLlibEpisodes("x").metadata)) == {}
     assert not os.path.exists("x")  # nothing is written before an episode ends
+
+
+def finished_episode(obs: list[Any], data: list[dict[str, Any]]) -> SingleAgentEpisode:
+    ep = SingleAgentEpisode(observation_space=BOX, action_space=spaces.Discrete(2))
+    ep.add_env_reset(obs[0], {})
+    for t, o in enumerate(obs[1:]):
+        ep.add_env_step(o, 1, 1.0, {"t": t + 1}, terminated=t == len(obs) - 2)
+        if data[t]:
+            trajcore.ray.record_step(ep, **data[t])
+    return ep
+
+
+BOX = spaces.Box(-1, 1, (2,), np.float32)
+
+
+def test_values_that_cannot_be_recorded_are_named_and_training_goes_on(tmp_path: Path) -> None:
+    callback = trajcore.ray.RecordRLlibEpisodes(tmp_path / "ds")
+    stopped = []
+    runner = SimpleNamespace(config=None, worker_index=3, num_envs=1, stop=lambda: stopped.append(True))
+    good = [np.zeros(2, np.float32), np.ones(2, np.float32), np.full(2, 0.5, np.float32)]
+    episodes = [
+        finished_episode(good, [{"x": 1.5}, {"x": 2.5}]),
+        finished_episode(good, [{"x": 3.5}, {"x": "not a float"}]),  # custom data that does not fit
+        # An observation that does not fit, at the second step:
+        finished_episode([*good[:2], np.zeros(3, np.float32), good[2]], [{}, {}, {}]),
+        finished_episode(good, [{"x": 4.5}, {"x": 5.5}]),  # and recording goes on
+    ]
+    for env_index, ep in enumerate(episodes):
+        callback.on_episode_end(episode=ep, prev_episode_chunks=[], env_runner=runner, env_index=env_index)
+    with pytest.warns(trajcore.TrajcoreWarning) as caught:
+        callback.on_sample_end(env_runner=runner, samples=episodes)
+    messages = [str(w.message) for w in caught]
+    assert any(f"episode {episodes[1].id_}, step 1: custom data 'x' left out" in m for m in messages), messages
+    assert any(f"episode {episodes[2].id_} (EnvRunner 3, sub-env 2) is not recorded whole" in m for m in messages)
+    runner.stop()  # the EnvRunner stopping closes the recorder, then stops
+    assert stopped == [True]
+    with trajcore.open(tmp_path / "ds") as ds:
+        assert ds.problems == []
+        first, second, third, fourth = ds.episodes
+        assert first.complete and first.data["x"].tolist() == [1.5, 2.5]
+        assert second.complete and second.data["_x"].tolist() == [True, False] and second.data["x"][0] == 3.5
+        assert (not third.complete and third.length == 0) or third.length < 2  # ended where its value did not fit
+        assert fourth.complete and fourth.data["x"].tolist() == [4.5, 5.5]
+        assert [ep.metadata["rllib"]["env_index"] for ep in ds.episodes] == [0, 1, 2, 3]
