@@ -77,7 +77,8 @@ class Recorder:
             metadata (dataset metadata, any JSON), user (any JSON stored for the Python side),
             max_shard_bytes, ring_bytes, chunk_bytes, flush_interval_s, durability
             ("flush" | "fsync_close" | "fsync_chunk" | "fsync_interval"), fsync_interval_s,
-            block_when_full (bool), index_interval_bytes, info_codec / data_codec / frame_codec /
+            block_when_full (bool), index_interval_bytes, timelog (bool: store the timelog in
+            the file), info_codec / data_codec / frame_codec /
             flags_codec ({"delta": bool, "zstd_level": int | None, "chunk_bytes"?: int}; flags_codec
             covers reward, terminated, truncated; frame_codec the rendered frames, `render/frame`).
 
@@ -178,6 +179,9 @@ class Dataset:
     def metrics(self) -> dict[str, dict[str, npt.NDArray[Any]]]:
         """Episode metrics by column name: {name: {count, sum, mean, min, max}}, one entry per
         episode in dataset order (count 0 and NaN where an episode has no value)."""
+    def timelog_json(self, recording: int) -> tuple[str, list[tuple[str, int, str]]]:
+        """The timelog `recording`'s writer stored: samples as a JSON list, and (file, offset,
+        why) of damaged timelog records left out."""
     def episode_metadata_json(self, episode: int) -> str: ...
     def read_column(self, episode: int, column: str) -> np.ndarray | list[str]:
         """All rows of one column of one episode: T+1 rows for observation-timeline columns,

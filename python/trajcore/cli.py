@@ -743,9 +743,10 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
         "plot",
         "write PNG plots: return/length per episode, histograms, metrics, metadata, timelog",
         "Plot every episode's return and length against wall time and against the episode index (one colour per "
-        "sub-env, with a rolling mean), their histograms, duration and steps per second, every numeric episode "
-        "metadata value, and a recorder's timelog (writer time per stage, ring fill, producer waits) saved with "
-        "trajcore.plots.save_timelog. Needs matplotlib.",
+        "sub-env, with a rolling mean), their histograms, duration and steps per second, the mean of every episode "
+        "metric, every numeric episode metadata value, and the recorder's timelog (writer time per stage, ring fill, "
+        "producer waits) stored in the dataset's files, or one saved with trajcore.plots.save_timelog. Needs "
+        "matplotlib.",
         "runs/cp16 -o plots/",
         "runs/cp16 --select complete=true --window 50",
         "runs/cp16 --timelog timelog.json -o plots/",
@@ -761,7 +762,8 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
     pl.add_argument(
         "--timelog",
         metavar="FILE.json",
-        help="also plot this timelog, saved by trajcore.plots.save_timelog (default: none)",
+        help="plot this timelog, saved by trajcore.plots.save_timelog, instead of the one stored in the dataset "
+        "(default: the stored one)",
     )
     pl.add_argument("--window", type=int, help="rolling-mean window in episodes (default: a twentieth, 1 to 100)")
     pl.add_argument(

@@ -388,6 +388,29 @@ class Dataset(_Sampling):
         """Damage found when opening: (file, byte offset, what was wrong)."""
         return self._core.problems
 
+    def timelog(self, recording: int = 0) -> list[dict[str, Any]]:
+        """The writer's timelog stored in the files of `recording` (see `num_recordings`): one
+        dict per second of recording, oldest first, with the fields of a recorder's
+        ``stats()["timelog"]`` (seconds per stage on the writer thread: copy, encode, compress,
+        write, fsync, idle; ring fill; producer waits; steps and bytes). Empty for recordings
+        made with ``timelog=False`` or by a version that did not store it.
+
+        Raises:
+            InvalidArgumentError: no such recording.
+            CorruptFileError: with ``strict=True``, a damaged timelog record (otherwise its
+                samples are left out with a `TrajcoreWarning`).
+        """
+        if not 0 <= recording < self.num_recordings:
+            raise InvalidArgumentError(f"no recording {recording} (the dataset has {self.num_recordings})")
+        text, problems = self._core.timelog_json(recording)
+        for file, offset, why in problems:
+            if self._strict:
+                raise CorruptFileError(f"{file}: byte offset {offset}: {why}")
+            why = f"{file}: byte offset {offset}: {why}; its timelog samples are left out"
+            warnings.warn(why, TrajcoreWarning, stacklevel=2)
+        samples: list[dict[str, Any]] = json.loads(text)
+        return samples
+
     @property
     def num_episodes(self) -> int:
         return self._core.num_episodes

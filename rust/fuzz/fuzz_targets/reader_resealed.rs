@@ -46,6 +46,7 @@ fuzz_target!(|data: &[u8]| {
     for strict in [false, true] {
         let Ok(ds) = Dataset::open(path, OpenOptions { strict, cache_bytes: 8 << 20 }) else { continue };
         let _ = ds.column_stats();
+        let _ = ds.timelog(0);
         for episode in 0..ds.episodes().len().min(32) {
             let _ = ds.episode_metadata(episode);
             let recording = ds.episodes()[episode].recording;

@@ -15,6 +15,9 @@ use crate::batch::{self, Plan, Request, Shape};
 use crate::errors::{invalid, IntoPy};
 use crate::selection::PySelection;
 
+/// (file, byte offset, what was wrong), as `problems` gives them.
+type ProblemTuple = (String, u64, String);
+
 /// (episode indexes, steps within them).
 type Located<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>);
 
@@ -106,7 +109,7 @@ impl PyDataset {
 
     /// Damage found while opening: (file, byte offset, what was wrong).
     #[getter]
-    fn problems(&self) -> Vec<(String, u64, String)> {
+    fn problems(&self) -> Vec<ProblemTuple> {
         self.read(|d| d.problems().iter().map(|p| (p.file.display().to_string(), p.offset, p.why.clone())).collect())
     }
 
@@ -212,6 +215,13 @@ impl PyDataset {
             out.set_item(name, d)?;
         }
         Ok(out)
+    }
+
+    /// The timelog stored by `recording`'s writer: (samples as JSON, damage that left some out).
+    fn timelog_json(&self, py: Python<'_>, recording: usize) -> PyResult<(String, Vec<ProblemTuple>)> {
+        let (samples, problems) = self.read(|d| d.timelog(recording));
+        let json = serde_json::to_string(&samples).map_err(|e| invalid(py, e.to_string()))?;
+        Ok((json, problems.into_iter().map(|p| (p.file.display().to_string(), p.offset, p.why)).collect()))
     }
 
     fn episode_metadata_json(&self, py: Python<'_>, episode: i64) -> PyResult<String> {

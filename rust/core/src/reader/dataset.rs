@@ -229,6 +229,23 @@ impl Dataset {
         &self.problems
     }
 
+    /// The writer's timelog of `recording` stored in its shards (a sample per second of
+    /// recording, in order), and the damage that left samples out (a damaged record loses its
+    /// minute or so of samples; the rest are read).
+    pub fn timelog(&self, recording: usize) -> (Vec<crate::format::timelog::Sample>, Vec<Problem>) {
+        let (mut samples, mut problems) = (Vec::new(), Vec::new());
+        for &shard in self.recordings.get(recording).map_or(&[][..], |r| &r.shards[..]) {
+            let shard = &self.shards[shard];
+            for &offset in &shard.timelog_records {
+                match shard.timelog_record(offset) {
+                    Ok(s) => samples.extend(s),
+                    Err(why) => problems.push(Problem::new(&shard.path, offset, why)),
+                }
+            }
+        }
+        (samples, problems)
+    }
+
     /// Records of kinds this version does not know, skipped (a newer minor version wrote them).
     pub fn skipped_records(&self) -> &[SkippedRecord] {
         &self.skipped

@@ -142,6 +142,8 @@ pub(crate) struct Shard {
     /// Why the last scan stopped before the end of the file (an unfinished final record, a
     /// damaged header). Replaced by every scan, since a writer may since have completed it.
     pub tail: Option<Problem>,
+    /// Offsets of its Timelog records, in file order (read only when asked for).
+    pub timelog_records: Vec<u64>,
 }
 
 impl Shard {
@@ -208,6 +210,7 @@ impl Shard {
             bad_records: HashSet::new(),
             problems: Vec::new(),
             tail: None,
+            timelog_records: Vec::new(),
         })))
     }
 
@@ -355,6 +358,7 @@ impl Shard {
                     }
                     self.problems.push(self.problem(at, "end record payload is damaged"));
                 }
+                Some(RecordKind::Timelog) => self.timelog_records.push(rec.offset),
                 Some(_) => pending.push(rec),
                 // Unknown kinds come from newer minor versions: skipped, and listed.
                 None => found.skipped.push((rec.offset, rec.header.kind)),
@@ -404,12 +408,16 @@ impl Shard {
                 Ok(rec) if matches!(rec.kind(), Some(RecordKind::Meta | RecordKind::Column)) => {
                     self.take_record(map, &rec, found)
                 }
+                // Checked when read (`timelog`): opening does not pay for them.
+                Ok(rec) if rec.kind() == Some(RecordKind::Timelog) => self.timelog_records.push(offset),
                 Ok(rec) if rec.kind().is_none() && rec.header.kind == other.kind => {
                     found.skipped.push((offset, other.kind));
                 }
                 Ok(rec) => {
-                    let why =
-                        format!("index lists a {} record here, expected meta or column", kind_name(rec.header.kind));
+                    let why = format!(
+                        "index lists a {} record here, expected meta, column or timelog",
+                        kind_name(rec.header.kind)
+                    );
                     self.problems.push(self.problem(offset, why));
                 }
                 Err(e) => self.problems.push(self.problem(offset, format!("record listed by the index: {e}"))),
@@ -550,6 +558,23 @@ impl Shard {
             return Err(corrupt("episode record payload checksum mismatch".into()));
         }
         episode::decode_batch(rec.payload(map), offset).map_err(corrupt)
+    }
+
+    /// The samples of the Timelog record at `offset` (checksum verified), or why not.
+    pub(crate) fn timelog_record(&self, offset: u64) -> Result<Vec<crate::format::timelog::Sample>, String> {
+        let map: &[u8] = &self.map;
+        let rec = frame(map, offset).map_err(|e| format!("timelog record: {e}"))?;
+        if rec.kind() != Some(RecordKind::Timelog) {
+            return Err(format!("expected a timelog record, found a {} record", kind_name(rec.header.kind)));
+        }
+        if rec.header.unknown_required() != 0 {
+            let flags = rec.header.unknown_required();
+            return Err(format!("timelog record needs format feature flag(s) {flags:#x} this trajcore does not know"));
+        }
+        if !rec.payload_ok(map) {
+            return Err("timelog record payload checksum mismatch".into());
+        }
+        crate::format::timelog::decode(rec.payload(map))
     }
 
     /// The metadata JSON of `summary`'s episode from its decoded Episode record.
