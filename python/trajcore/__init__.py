@@ -10,12 +10,14 @@ checksummed, indexed file format (a Rust core), and read them back as numpy arra
         seq = ds.select(complete=True).sample_sequences(32, length=20, seed=0)
 
     ds.to_pandas(); trajcore.export(ds, "cp16.parquet")  # also csv, jsonl (RLlib), minari
+    trajcore.verify("runs/cp16"); trajcore.recover("runs/damaged", "runs/saved")
 
 `trajcore.torch` (needs torch) wraps datasets for `torch.utils.data.DataLoader`.
 """
 
 from trajcore import _core
 from trajcore._convert import convert
+from trajcore._integrity import Damage, VerifyReport, recover, verify
 from trajcore._recording import EpisodeInfo, RecordingOptions
 from trajcore.dataset import Batch, Dataset, Episode, Episodes, Sequences, Transitions, open
 from trajcore.errors import (
@@ -40,6 +42,7 @@ __all__ = [
     "FORMAT_VERSION",
     "Batch",
     "CorruptFileError",
+    "Damage",
     "Dataset",
     "Episode",
     "EpisodeInfo",
@@ -57,12 +60,15 @@ __all__ = [
     "TrajcoreFileNotFoundError",
     "TrajcoreIOError",
     "TrajcoreWarning",
+    "VerifyReport",
     "__version__",
     "convert",
     "export",
     "import_minari",
     "open",
+    "recover",
     "set_num_threads",
+    "verify",
 ]
 
 

@@ -25,6 +25,24 @@ pub struct Damage {
     pub episodes: Vec<usize>,
 }
 
+impl Damage {
+    /// What was wrong and which episodes were left out for it: "...; episodes 3, 4 left out"
+    /// (the first few of a long list).
+    pub fn why_with_episodes(&self) -> String {
+        const SHOWN: usize = 8;
+        let listed = match self.episodes.as_slice() {
+            [] => return self.why.clone(),
+            [one] => format!("episode {one}"),
+            many => {
+                let shown: Vec<String> = many.iter().take(SHOWN).map(usize::to_string).collect();
+                let more = if many.len() > SHOWN { format!(" and {} more", many.len() - SHOWN) } else { String::new() };
+                format!("episodes {}{more}", shown.join(", "))
+            }
+        };
+        format!("{}; {listed} left out", self.why)
+    }
+}
+
 impl std::fmt::Display for Damage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: byte offset {}: {}", self.file.display(), self.offset, self.why)
@@ -172,6 +190,18 @@ impl Dataset {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn damage_names_a_few_episodes() {
+        let d = |episodes: Vec<usize>| Damage { file: "f".into(), offset: 0, why: "bad".into(), episodes };
+        assert_eq!(d(vec![]).why_with_episodes(), "bad");
+        assert_eq!(d(vec![4]).why_with_episodes(), "bad; episode 4 left out");
+        assert_eq!(d(vec![1, 2]).why_with_episodes(), "bad; episodes 1, 2 left out");
+        assert_eq!(
+            d((0..20).collect()).why_with_episodes(),
+            "bad; episodes 0, 1, 2, 3, 4, 5, 6, 7 and 12 more left out"
+        );
+    }
 
     #[test]
     fn overlap_queries() {

@@ -293,40 +293,11 @@ pub fn open_verified(path: &Path, opts: OpenOptions) -> Result<(Dataset, VerifyR
         exclusions.episodes.insert(ds.episode_key(e)?);
     }
     for d in &report.damage[report.from_open..] {
-        exclusions.problems.push(Problem::new(&d.file, d.offset, format!("{}{}", d.why, left_out(&d.episodes))));
+        exclusions.problems.push(Problem::new(&d.file, d.offset, d.why_with_episodes()));
     }
     if exclusions.is_empty() {
         return Ok((ds, report));
     }
     drop(ds);
     Ok((Dataset::open_excluding(path, opts, exclusions)?, report))
-}
-
-/// "; episodes 3, 4 and 9 left out" (the first few of a long list).
-fn left_out(episodes: &[usize]) -> String {
-    const SHOWN: usize = 8;
-    match episodes {
-        [] => String::new(),
-        [one] => format!("; episode {one} left out"),
-        _ => {
-            let shown: Vec<String> = episodes.iter().take(SHOWN).map(usize::to_string).collect();
-            let more =
-                if episodes.len() > SHOWN { format!(" and {} more", episodes.len() - SHOWN) } else { String::new() };
-            format!("; episodes {}{more} left out", shown.join(", "))
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn left_out_lists_a_few() {
-        assert_eq!(left_out(&[]), "");
-        assert_eq!(left_out(&[4]), "; episode 4 left out");
-        assert_eq!(left_out(&[1, 2]), "; episodes 1, 2 left out");
-        let many: Vec<usize> = (0..20).collect();
-        assert_eq!(left_out(&many), "; episodes 0, 1, 2, 3, 4, 5, 6, 7 and 12 more left out");
-    }
 }
