@@ -54,7 +54,8 @@ def open(
         verify: check every checksum and decode every chunk now (as `trajcore verify` does):
             damaged episodes are left out of the listing and the damage is in `problems`
             (with `strict`, it raises). A data-loader worker that unpickles the dataset gets
-            the same listing without verifying again.
+            the same listing without verifying again. Episodes `refresh` adds are not verified
+            (reads still leave damaged ones out of sampling).
 
     Raises:
         TrajcoreFileNotFoundError: `path` does not exist.

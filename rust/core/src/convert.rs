@@ -20,6 +20,9 @@
 //!
 //! The output is written into a sibling temporary directory and renamed into place at the end:
 //! a failed conversion leaves no partial dataset behind.
+//!
+//! `recover` writes through the same replay (`Replay`, `into_place`), from a salvage plan instead
+//! of the listing.
 
 use std::path::{Path, PathBuf};
 

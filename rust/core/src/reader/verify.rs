@@ -81,14 +81,16 @@ type RecordChunks<'d> = Vec<(&'d Located, &'d ColumnSpec)>;
 /// Verifies every shard of an opened dataset (see the module notes). Never fails: damage is
 /// what it reports.
 pub fn verify(ds: &Dataset) -> VerifyReport {
-    let affected = Affected::new(ds);
+    // Built only when there is damage to map (a pass over every chunk and episode).
+    let affected = std::cell::OnceCell::new();
+    let affected = || affected.get_or_init(|| Affected::new(ds));
     let mut report = VerifyReport { shards: ds.shards.len(), ..VerifyReport::default() };
     let mut seen: HashSet<(usize, u64)> = HashSet::new();
     for p in ds.problems() {
         if let Some(s) = ds.shard_of(&p.file) {
             seen.insert((s, p.offset));
         }
-        let episodes = affected.of_problem(p);
+        let episodes = affected().of_problem(p);
         report.damage.push(Damage { file: p.file.clone(), offset: p.offset, why: p.why.clone(), episodes });
     }
     report.from_open = report.damage.len();
@@ -106,12 +108,18 @@ pub fn verify(ds: &Dataset) -> VerifyReport {
 
     // Every record: those a hop from the header reaches, and those the dataset knows of (the
     // index lists records past a damaged header too).
+    let mut known: Vec<BTreeSet<u64>> = vec![BTreeSet::new(); ds.shards.len()];
+    for &(s, offset) in by_record.keys() {
+        known[s].insert(offset);
+    }
+    for e in ds.episodes() {
+        known[e.shard].insert(e.summary.record_offset);
+    }
     let mut items: Vec<(usize, u64)> = Vec::new();
     let mut found: Vec<(usize, u64, String)> = Vec::new();
-    for (s, shard) in ds.shards.iter().enumerate() {
+    for (s, (shard, mut offsets)) in ds.shards.iter().zip(known).enumerate() {
         let map: &[u8] = &shard.map;
         report.bytes += map.len() as u64;
-        let mut offsets = BTreeSet::new();
         let mut at = HEADER_LEN as u64;
         while at < map.len() as u64 {
             match frame(map, at) {
@@ -125,8 +133,6 @@ pub fn verify(ds: &Dataset) -> VerifyReport {
                 }
             }
         }
-        offsets.extend(by_record.keys().filter(|k| k.0 == s).map(|k| k.1));
-        offsets.extend(ds.episodes().iter().filter(|e| e.shard == s).map(|e| e.summary.record_offset));
         items.extend(offsets.into_iter().map(|o| (s, o)));
     }
 
@@ -165,7 +171,7 @@ pub fn verify(ds: &Dataset) -> VerifyReport {
     for (s, offset, why) in found {
         if seen.insert((s, offset)) {
             let file = ds.shards[s].path.clone();
-            report.damage.push(Damage { file, offset, why, episodes: affected.at(s, offset) });
+            report.damage.push(Damage { file, offset, why, episodes: affected().at(s, offset) });
         }
     }
     report
