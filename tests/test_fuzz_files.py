@@ -24,7 +24,7 @@ from gymnasium import spaces
 from helpers import SpaceEnv
 
 SEED = 20_261_122
-CASES_PER_FILE = 40
+CASES_PER_FILE = 150
 
 
 def _record_infos(path: Path) -> None:
