@@ -29,7 +29,9 @@ __all__ = [
     "__version__",
     "convert",
     "num_threads",
+    "recover",
     "set_num_threads",
+    "verify",
 ]
 
 __version__: str
@@ -142,12 +144,30 @@ class Recorder:
 class Dataset:
     """A directory of shards or one shard file, memory-mapped. Pickles as its path and options.
 
+    verify: check every chunk at open and leave damaged episodes out (strict: raise).
+    exclusions_json: what an earlier verification left out (`exclusions_json()`), applied
+    without verifying again.
+
     Raises:
         TrajcoreFileNotFoundError: the path does not exist.
         CorruptFileError: a file is not a trajcore file (or, with strict=True, any damage).
     """
 
-    def __new__(cls, path: str, strict: bool = False, cache_bytes: int = 256 << 20) -> Self: ...
+    def __new__(
+        cls,
+        path: str,
+        strict: bool = False,
+        cache_bytes: int = 256 << 20,
+        verify: bool = False,
+        exclusions_json: str | None = None,
+    ) -> Self: ...
+    def exclusions_json(self) -> str | None:
+        """What a verification at open left out, as JSON (None when nothing was)."""
+    def schema_damage(self, recording: int) -> tuple[str, int, str] | None:
+        """Where damage lost descriptions of a recording's columns (so some may be missing from
+        `columns`): (file, byte offset, why), or None."""
+    def damaged_episodes(self) -> npt.NDArray[np.int64]:
+        """Episodes reads found damaged (lenient mode), ascending."""
     @property
     def path(self) -> str: ...
     @property
@@ -157,7 +177,8 @@ class Dataset:
     def __len__(self) -> int: ...
     @property
     def problems(self) -> list[tuple[str, int, str]]:
-        """Damage found while opening: (file, byte offset, what was wrong)."""
+        """Damage found while opening (and by a verification at open): (file, byte offset, what
+        was wrong)."""
     @property
     def shards(self) -> list[str]: ...
     @property
@@ -294,6 +315,23 @@ def convert(
 
     Raises:
         InvalidArgumentError: dst is not empty, an episode is out of range, bad codecs.
+    """
+
+def verify(path: str) -> dict[str, Any]:
+    """Checks every record checksum and decodes every chunk (GIL released): damage (a list of
+    (file, offset, why, [episode indexes])), shards, bytes, records, chunks, decoded_bytes,
+    seconds (opening included).
+
+    Raises:
+        TrajcoreFileNotFoundError: the path does not exist.
+    """
+
+def recover(src: str, dst: str) -> dict[str, Any]:
+    """Writes what of `src` still reads into the new directory `dst`: whole, cut, lost, steps,
+    shards, recordings_lost ([(file, offset, why)]), source (a `verify` dict without seconds).
+
+    Raises:
+        InvalidArgumentError: dst is not empty.
     """
 
 def set_num_threads(n: int) -> None:

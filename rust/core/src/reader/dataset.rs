@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::cache::{ChunkCache, IntMap, VerifiedRecords};
+use super::integrity::{Integrity, LeftOut};
 use super::shard::{Found, Opened, Shard};
 use super::steps::EpisodeSet;
 use super::{OpenOptions, Problem, SHARD_EXTENSION};
@@ -173,6 +174,8 @@ pub struct Dataset {
     /// Episodes discarded after parts of them were written.
     discarded: HashSet<(usize, u64)>,
     skipped: Vec<SkippedRecord>,
+    /// Listings to leave out, episodes left out, damage found while reading (`integrity`).
+    pub(super) integrity: Integrity,
 }
 
 type EpisodeBatch = ((usize, u64), Arc<Vec<crate::format::episode::DecodedEpisode>>);
@@ -187,6 +190,11 @@ impl Dataset {
     /// the file named, or a `.trj` file in the directory), `Version` (a newer major version),
     /// `Corrupt` (damage, with `strict`), `Io`.
     pub fn open(path: &Path, opts: OpenOptions) -> Result<Dataset> {
+        Dataset::open_with(path, opts, Integrity::default())
+    }
+
+    /// `open`, with what is known of damage beyond the files (see `integrity`).
+    pub(super) fn open_with(path: &Path, opts: OpenOptions, integrity: Integrity) -> Result<Dataset> {
         let meta = fs::metadata(path).map_err(|e| Error::io(path, e))?;
         let mut ds = Dataset {
             path: path.to_path_buf(),
@@ -211,6 +219,7 @@ impl Dataset {
             listed_parts: HashMap::new(),
             discarded: HashSet::new(),
             skipped: Vec::new(),
+            integrity,
         };
         ds.update()?;
         Ok(ds)
@@ -364,8 +373,16 @@ impl Dataset {
     fn update(&mut self) -> Result<()> {
         let mut opened = Vec::new();
         for path in self.discover()? {
-            if let Opened::Shard(shard) = Shard::open(&path, self.is_dir)? {
-                opened.push(*shard);
+            match Shard::open(&path, self.is_dir) {
+                Ok(Opened::Shard(shard)) => opened.push(*shard),
+                Ok(Opened::NotStarted) => {}
+                // One damaged header must not hide the other shards of a directory.
+                Err(Error::NotTrajcore { why, .. }) if self.is_dir && !self.opts.strict => {
+                    let why = format!("not a trajcore file ({why}): the file is left out");
+                    self.own_problems.push(Problem::new(&path, 0, why));
+                    self.known_files.insert(path);
+                }
+                Err(e) => return Err(e),
             }
         }
         // A scan that fails (an I/O error) leaves its shard as it was; what other shards found
@@ -401,6 +418,7 @@ impl Dataset {
         self.report_missing_shards();
         self.problems = self.shards.iter().flat_map(|s| s.problems.iter().chain(&s.tail)).cloned().collect();
         self.problems.extend(self.own_problems.iter().cloned());
+        self.problems.extend(self.integrity.exclusions.problems.iter().cloned());
         match self.problems.first() {
             Some(p) if self.opts.strict => Err(p.to_error()),
             _ => Ok(()),
@@ -519,6 +537,7 @@ impl Dataset {
                         })
                     }
                     Err(why) => {
+                        self.note_lost_description(recording, *shard, chunk);
                         self.note_chunk_damage(*shard, chunk.record_offset);
                         self.own_problems.push(Problem::new(&self.shards[*shard].path, chunk.record_offset, why));
                     }
@@ -633,6 +652,9 @@ impl Dataset {
         continued: bool,
         from_seq: u64,
     ) {
+        if self.integrity.excludes(&self.recordings[recording].id, &summary) {
+            return;
+        }
         match self.check_episode(recording, shard, &summary, from_seq) {
             Ok(()) => {
                 self.all.push(summary.length);
@@ -647,6 +669,7 @@ impl Dataset {
                 self.episodes.push(EpisodeRef { recording, shard, summary, continued, continues });
             }
             Err(why) => {
+                self.integrity.left_out.push(LeftOut { recording, shard, summary: summary.clone() });
                 let why = format!("episode {} (lane {}) left out: {why}", summary.episode_id, summary.lane);
                 self.own_problems.push(Problem::new(&self.shards[shard].path, summary.record_offset, why));
             }
@@ -819,7 +842,7 @@ fn mask_pair_problem(columns: &[ColumnSpec], spec: &ColumnSpec) -> Option<String
 }
 
 /// Columns that hold a value on every row: neither a masked column nor a mask.
-fn is_required(spec: &ColumnSpec) -> bool {
+pub(super) fn is_required(spec: &ColumnSpec) -> bool {
     spec.mask.is_none() && spec.mask_of.is_none()
 }
 
@@ -891,6 +914,6 @@ fn check_chunk(specs: &BTreeMap<ColumnId, ColumnSpec>, c: &ChunkRef) -> Result<(
     Ok(())
 }
 
-fn hex(id: &[u8; 16]) -> String {
+pub(crate) fn hex(id: &[u8; 16]) -> String {
     id.iter().map(|b| format!("{b:02x}")).collect()
 }

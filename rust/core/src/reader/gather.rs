@@ -221,7 +221,7 @@ impl Dataset {
             }
             ids.push(spec.map(|s| s.id));
         }
-        let spec = first.ok_or_else(|| Error::schema(column, "no such column in this dataset"))?;
+        let spec = first.ok_or_else(|| self.no_such_column(column))?;
         if next && spec.timeline != Timeline::Obs {
             return Err(Error::Invalid(format!(
                 "column '{column}' is on the step timeline: it has no next row (only observation-timeline columns do)"

@@ -11,18 +11,27 @@
 //! - `gather`: batched reads of many (episode, step) windows into caller-owned buffers.
 //! - `metrics`: the episodes' stored metrics as arrays by column name.
 //! - `sampling`: reproducible uniform sampling of steps and windows from a seed.
+//! - `verify`: every record checksummed and every chunk decoded, damage mapped to episodes
+//!   (`damage`); `integrity`: listings left out after a verification, episodes left out at open;
+//!   `lenient`: training reads that leave damaged episodes out and go on; `salvage`: what of each
+//!   episode still reads (the plan `recover` writes).
 //!
 //! Everything read from a file is untrusted: every offset and length is bounds-checked with
 //! checked arithmetic, and damage becomes a `Problem` (or `Error::Corrupt`), never a panic.
 
 mod cache;
+mod damage;
 mod dataset;
 mod gather;
+mod integrity;
+mod lenient;
 mod metrics;
 mod rows;
+mod salvage;
 mod sampling;
 mod shard;
 mod steps;
+mod verify;
 
 use std::path::PathBuf;
 
@@ -32,6 +41,13 @@ pub use metrics::{episode_metrics, MetricColumn};
 pub use rows::{ColumnData, RowsView};
 pub use sampling::{sample_steps, sample_windows, SplitMix64};
 pub use steps::{EpisodeSet, StepIndex, WindowIndex};
+
+pub use damage::Damage;
+pub(crate) use dataset::episode_span;
+pub use integrity::{EpisodeKey, Exclusions};
+pub use lenient::{Redraw, WindowKind};
+pub use salvage::{Salvage, SalvagePlan};
+pub use verify::{open_verified, verify, verify_path, VerifyReport};
 
 pub use crate::format::episode::EpisodeSummary;
 

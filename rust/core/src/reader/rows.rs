@@ -92,7 +92,7 @@ impl Dataset {
         self.chunk_lists.get(&(recording, lane, column)).map_or((&[], &[]), |l| (&l.chunks, &l.ends))
     }
 
-    fn ensure_verified(&self, loc: &Located) -> Result<()> {
+    pub(super) fn ensure_verified(&self, loc: &Located) -> Result<()> {
         if !self.verified.is_verified(loc.record) {
             self.shards[loc.shard].verify_chunks_record(loc.chunk.record_offset)?;
             self.verified.mark(loc.record);
