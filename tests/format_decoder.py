@@ -29,8 +29,23 @@ MAX_PAYLOAD = 1 << 40
 NO_PREVIOUS = 0xFFFF_FFFF_FFFF_FFFF
 DATA_ALIGN = 64
 
-KIND_META, KIND_COLUMN, KIND_CHUNKS, KIND_EPISODE, KIND_INDEX, KIND_END = 1, 2, 3, 4, 5, 6
-KIND_NAMES: dict[int, str] = {1: "Meta", 2: "Column", 3: "Chunks", 4: "Episode", 5: "Index", 6: "End"}
+KIND_META, KIND_COLUMN, KIND_CHUNKS, KIND_EPISODE, KIND_INDEX, KIND_END, KIND_TIMELOG = 1, 2, 3, 4, 5, 6, 7
+KIND_NAMES: dict[int, str] = {
+    1: "Meta",
+    2: "Column",
+    3: "Chunks",
+    4: "Episode",
+    5: "Index",
+    6: "End",
+    7: "Timelog",
+}
+#: The fields of a Timelog entry, in order: (name, struct code).
+TIMELOG_FIELDS = (
+    ("t_s", "d"), ("dt_s", "d"), ("time_ns", "Q"), ("copy_s", "d"), ("encode_s", "d"), ("compress_s", "d"),
+    ("write_s", "d"), ("fsync_s", "d"), ("idle_s", "d"), ("messages", "Q"), ("steps", "Q"), ("bytes_raw", "Q"),
+    ("bytes_written", "Q"), ("ring_fill", "d"), ("ring_fill_max", "d"), ("ring_waits", "Q"),
+    ("backlog_waits", "Q"), ("producer_wait_s", "d"),
+)  # fmt: skip
 
 CODEC_ZSTD, CODEC_DELTA = 1, 2
 
@@ -193,6 +208,18 @@ class IndexDelta:
     other_records: list[tuple[int, int]]
     chunks: list[ChunkRef]
     episode_records: list[int]
+
+
+def decode_timelog(buf: bytes, rec: Record) -> list[dict[str, float]]:
+    """A Timelog record: ``n u32, entry_len u32``, then entries of the `TIMELOG_FIELDS` (8 bytes
+    each); an entry may be longer than this decoder knows (the rest is skipped)."""
+    p = payload(buf, rec)
+    n, entry_len = struct.unpack_from("<II", p, 0)
+    fmt = "<" + "".join(code for _, code in TIMELOG_FIELDS)
+    if entry_len < struct.calcsize(fmt) or len(p) != 8 + n * entry_len:
+        raise FormatError(f"timelog record at {rec.offset}: {len(p)} bytes for {n} entries of {entry_len}")
+    names = [name for name, _ in TIMELOG_FIELDS]
+    return [dict(zip(names, struct.unpack_from(fmt, p, 8 + i * entry_len), strict=True)) for i in range(n)]
 
 
 # --- Parsing one shard ----------------------------------------------------------------------
@@ -385,6 +412,8 @@ class DecodedShard:
     episodes: list[tuple[EpisodeFixed, Any]] = field(default_factory=list)
     #: (offset, kind) of records of kinds this decoder does not know, skipped.
     skipped: list[tuple[int, int]] = field(default_factory=list)
+    #: Timelog samples, in file order.
+    timelog: list[dict[str, float]] = field(default_factory=list)
 
 
 def open_shard(path: str | os.PathLike[str], *, use_index: bool = True) -> DecodedShard:
@@ -405,13 +434,15 @@ def open_shard(path: str | os.PathLike[str], *, use_index: bool = True) -> Decod
         if rec.kind not in KIND_NAMES:
             shard.skipped.append((offset, rec.kind))  # a newer writer's kind: skipped
             return
-        text = payload(buf, rec).decode("utf-8")
+        text = payload(buf, rec).decode("utf-8") if rec.kind != KIND_TIMELOG else ""
         if rec.kind == KIND_META:
             if shard.meta is None:
                 shard.meta = json.loads(text)
         elif rec.kind == KIND_COLUMN:
             spec = json.loads(text)
             shard.columns[spec["id"]] = spec
+        elif rec.kind == KIND_TIMELOG:
+            shard.timelog.extend(decode_timelog(buf, rec))
         else:
             raise FormatError(f"index lists a {KIND_NAMES.get(rec.kind)} record as meta/column at {offset}")
 
@@ -435,14 +466,14 @@ def open_shard(path: str | os.PathLike[str], *, use_index: bool = True) -> Decod
         if rec.kind == KIND_INDEX and rec.payload_ok:
             take_delta(decode_index(buf, rec))
             pending.clear()
-        elif rec.kind in (KIND_META, KIND_COLUMN, KIND_CHUNKS, KIND_EPISODE):
+        elif rec.kind in (KIND_META, KIND_COLUMN, KIND_CHUNKS, KIND_EPISODE, KIND_TIMELOG):
             pending.append(rec)
         elif rec.kind not in KIND_NAMES:
             shard.skipped.append((rec.offset, rec.kind))
     for rec in pending:
         if not rec.payload_ok:
             continue  # damaged on its own: left out
-        if rec.kind in (KIND_META, KIND_COLUMN):
+        if rec.kind in (KIND_META, KIND_COLUMN, KIND_TIMELOG):
             take_other(rec.offset)
         elif rec.kind == KIND_CHUNKS:
             shard.chunks.extend(decode_chunk_refs(buf, rec))

@@ -140,7 +140,8 @@ def check_structure(shard: fd.DecodedShard) -> None:
     for delta in chain:
         assert delta.prev_index == (fd.NO_PREVIOUS if prev == fd.HEADER_LEN else prev)
         between = [r for r in recs if prev <= r.offset < delta.offset and r.kind != fd.KIND_INDEX]
-        assert delta.other_records == [(r.kind, r.offset) for r in between if r.kind in (fd.KIND_META, fd.KIND_COLUMN)]
+        others = (fd.KIND_META, fd.KIND_COLUMN, fd.KIND_TIMELOG)
+        assert delta.other_records == [(r.kind, r.offset) for r in between if r.kind in others]
         hopped_chunks = [ref for r in between if r.kind == fd.KIND_CHUNKS for ref in fd.decode_chunk_refs(buf, r)]
         assert delta.chunks == hopped_chunks
         assert delta.episode_records == [r.offset for r in between if r.kind == fd.KIND_EPISODE]

@@ -33,7 +33,8 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     )
     rec.action_space.seed(0)
     rec.reset(seed=0)
-    for _ in range(600):
+    for t in range(600):
+        rec.record(logp=np.full(3, -t / 600))
         rec.step(rec.action_space.sample())
     rec.close()  # closing publishes the last, partial, second: a closed recorder's timelog is whole
     timelog = plots.save_timelog(rec, path.parent / "timelog.json")
@@ -85,6 +86,10 @@ def test_histograms_metrics_and_metadata(recorded: tuple[Path, Path]) -> None:
         duration = (s["end_ns"] - s["start_ns"]) / 1e9
         xy = _by_gid(metrics.axes[0])["env 0"].get_offsets()
         assert np.allclose(xy[:, 1], duration[(s["env_index"] == 0) & done])
+        # Then the mean of each stored episode metric, one panel each.
+        assert metrics.axes[2].get_ylabel() == "data/logp (mean)"
+        logp = ds.metrics()["data/logp"]["mean"]
+        assert np.allclose(_by_gid(metrics.axes[2])["env 1"].get_offsets()[:, 1], logp[(s["env_index"] == 1) & done])
 
         meta = ds.plot_metadata()
         titles = [ax.get_title() for ax in meta.axes if ax.axison]
@@ -128,6 +133,79 @@ def test_plot_command_writes_the_pngs(recorded: tuple[Path, Path], tmp_path: Pat
     only = tmp_path / "timelog-only"
     assert main(["plot", "--timelog", str(recorded[1]), "-o", str(only)]) == 0
     assert [p.name for p in only.iterdir()] == ["timelog.png"]
+
+
+def test_the_timelog_is_stored_in_the_files(tmp_path: Path) -> None:
+    """The samples a recorder publishes live are in its files too, across shard rollovers, read
+    back by `Dataset.timelog`, by the independent decoder, and plotted by ``trajcore plot``."""
+    import time
+
+    from format_decoder import open_shard
+
+    path = tmp_path / "d"
+    rec = trajcore.RecordVectorEpisodes(gym.make_vec("CartPole-v1", num_envs=4), path, max_shard_bytes=150_000)
+    rec.reset(seed=0)
+    start = time.perf_counter()
+    while time.perf_counter() - start < 2.5:
+        rec.step(rec.action_space.sample())
+    rec.close()
+    live = rec.stats()["timelog"]
+    with trajcore.open(path, strict=True) as ds:
+        assert len(ds.shards) >= 2
+        stored = ds.timelog()
+        assert len(stored) >= 3 and stored == live
+        assert sum(s["steps"] for s in stored) == rec.stats()["steps"], "the last sample is in the file too"
+        t = [s["t_s"] for s in stored]
+        assert t == sorted(t)
+        decoded = [sample for shard in ds.shards for sample in open_shard(shard).timelog]
+        assert decoded == stored
+        with pytest.raises(trajcore.InvalidArgumentError, match="no recording 1"):
+            ds.timelog(1)
+    out = tmp_path / "plots"
+    assert main(["plot", str(path), "-o", str(out)]) == 0
+    assert (out / "timelog.png").exists()
+    fig = plots.timelog_figure(trajcore.open(path))
+    assert len(_by_gid(fig.axes[0])["compress"].get_data()[0]) == len(stored)
+
+
+def test_no_timelog_in_the_files_when_asked(tmp_path: Path) -> None:
+    from format_decoder import open_shard
+
+    rec = trajcore.RecordEpisodes(gym.make("CartPole-v1"), tmp_path / "d", timelog=False)
+    rec.reset(seed=0)
+    for _ in range(100):
+        _, _, terminated, truncated, _ = rec.step(rec.action_space.sample())
+        if terminated or truncated:
+            rec.reset()
+    rec.close()
+    assert rec.stats()["timelog"], "still published live"
+    with trajcore.open(tmp_path / "d") as ds:
+        assert ds.timelog() == []
+        assert all(not open_shard(s).timelog for s in ds.shards)
+
+
+def test_a_damaged_timelog_record_is_left_out_with_a_warning(tmp_path: Path) -> None:
+    from format_decoder import KIND_TIMELOG, open_shard
+
+    rec = trajcore.RecordEpisodes(gym.make("CartPole-v1"), tmp_path / "d")
+    rec.reset(seed=0)
+    for _ in range(50):
+        _, _, terminated, truncated, _ = rec.step(rec.action_space.sample())
+        if terminated or truncated:
+            rec.reset()
+    rec.close()
+    (shard,) = rec.shard_paths
+    records = [r for r in open_shard(shard).records if r.kind == KIND_TIMELOG]
+    assert len(records) == 1
+    data = bytearray(Path(shard).read_bytes())
+    data[records[0].offset + 24 + 12] ^= 0xFF  # inside the first sample
+    Path(shard).write_bytes(bytes(data))
+    with trajcore.open(tmp_path / "d") as ds:
+        assert ds.num_episodes > 0 and not ds.problems, "episodes are untouched"
+        with pytest.warns(trajcore.TrajcoreWarning, match="timelog record payload checksum mismatch"):
+            assert ds.timelog() == []
+    with trajcore.open(tmp_path / "d", strict=True) as ds, pytest.raises(trajcore.CorruptFileError, match="timelog"):
+        ds.timelog()
 
 
 def test_plot_command_errors(recorded: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,6 +10,7 @@ checksummed, indexed file format (a Rust core), and read them back as numpy arra
         seq = ds.select(complete=True).sample_sequences(32, length=20, seed=0)
 
     ds.to_pandas(); trajcore.export(ds, "cp16.parquet")  # also csv, jsonl (RLlib), minari
+    trajcore.verify("runs/cp16"); trajcore.recover("runs/damaged", "runs/saved")
 
 `trajcore.viewer` writes an episode's page (``trajcore view``), `trajcore.plots` the figures
 (``trajcore plot``, ``ds.plot_returns()``); `trajcore.torch` (needs torch) wraps datasets for
@@ -19,6 +20,7 @@ checksummed, indexed file format (a Rust core), and read them back as numpy arra
 # plots and viewer: looking at episodes (matplotlib is imported only when a figure is drawn).
 from trajcore import _core, plots, viewer
 from trajcore._convert import convert
+from trajcore._integrity import Damage, VerifyReport, recover, verify
 from trajcore._recording import EpisodeInfo, RecordingOptions
 from trajcore.dataset import Batch, Dataset, Episode, Episodes, Sequences, Transitions, open
 from trajcore.errors import (
@@ -43,6 +45,7 @@ __all__ = [
     "FORMAT_VERSION",
     "Batch",
     "CorruptFileError",
+    "Damage",
     "Dataset",
     "Episode",
     "EpisodeInfo",
@@ -60,13 +63,16 @@ __all__ = [
     "TrajcoreFileNotFoundError",
     "TrajcoreIOError",
     "TrajcoreWarning",
+    "VerifyReport",
     "__version__",
     "convert",
     "export",
     "import_minari",
     "open",
     "plots",
+    "recover",
     "set_num_threads",
+    "verify",
     "viewer",
 ]
 

@@ -101,6 +101,7 @@ def build_config(
     block_when_full: bool,
     ring_bytes: int | None,
     index_interval_bytes: int | None = None,
+    timelog: bool = True,
     render_fps: float | None = None,
     frame_bytes: int = 0,
 ) -> str:
@@ -164,6 +165,7 @@ def build_config(
         "flush_interval_s": float(flush_interval),
         "durability": durability,
         "block_when_full": bool(block_when_full),
+        "timelog": bool(timelog),
         # Info and custom data columns are made by the core on first sight, with these codecs.
         "info_codec": checked.get("info", default),
         "data_codec": checked.get("data", checked.get("info", default)),

@@ -29,7 +29,9 @@ __all__ = [
     "__version__",
     "convert",
     "num_threads",
+    "recover",
     "set_num_threads",
+    "verify",
 ]
 
 __version__: str
@@ -77,7 +79,8 @@ class Recorder:
             metadata (dataset metadata, any JSON), user (any JSON stored for the Python side),
             max_shard_bytes, ring_bytes, chunk_bytes, flush_interval_s, durability
             ("flush" | "fsync_close" | "fsync_chunk" | "fsync_interval"), fsync_interval_s,
-            block_when_full (bool), index_interval_bytes, info_codec / data_codec / frame_codec /
+            block_when_full (bool), index_interval_bytes, timelog (bool: store the timelog in
+            the file), info_codec / data_codec / frame_codec /
             flags_codec ({"delta": bool, "zstd_level": int | None, "chunk_bytes"?: int}; flags_codec
             covers reward, terminated, truncated; frame_codec the rendered frames, `render/frame`).
 
@@ -141,22 +144,49 @@ class Recorder:
 class Dataset:
     """A directory of shards or one shard file, memory-mapped. Pickles as its path and options.
 
+    verify: check every chunk at open and leave damaged episodes out (strict: raise).
+    exclusions_json: what an earlier verification left out (`exclusions_json()`), applied
+    without verifying again.
+    mmap: read through memory maps; else positioned reads (no SIGBUS if a file is truncated).
+
     Raises:
         TrajcoreFileNotFoundError: the path does not exist.
         CorruptFileError: a file is not a trajcore file (or, with strict=True, any damage).
     """
 
-    def __new__(cls, path: str, strict: bool = False, cache_bytes: int = 256 << 20) -> Self: ...
+    def __new__(
+        cls,
+        path: str,
+        strict: bool = False,
+        cache_bytes: int = 256 << 20,
+        verify: bool = False,
+        exclusions_json: str | None = None,
+        mmap: bool = True,
+    ) -> Self: ...
+    def exclusions_json(self) -> str | None:
+        """What a verification at open left out, as JSON (None when nothing was)."""
+    def schema_damage(self, recording: int) -> tuple[str, int, str] | None:
+        """Where damage lost descriptions of a recording's columns (so some may be missing from
+        `columns`): (file, byte offset, why), or None."""
+    def damaged_episodes(self) -> npt.NDArray[np.int64]:
+        """Episodes reads found damaged (lenient mode), ascending."""
     @property
     def path(self) -> str: ...
     @property
     def strict(self) -> bool: ...
     @property
     def cache_bytes(self) -> int: ...
+    @property
+    def mmap(self) -> bool: ...
+    @property
+    def notices(self) -> list[tuple[str, int, str]]:
+        """Shard files replaced or deleted since opening (not damage; the dataset reads the files
+        it opened): (file, 0, what happened)."""
     def __len__(self) -> int: ...
     @property
     def problems(self) -> list[tuple[str, int, str]]:
-        """Damage found while opening: (file, byte offset, what was wrong)."""
+        """Damage found while opening (and by a verification at open): (file, byte offset, what
+        was wrong)."""
     @property
     def shards(self) -> list[str]: ...
     @property
@@ -178,6 +208,9 @@ class Dataset:
     def metrics(self) -> dict[str, dict[str, npt.NDArray[Any]]]:
         """Episode metrics by column name: {name: {count, sum, mean, min, max}}, one entry per
         episode in dataset order (count 0 and NaN where an episode has no value)."""
+    def timelog_json(self, recording: int) -> tuple[str, list[tuple[str, int, str]]]:
+        """The timelog `recording`'s writer stored: samples as a JSON list, and (file, offset,
+        why) of damaged timelog records left out."""
     def episode_metadata_json(self, episode: int) -> str: ...
     def read_column(self, episode: int, column: str) -> np.ndarray | list[str]:
         """All rows of one column of one episode: T+1 rows for observation-timeline columns,
@@ -290,6 +323,23 @@ def convert(
 
     Raises:
         InvalidArgumentError: dst is not empty, an episode is out of range, bad codecs.
+    """
+
+def verify(path: str) -> dict[str, Any]:
+    """Checks every record checksum and decodes every chunk (GIL released): damage (a list of
+    (file, offset, why, [episode indexes])), shards, bytes, records, chunks, decoded_bytes,
+    seconds (opening included).
+
+    Raises:
+        TrajcoreFileNotFoundError: the path does not exist.
+    """
+
+def recover(src: str, dst: str) -> dict[str, Any]:
+    """Writes what of `src` still reads into the new directory `dst`: whole, cut, lost, steps,
+    shards, recordings_lost ([(file, offset, why)]), source (a `verify` dict without seconds).
+
+    Raises:
+        InvalidArgumentError: dst is not empty.
     """
 
 def set_num_threads(n: int) -> None:

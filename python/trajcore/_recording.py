@@ -74,6 +74,9 @@ class RecordingOptions(TypedDict, total=False):
             ``codecs={"render": ...}`` says otherwise. Unless `ring_bytes` is given, the recorder
             then starts (creates its first shard) at the first ``reset``, whose frames size the
             ring.
+        timelog: store the writer's timelog (`stats` ``["timelog"]``, a sample per second) in
+            the files as the recording goes, read back by `Dataset.timelog` and plotted by
+            ``trajcore plot`` (default True; about 150 bytes per second of recording).
     """
 
     episode_metadata: EpisodeMetadataFn | None
@@ -90,6 +93,7 @@ class RecordingOptions(TypedDict, total=False):
     index_interval_bytes: int | None
     allow_mixed_spaces: bool
     render_frames: bool
+    timelog: bool
 
 
 _DEFAULTS: dict[str, Any] = {
@@ -107,6 +111,7 @@ _DEFAULTS: dict[str, Any] = {
     "index_interval_bytes": None,
     "allow_mixed_spaces": False,
     "render_frames": False,
+    "timelog": True,
 }
 
 
@@ -174,6 +179,7 @@ class Recording:
             block_when_full=o["block_when_full"],
             ring_bytes=o["ring_bytes"],
             index_interval_bytes=o["index_interval_bytes"],
+            timelog=o["timelog"],
             render_fps=_render_fps(renderer),
         )
         config = make_config()  # checks every option now, whenever the core starts
@@ -275,8 +281,8 @@ class Recording:
         most 3600, neighbours merged beyond) with the seconds spent in each stage (copy_s,
         encode_s, compress_s, write_s, fsync_s, idle_s), the counts of that second (messages,
         steps, bytes_raw, bytes_written, ring_waits, backlog_waits), the producer's waiting time
-        (producer_wait_s) and the ring's fill (ring_fill, ring_fill_max, fractions). Save it
-        with `trajcore.plots.save_timelog`; `trajcore plot --timelog` plots it."""
+        (producer_wait_s) and the ring's fill (ring_fill, ring_fill_max, fractions). It is also
+        stored in the files (unless ``timelog=False``): `Dataset.timelog` reads it back."""
         stats: dict[str, Any] = self._recorder.stats()
         return stats
 

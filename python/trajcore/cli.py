@@ -1,5 +1,5 @@
 """The command line, ``trajcore`` (or ``python -m trajcore``): record, info, ls, view, plot,
-export, import-minari, convert and bench.
+export, import-minari, convert, verify, recover and bench.
 
 Errors a user can fix (a missing path, an unknown env id, bad JSON, a bad option value) are one
 line on stderr and exit status 2, never a traceback; output piped into ``head`` stops quietly.
@@ -23,6 +23,8 @@ import numpy as np
 __all__ = ["main"]
 
 EXIT_USAGE = 2
+# `verify`: the dataset is damaged (0: intact).
+EXIT_DAMAGED = 1
 
 
 class UsageError(Exception):
@@ -520,6 +522,85 @@ def _convert(args: argparse.Namespace) -> int:
     return 0
 
 
+def _episodes_text(episodes: Sequence[int], shown: int = 10) -> str:
+    """'episodes 3, 4, 9' (the first few of a long list), or 'no listed episode'."""
+    if not episodes:
+        return "no listed episode"
+    head = ", ".join(str(e) for e in episodes[:shown])
+    more = f" and {len(episodes) - shown:,} more" if len(episodes) > shown else ""
+    return f"episode{'s' if len(episodes) > 1 else ''} {head}{more}"
+
+
+def _verify(args: argparse.Namespace) -> int:
+    import trajcore
+
+    report = trajcore.verify(args.path)
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "path": report.path,
+                    "intact": report.intact,
+                    "damage": [
+                        {"file": d.file, "offset": d.offset, "why": d.why, "episodes": list(d.episodes)}
+                        for d in report.damage
+                    ],
+                    "damaged_episodes": report.damaged_episodes,
+                    "shards": report.shards,
+                    "bytes": report.bytes,
+                    "records": report.records,
+                    "chunks": report.chunks,
+                    "decoded_bytes": report.decoded_bytes,
+                    "seconds": report.seconds,
+                    "mb_per_s": report.mb_per_s,
+                },
+                indent=2,
+            )
+        )
+    else:
+        what = (
+            f"{report.shards} shard(s), {_fmt_bytes(report.bytes)}, {report.records:,} records checksummed, "
+            f"{report.chunks:,} chunks decoded ({_fmt_bytes(report.decoded_bytes)})"
+        )
+        if report.intact:
+            print(f"{report.path}: intact: {what}")
+        else:
+            affected = report.damaged_episodes
+            print(
+                f"{report.path}: DAMAGED: {len(report.damage)} problem(s), {len(affected):,} listed episode(s) "
+                f"affected; {what}"
+            )
+            for d in report.damage:
+                print(f"  {d.file} at byte {d.offset}: {d.why} ({_episodes_text(d.episodes)})")
+            print(f"  (keep what still reads: {_prog_name(sys.argv[0])} recover {report.path} NEW_DIR)")
+    print(
+        f"verified {report.bytes / 1e6:,.1f} MB in {report.seconds:.2f} s ({report.mb_per_s:,.0f} MB/s)",
+        file=sys.stderr,
+    )
+    return 0 if report.intact else EXIT_DAMAGED
+
+
+def _recover(args: argparse.Namespace) -> int:
+    import trajcore
+
+    start = time.perf_counter()
+    result = trajcore.recover(args.src, args.dst)
+    source = result["source"]
+    for d in source.damage:
+        print(f"{args.src}: {d.file} at byte {d.offset}: {d.why} ({_episodes_text(d.episodes)})", file=sys.stderr)
+    for file, offset, why in result["recordings_lost"]:
+        print(f"{args.src}: recording left out: {file} at byte {offset}: {why}", file=sys.stderr)
+    state = "intact" if source.intact else f"damaged ({len(source.damage)} problem(s))"
+    print(
+        f"recovered {result['whole']:,} episodes whole and {result['cut']:,} intact prefixes (incomplete), "
+        f"{result['steps']:,} steps, into {args.dst} ({len(result['shards'])} shard(s)) in "
+        f"{time.perf_counter() - start:.1f} s; {result['lost']:,} damaged episode(s) had no intact step; "
+        f"the source was {state}",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def _bench(args: argparse.Namespace) -> int:
     from trajcore.bench import measure_overhead
 
@@ -642,6 +723,7 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
             "plot runs/cp16 -o plots/",
             "export runs/cp16 cp16.parquet",
             "import-minari D4RL/door/human-v2 runs/door",
+            "verify runs/cp16",
         )
         + "\n\nrun '%(prog)s COMMAND --help' for a command's options",
     )
@@ -743,9 +825,10 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
         "plot",
         "write PNG plots: return/length per episode, histograms, metrics, metadata, timelog",
         "Plot every episode's return and length against wall time and against the episode index (one colour per "
-        "sub-env, with a rolling mean), their histograms, duration and steps per second, every numeric episode "
-        "metadata value, and a recorder's timelog (writer time per stage, ring fill, producer waits) saved with "
-        "trajcore.plots.save_timelog. Needs matplotlib.",
+        "sub-env, with a rolling mean), their histograms, duration and steps per second, the mean of every episode "
+        "metric, every numeric episode metadata value, and the recorder's timelog (writer time per stage, ring fill, "
+        "producer waits) stored in the dataset's files, or one saved with trajcore.plots.save_timelog. Needs "
+        "matplotlib.",
         "runs/cp16 -o plots/",
         "runs/cp16 --select complete=true --window 50",
         "runs/cp16 --timelog timelog.json -o plots/",
@@ -761,7 +844,8 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
     pl.add_argument(
         "--timelog",
         metavar="FILE.json",
-        help="also plot this timelog, saved by trajcore.plots.save_timelog (default: none)",
+        help="plot this timelog, saved by trajcore.plots.save_timelog, instead of the one stored in the dataset "
+        "(default: the stored one)",
     )
     pl.add_argument("--window", type=int, help="rolling-mean window in episodes (default: a twentieth, 1 to 100)")
     pl.add_argument(
@@ -840,6 +924,31 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
         "--select", action="append", metavar="KEY=VALUE", help=f"copy only some episodes: {SELECT_HELP} (default: all)"
     )
     c.set_defaults(func=_convert)
+
+    v = command(
+        "verify",
+        "check every checksum and decode every chunk; exit 1 if damaged",
+        "Check a dataset byte by byte: every record's checksum, every chunk decoded (lengths, str offsets "
+        "and UTF-8). Damage is listed with its file, byte offset and the episodes it affects (indexes as "
+        "'ls' lists them). Exit status 0: intact, 1: damaged, 2: usage error. Throughput on stderr.",
+        "runs/cp16",
+        "runs/cp16 --json",
+    )
+    v.add_argument("path", metavar="PATH", help="a dataset directory or one shard file")
+    v.add_argument("--json", action="store_true", help="print a JSON report")
+    v.set_defaults(func=_verify)
+
+    rc = command(
+        "recover",
+        "copy what of a damaged dataset still reads into a new one",
+        "Write every intact episode, and the intact prefix of each damaged one (cut before its first unreadable "
+        "row, marked incomplete), into a new dataset directory. SRC is only read; DST is written beside its "
+        "place and renamed into it when complete, and verifies intact.",
+        "runs/damaged runs/saved",
+    )
+    rc.add_argument("src", metavar="SRC", help="a dataset directory or one shard file")
+    rc.add_argument("dst", metavar="DST", help="the new dataset directory (must not exist, or be empty)")
+    rc.set_defaults(func=_recover)
 
     b = command(
         "bench",

@@ -37,20 +37,40 @@ _CoreDataset = _core.Dataset
 _CoreSelection = _core.Selection
 
 
-def open(path: str | os.PathLike[str], strict: bool = False, cache_bytes: int = DEFAULT_CACHE_BYTES) -> Dataset:
+def open(
+    path: str | os.PathLike[str],
+    strict: bool = False,
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
+    verify: bool = False,
+    mmap: bool = True,
+) -> Dataset:
     """Opens a directory of shards (every recording in it) or one shard file.
+
+    Opening reads the index, not the data: damage inside chunk data is found by the first read
+    that needs it (or by `verify`). Without `strict`, a read that finds it leaves the damaged
+    episodes out of sampling and goes on, with a `TrajcoreWarning`.
 
     Args:
         path: the directory a recorder wrote, or one shard file.
         strict: raise `CorruptFileError` on any damage instead of warning and reading what is
-            intact before it.
+            intact.
         cache_bytes: bound of the cache of decompressed chunks.
+        verify: check every checksum and decode every chunk now (as `trajcore verify` does):
+            damaged episodes are left out of the listing and the damage is in `problems`
+            (with `strict`, it raises). A data-loader worker that unpickles the dataset gets
+            the same listing without verifying again. Episodes `refresh` adds are not verified
+            (reads still leave damaged ones out of sampling).
+        mmap: read the files through memory maps (the default: raw columns come back as views
+            without a copy). With False, reads are positioned reads through the cache: use it
+            where another process may truncate or rewrite files in place while you read (a
+            `cp` or `rsync --inplace` over a shard), which through a map kills the process with
+            SIGBUS; without a map such a file gives `CorruptFileError` instead.
 
     Raises:
         TrajcoreFileNotFoundError: `path` does not exist.
         CorruptFileError: a file is not a trajcore file (or, with `strict`, any damage).
     """
-    return Dataset(path, strict=strict, cache_bytes=cache_bytes)
+    return Dataset(path, strict=strict, cache_bytes=cache_bytes, verify=verify, mmap=mmap)
 
 
 @dataclass
@@ -156,16 +176,26 @@ class _Sampling:
             A `Batch` of `n` transitions. ``next_observations`` of an episode's last step is its
             final observation.
 
+        Without `strict`, an episode found damaged (a chunk of it fails its checksum or does
+        not decode; every chunk of an episode is checked before its first row is used) is left
+        out of the population with a `TrajcoreWarning` naming the file, offset and episodes,
+        and the transitions drawn in it are drawn again: the batch for a seed stays the same.
+
         Raises:
             InvalidArgumentError: the episodes hold no step.
             SchemaError: a key names no column.
+            CorruptFileError: with `strict`, damage; without, too few intact episodes left.
         """
         return self._reader().sample_transitions(int(n), _seed(seed), _keys(keys), self._selection())
 
     @property
     def transitions(self) -> Transitions:
         """The transitions by step number: ``transitions[i]`` (one step), ``transitions[idx]``
-        (an int array, list or slice: a batch)."""
+        (an int array, list or slice: a batch), iteration. Without `strict`, a step of a
+        damaged episode raises `CorruptFileError` when asked for alone; in a batch it is
+        replaced by a step drawn from the intact episodes (from its number, so the same batch
+        comes back; ``episode_index`` and ``step_index`` say what was read), with a warning;
+        iteration skips damaged episodes."""
         return Transitions(self)
 
     @property
@@ -191,8 +221,11 @@ class _Sampling:
                 padded with zeros past their end; the batch then has ``mask`` ``[n, length]``,
                 True on real steps. Without it, shorter episodes are never drawn.
 
+        Damaged episodes are left out as in `sample_transitions`.
+
         Raises:
             InvalidArgumentError: no episode holds a window (length too large, and no `pad`).
+            CorruptFileError: with `strict`, damage; without, too few intact episodes left.
         """
         return self._reader().sample_sequences(int(n), int(length), _seed(seed), pad, _keys(keys), self._selection())
 
@@ -207,6 +240,8 @@ class _Sampling:
 
 
 _INTEGER = (int, np.integer)
+# Steps an iteration over transitions reads at once (bounds its memory on long pixel episodes).
+_ITER_BLOCK = 1024
 
 
 class Transitions:
@@ -232,6 +267,7 @@ class Transitions:
 
         Raises:
             IndexError: a step number out of range.
+            CorruptFileError: one step of a damaged episode (a batch draws its rows again).
         """
         if type(index) is int:  # the hot path: one step
             return self._step(index, None, self._sel)
@@ -249,6 +285,32 @@ class Transitions:
     def gather(self, index: Any, *, keys: Sequence[str] | None = None) -> Batch:
         """Like indexing with an array, with the keys wanted."""
         return self._reader.gather_transitions(_int64(index), _keys(keys), self._sel)
+
+    def __iter__(self) -> Iterator[Batch]:
+        """Every step in order, as ``transitions[i]`` gives it, read an episode (or a block of
+        one) at a time. Without `strict`, an episode found damaged is skipped whole (its
+        checksums are checked before its first step is given), with a `TrajcoreWarning`.
+
+        Raises:
+            CorruptFileError: with `strict`, at a damaged episode.
+        """
+        reader, sel = self._reader, self._sel
+        members = range(reader.num_episodes) if sel is None else sel.episodes().tolist()
+        lengths = reader.summaries()["length"]
+        for episode in members:
+            n = int(lengths[episode])
+            for start in range(0, n, _ITER_BLOCK):
+                steps = np.arange(start, min(n, start + _ITER_BLOCK), dtype=np.int64)
+                try:
+                    batch = reader.gather_windows(np.full(len(steps), episode, dtype=np.int64), steps)
+                except CorruptFileError as e:
+                    if reader.strict:
+                        raise
+                    message = f"{e}; episode {episode} ({n} steps) is left out of the iteration"
+                    warnings.warn(message, TrajcoreWarning, stacklevel=2)
+                    break
+                for t in range(len(steps)):
+                    yield _row(batch, t)
 
     def __repr__(self) -> str:
         return f"<trajcore.Transitions: {len(self)} steps>"
@@ -293,12 +355,22 @@ class Dataset(_Sampling):
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, strict: bool = False, cache_bytes: int = DEFAULT_CACHE_BYTES
+        self,
+        path: str | os.PathLike[str],
+        *,
+        strict: bool = False,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        verify: bool = False,
+        mmap: bool = True,
+        _exclusions: str | None = None,
     ) -> None:
         self._path = os.fspath(path)
         self._strict = strict
         self._cache_bytes = cache_bytes
-        self._ds: _core.Dataset | None = _core.Dataset(self._path, strict, cache_bytes)
+        self._mmap = mmap
+        self._ds: _core.Dataset | None = _core.Dataset(self._path, strict, cache_bytes, verify, _exclusions, mmap)
+        self._warned = len(self._ds.problems)
+        self._notices = 0
         self._recordings: dict[int, _Recording] = {}
         #: (recording, "observation"|"action") -> why its layout tree was refused
         self._layout_problems: dict[tuple[int, str], str] = {}
@@ -306,7 +378,7 @@ class Dataset(_Sampling):
         self._metrics: dict[str, dict[str, npt.NDArray[Any]]] | None = None
         for file, offset, why in self._ds.problems:
             warnings.warn(
-                f"{file}: damaged at byte offset {offset} ({why}); everything before it is read",
+                f"{file}: damaged at byte offset {offset} ({why}); what is intact is read",
                 TrajcoreWarning,
                 stacklevel=3,
             )
@@ -364,7 +436,7 @@ class Dataset(_Sampling):
         return self._metrics
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_reopen, (self._path, self._strict, self._cache_bytes))
+        return (_reopen, (self._path, self._strict, self._cache_bytes, self._core.exclusions_json(), self._mmap))
 
     def _reader(self) -> _CoreDataset:
         return self._core
@@ -385,8 +457,39 @@ class Dataset(_Sampling):
 
     @property
     def problems(self) -> list[tuple[str, int, str]]:
-        """Damage found when opening: (file, byte offset, what was wrong)."""
+        """Damage found when opening (and by ``verify=True``, with the episodes left out for
+        it): (file, byte offset, what was wrong)."""
         return self._core.problems
+
+    def timelog(self, recording: int = 0) -> list[dict[str, Any]]:
+        """The writer's timelog stored in the files of `recording` (see `num_recordings`): one
+        dict per second of recording, oldest first, with the fields of a recorder's
+        ``stats()["timelog"]`` (seconds per stage on the writer thread: copy, encode, compress,
+        write, fsync, idle; ring fill; producer waits; steps and bytes). Empty for recordings
+        made with ``timelog=False`` or by a version that did not store it.
+
+        Raises:
+            InvalidArgumentError: no such recording.
+            CorruptFileError: with ``strict=True``, a damaged timelog record (otherwise its
+                samples are left out with a `TrajcoreWarning`).
+        """
+        if not 0 <= recording < self.num_recordings:
+            raise InvalidArgumentError(f"no recording {recording} (the dataset has {self.num_recordings})")
+        text, problems = self._core.timelog_json(recording)
+        for file, offset, why in problems:
+            if self._strict:
+                raise CorruptFileError(f"{file}: byte offset {offset}: {why}")
+            why = f"{file}: byte offset {offset}: {why}; its timelog samples are left out"
+            warnings.warn(why, TrajcoreWarning, stacklevel=2)
+        samples: list[dict[str, Any]] = json.loads(text)
+        return samples
+
+    @property
+    def damaged_episodes(self) -> list[int]:
+        """Episodes reads found damaged since opening (without `strict`): left out of sampling
+        (each was announced by a `TrajcoreWarning`, or by the `CorruptFileError` of a read of
+        it)."""
+        return [int(e) for e in self._core.damaged_episodes()]
 
     @property
     def num_episodes(self) -> int:
@@ -572,10 +675,21 @@ class Dataset(_Sampling):
         """Picks up shards that grew or appeared since opening (a recorder still writing);
         returns the number of new episodes. They come after the episodes already listed, so
         episode and step numbers handed out stay valid (selections made before keep their
-        episodes)."""
+        episodes).
+
+        It also checks the files already open: one truncated in place since opening is damage
+        (its episodes can no longer be read: a `TrajcoreWarning`, or `CorruptFileError` with
+        `strict`); one replaced (renamed over) or deleted is said with a `TrajcoreWarning`, and
+        the dataset goes on reading the file it opened."""
         added = self._core.refresh()
         self._summaries = None
         self._metrics = None
+        problems, notices = self._core.problems, self._core.notices
+        for file, offset, why in problems[self._warned :]:
+            warnings.warn(f"{file}: byte offset {offset}: {why}", TrajcoreWarning, stacklevel=2)
+        for file, _, why in notices[self._notices :]:
+            warnings.warn(f"{file}: {why}", TrajcoreWarning, stacklevel=2)
+        self._warned, self._notices = len(problems), len(notices)
         return added
 
     def close(self) -> None:
@@ -635,9 +749,16 @@ class Dataset(_Sampling):
         present in this episode is left out of both.
 
         Raises:
-            CorruptFileError: a column name nests deeper than the recorder allows.
+            CorruptFileError: a column name nests deeper than the recorder allows, or damage lost
+                column descriptions of the recording.
         """
         rec = self._recording(recording)
+        lost = self._core.schema_damage(recording)
+        if lost is not None:
+            # Some info or data columns (or their masks) may be among those lost: what reads
+            # would be incomplete or unmasked.
+            file, offset, why = lost
+            raise CorruptFileError(f"{file}: corrupt at byte offset {offset}: episode {index}'s {which}: {why}")
         values: dict[str, Any] = {}
         masks: dict[str, Any] = {}
         for f in rec.infos if which == "infos" else rec.data:
@@ -660,6 +781,15 @@ class Dataset(_Sampling):
                 if mask is not None:
                     mask_node[f.path[-1]] = mask
         return values, masks
+
+
+def _row(batch: Any, t: int) -> Any:
+    """Row `t` of a batch, without the batch axis (as one step reads)."""
+    if isinstance(batch, dict):
+        return {k: int(v[t]) if k in ("episode_index", "step_index") else _row(v, t) for k, v in batch.items()}
+    if isinstance(batch, tuple):
+        return tuple(_row(v, t) for v in batch)
+    return batch[t]
 
 
 def _with_masks(values: dict[str, Any], masks: dict[str, Any]) -> dict[str, Any]:
@@ -686,8 +816,11 @@ def _any_present(masks: dict[str, Any]) -> npt.NDArray[np.bool_] | None:
     return combined
 
 
-def _reopen(path: str, strict: bool, cache_bytes: int) -> Dataset:
-    return Dataset(path, strict=strict, cache_bytes=cache_bytes)
+def _reopen(
+    path: str, strict: bool, cache_bytes: int, exclusions: str | None = None, mmap: bool = True
+) -> Dataset:
+    """A pickled dataset, reopened (with the listing a verification at open left it)."""
+    return Dataset(path, strict=strict, cache_bytes=cache_bytes, mmap=mmap, _exclusions=exclusions)
 
 
 class Episodes(_Sampling, Sequence["Episode"]):

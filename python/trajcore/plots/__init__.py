@@ -100,8 +100,13 @@ def metadata(source: Dataset | Episodes) -> Figure:
 
 
 def _samples(source: Any) -> list[dict[str, Any]]:
-    """Timelog samples from a recorder (anything with ``stats()``), a list of samples, or the
-    path of a JSON file `save_timelog` wrote."""
+    """Timelog samples from a recorder (anything with ``stats()``), a dataset (the timelog its
+    first recording stored), a list of samples, or the path of a JSON file `save_timelog`
+    wrote."""
+    from trajcore.dataset import Dataset
+
+    if isinstance(source, Dataset):
+        return source.timelog(0)
     if hasattr(source, "stats"):
         return list(source.stats()["timelog"])
     if isinstance(source, str | os.PathLike):
@@ -140,7 +145,8 @@ def load_timelog(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 
 def timelog_figure(source: Any, title: str = "recorder") -> Figure:
-    """The writer thread's timings over a recording (see `save_timelog` for what `source` is).
+    """The writer thread's timings over a recording: `source` is a recorder, a dataset (the
+    timelog stored in its files, first recording), a list of samples or a timelog JSON file.
 
     Raises:
         InvalidArgumentError: the timelog has no sample.
@@ -160,11 +166,13 @@ def write_plots(
 ) -> list[str]:
     """Writes every plot as a PNG into `out_dir` (created if missing; files of these names there
     are replaced): returns.png, lengths.png, histograms.png, metrics.png, metadata.png (when some
-    episode metadata is numeric) and timelog.png (when `timelog` is given).
+    episode metadata is numeric) and timelog.png (the given `timelog`, else the one the
+    dataset's files hold: timelog.png for one recording, timelog-<r>.png for each of several).
 
     Args:
         source: a dataset or a selection of its episodes (None: the timelog only).
-        timelog: a recorder, its samples, or a timelog JSON file (`save_timelog`).
+        timelog: a recorder, its samples, or a timelog JSON file (`save_timelog`); default:
+            the timelog stored in the dataset.
         window: rolling-mean window (see `per_episode`).
 
     Returns:
@@ -186,9 +194,14 @@ def write_plots(
         numeric = numeric_metadata([flatten_metadata(ds._episode_metadata(i)) for i in indices])
         if numeric:
             figures.append(("metadata", _figures.metadata_figure(s, numeric, title)))
-    # The timelog persisted in the dataset's files will be read here when `timelog` is None.
     if timelog is not None:
         figures.append(("timelog", timelog_figure(timelog)))
+    elif source is not None:
+        stored = [(r, ds.timelog(r)) for r in range(ds.num_recordings)]
+        stored = [(r, samples) for r, samples in stored if samples]
+        for r, samples in stored:
+            name = "timelog" if len(stored) == 1 else f"timelog-{r}"
+            figures.append((name, timelog_figure(samples, f"recording {r}")))
     if not figures:
         raise InvalidArgumentError("nothing to plot: give a dataset, a timelog, or both")
     os.makedirs(out_dir, exist_ok=True)

@@ -122,13 +122,21 @@ def histograms_figure(s: EpisodeSeries, title: str) -> Figure:
 
 
 def metrics_figure(s: EpisodeSeries, title: str) -> Figure:
-    """The other per-episode metrics (duration, env steps per second) against the episode index."""
-    fig, axes = _figure(1, 2)
-    for ax, metric in ((axes[0][0], "duration_s"), (axes[0][1], "steps_per_s")):
-        _scatter_by_env(ax, s.episode.astype(np.float64), s.values[metric], s)
+    """The other per-episode metrics against the episode index: duration, env steps per second,
+    then the mean of every episode metric the writer stored (info entries, custom data)."""
+    panels = [(LABELS["duration_s"], s.values["duration_s"]), (LABELS["steps_per_s"], s.values["steps_per_s"])]
+    panels += [(f"{name} (mean)", values) for name, values in s.stored.items()]
+    ncols = min(3, len(panels))
+    nrows = -(-len(panels) // ncols)
+    fig, axes = _figure(nrows, ncols)
+    flat = [ax for row in axes for ax in row]
+    for ax, (label, values) in zip(flat, panels, strict=False):
+        _scatter_by_env(ax, s.episode.astype(np.float64), values, s)
         ax.set_xlabel("episode index")
-        ax.set_ylabel(LABELS[metric])
+        ax.set_ylabel(label)
         ax.grid(alpha=0.3)
+    for ax in flat[len(panels) :]:
+        ax.set_axis_off()
     fig.suptitle(f"{title}: per-episode metrics")
     return fig
 

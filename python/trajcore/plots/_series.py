@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -60,6 +60,8 @@ class EpisodeSeries:
         wall_s: seconds from the first episode's start to each episode's end.
         values: per metric name, one value per episode (return, length, duration_s, ...).
         complete: whether each episode ended (not cut off when its recorder closed).
+        stored: the episode metrics the writer stored (`Dataset.metrics`), mean per episode by
+            column name (NaN where an episode has no value).
     """
 
     episode: npt.NDArray[np.int64]
@@ -67,11 +69,13 @@ class EpisodeSeries:
     wall_s: npt.NDArray[np.float64]
     values: dict[str, npt.NDArray[np.float64]]
     complete: npt.NDArray[np.bool_]
+    stored: dict[str, npt.NDArray[np.float64]] = field(default_factory=dict)
 
 
 def episode_series(summaries: Mapping[str, npt.NDArray[Any]]) -> EpisodeSeries:
     """The per-episode metrics from summary columns (as `summary_columns` gives them): return,
-    length, duration (s, reset to end) and env steps per second of each episode."""
+    length, duration (s, reset to end) and env steps per second of each episode, and the mean
+    of each stored episode metric (``metrics/<name>/mean``)."""
     start = summaries["start_ns"].astype(np.int64)
     end = summaries["end_ns"].astype(np.int64)
     origin = int(start.min()) if start.size else 0
@@ -90,6 +94,11 @@ def episode_series(summaries: Mapping[str, npt.NDArray[Any]]) -> EpisodeSeries:
             "steps_per_s": rate,
         },
         complete=summaries["complete"].astype(np.bool_),
+        stored={
+            key[len("metrics/") : -len("/mean")]: np.asarray(values, dtype=np.float64)
+            for key, values in summaries.items()
+            if key.startswith("metrics/") and key.endswith("/mean")
+        },
     )
 
 

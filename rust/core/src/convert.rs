@@ -20,13 +20,17 @@
 //!
 //! The output is written into a sibling temporary directory and renamed into place at the end:
 //! a failed conversion leaves no partial dataset behind.
+//!
+//! `recover` writes through the same replay (`Replay`, `into_place`), from a salvage plan instead
+//! of the listing.
 
 use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
 use crate::error::{Error, Result};
-use crate::reader::{ColumnData, Dataset, Recording};
+use crate::format::episode::EpisodeSummary;
+use crate::reader::{episode_span, ColumnData, Dataset, Recording};
 use crate::schema::{CodecSpec, ColumnSpec, Timeline};
 use crate::writer::{EntryKind, EntryRef, MessageKind, NewColumn, Recorder, RecorderConfig, Slot};
 
@@ -70,6 +74,16 @@ fn codec_for(opts: &ConvertOptions, spec: &ColumnSpec) -> CodecSpec {
 /// disagree with its rows), `Corrupt` (a recording whose Meta record is lost; unreadable rows),
 /// `Io`, and any error of the writer.
 pub fn convert(src: &Dataset, dst: &Path, opts: &ConvertOptions) -> Result<Converted> {
+    let converted = into_place(dst, "converting", |tmp| write_all(src, tmp, opts))?;
+    Ok(Converted { shards: moved(&converted.shards, dst), ..converted })
+}
+
+/// Writes a new dataset directory `dst` (which must not exist, or be empty) through `write`,
+/// into a sibling temporary directory renamed into place once `write` succeeded: a failure
+/// leaves nothing behind, and nothing ever writes into `dst` itself.
+///
+/// Errors: `Invalid` (`dst` is not empty or has no name), `Io`, and those of `write`.
+pub(crate) fn into_place<T>(dst: &Path, doing: &str, write: impl FnOnce(&Path) -> Result<T>) -> Result<T> {
     if dst.exists() {
         let empty = dst.is_dir() && std::fs::read_dir(dst).map_err(|e| Error::io(dst, e))?.next().is_none();
         if !empty {
@@ -80,22 +94,27 @@ pub fn convert(src: &Dataset, dst: &Path, opts: &ConvertOptions) -> Result<Conve
         }
     }
     let name = dst.file_name().ok_or_else(|| Error::Invalid(format!("{}: not a directory name", dst.display())))?;
-    let tmp = dst.with_file_name(format!(".{}.converting-{}", name.to_string_lossy(), std::process::id()));
+    let tmp = dst.with_file_name(format!(".{}.{doing}-{}", name.to_string_lossy(), std::process::id()));
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
     }
-    let result = write_all(src, &tmp, opts).and_then(|converted| {
+    std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    let result = write(&tmp).and_then(|written| {
         if dst.exists() {
             std::fs::remove_dir(dst).map_err(|e| Error::io(dst, e))?;
         }
         std::fs::rename(&tmp, dst).map_err(|e| Error::io(dst, e))?;
-        let shards = converted.shards.iter().filter_map(|p| p.file_name()).map(|n| dst.join(n)).collect();
-        Ok(Converted { shards, ..converted })
+        Ok(written)
     });
     if result.is_err() {
         let _ = std::fs::remove_dir_all(&tmp);
     }
     result
+}
+
+/// The paths `shards` (written in the temporary directory) have in `dst`.
+pub(crate) fn moved(shards: &[PathBuf], dst: &Path) -> Vec<PathBuf> {
+    shards.iter().filter_map(|p| p.file_name()).map(|n| dst.join(n)).collect()
 }
 
 fn write_all(src: &Dataset, dir: &Path, opts: &ConvertOptions) -> Result<Converted> {
@@ -112,18 +131,17 @@ fn write_all(src: &Dataset, dir: &Path, opts: &ConvertOptions) -> Result<Convert
             order.push(e.recording);
         }
     }
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let mut out = Converted { episodes: 0, steps: 0, shards: Vec::new() };
     for recording in order {
         let mine: Vec<usize> = episodes.iter().copied().filter(|&i| src.episodes()[i].recording == recording).collect();
         let mut replay = Replay::start(src, recording, dir, opts)?;
         for &i in &mine {
-            replay.episode(src, i)?;
+            let s = &src.episodes()[i].summary;
+            replay.episode(src, recording, s, &src.episode_metadata(i)?, &format!("episode {i}"))?;
             out.episodes += 1;
-            out.steps += src.episodes()[i].summary.length;
+            out.steps += s.length;
         }
-        replay.recorder.close()?;
-        out.shards.extend(replay.recorder.shard_paths());
+        out.shards.extend(replay.finish()?);
     }
     Ok(out)
 }
@@ -133,10 +151,11 @@ struct Column<'a> {
     spec: &'a ColumnSpec,
     id: u32,
     /// The source mask column of a masked column.
-    mask: Option<&'a str>,
+    mask: Option<&'a ColumnSpec>,
 }
 
-struct Replay<'a> {
+/// One recording of a source being written again, episode by episode (see the module notes).
+pub(crate) struct Replay<'a> {
     recorder: Recorder,
     columns: Vec<Column<'a>>,
     num_envs: u32,
@@ -146,7 +165,10 @@ struct Replay<'a> {
 }
 
 impl<'a> Replay<'a> {
-    fn start(src: &'a Dataset, recording: usize, dir: &Path, opts: &ConvertOptions) -> Result<Self> {
+    /// Starts a recorder in `dir` for the source recording: its columns, layout and metadata.
+    ///
+    /// Errors: `Corrupt` (its Meta record or column descriptions are lost), `Invalid`, `Io`.
+    pub(crate) fn start(src: &'a Dataset, recording: usize, dir: &Path, opts: &ConvertOptions) -> Result<Self> {
         let rec: &'a Recording = &src.recordings()[recording];
         let damaged = |why: &str| {
             let file = rec.shards.first().map(|&s| src.shard_paths()[s].clone()).unwrap_or_default();
@@ -226,23 +248,33 @@ impl<'a> Replay<'a> {
                     codec: codec_for(opts, spec),
                 })?,
             };
-            let mask = spec.mask.and_then(|m| rec.columns.get(m as usize)).map(|m| m.name.as_str());
+            let mask = spec.mask.and_then(|m| rec.columns.get(m as usize));
             columns.push(Column { spec, id, mask });
         }
         Ok(Replay { recorder, columns, num_envs, bytes: Vec::new(), spans: Vec::new() })
     }
 
-    fn episode(&mut self, src: &Dataset, index: usize) -> Result<()> {
-        let e = &src.episodes()[index];
-        let s = &e.summary;
+    /// Writes one episode: the rows `s` says (of the source recording `recording`), its
+    /// metadata JSON; `label` names it in errors.
+    ///
+    /// Errors: `Invalid` (its flags disagree with its rows), `Corrupt` (unreadable rows), and the
+    /// recorder's.
+    pub(crate) fn episode(
+        &mut self,
+        src: &Dataset,
+        recording: usize,
+        s: &EpisodeSummary,
+        metadata: &str,
+        label: &str,
+    ) -> Result<()> {
         let lane = s.lane;
         let t_len = s.length as usize;
         // Every column's rows, and for masked ones which rows hold a value.
         let mut data: Vec<(ColumnData, Option<Vec<u8>>)> = Vec::with_capacity(self.columns.len());
         for c in &self.columns {
-            let values = src.read_episode_column(index, &c.spec.name)?;
+            let values = read_span(src, recording, lane, c.spec, s)?;
             let present = match c.mask {
-                Some(mask) => match src.read_episode_column(index, mask)? {
+                Some(mask) => match read_span(src, recording, lane, mask, s)? {
                     ColumnData::Fixed { bytes, .. } => Some(bytes),
                     ColumnData::Strings(_) => None,
                 },
@@ -261,7 +293,7 @@ impl<'a> Replay<'a> {
             let expected = if last { (s.terminated(), s.truncated()) } else { (false, false) };
             if (terminated, truncated) != expected || (last && (terminated || truncated) != s.complete()) {
                 return Err(Error::Invalid(format!(
-                    "episode {index}: step {t} has terminated={terminated} truncated={truncated}, which its summary \
+                    "{label}: step {t} has terminated={terminated} truncated={truncated}, which its summary \
                      (complete={} terminated={} truncated={}) contradicts; it cannot be replayed faithfully",
                     s.complete(),
                     s.terminated(),
@@ -276,9 +308,8 @@ impl<'a> Replay<'a> {
             Timeline::Obs => Some(0),
             Timeline::Step => None,
         })?;
-        let metadata = src.episode_metadata(index)?;
         if metadata.trim() != "{}" {
-            self.recorder.set_episode_metadata(lane, &metadata)?;
+            self.recorder.set_episode_metadata(lane, metadata)?;
         }
         for t in 0..t_len {
             let time = if t + 1 == t_len { s.end_ns } else { s.start_ns };
@@ -292,6 +323,12 @@ impl<'a> Replay<'a> {
             self.recorder.send_ops(s.end_ns)?;
         }
         Ok(())
+    }
+
+    /// Closes the recorder; returns the shards written.
+    pub(crate) fn finish(mut self) -> Result<Vec<PathBuf>> {
+        self.recorder.close()?;
+        Ok(self.recorder.shard_paths())
     }
 
     /// Sends one message holding, for each column, its row `row(timeline)` (if any, and if the
@@ -345,6 +382,26 @@ impl<'a> Replay<'a> {
         self.recorder.wait_for_space(len)?;
         self.recorder.send_planned(&entries, time_ns)
     }
+}
+
+/// The rows of one column of an episode (T+1 on the observation timeline, T on the step
+/// timeline), read by row range: only the chunks holding them are read.
+fn read_span(src: &Dataset, recording: usize, lane: u32, spec: &ColumnSpec, s: &EpisodeSummary) -> Result<ColumnData> {
+    let (first, n) = episode_span(s, spec.timeline)
+        .ok_or_else(|| Error::Invalid(format!("episode {}: row numbers overflow", s.episode_id)))?;
+    let Some(row_bytes) = spec.row_bytes() else {
+        return Ok(ColumnData::Strings(src.read_strings(recording, lane, spec.id, first, n)?));
+    };
+    let too_large = || Error::Invalid(format!("column '{}': {n} rows are too large to read at once", spec.name));
+    let rows = usize::try_from(n).map_err(|_| too_large())?;
+    let mut bytes = Vec::new();
+    bytes.try_reserve_exact(rows.checked_mul(row_bytes).ok_or_else(too_large)?).map_err(|_| too_large())?;
+    bytes.resize(rows * row_bytes, 0);
+    src.read_rows(recording, lane, spec.id, first, n, &mut bytes)?;
+    let shape = std::iter::once(Ok(rows))
+        .chain(spec.shape.iter().map(|&d| usize::try_from(d).map_err(|_| too_large())))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(ColumnData::Fixed { dtype: spec.dtype()?, shape, bytes })
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! - `reader`: opens shards and datasets (directories of shards), recovers unfinished files and
 //!   reads rows by episode through the index; batched gathers and sampling for training.
 //! - `convert`: rewrites a dataset with other codecs and chunk sizes.
+//! - `recover`: writes what of a damaged dataset still reads into a new one.
 
 pub mod convert;
 pub mod dtype;
@@ -14,6 +15,7 @@ pub mod error;
 pub mod format;
 pub mod process;
 pub mod reader;
+pub mod recover;
 pub mod schema;
 pub mod writer;
 

@@ -14,6 +14,7 @@ use trajcore_core::format::episode;
 use trajcore_core::format::header::{FileHeader, HEADER_LEN};
 use trajcore_core::format::index::{EntrySizes, IndexDelta, OtherRecord, NO_PREVIOUS};
 use trajcore_core::format::record::{padding_after, RecordHeader, RecordKind, RECORD_HEADER_LEN};
+use trajcore_core::format::timelog;
 use trajcore_core::reader::{Dataset, OpenOptions};
 use trajcore_core::Error;
 use writer_util::*;
@@ -131,6 +132,20 @@ fn rewrite(bytes: &[u8], future: Future) -> Vec<u8> {
             RecordKind::End => {
                 push(&mut out, RecordKind::End as u32, &delta.prev_index.to_le_bytes(), 0);
             }
+            RecordKind::Timelog => {
+                // Entries 16 bytes longer, as a newer writer's with more fields.
+                let len = timelog::ENTRY_LEN;
+                let n = (payload.len() - 8) / len;
+                let mut p = Vec::new();
+                p.extend_from_slice(&(n as u32).to_le_bytes());
+                p.extend_from_slice(&((len + 16) as u32).to_le_bytes());
+                for e in payload[8..].chunks(len) {
+                    p.extend_from_slice(e);
+                    p.extend_from_slice(&[0xAB; 16]);
+                }
+                let offset = push(&mut out, RecordKind::Timelog as u32, &p, 0);
+                delta.other_records.push(OtherRecord { kind: RecordKind::Timelog as u32, offset });
+            }
         }
     }
     out
@@ -153,6 +168,11 @@ fn todays_reader_reads_a_future_minor_version() {
     rewrite_dir(dir.path(), future.path(), Future::default());
     let ds = Dataset::open(future.path(), OpenOptions { strict: true, ..Default::default() }).unwrap();
     check(&ds, &expected);
+    // Longer timelog entries: the fields this version knows read as written.
+    let today = Dataset::open(dir.path(), OpenOptions::default()).unwrap();
+    let (samples, problems) = ds.timelog(0);
+    assert!(!samples.is_empty() && problems.is_empty(), "{problems:?}");
+    assert_eq!(samples, today.timelog(0).0);
     // The unknown records are skipped and listed: two per Meta/Column record, one per shard.
     let skipped = ds.skipped_records();
     assert!(skipped.iter().any(|r| r.kind == UNKNOWN_KIND) && skipped.iter().any(|r| r.kind == UNKNOWN_KIND + 1));

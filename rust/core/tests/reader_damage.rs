@@ -11,7 +11,7 @@ use trajcore_core::format::record::{RecordHeader, RECORD_HEADER_LEN};
 use trajcore_core::reader::{Dataset, OpenOptions};
 use trajcore_core::Error;
 
-const STRICT: OpenOptions = OpenOptions { strict: true, cache_bytes: 1 << 20 };
+const STRICT: OpenOptions = OpenOptions { strict: true, cache_bytes: 1 << 20, mmap: true };
 
 fn lenient() -> OpenOptions {
     OpenOptions::default()
@@ -213,7 +213,8 @@ fn foreign_files_missing_paths_and_versions() {
     assert_eq!(Dataset::open(&minor_path, STRICT).unwrap().episodes().len(), 4);
 
     // Directories: files not ending in .trj are ignored; empty or header-less .trj files are
-    // shards a writer just created (skipped); a .trj file with a foreign header raises.
+    // shards a writer just created (skipped); a .trj file with a foreign or damaged header is
+    // left out with a problem (the other shards still read), or raises in strict mode.
     let ds_dir = dir.path().join("ds");
     std::fs::create_dir(&ds_dir).unwrap();
     write(&ds_dir.join("a.trj"), &good);
@@ -230,10 +231,18 @@ fn foreign_files_missing_paths_and_versions() {
         b"TRAJCORE\x01\x00\x00\x00but then nonsense follows, and no checksum will ever match it",
     );
     assert!(
-        matches!(Dataset::open(&ds_dir, lenient()), Err(Error::NotTrajcore { path, .. }) if path == ds_dir.join("b.trj"))
+        matches!(Dataset::open(&ds_dir, STRICT), Err(Error::NotTrajcore { path, .. }) if path == ds_dir.join("b.trj"))
     );
-    write(&ds_dir.join("b.trj"), b"not a trajcore file");
-    assert!(matches!(Dataset::open(&ds_dir, lenient()), Err(Error::NotTrajcore { .. })));
+    for junk in [&b"not a trajcore file"[..], &bad_crc] {
+        write(&ds_dir.join("b.trj"), junk);
+        let ds = Dataset::open(&ds_dir, lenient()).unwrap();
+        assert_eq!(ds.episodes().len(), 4, "the good shard still reads");
+        assert_eq!(ds.shard_paths(), vec![ds_dir.join("a.trj")]);
+        let p = &ds.problems()[0];
+        assert_eq!((p.file.as_path(), p.offset, ds.problems().len()), (ds_dir.join("b.trj").as_path(), 0, 1));
+        assert!(p.why.contains("not a trajcore file"), "{}", p.why);
+        assert!(matches!(Dataset::open(&ds_dir, STRICT), Err(Error::NotTrajcore { .. })));
+    }
 
     let empty_dir = dir.path().join("empty");
     std::fs::create_dir(&empty_dir).unwrap();

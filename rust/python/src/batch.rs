@@ -15,7 +15,9 @@ use numpy::{PyArrayDescr, PyUntypedArray};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use serde_json::Value;
-use trajcore_core::reader::{sample_steps, sample_windows, Dataset, EpisodeSet, Field, Out, Window};
+use trajcore_core::reader::{
+    sample_steps, sample_windows, Damage, Dataset, EpisodeSet, Field, Out, Redraw, Window, WindowKind,
+};
 use trajcore_core::{DType, Error};
 
 use crate::arrays::{arena, descr, empty, scalar, uninit_mut, Arena};
@@ -135,6 +137,16 @@ impl Request {
             Request::Pairs(v) => v.len(),
         }
     }
+
+    /// How a window that falls in a damaged episode is replaced (lenient reads): a sample's
+    /// from its seed, a numbered one's from its number; one asked for by (episode, step) is not.
+    fn redraw(&self) -> Redraw {
+        match self {
+            Request::Sample { seed, .. } => Redraw::Seed(*seed),
+            Request::Numbers(v) => Redraw::Numbers(v.iter().map(|&i| i as u64).collect()),
+            Request::Pairs(_) => Redraw::Never,
+        }
+    }
 }
 
 /// How windows are shaped: transitions (one step, no window axis) or sequences of `length`.
@@ -201,7 +213,8 @@ fn build<'py>(py: Python<'py>, node: &Layout, leaves: &[Bound<'py, PyAny>]) -> P
     })
 }
 
-/// A batch: `[B, ...]` per field for transitions, `[B, L, ...]` for sequences.
+/// A batch: `[B, ...]` per field for transitions, `[B, L, ...]` for sequences; and the damage
+/// found (lenient reads leave the episodes it affects out, see `Dataset::gather_lenient`).
 pub fn batch<'py>(
     py: Python<'py>,
     lock: &RwLock<Dataset>,
@@ -209,7 +222,7 @@ pub fn batch<'py>(
     set: Option<&EpisodeSet>,
     request: Request,
     shape: Shape,
-) -> PyResult<Bound<'py, PyDict>> {
+) -> PyResult<(Bound<'py, PyDict>, Vec<Damage>)> {
     let b = request.len();
     let l = shape.length;
     let lead: Vec<usize> = if shape.sequence { vec![b, l] } else { vec![b] };
@@ -231,6 +244,7 @@ pub fn batch<'py>(
     let Arena { buffer: mut memory_owner, mut views, ranges } = arena(py, &parts)?;
     let mut strings: Vec<Vec<String>> =
         plan.descrs.iter().filter(|d| d.is_none()).map(|_| vec![String::new(); b * l]).collect();
+    let damage;
     {
         // SAFETY: the arena was created above and is not visible to Python code until this
         // function returns; this is the only slice of it. Its parts are written whole: the
@@ -260,26 +274,31 @@ pub fn batch<'py>(
         let episodes_out = parts_out.next().expect("episode_index part");
         let steps_out = parts_out.next().expect("step_index part");
         let mask_out = parts_out.next();
-        py.detach(|| -> trajcore_core::Result<()> {
-            let guard = lock.read().unwrap_or_else(|p| p.into_inner());
-            let ds: &Dataset = &guard;
-            let set = set.unwrap_or_else(|| ds.all_episodes());
-            let windows = windows_of(set, request, shape)?;
-            for (i, w) in windows.iter().enumerate() {
-                put(&mut episodes_out[i * 8..i * 8 + 8], &(w.episode as i64).to_le_bytes());
-                for j in 0..l {
-                    let at = (i * l + j) * 8;
-                    put(&mut steps_out[at..at + 8], &((w.start + j as u64) as i64).to_le_bytes());
+        damage = py
+            .detach(|| -> trajcore_core::Result<Vec<Damage>> {
+                let guard = lock.read().unwrap_or_else(|p| p.into_inner());
+                let ds: &Dataset = &guard;
+                let set = set.unwrap_or_else(|| ds.all_episodes());
+                let redraw = request.redraw();
+                let mut windows = windows_of(set, request, shape)?;
+                let mut bools = mask_out.as_ref().map(|m| vec![false; m.len()]);
+                let kind = WindowKind { length: l, sequence: shape.sequence, pad: shape.pad };
+                let found =
+                    ds.gather_lenient(set, &redraw, kind, &plan.fields, &mut windows, &mut outs, bools.as_deref_mut())?;
+                // The windows read (redrawn ones included) are what the indexes report.
+                for (i, w) in windows.iter().enumerate() {
+                    put(&mut episodes_out[i * 8..i * 8 + 8], &(w.episode as i64).to_le_bytes());
+                    for j in 0..l {
+                        let at = (i * l + j) * 8;
+                        put(&mut steps_out[at..at + 8], &((w.start + j as u64) as i64).to_le_bytes());
+                    }
                 }
-            }
-            let mut bools = mask_out.as_ref().map(|m| vec![false; m.len()]);
-            ds.gather(&plan.fields, &windows, l, shape.pad, &mut outs, bools.as_deref_mut())?;
-            if let (Some(m), Some(b)) = (mask_out, bools) {
-                m.iter_mut().zip(b).for_each(|(m, b)| *m = MaybeUninit::new(b as u8));
-            }
-            Ok(())
-        })
-        .py_err(py)?;
+                if let (Some(m), Some(b)) = (mask_out, bools) {
+                    m.iter_mut().zip(b).for_each(|(m, b)| *m = MaybeUninit::new(b as u8));
+                }
+                Ok(found)
+            })
+            .py_err(py)?;
     }
     let mask = padded.then(|| views.pop().expect("the mask view"));
     let step_index = views.pop().expect("the step_index view");
@@ -315,7 +334,7 @@ pub fn batch<'py>(
     if let Some(m) = mask {
         out.set_item(pyo3::intern!(py, "mask"), m)?;
     }
-    Ok(out)
+    Ok((out, damage))
 }
 
 /// One step, without a batch axis: arrays of the row shape, numpy scalars for scalar columns,
@@ -375,7 +394,10 @@ pub fn one_step<'py>(
             })?;
             let (episode, start) = set.locate_step(step)?;
             located = (episode, start);
-            ds.gather(&plan.fields, &[Window { episode, start }], 1, false, &mut outs, None)
+            // One step asked for by number: a damaged episode is an error (noted for sampling).
+            let kind = WindowKind { length: 1, sequence: false, pad: false };
+            let mut windows = [Window { episode, start }];
+            ds.gather_lenient(set, &Redraw::Never, kind, &plan.fields, &mut windows, &mut outs, None).map(drop)
         })
         .map_err(|e| match e {
             Error::Invalid(m) if m.contains("out of range") => pyo3::exceptions::PyIndexError::new_err(m),

@@ -8,12 +8,15 @@ use std::sync::{Arc, Mutex, RwLock};
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use trajcore_core::reader::{ColumnData, Dataset, OpenOptions, Window};
+use trajcore_core::reader::{open_verified, ColumnData, Dataset, Exclusions, OpenOptions, Window};
 
 use crate::arrays;
 use crate::batch::{self, Plan, Request, Shape};
 use crate::errors::{invalid, IntoPy};
 use crate::selection::PySelection;
+
+/// (file, byte offset, what was wrong), as `problems` gives them.
+type ProblemTuple = (String, u64, String);
 
 /// (episode indexes, steps within them).
 type Located<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>);
@@ -60,7 +63,11 @@ impl PyDataset {
     ) -> PyResult<Bound<'py, PyDict>> {
         let plan = self.plan(py, keys)?;
         let set = selection.map(|s| s.get().set.clone());
-        batch::batch(py, &self.inner, &plan, set.as_deref(), request, shape)
+        let (out, damage) = batch::batch(py, &self.inner, &plan, set.as_deref(), request, shape)?;
+        for d in damage {
+            warn_damage(py, &d)?;
+        }
+        Ok(out)
     }
 
     fn episode_index(&self, _py: Python<'_>, episode: i64) -> PyResult<usize> {
@@ -75,18 +82,66 @@ impl PyDataset {
     }
 }
 
+/// Warns that a read found damage and left the episodes it affects out of sampling.
+fn warn_damage(py: Python<'_>, d: &trajcore_core::reader::Damage) -> PyResult<()> {
+    let text = format!(
+        "{}: damaged at byte offset {} ({}), found while reading: left out of sampling",
+        d.file.display(),
+        d.offset,
+        d.why_with_episodes()
+    );
+    crate::errors::warn(py, &text)
+}
+
 fn json_loads<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
     py.import("json")?.getattr("loads")?.call1((text,))
 }
 
 #[pymethods]
 impl PyDataset {
+    /// `verify`: check every chunk at open and leave damaged episodes out (strict: raise).
+    /// `exclusions_json`: what an earlier verification left out (`exclusions_json()`), applied
+    /// without verifying again (a dataset pickled into a worker).
+    /// `mmap`: read through memory maps (else positioned reads: no SIGBUS if a file is truncated).
     #[new]
-    #[pyo3(signature = (path, strict=false, cache_bytes=256 << 20))]
-    fn new(py: Python<'_>, path: PathBuf, strict: bool, cache_bytes: usize) -> PyResult<Self> {
-        let options = OpenOptions { strict, cache_bytes };
-        let dataset = py.detach(|| Dataset::open(&path, options)).py_err(py)?;
+    #[pyo3(signature = (path, strict=false, cache_bytes=256 << 20, verify=false, exclusions_json=None, mmap=true))]
+    fn new(
+        py: Python<'_>,
+        path: PathBuf,
+        strict: bool,
+        cache_bytes: usize,
+        verify: bool,
+        exclusions_json: Option<&str>,
+        mmap: bool,
+    ) -> PyResult<Self> {
+        let options = OpenOptions { strict, cache_bytes, mmap };
+        let exclusions = exclusions_json.map(Exclusions::from_json).transpose().py_err(py)?;
+        let dataset = py
+            .detach(|| match exclusions {
+                Some(ex) => Dataset::open_excluding(&path, options, ex),
+                None if verify => open_verified(&path, options).map(|(ds, _)| ds),
+                None => Dataset::open(&path, options),
+            })
+            .py_err(py)?;
         Ok(PyDataset { path, strict, cache_bytes, inner: RwLock::new(dataset), plans: Mutex::new(Vec::new()) })
+    }
+
+    /// What a verification at open left out, as JSON (None when nothing was).
+    fn exclusions_json(&self) -> Option<String> {
+        self.read(|d| (!d.exclusions().is_empty()).then(|| d.exclusions().to_json()))
+    }
+
+    /// Where damage lost descriptions of a recording's columns (so columns may be missing
+    /// from `columns`): (file, byte offset, why), or None.
+    fn schema_damage(&self, py: Python<'_>, recording: usize) -> PyResult<Option<(String, u64, String)>> {
+        self.read(|d| d.recordings().get(recording).map(|r| r.schema_damage.clone()))
+            .ok_or_else(|| invalid(py, format!("recording {recording} out of range")))
+            .map(|p| p.map(|p| (p.file.display().to_string(), p.offset, p.why)))
+    }
+
+    /// Episodes reads found damaged (lenient mode), ascending.
+    fn damaged_episodes<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
+        PyArray1::from_vec(py, self.read(|d| d.damaged_episodes().into_iter().map(|e| e as i64).collect()))
     }
 
     #[getter]
@@ -104,9 +159,21 @@ impl PyDataset {
         self.cache_bytes
     }
 
-    /// Damage found while opening: (file, byte offset, what was wrong).
+    /// Damage found while opening (and by a verification at open): (file, byte offset, what was
+    /// wrong).
     #[getter]
-    fn problems(&self) -> Vec<(String, u64, String)> {
+    fn mmap(&self) -> bool {
+        self.read(|d| d.options().mmap)
+    }
+
+    /// Files replaced or deleted under the reader since opening (not damage): (file, 0, what).
+    #[getter]
+    fn notices(&self) -> Vec<ProblemTuple> {
+        self.read(|d| d.notices().iter().map(|p| (p.file.display().to_string(), p.offset, p.why.clone())).collect())
+    }
+
+    #[getter]
+    fn problems(&self) -> Vec<ProblemTuple> {
         self.read(|d| d.problems().iter().map(|p| (p.file.display().to_string(), p.offset, p.why.clone())).collect())
     }
 
@@ -214,6 +281,13 @@ impl PyDataset {
         Ok(out)
     }
 
+    /// The timelog stored by `recording`'s writer: (samples as JSON, damage that left some out).
+    fn timelog_json(&self, py: Python<'_>, recording: usize) -> PyResult<(String, Vec<ProblemTuple>)> {
+        let (samples, problems) = self.read(|d| d.timelog(recording));
+        let json = serde_json::to_string(&samples).map_err(|e| invalid(py, e.to_string()))?;
+        Ok((json, problems.into_iter().map(|p| (p.file.display().to_string(), p.offset, p.why)).collect()))
+    }
+
     fn episode_metadata_json(&self, py: Python<'_>, episode: i64) -> PyResult<String> {
         let i = self.episode_index(py, episode)?;
         py.detach(|| self.read(|d| d.episode_metadata(i))).py_err(py)
@@ -226,9 +300,17 @@ impl PyDataset {
         let i = self.episode_index(py, episode)?;
         let read = py
             .detach(|| {
-                self.read(|d| match d.view_episode_column(i, column)? {
-                    Some(view) => Ok(Err(view)),
-                    None => d.read_episode_column(i, column).map(Ok),
+                self.read(|d| {
+                    let read = match d.view_episode_column(i, column) {
+                        Ok(Some(view)) => Ok(Err(view)),
+                        Ok(None) => d.read_episode_column(i, column).map(Ok),
+                        Err(e) => Err(e),
+                    };
+                    // Asked for this episode: damage is an error, and sampling leaves it out.
+                    if let Err(e) = &read {
+                        d.note_read_damage(e);
+                    }
+                    read
                 })
             })
             .py_err(py)?;
@@ -418,7 +500,8 @@ impl PyDataset {
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
         let py = slf.py();
         let me = slf.get();
-        let args = (me.path.clone(), me.strict, me.cache_bytes).into_pyobject(py)?;
+        let mmap = me.read(|d| d.options().mmap);
+        let args = (me.path.clone(), me.strict, me.cache_bytes, false, me.exclusions_json(), mmap).into_pyobject(py)?;
         PyTuple::new(py, [slf.get_type().into_any(), args.into_any()])
     }
 

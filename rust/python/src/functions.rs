@@ -1,10 +1,13 @@
-//! Module-level functions of `trajcore._core`: `convert`, and the bound on gather threads.
+//! Module-level functions of `trajcore._core`: `convert`, `verify`, `recover`, and the bound on
+//! gather threads.
 
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use trajcore_core::convert::{convert as convert_dataset, ConvertOptions};
+use trajcore_core::reader::{verify_path, VerifyReport};
+use trajcore_core::recover::recover as recover_dataset;
 use trajcore_core::CodecSpec;
 
 use crate::dataset::PyDataset;
@@ -44,6 +47,52 @@ pub fn convert<'py>(
     out.set_item("episodes", done.episodes)?;
     out.set_item("steps", done.steps)?;
     out.set_item("shards", done.shards.iter().map(|p| p.display().to_string()).collect::<Vec<_>>())?;
+    Ok(out)
+}
+
+/// The report as a dict: damage (a list of (file, offset, why, [episode indexes])), shards,
+/// bytes, records, chunks, decoded_bytes.
+fn report_dict<'py>(py: Python<'py>, report: &VerifyReport) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    let damage: Vec<(String, u64, String, Vec<usize>)> = report
+        .damage
+        .iter()
+        .map(|d| (d.file.display().to_string(), d.offset, d.why.clone(), d.episodes.clone()))
+        .collect();
+    out.set_item("damage", damage)?;
+    out.set_item("shards", report.shards)?;
+    out.set_item("bytes", report.bytes)?;
+    out.set_item("records", report.records)?;
+    out.set_item("chunks", report.chunks)?;
+    out.set_item("decoded_bytes", report.decoded_bytes)?;
+    Ok(out)
+}
+
+/// Checks every record checksum and decodes every chunk of the dataset at `path` (GIL
+/// released); `seconds` is how long it took, opening included.
+#[pyfunction]
+pub fn verify<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+    let start = std::time::Instant::now();
+    let report = py.detach(|| verify_path(&path)).py_err(py)?;
+    let out = report_dict(py, &report)?;
+    out.set_item("seconds", start.elapsed().as_secs_f64())?;
+    Ok(out)
+}
+
+/// Writes what of the dataset at `src` still reads into the new directory `dst` (GIL released).
+#[pyfunction]
+pub fn recover<'py>(py: Python<'py>, src: PathBuf, dst: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+    let done = py.detach(|| recover_dataset(&src, &dst)).py_err(py)?;
+    let out = PyDict::new(py);
+    out.set_item("whole", done.whole)?;
+    out.set_item("cut", done.cut)?;
+    out.set_item("lost", done.lost)?;
+    out.set_item("steps", done.steps)?;
+    out.set_item("shards", done.shards.iter().map(|p| p.display().to_string()).collect::<Vec<_>>())?;
+    let lost: Vec<(String, u64, String)> =
+        done.recordings_lost.iter().map(|p| (p.file.display().to_string(), p.offset, p.why.clone())).collect();
+    out.set_item("recordings_lost", lost)?;
+    out.set_item("source", report_dict(py, &done.source)?)?;
     Ok(out)
 }
 

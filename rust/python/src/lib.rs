@@ -31,6 +31,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<selection::PySelection>()?;
     m.add_class::<arrays::MappedRows>()?;
     m.add_function(wrap_pyfunction!(functions::convert, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::verify, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::recover, m)?)?;
     m.add_function(wrap_pyfunction!(functions::set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(functions::num_threads, m)?)?;
     Ok(())

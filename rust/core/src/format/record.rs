@@ -23,6 +23,8 @@ pub enum RecordKind {
     Index = 5,
     /// Binary: the offset of the last index record. Only ever the last record of a closed file.
     End = 6,
+    /// Binary: the writer thread's timings, a sample per second (see `format::timelog`).
+    Timelog = 7,
 }
 
 impl RecordKind {
@@ -34,6 +36,7 @@ impl RecordKind {
             4 => RecordKind::Episode,
             5 => RecordKind::Index,
             6 => RecordKind::End,
+            7 => RecordKind::Timelog,
             _ => return None,
         })
     }

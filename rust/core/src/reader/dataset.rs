@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::cache::{ChunkCache, IntMap, VerifiedRecords};
+use super::integrity::{Integrity, LeftOut};
 use super::shard::{Found, Opened, Shard};
 use super::steps::EpisodeSet;
 use super::{OpenOptions, Problem, SHARD_EXTENSION};
@@ -173,6 +174,10 @@ pub struct Dataset {
     /// Episodes discarded after parts of them were written.
     discarded: HashSet<(usize, u64)>,
     skipped: Vec<SkippedRecord>,
+    /// Files replaced or deleted under the reader since opening (it reads what it opened).
+    notices: Vec<Problem>,
+    /// Listings to leave out, episodes left out, damage found while reading (`integrity`).
+    pub(super) integrity: Integrity,
 }
 
 type EpisodeBatch = ((usize, u64), Arc<Vec<crate::format::episode::DecodedEpisode>>);
@@ -187,6 +192,11 @@ impl Dataset {
     /// the file named, or a `.trj` file in the directory), `Version` (a newer major version),
     /// `Corrupt` (damage, with `strict`), `Io`.
     pub fn open(path: &Path, opts: OpenOptions) -> Result<Dataset> {
+        Dataset::open_with(path, opts, Integrity::default())
+    }
+
+    /// `open`, with what is known of damage beyond the files (see `integrity`).
+    pub(super) fn open_with(path: &Path, opts: OpenOptions, integrity: Integrity) -> Result<Dataset> {
         let meta = fs::metadata(path).map_err(|e| Error::io(path, e))?;
         let mut ds = Dataset {
             path: path.to_path_buf(),
@@ -211,6 +221,8 @@ impl Dataset {
             listed_parts: HashMap::new(),
             discarded: HashSet::new(),
             skipped: Vec::new(),
+            notices: Vec::new(),
+            integrity,
         };
         ds.update()?;
         Ok(ds)
@@ -227,6 +239,29 @@ impl Dataset {
     /// Damage found so far: what was left out, and where.
     pub fn problems(&self) -> &[Problem] {
         &self.problems
+    }
+
+    /// The writer's timelog of `recording` stored in its shards (a sample per second of
+    /// recording, in order), and the damage that left samples out (a damaged record loses its
+    /// minute or so of samples; the rest are read).
+    pub fn timelog(&self, recording: usize) -> (Vec<crate::format::timelog::Sample>, Vec<Problem>) {
+        let (mut samples, mut problems) = (Vec::new(), Vec::new());
+        for &shard in self.recordings.get(recording).map_or(&[][..], |r| &r.shards[..]) {
+            let shard = &self.shards[shard];
+            for &offset in &shard.timelog_records {
+                match shard.timelog_record(offset) {
+                    Ok(s) => samples.extend(s),
+                    Err(why) => problems.push(Problem::new(&shard.path, offset, why)),
+                }
+            }
+        }
+        (samples, problems)
+    }
+
+    /// Shard files replaced (renamed over) or deleted since they were opened: not damage (the
+    /// dataset goes on reading the files it opened), but news a reader of a live directory wants.
+    pub fn notices(&self) -> &[Problem] {
+        &self.notices
     }
 
     /// Records of kinds this version does not know, skipped (a newer minor version wrote them).
@@ -347,14 +382,29 @@ impl Dataset {
     fn update(&mut self) -> Result<()> {
         let mut opened = Vec::new();
         for path in self.discover()? {
-            if let Opened::Shard(shard) = Shard::open(&path, self.is_dir)? {
-                opened.push(*shard);
+            match Shard::open(&path, self.is_dir, self.opts.mmap) {
+                Ok(Opened::Shard(shard)) => opened.push(*shard),
+                Ok(Opened::NotStarted) => {}
+                // One damaged header must not hide the other shards of a directory.
+                Err(Error::NotTrajcore { why, .. }) if self.is_dir && !self.opts.strict => {
+                    let why = format!("not a trajcore file ({why}): the file is left out");
+                    self.own_problems.push(Problem::new(&path, 0, why));
+                    self.known_files.insert(path);
+                }
+                Err(e) => return Err(e),
             }
         }
         // A scan that fails (an I/O error) leaves its shard as it was; what other shards found
         // is still taken in before the error is returned.
         let mut found: Vec<(usize, Found)> = Vec::new();
         let mut failed = None;
+        for shard in &mut self.shards {
+            match shard.check_changed() {
+                Some((problem, true)) => self.own_problems.push(problem),
+                Some((notice, false)) => self.notices.push(notice),
+                None => {}
+            }
+        }
         for (i, shard) in self.shards.iter_mut().enumerate() {
             if !shard.finished && failed.is_none() {
                 match shard.scan() {
@@ -384,6 +434,7 @@ impl Dataset {
         self.report_missing_shards();
         self.problems = self.shards.iter().flat_map(|s| s.problems.iter().chain(&s.tail)).cloned().collect();
         self.problems.extend(self.own_problems.iter().cloned());
+        self.problems.extend(self.integrity.exclusions.problems.iter().cloned());
         match self.problems.first() {
             Some(p) if self.opts.strict => Err(p.to_error()),
             _ => Ok(()),
@@ -502,6 +553,7 @@ impl Dataset {
                         })
                     }
                     Err(why) => {
+                        self.note_lost_description(recording, *shard, chunk);
                         self.note_chunk_damage(*shard, chunk.record_offset);
                         self.own_problems.push(Problem::new(&self.shards[*shard].path, chunk.record_offset, why));
                     }
@@ -616,6 +668,9 @@ impl Dataset {
         continued: bool,
         from_seq: u64,
     ) {
+        if self.integrity.excludes(&self.recordings[recording].id, &summary) {
+            return;
+        }
         match self.check_episode(recording, shard, &summary, from_seq) {
             Ok(()) => {
                 self.all.push(summary.length);
@@ -630,6 +685,7 @@ impl Dataset {
                 self.episodes.push(EpisodeRef { recording, shard, summary, continued, continues });
             }
             Err(why) => {
+                self.integrity.left_out.push(LeftOut { recording, shard, summary: summary.clone() });
                 let why = format!("episode {} (lane {}) left out: {why}", summary.episode_id, summary.lane);
                 self.own_problems.push(Problem::new(&self.shards[shard].path, summary.record_offset, why));
             }
@@ -802,7 +858,7 @@ fn mask_pair_problem(columns: &[ColumnSpec], spec: &ColumnSpec) -> Option<String
 }
 
 /// Columns that hold a value on every row: neither a masked column nor a mask.
-fn is_required(spec: &ColumnSpec) -> bool {
+pub(super) fn is_required(spec: &ColumnSpec) -> bool {
     spec.mask.is_none() && spec.mask_of.is_none()
 }
 
@@ -874,6 +930,6 @@ fn check_chunk(specs: &BTreeMap<ColumnId, ColumnSpec>, c: &ChunkRef) -> Result<(
     Ok(())
 }
 
-fn hex(id: &[u8; 16]) -> String {
+pub(crate) fn hex(id: &[u8; 16]) -> String {
     id.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -1,6 +1,6 @@
 //! Reading shards and datasets.
 //!
-//! - `shard`: one shard file: header check, memory map, the clean path (End -> Index chain) and
+//! - `shard`: one shard file: header check, its bytes (`source`: memory map or positioned reads), the clean path (End -> Index chain) and
 //!   the recovery path (hopping record headers forward), and what damage was found.
 //! - `dataset`: a directory of shards (or one shard): recordings, their columns, merged chunk
 //!   lists per (recording, lane, column), the episode list, `refresh` for files still being written.
@@ -11,18 +11,28 @@
 //! - `gather`: batched reads of many (episode, step) windows into caller-owned buffers.
 //! - `metrics`: the episodes' stored metrics as arrays by column name.
 //! - `sampling`: reproducible uniform sampling of steps and windows from a seed.
+//! - `verify`: every record checksummed and every chunk decoded, damage mapped to episodes
+//!   (`damage`); `integrity`: listings left out after a verification, episodes left out at open;
+//!   `lenient`: training reads that leave damaged episodes out and go on; `salvage`: what of each
+//!   episode still reads (the plan `recover` writes).
 //!
 //! Everything read from a file is untrusted: every offset and length is bounds-checked with
 //! checked arithmetic, and damage becomes a `Problem` (or `Error::Corrupt`), never a panic.
 
 mod cache;
+mod damage;
 mod dataset;
 mod gather;
+mod integrity;
+mod lenient;
 mod metrics;
 mod rows;
+mod salvage;
 mod sampling;
 mod shard;
+mod source;
 mod steps;
+mod verify;
 
 use std::path::PathBuf;
 
@@ -32,6 +42,13 @@ pub use metrics::{episode_metrics, MetricColumn};
 pub use rows::{ColumnData, RowsView};
 pub use sampling::{sample_steps, sample_windows, SplitMix64};
 pub use steps::{EpisodeSet, StepIndex, WindowIndex};
+
+pub use damage::Damage;
+pub(crate) use dataset::episode_span;
+pub use integrity::{EpisodeKey, Exclusions};
+pub use lenient::{Redraw, WindowKind};
+pub use salvage::{Salvage, SalvagePlan};
+pub use verify::{open_verified, verify, verify_path, VerifyReport};
 
 pub use crate::format::episode::EpisodeSummary;
 
@@ -58,11 +75,15 @@ pub struct OpenOptions {
     pub strict: bool,
     /// Upper bound on the bytes of decoded (decompressed) chunks kept in memory.
     pub cache_bytes: usize,
+    /// Read shards through memory maps (raw chunks viewed without a copy). Without: positioned
+    /// reads through the cache, so a file truncated by another process gives an error, never
+    /// a SIGBUS.
+    pub mmap: bool,
 }
 
 impl Default for OpenOptions {
     fn default() -> Self {
-        OpenOptions { strict: false, cache_bytes: 256 << 20 }
+        OpenOptions { strict: false, cache_bytes: 256 << 20, mmap: true }
     }
 }
 

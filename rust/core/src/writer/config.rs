@@ -83,6 +83,9 @@ pub struct RecorderConfig {
     /// An index checkpoint is written after this many bytes, so recovery reads indexes, not data.
     #[serde(default = "index_interval_bytes")]
     pub index_interval_bytes: u64,
+    /// Store the writer's timelog (a sample per second) in the file, for plots after the fact.
+    #[serde(default = "yes")]
+    pub timelog: bool,
     /// Codec of info columns, which the core creates on first sight.
     #[serde(default)]
     pub info_codec: CodecSpec,

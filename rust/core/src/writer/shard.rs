@@ -116,6 +116,15 @@ impl ShardWriter {
         Ok(())
     }
 
+    /// A Timelog record of `samples` (listed by the index like Meta and Column records).
+    pub fn append_timelog(&mut self, samples: &[crate::format::timelog::Sample]) {
+        if samples.is_empty() {
+            return;
+        }
+        let at = self.append(RecordKind::Timelog, &crate::format::timelog::encode(samples));
+        self.index.other_records.push(OtherRecord { kind: RecordKind::Timelog as u32, offset: at });
+    }
+
     pub fn append_chunks(&mut self, chunks: &[PendingChunk]) -> Vec<ChunkRef> {
         if chunks.is_empty() {
             return Vec::new();

@@ -28,6 +28,8 @@ use crate::format::metrics::{self, MetricsAcc};
 use crate::schema::{ColumnId, ColumnSpec, Timeline};
 
 const IDLE_SLEEP: Duration = Duration::from_millis(1);
+/// Timelog samples (about a second each) stored per Timelog record.
+const TIMELOG_BATCH: usize = 60;
 
 /// State the caller's thread and the writer thread share; everything here is cheap to poll.
 #[derive(Default)]
@@ -101,6 +103,8 @@ pub struct WriterThread {
     lookup: Vec<[Vec<u32>; 2]>,
     str_offsets: Vec<Vec<usize>>,
     seal_wanted: bool,
+    /// Timelog samples not yet in the file.
+    timelog_unwritten: Vec<timelog::Sample>,
     encoder: Encoder,
     /// Value bytes taken since the counter in `shared` was last updated (one atomic per message).
     raw_bytes_seen: u64,
@@ -147,6 +151,7 @@ impl WriterThread {
             lookup: Vec::new(),
             str_offsets: Vec::new(),
             seal_wanted: false,
+            timelog_unwritten: Vec::new(),
             raw_bytes_seen: 0,
             messages_handled: 0,
             encoder: Encoder::default(),
@@ -207,13 +212,12 @@ impl WriterThread {
                 self.messages_handled += 1;
                 self.shared.handled.store(self.messages_handled, Ordering::Release);
                 chunk.commit_all();
-                // What the message sealed or wrote (a flush) is timed in its own stage.
-                let copied = started.elapsed().saturating_sub(self.clock.nested() - nested);
-                self.clock.add(Stage::Copy, copied);
                 if closed {
-                    self.end_timelog_sample(consumer.slots() as f64 / capacity);
-                    return Ok(());
+                    return Ok(()); // its last timelog sample was taken in `close`
                 }
+                // What the message sealed or wrote (a flush) is timed in its own stage.
+                let copied = started.elapsed().saturating_sub(self.clock.nested().saturating_sub(nested));
+                self.clock.add(Stage::Copy, copied);
                 self.shared.bytes_raw.fetch_add(std::mem::take(&mut self.raw_bytes_seen), Ordering::Relaxed);
                 if self.seal_wanted {
                     self.write_chunks(false)?;
@@ -233,7 +237,6 @@ impl WriterThread {
                 if consumer.is_abandoned() && consumer.is_empty() {
                     // The recorder was dropped without close (its owner crashed): finish the file.
                     self.close()?;
-                    self.end_timelog_sample(0.0);
                     return Ok(());
                 }
                 // Sleep a whole millisecond: the ring holds what arrives meanwhile, and waking
@@ -260,10 +263,23 @@ impl WriterThread {
     }
 
     /// Every timelog sample passes here once: it is published live (`Recorder::timelog`,
-    /// `stats()["timelog"]` in Python). The file-persisted timelog plugs in here, and only here:
-    /// append the sample to the shard as a record once the format has one for it.
+    /// `stats()["timelog"]` in Python) and, unless the config says not to, kept for the file.
     fn on_timelog_sample(&mut self, sample: timelog::Sample) {
         self.shared.timelog.push(sample);
+        if self.config.timelog {
+            self.timelog_unwritten.push(sample);
+        }
+    }
+
+    /// The samples not in the file yet go in a Timelog record, about once a minute (a record per
+    /// sample would cost a header each) and always before a shard is finished.
+    fn append_timelog(&mut self, now: bool) {
+        if self.timelog_unwritten.len() >= TIMELOG_BATCH || (now && !self.timelog_unwritten.is_empty()) {
+            if let Some(shard) = self.shard.as_mut() {
+                let samples = std::mem::take(&mut self.timelog_unwritten);
+                self.clock.time(Stage::Encode, || shard.append_timelog(&samples));
+            }
+        }
     }
 
     /// Applies one message; true when it was Close.
@@ -704,6 +720,7 @@ impl WriterThread {
     fn cycle(&mut self) -> Result<()> {
         self.seal_chunks(true)?;
         self.shard.as_ref().ok_or_else(|| Error::WriterStopped("no open shard".into()))?.check_still_there()?;
+        self.append_timelog(false);
         self.write_pending_episodes()?;
         self.roll_over_if_full()
     }
@@ -764,6 +781,7 @@ impl WriterThread {
             }
             repeats.extend(self.repeat_last_obs_row(lane));
         }
+        self.append_timelog(true);
         self.write_pending_episodes()?;
         if let Some(old) = self.shard.take() {
             self.clock.time_write(|| old.finish())?;
@@ -848,6 +866,9 @@ impl WriterThread {
             }
         }
         self.cycle()?;
+        // The last sample goes in the file too (it leaves out the final index and End record).
+        self.end_timelog_sample(0.0);
+        self.append_timelog(true);
         if let Some(shard) = self.shard.take() {
             let before = shard.size();
             let path = self.clock.time_write(|| shard.finish())?;

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use serde::Serialize;
+pub use crate::format::timelog::Sample;
 
 /// Samples kept before neighbours are merged: an hour at one second, then two hours at two, ...
 pub const MAX_SAMPLES: usize = 3600;
@@ -42,64 +42,6 @@ pub enum Stage {
 }
 
 const STAGES: usize = 6;
-
-/// One stretch of a recording: seconds per stage, counts, and the ring's state.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
-pub struct Sample {
-    /// Seconds from the recorder's start to the start of this sample.
-    pub t_s: f64,
-    /// Seconds this sample covers.
-    pub dt_s: f64,
-    /// Unix time of the sample's start, in ns.
-    pub time_ns: u64,
-    pub copy_s: f64,
-    pub encode_s: f64,
-    pub compress_s: f64,
-    pub write_s: f64,
-    pub fsync_s: f64,
-    pub idle_s: f64,
-    /// Messages (steps, resets, control messages) taken off the ring.
-    pub messages: u64,
-    pub steps: u64,
-    /// Value bytes taken off the ring, and bytes appended to shard files.
-    pub bytes_raw: u64,
-    pub bytes_written: u64,
-    /// Fraction of the ring in use at the sample's end, and the most seen during it.
-    pub ring_fill: f64,
-    pub ring_fill_max: f64,
-    /// Steps that waited for ring space, or because the writer was too far behind (pacing).
-    pub ring_waits: u64,
-    pub backlog_waits: u64,
-    /// Seconds the producer spent in those waits.
-    pub producer_wait_s: f64,
-}
-
-impl Sample {
-    /// Two consecutive samples as one: times and counts add up, the fill at the end is the
-    /// later one's, the most is the larger.
-    pub fn merge(&self, later: &Sample) -> Sample {
-        Sample {
-            t_s: self.t_s,
-            dt_s: self.dt_s + later.dt_s,
-            time_ns: self.time_ns,
-            copy_s: self.copy_s + later.copy_s,
-            encode_s: self.encode_s + later.encode_s,
-            compress_s: self.compress_s + later.compress_s,
-            write_s: self.write_s + later.write_s,
-            fsync_s: self.fsync_s + later.fsync_s,
-            idle_s: self.idle_s + later.idle_s,
-            messages: self.messages + later.messages,
-            steps: self.steps + later.steps,
-            bytes_raw: self.bytes_raw + later.bytes_raw,
-            bytes_written: self.bytes_written + later.bytes_written,
-            ring_fill: later.ring_fill,
-            ring_fill_max: self.ring_fill_max.max(later.ring_fill_max),
-            ring_waits: self.ring_waits + later.ring_waits,
-            backlog_waits: self.backlog_waits + later.backlog_waits,
-            producer_wait_s: self.producer_wait_s + later.producer_wait_s,
-        }
-    }
-}
 
 /// Merges neighbours pairwise (the first with the second, ...), halving the count; an odd last
 /// sample stays as it is.

@@ -1,0 +1,358 @@
+//! Training reads that go on past damage (a dataset opened without `strict`).
+//!
+//! Opening reads the index, not the data, so a flipped byte in a chunk is found by the first
+//! read that needs it. A lenient batched read then leaves the damaged episodes out and goes on:
+//!
+//! 1. Windows in episodes already known damaged are redrawn (see `Redraw`).
+//! 2. Before its rows are first used, every Chunks record holding any row of a window's episode
+//!    (any column) has its checksum verified, once per episode (a bit per episode remembers it,
+//!    and each record's own flag is shared with ordinary reads). So a batch never holds a row of
+//!    an episode with a damaged chunk, even a row that itself lies in an intact chunk.
+//! 3. The gather runs; a chunk that fails to decode is damage too.
+//!
+//! Damage found in 2 or 3 marks every listed episode it affects (`damage::Affected`), is
+//! returned (the caller warns), and the loop starts again at 1. The damaged set only grows, so
+//! the loop ends.
+//!
+//! **Redraws are deterministic.** The batch is first drawn as a strict read would draw it; a
+//! window in a damaged episode is then replaced by the first window drawn from a stream of its
+//! own (seeded by the batch's seed and the window's position, or by the number it was asked
+//! for) that lands in an intact episode. Every damaged episode a stream lands on is found
+//! damaged by step 2 when it is first used, so the result depends on the seed and the file,
+//! not on what earlier reads found (up to damage that step 2 cannot see: a chunk that passes
+//! its checksum and fails to decode only marks its episodes once a read decodes it).
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use super::damage::{Affected, Damage};
+use super::dataset::{episode_span, Dataset};
+use super::gather::{Field, Out, Window};
+use super::sampling::SplitMix64;
+use super::steps::EpisodeSet;
+use crate::error::{Error, Result};
+
+/// Draws of one window that may land in damaged episodes before giving up (the episodes left
+/// are then too few to sample from).
+const MAX_REDRAWS: u64 = 10_000;
+
+/// How a window that fell in a damaged episode is replaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Redraw {
+    /// It is not: the windows were asked for by (episode, step), and damage is an error.
+    Never,
+    /// The batch was drawn from this seed: window i is redrawn from a stream of (seed, i).
+    Seed(u64),
+    /// Window i was asked for by number `numbers[i]` (a step or window number of the set): it is
+    /// redrawn from a stream of that number.
+    Numbers(Vec<u64>),
+}
+
+/// What the windows of a batch are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowKind {
+    /// Steps per window (1 for transitions).
+    pub length: usize,
+    /// Windows of `length` steps inside episodes (drawn from the set's windows); `false`:
+    /// transitions (drawn from its steps).
+    pub sequence: bool,
+    /// Sequences only: shorter episodes count as one padded window.
+    pub pad: bool,
+}
+
+/// Damage found while reading, and which episodes are known intact.
+#[derive(Default)]
+pub(crate) struct ReadDamage {
+    /// Set once anything is damaged: until then a read checks nothing else.
+    any: AtomicBool,
+    state: RwLock<State>,
+    /// A bit per episode: every Chunks record holding its rows passed its checksum.
+    checked: RwLock<Vec<AtomicU64>>,
+}
+
+#[derive(Default)]
+struct State {
+    damaged: HashSet<usize>,
+    events: Vec<Damage>,
+}
+
+fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    // Updates are a few infallible steps, so a lock poisoned by a panic elsewhere is consistent.
+    lock.read().unwrap_or_else(|p| p.into_inner())
+}
+
+fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
+    lock.write().unwrap_or_else(|p| p.into_inner())
+}
+
+impl ReadDamage {
+    fn is_damaged(&self, episode: usize) -> bool {
+        self.any.load(Ordering::Acquire) && read(&self.state).damaged.contains(&episode)
+    }
+
+    /// Records damage; returns it with only the episodes not known damaged before (`None` when
+    /// there are none: another read found it first).
+    fn add(&self, damage: Damage) -> Option<Damage> {
+        let mut state = write(&self.state);
+        let new: Vec<usize> = damage.episodes.iter().copied().filter(|&e| state.damaged.insert(e)).collect();
+        if new.is_empty() {
+            return None;
+        }
+        self.any.store(true, Ordering::Release);
+        let event = Damage { episodes: new, ..damage };
+        state.events.push(event.clone());
+        Some(event)
+    }
+
+    fn is_checked(bits: &[AtomicU64], episode: usize) -> bool {
+        bits.get(episode / 64).is_some_and(|w| w.load(Ordering::Relaxed) & (1 << (episode % 64)) != 0)
+    }
+
+    fn set_checked(&self, episode: usize) {
+        if read(&self.checked).len() <= episode / 64 {
+            let mut bits = write(&self.checked);
+            let words = episode / 64 + 1;
+            if bits.len() < words {
+                bits.resize_with(words, AtomicU64::default);
+            }
+        }
+        read(&self.checked)[episode / 64].fetch_or(1 << (episode % 64), Ordering::Relaxed);
+    }
+}
+
+/// Two numbers mixed into one seed (SplitMix64's output function over both).
+fn mix(a: u64, b: u64) -> u64 {
+    SplitMix64::new(a ^ b.wrapping_mul(0xD1B5_4A32_D192_ED03).rotate_left(29)).next_u64()
+}
+
+impl Redraw {
+    /// The seed of window `slot`'s own stream; `None` for `Never`.
+    fn stream(&self, slot: usize) -> Option<u64> {
+        match self {
+            Redraw::Never => None,
+            Redraw::Seed(seed) => Some(mix(*seed, slot as u64)),
+            Redraw::Numbers(numbers) => numbers.get(slot).map(|&n| mix(n, u64::MAX)),
+        }
+    }
+}
+
+/// Draw `attempt` of a window's stream: uniform over the set's steps (transitions) or windows
+/// (sequences), as sampling draws.
+fn draw(set: &EpisodeSet, kind: WindowKind, stream: u64, attempt: u64) -> Result<Window> {
+    let mut rng = SplitMix64::new(mix(stream, attempt));
+    let (episode, start) = if kind.sequence {
+        let windows = set.windows(kind.length as u64, kind.pad)?;
+        if windows.num_windows() == 0 {
+            return Err(Error::Invalid(format!("no window of {} steps is left to draw", kind.length)));
+        }
+        set.locate_window(&windows, rng.below(windows.num_windows()))?
+    } else {
+        if set.num_steps() == 0 {
+            return Err(Error::Invalid("no step is left to draw".into()));
+        }
+        set.locate_step(rng.below(set.num_steps()))?
+    };
+    Ok(Window { episode, start })
+}
+
+impl Dataset {
+    /// `gather`, leaving damaged episodes out (see the module notes): windows that fall in them
+    /// are redrawn as `redraw` says, and `windows` ends up holding the windows read. Returns the
+    /// damage found (each with the episodes it newly left out), for the caller to report. With
+    /// `strict`, this is `gather`.
+    ///
+    /// Errors: those of `gather`; `Corrupt` also when a window cannot be redrawn (`Never`, or
+    /// too few intact episodes).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gather_lenient(
+        &self,
+        set: &EpisodeSet,
+        redraw: &Redraw,
+        kind: WindowKind,
+        fields: &[Field],
+        windows: &mut [Window],
+        outs: &mut [Out<'_>],
+        mut mask: Option<&mut [bool]>,
+    ) -> Result<Vec<Damage>> {
+        let pad = kind.sequence && kind.pad;
+        if self.options().strict {
+            self.gather(fields, windows, kind.length, pad, outs, mask)?;
+            return Ok(Vec::new());
+        }
+        let mut found = Vec::new();
+        loop {
+            self.replace_damaged(set, redraw, kind, windows)?;
+            let result = self
+                .check_episodes(windows)
+                .and_then(|()| self.gather(fields, windows, kind.length, pad, outs, mask.as_deref_mut()));
+            match result {
+                Ok(()) => return Ok(found),
+                Err(e @ Error::Corrupt { .. }) => {
+                    found.extend(self.note_read_damage(&e));
+                    // Go on only if a window's episode is now known damaged (it is redrawn):
+                    // otherwise the same error would come back.
+                    if !windows.iter().any(|w| self.is_damaged(w.episode)) {
+                        return Err(e);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Marks the listed episodes that the damage an error names affects (nothing for another
+    /// kind of error, or in strict mode). Returns the damage with the episodes newly marked.
+    pub fn note_read_damage(&self, error: &Error) -> Option<Damage> {
+        let Error::Corrupt { path, offset, why } = error else { return None };
+        if self.options().strict {
+            return None;
+        }
+        let shard = self.shard_of(path)?;
+        let episodes = Affected::new(self).at(shard, *offset);
+        self.integrity.read.add(Damage { file: path.clone(), offset: *offset, why: why.clone(), episodes })
+    }
+
+    /// Whether a read found damage in the episode's data (lenient mode).
+    pub fn is_damaged(&self, episode: usize) -> bool {
+        self.integrity.read.is_damaged(episode)
+    }
+
+    /// The episodes reads found damaged, ascending.
+    pub fn damaged_episodes(&self) -> Vec<usize> {
+        let mut out: Vec<usize> = read(&self.integrity.read.state).damaged.iter().copied().collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// The damage reads found, in the order found (each with the episodes it left out).
+    pub fn read_damage(&self) -> Vec<Damage> {
+        read(&self.integrity.read.state).events.clone()
+    }
+
+    fn replace_damaged(
+        &self,
+        set: &EpisodeSet,
+        redraw: &Redraw,
+        kind: WindowKind,
+        windows: &mut [Window],
+    ) -> Result<()> {
+        if !self.integrity.read.any.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        for (slot, w) in windows.iter_mut().enumerate() {
+            if !self.is_damaged(w.episode) {
+                continue;
+            }
+            let Some(stream) = redraw.stream(slot) else { return Err(self.damaged_error(w.episode)) };
+            let mut attempt = 0;
+            *w = loop {
+                if attempt == MAX_REDRAWS {
+                    let e = self.damaged_error(w.episode);
+                    let Error::Corrupt { path, offset, why } = e else { return Err(e) };
+                    let why = format!("{why}; {MAX_REDRAWS} draws in a row fell in damaged episodes: too few are left");
+                    return Err(Error::Corrupt { path, offset, why });
+                }
+                let candidate = draw(set, kind, stream, attempt)?;
+                if !self.is_damaged(candidate.episode) {
+                    break candidate;
+                }
+                attempt += 1;
+            };
+        }
+        Ok(())
+    }
+
+    /// The error for reading an episode a read found damaged: the damage that marked it.
+    fn damaged_error(&self, episode: usize) -> Error {
+        let state = read(&self.integrity.read.state);
+        match state.events.iter().find(|d| d.episodes.contains(&episode)) {
+            Some(d) => Error::corrupt(&d.file, d.offset, format!("{} (episode {episode} is damaged)", d.why)),
+            None => Error::corrupt(self.path(), 0, format!("episode {episode} is damaged")),
+        }
+    }
+
+    /// Verifies the Chunks records of the windows' episodes not verified yet (step 2).
+    fn check_episodes(&self, windows: &[Window]) -> Result<()> {
+        let mut todo: Vec<usize> = {
+            let bits = read(&self.integrity.read.checked);
+            windows.iter().map(|w| w.episode).filter(|&e| !ReadDamage::is_checked(&bits, e)).collect()
+        };
+        todo.sort_unstable();
+        todo.dedup();
+        for episode in todo {
+            self.check_episode_records(episode)?;
+            self.integrity.read.set_checked(episode);
+        }
+        Ok(())
+    }
+
+    /// Verifies every Chunks record holding a row of the episode, in any column.
+    fn check_episode_records(&self, episode: usize) -> Result<()> {
+        let e = self.episode(episode)?;
+        for spec in &self.recording(e.recording)?.columns {
+            let Some((first, n)) = episode_span(&e.summary, spec.timeline) else { continue };
+            let end = first + n;
+            let (list, ends) = self.chunk_list_ends(e.recording, e.summary.lane, spec.id);
+            for loc in &list[ends.partition_point(|&x| x <= first)..] {
+                if loc.first_row() >= end {
+                    break;
+                }
+                self.ensure_verified(loc)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_differ_by_slot_and_number_and_are_stable() {
+        let seed = Redraw::Seed(42);
+        assert_eq!(seed.stream(3), Redraw::Seed(42).stream(3));
+        assert_ne!(seed.stream(3), seed.stream(4));
+        assert_ne!(seed.stream(0), Redraw::Seed(43).stream(0));
+        let numbers = Redraw::Numbers(vec![5, 5, 6]);
+        assert_eq!(numbers.stream(0), numbers.stream(1), "the same number, the same stream");
+        assert_ne!(numbers.stream(0), numbers.stream(2));
+        assert_eq!(numbers.stream(3), None);
+        assert_eq!(Redraw::Never.stream(0), None);
+    }
+
+    #[test]
+    fn draws_stay_inside_the_set() {
+        let set = EpisodeSet::subset(vec![4, 9], [3, 2]);
+        let steps = WindowKind { length: 1, sequence: false, pad: false };
+        let seqs = WindowKind { length: 3, sequence: true, pad: false };
+        for attempt in 0..200 {
+            let w = draw(&set, steps, 7, attempt).unwrap();
+            assert!((w.episode == 4 && w.start < 3) || (w.episode == 9 && w.start < 2), "{w:?}");
+            let s = draw(&set, seqs, 7, attempt).unwrap();
+            assert_eq!((s.episode, s.start), (4, 0), "only episode 4 holds 3 steps");
+        }
+        assert_eq!(draw(&set, steps, 1, 5).unwrap(), draw(&set, steps, 1, 5).unwrap());
+        let empty = EpisodeSet::subset(vec![], []);
+        assert!(draw(&empty, steps, 1, 0).is_err());
+        let long = WindowKind { length: 9, sequence: true, pad: false };
+        assert!(draw(&set, long, 1, 0).is_err());
+    }
+
+    #[test]
+    fn damage_is_added_once() {
+        let rd = ReadDamage::default();
+        assert!(!rd.is_damaged(3));
+        let d = |eps: Vec<usize>| Damage { file: "f".into(), offset: 8, why: "x".into(), episodes: eps };
+        assert_eq!(rd.add(d(vec![3, 4])).unwrap().episodes, vec![3, 4]);
+        assert_eq!(rd.add(d(vec![4, 5])).unwrap().episodes, vec![5], "only the episodes new to it");
+        assert!(rd.add(d(vec![3])).is_none());
+        assert!(rd.add(d(vec![])).is_none());
+        assert!(rd.is_damaged(5) && !rd.is_damaged(6));
+        rd.set_checked(130);
+        assert!(ReadDamage::is_checked(&read(&rd.checked), 130));
+        assert!(!ReadDamage::is_checked(&read(&rd.checked), 129));
+        assert!(!ReadDamage::is_checked(&read(&rd.checked), 100_000));
+    }
+}

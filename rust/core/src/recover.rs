@@ -1,0 +1,90 @@
+//! Recovery: a new dataset holding what of a damaged one still reads.
+//!
+//! The source is verified (`reader::verify`), planned (`Dataset::salvage`: every intact episode
+//! whole, the intact prefix of each damaged one, cut short and marked incomplete) and written
+//! again through `convert`'s replay, recording by recording, into a sibling temporary directory
+//! renamed into place at the end. The source is only read. The result verifies intact: it is a
+//! fresh recording, and only rows that read were copied.
+//!
+//! A recording that cannot be written again (its Meta record or column descriptions are lost:
+//! there is nothing to rebuild its spaces from) is left out and named in the result.
+
+use std::path::{Path, PathBuf};
+
+use crate::convert::{into_place, moved, ConvertOptions, Replay};
+use crate::error::{Error, Result};
+use crate::reader::{verify, Dataset, OpenOptions, Problem, SalvagePlan, VerifyReport};
+
+#[derive(Debug, Clone)]
+pub struct Recovered {
+    /// Episodes written whole.
+    pub whole: usize,
+    /// Damaged episodes written as their intact prefix (incomplete).
+    pub cut: usize,
+    /// Damaged episodes of which no step reads.
+    pub lost: usize,
+    /// Steps written.
+    pub steps: u64,
+    pub shards: Vec<PathBuf>,
+    /// Recordings left out, and why.
+    pub recordings_lost: Vec<Problem>,
+    /// The verification of the source.
+    pub source: VerifyReport,
+}
+
+/// Writes what of the dataset at `src` still reads into the new dataset directory `dst` (which
+/// must not exist, or be empty).
+///
+/// Errors: `NotFound`, `NotTrajcore` (`src` is one file that is not a trajcore shard), `Version`,
+/// `Invalid` (`dst` is not empty), `Io`, and those of the writer.
+pub fn recover(src: &Path, dst: &Path) -> Result<Recovered> {
+    let ds = Dataset::open(src, OpenOptions::default())?;
+    let report = verify(&ds);
+    let plan = ds.salvage(&report);
+    let written = into_place(dst, "recovering", |tmp| write_plan(&ds, &plan, tmp))?;
+    Ok(Recovered { shards: moved(&written.shards, dst), source: report, ..written })
+}
+
+fn write_plan(ds: &Dataset, plan: &SalvagePlan, dir: &Path) -> Result<Recovered> {
+    let mut out = Recovered {
+        whole: 0,
+        cut: 0,
+        lost: plan.lost,
+        steps: 0,
+        shards: Vec::new(),
+        recordings_lost: Vec::new(),
+        source: VerifyReport::default(),
+    };
+    let opts = ConvertOptions::default();
+    let mut start = 0;
+    while start < plan.episodes.len() {
+        let recording = plan.episodes[start].recording;
+        let end = start + plan.episodes[start..].iter().take_while(|e| e.recording == recording).count();
+        let mine = &plan.episodes[start..end];
+        start = end;
+        let mut replay = match Replay::start(ds, recording, dir, &opts) {
+            Ok(r) => r,
+            Err(Error::Corrupt { path, offset, why }) => {
+                out.lost += mine.len();
+                out.recordings_lost.push(Problem::new(path, offset, why));
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        for e in mine {
+            let label = match e.listed {
+                Some(i) => format!("episode {i}"),
+                None => format!("episode {} (not listed)", e.summary.episode_id),
+            };
+            replay.episode(ds, recording, &e.summary, &e.metadata, &label)?;
+            out.steps += e.summary.length;
+            if e.is_cut() {
+                out.cut += 1;
+            } else {
+                out.whole += 1;
+            }
+        }
+        out.shards.extend(replay.finish()?);
+    }
+    Ok(out)
+}
