@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import time
 import zlib
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
@@ -188,3 +190,24 @@ def assert_infos_equal(got: Mapping[str, Any], want: Mapping[str, Any], where: s
             assert_infos_equal(got[k], want[k], f"{where}/{k}")
         else:
             assert_tree_equal(got[k], want[k], f"{where}/{k}")
+
+
+class StartTogether(SpaceEnv):
+    """A `SpaceEnv` whose first reset waits (at most a minute) until `parties` processes reached
+    theirs, each leaving a file in `meeting`: processes started by Ray at different times then
+    step at the same time, however loaded the machine. The values are `SpaceEnv`'s."""
+
+    def __init__(self, meeting: str, parties: int, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._meeting = meeting
+        self._parties = parties
+        self._met = False
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        if not self._met:
+            self._met = True
+            open(os.path.join(self._meeting, str(os.getpid())), "w").close()
+            deadline = time.monotonic() + 60
+            while len(os.listdir(self._meeting)) < self._parties and time.monotonic() < deadline:
+                time.sleep(0.01)
+        return super().reset(seed=seed, options=options)

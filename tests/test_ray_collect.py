@@ -19,7 +19,7 @@ import trajcore.ray
 from capture import Capture, assert_episode
 from export_data import NESTED_ACTION, NESTED_OBS
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
-from helpers import SpaceEnv
+from helpers import SpaceEnv, StartTogether
 
 pytestmark = pytest.mark.usefixtures("ray_local")
 
@@ -44,8 +44,10 @@ def captured(seed: int, num_envs: int, steps: int) -> list[Any]:
 
 def test_two_actors_record_into_one_directory_exactly(tmp_path: Path) -> None:
     path = tmp_path / "ds"
+    meeting = tmp_path / "meeting"  # the actors step at the same time, however late Ray starts one
+    meeting.mkdir()
     ds = trajcore.ray.collect(
-        ENV,
+        functools.partial(StartTogether, str(meeting), 2, *ENV.args, **ENV.keywords),
         path,
         num_actors=2,
         num_envs_per_actor=3,
