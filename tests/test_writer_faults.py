@@ -25,7 +25,10 @@ HERE = Path(__file__).parent
 def run_child(code: str, tmp_path: Path, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """Runs `code` in a fresh interpreter (tests/ on its path, the directory as argv[1])."""
     script = tmp_path / "child.py"
-    script.write_text(textwrap.dedent(code))
+    # Ctrl-C as in a terminal, even when this suite runs in the background (`cmd &` in a shell
+    # without job control starts it with SIGINT ignored, and children inherit that).
+    restore = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    script.write_text(restore + textwrap.dedent(code))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     return subprocess.run(
         [sys.executable, str(script), str(tmp_path / "d")], capture_output=True, text=True, timeout=timeout, env=env
