@@ -147,6 +147,7 @@ class Dataset:
     verify: check every chunk at open and leave damaged episodes out (strict: raise).
     exclusions_json: what an earlier verification left out (`exclusions_json()`), applied
     without verifying again.
+    mmap: read through memory maps; else positioned reads (no SIGBUS if a file is truncated).
 
     Raises:
         TrajcoreFileNotFoundError: the path does not exist.
@@ -160,6 +161,7 @@ class Dataset:
         cache_bytes: int = 256 << 20,
         verify: bool = False,
         exclusions_json: str | None = None,
+        mmap: bool = True,
     ) -> Self: ...
     def exclusions_json(self) -> str | None:
         """What a verification at open left out, as JSON (None when nothing was)."""
@@ -174,6 +176,12 @@ class Dataset:
     def strict(self) -> bool: ...
     @property
     def cache_bytes(self) -> int: ...
+    @property
+    def mmap(self) -> bool: ...
+    @property
+    def notices(self) -> list[tuple[str, int, str]]:
+        """Shard files replaced or deleted since opening (not damage; the dataset reads the files
+        it opened): (file, 0, what happened)."""
     def __len__(self) -> int: ...
     @property
     def problems(self) -> list[tuple[str, int, str]]:

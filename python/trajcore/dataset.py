@@ -42,6 +42,7 @@ def open(
     strict: bool = False,
     cache_bytes: int = DEFAULT_CACHE_BYTES,
     verify: bool = False,
+    mmap: bool = True,
 ) -> Dataset:
     """Opens a directory of shards (every recording in it) or one shard file.
 
@@ -59,12 +60,17 @@ def open(
             (with `strict`, it raises). A data-loader worker that unpickles the dataset gets
             the same listing without verifying again. Episodes `refresh` adds are not verified
             (reads still leave damaged ones out of sampling).
+        mmap: read the files through memory maps (the default: raw columns come back as views
+            without a copy). With False, reads are positioned reads through the cache: use it
+            where another process may truncate or rewrite files in place while you read (a
+            `cp` or `rsync --inplace` over a shard), which through a map kills the process with
+            SIGBUS; without a map such a file gives `CorruptFileError` instead.
 
     Raises:
         TrajcoreFileNotFoundError: `path` does not exist.
         CorruptFileError: a file is not a trajcore file (or, with `strict`, any damage).
     """
-    return Dataset(path, strict=strict, cache_bytes=cache_bytes, verify=verify)
+    return Dataset(path, strict=strict, cache_bytes=cache_bytes, verify=verify, mmap=mmap)
 
 
 @dataclass
@@ -355,12 +361,16 @@ class Dataset(_Sampling):
         strict: bool = False,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
         verify: bool = False,
+        mmap: bool = True,
         _exclusions: str | None = None,
     ) -> None:
         self._path = os.fspath(path)
         self._strict = strict
         self._cache_bytes = cache_bytes
-        self._ds: _core.Dataset | None = _core.Dataset(self._path, strict, cache_bytes, verify, _exclusions)
+        self._mmap = mmap
+        self._ds: _core.Dataset | None = _core.Dataset(self._path, strict, cache_bytes, verify, _exclusions, mmap)
+        self._warned = len(self._ds.problems)
+        self._notices = 0
         self._recordings: dict[int, _Recording] = {}
         #: (recording, "observation"|"action") -> why its layout tree was refused
         self._layout_problems: dict[tuple[int, str], str] = {}
@@ -426,7 +436,7 @@ class Dataset(_Sampling):
         return self._metrics
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_reopen, (self._path, self._strict, self._cache_bytes, self._core.exclusions_json()))
+        return (_reopen, (self._path, self._strict, self._cache_bytes, self._core.exclusions_json(), self._mmap))
 
     def _reader(self) -> _CoreDataset:
         return self._core
@@ -665,10 +675,21 @@ class Dataset(_Sampling):
         """Picks up shards that grew or appeared since opening (a recorder still writing);
         returns the number of new episodes. They come after the episodes already listed, so
         episode and step numbers handed out stay valid (selections made before keep their
-        episodes)."""
+        episodes).
+
+        It also checks the files already open: one truncated in place since opening is damage
+        (its episodes can no longer be read: a `TrajcoreWarning`, or `CorruptFileError` with
+        `strict`); one replaced (renamed over) or deleted is said with a `TrajcoreWarning`, and
+        the dataset goes on reading the file it opened."""
         added = self._core.refresh()
         self._summaries = None
         self._metrics = None
+        problems, notices = self._core.problems, self._core.notices
+        for file, offset, why in problems[self._warned :]:
+            warnings.warn(f"{file}: byte offset {offset}: {why}", TrajcoreWarning, stacklevel=2)
+        for file, _, why in notices[self._notices :]:
+            warnings.warn(f"{file}: {why}", TrajcoreWarning, stacklevel=2)
+        self._warned, self._notices = len(problems), len(notices)
         return added
 
     def close(self) -> None:
@@ -795,9 +816,11 @@ def _any_present(masks: dict[str, Any]) -> npt.NDArray[np.bool_] | None:
     return combined
 
 
-def _reopen(path: str, strict: bool, cache_bytes: int, exclusions: str | None = None) -> Dataset:
+def _reopen(
+    path: str, strict: bool, cache_bytes: int, exclusions: str | None = None, mmap: bool = True
+) -> Dataset:
     """A pickled dataset, reopened (with the listing a verification at open left it)."""
-    return Dataset(path, strict=strict, cache_bytes=cache_bytes, _exclusions=exclusions)
+    return Dataset(path, strict=strict, cache_bytes=cache_bytes, mmap=mmap, _exclusions=exclusions)
 
 
 class Episodes(_Sampling, Sequence["Episode"]):

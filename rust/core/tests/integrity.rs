@@ -17,7 +17,7 @@ use trajcore_core::reader::{
 };
 use trajcore_core::{ColumnSpec, Error, Timeline};
 
-const STRICT: OpenOptions = OpenOptions { strict: true, cache_bytes: 1 << 20 };
+const STRICT: OpenOptions = OpenOptions { strict: true, cache_bytes: 1 << 20, mmap: true };
 
 fn lenient() -> OpenOptions {
     OpenOptions::default()

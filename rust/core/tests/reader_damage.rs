@@ -11,7 +11,7 @@ use trajcore_core::format::record::{RecordHeader, RECORD_HEADER_LEN};
 use trajcore_core::reader::{Dataset, OpenOptions};
 use trajcore_core::Error;
 
-const STRICT: OpenOptions = OpenOptions { strict: true, cache_bytes: 1 << 20 };
+const STRICT: OpenOptions = OpenOptions { strict: true, cache_bytes: 1 << 20, mmap: true };
 
 fn lenient() -> OpenOptions {
     OpenOptions::default()

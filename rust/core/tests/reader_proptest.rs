@@ -139,21 +139,26 @@ proptest! {
         for (i, bytes) in shards.iter().enumerate() {
             write(&dir.path().join(format!("r-{i:04}.trj")), bytes);
         }
-        let ds = Dataset::open(dir.path(), OpenOptions { strict: true, cache_bytes: 4096 }).unwrap();
-        prop_assert!(ds.problems().is_empty());
-        check_values(&ds, &sim, &sim.listed());
-        prop_assert_eq!(ds.num_steps(), sim.listed().iter().map(|e| e.length).sum::<u64>());
+        // Through a memory map and through positioned reads (`mmap: false`), the same values.
+        for mmap in [true, false] {
+            let ds = Dataset::open(dir.path(), OpenOptions { strict: true, cache_bytes: 4096, mmap }).unwrap();
+            prop_assert!(ds.problems().is_empty());
+            check_values(&ds, &sim, &sim.listed());
+            prop_assert_eq!(ds.num_steps(), sim.listed().iter().map(|e| e.length).sum::<u64>());
+        }
 
         // Cut the last shard anywhere: what lies before the cut reads.
         let last = shards.len() - 1;
         let cut = 64 + (ops.len() * 7919) % (shards[last].len() - 63);
         write(&dir.path().join(format!("r-{last:04}.trj")), &shards[last][..cut]);
-        let ds = Dataset::open(dir.path(), OpenOptions::default()).unwrap();
         let expected: Vec<&SimEpisode> = sim
             .listed()
             .into_iter()
             .filter(|e| e.deps.iter().all(|&(s, _, end)| s < last || end <= cut as u64))
             .collect();
-        check_values(&ds, &sim, &expected);
+        for mmap in [true, false] {
+            let ds = Dataset::open(dir.path(), OpenOptions { mmap, ..Default::default() }).unwrap();
+            check_values(&ds, &sim, &expected);
+        }
     }
 }

@@ -21,8 +21,8 @@ fn every_regression_file_reads_or_errors() {
     let files = regressions();
     assert!(files.len() >= 5, "the regression files are missing");
     for path in files {
-        for strict in [false, true] {
-            let Ok(ds) = Dataset::open(&path, OpenOptions { strict, cache_bytes: 8 << 20 }) else { continue };
+        for (strict, mmap) in [(false, true), (true, true), (false, false)] {
+            let Ok(ds) = Dataset::open(&path, OpenOptions { strict, cache_bytes: 8 << 20, mmap }) else { continue };
             for episode in 0..ds.episodes().len() {
                 let _ = ds.episode_metadata(episode);
                 let recording = ds.episodes()[episode].recording;

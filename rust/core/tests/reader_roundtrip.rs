@@ -259,7 +259,7 @@ fn dataset_is_send_and_sync_and_reads_from_threads() {
     let path = dir.path().join("threads.trj");
     write(&path, &bytes);
     // A cache far smaller than the data: entries are evicted and decoded again.
-    let ds = Dataset::open(&path, OpenOptions { strict: true, cache_bytes: 256 }).unwrap();
+    let ds = Dataset::open(&path, OpenOptions { strict: true, cache_bytes: 256, mmap: true }).unwrap();
     let listed = sim.listed();
     std::thread::scope(|s| {
         for t in 0..4 {
@@ -276,6 +276,6 @@ fn dataset_is_send_and_sync_and_reads_from_threads() {
             });
         }
     });
-    let ds0 = Dataset::open(&path, OpenOptions { strict: false, cache_bytes: 0 }).unwrap();
+    let ds0 = Dataset::open(&path, OpenOptions { strict: false, cache_bytes: 0, mmap: true }).unwrap();
     check_values(&ds0, &sim, &listed);
 }

@@ -14,7 +14,7 @@ use trajcore_core::recover::recover;
 use trajcore_core::{ColumnSpec, Error, Timeline};
 use writer_util::*;
 
-const STRICT: OpenOptions = OpenOptions { strict: true, cache_bytes: 1 << 20 };
+const STRICT: OpenOptions = OpenOptions { strict: true, cache_bytes: 1 << 20, mmap: true };
 
 /// Three lanes, infos (int and str, with gaps), metadata, an aborted episode, episodes running
 /// at close; small chunks, so many Chunks records.

@@ -21,8 +21,9 @@ fn path() -> &'static PathBuf {
 fuzz_target!(|data: &[u8]| {
     let path = path();
     std::fs::write(path, data).expect("write the input");
-    for strict in [false, true] {
-        let Ok(ds) = Dataset::open(path, OpenOptions { strict, cache_bytes: 8 << 20 }) else { continue };
+    // Through a map and through positioned reads alike.
+    for (strict, mmap) in [(false, true), (true, true), (false, false)] {
+        let Ok(ds) = Dataset::open(path, OpenOptions { strict, cache_bytes: 8 << 20, mmap }) else { continue };
         let _ = ds.column_stats();
         let _ = ds.timelog(0);
         for episode in 0..ds.episodes().len().min(32) {

@@ -102,8 +102,9 @@ impl PyDataset {
     /// `verify`: check every chunk at open and leave damaged episodes out (strict: raise).
     /// `exclusions_json`: what an earlier verification left out (`exclusions_json()`), applied
     /// without verifying again (a dataset pickled into a worker).
+    /// `mmap`: read through memory maps (else positioned reads: no SIGBUS if a file is truncated).
     #[new]
-    #[pyo3(signature = (path, strict=false, cache_bytes=256 << 20, verify=false, exclusions_json=None))]
+    #[pyo3(signature = (path, strict=false, cache_bytes=256 << 20, verify=false, exclusions_json=None, mmap=true))]
     fn new(
         py: Python<'_>,
         path: PathBuf,
@@ -111,8 +112,9 @@ impl PyDataset {
         cache_bytes: usize,
         verify: bool,
         exclusions_json: Option<&str>,
+        mmap: bool,
     ) -> PyResult<Self> {
-        let options = OpenOptions { strict, cache_bytes };
+        let options = OpenOptions { strict, cache_bytes, mmap };
         let exclusions = exclusions_json.map(Exclusions::from_json).transpose().py_err(py)?;
         let dataset = py
             .detach(|| match exclusions {
@@ -159,6 +161,17 @@ impl PyDataset {
 
     /// Damage found while opening (and by a verification at open): (file, byte offset, what was
     /// wrong).
+    #[getter]
+    fn mmap(&self) -> bool {
+        self.read(|d| d.options().mmap)
+    }
+
+    /// Files replaced or deleted under the reader since opening (not damage): (file, 0, what).
+    #[getter]
+    fn notices(&self) -> Vec<ProblemTuple> {
+        self.read(|d| d.notices().iter().map(|p| (p.file.display().to_string(), p.offset, p.why.clone())).collect())
+    }
+
     #[getter]
     fn problems(&self) -> Vec<ProblemTuple> {
         self.read(|d| d.problems().iter().map(|p| (p.file.display().to_string(), p.offset, p.why.clone())).collect())
@@ -487,7 +500,8 @@ impl PyDataset {
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
         let py = slf.py();
         let me = slf.get();
-        let args = (me.path.clone(), me.strict, me.cache_bytes, false, me.exclusions_json()).into_pyobject(py)?;
+        let mmap = me.read(|d| d.options().mmap);
+        let args = (me.path.clone(), me.strict, me.cache_bytes, false, me.exclusions_json(), mmap).into_pyobject(py)?;
         PyTuple::new(py, [slf.get_type().into_any(), args.into_any()])
     }
 

@@ -174,6 +174,8 @@ pub struct Dataset {
     /// Episodes discarded after parts of them were written.
     discarded: HashSet<(usize, u64)>,
     skipped: Vec<SkippedRecord>,
+    /// Files replaced or deleted under the reader since opening (it reads what it opened).
+    notices: Vec<Problem>,
     /// Listings to leave out, episodes left out, damage found while reading (`integrity`).
     pub(super) integrity: Integrity,
 }
@@ -219,6 +221,7 @@ impl Dataset {
             listed_parts: HashMap::new(),
             discarded: HashSet::new(),
             skipped: Vec::new(),
+            notices: Vec::new(),
             integrity,
         };
         ds.update()?;
@@ -253,6 +256,12 @@ impl Dataset {
             }
         }
         (samples, problems)
+    }
+
+    /// Shard files replaced (renamed over) or deleted since they were opened: not damage (the
+    /// dataset goes on reading the files it opened), but news a reader of a live directory wants.
+    pub fn notices(&self) -> &[Problem] {
+        &self.notices
     }
 
     /// Records of kinds this version does not know, skipped (a newer minor version wrote them).
@@ -373,7 +382,7 @@ impl Dataset {
     fn update(&mut self) -> Result<()> {
         let mut opened = Vec::new();
         for path in self.discover()? {
-            match Shard::open(&path, self.is_dir) {
+            match Shard::open(&path, self.is_dir, self.opts.mmap) {
                 Ok(Opened::Shard(shard)) => opened.push(*shard),
                 Ok(Opened::NotStarted) => {}
                 // One damaged header must not hide the other shards of a directory.
@@ -389,6 +398,13 @@ impl Dataset {
         // is still taken in before the error is returned.
         let mut found: Vec<(usize, Found)> = Vec::new();
         let mut failed = None;
+        for shard in &mut self.shards {
+            match shard.check_changed() {
+                Some((problem, true)) => self.own_problems.push(problem),
+                Some((notice, false)) => self.notices.push(notice),
+                None => {}
+            }
+        }
         for (i, shard) in self.shards.iter_mut().enumerate() {
             if !shard.finished && failed.is_none() {
                 match shard.scan() {

@@ -23,6 +23,7 @@
 //! no pool outlives a call, so a process that forks (a data-loader worker) has nothing to
 //! rebuild, and a thread's start (~20 µs) is only paid where the work is far larger.
 
+use std::borrow::Cow;
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -445,26 +446,46 @@ impl Dataset {
 
     /// Each slot's decoded bytes: mapped, cached, or decoded now (in parallel when it pays).
     fn fetch<'d>(&'d self, slots: &[(Located, Option<usize>)]) -> Result<Vec<ChunkBytes<'d>>> {
-        // Every slot's stored bytes first (raw chunks are then done), encoded ones replaced by
-        // their cached decoding, or listed for decoding.
-        let mut data: Vec<ChunkBytes<'d>> = Vec::with_capacity(slots.len());
+        // Raw chunks in a map are done at once; the others come from the cache, or are listed
+        // for decoding (without a map, raw chunks too: "decoding" them is reading them).
+        let mapped = |loc: &Located| loc.chunk.codec == 0 && self.shards[loc.shard].source.is_mapped();
+        let mut data: Vec<Option<ChunkBytes<'d>>> = Vec::with_capacity(slots.len());
         for (loc, _) in slots {
-            data.push(ChunkBytes::Mapped(self.stored_bytes(loc)?));
+            self.ensure_verified(loc)?;
+            data.push(match mapped(loc) {
+                true => match self.stored_unchecked(loc)? {
+                    Cow::Borrowed(stored) => Some(ChunkBytes::Mapped(stored)),
+                    Cow::Owned(_) => None,
+                },
+                false => None,
+            });
         }
-        let mut missing: Vec<(usize, &'d [u8])> = Vec::new();
-        if slots.iter().any(|(l, _)| l.chunk.codec != 0) {
+        let mut wanted: Vec<usize> = Vec::new();
+        for (i, (loc, row_bytes)) in slots.iter().enumerate() {
+            if data[i].is_none() && loc.chunk.stored_len == 0 {
+                // Empty chunks share their data offset with the next chunk: never cached.
+                data[i] = Some(ChunkBytes::Decoded(Arc::new(self.decode_stored(loc, &[], *row_bytes)?)));
+            }
+        }
+        if data.iter().any(Option::is_none) {
             self.cache.with_gets(|get| {
-                for (i, (loc, _)) in slots.iter().enumerate().filter(|(_, (l, _))| l.chunk.codec != 0) {
-                    match (get((loc.shard, loc.chunk.data_offset)), &data[i]) {
-                        (Some(d), _) => data[i] = ChunkBytes::Decoded(d),
-                        (None, ChunkBytes::Mapped(stored)) => missing.push((i, stored)),
-                        (None, ChunkBytes::Decoded(_)) => unreachable!("set just above"),
+                for (i, (loc, _)) in slots.iter().enumerate() {
+                    if data[i].is_some() {
+                        continue;
+                    }
+                    match get((loc.shard, loc.chunk.data_offset)) {
+                        Some(d) => data[i] = Some(ChunkBytes::Decoded(d)),
+                        None => wanted.push(i),
                     }
                 }
             });
         }
-        let decode = |&(i, stored): &(usize, &[u8])| -> Result<Vec<u8>> {
-            let (loc, row_bytes) = &slots[i];
+        let mut missing: Vec<(usize, Cow<'d, [u8]>)> = Vec::with_capacity(wanted.len());
+        for i in wanted {
+            missing.push((i, self.stored_unchecked(&slots[i].0)?));
+        }
+        let decode = |(i, stored): &(usize, Cow<'d, [u8]>)| -> Result<Vec<u8>> {
+            let (loc, row_bytes) = &slots[*i];
             self.decode_stored(loc, stored, *row_bytes)
         };
         let bytes: usize = missing.iter().map(|&(i, _)| slots[i].0.chunk.raw_len as usize).sum();
@@ -491,9 +512,9 @@ impl Dataset {
             let loc = &slots[*i].0;
             let arc = Arc::new(result?);
             self.cache.insert((loc.shard, loc.chunk.data_offset), arc.clone());
-            data[*i] = ChunkBytes::Decoded(arc);
+            data[*i] = Some(ChunkBytes::Decoded(arc));
         }
-        Ok(data)
+        Ok(data.into_iter().map(|d| d.expect("every slot filled")).collect())
     }
 }
 

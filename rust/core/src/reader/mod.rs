@@ -1,6 +1,6 @@
 //! Reading shards and datasets.
 //!
-//! - `shard`: one shard file: header check, memory map, the clean path (End -> Index chain) and
+//! - `shard`: one shard file: header check, its bytes (`source`: memory map or positioned reads), the clean path (End -> Index chain) and
 //!   the recovery path (hopping record headers forward), and what damage was found.
 //! - `dataset`: a directory of shards (or one shard): recordings, their columns, merged chunk
 //!   lists per (recording, lane, column), the episode list, `refresh` for files still being written.
@@ -30,6 +30,7 @@ mod rows;
 mod salvage;
 mod sampling;
 mod shard;
+mod source;
 mod steps;
 mod verify;
 
@@ -74,11 +75,15 @@ pub struct OpenOptions {
     pub strict: bool,
     /// Upper bound on the bytes of decoded (decompressed) chunks kept in memory.
     pub cache_bytes: usize,
+    /// Read shards through memory maps (raw chunks viewed without a copy). Without: positioned
+    /// reads through the cache, so a file truncated by another process gives an error, never
+    /// a SIGBUS.
+    pub mmap: bool,
 }
 
 impl Default for OpenOptions {
     fn default() -> Self {
-        OpenOptions { strict: false, cache_bytes: 256 << 20 }
+        OpenOptions { strict: false, cache_bytes: 256 << 20, mmap: true }
     }
 }
 

@@ -3,6 +3,7 @@
 //! compressed ones through the cache. A Chunks record's payload checksum is verified once,
 //! before any of its data is first used.
 
+use std::borrow::Cow;
 use std::ops::Deref;
 use std::sync::Arc;
 
@@ -47,7 +48,8 @@ impl std::fmt::Debug for RowsView {
     }
 }
 
-/// A chunk's decoded rows: in the map (raw) or decoded and shared with the cache.
+/// A chunk's decoded rows: in the map (raw) or decoded (or, without a map, read) and shared
+/// with the cache.
 pub(super) enum ChunkBytes<'a> {
     Mapped(&'a [u8]),
     Decoded(Arc<Vec<u8>>),
@@ -100,21 +102,26 @@ impl Dataset {
         Ok(())
     }
 
-    /// A chunk's stored bytes in the map, its Chunks record verified first.
-    pub(super) fn stored_bytes(&self, loc: &Located) -> Result<&[u8]> {
+    /// A chunk's stored bytes (a slice of the map, or read from the file), its Chunks record
+    /// verified first.
+    pub(super) fn stored_bytes(&self, loc: &Located) -> Result<Cow<'_, [u8]>> {
         self.ensure_verified(loc)?;
         self.stored_unchecked(loc)
     }
 
     /// A chunk's stored bytes, for a caller that verified its Chunks record already.
-    pub(super) fn stored_unchecked(&self, loc: &Located) -> Result<&[u8]> {
+    pub(super) fn stored_unchecked(&self, loc: &Located) -> Result<Cow<'_, [u8]>> {
         let shard = &self.shards[loc.shard];
         let c = &loc.chunk;
-        let map: &[u8] = &shard.map;
-        let range = usize::try_from(c.data_offset).ok().and_then(|s| Some(s..s.checked_add(c.stored_len as usize)?));
-        range
-            .and_then(|r| map.get(r))
-            .ok_or_else(|| Error::corrupt(&shard.path, c.data_offset, "chunk data lies outside the file"))
+        shard.source.bytes(c.data_offset, c.stored_len).ok_or_else(|| {
+            let why =
+                if shard.source.is_unreadable() || c.data_offset.saturating_add(c.stored_len) <= shard.source.len() {
+                    "chunk data could not be read (the file changed since it was opened?)"
+                } else {
+                    "chunk data lies outside the file"
+                };
+            Error::corrupt(&shard.path, c.data_offset, why)
+        })
     }
 
     /// Decodes an encoded chunk's stored bytes (no cache involved): `raw_len` bytes.
@@ -131,17 +138,37 @@ impl Dataset {
         codec::decode(c.codec, row_bytes, stored, c.raw_len as usize).map_err(corrupt)
     }
 
+    /// `decode_stored` that keeps a raw chunk already read from the file as it is (no copy).
+    pub(super) fn decode_stored_cow(
+        &self,
+        loc: &Located,
+        stored: Cow<'_, [u8]>,
+        row_bytes: Option<usize>,
+    ) -> Result<Vec<u8>> {
+        match stored {
+            Cow::Owned(raw) if loc.chunk.codec == 0 && raw.len() as u64 == loc.chunk.raw_len => Ok(raw),
+            stored => self.decode_stored(loc, &stored, row_bytes),
+        }
+    }
+
     /// A chunk's decoded bytes (`raw_len` of them, as checked when the chunk was taken in).
     fn chunk_data(&self, loc: &Located, row_bytes: Option<usize>) -> Result<ChunkBytes<'_>> {
-        let stored = self.stored_bytes(loc)?;
-        if loc.chunk.codec == 0 {
-            return Ok(ChunkBytes::Mapped(stored));
+        if loc.chunk.codec == 0 && self.shards[loc.shard].source.is_mapped() {
+            if let Cow::Borrowed(stored) = self.stored_bytes(loc)? {
+                return Ok(ChunkBytes::Mapped(stored));
+            }
+        }
+        self.ensure_verified(loc)?;
+        if loc.chunk.stored_len == 0 {
+            // Empty chunks share their data offset with the next chunk: never cache them.
+            return Ok(ChunkBytes::Decoded(Arc::new(self.decode_stored(loc, &[], row_bytes)?)));
         }
         let key = (loc.shard, loc.chunk.data_offset);
         if let Some(data) = self.cache.get(key) {
             return Ok(ChunkBytes::Decoded(data));
         }
-        let data = Arc::new(self.decode_stored(loc, stored, row_bytes)?);
+        let stored = self.stored_unchecked(loc)?;
+        let data = Arc::new(self.decode_stored_cow(loc, stored, row_bytes)?);
         self.cache.insert(key, data.clone());
         Ok(ChunkBytes::Decoded(data))
     }
@@ -252,7 +279,7 @@ impl Dataset {
             return Ok(None);
         }
         self.ensure_verified(loc)?;
-        let map = &self.shards[loc.shard].map;
+        let Some(map) = self.shards[loc.shard].source.map() else { return Ok(None) };
         // Inside the chunk (checked at ingest: raw_len = n_rows * row_bytes, data inside the map).
         let start = (loc.chunk.data_offset + (first_row - loc.first_row()) * row_bytes as u64) as usize;
         let len = n_rows as usize * row_bytes;

@@ -1,4 +1,5 @@
-//! One shard file: the header check, the memory map, and the two ways to find its records.
+//! One shard file: the header check, its bytes (`source`: a memory map or positioned reads), and
+//! the two ways to find its records.
 //!
 //! - Clean path: a closed file ends with an End record pointing at the last Index record; the
 //!   Index chain (each one points at the previous) describes every record, so opening reads the
@@ -16,14 +17,14 @@
 //! A shard remembers how far it was scanned, so `scan` called again (after the writer appended)
 //! only hops over the new records.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use memmap2::Mmap;
-
+use super::source::Source;
 use super::Problem;
 use crate::error::{Error, Result};
 use crate::format::chunks::{self, ChunkRef, ENTRY_LEN as CHUNK_ENTRY_LEN};
@@ -37,7 +38,7 @@ const HEADER_END: u64 = HEADER_LEN as u64;
 /// An End record: a 24-byte header and an 8-byte payload, already 8-aligned.
 const END_RECORD_LEN: u64 = RECORD_HEADER_LEN as u64 + 8;
 
-/// A record whose header decoded and whose payload and padding lie inside the map.
+/// A record whose header decoded and whose payload and padding lie inside the file.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RecordAt {
     pub offset: u64,
@@ -49,12 +50,14 @@ pub(crate) struct RecordAt {
 }
 
 impl RecordAt {
-    pub fn payload<'m>(&self, map: &'m [u8]) -> &'m [u8] {
-        &map[self.payload_start..self.payload_end]
+    /// The payload (empty if the file can no longer be read there, which its checksum then says).
+    pub fn payload<'m>(&self, src: &'m Source) -> Cow<'m, [u8]> {
+        src.bytes(self.payload_start as u64, (self.payload_end - self.payload_start) as u64).unwrap_or_default()
     }
 
-    pub fn payload_ok(&self, map: &[u8]) -> bool {
-        crc32c::crc32c(self.payload(map)) == self.header.payload_crc
+    pub fn payload_ok(&self, src: &Source) -> bool {
+        let len = (self.payload_end - self.payload_start) as u64;
+        src.bytes(self.payload_start as u64, len).is_some_and(|p| crc32c::crc32c(&p) == self.header.payload_crc)
     }
 
     fn kind(&self) -> Option<RecordKind> {
@@ -70,6 +73,8 @@ pub(crate) enum FrameError {
     BadHeader,
     /// The header is sound but the record runs past the end of the file.
     PastEnd { payload_len: u64 },
+    /// The file could not be read there (it shrank since it was opened, or an I/O error).
+    Unreadable,
 }
 
 impl std::fmt::Display for FrameError {
@@ -80,16 +85,18 @@ impl std::fmt::Display for FrameError {
             FrameError::PastEnd { payload_len } => {
                 write!(f, "record of {payload_len} payload bytes runs past the end of the file")
             }
+            FrameError::Unreadable => write!(f, "the file could not be read here (it changed since it was opened?)"),
         }
     }
 }
 
 /// Checks the framing of the record at `offset` without looking at its payload.
-pub(crate) fn frame(map: &[u8], offset: u64) -> Result<RecordAt, FrameError> {
-    let len = map.len() as u64;
+pub(crate) fn frame(src: &Source, offset: u64) -> Result<RecordAt, FrameError> {
+    let len = src.len();
     let header_end = offset.checked_add(RECORD_HEADER_LEN as u64).filter(|&e| e <= len);
     let Some(header_end) = header_end else { return Err(FrameError::PartialHeader) };
-    let header = RecordHeader::decode(&map[offset as usize..header_end as usize]).ok_or(FrameError::BadHeader)?;
+    let bytes = src.bytes(offset, RECORD_HEADER_LEN as u64).ok_or(FrameError::Unreadable)?;
+    let header = RecordHeader::decode(&bytes).ok_or(FrameError::BadHeader)?;
     let past_end = FrameError::PastEnd { payload_len: header.payload_len };
     let payload_end = header_end.checked_add(header.payload_len).filter(|&e| e <= len).ok_or(past_end)?;
     let next = offset.checked_add(header.total_len()).filter(|&e| e <= len).ok_or(past_end)?;
@@ -128,9 +135,15 @@ pub(crate) enum Opened {
 pub(crate) struct Shard {
     pub path: PathBuf,
     pub header: FileHeader,
-    /// Shared so zero-copy views handed out keep the mapping alive after a refresh remaps.
-    pub map: Arc<Mmap>,
+    /// Shared so a scan can read it while it updates the shard.
+    pub source: Arc<Source>,
     file: File,
+    /// The file's identity when opened: a file replaced under its name (by a rename) is noticed.
+    identity: (u64, u64),
+    /// `check_changed` found something (said once).
+    change_reported: bool,
+    /// Its modification time when its End record was read (a closed shard never changes).
+    modified: Option<std::time::SystemTime>,
     /// A valid End record was read: the file is complete and will not change.
     pub finished: bool,
     /// Records before this offset have been taken in; the next scan hops from here.
@@ -150,7 +163,7 @@ impl Shard {
     /// Opens a shard and checks its header. `in_directory`: the file was found in a dataset
     /// directory (rather than named by the user), where a file shorter than a header that starts
     /// like one is a shard the writer has just created.
-    pub fn open(path: &Path, in_directory: bool) -> Result<Opened> {
+    pub fn open(path: &Path, in_directory: bool, mmap: bool) -> Result<Opened> {
         let io = |e| Error::io(path, e);
         let not_trajcore = |why: String| Error::NotTrajcore { path: path.to_path_buf(), why };
         let mut file = File::open(path).map_err(io)?;
@@ -196,15 +209,19 @@ impl Shard {
                 ),
             });
         }
-        let map = map_file(&file, path)?;
-        if map.len() < HEADER_LEN {
+        let source = Source::open(&file, path, mmap)?;
+        if source.len() < HEADER_LEN as u64 {
             return Err(not_trajcore("the file shrank while it was being opened".into()));
         }
+        let identity = file_identity(&file).map_err(io)?;
         Ok(Opened::Shard(Box::new(Shard {
             path: path.to_path_buf(),
             header,
-            map: Arc::new(map),
+            source: Arc::new(source),
             file,
+            identity,
+            change_reported: false,
+            modified: None,
             finished: false,
             scanned_to: HEADER_END,
             bad_records: HashSet::new(),
@@ -218,6 +235,53 @@ impl Shard {
         Problem::new(&self.path, offset, why)
     }
 
+    /// What another process did to the file since it was opened, reported once: truncated (or
+    /// cut short) in place, after which nothing more is read from it (through a memory map, the
+    /// lost pages would fault); or replaced or deleted under its name, which is harmless (the
+    /// reader keeps the file it opened) but worth saying.
+    /// Returns the notice, and whether it is damage (rows lost) rather than news.
+    pub fn check_changed(&mut self) -> Option<(Problem, bool)> {
+        if self.change_reported {
+            return None;
+        }
+        let (why, damage) = match self.file.metadata() {
+            Ok(m) if m.len() < self.source.len() => {
+                self.source.mark_unreadable();
+                let why = format!(
+                    "the file shrank from {} to {} bytes since it was opened (rewritten in place?): its episodes \
+                     can no longer be read; replace files by renaming a new one over them, never in place",
+                    self.source.len(),
+                    m.len()
+                );
+                (why, true)
+            }
+            // A closed shard is never written again: a later change is someone rewriting it.
+            Ok(m) if self.finished && m.modified().ok() != self.modified => {
+                self.source.mark_unreadable();
+                let why = "the file was modified in place since it was opened (a closed shard never changes): its \
+                           episodes can no longer be read; replace files by renaming a new one over them, never in \
+                           place"
+                    .to_string();
+                (why, true)
+            }
+            _ => match std::fs::metadata(&self.path).map(|m| identity_of(&m)) {
+                Ok(id) if id == self.identity => return None,
+                Ok(_) => (
+                    "the file was replaced under its name since it was opened: the dataset still reads the file it \
+                     opened; reopen it to read the new one"
+                        .to_string(),
+                    false,
+                ),
+                Err(_) => (
+                    "the file was deleted since it was opened: the dataset still reads the file it opened".to_string(),
+                    false,
+                ),
+            },
+        };
+        self.change_reported = true;
+        Some((self.problem(0, why), damage))
+    }
+
     /// Takes in the records written since the last scan (all of them, the first time).
     pub fn scan(&mut self) -> Result<Found> {
         let mut found = Found::default();
@@ -225,13 +289,11 @@ impl Shard {
             return Ok(found);
         }
         let len = self.file.metadata().map_err(|e| Error::io(&self.path, e))?.len();
-        if len < self.map.len() as u64 {
-            // Reading the lost pages through the old map would fault; refuse instead.
-            let why = format!("the file shrank from {} to {len} bytes since it was opened", self.map.len());
-            return Err(Error::corrupt(&self.path, len, why));
+        if self.source.is_unreadable() || len < self.source.len() {
+            return Ok(found); // `check_changed` reported it; nothing more is read from it
         }
-        if len > self.map.len() as u64 {
-            self.map = Arc::new(map_file(&self.file, &self.path)?);
+        if len > self.source.len() {
+            self.source = Arc::new(Source::open(&self.file, &self.path, self.source.is_mapped())?);
         }
         let mut clean_problem = None;
         if self.scanned_to == HEADER_END {
@@ -260,9 +322,9 @@ impl Shard {
     /// The clean path. `Err(None)`: no End record (an unclean file, not damage);
     /// `Err(Some(problem))`: an End record whose index chain is damaged.
     fn scan_clean(&mut self) -> Result<Found, Option<Problem>> {
-        let map_arc = self.map.clone();
-        let map: &[u8] = &map_arc;
-        let len = map.len() as u64;
+        let src = self.source.clone();
+        let map: &Source = &src;
+        let len = map.len();
         if len < HEADER_END + END_RECORD_LEN {
             return Err(None);
         }
@@ -274,7 +336,7 @@ impl Shard {
         if !end.payload_ok(map) {
             return Err(None);
         }
-        let mut at = u64::from_le_bytes(end.payload(map).try_into().unwrap_or([0xff; 8]));
+        let mut at = u64::from_le_bytes((*end.payload(map)).try_into().unwrap_or([0xff; 8]));
         let mut limit = end_offset;
         let mut deltas = Vec::new();
         // Offsets strictly decrease along the chain, so this ends.
@@ -291,7 +353,7 @@ impl Shard {
             if !rec.payload_ok(map) {
                 return Err(broken("index record payload checksum mismatch".into()));
             }
-            let delta = IndexDelta::decode(rec.payload(map)).map_err(|e| broken(format!("index record: {e}")))?;
+            let delta = IndexDelta::decode(&rec.payload(map)).map_err(|e| broken(format!("index record: {e}")))?;
             limit = at;
             at = delta.prev_index;
             deltas.push(delta);
@@ -301,6 +363,8 @@ impl Shard {
             self.apply_index(map, delta, HEADER_END, &mut found);
         }
         self.finished = true;
+        self.modified = self.file.metadata().and_then(|m| m.modified()).ok();
+        self.source.seal(self.modified);
         self.scanned_to = len;
         self.tail = None;
         Ok(found)
@@ -308,9 +372,9 @@ impl Shard {
 
     /// The recovery path, from where the last scan stopped.
     fn scan_forward(&mut self, found: &mut Found) {
-        let map_arc = self.map.clone();
-        let map: &[u8] = &map_arc;
-        let len = map.len() as u64;
+        let src = self.source.clone();
+        let map: &Source = &src;
+        let len = map.len();
         let from = self.scanned_to;
         let mut at = from;
         // Records since the last Index record, decoded directly unless a later Index covers them.
@@ -327,7 +391,7 @@ impl Shard {
             match rec.kind() {
                 Some(RecordKind::Index) => {
                     let delta = if rec.payload_ok(map) {
-                        IndexDelta::decode(rec.payload(map))
+                        IndexDelta::decode(&rec.payload(map))
                     } else {
                         Err("payload checksum mismatch".into())
                     };
@@ -349,6 +413,8 @@ impl Shard {
                 Some(RecordKind::End) => {
                     if rec.payload_ok(map) && rec.header.payload_len == 8 {
                         self.finished = true;
+                        self.modified = self.file.metadata().and_then(|m| m.modified()).ok();
+                        self.source.seal(self.modified);
                         if rec.next < len {
                             let why = format!("{} bytes after the end record are ignored", len - rec.next);
                             self.problems.push(self.problem(rec.next, why));
@@ -375,19 +441,19 @@ impl Shard {
     /// are reported (the writer lost them), worded by what they look like: a record cut short
     /// (the writer stopped, or is still writing), zeros (space the file system extended but the
     /// data never reached), or damage.
-    fn tail_problem(&self, map: &[u8], at: u64, e: FrameError) -> Problem {
-        let rest = &map[at as usize..];
-        let why = if rest.iter().all(|&b| b == 0) {
+    fn tail_problem(&self, map: &Source, at: u64, e: FrameError) -> Problem {
+        let rest = map.len() - at;
+        let why = if e != FrameError::Unreadable && all_zero(map, at) {
             format!(
-                "{} zero bytes at end of file after the last complete record (data that never reached the disk)",
-                rest.len()
+                "{rest} zero bytes at end of file after the last complete record (data that never reached the disk)"
             )
         } else {
             match e {
                 FrameError::PartialHeader | FrameError::PastEnd { .. } => {
                     format!("unfinished record at end of file (writer stopped): {e}")
                 }
-                FrameError::BadHeader => format!("{e}; the {} bytes from here on cannot be read", rest.len()),
+                FrameError::BadHeader => format!("{e}; the {rest} bytes from here on cannot be read"),
+                FrameError::Unreadable => format!("{e}; the {rest} bytes from here on cannot be read"),
             }
         };
         self.problem(at, why)
@@ -397,7 +463,7 @@ impl Shard {
     /// an earlier scan) or found damaged. Chunk references are checked against the framing of
     /// the Chunks record they point into (a header read, no payload checksum: that waits for the
     /// first read of the chunk).
-    fn apply_index(&mut self, map: &[u8], delta: &IndexDelta, from: u64, found: &mut Found) {
+    fn apply_index(&mut self, map: &Source, delta: &IndexDelta, from: u64, found: &mut Found) {
         let is_new = |s: &Self, offset: u64| offset >= from && !s.bad_records.contains(&offset);
         for other in &delta.other_records {
             let offset = other.offset;
@@ -467,10 +533,12 @@ impl Shard {
 
     /// Where chunk data may lie in the Chunks record at `offset` (after its table, inside its
     /// payload); `None` (and a problem) when the framing is damaged.
-    fn chunks_record_bounds(&mut self, map: &[u8], offset: u64) -> Option<(u64, u64)> {
+    fn chunks_record_bounds(&mut self, map: &Source, offset: u64) -> Option<(u64, u64)> {
         let bounds = match frame(map, offset) {
             Ok(rec) if rec.kind() == Some(RecordKind::Chunks) => {
-                let payload = rec.payload(map);
+                // The table's size is in the payload's first 8 bytes: read those only.
+                let head_len = (rec.payload_end - rec.payload_start).min(8) as u64;
+                let payload = map.bytes(rec.payload_start as u64, head_len).unwrap_or_default();
                 let n = payload.get(0..4).map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()));
                 let entry = payload.get(4..6).map_or(0, |b| u16::from_le_bytes([b[0], b[1]]) as u64);
                 let entry = (entry >= CHUNK_ENTRY_LEN as u64).then_some(entry);
@@ -495,7 +563,7 @@ impl Shard {
 
     /// Verifies and decodes a Meta, Column, Chunks or Episode record found by hopping (or a
     /// Meta/Column record listed by an index).
-    fn take_record(&mut self, map: &[u8], rec: &RecordAt, found: &mut Found) {
+    fn take_record(&mut self, map: &Source, rec: &RecordAt, found: &mut Found) {
         let kind = rec.kind();
         if rec.header.unknown_required() != 0 {
             let why = format!(
@@ -514,6 +582,7 @@ impl Shard {
             return;
         }
         let payload = rec.payload(map);
+        let payload: &[u8] = &payload;
         let result = match kind {
             Some(RecordKind::Meta) => parse_meta(payload).map(|text| found.metas.push((rec.offset, text))),
             Some(RecordKind::Column) => parse_column(payload).map(|spec| found.columns.push((rec.offset, spec))),
@@ -533,7 +602,7 @@ impl Shard {
 
     /// Checks once, before its data is first used, that a Chunks record is intact.
     pub fn verify_chunks_record(&self, offset: u64) -> Result<()> {
-        let map: &[u8] = &self.map;
+        let map: &Source = &self.source;
         let rec = frame(map, offset).map_err(|e| Error::corrupt(&self.path, offset, format!("chunks record: {e}")))?;
         if rec.kind() != Some(RecordKind::Chunks) {
             let why = format!("expected a chunks record, found a {} record", kind_name(rec.header.kind));
@@ -549,7 +618,7 @@ impl Shard {
     /// metadata bytes and metrics blob.
     pub(crate) fn episode_record(&self, offset: u64) -> Result<Vec<episode::DecodedEpisode>> {
         let corrupt = |why: String| Error::corrupt(&self.path, offset, why);
-        let map: &[u8] = &self.map;
+        let map: &Source = &self.source;
         let rec = frame(map, offset).map_err(|e| corrupt(format!("episode record: {e}")))?;
         if rec.kind() != Some(RecordKind::Episode) {
             return Err(corrupt(format!("expected an episode record, found a {} record", kind_name(rec.header.kind))));
@@ -557,12 +626,12 @@ impl Shard {
         if !rec.payload_ok(map) {
             return Err(corrupt("episode record payload checksum mismatch".into()));
         }
-        episode::decode_batch(rec.payload(map), offset).map_err(corrupt)
+        episode::decode_batch(&rec.payload(map), offset).map_err(corrupt)
     }
 
     /// The samples of the Timelog record at `offset` (checksum verified), or why not.
     pub(crate) fn timelog_record(&self, offset: u64) -> Result<Vec<crate::format::timelog::Sample>, String> {
-        let map: &[u8] = &self.map;
+        let map: &Source = &self.source;
         let rec = frame(map, offset).map_err(|e| format!("timelog record: {e}"))?;
         if rec.kind() != Some(RecordKind::Timelog) {
             return Err(format!("expected a timelog record, found a {} record", kind_name(rec.header.kind)));
@@ -574,7 +643,7 @@ impl Shard {
         if !rec.payload_ok(map) {
             return Err("timelog record payload checksum mismatch".into());
         }
-        crate::format::timelog::decode(rec.payload(map))
+        crate::format::timelog::decode(&rec.payload(map))
     }
 
     /// The metadata JSON of `summary`'s episode from its decoded Episode record.
@@ -595,14 +664,29 @@ impl Shard {
     }
 }
 
-/// Maps a shard read-only.
-fn map_file(file: &File, path: &Path) -> Result<Mmap> {
-    // SAFETY: the map is only ever read, never written. Another process may append to the file
-    // (a writer still running): appending does not change the mapped bytes, and the writer never
-    // rewrites bytes it has written (the format is append-only). A process truncating the file
-    // under us would make reads of the lost pages fault (SIGBUS); trajcore never truncates, and
-    // this is the documented cost of reading through a memory map.
-    unsafe { Mmap::map(file) }.map_err(|e| Error::io(path, e))
+/// Whether the bytes from `at` to the end are all zero (read a block at a time).
+fn all_zero(src: &Source, at: u64) -> bool {
+    const BLOCK: u64 = 1 << 20;
+    let mut from = at;
+    while from < src.len() {
+        let n = BLOCK.min(src.len() - from);
+        match src.bytes(from, n) {
+            Some(b) if b.iter().all(|&x| x == 0) => from += n,
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// (device, inode): what identifies a file whatever its name.
+fn file_identity(file: &File) -> std::io::Result<(u64, u64)> {
+    let m = file.metadata()?;
+    Ok(identity_of(&m))
+}
+
+fn identity_of(m: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (m.dev(), m.ino())
 }
 
 fn parse_meta(payload: &[u8]) -> Result<String, String> {

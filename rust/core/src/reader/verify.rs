@@ -28,6 +28,7 @@ use super::gather::max_threads;
 use super::integrity::Exclusions;
 use super::rows::chunk_strings;
 use super::shard::frame;
+use super::source::Source;
 use super::{OpenOptions, Problem};
 use crate::error::{Error, Result};
 use crate::format::header::HEADER_LEN;
@@ -118,10 +119,10 @@ pub fn verify(ds: &Dataset) -> VerifyReport {
     let mut items: Vec<(usize, u64)> = Vec::new();
     let mut found: Vec<(usize, u64, String)> = Vec::new();
     for (s, (shard, mut offsets)) in ds.shards.iter().zip(known).enumerate() {
-        let map: &[u8] = &shard.map;
-        report.bytes += map.len() as u64;
+        let map: &Source = &shard.source;
+        report.bytes += map.len();
         let mut at = HEADER_LEN as u64;
-        while at < map.len() as u64 {
+        while at < map.len() {
             match frame(map, at) {
                 Ok(rec) => {
                     offsets.insert(at);
@@ -186,7 +187,7 @@ fn check_record(
     scratch: &mut Vec<String>,
 ) -> Checked {
     let mut out = Checked::default();
-    let map: &[u8] = &ds.shards[s].map;
+    let map: &Source = &ds.shards[s].source;
     let rec = match frame(map, offset) {
         Ok(rec) => rec,
         Err(e) => {
@@ -206,7 +207,7 @@ fn check_record(
         return out;
     }
     if rec.header.record_kind() == Some(RecordKind::Timelog) {
-        if let Err(why) = crate::format::timelog::decode(rec.payload(map)) {
+        if let Err(why) = crate::format::timelog::decode(&rec.payload(map)) {
             out.damage.push((offset, why));
         }
         return out;
@@ -247,11 +248,8 @@ fn check_chunk_data(ds: &Dataset, loc: &Located, spec: &ColumnSpec, scratch: &mu
     };
     let stored = ds.stored_unchecked(loc).map_err(why)?;
     let row_bytes = spec.row_bytes();
-    let data: Cow<'_, [u8]> = if loc.chunk.codec == 0 {
-        Cow::Borrowed(stored)
-    } else {
-        Cow::Owned(ds.decode_stored(loc, stored, row_bytes).map_err(why)?)
-    };
+    let data: Cow<'_, [u8]> =
+        if loc.chunk.codec == 0 { stored } else { Cow::Owned(ds.decode_stored(loc, &stored, row_bytes).map_err(why)?) };
     if data.len() as u64 != loc.chunk.raw_len {
         return Err(format!("decoded to {} bytes, the chunk says {}", data.len(), loc.chunk.raw_len));
     }
