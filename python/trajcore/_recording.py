@@ -61,7 +61,7 @@ class RecordingOptions(TypedDict, total=False):
         block_when_full: when the ring is full, wait (GIL released) for the writer (default);
             if False, raise `RecorderError` instead (the episodes that step touched end there,
             incomplete).
-        ring_bytes: size of the ring buffer between the caller and the writer thread (None: 16
+        ring_bytes: size of the ring buffer between the caller and the writer thread (None: 2
             MiB, or 64 steps when steps are larger).
         index_interval_bytes: an index checkpoint is written after this many bytes (default 16
             MiB), so a reader recovering a file whose writer was killed reads indexes, not data.

@@ -10,7 +10,9 @@
 //! `__key` mask, is a value of its own. Column names escape `/`, `%` and a leading `_` (see
 //! `escape_key`), so a key `_x` never takes the name of the mask column of `x`.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
@@ -61,6 +63,7 @@ pub struct DynamicColumns {
     timeline: Timeline,
     codec: CodecSpec,
     columns: HashMap<String, ColInfo>,
+    keys: KeyPaths,
     unsupported: HashMap<String, Unsupported>,
     skipped: BTreeMap<String, Skipped>,
 }
@@ -72,6 +75,7 @@ impl DynamicColumns {
             timeline,
             codec,
             columns: HashMap::new(),
+            keys: KeyPaths::default(),
             unsupported: HashMap::new(),
             skipped: BTreeMap::new(),
         }
@@ -116,14 +120,15 @@ impl DynamicColumns {
     }
 
     /// Adds entries for every supported value of `dict` (infos, or vector infos with `_key`
-    /// masks), under `path` (empty at the top), where `mask` (the parent's) says which envs have
-    /// it at all.
+    /// masks), under key node `node` (`KeyPaths::ROOT` at the top), where `mask` (the parent's)
+    /// says which envs have it at all. Paths, and the Python strings masks are looked up by,
+    /// come from `keys`: a step allocates nothing per key.
     #[allow(clippy::too_many_arguments)]
     pub fn put_dict(
         &mut self,
         py: Python<'_>,
         dict: &Bound<'_, PyDict>,
-        path: &str,
+        node: usize,
         mask: Option<Src>,
         depth: usize,
         at: Place,
@@ -133,24 +138,23 @@ impl DynamicColumns {
         if depth >= MAX_DEPTH {
             return Err(schema_error(
                 py,
-                &format!("{}/{path}", self.prefix),
+                &format!("{}/{}", self.prefix, self.keys.path(node)),
                 format!("nested deeper than {MAX_DEPTH} levels (does the dict contain itself?)"),
             ));
         }
         let batched = at.rows.is_some();
-        // Components seen in this dict, with the key that took each (two keys, such as 1 and
-        // "1", can name the same column).
-        let mut taken: Vec<(String, String)> = Vec::new();
+        // Str keys of one dict differ, and so do the names they give (`escape_key`); a key of
+        // another type can name the same column as another key (1 and "1"): then the keys seen.
+        let all_str = dict.iter().all(|(key, _)| key.is_instance_of::<PyString>());
+        let mut taken: Vec<(usize, Bound<'_, PyAny>)> = Vec::new();
         for (key, value) in dict.iter() {
-            let (name, is_str) = match key.cast::<PyString>() {
-                Ok(s) => (s.to_str()?.to_owned(), true),
-                Err(_) => (key.str()?.to_str()?.to_owned(), false),
-            };
+            let (name, is_str) = key_name(&key)?;
+            let child = self.keys.child(py, node, &name);
+            let keys = &self.keys.nodes[child];
+            let mask_key = keys.mask_key.as_ref().expect("a key's node").bind(py);
             if batched && is_str {
-                if let Some(base) = name.strip_prefix('_') {
-                    let masks_a_key = dict.contains(base)?;
-                    let has_own_mask = dict.contains(format!("_{name}"))?;
-                    if masks_a_key && !has_own_mask {
+                if let Some(base) = &keys.base_key {
+                    if dict.contains(base.bind(py))? && !dict.contains(mask_key)? {
                         continue; // a mask, read with its key
                     }
                 }
@@ -158,18 +162,19 @@ impl DynamicColumns {
                     continue; // same-step autoreset data, taken apart by the recorder
                 }
             }
-            let component = escape_key(&name);
-            let sub = if path.is_empty() { component.clone() } else { format!("{path}/{component}") };
-            let shown = key.repr().map(|r| r.to_string()).unwrap_or_else(|_| name.clone());
-            if let Some((_, first)) = taken.iter().find(|(c, _)| *c == component) {
-                let why =
-                    format!("keys {first} and {shown} of one dict both name this column; only {first} is recorded");
-                self.skip(py, &sub, why)?;
-                continue;
+            if !all_str {
+                if let Some((_, first)) = taken.iter().find(|(n, _)| *n == child) {
+                    let (first, shown) = (shown_key(first, &name), shown_key(&key, &name));
+                    let why =
+                        format!("keys {first} and {shown} of one dict both name this column; only {first} is recorded");
+                    let path = self.keys.path(child);
+                    self.skip(py, &path, why)?;
+                    continue;
+                }
+                taken.push((child, key.clone()));
             }
-            taken.push((component, shown));
             let own_mask = match at.rows {
-                Some(n) => match dict.get_item(format!("_{name}"))? {
+                Some(n) => match dict.get_item(mask_key)? {
                     Some(m) => Some(mask_bytes(py, &m, n, "an info mask", coll)?),
                     None => None,
                 },
@@ -180,10 +185,11 @@ impl DynamicColumns {
                 continue; // no env has it at this step
             }
             if let Ok(inner) = value.cast::<PyDict>() {
-                self.put_dict(py, inner, &sub, mask, depth + 1, at, recorder, coll)?;
+                self.put_dict(py, inner, child, mask, depth + 1, at, recorder, coll)?;
                 continue;
             }
-            self.put_one(py, &sub, &value, mask, at, recorder, coll)?;
+            let path = self.keys.path(child);
+            self.put_one(py, &path, &value, mask, at, recorder, coll)?;
         }
         Ok(())
     }
@@ -298,6 +304,69 @@ impl DynamicColumns {
                 Ok(Err(why))
             }
         }
+    }
+}
+
+/// A dict key's name (`str(key)` for a key of another type), and whether the key is a str.
+fn key_name<'a>(key: &'a Bound<'_, PyAny>) -> PyResult<(Cow<'a, str>, bool)> {
+    Ok(match key.cast::<PyString>() {
+        Ok(s) => (Cow::Borrowed(s.to_str()?), true),
+        Err(_) => (Cow::Owned(key.str()?.to_str()?.to_owned()), false),
+    })
+}
+
+/// A key as a message shows it.
+fn shown_key(key: &Bound<'_, PyAny>, name: &str) -> String {
+    key.repr().map(|r| r.to_string()).unwrap_or_else(|_| name.to_owned())
+}
+
+/// The column path (below the prefix) of every dict key seen, as a tree of key names, with
+/// the Python strings its mask lookups need: made on first sight, then found by name without
+/// allocating. Node 0 is the top-level dict.
+pub struct KeyPaths {
+    nodes: Vec<KeyNode>,
+}
+
+struct KeyNode {
+    path: Arc<str>,
+    /// "_" + the key: the name of its mask (none for the top-level dict, which is no key).
+    mask_key: Option<Py<PyString>>,
+    /// For a key "_x": "x", the key it would be the mask of.
+    base_key: Option<Py<PyString>>,
+    children: HashMap<String, usize>,
+}
+
+impl Default for KeyPaths {
+    fn default() -> Self {
+        let root = KeyNode { path: Arc::from(""), mask_key: None, base_key: None, children: HashMap::new() };
+        KeyPaths { nodes: vec![root] }
+    }
+}
+
+impl KeyPaths {
+    pub const ROOT: usize = 0;
+
+    /// The node of key `name` in the dict of node `parent`.
+    fn child(&mut self, py: Python<'_>, parent: usize, name: &str) -> usize {
+        if let Some(&id) = self.nodes[parent].children.get(name) {
+            return id;
+        }
+        let component = escape_key(name);
+        let parent_path = &self.nodes[parent].path;
+        let path = if parent_path.is_empty() { component } else { format!("{parent_path}/{component}") };
+        let id = self.nodes.len();
+        self.nodes.push(KeyNode {
+            path: Arc::from(path),
+            mask_key: Some(PyString::intern(py, &format!("_{name}")).unbind()),
+            base_key: name.strip_prefix('_').map(|base| PyString::intern(py, base).unbind()),
+            children: HashMap::new(),
+        });
+        self.nodes[parent].children.insert(name.to_owned(), id);
+        id
+    }
+
+    fn path(&self, node: usize) -> Arc<str> {
+        self.nodes[node].path.clone()
     }
 }
 

@@ -115,7 +115,7 @@ impl State {
             info.cast::<PyDict>().map_err(|_| invalid(py, format!("info must be a dict, got {}", type_name(info))))?;
         let recorder = &mut self.rec;
         let at = infos::Place { rows: self.rows, slot };
-        self.infos.put_dict(py, info, "", None, 0, at, recorder, &mut self.coll)
+        self.infos.put_dict(py, info, infos::KeyPaths::ROOT, None, 0, at, recorder, &mut self.coll)
     }
 
     /// Plans and sends the collected entries as a Reset (with `reset_mask`) or Step message;

@@ -141,6 +141,11 @@ fn put_array(
     if same && array.is_c_contiguous() {
         return Ok(coll.borrow_array_sized(array, dtype.itemsize()));
     }
+    if !same && array.is_c_contiguous() {
+        if let Some(src) = cast_to_float(array, &dtype, col, coll) {
+            return Ok(src);
+        }
+    }
     let mut array = array.clone();
     if !same {
         array = cast_array(py, &array, target, col)?;
@@ -150,6 +155,48 @@ fn put_array(
         array = np.call_method1("ascontiguousarray", (array,))?.cast_into::<PyUntypedArray>()?;
     }
     Ok(coll.borrow_array(&array))
+}
+
+/// Numbers into a float32 or float64 column, converted here as numpy's same-kind cast converts
+/// them (floats, integers and bools of native byte order): an env's float32 or integer rewards
+/// cost no numpy call. `None` for any other pair (numpy decides).
+fn cast_to_float(
+    array: &Bound<'_, PyUntypedArray>,
+    from: &Bound<'_, PyArrayDescr>,
+    col: &ColInfo,
+    coll: &mut Collector,
+) -> Option<Src> {
+    if !matches!(col.dtype, DType::F32 | DType::F64) || from.is_native_byteorder() == Some(false) {
+        return None;
+    }
+    let n = array.len();
+    // SAFETY: a live, C-contiguous numpy array of `n` items of `from`'s type, read with the GIL
+    // held and before this call returns.
+    let data = unsafe { (*array.as_array_ptr()).fields.data } as *const u8;
+    macro_rules! convert {
+        ($t:ty) => {{
+            let read = |i: usize| unsafe { std::ptr::read_unaligned((data as *const $t).add(i)) };
+            Some(match col.dtype {
+                DType::F32 => {
+                    coll.own_with(|out| (0..n).for_each(|i| out.extend_from_slice(&(read(i) as f32).to_le_bytes())))
+                }
+                _ => coll.own_with(|out| (0..n).for_each(|i| out.extend_from_slice(&(read(i) as f64).to_le_bytes()))),
+            })
+        }};
+    }
+    match (from.kind(), from.itemsize()) {
+        (b'f', 4) => convert!(f32),
+        (b'f', 8) => convert!(f64),
+        (b'i', 1) => convert!(i8),
+        (b'i', 2) => convert!(i16),
+        (b'i', 4) => convert!(i32),
+        (b'i', 8) => convert!(i64),
+        (b'u', 1) | (b'b', 1) => convert!(u8),
+        (b'u', 2) => convert!(u16),
+        (b'u', 4) => convert!(u32),
+        (b'u', 8) => convert!(u64),
+        _ => None,
+    }
 }
 
 /// Casts within a kind (float64 -> float32, int64 -> int8), bool and integers to floats, and
@@ -197,6 +244,9 @@ fn put_scalar(py: Python<'_>, value: &Bound<'_, PyAny>, col: &ColInfo, coll: &mu
         || value.is_exact_instance_of::<PyInt>()
         || value.is_exact_instance_of::<PyBool>();
     if !is_builtin {
+        if let Some(src) = numpy_scalar(py, value, col, coll) {
+            return Ok(src);
+        }
         let np = py.import("numpy")?;
         if value.is_instance(&np.getattr("generic")?)? {
             let array = np.call_method1("asarray", (value,))?.cast_into::<PyUntypedArray>()?;
@@ -248,6 +298,36 @@ fn put_scalar(py: Python<'_>, value: &Bound<'_, PyAny>, col: &ColInfo, coll: &mu
         }
     };
     Ok(src)
+}
+
+/// A numpy scalar of the column's own dtype: its bytes, read through numpy's C API without a
+/// 0-d array. `None` for anything else (the caller goes through numpy, which checks casts).
+fn numpy_scalar(py: Python<'_>, value: &Bound<'_, PyAny>, col: &ColInfo, coll: &mut Collector) -> Option<Src> {
+    use numpy::npyffi::{get_type_object, NpyTypes, PY_ARRAY_API};
+    let target = col.descr.as_ref()?.bind(py);
+    // SAFETY: the GIL is held and `value` is a live object; numpy's API table is loaded by the
+    // numpy crate on first use.
+    unsafe {
+        let generic = get_type_object(py, NpyTypes::PyGenericArrType_Type);
+        if pyo3::ffi::PyObject_TypeCheck(value.as_ptr(), generic) == 0 {
+            return None;
+        }
+        let descr = PY_ARRAY_API.PyArray_DescrFromScalar(py, value.as_ptr());
+        if descr.is_null() {
+            drop(PyErr::take(py));
+            return None;
+        }
+        let descr = Bound::from_owned_ptr(py, descr.cast()).cast_into_unchecked::<PyArrayDescr>();
+        let size = descr.itemsize();
+        if !(descr.as_ptr() == target.as_ptr() || descr.is_equiv_to(target)) || size != target.itemsize() {
+            return None;
+        }
+        Some(coll.own_with(|out| {
+            let at = out.len();
+            out.resize(at + size, 0);
+            PY_ARRAY_API.PyArray_ScalarAsCtype(py, value.as_ptr(), out[at..].as_mut_ptr().cast());
+        }))
+    }
 }
 
 fn short_repr(value: &Bound<'_, PyAny>) -> String {

@@ -106,6 +106,24 @@ pub fn encode_with_entry_size(
     chunks: &[PendingChunk],
     entry_size: usize,
 ) -> (Vec<u8>, Vec<ChunkRef>) {
+    let (mut payload, refs) = table_with_entry_size(record_offset, chunks, entry_size);
+    let gaps: Vec<usize> = gaps(record_offset, payload.len(), &refs).collect();
+    for (c, gap) in chunks.iter().zip(gaps) {
+        payload.resize(payload.len() + gap, 0);
+        payload.extend_from_slice(&c.data);
+    }
+    (payload, refs)
+}
+
+/// The start of a Chunks payload that will start at file offset `record_offset`: the table
+/// (whose entries say where each chunk's data goes) and the references the index will hold. The
+/// rest of the payload is, for each chunk, `gaps` zero bytes then its data: the writer sends the
+/// data from the buffer it was sealed in instead of copying it into one payload.
+pub fn table(record_offset: u64, chunks: &[PendingChunk]) -> (Vec<u8>, Vec<ChunkRef>) {
+    table_with_entry_size(record_offset, chunks, ENTRY_LEN)
+}
+
+fn table_with_entry_size(record_offset: u64, chunks: &[PendingChunk], entry_size: usize) -> (Vec<u8>, Vec<ChunkRef>) {
     assert!(entry_size >= ENTRY_LEN && entry_size <= u16::MAX as usize);
     let payload_start = record_offset + RECORD_HEADER_LEN as u64;
     let mut pos = (TABLE_HEADER_LEN + chunks.len() * entry_size) as u64;
@@ -127,30 +145,38 @@ pub fn encode_with_entry_size(
         });
         pos = data_offset + c.data.len() as u64;
     }
-    let mut payload = Vec::with_capacity(pos as usize);
-    payload.extend_from_slice(&(chunks.len() as u32).to_le_bytes());
-    payload.extend_from_slice(&(entry_size as u16).to_le_bytes());
-    payload.extend_from_slice(&0u16.to_le_bytes());
+    let mut table = Vec::with_capacity(TABLE_HEADER_LEN + chunks.len() * entry_size);
+    table.extend_from_slice(&(chunks.len() as u32).to_le_bytes());
+    table.extend_from_slice(&(entry_size as u16).to_le_bytes());
+    table.extend_from_slice(&0u16.to_le_bytes());
     for r in &refs {
-        let start = payload.len();
-        payload.extend_from_slice(&r.lane.to_le_bytes());
-        payload.extend_from_slice(&r.column.to_le_bytes());
-        payload.extend_from_slice(&r.first_row.to_le_bytes());
-        payload.extend_from_slice(&r.n_rows.to_le_bytes());
-        payload.extend_from_slice(&r.codec.to_le_bytes());
-        payload.extend_from_slice(&(r.data_offset - payload_start).to_le_bytes());
-        payload.extend_from_slice(&r.stored_len.to_le_bytes());
-        payload.extend_from_slice(&r.raw_len.to_le_bytes());
-        payload.extend_from_slice(&r.flags.to_le_bytes());
-        payload.extend_from_slice(&0u32.to_le_bytes());
+        let start = table.len();
+        table.extend_from_slice(&r.lane.to_le_bytes());
+        table.extend_from_slice(&r.column.to_le_bytes());
+        table.extend_from_slice(&r.first_row.to_le_bytes());
+        table.extend_from_slice(&r.n_rows.to_le_bytes());
+        table.extend_from_slice(&r.codec.to_le_bytes());
+        table.extend_from_slice(&(r.data_offset - payload_start).to_le_bytes());
+        table.extend_from_slice(&r.stored_len.to_le_bytes());
+        table.extend_from_slice(&r.raw_len.to_le_bytes());
+        table.extend_from_slice(&r.flags.to_le_bytes());
+        table.extend_from_slice(&0u32.to_le_bytes());
         // What a later version may add: bytes this version does not know (tests set them).
-        payload.resize(start + entry_size, 0xA5);
+        table.resize(start + entry_size, 0xA5);
     }
-    for (c, r) in chunks.iter().zip(&refs) {
-        payload.resize((r.data_offset - payload_start) as usize, 0);
-        payload.extend_from_slice(&c.data);
-    }
-    (payload, refs)
+    (table, refs)
+}
+
+/// The zero bytes (alignment) before each chunk's data, after a table of `table_len` bytes.
+pub fn gaps(record_offset: u64, table_len: usize, refs: &[ChunkRef]) -> impl Iterator<Item = usize> + '_ {
+    let payload_start = record_offset + RECORD_HEADER_LEN as u64;
+    let mut end = table_len as u64;
+    refs.iter().map(move |r| {
+        let at = r.data_offset - payload_start;
+        let gap = at - end;
+        end = at + r.stored_len;
+        gap as usize
+    })
 }
 
 /// Reads the table of a Chunks record that starts at file offset `record_offset`. Every entry's

@@ -63,6 +63,16 @@ impl RecordHeader {
         Self::new_raw(kind as u32, payload)
     }
 
+    /// A header for a payload given in consecutive parts (checksummed in one pass over them).
+    pub fn of_parts<'a>(kind: RecordKind, parts: impl IntoIterator<Item = &'a [u8]>) -> Self {
+        let (mut crc, mut len) = (0u32, 0u64);
+        for part in parts {
+            crc = crc32c::crc32c_append(crc, part);
+            len += part.len() as u64;
+        }
+        RecordHeader { kind: kind as u32, payload_crc: crc, payload_len: len, required_flags: 0, compat_flags: 0 }
+    }
+
     /// A header for a raw kind number (also one this build does not know).
     pub fn new_raw(kind: u32, payload: &[u8]) -> Self {
         RecordHeader {

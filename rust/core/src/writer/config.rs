@@ -128,9 +128,10 @@ fn max_shard_bytes() -> u64 {
     1 << 30
 }
 fn ring_bytes() -> usize {
-    // Enough for seconds of a fast env; a ring's memory becomes resident once data has passed
-    // through all of it, so larger rings cost memory without helping.
-    16 << 20
+    // A ring's memory becomes resident once data has passed through all of it, so a larger ring
+    // costs memory without helping: 2 MiB holds thousands of small steps, and the writer never
+    // kept the loop waiting with it (measured in docs/BENCHMARKS.md, issue 14).
+    2 << 20
 }
 fn chunk_bytes() -> usize {
     1 << 20

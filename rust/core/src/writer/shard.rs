@@ -13,6 +13,7 @@ use crate::format::episode::{self, EpisodeSummary};
 use crate::format::header::FileHeader;
 use crate::format::index::{IndexDelta, OtherRecord, NO_PREVIOUS};
 use crate::format::record::{padding_after, RecordHeader, RecordKind};
+use crate::format::DATA_ALIGN;
 use crate::format::SHARD_EXTENSION;
 use crate::schema::ColumnSpec;
 
@@ -22,7 +23,7 @@ pub struct ShardWriter {
     /// File offset of the next record.
     offset: u64,
     /// Bytes of the current batch not yet handed to the OS.
-    pending: Vec<u8>,
+    pending: Pending,
     index: IndexDelta,
     bytes_at_last_index: u64,
     durability: Durability,
@@ -63,7 +64,7 @@ impl ShardWriter {
             path,
             file,
             offset: 0,
-            pending: Vec::with_capacity(1 << 20),
+            pending: Pending { bytes: Vec::with_capacity(1 << 20), kept: Vec::new() },
             index: IndexDelta { prev_index: NO_PREVIOUS, ..Default::default() },
             bytes_at_last_index: 0,
             durability,
@@ -71,8 +72,8 @@ impl ShardWriter {
             identity,
             shard_seq,
         };
-        shard.pending.extend_from_slice(&FileHeader::new(recording_id, shard_seq, created_ns).encode());
-        shard.offset = shard.pending.len() as u64;
+        shard.pending.bytes.extend_from_slice(&FileHeader::new(recording_id, shard_seq, created_ns).encode());
+        shard.offset = shard.pending.bytes.len() as u64;
         let meta = shard.append(RecordKind::Meta, meta_json);
         shard.index.other_records.push(OtherRecord { kind: RecordKind::Meta as u32, offset: meta });
         for column in columns {
@@ -125,12 +126,28 @@ impl ShardWriter {
         self.index.other_records.push(OtherRecord { kind: RecordKind::Timelog as u32, offset: at });
     }
 
-    pub fn append_chunks(&mut self, chunks: &[PendingChunk]) -> Vec<ChunkRef> {
+    /// One Chunks record of `chunks`, built in place: the record header (one checksum over the
+    /// parts) and the chunk table go into the pending bytes, each chunk's data stays in the buffer
+    /// it was sealed in (see `Pending`).
+    pub fn append_chunks(&mut self, chunks: Vec<PendingChunk>) -> Vec<ChunkRef> {
         if chunks.is_empty() {
             return Vec::new();
         }
-        let (payload, refs) = chunks::encode(self.offset, chunks);
-        self.append(RecordKind::Chunks, &payload);
+        let (table, refs) = chunks::table(self.offset, &chunks);
+        let gaps: Vec<usize> = chunks::gaps(self.offset, table.len(), &refs).collect();
+        let zeros = [0u8; DATA_ALIGN as usize];
+        let data = chunks.iter().zip(&gaps).flat_map(|(c, &gap)| [&zeros[..gap], c.data.as_slice()]);
+        let header = RecordHeader::of_parts(RecordKind::Chunks, std::iter::once(table.as_slice()).chain(data));
+        let bytes = &mut self.pending.bytes;
+        bytes.extend_from_slice(&header.encode());
+        bytes.extend_from_slice(&table);
+        for (chunk, gap) in chunks.into_iter().zip(gaps) {
+            self.pending.bytes.resize(self.pending.bytes.len() + gap, 0);
+            self.pending.push(chunk.data);
+        }
+        let bytes = &mut self.pending.bytes;
+        bytes.resize(bytes.len() + padding_after(header.payload_len), 0);
+        self.take_offset(&header);
         self.index.chunks.extend_from_slice(&refs);
         refs
     }
@@ -165,10 +182,8 @@ impl ShardWriter {
 
     /// Hands the pending bytes to the OS, and syncs them to disk if the durability asks for it.
     pub fn flush_to_os(&mut self) -> Result<()> {
-        if !self.pending.is_empty() {
-            self.file.write_all(&self.pending).map_err(|e| Error::io(&self.path, e))?;
-            self.pending.clear();
-        }
+        let file = &mut self.file;
+        self.pending.drain(|part| file.write_all(part)).map_err(|e| Error::io(&self.path, e))?;
         let sync = match self.durability {
             Durability::FsyncEveryChunk => true,
             Durability::FsyncInterval(every) => self.last_sync.elapsed() >= every,
@@ -201,12 +216,57 @@ impl ShardWriter {
 
     /// Frames a record into the pending bytes; returns its file offset.
     fn append(&mut self, kind: RecordKind, payload: &[u8]) -> u64 {
+        let header = RecordHeader::new(kind, payload);
+        let bytes = &mut self.pending.bytes;
+        bytes.extend_from_slice(&header.encode());
+        bytes.extend_from_slice(payload);
+        bytes.resize(bytes.len() + padding_after(header.payload_len), 0);
+        self.take_offset(&header)
+    }
+
+    /// The offset of the record `header` frames, moving past it.
+    fn take_offset(&mut self, header: &RecordHeader) -> u64 {
         let at = self.offset;
-        self.pending.extend_from_slice(&RecordHeader::new(kind, payload).encode());
-        self.pending.extend_from_slice(payload);
-        self.pending.resize(self.pending.len() + padding_after(payload.len() as u64), 0);
-        self.offset += RecordHeader::new(kind, payload).total_len();
+        self.offset += header.total_len();
         at
+    }
+}
+
+/// Data from this size on is kept where it was built until it is written (a copy costs more
+/// than the extra write call).
+const KEPT_DATA_BYTES: usize = 64 << 10;
+
+/// The bytes of a batch not yet handed to the OS, in file order: `bytes`, with each buffer of
+/// `kept` placed at the length `bytes` had when it was added (headers, tables and small records
+/// are copied into `bytes`; large chunk data stays in the buffer it was sealed in).
+#[derive(Default)]
+struct Pending {
+    bytes: Vec<u8>,
+    kept: Vec<(usize, Vec<u8>)>,
+}
+
+impl Pending {
+    /// Adds `data` after the bytes so far: copied when small, kept as it is otherwise.
+    fn push(&mut self, data: Vec<u8>) {
+        if data.len() < KEPT_DATA_BYTES {
+            self.bytes.extend_from_slice(&data);
+        } else {
+            self.kept.push((self.bytes.len(), data));
+        }
+    }
+
+    /// Hands every part, in file order, to `write`; empties the batch once all went.
+    fn drain(&mut self, mut write: impl FnMut(&[u8]) -> std::io::Result<()>) -> std::io::Result<()> {
+        let mut from = 0;
+        for (at, data) in &self.kept {
+            write(&self.bytes[from..*at])?;
+            write(data)?;
+            from = *at;
+        }
+        write(&self.bytes[from..])?;
+        self.bytes.clear();
+        self.kept.clear();
+        Ok(())
     }
 }
 
@@ -259,6 +319,7 @@ pub fn new_recording_id() -> [u8; 16] {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::format::record::RECORD_HEADER_LEN;
 
     #[test]
     fn names_sort_by_time() {
@@ -266,6 +327,57 @@ mod tests {
         assert_eq!(shard_name(0, &id, 0), "19700101T000000.000000Z-abababab-00000.trj");
         assert_eq!(shard_name(1_763_706_307_123_456_789, &id, 3), "20251121T062507.123456Z-abababab-00003.trj");
         assert!(shard_name(1_000_000_000, &id, 0) < shard_name(2_000_000_000, &id, 0));
+    }
+
+    #[test]
+    fn pending_parts_keep_file_order() {
+        let mut pending = Pending::default();
+        pending.bytes.extend_from_slice(b"head");
+        pending.push(vec![7; KEPT_DATA_BYTES]);
+        pending.bytes.extend_from_slice(b"next");
+        pending.push(b"small".to_vec());
+        pending.push(vec![9; KEPT_DATA_BYTES + 1]);
+        assert_eq!(pending.kept.len(), 2);
+        let mut out = Vec::new();
+        pending
+            .drain(|part| {
+                out.extend_from_slice(part);
+                Ok(())
+            })
+            .unwrap();
+        let expected = [&b"head"[..], &[7; KEPT_DATA_BYTES], b"nextsmall", &[9; KEPT_DATA_BYTES + 1]].concat();
+        assert_eq!(out, expected);
+        assert!(pending.bytes.is_empty() && pending.kept.is_empty());
+    }
+
+    /// A Chunks record built in place is byte for byte the one `chunks::encode` describes.
+    #[test]
+    fn chunks_record_in_place_matches_encode() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut shard = ShardWriter::create(dir.path(), [1; 16], 0, b"{}", &[], Durability::Flush).unwrap();
+        let chunk = |column: u32, codec: u32, len: usize| PendingChunk {
+            lane: 0,
+            column,
+            first_row: 0,
+            n_rows: 1,
+            codec,
+            raw_len: len as u64,
+            data: (0..len).map(|i| (i * 7 + column as usize) as u8).collect(),
+            flags: 0,
+        };
+        let chunks =
+            vec![chunk(0, 0, 3), chunk(1, 1, KEPT_DATA_BYTES + 5), chunk(2, 0, 100), chunk(3, 0, KEPT_DATA_BYTES)];
+        let at = shard.size();
+        let (payload, expected_refs) = chunks::encode(at, &chunks);
+        let refs = shard.append_chunks(chunks);
+        assert_eq!(refs, expected_refs);
+        shard.flush_to_os().unwrap();
+        let file = std::fs::read(shard.path()).unwrap();
+        let header = RecordHeader::new(RecordKind::Chunks, &payload);
+        let start = at as usize;
+        assert_eq!(&file[start..start + RECORD_HEADER_LEN], &header.encode());
+        assert_eq!(&file[start + RECORD_HEADER_LEN..start + RECORD_HEADER_LEN + payload.len()], &payload[..]);
+        assert_eq!(file.len() as u64, at + header.total_len());
     }
 
     #[test]

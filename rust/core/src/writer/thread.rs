@@ -700,10 +700,10 @@ impl WriterThread {
             }
         }
         self.seal_wanted = false;
-        self.append_chunks(&chunks)
+        self.append_chunks(chunks)
     }
 
-    fn append_chunks(&mut self, chunks: &[PendingChunk]) -> Result<()> {
+    fn append_chunks(&mut self, chunks: Vec<PendingChunk>) -> Result<()> {
         if chunks.is_empty() {
             return Ok(());
         }
@@ -799,7 +799,7 @@ impl WriterThread {
         })?;
         self.shared.shard_paths.lock().unwrap_or_else(|p| p.into_inner()).push(shard.path().to_path_buf());
         self.shard = Some(shard);
-        self.append_chunks(&repeats)?;
+        self.append_chunks(repeats)?;
         for l in &mut self.lanes {
             let (obs_rows, step_rows) = (l.obs_rows, l.step_rows);
             if let Some(ep) = l.open.as_mut().filter(|ep| ep.length > 0) {
