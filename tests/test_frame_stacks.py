@@ -136,6 +136,12 @@ def test_frame_stacks_store_each_frame_once(tmp_path: Path) -> None:
     assert filtered < raw * 0.4, (filtered, raw)
 
 
+def test_frame_stack_option_must_be_a_bool(tmp_path: Path) -> None:
+    env = FrameStackObservation(FrameEnv(), 2)
+    with pytest.raises(trajcore.InvalidArgumentError, match="frame_stack must be True or False"):
+        trajcore.RecordEpisodes(env, tmp_path / "d", codecs={"obs": {"frame_stack": "no"}})
+
+
 def test_columns_that_never_shift_keep_their_codec(tmp_path: Path) -> None:
     # Random (6, 5) frames are rows of two axes, but no row is the previous one shifted.
     record(FrameEnv(), tmp_path / "d", 100, codecs={"obs": {"delta": True}})

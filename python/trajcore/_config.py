@@ -65,10 +65,13 @@ def _check_codec(key: str, codec: Mapping[str, Any]) -> dict[str, Any]:
     level = codec.get("zstd_level", 3)
     if level is not None and not isinstance(level, int | np.integer):
         raise InvalidArgumentError(f"codecs[{key!r}]: zstd_level must be an int or None, got {level!r}")
+    frame_stack = codec.get("frame_stack", True)
+    if not isinstance(frame_stack, bool | np.bool_):
+        raise InvalidArgumentError(f"codecs[{key!r}]: frame_stack must be True or False, got {frame_stack!r}")
     out: dict[str, Any] = {
         "delta": bool(codec.get("delta", False)),
         "zstd_level": None if level is None else int(level),
-        "frame_stack": bool(codec.get("frame_stack", True)),
+        "frame_stack": bool(frame_stack),
     }
     chunk = codec.get("chunk_bytes")
     if chunk is not None:
