@@ -27,7 +27,9 @@ fn is_shift(prev: &[u8], cur: &[u8], frame: usize) -> bool {
 }
 
 /// Encodes whole rows of `row` bytes into `out`; `None` (and `out` unspecified) when no row is
-/// a shift of the one before, so the filter would only add bytes.
+/// a shift of the one before, so the filter would only add bytes. The kinds are decided first,
+/// so a column that never shifts (an image of two or more axes) costs a comparison that fails
+/// within its first bytes a row, not a copy of the chunk.
 pub fn encode_into(raw: &[u8], row: usize, stack: usize, out: &mut Vec<u8>) -> Option<()> {
     let frame = frame_bytes(row, stack)?;
     if !raw.len().is_multiple_of(row) {
@@ -38,17 +40,22 @@ pub fn encode_into(raw: &[u8], row: usize, stack: usize, out: &mut Vec<u8>) -> O
     out.extend_from_slice(&(stack as u32).to_le_bytes());
     out.resize(HEADER_LEN + rows, KEEP);
     let mut shifts = 0;
-    for r in 0..rows {
-        let cur = &raw[r * row..(r + 1) * row];
-        if r > 0 && is_shift(&raw[(r - 1) * row..r * row], cur, frame) {
+    for r in 1..rows {
+        if is_shift(&raw[(r - 1) * row..r * row], &raw[r * row..(r + 1) * row], frame) {
             out[HEADER_LEN + r] = SHIFT;
-            out.extend_from_slice(&cur[row - frame..]);
             shifts += 1;
-        } else {
-            out.extend_from_slice(cur);
         }
     }
-    (shifts > 0).then_some(())
+    if shifts == 0 {
+        return None;
+    }
+    out.reserve(rows * row - shifts * (row - frame));
+    for r in 0..rows {
+        let cur = &raw[r * row..(r + 1) * row];
+        let keep = if out[HEADER_LEN + r] == SHIFT { &cur[row - frame..] } else { cur };
+        out.extend_from_slice(keep);
+    }
+    Some(())
 }
 
 /// Undoes `encode_into`: `raw_len` bytes of rows of `row` bytes.
