@@ -47,7 +47,8 @@ TIMELOG_FIELDS = (
     ("backlog_waits", "Q"), ("producer_wait_s", "d"),
 )  # fmt: skip
 
-CODEC_ZSTD, CODEC_DELTA = 1, 2
+CODEC_ZSTD, CODEC_DELTA, CODEC_STACK = 1, 2, 3
+STACK_KEEP, STACK_SHIFT = 0, 1
 
 FLAG_COMPLETE, FLAG_TERMINATED, FLAG_TRUNCATED, FLAG_CONTINUES, FLAG_DISCARDED = 1, 2, 4, 8, 16
 CHUNK_REPEAT = 1
@@ -517,18 +518,51 @@ def decode_chunk(buf: bytes, ref: ChunkRef, spec: dict[str, Any], *, verified: b
     rb = row_bytes(spec)
     for cid in reversed(codec_ids(ref.codec)):
         if cid == CODEC_ZSTD:
-            data = zstandard.ZstdDecompressor().decompress(data, max_output_size=ref.raw_len)
+            # The frame-stack filter's output (undone after zstd) is longer by at most its header
+            # and a byte a row.
+            limit = ref.raw_len + (4 + ref.n_rows if CODEC_STACK in codec_ids(ref.codec) else 0)
+            data = zstandard.ZstdDecompressor().decompress(data, max_output_size=limit)
         elif cid == CODEC_DELTA:
             if not rb:
                 raise FormatError("delta on a variable-length column")
             rows = np.frombuffer(data, np.uint8).reshape(-1, rb)
             # A running sum down the rows, wrapping mod 256, undoes the byte-wise difference.
             data = np.cumsum(rows, axis=0, dtype=np.uint8).tobytes()
+        elif cid == CODEC_STACK:
+            if not rb:
+                raise FormatError("frame-stack codec on a variable-length column")
+            data = _unstack(bytes(data), rb, ref.n_rows)
         else:
             raise FormatError(f"unknown codec id {cid}")
     if len(data) != ref.raw_len:
         raise FormatError(f"chunk decoded to {len(data)} bytes, expected {ref.raw_len}")
     return bytes(data)
+
+
+def _unstack(data: bytes, rb: int, n_rows: int) -> bytes:
+    """Undoes the frame-stack filter: `stack u32`, a kind byte a row, then each row whole (keep)
+    or only its last frame (shift: the previous row's frames 1.. come first)."""
+    if len(data) < 4 + n_rows:
+        raise FormatError("frame-stack data shorter than its row kinds")
+    (stack,) = struct.unpack_from("<I", data, 0)
+    if stack < 2 or rb % stack:
+        raise FormatError(f"{rb}-byte rows do not split into {stack} frames")
+    frame = rb // stack
+    kinds, at, rows = data[4 : 4 + n_rows], 4 + n_rows, []
+    for r, kind in enumerate(kinds):
+        if kind == STACK_KEEP:
+            rows.append(data[at : at + rb])
+            at += rb
+        elif kind == STACK_SHIFT and r > 0:
+            rows.append(rows[-1][frame:] + data[at : at + frame])
+            at += frame
+        else:
+            raise FormatError(f"row {r}: frame-stack row kind {kind}")
+        if len(rows[-1]) != rb or at > len(data):
+            raise FormatError("frame-stack rows cut short")
+    if at != len(data):
+        raise FormatError("frame-stack data past the last row")
+    return b"".join(rows)
 
 
 def chunk_rows(raw: bytes, ref: ChunkRef, spec: dict[str, Any]) -> list[Any]:

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import trajcore
 from gymnasium import spaces
+from gymnasium.wrappers import FrameStackObservation
 from helpers import SpaceEnv
 
 SEED = 20_261_122
@@ -66,10 +67,23 @@ def _record_vector(path: Path) -> None:
             rec.step(rec.action_space.sample())
 
 
+def _record_frame_stacks(path: Path) -> None:
+    """Stacked frames (codec 3: each frame stored once), small chunks."""
+    frames = spaces.Box(0, 3, (5, 5), np.uint8)
+    env = FrameStackObservation(SpaceEnv(frames, max_steps=8, infos=False), 3)
+    with trajcore.RecordEpisodes(env, path, chunk_bytes=400) as rec:
+        rec.reset(seed=4)
+        for _ in range(60):
+            _, _, term, trunc, _ = rec.step(rec.action_space.sample())
+            if term or trunc:
+                rec.reset()
+
+
 RECORDERS: dict[str, Callable[[Path], None]] = {
     "infos": _record_infos,
     "nested_raw": _record_nested_raw,
     "vector": _record_vector,
+    "frame_stacks": _record_frame_stacks,
 }
 
 

@@ -26,11 +26,15 @@ class Codec(TypedDict, total=False):
     """How a column is stored: `delta` (byte-wise difference to the previous row, for image-like
     data) then zstd at `zstd_level` (`None` stores the column raw, read back without a copy), in
     chunks of about `chunk_bytes` raw bytes per sub-env (default: the recorder's `chunk_bytes`;
-    small chunks read faster at random, large ones compress better)."""
+    small chunks read faster at random, large ones compress better). Frame stacks (rows of two or
+    more axes that repeat the previous row shifted by one along axis 0, as
+    `FrameStackObservation` makes them) store each frame once unless `frame_stack` is False; in
+    chunks where they do, `delta` is not applied."""
 
     delta: bool
     zstd_level: int | None
     chunk_bytes: int
+    frame_stack: bool
 
 
 def _json_default(value: Any) -> Any:
@@ -53,17 +57,21 @@ def to_json(value: Any, what: str) -> str:
 
 
 def _check_codec(key: str, codec: Mapping[str, Any]) -> dict[str, Any]:
-    unknown = set(codec) - {"delta", "zstd_level", "chunk_bytes"}
+    unknown = set(codec) - {"delta", "zstd_level", "chunk_bytes", "frame_stack"}
     if unknown:
         raise InvalidArgumentError(
-            f"codecs[{key!r}]: unknown option(s) {sorted(unknown)} (known: delta, zstd_level, chunk_bytes)"
+            f"codecs[{key!r}]: unknown option(s) {sorted(unknown)} (known: delta, zstd_level, chunk_bytes, frame_stack)"
         )
     level = codec.get("zstd_level", 3)
     if level is not None and not isinstance(level, int | np.integer):
         raise InvalidArgumentError(f"codecs[{key!r}]: zstd_level must be an int or None, got {level!r}")
+    frame_stack = codec.get("frame_stack", True)
+    if not isinstance(frame_stack, bool | np.bool_):
+        raise InvalidArgumentError(f"codecs[{key!r}]: frame_stack must be True or False, got {frame_stack!r}")
     out: dict[str, Any] = {
         "delta": bool(codec.get("delta", False)),
         "zstd_level": None if level is None else int(level),
+        "frame_stack": bool(frame_stack),
     }
     chunk = codec.get("chunk_bytes")
     if chunk is not None:

@@ -3,8 +3,9 @@
     python rust/fuzz/make_seeds.py
 
 Each seed is one shard file of a few KB covering a feature the reader parses: raw and zstd
-columns, delta filtering, str columns, infos with masks, nested Dict/Tuple spaces, a vector
-recording, episode metadata and an unfinished file (no index, no end record).
+columns, delta filtering, frame stacks (codec 3), str columns, infos with masks, nested
+Dict/Tuple spaces, a vector recording, episode metadata and an unfinished file (no index, no end
+record).
 """
 
 from __future__ import annotations
@@ -67,6 +68,19 @@ def main() -> None:
         envs.close()
         (shard,) = sorted((Path(tmp) / "d").glob("*.trj"))
         shutil.copy(shard, out / "vector.trj")
+    with tempfile.TemporaryDirectory() as tmp:
+        from gymnasium.wrappers import FrameStackObservation
+
+        frames = spaces.Box(0, 3, (4, 4), np.uint8)
+        env = trajcore.RecordEpisodes(FrameStackObservation(SpaceEnv(frames, max_steps=6), 3), Path(tmp) / "d")
+        env.reset(seed=0)
+        for _ in range(12):
+            _, _, term, trunc, _ = env.step(env.action_space.sample())
+            if term or trunc:
+                env.reset()
+        env.close()
+        (shard,) = sorted((Path(tmp) / "d").glob("*.trj"))
+        shutil.copy(shard, out / "frame_stack.trj")
     for p in sorted(out.iterdir()):
         print(p.name, p.stat().st_size)
 

@@ -418,14 +418,14 @@ mod tests {
             mask_of: None,
             mask: None,
             role: None,
-            codec: CodecSpec { delta: true, zstd_level: Some(5), chunk_bytes: None },
+            codec: CodecSpec { delta: true, zstd_level: Some(5), chunk_bytes: None, frame_stack: true },
         }
     }
 
     #[test]
     fn codec_rules_longest_key_then_default_then_own() {
-        let raw = CodecSpec { delta: false, zstd_level: None, chunk_bytes: None };
-        let z1 = CodecSpec { delta: false, zstd_level: Some(1), chunk_bytes: None };
+        let raw = CodecSpec { delta: false, zstd_level: None, chunk_bytes: None, frame_stack: true };
+        let z1 = CodecSpec { delta: false, zstd_level: Some(1), chunk_bytes: None, frame_stack: true };
         let mut opts = ConvertOptions { codecs: vec![("obs".into(), raw.clone())], ..Default::default() };
         assert_eq!(codec_for(&opts, &spec("obs/image", "uint8")), raw);
         assert_eq!(codec_for(&opts, &spec("obs", "uint8")), raw);

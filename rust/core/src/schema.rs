@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::format::codec::RowLayout;
 
 pub type ColumnId = u32;
 
@@ -39,11 +40,23 @@ pub struct CodecSpec {
     /// when absent. Small chunks read faster at random, large ones compress better.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunk_bytes: Option<u64>,
+    /// Look for frame stacks (rows of two or more axes that are the previous row shifted by one
+    /// along axis 0) and store each frame once (codec 3); on unless turned off.
+    #[serde(default = "yes", skip_serializing_if = "is_yes")]
+    pub frame_stack: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn is_yes(value: &bool) -> bool {
+    *value
 }
 
 impl Default for CodecSpec {
     fn default() -> Self {
-        CodecSpec { delta: false, zstd_level: Some(3), chunk_bytes: None }
+        CodecSpec { delta: false, zstd_level: Some(3), chunk_bytes: None, frame_stack: true }
     }
 }
 
@@ -68,6 +81,10 @@ pub struct ColumnSpec {
     pub codec: CodecSpec,
 }
 
+/// Integer rows up to this size get delta where it compresses smaller (scalars and small
+/// vectors: counters, step numbers); larger rows keep the column's choice.
+const MAX_TRY_DELTA_ROW: usize = 64;
+
 impl ColumnSpec {
     pub fn dtype(&self) -> Result<DType> {
         DType::from_name(&self.dtype)
@@ -82,6 +99,21 @@ impl ColumnSpec {
     pub fn row_bytes(&self) -> Option<usize> {
         let size = DType::from_name(&self.dtype).ok()?.size()?;
         Some(size * self.row_elements() as usize)
+    }
+
+    /// How the encoder sees a row: its size, the frames along axis 0 it looks for shifts in (a
+    /// frame-stacked observation: at least two axes, at least two frames; any dtype), and
+    /// whether it is a small integer row on which delta may pay (counters).
+    pub fn row_layout(&self) -> RowLayout {
+        let row_bytes = self.row_bytes();
+        let stack = match self.shape.as_slice() {
+            [frames, _, ..] if *frames >= 2 && row_bytes.is_some() => Some(*frames as usize),
+            _ => None,
+        };
+        let integer =
+            matches!(self.dtype(), Ok(DType::U16 | DType::U32 | DType::U64 | DType::I16 | DType::I32 | DType::I64));
+        let try_delta = integer && row_bytes.is_some_and(|r| r <= MAX_TRY_DELTA_ROW);
+        RowLayout { row_bytes, stack, try_delta }
     }
 
     pub fn validate(&self) -> Result<()> {

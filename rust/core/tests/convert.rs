@@ -74,7 +74,7 @@ fn converted_dataset_reads_back_identical() {
 
     let out = tempfile::tempdir().unwrap();
     let dst_path = out.path().join("raw");
-    let raw = CodecSpec { delta: false, zstd_level: None, chunk_bytes: None };
+    let raw = CodecSpec { delta: false, zstd_level: None, chunk_bytes: None, frame_stack: true };
     let opts = ConvertOptions { codecs: vec![("default".into(), raw)], chunk_bytes: Some(4096), ..Default::default() };
     let converted = convert(&src, &dst_path, &opts).unwrap();
     assert_eq!(converted.episodes, expected.len());

@@ -2,11 +2,15 @@
 //! first, applied in that order when writing and undone in reverse when reading; 0 ends the list.
 //! New codecs get new ids, so they need no change to the framing.
 
+use super::stack;
 use crate::schema::CodecSpec;
 
 pub const CODEC_ZSTD: u8 = 1;
 /// Byte-wise wrapping difference to the same byte of the previous row (first row kept as is).
 pub const CODEC_DELTA: u8 = 2;
+/// Frame stacks: a row that is the previous row shifted by one frame stores the new frame only
+/// (see `stack`).
+pub const CODEC_STACK: u8 = 3;
 
 /// Compression must save at least this fraction of the bytes to be kept; otherwise the chunk is
 /// stored raw, which reads faster and can be viewed without copying.
@@ -22,42 +26,75 @@ pub fn pipeline(ids: &[u8]) -> u32 {
     u32::from_le_bytes(bytes)
 }
 
-/// Encodes one chunk's raw rows. `row_bytes` is `None` for variable-length columns.
-pub fn encode(spec: &CodecSpec, row_bytes: Option<usize>, raw: &[u8]) -> (u32, Vec<u8>) {
-    Encoder::default().encode(spec, row_bytes, raw.to_vec())
+/// How a column's rows are laid out, as the encoder needs it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RowLayout {
+    /// Bytes of a row; `None` for variable-length columns.
+    pub row_bytes: Option<usize>,
+    /// Frames along axis 0 for the frame-stack filter to look for shifts in (`None`: do not).
+    pub stack: Option<usize>,
+    /// Small integer rows: try delta and keep it where it compresses smaller.
+    pub try_delta: bool,
+}
+
+/// Encodes one chunk's raw rows.
+pub fn encode(spec: &CodecSpec, layout: RowLayout, raw: &[u8]) -> (u32, Vec<u8>) {
+    Encoder::default().encode(spec, layout, raw.to_vec())
 }
 
 /// Encodes chunks with reused state: one zstd context per level (making one per chunk costs a
-/// few percent of the writer's time on image data) and one buffer for the delta filter.
+/// few percent of the writer's time on image data) and one buffer for the filters.
 #[derive(Default)]
 pub struct Encoder {
     compressors: Vec<(i32, zstd::bulk::Compressor<'static>)>,
-    delta: Vec<u8>,
+    filtered: Vec<u8>,
 }
 
 impl Encoder {
-    /// Takes the raw rows by value so a chunk stored raw is not copied.
-    pub fn encode(&mut self, spec: &CodecSpec, row_bytes: Option<usize>, raw: Vec<u8>) -> (u32, Vec<u8>) {
+    /// Takes the raw rows by value so a chunk stored raw is not copied. Frame stacks whose rows
+    /// shift get the frame-stack filter (delta, which compares each frame with the one the
+    /// previous row held at that place, measured larger on them); otherwise delta if the column
+    /// asks for it, or, on small integer rows (`try_delta`), whichever of with and without delta
+    /// compresses smaller (counters such as frame numbers shrink ten-fold with it, random
+    /// integers grow); then zstd.
+    pub fn encode(&mut self, spec: &CodecSpec, layout: RowLayout, raw: Vec<u8>) -> (u32, Vec<u8>) {
         let Some(level) = spec.zstd_level else { return (0, raw) };
         let mut ids = Vec::with_capacity(2);
-        let delta_row = row_bytes.filter(|&r| r > 0 && spec.delta);
-        if let Some(row) = delta_row {
-            delta_encode_into(&raw, row, &mut self.delta);
+        let row_bytes = layout.row_bytes.filter(|&r| r > 0);
+        let mut filtered = std::mem::take(&mut self.filtered);
+        if let (Some(row), Some(frames), true) = (row_bytes, layout.stack, spec.frame_stack) {
+            if stack::encode_into(&raw, row, frames, &mut filtered).is_some() {
+                ids.push(CODEC_STACK);
+            }
+        }
+        let mut alternative = None;
+        if let (true, Some(row)) = (ids.is_empty() && (spec.delta || layout.try_delta), row_bytes) {
+            if !spec.delta {
+                alternative = self.compress(level, &raw); // without delta, to compare
+            }
+            delta_encode_into(&raw, row, &mut filtered);
             ids.push(CODEC_DELTA);
         }
-        let delta = std::mem::take(&mut self.delta);
-        let input: &[u8] = if delta_row.is_some() { &delta } else { &raw };
-        let packed = match self.compressor(level) {
-            Some(c) => c.compress(input).ok(),
-            None => zstd::bulk::compress(input, level).ok(),
-        };
-        self.delta = delta;
+        let mut packed = self.compress(level, if ids.is_empty() { &raw } else { &filtered });
+        self.filtered = filtered;
+        if let Some(plain) = alternative {
+            if packed.as_ref().is_none_or(|p| plain.len() <= p.len()) {
+                (ids, packed) = (Vec::new(), Some(plain));
+            }
+        }
         match packed {
             Some(packed) if (packed.len() as f64) < raw.len() as f64 * (1.0 - MIN_SAVING) => {
                 ids.push(CODEC_ZSTD);
                 (pipeline(&ids), packed)
             }
             _ => (0, raw),
+        }
+    }
+
+    fn compress(&mut self, level: i32, input: &[u8]) -> Option<Vec<u8>> {
+        match self.compressor(level) {
+            Some(c) => c.compress(input).ok(),
+            None => zstd::bulk::compress(input, level).ok(),
         }
     }
 
@@ -73,6 +110,19 @@ impl Encoder {
     }
 }
 
+/// The most bytes the zstd stage of pipeline `codec` may give for a chunk of `raw_len` decoded
+/// bytes: exactly `raw_len` unless the frame-stack filter comes before zstd, whose output holds a
+/// header and a byte a row more than the rows (at most). Readers check a zstd frame's declared
+/// size against this before decompressing.
+pub fn zstd_output_limit(codec: u32, row_bytes: Option<usize>, raw_len: u64) -> (u64, bool) {
+    match row_bytes.filter(|&r| r > 0) {
+        Some(row) if codec_ids(codec).any(|id| id == CODEC_STACK) => {
+            (raw_len.saturating_add(stack::HEADER_LEN as u64).saturating_add(raw_len / row as u64), false)
+        }
+        _ => (raw_len, true),
+    }
+}
+
 /// Undoes `encode`. Errors are strings: the caller knows the file and offset to report.
 pub fn decode(codec: u32, row_bytes: Option<usize>, stored: &[u8], raw_len: usize) -> Result<Vec<u8>, String> {
     let ids: Vec<u8> = codec_ids(codec).collect();
@@ -80,11 +130,16 @@ pub fn decode(codec: u32, row_bytes: Option<usize>, stored: &[u8], raw_len: usiz
     for &id in ids.iter().rev() {
         data = match id {
             CODEC_ZSTD => {
-                let out = zstd::bulk::decompress(&data, raw_len).map_err(|e| format!("zstd: {e}"))?;
-                if out.len() != raw_len {
+                let (limit, exact) = zstd_output_limit(codec, row_bytes, raw_len as u64);
+                let out = zstd::bulk::decompress(&data, limit as usize).map_err(|e| format!("zstd: {e}"))?;
+                if exact && out.len() != raw_len {
                     return Err(format!("zstd gave {} bytes, the chunk says {raw_len}", out.len()));
                 }
                 out
+            }
+            CODEC_STACK => {
+                let row = row_bytes.filter(|&r| r > 0).ok_or("frame-stack codec on a variable-length column")?;
+                stack::decode(&data, row, raw_len)?
             }
             CODEC_DELTA => {
                 let row = row_bytes.filter(|&r| r > 0).ok_or("delta codec on a variable-length column")?;
@@ -147,8 +202,8 @@ mod tests {
     #[test]
     fn pipelines_round_trip_and_fall_back_to_raw() {
         let smooth: Vec<u8> = (0..64 * 1024).map(|i| (i / 64) as u8).collect();
-        let spec = CodecSpec { delta: true, zstd_level: Some(3), chunk_bytes: None };
-        let (codec, stored) = encode(&spec, Some(64), &smooth);
+        let spec = CodecSpec { delta: true, zstd_level: Some(3), chunk_bytes: None, frame_stack: true };
+        let (codec, stored) = encode(&spec, RowLayout { row_bytes: Some(64), stack: None, try_delta: false }, &smooth);
         assert_eq!(codec_ids(codec).collect::<Vec<_>>(), vec![CODEC_DELTA, CODEC_ZSTD]);
         assert!(stored.len() < smooth.len() / 10);
         assert_eq!(decode(codec, Some(64), &stored, smooth.len()).unwrap(), smooth);
@@ -162,9 +217,56 @@ mod tests {
                 (z ^ (z >> 31)) as u8
             })
             .collect();
-        let (codec, stored) = encode(&CodecSpec::default(), Some(4), &noise);
+        let (codec, stored) =
+            encode(&CodecSpec::default(), RowLayout { row_bytes: Some(4), stack: Some(2), try_delta: true }, &noise);
         assert_eq!(codec, 0, "incompressible data is stored raw");
         assert_eq!(stored, noise);
+    }
+
+    #[test]
+    fn frame_stacks_take_the_stack_filter_even_when_delta_is_asked() {
+        // 30 rows of 4 frames of 256 bytes, each row the previous one shifted plus a new frame,
+        // but an episode start (rows 10, 20) that is not.
+        let frame = |i: usize| (0..256).map(|b| ((b * 31 + i * 17) % 253) as u8).collect::<Vec<u8>>();
+        let mut raw = Vec::new();
+        for r in 0..30 {
+            let start = if r >= 20 {
+                r + 500
+            } else if r >= 10 {
+                r + 100
+            } else {
+                r
+            };
+            (start..start + 4).for_each(|i| raw.extend(frame(i)));
+        }
+        let layout = RowLayout { row_bytes: Some(1024), stack: Some(4), try_delta: false };
+        let spec = CodecSpec { delta: true, ..CodecSpec::default() };
+        let (codec, stored) = encode(&spec, layout, &raw);
+        assert_eq!(codec_ids(codec).collect::<Vec<_>>(), vec![CODEC_STACK, CODEC_ZSTD]);
+        assert_eq!(zstd::zstd_safe::get_frame_content_size(&stored).unwrap(), Some(4 + 30 + 3 * 1024 + 27 * 256));
+        assert_eq!(decode(codec, Some(1024), &stored, raw.len()).unwrap(), raw);
+        // Without shifts (one row a chunk) the column's own choice holds.
+        let (codec, _) = encode(&spec, layout, &raw[..1024]);
+        assert_eq!(codec_ids(codec).collect::<Vec<_>>(), vec![CODEC_DELTA, CODEC_ZSTD]);
+    }
+
+    #[test]
+    fn small_integer_rows_take_delta_only_where_it_pays() {
+        let layout = RowLayout { row_bytes: Some(8), stack: None, try_delta: true };
+        // A frame counter (+4 a step): delta makes it a constant.
+        let counter: Vec<u8> = (0..4096u64).flat_map(|i| (1000 + 4 * i).to_le_bytes()).collect();
+        let (codec, stored) = encode(&CodecSpec::default(), layout, &counter);
+        assert_eq!(codec_ids(codec).collect::<Vec<_>>(), vec![CODEC_DELTA, CODEC_ZSTD]);
+        let (plain_codec, plain) = encode(&CodecSpec::default(), RowLayout { try_delta: false, ..layout }, &counter);
+        assert_eq!(plain_codec, pipeline(&[CODEC_ZSTD]));
+        assert!(stored.len() < plain.len());
+        assert_eq!(decode(codec, Some(8), &stored, counter.len()).unwrap(), counter);
+        // Actions drawn from 0..4 in a repeating pattern: delta would not pay, so zstd alone.
+        let actions: Vec<u8> = (0..4096u64).flat_map(|i| ((i * i / 3) % 4).to_le_bytes()).collect();
+        let (codec, stored) = encode(&CodecSpec::default(), layout, &actions);
+        let (_, with_delta) = encode(&CodecSpec { delta: true, ..CodecSpec::default() }, layout, &actions);
+        assert!(stored.len() <= with_delta.len());
+        assert_eq!(decode(codec, Some(8), &stored, actions.len()).unwrap(), actions);
     }
 
     #[test]

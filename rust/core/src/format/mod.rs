@@ -8,6 +8,7 @@ pub mod header;
 pub mod index;
 pub mod metrics;
 pub mod record;
+pub mod stack;
 pub mod timelog;
 
 /// Shard files end with this extension; a directory's other files are not part of the dataset.

@@ -35,7 +35,7 @@ use super::steps::EpisodeSet;
 use super::{OpenOptions, Problem, SHARD_EXTENSION};
 use crate::error::{Error, Result};
 use crate::format::chunks::ChunkRef;
-use crate::format::codec::{codec_ids, CODEC_DELTA, CODEC_ZSTD};
+use crate::format::codec::{codec_ids, CODEC_DELTA, CODEC_STACK, CODEC_ZSTD};
 use crate::format::episode::EpisodeSummary;
 use crate::schema::{ColumnId, ColumnSpec, Timeline};
 
@@ -897,12 +897,14 @@ fn check_chunk(specs: &BTreeMap<ColumnId, ColumnSpec>, c: &ChunkRef) -> Result<(
     }
     let ids: Vec<u8> = codec_ids(c.codec).collect();
     let zstd = ids.iter().filter(|&&id| id == CODEC_ZSTD).count();
-    // zstd must come last (undone first) so its frame header can vouch for the decoded size.
-    let known = ids.iter().all(|&id| id == CODEC_ZSTD || id == CODEC_DELTA);
-    if !known || zstd > 1 || (zstd == 1 && ids.last() != Some(&CODEC_ZSTD)) {
+    // zstd must come last (undone first) so its frame header can vouch for the decoded size;
+    // the frame-stack filter first (undone last), as it changes the length.
+    let known = ids.iter().all(|&id| [CODEC_ZSTD, CODEC_DELTA, CODEC_STACK].contains(&id));
+    let stack_misplaced = ids.iter().skip(1).any(|&id| id == CODEC_STACK);
+    if !known || zstd > 1 || (zstd == 1 && ids.last() != Some(&CODEC_ZSTD)) || stack_misplaced {
         return Err(format!("{where_}: unsupported codec pipeline {ids:?}"));
     }
-    if zstd == 0 && c.stored_len != c.raw_len {
+    if zstd == 0 && !ids.contains(&CODEC_STACK) && c.stored_len != c.raw_len {
         return Err(format!("{where_}: stored uncompressed in {} bytes but says {}", c.stored_len, c.raw_len));
     }
     if c.raw_len > spec.max_decoded_chunk() {
@@ -919,8 +921,8 @@ fn check_chunk(specs: &BTreeMap<ColumnId, ColumnSpec>, c: &ChunkRef) -> Result<(
             }
         }
         None => {
-            if ids.contains(&CODEC_DELTA) {
-                return Err(format!("{where_}: the delta codec on a variable-length column"));
+            if ids.contains(&CODEC_DELTA) || ids.contains(&CODEC_STACK) {
+                return Err(format!("{where_}: the delta or frame-stack codec on a variable-length column"));
             }
             if (c.n_rows as u64 + 1) * 8 > c.raw_len {
                 return Err(format!("{where_}: {} bytes cannot hold the offsets of {} strings", c.raw_len, c.n_rows));

@@ -130,8 +130,9 @@ impl Dataset {
         let corrupt = |why: String| Error::corrupt(&self.shards[loc.shard].path, c.data_offset, why);
         if codec_ids(c.codec).last() == Some(CODEC_ZSTD) {
             // The frame header must vouch for the size before zstd is asked to allocate it.
+            let (limit, exact) = codec::zstd_output_limit(c.codec, row_bytes, c.raw_len);
             match zstd::zstd_safe::get_frame_content_size(stored) {
-                Ok(Some(n)) if n == c.raw_len => {}
+                Ok(Some(n)) if n == limit || (!exact && n <= limit) => {}
                 _ => return Err(corrupt(format!("zstd frame does not declare the chunk's {} bytes", c.raw_len))),
             }
         }

@@ -92,7 +92,7 @@ impl ColumnBuffer {
         };
         let raw_len = raw.len() as u64;
         let capacity = raw.capacity();
-        let (codec, data) = encoder.encode(&spec.codec, row_bytes, raw);
+        let (codec, data) = encoder.encode(&spec.codec, spec.row_layout(), raw);
         let chunk = PendingChunk {
             lane,
             column: spec.id,

@@ -109,9 +109,9 @@ pub fn spec(id: u32, name: &str, dtype: &str, shape: &[u64], timeline: Timeline,
     }
 }
 
-pub const RAW: CodecSpec = CodecSpec { delta: false, zstd_level: None, chunk_bytes: None };
-pub const ZSTD: CodecSpec = CodecSpec { delta: false, zstd_level: Some(3), chunk_bytes: None };
-pub const DELTA_ZSTD: CodecSpec = CodecSpec { delta: true, zstd_level: Some(3), chunk_bytes: None };
+pub const RAW: CodecSpec = CodecSpec { delta: false, zstd_level: None, chunk_bytes: None, frame_stack: true };
+pub const ZSTD: CodecSpec = CodecSpec { delta: false, zstd_level: Some(3), chunk_bytes: None, frame_stack: true };
+pub const DELTA_ZSTD: CodecSpec = CodecSpec { delta: true, zstd_level: Some(3), chunk_bytes: None, frame_stack: true };
 
 /// The columns most tests use: every codec, fixed and str, both timelines, a masked info.
 pub fn standard_columns() -> Vec<ColumnSpec> {
@@ -297,7 +297,7 @@ impl Sim {
         }
         let spec = &self.columns[col as usize];
         let raw = raw_rows(spec, lane, p.first_row, p.rows as u64);
-        let (codec, data) = codec::encode(&spec.codec, spec.row_bytes(), &raw);
+        let (codec, data) = codec::encode(&spec.codec, spec.row_layout(), &raw);
         self.codecs.insert(codec);
         self.sealed.push(PendingChunk {
             lane,

@@ -1,0 +1,179 @@
+//! The frame-stack filter (codec 3). A frame-stacked observation (gymnasium's
+//! `FrameStackObservation`) repeats, at each step, the previous row's frames 1.. plus one new
+//! frame: the filter stores that new frame alone, so each frame is stored once instead of once
+//! per stack it is part of. Rows are split along axis 0 (`stack` frames of `row_bytes / stack`
+//! bytes); any row that is not such a shift (an episode's first stack, padding, anything else) is
+//! stored whole, so every row round-trips exactly whatever it holds.
+//!
+//! Encoded: `stack u32`, then one kind byte per row (`KEEP` or `SHIFT`), then per row in order
+//! its bytes (the whole row, or its last frame). The chunk's first row is always whole, so a chunk
+//! decodes on its own.
+
+/// The row is stored whole.
+pub const KEEP: u8 = 0;
+/// The row is the previous row's frames 1.. followed by the one frame stored.
+pub const SHIFT: u8 = 1;
+
+pub const HEADER_LEN: usize = 4;
+
+/// Frames of `frame` bytes in a row of `row` bytes split in `stack`; `None` if it does not split.
+fn frame_bytes(row: usize, stack: usize) -> Option<usize> {
+    (stack >= 2 && row > 0 && row.is_multiple_of(stack)).then(|| row / stack)
+}
+
+/// Whether `cur` is `prev` shifted by one frame (its first frames are `prev`'s last ones).
+fn is_shift(prev: &[u8], cur: &[u8], frame: usize) -> bool {
+    cur[..cur.len() - frame] == prev[frame..]
+}
+
+/// Encodes whole rows of `row` bytes into `out`; `None` (and `out` unspecified) when no row is
+/// a shift of the one before, so the filter would only add bytes. The kinds are decided first,
+/// so a column that never shifts (an image of two or more axes) costs a comparison that fails
+/// within its first bytes a row, not a copy of the chunk.
+pub fn encode_into(raw: &[u8], row: usize, stack: usize, out: &mut Vec<u8>) -> Option<()> {
+    let frame = frame_bytes(row, stack)?;
+    if !raw.len().is_multiple_of(row) {
+        return None;
+    }
+    let rows = raw.len() / row;
+    out.clear();
+    out.extend_from_slice(&(stack as u32).to_le_bytes());
+    out.resize(HEADER_LEN + rows, KEEP);
+    let mut shifts = 0;
+    for r in 1..rows {
+        if is_shift(&raw[(r - 1) * row..r * row], &raw[r * row..(r + 1) * row], frame) {
+            out[HEADER_LEN + r] = SHIFT;
+            shifts += 1;
+        }
+    }
+    if shifts == 0 {
+        return None;
+    }
+    out.reserve(rows * row - shifts * (row - frame));
+    for r in 0..rows {
+        let cur = &raw[r * row..(r + 1) * row];
+        let keep = if out[HEADER_LEN + r] == SHIFT { &cur[row - frame..] } else { cur };
+        out.extend_from_slice(keep);
+    }
+    Some(())
+}
+
+/// Undoes `encode_into`: `raw_len` bytes of rows of `row` bytes.
+pub fn decode(data: &[u8], row: usize, raw_len: usize) -> Result<Vec<u8>, String> {
+    if row == 0 || !raw_len.is_multiple_of(row) {
+        return Err(format!("frame-stack codec: {raw_len} bytes are not whole rows of {row}"));
+    }
+    if data.len() < HEADER_LEN {
+        return Err("frame-stack codec: no header".into());
+    }
+    let stack = u32::from_le_bytes(data[..HEADER_LEN].try_into().unwrap()) as usize;
+    let frame =
+        frame_bytes(row, stack).ok_or_else(|| format!("frame-stack codec: {row}-byte rows in {stack} frames"))?;
+    let rows = raw_len / row;
+    let kinds = data.get(HEADER_LEN..HEADER_LEN + rows).ok_or("frame-stack codec: row kinds cut short")?;
+    let mut body = &data[HEADER_LEN + rows..];
+    let mut out = Vec::with_capacity(raw_len);
+    for (r, &kind) in kinds.iter().enumerate() {
+        let take = match kind {
+            KEEP => row,
+            SHIFT if r > 0 => frame,
+            SHIFT => return Err("frame-stack codec: the first row is a shift".into()),
+            other => return Err(format!("frame-stack codec: unknown row kind {other}")),
+        };
+        if body.len() < take {
+            return Err("frame-stack codec: rows cut short".into());
+        }
+        if kind == SHIFT {
+            out.extend_from_within(out.len() - row + frame..);
+        }
+        out.extend_from_slice(&body[..take]);
+        body = &body[take..];
+    }
+    if !body.is_empty() {
+        return Err(format!("frame-stack codec: {} bytes past the last row", body.len()));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Rows of `stack` frames drawn from a few distinct frames, each row a shift of the one
+    /// before unless `breaks` says otherwise (then random frames): what frame stacks look like,
+    /// with episode starts and padding mixed in.
+    fn rows_strategy() -> impl Strategy<Value = (usize, usize, Vec<u8>)> {
+        (2usize..6, 1usize..9, 1usize..40).prop_flat_map(|(stack, frame, rows)| {
+            (
+                Just(stack),
+                Just(frame),
+                prop::collection::vec((any::<bool>(), prop::collection::vec(0u8..3, stack * frame)), rows),
+            )
+                .prop_map(|(stack, frame, draws)| {
+                    let row = stack * frame;
+                    let mut raw: Vec<u8> = Vec::new();
+                    for (r, (shift, fresh)) in draws.into_iter().enumerate() {
+                        if shift && r > 0 {
+                            let prev = raw[raw.len() - row + frame..].to_vec();
+                            raw.extend_from_slice(&prev);
+                            raw.extend_from_slice(&fresh[..frame]);
+                        } else {
+                            raw.extend_from_slice(&fresh);
+                        }
+                    }
+                    (stack, frame, raw)
+                })
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn any_rows_round_trip((stack, frame, raw) in rows_strategy()) {
+            let row = stack * frame;
+            let mut enc = Vec::new();
+            match encode_into(&raw, row, stack, &mut enc) {
+                Some(()) => {
+                    prop_assert!(enc.len() <= HEADER_LEN + raw.len() / row + raw.len());
+                    prop_assert_eq!(decode(&enc, row, raw.len()).unwrap(), raw);
+                }
+                // Declined only when no row is a shift of the one before.
+                None => prop_assert!(raw.chunks(row).zip(raw.chunks(row).skip(1)).all(|(p, c)| !is_shift(p, c, frame))),
+            }
+        }
+
+        #[test]
+        fn any_bytes_decode_or_fail_cleanly(data in prop::collection::vec(any::<u8>(), 0..64), row in 1usize..16, rows in 0usize..6) {
+            if let Ok(out) = decode(&data, row, row * rows) {
+                prop_assert_eq!(out.len(), row * rows);
+            }
+        }
+    }
+
+    #[test]
+    fn shifted_stacks_store_each_frame_once() {
+        // Frames 0..10 of 3 bytes, stacks of 4: rows [f0 f1 f2 f3], [f1 f2 f3 f4], ...
+        let frames: Vec<[u8; 3]> = (0..10u8).map(|i| [i, i + 100, i + 200]).collect();
+        let raw: Vec<u8> = (0..7).flat_map(|r| frames[r..r + 4].concat()).collect();
+        let mut enc = Vec::new();
+        encode_into(&raw, 12, 4, &mut enc).unwrap();
+        assert_eq!(enc.len(), HEADER_LEN + 7 + 12 + 6 * 3);
+        assert_eq!(&enc[HEADER_LEN..HEADER_LEN + 7], &[KEEP, SHIFT, SHIFT, SHIFT, SHIFT, SHIFT, SHIFT]);
+        assert_eq!(decode(&enc, 12, raw.len()).unwrap(), raw);
+    }
+
+    #[test]
+    fn rows_without_shifts_are_declined_and_bad_input_is_an_error() {
+        let raw: Vec<u8> = (0..48u8).collect();
+        assert!(encode_into(&raw, 12, 4, &mut Vec::new()).is_none());
+        assert!(encode_into(&raw, 12, 5, &mut Vec::new()).is_none(), "12 bytes do not split in 5");
+        let mut bad = 4u32.to_le_bytes().to_vec();
+        bad.extend_from_slice(&[SHIFT]);
+        bad.extend_from_slice(&[0; 3]);
+        assert!(decode(&bad, 12, 12).is_err(), "first row a shift");
+        let mut short = 4u32.to_le_bytes().to_vec();
+        short.extend_from_slice(&[KEEP, SHIFT]);
+        short.extend_from_slice(&[0; 14]);
+        assert!(decode(&short, 12, 24).is_err(), "rows cut short");
+    }
+}
