@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from gymnasium.vector import VectorWrapper
 
-__all__ = ["BASELINES", "envlogger_list", "minari_list", "peer_missing"]
+__all__ = ["BASELINES", "envlogger_env", "envlogger_list", "minari_list", "peer_missing"]
 
 
 class _Baseline(VectorWrapper[Any, Any, Any, Any, Any]):
@@ -226,15 +226,23 @@ def envlogger_list(make: Any, num_envs: int, path: Path | None) -> Any:
     """`num_envs` envs as dm_env envs, each wrapped by its own EnvLogger writing under `path`
     (None: the same envs unwrapped, the loop to compare with)."""
     _numpy2_alias()
-    import envlogger
     from workloads import ListVectorEnv
 
-    envs = [_dm_adapter(make()) for _ in range(num_envs)]
-    if path is not None:
-        envs = [envlogger.EnvLogger(e, data_directory=str(_mkdir(path / f"env{i}"))) for i, e in enumerate(envs)]
+    if path is None:
+        envs = [_dm_adapter(make()) for _ in range(num_envs)]
+    else:
+        envs = [envlogger_env(make(), path / f"env{i}") for i in range(num_envs)]
     for e in envs:
         e.reset()
     return ListVectorEnv(envs, lambda ts: bool(ts.last()), lambda e: e.reset())
+
+
+def envlogger_env(env: Any, path: Path) -> Any:
+    """A gymnasium env as a dm_env env wrapped by EnvLogger (its defaults), writing under `path`."""
+    _numpy2_alias()
+    import envlogger
+
+    return envlogger.EnvLogger(_dm_adapter(env), data_directory=str(_mkdir(path)))
 
 
 def minari_list(make: Any, num_envs: int, path: Path | None) -> Any:

@@ -82,6 +82,60 @@ def _targets(rows: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+# Issue 14's ratio targets: (target, group, row name, figure, bound, "min" or "max").
+_TORCHRL, _H5PY = "TorchRL LazyMemmapStorage", "h5py (D4RL layout)"
+_ATARI, _PIXELS, _CARTPOLE = "read vs peers: atari", "read vs peers: pixels", "read vs peers: cartpole x16 full scan"
+_ISSUE14 = [
+    ("random 256-batches, Atari, >= 1.5x TorchRL", _ATARI, _TORCHRL, "tc/peer batch rate", 1.5, "min"),
+    ("random 256-batches, synthetic pixels, >= 1x TorchRL", _PIXELS, _TORCHRL, "tc/peer batch rate", 1.0, "min"),
+    ("full scan, CartPole x16, >= 1x h5py", _CARTPOLE, _H5PY, "tc/peer scan rate", 1.0, "min"),
+    ("full scan, Atari, >= 1x TorchRL", _ATARI, _TORCHRL, "tc/peer scan rate", 1.0, "min"),
+    ("bytes per step, Atari, <= 0.8x EnvLogger", _ATARI, "EnvLogger 1.2", "tc/peer bytes", 0.8, "max"),
+    (
+        "file size independent of the recording's pace (live / replayed <= 1.03)",
+        "read vs peers: atari recording pace",
+        "recorded live",
+        "vs replayed",
+        1.03,
+        "max",
+    ),
+    (
+        "step call with RecordEpisodeStatistics infos <= 1.3x the call without",
+        "recording round 2",
+        "recorder call, CartPole x16, RecordEpisodeStatistics infos",
+        "vs without infos",
+        1.3,
+        "max",
+    ),
+]
+
+
+def _issue14_targets(rows: list[dict[str, Any]]) -> list[str]:
+    """Issue 14's targets, from the rows present (a target whose rows did not run is left out)."""
+    by = {(r["group"], r["name"]): r for r in rows}
+    out = []
+    for what, group, name, key, bound, kind in _ISSUE14:
+        value = by.get((group, name), {}).get(key)
+        if value is not None:
+            ok = value >= bound if kind == "min" else value <= bound
+            out.append(f"{what}: {'met' if ok else 'MISSED'} ({value:.3g}x)")
+    for r in rows:
+        if r["group"] == "memory" and "vs EnvLogger" in r:
+            ok = "met" if r["vs EnvLogger"] <= 1 else "MISSED"
+            out.append(
+                f"RSS growth <= EnvLogger's ({r['name']}): {ok} ({r['peak_rss_growth_MB']:.1f} MB, "
+                f"{r['vs EnvLogger']:.2f}x EnvLogger's)"
+            )
+    ext = by.get(("recording round 2", "installed extension"))
+    if ext is not None:
+        ok = "met" if not ext["debug_sections"] else "MISSED"
+        out.append(
+            f"installed extension stripped of debug info: {ok} ({ext['MB']:.1f} MB, debug sections: "
+            f"{ext['debug_sections'] or 'none'})"
+        )
+    return out
+
+
 def pytest_terminal_summary(terminalreporter: Any, config: Any) -> None:
     if not _RESULTS:
         return
@@ -104,8 +158,13 @@ def pytest_terminal_summary(terminalreporter: Any, config: Any) -> None:
         terminalreporter.write_line("[targets of issue 5]")
         for line in targets:
             terminalreporter.write_line("  " + line)
+    targets14 = _issue14_targets(_RESULTS)
+    if targets14:
+        terminalreporter.write_line("[targets of issue 14]")
+        for line in targets14:
+            terminalreporter.write_line("  " + line)
     path = config.getoption("--figures-json")
     if path:
         with open(path, "w") as f:
-            json.dump({"rows": _RESULTS, "targets": targets}, f, indent=2)
+            json.dump({"rows": _RESULTS, "targets": targets, "targets_issue_14": targets14}, f, indent=2)
             f.write("\n")

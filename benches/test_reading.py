@@ -13,8 +13,6 @@ CartPole-like episode lengths), so building them takes seconds: what is measured
 from __future__ import annotations
 
 import statistics
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +20,7 @@ import numpy as np
 import pytest
 import trajcore
 from gymnasium import spaces
+from timing import interleaved as _interleaved
 from trajcore import _core
 from trajcore._config import build_config
 
@@ -146,21 +145,6 @@ def _naive_batch(ds: trajcore.Dataset, episodes: np.ndarray, steps: np.ndarray) 
         "terminations": np.array(term),
         "truncations": np.array(trunc),
     }
-
-
-def _interleaved(fns: dict[str, Callable[[int], Any]], seconds: float, rounds: int = 5) -> dict[str, list[float]]:
-    """Seconds per call of each function, `rounds` rounds interleaved (call i gets argument i)."""
-    out: dict[str, list[float]] = {k: [] for k in fns}
-    calls = dict.fromkeys(fns, 0)
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            n, start = 0, time.perf_counter()
-            while (elapsed := time.perf_counter() - start) < seconds / rounds or n < 2:
-                fn(calls[name])
-                calls[name] += 1
-                n += 1
-            out[name].append(elapsed / n)
-    return out
 
 
 def _row(name: str, **figures: Any) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The benchmark workloads: 16 CartPole sub-envs, and 8 sub-envs of (4, 84, 84) uint8 frames.
+"""The benchmark workloads: 16 CartPole sub-envs, 8 sub-envs of (4, 84, 84) uint8 frames (drawn),
+and 8 sub-envs of real Atari frame stacks (ALE Breakout), captured once and replayed.
 
 `PixelEnv` draws Atari-like frames: a static shaded background with a few soft-edged objects
 moving smoothly (not noise, which no codec can shrink, and not zeros, which every codec shrinks
@@ -9,14 +10,18 @@ stepping costs almost nothing and the benchmark measures the recorder, not the d
 
 from __future__ import annotations
 
+import io
 import os
+import pickle
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
-from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.vector import AutoresetMode, SyncVectorEnv, VectorEnv
 
 FRAME = (84, 84)
 STACK = 4
@@ -138,3 +143,178 @@ def dir_bytes(path: Any) -> int:
 # Raw bytes of one CartPole sub-env step as numpy holds the values: observation 4 x float32,
 # action int64, reward float64, terminated and truncated bools.
 CARTPOLE_STEP_BYTES = 16 + 8 + 8 + 1 + 1
+
+
+ATARI_ID = "ALE/Breakout-v5"
+
+
+def atari_missing() -> str | None:
+    """Why the Atari workload cannot run here, or None when it can."""
+    try:
+        import ale_py  # noqa: F401
+    except Exception as e:
+        why = f"{type(e).__name__}: {e}"
+        install = "pip install ale-py opencv-python-headless"
+        return f"ale-py is not installed or does not import ({why}); to measure it: {install}"
+    return None
+
+
+def atari_env() -> gym.Env[Any, Any]:
+    """ALE Breakout as Atari agents see it: `AtariPreprocessing` (84x84 gray, frame skip 4, no-op
+    starts) and `FrameStackObservation(4)`: (4, 84, 84) uint8 observations."""
+    import ale_py
+    from gymnasium.wrappers import AtariPreprocessing, FrameStackObservation
+
+    gym.register_envs(ale_py)
+    return FrameStackObservation(AtariPreprocessing(gym.make(ATARI_ID, frameskip=1)), STACK)
+
+
+def atari_vector(num_envs: int = 8) -> SyncVectorEnv:
+    return SyncVectorEnv([atari_env] * num_envs, autoreset_mode=AutoresetMode.NEXT_STEP)
+
+
+@dataclass
+class Stream:
+    """What a vector env (NEXT_STEP autoreset) returned from one reset over `steps` steps of the
+    recorded actions: everything a recorder sees, to be replayed at no cost (`StreamVectorEnv`)."""
+
+    reset_obs: np.ndarray  # (num_envs, *obs)
+    reset_info: dict[str, Any]
+    actions: np.ndarray  # (steps, num_envs)
+    obs: np.ndarray  # (steps, num_envs, *obs)
+    rewards: np.ndarray  # (steps, num_envs)
+    terminations: np.ndarray
+    truncations: np.ndarray
+    infos: list[dict[str, Any]]
+    observation_space: spaces.Space[Any]
+    action_space: spaces.Space[Any]
+
+    @property
+    def steps(self) -> int:
+        return len(self.actions)
+
+    @property
+    def num_envs(self) -> int:
+        return int(self.actions.shape[1])
+
+
+def capture_stream(env: VectorEnv[Any, Any, Any], steps: int, seed: int = 0) -> Stream:
+    """Steps `env` `steps` times from ``reset(seed=seed)`` with seeded random actions."""
+    env.action_space.seed(seed)
+    reset_obs, reset_info = env.reset(seed=seed)
+    actions = np.stack([env.action_space.sample() for _ in range(steps)])
+    obs = np.empty((steps, *reset_obs.shape), dtype=reset_obs.dtype)
+    rewards, terms, truncs, infos = [], [], [], []
+    for t in range(steps):
+        o, r, te, tr, info = env.step(actions[t])
+        obs[t] = o
+        rewards.append(r)
+        terms.append(te)
+        truncs.append(tr)
+        infos.append(info)
+    return Stream(
+        np.array(reset_obs),
+        reset_info,
+        actions,
+        obs,
+        np.stack(rewards),
+        np.stack(terms),
+        np.stack(truncs),
+        infos,
+        env.single_observation_space,
+        env.single_action_space,
+    )
+
+
+def cache_dir() -> Path:
+    """Where captured streams are kept between runs: $TRAJCORE_BENCH_CACHE, else
+    ~/.cache/trajcore-bench."""
+    return Path(os.environ.get("TRAJCORE_BENCH_CACHE") or Path.home() / ".cache" / "trajcore-bench")
+
+
+def atari_stream(steps: int, num_envs: int = 8, seed: int = 0) -> Stream:
+    """`steps` vector steps of `atari_vector(num_envs)`, captured once (about 7 ms a step here)
+    and kept in `cache_dir()` (zstd-like compression of numpy's npz: ~1% of the raw frames)."""
+    import ale_py
+
+    path = cache_dir() / f"breakout-{ale_py.__version__}-{gym.__version__}-{num_envs}x{steps}-seed{seed}.npz"
+    if path.exists():
+        with np.load(path) as z:
+            rest = pickle.loads(z["rest"].tobytes())  # our own cache file
+            return Stream(z["reset_obs"], actions=z["actions"], obs=z["obs"], rewards=z["rewards"], **rest)
+    env = atari_vector(num_envs)
+    try:
+        stream = capture_stream(env, steps, seed)
+    finally:
+        env.close()
+    rest = {
+        "reset_info": stream.reset_info,
+        "terminations": stream.terminations,
+        "truncations": stream.truncations,
+        "infos": stream.infos,
+        "observation_space": stream.observation_space,
+        "action_space": stream.action_space,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    np.savez_compressed(
+        buf,
+        reset_obs=stream.reset_obs,
+        actions=stream.actions,
+        obs=stream.obs,
+        rewards=stream.rewards,
+        rest=np.frombuffer(pickle.dumps(rest), dtype=np.uint8),
+    )
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(buf.getvalue())
+    tmp.replace(path)
+    return stream
+
+
+def pixel_stream(steps: int, num_envs: int = 8, seed: int = 0) -> Stream:
+    """`steps` vector steps of `pixel_vector(num_envs)` (drawn, not cached: it is cheap)."""
+    env = pixel_vector(num_envs)
+    try:
+        return capture_stream(env, steps, seed)
+    finally:
+        env.close()
+
+
+class StreamVectorEnv(VectorEnv[Any, Any, Any]):
+    """Replays a `Stream` (NEXT_STEP autoreset), ignoring the actions it is given: an env that
+    does no work, so a loop over it measures the recorder."""
+
+    metadata: ClassVar[dict[str, Any]] = {"autoreset_mode": AutoresetMode.NEXT_STEP}  # type: ignore[misc]
+
+    def __init__(self, stream: Stream) -> None:
+        self.stream, self.t = stream, 0
+        self.num_envs = stream.num_envs
+        self.single_observation_space = stream.observation_space
+        self.single_action_space = stream.action_space
+        self.observation_space = gym.vector.utils.batch_space(stream.observation_space, self.num_envs)
+        self.action_space = gym.vector.utils.batch_space(stream.action_space, self.num_envs)
+
+    def reset(self, *, seed: Any = None, options: Any = None) -> tuple[Any, dict[str, Any]]:
+        self.t = 0
+        return self.stream.reset_obs, self.stream.reset_info
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        s, t = self.stream, self.t
+        self.t += 1
+        return s.obs[t], s.rewards[t], s.terminations[t], s.truncations[t], s.infos[t]
+
+
+def lane_episodes(stream: Stream, lane: int) -> list[tuple[np.ndarray, list[int]]]:
+    """Sub-env `lane`'s episodes in a stream, as (observation rows, stream steps of its
+    transitions): NEXT_STEP autoreset, so the step after an episode ends starts the next one."""
+    episodes: list[tuple[np.ndarray, list[int]]] = []
+    first, steps = stream.reset_obs[lane], []
+    for t in range(stream.steps):
+        if steps and (stream.terminations[t - 1, lane] or stream.truncations[t - 1, lane]):
+            episodes.append((first, steps))
+            first, steps = stream.obs[t, lane], []
+            continue
+        steps.append(t)
+    if steps:
+        episodes.append((first, steps))
+    return episodes
