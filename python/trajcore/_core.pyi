@@ -256,6 +256,15 @@ class Dataset:
         Raises:
             InvalidArgumentError: a step number out of range.
         """
+    def read_transitions(
+        self, start: int, stop: int, keys: list[str] | None = None, selection: Selection | None = None
+    ) -> dict[str, Any]:
+        """Steps `start` .. `stop` (of the selection, if given), read in bulk: the batch
+        `gather_transitions` gives for those numbers, damage included.
+
+        Raises:
+            InvalidArgumentError: the range runs past the steps.
+        """
     def sample_sequences(
         self,
         n: int,
