@@ -299,3 +299,28 @@ fn range_reads_equal_step_by_step_gathers() {
     set_parallel_thresholds(256 << 10, 2 << 20);
     set_scan_block_bytes(64 << 20);
 }
+
+/// Random rows decode a zstd chunk only as far as they need; a cached prefix is decoded again,
+/// further or whole, for rows past it (gathers) and for episode reads.
+#[test]
+fn chunk_prefixes_serve_only_the_rows_they_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sim = Sim::new(9, 1, standard_columns(), 64);
+    sim.steps(0, 150);
+    sim.end_episode(0, "");
+    sim.steps(0, 40);
+    sim.end_episode(0, "");
+    for (i, bytes) in sim.finish(true).into_iter().enumerate() {
+        write(&dir.path().join(format!("09-{i:03}.trj")), &bytes);
+    }
+    let ds = Dataset::open(dir.path(), OpenOptions::default()).unwrap();
+    let fields: Vec<Field> = [("obs", false), ("obs", true), ("obs/img", true), ("info/msg", false), ("action", false)]
+        .iter()
+        .map(|&(name, next)| ds.field(name, next).unwrap())
+        .collect();
+    for (episode, start) in [(0, 0), (0, 1), (0, 3), (0, 70), (0, 40), (0, 127), (0, 149), (1, 0), (1, 39), (1, 5)] {
+        check(&ds, &fields, &[Window { episode, start }], 1, false);
+    }
+    let windows = sample_steps(ds.all_episodes(), 300, 4).unwrap();
+    check(&ds, &fields, &windows, 1, false);
+}

@@ -211,6 +211,8 @@ struct Sources<'a> {
     pieces: &'a [&'a [Piece]],
     data: &'a [ChunkBytes<'a>],
     slots: &'a [(Located, Option<usize>)],
+    /// Prefetch the pieces' first source rows before copying (scattered rows).
+    prefetch: bool,
 }
 
 /// Rows `chunk_row .. chunk_row + rows` of slot `slot` go to output rows from `out_row`.
@@ -303,7 +305,7 @@ impl Dataset {
             .ok_or_else(|| Error::Invalid(format!("{} windows of {length} steps are too many", windows.len())))?;
         check_outputs(fields, outs, rows_out)?;
         let items = self.items(windows, length as u64, pad, mask)?;
-        self.gather_items(fields, &items, rows_out, outs)
+        self.gather_items(fields, &items, rows_out, outs, true)
     }
 
     /// Copies the steps of `runs` (in the order given) of every field into `outs` (one per
@@ -379,15 +381,25 @@ impl Dataset {
                 rest.push(tail);
             }
             block.sort_unstable_by_key(|i| (i.recording, i.lane, i.step_row));
-            self.gather_items(fields, &block, rows, &mut heads)?;
+            // Whole chunks: the next block reads on where this one stops.
+            self.gather_items(fields, &block, rows, &mut heads, false)?;
             done += rows;
         }
         Ok(())
     }
 
     /// The gather proper, over items sorted by (recording, lane, row) that fill `rows_out`
-    /// output rows (checked against `outs`).
-    fn gather_items(&self, fields: &[Field], items: &[Item], rows_out: usize, outs: &mut [Out<'_>]) -> Result<()> {
+    /// output rows (checked against `outs`). `scattered`: rows here and there (a batch of
+    /// windows): a chunk not in the cache is decoded only as far as its last row wanted (where
+    /// its codec allows), and source rows are prefetched; runs read whole chunks in order.
+    fn gather_items(
+        &self,
+        fields: &[Field],
+        items: &[Item],
+        rows_out: usize,
+        outs: &mut [Out<'_>],
+        scattered: bool,
+    ) -> Result<()> {
         // Plan: slots (distinct chunks, shared between fields) and pieces per field.
         let mut slots: Vec<(Located, Option<usize>)> = Vec::with_capacity(fields.len() + 8);
         // Sized for the most slots a batch can have (a chunk per piece), so it never rehashes.
@@ -426,8 +438,9 @@ impl Dataset {
             })
             .collect();
 
-        let data = self.fetch(&slots)?;
-        let sources = Sources { fields, pieces: &pieces, data: &data, slots: &slots };
+        let need = needed_bytes(fields, &pieces, &slots, scattered);
+        let data = self.fetch(&slots, &need)?;
+        let sources = Sources { fields, pieces: &pieces, data: &data, slots: &slots, prefetch: scattered };
         self.copy_pieces(&sources, outs, rows_out)
     }
 
@@ -560,7 +573,7 @@ impl Dataset {
     }
 
     /// Each slot's decoded bytes: mapped, cached, or decoded now (in parallel when it pays).
-    fn fetch<'d>(&'d self, slots: &[(Located, Option<usize>)]) -> Result<Vec<ChunkBytes<'d>>> {
+    fn fetch<'d>(&'d self, slots: &[(Located, Option<usize>)], need: &[usize]) -> Result<Vec<ChunkBytes<'d>>> {
         // Raw chunks in a map are done at once; the others come from the cache, or are listed
         // for decoding (without a map, raw chunks too: "decoding" them is reading them).
         let mapped = |loc: &Located| loc.chunk.codec == 0 && self.shards[loc.shard].source.is_mapped();
@@ -588,7 +601,8 @@ impl Dataset {
                     if data[i].is_some() {
                         continue;
                     }
-                    match get((loc.shard, loc.chunk.data_offset)) {
+                    // A cached prefix too short for these rows is decoded again, further.
+                    match get((loc.shard, loc.chunk.data_offset)).filter(|d| d.len() >= need[i]) {
                         Some(d) => data[i] = Some(ChunkBytes::Decoded(d)),
                         None => wanted.push(i),
                     }
@@ -601,9 +615,9 @@ impl Dataset {
         }
         let decode = |(i, stored): &(usize, Cow<'d, [u8]>)| -> Result<Vec<u8>> {
             let (loc, row_bytes) = &slots[*i];
-            self.decode_stored(loc, stored, *row_bytes)
+            self.decode_stored_prefix(loc, stored, *row_bytes, need[*i])
         };
-        let bytes: usize = missing.iter().map(|&(i, _)| slots[i].0.chunk.raw_len as usize).sum();
+        let bytes: usize = missing.iter().map(|&(i, _)| need[i]).sum();
         let threads = max_threads().min(missing.len());
         let decoded: Vec<Result<Vec<u8>>> = if threads > 1 && bytes >= PARALLEL_DECODE_BYTES.load(Ordering::Relaxed) {
             // Chunks dealt round-robin; each thread returns its own in order.
@@ -660,6 +674,37 @@ fn slot_index(
     }
     slots.push((*loc, row_bytes));
     (slots.len() - 1) as u32
+}
+
+/// Per slot, the decoded bytes its pieces read: up to the end of the last row wanted, or (no
+/// `scattered` rows, a str field, a prefix of most of the chunk) the whole chunk.
+fn needed_bytes(
+    fields: &[Field],
+    pieces: &[&[Piece]],
+    slots: &[(Located, Option<usize>)],
+    scattered: bool,
+) -> Vec<usize> {
+    let whole = |slot: &(Located, Option<usize>)| slot.0.chunk.raw_len as usize;
+    if !scattered {
+        return slots.iter().map(whole).collect();
+    }
+    let mut need = vec![0usize; slots.len()];
+    for (field, pieces) in fields.iter().zip(pieces) {
+        for p in pieces.iter().filter(|p| p.slot != ZEROS) {
+            let i = p.slot as usize;
+            need[i] = need[i].max(match field.row_bytes {
+                Some(rb) => (p.chunk_row + p.rows) * rb,
+                None => whole(&slots[i]),
+            });
+        }
+    }
+    // Most of a chunk: decode it whole, once, rather than a prefix now and all of it later.
+    need.iter_mut().zip(slots).for_each(|(n, slot)| {
+        if *n > whole(slot) / 4 * 3 {
+            *n = whole(slot);
+        }
+    });
+    need
 }
 
 /// The parts of `pieces` that fall in output rows `from..to`.
@@ -740,9 +785,9 @@ impl Dataset {
     /// Copies the parts of pieces whose output rows lie in `from..to`; `outs` start at output
     /// row `from`.
     fn copy_range(&self, src: &Sources<'_>, outs: &mut [Out<'_>], from: usize, to: usize) -> Result<()> {
-        let Sources { fields, pieces, data, slots } = *src;
+        let Sources { fields, pieces, data, slots, prefetch: scattered } = *src;
         let clipped = |pieces| clip(pieces, from, to);
-        for (field, pieces) in fields.iter().zip(pieces) {
+        for (field, pieces) in fields.iter().zip(pieces).filter(|_| scattered) {
             if let Some(rb) = field.row_bytes {
                 for p in clipped(pieces).filter(|p| p.slot != ZEROS) {
                     if let Some(src) = data[p.slot as usize].get(p.chunk_row * rb..) {
