@@ -187,6 +187,23 @@ def _concat(batches: list[Any]) -> Any:
     return np.concatenate(batches)
 
 
+def test_large_batches_reuse_memory_only_once_let_go(ds: trajcore.Dataset) -> None:
+    """Large outputs (16 MB and more) come from a small pool of blocks: one still referenced
+    is never handed out again, and one let go is rewritten whole."""
+    idx = np.arange(300_000) % ds.num_steps
+    a = ds.transitions[idx]
+    assert isinstance(a["rewards"].base.base, trajcore._core.BatchMemory)
+    b = ds.transitions[idx]
+    assert not np.shares_memory(a["rewards"].base, b["rewards"].base)
+    want = b["rewards"].copy()
+    a["rewards"][:] = -1.0
+    a["observations"]["grid"][:] = 7
+    assert np.array_equal(b["rewards"], want)
+    del a
+    assert_tree_equal(ds.transitions[idx], b)
+    assert_tree_equal(ds.transitions[0 : ds.num_steps], ds.transitions[np.arange(ds.num_steps)])
+
+
 def test_blocks_refuse_a_size_below_one(ds: trajcore.Dataset) -> None:
     with pytest.raises(trajcore.InvalidArgumentError, match="at least one step"):
         next(ds.transitions.blocks(0))

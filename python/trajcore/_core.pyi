@@ -14,6 +14,7 @@ __all__ = [
     "FORMAT_VERSION",
     "MAX_INFO_DEPTH",
     "SHARD_EXTENSION",
+    "BatchMemory",
     "CorruptFileError",
     "Dataset",
     "InvalidArgumentError",
@@ -311,6 +312,13 @@ class Selection:
     def num_steps(self) -> int: ...
     def episodes(self) -> npt.NDArray[np.int64]:
         """The dataset indexes of its episodes, in order."""
+    def __len__(self) -> int: ...
+
+@final
+class BatchMemory:
+    """The owner (numpy base) of a large batch's memory, handed back to a small pool (at most
+    2 blocks, 256 MB) for the next large batch when the arrays are gone."""
+
     def __len__(self) -> int: ...
 
 @final
