@@ -15,6 +15,10 @@
 //!    the gather costs. The source rows of all pieces are prefetched first: random rows of a
 //!    large dataset are cache misses, and issuing them together overlaps their latencies.
 //!
+//! `gather_runs` does the same for runs of consecutive steps (bulk reads, `scan`): an item
+//! per run instead of per step, in blocks of bounded output, whole chunks, no prefetching.
+//! Batches of windows (scattered rows) decode a zstd chunk only as far as their last row in it.
+//!
 //! Nothing here scans episodes or chunks: a batch costs O(B log C) for B windows and C chunks
 //! per lane, whatever the number of episodes or shards; what still grows with a dataset is the
 //! memory hierarchy (rows of a small dataset stay in the CPU caches, a large one's do not).
@@ -168,15 +172,6 @@ pub fn max_threads() -> usize {
 
 /// Encoded bytes to decode before a thread per chunk pays for its start.
 static PARALLEL_DECODE_BYTES: AtomicUsize = AtomicUsize::new(256 << 10);
-/// Output bytes a bulk read (`gather_runs`) fills per block.
-static SCAN_BLOCK_BYTES: AtomicUsize = AtomicUsize::new(64 << 20);
-
-/// Sets the output bytes per block of a bulk read (tests use a few rows to cross blocks on
-/// small data). Results never depend on it.
-#[doc(hidden)]
-pub fn set_scan_block_bytes(bytes: usize) {
-    SCAN_BLOCK_BYTES.store(bytes.max(1), Ordering::Relaxed);
-}
 /// Bytes copied per thread before another thread pays for its start.
 static PARALLEL_COPY_BYTES: AtomicUsize = AtomicUsize::new(2 << 20);
 
@@ -186,6 +181,16 @@ static PARALLEL_COPY_BYTES: AtomicUsize = AtomicUsize::new(2 << 20);
 pub fn set_parallel_thresholds(decode_bytes: usize, copy_bytes: usize) {
     PARALLEL_DECODE_BYTES.store(decode_bytes.max(1), Ordering::Relaxed);
     PARALLEL_COPY_BYTES.store(copy_bytes.max(1), Ordering::Relaxed);
+}
+
+/// Output bytes a bulk read (`gather_runs`) fills per block.
+static SCAN_BLOCK_BYTES: AtomicUsize = AtomicUsize::new(64 << 20);
+
+/// Sets the output bytes per block of a bulk read (tests use a few rows to cross blocks on
+/// small data). Results never depend on it.
+#[doc(hidden)]
+pub fn set_scan_block_bytes(bytes: usize) {
+    SCAN_BLOCK_BYTES.store(bytes.max(1), Ordering::Relaxed);
 }
 
 /// A window's (or run's) rows in its lane, with where they go in the outputs.
