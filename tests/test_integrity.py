@@ -170,6 +170,32 @@ def test_batches_by_number_redraw_and_single_steps_raise(clean: Path, damaged: t
             ds.steps[in_bad]
 
 
+def test_slices_and_blocks_redraw_like_batches_by_number(clean: Path, damaged: tuple[Path, int, list[int]]) -> None:
+    """A bulk read (a slice, a block) over a damaged episode gives what indexing the same step
+    numbers gives: its steps redrawn from their numbers, with a warning; strict raises."""
+    path, offset, bad = damaged
+    with trajcore.open(clean) as clean_ds, trajcore.open(path) as ds, trajcore.open(path) as other:
+        starts = np.concatenate([[0], np.cumsum(ds.summaries()["length"])])
+        in_bad = int(starts[bad[0]])
+        with pytest.warns(trajcore.TrajcoreWarning, match="left out of sampling"):
+            sliced = ds.transitions[in_bad - 5 : in_bad + 5]
+        with pytest.warns(trajcore.TrajcoreWarning, match="left out of sampling"):
+            by_number = other.transitions[np.arange(in_bad - 5, in_bad + 5)]
+        assert_tree_equal(sliced, by_number)
+        assert not set(sliced["episode_index"].tolist()) & set(bad)
+        _same_rows(clean_ds, sliced)
+        # Damage already known: the same rows again, now without a warning.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            blocks = list(ds.transitions.blocks(1000))
+        whole = ds.transitions[np.arange(ds.num_steps)]
+        for k in whole:
+            assert_tree_equal(np.concatenate([b[k] for b in blocks]), whole[k], k)
+        _same_rows(clean_ds, whole)
+    with trajcore.open(path, strict=True) as strict, pytest.raises(trajcore.CorruptFileError, match=f"offset {offset}"):
+        strict.transitions[:]
+
+
 def test_iteration_skips_damaged_episodes(clean: Path, damaged: tuple[Path, int, list[int]]) -> None:
     path, _, bad = damaged
     with trajcore.open(clean) as clean_ds, trajcore.open(path) as ds:

@@ -22,6 +22,8 @@ import trajcore
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from helpers import SpaceEnv, assert_infos_equal, assert_tree_equal
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 OBS = spaces.Dict(
     {
@@ -147,6 +149,64 @@ def test_every_transition_equals_episode_rows(ds: trajcore.Dataset) -> None:
     last = np.cumsum(lengths) - 1
     for e, g in enumerate(last[:5]):
         assert_tree_equal(item(batch["next_observations"], int(g)), row(ds.episodes[e].observations, -1))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_slices_and_blocks_read_in_bulk_equal_indexing(ds: trajcore.Dataset, data: st.DataObject) -> None:
+    """A slice of consecutive steps (read in bulk, a run per episode) is the batch indexing
+    those step numbers gives, and so what reading the episodes gives; for the whole dataset
+    and for a selection (in its own step numbering), with keys, and cut into blocks."""
+    sel = ds.select(env_index=data.draw(st.integers(0, N - 1), label="env"))
+    owner = data.draw(st.sampled_from([ds, sel]), label="owner")
+    n = owner.num_steps
+    start = data.draw(st.integers(-n - 3, n + 3), label="start")
+    stop = data.draw(st.integers(-n - 3, n + 3), label="stop")
+    got = owner.transitions[start:stop]
+    want = owner.transitions[np.arange(n)[start:stop]]
+    assert_tree_equal(got, want)
+    if len(got["step_index"]):
+        assert_batch(ds, got)
+    keys = ["rewards", "info/step", "data/t", "observations"] if data.draw(st.booleans(), label="keys") else None
+    by_slice = owner.transitions.gather(slice(start, stop), keys=keys)
+    assert_tree_equal(by_slice, owner.transitions.gather(np.arange(n)[start:stop], keys=keys))
+    size = data.draw(st.integers(1, n + 2), label="block")
+    blocks = list(owner.transitions.blocks(size, keys=keys))
+    assert len(blocks) == -(-n // size)
+    assert_tree_equal(_concat(blocks), owner.transitions.gather(np.arange(n), keys=keys))
+
+
+def _concat(batches: list[Any]) -> Any:
+    first = batches[0]
+    if isinstance(first, dict):
+        return {k: _concat([b[k] for b in batches]) for k in first}
+    if isinstance(first, tuple):
+        return tuple(_concat([b[i] for b in batches]) for i in range(len(first)))
+    if isinstance(first, list):
+        return [x for b in batches for x in b]
+    return np.concatenate(batches)
+
+
+def test_large_batches_reuse_memory_only_once_let_go(ds: trajcore.Dataset) -> None:
+    """Large outputs (16 MB and more) come from a small pool of blocks: one still referenced
+    is never handed out again, and one let go is rewritten whole."""
+    idx = np.arange(300_000) % ds.num_steps
+    a = ds.transitions[idx]
+    assert isinstance(a["rewards"].base.base, trajcore._core.BatchMemory)
+    b = ds.transitions[idx]
+    assert not np.shares_memory(a["rewards"].base, b["rewards"].base)
+    want = b["rewards"].copy()
+    a["rewards"][:] = -1.0
+    a["observations"]["grid"][:] = 7
+    assert np.array_equal(b["rewards"], want)
+    del a
+    assert_tree_equal(ds.transitions[idx], b)
+    assert_tree_equal(ds.transitions[0 : ds.num_steps], ds.transitions[np.arange(ds.num_steps)])
+
+
+def test_blocks_refuse_a_size_below_one(ds: trajcore.Dataset) -> None:
+    with pytest.raises(trajcore.InvalidArgumentError, match="at least one step"):
+        next(ds.transitions.blocks(0))
 
 
 def test_one_step_and_indexing(ds: trajcore.Dataset) -> None:

@@ -14,6 +14,7 @@ __all__ = [
     "FORMAT_VERSION",
     "MAX_INFO_DEPTH",
     "SHARD_EXTENSION",
+    "BatchMemory",
     "CorruptFileError",
     "Dataset",
     "InvalidArgumentError",
@@ -256,6 +257,15 @@ class Dataset:
         Raises:
             InvalidArgumentError: a step number out of range.
         """
+    def read_transitions(
+        self, start: int, stop: int, keys: list[str] | None = None, selection: Selection | None = None
+    ) -> dict[str, Any]:
+        """Steps `start` .. `stop` (of the selection, if given), read in bulk: the batch
+        `gather_transitions` gives for those numbers, damage included.
+
+        Raises:
+            InvalidArgumentError: the range runs past the steps.
+        """
     def sample_sequences(
         self,
         n: int,
@@ -302,6 +312,13 @@ class Selection:
     def num_steps(self) -> int: ...
     def episodes(self) -> npt.NDArray[np.int64]:
         """The dataset indexes of its episodes, in order."""
+    def __len__(self) -> int: ...
+
+@final
+class BatchMemory:
+    """The owner (numpy base) of a large batch's memory, handed back to a small pool (at most
+    2 blocks, 256 MB) for the next large batch when the arrays are gone."""
+
     def __len__(self) -> int: ...
 
 @final

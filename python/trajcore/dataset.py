@@ -274,7 +274,7 @@ class Transitions:
         if isinstance(index, _INTEGER):
             return self._step(int(index), None, self._sel)
         if isinstance(index, slice):
-            index = np.arange(*index.indices(len(self)), dtype=np.int64)
+            return self._slice(index, None)
         try:
             return self._reader.gather_transitions(_int64(index), None, self._sel)
         except InvalidArgumentError as e:
@@ -282,9 +282,35 @@ class Transitions:
                 raise IndexError(str(e)) from None
             raise
 
+    def _slice(self, index: slice, keys: list[str] | None) -> Batch:
+        start, stop, step = index.indices(len(self))
+        if step == 1:  # consecutive steps: read in bulk, a run per episode
+            return self._reader.read_transitions(start, max(start, stop), keys, self._sel)
+        return self._reader.gather_transitions(np.arange(start, stop, step, dtype=np.int64), keys, self._sel)
+
     def gather(self, index: Any, *, keys: Sequence[str] | None = None) -> Batch:
-        """Like indexing with an array, with the keys wanted."""
+        """Like indexing with an array or slice, with the keys wanted."""
+        if isinstance(index, slice):
+            return self._slice(index, _keys(keys))
         return self._reader.gather_transitions(_int64(index), _keys(keys), self._sel)
+
+    def blocks(self, size: int = 65_536, *, keys: Sequence[str] | None = None) -> Iterator[Batch]:
+        """Every transition in order, as batches of `size` consecutive steps (the last one
+        shorter): a full scan at memory speed. Each block is one bulk read (``transitions[a:b]``):
+        a run of rows per episode copied straight into numpy, chunks decoded in parallel, memory
+        bounded by the block. Damage is handled as in any batch (steps of a damaged episode are
+        redrawn from their numbers, with a warning; `strict` raises).
+
+        Raises:
+            InvalidArgumentError: `size` < 1.
+            CorruptFileError: with `strict`, damage.
+        """
+        if size < 1:
+            raise InvalidArgumentError(f"a block holds at least one step (got {size})")
+        wanted = _keys(keys)
+        n = len(self)
+        for start in range(0, n, size):
+            yield self._reader.read_transitions(start, min(n, start + size), wanted, self._sel)
 
     def __iter__(self) -> Iterator[Batch]:
         """Every step in order, as ``transitions[i]`` gives it, read an episode (or a block of

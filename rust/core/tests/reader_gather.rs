@@ -6,8 +6,8 @@ mod common;
 
 use common::*;
 use trajcore_core::reader::{
-    sample_steps, sample_windows, set_max_threads, set_parallel_thresholds, ColumnData, Dataset, Field, OpenOptions,
-    Out, Window,
+    sample_steps, sample_windows, set_max_threads, set_parallel_thresholds, set_scan_block_bytes, ColumnData, Dataset,
+    EpisodeSet, Field, OpenOptions, Out, RangeRead, SplitMix64, Window,
 };
 use trajcore_core::{Error, Timeline};
 
@@ -220,4 +220,107 @@ fn uninitialized_outputs_are_written_whole() {
         let got: Vec<u8> = raw.iter().map(|b| unsafe { b.assume_init() }).collect();
         assert_eq!(&got, want, "{}", field.column);
     }
+}
+
+fn outputs(fields: &[Field], rows: usize) -> Vec<Buf> {
+    fields
+        .iter()
+        .map(|f| match f.row_bytes {
+            Some(rb) => Buf::Fixed(vec![0xAA; rows * rb]),
+            None => Buf::Strings(vec!["junk".to_string(); rows]),
+        })
+        .collect()
+}
+
+fn outs(bufs: &mut [Buf]) -> Vec<Out<'_>> {
+    bufs.iter_mut()
+        .map(|b| match b {
+            Buf::Fixed(v) => Out::Fixed(v),
+            Buf::Strings(v) => Out::Strings(v),
+        })
+        .collect()
+}
+
+/// A bulk read of steps `first .. first + n` of `set` equals gathering them one window per step.
+fn check_range(ds: &Dataset, set: &EpisodeSet, fields: &[Field], first: u64, n: u64) {
+    let steps: Vec<u64> = (first..first + n).collect();
+    let windows: Vec<Window> =
+        set.locate_steps(&steps).unwrap().into_iter().map(|(episode, start)| Window { episode, start }).collect();
+    let mut want = outputs(fields, n as usize);
+    ds.gather(fields, &windows, 1, false, &mut outs(&mut want), None).unwrap();
+    let mut got = outputs(fields, n as usize);
+    let (read, damage) = ds.read_range(set, fields, first, n, &mut outs(&mut got)).unwrap();
+    assert!(damage.is_empty());
+    let RangeRead::Runs(runs) = &read else { panic!("an intact range is read in runs") };
+    assert!(runs.len() <= windows.len() && runs.iter().all(|r| r.steps > 0));
+    let mut listed = Vec::new();
+    read.for_each_step(|episode, start| listed.push(Window { episode, start }));
+    assert_eq!(listed, windows, "steps {first}..{}", first + n);
+    for ((field, got), want) in fields.iter().zip(&got).zip(&want) {
+        match (got, want) {
+            (Buf::Fixed(g), Buf::Fixed(w)) => assert!(g == w, "{} next={} steps {first}+{n}", field.column, field.next),
+            (Buf::Strings(g), Buf::Strings(w)) => assert_eq!(g, w, "{} steps {first}+{n}", field.column),
+            _ => unreachable!(),
+        }
+    }
+}
+
+/// Bulk reads of step ranges (a run per episode, in blocks) against step-by-step gathers: ranges
+/// across episodes, chunks, shards, recordings and blocks, a subset in the caller's order,
+/// one and several threads.
+#[test]
+fn range_reads_equal_step_by_step_gathers() {
+    let dir = tempfile::tempdir().unwrap();
+    dataset(dir.path(), 7);
+    let ds = dataset(dir.path(), 8);
+    let fields = fields(&ds);
+    let n = ds.episodes().len();
+    let picked: Vec<usize> = (0..n).filter(|i| i % 4 != 2).rev().collect();
+    let subset = ds.episode_set(&picked).unwrap();
+    let mut rng = SplitMix64::new(11);
+    for (threads, parallel_from, block) in [(1, usize::MAX, 64 << 20), (3, 1, 64 << 20), (3, 1, 1), (2, 1, 2000)] {
+        set_max_threads(threads);
+        set_parallel_thresholds(parallel_from, parallel_from);
+        set_scan_block_bytes(block);
+        for set in [ds.all_episodes(), &subset] {
+            let total = set.num_steps();
+            check_range(&ds, set, &fields, 0, total);
+            check_range(&ds, set, &fields, total, 0);
+            for _ in 0..20 {
+                let first = rng.below(total);
+                check_range(&ds, set, &fields, first, 1 + rng.below(total - first));
+            }
+            let mut bufs = outputs(&fields, 2);
+            let err = ds.read_range(set, &fields, total - 1, 2, &mut outs(&mut bufs)).unwrap_err();
+            assert!(matches!(err, Error::Invalid(ref m) if m.contains("out of range")), "{err}");
+        }
+    }
+    set_max_threads(0);
+    set_parallel_thresholds(256 << 10, 2 << 20);
+    set_scan_block_bytes(64 << 20);
+}
+
+/// Random rows decode a zstd chunk only as far as they need; a cached prefix is decoded again,
+/// further or whole, for rows past it (gathers) and for episode reads.
+#[test]
+fn chunk_prefixes_serve_only_the_rows_they_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sim = Sim::new(9, 1, standard_columns(), 64);
+    sim.steps(0, 150);
+    sim.end_episode(0, "");
+    sim.steps(0, 40);
+    sim.end_episode(0, "");
+    for (i, bytes) in sim.finish(true).into_iter().enumerate() {
+        write(&dir.path().join(format!("09-{i:03}.trj")), &bytes);
+    }
+    let ds = Dataset::open(dir.path(), OpenOptions::default()).unwrap();
+    let fields: Vec<Field> = [("obs", false), ("obs", true), ("obs/img", true), ("info/msg", false), ("action", false)]
+        .iter()
+        .map(|&(name, next)| ds.field(name, next).unwrap())
+        .collect();
+    for (episode, start) in [(0, 0), (0, 1), (0, 3), (0, 70), (0, 40), (0, 127), (0, 149), (1, 0), (1, 39), (1, 5)] {
+        check(&ds, &fields, &[Window { episode, start }], 1, false);
+    }
+    let windows = sample_steps(ds.all_episodes(), 300, 4).unwrap();
+    check(&ds, &fields, &windows, 1, false);
 }

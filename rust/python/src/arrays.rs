@@ -32,6 +32,91 @@ impl MappedRows {
     }
 }
 
+/// Memory for a large batch (a bulk read's output), handed back to a small pool when numpy lets
+/// go of it, so the next large batch reuses pages already mapped: fresh ones cost the kernel a
+/// zeroing pass (a third of a CartPole scan), and glibc maps every block over 32 MB afresh.
+#[pyclass(module = "trajcore._core", name = "BatchMemory", frozen)]
+pub struct BatchMemory {
+    data: std::cell::UnsafeCell<Vec<MaybeUninit<u8>>>,
+}
+
+// SAFETY: the Vec is only touched through `uninit_mut`'s contract (one writer before the array
+// reaches Python) and by `Drop` (no other reference left).
+unsafe impl Sync for BatchMemory {}
+
+/// Blocks at least this large go through the pool; it keeps at most `POOL_BLOCKS` blocks and
+/// `POOL_BYTES` bytes.
+const POOL_MIN: usize = 16 << 20;
+const POOL_BLOCKS: usize = 2;
+const POOL_BYTES: usize = 256 << 20;
+static POOL: std::sync::Mutex<Vec<Vec<MaybeUninit<u8>>>> = std::sync::Mutex::new(Vec::new());
+
+#[pymethods]
+impl BatchMemory {
+    /// Bytes held.
+    fn __len__(&self) -> usize {
+        // SAFETY: a shared read of the length; nothing resizes the Vec while it is alive.
+        unsafe { (*self.data.get()).len() }
+    }
+}
+
+impl Drop for BatchMemory {
+    fn drop(&mut self) {
+        let block = std::mem::take(self.data.get_mut());
+        let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+        let held: usize = pool.iter().map(Vec::capacity).sum();
+        if pool.len() < POOL_BLOCKS && held + block.capacity() <= POOL_BYTES {
+            pool.push(block);
+        }
+    }
+}
+
+/// A block of `len` bytes, not initialized: from the pool (the smallest that fits) or newly
+/// allocated.
+fn pooled_block(len: usize) -> Vec<MaybeUninit<u8>> {
+    let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
+    let best = (0..pool.len()).filter(|&i| pool[i].capacity() >= len).min_by_key(|&i| pool[i].capacity());
+    let mut block = best.map(|i| pool.swap_remove(i)).unwrap_or_else(|| Vec::with_capacity(len));
+    drop(pool);
+    // SAFETY: the capacity is at least `len`, and `MaybeUninit` bytes need no initialization.
+    unsafe { block.set_len(len) };
+    block
+}
+
+/// A writeable 1-D uint8 array of `len` bytes over a pooled block (its base a `BatchMemory`);
+/// its memory is not initialized (see `empty`).
+fn pooled<'py>(py: Python<'py>, len: usize) -> PyResult<Bound<'py, PyUntypedArray>> {
+    let owner = Bound::new(py, BatchMemory { data: std::cell::UnsafeCell::new(pooled_block(len)) })?;
+    // SAFETY: the block lives as long as `owner`, which becomes the array's base below.
+    let data = unsafe { (*owner.get().data.get()).as_mut_ptr() };
+    let mut dims = dims(&[len])?;
+    // SAFETY: `data` addresses `len` bytes owned by `owner` (kept alive as the base); uint8
+    // needs no alignment. NULL strides: C order. The descriptor reference is stolen (`into_ptr`
+    // gives a new one); the call returns a new reference or NULL with an exception set.
+    let array = unsafe {
+        let ptr = PY_ARRAY_API.PyArray_NewFromDescr(
+            py,
+            get_type_object(py, NpyTypes::PyArray_Type),
+            descr(py, DType::U8)?.into_ptr().cast::<PyArray_Descr>(),
+            1,
+            dims.as_mut_ptr(),
+            ptr::null_mut(),
+            data.cast::<c_void>(),
+            NPY_ARRAY_WRITEABLE,
+            ptr::null_mut(),
+        );
+        Bound::from_owned_ptr_or_err(py, ptr)?
+    };
+    // SAFETY: `array` is a new ndarray without a base; the call steals the reference
+    // `into_ptr` gives it, also on failure (-1, with an exception set).
+    let status =
+        unsafe { PY_ARRAY_API.PyArray_SetBaseObject(py, array.as_ptr().cast::<PyArrayObject>(), owner.into_ptr()) };
+    if status < 0 {
+        return Err(PyErr::fetch(py));
+    }
+    Ok(array.cast_into::<PyUntypedArray>()?)
+}
+
 pub fn descr<'py>(py: Python<'py>, dtype: DType) -> PyResult<Bound<'py, PyArrayDescr>> {
     PyArrayDescr::new(py, dtype.name())
 }
@@ -86,7 +171,7 @@ pub fn arena<'py>(py: Python<'py>, parts: &[(Bound<'py, PyArrayDescr>, Vec<usize
         end = start.checked_add(bytes).ok_or_else(too_large)?;
         ranges.push(start..end);
     }
-    let mut buffer = empty(py, &descr(py, DType::U8)?, &[end])?;
+    let mut buffer = if end >= POOL_MIN { pooled(py, end)? } else { empty(py, &descr(py, DType::U8)?, &[end])? };
     {
         // The bytes between parts are never written by the caller: zero them, so the buffer
         // (reachable as a view's `.base`) holds no uninitialized memory.

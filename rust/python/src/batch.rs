@@ -127,6 +127,8 @@ pub enum Request {
     Numbers(Vec<i64>),
     /// (episode, step) pairs.
     Pairs(Vec<Window>),
+    /// Steps `first .. first + n` of the episode set, read in bulk (transitions only).
+    Range { first: u64, n: usize },
 }
 
 impl Request {
@@ -135,6 +137,7 @@ impl Request {
             Request::Sample { n, .. } => *n,
             Request::Numbers(v) => v.len(),
             Request::Pairs(v) => v.len(),
+            Request::Range { n, .. } => *n,
         }
     }
 
@@ -145,6 +148,7 @@ impl Request {
             Request::Sample { seed, .. } => Redraw::Seed(*seed),
             Request::Numbers(v) => Redraw::Numbers(v.iter().map(|&i| i as u64).collect()),
             Request::Pairs(_) => Redraw::Never,
+            Request::Range { first, n } => Redraw::Numbers((*first..*first + *n as u64).collect()),
         }
     }
 }
@@ -169,6 +173,11 @@ fn windows_of(set: &EpisodeSet, request: Request, shape: Shape) -> trajcore_core
     };
     match request {
         Request::Pairs(v) => Ok(v),
+        Request::Range { first, n } => Ok(set
+            .runs(first, n as u64)?
+            .iter()
+            .flat_map(|r| (r.start..r.start + r.steps).map(|start| Window { episode: r.episode, start }))
+            .collect()),
         Request::Sample { n, seed } if shape.sequence => sample_windows(set, n, length, shape.pad, seed),
         Request::Sample { n, seed } => sample_steps(set, n, seed),
         Request::Numbers(v) if shape.sequence => {
@@ -279,6 +288,16 @@ pub fn batch<'py>(
                 let guard = lock.read().unwrap_or_else(|p| p.into_inner());
                 let ds: &Dataset = &guard;
                 let set = set.unwrap_or_else(|| ds.all_episodes());
+                if let (Request::Range { first, n }, false) = (&request, shape.sequence) {
+                    let (read, found) = ds.read_range(set, &plan.fields, *first, *n as u64, &mut outs)?;
+                    let mut i = 0;
+                    read.for_each_step(|episode, step| {
+                        put(&mut episodes_out[i * 8..i * 8 + 8], &(episode as i64).to_le_bytes());
+                        put(&mut steps_out[i * 8..i * 8 + 8], &(step as i64).to_le_bytes());
+                        i += 1;
+                    });
+                    return Ok(found);
+                }
                 let redraw = request.redraw();
                 let mut windows = windows_of(set, request, shape)?;
                 let mut bools = mask_out.as_ref().map(|m| vec![false; m.len()]);

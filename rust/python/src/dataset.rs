@@ -409,6 +409,24 @@ impl PyDataset {
         self.batch(py, keys, selection, Request::Numbers(steps.as_array().to_vec()), shape)
     }
 
+    /// Steps `start .. stop` (global numbers of the selection, if given), read in bulk: a run
+    /// per episode instead of a window per step; the same batch as `gather_transitions` over
+    /// those numbers, damage included.
+    #[pyo3(signature = (start, stop, keys=None, selection=None))]
+    fn read_transitions<'py>(
+        &self,
+        py: Python<'py>,
+        start: u64,
+        stop: u64,
+        keys: Option<Vec<String>>,
+        selection: Option<&Bound<'py, PySelection>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let n = usize::try_from(stop.saturating_sub(start))
+            .map_err(|_| invalid(py, format!("steps {start}..{stop} are too many to read at once")))?;
+        let shape = Shape { length: 1, sequence: false, pad: false };
+        self.batch(py, keys, selection, Request::Range { first: start, n }, shape)
+    }
+
     /// `n` windows of `length` steps inside single episodes, drawn uniformly from `seed`.
     #[pyo3(signature = (n, length, seed, pad=false, keys=None, selection=None))]
     #[allow(clippy::too_many_arguments)]

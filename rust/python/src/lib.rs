@@ -30,6 +30,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::PyDataset>()?;
     m.add_class::<selection::PySelection>()?;
     m.add_class::<arrays::MappedRows>()?;
+    m.add_class::<arrays::BatchMemory>()?;
     m.add_function(wrap_pyfunction!(functions::convert, m)?)?;
     m.add_function(wrap_pyfunction!(functions::verify, m)?)?;
     m.add_function(wrap_pyfunction!(functions::recover, m)?)?;

@@ -15,6 +15,10 @@
 //!    the gather costs. The source rows of all pieces are prefetched first: random rows of a
 //!    large dataset are cache misses, and issuing them together overlaps their latencies.
 //!
+//! `gather_runs` does the same for runs of consecutive steps (bulk reads, `scan`): an item
+//! per run instead of per step, in blocks of bounded output, whole chunks, no prefetching.
+//! Batches of windows (scattered rows) decode a zstd chunk only as far as their last row in it.
+//!
 //! Nothing here scans episodes or chunks: a batch costs O(B log C) for B windows and C chunks
 //! per lane, whatever the number of episodes or shards; what still grows with a dataset is the
 //! memory hierarchy (rows of a small dataset stay in the CPU caches, a large one's do not).
@@ -43,6 +47,17 @@ pub struct Window {
     pub episode: usize,
     /// Step within the episode (0-based).
     pub start: u64,
+}
+
+/// `steps` consecutive transitions of one episode from step `start`: the unit of a bulk read
+/// (`gather_runs`), where a window per step would cost a piece per step and column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    /// Index into `Dataset::episodes()`.
+    pub episode: usize,
+    /// Step within the episode (0-based).
+    pub start: u64,
+    pub steps: u64,
 }
 
 /// A column to gather, resolved against every recording of the dataset.
@@ -79,6 +94,15 @@ impl Out<'_> {
             Out::Fixed(b) => b.len(),
             Out::Uninit(b) => b.len(),
             Out::Strings(s) => s.len(),
+        }
+    }
+
+    /// The same output, borrowed for a shorter time (to split it).
+    fn reborrow(&mut self) -> Out<'_> {
+        match self {
+            Out::Fixed(b) => Out::Fixed(b),
+            Out::Uninit(b) => Out::Uninit(b),
+            Out::Strings(s) => Out::Strings(s),
         }
     }
 
@@ -159,7 +183,17 @@ pub fn set_parallel_thresholds(decode_bytes: usize, copy_bytes: usize) {
     PARALLEL_COPY_BYTES.store(copy_bytes.max(1), Ordering::Relaxed);
 }
 
-/// A window's rows in its lane, with where they go in the outputs.
+/// Output bytes a bulk read (`gather_runs`) fills per block.
+static SCAN_BLOCK_BYTES: AtomicUsize = AtomicUsize::new(64 << 20);
+
+/// Sets the output bytes per block of a bulk read (tests use a few rows to cross blocks on
+/// small data). Results never depend on it.
+#[doc(hidden)]
+pub fn set_scan_block_bytes(bytes: usize) {
+    SCAN_BLOCK_BYTES.store(bytes.max(1), Ordering::Relaxed);
+}
+
+/// A window's (or run's) rows in its lane, with where they go in the outputs.
 #[derive(Clone, Copy)]
 struct Item {
     recording: usize,
@@ -169,8 +203,10 @@ struct Item {
     step_row: u64,
     /// Rows inside the episode (fewer than the window's length when padded).
     rows: u64,
-    /// The window's position in the request.
-    out: usize,
+    /// Rows of padding after them (zeros).
+    pad: usize,
+    /// Where its first row goes in the outputs.
+    out_row: usize,
 }
 
 /// What a gather copies from: per field its pieces, and the chunks (slots) they point into.
@@ -180,6 +216,8 @@ struct Sources<'a> {
     pieces: &'a [&'a [Piece]],
     data: &'a [ChunkBytes<'a>],
     slots: &'a [(Located, Option<usize>)],
+    /// Prefetch the pieces' first source rows before copying (scattered rows).
+    prefetch: bool,
 }
 
 /// Rows `chunk_row .. chunk_row + rows` of slot `slot` go to output rows from `out_row`.
@@ -272,7 +310,101 @@ impl Dataset {
             .ok_or_else(|| Error::Invalid(format!("{} windows of {length} steps are too many", windows.len())))?;
         check_outputs(fields, outs, rows_out)?;
         let items = self.items(windows, length as u64, pad, mask)?;
+        self.gather_items(fields, &items, rows_out, outs, true)
+    }
 
+    /// Copies the steps of `runs` (in the order given) of every field into `outs` (one per
+    /// field: as many rows as the runs' steps together), writing every row: a bulk read of
+    /// whole episodes or long parts of them, planned per run instead of per step.
+    ///
+    /// Errors: `Invalid` (an episode out of range, a run past its episode's end, an output of
+    /// the wrong size), `Schema`, `Corrupt` (as `gather`).
+    pub fn gather_runs(&self, fields: &[Field], runs: &[Run], outs: &mut [Out<'_>]) -> Result<()> {
+        let mut items = Vec::with_capacity(runs.len());
+        let mut rows_out = 0usize;
+        for run in runs {
+            let e = self.locs.get(run.episode).ok_or_else(|| {
+                Error::Invalid(format!("episode {} is out of range (the dataset has {})", run.episode, self.locs.len()))
+            })?;
+            if run.start.checked_add(run.steps).is_none_or(|end| end > e.length) {
+                return Err(Error::Invalid(format!(
+                    "steps {}..{} are out of range: episode {} has {} steps",
+                    run.start,
+                    run.start.saturating_add(run.steps),
+                    run.episode,
+                    e.length
+                )));
+            }
+            if run.steps == 0 {
+                continue;
+            }
+            items.push(Item {
+                recording: e.recording as usize,
+                lane: e.lane,
+                obs_row: e.obs_first_row + run.start,
+                step_row: e.step_first_row + run.start,
+                rows: run.steps,
+                pad: 0,
+                out_row: rows_out,
+            });
+            rows_out = usize::try_from(run.steps)
+                .ok()
+                .and_then(|n| rows_out.checked_add(n))
+                .ok_or_else(|| Error::Invalid("the runs hold too many steps".into()))?;
+        }
+        check_outputs(fields, outs, rows_out)?;
+        // Blocks of about SCAN_BLOCK_BYTES of output, one after the other: the chunks decoded
+        // for a block are let go before the next, so a large read holds its output, the cache
+        // and one block's chunks, not every chunk of the range at once.
+        let step_bytes: usize = fields.iter().map(|f| f.row_bytes.unwrap_or(64)).sum();
+        let block_rows = (SCAN_BLOCK_BYTES.load(Ordering::Relaxed) / step_bytes.max(1)).max(1);
+        let mut rest: Vec<Out<'_>> = outs.iter_mut().map(Out::reborrow).collect();
+        let (mut next, mut done) = (items.into_iter().peekable(), 0usize);
+        while done < rows_out {
+            let rows = block_rows.min(rows_out - done);
+            let mut block = Vec::new();
+            while let Some(item) = next.peek_mut().filter(|i| i.out_row < done + rows) {
+                let take = (item.rows as usize).min(done + rows - item.out_row);
+                block.push(Item { rows: take as u64, out_row: item.out_row - done, ..*item });
+                if take < item.rows as usize {
+                    let k = take as u64;
+                    *item = Item {
+                        obs_row: item.obs_row + k,
+                        step_row: item.step_row + k,
+                        rows: item.rows - k,
+                        out_row: item.out_row + take,
+                        ..*item
+                    };
+                    break;
+                }
+                next.next();
+            }
+            let mut heads = Vec::with_capacity(rest.len());
+            for (field, out) in fields.iter().zip(std::mem::take(&mut rest)) {
+                let (head, tail) = out.split_first(rows * field.row_bytes.unwrap_or(1));
+                heads.push(head);
+                rest.push(tail);
+            }
+            block.sort_unstable_by_key(|i| (i.recording, i.lane, i.step_row));
+            // Whole chunks: the next block reads on where this one stops.
+            self.gather_items(fields, &block, rows, &mut heads, false)?;
+            done += rows;
+        }
+        Ok(())
+    }
+
+    /// The gather proper, over items sorted by (recording, lane, row) that fill `rows_out`
+    /// output rows (checked against `outs`). `scattered`: rows here and there (a batch of
+    /// windows): a chunk not in the cache is decoded only as far as its last row wanted (where
+    /// its codec allows), and source rows are prefetched; runs read whole chunks in order.
+    fn gather_items(
+        &self,
+        fields: &[Field],
+        items: &[Item],
+        rows_out: usize,
+        outs: &mut [Out<'_>],
+        scattered: bool,
+    ) -> Result<()> {
         // Plan: slots (distinct chunks, shared between fields) and pieces per field.
         let mut slots: Vec<(Located, Option<usize>)> = Vec::with_capacity(fields.len() + 8);
         // Sized for the most slots a batch can have (a chunk per piece), so it never rehashes.
@@ -289,13 +421,13 @@ impl Dataset {
                     Some(column) => {
                         let list = self.chunk_list_ends(recording, lane, column);
                         let run = &items[start..end];
-                        self.plan_run(field, list, run, length, &mut slots, (&mut slot_of, most_slots), &mut all);
+                        self.plan_run(field, list, run, &mut slots, (&mut slot_of, most_slots), &mut all);
                     }
                     None => all.extend(items[start..end].iter().map(|item| Piece {
                         slot: ZEROS,
                         chunk_row: 0,
-                        rows: length,
-                        out_row: item.out * length,
+                        rows: item.rows as usize + item.pad,
+                        out_row: item.out_row,
                     })),
                 }
                 start = end;
@@ -311,9 +443,10 @@ impl Dataset {
             })
             .collect();
 
-        let data = self.fetch(&slots)?;
-        let sources = Sources { fields, pieces: &pieces, data: &data, slots: &slots };
-        self.copy_pieces(&sources, outs, windows.len(), length)
+        let need = needed_bytes(fields, &pieces, &slots, scattered);
+        let data = self.fetch(&slots, &need)?;
+        let sources = Sources { fields, pieces: &pieces, data: &data, slots: &slots, prefetch: scattered };
+        self.copy_pieces(&sources, outs, rows_out)
     }
 
     /// Checks the windows and lists them sorted by (recording, lane, row); fills the mask.
@@ -358,7 +491,8 @@ impl Dataset {
                 obs_row: e.obs_first_row + w.start,
                 step_row: e.step_first_row + w.start,
                 rows,
-                out,
+                pad: (length - rows) as usize,
+                out_row: out * length as usize,
             });
         }
         // Within a lane, episodes' rows increase on both timelines together.
@@ -389,7 +523,6 @@ impl Dataset {
         field: &Field,
         (list, ends): (&[Located], &[u64]),
         items: &[Item],
-        length: usize,
         slots: &mut Vec<(Located, Option<usize>)>,
         slot_of: (&mut IntMap<(usize, u64), u32>, usize),
         pieces: &mut Vec<Piece>,
@@ -414,7 +547,7 @@ impl Dataset {
                 let Some(loc) = list.get(c).filter(|l| l.first_row() <= row) else {
                     // No chunk holds these rows (a column added later): zeros.
                     let to = list.get(c).map_or(end, |l| l.first_row().min(end));
-                    let out_row = item.out * length + (row - first) as usize;
+                    let out_row = item.out_row + (row - first) as usize;
                     pieces.push(Piece { slot: ZEROS, chunk_row: 0, rows: (to - row) as usize, out_row });
                     row = to;
                     continue;
@@ -432,20 +565,20 @@ impl Dataset {
                     slot,
                     chunk_row: (row - loc.first_row()) as usize,
                     rows: (to - row) as usize,
-                    out_row: item.out * length + (row - first) as usize,
+                    out_row: item.out_row + (row - first) as usize,
                 });
                 row = to;
             }
-            if (item.rows as usize) < length {
+            if item.pad > 0 {
                 // Padding past the episode's end.
-                let out_row = item.out * length + item.rows as usize;
-                pieces.push(Piece { slot: ZEROS, chunk_row: 0, rows: length - item.rows as usize, out_row });
+                let out_row = item.out_row + item.rows as usize;
+                pieces.push(Piece { slot: ZEROS, chunk_row: 0, rows: item.pad, out_row });
             }
         }
     }
 
     /// Each slot's decoded bytes: mapped, cached, or decoded now (in parallel when it pays).
-    fn fetch<'d>(&'d self, slots: &[(Located, Option<usize>)]) -> Result<Vec<ChunkBytes<'d>>> {
+    fn fetch<'d>(&'d self, slots: &[(Located, Option<usize>)], need: &[usize]) -> Result<Vec<ChunkBytes<'d>>> {
         // Raw chunks in a map are done at once; the others come from the cache, or are listed
         // for decoding (without a map, raw chunks too: "decoding" them is reading them).
         let mapped = |loc: &Located| loc.chunk.codec == 0 && self.shards[loc.shard].source.is_mapped();
@@ -473,7 +606,8 @@ impl Dataset {
                     if data[i].is_some() {
                         continue;
                     }
-                    match get((loc.shard, loc.chunk.data_offset)) {
+                    // A cached prefix too short for these rows is decoded again, further.
+                    match get((loc.shard, loc.chunk.data_offset)).filter(|d| d.len() >= need[i]) {
                         Some(d) => data[i] = Some(ChunkBytes::Decoded(d)),
                         None => wanted.push(i),
                     }
@@ -486,9 +620,9 @@ impl Dataset {
         }
         let decode = |(i, stored): &(usize, Cow<'d, [u8]>)| -> Result<Vec<u8>> {
             let (loc, row_bytes) = &slots[*i];
-            self.decode_stored(loc, stored, *row_bytes)
+            self.decode_stored_prefix(loc, stored, *row_bytes, need[*i])
         };
-        let bytes: usize = missing.iter().map(|&(i, _)| slots[i].0.chunk.raw_len as usize).sum();
+        let bytes: usize = missing.iter().map(|&(i, _)| need[i]).sum();
         let threads = max_threads().min(missing.len());
         let decoded: Vec<Result<Vec<u8>>> = if threads > 1 && bytes >= PARALLEL_DECODE_BYTES.load(Ordering::Relaxed) {
             // Chunks dealt round-robin; each thread returns its own in order.
@@ -547,6 +681,45 @@ fn slot_index(
     (slots.len() - 1) as u32
 }
 
+/// Per slot, the decoded bytes its pieces read: up to the end of the last row wanted, or (no
+/// `scattered` rows, a str field, a prefix of most of the chunk) the whole chunk.
+fn needed_bytes(
+    fields: &[Field],
+    pieces: &[&[Piece]],
+    slots: &[(Located, Option<usize>)],
+    scattered: bool,
+) -> Vec<usize> {
+    let whole = |slot: &(Located, Option<usize>)| slot.0.chunk.raw_len as usize;
+    if !scattered {
+        return slots.iter().map(whole).collect();
+    }
+    let mut need = vec![0usize; slots.len()];
+    for (field, pieces) in fields.iter().zip(pieces) {
+        for p in pieces.iter().filter(|p| p.slot != ZEROS) {
+            let i = p.slot as usize;
+            need[i] = need[i].max(match field.row_bytes {
+                Some(rb) => (p.chunk_row + p.rows) * rb,
+                None => whole(&slots[i]),
+            });
+        }
+    }
+    // Most of a chunk: decode it whole, once, rather than a prefix now and all of it later.
+    need.iter_mut().zip(slots).for_each(|(n, slot)| {
+        if *n > whole(slot) / 4 * 3 {
+            *n = whole(slot);
+        }
+    });
+    need
+}
+
+/// The parts of `pieces` that fall in output rows `from..to`.
+fn clip(pieces: &[Piece], from: usize, to: usize) -> impl Iterator<Item = Piece> + '_ {
+    pieces.iter().filter_map(move |p| {
+        let (lo, hi) = (p.out_row.max(from), (p.out_row + p.rows).min(to));
+        (lo < hi).then(|| Piece { chunk_row: p.chunk_row + (lo - p.out_row), rows: hi - lo, out_row: lo, ..*p })
+    })
+}
+
 fn check_outputs(fields: &[Field], outs: &[Out<'_>], rows: usize) -> Result<()> {
     if fields.len() != outs.len() {
         return Err(Error::Invalid(format!("{} outputs for {} fields", outs.len(), fields.len())));
@@ -572,28 +745,25 @@ impl Dataset {
     }
 
     /// Copies every piece into its output, on several threads when there is much to copy.
-    fn copy_pieces(&self, src: &Sources<'_>, outs: &mut [Out<'_>], windows: usize, length: usize) -> Result<()> {
+    fn copy_pieces(&self, src: &Sources<'_>, outs: &mut [Out<'_>], rows_out: usize) -> Result<()> {
         let Sources { fields, pieces, .. } = *src;
         let bytes: usize = fields
             .iter()
             .zip(pieces)
             .map(|(f, p)| f.row_bytes.unwrap_or(0) * p.iter().map(|p| p.rows).sum::<usize>())
             .sum();
-        let threads = max_threads().min(bytes / PARALLEL_COPY_BYTES.load(Ordering::Relaxed) + 1).min(windows.max(1));
+        let threads = max_threads().min(bytes / PARALLEL_COPY_BYTES.load(Ordering::Relaxed) + 1).min(rows_out.max(1));
         if threads <= 1 {
             return self.copy_range(src, outs, 0, usize::MAX);
         }
-        // Thread k fills the output rows of windows [k * n / threads, (k + 1) * n / threads): each
-        // gets its own disjoint part of every output buffer, and a piece never straddles windows.
-        let bounds: Vec<usize> = (0..=threads).map(|k| k * windows / threads * length).collect();
+        // Thread k fills output rows [k * n / threads, (k + 1) * n / threads): each gets its own
+        // disjoint part of every output buffer, and copies the parts of pieces that fall in it.
+        let bounds: Vec<usize> =
+            (0..=threads).map(|k| if k == threads { rows_out } else { rows_out / threads * k }).collect();
         let mut parts: Vec<Vec<Out<'_>>> = (0..threads).map(|_| Vec::with_capacity(outs.len())).collect();
         for (field, out) in fields.iter().zip(outs.iter_mut()) {
             let rb = field.row_bytes.unwrap_or(1);
-            let mut rest = match out {
-                Out::Fixed(b) => Out::Fixed(b),
-                Out::Uninit(b) => Out::Uninit(b),
-                Out::Strings(s) => Out::Strings(s),
-            };
+            let mut rest = out.reborrow();
             for (k, part) in parts.iter_mut().enumerate() {
                 let (head, tail) = rest.split_first((bounds[k + 1] - bounds[k]) * rb);
                 part.push(head);
@@ -617,12 +787,14 @@ impl Dataset {
         })
     }
 
-    /// Copies the pieces whose output rows lie in `from..to`; `outs` start at output row `from`.
+    /// Copies the parts of pieces whose output rows lie in `from..to`; `outs` start at output
+    /// row `from`.
     fn copy_range(&self, src: &Sources<'_>, outs: &mut [Out<'_>], from: usize, to: usize) -> Result<()> {
-        let Sources { fields, pieces, data, slots } = *src;
-        for (field, pieces) in fields.iter().zip(pieces) {
+        let Sources { fields, pieces, data, slots, prefetch: scattered } = *src;
+        let clipped = |pieces| clip(pieces, from, to);
+        for (field, pieces) in fields.iter().zip(pieces).filter(|_| scattered) {
             if let Some(rb) = field.row_bytes {
-                for p in pieces.iter().filter(|p| p.slot != ZEROS && p.out_row >= from && p.out_row < to) {
+                for p in clipped(pieces).filter(|p| p.slot != ZEROS) {
                     if let Some(src) = data[p.slot as usize].get(p.chunk_row * rb..) {
                         prefetch(src.as_ptr());
                     }
@@ -631,7 +803,7 @@ impl Dataset {
         }
         for ((field, pieces), out) in fields.iter().zip(pieces).zip(outs.iter_mut()) {
             let mut rows = Vec::new();
-            for p in pieces.iter().filter(|p| p.out_row >= from && p.out_row < to) {
+            for p in clipped(pieces) {
                 let at = p.out_row - from;
                 match (field.row_bytes, p.slot) {
                     (Some(rb), ZEROS) => out.clear(at * rb, p.rows * rb),

@@ -273,7 +273,7 @@ impl Dataset {
     }
 
     /// Verifies the Chunks records of the windows' episodes not verified yet (step 2).
-    fn check_episodes(&self, windows: &[Window]) -> Result<()> {
+    pub(super) fn check_episodes(&self, windows: &[Window]) -> Result<()> {
         let mut todo: Vec<usize> = {
             let bits = read(&self.integrity.read.checked);
             windows.iter().map(|w| w.episode).filter(|&e| !ReadDamage::is_checked(&bits, e)).collect()

@@ -9,6 +9,7 @@
 //! - `steps`: the global step index (prefix sums of episode lengths) and episode subsets with
 //!   their own step and window numbering.
 //! - `gather`: batched reads of many (episode, step) windows into caller-owned buffers.
+//! - `scan`: bulk reads of consecutive steps (a run per episode instead of a window per step).
 //! - `metrics`: the episodes' stored metrics as arrays by column name.
 //! - `sampling`: reproducible uniform sampling of steps and windows from a seed.
 //! - `verify`: every record checksummed and every chunk decoded, damage mapped to episodes
@@ -29,6 +30,7 @@ mod metrics;
 mod rows;
 mod salvage;
 mod sampling;
+mod scan;
 mod shard;
 mod source;
 mod steps;
@@ -37,10 +39,13 @@ mod verify;
 use std::path::PathBuf;
 
 pub use dataset::{ColumnStats, Dataset, EpisodeRef, Recording, SkippedRecord};
-pub use gather::{max_threads, set_max_threads, set_parallel_thresholds, Field, Out, Window};
+pub use gather::{
+    max_threads, set_max_threads, set_parallel_thresholds, set_scan_block_bytes, Field, Out, Run, Window,
+};
 pub use metrics::{episode_metrics, MetricColumn};
 pub use rows::{ColumnData, RowsView};
 pub use sampling::{sample_steps, sample_windows, SplitMix64};
+pub use scan::RangeRead;
 pub use steps::{EpisodeSet, StepIndex, WindowIndex};
 
 pub use damage::Damage;

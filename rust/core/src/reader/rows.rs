@@ -139,6 +139,24 @@ impl Dataset {
         codec::decode(c.codec, row_bytes, stored, c.raw_len as usize).map_err(corrupt)
     }
 
+    /// The first `prefix` decoded bytes of an encoded chunk (all of them where its codec cannot
+    /// stop early, or `prefix` is the whole chunk).
+    pub(super) fn decode_stored_prefix(
+        &self,
+        loc: &Located,
+        stored: &[u8],
+        row_bytes: Option<usize>,
+        prefix: usize,
+    ) -> Result<Vec<u8>> {
+        let c = &loc.chunk;
+        // The frame must declare the chunk's size, as for a whole decode (which says so if not).
+        let declared = matches!(zstd::zstd_safe::get_frame_content_size(stored), Ok(Some(n)) if n == c.raw_len);
+        match declared.then(|| codec::decode_prefix(c.codec, stored, c.raw_len as usize, prefix)).flatten() {
+            Some(decoded) => decoded.map_err(|why| Error::corrupt(&self.shards[loc.shard].path, c.data_offset, why)),
+            None => self.decode_stored(loc, stored, row_bytes),
+        }
+    }
+
     /// `decode_stored` that keeps a raw chunk already read from the file as it is (no copy).
     pub(super) fn decode_stored_cow(
         &self,
@@ -165,7 +183,8 @@ impl Dataset {
             return Ok(ChunkBytes::Decoded(Arc::new(self.decode_stored(loc, &[], row_bytes)?)));
         }
         let key = (loc.shard, loc.chunk.data_offset);
-        if let Some(data) = self.cache.get(key) {
+        // A gather may have cached a prefix only: decode such a chunk whole.
+        if let Some(data) = self.cache.get(key).filter(|d| d.len() as u64 == loc.chunk.raw_len) {
             return Ok(ChunkBytes::Decoded(data));
         }
         let stored = self.stored_unchecked(loc)?;
