@@ -6,8 +6,8 @@ mod common;
 
 use common::*;
 use trajcore_core::reader::{
-    sample_steps, sample_windows, set_max_threads, set_parallel_thresholds, set_scan_block_bytes, ColumnData, Dataset,
-    EpisodeSet, Field, OpenOptions, Out, RangeRead, SplitMix64, Window,
+    sample_steps, sample_windows, set_gather_hold_bytes, set_max_threads, set_parallel_thresholds,
+    set_scan_block_bytes, ColumnData, Dataset, EpisodeSet, Field, OpenOptions, Out, RangeRead, SplitMix64, Window,
 };
 use trajcore_core::{Error, Timeline};
 
@@ -142,9 +142,11 @@ fn gathered_rows_equal_episode_reads() {
     check(&ds, &fields, &every, 1, false);
     let sampled = sample_steps(all, 500, 3).unwrap();
     check(&ds, &fields, &sampled, 1, false);
-    for (threads, parallel_from) in [(1, usize::MAX), (4, 1)] {
+    // The last: a gather may hold one decoded chunk at a time (each slot a run of its own).
+    for (threads, parallel_from, hold) in [(1, usize::MAX, usize::MAX), (4, 1, usize::MAX), (2, 1, 1)] {
         set_max_threads(threads);
         set_parallel_thresholds(parallel_from, parallel_from);
+        set_gather_hold_bytes(hold);
         for (length, pad) in [(3, false), (4, true), (9, true)] {
             let windows = sample_windows(all, 200, length, pad, 9).unwrap();
             check(&ds, &fields, &windows, length as usize, pad);
@@ -152,6 +154,7 @@ fn gathered_rows_equal_episode_reads() {
     }
     set_max_threads(0);
     set_parallel_thresholds(256 << 10, 2 << 20);
+    set_gather_hold_bytes(512 << 20);
 }
 
 #[test]

@@ -444,9 +444,33 @@ impl Dataset {
             .collect();
 
         let need = needed_bytes(fields, &pieces, &slots, scattered);
-        let data = self.fetch(&slots, &need)?;
-        let sources = Sources { fields, pieces: &pieces, data: &data, slots: &slots, prefetch: scattered };
-        self.copy_pieces(&sources, outs, rows_out)
+        // Raw chunks read from the map hold no memory of their own.
+        let held: Vec<usize> =
+            (slots.iter().zip(&need)).map(|((loc, _), &n)| if self.reads_in_place(loc) { 0 } else { n }).collect();
+        let rounds = hold_rounds(&held, GATHER_HOLD_BYTES.load(Ordering::Relaxed));
+        if rounds.len() <= 1 {
+            let data = self.fetch(&slots, &need)?;
+            let sources = Sources { fields, pieces: &pieces, data: &data, slots: &slots, prefetch: scattered };
+            return self.copy_pieces(&sources, outs, rows_out);
+        }
+        // More decoded bytes than a gather may hold at once (a huge batch of pixel windows):
+        // the slots in runs, each run's chunks decoded, copied from and let go before the next.
+        for (round, slot_range) in rounds.iter().enumerate() {
+            let fetched = self.fetch(&slots[slot_range.clone()], &need[slot_range.clone()])?;
+            let mut data: Vec<ChunkBytes<'_>> = (0..slots.len()).map(|_| ChunkBytes::Mapped(&[])).collect();
+            for (at, bytes) in slot_range.clone().zip(fetched) {
+                data[at] = bytes;
+            }
+            let mine = |p: &&Piece| match p.slot {
+                ZEROS => round == 0,
+                slot => slot_range.contains(&(slot as usize)),
+            };
+            let kept: Vec<Vec<Piece>> = pieces.iter().map(|ps| ps.iter().filter(mine).copied().collect()).collect();
+            let kept: Vec<&[Piece]> = kept.iter().map(Vec::as_slice).collect();
+            let sources = Sources { fields, pieces: &kept, data: &data, slots: &slots, prefetch: scattered };
+            self.copy_pieces(&sources, outs, rows_out)?;
+        }
+        Ok(())
     }
 
     /// Checks the windows and lists them sorted by (recording, lane, row); fills the mask.
@@ -577,11 +601,16 @@ impl Dataset {
         }
     }
 
+    /// Whether a chunk is read where it lies in the memory map (raw, mapped): no decoding.
+    fn reads_in_place(&self, loc: &Located) -> bool {
+        loc.chunk.codec == 0 && self.shards[loc.shard].source.is_mapped()
+    }
+
     /// Each slot's decoded bytes: mapped, cached, or decoded now (in parallel when it pays).
     fn fetch<'d>(&'d self, slots: &[(Located, Option<usize>)], need: &[usize]) -> Result<Vec<ChunkBytes<'d>>> {
         // Raw chunks in a map are done at once; the others come from the cache, or are listed
         // for decoding (without a map, raw chunks too: "decoding" them is reading them).
-        let mapped = |loc: &Located| loc.chunk.codec == 0 && self.shards[loc.shard].source.is_mapped();
+        let mapped = |loc: &Located| self.reads_in_place(loc);
         let mut data: Vec<Option<ChunkBytes<'d>>> = Vec::with_capacity(slots.len());
         for (loc, _) in slots {
             self.ensure_verified(loc)?;
@@ -679,6 +708,35 @@ fn slot_index(
     }
     slots.push((*loc, row_bytes));
     (slots.len() - 1) as u32
+}
+
+/// The most decoded bytes one gather holds at once (beyond the cache's own bound): a batch
+/// whose chunks need more is fetched and copied in runs of slots (see `hold_rounds`).
+static GATHER_HOLD_BYTES: AtomicUsize = AtomicUsize::new(512 << 20);
+
+/// Sets the decoded bytes one gather may hold at once (tests use small values to take the path
+/// of several runs). Results never depend on it.
+#[doc(hidden)]
+pub fn set_gather_hold_bytes(bytes: usize) {
+    GATHER_HOLD_BYTES.store(bytes.max(1), Ordering::Relaxed);
+}
+
+/// Consecutive ranges of slots whose needed bytes add up to at most `bound` each (a slot that
+/// alone needs more is a range of its own): one range when everything fits.
+fn hold_rounds(need: &[usize], bound: usize) -> Vec<std::ops::Range<usize>> {
+    let mut rounds = Vec::new();
+    let (mut start, mut held) = (0, 0usize);
+    for (i, &n) in need.iter().enumerate() {
+        if i > start && n > 0 && held.saturating_add(n) > bound {
+            rounds.push(start..i);
+            (start, held) = (i, 0);
+        }
+        held = held.saturating_add(n);
+    }
+    if start < need.len() || rounds.is_empty() {
+        rounds.push(start..need.len());
+    }
+    rounds
 }
 
 /// Per slot, the decoded bytes its pieces read: up to the end of the last row wanted, or (no
@@ -830,5 +888,20 @@ impl Dataset {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hold_rounds;
+
+    #[test]
+    fn hold_rounds_stay_within_the_bound_and_cover_every_slot() {
+        assert_eq!(hold_rounds(&[], 10), vec![0..0]);
+        assert_eq!(hold_rounds(&[3, 3, 3], 10), vec![0..3]);
+        assert_eq!(hold_rounds(&[4, 4, 4, 4], 8), vec![0..2, 2..4]);
+        // A slot larger than the bound is a run of its own; zeros (mapped chunks) join any run.
+        assert_eq!(hold_rounds(&[2, 20, 0, 2, 7], 8), vec![0..1, 1..3, 3..4, 4..5]);
+        assert_eq!(hold_rounds(&[5, 5, 5], 1), vec![0..1, 1..2, 2..3]);
     }
 }

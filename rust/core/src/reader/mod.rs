@@ -40,7 +40,8 @@ use std::path::PathBuf;
 
 pub use dataset::{ColumnStats, Dataset, EpisodeRef, Recording, SkippedRecord};
 pub use gather::{
-    max_threads, set_max_threads, set_parallel_thresholds, set_scan_block_bytes, Field, Out, Run, Window,
+    max_threads, set_gather_hold_bytes, set_max_threads, set_parallel_thresholds, set_scan_block_bytes, Field, Out,
+    Run, Window,
 };
 pub use metrics::{episode_metrics, MetricColumn};
 pub use rows::{ColumnData, RowsView};
