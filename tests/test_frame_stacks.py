@@ -111,6 +111,18 @@ def assert_read_back(path: Path, episodes: list[list[np.ndarray]]) -> None:
         for ep, want in zip(ds.episodes, episodes, strict=True):
             got = np.asarray(ep.observations)
             assert got.dtype == want[0].dtype and np.array_equal(got, np.stack(want))
+    # Random steps gathered with a cold cache (no cache at all, then the default): chunks decoded
+    # only as far as the rows wanted (prefixes), then whole, give the same rows.
+    firsts = np.cumsum([0] + [len(e) - 1 for e in episodes])
+    for cache_bytes in (0, 256 << 20):
+        with trajcore.open(path, cache_bytes=cache_bytes) as ds:
+            steps = np.random.default_rng(cache_bytes).integers(0, ds.num_steps, 64)
+            batch = ds.transitions[steps]
+            for k, g in enumerate(steps):
+                e = int(np.searchsorted(firsts, g, side="right") - 1)
+                t = int(g - firsts[e])
+                assert np.array_equal(batch["observations"][k], episodes[e][t]), (g, e, t)
+                assert np.array_equal(batch["next_observations"][k], episodes[e][t + 1]), (g, e, t)
 
 
 @pytest.mark.parametrize("padding", ["reset", "zero"])

@@ -154,29 +154,74 @@ fn zstd_decompress(data: &[u8], capacity: usize) -> Result<Vec<u8>, String> {
     })
 }
 
-/// The first `prefix` bytes of a chunk stored with zstd alone, decoding the frame only that far:
-/// a random row then costs the rows before it, not the whole chunk. `None` for other codecs
-/// (decode them whole), and when the prefix is the whole chunk.
-pub fn decode_prefix(codec: u32, stored: &[u8], raw_len: usize, prefix: usize) -> Option<Result<Vec<u8>, String>> {
-    if codec != pipeline(&[CODEC_ZSTD]) || prefix >= raw_len {
+/// The first `prefix` bytes of a chunk, decoding its zstd frame only as far as they need: a
+/// random row then costs the rows before it, not the whole chunk. For zstd alone, and for the
+/// frame-stack filter then zstd (whole rows: the row kinds first, then the stored bytes of the
+/// rows wanted). `None` for other codecs (decode them whole), and when the prefix is the whole
+/// chunk.
+pub fn decode_prefix(
+    codec: u32,
+    row_bytes: Option<usize>,
+    stored: &[u8],
+    raw_len: usize,
+    prefix: usize,
+) -> Option<Result<Vec<u8>, String>> {
+    if prefix >= raw_len {
         return None;
     }
-    Some(with_dctx(|dctx| {
-        let mut out: Vec<u8> = Vec::with_capacity(prefix);
-        let mut input = zstd::zstd_safe::InBuffer::around(stored);
-        let mut output = zstd::zstd_safe::OutBuffer::around(&mut out);
-        while output.pos() < prefix {
-            let before = (output.pos(), input.pos());
-            let hint = dctx.decompress_stream(&mut output, &mut input).map_err(zstd_error)?;
-            if hint == 0 || (output.pos(), input.pos()) == before {
-                break; // the frame ended (or its data did) before the prefix: an error below
+    if codec == pipeline(&[CODEC_ZSTD]) {
+        return Some(with_dctx(|dctx| {
+            let mut input = zstd::zstd_safe::InBuffer::around(stored);
+            let mut out = Vec::new();
+            stream_until(dctx, &mut input, &mut out, prefix)?;
+            if out.len() < prefix {
+                return Err(format!("zstd frame ends after {} bytes, before the chunk's {raw_len}", out.len()));
             }
+            out.truncate(prefix);
+            Ok(out)
+        }));
+    }
+    let row = row_bytes.filter(|&r| r > 0 && raw_len.is_multiple_of(r))?;
+    if codec != pipeline(&[CODEC_STACK, CODEC_ZSTD]) {
+        return None;
+    }
+    let (rows, wanted) = (raw_len / row, prefix.div_ceil(row));
+    Some(with_dctx(|dctx| {
+        let mut input = zstd::zstd_safe::InBuffer::around(stored);
+        let mut filtered = Vec::new();
+        stream_until(dctx, &mut input, &mut filtered, stack::HEADER_LEN + rows)?;
+        let need = stack::prefix_len(&filtered, row, rows, wanted)?;
+        stream_until(dctx, &mut input, &mut filtered, need)?;
+        if filtered.len() < need {
+            return Err(format!("zstd frame ends after {} bytes, before row {wanted} of the chunk", filtered.len()));
         }
-        if out.len() != prefix {
-            return Err(format!("zstd frame ends after {} bytes, before the chunk's {raw_len}", out.len()));
-        }
-        Ok(out)
+        filtered.truncate(need);
+        stack::decode_rows(&filtered, row, rows, wanted)
     }))
+}
+
+/// Decompresses from `input` into `out` (after what it holds) until it holds at least `upto`
+/// bytes or the frame ends.
+fn stream_until(
+    dctx: &mut zstd::zstd_safe::DCtx<'static>,
+    input: &mut zstd::zstd_safe::InBuffer<'_>,
+    out: &mut Vec<u8>,
+    upto: usize,
+) -> Result<(), String> {
+    if out.len() >= upto {
+        return Ok(());
+    }
+    out.reserve_exact(upto - out.len());
+    let pos = out.len();
+    let mut output = zstd::zstd_safe::OutBuffer::around_pos(out, pos);
+    while output.pos() < upto {
+        let before = (output.pos(), input.pos());
+        let hint = dctx.decompress_stream(&mut output, input).map_err(zstd_error)?;
+        if hint == 0 || (output.pos(), input.pos()) == before {
+            break; // the frame ended (or its data did): the caller checks the length
+        }
+    }
+    Ok(())
 }
 
 /// Undoes `encode`. Errors are strings: the caller knows the file and offset to report.
@@ -333,17 +378,36 @@ mod tests {
         let (codec, stored) = encode(&spec, layout, &raw);
         assert_eq!(codec, pipeline(&[CODEC_ZSTD]));
         for prefix in [0, 1, 99, 4096, 131_072, 131_073, 299_999] {
-            let got = decode_prefix(codec, &stored, raw.len(), prefix).expect("zstd alone").unwrap();
+            let got = decode_prefix(codec, Some(100), &stored, raw.len(), prefix).expect("zstd alone").unwrap();
             assert_eq!(got, raw[..prefix], "prefix {prefix}");
         }
-        assert!(decode_prefix(codec, &stored, raw.len(), raw.len()).is_none(), "the whole chunk: decode it whole");
+        assert!(
+            decode_prefix(codec, Some(100), &stored, raw.len(), raw.len()).is_none(),
+            "the whole chunk: decode it whole"
+        );
+        // Frame stacks (4 frames of 25 bytes, each row a shift of the one before but every 7th):
+        // whole rows, read from the stored frames only as far as they go.
+        let frame = |i: usize| (0..25).map(|b| ((b * 13 + i * 7) % 241) as u8).collect::<Vec<u8>>();
+        let stacks: Vec<u8> = (0..3000usize).flat_map(|r| (r / 7 * 3 + r..r / 7 * 3 + r + 4).flat_map(frame)).collect();
+        let stacked = RowLayout { row_bytes: Some(100), stack: Some(4), try_delta: false };
+        let (codec3, stored3) = encode(&spec, stacked, &stacks);
+        assert_eq!(codec_ids(codec3).collect::<Vec<_>>(), vec![CODEC_STACK, CODEC_ZSTD]);
+        for prefix in [1, 100, 700, 4200, 150_000, 299_900] {
+            let got =
+                decode_prefix(codec3, Some(100), &stored3, stacks.len(), prefix).expect("stack then zstd").unwrap();
+            assert_eq!(got, stacks[..prefix.div_ceil(100) * 100], "prefix {prefix}");
+        }
+        assert!(decode_prefix(codec3, Some(100), &stored3[..stored3.len() / 3], stacks.len(), 299_900)
+            .unwrap()
+            .is_err());
+        assert!(decode_prefix(codec3, None, &stored3, stacks.len(), 100).is_none(), "rows needed");
         let (delta, stored_delta) = encode(&CodecSpec { delta: true, ..spec }, layout, &raw);
-        assert!(decode_prefix(delta, &stored_delta, raw.len(), 10).is_none());
+        assert!(decode_prefix(delta, Some(100), &stored_delta, raw.len(), 10).is_none());
         // A cut or damaged frame is an error, and the next decode on this thread is unharmed.
-        assert!(decode_prefix(codec, &stored[..stored.len() / 4], raw.len(), 299_999).unwrap().is_err());
-        assert!(decode_prefix(codec, b"not zstd at all", raw.len(), 10).unwrap().is_err());
+        assert!(decode_prefix(codec, Some(100), &stored[..stored.len() / 4], raw.len(), 299_999).unwrap().is_err());
+        assert!(decode_prefix(codec, Some(100), b"not zstd at all", raw.len(), 10).unwrap().is_err());
         assert_eq!(decode(codec, Some(100), &stored, raw.len()).unwrap(), raw);
-        assert_eq!(decode_prefix(codec, &stored, raw.len(), 5000).unwrap().unwrap(), raw[..5000]);
+        assert_eq!(decode_prefix(codec, Some(100), &stored, raw.len(), 5000).unwrap().unwrap(), raw[..5000]);
     }
 
     #[test]

@@ -63,23 +63,49 @@ pub fn decode(data: &[u8], row: usize, raw_len: usize) -> Result<Vec<u8>, String
     if row == 0 || !raw_len.is_multiple_of(row) {
         return Err(format!("frame-stack codec: {raw_len} bytes are not whole rows of {row}"));
     }
+    decode_rows(data, row, raw_len / row, raw_len / row)
+}
+
+/// The header's frame size and the row kinds of a chunk of `rows` rows of `row` bytes.
+fn kinds(data: &[u8], row: usize, rows: usize) -> Result<(usize, &[u8]), String> {
     if data.len() < HEADER_LEN {
         return Err("frame-stack codec: no header".into());
     }
     let stack = u32::from_le_bytes(data[..HEADER_LEN].try_into().unwrap()) as usize;
     let frame =
         frame_bytes(row, stack).ok_or_else(|| format!("frame-stack codec: {row}-byte rows in {stack} frames"))?;
-    let rows = raw_len / row;
     let kinds = data.get(HEADER_LEN..HEADER_LEN + rows).ok_or("frame-stack codec: row kinds cut short")?;
+    Ok((frame, kinds))
+}
+
+/// The stored bytes of row `r` of kind `kind`.
+fn stored_len(kind: u8, r: usize, row: usize, frame: usize) -> Result<usize, String> {
+    match kind {
+        KEEP => Ok(row),
+        SHIFT if r > 0 => Ok(frame),
+        SHIFT => Err("frame-stack codec: the first row is a shift".into()),
+        other => Err(format!("frame-stack codec: unknown row kind {other}")),
+    }
+}
+
+/// The encoded bytes (header, kinds, rows) that the first `wanted` of `rows` rows need: what a
+/// reader decompresses to read them (`data` holds at least the header and the kinds).
+pub fn prefix_len(data: &[u8], row: usize, rows: usize, wanted: usize) -> Result<usize, String> {
+    let (frame, kinds) = kinds(data, row, rows)?;
+    let mut len = HEADER_LEN + rows;
+    for (r, &kind) in kinds.iter().enumerate().take(wanted) {
+        len += stored_len(kind, r, row, frame)?;
+    }
+    Ok(len)
+}
+
+/// The first `wanted` rows of a chunk of `rows` rows (all of them: `data` must end at the last).
+pub fn decode_rows(data: &[u8], row: usize, rows: usize, wanted: usize) -> Result<Vec<u8>, String> {
+    let (frame, kinds) = kinds(data, row, rows)?;
     let mut body = &data[HEADER_LEN + rows..];
-    let mut out = Vec::with_capacity(raw_len);
-    for (r, &kind) in kinds.iter().enumerate() {
-        let take = match kind {
-            KEEP => row,
-            SHIFT if r > 0 => frame,
-            SHIFT => return Err("frame-stack codec: the first row is a shift".into()),
-            other => return Err(format!("frame-stack codec: unknown row kind {other}")),
-        };
+    let mut out = Vec::with_capacity(wanted.min(rows) * row);
+    for (r, &kind) in kinds.iter().enumerate().take(wanted) {
+        let take = stored_len(kind, r, row, frame)?;
         if body.len() < take {
             return Err("frame-stack codec: rows cut short".into());
         }
@@ -89,7 +115,7 @@ pub fn decode(data: &[u8], row: usize, raw_len: usize) -> Result<Vec<u8>, String
         out.extend_from_slice(&body[..take]);
         body = &body[take..];
     }
-    if !body.is_empty() {
+    if wanted >= rows && !body.is_empty() {
         return Err(format!("frame-stack codec: {} bytes past the last row", body.len()));
     }
     Ok(out)
@@ -139,6 +165,23 @@ mod tests {
                 }
                 // Declined only when no row is a shift of the one before.
                 None => prop_assert!(raw.chunks(row).zip(raw.chunks(row).skip(1)).all(|(p, c)| !is_shift(p, c, frame))),
+            }
+        }
+
+        #[test]
+        fn any_prefix_of_rows_decodes_from_its_own_bytes((stack, frame, raw) in rows_strategy(), cut in 0usize..40) {
+            let row = stack * frame;
+            let rows = raw.len() / row;
+            let mut enc = Vec::new();
+            if encode_into(&raw, row, stack, &mut enc).is_some() {
+                let wanted = cut % (rows + 1);
+                let need = prefix_len(&enc, row, rows, wanted).unwrap();
+                prop_assert!(need <= enc.len());
+                // The rows wanted need nothing past `need` bytes of the encoded chunk.
+                prop_assert_eq!(decode_rows(&enc[..need], row, rows, wanted).unwrap(), &raw[..wanted * row]);
+                if need > HEADER_LEN + rows && wanted > 0 {
+                    prop_assert!(decode_rows(&enc[..need - 1], row, rows, wanted).is_err());
+                }
             }
         }
 

@@ -149,9 +149,12 @@ impl Dataset {
         prefix: usize,
     ) -> Result<Vec<u8>> {
         let c = &loc.chunk;
-        // The frame must declare the chunk's size, as for a whole decode (which says so if not).
-        let declared = matches!(zstd::zstd_safe::get_frame_content_size(stored), Ok(Some(n)) if n == c.raw_len);
-        match declared.then(|| codec::decode_prefix(c.codec, stored, c.raw_len as usize, prefix)).flatten() {
+        // The frame must declare a size a whole decode accepts (which says so if not).
+        let (limit, exact) = codec::zstd_output_limit(c.codec, row_bytes, c.raw_len);
+        let declared = matches!(zstd::zstd_safe::get_frame_content_size(stored),
+            Ok(Some(n)) if n == c.raw_len || (!exact && n <= limit));
+        let prefix_of = || codec::decode_prefix(c.codec, row_bytes, stored, c.raw_len as usize, prefix);
+        match declared.then(prefix_of).flatten() {
             Some(decoded) => decoded.map_err(|why| Error::corrupt(&self.shards[loc.shard].path, c.data_offset, why)),
             None => self.decode_stored(loc, stored, row_bytes),
         }
