@@ -23,29 +23,16 @@ fn record(dir: &Path) {
     h.add_info_columns();
     let mut tick = 0u64;
     h.reset(&(0..3).map(|l| env_step(l, tick)).collect::<Vec<_>>(), None);
-    let mut t = [0usize; 3];
-    let mut autoreset = [false; 3];
+    let mut clocks = EpisodeClocks::new(3);
     while tick < 80 {
         tick += 1;
-        let mut envs: Vec<EnvStep> = (0..3).map(|l| env_step(l, tick)).collect();
-        for (lane, s) in envs.iter_mut().enumerate() {
-            if std::mem::take(&mut autoreset[lane]) {
-                t[lane] = 0;
-                continue;
-            }
-            t[lane] += 1;
-            if t[lane] >= 3 + (lane + tick as usize) % 9 {
-                (s.terminated, s.truncated) = (tick.is_multiple_of(2), !tick.is_multiple_of(2));
-                autoreset[lane] = true;
-            }
-        }
-        h.step(&envs);
+        h.step(&clocks.steps(tick, |lane, tick| 3 + (lane + tick as usize) % 9));
         if tick.is_multiple_of(7) {
             h.set_metadata((tick % 3) as u32, json!({"tick": tick}));
         }
         if tick == 31 {
             h.abort(Some(1));
-            autoreset[1] = true;
+            clocks.ended(1);
         }
     }
     h.close();

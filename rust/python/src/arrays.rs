@@ -89,32 +89,54 @@ fn pooled<'py>(py: Python<'py>, len: usize) -> PyResult<Bound<'py, PyUntypedArra
     let owner = Bound::new(py, BatchMemory { data: std::cell::UnsafeCell::new(pooled_block(len)) })?;
     // SAFETY: the block lives as long as `owner`, which becomes the array's base below.
     let data = unsafe { (*owner.get().data.get()).as_mut_ptr() };
-    let mut dims = dims(&[len])?;
-    // SAFETY: `data` addresses `len` bytes owned by `owner` (kept alive as the base); uint8
-    // needs no alignment. NULL strides: C order. The descriptor reference is stolen (`into_ptr`
-    // gives a new one); the call returns a new reference or NULL with an exception set.
+    let dims = dims(&[len])?;
+    // SAFETY: `data` addresses `len` bytes owned by `owner`, which becomes the array's base; uint8
+    // needs no alignment.
+    let array = unsafe {
+        array_over(py, descr(py, DType::U8)?, dims, data.cast::<c_void>(), NPY_ARRAY_WRITEABLE, owner.into_any())?
+    };
+    Ok(array.cast_into::<PyUntypedArray>()?)
+}
+
+/// A C-order array of `descr` and `dims` over `data`, with `owner` as its base (which must keep
+/// `data` alive), numpy flags `flags`.
+///
+/// # Safety
+/// `data` must address the array's bytes (the product of `dims` times the item size), suitably
+/// aligned for the dtype, for as long as `owner` lives.
+unsafe fn array_over<'py>(
+    py: Python<'py>,
+    descr: Bound<'py, PyArrayDescr>,
+    mut dims: Vec<npy_intp>,
+    data: *mut c_void,
+    flags: c_int,
+    owner: Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: the caller vouches for `data`. NULL strides: C order. The descriptor reference is
+    // stolen (`into_ptr` gives a new one); the call returns a new reference or NULL with an
+    // exception set.
     let array = unsafe {
         let ptr = PY_ARRAY_API.PyArray_NewFromDescr(
             py,
             get_type_object(py, NpyTypes::PyArray_Type),
-            descr(py, DType::U8)?.into_ptr().cast::<PyArray_Descr>(),
-            1,
+            descr.into_ptr().cast::<PyArray_Descr>(),
+            dims.len() as c_int,
             dims.as_mut_ptr(),
             ptr::null_mut(),
-            data.cast::<c_void>(),
-            NPY_ARRAY_WRITEABLE,
+            data,
+            flags,
             ptr::null_mut(),
         );
         Bound::from_owned_ptr_or_err(py, ptr)?
     };
-    // SAFETY: `array` is a new ndarray without a base; the call steals the reference
-    // `into_ptr` gives it, also on failure (-1, with an exception set).
+    // SAFETY: `array` is a new ndarray without a base; PyArray_SetBaseObject steals the
+    // reference `into_ptr` gives it, also on failure (-1, with an exception set).
     let status =
         unsafe { PY_ARRAY_API.PyArray_SetBaseObject(py, array.as_ptr().cast::<PyArrayObject>(), owner.into_ptr()) };
     if status < 0 {
         return Err(PyErr::fetch(py));
     }
-    Ok(array.cast_into::<PyUntypedArray>()?)
+    Ok(array)
 }
 
 pub fn descr<'py>(py: Python<'py>, dtype: DType) -> PyResult<Bound<'py, PyArrayDescr>> {
@@ -275,35 +297,12 @@ pub fn mapped<'py>(py: Python<'py>, view: RowsView, dtype: DType, shape: &[usize
     if elements.checked_mul(descr.itemsize()) != Some(view.bytes().len()) {
         return Err(invalid(py, format!("{} bytes do not hold {shape:?} {}", view.bytes().len(), dtype.name())));
     }
-    let mut dims = dims(shape)?;
+    let dims = dims(shape)?;
     let owner = Bound::new(py, MappedRows { view })?;
     let data = owner.get().view.bytes().as_ptr();
     // SAFETY: `data` addresses `elements * itemsize` bytes (checked above) of a read-only memory
     // map; `owner` keeps them mapped (RowsView holds an Arc of the map) and becomes the array's
-    // base below, so the array never outlives them. No WRITEABLE flag is passed, and the base
-    // exposes no buffer, so numpy refuses to make the array writeable (writing would fault).
-    // NULL strides: C order. The descriptor reference is stolen (`into_ptr` gives a new one);
-    // the call returns a new reference or NULL with an exception set.
-    let array = unsafe {
-        let ptr = PY_ARRAY_API.PyArray_NewFromDescr(
-            py,
-            get_type_object(py, NpyTypes::PyArray_Type),
-            descr.into_ptr().cast::<PyArray_Descr>(),
-            dims.len() as c_int,
-            dims.as_mut_ptr(),
-            ptr::null_mut(),
-            data as *mut c_void,
-            0,
-            ptr::null_mut(),
-        );
-        Bound::from_owned_ptr_or_err(py, ptr)?
-    };
-    // SAFETY: `array` is a new ndarray without a base; PyArray_SetBaseObject steals the
-    // reference `into_ptr` gives it, also on failure (-1, with an exception set).
-    let status =
-        unsafe { PY_ARRAY_API.PyArray_SetBaseObject(py, array.as_ptr().cast::<PyArrayObject>(), owner.into_ptr()) };
-    if status < 0 {
-        return Err(PyErr::fetch(py));
-    }
-    Ok(array)
+    // base, so the array never outlives them. No WRITEABLE flag is passed, and the base exposes
+    // no buffer, so numpy refuses to make the array writeable (writing would fault).
+    unsafe { array_over(py, descr, dims, data as *mut c_void, 0, owner.into_any()) }
 }

@@ -161,6 +161,11 @@ pub struct Shape {
     pub pad: bool,
 }
 
+impl Shape {
+    /// One step a row: transitions.
+    pub const TRANSITION: Shape = Shape { length: 1, sequence: false, pad: false };
+}
+
 fn windows_of(set: &EpisodeSet, request: Request, shape: Shape) -> trajcore_core::Result<Vec<Window>> {
     let length = shape.length as u64;
     let number = |i: i64, total: u64, what: &str| -> trajcore_core::Result<u64> {

@@ -392,8 +392,7 @@ impl PyDataset {
         keys: Option<Vec<String>>,
         selection: Option<&Bound<'py, PySelection>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let shape = Shape { length: 1, sequence: false, pad: false };
-        self.batch(py, keys, selection, Request::Sample { n, seed }, shape)
+        self.batch(py, keys, selection, Request::Sample { n, seed }, Shape::TRANSITION)
     }
 
     /// The transitions at global step numbers (of the selection, if given; negative from the end).
@@ -405,8 +404,7 @@ impl PyDataset {
         keys: Option<Vec<String>>,
         selection: Option<&Bound<'py, PySelection>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let shape = Shape { length: 1, sequence: false, pad: false };
-        self.batch(py, keys, selection, Request::Numbers(steps.as_array().to_vec()), shape)
+        self.batch(py, keys, selection, Request::Numbers(steps.as_array().to_vec()), Shape::TRANSITION)
     }
 
     /// Steps `start .. stop` (global numbers of the selection, if given), read in bulk: a run
@@ -423,8 +421,7 @@ impl PyDataset {
     ) -> PyResult<Bound<'py, PyDict>> {
         let n = usize::try_from(stop.saturating_sub(start))
             .map_err(|_| invalid(py, format!("steps {start}..{stop} are too many to read at once")))?;
-        let shape = Shape { length: 1, sequence: false, pad: false };
-        self.batch(py, keys, selection, Request::Range { first: start, n }, shape)
+        self.batch(py, keys, selection, Request::Range { first: start, n }, Shape::TRANSITION)
     }
 
     /// `n` windows of `length` steps inside single episodes, drawn uniformly from `seed`.
@@ -484,7 +481,7 @@ impl PyDataset {
         }
         let shape = match length {
             Some(l) => Shape { length: check_length(py, l)?, sequence: true, pad },
-            None => Shape { length: 1, sequence: false, pad: false },
+            None => Shape::TRANSITION,
         };
         self.batch(py, keys, None, Request::Pairs(pairs), shape)
     }

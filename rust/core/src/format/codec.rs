@@ -2,6 +2,8 @@
 //! first, applied in that order when writing and undone in reverse when reading; 0 ends the list.
 //! New codecs get new ids, so they need no change to the framing.
 
+use std::borrow::Cow;
+
 use super::stack;
 use crate::schema::CodecSpec;
 
@@ -227,7 +229,8 @@ fn stream_until(
 /// Undoes `encode`. Errors are strings: the caller knows the file and offset to report.
 pub fn decode(codec: u32, row_bytes: Option<usize>, stored: &[u8], raw_len: usize) -> Result<Vec<u8>, String> {
     let ids: Vec<u8> = codec_ids(codec).collect();
-    let mut data = stored.to_vec();
+    // Borrowed until a stage makes new bytes: zstd reads the stored bytes where they lie.
+    let mut data = Cow::Borrowed(stored);
     for &id in ids.iter().rev() {
         data = match id {
             CODEC_ZSTD => {
@@ -236,15 +239,15 @@ pub fn decode(codec: u32, row_bytes: Option<usize>, stored: &[u8], raw_len: usiz
                 if exact && out.len() != raw_len {
                     return Err(format!("zstd gave {} bytes, the chunk says {raw_len}", out.len()));
                 }
-                out
+                Cow::Owned(out)
             }
             CODEC_STACK => {
                 let row = row_bytes.filter(|&r| r > 0).ok_or("frame-stack codec on a variable-length column")?;
-                stack::decode(&data, row, raw_len)?
+                Cow::Owned(stack::decode(&data, row, raw_len)?)
             }
             CODEC_DELTA => {
                 let row = row_bytes.filter(|&r| r > 0).ok_or("delta codec on a variable-length column")?;
-                delta_decode(&mut data, row);
+                delta_decode(data.to_mut(), row);
                 data
             }
             other => return Err(format!("unknown codec id {other}")),
@@ -253,7 +256,7 @@ pub fn decode(codec: u32, row_bytes: Option<usize>, stored: &[u8], raw_len: usiz
     if data.len() != raw_len {
         return Err(format!("decoded {} bytes, the chunk says {raw_len}", data.len()));
     }
-    Ok(data)
+    Ok(data.into_owned())
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@ use memmap2::Mmap;
 use super::dataset::{Dataset, Located};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::format::chunks::ChunkRef;
 use crate::format::codec::{self, codec_ids, CODEC_ZSTD};
 use crate::format::u64_at;
 use crate::schema::{ColumnId, ColumnSpec};
@@ -128,13 +129,8 @@ impl Dataset {
     pub(super) fn decode_stored(&self, loc: &Located, stored: &[u8], row_bytes: Option<usize>) -> Result<Vec<u8>> {
         let c = &loc.chunk;
         let corrupt = |why: String| Error::corrupt(&self.shards[loc.shard].path, c.data_offset, why);
-        if codec_ids(c.codec).last() == Some(CODEC_ZSTD) {
-            // The frame header must vouch for the size before zstd is asked to allocate it.
-            let (limit, exact) = codec::zstd_output_limit(c.codec, row_bytes, c.raw_len);
-            match zstd::zstd_safe::get_frame_content_size(stored) {
-                Ok(Some(n)) if n == limit || (!exact && n <= limit) => {}
-                _ => return Err(corrupt(format!("zstd frame does not declare the chunk's {} bytes", c.raw_len))),
-            }
+        if codec_ids(c.codec).last() == Some(CODEC_ZSTD) && !declares_its_size(c, row_bytes, stored) {
+            return Err(corrupt(format!("zstd frame does not declare the chunk's {} bytes", c.raw_len)));
         }
         codec::decode(c.codec, row_bytes, stored, c.raw_len as usize).map_err(corrupt)
     }
@@ -149,12 +145,9 @@ impl Dataset {
         prefix: usize,
     ) -> Result<Vec<u8>> {
         let c = &loc.chunk;
-        // The frame must declare a size a whole decode accepts (which says so if not).
-        let (limit, exact) = codec::zstd_output_limit(c.codec, row_bytes, c.raw_len);
-        let declared = matches!(zstd::zstd_safe::get_frame_content_size(stored),
-            Ok(Some(n)) if n == c.raw_len || (!exact && n <= limit));
+        // A frame that does not declare its size is left to the whole decode, which says so.
         let prefix_of = || codec::decode_prefix(c.codec, row_bytes, stored, c.raw_len as usize, prefix);
-        match declared.then(prefix_of).flatten() {
+        match declares_its_size(c, row_bytes, stored).then(prefix_of).flatten() {
             Some(decoded) => decoded.map_err(|why| Error::corrupt(&self.shards[loc.shard].path, c.data_offset, why)),
             None => self.decode_stored(loc, stored, row_bytes),
         }
@@ -399,4 +392,11 @@ pub(super) fn chunk_strings(
         out.push(s.to_owned());
     }
     Ok(())
+}
+
+/// Whether the zstd frame of a chunk whose pipeline ends with zstd declares a size its decode
+/// accepts: checked before zstd is asked to allocate it.
+fn declares_its_size(c: &ChunkRef, row_bytes: Option<usize>, stored: &[u8]) -> bool {
+    let (limit, exact) = codec::zstd_output_limit(c.codec, row_bytes, c.raw_len);
+    matches!(zstd::zstd_safe::get_frame_content_size(stored), Ok(Some(n)) if n == limit || (!exact && n <= limit))
 }

@@ -510,6 +510,42 @@ pub fn env_step(lane: usize, tick: u64) -> EnvStep {
     }
 }
 
+/// Per-lane episode clocks for the mixed recordings of several tests: lane `l`'s episode ends at
+/// its step `length(l, tick)` (terminated on even ticks, truncated on odd), and its next step is
+/// the lane's autoreset step (next-step mode).
+pub struct EpisodeClocks {
+    steps: Vec<usize>,
+    resetting: Vec<bool>,
+}
+
+impl EpisodeClocks {
+    pub fn new(lanes: usize) -> Self {
+        EpisodeClocks { steps: vec![0; lanes], resetting: vec![false; lanes] }
+    }
+
+    /// The env steps of `tick` (`env_step`), with the episodes that end there flagged.
+    pub fn steps(&mut self, tick: u64, length: impl Fn(usize, u64) -> usize) -> Vec<EnvStep> {
+        let mut envs: Vec<EnvStep> = (0..self.steps.len()).map(|l| env_step(l, tick)).collect();
+        for (lane, s) in envs.iter_mut().enumerate() {
+            if std::mem::take(&mut self.resetting[lane]) {
+                self.steps[lane] = 0;
+                continue;
+            }
+            self.steps[lane] += 1;
+            if self.steps[lane] >= length(lane, tick) {
+                (s.terminated, s.truncated) = (tick.is_multiple_of(2), !tick.is_multiple_of(2));
+                self.resetting[lane] = true;
+            }
+        }
+        envs
+    }
+
+    /// The lane's episode was ended from outside (an abort): its next step resets it.
+    pub fn ended(&mut self, lane: usize) {
+        self.resetting[lane] = true;
+    }
+}
+
 pub fn open(path: &Path) -> Dataset {
     Dataset::open(path, OpenOptions::default()).expect("open")
 }
