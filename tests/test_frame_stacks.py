@@ -209,3 +209,47 @@ def test_any_rows_round_trip(case: tuple[np.ndarray, set[int]], chunk_bytes: int
         assert got.dtype == rows.dtype and got.tobytes() == rows[: len(got)].tobytes()
         assert len(got) >= len(rows) - 1
         compare_with_trajcore(path)
+
+
+def test_frame_stack_chunks_are_sealed_on_their_stored_bytes(tmp_path: Path) -> None:
+    # Stacks of 4 frames of 40 x 40: 6,400-byte rows whose new frame is 1,600 bytes. A chunk is
+    # sealed once the filter would store `chunk_bytes` (each frame once), so it holds about 4x
+    # the steps of raw rows; the column declares 4x `chunk_bytes` as its decoded bound.
+    chunk = 64 << 10
+    env = FrameStackObservation(FrameEnv(shape=(40, 40)), 4)
+    episodes = record(env, tmp_path / "d", 600, chunk_bytes=chunk)
+    chunks = obs_chunks(tmp_path / "d")
+    dec = fd.DecodedDataset(tmp_path / "d")
+    spec = dec.spec(dec.episodes[0].recording, "obs")
+    assert spec["codec"]["chunk_bytes"] == 4 * chunk
+    row = 4 * 40 * 40
+    for ref, data in chunks[:-1]:  # the last one was sealed at close
+        stored = zstandard.get_frame_parameters(data).content_size - 4 - ref.n_rows  # header, kinds
+        assert chunk <= stored < chunk + 2 * row, (stored, ref.n_rows)  # a step adds up to 2 rows
+        assert chunk < ref.raw_len <= 4 * chunk + 2 * row
+    assert_read_back(tmp_path / "d", episodes)
+    compare_with_trajcore(tmp_path / "d")
+
+    # Without the filter, chunks are sealed on their raw bytes, as every other column's are.
+    record(
+        FrameStackObservation(FrameEnv(shape=(40, 40)), 4),
+        tmp_path / "plain",
+        600,
+        chunk_bytes=chunk,
+        codecs={"obs": {"frame_stack": False}},
+    )
+    plain = obs_chunks(tmp_path / "plain")
+    assert all(chunk <= ref.raw_len < chunk + 2 * row for ref, _ in plain[:-1])
+    assert len(plain) > 2 * len(chunks)  # short episodes: each starts with a whole stack
+
+
+def test_convert_keeps_the_chunk_size_a_frame_stack_column_asked_for(tmp_path: Path) -> None:
+    # The column declares 4x what it asked for; a copy asks for the same again, not 4x more.
+    env = FrameStackObservation(FrameEnv(shape=(40, 40)), 4)
+    episodes = record(env, tmp_path / "d", 300, chunk_bytes=64 << 10)
+    trajcore.convert(tmp_path / "d", tmp_path / "copy")
+    trajcore.convert(tmp_path / "copy", tmp_path / "copy2")
+    for path in ("d", "copy", "copy2"):
+        dec = fd.DecodedDataset(tmp_path / path)
+        assert dec.spec(dec.episodes[0].recording, "obs")["codec"]["chunk_bytes"] == 4 * (64 << 10), path
+    assert_read_back(tmp_path / "copy2", episodes)

@@ -29,7 +29,8 @@ class Codec(TypedDict, total=False):
     small chunks read faster at random, large ones compress better). Frame stacks (rows of two or
     more axes that repeat the previous row shifted by one along axis 0, as
     `FrameStackObservation` makes them) store each frame once unless `frame_stack` is False; in
-    chunks where they do, `delta` is not applied."""
+    chunks where they do, `delta` is not applied, and `chunk_bytes` counts the bytes stored (each
+    frame once), so a chunk of stacks of 4 holds about 4x the steps."""
 
     delta: bool
     zstd_level: int | None

@@ -54,7 +54,8 @@ def open(
         path: the directory a recorder wrote, or one shard file.
         strict: raise `CorruptFileError` on any damage instead of warning and reading what is
             intact.
-        cache_bytes: bound of the cache of decompressed chunks.
+        cache_bytes: bound of the cache of decompressed chunks (frame stacks are held as
+            their frames, each frame once: a stack of 4 frames costs a quarter of its bytes).
         verify: check every checksum and decode every chunk now (as `trajcore verify` does):
             damaged episodes are left out of the listing and the damage is in `problems`
             (with `strict`, it raises). A data-loader worker that unpickles the dataset gets

@@ -61,7 +61,10 @@ fn codec_for(opts: &ConvertOptions, spec: &ColumnSpec) -> CodecSpec {
     let matches = |key: &str| name == key || (name.starts_with(key) && name.as_bytes().get(key.len()) == Some(&b'/'));
     let best = opts.codecs.iter().filter(|(k, _)| k != "default" && matches(k)).max_by_key(|(k, _)| k.len());
     let chosen = best.or_else(|| opts.codecs.iter().find(|(k, _)| k == "default")).map(|(_, c)| c.clone());
-    let mut codec = chosen.unwrap_or_else(|| spec.codec.clone());
+    // The source's own codec, with the chunk size it was asked for (the writer declares it
+    // again, multiplied for frame stacks).
+    let mut codec =
+        chosen.unwrap_or_else(|| CodecSpec { chunk_bytes: spec.requested_chunk_bytes(), ..spec.codec.clone() });
     if spec.row_bytes().is_none() {
         codec.delta = false; // the delta filter needs a fixed row size
     }

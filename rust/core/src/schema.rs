@@ -141,6 +141,11 @@ impl ColumnSpec {
     }
 }
 
+/// The most frames a column's rows may split in to be sealed as frame stacks (on their stored
+/// bytes): `FrameStackObservation` stacks a few frames; a first axis longer than this is an
+/// image's rows (84, 210, 400), sealed on its raw bytes like any column.
+pub const MAX_SEALED_STACK: u64 = 8;
+
 /// A cap that keeps one row well inside the ring buffer and any chunk.
 pub const MAX_ROW_BYTES: u64 = 1 << 30;
 /// The largest `chunk_bytes` a writer uses (larger settings are clamped to it).
@@ -149,6 +154,32 @@ pub const MAX_CHUNK_BYTES: u64 = 1 << 30;
 pub const MAX_STR_BYTES: u64 = 16 << 20;
 
 impl ColumnSpec {
+    /// How many times its requested `chunk_bytes` of raw rows a chunk of this column may hold.
+    /// A column the frame-stack filter applies to is sealed on the bytes the filter stores
+    /// (each frame once) rather than on its stacks, which hold every frame `stack` times: its
+    /// chunks then take as many steps as other columns' chunks of that size would (4x more
+    /// for stacks of 4: better compression, fewer chunks). 1 for other columns, and for rows
+    /// of more than `MAX_SEALED_STACK` frames.
+    pub fn stack_seal_factor(&self) -> u64 {
+        match (self.codec.zstd_level, self.codec.frame_stack, self.row_layout().stack) {
+            (Some(_), true, Some(frames)) if frames as u64 <= MAX_SEALED_STACK => frames as u64,
+            _ => 1,
+        }
+    }
+
+    /// Sets the `chunk_bytes` the column declares from the size asked for: that size times
+    /// `stack_seal_factor`, the bound readers hold its decoded chunks to.
+    pub fn declare_chunk_bytes(&mut self, requested: u64) {
+        let requested = requested.min(MAX_CHUNK_BYTES);
+        self.codec.chunk_bytes = Some(requested.saturating_mul(self.stack_seal_factor()).min(MAX_CHUNK_BYTES));
+    }
+
+    /// The chunk size the column was asked for (what `declare_chunk_bytes` was given, as the
+    /// stored bytes a frame-stack chunk is sealed at); `None` where it declares none.
+    pub fn requested_chunk_bytes(&self) -> Option<u64> {
+        self.codec.chunk_bytes.map(|declared| (declared / self.stack_seal_factor()).max(1))
+    }
+
     /// The most bytes a decoded chunk of this column may hold: a chunk is sealed once it
     /// reaches `chunk_bytes` after a step, and one step adds at most two rows to a lane (an
     /// episode's reset row with its first observation), so it ends within two rows of it (a str

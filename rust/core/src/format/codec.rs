@@ -41,7 +41,7 @@ pub struct RowLayout {
 
 /// Encodes one chunk's raw rows.
 pub fn encode(spec: &CodecSpec, layout: RowLayout, raw: &[u8]) -> (u32, Vec<u8>) {
-    Encoder::default().encode(spec, layout, raw.to_vec())
+    Encoder::default().encode(spec, layout, raw.to_vec(), None)
 }
 
 /// Encodes chunks with reused state: one zstd context per level (making one per chunk costs a
@@ -50,6 +50,9 @@ pub fn encode(spec: &CodecSpec, layout: RowLayout, raw: &[u8]) -> (u32, Vec<u8>)
 pub struct Encoder {
     compressors: Vec<(i32, zstd::bulk::Compressor<'static>)>,
     filtered: Vec<u8>,
+    /// The raw rows of the last chunk stored encoded, for the caller to buffer the next rows in
+    /// (a fresh multi-megabyte buffer per chunk costs the kernel's zeroing of its pages).
+    spare: Option<Vec<u8>>,
 }
 
 impl Encoder {
@@ -58,14 +61,25 @@ impl Encoder {
     /// previous row held at that place, measured larger on them); otherwise delta if the column
     /// asks for it, or, on small integer rows (`try_delta`), whichever of with and without delta
     /// compresses smaller (counters such as frame numbers shrink ten-fold with it, random
-    /// integers grow); then zstd.
-    pub fn encode(&mut self, spec: &CodecSpec, layout: RowLayout, raw: Vec<u8>) -> (u32, Vec<u8>) {
+    /// integers grow); then zstd. `kinds`: the rows' frame-stack kinds where the caller decided
+    /// them already (`stack::RowKinds` of these rows).
+    pub fn encode(
+        &mut self,
+        spec: &CodecSpec,
+        layout: RowLayout,
+        raw: Vec<u8>,
+        kinds: Option<&[u8]>,
+    ) -> (u32, Vec<u8>) {
         let Some(level) = spec.zstd_level else { return (0, raw) };
         let mut ids = Vec::with_capacity(2);
         let row_bytes = layout.row_bytes.filter(|&r| r > 0);
         let mut filtered = std::mem::take(&mut self.filtered);
         if let (Some(row), Some(frames), true) = (row_bytes, layout.stack, spec.frame_stack) {
-            if stack::encode_into(&raw, row, frames, &mut filtered).is_some() {
+            let encoded = match kinds {
+                Some(kinds) => stack::encode_kinds_into(&raw, row, frames, kinds, &mut filtered),
+                None => stack::encode_into(&raw, row, frames, &mut filtered),
+            };
+            if encoded.is_some() {
                 ids.push(CODEC_STACK);
             }
         }
@@ -87,10 +101,18 @@ impl Encoder {
         match packed {
             Some(packed) if (packed.len() as f64) < raw.len() as f64 * (1.0 - MIN_SAVING) => {
                 ids.push(CODEC_ZSTD);
+                self.spare = Some(raw);
                 (pipeline(&ids), packed)
             }
             _ => (0, raw),
         }
+    }
+
+    /// The raw rows of the last chunk stored encoded (emptied, their memory kept), if any.
+    pub fn take_spare(&mut self) -> Option<Vec<u8>> {
+        let mut spare = self.spare.take()?;
+        spare.clear();
+        Some(spare)
     }
 
     fn compress(&mut self, level: i32, input: &[u8]) -> Option<Vec<u8>> {
@@ -184,10 +206,33 @@ pub fn decode_prefix(
         }));
     }
     let row = row_bytes.filter(|&r| r > 0 && raw_len.is_multiple_of(r))?;
+    let (rows, wanted) = (raw_len / row, prefix.div_ceil(row));
+    let filtered = stack_frames(codec, row_bytes, stored, raw_len, wanted)?;
+    Some(filtered.and_then(|f| stack::decode_rows(&f, row, rows, wanted)))
+}
+
+/// The frame-stack filter's bytes of a chunk stored as frame stacks then zstd, the stacks not
+/// rebuilt (see `stack::Frames`): decoded as far as the first `wanted` rows need (the row kinds,
+/// then their stored bytes), or whole when `wanted` is every row. `None` for other pipelines.
+pub fn stack_frames(
+    codec: u32,
+    row_bytes: Option<usize>,
+    stored: &[u8],
+    raw_len: usize,
+    wanted: usize,
+) -> Option<Result<Vec<u8>, String>> {
+    let row = row_bytes.filter(|&r| r > 0 && raw_len.is_multiple_of(r))?;
     if codec != pipeline(&[CODEC_STACK, CODEC_ZSTD]) {
         return None;
     }
-    let (rows, wanted) = (raw_len / row, prefix.div_ceil(row));
+    let rows = raw_len / row;
+    if wanted >= rows {
+        // Room for what the frame declares (checked against the limit by the caller; a frame
+        // that gives more fails), not the limit: the stacks' size, which a cache would count.
+        let (limit, _) = zstd_output_limit(codec, row_bytes, raw_len as u64);
+        let declared = zstd::zstd_safe::get_frame_content_size(stored).ok().flatten().unwrap_or(limit);
+        return Some(zstd_decompress(stored, declared.min(limit) as usize));
+    }
     Some(with_dctx(|dctx| {
         let mut input = zstd::zstd_safe::InBuffer::around(stored);
         let mut filtered = Vec::new();
@@ -198,7 +243,7 @@ pub fn decode_prefix(
             return Err(format!("zstd frame ends after {} bytes, before row {wanted} of the chunk", filtered.len()));
         }
         filtered.truncate(need);
-        stack::decode_rows(&filtered, row, rows, wanted)
+        Ok(filtered)
     }))
 }
 

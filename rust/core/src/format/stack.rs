@@ -35,25 +35,60 @@ pub fn encode_into(raw: &[u8], row: usize, stack: usize, out: &mut Vec<u8>) -> O
     if !raw.len().is_multiple_of(row) {
         return None;
     }
-    let rows = raw.len() / row;
-    out.clear();
-    out.extend_from_slice(&(stack as u32).to_le_bytes());
-    out.resize(HEADER_LEN + rows, KEEP);
-    let mut shifts = 0;
-    for r in 1..rows {
-        if is_shift(&raw[(r - 1) * row..r * row], &raw[r * row..(r + 1) * row], frame) {
-            out[HEADER_LEN + r] = SHIFT;
-            shifts += 1;
+    let kinds = RowKinds::of(raw, row, frame);
+    encode_kinds_into(raw, row, stack, &kinds.0, out)
+}
+
+/// The kind of each row of a column of frame stacks, decided as rows arrive (a writer buffering
+/// rows compares each with the one before while it is in the CPU's caches, and hands the kinds
+/// to `encode_kinds_into` instead of comparing the rows again).
+#[derive(Debug, Default, Clone)]
+pub struct RowKinds(pub Vec<u8>);
+
+impl RowKinds {
+    /// The kinds of whole rows `raw` of `row` bytes in frames of `frame` bytes.
+    pub fn of(raw: &[u8], row: usize, frame: usize) -> Self {
+        let mut kinds = RowKinds::default();
+        for r in 0..raw.len() / row {
+            kinds.push(&raw[..r * row], &raw[r * row..(r + 1) * row], frame);
+        }
+        kinds
+    }
+
+    /// Adds the kind of row `cur` following the rows `before` (empty: the chunk's first row).
+    /// Returns the bytes the filter stores for it.
+    pub fn push(&mut self, before: &[u8], cur: &[u8], frame: usize) -> usize {
+        let row = cur.len();
+        let shift = before.len() >= row && is_shift(&before[before.len() - row..], cur, frame);
+        self.0.push(if shift { SHIFT } else { KEEP });
+        if shift {
+            frame
+        } else {
+            row
         }
     }
+}
+
+/// `encode_into` with the rows' kinds decided already (`RowKinds` of these very rows).
+pub fn encode_kinds_into(raw: &[u8], row: usize, stack: usize, kinds: &[u8], out: &mut Vec<u8>) -> Option<()> {
+    let frame = frame_bytes(row, stack)?;
+    let rows = raw.len() / row;
+    if !raw.len().is_multiple_of(row) || kinds.len() != rows {
+        return None;
+    }
+    let shifts = kinds.iter().filter(|&&k| k == SHIFT).count();
     if shifts == 0 {
         return None;
     }
-    out.reserve(rows * row - shifts * (row - frame));
-    for r in 0..rows {
+    debug_assert!(kinds.iter().enumerate().all(|(r, &k)| (k == SHIFT)
+        == (r > 0 && is_shift(&raw[(r - 1) * row..r * row], &raw[r * row..(r + 1) * row], frame))));
+    out.clear();
+    out.reserve(HEADER_LEN + rows + rows * row - shifts * (row - frame));
+    out.extend_from_slice(&(stack as u32).to_le_bytes());
+    out.extend_from_slice(kinds);
+    for (r, &kind) in kinds.iter().enumerate() {
         let cur = &raw[r * row..(r + 1) * row];
-        let keep = if out[HEADER_LEN + r] == SHIFT { &cur[row - frame..] } else { cur };
-        out.extend_from_slice(keep);
+        out.extend_from_slice(if kind == SHIFT { &cur[row - frame..] } else { cur });
     }
     Some(())
 }
@@ -121,6 +156,60 @@ pub fn decode_rows(data: &[u8], row: usize, rows: usize, wanted: usize) -> Resul
     Ok(out)
 }
 
+/// A frame-stack chunk held as the filter stored it (zstd undone, the stacks not rebuilt): what
+/// a reader keeps in its cache, a `stack`th of the stacks' bytes. The stored bytes are the
+/// sequence of frames itself: a whole row, then the new frame of each row that shifts, so every
+/// row is the `row` bytes ending where its own stored bytes end, and reading one is one copy.
+#[derive(Debug)]
+pub struct Frames {
+    /// Header, row kinds, then the stored bytes of the rows held (all, or a prefix of them).
+    data: Vec<u8>,
+    row: usize,
+    /// Where each held row's bytes end in `data`.
+    ends: Vec<usize>,
+}
+
+impl Frames {
+    /// The first `wanted` of a chunk's `rows` rows of `row` bytes from its filtered bytes
+    /// (`data` holds at least `prefix_len` of them; all of them, and no more, when `wanted`
+    /// is every row).
+    pub fn new(data: Vec<u8>, row: usize, rows: usize, wanted: usize) -> Result<Self, String> {
+        let (frame, kinds) = kinds(&data, row, rows)?;
+        let wanted = wanted.min(rows);
+        let mut ends = Vec::with_capacity(wanted);
+        let mut end = HEADER_LEN + rows;
+        for (r, &kind) in kinds.iter().enumerate().take(wanted) {
+            end += stored_len(kind, r, row, frame)?;
+            ends.push(end);
+        }
+        if end > data.len() {
+            return Err("frame-stack codec: rows cut short".into());
+        }
+        if wanted == rows && end < data.len() {
+            return Err(format!("frame-stack codec: {} bytes past the last row", data.len() - end));
+        }
+        Ok(Frames { data, row, ends })
+    }
+
+    /// Rows held (from the chunk's first).
+    pub fn rows(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Row `r`'s bytes (`None` past the rows held). Every row after the first ends with its
+    /// own new frame and starts with the previous row's frames 1.., which precede it: the
+    /// first row is stored whole, so `row` bytes back from any row's end stay in the body.
+    pub fn row(&self, r: usize) -> Option<&[u8]> {
+        let end = *self.ends.get(r)?;
+        Some(&self.data[end - self.row..end])
+    }
+
+    /// The memory this holds.
+    pub fn heap_bytes(&self) -> usize {
+        self.data.capacity() + self.ends.capacity() * std::mem::size_of::<usize>()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,9 +275,44 @@ mod tests {
         }
 
         #[test]
+        fn frames_hold_each_row_as_decoded((stack, frame, raw) in rows_strategy(), cut in 0usize..40) {
+            let row = stack * frame;
+            let rows = raw.len() / row;
+            let mut enc = Vec::new();
+            if encode_into(&raw, row, stack, &mut enc).is_some() {
+                let wanted = cut % (rows + 1);
+                let need = prefix_len(&enc, row, rows, wanted).unwrap();
+                let frames = Frames::new(enc[..need].to_vec(), row, rows, wanted).unwrap();
+                prop_assert_eq!(frames.rows(), wanted);
+                for r in 0..wanted {
+                    prop_assert_eq!(frames.row(r).unwrap(), &raw[r * row..(r + 1) * row]);
+                }
+                prop_assert!(frames.row(wanted).is_none());
+                let whole = Frames::new(enc.clone(), row, rows, rows).unwrap();
+                prop_assert_eq!(whole.rows(), rows);
+                let mut longer = enc.clone();
+                longer.push(0);
+                prop_assert!(Frames::new(longer, row, rows, rows).is_err(), "bytes past the last row");
+                if need > HEADER_LEN + rows && wanted > 0 {
+                    prop_assert!(Frames::new(enc[..need - 1].to_vec(), row, rows, wanted).is_err());
+                }
+            }
+        }
+
+        #[test]
         fn any_bytes_decode_or_fail_cleanly(data in prop::collection::vec(any::<u8>(), 0..64), row in 1usize..16, rows in 0usize..6) {
             if let Ok(out) = decode(&data, row, row * rows) {
                 prop_assert_eq!(out.len(), row * rows);
+            }
+            // Held as frames: the same rows, or the same refusal.
+            match Frames::new(data.clone(), row, rows, rows) {
+                Ok(frames) => {
+                    let out = decode(&data, row, row * rows).unwrap();
+                    for r in 0..rows {
+                        prop_assert_eq!(frames.row(r).unwrap(), &out[r * row..(r + 1) * row]);
+                    }
+                }
+                Err(_) => prop_assert!(decode(&data, row, row * rows).is_err()),
             }
         }
     }

@@ -1,4 +1,5 @@
-//! Shared state of the read path: decoded chunks (a byte-bounded LRU, behind a lock) and the
+//! Shared state of the read path: decoded chunks (a byte-bounded LRU, behind a lock, counting
+//! the memory each holds: frame stacks as their frames) and the
 //! Chunks records whose payload checksum has been verified (atomic flags), so a `Dataset` can
 //! be read from many threads. No lock is held while decoding or checksumming.
 //!
@@ -11,6 +12,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::chunk_bytes::Decoded;
 
 /// A fast hasher for the small integer keys of the read path (FxHash's mixing step). Keys come
 /// from the files' own offsets, not from an adversary choosing collisions over many calls.
@@ -46,7 +49,7 @@ pub(crate) type RecordKey = (usize, u64);
 
 struct Lru {
     /// Key -> (data, tick of its last use).
-    entries: IntMap<ChunkKey, (Arc<Vec<u8>>, u64)>,
+    entries: IntMap<ChunkKey, (Arc<Decoded>, u64)>,
     /// Tick an entry was queued at -> key; an entry used since it was queued has a later last
     /// use, and one replaced or dropped leaves a stale item here: both are settled at the front.
     order: BTreeMap<u64, ChunkKey>,
@@ -73,7 +76,7 @@ impl ChunkCache {
         self.lru.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn get(&self, key: ChunkKey) -> Option<Arc<Vec<u8>>> {
+    pub fn get(&self, key: ChunkKey) -> Option<Arc<Decoded>> {
         let mut guard = self.lock();
         let lru = &mut *guard;
         lru.tick += 1;
@@ -84,7 +87,7 @@ impl ChunkCache {
     }
 
     /// Runs `f` with a `get` that holds the lock once for many keys.
-    pub fn with_gets<R>(&self, f: impl FnOnce(&mut dyn FnMut(ChunkKey) -> Option<Arc<Vec<u8>>>) -> R) -> R {
+    pub fn with_gets<R>(&self, f: impl FnOnce(&mut dyn FnMut(ChunkKey) -> Option<Arc<Decoded>>) -> R) -> R {
         let mut guard = self.lock();
         let lru = &mut *guard;
         f(&mut |key| {
@@ -98,8 +101,8 @@ impl ChunkCache {
     }
 
     /// Keeps `data` unless it alone exceeds the capacity, evicting old entries to make room.
-    pub fn insert(&self, key: ChunkKey, data: Arc<Vec<u8>>) {
-        let size = data.len();
+    pub fn insert(&self, key: ChunkKey, data: Arc<Decoded>) {
+        let size = data.heap_bytes();
         if size > self.capacity {
             return;
         }
@@ -109,7 +112,7 @@ impl ChunkCache {
         let tick = lru.tick;
         if let Some((old, _)) = lru.entries.insert(key, (data, tick)) {
             // Another thread decoded the same chunk meanwhile; its queue item goes stale.
-            lru.bytes -= old.len();
+            lru.bytes -= old.heap_bytes();
         }
         lru.order.insert(tick, key);
         lru.bytes += size;
@@ -121,7 +124,7 @@ impl ChunkCache {
                 }
                 Some(&(_, last)) if last == queued => {
                     if let Some((old, _)) = lru.entries.remove(&oldest) {
-                        lru.bytes -= old.len();
+                        lru.bytes -= old.heap_bytes();
                     }
                 }
                 _ => {} // stale: the entry was replaced (queued again later) or is gone
@@ -171,29 +174,33 @@ impl VerifiedRecords {
 mod tests {
     use super::*;
 
+    fn rows(len: usize, value: u8) -> Arc<Decoded> {
+        Arc::new(Decoded::Rows(vec![value; len]))
+    }
+
     #[test]
     fn lru_stays_within_capacity_and_drops_least_recent() {
         let cache = ChunkCache::new(100);
-        cache.insert((0, 0), Arc::new(vec![0; 40]));
-        cache.insert((0, 1), Arc::new(vec![1; 40]));
+        cache.insert((0, 0), rows(40, 0));
+        cache.insert((0, 1), rows(40, 1));
         assert!(cache.get((0, 0)).is_some()); // (0, 1) is now the least recently used
-        cache.insert((0, 2), Arc::new(vec![2; 40]));
+        cache.insert((0, 2), rows(40, 2));
         assert!(cache.get((0, 1)).is_none());
         assert!(cache.get((0, 0)).is_some());
         assert!(cache.get((0, 2)).is_some());
         assert_eq!(cache.bytes(), 80);
-        cache.insert((0, 3), Arc::new(vec![3; 101]));
+        cache.insert((0, 3), rows(101, 3));
         assert!(cache.get((0, 3)).is_none(), "an entry larger than the cache is not kept");
-        cache.insert((0, 2), Arc::new(vec![2; 50]));
+        cache.insert((0, 2), rows(50, 2));
         assert_eq!(cache.bytes(), 90);
     }
 
     #[test]
     fn zero_capacity_keeps_nothing() {
         let cache = ChunkCache::new(0);
-        cache.insert((0, 0), Arc::new(vec![0; 1]));
+        cache.insert((0, 0), rows(1, 0));
         assert!(cache.get((0, 0)).is_none());
-        cache.insert((0, 1), Arc::new(Vec::new()));
+        cache.insert((0, 1), rows(0, 0));
         assert_eq!(cache.bytes(), 0);
     }
 }

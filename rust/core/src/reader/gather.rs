@@ -33,9 +33,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::cache::IntMap;
+use super::chunk_bytes::{decoded_len, ChunkBytes, Decoded};
 use super::dataset::{Dataset, Located};
 use super::prefetch;
-use super::rows::{chunk_strings, ChunkBytes};
+use super::rows::chunk_strings;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::schema::{ColumnId, ColumnSpec, Timeline};
@@ -626,7 +627,8 @@ impl Dataset {
         for (i, (loc, row_bytes)) in slots.iter().enumerate() {
             if data[i].is_none() && loc.chunk.stored_len == 0 {
                 // Empty chunks share their data offset with the next chunk: never cached.
-                data[i] = Some(ChunkBytes::Decoded(Arc::new(self.decode_stored(loc, &[], *row_bytes)?)));
+                data[i] =
+                    Some(ChunkBytes::Decoded(Arc::new(Decoded::Rows(self.decode_stored(loc, &[], *row_bytes)?))));
             }
         }
         if data.iter().any(Option::is_none) {
@@ -636,7 +638,7 @@ impl Dataset {
                         continue;
                     }
                     // A cached prefix too short for these rows is decoded again, further.
-                    match get((loc.shard, loc.chunk.data_offset)).filter(|d| d.len() >= need[i]) {
+                    match get((loc.shard, loc.chunk.data_offset)).filter(|d| decoded_len(d, slots[i].1) >= need[i]) {
                         Some(d) => data[i] = Some(ChunkBytes::Decoded(d)),
                         None => wanted.push(i),
                     }
@@ -647,15 +649,21 @@ impl Dataset {
         for i in wanted {
             missing.push((i, self.stored_unchecked(&slots[i].0)?));
         }
-        let decode = |(i, stored): &(usize, Cow<'d, [u8]>)| -> Result<Vec<u8>> {
+        let decode = |(i, stored): &(usize, Cow<'d, [u8]>)| -> Result<Decoded> {
             let (loc, row_bytes) = &slots[*i];
-            self.decode_stored_prefix(loc, stored, *row_bytes, need[*i])
+            match stored {
+                // Without a map, a raw chunk read from the file is its rows.
+                Cow::Owned(raw) if loc.chunk.codec == 0 && raw.len() as u64 == loc.chunk.raw_len => {
+                    Ok(Decoded::Rows(raw.clone()))
+                }
+                stored => self.decode_chunk(loc, stored, *row_bytes, need[*i]),
+            }
         };
         let bytes: usize = missing.iter().map(|&(i, _)| need[i]).sum();
         let threads = max_threads().min(missing.len());
-        let decoded: Vec<Result<Vec<u8>>> = if threads > 1 && bytes >= PARALLEL_DECODE_BYTES.load(Ordering::Relaxed) {
+        let decoded: Vec<Result<Decoded>> = if threads > 1 && bytes >= PARALLEL_DECODE_BYTES.load(Ordering::Relaxed) {
             // Chunks dealt round-robin; each thread returns its own in order.
-            let per_thread: Vec<Vec<Result<Vec<u8>>>> = std::thread::scope(|s| {
+            let per_thread: Vec<Vec<Result<Decoded>>> = std::thread::scope(|s| {
                 let handles: Vec<_> = (1..threads)
                     .map(|k| {
                         let missing = &missing;
@@ -853,8 +861,8 @@ impl Dataset {
         for (field, pieces) in fields.iter().zip(pieces).filter(|_| scattered) {
             if let Some(rb) = field.row_bytes {
                 for p in clipped(pieces).filter(|p| p.slot != ZEROS) {
-                    if let Some(src) = data[p.slot as usize].get(p.chunk_row * rb..) {
-                        prefetch(src.as_ptr());
+                    if let Some(src) = data[p.slot as usize].row_start(rb, p.chunk_row) {
+                        prefetch(src);
                     }
                 }
             }
@@ -867,17 +875,21 @@ impl Dataset {
                     (Some(rb), ZEROS) => out.clear(at * rb, p.rows * rb),
                     (None, ZEROS) => out.clear(at, p.rows),
                     (Some(rb), slot) => {
-                        let chunk: &[u8] = &data[slot as usize];
-                        let src = chunk
-                            .get(p.chunk_row * rb..(p.chunk_row + p.rows) * rb)
-                            .ok_or_else(|| self.slot_corrupt(&slots[slot as usize], "shorter than its rows"))?;
-                        out.put(at * rb, src);
+                        let mut to = at * rb;
+                        let whole = data[slot as usize].rows(rb, p.chunk_row, p.rows, |src| {
+                            out.put(to, src);
+                            to += src.len();
+                        });
+                        if !whole {
+                            return Err(self.slot_corrupt(&slots[slot as usize], "shorter than its rows"));
+                        }
                     }
                     (None, slot) => {
                         let slot_info = &slots[slot as usize];
                         rows.clear();
                         let (a, b) = (p.chunk_row, p.chunk_row + p.rows);
-                        chunk_strings(&data[slot as usize], slot_info.0.chunk.n_rows, a, b, &mut rows)
+                        let text = data[slot as usize].contiguous().unwrap_or_default();
+                        chunk_strings(text, slot_info.0.chunk.n_rows, a, b, &mut rows)
                             .map_err(|why| self.slot_corrupt(slot_info, &format!("str chunk: {why}")))?;
                         let Out::Strings(list) = out else { unreachable!("str rows into a byte output") };
                         for (j, s) in rows.drain(..).enumerate() {

@@ -21,6 +21,7 @@
 //! checked arithmetic, and damage becomes a `Problem` (or `Error::Corrupt`), never a panic.
 
 mod cache;
+mod chunk_bytes;
 mod damage;
 mod dataset;
 mod gather;

@@ -4,16 +4,17 @@
 //! before any of its data is first used.
 
 use std::borrow::Cow;
-use std::ops::Deref;
 use std::sync::Arc;
 
 use memmap2::Mmap;
 
+use super::chunk_bytes::{decoded_len, ChunkBytes, Decoded};
 use super::dataset::{Dataset, Located};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::chunks::ChunkRef;
 use crate::format::codec::{self, codec_ids, CODEC_ZSTD};
+use crate::format::stack::Frames;
 use crate::format::u64_at;
 use crate::schema::{ColumnId, ColumnSpec};
 
@@ -46,23 +47,6 @@ impl RowsView {
 impl std::fmt::Debug for RowsView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RowsView").field("start", &self.start).field("len", &self.len).finish()
-    }
-}
-
-/// A chunk's decoded rows: in the map (raw) or decoded (or, without a map, read) and shared
-/// with the cache.
-pub(super) enum ChunkBytes<'a> {
-    Mapped(&'a [u8]),
-    Decoded(Arc<Vec<u8>>),
-}
-
-impl Deref for ChunkBytes<'_> {
-    type Target = [u8];
-    fn deref(&self) -> &[u8] {
-        match self {
-            ChunkBytes::Mapped(b) => b,
-            ChunkBytes::Decoded(b) => b,
-        }
     }
 }
 
@@ -135,21 +119,34 @@ impl Dataset {
         codec::decode(c.codec, row_bytes, stored, c.raw_len as usize).map_err(corrupt)
     }
 
-    /// The first `prefix` decoded bytes of an encoded chunk (all of them where its codec cannot
-    /// stop early, or `prefix` is the whole chunk).
-    pub(super) fn decode_stored_prefix(
+    /// An encoded chunk decoded as far as its first `prefix` bytes need (all of it where its
+    /// codec cannot stop early, or `prefix` is the whole chunk): frame stacks as their frames
+    /// (whole rows), other chunks as their rows.
+    pub(super) fn decode_chunk(
         &self,
         loc: &Located,
         stored: &[u8],
         row_bytes: Option<usize>,
         prefix: usize,
-    ) -> Result<Vec<u8>> {
+    ) -> Result<Decoded> {
         let c = &loc.chunk;
+        let corrupt = |why: String| Error::corrupt(&self.shards[loc.shard].path, c.data_offset, why);
+        let raw_len = c.raw_len as usize;
         // A frame that does not declare its size is left to the whole decode, which says so.
-        let prefix_of = || codec::decode_prefix(c.codec, row_bytes, stored, c.raw_len as usize, prefix);
-        match declares_its_size(c, row_bytes, stored).then(prefix_of).flatten() {
-            Some(decoded) => decoded.map_err(|why| Error::corrupt(&self.shards[loc.shard].path, c.data_offset, why)),
-            None => self.decode_stored(loc, stored, row_bytes),
+        if !declares_its_size(c, row_bytes, stored) {
+            return self.decode_stored(loc, stored, row_bytes).map(Decoded::Rows);
+        }
+        if let Some(row) = row_bytes.filter(|&r| r > 0 && raw_len.is_multiple_of(r)) {
+            let (rows, wanted) = (raw_len / row, prefix.min(raw_len).div_ceil(row));
+            if let Some(filtered) = codec::stack_frames(c.codec, row_bytes, stored, raw_len, wanted) {
+                return Frames::new(filtered.map_err(corrupt)?, row, rows, wanted)
+                    .map(Decoded::Frames)
+                    .map_err(corrupt);
+            }
+        }
+        match codec::decode_prefix(c.codec, row_bytes, stored, raw_len, prefix) {
+            Some(decoded) => decoded.map(Decoded::Rows).map_err(corrupt),
+            None => self.decode_stored(loc, stored, row_bytes).map(Decoded::Rows),
         }
     }
 
@@ -166,7 +163,8 @@ impl Dataset {
         }
     }
 
-    /// A chunk's decoded bytes (`raw_len` of them, as checked when the chunk was taken in).
+    /// A chunk's decoded rows (all `raw_len` bytes of them, as checked when the chunk was taken
+    /// in).
     fn chunk_data(&self, loc: &Located, row_bytes: Option<usize>) -> Result<ChunkBytes<'_>> {
         if loc.chunk.codec == 0 && self.shards[loc.shard].source.is_mapped() {
             if let Cow::Borrowed(stored) = self.stored_bytes(loc)? {
@@ -176,15 +174,21 @@ impl Dataset {
         self.ensure_verified(loc)?;
         if loc.chunk.stored_len == 0 {
             // Empty chunks share their data offset with the next chunk: never cache them.
-            return Ok(ChunkBytes::Decoded(Arc::new(self.decode_stored(loc, &[], row_bytes)?)));
+            return Ok(ChunkBytes::Decoded(Arc::new(Decoded::Rows(self.decode_stored(loc, &[], row_bytes)?))));
         }
         let key = (loc.shard, loc.chunk.data_offset);
+        let whole = loc.chunk.raw_len as usize;
         // A gather may have cached a prefix only: decode such a chunk whole.
-        if let Some(data) = self.cache.get(key).filter(|d| d.len() as u64 == loc.chunk.raw_len) {
+        if let Some(data) = self.cache.get(key).filter(|d| decoded_len(d, row_bytes) == whole) {
             return Ok(ChunkBytes::Decoded(data));
         }
         let stored = self.stored_unchecked(loc)?;
-        let data = Arc::new(self.decode_stored_cow(loc, stored, row_bytes)?);
+        let data = Arc::new(match stored {
+            Cow::Owned(raw) if loc.chunk.codec == 0 => {
+                Decoded::Rows(self.decode_stored_cow(loc, Cow::Owned(raw), row_bytes)?)
+            }
+            stored => self.decode_chunk(loc, &stored, row_bytes, whole)?,
+        });
         self.cache.insert(key, data.clone());
         Ok(ChunkBytes::Decoded(data))
     }
@@ -226,13 +230,18 @@ impl Dataset {
             out[pos..pos + gap].fill(0);
             pos += gap;
             let data = self.chunk_data(loc, Some(row_bytes))?;
-            let at = (from - loc.first_row()) as usize * row_bytes;
-            let len = (to - from) as usize * row_bytes;
-            let rows = data.get(at..at + len).ok_or_else(|| {
-                Error::corrupt(&self.shards[loc.shard].path, loc.chunk.data_offset, "chunk shorter than its rows")
-            })?;
-            out[pos..pos + len].copy_from_slice(rows);
-            pos += len;
+            let (at, n) = ((from - loc.first_row()) as usize, (to - from) as usize);
+            let whole = data.rows(row_bytes, at, n, |rows| {
+                out[pos..pos + rows.len()].copy_from_slice(rows);
+                pos += rows.len();
+            });
+            if !whole {
+                return Err(Error::corrupt(
+                    &self.shards[loc.shard].path,
+                    loc.chunk.data_offset,
+                    "chunk shorter than its rows",
+                ));
+            }
             cursor = to;
         }
         out[pos..].fill(0);
@@ -268,7 +277,8 @@ impl Dataset {
             out.resize(out.len() + (from - cursor) as usize, String::new());
             let data = self.chunk_data(loc, None)?;
             let skip = (from - loc.first_row()) as usize;
-            chunk_strings(&data, loc.chunk.n_rows, skip, skip + (to - from) as usize, &mut out).map_err(|why| {
+            let text = data.contiguous().unwrap_or_default();
+            chunk_strings(text, loc.chunk.n_rows, skip, skip + (to - from) as usize, &mut out).map_err(|why| {
                 Error::corrupt(&self.shards[loc.shard].path, loc.chunk.data_offset, format!("str chunk: {why}"))
             })?;
             cursor = to;

@@ -4,10 +4,37 @@
 use serde_json::{Map, Value};
 
 use crate::format::chunks::PendingChunk;
-use crate::format::codec::Encoder;
+use crate::format::codec::{Encoder, RowLayout};
 use crate::format::episode::EpisodeSummary;
 use crate::format::metrics::MetricsAcc;
+use crate::format::stack::RowKinds;
 use crate::schema::{ColumnSpec, Timeline};
+
+/// When a column's buffered rows (of one lane) are sealed into a chunk.
+#[derive(Debug, Clone, Copy)]
+pub struct ChunkLimit {
+    /// Bytes of `ColumnBuffer::fill` (stored bytes for frame stacks, raw bytes otherwise).
+    pub fill: usize,
+    /// Raw bytes: the `chunk_bytes` the column declares, which bounds its decoded chunks.
+    pub raw: usize,
+    /// Frame-stack columns: the bytes of a frame (see `ColumnSpec::stack_seal_factor`).
+    pub frame: Option<usize>,
+}
+
+impl ChunkLimit {
+    /// The limit of column `spec`; `default_bytes` where it declares no `chunk_bytes`.
+    pub fn of(spec: &ColumnSpec, default_bytes: usize) -> Self {
+        let bytes = |b: Option<u64>| b.map_or(default_bytes, |b| usize::try_from(b).unwrap_or(usize::MAX));
+        let frame = match (spec.stack_seal_factor(), spec.row_layout()) {
+            (2.., RowLayout { row_bytes: Some(row), stack: Some(frames), .. }) => Some(row / frames),
+            _ => None,
+        };
+        ChunkLimit { fill: bytes(spec.requested_chunk_bytes()), raw: bytes(spec.codec.chunk_bytes), frame }
+    }
+}
+
+/// The most a buffer reserves ahead for a chunk (larger chunks grow as rows come).
+const MAX_RESERVED_CHUNK: usize = 64 << 20;
 
 /// Rows of one column of one lane not yet written.
 #[derive(Debug, Default)]
@@ -20,24 +47,67 @@ pub struct ColumnBuffer {
     pub ends: Vec<u64>,
     /// The last row sealed (its raw bytes; text bytes for str), so a rollover can repeat it.
     pub last_sealed_row: Option<Vec<u8>>,
+    /// Frame-stack columns sealed on their stored size: the bytes of a frame.
+    pub frame: Option<usize>,
+    /// Frame-stack columns: the bytes the frame-stack filter will store for the rows buffered
+    /// (a whole row, or the new frame of a row that shifts the one before), and their kinds.
+    pub stored: usize,
+    pub kinds: RowKinds,
 }
 
 impl ColumnBuffer {
-    pub fn starting_at(first_row: u64) -> Self {
-        ColumnBuffer { first_row, ..Default::default() }
+    /// A buffer for a column's rows from `first_row`; `frame` (a frame's bytes) for a column
+    /// sealed on the bytes the frame-stack filter stores.
+    pub fn starting_at(first_row: u64, frame: Option<usize>) -> Self {
+        ColumnBuffer { first_row, frame, ..Default::default() }
     }
 
     pub fn push_fixed(&mut self, row: &[u8]) {
         self.data.extend_from_slice(row);
         self.rows += 1;
+        self.note_kind(row.len());
     }
 
     pub fn push_zeros(&mut self, row_bytes: Option<usize>) {
         match row_bytes {
-            Some(n) => self.data.resize(self.data.len() + n, 0),
+            Some(n) => {
+                self.data.resize(self.data.len() + n, 0);
+                self.note_kind(n);
+            }
             None => self.ends.push(self.data.len() as u64),
         }
         self.rows += 1;
+    }
+
+    /// Frame-stack columns: room for a whole chunk at its first row (`raw` bytes, the column's
+    /// bound, and a row more), rather than growing by doubling, which copies megabytes and
+    /// faults in fresh pages at each step up; the buffer then keeps it from chunk to chunk.
+    pub fn reserve_chunk(&mut self, raw: usize, row: usize) {
+        if self.frame.is_some() && self.data.capacity() == 0 {
+            self.data.reserve_exact(raw.min(MAX_RESERVED_CHUNK).saturating_add(2 * row));
+        }
+    }
+
+    /// Frame-stack columns: the kind of the row of `row` bytes just buffered.
+    fn note_kind(&mut self, row: usize) {
+        if let Some(frame) = self.frame {
+            let (before, cur) = self.data.split_at(self.data.len() - row);
+            self.stored += self.kinds.push(before, cur, frame);
+        }
+    }
+
+    /// Whether the rows buffered make a chunk to seal.
+    pub fn is_full(&self, limit: &ChunkLimit) -> bool {
+        self.fill() >= limit.fill || self.raw_len() >= limit.raw || self.rows == u32::MAX
+    }
+
+    /// The bytes a chunk of the rows buffered would be sealed on: what the frame-stack filter
+    /// stores of them for a frame-stack column, their raw bytes otherwise.
+    pub fn fill(&self) -> usize {
+        match self.frame {
+            Some(_) => self.stored,
+            None => self.raw_len(),
+        }
     }
 
     pub fn push_str(&mut self, text: &[u8]) {
@@ -92,7 +162,8 @@ impl ColumnBuffer {
         };
         let raw_len = raw.len() as u64;
         let capacity = raw.capacity();
-        let (codec, data) = encoder.encode(&spec.codec, spec.row_layout(), raw);
+        let kinds = self.frame.map(|_| self.kinds.0.as_slice());
+        let (codec, data) = encoder.encode(&spec.codec, spec.row_layout(), raw, kinds);
         let chunk = PendingChunk {
             lane,
             column: spec.id,
@@ -105,9 +176,15 @@ impl ColumnBuffer {
         };
         self.first_row += self.rows as u64;
         self.rows = 0;
+        self.stored = 0;
+        self.kinds.0.clear();
         // Keep the allocation for the next rows unless it grew far past a chunk.
         if self.data.capacity() == 0 {
-            self.data = Vec::with_capacity(capacity.min(chunk.raw_len as usize * 2));
+            let fits = capacity.min(chunk.raw_len as usize * 2);
+            self.data = match encoder.take_spare() {
+                Some(spare) if spare.capacity() <= fits => spare,
+                _ => Vec::with_capacity(fits),
+            };
         }
         Some(chunk)
     }

@@ -133,7 +133,7 @@ impl Recorder {
             spec.id = columns.len() as ColumnId;
             // Every column states the chunk size it is sealed at: readers bound what a chunk may
             // decode to by it.
-            spec.codec.chunk_bytes = Some(spec.codec.chunk_bytes.unwrap_or(chunk_limit).min(MAX_CHUNK_BYTES));
+            spec.declare_chunk_bytes(spec.codec.chunk_bytes.unwrap_or(chunk_limit));
             spec.validate()?;
             if spec.mask.is_some() || spec.mask_of.is_some() {
                 return Err(Error::schema(&spec.name, "mask columns are made by the core, not given"));
@@ -241,8 +241,7 @@ impl Recorder {
         let id = self.columns.len() as ColumnId;
         let mask_name = new.masked.then(|| mask_name(&new.name));
         let chunk_limit = (self.config.chunk_bytes as u64).min(MAX_CHUNK_BYTES);
-        let mut new = new;
-        new.codec.chunk_bytes = Some(new.codec.chunk_bytes.unwrap_or(chunk_limit).min(MAX_CHUNK_BYTES));
+        let requested = new.codec.chunk_bytes.unwrap_or(chunk_limit);
         let mut spec = ColumnSpec {
             id,
             name: new.name,
@@ -254,6 +253,7 @@ impl Recorder {
             role: None,
             codec: new.codec,
         };
+        spec.declare_chunk_bytes(requested);
         spec.validate()?;
         let mut specs = vec![spec.clone()];
         if let Some(mask_name) = mask_name {

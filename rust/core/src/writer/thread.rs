@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use super::autoreset::{op, row_sources, LaneOp, RowKind};
 use super::config::{Durability, RecorderConfig};
-use super::lane::{ColumnBuffer, EndedEpisode, Lane, OpenEpisode};
+use super::lane::{ChunkLimit, ColumnBuffer, EndedEpisode, Lane, OpenEpisode};
 use super::message::{self, EntryKind, EntryRef, Message, MessageKind, Slot};
 use super::shard::{now_ns, ShardWriter};
 use super::timelog::{self, Clock, Stage};
@@ -72,8 +72,8 @@ pub struct WriterThread {
     columns: Vec<ColumnSpec>,
     /// Per column: bytes a row (None for str), cached because the step path asks per row.
     row_bytes: Vec<Option<usize>>,
-    /// Per column: raw bytes of a lane's buffered rows that seal a chunk.
-    chunk_limit: Vec<usize>,
+    /// Per column: when a lane's buffered rows seal a chunk.
+    chunk_limit: Vec<ChunkLimit>,
     /// Per column: its dtype if episode metrics are kept for it (numeric scalar, masked: info
     /// entries and custom data).
     metric_dtype: Vec<Option<DType>>,
@@ -487,12 +487,11 @@ impl WriterThread {
     fn install_column(&mut self, spec: ColumnSpec) {
         let id = spec.id as usize;
         debug_assert_eq!(id, self.columns.len(), "column ids are dense");
+        let limit = ChunkLimit::of(&spec, self.config.chunk_bytes);
         for lane in &mut self.lanes {
-            lane.buffers.push(ColumnBuffer::starting_at(lane.rows_of(spec.timeline)));
+            lane.buffers.push(ColumnBuffer::starting_at(lane.rows_of(spec.timeline), limit.frame));
         }
         self.row_bytes.push(spec.row_bytes());
-        let limit =
-            spec.codec.chunk_bytes.map_or(self.config.chunk_bytes, |b| usize::try_from(b).unwrap_or(usize::MAX));
         self.chunk_limit.push(limit);
         self.metric_dtype.push(metrics::keeps_metrics(&spec));
         if spec.mask_of.is_none() {
@@ -606,16 +605,19 @@ impl WriterThread {
         let (row_bytes, mask) = (self.row_bytes[column], self.columns[column].mask);
         let buffers = &mut self.lanes[lane].buffers;
         let buffer = &mut buffers[column];
+        if let Some(n) = row_bytes {
+            buffer.reserve_chunk(self.chunk_limit[column].raw, n);
+        }
         match (value, row_bytes) {
             (Some(v), Some(_)) => buffer.push_fixed(v),
             (Some(v), None) => buffer.push_str(v),
             (None, _) => buffer.push_zeros(row_bytes),
         }
-        let mut full = buffer.raw_len() >= self.chunk_limit[column] || buffer.rows == u32::MAX;
+        let mut full = buffer.is_full(&self.chunk_limit[column]);
         if let Some(mask) = mask {
             let mask_buffer = &mut buffers[mask as usize];
             mask_buffer.push_fixed(&[value.is_some() as u8]);
-            full |= mask_buffer.raw_len() >= self.chunk_limit[mask as usize];
+            full |= mask_buffer.is_full(&self.chunk_limit[mask as usize]);
         }
         self.seal_wanted |= full;
         self.raw_bytes_seen += value.map_or(0, |v| v.len() as u64);
@@ -692,8 +694,8 @@ impl WriterThread {
     fn seal_chunks(&mut self, all: bool) -> Result<()> {
         let mut chunks = Vec::new();
         for lane in &mut self.lanes {
-            for ((buffer, spec), &limit) in lane.buffers.iter_mut().zip(&self.columns).zip(&self.chunk_limit) {
-                if all || buffer.raw_len() >= limit || buffer.rows == u32::MAX {
+            for ((buffer, spec), limit) in lane.buffers.iter_mut().zip(&self.columns).zip(&self.chunk_limit) {
+                if all || buffer.is_full(limit) {
                     let encoder = &mut self.encoder;
                     chunks.extend(self.clock.time(Stage::Compress, || buffer.seal(lane.index, spec, encoder)));
                 }

@@ -1,0 +1,95 @@
+//! A chunk's rows as the read path holds them: in place in the memory map (raw chunks), or
+//! decoded and shared with the cache, either contiguous or, for frame stacks, as their frames
+//! (each stack rebuilt by one copy when it is read, the cache holding a `stack`th of the bytes).
+
+use std::sync::Arc;
+
+use crate::format::stack::Frames;
+
+/// A decoded chunk (or a prefix of its rows), as the cache keeps it.
+#[derive(Debug)]
+pub(crate) enum Decoded {
+    /// The rows, contiguous (str chunks: their offsets and text).
+    Rows(Vec<u8>),
+    /// A frame-stack chunk's stored frames; its rows are overlapping slices of them.
+    Frames(Frames),
+}
+
+impl Decoded {
+    /// The memory it holds (what the cache counts).
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Decoded::Rows(b) => b.len(),
+            Decoded::Frames(f) => f.heap_bytes(),
+        }
+    }
+}
+
+/// A chunk's decoded rows: in the map (raw) or decoded (or, without a map, read) and shared
+/// with the cache.
+pub(crate) enum ChunkBytes<'a> {
+    Mapped(&'a [u8]),
+    Decoded(Arc<Decoded>),
+}
+
+impl ChunkBytes<'_> {
+    /// The rows' bytes where they lie contiguous (raw and decoded rows, and str chunks);
+    /// `None` for frames.
+    pub fn contiguous(&self) -> Option<&[u8]> {
+        match self {
+            ChunkBytes::Mapped(b) => Some(b),
+            ChunkBytes::Decoded(d) => match &**d {
+                Decoded::Rows(b) => Some(b),
+                Decoded::Frames(_) => None,
+            },
+        }
+    }
+
+    /// A frame-stack chunk's frames.
+    fn frames(&self) -> Option<&Frames> {
+        match self {
+            ChunkBytes::Decoded(d) => match &**d {
+                Decoded::Frames(f) => Some(f),
+                Decoded::Rows(_) => None,
+            },
+            ChunkBytes::Mapped(_) => None,
+        }
+    }
+
+    /// Hands `put` the bytes of rows `first .. first + n` of `row_bytes` each, in order, in as
+    /// few slices as they lie in (one when contiguous, one a row for frames); `false` (and
+    /// nothing handed) when the chunk holds fewer rows.
+    pub fn rows(&self, row_bytes: usize, first: usize, n: usize, mut put: impl FnMut(&[u8])) -> bool {
+        if let Some(bytes) = self.contiguous() {
+            let span = |a: usize| Some(a..a.checked_add(n.checked_mul(row_bytes)?)?);
+            let Some(src) = first.checked_mul(row_bytes).and_then(span).and_then(|r| bytes.get(r)) else {
+                return false;
+            };
+            put(src);
+            return true;
+        }
+        let Some(frames) = self.frames() else { return false };
+        if first.checked_add(n).is_none_or(|end| end > frames.rows()) {
+            return false;
+        }
+        (first..first + n).filter_map(|r| frames.row(r)).for_each(put);
+        true
+    }
+
+    /// Where row `r` starts, to prefetch it.
+    pub fn row_start(&self, row_bytes: usize, r: usize) -> Option<*const u8> {
+        let start = match self.contiguous() {
+            Some(bytes) => bytes.get(r.checked_mul(row_bytes)?..)?,
+            None => self.frames()?.row(r)?,
+        };
+        Some(start.as_ptr())
+    }
+}
+
+/// The bytes of the whole rows a decoded chunk holds, for rows of `row_bytes`.
+pub(crate) fn decoded_len(d: &Decoded, row_bytes: Option<usize>) -> usize {
+    match d {
+        Decoded::Rows(b) => b.len(),
+        Decoded::Frames(f) => f.rows() * row_bytes.unwrap_or(0),
+    }
+}
