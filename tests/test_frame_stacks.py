@@ -114,8 +114,8 @@ def assert_read_back(path: Path, episodes: list[list[np.ndarray]]) -> None:
     # Random steps gathered with a cold cache (no cache at all, then the default): chunks decoded
     # only as far as the rows wanted (prefixes), then whole, give the same rows.
     firsts = np.cumsum([0] + [len(e) - 1 for e in episodes])
-    for cache_bytes in (0, 256 << 20):
-        with trajcore.open(path, cache_bytes=cache_bytes) as ds:
+    for cache_bytes, mmap in ((0, True), (256 << 20, True), (256 << 20, False)):
+        with trajcore.open(path, cache_bytes=cache_bytes, mmap=mmap) as ds:
             steps = np.random.default_rng(cache_bytes).integers(0, ds.num_steps, 64)
             batch = ds.transitions[steps]
             for k, g in enumerate(steps):

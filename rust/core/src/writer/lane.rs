@@ -286,3 +286,53 @@ impl Lane {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::stack;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The kinds and stored bytes a buffer keeps as rows come are what the frame-stack
+        /// filter decides on the whole chunk, so the encoder may take them instead of comparing
+        /// the rows again, and a chunk is sealed on the bytes it will store.
+        #[test]
+        fn kinds_kept_as_rows_come_are_the_filters(
+            draws in prop::collection::vec((0u8..3, any::<bool>(), prop::collection::vec(0u8..2, 3)), 1..40),
+        ) {
+            let (stack_frames, frame) = (4usize, 3usize);
+            let row = stack_frames * frame;
+            let mut buffer = ColumnBuffer::starting_at(0, Some(frame));
+            let mut last: Vec<u8> = vec![0; row];
+            for (what, zeros, fresh) in draws {
+                match (what, zeros) {
+                    (_, true) => {
+                        buffer.push_zeros(Some(row));
+                        last = vec![0; row];
+                    }
+                    (0, _) => {
+                        // A shift: the previous row's frames 1.. and a new frame.
+                        last = [&last[frame..], &fresh[..]].concat();
+                        buffer.push_fixed(&last);
+                    }
+                    _ => {
+                        last = fresh.iter().copied().cycle().take(row).collect();
+                        buffer.push_fixed(&last);
+                    }
+                }
+            }
+            let expected = stack::RowKinds::of(&buffer.data, row, frame);
+            prop_assert_eq!(&buffer.kinds.0, &expected.0);
+            let stored: usize = expected.0.iter().map(|&k| if k == stack::SHIFT { frame } else { row }).sum();
+            prop_assert_eq!(buffer.stored, stored);
+            let (mut given, mut decided) = (Vec::new(), Vec::new());
+            let a = stack::encode_kinds_into(&buffer.data, row, stack_frames, &buffer.kinds.0, &mut given);
+            let b = stack::encode_into(&buffer.data, row, stack_frames, &mut decided);
+            prop_assert_eq!(a, b);
+            if a.is_some() {
+                prop_assert_eq!(given, decided);
+            }
+        }
+    }
+}
