@@ -50,6 +50,13 @@ TIMELOG_FIELDS = (
 CODEC_ZSTD, CODEC_DELTA, CODEC_STACK = 1, 2, 3
 STACK_KEEP, STACK_SHIFT = 0, 1
 
+#: File header required flag: Chunks and Index records may pack their tables; and the record
+#: required flag (on those two kinds) saying this one does.
+FILE_PACKED_TABLES = 1
+RECORD_PACKED_TABLE = 1
+#: A packed table decodes to at most this many bytes per stored byte, plus 1 MiB.
+PACKED_MAX_RATIO = 1024
+
 FLAG_COMPLETE, FLAG_TERMINATED, FLAG_TRUNCATED, FLAG_CONTINUES, FLAG_DISCARDED = 1, 2, 4, 8, 16
 CHUNK_REPEAT = 1
 
@@ -238,7 +245,7 @@ def parse_header(buf: bytes) -> FileHeader:
     if crc32c(buf[0:60]) != crc:
         raise FormatError("file header checksum mismatch")
     (required,) = struct.unpack_from("<I", buf, 48)
-    if required:
+    if required & ~FILE_PACKED_TABLES:
         raise FormatError(f"the file needs format features {required:#x} this decoder does not know")
     shard_seq, created_ns = struct.unpack_from("<QQ", buf, 32)
     return FileHeader(major, minor, compat, bytes(buf[16:32]), shard_seq, created_ns, required)
@@ -280,24 +287,60 @@ def payload(buf: bytes, rec: Record) -> bytes:
     return buf[rec.payload_start : rec.payload_start + rec.payload_len]
 
 
+def unpack_table(stored: bytes, n: int, entry_len: int) -> bytes:
+    """A packed table: one zstd frame of the `n` entries' bytes plane by plane (byte j of every
+    entry, then byte j + 1, ...), returned as entries back to back."""
+    size = n * entry_len
+    if size > PACKED_MAX_RATIO * len(stored) + (1 << 20):
+        raise FormatError(f"packed table of {n} entries of {entry_len} bytes in {len(stored)} bytes")
+    try:
+        declared = zstandard.get_frame_parameters(stored).content_size
+        if declared != size:
+            raise FormatError(f"packed table declares {declared} bytes, {n} entries need {size}")
+        planes = zstandard.ZstdDecompressor().decompress(stored, max_output_size=size)
+    except zstandard.ZstdError as e:
+        raise FormatError(f"packed table: {e}") from e
+    if len(planes) != size:
+        raise FormatError("packed table decodes to another size")
+    return np.frombuffer(planes, np.uint8).reshape(entry_len, n).T.tobytes()
+
+
+def _packed(rec: Record) -> bool:
+    """Whether a Chunks or Index record packs its table; other required flags are refused."""
+    if rec.required_flags & ~RECORD_PACKED_TABLE:
+        raise FormatError(f"record at {rec.offset} needs features {rec.required_flags:#x}")
+    return bool(rec.required_flags & RECORD_PACKED_TABLE)
+
+
 def decode_chunk_refs(buf: bytes, rec: Record) -> list[ChunkRef]:
     """The table of a Chunks record, with data offsets made absolute. Entries may be longer
-    than the 56 bytes this decoder knows: the rest is skipped."""
+    than the 56 bytes this decoder knows: the rest is skipped. A packed table (record flag 1)
+    follows the data, which starts after a 16-byte header."""
     p = payload(buf, rec)
-    if len(p) < 8:
+    packed = _packed(rec)
+    head = 16 if packed else 8
+    if len(p) < head:
         raise FormatError(f"chunks record at {rec.offset} shorter than its table header")
     n, entry = struct.unpack_from("<IH", p, 0)
     if entry < 56:
         raise FormatError(f"chunks record at {rec.offset}: entries of {entry} bytes")
-    table_end = 8 + entry * n
-    if table_end > len(p):
-        raise FormatError(f"chunks record at {rec.offset}: {n} entries do not fit")
+    if packed:
+        (table_len,) = struct.unpack_from("<Q", p, 8)
+        if table_len > len(p) - head:
+            raise FormatError(f"chunks record at {rec.offset}: packed table of {table_len} bytes does not fit")
+        data_start, data_end = head, len(p) - table_len
+        table = unpack_table(p[data_end:], n, entry)
+    else:
+        data_start, data_end = head + entry * n, len(p)
+        if data_start > len(p):
+            raise FormatError(f"chunks record at {rec.offset}: {n} entries do not fit")
+        table = p[head:data_start]
     refs = []
     for i in range(n):
         lane, column, first_row, n_rows, codec, rel, stored_len, raw_len, flags = struct.unpack_from(
-            "<IIQIIQQQI", p, 8 + entry * i
+            "<IIQIIQQQI", table, entry * i
         )
-        if rel < table_end or rel + stored_len > len(p):
+        if rel < data_start or rel + stored_len > data_end:
             raise FormatError(f"chunk {i} of record {rec.offset} points outside its payload")
         refs.append(
             ChunkRef(
@@ -350,7 +393,10 @@ def decode_index(buf: bytes, rec: Record) -> IndexDelta:
     prev, head, other, ref, epi, n_other, n_chunks, n_episodes = struct.unpack_from("<QHHHHIII", p, 0)
     if head < 32 or other < 16 or ref < 64 or epi < 8:
         raise FormatError(f"index record at {rec.offset}: entry sizes {head}/{other}/{ref}/{epi}")
-    if len(p) != head + other * n_other + ref * n_chunks + epi * n_episodes:
+    rest = head + other * n_other + epi * n_episodes
+    packed = _packed(rec)
+    refs_len = len(p) - rest if packed else ref * n_chunks
+    if len(p) != rest + refs_len or refs_len < 0:
         raise FormatError(f"index record at {rec.offset}: length does not match its counts")
     at = head
     others = []
@@ -358,10 +404,9 @@ def decode_index(buf: bytes, rec: Record) -> IndexDelta:
         kind, _, offset = struct.unpack_from("<IIQ", p, at)
         others.append((kind, offset))
         at += other
-    chunks = []
-    for _ in range(n_chunks):
-        chunks.append(ChunkRef(*struct.unpack_from("<IIQIIQQQQI", p, at)))
-        at += ref
+    refs = unpack_table(p[at : at + refs_len], n_chunks, ref) if packed else p[at : at + refs_len]
+    chunks = [ChunkRef(*struct.unpack_from("<IIQIIQQQQI", refs, i * ref)) for i in range(n_chunks)]
+    at += refs_len
     episode_records = []
     for _ in range(n_episodes):
         episode_records.append(struct.unpack_from("<Q", p, at)[0])

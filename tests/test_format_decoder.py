@@ -122,8 +122,13 @@ def check_structure(shard: fd.DecodedShard) -> None:
     assert recs and recs[-1].kind == fd.KIND_END and recs[-1].next == len(buf)
     assert [r.kind for r in recs].count(fd.KIND_END) == 1
     assert recs[0].offset == fd.HEADER_LEN and recs[0].kind == fd.KIND_META
+    # The writer may pack Chunks tables and Index references (and says so in the file header).
+    assert shard.header.required_flags == fd.FILE_PACKED_TABLES
     for r in recs:
-        assert r.offset % 8 == 0 and r.payload_ok and r.padding_zero and r.required_flags == r.compat_flags == 0, r
+        packable = r.kind in (fd.KIND_CHUNKS, fd.KIND_INDEX)
+        allowed = fd.RECORD_PACKED_TABLE if packable else 0
+        assert r.offset % 8 == 0 and r.payload_ok and r.padding_zero and r.required_flags & ~allowed == 0, r
+        assert r.compat_flags == 0, r
     # Every shard describes itself: Meta, then the Column records of every known column.
     first_columns = [r for r in recs[1:] if r.kind == fd.KIND_COLUMN]
     assert first_columns and recs[1].kind == fd.KIND_COLUMN
@@ -153,8 +158,14 @@ def check_structure(shard: fd.DecodedShard) -> None:
         if r.kind != fd.KIND_CHUNKS:
             continue
         refs = fd.decode_chunk_refs(buf, r)
-        table_end = r.payload_start + 8 + 56 * len(refs)
-        end = table_end
+        data_end = r.payload_start + r.payload_len
+        if r.required_flags & fd.RECORD_PACKED_TABLE:
+            # Data after the 16-byte header, then the packed table: packed only when smaller.
+            (table_len,) = struct.unpack_from("<Q", buf, r.payload_start + 8)
+            assert 16 + table_len < 8 + 56 * len(refs)
+            end, data_end = r.payload_start + 16, data_end - table_len
+        else:
+            end = r.payload_start + 8 + 56 * len(refs)
         for ref in refs:
             align = fd.DATA_ALIGN if ref.codec == 0 else 8
             assert ref.data_offset % align == 0, ref
@@ -164,7 +175,7 @@ def check_structure(shard: fd.DecodedShard) -> None:
             assert ref.n_rows >= 1
             if ref.codec == 0:
                 assert ref.stored_len == ref.raw_len
-        assert end == r.payload_start + r.payload_len, "the payload ends with the last chunk's data"
+        assert end == data_end, "the payload ends with the last chunk's data (and then a packed table)"
 
     # The recovery path decodes the same shard to the same records.
     recovered = fd.open_shard(shard.path, use_index=False)

@@ -16,7 +16,7 @@ import trajcore
 from format_decoder import DecodedDataset, frame, hop
 from helpers import SpaceEnv
 
-MAX_SHARD = 25_000
+MAX_SHARD = 20_000
 CHUNK = 8_000
 
 

@@ -1,4 +1,5 @@
-"""Writes small real shards as seeds for the reader fuzz target (rust/fuzz/seeds/reader).
+"""Writes small real shards as seeds for the reader fuzz targets (rust/fuzz/seeds/reader), and
+their Chunks and Index payloads as seeds for the tables target (rust/fuzz/seeds/tables).
 
     python rust/fuzz/make_seeds.py
 
@@ -21,6 +22,7 @@ from gymnasium import spaces
 HERE = Path(__file__).parent
 sys.path.insert(0, str(HERE.parents[1] / "tests"))
 
+import format_decoder as fd  # noqa: E402
 import trajcore  # noqa: E402
 from helpers import SpaceEnv  # noqa: E402
 
@@ -83,6 +85,24 @@ def main() -> None:
         shutil.copy(shard, out / "frame_stack.trj")
     for p in sorted(out.iterdir()):
         print(p.name, p.stat().st_size)
+    table_seeds(out, HERE / "seeds" / "tables")
+
+
+def table_seeds(shards: Path, out: Path) -> None:
+    """Each Chunks and Index payload of the seed shards, after a byte saying whether its table
+    is packed (the record's required flag), as the tables target reads its input."""
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    for shard in sorted(shards.glob("*.trj")):
+        buf = shard.read_bytes()
+        records, _ = fd.hop(buf)
+        for rec in records:
+            if rec.kind in (fd.KIND_CHUNKS, fd.KIND_INDEX):
+                kind = "chunks" if rec.kind == fd.KIND_CHUNKS else "index"
+                packed = rec.required_flags & fd.RECORD_PACKED_TABLE
+                seed = out / f"{shard.stem}-{kind}-{rec.offset}"
+                seed.write_bytes(bytes([packed]) + fd.payload(buf, rec))
+    print(len(list(out.iterdir())), "table seeds")
 
 
 if __name__ == "__main__":

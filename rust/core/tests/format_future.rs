@@ -58,7 +58,7 @@ struct Future {
 fn rewrite(bytes: &[u8], future: Future) -> Vec<u8> {
     let mut header = FileHeader::decode(bytes).unwrap();
     header.compat_flags = 0xF0;
-    header.required_flags = future.required_header;
+    header.required_flags |= future.required_header;
     let mut out = header.encode().to_vec();
     let mut delta = IndexDelta { prev_index: NO_PREVIOUS, ..Default::default() };
     let sizes = EntrySizes { header: 40, other: 24, chunk_ref: 72, episode: 16 };
@@ -89,7 +89,7 @@ fn rewrite(bytes: &[u8], future: Future) -> Vec<u8> {
                 delta.other_records.push(OtherRecord { kind: UNKNOWN_KIND, offset });
             }
             RecordKind::Chunks => {
-                let refs = chunks::decode(payload, 0).unwrap();
+                let refs = chunks::decode(payload, 0, h.packed_table()).unwrap();
                 let pending: Vec<PendingChunk> = refs
                     .iter()
                     .map(|r| {
@@ -107,8 +107,13 @@ fn rewrite(bytes: &[u8], future: Future) -> Vec<u8> {
                     })
                     .collect();
                 let offset = out.len() as u64;
-                let (p, refs) = chunks::encode_with_entry_size(offset, &pending, chunks::ENTRY_LEN + 16);
-                push(&mut out, RecordKind::Chunks as u32, &p, 0);
+                // Packed tables stay packed, with the longer entries inside.
+                let (p, refs) = if h.packed_table() {
+                    chunks::encode_packed(offset, &pending, chunks::ENTRY_LEN + 16)
+                } else {
+                    chunks::encode_with_entry_size(offset, &pending, chunks::ENTRY_LEN + 16)
+                };
+                push(&mut out, RecordKind::Chunks as u32, &p, h.required_flags);
                 delta.chunks.extend(refs);
             }
             RecordKind::Episode => {
@@ -126,7 +131,8 @@ fn rewrite(bytes: &[u8], future: Future) -> Vec<u8> {
                     delta.other_records.push(OtherRecord { kind: UNKNOWN_KIND + 1, offset });
                 }
                 let offset = out.len() as u64;
-                push(&mut out, RecordKind::Index as u32, &delta.encode_with(sizes), 0);
+                let p = if h.packed_table() { delta.encode_packed_with(sizes) } else { delta.encode_with(sizes) };
+                push(&mut out, RecordKind::Index as u32, &p, h.required_flags);
                 delta = IndexDelta { prev_index: offset, ..Default::default() };
             }
             RecordKind::End => {

@@ -109,7 +109,9 @@ fn an_intact_dataset_verifies_and_every_chunk_is_decoded() {
     let in_files: usize = shards
         .iter()
         .flat_map(|s| chunks_records(s).into_iter().map(move |(at, h)| (s, at, h)))
-        .map(|(s, at, h)| chunks::decode(&s[at + 24..at + 24 + h.payload_len as usize], at as u64).unwrap().len())
+        .map(|(s, at, h)| {
+            chunks::decode(&s[at + 24..at + 24 + h.payload_len as usize], at as u64, h.packed_table()).unwrap().len()
+        })
         .sum();
     assert_eq!(report.chunks as usize, in_files, "every chunk decoded");
     assert!(report.decoded_bytes > 0);
@@ -166,7 +168,8 @@ fn chunks_that_pass_their_checksum_but_do_not_decode_are_found() {
     for (s, shard) in shards.iter().enumerate() {
         for (at, h) in chunks_records(shard) {
             let payload = at + RECORD_HEADER_LEN;
-            let refs = chunks::decode(&shard[payload..payload + h.payload_len as usize], at as u64).unwrap();
+            let refs =
+                chunks::decode(&shard[payload..payload + h.payload_len as usize], at as u64, h.packed_table()).unwrap();
             for r in refs {
                 let spec: ColumnSpec = spec_of(r.column);
                 let data = r.data_offset as usize;

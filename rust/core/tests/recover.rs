@@ -53,7 +53,12 @@ fn chunks_records(buf: &[u8]) -> Vec<(usize, RecordHeader)> {
 }
 
 fn refs_at(buf: &[u8], at: usize, h: &RecordHeader) -> Vec<ChunkRef> {
-    chunks::decode(&buf[at + RECORD_HEADER_LEN..at + RECORD_HEADER_LEN + h.payload_len as usize], at as u64).unwrap()
+    chunks::decode(
+        &buf[at + RECORD_HEADER_LEN..at + RECORD_HEADER_LEN + h.payload_len as usize],
+        at as u64,
+        h.packed_table(),
+    )
+    .unwrap()
 }
 
 /// Steps of an episode before its first row in one of `lost` (the rule: step t needs
@@ -112,7 +117,8 @@ fn intact_episodes_whole_and_the_intact_prefix_of_damaged_ones() {
     let good = dir.path().join("good");
     record(&good);
     let file = std::fs::read_dir(&good).unwrap().next().unwrap().unwrap().path();
-    let records = chunks_records(&std::fs::read(&file).unwrap());
+    let good_bytes = std::fs::read(&file).unwrap();
+    let records = chunks_records(&good_bytes);
     assert!(records.len() >= 6, "{} chunks records", records.len());
     let mut cut_somewhere = 0;
     for (n, &(at, h)) in records.iter().enumerate() {
@@ -120,7 +126,7 @@ fn intact_episodes_whole_and_the_intact_prefix_of_damaged_ones() {
         let (shard, bytes) =
             damaged_copy(&good, &case, "src", |b| b[at + RECORD_HEADER_LEN + h.payload_len as usize - 1] ^= 0x04);
         let src = shard.parent().unwrap().to_path_buf();
-        let lost = refs_at(&bytes, at, &h);
+        let lost = refs_at(&good_bytes, at, &h);
 
         let source = Dataset::open(&src, STRICT).unwrap(); // opening sees nothing
         let columns = source.recordings()[0].columns.clone();

@@ -6,8 +6,13 @@
 //! Payload: `n u32, entry_size u16, reserved u16`, then `n` entries of `entry_size` bytes, of
 //! which this version knows the first 56 (`lane u32, column u32, first_row u64, n_rows u32,
 //! codec u32, data_offset u64, stored_len u64, raw_len u64, flags u32, reserved u32`,
-//! `data_offset` counted from the payload start) and skips the rest, then the data.
+//! `data_offset` counted from the payload start) and skips the rest, then the data. With
+//! `record::PACKED_TABLE` (a later addition): `n u32, entry_size u16, reserved u16, table_len u64`,
+//! the data, then the same entries packed (`format::packed`) in the last `table_len` bytes.
 
+use std::borrow::Cow;
+
+use super::packed;
 use super::record::RECORD_HEADER_LEN;
 use super::{align_up, u32_at, u64_at, DATA_ALIGN};
 
@@ -17,6 +22,8 @@ pub const ENTRY_LEN: usize = 56;
 /// A chunk reference as the index stores it: the entry plus where its record starts.
 pub const REF_LEN: usize = 64;
 const TABLE_HEADER_LEN: usize = 8;
+/// A packed table's header: the 1.0 header, then `table_len u64`.
+const PACKED_HEADER_LEN: usize = 16;
 
 /// Chunk flag: the rows repeat rows an earlier shard of the recording already holds (the last
 /// observation row of an episode running at rollover, so the new shard's part of it stands on
@@ -82,6 +89,7 @@ impl ChunkRef {
 }
 
 /// One chunk ready to be written.
+#[derive(Debug, Clone)]
 pub struct PendingChunk {
     pub lane: u32,
     pub column: u32,
@@ -93,8 +101,19 @@ pub struct PendingChunk {
     pub flags: u32,
 }
 
-/// Builds the payload of a Chunks record that will start at file offset `record_offset`, and the
-/// references the index will hold.
+/// The parts of a Chunks payload that will start at file offset `record_offset`: `head`, then for
+/// each chunk `gaps` zero bytes and its data, then `tail`. The writer sends the data from the
+/// buffer it was sealed in instead of copying it into one payload.
+pub struct Table {
+    pub head: Vec<u8>,
+    pub tail: Vec<u8>,
+    /// The references the index will hold.
+    pub refs: Vec<ChunkRef>,
+    /// Whether the table is packed (the record then needs `record::PACKED_TABLE`).
+    pub packed: bool,
+}
+
+/// A 1.0 Chunks payload: the table, then the data.
 pub fn encode(record_offset: u64, chunks: &[PendingChunk]) -> (Vec<u8>, Vec<ChunkRef>) {
     encode_with_entry_size(record_offset, chunks, ENTRY_LEN)
 }
@@ -106,27 +125,68 @@ pub fn encode_with_entry_size(
     chunks: &[PendingChunk],
     entry_size: usize,
 ) -> (Vec<u8>, Vec<ChunkRef>) {
-    let (mut payload, refs) = table_with_entry_size(record_offset, chunks, entry_size);
-    let gaps: Vec<usize> = gaps(record_offset, payload.len(), &refs).collect();
-    for (c, gap) in chunks.iter().zip(gaps) {
+    let table = plain(record_offset, chunks, entry_size);
+    (payload(record_offset, chunks, &table), table.refs)
+}
+
+/// A payload with a packed table (header, data, packed table), whatever its size.
+pub fn encode_packed(record_offset: u64, chunks: &[PendingChunk], entry_size: usize) -> (Vec<u8>, Vec<ChunkRef>) {
+    let table = packed(record_offset, chunks, entry_size);
+    (payload(record_offset, chunks, &table), table.refs)
+}
+
+fn payload(record_offset: u64, chunks: &[PendingChunk], table: &Table) -> Vec<u8> {
+    let mut payload = table.head.clone();
+    for (c, gap) in chunks.iter().zip(gaps(record_offset, table.head.len(), &table.refs)) {
         payload.resize(payload.len() + gap, 0);
         payload.extend_from_slice(&c.data);
     }
-    (payload, refs)
+    payload.extend_from_slice(&table.tail);
+    payload
 }
 
-/// The start of a Chunks payload that will start at file offset `record_offset`: the table
-/// (whose entries say where each chunk's data goes) and the references the index will hold. The
-/// rest of the payload is, for each chunk, `gaps` zero bytes then its data: the writer sends the
-/// data from the buffer it was sealed in instead of copying it into one payload.
-pub fn table(record_offset: u64, chunks: &[PendingChunk]) -> (Vec<u8>, Vec<ChunkRef>) {
-    table_with_entry_size(record_offset, chunks, ENTRY_LEN)
+/// The table the writer writes: packed when that is smaller than the 1.0 table.
+pub fn table(record_offset: u64, chunks: &[PendingChunk]) -> Table {
+    let packed = packed(record_offset, chunks, ENTRY_LEN);
+    if packed.head.len() + packed.tail.len() < TABLE_HEADER_LEN + chunks.len() * ENTRY_LEN {
+        packed
+    } else {
+        plain(record_offset, chunks, ENTRY_LEN)
+    }
 }
 
-fn table_with_entry_size(record_offset: u64, chunks: &[PendingChunk], entry_size: usize) -> (Vec<u8>, Vec<ChunkRef>) {
+/// The 1.0 layout: `n u32, entry_size u16, reserved u16`, the entries, then the data.
+fn plain(record_offset: u64, chunks: &[PendingChunk], entry_size: usize) -> Table {
+    let refs = place(record_offset, chunks, TABLE_HEADER_LEN + chunks.len() * entry_size);
+    let mut head = table_header(chunks.len(), entry_size);
+    head.extend_from_slice(&entries(&refs, entry_size));
+    Table { head, tail: Vec::new(), refs, packed: false }
+}
+
+/// The packed layout: `n u32, entry_size u16, reserved u16, table_len u64`, the data, then the
+/// entries packed (`format::packed`) in the payload's last `table_len` bytes.
+fn packed(record_offset: u64, chunks: &[PendingChunk], entry_size: usize) -> Table {
+    let refs = place(record_offset, chunks, PACKED_HEADER_LEN);
+    let tail = packed::pack(&entries(&refs, entry_size), entry_size);
+    let mut head = table_header(chunks.len(), entry_size);
+    head.extend_from_slice(&(tail.len() as u64).to_le_bytes());
+    Table { head, tail, refs, packed: true }
+}
+
+fn table_header(n: usize, entry_size: usize) -> Vec<u8> {
     assert!(entry_size >= ENTRY_LEN && entry_size <= u16::MAX as usize);
+    let mut head = Vec::with_capacity(PACKED_HEADER_LEN + n * entry_size);
+    head.extend_from_slice(&(n as u32).to_le_bytes());
+    head.extend_from_slice(&(entry_size as u16).to_le_bytes());
+    head.extend_from_slice(&0u16.to_le_bytes());
+    head
+}
+
+/// Where each chunk's data goes when the data starts `data_start` bytes into the payload: raw
+/// data on a 64-byte file offset, encoded data on an 8-byte one.
+fn place(record_offset: u64, chunks: &[PendingChunk], data_start: usize) -> Vec<ChunkRef> {
     let payload_start = record_offset + RECORD_HEADER_LEN as u64;
-    let mut pos = (TABLE_HEADER_LEN + chunks.len() * entry_size) as u64;
+    let mut pos = data_start as u64;
     let mut refs = Vec::with_capacity(chunks.len());
     for c in chunks {
         let align = if c.codec == 0 { DATA_ALIGN } else { 8 };
@@ -145,32 +205,35 @@ fn table_with_entry_size(record_offset: u64, chunks: &[PendingChunk], entry_size
         });
         pos = data_offset + c.data.len() as u64;
     }
-    let mut table = Vec::with_capacity(TABLE_HEADER_LEN + chunks.len() * entry_size);
-    table.extend_from_slice(&(chunks.len() as u32).to_le_bytes());
-    table.extend_from_slice(&(entry_size as u16).to_le_bytes());
-    table.extend_from_slice(&0u16.to_le_bytes());
-    for r in &refs {
-        let start = table.len();
-        table.extend_from_slice(&r.lane.to_le_bytes());
-        table.extend_from_slice(&r.column.to_le_bytes());
-        table.extend_from_slice(&r.first_row.to_le_bytes());
-        table.extend_from_slice(&r.n_rows.to_le_bytes());
-        table.extend_from_slice(&r.codec.to_le_bytes());
-        table.extend_from_slice(&(r.data_offset - payload_start).to_le_bytes());
-        table.extend_from_slice(&r.stored_len.to_le_bytes());
-        table.extend_from_slice(&r.raw_len.to_le_bytes());
-        table.extend_from_slice(&r.flags.to_le_bytes());
-        table.extend_from_slice(&0u32.to_le_bytes());
-        // What a later version may add: bytes this version does not know (tests set them).
-        table.resize(start + entry_size, 0xA5);
-    }
-    (table, refs)
+    refs
 }
 
-/// The zero bytes (alignment) before each chunk's data, after a table of `table_len` bytes.
-pub fn gaps(record_offset: u64, table_len: usize, refs: &[ChunkRef]) -> impl Iterator<Item = usize> + '_ {
+/// The table entries of `refs`, `entry_size` bytes each, data offsets counted from the payload.
+fn entries(refs: &[ChunkRef], entry_size: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(refs.len() * entry_size);
+    for r in refs {
+        let start = out.len();
+        let payload_start = r.record_offset + RECORD_HEADER_LEN as u64;
+        out.extend_from_slice(&r.lane.to_le_bytes());
+        out.extend_from_slice(&r.column.to_le_bytes());
+        out.extend_from_slice(&r.first_row.to_le_bytes());
+        out.extend_from_slice(&r.n_rows.to_le_bytes());
+        out.extend_from_slice(&r.codec.to_le_bytes());
+        out.extend_from_slice(&(r.data_offset - payload_start).to_le_bytes());
+        out.extend_from_slice(&r.stored_len.to_le_bytes());
+        out.extend_from_slice(&r.raw_len.to_le_bytes());
+        out.extend_from_slice(&r.flags.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes());
+        // What a later version may add: bytes this version does not know (tests set them).
+        out.resize(start + entry_size, 0xA5);
+    }
+    out
+}
+
+/// The zero bytes (alignment) before each chunk's data, after a head of `head_len` bytes.
+pub fn gaps(record_offset: u64, head_len: usize, refs: &[ChunkRef]) -> impl Iterator<Item = usize> + '_ {
     let payload_start = record_offset + RECORD_HEADER_LEN as u64;
-    let mut end = table_len as u64;
+    let mut end = head_len as u64;
     refs.iter().map(move |r| {
         let at = r.data_offset - payload_start;
         let gap = at - end;
@@ -179,32 +242,61 @@ pub fn gaps(record_offset: u64, table_len: usize, refs: &[ChunkRef]) -> impl Ite
     })
 }
 
-/// Reads the table of a Chunks record that starts at file offset `record_offset`. Every entry's
-/// data must lie inside the payload, after the table.
-pub fn decode(payload: &[u8], record_offset: u64) -> Result<Vec<ChunkRef>, String> {
-    if payload.len() < TABLE_HEADER_LEN {
+/// Bytes of a Chunks payload a reader needs to find where chunk data may lie (`data_area`).
+pub const HEAD_LEN: usize = PACKED_HEADER_LEN;
+
+/// Where chunk data may lie in a Chunks payload of `payload_len` bytes whose first bytes (up to
+/// `HEAD_LEN`) are `head`: after the table (1.0) or the header (packed), before the packed table.
+pub fn data_area(head: &[u8], payload_len: u64, packed: bool) -> Result<(u64, u64), String> {
+    let header_len = if packed { PACKED_HEADER_LEN } else { TABLE_HEADER_LEN };
+    if head.len() < header_len || payload_len < header_len as u64 {
         return Err("chunks record shorter than its table header".into());
     }
-    let n = u32_at(payload, 0) as usize;
-    let entry_size = u16::from_le_bytes([payload[4], payload[5]]) as usize;
-    if entry_size < ENTRY_LEN {
+    let n = u32_at(head, 0) as u64;
+    let entry_size = u16::from_le_bytes([head[4], head[5]]) as u64;
+    if (entry_size as usize) < ENTRY_LEN {
         return Err(format!(
             "chunks record with {entry_size}-byte entries (at least {ENTRY_LEN}; 0 is a pre-1.0 development file)"
         ));
     }
-    let table_end =
-        n.checked_mul(entry_size).and_then(|t| t.checked_add(TABLE_HEADER_LEN)).filter(|&t| t <= payload.len());
-    let Some(table_end) = table_end else {
-        return Err(format!("chunks record claims {n} entries, more than its {} bytes hold", payload.len()));
+    let area = if packed {
+        let table_len = u64_at(head, 8);
+        payload_len.checked_sub(table_len).filter(|&end| end >= header_len as u64).map(|end| (header_len as u64, end))
+    } else {
+        n.checked_mul(entry_size)
+            .and_then(|t| t.checked_add(header_len as u64))
+            .filter(|&start| start <= payload_len)
+            .map(|start| (start, payload_len))
+    };
+    area.ok_or_else(|| format!("chunks record claims a table of {n} entries larger than its {payload_len} bytes"))
+}
+
+/// Reads the table of a Chunks record that starts at file offset `record_offset` (`packed`: the
+/// record has `record::PACKED_TABLE`). Every entry's data must lie inside the payload, after the
+/// table (1.0) or the header, and before a packed table.
+pub fn decode(payload: &[u8], record_offset: u64, packed: bool) -> Result<Vec<ChunkRef>, String> {
+    let (data_start, data_end) = data_area(payload, payload.len() as u64, packed)?;
+    let n = u32_at(payload, 0) as usize;
+    let entry_size = u16::from_le_bytes([payload[4], payload[5]]) as usize;
+    let table = if packed {
+        // Every chunk holds at least a byte: a count beyond the data area's is damage.
+        if n as u64 > data_end - data_start {
+            return Err(format!(
+                "chunks record claims {n} entries, more than its {} bytes of data hold",
+                data_end - data_start
+            ));
+        }
+        Cow::Owned(packed::unpack(&payload[data_end as usize..], n, entry_size)?)
+    } else {
+        Cow::Borrowed(&payload[TABLE_HEADER_LEN..data_start as usize])
     };
     let payload_start = record_offset + RECORD_HEADER_LEN as u64;
     let mut refs = Vec::with_capacity(n);
-    for i in 0..n {
-        let e = &payload[TABLE_HEADER_LEN + i * entry_size..TABLE_HEADER_LEN + i * entry_size + ENTRY_LEN];
+    for (i, e) in table.chunks_exact(entry_size).enumerate() {
         let rel = u64_at(e, 24);
         let stored_len = u64_at(e, 32);
         let end = rel.checked_add(stored_len);
-        if rel < table_end as u64 || end.is_none_or(|end| end > payload.len() as u64) {
+        if rel < data_start || end.is_none_or(|end| end > data_end) {
             return Err(format!("chunk {i} points outside its record (offset {rel}, length {stored_len})"));
         }
         refs.push(ChunkRef {
@@ -221,4 +313,114 @@ pub fn decode(payload: &[u8], record_offset: u64) -> Result<Vec<ChunkRef>, Strin
         });
     }
     Ok(refs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn pending() -> impl Strategy<Value = Vec<PendingChunk>> {
+        let chunk =
+            (0u32..8, 0u32..20, 0u64..1 << 40, 1u32..500, prop_oneof![Just(0u32), Just(1), Just(0x103)], 1usize..90)
+                .prop_map(|(lane, column, first_row, n_rows, codec, len)| PendingChunk {
+                    lane,
+                    column,
+                    first_row,
+                    n_rows,
+                    codec,
+                    raw_len: n_rows as u64 * 8,
+                    data: (0..len).map(|i| (i as u32 * 31 + column) as u8).collect(),
+                    flags: column % 2,
+                });
+        proptest::collection::vec(chunk, 1..120)
+    }
+
+    proptest! {
+        /// Whichever table the writer picks, a reader gets back the references it wrote, and each
+        /// chunk's bytes where they say.
+        #[test]
+        fn tables_round_trip(chunks in pending(), record_offset in (8u64..1 << 30).prop_map(|o| o * 8)) {
+            let table = table(record_offset, &chunks);
+            let mut payload = table.head.clone();
+            for (c, gap) in chunks.iter().zip(gaps(record_offset, table.head.len(), &table.refs)) {
+                payload.resize(payload.len() + gap, 0);
+                payload.extend_from_slice(&c.data);
+            }
+            payload.extend_from_slice(&table.tail);
+            let refs = decode(&payload, record_offset, table.packed).unwrap();
+            prop_assert_eq!(&refs, &table.refs);
+            let start = record_offset + RECORD_HEADER_LEN as u64;
+            for (r, c) in refs.iter().zip(&chunks) {
+                let at = (r.data_offset - start) as usize;
+                prop_assert_eq!(&payload[at..at + r.stored_len as usize], &c.data[..]);
+                let align = if r.codec == 0 { DATA_ALIGN } else { 8 };
+                prop_assert_eq!(r.data_offset % align, 0);
+            }
+            // Read as the other layout, the same bytes are an error or other references, never
+            // a panic.
+            let _ = decode(&payload, record_offset, !table.packed);
+            let (packed, packed_refs) = encode_packed(record_offset, &chunks, ENTRY_LEN + 8);
+            prop_assert_eq!(&decode(&packed, record_offset, true).unwrap(), &packed_refs);
+        }
+    }
+
+    proptest! {
+        /// A packed record with bytes flipped anywhere reads as references inside the payload or
+        /// as an error (damage), never a panic.
+        #[test]
+        fn flipped_bytes_are_damage_or_bounded(chunks in pending(), flips in proptest::collection::vec((any::<usize>(), 1u8..), 1..6)) {
+            let (mut payload, _) = encode_packed(4096, &chunks, ENTRY_LEN);
+            for (at, x) in flips {
+                let at = at % payload.len();
+                payload[at] ^= x;
+            }
+            if let Ok(refs) = decode(&payload, 4096, true) {
+                for r in refs {
+                    prop_assert!(r.data_offset + r.stored_len <= 4096 + 24 + payload.len() as u64);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn many_chunks_pack() {
+        let chunk = |column: u32| PendingChunk {
+            lane: column % 8,
+            column: column / 8,
+            first_row: 1000,
+            n_rows: 190,
+            codec: 1,
+            raw_len: 1520,
+            data: vec![column as u8; 20],
+            flags: 0,
+        };
+        let many: Vec<PendingChunk> = (0..104).map(chunk).collect();
+        let t = table(4096, &many);
+        assert!(t.packed);
+        assert!(t.head.len() + t.tail.len() < (8 + 104 * ENTRY_LEN) / 4, "{}", t.tail.len());
+        let one = table(4096, &[chunk(0)]);
+        assert_eq!(one.packed, one.head.len() + one.tail.len() < 8 + ENTRY_LEN, "packed only when smaller");
+    }
+
+    #[test]
+    fn a_packed_table_that_does_not_fit_is_damage() {
+        let chunks = [PendingChunk {
+            lane: 0,
+            column: 0,
+            first_row: 0,
+            n_rows: 1,
+            codec: 1,
+            raw_len: 8,
+            data: vec![1; 9],
+            flags: 0,
+        }];
+        let (mut payload, _) = encode_packed(64, &chunks, ENTRY_LEN);
+        let len = payload.len() as u64;
+        payload[8..16].copy_from_slice(&len.to_le_bytes());
+        assert!(decode(&payload, 64, true).is_err());
+        let (mut payload, _) = encode_packed(64, &chunks, ENTRY_LEN);
+        payload[0..4].copy_from_slice(&1000u32.to_le_bytes());
+        assert!(decode(&payload, 64, true).unwrap_err().contains("1000 entries"));
+    }
 }

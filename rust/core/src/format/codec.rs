@@ -170,7 +170,7 @@ fn zstd_error(code: usize) -> String {
 }
 
 /// Decompresses one zstd frame of at most `capacity` bytes.
-fn zstd_decompress(data: &[u8], capacity: usize) -> Result<Vec<u8>, String> {
+pub(crate) fn zstd_decompress(data: &[u8], capacity: usize) -> Result<Vec<u8>, String> {
     with_dctx(|dctx| {
         let mut out = Vec::with_capacity(capacity);
         dctx.decompress(&mut out, data).map_err(zstd_error)?;

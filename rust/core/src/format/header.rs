@@ -9,9 +9,12 @@ pub const HEADER_LEN: usize = 64;
 /// may ignore (new record kinds, new JSON fields).
 pub const VERSION_MAJOR: u16 = 1;
 pub const VERSION_MINOR: u16 = 0;
-/// Bits of `required_flags` this reader understands (none yet). A file with another bit set
-/// needs a feature this reader lacks: it is refused, naming the bit.
-pub const KNOWN_REQUIRED_FLAGS: u32 = 0;
+/// Required flag: the file may hold records whose table is packed (`record::PACKED_TABLE`). A
+/// 1.0 reader, which would leave those records out and so lose their chunks, refuses the file.
+pub const PACKED_TABLES: u32 = 1;
+/// Bits of `required_flags` this reader understands. A file with another bit set needs a
+/// feature this reader lacks: it is refused, naming the bit.
+pub const KNOWN_REQUIRED_FLAGS: u32 = PACKED_TABLES;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileHeader {

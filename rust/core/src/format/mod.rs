@@ -7,6 +7,7 @@ pub mod episode;
 pub mod header;
 pub mod index;
 pub mod metrics;
+pub mod packed;
 pub mod record;
 pub mod stack;
 pub mod timelog;

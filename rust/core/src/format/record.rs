@@ -42,9 +42,20 @@ impl RecordKind {
     }
 }
 
-/// Bits of a record's `required_flags` this reader understands (none yet): a record with another
+/// Required flag of a Chunks or Index record: its table (the Chunks entries, the Index chunk
+/// references) is packed (`format::packed`). A reader that does not know it leaves the record
+/// out; files holding such records also set `header::PACKED_TABLES`, so such a reader refuses
+/// the whole file instead.
+pub const PACKED_TABLE: u16 = 1;
+
+/// Bits of a record's `required_flags` this reader understands, by kind: a record with another
 /// bit set cannot be interpreted and is left out, reported with the bit.
-pub const KNOWN_RECORD_REQUIRED_FLAGS: u16 = 0;
+pub fn known_required_flags(kind: u32) -> u16 {
+    match RecordKind::from_u32(kind) {
+        Some(RecordKind::Chunks | RecordKind::Index) => PACKED_TABLE,
+        _ => 0,
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordHeader {
@@ -52,7 +63,7 @@ pub struct RecordHeader {
     pub kind: u32,
     pub payload_crc: u32,
     pub payload_len: u64,
-    /// Features needed to interpret the payload (see `KNOWN_RECORD_REQUIRED_FLAGS`).
+    /// Features needed to interpret the payload (see `known_required_flags`).
     pub required_flags: u16,
     /// Features a reader may ignore.
     pub compat_flags: u16,
@@ -71,6 +82,16 @@ impl RecordHeader {
             len += part.len() as u64;
         }
         RecordHeader { kind: kind as u32, payload_crc: crc, payload_len: len, required_flags: 0, compat_flags: 0 }
+    }
+
+    /// This header with `flags` as its required flags.
+    pub fn requiring(self, flags: u16) -> Self {
+        RecordHeader { required_flags: flags, ..self }
+    }
+
+    /// Whether the record's table is packed (`PACKED_TABLE`, on Chunks and Index records).
+    pub fn packed_table(&self) -> bool {
+        self.required_flags & PACKED_TABLE != 0
     }
 
     /// A header for a raw kind number (also one this build does not know).
@@ -122,7 +143,7 @@ impl RecordHeader {
 
     /// The required flags this reader does not understand (0 when it can interpret the record).
     pub fn unknown_required(&self) -> u16 {
-        self.required_flags & !KNOWN_RECORD_REQUIRED_FLAGS
+        self.required_flags & !known_required_flags(self.kind)
     }
 }
 

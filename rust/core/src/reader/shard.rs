@@ -27,7 +27,7 @@ use std::sync::Arc;
 use super::source::Source;
 use super::Problem;
 use crate::error::{Error, Result};
-use crate::format::chunks::{self, ChunkRef, ENTRY_LEN as CHUNK_ENTRY_LEN};
+use crate::format::chunks::{self, ChunkRef};
 use crate::format::episode::{self, EpisodeSummary};
 use crate::format::header::{FileHeader, HeaderError, HEADER_LEN, MAGIC, VERSION_MAJOR};
 use crate::format::index::{IndexDelta, NO_PREVIOUS};
@@ -350,10 +350,17 @@ impl Shard {
             if rec.kind() != Some(RecordKind::Index) || rec.next > limit {
                 return Err(broken(format!("index chain points to a {} record", kind_name(rec.header.kind))));
             }
+            if rec.header.unknown_required() != 0 {
+                let flags = rec.header.unknown_required();
+                return Err(broken(format!(
+                    "index record needs format feature flag(s) {flags:#x} this trajcore does not know"
+                )));
+            }
             if !rec.payload_ok(map) {
                 return Err(broken("index record payload checksum mismatch".into()));
             }
-            let delta = IndexDelta::decode(&rec.payload(map)).map_err(|e| broken(format!("index record: {e}")))?;
+            let delta = IndexDelta::decode(&rec.payload(map), rec.header.packed_table())
+                .map_err(|e| broken(format!("index record: {e}")))?;
             limit = at;
             at = delta.prev_index;
             deltas.push(delta);
@@ -390,8 +397,11 @@ impl Shard {
             };
             match rec.kind() {
                 Some(RecordKind::Index) => {
-                    let delta = if rec.payload_ok(map) {
-                        IndexDelta::decode(&rec.payload(map))
+                    let delta = if rec.header.unknown_required() != 0 {
+                        let flags = rec.header.unknown_required();
+                        Err(format!("needs format feature flag(s) {flags:#x} this trajcore does not know"))
+                    } else if rec.payload_ok(map) {
+                        IndexDelta::decode(&rec.payload(map), rec.header.packed_table())
                     } else {
                         Err("payload checksum mismatch".into())
                     };
@@ -535,18 +545,19 @@ impl Shard {
     /// payload); `None` (and a problem) when the framing is damaged.
     fn chunks_record_bounds(&mut self, map: &Source, offset: u64) -> Option<(u64, u64)> {
         let bounds = match frame(map, offset) {
+            Ok(rec) if rec.kind() == Some(RecordKind::Chunks) && rec.header.unknown_required() != 0 => Err(format!(
+                "chunks record needs format feature flag(s) {:#x} this trajcore does not know",
+                rec.header.unknown_required()
+            )),
             Ok(rec) if rec.kind() == Some(RecordKind::Chunks) => {
-                // The table's size is in the payload's first 8 bytes: read those only.
-                let head_len = (rec.payload_end - rec.payload_start).min(8) as u64;
-                let payload = map.bytes(rec.payload_start as u64, head_len).unwrap_or_default();
-                let n = payload.get(0..4).map(|b| u32::from_le_bytes(b.try_into().unwrap_or_default()));
-                let entry = payload.get(4..6).map_or(0, |b| u16::from_le_bytes([b[0], b[1]]) as u64);
-                let entry = (entry >= CHUNK_ENTRY_LEN as u64).then_some(entry);
-                let table = n.zip(entry).and_then(|(n, e)| (n as u64).checked_mul(e)?.checked_add(8));
-                match table.and_then(|t| (rec.payload_start as u64).checked_add(t)) {
-                    Some(start) if start <= rec.payload_end as u64 => Ok((start, rec.payload_end as u64)),
-                    _ => Err("chunks record table is larger than the record".to_string()),
-                }
+                // Where the data lies follows from the payload's first bytes: read those only.
+                let payload_len = (rec.payload_end - rec.payload_start) as u64;
+                let head =
+                    map.bytes(rec.payload_start as u64, payload_len.min(chunks::HEAD_LEN as u64)).unwrap_or_default();
+                chunks::data_area(&head, payload_len, rec.header.packed_table()).map(|(start, end)| {
+                    let at = rec.payload_start as u64;
+                    (at + start, at + end)
+                })
             }
             Ok(rec) => Err(format!("index points at a {} record, expected chunks", kind_name(rec.header.kind))),
             Err(e) => Err(format!("chunks record listed by the index: {e}")),
@@ -586,7 +597,7 @@ impl Shard {
         let result = match kind {
             Some(RecordKind::Meta) => parse_meta(payload).map(|text| found.metas.push((rec.offset, text))),
             Some(RecordKind::Column) => parse_column(payload).map(|spec| found.columns.push((rec.offset, spec))),
-            Some(RecordKind::Chunks) => chunks::decode(payload, rec.offset).map(|refs| {
+            Some(RecordKind::Chunks) => chunks::decode(payload, rec.offset, rec.header.packed_table()).map(|refs| {
                 found.chunks.extend(refs);
                 found.verified.push(rec.offset);
             }),

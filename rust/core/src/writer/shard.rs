@@ -10,9 +10,9 @@ use super::config::Durability;
 use crate::error::{Error, Result};
 use crate::format::chunks::{self, ChunkRef, PendingChunk};
 use crate::format::episode::{self, EpisodeSummary};
-use crate::format::header::FileHeader;
+use crate::format::header::{FileHeader, PACKED_TABLES};
 use crate::format::index::{IndexDelta, OtherRecord, NO_PREVIOUS};
-use crate::format::record::{padding_after, RecordHeader, RecordKind};
+use crate::format::record::{padding_after, RecordHeader, RecordKind, PACKED_TABLE};
 use crate::format::DATA_ALIGN;
 use crate::format::SHARD_EXTENSION;
 use crate::schema::ColumnSpec;
@@ -72,7 +72,11 @@ impl ShardWriter {
             identity,
             shard_seq,
         };
-        shard.pending.bytes.extend_from_slice(&FileHeader::new(recording_id, shard_seq, created_ns).encode());
+        // Its Chunks and Index records may pack their tables: readers that cannot unpack them
+        // refuse the file rather than leave those records out.
+        let header =
+            FileHeader { required_flags: PACKED_TABLES, ..FileHeader::new(recording_id, shard_seq, created_ns) };
+        shard.pending.bytes.extend_from_slice(&header.encode());
         shard.offset = shard.pending.bytes.len() as u64;
         let meta = shard.append(RecordKind::Meta, meta_json);
         shard.index.other_records.push(OtherRecord { kind: RecordKind::Meta as u32, offset: meta });
@@ -127,29 +131,34 @@ impl ShardWriter {
     }
 
     /// One Chunks record of `chunks`, built in place: the record header (one checksum over the
-    /// parts) and the chunk table go into the pending bytes, each chunk's data stays in the buffer
-    /// it was sealed in (see `Pending`).
+    /// parts) and the table go into the pending bytes, each chunk's data stays in the buffer it
+    /// was sealed in (see `Pending`).
     pub fn append_chunks(&mut self, chunks: Vec<PendingChunk>) -> Vec<ChunkRef> {
         if chunks.is_empty() {
             return Vec::new();
         }
-        let (table, refs) = chunks::table(self.offset, &chunks);
-        let gaps: Vec<usize> = chunks::gaps(self.offset, table.len(), &refs).collect();
+        let table = chunks::table(self.offset, &chunks);
+        let gaps: Vec<usize> = chunks::gaps(self.offset, table.head.len(), &table.refs).collect();
         let zeros = [0u8; DATA_ALIGN as usize];
         let data = chunks.iter().zip(&gaps).flat_map(|(c, &gap)| [&zeros[..gap], c.data.as_slice()]);
-        let header = RecordHeader::of_parts(RecordKind::Chunks, std::iter::once(table.as_slice()).chain(data));
+        let parts = std::iter::once(table.head.as_slice()).chain(data).chain(std::iter::once(table.tail.as_slice()));
+        let mut header = RecordHeader::of_parts(RecordKind::Chunks, parts);
+        if table.packed {
+            header = header.requiring(PACKED_TABLE);
+        }
         let bytes = &mut self.pending.bytes;
         bytes.extend_from_slice(&header.encode());
-        bytes.extend_from_slice(&table);
+        bytes.extend_from_slice(&table.head);
         for (chunk, gap) in chunks.into_iter().zip(gaps) {
             self.pending.bytes.resize(self.pending.bytes.len() + gap, 0);
             self.pending.push(chunk.data);
         }
         let bytes = &mut self.pending.bytes;
+        bytes.extend_from_slice(&table.tail);
         bytes.resize(bytes.len() + padding_after(header.payload_len), 0);
         self.take_offset(&header);
-        self.index.chunks.extend_from_slice(&refs);
-        refs
+        self.index.chunks.extend_from_slice(&table.refs);
+        table.refs
     }
 
     /// One Episode record for a batch of episodes (summary, metadata JSON, metrics), in order.
@@ -173,8 +182,8 @@ impl ShardWriter {
     }
 
     fn write_index(&mut self) -> u64 {
-        let payload = self.index.encode();
-        let at = self.append(RecordKind::Index, &payload);
+        let (payload, packed) = self.index.encode();
+        let at = self.append_requiring(RecordKind::Index, &payload, if packed { PACKED_TABLE } else { 0 });
         self.index = IndexDelta { prev_index: at, ..Default::default() };
         self.bytes_at_last_index = self.offset;
         at
@@ -216,7 +225,12 @@ impl ShardWriter {
 
     /// Frames a record into the pending bytes; returns its file offset.
     fn append(&mut self, kind: RecordKind, payload: &[u8]) -> u64 {
-        let header = RecordHeader::new(kind, payload);
+        self.append_requiring(kind, payload, 0)
+    }
+
+    /// `append` with record required flags.
+    fn append_requiring(&mut self, kind: RecordKind, payload: &[u8], required: u16) -> u64 {
+        let header = RecordHeader::new(kind, payload).requiring(required);
         let bytes = &mut self.pending.bytes;
         bytes.extend_from_slice(&header.encode());
         bytes.extend_from_slice(payload);
@@ -368,12 +382,12 @@ mod tests {
         let chunks =
             vec![chunk(0, 0, 3), chunk(1, 1, KEPT_DATA_BYTES + 5), chunk(2, 0, 100), chunk(3, 0, KEPT_DATA_BYTES)];
         let at = shard.size();
-        let (payload, expected_refs) = chunks::encode(at, &chunks);
+        let (payload, expected_refs) = chunks::encode_packed(at, &chunks, chunks::ENTRY_LEN);
         let refs = shard.append_chunks(chunks);
         assert_eq!(refs, expected_refs);
         shard.flush_to_os().unwrap();
         let file = std::fs::read(shard.path()).unwrap();
-        let header = RecordHeader::new(RecordKind::Chunks, &payload);
+        let header = RecordHeader::new(RecordKind::Chunks, &payload).requiring(PACKED_TABLE);
         let start = at as usize;
         assert_eq!(&file[start..start + RECORD_HEADER_LEN], &header.encode());
         assert_eq!(&file[start + RECORD_HEADER_LEN..start + RECORD_HEADER_LEN + payload.len()], &payload[..]);

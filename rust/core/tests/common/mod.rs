@@ -79,9 +79,9 @@ impl ShardBuilder {
         at
     }
 
-    /// An Index record of everything since the previous one.
+    /// An Index record of everything since the previous one (a 1.0 one: references not packed).
     pub fn index(&mut self) -> u64 {
-        let payload = self.delta.encode();
+        let payload = self.delta.encode_with(Default::default());
         let at = self.record(RecordKind::Index as u32, &payload);
         self.last_index = at;
         self.delta = IndexDelta { prev_index: at, ..Default::default() };
