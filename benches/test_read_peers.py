@@ -25,7 +25,11 @@ What is measured, through each system's public API, every system in turn in each
   indices (it needs them increasing); numpy fancy indexing;
 - full scan: every transition in order, in blocks of 1,024 (CartPole: the whole range in one call):
   `ds.transitions[a:b]`; ``rb[a:b].clone()`` (`rb[a:b]` alone is a lazy view of the map);
-  ``dataset[a:b]`` per h5py dataset; numpy ``a[a:b].copy()``;
+  ``dataset[a:b]`` per h5py dataset; numpy ``a[a:b].copy()``. CartPole also scans trajcore in
+  the file's order, ``ds.transitions.blocks(n, order="file")`` (one block): the same
+  transitions, each once, grouped by sub-env (each sub-env's episodes in the order recorded),
+  with ``episode_index`` and ``step_index``; the peers' rows (and ``transitions[a:b]``) are in
+  step order (the sub-envs' steps interleaved). That row is the target's ratio;
 - random single step: one transition, each call timed alone (p50 and p90): `ds.transitions[i]`;
   ``rb[i].clone()``; ``dataset[i]``; ``a[i].copy()``;
 - bytes per step: bytes on disk (numpy: in memory) over transitions stored.
@@ -122,6 +126,17 @@ class Trajcore:
 
     def close(self) -> None:
         self.ds.close()
+
+
+class TrajcoreFileOrder(Trajcore):
+    """The same dataset scanned in the file's order (`blocks(order="file")`): every transition
+    once, grouped by sub-env instead of interleaved in step order."""
+
+    name = "trajcore, file order"
+
+    def scan(self, block: int) -> None:
+        for _ in self.ds.transitions.blocks(block, order="file"):
+            pass
 
 
 class TorchRL:
@@ -434,11 +449,12 @@ def test_read_peers_atari_live(benchmark: Any, report: list[dict[str, Any]], tmp
 
 
 def test_read_peers_cartpole_scan(benchmark: Any, report: list[dict[str, Any]], tmp_path: Path) -> None:
-    """16 CartPole sub-envs, 1M env steps: a full scan as one call over the whole range."""
+    """16 CartPole sub-envs, 1M env steps: a full scan as one call over the whole range, in the
+    file's order (the first row, what ratios are taken against) and in step order."""
     actions = np.random.default_rng(0).integers(0, 2, size=(CARTPOLE_STEPS, 16))
     _record(cartpole_vector(16), tmp_path / "trajcore", actions)
-    tc = Trajcore(tmp_path / "trajcore")
-    systems: list[Any] = [tc]
+    tc = TrajcoreFileOrder(tmp_path / "trajcore")
+    systems: list[Any] = [tc, Trajcore(tmp_path / "trajcore")]
     extra: dict[str, Any] = {}
     if (why := _missing("h5py")) is None:
         systems.append(H5py(tmp_path / "d4rl.h5", tc.ds))

@@ -192,8 +192,16 @@ def test_slices_and_blocks_redraw_like_batches_by_number(clean: Path, damaged: t
         for k in whole:
             assert_tree_equal(np.concatenate([b[k] for b in blocks]), whole[k], k)
         _same_rows(clean_ds, whole)
+        # In the file's order: the damaged episodes' steps redrawn the same way, with a warning.
+        with trajcore.open(path) as fresh, pytest.warns(trajcore.TrajcoreWarning, match="left out of sampling"):
+            in_file = list(fresh.transitions.blocks(1000, order="file"))
+        assert not set(np.concatenate([b["episode_index"] for b in in_file]).tolist()) & set(bad)
+        for b in in_file:
+            _same_rows(clean_ds, b)
     with trajcore.open(path, strict=True) as strict, pytest.raises(trajcore.CorruptFileError, match=f"offset {offset}"):
         strict.transitions[:]
+    with trajcore.open(path, strict=True) as strict, pytest.raises(trajcore.CorruptFileError, match=f"offset {offset}"):
+        list(strict.transitions.blocks(order="file"))
 
 
 def test_iteration_skips_damaged_episodes(clean: Path, damaged: tuple[Path, int, list[int]]) -> None:

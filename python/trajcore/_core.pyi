@@ -226,6 +226,9 @@ class Dataset:
         Raises:
             IndexError: an episode index out of range.
         """
+    def file_order(self, selection: Selection | None = None) -> Selection:
+        """The episodes of the selection (default: every episode) in file order: grouped by
+        recording, then by sub-env, each one's in the order recorded."""
     def num_windows(self, length: int, pad: bool = False, selection: Selection | None = None) -> int:
         """Windows of `length` steps inside single episodes (with `pad`, each shorter one counts once)."""
     def locate(

@@ -8,7 +8,7 @@ import secrets
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypedDict, Unpack, overload
+from typing import Any, Literal, TypedDict, Unpack, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -295,23 +295,35 @@ class Transitions:
             return self._slice(index, _keys(keys))
         return self._reader.gather_transitions(_int64(index), _keys(keys), self._sel)
 
-    def blocks(self, size: int = 65_536, *, keys: Sequence[str] | None = None) -> Iterator[Batch]:
-        """Every transition in order, as batches of `size` consecutive steps (the last one
-        shorter): a full scan at memory speed. Each block is one bulk read (``transitions[a:b]``):
-        a run of rows per episode copied straight into numpy, chunks decoded in parallel, memory
-        bounded by the block. Damage is handled as in any batch (steps of a damaged episode are
-        redrawn from their numbers, with a warning; `strict` raises).
+    def blocks(
+        self, size: int = 65_536, *, keys: Sequence[str] | None = None, order: Literal["steps", "file"] = "steps"
+    ) -> Iterator[Batch]:
+        """Every transition once, as batches of `size` steps (the last one shorter): a full scan
+        at memory speed. Each block is one bulk read: a run of rows per episode copied straight
+        into numpy, chunks decoded in parallel, memory bounded by the block. Damage is handled
+        as in any batch (steps of a damaged episode are redrawn from their numbers, with a
+        warning; `strict` raises).
+
+        Args:
+            order: ``"steps"``: in step-number order (``transitions[a:b]`` block by block).
+                ``"file"``: in the order the file stores them, faster: grouped by recording,
+                then by sub-env, each sub-env's episodes in the order recorded (one episode's
+                steps stay consecutive and in order). The same transitions, each once;
+                ``episode_index`` and ``step_index`` say which is which.
 
         Raises:
-            InvalidArgumentError: `size` < 1.
+            InvalidArgumentError: `size` < 1, or an unknown `order`.
             CorruptFileError: with `strict`, damage.
         """
         if size < 1:
             raise InvalidArgumentError(f"a block holds at least one step (got {size})")
+        if order not in ("steps", "file"):
+            raise InvalidArgumentError(f"order is 'steps' or 'file' (got {order!r})")
         wanted = _keys(keys)
         n = len(self)
+        sel = self._reader.file_order(self._sel) if order == "file" else self._sel
         for start in range(0, n, size):
-            yield self._reader.read_transitions(start, min(n, start + size), wanted, self._sel)
+            yield self._reader.read_transitions(start, min(n, start + size), wanted, sel)
 
     def __iter__(self) -> Iterator[Batch]:
         """Every step in order, as ``transitions[i]`` gives it, read an episode (or a block of

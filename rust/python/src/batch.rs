@@ -206,6 +206,13 @@ fn put(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
     dst.iter_mut().zip(src).for_each(|(d, &s)| *d = MaybeUninit::new(s));
 }
 
+/// Writes `v` into 8 uninitialized bytes (little-endian, numpy's int64 here) in one store.
+#[inline(always)]
+fn put8(dst: &mut [MaybeUninit<u8>], v: i64) {
+    let dst: &mut [MaybeUninit<u8>; 8] = dst.try_into().expect("8 bytes");
+    *dst = v.to_le_bytes().map(MaybeUninit::new);
+}
+
 enum Buffer<'py> {
     Array(Bound<'py, PyUntypedArray>),
     Strings(Vec<String>),
@@ -295,11 +302,11 @@ pub fn batch<'py>(
                 let set = set.unwrap_or_else(|| ds.all_episodes());
                 if let (Request::Range { first, n }, false) = (&request, shape.sequence) {
                     let (read, found) = ds.read_range(set, &plan.fields, *first, *n as u64, &mut outs)?;
-                    let mut i = 0;
+                    let mut episodes = episodes_out.chunks_exact_mut(8);
+                    let mut steps = steps_out.chunks_exact_mut(8);
                     read.for_each_step(|episode, step| {
-                        put(&mut episodes_out[i * 8..i * 8 + 8], &(episode as i64).to_le_bytes());
-                        put(&mut steps_out[i * 8..i * 8 + 8], &(step as i64).to_le_bytes());
-                        i += 1;
+                        put8(episodes.next().expect("a row per step"), episode as i64);
+                        put8(steps.next().expect("a row per step"), step as i64);
                     });
                     return Ok(found);
                 }

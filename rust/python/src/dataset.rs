@@ -3,12 +3,12 @@
 //! workers reopen it.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use trajcore_core::reader::{open_verified, ColumnData, Dataset, Exclusions, OpenOptions, Window};
+use trajcore_core::reader::{open_verified, ColumnData, Dataset, EpisodeSet, Exclusions, OpenOptions, Window};
 
 use crate::arrays;
 use crate::batch::{self, Plan, Request, Shape};
@@ -32,6 +32,9 @@ pub struct PyDataset {
     inner: RwLock<Dataset>,
     /// Made on first use per key set; cleared by `refresh` (recordings may have appeared).
     plans: Mutex<Plans>,
+    /// Every episode in file order, made on first use, for as many episodes as it holds (a
+    /// `refresh` that adds some makes it again).
+    file_order: Mutex<Option<Arc<EpisodeSet>>>,
 }
 
 impl PyDataset {
@@ -123,7 +126,14 @@ impl PyDataset {
                 None => Dataset::open(&path, options),
             })
             .py_err(py)?;
-        Ok(PyDataset { path, strict, cache_bytes, inner: RwLock::new(dataset), plans: Mutex::new(Vec::new()) })
+        Ok(PyDataset {
+            path,
+            strict,
+            cache_bytes,
+            inner: RwLock::new(dataset),
+            plans: Mutex::new(Vec::new()),
+            file_order: Mutex::new(None),
+        })
     }
 
     /// What a verification at open left out, as JSON (None when nothing was).
@@ -336,7 +346,41 @@ impl PyDataset {
             })
             .collect::<PyResult<Vec<_>>>()?;
         let set = self.read(|d| d.episode_set(&ids)).py_err(py)?;
-        Ok(PySelection { set: Arc::new(set) })
+        Ok(PySelection::new(set))
+    }
+
+    /// The episodes of the selection (default: every episode) in file order: grouped by
+    /// recording, then by sub-env, each one's in the order recorded. Reading it in bulk copies
+    /// whole chunks (`Transitions.blocks(order="file")`).
+    #[pyo3(signature = (selection=None))]
+    fn file_order(&self, py: Python<'_>, selection: Option<&Bound<'_, PySelection>>) -> PyResult<PySelection> {
+        let ordered = match selection {
+            Some(sel) => {
+                let sel = sel.get();
+                match sel.file_order.get() {
+                    Some(set) => set.clone(),
+                    None => {
+                        let set = Arc::new(py.detach(|| self.read(|d| d.file_order(&sel.set))).py_err(py)?);
+                        sel.file_order.get_or_init(|| set).clone()
+                    }
+                }
+            }
+            None => {
+                let episodes = self.read(|d| d.episodes().len());
+                let cached = self.file_order.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                match cached.filter(|set| set.len() == episodes) {
+                    Some(set) => set,
+                    None => {
+                        // Made without holding the lock: another thread may wait on it with the GIL.
+                        let set = Arc::new(py.detach(|| self.read(|d| d.file_order(d.all_episodes()))).py_err(py)?);
+                        *self.file_order.lock().unwrap_or_else(|p| p.into_inner()) = Some(set.clone());
+                        set
+                    }
+                }
+            }
+        };
+        // Already in file order: its own file order.
+        Ok(PySelection { set: ordered.clone(), file_order: OnceLock::from(ordered) })
     }
 
     /// Windows of `length` steps inside single episodes (with `pad`, shorter episodes count once).

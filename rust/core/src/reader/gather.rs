@@ -17,6 +17,8 @@
 //!
 //! `gather_runs` does the same for runs of consecutive steps (bulk reads, `scan`): an item
 //! per run instead of per step, in blocks of bounded output, whole chunks, no prefetching.
+//! Pieces that go on from each other merge, and step-timeline fields are planned over runs
+//! joined where their rows meet: runs in the file's order (`lane_scan`) copy a chunk at a time.
 //! Batches of windows (scattered rows) decode a zstd chunk only as far as their last row in it.
 //!
 //! Nothing here scans episodes or chunks: a batch costs O(B log C) for B windows and C chunks
@@ -35,6 +37,7 @@ use std::sync::{Arc, OnceLock};
 use super::cache::IntMap;
 use super::chunk_bytes::{decoded_len, ChunkBytes, Decoded};
 use super::dataset::{Dataset, Located};
+use super::lane_scan::{join_steps, push_piece};
 use super::prefetch;
 use super::rows::chunk_strings;
 use crate::dtype::DType;
@@ -151,7 +154,7 @@ impl Out<'_> {
 }
 
 /// The slot of pieces that are zeros: padding, and rows no chunk holds.
-const ZEROS: u32 = u32::MAX;
+pub(super) const ZEROS: u32 = u32::MAX;
 
 /// 0 = not set: the default.
 static MAX_THREADS: AtomicUsize = AtomicUsize::new(0);
@@ -196,18 +199,18 @@ pub fn set_scan_block_bytes(bytes: usize) {
 
 /// A window's (or run's) rows in its lane, with where they go in the outputs.
 #[derive(Clone, Copy)]
-struct Item {
-    recording: usize,
-    lane: u32,
+pub(super) struct Item {
+    pub(super) recording: usize,
+    pub(super) lane: u32,
     /// The window's first row on each timeline.
-    obs_row: u64,
-    step_row: u64,
+    pub(super) obs_row: u64,
+    pub(super) step_row: u64,
     /// Rows inside the episode (fewer than the window's length when padded).
-    rows: u64,
+    pub(super) rows: u64,
     /// Rows of padding after them (zeros).
-    pad: usize,
+    pub(super) pad: usize,
     /// Where its first row goes in the outputs.
-    out_row: usize,
+    pub(super) out_row: usize,
 }
 
 /// What a gather copies from: per field its pieces, and the chunks (slots) they point into.
@@ -223,11 +226,11 @@ struct Sources<'a> {
 
 /// Rows `chunk_row .. chunk_row + rows` of slot `slot` go to output rows from `out_row`.
 #[derive(Clone, Copy)]
-struct Piece {
-    slot: u32,
-    chunk_row: usize,
-    rows: usize,
-    out_row: usize,
+pub(super) struct Piece {
+    pub(super) slot: u32,
+    pub(super) chunk_row: usize,
+    pub(super) rows: usize,
+    pub(super) out_row: usize,
 }
 
 impl Dataset {
@@ -323,7 +326,12 @@ impl Dataset {
     pub fn gather_runs(&self, fields: &[Field], runs: &[Run], outs: &mut [Out<'_>]) -> Result<()> {
         let mut items = Vec::with_capacity(runs.len());
         let mut rows_out = 0usize;
-        for run in runs {
+        for (k, run) in runs.iter().enumerate() {
+            // Episodes come in any order (a lane's in file order): ask for the one a few runs
+            // ahead, so its cache miss overlaps this one's work.
+            if let Some(e) = runs.get(k + 8).and_then(|r| self.locs.get(r.episode)) {
+                prefetch((e as *const super::dataset::EpisodeLoc).cast());
+            }
             let e = self.locs.get(run.episode).ok_or_else(|| {
                 Error::Invalid(format!("episode {} is out of range (the dataset has {})", run.episode, self.locs.len()))
             })?;
@@ -413,7 +421,14 @@ impl Dataset {
         let most_slots = (items.len() * fields.len()).min(1 << 16);
         let mut all: Vec<Piece> = Vec::with_capacity(items.len() * fields.len());
         let mut ends = Vec::with_capacity(fields.len());
+        // Step-timeline rows of consecutive runs of a lane (file order) meet: one item each.
+        let joined = (!scattered && fields.iter().any(|f| f.timeline == Timeline::Step)).then(|| join_steps(items));
         for field in fields {
+            let field_from = all.len();
+            let items = match (&joined, field.timeline) {
+                (Some(joined), Timeline::Step) => joined.as_slice(),
+                _ => items,
+            };
             let mut start = 0;
             while start < items.len() {
                 let (recording, lane) = (items[start].recording, items[start].lane);
@@ -422,7 +437,8 @@ impl Dataset {
                     Some(column) => {
                         let list = self.chunk_list_ends(recording, lane, column);
                         let run = &items[start..end];
-                        self.plan_run(field, list, run, &mut slots, (&mut slot_of, most_slots), &mut all);
+                        let slot_of = (&mut slot_of, most_slots);
+                        self.plan_run(field, list, run, &mut slots, slot_of, (&mut all, field_from));
                     }
                     None => all.extend(items[start..end].iter().map(|item| Piece {
                         slot: ZEROS,
@@ -550,7 +566,7 @@ impl Dataset {
         items: &[Item],
         slots: &mut Vec<(Located, Option<usize>)>,
         slot_of: (&mut IntMap<(usize, u64), u32>, usize),
-        pieces: &mut Vec<Piece>,
+        (pieces, field_from): (&mut Vec<Piece>, usize),
     ) {
         let (slot_of, most_slots) = slot_of;
         let mut c = 0usize;
@@ -573,7 +589,11 @@ impl Dataset {
                     // No chunk holds these rows (a column added later): zeros.
                     let to = list.get(c).map_or(end, |l| l.first_row().min(end));
                     let out_row = item.out_row + (row - first) as usize;
-                    pieces.push(Piece { slot: ZEROS, chunk_row: 0, rows: (to - row) as usize, out_row });
+                    push_piece(
+                        pieces,
+                        field_from,
+                        Piece { slot: ZEROS, chunk_row: 0, rows: (to - row) as usize, out_row },
+                    );
                     row = to;
                     continue;
                 };
@@ -586,12 +606,16 @@ impl Dataset {
                         slot
                     }
                 };
-                pieces.push(Piece {
-                    slot,
-                    chunk_row: (row - loc.first_row()) as usize,
-                    rows: (to - row) as usize,
-                    out_row: item.out_row + (row - first) as usize,
-                });
+                push_piece(
+                    pieces,
+                    field_from,
+                    Piece {
+                        slot,
+                        chunk_row: (row - loc.first_row()) as usize,
+                        rows: (to - row) as usize,
+                        out_row: item.out_row + (row - first) as usize,
+                    },
+                );
                 row = to;
             }
             if item.pad > 0 {

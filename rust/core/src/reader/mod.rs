@@ -10,6 +10,8 @@
 //!   their own step and window numbering.
 //! - `gather`: batched reads of many (episode, step) windows into caller-owned buffers.
 //! - `scan`: bulk reads of consecutive steps (a run per episode instead of a window per step).
+//! - `lane_scan`: the file's order of a set of episodes (by recording, lane and row), in which a
+//!   bulk read copies whole chunks instead of a piece per episode.
 //! - `metrics`: the episodes' stored metrics as arrays by column name.
 //! - `sampling`: reproducible uniform sampling of steps and windows from a seed.
 //! - `verify`: every record checksummed and every chunk decoded, damage mapped to episodes
@@ -26,6 +28,7 @@ mod damage;
 mod dataset;
 mod gather;
 mod integrity;
+mod lane_scan;
 mod lenient;
 mod metrics;
 mod rows;
