@@ -10,6 +10,7 @@ mod dataset;
 mod errors;
 mod frames;
 mod functions;
+mod info_keys;
 mod infos;
 mod layout;
 mod recorder;

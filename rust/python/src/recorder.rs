@@ -15,7 +15,7 @@ use pyo3::types::{PyDict, PyList};
 use trajcore_core::writer::{AutoresetMode, EntryKind, MessageKind, Recorder, RecorderConfig, Slot};
 use trajcore_core::{Error, Timeline};
 
-use crate::collect::Collector;
+use crate::collect::{prefetch, Collector};
 use crate::errors::{invalid, recorder_error, to_py, warn, IntoPy};
 use crate::frames::Frames;
 use crate::infos::{self, escape_key, DynamicColumns};
@@ -369,6 +369,16 @@ impl PyRecorder {
         info: &Bound<'_, PyAny>,
         frame: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
+        // Start loading each value's header now (and those of the info dict's values, read after
+        // the others): the loads overlap instead of waiting in turn.
+        for value in [action, observation, reward, terminated, truncated] {
+            prefetch(value.as_ptr().cast(), 64);
+        }
+        if let Ok(info) = info.cast::<PyDict>() {
+            for (_, value) in info.iter() {
+                prefetch(value.as_ptr().cast(), 64);
+            }
+        }
         let mut guard = self.lock(py)?;
         let st = &mut *guard;
         // The collector is empty between calls: `send` and `fail` both leave it so.
