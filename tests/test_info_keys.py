@@ -5,9 +5,11 @@ must record what the model of the infos says, value for value."""
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import gymnasium as gym
 import numpy as np
@@ -18,6 +20,7 @@ from gymnasium.vector.utils import batch_space
 from helpers import assert_infos_equal, expected_infos
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from trajcore import _recording
 from trajcore.vector import _env_info
 
 N = 3
@@ -87,21 +90,44 @@ def vector_infos(draw: st.DrawFn) -> dict[str, Any]:
     return info
 
 
-def record_vector(tmp: Path, infos: list[dict[str, Any]]) -> None:
-    rec = trajcore.RecordVectorEpisodes(InfosVectorEnv(infos), tmp)
+def record_vector(tmp: Path, infos: list[dict[str, Any]], plans: bool = True) -> None:
+    """Records `infos` as the step infos of an `InfosVectorEnv`; `plans=False` walks every info
+    dict key by key (the core's test switch), as the recorder does for a dict of a new shape."""
+    build = _recording.build_config
+
+    def without_plans(*args: Any, **kwargs: Any) -> str:
+        return json.dumps({**json.loads(build(*args, **kwargs)), "test_no_info_plans": True})
+
+    with patch.object(_recording, "build_config", build if plans else without_plans):
+        rec = trajcore.RecordVectorEpisodes(InfosVectorEnv(infos), tmp)
     rec.reset(seed=0)
     for _ in infos:
         rec.step(np.zeros(N, dtype=np.int64))
     rec.close()
 
 
+def with_new_masks(info: dict[str, Any], draw: st.DrawFn) -> dict[str, Any]:
+    """The same keys in the same order (a dict of the same shape), with masks drawn anew."""
+    return {k: draw(masks) if k.startswith("_") and k[1:] in info else v for k, v in info.items()}
+
+
 @settings(max_examples=40, deadline=None)
-@given(steps=st.lists(vector_infos(), min_size=1, max_size=6), how=st.sampled_from(["fresh", "subclass"]))
-def test_vector_info_keys_record_the_same_whatever_their_objects(steps: list[dict[str, Any]], how: str) -> None:
+@given(
+    shapes=st.lists(vector_infos(), min_size=1, max_size=3),
+    order=st.lists(st.integers(0, 2), min_size=1, max_size=8),
+    how=st.sampled_from(["fresh", "subclass"]),
+    data=st.data(),
+)
+def test_vector_info_keys_record_the_same_whatever_their_objects_and_plans(
+    shapes: list[dict[str, Any]], order: list[int], how: str, data: Any
+) -> None:
+    # Steps of a few shapes in turn, as an env gives them: their plans are made, then used.
+    steps = [with_new_masks(shapes[i % len(shapes)], data.draw) for i in order]
     with tempfile.TemporaryDirectory() as tmp:
         record_vector(Path(tmp) / "same", steps)
         record_vector(Path(tmp) / how, [rendered(info, how) for info in steps])
-        for name in ("same", how):
+        record_vector(Path(tmp) / "unplanned", steps, plans=False)
+        for name in ("same", how, "unplanned"):
             with trajcore.open(Path(tmp) / name) as ds:
                 for ep in ds.episodes:
                     # The reset row has no infos; then one row per step, as the sub-env saw it.

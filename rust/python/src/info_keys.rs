@@ -9,6 +9,8 @@ use std::hash::{BuildHasherDefault, Hasher};
 use pyo3::prelude::*;
 use pyo3::types::PyString;
 
+use crate::info_plan::{DictPlan, PLANS_PER_DICT};
+
 /// Escapes a key as one component of a column name: '%' -> %25, '/' -> %2F (so '/' can separate
 /// nesting levels) and a leading '_' -> %5F (so no key is named like a mask column).
 pub fn escape_key(key: &str) -> String {
@@ -63,6 +65,10 @@ pub struct KeyNode {
     /// Children by the Python hash of their name, and by name.
     by_hash: HashMap<isize, Vec<usize>, BuildHasherDefault<PyHashHasher>>,
     by_name: HashMap<String, usize>,
+    /// Plans of the dict this key holds (see `info_plan`), the latest first, and how many were
+    /// made.
+    pub plans: Vec<DictPlan>,
+    pub plans_made: u32,
 }
 
 /// Node 0 is the top-level dict.
@@ -82,6 +88,8 @@ impl Default for KeyPaths {
             column: None,
             by_hash: HashMap::default(),
             by_name: HashMap::new(),
+            plans: Vec::new(),
+            plans_made: 0,
         };
         KeyPaths { nodes: vec![root] }
     }
@@ -96,6 +104,14 @@ impl KeyPaths {
 
     pub fn set_column(&mut self, id: usize, column: usize) {
         self.nodes[id].column = Some(column);
+    }
+
+    /// Keeps a plan of the dict of node `id`, first, in place of the oldest beyond a few.
+    pub fn add_plan(&mut self, id: usize, plan: DictPlan) {
+        let node = &mut self.nodes[id];
+        node.plans.insert(0, plan);
+        node.plans.truncate(PLANS_PER_DICT);
+        node.plans_made += 1;
     }
 
     /// The node of `key` in the dict of node `parent`, and whether `key` is a str.
@@ -140,6 +156,8 @@ impl KeyPaths {
             column: None,
             by_hash: HashMap::default(),
             by_name: HashMap::new(),
+            plans: Vec::new(),
+            plans_made: 0,
         });
         let parent = &mut self.nodes[parent];
         parent.by_name.insert(name.to_owned(), id);

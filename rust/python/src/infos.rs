@@ -22,6 +22,7 @@ use crate::collect::{prefetch, Collector, Src};
 use crate::errors::{schema_error, warn, IntoPy};
 use crate::info_keys::key_name;
 pub use crate::info_keys::{escape_key, KeyPaths};
+use crate::info_plan::{mask_positions, DictPlan, Role, MAX_PLANNED_KEYS, PLANS_MADE_PER_DICT};
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 
 /// Nested dicts deeper than this are refused: deeper is a dict that contains itself.
@@ -56,6 +57,10 @@ pub struct DynamicColumns {
     /// Column index by path.
     by_path: HashMap<String, usize>,
     keys: KeyPaths,
+    /// Whether dicts are walked by their plans when they have one (see `info_plan`).
+    plans: bool,
+    /// The values of the planned dicts being walked, a stack (nested dicts push above).
+    planned_values: Vec<Py<PyAny>>,
     unsupported: HashMap<String, Unsupported>,
     skipped: BTreeMap<String, Skipped>,
 }
@@ -69,9 +74,17 @@ impl DynamicColumns {
             columns: Vec::new(),
             by_path: HashMap::new(),
             keys: KeyPaths::default(),
+            plans: true,
+            planned_values: Vec::new(),
             unsupported: HashMap::new(),
             skipped: BTreeMap::new(),
         }
+    }
+
+    /// Walks every dict key by key, without plans (tests compare both ways).
+    pub fn without_plans(mut self) -> Self {
+        self.plans = false;
+        self
     }
 
     /// One value of `path` is not recorded: warns at the first, counts the rest.
@@ -135,7 +148,14 @@ impl DynamicColumns {
                 format!("nested deeper than {MAX_DEPTH} levels (does the dict contain itself?)"),
             ));
         }
-        let batched = at.rows.is_some();
+        if self.plans {
+            let start = self.planned_values.len();
+            let planned = self.put_planned(py, dict, node, mask, depth, at, recorder, coll);
+            self.planned_values.truncate(start);
+            if planned? {
+                return Ok(());
+            }
+        }
         // Str keys of one dict differ, and so do the names they give (`escape_key`); a key of
         // another type can name the same column as another key (1 and "1"): then the keys seen.
         // The same pass starts loading every value, so their loads overlap (see `prefetch`).
@@ -147,17 +167,8 @@ impl DynamicColumns {
         let mut taken: Vec<(usize, Bound<'_, PyAny>)> = Vec::new();
         for (key, value) in dict.iter() {
             let (child, is_str) = self.keys.child(py, node, &key)?;
-            let keys = self.keys.node(child);
-            let mask_key = keys.mask_key.as_ref().expect("a key's node").bind(py);
-            if batched && is_str {
-                if let Some(base) = &keys.base_key {
-                    if dict.contains(base.bind(py))? && !dict.contains(mask_key)? {
-                        continue; // a mask, read with its key
-                    }
-                }
-                if keys.autoreset_data && at.slot == Slot::Regular {
-                    continue; // same-step autoreset data, taken apart by the recorder
-                }
+            if self.is_skipped(py, dict, child, is_str, at)? {
+                continue;
             }
             if !all_str {
                 if let Some((_, first)) = taken.iter().find(|(n, _)| *n == child) {
@@ -172,22 +183,128 @@ impl DynamicColumns {
                 taken.push((child, key.clone()));
             }
             let own_mask = match at.rows {
-                Some(n) => match dict.get_item(mask_key)? {
-                    Some(m) => Some(mask_bytes(py, &m, n, "an info mask", coll)?),
-                    None => None,
-                },
+                Some(_) => dict.get_item(self.keys.node(child).mask_key.as_ref().expect("a key's node").bind(py))?,
                 None => None,
             };
-            let mask = and_masks(coll, mask, own_mask);
-            if mask.is_some_and(|m| all_zero(coll.slice(m))) {
-                continue; // no env has it at this step
-            }
-            if let Ok(inner) = value.cast::<PyDict>() {
-                self.put_dict(py, inner, child, mask, depth + 1, at, recorder, coll)?;
-                continue;
-            }
-            self.put_key(py, child, &value, mask, at, recorder, coll)?;
+            self.put_entry(py, child, &value, own_mask.as_ref(), mask, depth, at, recorder, coll)?;
         }
+        if self.plans && all_str {
+            self.plan(py, dict, node, at)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the key at `child` of `dict` is no value: in vector infos, a mask (read with
+    /// its key) or same-step autoreset data (taken apart by the recorder).
+    fn is_skipped(
+        &self,
+        py: Python<'_>,
+        dict: &Bound<'_, PyDict>,
+        child: usize,
+        is_str: bool,
+        at: Place,
+    ) -> PyResult<bool> {
+        if at.rows.is_none() || !is_str {
+            return Ok(false);
+        }
+        let keys = self.keys.node(child);
+        if let Some(base) = &keys.base_key {
+            let mask_key = keys.mask_key.as_ref().expect("a key's node").bind(py);
+            if dict.contains(base.bind(py))? && !dict.contains(mask_key)? {
+                return Ok(true);
+            }
+        }
+        Ok(keys.autoreset_data && at.slot == Slot::Regular)
+    }
+
+    /// The value of the key at `child` (its own `_key` mask `own_mask`, if any, under the
+    /// parent's `mask`): a nested dict is walked, other values become entries.
+    #[allow(clippy::too_many_arguments)]
+    fn put_entry(
+        &mut self,
+        py: Python<'_>,
+        child: usize,
+        value: &Bound<'_, PyAny>,
+        own_mask: Option<&Bound<'_, PyAny>>,
+        mask: Option<Src>,
+        depth: usize,
+        at: Place,
+        recorder: &mut Recorder,
+        coll: &mut Collector,
+    ) -> PyResult<()> {
+        let own_mask = match (at.rows, own_mask) {
+            (Some(n), Some(m)) => Some(mask_bytes(py, m, n, "an info mask", coll)?),
+            _ => None,
+        };
+        let mask = and_masks(coll, mask, own_mask);
+        if mask.is_some_and(|m| all_zero(coll.slice(m))) {
+            return Ok(()); // no env has it at this step
+        }
+        if let Ok(inner) = value.cast::<PyDict>() {
+            return self.put_dict(py, inner, child, mask, depth + 1, at, recorder, coll);
+        }
+        self.put_key(py, child, value, mask, at, recorder, coll)
+    }
+
+    /// Walks `dict` by a plan of node `node` that its keys match (see `info_plan`); false if
+    /// none does. Leaves its values on `planned_values` (the caller truncates them).
+    #[allow(clippy::too_many_arguments)]
+    fn put_planned(
+        &mut self,
+        py: Python<'_>,
+        dict: &Bound<'_, PyDict>,
+        node: usize,
+        mask: Option<Src>,
+        depth: usize,
+        at: Place,
+        recorder: &mut Recorder,
+        coll: &mut Collector,
+    ) -> PyResult<bool> {
+        let regular = at.slot == Slot::Regular;
+        let start = self.planned_values.len();
+        let mut chosen = None;
+        for (i, plan) in self.keys.node(node).plans.iter().enumerate() {
+            if plan.matches(dict, regular, &mut self.planned_values)? {
+                chosen = Some(i);
+                break;
+            }
+        }
+        let Some(chosen) = chosen else { return Ok(false) };
+        let len = self.planned_values.len() - start;
+        for value in &self.planned_values[start..] {
+            prefetch(value.as_ptr().cast(), 64);
+        }
+        for position in 0..len {
+            let Role::Value { node: child, mask: mask_at } = self.keys.node(node).plans[chosen].role(position) else {
+                continue;
+            };
+            let value = self.planned_values[start + position].bind(py).clone();
+            let own_mask = mask_at.map(|m| self.planned_values[start + m].bind(py).clone());
+            self.put_entry(py, child, &value, own_mask.as_ref(), mask, depth, at, recorder, coll)?;
+        }
+        Ok(true)
+    }
+
+    /// Keeps a plan of `dict` (all its keys str), just walked key by key, for the next dicts of
+    /// node `node` with the same keys.
+    fn plan(&mut self, py: Python<'_>, dict: &Bound<'_, PyDict>, node: usize, at: Place) -> PyResult<()> {
+        let len = dict.len();
+        if len == 0 || len > MAX_PLANNED_KEYS || self.keys.node(node).plans_made >= PLANS_MADE_PER_DICT {
+            return Ok(());
+        }
+        let mut texts = Vec::with_capacity(len);
+        for (key, _) in dict.iter() {
+            texts.push(key.cast::<PyString>()?.to_str()?.to_owned());
+        }
+        let masks = mask_positions(&texts);
+        let mut roles = Vec::with_capacity(len);
+        for ((key, _), mask) in dict.iter().zip(masks) {
+            let (child, is_str) = self.keys.child(py, node, &key)?;
+            let skipped = self.is_skipped(py, dict, child, is_str, at)?;
+            roles.push(if skipped { Role::Skip } else { Role::Value { node: child, mask } });
+        }
+        let plan = DictPlan::new(dict, at.slot == Slot::Regular, &roles)?;
+        self.keys.add_plan(node, plan);
         Ok(())
     }
 

@@ -11,6 +11,7 @@ mod errors;
 mod frames;
 mod functions;
 mod info_keys;
+mod info_plan;
 mod infos;
 mod layout;
 mod recorder;

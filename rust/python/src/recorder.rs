@@ -295,6 +295,10 @@ impl PyRecorder {
         let info_codec = config.info_codec.clone();
         let data_codec = config.data_codec.clone().unwrap_or_else(|| info_codec.clone());
         let frame_codec = config.frame_codec.clone().unwrap_or_else(|| info_codec.clone());
+        let mut infos = DynamicColumns::new("info", Timeline::Obs, info_codec);
+        if config.test_no_info_plans {
+            infos = infos.without_plans();
+        }
         let mut inner = py.detach(|| Recorder::create(&path, config)).py_err(py)?;
         let signal = Signal::default();
         inner.set_interrupt_check(signal.check());
@@ -311,7 +315,7 @@ impl PyRecorder {
             roles,
             rows,
             mode,
-            infos: DynamicColumns::new("info", Timeline::Obs, info_codec),
+            infos,
             data: DynamicColumns::new("data", Timeline::Step, data_codec),
             frames: Frames::new(frame_codec),
             pending_data: Vec::new(),
