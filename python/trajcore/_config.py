@@ -195,22 +195,26 @@ def build_config(
 
 
 _STR_ROW_GUESS = 256  # bytes a Text value is assumed to take when sizing the ring
-DEFAULT_RING_BYTES = 2 << 20  # the smallest default ring (see `default_ring_bytes`)
+DEFAULT_RING_BYTES = 2 << 20  # the largest default ring of small steps (see `default_ring_bytes`)
+SMALL_RING_BYTES = 1 << 20  # the smallest default ring
+RING_STEPS = 8192  # steps a default ring of small steps holds, within those two
 
 
 def default_ring_bytes(columns: list[ColumnDict], num_envs: int, frame_bytes: int = 0) -> int:
     """A ring that holds many steps (so the env loop rarely waits for the writer) without holding
-    memory for nothing: 2 MiB, or 64 steps when a step is larger, at most 1 GiB. A step counts
-    each sub-env's columns and its rendered frame (`frame_bytes`).
+    memory for nothing: 8192 steps within 1 to 2 MiB, or 64 steps when a step is larger, at most
+    1 GiB. A step counts each sub-env's columns and its rendered frame (`frame_bytes`).
 
-    2 MiB: the whole ring becomes resident once data has gone round it, and a larger one made the
-    loop wait no less (CartPole, 1 and 16 sub-envs: no waits at 1 MiB either) while it took 14 MB
-    more memory than this (docs/BENCHMARKS.md, issue 14)."""
+    The whole ring becomes resident once data has gone round it. 2 MiB: a larger one made the
+    loop wait no less (CartPole, 16 sub-envs) while it took 14 MB more memory. 1 MiB for small
+    steps (one CartPole env): 1.5 MB less growth than 2 MiB and still no waits, where 512 and
+    256 KiB made the loop wait now and then on a loaded machine (docs/BENCHMARKS.md, issue 14)."""
     step = 64 + frame_bytes  # reward and done flags, with room
     for column in columns:
         size = _STR_ROW_GUESS if column["dtype"] == "str" else np.dtype(column["dtype"]).itemsize
         step += size * math.prod(column["shape"])
-    return int(min(1 << 30, max(DEFAULT_RING_BYTES, 64 * step * num_envs)))
+    small = min(DEFAULT_RING_BYTES, max(SMALL_RING_BYTES, RING_STEPS * step * num_envs))
+    return int(min(1 << 30, max(small, 64 * step * num_envs)))
 
 
 def env_id_of(env: Any) -> str | None:

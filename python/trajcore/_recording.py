@@ -61,8 +61,8 @@ class RecordingOptions(TypedDict, total=False):
         block_when_full: when the ring is full, wait (GIL released) for the writer (default);
             if False, raise `RecorderError` instead (the episodes that step touched end there,
             incomplete).
-        ring_bytes: size of the ring buffer between the caller and the writer thread (None: 2
-            MiB, or 64 steps when steps are larger).
+        ring_bytes: size of the ring buffer between the caller and the writer thread (None:
+            8192 steps within 1 to 2 MiB, or 64 steps when steps are larger).
         index_interval_bytes: an index checkpoint is written after this many bytes (default 16
             MiB), so a reader recovering a file whose writer was killed reads indexes, not data.
         allow_mixed_spaces: record into a directory whose recordings have other observation or

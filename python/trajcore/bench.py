@@ -29,7 +29,7 @@ from typing import Any, Literal
 import gymnasium as gym
 from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv, VectorEnv
 
-from trajcore._config import DEFAULT_RING_BYTES
+from trajcore._config import SMALL_RING_BYTES
 from trajcore.errors import InvalidArgumentError
 from trajcore.recorder import RecordEpisodes
 from trajcore.vector import RecordVectorEpisodes
@@ -378,7 +378,7 @@ def _replay_cost(
 
     The segments are kept short enough (half the ring in total) that the loop never waits for the
     writer: this measures the loop's own cost, not the writer's throughput."""
-    ring = int(kwargs.get("ring_bytes") or DEFAULT_RING_BYTES)
+    ring = int(kwargs.get("ring_bytes") or SMALL_RING_BYTES)  # the smallest default
     step_bytes = max(1, sum(_nbytes(x) for x in captured[0]))
     n = max(1, min(seg, 5_000, ring // 2 // step_bytes // repeats))
     actions = [env.action_space.sample() for _ in range(min(_ACTIONS, n))]

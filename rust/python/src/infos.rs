@@ -10,9 +10,7 @@
 //! `__key` mask, is a value of its own. Column names escape `/`, `%` and a leading `_` (see
 //! `escape_key`), so a key `_x` never takes the name of the mask column of `x`.
 
-use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
@@ -20,22 +18,15 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyT
 use trajcore_core::writer::{EntryKind, NewColumn, Recorder, Slot};
 use trajcore_core::{CodecSpec, DType, Timeline};
 
-use crate::collect::{Collector, Src};
+use crate::collect::{prefetch, Collector, Src};
 use crate::errors::{schema_error, warn, IntoPy};
+use crate::info_keys::key_name;
+pub use crate::info_keys::{escape_key, KeyPaths};
+use crate::info_plan::{mask_positions, DictPlan, Role, MAX_PLANNED_KEYS, PLANS_MADE_PER_DICT};
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 
 /// Nested dicts deeper than this are refused: deeper is a dict that contains itself.
 pub const MAX_DEPTH: usize = 32;
-
-/// Escapes a key as one component of a column name: '%' -> %25, '/' -> %2F (so '/' can separate
-/// nesting levels) and a leading '_' -> %5F (so no key is named like a mask column).
-pub fn escape_key(key: &str) -> String {
-    let escaped = key.replace('%', "%25").replace('/', "%2F");
-    match escaped.strip_prefix('_') {
-        Some(rest) => format!("%5F{rest}"),
-        None => escaped,
-    }
-}
 
 /// Where the values of one dict go: env rows and observation slot.
 #[derive(Clone, Copy)]
@@ -62,8 +53,14 @@ pub struct DynamicColumns {
     prefix: &'static str,
     timeline: Timeline,
     codec: CodecSpec,
-    columns: HashMap<String, ColInfo>,
+    columns: Vec<ColInfo>,
+    /// Column index by path.
+    by_path: HashMap<String, usize>,
     keys: KeyPaths,
+    /// Whether dicts are walked by their plans when they have one (see `info_plan`).
+    plans: bool,
+    /// The values of the planned dicts being walked, a stack (nested dicts push above).
+    planned_values: Vec<Py<PyAny>>,
     unsupported: HashMap<String, Unsupported>,
     skipped: BTreeMap<String, Skipped>,
 }
@@ -74,11 +71,20 @@ impl DynamicColumns {
             prefix,
             timeline,
             codec,
-            columns: HashMap::new(),
+            columns: Vec::new(),
+            by_path: HashMap::new(),
             keys: KeyPaths::default(),
+            plans: true,
+            planned_values: Vec::new(),
             unsupported: HashMap::new(),
             skipped: BTreeMap::new(),
         }
+    }
+
+    /// Walks every dict key by key, without plans (tests compare both ways).
+    pub fn without_plans(mut self) -> Self {
+        self.plans = false;
+        self
     }
 
     /// One value of `path` is not recorded: warns at the first, counts the rest.
@@ -121,8 +127,8 @@ impl DynamicColumns {
 
     /// Adds entries for every supported value of `dict` (infos, or vector infos with `_key`
     /// masks), under key node `node` (`KeyPaths::ROOT` at the top), where `mask` (the parent's)
-    /// says which envs have it at all. Paths, and the Python strings masks are looked up by,
-    /// come from `keys`: a step allocates nothing per key.
+    /// says which envs have it at all. Keys are found in `keys` by their str objects, and their
+    /// columns in the nodes: a step allocates nothing and hashes no text per key.
     #[allow(clippy::too_many_arguments)]
     pub fn put_dict(
         &mut self,
@@ -138,60 +144,198 @@ impl DynamicColumns {
         if depth >= MAX_DEPTH {
             return Err(schema_error(
                 py,
-                &format!("{}/{}", self.prefix, self.keys.path(node)),
+                &format!("{}/{}", self.prefix, self.keys.node(node).path),
                 format!("nested deeper than {MAX_DEPTH} levels (does the dict contain itself?)"),
             ));
         }
-        let batched = at.rows.is_some();
+        if self.plans {
+            let start = self.planned_values.len();
+            let planned = self.put_planned(py, dict, node, mask, depth, at, recorder, coll);
+            self.planned_values.truncate(start);
+            if planned? {
+                return Ok(());
+            }
+        }
         // Str keys of one dict differ, and so do the names they give (`escape_key`); a key of
         // another type can name the same column as another key (1 and "1"): then the keys seen.
-        let all_str = dict.iter().all(|(key, _)| key.is_instance_of::<PyString>());
+        // The same pass starts loading every value, so their loads overlap (see `prefetch`).
+        let mut all_str = true;
+        for (key, value) in dict.iter() {
+            all_str &= key.is_instance_of::<PyString>();
+            prefetch(value.as_ptr().cast(), 64);
+        }
         let mut taken: Vec<(usize, Bound<'_, PyAny>)> = Vec::new();
         for (key, value) in dict.iter() {
-            let (name, is_str) = key_name(&key)?;
-            let child = self.keys.child(py, node, &name);
-            let keys = &self.keys.nodes[child];
-            let mask_key = keys.mask_key.as_ref().expect("a key's node").bind(py);
-            if batched && is_str {
-                if let Some(base) = &keys.base_key {
-                    if dict.contains(base.bind(py))? && !dict.contains(mask_key)? {
-                        continue; // a mask, read with its key
-                    }
-                }
-                if depth == 0 && at.slot == Slot::Regular && (name == "final_obs" || name == "final_info") {
-                    continue; // same-step autoreset data, taken apart by the recorder
-                }
+            let (child, is_str) = self.keys.child(py, node, &key)?;
+            if self.is_skipped(py, dict, child, is_str, at)? {
+                continue;
             }
             if !all_str {
                 if let Some((_, first)) = taken.iter().find(|(n, _)| *n == child) {
+                    let (name, _) = key_name(&key)?;
                     let (first, shown) = (shown_key(first, &name), shown_key(&key, &name));
                     let why =
                         format!("keys {first} and {shown} of one dict both name this column; only {first} is recorded");
-                    let path = self.keys.path(child);
+                    let path = self.keys.node(child).path.clone();
                     self.skip(py, &path, why)?;
                     continue;
                 }
                 taken.push((child, key.clone()));
             }
             let own_mask = match at.rows {
-                Some(n) => match dict.get_item(mask_key)? {
-                    Some(m) => Some(mask_bytes(py, &m, n, "an info mask", coll)?),
-                    None => None,
-                },
+                Some(_) => dict.get_item(self.keys.node(child).mask_key.as_ref().expect("a key's node").bind(py))?,
                 None => None,
             };
-            let mask = and_masks(coll, mask, own_mask);
-            if mask.is_some_and(|m| coll.slice(m).iter().all(|&b| b == 0)) {
-                continue; // no env has it at this step
-            }
-            if let Ok(inner) = value.cast::<PyDict>() {
-                self.put_dict(py, inner, child, mask, depth + 1, at, recorder, coll)?;
-                continue;
-            }
-            let path = self.keys.path(child);
-            self.put_one(py, &path, &value, mask, at, recorder, coll)?;
+            self.put_entry(py, child, &value, own_mask.as_ref(), mask, depth, at, recorder, coll)?;
+        }
+        if self.plans && all_str {
+            self.plan(py, dict, node, at)?;
         }
         Ok(())
+    }
+
+    /// Whether the key at `child` of `dict` is no value: in vector infos, a mask (read with
+    /// its key) or same-step autoreset data (taken apart by the recorder).
+    fn is_skipped(
+        &self,
+        py: Python<'_>,
+        dict: &Bound<'_, PyDict>,
+        child: usize,
+        is_str: bool,
+        at: Place,
+    ) -> PyResult<bool> {
+        if at.rows.is_none() || !is_str {
+            return Ok(false);
+        }
+        let keys = self.keys.node(child);
+        if let Some(base) = &keys.base_key {
+            let mask_key = keys.mask_key.as_ref().expect("a key's node").bind(py);
+            if dict.contains(base.bind(py))? && !dict.contains(mask_key)? {
+                return Ok(true);
+            }
+        }
+        Ok(keys.autoreset_data && at.slot == Slot::Regular)
+    }
+
+    /// The value of the key at `child` (its own `_key` mask `own_mask`, if any, under the
+    /// parent's `mask`): a nested dict is walked, other values become entries.
+    #[allow(clippy::too_many_arguments)]
+    fn put_entry(
+        &mut self,
+        py: Python<'_>,
+        child: usize,
+        value: &Bound<'_, PyAny>,
+        own_mask: Option<&Bound<'_, PyAny>>,
+        mask: Option<Src>,
+        depth: usize,
+        at: Place,
+        recorder: &mut Recorder,
+        coll: &mut Collector,
+    ) -> PyResult<()> {
+        let own_mask = match (at.rows, own_mask) {
+            (Some(n), Some(m)) => Some(mask_bytes(py, m, n, "an info mask", coll)?),
+            _ => None,
+        };
+        let mask = and_masks(coll, mask, own_mask);
+        if mask.is_some_and(|m| all_zero(coll.slice(m))) {
+            return Ok(()); // no env has it at this step
+        }
+        if let Ok(inner) = value.cast::<PyDict>() {
+            return self.put_dict(py, inner, child, mask, depth + 1, at, recorder, coll);
+        }
+        self.put_key(py, child, value, mask, at, recorder, coll)
+    }
+
+    /// Walks `dict` by a plan of node `node` that its keys match (see `info_plan`); false if
+    /// none does. Leaves its values on `planned_values` (the caller truncates them).
+    #[allow(clippy::too_many_arguments)]
+    fn put_planned(
+        &mut self,
+        py: Python<'_>,
+        dict: &Bound<'_, PyDict>,
+        node: usize,
+        mask: Option<Src>,
+        depth: usize,
+        at: Place,
+        recorder: &mut Recorder,
+        coll: &mut Collector,
+    ) -> PyResult<bool> {
+        let regular = at.slot == Slot::Regular;
+        let start = self.planned_values.len();
+        let mut chosen = None;
+        for (i, plan) in self.keys.node(node).plans.iter().enumerate() {
+            if plan.matches(dict, regular, &mut self.planned_values)? {
+                chosen = Some(i);
+                break;
+            }
+        }
+        let Some(chosen) = chosen else { return Ok(false) };
+        let len = self.planned_values.len() - start;
+        for value in &self.planned_values[start..] {
+            prefetch(value.as_ptr().cast(), 64);
+        }
+        for position in 0..len {
+            let Role::Value { node: child, mask: mask_at } = self.keys.node(node).plans[chosen].role(position) else {
+                continue;
+            };
+            let value = self.planned_values[start + position].bind(py).clone();
+            let own_mask = mask_at.map(|m| self.planned_values[start + m].bind(py).clone());
+            self.put_entry(py, child, &value, own_mask.as_ref(), mask, depth, at, recorder, coll)?;
+        }
+        Ok(true)
+    }
+
+    /// Keeps a plan of `dict` (all its keys str), just walked key by key, for the next dicts of
+    /// node `node` with the same keys.
+    fn plan(&mut self, py: Python<'_>, dict: &Bound<'_, PyDict>, node: usize, at: Place) -> PyResult<()> {
+        let len = dict.len();
+        if len == 0 || len > MAX_PLANNED_KEYS || self.keys.node(node).plans_made >= PLANS_MADE_PER_DICT {
+            return Ok(());
+        }
+        let mut texts = Vec::with_capacity(len);
+        for (key, _) in dict.iter() {
+            texts.push(key.cast::<PyString>()?.to_str()?.to_owned());
+        }
+        let masks = mask_positions(&texts);
+        let mut roles = Vec::with_capacity(len);
+        for ((key, _), mask) in dict.iter().zip(masks) {
+            let (child, is_str) = self.keys.child(py, node, &key)?;
+            let skipped = self.is_skipped(py, dict, child, is_str, at)?;
+            roles.push(if skipped { Role::Skip } else { Role::Value { node: child, mask } });
+        }
+        let plan = DictPlan::new(dict, at.slot == Slot::Regular, &roles)?;
+        self.keys.add_plan(node, plan);
+        Ok(())
+    }
+
+    /// The value of the key at `node`: its column is found through the node once made.
+    #[allow(clippy::too_many_arguments)]
+    fn put_key(
+        &mut self,
+        py: Python<'_>,
+        node: usize,
+        value: &Bound<'_, PyAny>,
+        mask: Option<Src>,
+        at: Place,
+        recorder: &mut Recorder,
+        coll: &mut Collector,
+    ) -> PyResult<()> {
+        let stacked = stacked_rows(py, value, mask, at, coll)?;
+        let value = stacked.as_ref().unwrap_or(value);
+        let column = match self.keys.node(node).column {
+            Some(c) => c,
+            None => {
+                let path = self.keys.node(node).path.clone();
+                match self.column(py, &path, value, at.rows, mask, recorder, coll)? {
+                    Ok(c) => {
+                        self.keys.set_column(node, c);
+                        c
+                    }
+                    Err(why) => return self.skip(py, &path, why),
+                }
+            }
+        };
+        self.put_into(py, column, value, mask, at, coll)
     }
 
     /// One value under `path` (without the prefix); a value that cannot be recorded is skipped
@@ -207,34 +351,38 @@ impl DynamicColumns {
         recorder: &mut Recorder,
         coll: &mut Collector,
     ) -> PyResult<()> {
-        let stacked;
-        let value = match at.rows {
-            Some(_) => match stack_object_rows(py, value, mask.map(|m| coll.slice(m)))? {
-                Some(v) => {
-                    stacked = v;
-                    &stacked
-                }
-                None => value,
-            },
-            None => value,
-        };
+        let stacked = stacked_rows(py, value, mask, at, coll)?;
+        let value = stacked.as_ref().unwrap_or(value);
         match self.column(py, path, value, at.rows, mask, recorder, coll)? {
             Err(why) => self.skip(py, path, why),
-            Ok(()) => {
-                let col = &self.columns[path];
-                match put_value(py, value, col, at.rows, coll) {
-                    Ok(data) => {
-                        let kind = if mask.is_some() { EntryKind::Masked } else { EntryKind::Dense };
-                        coll.push(col.id, kind, at.slot, 0, mask, data);
-                        Ok(())
-                    }
-                    Err(e) if is_schema_error(py, &e) => {
-                        let why = e.value(py).to_string();
-                        self.skip(py, path, format!("{why} (its first value set the column's type)"))
-                    }
-                    Err(e) => Err(e),
-                }
+            Ok(column) => self.put_into(py, column, value, mask, at, coll),
+        }
+    }
+
+    /// A value as an entry of column `column` (an index of `columns`), or skipped with a
+    /// warning when it does not fit the type the column's first value gave it.
+    fn put_into(
+        &mut self,
+        py: Python<'_>,
+        column: usize,
+        value: &Bound<'_, PyAny>,
+        mask: Option<Src>,
+        at: Place,
+        coll: &mut Collector,
+    ) -> PyResult<()> {
+        let col = &self.columns[column];
+        match put_value(py, value, col, at.rows, coll) {
+            Ok(data) => {
+                let kind = if mask.is_some() { EntryKind::Masked } else { EntryKind::Dense };
+                coll.push(col.id, kind, at.slot, 0, mask, data);
+                Ok(())
             }
+            Err(e) if is_schema_error(py, &e) => {
+                let why = e.value(py).to_string();
+                let path = col.name[self.prefix.len() + 1..].to_owned();
+                self.skip(py, &path, format!("{why} (its first value set the column's type)"))
+            }
+            Err(e) => Err(e),
         }
     }
 
@@ -252,14 +400,14 @@ impl DynamicColumns {
     ) -> PyResult<()> {
         let result = (|| match self.column(py, path, value, rows, None, recorder, coll)? {
             Err(why) => Err(schema_error(py, &format!("{}/{path}", self.prefix), why)),
-            Ok(()) => put_value(py, value, &self.columns[path], rows, coll).map(|_| ()),
+            Ok(column) => put_value(py, value, &self.columns[column], rows, coll).map(|_| ()),
         })();
         coll.clear();
         result
     }
 
-    /// Makes sure `path` has a column, creating it from `value` on first sight; `Err(why)` when
-    /// `value` cannot make one (a later value may).
+    /// The column of `path` (an index of `columns`), created from `value` on first sight;
+    /// `Err(why)` when `value` cannot make one (a later value may).
     #[allow(clippy::too_many_arguments)]
     fn column(
         &mut self,
@@ -270,9 +418,9 @@ impl DynamicColumns {
         mask: Option<Src>,
         recorder: &mut Recorder,
         coll: &Collector,
-    ) -> PyResult<Result<(), String>> {
-        if self.columns.contains_key(path) {
-            return Ok(Ok(()));
+    ) -> PyResult<Result<usize, String>> {
+        if let Some(&column) = self.by_path.get(path) {
+            return Ok(Ok(column));
         }
         let value_type = value.get_type();
         if let Some(u) = self.unsupported.get(path) {
@@ -295,9 +443,10 @@ impl DynamicColumns {
                     },
                 };
                 let id = recorder.add_column(new).py_err(py)?;
-                self.columns.insert(path.to_string(), ColInfo::new(py, recorder.column(id))?);
+                self.columns.push(ColInfo::new(py, recorder.column(id))?);
+                self.by_path.insert(path.to_string(), self.columns.len() - 1);
                 self.unsupported.remove(path);
-                Ok(Ok(()))
+                Ok(Ok(self.columns.len() - 1))
             }
             Err(why) => {
                 self.unsupported.insert(path.to_string(), Unsupported { kind: value_type.unbind(), why: why.clone() });
@@ -307,67 +456,9 @@ impl DynamicColumns {
     }
 }
 
-/// A dict key's name (`str(key)` for a key of another type), and whether the key is a str.
-fn key_name<'a>(key: &'a Bound<'_, PyAny>) -> PyResult<(Cow<'a, str>, bool)> {
-    Ok(match key.cast::<PyString>() {
-        Ok(s) => (Cow::Borrowed(s.to_str()?), true),
-        Err(_) => (Cow::Owned(key.str()?.to_str()?.to_owned()), false),
-    })
-}
-
 /// A key as a message shows it.
 fn shown_key(key: &Bound<'_, PyAny>, name: &str) -> String {
     key.repr().map(|r| r.to_string()).unwrap_or_else(|_| name.to_owned())
-}
-
-/// The column path (below the prefix) of every dict key seen, as a tree of key names, with
-/// the Python strings its mask lookups need: made on first sight, then found by name without
-/// allocating. Node 0 is the top-level dict.
-pub struct KeyPaths {
-    nodes: Vec<KeyNode>,
-}
-
-struct KeyNode {
-    path: Arc<str>,
-    /// "_" + the key: the name of its mask (none for the top-level dict, which is no key).
-    mask_key: Option<Py<PyString>>,
-    /// For a key "_x": "x", the key it would be the mask of.
-    base_key: Option<Py<PyString>>,
-    children: HashMap<String, usize>,
-}
-
-impl Default for KeyPaths {
-    fn default() -> Self {
-        let root = KeyNode { path: Arc::from(""), mask_key: None, base_key: None, children: HashMap::new() };
-        KeyPaths { nodes: vec![root] }
-    }
-}
-
-impl KeyPaths {
-    pub const ROOT: usize = 0;
-
-    /// The node of key `name` in the dict of node `parent`.
-    fn child(&mut self, py: Python<'_>, parent: usize, name: &str) -> usize {
-        if let Some(&id) = self.nodes[parent].children.get(name) {
-            return id;
-        }
-        let component = escape_key(name);
-        let parent_path = &self.nodes[parent].path;
-        let path = if parent_path.is_empty() { component } else { format!("{parent_path}/{component}") };
-        let id = self.nodes.len();
-        self.nodes.push(KeyNode {
-            path: Arc::from(path),
-            mask_key: Some(PyString::intern(py, &format!("_{name}")).unbind()),
-            base_key: name.strip_prefix('_').map(|base| PyString::intern(py, base).unbind()),
-            children: HashMap::new(),
-        });
-        self.nodes[parent].children.insert(name.to_owned(), id);
-        id
-    }
-
-    fn path(&self, node: usize) -> Arc<str> {
-        self.nodes[node].path.clone()
-    }
 }
 
 fn is_schema_error(py: Python<'_>, e: &PyErr) -> bool {
@@ -416,6 +507,20 @@ fn stack_object_rows<'py>(
     Ok(np.call_method1("stack", (rows,)).ok())
 }
 
+/// A batched value of object rows stacked into numbers (see `stack_object_rows`), if it is one.
+fn stacked_rows<'py>(
+    py: Python<'py>,
+    value: &Bound<'py, PyAny>,
+    mask: Option<Src>,
+    at: Place,
+    coll: &Collector,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    match at.rows {
+        Some(_) => stack_object_rows(py, value, mask.map(|m| coll.slice(m))),
+        None => Ok(None),
+    }
+}
+
 /// The envs where both masks are set (`None`: every env).
 fn and_masks(coll: &mut Collector, a: Option<Src>, b: Option<Src>) -> Option<Src> {
     match (a, b) {
@@ -426,6 +531,11 @@ fn and_masks(coll: &mut Collector, a: Option<Src>, b: Option<Src>) -> Option<Src
             Some(coll.own(&both))
         }
     }
+}
+
+/// Whether every byte is 0 (no env has the value).
+fn all_zero(bytes: &[u8]) -> bool {
+    bytes.iter().all(|&b| b == 0)
 }
 
 /// The dtype and per-row shape a first value gives its column, or why it cannot be recorded.
@@ -515,18 +625,5 @@ fn infer(
             }
             Ok(Err(format!("values of type {} are not supported", type_name(value))))
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::escape_key;
-
-    #[test]
-    fn keys_never_take_a_mask_name() {
-        assert_eq!(escape_key("lives"), "lives");
-        assert_eq!(escape_key("_lives"), "%5Flives");
-        assert_eq!(escape_key("a/b%"), "a%2Fb%25");
-        assert_eq!(escape_key("x_y"), "x_y");
     }
 }

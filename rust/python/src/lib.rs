@@ -10,6 +10,8 @@ mod dataset;
 mod errors;
 mod frames;
 mod functions;
+mod info_keys;
+mod info_plan;
 mod infos;
 mod layout;
 mod recorder;

@@ -15,7 +15,7 @@ use pyo3::types::{PyDict, PyList};
 use trajcore_core::writer::{AutoresetMode, EntryKind, MessageKind, Recorder, RecorderConfig, Slot};
 use trajcore_core::{Error, Timeline};
 
-use crate::collect::Collector;
+use crate::collect::{prefetch, Collector};
 use crate::errors::{invalid, recorder_error, to_py, warn, IntoPy};
 use crate::frames::Frames;
 use crate::infos::{self, escape_key, DynamicColumns};
@@ -295,6 +295,10 @@ impl PyRecorder {
         let info_codec = config.info_codec.clone();
         let data_codec = config.data_codec.clone().unwrap_or_else(|| info_codec.clone());
         let frame_codec = config.frame_codec.clone().unwrap_or_else(|| info_codec.clone());
+        let mut infos = DynamicColumns::new("info", Timeline::Obs, info_codec);
+        if config.test_no_info_plans {
+            infos = infos.without_plans();
+        }
         let mut inner = py.detach(|| Recorder::create(&path, config)).py_err(py)?;
         let signal = Signal::default();
         inner.set_interrupt_check(signal.check());
@@ -311,7 +315,7 @@ impl PyRecorder {
             roles,
             rows,
             mode,
-            infos: DynamicColumns::new("info", Timeline::Obs, info_codec),
+            infos,
             data: DynamicColumns::new("data", Timeline::Step, data_codec),
             frames: Frames::new(frame_codec),
             pending_data: Vec::new(),
@@ -369,6 +373,16 @@ impl PyRecorder {
         info: &Bound<'_, PyAny>,
         frame: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
+        // Start loading each value's header now (and those of the info dict's values, read after
+        // the others): the loads overlap instead of waiting in turn.
+        for value in [action, observation, reward, terminated, truncated] {
+            prefetch(value.as_ptr().cast(), 64);
+        }
+        if let Ok(info) = info.cast::<PyDict>() {
+            for (_, value) in info.iter() {
+                prefetch(value.as_ptr().cast(), 64);
+            }
+        }
         let mut guard = self.lock(py)?;
         let st = &mut *guard;
         // The collector is empty between calls: `send` and `fail` both leave it so.

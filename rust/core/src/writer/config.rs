@@ -104,6 +104,10 @@ pub struct RecorderConfig {
     /// Faults for tests of the recorder's failure handling; never set in normal use.
     #[serde(default)]
     pub test_faults: TestFaults,
+    /// Info dicts walked key by key, without the plans of their shapes (the bindings' fast
+    /// path): tests record both ways and compare; never set in normal use.
+    #[serde(default)]
+    pub test_no_info_plans: bool,
 }
 
 /// Faults a test can ask the writer thread for.

@@ -6,6 +6,7 @@ pub mod config;
 pub mod lane;
 pub mod message;
 pub mod recorder;
+mod release;
 pub mod shard;
 pub mod thread;
 pub mod timelog;

@@ -15,6 +15,7 @@ use super::autoreset::{op, row_sources, LaneOp, RowKind};
 use super::config::{Durability, RecorderConfig};
 use super::lane::{ChunkLimit, ColumnBuffer, EndedEpisode, Lane, OpenEpisode};
 use super::message::{self, EntryKind, EntryRef, Message, MessageKind, Slot};
+use super::release::FreedPages;
 use super::shard::{now_ns, ShardWriter};
 use super::timelog::{self, Clock, Stage};
 use crate::dtype::DType;
@@ -112,6 +113,7 @@ pub struct WriterThread {
     messages_handled: u64,
     /// Stage times of the timelog sample being filled.
     clock: Clock,
+    freed_pages: FreedPages,
 }
 
 pub struct WriterSetup {
@@ -156,6 +158,7 @@ impl WriterThread {
             messages_handled: 0,
             encoder: Encoder::default(),
             clock: Clock::new(now_ns()),
+            freed_pages: FreedPages::default(),
             config: setup.config,
         };
         for spec in setup.columns {
@@ -724,7 +727,9 @@ impl WriterThread {
         self.shard.as_ref().ok_or_else(|| Error::WriterStopped("no open shard".into()))?.check_still_there()?;
         self.append_timelog(false);
         self.write_pending_episodes()?;
-        self.roll_over_if_full()
+        self.roll_over_if_full()?;
+        self.freed_pages.release();
+        Ok(())
     }
 
     /// The records of the ended episodes waiting (after the chunks holding their rows).

@@ -1,0 +1,51 @@
+"""The harness of `test_recording_round2.py::test_infos_call` (16 CartPole sub-envs replayed,
+recorded replay minus replay alone, with and without `RecordEpisodeStatistics` infos, rounds
+interleaved), with a choice of clock and of how many captured steps the replay cycles through:
+
+    python benches/infos_call_clocks.py [ROUNDS] [wall|thread] [CAPTURED_STEPS]
+
+`thread` times the env loop's thread only (CPU time: a shared machine's other load and the
+writer thread drop out). With 1,000 captured steps (the benchmark's) every replayed array and
+dict is out of this core's cache when the recorder reads it; with 60 they stay in it, as a real
+env's fresh arrays do. Prints the medians (µs per vector step) and the median of per-round ratios.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import sys
+import time
+
+from test_recording_round2 import _replayed
+from trajcore import bench
+
+
+def main() -> None:
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 41
+    clock = time.thread_time if len(sys.argv) > 2 and sys.argv[2] == "thread" else time.perf_counter
+    captured = int(sys.argv[3]) if len(sys.argv) > 3 else 1_000
+    bench.time.perf_counter = clock  # type: ignore[attr-defined]  # the clock EnvLoop.run reads
+    loops = {"none": _replayed(False, captured), "res": _replayed(True, captured)}
+    seg = 1_000
+    for plain, recorded in loops.values():
+        plain.run(seg)
+        recorded.run(seg)
+    call: dict[str, list[float]] = {k: [] for k in loops}
+    gc.collect()
+    for r in range(rounds):
+        for name, (plain, recorded) in loops.items():
+            order = (plain, recorded) if r % 2 == 0 else (recorded, plain)
+            t = {id(loop): loop.run(seg) / seg for loop in order}
+            call[name].append((t[id(recorded)] - t[id(plain)]) * 1e6)
+            recorded.env.flush()
+    for _, recorded in loops.values():
+        recorded.env.close()
+    for name, c in call.items():
+        print(f"{name}: {statistics.median(c):.2f} us ({min(c):.2f}..{max(c):.2f})")
+    ratio = statistics.median(a / b for a, b in zip(call["res"], call["none"], strict=True))
+    print(f"ratio {ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()

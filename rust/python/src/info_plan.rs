@@ -1,0 +1,92 @@
+//! Plans of info dicts: gymnasium builds the same keys in the same order step after step, so
+//! what each key of a dict is (a value and the position of its mask, or a key to skip) is
+//! decided once per dict shape and kept. A dict whose keys are a plan's, in its order (each the
+//! same str object, or a str of the same text), is walked by the plan: no key is looked up.
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
+
+/// Plans kept per dict (its key node): a few shapes, such as the steps with and without an
+/// episode's statistics.
+pub const PLANS_PER_DICT: usize = 4;
+/// Plans made per dict at most: past this its keys change too often for plans to pay.
+pub const PLANS_MADE_PER_DICT: u32 = 256;
+/// Larger dicts are walked key by key.
+pub const MAX_PLANNED_KEYS: usize = 64;
+
+/// What one key of a planned dict is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A mask read with its key, or same-step autoreset data.
+    Skip,
+    /// The value of key node `node`, with its `_key` mask at position `mask` of the dict.
+    Value { node: usize, mask: Option<usize> },
+}
+
+struct PlannedKey {
+    key: Py<PyString>,
+    hash: isize,
+    text: String,
+    role: Role,
+}
+
+pub struct DictPlan {
+    /// Made for a dict of regular rows (same-step autoreset data is skipped only there).
+    regular: bool,
+    keys: Vec<PlannedKey>,
+}
+
+impl DictPlan {
+    /// A plan of `dict`, whose keys are all str, with `roles` in its order.
+    pub fn new(dict: &Bound<'_, PyDict>, regular: bool, roles: &[Role]) -> PyResult<Self> {
+        let mut keys = Vec::with_capacity(roles.len());
+        for ((key, _), &role) in dict.iter().zip(roles) {
+            let key = key.cast_into::<PyString>()?;
+            keys.push(PlannedKey { hash: key.hash()?, text: key.to_str()?.to_owned(), key: key.unbind(), role });
+        }
+        Ok(DictPlan { regular, keys })
+    }
+
+    pub fn role(&self, position: usize) -> Role {
+        self.keys[position].role
+    }
+
+    /// Whether `dict` has the plan's keys in its order; if so its values, in that order, are
+    /// pushed on `values`.
+    pub fn matches(&self, dict: &Bound<'_, PyDict>, regular: bool, values: &mut Vec<Py<PyAny>>) -> PyResult<bool> {
+        if self.regular != regular || dict.len() != self.keys.len() {
+            return Ok(false);
+        }
+        let start = values.len();
+        for ((key, value), planned) in dict.iter().zip(&self.keys) {
+            if !(key.as_ptr() == planned.key.as_ptr() || same_text(&key, planned)?) {
+                values.truncate(start);
+                return Ok(false);
+            }
+            values.push(value.unbind());
+        }
+        Ok(true)
+    }
+}
+
+/// A str key of the planned text that is another object (an f-string made each step).
+fn same_text(key: &Bound<'_, PyAny>, planned: &PlannedKey) -> PyResult<bool> {
+    let Ok(key) = key.cast::<PyString>() else { return Ok(false) };
+    Ok(key.hash()? == planned.hash && key.to_str()? == planned.text)
+}
+
+/// The position of each key's `_key` mask among `texts` (a dict's str keys, in order).
+pub fn mask_positions(texts: &[String]) -> Vec<Option<usize>> {
+    texts.iter().map(|t| texts.iter().position(|m| m.len() == t.len() + 1 && m.strip_prefix('_') == Some(t))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mask_positions;
+
+    #[test]
+    fn masks_are_found_by_their_names() {
+        let texts: Vec<String> = ["episode", "_episode", "_x", "__x", "y"].iter().map(|s| s.to_string()).collect();
+        assert_eq!(mask_positions(&texts), vec![Some(1), None, Some(3), None, None]);
+    }
+}
