@@ -30,7 +30,7 @@ def record(path: Path, mode: AutoresetMode, steps: int, seed: int, late_from: in
     lane), and a data column first recorded at vector step `late_from`."""
     fns = [functools.partial(SpaceEnv, OBS, ACT, max_steps=2 + 4 * i, p_terminate=0.1) for i in range(N)]
     rec = trajcore.RecordVectorEpisodes(
-        SyncVectorEnv(fns, autoreset_mode=mode), path, chunk_bytes=500, max_shard_bytes=12 << 10
+        SyncVectorEnv(fns, autoreset_mode=mode), path, chunk_bytes=500, max_shard_bytes=8 << 10
     )
     rec.action_space.seed(seed)
     rec.reset(seed=seed)
