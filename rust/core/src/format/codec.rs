@@ -108,6 +108,42 @@ impl Encoder {
         }
     }
 
+    /// Encodes a chunk of frame stacks buffered as the frame-stack filter stores them: `body`
+    /// holds each row whole or, where `kinds` says it shifts the row before, its new frame
+    /// alone. The same result as `encode` on the rows themselves.
+    pub fn encode_frames(
+        &mut self,
+        spec: &CodecSpec,
+        layout: RowLayout,
+        body: Vec<u8>,
+        kinds: &[u8],
+    ) -> (u32, Vec<u8>) {
+        // Rows are buffered as frames only where they split in frames.
+        let (Some(row), Some(stack)) = (layout.row_bytes, layout.stack) else {
+            return self.encode(spec, layout, body, None);
+        };
+        if !kinds.contains(&stack::SHIFT) {
+            // Every row whole: the body is the rows.
+            return self.encode(spec, layout, body, Some(kinds));
+        }
+        let Some(level) = spec.zstd_level else { return (0, stack::expand(&body, kinds, row, row / stack)) };
+        let raw_len = kinds.len() * row;
+        let mut filtered = std::mem::take(&mut self.filtered);
+        filtered.clear();
+        filtered.extend_from_slice(&(stack as u32).to_le_bytes());
+        filtered.extend_from_slice(kinds);
+        filtered.extend_from_slice(&body);
+        let packed = self.compress(level, &filtered);
+        self.filtered = filtered;
+        match packed {
+            Some(packed) if (packed.len() as f64) < raw_len as f64 * (1.0 - MIN_SAVING) => {
+                self.spare = Some(body);
+                (pipeline(&[CODEC_STACK, CODEC_ZSTD]), packed)
+            }
+            _ => (0, stack::expand(&body, kinds, row, row / stack)),
+        }
+    }
+
     /// The raw rows of the last chunk stored encoded (emptied, their memory kept), if any.
     pub fn take_spare(&mut self) -> Option<Vec<u8>> {
         let mut spare = self.spare.take()?;

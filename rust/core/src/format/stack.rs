@@ -93,6 +93,18 @@ pub fn encode_kinds_into(raw: &[u8], row: usize, stack: usize, kinds: &[u8], out
     Some(())
 }
 
+/// The rows of `row` bytes that `body` stores as `kinds` say (each whole, or its last frame of
+/// `frame` bytes when it shifts the row before): `body` is the stored part of an encoded chunk.
+pub fn expand(body: &[u8], kinds: &[u8], row: usize, frame: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(kinds.len() * row);
+    let mut end = 0;
+    for &kind in kinds {
+        end += if kind == SHIFT { frame } else { row };
+        out.extend_from_slice(&body[end - row..end]);
+    }
+    out
+}
+
 /// Undoes `encode_into`: `raw_len` bytes of rows of `row` bytes.
 pub fn decode(data: &[u8], row: usize, raw_len: usize) -> Result<Vec<u8>, String> {
     if row == 0 || !raw_len.is_multiple_of(row) {

@@ -42,17 +42,21 @@ pub struct ColumnBuffer {
     /// Lane row number of the first buffered row.
     pub first_row: u64,
     pub rows: u32,
+    /// The rows (str: their text). Frame-stack columns: the rows as the frame-stack filter
+    /// stores them, each row whole or, when it shifts the one before, its new frame alone: a
+    /// quarter of the bytes for stacks of 4 to copy and keep. The last row is still the last
+    /// `row` bytes (see `stack::Frames`).
     pub data: Vec<u8>,
     /// Str columns: end offset of each row in `data`.
     pub ends: Vec<u64>,
     /// The last row sealed (its raw bytes; text bytes for str), so a rollover can repeat it.
     pub last_sealed_row: Option<Vec<u8>>,
-    /// Frame-stack columns sealed on their stored size: the bytes of a frame.
+    /// Frame-stack columns (sealed on their stored size): the bytes of a frame, and each
+    /// buffered row's kind.
     pub frame: Option<usize>,
-    /// Frame-stack columns: the bytes the frame-stack filter will store for the rows buffered
-    /// (a whole row, or the new frame of a row that shifts the one before), and their kinds.
-    pub stored: usize,
     pub kinds: RowKinds,
+    /// Frame-stack columns: the raw bytes of the rows buffered.
+    raw: usize,
 }
 
 impl ColumnBuffer {
@@ -63,36 +67,34 @@ impl ColumnBuffer {
     }
 
     pub fn push_fixed(&mut self, row: &[u8]) {
-        self.data.extend_from_slice(row);
+        match self.frame {
+            Some(frame) => {
+                // The row before is the last `row.len()` bytes, however it was stored.
+                let before = &self.data[self.data.len().saturating_sub(row.len())..];
+                let stored = self.kinds.push(if self.rows == 0 { &[] } else { before }, row, frame);
+                self.data.extend_from_slice(&row[row.len() - stored..]);
+                self.raw += row.len();
+            }
+            None => self.data.extend_from_slice(row),
+        }
         self.rows += 1;
-        self.note_kind(row.len());
     }
 
     pub fn push_zeros(&mut self, row_bytes: Option<usize>) {
-        match row_bytes {
-            Some(n) => {
-                self.data.resize(self.data.len() + n, 0);
-                self.note_kind(n);
-            }
-            None => self.ends.push(self.data.len() as u64),
+        match (row_bytes, self.frame) {
+            (Some(n), Some(_)) => return self.push_fixed(&vec![0; n]),
+            (Some(n), None) => self.data.resize(self.data.len() + n, 0),
+            (None, _) => self.ends.push(self.data.len() as u64),
         }
         self.rows += 1;
     }
 
-    /// Frame-stack columns: room for a whole chunk at its first row (`raw` bytes, the column's
-    /// bound, and a row more), rather than growing by doubling, which copies megabytes and
-    /// faults in fresh pages at each step up; the buffer then keeps it from chunk to chunk.
-    pub fn reserve_chunk(&mut self, raw: usize, row: usize) {
+    /// Frame-stack columns: room for a whole chunk at its first row (`stored` bytes, and two
+    /// rows more), rather than growing by doubling, which copies megabytes and faults in fresh
+    /// pages at each step up; the buffer then keeps it from chunk to chunk.
+    pub fn reserve_chunk(&mut self, stored: usize, row: usize) {
         if self.frame.is_some() && self.data.capacity() == 0 {
-            self.data.reserve_exact(raw.min(MAX_RESERVED_CHUNK).saturating_add(2 * row));
-        }
-    }
-
-    /// Frame-stack columns: the kind of the row of `row` bytes just buffered.
-    fn note_kind(&mut self, row: usize) {
-        if let Some(frame) = self.frame {
-            let (before, cur) = self.data.split_at(self.data.len() - row);
-            self.stored += self.kinds.push(before, cur, frame);
+            self.data.reserve_exact(stored.min(MAX_RESERVED_CHUNK).saturating_add(2 * row));
         }
     }
 
@@ -101,11 +103,11 @@ impl ColumnBuffer {
         self.fill() >= limit.fill || self.raw_len() >= limit.raw || self.rows == u32::MAX
     }
 
-    /// The bytes a chunk of the rows buffered would be sealed on: what the frame-stack filter
-    /// stores of them for a frame-stack column, their raw bytes otherwise.
+    /// The bytes a chunk of the rows buffered is sealed on: what the frame-stack filter stores
+    /// of them for a frame-stack column, their raw bytes otherwise.
     pub fn fill(&self) -> usize {
         match self.frame {
-            Some(_) => self.stored,
+            Some(_) => self.data.len(),
             None => self.raw_len(),
         }
     }
@@ -117,7 +119,10 @@ impl ColumnBuffer {
     }
 
     pub fn raw_len(&self) -> usize {
-        self.data.len() + self.ends.len() * 8
+        match self.frame {
+            Some(_) => self.raw,
+            None => self.data.len() + self.ends.len() * 8,
+        }
     }
 
     /// The bytes of the last row this buffer took (buffered, or the last one sealed).
@@ -160,10 +165,13 @@ impl ColumnBuffer {
             self.data.clear();
             raw
         };
-        let raw_len = raw.len() as u64;
+        // Frame-stack columns buffer fewer bytes than their rows hold.
+        let raw_len = if self.frame.is_some() { self.raw } else { raw.len() } as u64;
         let capacity = raw.capacity();
-        let kinds = self.frame.map(|_| self.kinds.0.as_slice());
-        let (codec, data) = encoder.encode(&spec.codec, spec.row_layout(), raw, kinds);
+        let (codec, data) = match self.frame {
+            Some(_) => encoder.encode_frames(&spec.codec, spec.row_layout(), raw, &self.kinds.0),
+            None => encoder.encode(&spec.codec, spec.row_layout(), raw, None),
+        };
         let chunk = PendingChunk {
             lane,
             column: spec.id,
@@ -176,11 +184,11 @@ impl ColumnBuffer {
         };
         self.first_row += self.rows as u64;
         self.rows = 0;
-        self.stored = 0;
+        self.raw = 0;
         self.kinds.0.clear();
         // Keep the allocation for the next rows unless it grew far past a chunk.
         if self.data.capacity() == 0 {
-            let fits = capacity.min(chunk.raw_len as usize * 2);
+            let fits = capacity.min(chunk.data.len().max(chunk.raw_len as usize) * 2);
             self.data = match encoder.take_spare() {
                 Some(spare) if spare.capacity() <= fits => spare,
                 _ => Vec::with_capacity(fits),
@@ -291,48 +299,46 @@ impl Lane {
 mod tests {
     use super::*;
     use crate::format::stack;
+    use crate::schema::CodecSpec;
     use proptest::prelude::*;
 
     proptest! {
-        /// The kinds and stored bytes a buffer keeps as rows come are what the frame-stack
-        /// filter decides on the whole chunk, so the encoder may take them instead of comparing
-        /// the rows again, and a chunk is sealed on the bytes it will store.
+        /// A frame-stack buffer holds the rows as the filter stores them, with the kinds the
+        /// filter decides on the whole chunk: the rows come back whole, it is sealed on what it
+        /// will store, and its chunk is the one the rows themselves encode to.
         #[test]
-        fn kinds_kept_as_rows_come_are_the_filters(
+        fn frames_buffered_as_rows_come_are_the_filters(
             draws in prop::collection::vec((0u8..3, any::<bool>(), prop::collection::vec(0u8..2, 3)), 1..40),
+            zstd in any::<bool>(),
         ) {
             let (stack_frames, frame) = (4usize, 3usize);
             let row = stack_frames * frame;
             let mut buffer = ColumnBuffer::starting_at(0, Some(frame));
+            let mut rows: Vec<u8> = Vec::new();
             let mut last: Vec<u8> = vec![0; row];
             for (what, zeros, fresh) in draws {
-                match (what, zeros) {
-                    (_, true) => {
-                        buffer.push_zeros(Some(row));
-                        last = vec![0; row];
-                    }
-                    (0, _) => {
-                        // A shift: the previous row's frames 1.. and a new frame.
-                        last = [&last[frame..], &fresh[..]].concat();
-                        buffer.push_fixed(&last);
-                    }
-                    _ => {
-                        last = fresh.iter().copied().cycle().take(row).collect();
-                        buffer.push_fixed(&last);
-                    }
+                if zeros {
+                    buffer.push_zeros(Some(row));
+                    last = vec![0; row];
+                } else {
+                    last = match what {
+                        0 => [&last[frame..], &fresh[..]].concat(), // a shift: frames 1.. and a new one
+                        _ => fresh.iter().copied().cycle().take(row).collect(),
+                    };
+                    buffer.push_fixed(&last);
                 }
+                rows.extend_from_slice(&last);
             }
-            let expected = stack::RowKinds::of(&buffer.data, row, frame);
+            let expected = stack::RowKinds::of(&rows, row, frame);
             prop_assert_eq!(&buffer.kinds.0, &expected.0);
+            prop_assert_eq!(stack::expand(&buffer.data, &buffer.kinds.0, row, frame), rows.clone());
             let stored: usize = expected.0.iter().map(|&k| if k == stack::SHIFT { frame } else { row }).sum();
-            prop_assert_eq!(buffer.stored, stored);
-            let (mut given, mut decided) = (Vec::new(), Vec::new());
-            let a = stack::encode_kinds_into(&buffer.data, row, stack_frames, &buffer.kinds.0, &mut given);
-            let b = stack::encode_into(&buffer.data, row, stack_frames, &mut decided);
-            prop_assert_eq!(a, b);
-            if a.is_some() {
-                prop_assert_eq!(given, decided);
-            }
+            prop_assert_eq!((buffer.fill(), buffer.raw_len()), (stored, rows.len()));
+            prop_assert_eq!(buffer.last_row(Some(row)).unwrap(), last);
+            let spec = CodecSpec { zstd_level: zstd.then_some(3), ..CodecSpec::default() };
+            let layout = RowLayout { row_bytes: Some(row), stack: Some(stack_frames), try_delta: false };
+            let from_frames = Encoder::default().encode_frames(&spec, layout, buffer.data.clone(), &buffer.kinds.0);
+            prop_assert_eq!(from_frames, Encoder::default().encode(&spec, layout, rows, None));
         }
     }
 }

@@ -609,7 +609,7 @@ impl WriterThread {
         let buffers = &mut self.lanes[lane].buffers;
         let buffer = &mut buffers[column];
         if let Some(n) = row_bytes {
-            buffer.reserve_chunk(self.chunk_limit[column].raw, n);
+            buffer.reserve_chunk(self.chunk_limit[column].fill, n);
         }
         match (value, row_bytes) {
             (Some(v), Some(_)) => buffer.push_fixed(v),
