@@ -12,12 +12,11 @@ env's fresh arrays do. Prints the medians (µs per vector step) and the median o
 
 from __future__ import annotations
 
-import gc
 import statistics
 import sys
 import time
 
-from test_recording_round2 import _replayed
+from test_recording_round2 import _replayed, recorder_calls
 from trajcore import bench
 
 
@@ -27,18 +26,7 @@ def main() -> None:
     captured = int(sys.argv[3]) if len(sys.argv) > 3 else 1_000
     bench.time.perf_counter = clock  # type: ignore[attr-defined]  # the clock EnvLoop.run reads
     loops = {"none": _replayed(False, captured), "res": _replayed(True, captured)}
-    seg = 1_000
-    for plain, recorded in loops.values():
-        plain.run(seg)
-        recorded.run(seg)
-    call: dict[str, list[float]] = {k: [] for k in loops}
-    gc.collect()
-    for r in range(rounds):
-        for name, (plain, recorded) in loops.items():
-            order = (plain, recorded) if r % 2 == 0 else (recorded, plain)
-            t = {id(loop): loop.run(seg) / seg for loop in order}
-            call[name].append((t[id(recorded)] - t[id(plain)]) * 1e6)
-            recorded.env.flush()
+    call = recorder_calls(loops, rounds)
     for _, recorded in loops.values():
         recorded.env.close()
     for name, c in call.items():

@@ -46,28 +46,29 @@ def _replayed(wrap: bool, steps: int = 1_000) -> tuple[Any, Any]:
     return EnvLoop(plain, False, actions, None, None), EnvLoop(recorded, False, actions, None, None)
 
 
+def recorder_calls(loops: dict[str, tuple[EnvLoop, EnvLoop]], rounds: int, seg: int = 1_000) -> dict[str, list[float]]:
+    """Per (plain, recorded) loop pair: the recorder call in µs per vector step (recorded minus
+    plain), each round's segments run in alternating order, flushed between rounds."""
+    for plain, recorded in loops.values():
+        plain.run(seg)
+        recorded.run(seg)
+    call: dict[str, list[float]] = {k: [] for k in loops}
+    gc.collect()
+    for r in range(rounds):
+        for name, (plain, recorded) in loops.items():
+            order = (plain, recorded) if r % 2 == 0 else (recorded, plain)
+            t = {id(loop): loop.run(seg) / seg for loop in order}
+            call[name].append((t[id(recorded)] - t[id(plain)]) * 1e6)
+            recorded.env.flush()
+    return call
+
+
 def test_infos_call(benchmark: Any, report: list[dict[str, Any]]) -> None:
     """The recorder call (recorded replay minus replay alone, µs per vector step) with and
     without infos, every loop in turn in each round. Segments of 1,000 steps, flushed between
     rounds (outside the timing): the loop never waits for the writer."""
     loops = {"none": _replayed(False), "res": _replayed(True)}
-    seg, rounds = 1_000, 41
-    for plain, recorded in loops.values():
-        plain.run(seg)
-        recorded.run(seg)
-
-    def measure() -> dict[str, list[float]]:
-        call: dict[str, list[float]] = {k: [] for k in loops}
-        gc.collect()
-        for r in range(rounds):
-            for name, (plain, recorded) in loops.items():
-                order = (plain, recorded) if r % 2 == 0 else (recorded, plain)
-                t = {id(loop): loop.run(seg) / seg for loop in order}
-                call[name].append((t[id(recorded)] - t[id(plain)]) * 1e6)
-                recorded.env.flush()
-        return call
-
-    call = benchmark.pedantic(measure, rounds=1, iterations=1)
+    call = benchmark.pedantic(lambda: recorder_calls(loops, 41), rounds=1, iterations=1)
     waits = {k: rec.env.stats()["ring_waits"] for k, (_, rec) in loops.items()}
     for _, rec in loops.values():
         rec.env.close()

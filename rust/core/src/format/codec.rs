@@ -18,6 +18,11 @@ pub const CODEC_STACK: u8 = 3;
 /// stored raw, which reads faster and can be viewed without copying.
 const MIN_SAVING: f64 = 0.05;
 
+/// Whether `packed` bytes for `raw` save enough to be kept (see `MIN_SAVING`).
+fn saves_enough(packed: usize, raw: usize) -> bool {
+    (packed as f64) < raw as f64 * (1.0 - MIN_SAVING)
+}
+
 pub fn codec_ids(codec: u32) -> impl Iterator<Item = u8> {
     codec.to_le_bytes().into_iter().take_while(|&b| b != 0)
 }
@@ -41,7 +46,7 @@ pub struct RowLayout {
 
 /// Encodes one chunk's raw rows.
 pub fn encode(spec: &CodecSpec, layout: RowLayout, raw: &[u8]) -> (u32, Vec<u8>) {
-    Encoder::default().encode(spec, layout, raw.to_vec(), None)
+    Encoder::default().encode(spec, layout, raw.to_vec())
 }
 
 /// Encodes chunks with reused state: one zstd context per level (making one per chunk costs a
@@ -61,25 +66,14 @@ impl Encoder {
     /// previous row held at that place, measured larger on them); otherwise delta if the column
     /// asks for it, or, on small integer rows (`try_delta`), whichever of with and without delta
     /// compresses smaller (counters such as frame numbers shrink ten-fold with it, random
-    /// integers grow); then zstd. `kinds`: the rows' frame-stack kinds where the caller decided
-    /// them already (`stack::RowKinds` of these rows).
-    pub fn encode(
-        &mut self,
-        spec: &CodecSpec,
-        layout: RowLayout,
-        raw: Vec<u8>,
-        kinds: Option<&[u8]>,
-    ) -> (u32, Vec<u8>) {
+    /// integers grow); then zstd.
+    pub fn encode(&mut self, spec: &CodecSpec, layout: RowLayout, raw: Vec<u8>) -> (u32, Vec<u8>) {
         let Some(level) = spec.zstd_level else { return (0, raw) };
         let mut ids = Vec::with_capacity(2);
         let row_bytes = layout.row_bytes.filter(|&r| r > 0);
         let mut filtered = std::mem::take(&mut self.filtered);
         if let (Some(row), Some(frames), true) = (row_bytes, layout.stack, spec.frame_stack) {
-            let encoded = match kinds {
-                Some(kinds) => stack::encode_kinds_into(&raw, row, frames, kinds, &mut filtered),
-                None => stack::encode_into(&raw, row, frames, &mut filtered),
-            };
-            if encoded.is_some() {
+            if stack::encode_into(&raw, row, frames, &mut filtered).is_some() {
                 ids.push(CODEC_STACK);
             }
         }
@@ -99,7 +93,7 @@ impl Encoder {
             }
         }
         match packed {
-            Some(packed) if (packed.len() as f64) < raw.len() as f64 * (1.0 - MIN_SAVING) => {
+            Some(packed) if saves_enough(packed.len(), raw.len()) => {
                 ids.push(CODEC_ZSTD);
                 self.spare = Some(raw);
                 (pipeline(&ids), packed)
@@ -120,11 +114,11 @@ impl Encoder {
     ) -> (u32, Vec<u8>) {
         // Rows are buffered as frames only where they split in frames.
         let (Some(row), Some(stack)) = (layout.row_bytes, layout.stack) else {
-            return self.encode(spec, layout, body, None);
+            return self.encode(spec, layout, body);
         };
         if !kinds.contains(&stack::SHIFT) {
-            // Every row whole: the body is the rows.
-            return self.encode(spec, layout, body, Some(kinds));
+            // Every row whole: the body is the rows, and the filter has nothing to store once.
+            return self.encode(spec, RowLayout { stack: None, ..layout }, body);
         }
         let Some(level) = spec.zstd_level else { return (0, stack::expand(&body, kinds, row, row / stack)) };
         let raw_len = kinds.len() * row;
@@ -136,7 +130,7 @@ impl Encoder {
         let packed = self.compress(level, &filtered);
         self.filtered = filtered;
         match packed {
-            Some(packed) if (packed.len() as f64) < raw_len as f64 * (1.0 - MIN_SAVING) => {
+            Some(packed) if saves_enough(packed.len(), raw_len) => {
                 self.spare = Some(body);
                 (pipeline(&[CODEC_STACK, CODEC_ZSTD]), packed)
             }

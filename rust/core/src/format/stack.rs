@@ -35,13 +35,26 @@ pub fn encode_into(raw: &[u8], row: usize, stack: usize, out: &mut Vec<u8>) -> O
     if !raw.len().is_multiple_of(row) {
         return None;
     }
-    let kinds = RowKinds::of(raw, row, frame);
-    encode_kinds_into(raw, row, stack, &kinds.0, out)
+    let RowKinds(kinds) = RowKinds::of(raw, row, frame);
+    let shifts = kinds.iter().filter(|&&k| k == SHIFT).count();
+    if shifts == 0 {
+        return None;
+    }
+    let rows = kinds.len();
+    out.clear();
+    out.reserve(HEADER_LEN + rows + rows * row - shifts * (row - frame));
+    out.extend_from_slice(&(stack as u32).to_le_bytes());
+    out.extend_from_slice(&kinds);
+    for (r, &kind) in kinds.iter().enumerate() {
+        let cur = &raw[r * row..(r + 1) * row];
+        out.extend_from_slice(if kind == SHIFT { &cur[row - frame..] } else { cur });
+    }
+    Some(())
 }
 
 /// The kind of each row of a column of frame stacks, decided as rows arrive (a writer buffering
-/// rows compares each with the one before while it is in the CPU's caches, and hands the kinds
-/// to `encode_kinds_into` instead of comparing the rows again).
+/// rows compares each with the one before while it is in the CPU's caches, and keeps only what
+/// the filter stores of it: see `Encoder::encode_frames`).
 #[derive(Debug, Default, Clone)]
 pub struct RowKinds(pub Vec<u8>);
 
@@ -67,30 +80,6 @@ impl RowKinds {
             row
         }
     }
-}
-
-/// `encode_into` with the rows' kinds decided already (`RowKinds` of these very rows).
-pub fn encode_kinds_into(raw: &[u8], row: usize, stack: usize, kinds: &[u8], out: &mut Vec<u8>) -> Option<()> {
-    let frame = frame_bytes(row, stack)?;
-    let rows = raw.len() / row;
-    if !raw.len().is_multiple_of(row) || kinds.len() != rows {
-        return None;
-    }
-    let shifts = kinds.iter().filter(|&&k| k == SHIFT).count();
-    if shifts == 0 {
-        return None;
-    }
-    debug_assert!(kinds.iter().enumerate().all(|(r, &k)| (k == SHIFT)
-        == (r > 0 && is_shift(&raw[(r - 1) * row..r * row], &raw[r * row..(r + 1) * row], frame))));
-    out.clear();
-    out.reserve(HEADER_LEN + rows + rows * row - shifts * (row - frame));
-    out.extend_from_slice(&(stack as u32).to_le_bytes());
-    out.extend_from_slice(kinds);
-    for (r, &kind) in kinds.iter().enumerate() {
-        let cur = &raw[r * row..(r + 1) * row];
-        out.extend_from_slice(if kind == SHIFT { &cur[row - frame..] } else { cur });
-    }
-    Some(())
 }
 
 /// The rows of `row` bytes that `body` stores as `kinds` say (each whole, or its last frame of
@@ -135,35 +124,45 @@ fn stored_len(kind: u8, r: usize, row: usize, frame: usize) -> Result<usize, Str
     }
 }
 
+/// Where the stored bytes of each of the first `wanted` of `rows` rows end in an encoded
+/// chunk `data` (header, kinds, rows), as its kinds say (`data` holds at least the kinds).
+fn stored_ends(data: &[u8], row: usize, rows: usize, wanted: usize) -> Result<Vec<usize>, String> {
+    let (frame, kinds) = kinds(data, row, rows)?;
+    let mut end = HEADER_LEN + rows;
+    let ends = kinds.iter().enumerate().take(wanted).map(|(r, &kind)| {
+        end += stored_len(kind, r, row, frame)?;
+        Ok(end)
+    });
+    ends.collect()
+}
+
+/// `stored_ends`, checked against `data`: every row wanted inside it and, when all rows are
+/// wanted, nothing after the last.
+fn checked_ends(data: &[u8], row: usize, rows: usize, wanted: usize) -> Result<Vec<usize>, String> {
+    let ends = stored_ends(data, row, rows, wanted)?;
+    let end = ends.last().copied().unwrap_or(HEADER_LEN + rows);
+    if end > data.len() {
+        return Err("frame-stack codec: rows cut short".into());
+    }
+    if wanted >= rows && end < data.len() {
+        return Err(format!("frame-stack codec: {} bytes past the last row", data.len() - end));
+    }
+    Ok(ends)
+}
+
 /// The encoded bytes (header, kinds, rows) that the first `wanted` of `rows` rows need: what a
 /// reader decompresses to read them (`data` holds at least the header and the kinds).
 pub fn prefix_len(data: &[u8], row: usize, rows: usize, wanted: usize) -> Result<usize, String> {
-    let (frame, kinds) = kinds(data, row, rows)?;
-    let mut len = HEADER_LEN + rows;
-    for (r, &kind) in kinds.iter().enumerate().take(wanted) {
-        len += stored_len(kind, r, row, frame)?;
-    }
-    Ok(len)
+    Ok(stored_ends(data, row, rows, wanted)?.last().copied().unwrap_or(HEADER_LEN + rows))
 }
 
 /// The first `wanted` rows of a chunk of `rows` rows (all of them: `data` must end at the last).
+/// Each row is the `row` bytes ending where its own stored bytes end (see `Frames`).
 pub fn decode_rows(data: &[u8], row: usize, rows: usize, wanted: usize) -> Result<Vec<u8>, String> {
-    let (frame, kinds) = kinds(data, row, rows)?;
-    let mut body = &data[HEADER_LEN + rows..];
-    let mut out = Vec::with_capacity(wanted.min(rows) * row);
-    for (r, &kind) in kinds.iter().enumerate().take(wanted) {
-        let take = stored_len(kind, r, row, frame)?;
-        if body.len() < take {
-            return Err("frame-stack codec: rows cut short".into());
-        }
-        if kind == SHIFT {
-            out.extend_from_within(out.len() - row + frame..);
-        }
-        out.extend_from_slice(&body[..take]);
-        body = &body[take..];
-    }
-    if wanted >= rows && !body.is_empty() {
-        return Err(format!("frame-stack codec: {} bytes past the last row", body.len()));
+    let ends = checked_ends(data, row, rows, wanted)?;
+    let mut out = Vec::with_capacity(ends.len() * row);
+    for end in ends {
+        out.extend_from_slice(&data[end - row..end]);
     }
     Ok(out)
 }
@@ -186,20 +185,7 @@ impl Frames {
     /// (`data` holds at least `prefix_len` of them; all of them, and no more, when `wanted`
     /// is every row).
     pub fn new(data: Vec<u8>, row: usize, rows: usize, wanted: usize) -> Result<Self, String> {
-        let (frame, kinds) = kinds(&data, row, rows)?;
-        let wanted = wanted.min(rows);
-        let mut ends = Vec::with_capacity(wanted);
-        let mut end = HEADER_LEN + rows;
-        for (r, &kind) in kinds.iter().enumerate().take(wanted) {
-            end += stored_len(kind, r, row, frame)?;
-            ends.push(end);
-        }
-        if end > data.len() {
-            return Err("frame-stack codec: rows cut short".into());
-        }
-        if wanted == rows && end < data.len() {
-            return Err(format!("frame-stack codec: {} bytes past the last row", data.len() - end));
-        }
+        let ends = checked_ends(&data, row, rows, wanted.min(rows))?;
         Ok(Frames { data, row, ends })
     }
 
@@ -282,18 +268,9 @@ mod tests {
                 prop_assert_eq!(decode_rows(&enc[..need], row, rows, wanted).unwrap(), &raw[..wanted * row]);
                 if need > HEADER_LEN + rows && wanted > 0 {
                     prop_assert!(decode_rows(&enc[..need - 1], row, rows, wanted).is_err());
+                    prop_assert!(Frames::new(enc[..need - 1].to_vec(), row, rows, wanted).is_err());
                 }
-            }
-        }
-
-        #[test]
-        fn frames_hold_each_row_as_decoded((stack, frame, raw) in rows_strategy(), cut in 0usize..40) {
-            let row = stack * frame;
-            let rows = raw.len() / row;
-            let mut enc = Vec::new();
-            if encode_into(&raw, row, stack, &mut enc).is_some() {
-                let wanted = cut % (rows + 1);
-                let need = prefix_len(&enc, row, rows, wanted).unwrap();
+                // Held as frames, the same rows, each one slice.
                 let frames = Frames::new(enc[..need].to_vec(), row, rows, wanted).unwrap();
                 prop_assert_eq!(frames.rows(), wanted);
                 for r in 0..wanted {
@@ -305,9 +282,6 @@ mod tests {
                 let mut longer = enc.clone();
                 longer.push(0);
                 prop_assert!(Frames::new(longer, row, rows, rows).is_err(), "bytes past the last row");
-                if need > HEADER_LEN + rows && wanted > 0 {
-                    prop_assert!(Frames::new(enc[..need - 1].to_vec(), row, rows, wanted).is_err());
-                }
             }
         }
 

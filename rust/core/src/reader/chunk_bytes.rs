@@ -16,6 +16,14 @@ pub(crate) enum Decoded {
 }
 
 impl Decoded {
+    /// The bytes of the whole rows it holds, for rows of `row_bytes` (frames: as rebuilt).
+    pub fn rows_len(&self, row_bytes: Option<usize>) -> usize {
+        match self {
+            Decoded::Rows(b) => b.len(),
+            Decoded::Frames(f) => f.rows() * row_bytes.unwrap_or(0),
+        }
+    }
+
     /// The memory it holds (what the cache counts).
     pub fn heap_bytes(&self) -> usize {
         match self {
@@ -83,13 +91,5 @@ impl ChunkBytes<'_> {
             None => self.frames()?.row(r)?,
         };
         Some(start.as_ptr())
-    }
-}
-
-/// The bytes of the whole rows a decoded chunk holds, for rows of `row_bytes`.
-pub(crate) fn decoded_len(d: &Decoded, row_bytes: Option<usize>) -> usize {
-    match d {
-        Decoded::Rows(b) => b.len(),
-        Decoded::Frames(f) => f.rows() * row_bytes.unwrap_or(0),
     }
 }

@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::cache::IntMap;
-use super::chunk_bytes::{decoded_len, ChunkBytes, Decoded};
+use super::chunk_bytes::{ChunkBytes, Decoded};
 use super::dataset::{Dataset, Located};
 use super::lane_scan::{join_steps, push_piece};
 use super::prefetch;
@@ -662,7 +662,7 @@ impl Dataset {
                         continue;
                     }
                     // A cached prefix too short for these rows is decoded again, further.
-                    match get((loc.shard, loc.chunk.data_offset)).filter(|d| decoded_len(d, slots[i].1) >= need[i]) {
+                    match get((loc.shard, loc.chunk.data_offset)).filter(|d| d.rows_len(slots[i].1) >= need[i]) {
                         Some(d) => data[i] = Some(ChunkBytes::Decoded(d)),
                         None => wanted.push(i),
                     }
@@ -675,13 +675,7 @@ impl Dataset {
         }
         let decode = |(i, stored): &(usize, Cow<'d, [u8]>)| -> Result<Decoded> {
             let (loc, row_bytes) = &slots[*i];
-            match stored {
-                // Without a map, a raw chunk read from the file is its rows.
-                Cow::Owned(raw) if loc.chunk.codec == 0 && raw.len() as u64 == loc.chunk.raw_len => {
-                    Ok(Decoded::Rows(raw.clone()))
-                }
-                stored => self.decode_chunk(loc, stored, *row_bytes, need[*i]),
-            }
+            self.decode_chunk(loc, stored, *row_bytes, need[*i])
         };
         let bytes: usize = missing.iter().map(|&(i, _)| need[i]).sum();
         let threads = max_threads().min(missing.len());

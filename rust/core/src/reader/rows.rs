@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use memmap2::Mmap;
 
-use super::chunk_bytes::{decoded_len, ChunkBytes, Decoded};
+use super::chunk_bytes::{ChunkBytes, Decoded};
 use super::dataset::{Dataset, Located};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -179,7 +179,7 @@ impl Dataset {
         let key = (loc.shard, loc.chunk.data_offset);
         let whole = loc.chunk.raw_len as usize;
         // A gather may have cached a prefix only: decode such a chunk whole.
-        if let Some(data) = self.cache.get(key).filter(|d| decoded_len(d, row_bytes) == whole) {
+        if let Some(data) = self.cache.get(key).filter(|d| d.rows_len(row_bytes) == whole) {
             return Ok(ChunkBytes::Decoded(data));
         }
         let stored = self.stored_unchecked(loc)?;

@@ -55,20 +55,27 @@ pub struct ColumnBuffer {
     /// buffered row's kind.
     pub frame: Option<usize>,
     pub kinds: RowKinds,
-    /// Frame-stack columns: the raw bytes of the rows buffered.
+    /// Frame-stack columns: the raw bytes of the rows buffered, and the stored bytes a chunk
+    /// is sealed at (room for them is reserved at a chunk's first row).
     raw: usize,
+    fill: usize,
 }
 
 impl ColumnBuffer {
-    /// A buffer for a column's rows from `first_row`; `frame` (a frame's bytes) for a column
-    /// sealed on the bytes the frame-stack filter stores.
-    pub fn starting_at(first_row: u64, frame: Option<usize>) -> Self {
-        ColumnBuffer { first_row, frame, ..Default::default() }
+    /// A buffer for a column's rows from `first_row`, sealed at `limit`.
+    pub fn starting_at(first_row: u64, limit: &ChunkLimit) -> Self {
+        ColumnBuffer { first_row, frame: limit.frame, fill: limit.fill, ..Default::default() }
     }
 
     pub fn push_fixed(&mut self, row: &[u8]) {
         match self.frame {
             Some(frame) => {
+                if self.data.capacity() == 0 {
+                    // Room for a whole chunk (and the two rows a step may add past it) at once
+                    // rather than growing by doubling, which copies megabytes and faults in
+                    // fresh pages at each step up; the buffer keeps it from chunk to chunk.
+                    self.data.reserve_exact(self.fill.min(MAX_RESERVED_CHUNK).saturating_add(2 * row.len()));
+                }
                 // The row before is the last `row.len()` bytes, however it was stored.
                 let before = &self.data[self.data.len().saturating_sub(row.len())..];
                 let stored = self.kinds.push(if self.rows == 0 { &[] } else { before }, row, frame);
@@ -87,15 +94,6 @@ impl ColumnBuffer {
             (None, _) => self.ends.push(self.data.len() as u64),
         }
         self.rows += 1;
-    }
-
-    /// Frame-stack columns: room for a whole chunk at its first row (`stored` bytes, and two
-    /// rows more), rather than growing by doubling, which copies megabytes and faults in fresh
-    /// pages at each step up; the buffer then keeps it from chunk to chunk.
-    pub fn reserve_chunk(&mut self, stored: usize, row: usize) {
-        if self.frame.is_some() && self.data.capacity() == 0 {
-            self.data.reserve_exact(stored.min(MAX_RESERVED_CHUNK).saturating_add(2 * row));
-        }
     }
 
     /// Whether the rows buffered make a chunk to seal.
@@ -170,7 +168,7 @@ impl ColumnBuffer {
         let capacity = raw.capacity();
         let (codec, data) = match self.frame {
             Some(_) => encoder.encode_frames(&spec.codec, spec.row_layout(), raw, &self.kinds.0),
-            None => encoder.encode(&spec.codec, spec.row_layout(), raw, None),
+            None => encoder.encode(&spec.codec, spec.row_layout(), raw),
         };
         let chunk = PendingChunk {
             lane,
@@ -313,7 +311,7 @@ mod tests {
         ) {
             let (stack_frames, frame) = (4usize, 3usize);
             let row = stack_frames * frame;
-            let mut buffer = ColumnBuffer::starting_at(0, Some(frame));
+            let mut buffer = ColumnBuffer::starting_at(0, &ChunkLimit { fill: 1 << 20, raw: 4 << 20, frame: Some(frame) });
             let mut rows: Vec<u8> = Vec::new();
             let mut last: Vec<u8> = vec![0; row];
             for (what, zeros, fresh) in draws {
@@ -338,7 +336,7 @@ mod tests {
             let spec = CodecSpec { zstd_level: zstd.then_some(3), ..CodecSpec::default() };
             let layout = RowLayout { row_bytes: Some(row), stack: Some(stack_frames), try_delta: false };
             let from_frames = Encoder::default().encode_frames(&spec, layout, buffer.data.clone(), &buffer.kinds.0);
-            prop_assert_eq!(from_frames, Encoder::default().encode(&spec, layout, rows, None));
+            prop_assert_eq!(from_frames, Encoder::default().encode(&spec, layout, rows));
         }
     }
 }

@@ -492,7 +492,7 @@ impl WriterThread {
         debug_assert_eq!(id, self.columns.len(), "column ids are dense");
         let limit = ChunkLimit::of(&spec, self.config.chunk_bytes);
         for lane in &mut self.lanes {
-            lane.buffers.push(ColumnBuffer::starting_at(lane.rows_of(spec.timeline), limit.frame));
+            lane.buffers.push(ColumnBuffer::starting_at(lane.rows_of(spec.timeline), &limit));
         }
         self.row_bytes.push(spec.row_bytes());
         self.chunk_limit.push(limit);
@@ -608,9 +608,6 @@ impl WriterThread {
         let (row_bytes, mask) = (self.row_bytes[column], self.columns[column].mask);
         let buffers = &mut self.lanes[lane].buffers;
         let buffer = &mut buffers[column];
-        if let Some(n) = row_bytes {
-            buffer.reserve_chunk(self.chunk_limit[column].fill, n);
-        }
         match (value, row_bytes) {
             (Some(v), Some(_)) => buffer.push_fixed(v),
             (Some(v), None) => buffer.push_str(v),
