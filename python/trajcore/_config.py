@@ -111,6 +111,7 @@ def build_config(
     ring_bytes: int | None,
     index_interval_bytes: int | None = None,
     timelog: bool = True,
+    compact_shards: bool = True,
     render_fps: float | None = None,
     frame_bytes: int = 0,
 ) -> str:
@@ -175,6 +176,7 @@ def build_config(
         "durability": durability,
         "block_when_full": bool(block_when_full),
         "timelog": bool(timelog),
+        "compact_shards": bool(compact_shards),
         # Info and custom data columns are made by the core on first sight, with these codecs.
         "info_codec": checked.get("info", default),
         "data_codec": checked.get("data", checked.get("info", default)),

@@ -496,6 +496,9 @@ impl PyRecorder {
         d.set_item("ring_capacity", s.ring_capacity)?;
         d.set_item("ring_waits", s.ring_waits)?;
         d.set_item("backlog_waits", s.backlog_waits)?;
+        d.set_item("shards_compacted", s.shards_compacted)?;
+        d.set_item("bytes_compacted", s.bytes_compacted)?;
+        d.set_item("compaction_error", s.compaction_error)?;
         d.set_item("steps_not_recorded", guard.rec.splitter().unrecorded_total())?;
         let skipped = PyDict::new(py);
         for (prefix, columns) in [("info", &guard.infos), ("data", &guard.data)] {

@@ -266,6 +266,8 @@ impl Shard {
             }
             _ => match std::fs::metadata(&self.path).map(|m| identity_of(&m)) {
                 Ok(id) if id == self.identity => return None,
+                // The writer's compaction of this very shard (`writer::compact`): same rows.
+                Ok(_) if self.same_header_as_file_now() => return None,
                 Ok(_) => (
                     "the file was replaced under its name since it was opened: the dataset still reads the file it \
                      opened; reopen it to read the new one"
@@ -280,6 +282,14 @@ impl Shard {
         };
         self.change_reported = true;
         Some((self.problem(0, why), damage))
+    }
+
+    /// Whether the file now under this shard's name starts with this shard's header (same
+    /// recording, shard number and creation time): the writer replaced it by its compaction.
+    fn same_header_as_file_now(&self) -> bool {
+        let mut head = [0u8; HEADER_LEN];
+        File::open(&self.path).and_then(|mut f| f.read_exact(&mut head)).is_ok()
+            && FileHeader::decode(&head).is_ok_and(|h| h == self.header)
     }
 
     /// Takes in the records written since the last scan (all of them, the first time).

@@ -86,6 +86,10 @@ pub struct RecorderConfig {
     /// Store the writer's timelog (a sample per second) in the file, for plots after the fact.
     #[serde(default = "yes")]
     pub timelog: bool,
+    /// Rewrite each closed shard without the small chunks the flush timer cut, when that saves
+    /// at least 1% of it (`compact`): the file's size then no longer depends on the env's pace.
+    #[serde(default = "yes")]
+    pub compact_shards: bool,
     /// Codec of info columns, which the core creates on first sight.
     #[serde(default)]
     pub info_codec: CodecSpec,

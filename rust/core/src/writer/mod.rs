@@ -2,6 +2,7 @@
 //! them into per-env episodes and appends compressed, checksummed chunks to shard files.
 
 pub mod autoreset;
+pub mod compact;
 pub mod config;
 pub mod lane;
 pub mod message;

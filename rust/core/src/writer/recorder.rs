@@ -31,7 +31,7 @@ pub struct NewColumn {
 }
 
 /// Counters for progress reports and benchmarks.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Stats {
     pub steps: u64,
     pub episodes: u64,
@@ -40,6 +40,12 @@ pub struct Stats {
     pub ring_capacity: u64,
     pub ring_waits: u64,
     pub backlog_waits: u64,
+    /// Closed shards rewritten without the flush timer's small chunks, and the bytes saved
+    /// (`bytes_written` counts the files as they are after it).
+    pub shards_compacted: u64,
+    pub bytes_compacted: u64,
+    /// Why a closed shard was left uncompacted (all its rows still in it).
+    pub compaction_error: Option<String>,
 }
 
 pub struct Recorder {
@@ -812,6 +818,9 @@ impl Recorder {
             ring_capacity: self.producer.buffer().capacity() as u64,
             ring_waits: s.ring_waits.load(Ordering::Relaxed),
             backlog_waits: s.backlog_waits.load(Ordering::Relaxed),
+            shards_compacted: s.shards_compacted.load(Ordering::Relaxed),
+            bytes_compacted: s.bytes_compacted.load(Ordering::Relaxed),
+            compaction_error: s.compaction_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         }
     }
 

@@ -10,7 +10,7 @@ use super::config::Durability;
 use crate::error::{Error, Result};
 use crate::format::chunks::{self, ChunkRef, PendingChunk};
 use crate::format::episode::{self, EpisodeSummary};
-use crate::format::header::{FileHeader, PACKED_TABLES};
+use crate::format::header::{FileHeader, HEADER_LEN, PACKED_TABLES};
 use crate::format::index::{IndexDelta, OtherRecord, NO_PREVIOUS};
 use crate::format::record::{padding_after, RecordHeader, RecordKind, PACKED_TABLE};
 use crate::format::DATA_ALIGN;
@@ -57,9 +57,26 @@ impl ShardWriter {
     ) -> Result<Self> {
         let created_ns = now_ns();
         let path = dir.join(shard_name(created_ns, &recording_id, shard_seq));
+        // Its Chunks and Index records may pack their tables: readers that cannot unpack them
+        // refuse the file rather than leave those records out.
+        let header =
+            FileHeader { required_flags: PACKED_TABLES, ..FileHeader::new(recording_id, shard_seq, created_ns) };
+        let mut shard = Self::create_at(path, &header.encode(), durability)?;
+        let meta = shard.append(RecordKind::Meta, meta_json);
+        shard.index.other_records.push(OtherRecord { kind: RecordKind::Meta as u32, offset: meta });
+        for column in columns {
+            shard.add_column(column)?;
+        }
+        shard.flush_to_os()?;
+        Ok(shard)
+    }
+
+    /// A new file at `path` (which must not exist) holding `header` so far.
+    pub fn create_at(path: PathBuf, header: &[u8; HEADER_LEN], durability: Durability) -> Result<Self> {
         // create_new: never clobber a file someone may be reading.
         let file = OpenOptions::new().write(true).create_new(true).open(&path).map_err(|e| Error::io(&path, e))?;
         let identity = file.metadata().ok().as_ref().and_then(identity);
+        let shard_seq = FileHeader::decode(header).map_or(0, |h| h.shard_seq);
         let mut shard = ShardWriter {
             path,
             file,
@@ -72,18 +89,8 @@ impl ShardWriter {
             identity,
             shard_seq,
         };
-        // Its Chunks and Index records may pack their tables: readers that cannot unpack them
-        // refuse the file rather than leave those records out.
-        let header =
-            FileHeader { required_flags: PACKED_TABLES, ..FileHeader::new(recording_id, shard_seq, created_ns) };
-        shard.pending.bytes.extend_from_slice(&header.encode());
-        shard.offset = shard.pending.bytes.len() as u64;
-        let meta = shard.append(RecordKind::Meta, meta_json);
-        shard.index.other_records.push(OtherRecord { kind: RecordKind::Meta as u32, offset: meta });
-        for column in columns {
-            shard.add_column(column)?;
-        }
-        shard.flush_to_os()?;
+        shard.pending.bytes.extend_from_slice(header);
+        shard.offset = header.len() as u64;
         Ok(shard)
     }
 
@@ -171,6 +178,16 @@ impl ShardWriter {
         let payload = episode::encode_batch(&items);
         let at = self.append(RecordKind::Episode, &payload);
         self.index.episode_records.push(at);
+    }
+
+    /// Appends a record of another shard as it was (Meta, Column, Timelog or Episode: records
+    /// holding no file offsets), listed by the index like the writer's own.
+    pub fn copy_record(&mut self, kind: RecordKind, payload: &[u8]) {
+        let at = self.append(kind, payload);
+        match kind {
+            RecordKind::Episode => self.index.episode_records.push(at),
+            _ => self.index.other_records.push(OtherRecord { kind: kind as u32, offset: at }),
+        }
     }
 
     /// Writes an Index record when enough has been written since the last one, so that a reader

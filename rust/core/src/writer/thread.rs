@@ -4,7 +4,7 @@
 //! shard past the size limit.
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value};
 
 use super::autoreset::{op, row_sources, LaneOp, RowKind};
+use super::compact;
 use super::config::{Durability, RecorderConfig};
 use super::lane::{ChunkLimit, ColumnBuffer, EndedEpisode, Lane, OpenEpisode};
 use super::message::{self, EntryKind, EntryRef, Message, MessageKind, Slot};
@@ -50,6 +51,11 @@ pub struct Shared {
     /// Messages taken off the ring so far (the producer paces itself by how fast this moves).
     pub handled: AtomicU64,
     pub shard_paths: Mutex<Vec<PathBuf>>,
+    /// Closed shards rewritten without the flush timer's small chunks, and the bytes that saved.
+    pub shards_compacted: AtomicU64,
+    pub bytes_compacted: AtomicU64,
+    /// Why a closed shard could not be compacted (it was left as it was, every row in it).
+    pub compaction_error: Mutex<Option<String>>,
     /// Per-second timings of the writer thread (see `timelog`).
     pub timelog: timelog::Live,
 }
@@ -788,7 +794,8 @@ impl WriterThread {
         self.append_timelog(true);
         self.write_pending_episodes()?;
         if let Some(old) = self.shard.take() {
-            self.clock.time_write(|| old.finish())?;
+            let path = self.clock.time_write(|| old.finish())?;
+            self.compact_closed(&path);
         }
         self.shard_seq += 1;
         let shard = self.clock.time_write(|| {
@@ -878,8 +885,32 @@ impl WriterThread {
             let path = self.clock.time_write(|| shard.finish())?;
             let after = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(before);
             self.shared.bytes_written.fetch_add(after.saturating_sub(before), Ordering::Relaxed);
+            self.compact_closed(&path);
         }
         Ok(())
+    }
+
+    /// Rewrites the shard just closed at `path` without the small chunks the flush timer cut
+    /// (`compact`). A failure leaves the shard as it was, every row in it, and is reported in
+    /// the stats: only its size is not what it could be.
+    fn compact_closed(&mut self, path: &Path) {
+        if !self.config.compact_shards {
+            return;
+        }
+        let (chunk_bytes, durability, encoder) = (self.config.chunk_bytes, self.durability, &mut self.encoder);
+        match self.clock.time(Stage::Compress, || compact::compact(path, chunk_bytes, durability, encoder)) {
+            Ok(Some(done)) => {
+                self.shared.shards_compacted.fetch_add(1, Ordering::Relaxed);
+                let saved = done.bytes_before.saturating_sub(done.bytes_after);
+                self.shared.bytes_compacted.fetch_add(saved, Ordering::Relaxed);
+                self.shared.bytes_written.fetch_sub(saved, Ordering::Relaxed);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                let mut slot = self.shared.compaction_error.lock().unwrap_or_else(|p| p.into_inner());
+                slot.get_or_insert(format!("{}: not compacted: {e}", path.display()));
+            }
+        }
     }
 }
 

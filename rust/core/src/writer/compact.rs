@@ -1,0 +1,436 @@
+//! Compaction of a closed shard whose chunks the flush timer cut small.
+//!
+//! A recording paced by a slow env seals every column of every lane each `flush_interval`, so
+//! its small columns (actions, rewards, flags, infos) end up in chunks of a few dozen rows: each
+//! a zstd frame of its own plus a table entry, and frame stacks restart with a whole stack. The
+//! same steps recorded fast make a file ~10% smaller. Once a shard is closed no reader needs
+//! those cuts any more, so the writer rewrites it: each stretch of consecutive chunks of a
+//! (lane, column) that the timer cut is decoded and sealed again as the writer seals a fast
+//! recording's rows (same buffer, same limit), so the chunks come out as if recorded fast;
+//! every other record is copied byte for byte, after its checksum is checked. The new file gets
+//! the same header (recording, shard number, creation time) and name, and replaces the old one
+//! by a rename: a reader holding the old one keeps reading it (it is complete and holds the same
+//! rows), a crash leaves the old one in place.
+//!
+//! Which chunks are sealed again is decided by `plan_runs`, apart from the file handling in
+//! `compact`.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use memmap2::Mmap;
+
+use super::config::Durability;
+use super::lane::{ChunkLimit, ColumnBuffer};
+use super::shard::ShardWriter;
+use crate::error::{Error, Result};
+use crate::format::chunks::{self, ChunkRef, PendingChunk};
+use crate::format::codec::{self, Encoder};
+use crate::format::episode;
+use crate::format::header::{FileHeader, HEADER_LEN};
+use crate::format::record::{known_required_flags, RecordHeader, RecordKind, RECORD_HEADER_LEN};
+use crate::format::stack;
+use crate::schema::ColumnSpec;
+
+/// A rewrite must save at least this fraction of the file (a fast recording's few cuts are not
+/// worth copying its file for).
+const MIN_SAVING: f64 = 0.01;
+/// What a chunk costs besides its rows, about: a table entry, a zstd frame's header and tables,
+/// the context a fresh frame lacks. Measured from 40 bytes (small columns) to ~500 (frame stacks).
+const CHUNK_COST: u64 = 64;
+/// Chunk data handed to the new file per Chunks record (bounds the copy's memory).
+const BATCH_BYTES: usize = 16 << 20;
+
+/// What a compaction did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compacted {
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+    pub chunks_before: usize,
+    pub chunks_after: usize,
+}
+
+/// The records of a closed shard, in file order.
+struct Layout {
+    /// Meta, Column, Timelog and Episode records: (kind, payload range).
+    copied: Vec<(RecordKind, Range<usize>)>,
+    chunks: Vec<ChunkRef>,
+    columns: BTreeMap<u32, ColumnSpec>,
+}
+
+/// Rewrites the closed shard at `path` with its runs of small chunks merged, when that saves at
+/// least `MIN_SAVING` of it. `default_chunk_bytes`: the writer's chunk size for columns that do
+/// not state one. `Ok(None)`: left as it is (nothing worth merging, or records this version
+/// would not know how to copy). On an error the shard is left as it is too.
+pub fn compact(
+    path: &Path,
+    default_chunk_bytes: usize,
+    durability: Durability,
+    encoder: &mut Encoder,
+) -> Result<Option<Compacted>> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    // SAFETY: the shard is closed and ours; nobody writes it any more (a reader never does).
+    let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
+    let corrupt = |at: usize, why: String| Error::corrupt(path, at as u64, format!("compacting: {why}"));
+    let Some(layout) = read_layout(&map).map_err(|(at, why)| corrupt(at, why))? else { return Ok(None) };
+    let limits = |column: u32| {
+        layout.columns.get(&column).filter(|s| s.row_bytes().is_some()).map(|s| ChunkLimit::of(s, default_chunk_bytes))
+    };
+    let fills: Vec<u64> = layout.chunks.iter().map(|c| fill_of(&map, c)).collect();
+    let groups = plan_runs(&layout.chunks, &fills, limits);
+    let cuts: usize = layout.chunks.len() - groups.iter().map(|g| g.chunks_after).sum::<usize>();
+    let bytes_before = map.len() as u64;
+    if ((cuts as u64 * CHUNK_COST) as f64) < bytes_before as f64 * MIN_SAVING {
+        return Ok(None);
+    }
+    let tmp = sibling(path, "compacting");
+    let _ = std::fs::remove_file(&tmp); // left by a crash during an earlier compaction
+    let written = write_compacted(&map, &layout, &groups, default_chunk_bytes, encoder, &tmp, durability);
+    let kept = written.and_then(|()| {
+        let bytes_after = std::fs::metadata(&tmp).map_err(|e| Error::io(&tmp, e))?.len();
+        if bytes_after >= bytes_before {
+            return Ok(None); // the estimate was wrong: the old file is the smaller one
+        }
+        std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))?;
+        Ok(Some(bytes_after))
+    });
+    let bytes_after = match kept {
+        Ok(Some(after)) => after,
+        other => {
+            let _ = std::fs::remove_file(&tmp);
+            return other.map(|_| None);
+        }
+    };
+    if durability != Durability::Flush {
+        if let Some(dir) = path.parent() {
+            let _ = File::open(dir).and_then(|d| d.sync_all());
+        }
+    }
+    let chunks_after = groups.iter().map(|g| g.chunks_after).sum();
+    Ok(Some(Compacted { bytes_before, bytes_after, chunks_before: layout.chunks.len(), chunks_after }))
+}
+
+/// `path` with `.{suffix}` added to its name (not a shard name: readers never list it).
+fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".");
+    name.push(suffix);
+    path.with_file_name(name)
+}
+
+/// Every record of a closed shard, each checksum checked. `Ok(None)` for records this version
+/// cannot place in a rewritten file (an unknown kind or required flag). Errors: (offset, why).
+fn read_layout(map: &[u8]) -> std::result::Result<Option<Layout>, (usize, String)> {
+    FileHeader::decode(map).map_err(|e| (0, format!("file header: {e:?}")))?;
+    let mut layout = Layout { copied: Vec::new(), chunks: Vec::new(), columns: BTreeMap::new() };
+    let mut at = HEADER_LEN;
+    loop {
+        let header = map.get(at..).and_then(RecordHeader::decode).ok_or((at, "unreadable record header".into()))?;
+        let start = at + RECORD_HEADER_LEN;
+        let end =
+            usize::try_from(header.payload_len).ok().and_then(|n| start.checked_add(n)).filter(|&e| e <= map.len());
+        let payload = end.map(|end| start..end).ok_or((at, "record past the end of the file".into()))?;
+        if crc32c::crc32c(&map[payload.clone()]) != header.payload_crc {
+            return Err((at, "record checksum mismatch".into()));
+        }
+        let Some(kind) = header.record_kind() else { return Ok(None) };
+        if header.required_flags & !known_required_flags(header.kind) != 0 {
+            return Ok(None);
+        }
+        match kind {
+            RecordKind::Chunks => {
+                let refs =
+                    chunks::decode(&map[payload.clone()], at as u64, header.packed_table()).map_err(|e| (at, e))?;
+                layout.chunks.extend(refs);
+            }
+            RecordKind::Column => {
+                let spec: ColumnSpec =
+                    serde_json::from_slice(&map[payload.clone()]).map_err(|e| (at, format!("column record: {e}")))?;
+                layout.columns.insert(spec.id, spec);
+                layout.copied.push((kind, payload));
+            }
+            RecordKind::Meta | RecordKind::Timelog | RecordKind::Episode => layout.copied.push((kind, payload)),
+            RecordKind::Index => {}
+            RecordKind::End => return Ok(Some(layout)),
+        }
+        at += header.total_len() as usize;
+    }
+}
+
+/// The bytes a chunk was sealed on (`ColumnBuffer::fill`): for frame stacks stored by the
+/// frame-stack filter, what the filter kept (read from the zstd frame's header), else its raw bytes.
+fn fill_of(map: &[u8], c: &ChunkRef) -> u64 {
+    let filtered = codec::codec_ids(c.codec).any(|id| id == codec::CODEC_STACK);
+    let content = || zstd::zstd_safe::get_frame_content_size(stored_bytes(map, c).ok()?).ok().flatten();
+    match (filtered, codec::codec_ids(c.codec).any(|id| id == codec::CODEC_ZSTD)) {
+        (true, true) => content().map_or(c.raw_len, |n| n.saturating_sub((stack::HEADER_LEN as u64) + c.n_rows as u64)),
+        (true, false) => c.stored_len.saturating_sub((stack::HEADER_LEN as u64) + c.n_rows as u64),
+        _ => c.raw_len,
+    }
+}
+
+/// A run of chunks of the old file that becomes `chunks_after` chunks of the new one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// Indexes of the old chunks, rows continuing each other in one (lane, column).
+    pub members: Vec<usize>,
+    /// 1 for a chunk copied as it is; the writer's count for rows sealed again.
+    pub chunks_after: usize,
+}
+
+/// How the new file holds the chunks (`fills`: each chunk's `fill_of`), in the order of each
+/// run's first chunk in the old one. Per (lane, column) of fixed-size rows (`limit` is `Some`),
+/// each stretch of chunks whose rows continue each other is sealed again as the writer seals a
+/// fast recording's rows, at `limit`, where that makes fewer chunks than the flush timer made;
+/// everything else (variable-length rows, repeated rows, stretches already full) is copied.
+pub fn plan_runs(chunks: &[ChunkRef], fills: &[u64], limit: impl Fn(u32) -> Option<ChunkLimit>) -> Vec<Run> {
+    let mut by_lane_column: BTreeMap<(u32, u32), Vec<usize>> = BTreeMap::new();
+    for (i, c) in chunks.iter().enumerate() {
+        by_lane_column.entry((c.lane, c.column)).or_default().push(i);
+    }
+    let copy = |i: usize| Run { members: vec![i], chunks_after: 1 };
+    let mut runs = Vec::new();
+    for ((_, column), mut members) in by_lane_column {
+        members.sort_by_key(|&i| (chunks[i].first_row, i));
+        let Some(limit) = limit(column) else {
+            runs.extend(members.into_iter().map(copy));
+            continue;
+        };
+        let mut stretch: Vec<usize> = Vec::new();
+        let close = |stretch: &mut Vec<usize>, runs: &mut Vec<Run>| {
+            let (fill, raw) = stretch.iter().fold((0u64, 0u64), |(f, r), &i| (f + fills[i], r + chunks[i].raw_len));
+            let needed = fill.div_ceil(limit.fill.max(1) as u64).max(raw.div_ceil(limit.raw.max(1) as u64)).max(1);
+            if stretch.len() >= 2 && (needed as usize) < stretch.len() {
+                runs.push(Run { members: std::mem::take(stretch), chunks_after: needed as usize });
+            } else {
+                runs.extend(stretch.drain(..).map(copy));
+            }
+        };
+        for i in members {
+            let c = &chunks[i];
+            let continues = stretch.last().is_some_and(|&last| chunks[last].end_row() == c.first_row);
+            if !continues {
+                close(&mut stretch, &mut runs);
+            }
+            if c.is_repeat() {
+                runs.push(copy(i));
+            } else {
+                stretch.push(i);
+            }
+        }
+        close(&mut stretch, &mut runs);
+    }
+    runs.sort_by_key(|r| r.members[0]);
+    runs
+}
+
+/// Seals the rows of `run` again as the writer would (`ColumnBuffer`), each chunk checked to
+/// decode back to its rows; hands each chunk to `out`.
+fn reseal(
+    map: &[u8],
+    spec: &ColumnSpec,
+    limit: &ChunkLimit,
+    run: &[&ChunkRef],
+    encoder: &mut Encoder,
+    mut out: impl FnMut(PendingChunk) -> Result<()>,
+) -> std::result::Result<Result<()>, String> {
+    let row = spec.row_bytes().filter(|&r| r > 0).ok_or("a run of variable-length rows")?;
+    let mut buffer = ColumnBuffer::starting_at(run[0].first_row, limit);
+    let mut rows = Vec::new(); // the raw rows of the chunk being filled, to check it against
+    let mut seal = |buffer: &mut ColumnBuffer, rows: &mut Vec<u8>| -> std::result::Result<Result<()>, String> {
+        let Some(chunk) = buffer.seal(run[0].lane, spec, encoder) else { return Ok(Ok(())) };
+        if codec::decode(chunk.codec, Some(row), &chunk.data, chunk.raw_len as usize)? != *rows {
+            return Err(format!("column {}: a chunk sealed again does not decode to its rows", spec.name));
+        }
+        rows.clear();
+        Ok(out(chunk))
+    };
+    for c in run {
+        let raw = codec::decode(c.codec, Some(row), stored_bytes(map, c)?, c.raw_len as usize)?;
+        if raw.len() as u64 != c.n_rows as u64 * row as u64 {
+            return Err(format!(
+                "a chunk of column {} decodes to {} bytes for {} rows",
+                spec.name,
+                raw.len(),
+                c.n_rows
+            ));
+        }
+        for r in raw.chunks_exact(row) {
+            buffer.push_fixed(r);
+            rows.extend_from_slice(r);
+            if buffer.is_full(limit) {
+                if let Err(e) = seal(&mut buffer, &mut rows)? {
+                    return Ok(Err(e));
+                }
+            }
+        }
+    }
+    seal(&mut buffer, &mut rows)
+}
+
+fn stored_bytes<'m>(map: &'m [u8], c: &ChunkRef) -> std::result::Result<&'m [u8], String> {
+    let start = usize::try_from(c.data_offset).map_err(|_| "chunk offset out of range")?;
+    let end = usize::try_from(c.stored_len).ok().and_then(|n| start.checked_add(n)).filter(|&e| e <= map.len());
+    end.map(|end| &map[start..end]).ok_or_else(|| "chunk outside the file".to_string())
+}
+
+/// Writes the new file: the header, Meta and Column records, the chunks, the episodes in their
+/// order (after the chunks holding their rows, batched as a fast recording batches them), the
+/// Timelog records, the index.
+fn write_compacted(
+    map: &[u8],
+    layout: &Layout,
+    runs: &[Run],
+    default_chunk_bytes: usize,
+    encoder: &mut Encoder,
+    tmp: &Path,
+    durability: Durability,
+) -> Result<()> {
+    let header: &[u8; HEADER_LEN] = map[..HEADER_LEN].try_into().expect("checked by read_layout");
+    // Syncing per batch would only slow the copy: the old file stays until the rename.
+    let sync = if durability == Durability::Flush { Durability::Flush } else { Durability::FsyncOnClose };
+    let mut shard = ShardWriter::create_at(tmp.to_path_buf(), header, sync)?;
+    let (heads, tails): (Vec<_>, Vec<_>) =
+        layout.copied.iter().partition(|(kind, _)| matches!(kind, RecordKind::Meta | RecordKind::Column));
+    for (kind, payload) in heads {
+        shard.copy_record(*kind, &map[payload.clone()]);
+    }
+    let mut batch = Vec::new();
+    let mut batch_bytes = 0;
+    {
+        // `add` borrows the shard and the batch until the last run is in.
+        let mut add = |chunk: PendingChunk| -> Result<()> {
+            batch_bytes += chunk.data.len();
+            batch.push(chunk);
+            if batch_bytes >= BATCH_BYTES {
+                shard.append_chunks(std::mem::take(&mut batch));
+                batch_bytes = 0;
+                shard.flush_to_os()?;
+            }
+            Ok(())
+        };
+        for run in runs {
+            let first = &layout.chunks[run.members[0]];
+            if run.members.len() == 1 {
+                let data =
+                    stored_bytes(map, first).map_err(|why| Error::corrupt(tmp, first.data_offset, why))?.to_vec();
+                add(PendingChunk {
+                    lane: first.lane,
+                    column: first.column,
+                    first_row: first.first_row,
+                    n_rows: first.n_rows,
+                    codec: first.codec,
+                    raw_len: first.raw_len,
+                    data,
+                    flags: first.flags,
+                })?;
+                continue;
+            }
+            let spec = &layout.columns[&first.column];
+            let limit = ChunkLimit::of(spec, default_chunk_bytes);
+            let members: Vec<&ChunkRef> = run.members.iter().map(|&i| &layout.chunks[i]).collect();
+            reseal(map, spec, &limit, &members, encoder, &mut add)
+                .map_err(|why| Error::corrupt(tmp, first.data_offset, format!("compacting: {why}")))??;
+        }
+    }
+    shard.append_chunks(batch);
+    let (episodes, others): (Vec<_>, Vec<_>) = tails.into_iter().partition(|(kind, _)| *kind == RecordKind::Episode);
+    let payloads: Vec<&[u8]> = episodes.iter().map(|(_, payload)| &map[payload.clone()]).collect();
+    match rebatch_episodes(&payloads) {
+        Some(batches) => batches.iter().for_each(|b| shard.copy_record(RecordKind::Episode, b)),
+        None => payloads.iter().for_each(|p| shard.copy_record(RecordKind::Episode, p)),
+    }
+    for (kind, payload) in others {
+        shard.copy_record(*kind, &map[payload.clone()]);
+    }
+    shard.finish()?;
+    Ok(())
+}
+
+/// Episodes per Episode record of the new file.
+const EPISODES_PER_RECORD: usize = 4096;
+
+/// The episodes of Episode records (`payloads`, in order) in fewer, larger records, the way a
+/// fast recording batches them; `None` (copy them as they are) unless every record encodes back
+/// to its own bytes, so nothing a newer writer added is lost.
+fn rebatch_episodes(payloads: &[&[u8]]) -> Option<Vec<Vec<u8>>> {
+    let mut all = Vec::new();
+    for payload in payloads {
+        let decoded = episode::decode_batch(payload, 0).ok()?;
+        let items: Vec<episode::EpisodeItem> =
+            decoded.iter().map(|(s, m, x)| (s.clone(), m.as_slice(), x.as_slice())).collect();
+        if episode::encode_batch(&items) != *payload {
+            return None;
+        }
+        all.extend(decoded);
+    }
+    let batches = all.chunks(EPISODES_PER_RECORD).map(|batch| {
+        let items: Vec<episode::EpisodeItem> =
+            batch.iter().map(|(s, m, x)| (s.clone(), m.as_slice(), x.as_slice())).collect();
+        episode::encode_batch(&items)
+    });
+    Some(batches.collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunk(lane: u32, column: u32, first_row: u64, n_rows: u32, raw_len: u64) -> ChunkRef {
+        ChunkRef {
+            lane,
+            column,
+            first_row,
+            n_rows,
+            codec: 0,
+            record_offset: 0,
+            data_offset: 0,
+            stored_len: raw_len,
+            raw_len,
+            flags: 0,
+        }
+    }
+
+    fn limit(bytes: usize) -> ChunkLimit {
+        ChunkLimit { fill: bytes, raw: bytes, frame: None }
+    }
+
+    fn members(runs: &[Run]) -> Vec<(Vec<usize>, usize)> {
+        runs.iter().map(|r| (r.members.clone(), r.chunks_after)).collect()
+    }
+
+    #[test]
+    fn timer_cut_stretches_of_one_lane_and_column_are_sealed_again() {
+        let chunks = [
+            chunk(0, 1, 0, 10, 80),
+            chunk(1, 1, 0, 10, 80),
+            chunk(0, 1, 10, 10, 80),
+            chunk(0, 1, 20, 10, 80),
+            chunk(0, 2, 0, 10, 80), // a variable-length column: copied
+            chunk(0, 2, 10, 10, 80),
+            chunk(1, 1, 15, 5, 40), // rows 10..15 missing: not a continuation
+        ];
+        let fills: Vec<u64> = chunks.iter().map(|c| c.raw_len).collect();
+        let runs = plan_runs(&chunks, &fills, |c| (c == 1).then(|| limit(200)));
+        // 240 bytes in chunks of 200: 2 chunks instead of 3.
+        assert_eq!(members(&runs), vec![(vec![0, 2, 3], 2), (vec![1], 1), (vec![4], 1), (vec![5], 1), (vec![6], 1)]);
+    }
+
+    #[test]
+    fn full_chunks_and_repeated_rows_are_copied() {
+        let mut repeat = chunk(0, 1, 0, 1, 8);
+        repeat.flags = chunks::CHUNK_REPEAT;
+        let chunks = [repeat, chunk(0, 1, 1, 25, 200), chunk(0, 1, 26, 25, 200), chunk(0, 1, 51, 2, 16)];
+        let fills: Vec<u64> = chunks.iter().map(|c| c.raw_len).collect();
+        assert_eq!(
+            members(&plan_runs(&chunks, &fills, |_| Some(limit(200)))),
+            vec![(vec![0], 1), (vec![1], 1), (vec![2], 1), (vec![3], 1)]
+        );
+        // Frame stacks are sealed on what the filter stores (the fills), not on raw bytes.
+        let fills = [8, 50, 50, 4];
+        let framed = ChunkLimit { fill: 200, raw: 800, frame: Some(2) };
+        assert_eq!(members(&plan_runs(&chunks, &fills, |_| Some(framed))), vec![(vec![0], 1), (vec![1, 2, 3], 1)]);
+    }
+}
