@@ -653,7 +653,7 @@ class DecodedDataset:
         self.chunks: dict[tuple[bytes, int, int], list[tuple[ChunkRef, int]]] = {}
         self.episodes: list[DecodedEpisode] = []
         self._decoded: dict[tuple[int, int], list[Any]] = {}
-        records: list[tuple[bytes, int, EpisodeFixed, Any]] = []
+        records: list[tuple[bytes, int, int, EpisodeFixed, Any]] = []
         for i, s in enumerate(self.shards):
             rid = s.header.recording_id
             r = self.recordings.setdefault(rid, {"meta": None, "columns": {}, "shards": {}})
@@ -665,8 +665,8 @@ class DecodedDataset:
                     raise FormatError(f"column {cid} described differently in two shards")
             for ref in s.chunks:
                 self.chunks.setdefault((rid, ref.lane, ref.column), []).append((ref, i))
-            for ep, meta in s.episodes:
-                records.append((rid, i, ep, meta))
+            for at, (ep, meta) in enumerate(s.episodes):
+                records.append((rid, i, at, ep, meta))
         for r in self.recordings.values():
             first = self.shards[r["shards"][min(r["shards"])]]
             r["meta"] = first.meta
@@ -683,16 +683,20 @@ class DecodedDataset:
             self.chunks[key] = sorted(kept, key=lambda x: x[0].first_row)
         self._list(records)
 
-    def _list(self, records: list[tuple[bytes, int, EpisodeFixed, Any]]) -> None:
+    def _list(self, records: list[tuple[bytes, int, int, EpisodeFixed, Any]]) -> None:
         """Episodes in record order; the parts of an episode that ran over a rollover are merged
         into one listing when every shard from its first to its last record is here, else each
         part is listed on its own (FORMAT.md, "A dataset of shards")."""
-        discarded = {(rid, ep.episode_id) for rid, _, ep, _ in records if ep.discarded}
+        discarded = {(rid, ep.episode_id) for rid, _, _, ep, _ in records if ep.discarded}
         groups: dict[tuple[bytes, int], list[tuple[int, EpisodeFixed, Any]]] = {}
-        for rid, i, ep, meta in records:
+        position: dict[tuple[bytes, int], tuple[int, int]] = {}  # of its latest record: shard, place in it
+        for rid, i, at, ep, meta in records:
             if (rid, ep.episode_id) not in discarded and not ep.discarded:
                 groups.setdefault((rid, ep.episode_id), []).append((i, ep, meta))
-        order = sorted(groups, key=lambda k: max((i, ep.record_offset) for i, ep, _ in groups[k]))
+                position[(rid, ep.episode_id)] = max(position.get((rid, ep.episode_id), (i, at)), (i, at))
+        # Listed where its latest record is: shard by shard, in file order within a shard (the
+        # episodes of one Episode record in their order there).
+        order = sorted(groups, key=lambda k: position[k])
         for rid, episode_id in order:
             parts = sorted(groups[(rid, episode_id)], key=lambda x: self.shards[x[0]].header.shard_seq)
             last_shard, last, meta = parts[-1]

@@ -99,6 +99,10 @@ def test_a_timer_cut_recording_is_compacted_to_the_fast_one(tmp_path: Path) -> N
     compare_with_trajcore(tmp_path / "compacted")
     assert trajcore.verify(tmp_path / "compacted").intact
     assert not any(p.name.endswith(".compacting") for p in (tmp_path / "compacted").iterdir())
+    # The header is the closed shard's, with compat flag COMPACTED (bit 0) added.
+    (shard,) = fd.DecodedDataset(tmp_path / "compacted").shards
+    (plain,) = fd.DecodedDataset(tmp_path / "cut").shards
+    assert shard.header.compat_flags == 1 and plain.header.compat_flags == 0
 
 
 def test_shards_that_roll_over_are_each_compacted(tmp_path: Path) -> None:
@@ -113,6 +117,7 @@ def test_shards_that_roll_over_are_each_compacted(tmp_path: Path) -> None:
     assert dir_bytes(tmp_path / "compacted") < dir_bytes(tmp_path / "cut")
     assert_same_episodes(episodes(tmp_path / "compacted"), episodes(tmp_path / "cut"))
     assert trajcore.verify(tmp_path / "compacted").intact
+    compare_with_trajcore(tmp_path / "compacted")
 
 
 def test_frame_stacks_are_sealed_again_as_frames(tmp_path: Path) -> None:

@@ -12,6 +12,9 @@ pub const VERSION_MINOR: u16 = 0;
 /// Required flag: the file may hold records whose table is packed (`record::PACKED_TABLE`). A
 /// 1.0 reader, which would leave those records out and so lose their chunks, refuses the file.
 pub const PACKED_TABLES: u32 = 1;
+/// Compat flag: the writer rewrote this shard after closing it (`writer::compact`); the rows
+/// are the ones the shard held before, in chunks sealed again.
+pub const COMPACTED: u32 = 1;
 /// Bits of `required_flags` this reader understands. A file with another bit set needs a
 /// feature this reader lacks: it is refused, naming the bit.
 pub const KNOWN_REQUIRED_FLAGS: u32 = PACKED_TABLES;
@@ -86,6 +89,13 @@ impl FileHeader {
             compat_flags: u32_at(bytes, 12),
             required_flags: u32_at(bytes, 48),
         })
+    }
+
+    /// Whether `other` is this shard as the writer's compaction rewrote it: the same header with
+    /// `COMPACTED` added.
+    pub fn compacted_as(&self, other: &FileHeader) -> bool {
+        self.compat_flags & COMPACTED == 0
+            && *other == FileHeader { compat_flags: self.compat_flags | COMPACTED, ..*self }
     }
 
     /// The required flags this reader does not understand (0 when it can read the file).

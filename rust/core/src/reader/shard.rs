@@ -267,7 +267,7 @@ impl Shard {
             _ => match std::fs::metadata(&self.path).map(|m| identity_of(&m)) {
                 Ok(id) if id == self.identity => return None,
                 // The writer's compaction of this very shard (`writer::compact`): same rows.
-                Ok(_) if self.same_header_as_file_now() => return None,
+                Ok(_) if self.compacted_under_its_name() => return None,
                 Ok(_) => (
                     "the file was replaced under its name since it was opened: the dataset still reads the file it \
                      opened; reopen it to read the new one"
@@ -284,12 +284,12 @@ impl Shard {
         Some((self.problem(0, why), damage))
     }
 
-    /// Whether the file now under this shard's name starts with this shard's header (same
-    /// recording, shard number and creation time): the writer replaced it by its compaction.
-    fn same_header_as_file_now(&self) -> bool {
+    /// Whether the file now under this shard's name is this shard compacted by its writer
+    /// (`FileHeader::compacted_as`): the same rows, so nothing to say.
+    fn compacted_under_its_name(&self) -> bool {
         let mut head = [0u8; HEADER_LEN];
         File::open(&self.path).and_then(|mut f| f.read_exact(&mut head)).is_ok()
-            && FileHeader::decode(&head).is_ok_and(|h| h == self.header)
+            && FileHeader::decode(&head).is_ok_and(|h| self.header.compacted_as(&h))
     }
 
     /// Takes in the records written since the last scan (all of them, the first time).

@@ -8,7 +8,8 @@
 //! (lane, column) that the timer cut is decoded and sealed again as the writer seals a fast
 //! recording's rows (same buffer, same limit), so the chunks come out as if recorded fast;
 //! every other record is copied byte for byte, after its checksum is checked. The new file gets
-//! the same header (recording, shard number, creation time) and name, and replaces the old one
+//! the same header (recording, shard number, creation time; compat flag `COMPACTED` added) and
+//! name, and replaces the old one
 //! by a rename: a reader holding the old one keeps reading it (it is complete and holds the same
 //! rows), a crash leaves the old one in place.
 //!
@@ -29,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::format::chunks::{self, ChunkRef, PendingChunk};
 use crate::format::codec::{self, Encoder};
 use crate::format::episode;
-use crate::format::header::{FileHeader, HEADER_LEN};
+use crate::format::header::{FileHeader, COMPACTED, HEADER_LEN};
 use crate::format::record::{known_required_flags, RecordHeader, RecordKind, RECORD_HEADER_LEN};
 use crate::format::stack;
 use crate::schema::ColumnSpec;
@@ -42,6 +43,16 @@ const MIN_SAVING: f64 = 0.01;
 const CHUNK_COST: u64 = 64;
 /// Chunk data handed to the new file per Chunks record (bounds the copy's memory).
 const BATCH_BYTES: usize = 16 << 20;
+
+/// What the writer was configured with, which the new file is written with too.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// The chunk size of columns that do not state one.
+    pub default_chunk_bytes: usize,
+    /// An Index checkpoint after this many bytes, as the writer writes them.
+    pub index_interval_bytes: u64,
+    pub durability: Durability,
+}
 
 /// What a compaction did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,22 +72,20 @@ struct Layout {
 }
 
 /// Rewrites the closed shard at `path` with its runs of small chunks merged, when that saves at
-/// least `MIN_SAVING` of it. `default_chunk_bytes`: the writer's chunk size for columns that do
-/// not state one. `Ok(None)`: left as it is (nothing worth merging, or records this version
+/// least `MIN_SAVING` of it. `Ok(None)`: left as it is (nothing worth merging, or records this version
 /// would not know how to copy). On an error the shard is left as it is too.
-pub fn compact(
-    path: &Path,
-    default_chunk_bytes: usize,
-    durability: Durability,
-    encoder: &mut Encoder,
-) -> Result<Option<Compacted>> {
+pub fn compact(path: &Path, settings: &Settings, encoder: &mut Encoder) -> Result<Option<Compacted>> {
     let file = File::open(path).map_err(|e| Error::io(path, e))?;
     // SAFETY: the shard is closed and ours; nobody writes it any more (a reader never does).
     let map = unsafe { Mmap::map(&file) }.map_err(|e| Error::io(path, e))?;
     let corrupt = |at: usize, why: String| Error::corrupt(path, at as u64, format!("compacting: {why}"));
     let Some(layout) = read_layout(&map).map_err(|(at, why)| corrupt(at, why))? else { return Ok(None) };
     let limits = |column: u32| {
-        layout.columns.get(&column).filter(|s| s.row_bytes().is_some()).map(|s| ChunkLimit::of(s, default_chunk_bytes))
+        layout
+            .columns
+            .get(&column)
+            .filter(|s| s.row_bytes().is_some())
+            .map(|s| ChunkLimit::of(s, settings.default_chunk_bytes))
     };
     let fills: Vec<u64> = layout.chunks.iter().map(|c| fill_of(&map, c)).collect();
     let groups = plan_runs(&layout.chunks, &fills, limits);
@@ -87,7 +96,7 @@ pub fn compact(
     }
     let tmp = sibling(path, "compacting");
     let _ = std::fs::remove_file(&tmp); // left by a crash during an earlier compaction
-    let written = write_compacted(&map, &layout, &groups, default_chunk_bytes, encoder, &tmp, durability);
+    let written = write_compacted(&map, &layout, &groups, settings, encoder, &tmp);
     let kept = written.and_then(|()| {
         let bytes_after = std::fs::metadata(&tmp).map_err(|e| Error::io(&tmp, e))?.len();
         if bytes_after >= bytes_before {
@@ -103,7 +112,7 @@ pub fn compact(
             return other.map(|_| None);
         }
     };
-    if durability != Durability::Flush {
+    if settings.durability != Durability::Flush {
         if let Some(dir) = path.parent() {
             let _ = File::open(dir).and_then(|d| d.sync_all());
         }
@@ -283,15 +292,15 @@ fn write_compacted(
     map: &[u8],
     layout: &Layout,
     runs: &[Run],
-    default_chunk_bytes: usize,
+    settings: &Settings,
     encoder: &mut Encoder,
     tmp: &Path,
-    durability: Durability,
 ) -> Result<()> {
-    let header: &[u8; HEADER_LEN] = map[..HEADER_LEN].try_into().expect("checked by read_layout");
+    let old = FileHeader::decode(map).map_err(|e| Error::corrupt(tmp, 0, format!("file header: {e:?}")))?;
+    let header = FileHeader { compat_flags: old.compat_flags | COMPACTED, ..old }.encode();
     // Syncing per batch would only slow the copy: the old file stays until the rename.
-    let sync = if durability == Durability::Flush { Durability::Flush } else { Durability::FsyncOnClose };
-    let mut shard = ShardWriter::create_at(tmp.to_path_buf(), header, sync)?;
+    let sync = if settings.durability == Durability::Flush { Durability::Flush } else { Durability::FsyncOnClose };
+    let mut shard = ShardWriter::create_at(tmp.to_path_buf(), &header, sync)?;
     let (heads, tails): (Vec<_>, Vec<_>) =
         layout.copied.iter().partition(|(kind, _)| matches!(kind, RecordKind::Meta | RecordKind::Column));
     for (kind, payload) in heads {
@@ -329,7 +338,7 @@ fn write_compacted(
                 continue;
             }
             let spec = &layout.columns[&first.column];
-            let limit = ChunkLimit::of(spec, default_chunk_bytes);
+            let limit = ChunkLimit::of(spec, settings.default_chunk_bytes);
             let members: Vec<&ChunkRef> = run.members.iter().map(|&i| &layout.chunks[i]).collect();
             reseal(map, spec, &limit, &members, encoder, &mut add)
                 .map_err(|why| Error::corrupt(tmp, first.data_offset, format!("compacting: {why}")))??;
@@ -432,5 +441,15 @@ mod tests {
         let fills = [8, 50, 50, 4];
         let framed = ChunkLimit { fill: 200, raw: 800, frame: Some(2) };
         assert_eq!(members(&plan_runs(&chunks, &fills, |_| Some(framed))), vec![(vec![0], 1), (vec![1, 2, 3], 1)]);
+    }
+
+    #[test]
+    fn only_the_writers_rewrite_of_a_header_counts_as_compaction() {
+        let closed = FileHeader::new([7; 16], 2, 123);
+        let rewritten = FileHeader { compat_flags: COMPACTED, ..closed };
+        assert!(closed.compacted_as(&rewritten));
+        assert!(!closed.compacted_as(&closed), "a copy of the same file is a replacement like any other");
+        assert!(!rewritten.compacted_as(&rewritten));
+        assert!(!closed.compacted_as(&FileHeader { shard_seq: 3, ..rewritten }));
     }
 }

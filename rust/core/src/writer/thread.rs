@@ -120,6 +120,8 @@ pub struct WriterThread {
     /// Stage times of the timelog sample being filled.
     clock: Clock,
     freed_pages: FreedPages,
+    /// Threads compacting closed shards (`compact_closed`).
+    compactions: Vec<std::thread::JoinHandle<()>>,
 }
 
 pub struct WriterSetup {
@@ -165,6 +167,7 @@ impl WriterThread {
             encoder: Encoder::default(),
             clock: Clock::new(now_ns()),
             freed_pages: FreedPages::default(),
+            compactions: Vec::new(),
             config: setup.config,
         };
         for spec in setup.columns {
@@ -887,29 +890,58 @@ impl WriterThread {
             self.shared.bytes_written.fetch_add(after.saturating_sub(before), Ordering::Relaxed);
             self.compact_closed(&path);
         }
+        self.join_compactions();
         Ok(())
     }
 
     /// Rewrites the shard just closed at `path` without the small chunks the flush timer cut
-    /// (`compact`). A failure leaves the shard as it was, every row in it, and is reported in
-    /// the stats: only its size is not what it could be.
+    /// (`compact`), on a thread of its own so the rows arriving meanwhile are not held up; `close`
+    /// waits for every such thread. A failure leaves the shard as it was, every row in it, and is
+    /// reported in the stats: only its size is not what it could be.
     fn compact_closed(&mut self, path: &Path) {
         if !self.config.compact_shards {
             return;
         }
-        let (chunk_bytes, durability, encoder) = (self.config.chunk_bytes, self.durability, &mut self.encoder);
-        match self.clock.time(Stage::Compress, || compact::compact(path, chunk_bytes, durability, encoder)) {
-            Ok(Some(done)) => {
-                self.shared.shards_compacted.fetch_add(1, Ordering::Relaxed);
-                let saved = done.bytes_before.saturating_sub(done.bytes_after);
-                self.shared.bytes_compacted.fetch_add(saved, Ordering::Relaxed);
-                self.shared.bytes_written.fetch_sub(saved, Ordering::Relaxed);
-            }
-            Ok(None) => {}
-            Err(e) => {
+        let settings = compact::Settings {
+            default_chunk_bytes: self.config.chunk_bytes,
+            index_interval_bytes: self.config.index_interval_bytes,
+            durability: self.durability,
+        };
+        let (shared, path) = (self.shared.clone(), path.to_path_buf());
+        let spawned = std::thread::Builder::new().name("trajcore-compact".into()).spawn({
+            let (shared, path) = (shared.clone(), path.clone());
+            move || note_compaction(&shared, &path, compact::compact(&path, &settings, &mut Encoder::default()))
+        });
+        match spawned {
+            Ok(handle) => self.compactions.push(handle),
+            Err(e) => note_compaction(&shared, &path, Err(Error::io(&path, e))),
+        }
+    }
+
+    /// Waits for the compactions under way.
+    fn join_compactions(&mut self) {
+        for handle in self.compactions.drain(..) {
+            if handle.join().is_err() {
                 let mut slot = self.shared.compaction_error.lock().unwrap_or_else(|p| p.into_inner());
-                slot.get_or_insert(format!("{}: not compacted: {e}", path.display()));
+                slot.get_or_insert("a shard's compaction panicked (the shard was left as it was)".into());
             }
+        }
+    }
+}
+
+/// Counts what a compaction of `path` saved, or says why it failed.
+fn note_compaction(shared: &Shared, path: &Path, outcome: Result<Option<compact::Compacted>>) {
+    match outcome {
+        Ok(Some(done)) => {
+            shared.shards_compacted.fetch_add(1, Ordering::Relaxed);
+            let saved = done.bytes_before.saturating_sub(done.bytes_after);
+            shared.bytes_compacted.fetch_add(saved, Ordering::Relaxed);
+            shared.bytes_written.fetch_sub(saved, Ordering::Relaxed);
+        }
+        Ok(None) => {}
+        Err(e) => {
+            let mut slot = shared.compaction_error.lock().unwrap_or_else(|p| p.into_inner());
+            slot.get_or_insert(format!("{}: not compacted: {e}", path.display()));
         }
     }
 }
