@@ -14,6 +14,7 @@ import struct
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -82,6 +83,73 @@ def test_infos_call(benchmark: Any, report: list[dict[str, Any]]) -> None:
             "call_us_per_vector_step": statistics.median(c),
             "spread_us": f"{min(c):.2f}..{max(c):.2f}",
             "ring_waits": waits[name],
+        }
+        if name == "res":
+            row["vs without infos"] = ratio
+        rows.append(row)
+    benchmark.extra_info.update(rows[-1])
+    report.extend(rows)
+
+
+def _handed(wrap: bool) -> tuple[Any, list[Any], Any, Any]:
+    """A real env of 16 CartPole sub-envs (with `RecordEpisodeStatistics` if `wrap`), and two
+    envs that hand on what it returned last (put in the list): one alone, one recorded."""
+    env = gym.make_vec("CartPole-v1", num_envs=16, vectorization_mode="sync")
+    if wrap:
+        env = RecordEpisodeStatistics(env)
+    env.action_space.seed(0)
+    reset = env.reset(seed=0)
+    handed: list[Any] = [None]
+    plain = _Replay(env, False, reset, handed).base
+    recorded = trajcore.RecordVectorEpisodes(_Replay(env, False, reset, handed).base, tempfile.mkdtemp())
+    for e in (plain, recorded):
+        e.reset()
+    return env, handed, plain, recorded
+
+
+def real_env_calls(rounds: int, seg: int = 1_000, clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
+    """The recorder call on a real env loop, µs per vector step: each step of the real env is
+    handed to the recorded env and to the env alone, each call timed by itself (in alternating
+    order), recorded minus alone. The recorder reads arrays the env has just made, in this
+    core's cache, unlike a long replay's. Segments of `seg` steps, flushed between rounds."""
+    loops = {"none": _handed(False), "res": _handed(True)}
+    actions = [loops["none"][0].action_space.sample() for _ in range(seg)]
+    call: dict[str, list[float]] = {k: [] for k in loops}
+    for r in range(-1, rounds):  # round -1 warms up (columns made, caches filled)
+        for name, (env, handed, plain, recorded) in loops.items():
+            first, second = (plain, recorded) if r % 2 == 0 else (recorded, plain)
+            spent = {id(first): 0.0, id(second): 0.0}
+            for action in actions:
+                handed[0] = env.step(action)
+                t0 = clock()
+                first.step(action)
+                t1 = clock()
+                second.step(action)
+                t2 = clock()
+                spent[id(first)] += t1 - t0
+                spent[id(second)] += t2 - t1
+            if r >= 0:
+                call[name].append((spent[id(recorded)] - spent[id(plain)]) / seg * 1e6)
+            recorded.flush()
+    for env, _, _, recorded in loops.values():
+        recorded.close()
+        env.close()
+    return call
+
+
+def test_infos_call_real_env(benchmark: Any, report: list[dict[str, Any]]) -> None:
+    """`test_infos_call` on a real env loop (see `real_env_calls`): the recorder reads what the
+    env has just made, as in training."""
+    call = benchmark.pedantic(lambda: real_env_calls(41), rounds=1, iterations=1)
+    ratio = statistics.median(a / b for a, b in zip(call["res"], call["none"], strict=True))
+    rows = []
+    for name, label in (("none", "no infos (CartPole's own: {})"), ("res", "RecordEpisodeStatistics infos")):
+        c = call[name]
+        row: dict[str, Any] = {
+            "group": GROUP,
+            "name": f"recorder call, CartPole x16 real env loop, {label}",
+            "call_us_per_vector_step": statistics.median(c),
+            "spread_us": f"{min(c):.2f}..{max(c):.2f}",
         }
         if name == "res":
             row["vs without infos"] = ratio
