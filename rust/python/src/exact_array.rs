@@ -8,6 +8,9 @@
 use numpy::npyffi::{get_type_object, NpyTypes, PyArrayObject, NPY_ARRAY_C_CONTIGUOUS};
 use numpy::PyArrayDescr;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+
+use crate::collect::prefetch;
 
 /// What a column takes as borrowed bytes: an ndarray of exactly `descr` (numpy's built-in
 /// descriptors are singletons, so an env's arrays of the column's dtype carry this very
@@ -20,10 +23,33 @@ pub struct ExactArray {
     row_bytes: usize,
 }
 
+/// numpy's ndarray type object, as an address.
+fn ndarray_type(py: Python<'_>) -> usize {
+    static TYPE: PyOnceLock<usize> = PyOnceLock::new();
+    // SAFETY: the GIL is held; the numpy crate loads numpy's API table on first use.
+    *TYPE.get_or_init(py, || unsafe { get_type_object(py, NpyTypes::PyArray_Type) } as usize)
+}
+
+/// Asks the CPU to start loading an ndarray's shape and first data bytes, whose addresses are
+/// in its header: called once the headers of several values are on their way (see `prefetch`),
+/// so these second hops overlap too instead of each waiting in turn. Anything else is left be.
+pub fn prefetch_array(value: &Bound<'_, PyAny>) {
+    let object = value.as_ptr();
+    // SAFETY: `value` is a live object and the GIL is held; its fields are read as an
+    // ndarray's only once its type says it is one.
+    unsafe {
+        if pyo3::ffi::Py_TYPE(object) as usize != ndarray_type(value.py()) {
+            return;
+        }
+        let fields = &(*object.cast::<PyArrayObject>()).fields;
+        prefetch(fields.dimensions.cast(), 16);
+        prefetch(fields.data.cast(), 128);
+    }
+}
+
 impl ExactArray {
     pub fn new(py: Python<'_>, descr: Py<PyArrayDescr>, row_shape: &[usize], item_bytes: usize) -> Self {
-        // SAFETY: the GIL is held; the numpy crate loads numpy's API table on first use.
-        let array_type = unsafe { get_type_object(py, NpyTypes::PyArray_Type) } as usize;
+        let array_type = ndarray_type(py);
         let row_bytes = row_shape.iter().product::<usize>() * item_bytes;
         ExactArray { array_type, descr, row_shape: row_shape.to_vec(), row_bytes }
     }

@@ -7,6 +7,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 
+use crate::collect::prefetch;
+
 /// Plans kept per dict (its key node): a few shapes, such as the steps with and without an
 /// episode's statistics.
 pub const PLANS_PER_DICT: usize = 4;
@@ -66,14 +68,20 @@ impl DictPlan {
             // references, which stay valid because nothing below runs Python code (an exact
             // str's hash and text are computed in C) before `value` gets a reference of its own.
             unsafe {
-                if ffi::PyDict_Next(dict.as_ptr(), &mut at, &mut key, &mut value) == 0
-                    || !(key == planned.key.as_ptr() || same_text(&Borrowed::from_ptr(py, key), planned)?)
-                {
-                    values.truncate(start);
-                    return Ok(false);
+                if ffi::PyDict_Next(dict.as_ptr(), &mut at, &mut key, &mut value) == 0 {
+                    break;
+                }
+                // The value's header starts loading now, while keys are compared.
+                prefetch(value.cast(), 64);
+                if !(key == planned.key.as_ptr() || same_text(&Borrowed::from_ptr(py, key), planned)?) {
+                    break;
                 }
                 values.push(Borrowed::from_ptr(py, value).to_owned().unbind());
             }
+        }
+        if values.len() - start < self.keys.len() {
+            values.truncate(start);
+            return Ok(false);
         }
         Ok(true)
     }

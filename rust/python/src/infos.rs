@@ -20,6 +20,7 @@ use trajcore_core::{CodecSpec, DType, Timeline};
 
 use crate::collect::{prefetch, Collector, Src};
 use crate::errors::{schema_error, warn, IntoPy};
+use crate::exact_array::prefetch_array;
 use crate::info_keys::key_name;
 pub use crate::info_keys::{escape_key, KeyPaths};
 use crate::info_plan::{mask_positions, DictPlan, Role, MAX_PLANNED_KEYS, PLANS_MADE_PER_DICT};
@@ -271,8 +272,9 @@ impl DynamicColumns {
         }
         let Some(chosen) = chosen else { return Ok(false) };
         let len = self.planned_values.len() - start;
+        // Their headers were asked for while matching: now their arrays' shapes and data.
         for value in &self.planned_values[start..] {
-            prefetch(value.as_ptr().cast(), 64);
+            prefetch_array(value.bind(py));
         }
         for position in 0..len {
             let Role::Value { node: child, mask: mask_at } = self.keys.node(node).plans[chosen].role(position) else {
