@@ -22,8 +22,8 @@ import time
 # As conftest.py: OpenBLAS's spinning worker threads would take the writer thread's core.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from test_recording_round2 import _replayed, real_env_calls, recorder_calls  # noqa: E402
-from trajcore import bench  # noqa: E402
+from test_recording_round2 import _replayed, real_env_calls, recorder_calls
+from trajcore import bench
 
 
 def main() -> None:
@@ -40,8 +40,9 @@ def main() -> None:
             recorded.env.close()
     for name, c in call.items():
         print(f"{name}: {statistics.median(c):.2f} us ({min(c):.2f}..{max(c):.2f})")
-    ratio = statistics.median(a / b for a, b in zip(call["res"], call["none"], strict=True))
-    print(f"ratio {ratio:.2f}")
+    for base in (b for b in call if b != "res"):
+        ratio = statistics.median(a / b for a, b in zip(call["res"], call[base], strict=True))
+        print(f"ratio res / {base}: {ratio:.2f}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import trajcore
 from helpers import assert_infos_equal
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_info_keys import N, InfosEnv, InfosVectorEnv
+from test_info_keys import InfosEnv, InfosVectorEnv, N
 from trajcore import _recording
 
 DTYPES = [np.float64, np.float32, np.int64, np.int32, np.uint8, np.bool_]
