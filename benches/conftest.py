@@ -107,6 +107,14 @@ _ISSUE14 = [
         1.3,
         "max",
     ),
+    (
+        "the same, on a real env loop (against CartPole's own loop)",
+        "recording round 2",
+        "recorder call, CartPole x16 real env loop, RecordEpisodeStatistics infos",
+        "vs without infos",
+        1.3,
+        "max",
+    ),
 ]
 
 

@@ -13,6 +13,7 @@ import statistics
 import struct
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,90 @@ def test_infos_call(benchmark: Any, report: list[dict[str, Any]]) -> None:
         }
         if name == "res":
             row["vs without infos"] = ratio
+        rows.append(row)
+    benchmark.extra_info.update(rows[-1])
+    report.extend(rows)
+
+
+def _handed(wrap: bool) -> tuple[Any, list[Any], Any, Any]:
+    """A real env of 16 CartPole sub-envs (with `RecordEpisodeStatistics` if `wrap`), and two
+    envs that hand on what it returned last (put in the list): one alone, one recorded."""
+    env = gym.make_vec("CartPole-v1", num_envs=16, vectorization_mode="sync")
+    if wrap:
+        env = RecordEpisodeStatistics(env)
+    env.action_space.seed(0)
+    reset = env.reset(seed=0)
+    handed: list[Any] = [None]
+    plain = _Replay(env, False, reset, handed).base
+    recorded = trajcore.RecordVectorEpisodes(_Replay(env, False, reset, handed).base, tempfile.mkdtemp())
+    for e in (plain, recorded):
+        e.reset()
+    return env, handed, plain, recorded
+
+
+# The real env loops: CartPole's own infos ({}), RecordEpisodeStatistics's infos left out (the
+# recorder gets {}: the same env work between calls, which evicts the recorder's state from this
+# core's caches, without infos), and its infos.
+REAL_LOOPS = {"none": (False, False), "res env, infos left out": (True, True), "res": (True, False)}
+
+
+def real_env_calls(
+    rounds: int, seg: int = 1_000, clock: Callable[[], float] = time.perf_counter
+) -> dict[str, list[float]]:
+    """The recorder call on a real env loop, µs per vector step (see `REAL_LOOPS`): each step of
+    the real env is handed to the recorded env and to the env alone, each call timed by itself
+    (in alternating order), recorded minus alone. The recorder reads arrays the env has just
+    made, in this core's cache, unlike a long replay's; but its own state is no longer there.
+    Segments of `seg` steps, flushed between rounds."""
+    loops = {name: (_handed(wrap), strip) for name, (wrap, strip) in REAL_LOOPS.items()}
+    actions = [loops["none"][0][0].action_space.sample() for _ in range(seg)]
+    call: dict[str, list[float]] = {k: [] for k in loops}
+    for r in range(-1, rounds):  # round -1 warms up (columns made, caches filled)
+        for name, ((env, handed, plain, recorded), strip) in loops.items():
+            first, second = (plain, recorded) if r % 2 == 0 else (recorded, plain)
+            spent = {id(first): 0.0, id(second): 0.0}
+            for action in actions:
+                out = env.step(action)
+                handed[0] = (*out[:4], {}) if strip else out
+                t0 = clock()
+                first.step(action)
+                t1 = clock()
+                second.step(action)
+                t2 = clock()
+                spent[id(first)] += t1 - t0
+                spent[id(second)] += t2 - t1
+            if r >= 0:
+                call[name].append((spent[id(recorded)] - spent[id(plain)]) / seg * 1e6)
+            recorded.flush()
+    for (env, _, _, recorded), _ in loops.values():
+        recorded.close()
+        env.close()
+    return call
+
+
+def test_infos_call_real_env(benchmark: Any, report: list[dict[str, Any]]) -> None:
+    """`test_infos_call` on real env loops (see `real_env_calls`): the recorder reads what the
+    env has just made, as in training. The ratio against CartPole's own loop also counts what
+    RecordEpisodeStatistics's work does to the recorder's caches; the ratio against the same
+    loop with the infos left out counts the infos alone."""
+    call = benchmark.pedantic(lambda: real_env_calls(41), rounds=1, iterations=1)
+    rows = []
+    labels = {
+        "none": "no infos (CartPole's own: {})",
+        "res env, infos left out": "RecordEpisodeStatistics env, infos left out",
+        "res": "RecordEpisodeStatistics infos",
+    }
+    for name, label in labels.items():
+        c = call[name]
+        row: dict[str, Any] = {
+            "group": GROUP,
+            "name": f"recorder call, CartPole x16 real env loop, {label}",
+            "call_us_per_vector_step": statistics.median(c),
+            "spread_us": f"{min(c):.2f}..{max(c):.2f}",
+        }
+        if name == "res":
+            for base, key in (("none", "vs without infos"), ("res env, infos left out", "vs infos left out")):
+                row[key] = statistics.median(a / b for a, b in zip(c, call[base], strict=True))
         rows.append(row)
     benchmark.extra_info.update(rows[-1])
     report.extend(rows)

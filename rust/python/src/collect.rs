@@ -58,6 +58,13 @@ impl Collector {
         Src::External(data, nbytes)
     }
 
+    /// Borrows `len` bytes at `data`, memory of `owner`, which is kept alive until `clear`.
+    pub fn borrow_data(&mut self, owner: &Bound<'_, PyAny>, data: usize, len: usize) -> Src {
+        self.keep.push(owner.clone().unbind());
+        prefetch(data as *const u8, len);
+        Src::External(data, len)
+    }
+
     pub fn own(&mut self, bytes: &[u8]) -> Src {
         let start = self.bytes.len();
         self.bytes.extend_from_slice(bytes);

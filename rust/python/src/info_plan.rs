@@ -3,8 +3,11 @@
 //! decided once per dict shape and kept. A dict whose keys are a plan's, in its order (each the
 //! same str object, or a str of the same text), is walked by the plan: no key is looked up.
 
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
+
+use crate::collect::prefetch;
 
 /// Plans kept per dict (its key node): a few shapes, such as the steps with and without an
 /// episode's statistics.
@@ -57,21 +60,37 @@ impl DictPlan {
         if self.regular != regular || dict.len() != self.keys.len() {
             return Ok(false);
         }
+        let py = dict.py();
         let start = values.len();
-        for ((key, value), planned) in dict.iter().zip(&self.keys) {
-            if !(key.as_ptr() == planned.key.as_ptr() || same_text(&key, planned)?) {
-                values.truncate(start);
-                return Ok(false);
+        let (mut at, mut key, mut value) = (0, std::ptr::null_mut(), std::ptr::null_mut());
+        for planned in &self.keys {
+            // SAFETY: the GIL is held and `dict` is a live dict; `PyDict_Next` hands out borrowed
+            // references, which stay valid because nothing below runs Python code (an exact
+            // str's hash and text are computed in C) before `value` gets a reference of its own.
+            unsafe {
+                if ffi::PyDict_Next(dict.as_ptr(), &mut at, &mut key, &mut value) == 0 {
+                    break;
+                }
+                // The value's header starts loading now, while keys are compared.
+                prefetch(value.cast(), 64);
+                if !(key == planned.key.as_ptr() || same_text(&Borrowed::from_ptr(py, key), planned)?) {
+                    break;
+                }
+                values.push(Borrowed::from_ptr(py, value).to_owned().unbind());
             }
-            values.push(value.unbind());
+        }
+        if values.len() - start < self.keys.len() {
+            values.truncate(start);
+            return Ok(false);
         }
         Ok(true)
     }
 }
 
-/// A str key of the planned text that is another object (an f-string made each step).
+/// A str key of the planned text that is another object (an f-string made each step). Only
+/// exact str: a subclass could hash otherwise (its dicts are walked key by key).
 fn same_text(key: &Bound<'_, PyAny>, planned: &PlannedKey) -> PyResult<bool> {
-    let Ok(key) = key.cast::<PyString>() else { return Ok(false) };
+    let Ok(key) = key.cast_exact::<PyString>() else { return Ok(false) };
     Ok(key.hash()? == planned.hash && key.to_str()? == planned.text)
 }
 

@@ -20,6 +20,7 @@ use trajcore_core::{CodecSpec, DType, Timeline};
 
 use crate::collect::{prefetch, Collector, Src};
 use crate::errors::{schema_error, warn, IntoPy};
+use crate::exact_array::prefetch_array;
 use crate::info_keys::key_name;
 pub use crate::info_keys::{escape_key, KeyPaths};
 use crate::info_plan::{mask_positions, DictPlan, Role, MAX_PLANNED_KEYS, PLANS_MADE_PER_DICT};
@@ -271,16 +272,19 @@ impl DynamicColumns {
         }
         let Some(chosen) = chosen else { return Ok(false) };
         let len = self.planned_values.len() - start;
+        // Their headers were asked for while matching: now their arrays' shapes and data.
         for value in &self.planned_values[start..] {
-            prefetch(value.as_ptr().cast(), 64);
+            prefetch_array(value.bind(py));
         }
         for position in 0..len {
             let Role::Value { node: child, mask: mask_at } = self.keys.node(node).plans[chosen].role(position) else {
                 continue;
             };
-            let value = self.planned_values[start + position].bind(py).clone();
-            let own_mask = mask_at.map(|m| self.planned_values[start + m].bind(py).clone());
-            self.put_entry(py, child, &value, own_mask.as_ref(), mask, depth, at, recorder, coll)?;
+            // SAFETY: `planned_values` holds a reference to each until the caller truncates it,
+            // after this loop (nested dicts push and truncate above `start + len`).
+            let borrowed = |at: usize| unsafe { Borrowed::from_ptr(py, self.planned_values[start + at].as_ptr()) };
+            let (value, own_mask) = (borrowed(position), mask_at.map(borrowed));
+            self.put_entry(py, child, &value, own_mask.as_deref(), mask, depth, at, recorder, coll)?;
         }
         Ok(true)
     }
@@ -320,6 +324,16 @@ impl DynamicColumns {
         recorder: &mut Recorder,
         coll: &mut Collector,
     ) -> PyResult<()> {
+        // The usual value first: an array whose bytes are the rows of its column as they are
+        // (no object array, which `stacked_rows` would take apart).
+        if let Some(column) = self.keys.node(node).column {
+            let col = &self.columns[column];
+            if let Some((data, len)) = col.exact.as_ref().and_then(|e| e.data(value, at.rows)) {
+                let data = coll.borrow_data(value, data, len);
+                push_entry(col, mask, at, data, coll);
+                return Ok(());
+            }
+        }
         let stacked = stacked_rows(py, value, mask, at, coll)?;
         let value = stacked.as_ref().unwrap_or(value);
         let column = match self.keys.node(node).column {
@@ -373,8 +387,7 @@ impl DynamicColumns {
         let col = &self.columns[column];
         match put_value(py, value, col, at.rows, coll) {
             Ok(data) => {
-                let kind = if mask.is_some() { EntryKind::Masked } else { EntryKind::Dense };
-                coll.push(col.id, kind, at.slot, 0, mask, data);
+                push_entry(col, mask, at, data, coll);
                 Ok(())
             }
             Err(e) if is_schema_error(py, &e) => {
@@ -454,6 +467,13 @@ impl DynamicColumns {
             }
         }
     }
+}
+
+/// The entry of a value of `col` (its bytes at `data`), masked where `mask` says which envs
+/// have it.
+fn push_entry(col: &ColInfo, mask: Option<Src>, at: Place, data: Src, coll: &mut Collector) {
+    let kind = if mask.is_some() { EntryKind::Masked } else { EntryKind::Dense };
+    coll.push(col.id, kind, at.slot, 0, mask, data);
 }
 
 /// A key as a message shows it.

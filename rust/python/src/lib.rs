@@ -8,6 +8,7 @@ mod batch;
 mod collect;
 mod dataset;
 mod errors;
+mod exact_array;
 mod frames;
 mod functions;
 mod info_keys;

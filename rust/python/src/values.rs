@@ -4,11 +4,13 @@
 
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
 use trajcore_core::{ColumnSpec, DType};
 
 use crate::collect::{Collector, Src};
 use crate::errors::schema_error;
+use crate::exact_array::ExactArray;
 
 /// A column as the step path needs it.
 pub struct ColInfo {
@@ -17,6 +19,8 @@ pub struct ColInfo {
     pub dtype: DType,
     pub shape: Vec<usize>,
     pub descr: Option<Py<PyArrayDescr>>,
+    /// The arrays whose bytes are the rows as they are (none for str columns).
+    pub exact: Option<ExactArray>,
 }
 
 impl ColInfo {
@@ -26,13 +30,12 @@ impl ColInfo {
             DType::Utf8 => None,
             d => Some(PyArrayDescr::new(py, d.name())?.unbind()),
         };
-        Ok(ColInfo {
-            id: spec.id,
-            name: spec.name.clone(),
-            dtype,
-            shape: spec.shape.iter().map(|&d| d as usize).collect(),
-            descr,
-        })
+        let shape: Vec<usize> = spec.shape.iter().map(|&d| d as usize).collect();
+        let exact = match (&descr, dtype.size()) {
+            (Some(descr), Some(size)) => Some(ExactArray::new(py, descr.clone_ref(py), &shape, size)),
+            _ => None,
+        };
+        Ok(ColInfo { id: spec.id, name: spec.name.clone(), dtype, shape, descr, exact })
     }
 }
 
@@ -51,6 +54,9 @@ pub fn put_value(
     rows: Option<usize>,
     coll: &mut Collector,
 ) -> PyResult<Src> {
+    if let Some((data, len)) = col.exact.as_ref().and_then(|e| e.data(value, rows)) {
+        return Ok(coll.borrow_data(value, data, len));
+    }
     if col.dtype == DType::Utf8 {
         return put_strings(py, value, col, rows, coll);
     }
@@ -83,6 +89,12 @@ fn expected_shape(col: &ColInfo, rows: Option<usize>) -> String {
     shape_text(&shape)
 }
 
+/// Bool arrays over the envs, as masks come (gymnasium's `_key` arrays, reset masks).
+fn bool_rows(py: Python<'_>) -> &ExactArray {
+    static ROWS: PyOnceLock<ExactArray> = PyOnceLock::new();
+    ROWS.get_or_init(py, || ExactArray::new(py, PyArrayDescr::of::<bool>(py).unbind(), &[], 1))
+}
+
 /// A boolean mask over `n` envs as one byte per env: borrowed when it is already a contiguous
 /// bool array of that length, converted otherwise. `what` names it in the error.
 pub fn mask_bytes(
@@ -92,6 +104,9 @@ pub fn mask_bytes(
     what: &str,
     coll: &mut Collector,
 ) -> PyResult<Src> {
+    if let Some((data, len)) = bool_rows(py).data(mask, Some(n)) {
+        return Ok(coll.borrow_data(mask, data, len));
+    }
     if let Ok(array) = mask.cast::<PyUntypedArray>() {
         if array.shape() == [n] && array.dtype().kind() == b'b' && array.is_c_contiguous() {
             return Ok(coll.borrow_array(array));
