@@ -4,10 +4,13 @@
 
 mod common;
 
+use std::mem::MaybeUninit;
+
 use common::*;
 use trajcore_core::reader::{
     sample_steps, sample_windows, set_gather_hold_bytes, set_max_threads, set_parallel_thresholds,
-    set_scan_block_bytes, ColumnData, Dataset, EpisodeSet, Field, OpenOptions, Out, RangeRead, SplitMix64, Window,
+    set_scan_block_bytes, ColumnData, Dataset, EpisodeSet, Field, IndexOut, OpenOptions, Out, RangeRead, SplitMix64,
+    Window,
 };
 use trajcore_core::{Error, Timeline};
 
@@ -252,8 +255,21 @@ fn check_range(ds: &Dataset, set: &EpisodeSet, fields: &[Field], first: u64, n: 
     let mut want = outputs(fields, n as usize);
     ds.gather(fields, &windows, 1, false, &mut outs(&mut want), None).unwrap();
     let mut got = outputs(fields, n as usize);
-    let (read, damage) = ds.read_range(set, fields, first, n, &mut outs(&mut got)).unwrap();
+    let (mut episodes, mut steps) =
+        (vec![MaybeUninit::new(0xAA); n as usize * 8], vec![MaybeUninit::new(0xAA); n as usize * 8]);
+    let indexes = IndexOut { episodes: &mut episodes, steps: &mut steps };
+    let (read, damage) = ds.read_range(set, fields, first, n, &mut outs(&mut got), Some(indexes)).unwrap();
     assert!(damage.is_empty());
+    let int64s = |b: &[MaybeUninit<u8>]| -> Vec<u64> {
+        // SAFETY: every byte was initialized above, and written since.
+        b.chunks(8).map(|c| u64::from_le_bytes(std::array::from_fn(|i| unsafe { c[i].assume_init() }))).collect()
+    };
+    let indexed: Vec<Window> = int64s(&episodes)
+        .into_iter()
+        .zip(int64s(&steps))
+        .map(|(episode, start)| Window { episode: episode as usize, start })
+        .collect();
+    assert_eq!(indexed, windows, "indexes of steps {first}..{}", first + n);
     let RangeRead::Runs(runs) = &read else { panic!("an intact range is read in runs") };
     assert!(runs.len() <= windows.len() && runs.iter().all(|r| r.steps > 0));
     let mut listed = Vec::new();
@@ -294,7 +310,7 @@ fn range_reads_equal_step_by_step_gathers() {
                 check_range(&ds, set, &fields, first, 1 + rng.below(total - first));
             }
             let mut bufs = outputs(&fields, 2);
-            let err = ds.read_range(set, &fields, total - 1, 2, &mut outs(&mut bufs)).unwrap_err();
+            let err = ds.read_range(set, &fields, total - 1, 2, &mut outs(&mut bufs), None).unwrap_err();
             assert!(matches!(err, Error::Invalid(ref m) if m.contains("out of range")), "{err}");
         }
     }

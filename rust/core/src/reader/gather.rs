@@ -187,6 +187,11 @@ pub fn set_parallel_thresholds(decode_bytes: usize, copy_bytes: usize) {
     PARALLEL_COPY_BYTES.store(copy_bytes.max(1), Ordering::Relaxed);
 }
 
+/// Bytes to copy (or write) before another thread pays for its start.
+pub(super) fn parallel_copy_bytes() -> usize {
+    PARALLEL_COPY_BYTES.load(Ordering::Relaxed)
+}
+
 /// Output bytes a bulk read (`gather_runs`) fills per block.
 static SCAN_BLOCK_BYTES: AtomicUsize = AtomicUsize::new(64 << 20);
 
@@ -836,7 +841,7 @@ impl Dataset {
             .zip(pieces)
             .map(|(f, p)| f.row_bytes.unwrap_or(0) * p.iter().map(|p| p.rows).sum::<usize>())
             .sum();
-        let threads = max_threads().min(bytes / PARALLEL_COPY_BYTES.load(Ordering::Relaxed) + 1).min(rows_out.max(1));
+        let threads = max_threads().min(bytes / parallel_copy_bytes() + 1).min(rows_out.max(1));
         if threads <= 1 {
             return self.copy_range(src, outs, 0, usize::MAX);
         }

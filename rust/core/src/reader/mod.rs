@@ -50,7 +50,7 @@ pub use gather::{
 pub use metrics::{episode_metrics, MetricColumn};
 pub use rows::{ColumnData, RowsView};
 pub use sampling::{sample_steps, sample_windows, SplitMix64};
-pub use scan::RangeRead;
+pub use scan::{IndexOut, RangeRead};
 pub use steps::{EpisodeSet, StepIndex, WindowIndex};
 
 pub use damage::Damage;
