@@ -6,15 +6,13 @@
 //! included: without `strict`, a range that touches a damaged episode is read again step by
 //! step through `gather_lenient`, which redraws those steps from their numbers.
 //!
-//! A range read also writes which (episode, step) each row is (`IndexOut`): 16 bytes a step, a
-//! quarter of what a CartPole scan writes, so on a large range they are written on a thread of
-//! their own while the gather plans and copies, and only written again where damage was redrawn.
+//! A range read also writes which (episode, step) each row is (`IndexOut`), with the rows (by
+//! the thread that copies them), or, where damage was redrawn, from the steps read.
 
-use std::mem::MaybeUninit;
-
+use super::bulk::IndexOut;
 use super::damage::Damage;
 use super::dataset::Dataset;
-use super::gather::{max_threads, parallel_copy_bytes, Field, Out, Run, Window};
+use super::gather::{Field, Out, Run, Window};
 use super::lenient::{Redraw, WindowKind};
 use super::steps::EpisodeSet;
 use crate::error::{Error, Result};
@@ -37,36 +35,6 @@ impl RangeRead {
             }
             RangeRead::Steps(windows) => windows.iter().for_each(|w| f(w.episode, w.start)),
         }
-    }
-}
-
-/// Where a range read puts each step's episode (`episode_index`) and step within it
-/// (`step_index`): a little-endian int64 per step in each, memory not initialized yet (a fresh
-/// numpy array): every byte gets written.
-pub struct IndexOut<'a> {
-    pub episodes: &'a mut [MaybeUninit<u8>],
-    pub steps: &'a mut [MaybeUninit<u8>],
-}
-
-/// The runs' indexes, a run at a time: a repeated episode and counting steps, which the
-/// compiler turns into wide stores.
-fn write_runs(runs: &[Run], out: IndexOut<'_>) {
-    let (mut episodes, mut steps) = (out.episodes, out.steps);
-    for r in runs {
-        let bytes = r.steps as usize * 8;
-        let (e, rest) = std::mem::take(&mut episodes).split_at_mut(bytes);
-        episodes = rest;
-        let (s, rest) = std::mem::take(&mut steps).split_at_mut(bytes);
-        steps = rest;
-        put_i64s(e, std::iter::repeat(r.episode as i64));
-        put_i64s(s, (r.start..r.start + r.steps).map(|t| t as i64));
-    }
-}
-
-/// Writes `values` little-endian into the 8-byte rows of `dst`, as many as it holds.
-fn put_i64s(dst: &mut [MaybeUninit<u8>], values: impl Iterator<Item = i64>) {
-    for (d, v) in dst.chunks_exact_mut(8).zip(values) {
-        d.copy_from_slice(&v.to_le_bytes().map(MaybeUninit::new));
     }
 }
 
@@ -120,36 +88,7 @@ impl Dataset {
         indexes: Option<IndexOut<'_>>,
     ) -> Result<(RangeRead, Vec<Damage>)> {
         let runs = set.runs(first, n)?;
-        let steps_read = |runs: &[Run], outs: &mut [Out<'_>]| self.read_runs(set, fields, first, n, runs, outs);
-        let (redrawn, found) = match indexes {
-            None => steps_read(&runs, outs)?,
-            Some(indexes) => {
-                if [indexes.episodes.len(), indexes.steps.len()].iter().any(|&b| Some(b as u64) != n.checked_mul(8)) {
-                    return Err(Error::Invalid(format!("the index outputs do not hold {n} rows")));
-                }
-                let (episodes, steps) = (indexes.episodes, indexes.steps);
-                let (redrawn, found) = if max_threads() > 1 && 16 * n >= parallel_copy_bytes() as u64 {
-                    // Written from the runs while the gather works (the bytes a copy thread is
-                    // started for).
-                    std::thread::scope(|s| {
-                        let writer =
-                            s.spawn(|| write_runs(&runs, IndexOut { episodes: &mut *episodes, steps: &mut *steps }));
-                        let read = steps_read(&runs, outs);
-                        writer.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
-                        read
-                    })?
-                } else {
-                    write_runs(&runs, IndexOut { episodes: &mut *episodes, steps: &mut *steps });
-                    steps_read(&runs, outs)?
-                };
-                if let Some(windows) = &redrawn {
-                    // Damage redrawn step by step: the steps read are what the indexes say.
-                    put_i64s(episodes, windows.iter().map(|w| w.episode as i64));
-                    put_i64s(steps, windows.iter().map(|w| w.start as i64));
-                }
-                (redrawn, found)
-            }
-        };
+        let (redrawn, found) = self.read_runs(set, fields, first, n, &runs, outs, indexes)?;
         let read = match redrawn {
             None => RangeRead::Runs(runs),
             Some(windows) => RangeRead::Steps(windows),
@@ -158,7 +97,8 @@ impl Dataset {
     }
 
     /// The gather of `read_range`: its runs, or (damage found) its steps one by one, each
-    /// damaged one redrawn (then returned).
+    /// damaged one redrawn (then returned, and written to `indexes`).
+    #[allow(clippy::too_many_arguments)]
     fn read_runs(
         &self,
         set: &EpisodeSet,
@@ -167,15 +107,17 @@ impl Dataset {
         n: u64,
         runs: &[Run],
         outs: &mut [Out<'_>],
+        mut indexes: Option<IndexOut<'_>>,
     ) -> Result<(Option<Vec<Window>>, Vec<Damage>)> {
         if self.options().strict {
-            self.gather_runs(fields, runs, outs)?;
+            self.gather_runs(fields, runs, outs, indexes)?;
             return Ok((None, Vec::new()));
         }
         let mut found = Vec::new();
         if !runs.iter().any(|r| self.is_damaged(r.episode)) {
             let starts: Vec<Window> = runs.iter().map(|r| Window { episode: r.episode, start: r.start }).collect();
-            match self.check_episodes(&starts).and_then(|()| self.gather_runs(fields, runs, outs)) {
+            let ix = indexes.as_mut().map(IndexOut::reborrow);
+            match self.check_episodes(&starts).and_then(|()| self.gather_runs(fields, runs, outs, ix)) {
                 Ok(()) => return Ok((None, found)),
                 Err(e @ Error::Corrupt { .. }) => match self.note_read_damage(&e) {
                     Some(d) => found.push(d),
@@ -193,6 +135,12 @@ impl Dataset {
         let redraw = Redraw::Numbers((first..first + n).collect());
         let kind = WindowKind { length: 1, sequence: false, pad: false };
         found.extend(self.gather_lenient(set, &redraw, kind, fields, &mut windows, outs, None)?);
+        if let Some(ix) = indexes {
+            if ix.episodes.len() != windows.len() * 8 || ix.steps.len() != windows.len() * 8 {
+                return Err(Error::Invalid(format!("the index outputs do not hold {n} rows")));
+            }
+            ix.write_steps(windows.iter().map(|w| (w.episode, w.start)));
+        }
         Ok((Some(windows), found))
     }
 }
