@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use super::dataset::{Dataset, EpisodeLoc};
 use super::gather::{check_outputs, max_threads, parallel_copy_bytes, Field, Item, Out, Run, Work};
 use super::prefetch;
-use super::stream::{fence, put_i64s, streams};
+use super::stream::{fence, put_i64s, put_sequence, streams};
 use crate::error::{Error, Result};
 
 /// Where a bulk read puts each step's episode (`episode_index`) and step within it
@@ -50,8 +50,8 @@ impl IndexOut<'_> {
 
     /// Writes each step of `windows` (episode, step), in order.
     pub(super) fn write_steps(self, windows: impl Iterator<Item = (usize, u64)> + Clone) {
-        put_i64s(self.episodes, windows.clone().map(|(e, _)| e as i64), false);
-        put_i64s(self.steps, windows.map(|(_, t)| t as i64), false);
+        put_i64s(self.episodes, windows.clone().map(|(e, _)| e as i64));
+        put_i64s(self.steps, windows.map(|(_, t)| t as i64));
     }
 }
 
@@ -73,17 +73,18 @@ pub(super) fn split_runs(runs: &[Run], parts: usize) -> Vec<Vec<Run>> {
     // Part k ends after step total * (k + 1) / parts.
     let end_of = |k: usize| (total * (k as u128 + 1) / parts as u128) as u64;
     let mut out: Vec<Vec<Run>> = vec![Vec::new()];
-    let mut at = 0u64; // steps placed so far
+    let (mut at, mut end) = (0u64, end_of(0)); // steps placed so far; where this part ends
     for run in runs {
         let (mut run, whole) = (*run, *run);
-        while out.len() < parts && at + run.steps > end_of(out.len() - 1) {
-            let take = end_of(out.len() - 1) - at;
+        while out.len() < parts && at + run.steps > end {
+            let take = end - at;
             if take > 0 {
                 out.last_mut().expect("a part").push(Run { steps: take, ..run });
             }
             run = Run { start: run.start + take, steps: run.steps - take, ..run };
             at += take;
             out.push(Vec::new());
+            end = end_of(out.len() - 1);
         }
         // What is left of it (a run of no steps stays, to be checked like the others).
         if run.steps > 0 || whole.steps == 0 {
@@ -254,8 +255,8 @@ fn write_runs(runs: &[Run], out: IndexOut<'_>, stream: bool) {
     for r in runs {
         let (mine, tail) = rest.split_first(r.steps as usize);
         rest = tail;
-        put_i64s(mine.episodes, std::iter::repeat(r.episode as i64), stream);
-        put_i64s(mine.steps, (r.start..r.start + r.steps).map(|t| t as i64), stream);
+        put_sequence(mine.episodes, r.episode as i64, 0, stream);
+        put_sequence(mine.steps, r.start as i64, 1, stream);
     }
     if stream {
         fence();

@@ -40,7 +40,7 @@ use super::dataset::{Dataset, Located};
 use super::lane_scan::{join_steps, push_piece};
 use super::prefetch;
 use super::rows::chunk_strings;
-use super::stream::{copy_streamed, fence};
+use super::stream::{copy_streamed, fence, streams_rows};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::schema::{ColumnId, ColumnSpec, Timeline};
@@ -848,7 +848,7 @@ impl Dataset {
                     (Some(rb), slot) => {
                         let mut to = at * rb;
                         let whole = data[slot as usize].rows(rb, p.chunk_row, p.rows, |src| {
-                            match stream {
+                            match stream && streams_rows(rb) {
                                 true => out.put_streamed(to, src),
                                 false => out.put(to, src),
                             }

@@ -2,8 +2,8 @@
 //! output is far larger than the caches: an ordinary store first reads the destination's cache
 //! line from memory (to own it), then writes it back, so copying many pieces into a large
 //! output moves three bytes for each one copied. Streamed stores write whole lines without
-//! reading them: on a CartPole scan (pieces of a few hundred bytes) they copied 48 MB in about
-//! two thirds of the time of `memcpy`. The data then is not in the caches, which a caller that
+//! reading them: pieces of a few hundred bytes (a CartPole scan's) copied 48 MB in about two
+//! thirds of the time `memcpy` took. The data then is not in the caches, which a caller that
 //! reads its batch at once would pay for: only outputs far larger than the caches use them.
 //!
 //! Streamed stores are weakly ordered: a thread that made them calls `fence` before its output
@@ -28,50 +28,95 @@ pub(super) fn streams(bytes: usize) -> bool {
     bytes >= STREAM_FROM_BYTES.load(Ordering::Relaxed)
 }
 
-/// Pieces shorter than this are copied plainly: too little to fill a cache line in a row.
-const STREAM_MIN_BYTES: usize = 64;
+/// Whether rows of `row_bytes` can be streamed: every store to an output must then be streamed,
+/// so every piece must start and end on a 4-byte boundary. An ordinary store to a cache line
+/// that streamed stores are filling flushes the line half written, which made a scan twice as
+/// slow when the edges of pieces were copied plainly.
+pub(super) fn streams_rows(row_bytes: usize) -> bool {
+    row_bytes.is_multiple_of(4)
+}
 
-/// Copies `src` into `dst` (the same length).
+/// Copies `src` into `dst` (the same length), every store streamed where `dst` starts on a
+/// 4-byte boundary and the length is a multiple of 4 (rows that `streams_rows`), else plainly.
 pub(super) fn copy_streamed(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
     assert_eq!(dst.len(), src.len(), "a streamed copy between slices of different lengths");
     #[cfg(target_arch = "x86_64")]
-    if src.len() >= STREAM_MIN_BYTES {
-        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
-        // The head up to the first 16-byte boundary of `dst`, and the tail after the last one,
-        // are copied plainly: a streamed store writes 16 aligned bytes.
-        let head = dst.as_ptr().align_offset(16).min(dst.len());
-        let body_end = head + (dst.len() - head) / 16 * 16;
-        copy_plain(&mut dst[..head], &src[..head]);
-        let (to, from) = (dst.as_mut_ptr().cast::<u8>(), src.as_ptr());
-        let mut at = head;
-        while at < body_end {
-            // SAFETY: `at + 16 <= body_end <= len` of both slices (same length), so the load
-            // reads 16 bytes of `src` (unaligned loads are allowed) and the store writes 16
-            // bytes of `dst`, 16-byte aligned (`at - head` is a multiple of 16 and `dst + head`
-            // is aligned). SSE2 is part of every x86-64 CPU. The slices do not overlap (one is
-            // borrowed mutably, the other shared).
+    if dst.as_ptr().align_offset(4) == 0 && dst.len().is_multiple_of(4) {
+        use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128, _mm_stream_si32, _mm_stream_si64};
+        let (to, from, len) = (dst.as_mut_ptr().cast::<u8>(), src.as_ptr(), dst.len());
+        // SAFETY (every block below): each store writes bytes `at .. at + width` of `dst` and
+        // each load reads the same bytes of `src`, where `at + width <= len`, the length of
+        // both (asserted above); `at` keeps `dst + at` aligned to the store's width (4 at the
+        // start, checked above, then 8 or 16 once reached); unaligned loads and writes of
+        // integers read from unaligned bytes are allowed. SSE2 is part of every x86-64 CPU.
+        // The slices do not overlap (one borrowed mutably, the other shared).
+        let mut at = 0;
+        let aligned = |at: usize, width: usize| (to as usize + at).is_multiple_of(width);
+        while at < len && !aligned(at, 16) {
+            if aligned(at, 8) && at + 8 <= len {
+                unsafe { _mm_stream_si64(to.add(at).cast::<i64>(), from.add(at).cast::<i64>().read_unaligned()) };
+                at += 8;
+            } else {
+                unsafe { _mm_stream_si32(to.add(at).cast::<i32>(), from.add(at).cast::<i32>().read_unaligned()) };
+                at += 4;
+            }
+        }
+        while at + 16 <= len {
             unsafe { _mm_stream_si128(to.add(at).cast::<__m128i>(), _mm_loadu_si128(from.add(at).cast::<__m128i>())) };
             at += 16;
         }
-        copy_plain(&mut dst[body_end..], &src[body_end..]);
+        if at + 8 <= len {
+            unsafe { _mm_stream_si64(to.add(at).cast::<i64>(), from.add(at).cast::<i64>().read_unaligned()) };
+            at += 8;
+        }
+        if at + 4 <= len {
+            unsafe { _mm_stream_si32(to.add(at).cast::<i32>(), from.add(at).cast::<i32>().read_unaligned()) };
+        }
         return;
     }
     copy_plain(dst, src);
 }
 
-/// Writes `values` as little-endian int64s into the 8-byte rows of `dst`, as many as it holds;
-/// with `stream`, around the CPU caches where `dst` is 8-byte aligned (a numpy array is).
-pub(super) fn put_i64s(dst: &mut [MaybeUninit<u8>], values: impl Iterator<Item = i64>, stream: bool) {
+/// Writes `first, first + step, first + 2 * step, ...` as little-endian int64s into the 8-byte
+/// rows of `dst` (an episode's number repeated, its steps counted); with `stream`, every store
+/// streamed (two rows at a time) where `dst` is 8-byte aligned (a numpy array is).
+pub(super) fn put_sequence(dst: &mut [MaybeUninit<u8>], first: i64, step: i64, stream: bool) {
+    let rows = dst.len() / 8;
+    let value = |k: usize| first.wrapping_add(step.wrapping_mul(k as i64));
     #[cfg(target_arch = "x86_64")]
     if stream && dst.as_ptr().align_offset(8) == 0 {
+        use std::arch::x86_64::{
+            __m128i, _mm_add_epi64, _mm_set1_epi64x, _mm_set_epi64x, _mm_stream_si128, _mm_stream_si64,
+        };
         let to = dst.as_mut_ptr().cast::<i64>();
-        for (k, v) in (0..dst.len() / 8).zip(values) {
-            // SAFETY: `k < len / 8`, so the 8 bytes from `8 * k` lie in `dst`, 8-byte aligned
-            // (checked above); a little-endian CPU stores `v` as its little-endian bytes.
-            unsafe { std::arch::x86_64::_mm_stream_si64(to.add(k), v) };
+        // SAFETY (every block below): row `k < rows` lies in `dst`, 8-byte aligned (checked
+        // above); a pair of rows is stored where row `k` is 16-byte aligned and `k + 1 < rows`;
+        // a little-endian CPU stores each value as its little-endian bytes. SSE2 is part of
+        // every x86-64 CPU.
+        let mut k = 0;
+        if rows > 0 && !(to as usize).is_multiple_of(16) {
+            unsafe { _mm_stream_si64(to, value(0)) };
+            k = 1;
+        }
+        let (mut pair, twice) =
+            unsafe { (_mm_set_epi64x(value(k + 1), value(k)), _mm_set1_epi64x(step.wrapping_mul(2))) };
+        while k + 2 <= rows {
+            unsafe {
+                _mm_stream_si128(to.add(k).cast::<__m128i>(), pair);
+                pair = _mm_add_epi64(pair, twice);
+            }
+            k += 2;
+        }
+        if k < rows {
+            unsafe { _mm_stream_si64(to.add(k), value(k)) };
         }
         return;
     }
+    put_i64s(dst, (0..rows).map(value));
+}
+
+/// Writes `values` as little-endian int64s into the 8-byte rows of `dst`, as many as it holds.
+pub(super) fn put_i64s(dst: &mut [MaybeUninit<u8>], values: impl Iterator<Item = i64>) {
     for (d, v) in dst.chunks_exact_mut(8).zip(values) {
         d.copy_from_slice(&v.to_le_bytes().map(MaybeUninit::new));
     }
@@ -119,16 +164,24 @@ mod tests {
             prop_assert!(got[dst_at + src.len()..].iter().all(|&b| b == 0xA5));
         }
 
-        /// Streamed or not, at any alignment: the values little-endian, the bytes past the
+        /// Streamed or not, at any alignment: the sequence little-endian, the bytes past the
         /// last whole row untouched.
         #[test]
-        fn int64s_are_written_little_endian(values in prop::collection::vec(any::<i64>(), 0..50), at in 0usize..16, extra in 0usize..8, stream in any::<bool>()) {
-            let mut dst = vec![MaybeUninit::new(0xA5u8); at + values.len() * 8 + extra];
-            put_i64s(&mut dst[at..], values.iter().copied(), stream);
+        fn sequences_are_written_little_endian(
+            rows in 0usize..50,
+            first in any::<i64>(),
+            step in -3i64..3,
+            at in 0usize..16,
+            extra in 0usize..8,
+            stream in any::<bool>(),
+        ) {
+            let mut dst = vec![MaybeUninit::new(0xA5u8); at + rows * 8 + extra];
+            put_sequence(&mut dst[at..], first, step, stream);
             fence();
             // SAFETY: every byte was initialized at creation.
             let got: Vec<u8> = dst.iter().map(|b| unsafe { b.assume_init() }).collect();
-            let want: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+            let want: Vec<u8> =
+                (0..rows as i64).flat_map(|k| first.wrapping_add(k.wrapping_mul(step)).to_le_bytes()).collect();
             prop_assert!(got[..at].iter().all(|&b| b == 0xA5));
             prop_assert_eq!(&got[at..at + want.len()], &want[..]);
             prop_assert!(got[at + want.len()..].iter().all(|&b| b == 0xA5));
