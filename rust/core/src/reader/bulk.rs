@@ -1,7 +1,7 @@
 //! Bulk reads of runs of consecutive steps (`gather_runs`, under `read_range`: scans and
 //! `transitions[a:b]`): an item per run instead of per step, whole chunks, no prefetching.
 //!
-//! A large read is cut by output rows into a part per thread (`split_runs`), and each thread
+//! A large read is cut by output rows into a part per thread (`cuts`), and each thread
 //! reads its part from start to end: its runs' places, its plan, its chunks (from the cache, or
 //! decoded), its copy and its indexes. On a scan of small rows (CartPole) the plan costs about
 //! a third of the copy, so a plan made by one thread before the others copy would leave them
@@ -65,34 +65,44 @@ pub fn set_scan_block_bytes(bytes: usize) {
     SCAN_BLOCK_BYTES.store(bytes.max(1), Ordering::Relaxed);
 }
 
-/// `runs` cut into `parts` parts of consecutive steps, as equal as whole steps allow (a run
-/// cut in two where a part ends inside it; a part may be empty when there are few steps).
-pub(super) fn split_runs(runs: &[Run], parts: usize) -> Vec<Vec<Run>> {
-    let parts = parts.max(1);
-    let total: u128 = runs.iter().map(|r| u128::from(r.steps)).sum();
-    // Part k ends after step total * (k + 1) / parts.
-    let end_of = |k: usize| (total * (k as u128 + 1) / parts as u128) as u64;
-    let mut out: Vec<Vec<Run>> = vec![Vec::new()];
-    let (mut at, mut end) = (0u64, end_of(0)); // steps placed so far; where this part ends
-    for run in runs {
-        let (mut run, whole) = (*run, *run);
-        while out.len() < parts && at + run.steps > end {
-            let take = end - at;
-            if take > 0 {
-                out.last_mut().expect("a part").push(Run { steps: take, ..run });
-            }
-            run = Run { start: run.start + take, steps: run.steps - take, ..run };
-            at += take;
-            out.push(Vec::new());
-            end = end_of(out.len() - 1);
+/// The step after which part `k` of `parts` ends, of `total` steps.
+fn part_end(total: u64, k: usize, parts: usize) -> u64 {
+    (u128::from(total) * (k as u128 + 1) / parts.max(1) as u128) as u64
+}
+
+/// Where `runs` are cut into `parts` parts of consecutive steps, as equal as whole steps allow:
+/// part k lies between cut k and cut k + 1, a cut being (a run, its steps before the cut).
+/// Only the places: each part's runs are made by its own thread (`runs_between`).
+pub(super) fn cuts(runs: &[Run], parts: usize) -> Vec<(usize, u64)> {
+    let total = runs.iter().map(|r| r.steps).sum();
+    let mut cuts = vec![(0, 0)];
+    let (mut i, mut at) = (0, 0u64); // the first run not wholly before the cut, its first step
+    for k in 0..parts.max(1) - 1 {
+        let end = part_end(total, k, parts);
+        while i < runs.len() && at + runs[i].steps <= end {
+            at += runs[i].steps;
+            i += 1;
         }
-        // What is left of it (a run of no steps stays, to be checked like the others).
-        if run.steps > 0 || whole.steps == 0 {
-            out.last_mut().expect("a part").push(run);
-        }
-        at += run.steps;
+        cuts.push((i, end - at));
     }
-    out.resize_with(parts, Vec::new);
+    cuts.push((runs.len(), 0));
+    cuts
+}
+
+/// The runs between two cuts, those at the cuts cut there (a run of no steps is between the
+/// cuts it lies between, to be checked like the others).
+pub(super) fn runs_between(runs: &[Run], from: (usize, u64), to: (usize, u64)) -> Vec<Run> {
+    let mut out = Vec::with_capacity(to.0.saturating_sub(from.0) + 1);
+    for (i, run) in runs.iter().enumerate().take(to.0.saturating_add(1)).skip(from.0) {
+        if i == to.0 && to.1 == 0 {
+            break; // cut at its start: the next part's
+        }
+        let skip = if i == from.0 { from.1 } else { 0 };
+        let end = if i == to.0 { to.1 } else { run.steps };
+        if end > skip || run.steps == 0 {
+            out.push(Run { start: run.start + skip, steps: end - skip, ..*run });
+        }
+    }
     out
 }
 
@@ -130,9 +140,11 @@ impl Dataset {
             return self.read_part(fields, runs, outs, indexes, block_rows, work);
         }
         let mut rest: Vec<Out<'_>> = outs.iter_mut().map(Out::reborrow).collect();
+        let cuts = cuts(runs, parts);
         let mut jobs = Vec::with_capacity(parts);
-        for part in split_runs(runs, parts) {
-            let rows: usize = part.iter().map(|r| r.steps as usize).sum();
+        for (k, ends) in cuts.windows(2).enumerate() {
+            let from = if k == 0 { 0 } else { part_end(rows_out as u64, k - 1, parts) };
+            let rows = (part_end(rows_out as u64, k, parts) - from) as usize;
             let mut heads = Vec::with_capacity(rest.len());
             for (field, out) in fields.iter().zip(std::mem::take(&mut rest)) {
                 let (head, tail) = out.split_first(rows * field.row_bytes.unwrap_or(1));
@@ -144,19 +156,18 @@ impl Dataset {
                 indexes = Some(tail);
                 head
             });
-            jobs.push((part, heads, head));
+            jobs.push(((ends[0], ends[1]), heads, head));
         }
         // The parts are the threads: none of them starts more.
         let work = Work { threads: 1, stream };
+        let read = |(from, to), outs: &mut [Out<'_>], ix| {
+            self.read_part(fields, &runs_between(runs, from, to), outs, ix, block_rows, work)
+        };
         std::thread::scope(|s| {
             let mut jobs = jobs.into_iter();
-            let (part, mut outs, ix) = jobs.next().expect("at least two parts");
-            let handles: Vec<_> = jobs
-                .map(|(part, mut outs, ix)| {
-                    s.spawn(move || self.read_part(fields, &part, &mut outs, ix, block_rows, work))
-                })
-                .collect();
-            let first = self.read_part(fields, &part, &mut outs, ix, block_rows, work);
+            let (cut, mut outs, ix) = jobs.next().expect("at least two parts");
+            let handles: Vec<_> = jobs.map(|(cut, mut outs, ix)| s.spawn(move || read(cut, &mut outs, ix))).collect();
+            let first = read(cut, &mut outs, ix);
             // The first error in the order of the rows, as one thread reading them would find.
             handles
                 .into_iter()
@@ -273,18 +284,27 @@ mod tests {
         runs.into_iter().flat_map(|r| (r.start..r.start + r.steps).map(move |t| (r.episode, t))).collect()
     }
 
+    /// The runs of each part.
+    fn split_runs(runs: &[Run], parts: usize) -> Vec<Vec<Run>> {
+        cuts(runs, parts).windows(2).map(|c| runs_between(runs, c[0], c[1])).collect()
+    }
+
     #[test]
     fn a_run_is_cut_where_a_part_ends() {
         let run = |episode, start, steps| Run { episode, start, steps };
         let parts = split_runs(&[run(4, 0, 3), run(2, 5, 5)], 2);
         assert_eq!(parts, vec![vec![run(4, 0, 3), run(2, 5, 1)], vec![run(2, 6, 4)]]);
+        assert_eq!(
+            split_runs(&[run(4, 0, 3), run(7, 1, 0), run(2, 0, 3)], 2),
+            vec![vec![run(4, 0, 3), run(7, 1, 0)], vec![run(2, 0, 3)]]
+        );
         assert_eq!(split_runs(&[], 3), vec![vec![], vec![], vec![]]);
         assert_eq!(split_runs(&[run(1, 0, 1)], 2), vec![vec![], vec![run(1, 0, 1)]]);
     }
 
     proptest! {
         /// The parts hold the runs' steps in order, each once, their sizes differing by at
-        /// most one step.
+        /// most one step, with the rows `gather_runs` gives them.
         #[test]
         fn parts_hold_every_step_once_in_order(
             runs in prop::collection::vec((0usize..50, 0u64..5, 0u64..9), 0..30),
@@ -294,8 +314,16 @@ mod tests {
             let split = split_runs(&runs, parts);
             prop_assert_eq!(split.len(), parts);
             prop_assert_eq!(steps_of(split.iter().flatten()), steps_of(&runs));
+            // Runs of no steps once each, in order.
+            let empty = |runs: Vec<&Run>| runs.into_iter().filter(|r| r.steps == 0).copied().collect::<Vec<_>>();
+            prop_assert_eq!(empty(split.iter().flatten().collect()), empty(runs.iter().collect()));
             let sizes: Vec<u64> = split.iter().map(|p| p.iter().map(|r| r.steps).sum()).collect();
             prop_assert!(sizes.iter().max().unwrap() - sizes.iter().min().unwrap() <= 1);
+            let total: u64 = sizes.iter().sum();
+            for (k, size) in sizes.iter().enumerate() {
+                let from = if k == 0 { 0 } else { part_end(total, k - 1, parts) };
+                prop_assert_eq!(*size, part_end(total, k, parts) - from);
+            }
         }
     }
 }
