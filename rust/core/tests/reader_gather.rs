@@ -296,6 +296,9 @@ fn range_reads_equal_step_by_step_gathers() {
     let n = ds.episodes().len();
     let picked: Vec<usize> = (0..n).filter(|i| i % 4 != 2).rev().collect();
     let subset = ds.episode_set(&picked).unwrap();
+    // Lane by lane: the reads that are cut into a part per thread.
+    let (in_file, subset_in_file) = (ds.file_order(ds.all_episodes()).unwrap(), ds.file_order(&subset).unwrap());
+    assert!(in_file.is_by_lane() && !subset.is_by_lane());
     let mut rng = SplitMix64::new(11);
     let configs = [(1, usize::MAX, 64 << 20, usize::MAX), (3, 1, 64 << 20, 1), (3, 1, 1, usize::MAX), (2, 1, 2000, 1)];
     for (threads, parallel_from, block, stream_from) in configs {
@@ -303,7 +306,7 @@ fn range_reads_equal_step_by_step_gathers() {
         set_parallel_thresholds(parallel_from, parallel_from);
         set_scan_block_bytes(block);
         set_stream_from_bytes(stream_from);
-        for set in [ds.all_episodes(), &subset] {
+        for set in [ds.all_episodes(), &subset, &in_file, &subset_in_file] {
             let total = set.num_steps();
             check_range(&ds, set, &fields, 0, total);
             check_range(&ds, set, &fields, total, 0);

@@ -1,11 +1,11 @@
 //! Bulk reads of runs of consecutive steps (`gather_runs`, under `read_range`: scans and
 //! `transitions[a:b]`): an item per run instead of per step, whole chunks, no prefetching.
 //!
-//! A large read is cut by output rows into a part per thread (`cuts`), and each thread
-//! reads its part from start to end: its runs' places, its plan, its chunks (from the cache, or
-//! decoded), its copy and its indexes. On a scan of small rows (CartPole) the plan costs about
-//! a third of the copy, so a plan made by one thread before the others copy would leave them
-//! idle that long. A part reads in blocks of bounded output, one after the other: the chunks
+//! A large read in the file's order is cut by output rows into a part per thread (`cuts`), and
+//! each thread reads its part from start to end: its runs' places, its plan, its chunks (from
+//! the cache, or decoded), its copy and its indexes. On a scan of small rows (CartPole) the plan
+//! costs about a third of the copy, so a plan made by one thread before the others copy would
+//! leave them idle that long. A part reads in blocks of bounded output, one after the other: the chunks
 //! decoded for a block are let go before the next, so a read holds its output, the cache and a
 //! block's chunks per thread, not every chunk of the range at once.
 //!
@@ -112,6 +112,12 @@ impl Dataset {
     /// episode and step into `indexes` when given: a bulk read of whole episodes or long parts
     /// of them, planned per run instead of per step.
     ///
+    /// `by_lane`: the runs come lane by lane, each lane's in row order (the file order). Only
+    /// then is a large read cut into a part per thread: its parts share at most the chunks at
+    /// their edges, where parts of runs in step order (the lanes interleaved) would each need
+    /// most chunks, decoded once per part when they are not in the cache. Those are planned
+    /// once, then fetched and copied on several threads.
+    ///
     /// Errors: `Invalid` (an episode out of range, a run past its episode's end, an output of
     /// the wrong size), `Schema`, `Corrupt` (as `gather`).
     pub fn gather_runs(
@@ -120,6 +126,7 @@ impl Dataset {
         runs: &[Run],
         outs: &mut [Out<'_>],
         mut indexes: Option<IndexOut<'_>>,
+        by_lane: bool,
     ) -> Result<()> {
         let rows_out = runs
             .iter()
@@ -133,7 +140,10 @@ impl Dataset {
         let step_bytes = field_bytes + if indexes.is_some() { 16 } else { 0 };
         let out_bytes = step_bytes.saturating_mul(rows_out);
         let stream = streams(out_bytes);
-        let parts = max_threads().min(out_bytes / parallel_copy_bytes() + 1).min(rows_out.max(1));
+        let parts = match by_lane {
+            true => max_threads().min(out_bytes / parallel_copy_bytes() + 1).min(rows_out.max(1)),
+            false => 1,
+        };
         let block_rows = (SCAN_BLOCK_BYTES.load(Ordering::Relaxed) / parts / field_bytes.max(1)).max(1);
         if parts <= 1 {
             let work = Work { threads: max_threads(), stream };

@@ -110,14 +110,15 @@ impl Dataset {
         mut indexes: Option<IndexOut<'_>>,
     ) -> Result<(Option<Vec<Window>>, Vec<Damage>)> {
         if self.options().strict {
-            self.gather_runs(fields, runs, outs, indexes)?;
+            self.gather_runs(fields, runs, outs, indexes, set.is_by_lane())?;
             return Ok((None, Vec::new()));
         }
         let mut found = Vec::new();
         if !runs.iter().any(|r| self.is_damaged(r.episode)) {
             let starts: Vec<Window> = runs.iter().map(|r| Window { episode: r.episode, start: r.start }).collect();
             let ix = indexes.as_mut().map(IndexOut::reborrow);
-            match self.check_episodes(&starts).and_then(|()| self.gather_runs(fields, runs, outs, ix)) {
+            match self.check_episodes(&starts).and_then(|()| self.gather_runs(fields, runs, outs, ix, set.is_by_lane()))
+            {
                 Ok(()) => return Ok((None, found)),
                 Err(e @ Error::Corrupt { .. }) => match self.note_read_damage(&e) {
                     Some(d) => found.push(d),
