@@ -296,7 +296,7 @@ fn range_reads_equal_step_by_step_gathers() {
     let n = ds.episodes().len();
     let picked: Vec<usize> = (0..n).filter(|i| i % 4 != 2).rev().collect();
     let subset = ds.episode_set(&picked).unwrap();
-    // Lane by lane: the reads that are cut into a part per thread.
+    // Lane by lane: the reads that are cut into parts for several threads.
     let (in_file, subset_in_file) = (ds.file_order(ds.all_episodes()).unwrap(), ds.file_order(&subset).unwrap());
     assert!(in_file.is_by_lane() && !subset.is_by_lane());
     let mut rng = SplitMix64::new(11);

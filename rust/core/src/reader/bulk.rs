@@ -1,8 +1,8 @@
 //! Bulk reads of runs of consecutive steps (`gather_runs`, under `read_range`: scans and
 //! `transitions[a:b]`): an item per run instead of per step, whole chunks, no prefetching.
 //!
-//! A large read in the file's order is cut by output rows into a part per thread (`cuts`), and
-//! each thread reads its part from start to end: its runs' places, its plan, its chunks (from
+//! A large read in the file's order is cut by output rows into a few parts per thread (`cuts`),
+//! which the threads take in turn, each reading its part from start to end: its runs' places, its plan, its chunks (from
 //! the cache, or decoded), its copy and its indexes. On a scan of small rows (CartPole) the plan
 //! costs about a third of the copy, so a plan made by one thread before the others copy would
 //! leave them idle that long. A part reads in blocks of bounded output, one after the other: the chunks
@@ -13,6 +13,7 @@
 
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use super::dataset::{Dataset, EpisodeLoc};
 use super::gather::{check_outputs, max_threads, parallel_copy_bytes, Field, Item, Out, Run, Work};
@@ -54,6 +55,9 @@ impl IndexOut<'_> {
         put_i64s(self.steps, windows.map(|(_, t)| t as i64));
     }
 }
+
+/// Parts of a bulk read per thread that reads it (see `gather_runs`).
+const PARTS_PER_THREAD: usize = 4;
 
 /// Output bytes a bulk read fills per block (all its threads together).
 static SCAN_BLOCK_BYTES: AtomicUsize = AtomicUsize::new(64 << 20);
@@ -113,7 +117,7 @@ impl Dataset {
     /// of them, planned per run instead of per step.
     ///
     /// `by_lane`: the runs come lane by lane, each lane's in row order (the file order). Only
-    /// then is a large read cut into a part per thread: its parts share at most the chunks at
+    /// then is a large read cut into parts for several threads: they share at most the chunks at
     /// their edges, where parts of runs in step order (the lanes interleaved) would each need
     /// most chunks, decoded once per part when they are not in the cache. Those are planned
     /// once, then fetched and copied on several threads.
@@ -140,12 +144,15 @@ impl Dataset {
         let step_bytes = field_bytes + if indexes.is_some() { 16 } else { 0 };
         let out_bytes = step_bytes.saturating_mul(rows_out);
         let stream = streams(out_bytes);
-        let parts = match by_lane {
+        let threads = match by_lane {
             true => max_threads().min(out_bytes / parallel_copy_bytes() + 1).min(rows_out.max(1)),
             false => 1,
         };
-        let block_rows = (SCAN_BLOCK_BYTES.load(Ordering::Relaxed) / parts / field_bytes.max(1)).max(1);
-        if parts <= 1 {
+        // More parts than threads, taken in turn: a thread the OS holds back (a busy machine)
+        // delays one small part, not half the read.
+        let parts = (threads * PARTS_PER_THREAD).min(rows_out.max(1));
+        let block_rows = (SCAN_BLOCK_BYTES.load(Ordering::Relaxed) / threads / field_bytes.max(1)).max(1);
+        if threads <= 1 {
             let work = Work { threads: max_threads(), stream };
             return self.read_part(fields, runs, outs, indexes, block_rows, work);
         }
@@ -166,24 +173,29 @@ impl Dataset {
                 indexes = Some(tail);
                 head
             });
-            jobs.push(((ends[0], ends[1]), heads, head));
+            jobs.push(Mutex::new(Some(((ends[0], ends[1]), heads, head))));
         }
-        // The parts are the threads: none of them starts more.
+        // The parts are the threads' work: none of them starts more threads.
         let work = Work { threads: 1, stream };
-        let read = |(from, to), outs: &mut [Out<'_>], ix| {
-            self.read_part(fields, &runs_between(runs, from, to), outs, ix, block_rows, work)
+        let (next, results) = (AtomicUsize::new(0), Mutex::new(Vec::with_capacity(parts)));
+        let worker = || loop {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            let Some(job) = jobs.get(k).and_then(|j| j.lock().unwrap_or_else(|p| p.into_inner()).take()) else {
+                break;
+            };
+            let ((from, to), mut outs, ix) = job;
+            let read = self.read_part(fields, &runs_between(runs, from, to), &mut outs, ix, block_rows, work);
+            results.lock().unwrap_or_else(|p| p.into_inner()).push((k, read));
         };
         std::thread::scope(|s| {
-            let mut jobs = jobs.into_iter();
-            let (cut, mut outs, ix) = jobs.next().expect("at least two parts");
-            let handles: Vec<_> = jobs.map(|(cut, mut outs, ix)| s.spawn(move || read(cut, &mut outs, ix))).collect();
-            let first = read(cut, &mut outs, ix);
-            // The first error in the order of the rows, as one thread reading them would find.
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-                .fold(first, Result::and)
-        })
+            let handles: Vec<_> = (1..threads).map(|_| s.spawn(worker)).collect();
+            worker();
+            handles.into_iter().for_each(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        });
+        // The first error in the order of the rows, as one thread reading them would find.
+        let mut results = results.into_inner().unwrap_or_else(|p| p.into_inner());
+        results.sort_unstable_by_key(|&(k, _)| k);
+        results.into_iter().map(|(_, read)| read).collect()
     }
 
     /// One thread's part of `gather_runs`, in blocks of `block_rows` output rows.
