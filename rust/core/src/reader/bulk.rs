@@ -195,7 +195,7 @@ impl Dataset {
         // The first error in the order of the rows, as one thread reading them would find.
         let mut results = results.into_inner().unwrap_or_else(|p| p.into_inner());
         results.sort_unstable_by_key(|&(k, _)| k);
-        results.into_iter().map(|(_, read)| read).collect()
+        results.into_iter().try_for_each(|(_, read)| read)
     }
 
     /// One thread's part of `gather_runs`, in blocks of `block_rows` output rows.
