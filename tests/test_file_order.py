@@ -136,3 +136,45 @@ def test_file_order_follows_refresh(tmp_path: Path) -> None:
     assert sorted(zip(got["episode_index"].tolist(), got["step_index"].tolist(), strict=True)) == sorted(
         zip(*(ds.transitions[0 : ds.num_steps][k].tolist() for k in ("episode_index", "step_index")), strict=True)
     )
+
+
+def test_a_large_file_order_scan_equals_episode_reads(tmp_path: Path) -> None:
+    """A scan whose output is far larger than the CPU caches is cut into a part per thread and
+    written with streamed stores (from 32 MB of output): the same values as reading each
+    episode, on frame stacks (codec 3), a raw and a compressed column, terminations and
+    truncations, episodes across chunks and shards, two recordings, with and without maps."""
+    from gymnasium.wrappers import FrameStackObservation, TimeLimit
+    from test_frame_stacks import FrameEnv
+
+    def env() -> Any:  # episodes of 3 to 20 steps, some truncated at 9
+        return TimeLimit(FrameStackObservation(FrameEnv((32, 32)), 4), max_episode_steps=9)
+
+    for steps, seed in ((1500, 0), (120, 1)):
+        rec = trajcore.RecordVectorEpisodes(
+            SyncVectorEnv([env] * 3),
+            tmp_path / "ds",
+            codecs={"action": {"zstd_level": None}, "obs": {"chunk_bytes": 1 << 18}},
+            max_shard_bytes=256 << 10,
+        )
+        rec.action_space.seed(seed)
+        rec.reset(seed=seed)
+        for _ in range(steps):
+            rec.step(rec.action_space.sample())
+        rec.close()
+    for mmap in (True, False):
+        ds = trajcore.open(tmp_path / "ds", mmap=mmap)
+        assert ds.num_recordings == 2 and len(ds.shards) > 2
+        (block,) = ds.transitions.blocks(ds.num_steps, order="file")
+        assert sum(np.asarray(v).nbytes for v in block.values()) > 32 << 20, "not a streamed scan"
+        e, t = block["episode_index"], block["step_index"]
+        starts = np.flatnonzero(np.r_[True, e[1:] != e[:-1]])
+        assert len(starts) == ds.num_episodes  # each episode's steps together, in order
+        assert ds.summaries()["truncated"].any() and ds.summaries()["terminated"].any()
+        for a, b in zip(starts, np.r_[starts[1:], len(e)], strict=True):
+            ep = ds.episodes[int(e[a])]
+            assert (t[a:b] == np.arange(ep.length)).all()
+            np.testing.assert_array_equal(block["observations"][a:b], ep.observations[:-1])
+            np.testing.assert_array_equal(block["next_observations"][a:b], ep.observations[1:])
+            for key in ("actions", "rewards", "terminations", "truncations"):
+                np.testing.assert_array_equal(block[key][a:b], getattr(ep, key), err_msg=key)
+        ds.close()

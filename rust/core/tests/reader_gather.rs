@@ -4,10 +4,13 @@
 
 mod common;
 
+use std::mem::MaybeUninit;
+
 use common::*;
 use trajcore_core::reader::{
     sample_steps, sample_windows, set_gather_hold_bytes, set_max_threads, set_parallel_thresholds,
-    set_scan_block_bytes, ColumnData, Dataset, EpisodeSet, Field, OpenOptions, Out, RangeRead, SplitMix64, Window,
+    set_scan_block_bytes, set_stream_from_bytes, ColumnData, Dataset, EpisodeSet, Field, IndexOut, OpenOptions, Out,
+    RangeRead, SplitMix64, Window,
 };
 use trajcore_core::{Error, Timeline};
 
@@ -252,8 +255,21 @@ fn check_range(ds: &Dataset, set: &EpisodeSet, fields: &[Field], first: u64, n: 
     let mut want = outputs(fields, n as usize);
     ds.gather(fields, &windows, 1, false, &mut outs(&mut want), None).unwrap();
     let mut got = outputs(fields, n as usize);
-    let (read, damage) = ds.read_range(set, fields, first, n, &mut outs(&mut got)).unwrap();
+    let (mut episodes, mut steps) =
+        (vec![MaybeUninit::new(0xAA); n as usize * 8], vec![MaybeUninit::new(0xAA); n as usize * 8]);
+    let indexes = IndexOut { episodes: &mut episodes, steps: &mut steps };
+    let (read, damage) = ds.read_range(set, fields, first, n, &mut outs(&mut got), Some(indexes)).unwrap();
     assert!(damage.is_empty());
+    let int64s = |b: &[MaybeUninit<u8>]| -> Vec<u64> {
+        // SAFETY: every byte was initialized above, and written since.
+        b.chunks(8).map(|c| u64::from_le_bytes(std::array::from_fn(|i| unsafe { c[i].assume_init() }))).collect()
+    };
+    let indexed: Vec<Window> = int64s(&episodes)
+        .into_iter()
+        .zip(int64s(&steps))
+        .map(|(episode, start)| Window { episode: episode as usize, start })
+        .collect();
+    assert_eq!(indexed, windows, "indexes of steps {first}..{}", first + n);
     let RangeRead::Runs(runs) = &read else { panic!("an intact range is read in runs") };
     assert!(runs.len() <= windows.len() && runs.iter().all(|r| r.steps > 0));
     let mut listed = Vec::new();
@@ -280,12 +296,17 @@ fn range_reads_equal_step_by_step_gathers() {
     let n = ds.episodes().len();
     let picked: Vec<usize> = (0..n).filter(|i| i % 4 != 2).rev().collect();
     let subset = ds.episode_set(&picked).unwrap();
+    // Lane by lane: the reads that are cut into parts for several threads.
+    let (in_file, subset_in_file) = (ds.file_order(ds.all_episodes()).unwrap(), ds.file_order(&subset).unwrap());
+    assert!(in_file.is_by_lane() && !subset.is_by_lane());
     let mut rng = SplitMix64::new(11);
-    for (threads, parallel_from, block) in [(1, usize::MAX, 64 << 20), (3, 1, 64 << 20), (3, 1, 1), (2, 1, 2000)] {
+    let configs = [(1, usize::MAX, 64 << 20, usize::MAX), (3, 1, 64 << 20, 1), (3, 1, 1, usize::MAX), (2, 1, 2000, 1)];
+    for (threads, parallel_from, block, stream_from) in configs {
         set_max_threads(threads);
         set_parallel_thresholds(parallel_from, parallel_from);
         set_scan_block_bytes(block);
-        for set in [ds.all_episodes(), &subset] {
+        set_stream_from_bytes(stream_from);
+        for set in [ds.all_episodes(), &subset, &in_file, &subset_in_file] {
             let total = set.num_steps();
             check_range(&ds, set, &fields, 0, total);
             check_range(&ds, set, &fields, total, 0);
@@ -294,13 +315,14 @@ fn range_reads_equal_step_by_step_gathers() {
                 check_range(&ds, set, &fields, first, 1 + rng.below(total - first));
             }
             let mut bufs = outputs(&fields, 2);
-            let err = ds.read_range(set, &fields, total - 1, 2, &mut outs(&mut bufs)).unwrap_err();
+            let err = ds.read_range(set, &fields, total - 1, 2, &mut outs(&mut bufs), None).unwrap_err();
             assert!(matches!(err, Error::Invalid(ref m) if m.contains("out of range")), "{err}");
         }
     }
     set_max_threads(0);
     set_parallel_thresholds(256 << 10, 2 << 20);
     set_scan_block_bytes(64 << 20);
+    set_stream_from_bytes(32 << 20);
 }
 
 /// Random rows decode a zstd chunk only as far as they need; a cached prefix is decoded again,

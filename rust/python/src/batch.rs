@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use serde_json::Value;
 use trajcore_core::reader::{
-    sample_steps, sample_windows, Damage, Dataset, EpisodeSet, Field, Out, Redraw, Window, WindowKind,
+    sample_steps, sample_windows, Damage, Dataset, EpisodeSet, Field, IndexOut, Out, Redraw, Window, WindowKind,
 };
 use trajcore_core::{DType, Error};
 
@@ -206,13 +206,6 @@ fn put(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
     dst.iter_mut().zip(src).for_each(|(d, &s)| *d = MaybeUninit::new(s));
 }
 
-/// Writes `v` into 8 uninitialized bytes (little-endian, numpy's int64 here) in one store.
-#[inline(always)]
-fn put8(dst: &mut [MaybeUninit<u8>], v: i64) {
-    let dst: &mut [MaybeUninit<u8>; 8] = dst.try_into().expect("8 bytes");
-    *dst = v.to_le_bytes().map(MaybeUninit::new);
-}
-
 enum Buffer<'py> {
     Array(Bound<'py, PyUntypedArray>),
     Strings(Vec<String>),
@@ -301,13 +294,8 @@ pub fn batch<'py>(
                 let ds: &Dataset = &guard;
                 let set = set.unwrap_or_else(|| ds.all_episodes());
                 if let (Request::Range { first, n }, false) = (&request, shape.sequence) {
-                    let (read, found) = ds.read_range(set, &plan.fields, *first, *n as u64, &mut outs)?;
-                    let mut episodes = episodes_out.chunks_exact_mut(8);
-                    let mut steps = steps_out.chunks_exact_mut(8);
-                    read.for_each_step(|episode, step| {
-                        put8(episodes.next().expect("a row per step"), episode as i64);
-                        put8(steps.next().expect("a row per step"), step as i64);
-                    });
+                    let indexes = IndexOut { episodes: episodes_out, steps: steps_out };
+                    let (_, found) = ds.read_range(set, &plan.fields, *first, *n as u64, &mut outs, Some(indexes))?;
                     return Ok(found);
                 }
                 let redraw = request.redraw();

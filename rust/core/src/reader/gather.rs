@@ -15,7 +15,7 @@
 //!    the gather costs. The source rows of all pieces are prefetched first: random rows of a
 //!    large dataset are cache misses, and issuing them together overlaps their latencies.
 //!
-//! `gather_runs` does the same for runs of consecutive steps (bulk reads, `scan`): an item
+//! `gather_runs` (`bulk`) does the same for runs of consecutive steps (bulk reads, `scan`): an item
 //! per run instead of per step, in blocks of bounded output, whole chunks, no prefetching.
 //! Pieces that go on from each other merge, and step-timeline fields are planned over runs
 //! joined where their rows meet: runs in the file's order (`lane_scan`) copy a chunk at a time.
@@ -40,6 +40,7 @@ use super::dataset::{Dataset, Located};
 use super::lane_scan::{join_steps, push_piece};
 use super::prefetch;
 use super::rows::chunk_strings;
+use super::stream::{copy_streamed, fence, streams_rows};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::schema::{ColumnId, ColumnSpec, Timeline};
@@ -102,7 +103,7 @@ impl Out<'_> {
     }
 
     /// The same output, borrowed for a shorter time (to split it).
-    fn reborrow(&mut self) -> Out<'_> {
+    pub(super) fn reborrow(&mut self) -> Out<'_> {
         match self {
             Out::Fixed(b) => Out::Fixed(b),
             Out::Uninit(b) => Out::Uninit(b),
@@ -111,7 +112,7 @@ impl Out<'_> {
     }
 
     /// Splits off the first `n` bytes (fixed) or rows (str).
-    fn split_first(self, n: usize) -> (Self, Self) {
+    pub(super) fn split_first(self, n: usize) -> (Self, Self) {
         match self {
             Out::Fixed(b) => {
                 let (a, b) = b.split_at_mut(n);
@@ -139,6 +140,21 @@ impl Out<'_> {
                 // layout of `u8`, and writing initializes the bytes.
                 unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr().cast::<u8>(), src.len()) };
             }
+            Out::Strings(_) => unreachable!("bytes into a str output"),
+        }
+    }
+
+    /// `put`, with stores that go around the CPU caches (see `stream`).
+    fn put_streamed(&mut self, at: usize, src: &[u8]) {
+        match self {
+            Out::Fixed(b) => {
+                let dst = &mut b[at..at + src.len()];
+                // SAFETY: `MaybeUninit<u8>` has the layout of `u8`, and the copy writes only
+                // initialized bytes, so `dst` stays initialized.
+                let dst = unsafe { &mut *(std::ptr::from_mut::<[u8]>(dst) as *mut [MaybeUninit<u8>]) };
+                copy_streamed(dst, src);
+            }
+            Out::Uninit(b) => copy_streamed(&mut b[at..at + src.len()], src),
             Out::Strings(_) => unreachable!("bytes into a str output"),
         }
     }
@@ -187,14 +203,9 @@ pub fn set_parallel_thresholds(decode_bytes: usize, copy_bytes: usize) {
     PARALLEL_COPY_BYTES.store(copy_bytes.max(1), Ordering::Relaxed);
 }
 
-/// Output bytes a bulk read (`gather_runs`) fills per block.
-static SCAN_BLOCK_BYTES: AtomicUsize = AtomicUsize::new(64 << 20);
-
-/// Sets the output bytes per block of a bulk read (tests use a few rows to cross blocks on
-/// small data). Results never depend on it.
-#[doc(hidden)]
-pub fn set_scan_block_bytes(bytes: usize) {
-    SCAN_BLOCK_BYTES.store(bytes.max(1), Ordering::Relaxed);
+/// Bytes to copy (or write) before another thread pays for its start.
+pub(super) fn parallel_copy_bytes() -> usize {
+    PARALLEL_COPY_BYTES.load(Ordering::Relaxed)
 }
 
 /// A window's (or run's) rows in its lane, with where they go in the outputs.
@@ -213,6 +224,14 @@ pub(super) struct Item {
     pub(super) out_row: usize,
 }
 
+/// What a gather may spend: the threads it may use (decoding, copying), and whether its stores
+/// go around the CPU caches (a bulk read of far more than they hold; see `stream`).
+#[derive(Clone, Copy)]
+pub(super) struct Work {
+    pub(super) threads: usize,
+    pub(super) stream: bool,
+}
+
 /// What a gather copies from: per field its pieces, and the chunks (slots) they point into.
 #[derive(Clone, Copy)]
 struct Sources<'a> {
@@ -222,6 +241,8 @@ struct Sources<'a> {
     slots: &'a [(Located, Option<usize>)],
     /// Prefetch the pieces' first source rows before copying (scattered rows).
     prefetch: bool,
+    /// Store around the CPU caches (a bulk read of far more than they hold; see `stream`).
+    stream: bool,
 }
 
 /// Rows `chunk_row .. chunk_row + rows` of slot `slot` go to output rows from `out_row`.
@@ -314,105 +335,21 @@ impl Dataset {
             .ok_or_else(|| Error::Invalid(format!("{} windows of {length} steps are too many", windows.len())))?;
         check_outputs(fields, outs, rows_out)?;
         let items = self.items(windows, length as u64, pad, mask)?;
-        self.gather_items(fields, &items, rows_out, outs, true)
-    }
-
-    /// Copies the steps of `runs` (in the order given) of every field into `outs` (one per
-    /// field: as many rows as the runs' steps together), writing every row: a bulk read of
-    /// whole episodes or long parts of them, planned per run instead of per step.
-    ///
-    /// Errors: `Invalid` (an episode out of range, a run past its episode's end, an output of
-    /// the wrong size), `Schema`, `Corrupt` (as `gather`).
-    pub fn gather_runs(&self, fields: &[Field], runs: &[Run], outs: &mut [Out<'_>]) -> Result<()> {
-        let mut items = Vec::with_capacity(runs.len());
-        let mut rows_out = 0usize;
-        for (k, run) in runs.iter().enumerate() {
-            // Episodes come in any order (a lane's in file order): ask for the one a few runs
-            // ahead, so its cache miss overlaps this one's work.
-            if let Some(e) = runs.get(k + 8).and_then(|r| self.locs.get(r.episode)) {
-                prefetch((e as *const super::dataset::EpisodeLoc).cast());
-            }
-            let e = self.locs.get(run.episode).ok_or_else(|| {
-                Error::Invalid(format!("episode {} is out of range (the dataset has {})", run.episode, self.locs.len()))
-            })?;
-            if run.start.checked_add(run.steps).is_none_or(|end| end > e.length) {
-                return Err(Error::Invalid(format!(
-                    "steps {}..{} are out of range: episode {} has {} steps",
-                    run.start,
-                    run.start.saturating_add(run.steps),
-                    run.episode,
-                    e.length
-                )));
-            }
-            if run.steps == 0 {
-                continue;
-            }
-            items.push(Item {
-                recording: e.recording as usize,
-                lane: e.lane,
-                obs_row: e.obs_first_row + run.start,
-                step_row: e.step_first_row + run.start,
-                rows: run.steps,
-                pad: 0,
-                out_row: rows_out,
-            });
-            rows_out = usize::try_from(run.steps)
-                .ok()
-                .and_then(|n| rows_out.checked_add(n))
-                .ok_or_else(|| Error::Invalid("the runs hold too many steps".into()))?;
-        }
-        check_outputs(fields, outs, rows_out)?;
-        // Blocks of about SCAN_BLOCK_BYTES of output, one after the other: the chunks decoded
-        // for a block are let go before the next, so a large read holds its output, the cache
-        // and one block's chunks, not every chunk of the range at once.
-        let step_bytes: usize = fields.iter().map(|f| f.row_bytes.unwrap_or(64)).sum();
-        let block_rows = (SCAN_BLOCK_BYTES.load(Ordering::Relaxed) / step_bytes.max(1)).max(1);
-        let mut rest: Vec<Out<'_>> = outs.iter_mut().map(Out::reborrow).collect();
-        let (mut next, mut done) = (items.into_iter().peekable(), 0usize);
-        while done < rows_out {
-            let rows = block_rows.min(rows_out - done);
-            let mut block = Vec::new();
-            while let Some(item) = next.peek_mut().filter(|i| i.out_row < done + rows) {
-                let take = (item.rows as usize).min(done + rows - item.out_row);
-                block.push(Item { rows: take as u64, out_row: item.out_row - done, ..*item });
-                if take < item.rows as usize {
-                    let k = take as u64;
-                    *item = Item {
-                        obs_row: item.obs_row + k,
-                        step_row: item.step_row + k,
-                        rows: item.rows - k,
-                        out_row: item.out_row + take,
-                        ..*item
-                    };
-                    break;
-                }
-                next.next();
-            }
-            let mut heads = Vec::with_capacity(rest.len());
-            for (field, out) in fields.iter().zip(std::mem::take(&mut rest)) {
-                let (head, tail) = out.split_first(rows * field.row_bytes.unwrap_or(1));
-                heads.push(head);
-                rest.push(tail);
-            }
-            block.sort_unstable_by_key(|i| (i.recording, i.lane, i.step_row));
-            // Whole chunks: the next block reads on where this one stops.
-            self.gather_items(fields, &block, rows, &mut heads, false)?;
-            done += rows;
-        }
-        Ok(())
+        self.gather_items(fields, &items, rows_out, outs, true, Work { threads: max_threads(), stream: false })
     }
 
     /// The gather proper, over items sorted by (recording, lane, row) that fill `rows_out`
     /// output rows (checked against `outs`). `scattered`: rows here and there (a batch of
     /// windows): a chunk not in the cache is decoded only as far as its last row wanted (where
     /// its codec allows), and source rows are prefetched; runs read whole chunks in order.
-    fn gather_items(
+    pub(super) fn gather_items(
         &self,
         fields: &[Field],
         items: &[Item],
         rows_out: usize,
         outs: &mut [Out<'_>],
         scattered: bool,
+        work: Work,
     ) -> Result<()> {
         // Plan: slots (distinct chunks, shared between fields) and pieces per field.
         let mut slots: Vec<(Located, Option<usize>)> = Vec::with_capacity(fields.len() + 8);
@@ -465,15 +402,16 @@ impl Dataset {
         let held: Vec<usize> =
             (slots.iter().zip(&need)).map(|((loc, _), &n)| if self.reads_in_place(loc) { 0 } else { n }).collect();
         let rounds = hold_rounds(&held, GATHER_HOLD_BYTES.load(Ordering::Relaxed));
+        let Work { threads, stream } = work;
         if rounds.len() <= 1 {
-            let data = self.fetch(&slots, &need)?;
-            let sources = Sources { fields, pieces: &pieces, data: &data, slots: &slots, prefetch: scattered };
-            return self.copy_pieces(&sources, outs, rows_out);
+            let data = self.fetch(&slots, &need, threads)?;
+            let sources = Sources { fields, pieces: &pieces, data: &data, slots: &slots, prefetch: scattered, stream };
+            return self.copy_pieces(&sources, outs, rows_out, threads);
         }
         // More decoded bytes than a gather may hold at once (a huge batch of pixel windows):
         // the slots in runs, each run's chunks decoded, copied from and let go before the next.
         for (round, slot_range) in rounds.iter().enumerate() {
-            let fetched = self.fetch(&slots[slot_range.clone()], &need[slot_range.clone()])?;
+            let fetched = self.fetch(&slots[slot_range.clone()], &need[slot_range.clone()], threads)?;
             let mut data: Vec<ChunkBytes<'_>> = (0..slots.len()).map(|_| ChunkBytes::Mapped(&[])).collect();
             for (at, bytes) in slot_range.clone().zip(fetched) {
                 data[at] = bytes;
@@ -484,8 +422,8 @@ impl Dataset {
             };
             let kept: Vec<Vec<Piece>> = pieces.iter().map(|ps| ps.iter().filter(mine).copied().collect()).collect();
             let kept: Vec<&[Piece]> = kept.iter().map(Vec::as_slice).collect();
-            let sources = Sources { fields, pieces: &kept, data: &data, slots: &slots, prefetch: scattered };
-            self.copy_pieces(&sources, outs, rows_out)?;
+            let sources = Sources { fields, pieces: &kept, data: &data, slots: &slots, prefetch: scattered, stream };
+            self.copy_pieces(&sources, outs, rows_out, threads)?;
         }
         Ok(())
     }
@@ -631,8 +569,14 @@ impl Dataset {
         loc.chunk.codec == 0 && self.shards[loc.shard].source.is_mapped()
     }
 
-    /// Each slot's decoded bytes: mapped, cached, or decoded now (in parallel when it pays).
-    fn fetch<'d>(&'d self, slots: &[(Located, Option<usize>)], need: &[usize]) -> Result<Vec<ChunkBytes<'d>>> {
+    /// Each slot's decoded bytes: mapped, cached, or decoded now (on up to `threads` threads
+    /// when it pays).
+    fn fetch<'d>(
+        &'d self,
+        slots: &[(Located, Option<usize>)],
+        need: &[usize],
+        threads: usize,
+    ) -> Result<Vec<ChunkBytes<'d>>> {
         // Raw chunks in a map are done at once; the others come from the cache, or are listed
         // for decoding (without a map, raw chunks too: "decoding" them is reading them).
         let mapped = |loc: &Located| self.reads_in_place(loc);
@@ -678,7 +622,7 @@ impl Dataset {
             self.decode_chunk(loc, stored, *row_bytes, need[*i])
         };
         let bytes: usize = missing.iter().map(|&(i, _)| need[i]).sum();
-        let threads = max_threads().min(missing.len());
+        let threads = threads.min(missing.len());
         let decoded: Vec<Result<Decoded>> = if threads > 1 && bytes >= PARALLEL_DECODE_BYTES.load(Ordering::Relaxed) {
             // Chunks dealt round-robin; each thread returns its own in order.
             let per_thread: Vec<Vec<Result<Decoded>>> = std::thread::scope(|s| {
@@ -804,7 +748,7 @@ fn clip(pieces: &[Piece], from: usize, to: usize) -> impl Iterator<Item = Piece>
     })
 }
 
-fn check_outputs(fields: &[Field], outs: &[Out<'_>], rows: usize) -> Result<()> {
+pub(super) fn check_outputs(fields: &[Field], outs: &[Out<'_>], rows: usize) -> Result<()> {
     if fields.len() != outs.len() {
         return Err(Error::Invalid(format!("{} outputs for {} fields", outs.len(), fields.len())));
     }
@@ -828,15 +772,16 @@ impl Dataset {
         Error::corrupt(&self.shards[slot.0.shard].path, c.data_offset, why)
     }
 
-    /// Copies every piece into its output, on several threads when there is much to copy.
-    fn copy_pieces(&self, src: &Sources<'_>, outs: &mut [Out<'_>], rows_out: usize) -> Result<()> {
+    /// Copies every piece into its output, on up to `threads` threads when there is much to
+    /// copy.
+    fn copy_pieces(&self, src: &Sources<'_>, outs: &mut [Out<'_>], rows_out: usize, threads: usize) -> Result<()> {
         let Sources { fields, pieces, .. } = *src;
         let bytes: usize = fields
             .iter()
             .zip(pieces)
             .map(|(f, p)| f.row_bytes.unwrap_or(0) * p.iter().map(|p| p.rows).sum::<usize>())
             .sum();
-        let threads = max_threads().min(bytes / PARALLEL_COPY_BYTES.load(Ordering::Relaxed) + 1).min(rows_out.max(1));
+        let threads = threads.min(bytes / parallel_copy_bytes() + 1).min(rows_out.max(1));
         if threads <= 1 {
             return self.copy_range(src, outs, 0, usize::MAX);
         }
@@ -872,9 +817,17 @@ impl Dataset {
     }
 
     /// Copies the parts of pieces whose output rows lie in `from..to`; `outs` start at output
-    /// row `from`.
+    /// row `from`. Streamed stores are fenced before it returns, whatever happened.
     fn copy_range(&self, src: &Sources<'_>, outs: &mut [Out<'_>], from: usize, to: usize) -> Result<()> {
-        let Sources { fields, pieces, data, slots, prefetch: scattered } = *src;
+        let copied = self.copy_range_unfenced(src, outs, from, to);
+        if src.stream {
+            fence();
+        }
+        copied
+    }
+
+    fn copy_range_unfenced(&self, src: &Sources<'_>, outs: &mut [Out<'_>], from: usize, to: usize) -> Result<()> {
+        let Sources { fields, pieces, data, slots, prefetch: scattered, stream } = *src;
         let clipped = |pieces| clip(pieces, from, to);
         for (field, pieces) in fields.iter().zip(pieces).filter(|_| scattered) {
             if let Some(rb) = field.row_bytes {
@@ -885,7 +838,12 @@ impl Dataset {
                 }
             }
         }
-        for ((field, pieces), out) in fields.iter().zip(pieces).zip(outs.iter_mut()) {
+        // The fields of one column one after the other (observations, then next observations):
+        // the second reads the chunks the first just read, from the CPU caches.
+        let mut order: Vec<usize> = (0..fields.len()).collect();
+        order.sort_by(|&a, &b| fields[a].column.cmp(&fields[b].column));
+        for i in order {
+            let (field, pieces, out) = (&fields[i], pieces[i], &mut outs[i]);
             let mut rows = Vec::new();
             for p in clipped(pieces) {
                 let at = p.out_row - from;
@@ -895,7 +853,10 @@ impl Dataset {
                     (Some(rb), slot) => {
                         let mut to = at * rb;
                         let whole = data[slot as usize].rows(rb, p.chunk_row, p.rows, |src| {
-                            out.put(to, src);
+                            match stream && streams_rows(rb) {
+                                true => out.put_streamed(to, src),
+                                false => out.put(to, src),
+                            }
                             to += src.len();
                         });
                         if !whole {

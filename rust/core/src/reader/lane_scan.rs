@@ -44,7 +44,7 @@ impl Dataset {
             })
             .collect::<Result<_>>()?;
         let ordered: Vec<usize> = file_order(&places).into_iter().map(|k| members[k]).collect();
-        self.episode_set(&ordered)
+        self.episode_set(&ordered).map(EpisodeSet::by_lane)
     }
 }
 

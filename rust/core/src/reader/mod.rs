@@ -22,6 +22,7 @@
 //! Everything read from a file is untrusted: every offset and length is bounds-checked with
 //! checked arithmetic, and damage becomes a `Problem` (or `Error::Corrupt`), never a panic.
 
+mod bulk;
 mod cache;
 mod chunk_bytes;
 mod damage;
@@ -38,20 +39,22 @@ mod scan;
 mod shard;
 mod source;
 mod steps;
+mod stream;
 mod verify;
 
 use std::path::PathBuf;
 
+pub use bulk::{set_scan_block_bytes, IndexOut};
 pub use dataset::{ColumnStats, Dataset, EpisodeRef, Recording, SkippedRecord};
 pub use gather::{
-    max_threads, set_gather_hold_bytes, set_max_threads, set_parallel_thresholds, set_scan_block_bytes, Field, Out,
-    Run, Window,
+    max_threads, set_gather_hold_bytes, set_max_threads, set_parallel_thresholds, Field, Out, Run, Window,
 };
 pub use metrics::{episode_metrics, MetricColumn};
 pub use rows::{ColumnData, RowsView};
 pub use sampling::{sample_steps, sample_windows, SplitMix64};
 pub use scan::RangeRead;
 pub use steps::{EpisodeSet, StepIndex, WindowIndex};
+pub use stream::set_stream_from_bytes;
 
 pub use damage::Damage;
 pub(crate) use dataset::episode_span;

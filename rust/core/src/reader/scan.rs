@@ -5,7 +5,11 @@
 //! The result is what gathering the same step numbers one window per step gives, damage
 //! included: without `strict`, a range that touches a damaged episode is read again step by
 //! step through `gather_lenient`, which redraws those steps from their numbers.
+//!
+//! A range read also writes which (episode, step) each row is (`IndexOut`), with the rows (by
+//! the thread that copies them), or, where damage was redrawn, from the steps read.
 
+use super::bulk::IndexOut;
 use super::damage::Damage;
 use super::dataset::Dataset;
 use super::gather::{Field, Out, Run, Window};
@@ -69,9 +73,11 @@ impl EpisodeSet {
 
 impl Dataset {
     /// Reads steps `first .. first + n` of `set` (every field, `n` rows each, into `outs`) in
-    /// bulk. Returns what was read and the damage found (lenient reads; see the module notes).
+    /// bulk, and, when given, which episode and step each row is into `indexes` (`n` rows
+    /// each). Returns what was read and the damage found (lenient reads; see the module notes).
     ///
-    /// Errors: those of `gather`; `Invalid` for a range outside the set.
+    /// Errors: those of `gather`; `Invalid` for a range outside the set or indexes of another
+    /// size.
     pub fn read_range(
         &self,
         set: &EpisodeSet,
@@ -79,17 +85,41 @@ impl Dataset {
         first: u64,
         n: u64,
         outs: &mut [Out<'_>],
+        indexes: Option<IndexOut<'_>>,
     ) -> Result<(RangeRead, Vec<Damage>)> {
         let runs = set.runs(first, n)?;
+        let (redrawn, found) = self.read_runs(set, fields, first, n, &runs, outs, indexes)?;
+        let read = match redrawn {
+            None => RangeRead::Runs(runs),
+            Some(windows) => RangeRead::Steps(windows),
+        };
+        Ok((read, found))
+    }
+
+    /// The gather of `read_range`: its runs, or (damage found) its steps one by one, each
+    /// damaged one redrawn (then returned, and written to `indexes`).
+    #[allow(clippy::too_many_arguments)]
+    fn read_runs(
+        &self,
+        set: &EpisodeSet,
+        fields: &[Field],
+        first: u64,
+        n: u64,
+        runs: &[Run],
+        outs: &mut [Out<'_>],
+        mut indexes: Option<IndexOut<'_>>,
+    ) -> Result<(Option<Vec<Window>>, Vec<Damage>)> {
         if self.options().strict {
-            self.gather_runs(fields, &runs, outs)?;
-            return Ok((RangeRead::Runs(runs), Vec::new()));
+            self.gather_runs(fields, runs, outs, indexes, set.is_by_lane())?;
+            return Ok((None, Vec::new()));
         }
         let mut found = Vec::new();
         if !runs.iter().any(|r| self.is_damaged(r.episode)) {
             let starts: Vec<Window> = runs.iter().map(|r| Window { episode: r.episode, start: r.start }).collect();
-            match self.check_episodes(&starts).and_then(|()| self.gather_runs(fields, &runs, outs)) {
-                Ok(()) => return Ok((RangeRead::Runs(runs), found)),
+            let ix = indexes.as_mut().map(IndexOut::reborrow);
+            match self.check_episodes(&starts).and_then(|()| self.gather_runs(fields, runs, outs, ix, set.is_by_lane()))
+            {
+                Ok(()) => return Ok((None, found)),
                 Err(e @ Error::Corrupt { .. }) => match self.note_read_damage(&e) {
                     Some(d) => found.push(d),
                     None if !runs.iter().any(|r| self.is_damaged(r.episode)) => return Err(e),
@@ -100,13 +130,19 @@ impl Dataset {
         }
         // Damage in the range: step by step, each damaged step redrawn from its number.
         let mut windows: Vec<Window> = Vec::with_capacity(n as usize);
-        for r in &runs {
+        for r in runs {
             windows.extend((r.start..r.start + r.steps).map(|start| Window { episode: r.episode, start }));
         }
         let redraw = Redraw::Numbers((first..first + n).collect());
         let kind = WindowKind { length: 1, sequence: false, pad: false };
         found.extend(self.gather_lenient(set, &redraw, kind, fields, &mut windows, outs, None)?);
-        Ok((RangeRead::Steps(windows), found))
+        if let Some(ix) = indexes {
+            if ix.episodes.len() != windows.len() * 8 || ix.steps.len() != windows.len() * 8 {
+                return Err(Error::Invalid(format!("the index outputs do not hold {n} rows")));
+            }
+            ix.write_steps(windows.iter().map(|w| (w.episode, w.start)));
+        }
+        Ok((Some(windows), found))
     }
 }
 

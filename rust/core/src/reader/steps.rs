@@ -190,6 +190,8 @@ pub struct EpisodeSet {
     ids: Option<Vec<usize>>,
     steps: StepIndex,
     windows: Mutex<Option<Arc<WindowIndex>>>,
+    /// The members come lane by lane, each lane's in row order (`Dataset::file_order` made it).
+    by_lane: bool,
 }
 
 impl EpisodeSet {
@@ -200,7 +202,17 @@ impl EpisodeSet {
 
     /// A subset: `ids[k]` is the dataset index of member k, `lengths[k]` its length.
     pub(crate) fn subset(ids: Vec<usize>, lengths: impl IntoIterator<Item = u64>) -> Self {
-        EpisodeSet { ids: Some(ids), steps: StepIndex::from_lengths(lengths), windows: Mutex::new(None) }
+        EpisodeSet { ids: Some(ids), steps: StepIndex::from_lengths(lengths), ..Default::default() }
+    }
+
+    /// The same set, marked as coming lane by lane (the file order).
+    pub(crate) fn by_lane(self) -> Self {
+        EpisodeSet { by_lane: true, ..self }
+    }
+
+    /// Whether the members come lane by lane, each lane's in row order (the file order).
+    pub fn is_by_lane(&self) -> bool {
+        self.by_lane
     }
 
     pub(crate) fn push(&mut self, length: u64) {
