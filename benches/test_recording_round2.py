@@ -73,22 +73,35 @@ def test_infos_call(benchmark: Any, report: list[dict[str, Any]]) -> None:
     waits = {k: rec.env.stats()["ring_waits"] for k, (_, rec) in loops.items()}
     for _, rec in loops.values():
         rec.env.close()
-    ratio = statistics.median(a / b for a, b in zip(call["res"], call["none"], strict=True))
-    rows = []
-    for name, label in (("none", "no infos (CartPole's own: {})"), ("res", "RecordEpisodeStatistics infos")):
-        c = call[name]
-        row: dict[str, Any] = {
-            "group": GROUP,
-            "name": f"recorder call, CartPole x16, {label}",
-            "call_us_per_vector_step": statistics.median(c),
-            "spread_us": f"{min(c):.2f}..{max(c):.2f}",
-            "ring_waits": waits[name],
-        }
-        if name == "res":
-            row["vs without infos"] = ratio
-        rows.append(row)
+    labels = {"none": "no infos (CartPole's own: {})", "res": "RecordEpisodeStatistics infos"}
+    rows = _call_rows("CartPole x16", call, labels, {"vs without infos": "none"})
+    for row, name in zip(rows, labels, strict=True):
+        row["ring_waits"] = waits[name]
     benchmark.extra_info.update(rows[-1])
     report.extend(rows)
+
+
+def _call_rows(
+    workload: str, call: dict[str, list[float]], labels: dict[str, str], ratios: dict[str, str]
+) -> list[dict[str, Any]]:
+    """A row per loop of `call` (µs per round, keyed as `labels`): the median and spread; the
+    last loop's row also has, per `ratios` entry (column: baseline loop), the median of its
+    per-round ratios to that baseline."""
+    rows = []
+    for name, label in labels.items():
+        c = call[name]
+        rows.append(
+            {
+                "group": GROUP,
+                "name": f"recorder call, {workload}, {label}",
+                "call_us_per_vector_step": statistics.median(c),
+                "spread_us": f"{min(c):.2f}..{max(c):.2f}",
+            }
+        )
+    last = list(labels)[-1]
+    for key, base in ratios.items():
+        rows[-1][key] = statistics.median(a / b for a, b in zip(call[last], call[base], strict=True))
+    return rows
 
 
 def _handed(wrap: bool) -> tuple[Any, list[Any], Any, Any]:
@@ -153,24 +166,13 @@ def test_infos_call_real_env(benchmark: Any, report: list[dict[str, Any]]) -> No
     RecordEpisodeStatistics's work does to the recorder's caches; the ratio against the same
     loop with the infos left out counts the infos alone."""
     call = benchmark.pedantic(lambda: real_env_calls(41), rounds=1, iterations=1)
-    rows = []
     labels = {
         "none": "no infos (CartPole's own: {})",
         "res env, infos left out": "RecordEpisodeStatistics env, infos left out",
         "res": "RecordEpisodeStatistics infos",
     }
-    for name, label in labels.items():
-        c = call[name]
-        row: dict[str, Any] = {
-            "group": GROUP,
-            "name": f"recorder call, CartPole x16 real env loop, {label}",
-            "call_us_per_vector_step": statistics.median(c),
-            "spread_us": f"{min(c):.2f}..{max(c):.2f}",
-        }
-        if name == "res":
-            for base, key in (("none", "vs without infos"), ("res env, infos left out", "vs infos left out")):
-                row[key] = statistics.median(a / b for a, b in zip(c, call[base], strict=True))
-        rows.append(row)
+    ratios = {"vs without infos": "none", "vs infos left out": "res env, infos left out"}
+    rows = _call_rows("CartPole x16 real env loop", call, labels, ratios)
     benchmark.extra_info.update(rows[-1])
     report.extend(rows)
 

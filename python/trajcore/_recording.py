@@ -318,8 +318,6 @@ class Recording:
         try:
             if self._native is not None:
                 self._native.close()
-                if (why := self._native.stats().get("compaction_error")) is not None:
-                    warnings.warn(f"trajcore: {why}", TrajcoreWarning, stacklevel=3)
         finally:
             close_env()
 

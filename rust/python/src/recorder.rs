@@ -467,6 +467,9 @@ impl PyRecorder {
         st.data.warn_skipped(py)?;
         st.frames.warn_skipped(py)?;
         st.warn_unrecorded_steps(py)?;
+        if let Some(why) = st.rec.stats().compaction_error {
+            warn(py, &format!("trajcore: {why}"))?;
+        }
         closed
     }
 

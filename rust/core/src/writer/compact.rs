@@ -96,16 +96,9 @@ pub fn compact(path: &Path, settings: &Settings, encoder: &mut Encoder) -> Resul
     }
     let tmp = sibling(path, "compacting");
     let _ = std::fs::remove_file(&tmp); // left by a crash during an earlier compaction
-    let written = write_compacted(&map, &layout, &groups, settings, encoder, &tmp);
-    let kept = written.and_then(|()| {
-        let bytes_after = std::fs::metadata(&tmp).map_err(|e| Error::io(&tmp, e))?.len();
-        if bytes_after >= bytes_before {
-            return Ok(None); // the estimate was wrong: the old file is the smaller one
-        }
-        std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))?;
-        Ok(Some(bytes_after))
-    });
-    let bytes_after = match kept {
+    let replaced = write_compacted(&map, &layout, &groups, settings, encoder, &tmp)
+        .and_then(|()| replace_if_smaller(&tmp, path, bytes_before));
+    let bytes_after = match replaced {
         Ok(Some(after)) => after,
         other => {
             let _ = std::fs::remove_file(&tmp);
@@ -119,6 +112,17 @@ pub fn compact(path: &Path, settings: &Settings, encoder: &mut Encoder) -> Resul
     }
     let chunks_after = groups.iter().map(|g| g.chunks_after).sum();
     Ok(Some(Compacted { bytes_before, bytes_after, chunks_before: layout.chunks.len(), chunks_after }))
+}
+
+/// Renames `tmp` over `path` if it is smaller than the `bytes_before` of `path`; its size then.
+/// `None`: the estimate was wrong and the old file is the smaller one (`tmp` stays, to remove).
+fn replace_if_smaller(tmp: &Path, path: &Path, bytes_before: u64) -> Result<Option<u64>> {
+    let bytes_after = std::fs::metadata(tmp).map_err(|e| Error::io(tmp, e))?.len();
+    if bytes_after >= bytes_before {
+        return Ok(None);
+    }
+    std::fs::rename(tmp, path).map_err(|e| Error::io(path, e))?;
+    Ok(Some(bytes_after))
 }
 
 /// `path` with `.{suffix}` added to its name (not a shard name: readers never list it).
@@ -236,43 +240,40 @@ pub fn plan_runs(chunks: &[ChunkRef], fills: &[u64], limit: impl Fn(u32) -> Opti
 }
 
 /// Seals the rows of `run` again as the writer would (`ColumnBuffer`), each chunk checked to
-/// decode back to its rows; hands each chunk to `out`.
+/// decode back to its rows; hands each chunk to `out`. `corrupt` makes the error of a chunk that
+/// does not decode as it says.
 fn reseal(
     map: &[u8],
     spec: &ColumnSpec,
     limit: &ChunkLimit,
     run: &[&ChunkRef],
     encoder: &mut Encoder,
+    corrupt: impl Fn(String) -> Error,
     mut out: impl FnMut(PendingChunk) -> Result<()>,
-) -> std::result::Result<Result<()>, String> {
-    let row = spec.row_bytes().filter(|&r| r > 0).ok_or("a run of variable-length rows")?;
+) -> Result<()> {
+    let row = spec.row_bytes().filter(|&r| r > 0).ok_or_else(|| corrupt("a run of variable-length rows".into()))?;
     let mut buffer = ColumnBuffer::starting_at(run[0].first_row, limit);
     let mut rows = Vec::new(); // the raw rows of the chunk being filled, to check it against
-    let mut seal = |buffer: &mut ColumnBuffer, rows: &mut Vec<u8>| -> std::result::Result<Result<()>, String> {
-        let Some(chunk) = buffer.seal(run[0].lane, spec, encoder) else { return Ok(Ok(())) };
-        if codec::decode(chunk.codec, Some(row), &chunk.data, chunk.raw_len as usize)? != *rows {
-            return Err(format!("column {}: a chunk sealed again does not decode to its rows", spec.name));
+    let mut seal = |buffer: &mut ColumnBuffer, rows: &mut Vec<u8>| -> Result<()> {
+        let Some(chunk) = buffer.seal(run[0].lane, spec, encoder) else { return Ok(()) };
+        if codec::decode(chunk.codec, Some(row), &chunk.data, chunk.raw_len as usize).map_err(&corrupt)? != *rows {
+            return Err(corrupt(format!("column {}: a chunk sealed again does not decode to its rows", spec.name)));
         }
         rows.clear();
-        Ok(out(chunk))
+        out(chunk)
     };
     for c in run {
-        let raw = codec::decode(c.codec, Some(row), stored_bytes(map, c)?, c.raw_len as usize)?;
+        let stored = stored_bytes(map, c).map_err(&corrupt)?;
+        let raw = codec::decode(c.codec, Some(row), stored, c.raw_len as usize).map_err(&corrupt)?;
         if raw.len() as u64 != c.n_rows as u64 * row as u64 {
-            return Err(format!(
-                "a chunk of column {} decodes to {} bytes for {} rows",
-                spec.name,
-                raw.len(),
-                c.n_rows
-            ));
+            let why = format!("a chunk of column {} decodes to {} bytes for {} rows", spec.name, raw.len(), c.n_rows);
+            return Err(corrupt(why));
         }
         for r in raw.chunks_exact(row) {
             buffer.push_fixed(r);
             rows.extend_from_slice(r);
             if buffer.is_full(limit) {
-                if let Err(e) = seal(&mut buffer, &mut rows)? {
-                    return Ok(Err(e));
-                }
+                seal(&mut buffer, &mut rows)?;
             }
         }
     }
@@ -297,7 +298,7 @@ fn write_compacted(
     tmp: &Path,
 ) -> Result<()> {
     let old = FileHeader::decode(map).map_err(|e| Error::corrupt(tmp, 0, format!("file header: {e:?}")))?;
-    let header = FileHeader { compat_flags: old.compat_flags | COMPACTED, ..old }.encode();
+    let header = FileHeader { compat_flags: old.compat_flags | COMPACTED, ..old };
     // Syncing per batch would only slow the copy: the old file stays until the rename.
     let sync = if settings.durability == Durability::Flush { Durability::Flush } else { Durability::FsyncOnClose };
     let mut shard = ShardWriter::create_at(tmp.to_path_buf(), &header, sync)?;
@@ -340,15 +341,15 @@ fn write_compacted(
             let spec = &layout.columns[&first.column];
             let limit = ChunkLimit::of(spec, settings.default_chunk_bytes);
             let members: Vec<&ChunkRef> = run.members.iter().map(|&i| &layout.chunks[i]).collect();
-            reseal(map, spec, &limit, &members, encoder, &mut add)
-                .map_err(|why| Error::corrupt(tmp, first.data_offset, format!("compacting: {why}")))??;
+            let corrupt = |why: String| Error::corrupt(tmp, first.data_offset, format!("compacting: {why}"));
+            reseal(map, spec, &limit, &members, encoder, corrupt, &mut add)?;
         }
     }
     shard.append_chunks(batch);
     let (episodes, others): (Vec<_>, Vec<_>) = tails.into_iter().partition(|(kind, _)| *kind == RecordKind::Episode);
     let payloads: Vec<&[u8]> = episodes.iter().map(|(_, payload)| &map[payload.clone()]).collect();
-    match rebatch_episodes(&payloads) {
-        Some(batches) => batches.iter().for_each(|b| shard.copy_record(RecordKind::Episode, b)),
+    match episodes_of(&payloads) {
+        Some(all) => all.chunks(EPISODES_PER_RECORD).for_each(|batch| shard.append_episodes(batch)),
         None => payloads.iter().for_each(|p| shard.copy_record(RecordKind::Episode, p)),
     }
     for (kind, payload) in others {
@@ -361,10 +362,10 @@ fn write_compacted(
 /// Episodes per Episode record of the new file.
 const EPISODES_PER_RECORD: usize = 4096;
 
-/// The episodes of Episode records (`payloads`, in order) in fewer, larger records, the way a
-/// fast recording batches them; `None` (copy them as they are) unless every record encodes back
-/// to its own bytes, so nothing a newer writer added is lost.
-fn rebatch_episodes(payloads: &[&[u8]]) -> Option<Vec<Vec<u8>>> {
+/// The episodes of Episode records (`payloads`, in order), to write in fewer, larger records as
+/// a fast recording batches them; `None` (copy the records as they are) unless every record
+/// encodes back to its own bytes, so nothing a newer writer added is lost.
+fn episodes_of(payloads: &[&[u8]]) -> Option<Vec<episode::DecodedEpisode>> {
     let mut all = Vec::new();
     for payload in payloads {
         let decoded = episode::decode_batch(payload, 0).ok()?;
@@ -375,12 +376,7 @@ fn rebatch_episodes(payloads: &[&[u8]]) -> Option<Vec<Vec<u8>>> {
         }
         all.extend(decoded);
     }
-    let batches = all.chunks(EPISODES_PER_RECORD).map(|batch| {
-        let items: Vec<episode::EpisodeItem> =
-            batch.iter().map(|(s, m, x)| (s.clone(), m.as_slice(), x.as_slice())).collect();
-        episode::encode_batch(&items)
-    });
-    Some(batches.collect())
+    Some(all)
 }
 
 #[cfg(test)]

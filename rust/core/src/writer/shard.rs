@@ -61,7 +61,7 @@ impl ShardWriter {
         // refuse the file rather than leave those records out.
         let header =
             FileHeader { required_flags: PACKED_TABLES, ..FileHeader::new(recording_id, shard_seq, created_ns) };
-        let mut shard = Self::create_at(path, &header.encode(), durability)?;
+        let mut shard = Self::create_at(path, &header, durability)?;
         let meta = shard.append(RecordKind::Meta, meta_json);
         shard.index.other_records.push(OtherRecord { kind: RecordKind::Meta as u32, offset: meta });
         for column in columns {
@@ -72,11 +72,10 @@ impl ShardWriter {
     }
 
     /// A new file at `path` (which must not exist) holding `header` so far.
-    pub fn create_at(path: PathBuf, header: &[u8; HEADER_LEN], durability: Durability) -> Result<Self> {
+    pub fn create_at(path: PathBuf, header: &FileHeader, durability: Durability) -> Result<Self> {
         // create_new: never clobber a file someone may be reading.
         let file = OpenOptions::new().write(true).create_new(true).open(&path).map_err(|e| Error::io(&path, e))?;
         let identity = file.metadata().ok().as_ref().and_then(identity);
-        let shard_seq = FileHeader::decode(header).map_or(0, |h| h.shard_seq);
         let mut shard = ShardWriter {
             path,
             file,
@@ -87,10 +86,10 @@ impl ShardWriter {
             durability,
             last_sync: Instant::now(),
             identity,
-            shard_seq,
+            shard_seq: header.shard_seq,
         };
-        shard.pending.bytes.extend_from_slice(header);
-        shard.offset = header.len() as u64;
+        shard.pending.bytes.extend_from_slice(&header.encode());
+        shard.offset = HEADER_LEN as u64;
         Ok(shard)
     }
 

@@ -907,14 +907,13 @@ impl WriterThread {
             index_interval_bytes: self.config.index_interval_bytes,
             durability: self.durability,
         };
-        let (shared, path) = (self.shared.clone(), path.to_path_buf());
-        let spawned = std::thread::Builder::new().name("trajcore-compact".into()).spawn({
-            let (shared, path) = (shared.clone(), path.clone());
-            move || note_compaction(&shared, &path, compact::compact(&path, &settings, &mut Encoder::default()))
+        let (shared, owned) = (self.shared.clone(), path.to_path_buf());
+        let spawned = std::thread::Builder::new().name("trajcore-compact".into()).spawn(move || {
+            note_compaction(&shared, &owned, compact::compact(&owned, &settings, &mut Encoder::default()))
         });
         match spawned {
             Ok(handle) => self.compactions.push(handle),
-            Err(e) => note_compaction(&shared, &path, Err(Error::io(&path, e))),
+            Err(e) => note_compaction(&self.shared, path, Err(Error::io(path, e))),
         }
     }
 
