@@ -2,7 +2,8 @@
 takes (numpy's own type, the column's dtype, C-contiguous, the column's shape) is borrowed after
 a few reads of its C struct; every other form of a value goes the general way (casts, copies,
 scalars). The same values in forms the quick check never takes (strided views, a subclass,
-swapped byte order) must record the same, value for value, as must the walk without plans:
+swapped byte order) must record the same, value for value, as must the walk by plans alone
+(without the fast walk of a whole tree of arrays) and the walk without plans:
 dtypes that change mid-run, keys that come and go, masks of every form, rows of two shapes."""
 
 from __future__ import annotations
@@ -77,6 +78,10 @@ def vector_infos(draw: st.DrawFn) -> dict[str, Any]:
         if key == "episode":
             inner = draw(st.lists(st.sampled_from(NESTED), unique=True, min_size=1))
             info[key] = {k: in_form(draw(arrays(())), draw(forms)) for k in inner}
+            # A nested key's own mask, under the nested dict's (two masks to combine).
+            for k in inner:
+                if draw(st.integers(0, 3)) == 0:
+                    info[key]["_" + k] = draw(masks())
         else:
             info[key] = in_form(draw(arrays(KEYS[key])), draw(forms))
         if draw(st.booleans()):
@@ -95,16 +100,18 @@ def general(value: Any) -> Any:
     return value
 
 
-def record(env: Any, tmp: Path, steps: int, plans: bool = True) -> dict[str, int]:
-    """Records `steps` steps of `env` (plans off: every dict walked key by key); returns the
-    counts of values not recorded."""
+def record(env: Any, tmp: Path, steps: int, walk: str = "any") -> dict[str, int]:
+    """Records `steps` steps of `env`; returns the counts of values not recorded. `walk` is
+    "any" (as in use: the fast walk of a planned tree of arrays, else the plan, else key by
+    key), "planned" (never the fast walk) or "unplanned" (every dict walked key by key)."""
     build = _recording.build_config
+    switches = {"any": {}, "planned": {"test_no_fast_infos": True}, "unplanned": {"test_no_info_plans": True}}
 
-    def without_plans(*args: Any, **kwargs: Any) -> str:
-        return json.dumps({**json.loads(build(*args, **kwargs)), "test_no_info_plans": True})
+    def with_switches(*args: Any, **kwargs: Any) -> str:
+        return json.dumps({**json.loads(build(*args, **kwargs)), **switches[walk]})
 
     vector = isinstance(env, InfosVectorEnv)
-    with patch.object(_recording, "build_config", build if plans else without_plans), warnings.catch_warnings():
+    with patch.object(_recording, "build_config", with_switches), warnings.catch_warnings():
         # Values that do not fit their column are left out with a warning, in every run alike.
         warnings.simplefilter("ignore", trajcore.TrajcoreWarning)
         rec = trajcore.RecordVectorEpisodes(env, tmp) if vector else trajcore.RecordEpisodes(env, tmp)
@@ -142,11 +149,12 @@ def test_vector_values_record_the_same_in_every_form(shapes: list[dict[str, Any]
     # in dtype and form: a column's dtype is its first value's, later ones cast or left out.
     steps = [shapes[i % len(shapes)] for i in order]
     with tempfile.TemporaryDirectory() as tmp:
-        names = ["drawn", "general", "unplanned"]
+        names = ["drawn", "general", "planned", "unplanned"]
         counts = [
             record(InfosVectorEnv(steps), Path(tmp) / "drawn", len(steps)),
             record(InfosVectorEnv([general(s) for s in steps]), Path(tmp) / "general", len(steps)),
-            record(InfosVectorEnv(steps), Path(tmp) / "unplanned", len(steps), plans=False),
+            record(InfosVectorEnv(steps), Path(tmp) / "planned", len(steps), walk="planned"),
+            record(InfosVectorEnv(steps), Path(tmp) / "unplanned", len(steps), walk="unplanned"),
         ]
         assert_same_recordings(Path(tmp), names, counts)
 
@@ -186,6 +194,32 @@ def test_single_env_values_record_the_same_in_every_form(rows: list[dict[str, An
         counts = [
             record(InfosEnv(rows), Path(tmp) / "drawn", len(rows) - 1),
             record(InfosEnv([general(r) for r in rows]), Path(tmp) / "general", len(rows) - 1),
-            record(InfosEnv(rows), Path(tmp) / "unplanned", len(rows) - 1, plans=False),
+            record(InfosEnv(rows), Path(tmp) / "unplanned", len(rows) - 1, walk="unplanned"),
         ]
         assert_same_recordings(Path(tmp), ["drawn", "general", "unplanned"], counts)
+
+
+def test_a_key_that_needs_converting_for_a_while_records_the_same_after() -> None:
+    # The fast walk leaves a dict whose values need converting to the planned walk, and after
+    # 16 such steps in a row tries it once in 256 (here at step 275, left again, and at step
+    # 531, taken):
+    # the values before, during and after record the same whichever walk took them.
+    steps = []
+    for t in range(600):
+        r = np.arange(N, dtype=np.float64) + t
+        episode = {"r": strided(r) if 20 <= t < 300 else r, "l": np.full(N, t, np.int64)}
+        steps.append({"episode": episode, "_episode": np.arange(N) % 2 == t % 2, "x": r * 2})
+    with tempfile.TemporaryDirectory() as tmp:
+        names = ["any", "planned", "unplanned"]
+        counts = [record(InfosVectorEnv(steps), Path(tmp) / n, len(steps), walk=n) for n in names]
+        assert counts[0] == {}
+        assert_same_recordings(Path(tmp), names, counts)
+        with trajcore.open(Path(tmp) / "any") as ds:
+            (episode,) = [ep for ep in ds.episodes if ep.env_index == 1]
+            infos = episode.infos
+    # Env 1 has the statistics at odd steps; step t is row t + 1 (row 0 is the reset's).
+    t = np.arange(600)
+    r, mask = infos["episode"]["r"], infos["episode"]["_r"]
+    np.testing.assert_array_equal(mask[1:], t % 2 == 1)
+    np.testing.assert_array_equal(r[1:][t % 2 == 1], (1.0 + t)[t % 2 == 1])
+    np.testing.assert_array_equal(infos["x"][1:], 2.0 * (1 + t))

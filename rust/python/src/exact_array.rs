@@ -30,18 +30,22 @@ fn ndarray_type(py: Python<'_>) -> usize {
     *TYPE.get_or_init(py, || unsafe { get_type_object(py, NpyTypes::PyArray_Type) } as usize)
 }
 
+/// Whether `value` is an ndarray itself (not a subclass): one load and a compare.
+pub fn is_ndarray(value: &Bound<'_, PyAny>) -> bool {
+    // SAFETY: `value` is a live object and the GIL is held.
+    unsafe { pyo3::ffi::Py_TYPE(value.as_ptr()) as usize == ndarray_type(value.py()) }
+}
+
 /// Asks the CPU to start loading an ndarray's shape and first data bytes, whose addresses are
 /// in its header: called once the headers of several values are on their way (see `prefetch`),
 /// so these second hops overlap too instead of each waiting in turn. Anything else is left be.
 pub fn prefetch_array(value: &Bound<'_, PyAny>) {
-    let object = value.as_ptr();
-    // SAFETY: `value` is a live object and the GIL is held; its fields are read as an
-    // ndarray's only once its type says it is one.
+    if !is_ndarray(value) {
+        return;
+    }
+    // SAFETY: `value` is a live ndarray and the GIL is held.
     unsafe {
-        if pyo3::ffi::Py_TYPE(object) as usize != ndarray_type(value.py()) {
-            return;
-        }
-        let fields = &(*object.cast::<PyArrayObject>()).fields;
+        let fields = &(*value.as_ptr().cast::<PyArrayObject>()).fields;
         prefetch(fields.dimensions.cast(), 16);
         prefetch(fields.data.cast(), 128);
     }

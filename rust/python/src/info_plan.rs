@@ -57,31 +57,48 @@ impl DictPlan {
     /// Whether `dict` has the plan's keys in its order; if so its values, in that order, are
     /// pushed on `values`.
     pub fn matches(&self, dict: &Bound<'_, PyDict>, regular: bool, values: &mut Vec<Py<PyAny>>) -> PyResult<bool> {
+        let start = values.len();
+        // SAFETY: each value gets a reference of its own before anything can run Python code.
+        let matched = unsafe { self.matches_borrowed(dict, regular, |v| values.push(v.to_owned().unbind())) };
+        if !matched? {
+            values.truncate(start);
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// Whether `dict` has the plan's keys in its order; `push` is called with its values in
+    /// that order, until a key differs (the caller drops those pushed when this is false).
+    ///
+    /// # Safety
+    /// The values are borrowed from `dict`: they stay valid only as long as no Python code runs
+    /// (which could take them out of it).
+    pub unsafe fn matches_borrowed<'py>(
+        &self,
+        dict: &Bound<'py, PyDict>,
+        regular: bool,
+        mut push: impl FnMut(Borrowed<'_, 'py, PyAny>),
+    ) -> PyResult<bool> {
         if self.regular != regular || dict.len() != self.keys.len() {
             return Ok(false);
         }
         let py = dict.py();
-        let start = values.len();
         let (mut at, mut key, mut value) = (0, std::ptr::null_mut(), std::ptr::null_mut());
         for planned in &self.keys {
             // SAFETY: the GIL is held and `dict` is a live dict; `PyDict_Next` hands out borrowed
-            // references, which stay valid because nothing below runs Python code (an exact
-            // str's hash and text are computed in C) before `value` gets a reference of its own.
+            // references, and nothing here runs Python code (an exact str's hash and text are
+            // computed in C).
             unsafe {
                 if ffi::PyDict_Next(dict.as_ptr(), &mut at, &mut key, &mut value) == 0 {
-                    break;
+                    return Ok(false);
                 }
                 // The value's header starts loading now, while keys are compared.
                 prefetch(value.cast(), 64);
                 if !(key == planned.key.as_ptr() || same_text(&Borrowed::from_ptr(py, key), planned)?) {
-                    break;
+                    return Ok(false);
                 }
-                values.push(Borrowed::from_ptr(py, value).to_owned().unbind());
+                push(Borrowed::from_ptr(py, value));
             }
-        }
-        if values.len() - start < self.keys.len() {
-            values.truncate(start);
-            return Ok(false);
         }
         Ok(true)
     }

@@ -20,10 +20,12 @@ use trajcore_core::{CodecSpec, DType, Timeline};
 
 use crate::collect::{prefetch, Collector, Src};
 use crate::errors::{schema_error, warn, IntoPy};
-use crate::exact_array::prefetch_array;
+use crate::exact_array::is_ndarray;
+use crate::info_fast::FastWalk;
 use crate::info_keys::key_name;
 pub use crate::info_keys::{escape_key, KeyPaths};
 use crate::info_plan::{mask_positions, DictPlan, Role, MAX_PLANNED_KEYS, PLANS_MADE_PER_DICT};
+use crate::info_prefetch::prefetch_contents;
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 
 /// Nested dicts deeper than this are refused: deeper is a dict that contains itself.
@@ -60,8 +62,11 @@ pub struct DynamicColumns {
     keys: KeyPaths,
     /// Whether dicts are walked by their plans when they have one (see `info_plan`).
     plans: bool,
+    /// Whether planned trees of arrays are tried by the fast walk first (see `info_fast`).
+    fast_walk: bool,
     /// The values of the planned dicts being walked, a stack (nested dicts push above).
     planned_values: Vec<Py<PyAny>>,
+    fast: FastWalk,
     unsupported: HashMap<String, Unsupported>,
     skipped: BTreeMap<String, Skipped>,
 }
@@ -76,7 +81,9 @@ impl DynamicColumns {
             by_path: HashMap::new(),
             keys: KeyPaths::default(),
             plans: true,
+            fast_walk: true,
             planned_values: Vec::new(),
+            fast: FastWalk::default(),
             unsupported: HashMap::new(),
             skipped: BTreeMap::new(),
         }
@@ -85,6 +92,12 @@ impl DynamicColumns {
     /// Walks every dict key by key, without plans (tests compare both ways).
     pub fn without_plans(mut self) -> Self {
         self.plans = false;
+        self
+    }
+
+    /// Walks planned dicts by their plans only, never by the fast walk (tests compare).
+    pub fn without_fast_walk(mut self) -> Self {
+        self.fast_walk = false;
         self
     }
 
@@ -149,7 +162,13 @@ impl DynamicColumns {
                 format!("nested deeper than {MAX_DEPTH} levels (does the dict contain itself?)"),
             ));
         }
+        if dict.is_empty() {
+            return Ok(()); // nothing to record, nor to plan (half of CartPole's steps)
+        }
         if self.plans {
+            if self.fast_walk && self.fast.put(dict, node, mask, depth, at, &self.keys, &self.columns, coll) {
+                return Ok(());
+            }
             let start = self.planned_values.len();
             let planned = self.put_planned(py, dict, node, mask, depth, at, recorder, coll);
             self.planned_values.truncate(start);
@@ -237,12 +256,18 @@ impl DynamicColumns {
             (Some(n), Some(m)) => Some(mask_bytes(py, m, n, "an info mask", coll)?),
             _ => None,
         };
+        // The parent's mask was checked when its dict was entered: only a mask of the key's own
+        // can leave no env.
+        let checked = own_mask.is_none();
         let mask = and_masks(coll, mask, own_mask);
-        if mask.is_some_and(|m| all_zero(coll.slice(m))) {
+        if !checked && mask.is_some_and(|m| all_zero(coll.slice(m))) {
             return Ok(()); // no env has it at this step
         }
-        if let Ok(inner) = value.cast::<PyDict>() {
-            return self.put_dict(py, inner, child, mask, depth + 1, at, recorder, coll);
+        // An env's arrays (the usual value) are no dicts: asked without a call into Python.
+        if !is_ndarray(value) {
+            if let Ok(inner) = value.cast::<PyDict>() {
+                return self.put_dict(py, inner, child, mask, depth + 1, at, recorder, coll);
+            }
         }
         self.put_key(py, child, value, mask, at, recorder, coll)
     }
@@ -272,9 +297,10 @@ impl DynamicColumns {
         }
         let Some(chosen) = chosen else { return Ok(false) };
         let len = self.planned_values.len() - start;
-        // Their headers were asked for while matching: now their arrays' shapes and data.
+        // Their headers were asked for while matching: now their arrays' shapes and data, and
+        // nested dicts' key tables.
         for value in &self.planned_values[start..] {
-            prefetch_array(value.bind(py));
+            prefetch_contents(value.bind(py));
         }
         for position in 0..len {
             let Role::Value { node: child, mask: mask_at } = self.keys.node(node).plans[chosen].role(position) else {
