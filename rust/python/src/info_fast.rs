@@ -28,7 +28,7 @@ const RETRY_EVERY: u32 = 256;
 #[derive(Default)]
 pub struct FastWalk {
     /// The values of the dicts being walked, borrowed, a stack (nested dicts push above). As
-    /// addresses: the state is kept between calls, when they are empty.
+    /// addresses: the state outlives the call, and each walk clears them before use.
     values: Vec<usize>,
     /// The objects whose bytes the entries borrow (arrays and masks), borrowed until committed.
     owners: Vec<usize>,
