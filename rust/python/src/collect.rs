@@ -53,9 +53,7 @@ impl Collector {
         // SAFETY: the array object is a live numpy array (we hold a reference), so its data
         // pointer and header are valid to read while the GIL is held.
         let data = unsafe { (*array.as_array_ptr()).fields.data } as usize;
-        self.keep.push(array.clone().into_any().unbind());
-        prefetch(data as *const u8, nbytes);
-        Src::External(data, nbytes)
+        self.borrow_data(array.as_any(), data, nbytes)
     }
 
     /// Borrows `len` bytes at `data`, memory of `owner`, which is kept alive until `clear`.

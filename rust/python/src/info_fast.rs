@@ -9,13 +9,13 @@
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use trajcore_core::writer::{EntryKind, Slot};
+use trajcore_core::writer::Slot;
 
 use crate::collect::{Collector, Src};
 use crate::info_keys::KeyPaths;
 use crate::info_plan::Role;
 use crate::info_prefetch::prefetch_contents;
-use crate::infos::{Place, MAX_DEPTH};
+use crate::infos::{all_zero, push_entry, Place, MAX_DEPTH};
 use crate::values::{exact_mask, ColInfo};
 
 /// Consecutive dicts of a node the fast walk may leave to the other ways before it tries that
@@ -84,8 +84,7 @@ impl FastWalk {
             coll.keep.push(unsafe { Borrowed::from_ptr(py, owner as *mut ffi::PyObject) }.to_owned().unbind());
         }
         for &(column, mask, data) in &self.entries {
-            let kind = if mask.is_some() { EntryKind::Masked } else { EntryKind::Dense };
-            coll.push(column, kind, at.slot, 0, mask, data);
+            push_entry(column, mask, at, data, coll);
         }
         true
     }
@@ -142,7 +141,7 @@ impl Walk<'_> {
                     let own = Borrowed::from_ptr(py, state.values[start + m] as *mut ffi::PyObject);
                     let Some((data, len)) = exact_mask(&own, self.rows) else { return false };
                     state.owners.push(own.as_ptr() as usize);
-                    if self.coll.slice(Src::External(data, len)).iter().all(|&b| b == 0) {
+                    if all_zero(self.coll.slice(Src::External(data, len))) {
                         continue; // no env has it at this step
                     }
                     Some(Src::External(data, len))

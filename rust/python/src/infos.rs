@@ -356,7 +356,7 @@ impl DynamicColumns {
             let col = &self.columns[column];
             if let Some((data, len)) = col.exact.as_ref().and_then(|e| e.data(value, at.rows)) {
                 let data = coll.borrow_data(value, data, len);
-                push_entry(col, mask, at, data, coll);
+                push_entry(col.id, mask, at, data, coll);
                 return Ok(());
             }
         }
@@ -413,7 +413,7 @@ impl DynamicColumns {
         let col = &self.columns[column];
         match put_value(py, value, col, at.rows, coll) {
             Ok(data) => {
-                push_entry(col, mask, at, data, coll);
+                push_entry(col.id, mask, at, data, coll);
                 Ok(())
             }
             Err(e) if is_schema_error(py, &e) => {
@@ -495,11 +495,11 @@ impl DynamicColumns {
     }
 }
 
-/// The entry of a value of `col` (its bytes at `data`), masked where `mask` says which envs
-/// have it.
-fn push_entry(col: &ColInfo, mask: Option<Src>, at: Place, data: Src, coll: &mut Collector) {
+/// The entry of a value of column `column` (its bytes at `data`), masked where `mask` says
+/// which envs have it.
+pub fn push_entry(column: u32, mask: Option<Src>, at: Place, data: Src, coll: &mut Collector) {
     let kind = if mask.is_some() { EntryKind::Masked } else { EntryKind::Dense };
-    coll.push(col.id, kind, at.slot, 0, mask, data);
+    coll.push(column, kind, at.slot, 0, mask, data);
 }
 
 /// A key as a message shows it.
@@ -580,7 +580,7 @@ fn and_masks(coll: &mut Collector, a: Option<Src>, b: Option<Src>) -> Option<Src
 }
 
 /// Whether every byte is 0 (no env has the value).
-fn all_zero(bytes: &[u8]) -> bool {
+pub fn all_zero(bytes: &[u8]) -> bool {
     bytes.iter().all(|&b| b == 0)
 }
 

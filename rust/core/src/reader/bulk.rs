@@ -35,7 +35,8 @@ impl IndexOut<'_> {
         IndexOut { episodes: self.episodes, steps: self.steps }
     }
 
-    fn check(&self, rows: usize) -> Result<()> {
+    /// Whether the outputs hold `rows` rows each.
+    pub(super) fn check(&self, rows: usize) -> Result<()> {
         if [self.episodes.len(), self.steps.len()].iter().any(|&b| Some(b) != rows.checked_mul(8)) {
             return Err(Error::Invalid(format!("the index outputs do not hold {rows} rows")));
         }
@@ -162,12 +163,7 @@ impl Dataset {
         for (k, ends) in cuts.windows(2).enumerate() {
             let from = if k == 0 { 0 } else { part_end(rows_out as u64, k - 1, parts) };
             let rows = (part_end(rows_out as u64, k, parts) - from) as usize;
-            let mut heads = Vec::with_capacity(rest.len());
-            for (field, out) in fields.iter().zip(std::mem::take(&mut rest)) {
-                let (head, tail) = out.split_first(rows * field.row_bytes.unwrap_or(1));
-                heads.push(head);
-                rest.push(tail);
-            }
+            let heads = split_rows(fields, &mut rest, rows);
             let head = indexes.take().map(|ix| {
                 let (head, tail) = ix.split_first(rows);
                 indexes = Some(tail);
@@ -264,12 +260,7 @@ impl Dataset {
                 }
                 next.next();
             }
-            let mut heads = Vec::with_capacity(rest.len());
-            for (field, out) in fields.iter().zip(std::mem::take(&mut rest)) {
-                let (head, tail) = out.split_first(rows * field.row_bytes.unwrap_or(1));
-                heads.push(head);
-                rest.push(tail);
-            }
+            let mut heads = split_rows(fields, &mut rest, rows);
             block.sort_unstable_by_key(|i| (i.recording, i.lane, i.step_row));
             // Whole chunks: the next block reads on where this one stops.
             self.gather_items(fields, &block, rows, &mut heads, false, work)?;
@@ -280,6 +271,17 @@ impl Dataset {
         }
         Ok(())
     }
+}
+
+/// Splits the first `rows` rows off each field's output (`rest` keeps the others).
+fn split_rows<'a>(fields: &[Field], rest: &mut Vec<Out<'a>>, rows: usize) -> Vec<Out<'a>> {
+    let mut heads = Vec::with_capacity(rest.len());
+    for (field, out) in fields.iter().zip(std::mem::take(rest)) {
+        let (head, tail) = out.split_first(rows * field.row_bytes.unwrap_or(1));
+        heads.push(head);
+        rest.push(tail);
+    }
+    heads
 }
 
 /// The runs' indexes, a run at a time: a repeated episode and counting steps.

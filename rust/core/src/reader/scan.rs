@@ -137,9 +137,7 @@ impl Dataset {
         let kind = WindowKind { length: 1, sequence: false, pad: false };
         found.extend(self.gather_lenient(set, &redraw, kind, fields, &mut windows, outs, None)?);
         if let Some(ix) = indexes {
-            if ix.episodes.len() != windows.len() * 8 || ix.steps.len() != windows.len() * 8 {
-                return Err(Error::Invalid(format!("the index outputs do not hold {n} rows")));
-            }
+            ix.check(windows.len())?;
             ix.write_steps(windows.iter().map(|w| (w.episode, w.start)));
         }
         Ok((Some(windows), found))

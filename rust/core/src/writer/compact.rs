@@ -65,6 +65,7 @@ pub struct Compacted {
 
 /// The records of a closed shard, in file order.
 struct Layout {
+    header: FileHeader,
     /// Meta, Column, Timelog and Episode records: (kind, payload range).
     copied: Vec<(RecordKind, Range<usize>)>,
     chunks: Vec<ChunkRef>,
@@ -136,8 +137,8 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
 /// Every record of a closed shard, each checksum checked. `Ok(None)` for records this version
 /// cannot place in a rewritten file (an unknown kind or required flag). Errors: (offset, why).
 fn read_layout(map: &[u8]) -> std::result::Result<Option<Layout>, (usize, String)> {
-    FileHeader::decode(map).map_err(|e| (0, format!("file header: {e:?}")))?;
-    let mut layout = Layout { copied: Vec::new(), chunks: Vec::new(), columns: BTreeMap::new() };
+    let header = FileHeader::decode(map).map_err(|e| (0, format!("file header: {e:?}")))?;
+    let mut layout = Layout { header, copied: Vec::new(), chunks: Vec::new(), columns: BTreeMap::new() };
     let mut at = HEADER_LEN;
     loop {
         let header = map.get(at..).and_then(RecordHeader::decode).ok_or((at, "unreadable record header".into()))?;
@@ -297,8 +298,7 @@ fn write_compacted(
     encoder: &mut Encoder,
     tmp: &Path,
 ) -> Result<()> {
-    let old = FileHeader::decode(map).map_err(|e| Error::corrupt(tmp, 0, format!("file header: {e:?}")))?;
-    let header = FileHeader { compat_flags: old.compat_flags | COMPACTED, ..old };
+    let header = FileHeader { compat_flags: layout.header.compat_flags | COMPACTED, ..layout.header };
     // Syncing per batch would only slow the copy: the old file stays until the rename.
     let sync = if settings.durability == Durability::Flush { Durability::Flush } else { Durability::FsyncOnClose };
     let mut shard = ShardWriter::create_at(tmp.to_path_buf(), &header, sync)?;

@@ -907,6 +907,10 @@ impl WriterThread {
             index_interval_bytes: self.config.index_interval_bytes,
             durability: self.durability,
         };
+        // Those already done are joined now: a long recording rolls over many shards.
+        let (done, running) = std::mem::take(&mut self.compactions).into_iter().partition(|h| h.is_finished());
+        self.compactions = running;
+        self.join_each(done);
         let (shared, owned) = (self.shared.clone(), path.to_path_buf());
         let spawned = std::thread::Builder::new().name("trajcore-compact".into()).spawn(move || {
             note_compaction(&shared, &owned, compact::compact(&owned, &settings, &mut Encoder::default()))
@@ -919,7 +923,13 @@ impl WriterThread {
 
     /// Waits for the compactions under way.
     fn join_compactions(&mut self) {
-        for handle in self.compactions.drain(..) {
+        let all = std::mem::take(&mut self.compactions);
+        self.join_each(all);
+    }
+
+    /// Waits for each of `handles`, noting a panic as a compaction error.
+    fn join_each(&self, handles: Vec<std::thread::JoinHandle<()>>) {
+        for handle in handles {
             if handle.join().is_err() {
                 let mut slot = self.shared.compaction_error.lock().unwrap_or_else(|p| p.into_inner());
                 slot.get_or_insert("a shard's compaction panicked (the shard was left as it was)".into());
