@@ -6,7 +6,7 @@ Records CartPole-v1 with 16 sub-envs (random actions, NEXT_STEP autoreset) once 
 then exports it to each format, each in a fresh process so that its peak resident memory is its
 own, and prints one row per format: stored steps per second, output MB/s, the raw column bytes
 read per second, the output size, and peak resident memory (and its growth over the process
-after imports and opening the dataset). ``pandas`` is `Dataset.to_pandas()` (which holds the
+after imports and opening the dataset). ``pandas`` is `trajcore.to_pandas(ds)` (which holds the
 whole frame, unlike the streaming exports); ``import-minari`` reads the ``minari`` row's output
 back into a new trajcore dataset (its output is that dataset). Not collected by pytest (no
 test_ prefix).
@@ -70,7 +70,7 @@ def one(fmt: str, src: str, workdir: str) -> dict[str, Any]:
     before = rss_bytes()
     start = time.perf_counter()
     if fmt == "pandas":
-        frame = ds.to_pandas()
+        frame = trajcore.to_pandas(ds)
         out_bytes = int(frame.memory_usage(deep=True).sum())
     elif fmt == "import-minari":
         where = os.path.join(workdir, "imported")

@@ -191,7 +191,7 @@ def test_single_step_latency(benchmark: Any, report: list[dict[str, Any]], datas
     for name in ("cartpole 1M zstd", "cartpole 1M raw"):
         ds = trajcore.open(datasets[name])
         index = np.random.default_rng(0).integers(0, ds.num_steps, 1 << 16).tolist()
-        steps = ds.steps
+        steps = ds.transitions
         for g in index[:4096]:
             steps[g]  # touch the chunks (cache, page cache)
 
@@ -212,7 +212,7 @@ def test_single_step_latency(benchmark: Any, report: list[dict[str, Any]], datas
         fast, slow = statistics.median(t["trajcore"]), statistics.median(t["naive"])
         rows.append(
             _row(
-                f"random single step (ds.steps[i]), {name}",
+                f"random single step (ds.transitions[i]), {name}",
                 steps=ds.num_steps,
                 us_per_step=fast * 1e6,
                 spread_us=f"{min(t['trajcore']) * 1e6:.2f}..{max(t['trajcore']) * 1e6:.2f}",
@@ -337,7 +337,7 @@ def test_reading_targets(benchmark: Any, report: list[dict[str, Any]]) -> None:
             )
         )
     for name in ("cartpole 1M zstd", "cartpole 1M raw"):
-        one = by.get(f"random single step (ds.steps[i]), {name}")
+        one = by.get(f"random single step (ds.transitions[i]), {name}")
         if one:
             checks.append(
                 ("random single step < 2 us", one["us_per_step"] < 2.0, f"{one['us_per_step']:.2f} us ({name})")

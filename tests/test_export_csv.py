@@ -70,7 +70,7 @@ def test_pandas_reads_the_csv(recorded: Callable[[str], Path], tmp_path: Path) -
     out = tmp_path / "vec.csv"
     with trajcore.open(recorded("vector")) as ds:
         trajcore.export(ds, out)
-        frame = ds.to_pandas()
+        frame = trajcore.to_pandas(ds)
     read = pd.read_csv(out)
     assert list(read.columns) == list(frame.columns)
     for column in frame.columns:

@@ -1,5 +1,5 @@
-"""Dataset.to_pandas / Episode.to_pandas / summaries_frame, compared value by value with what
-trajcore.open reads."""
+"""trajcore.to_pandas / trajcore.summaries_frame (of a dataset, a selection, an episode),
+compared value by value with what trajcore.open reads."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_to_pandas_equals_the_reader_value_by_value(name: str, recorded: Callabl
         want = flat_steps(ds)
         dtypes = leaf_dtypes(ds)
         columns = None if name != "pixels" else ["obs", "next_obs", "action", "reward", "terminated", "truncated"]
-        frame = ds.to_pandas(columns)
+        frame = trajcore.to_pandas(ds, columns)
     assert len(frame) == sum(1 for _ in want)
     assert list(frame.columns[:3]) == ["episode", "env_index", "step"]
     assert_rows_equal(frame_rows(frame), want)
@@ -56,9 +56,9 @@ def test_to_pandas_equals_the_reader_value_by_value(name: str, recorded: Callabl
 
 def test_values_not_given_are_missing_in_nullable_columns(recorded: Callable[[str], Path]) -> None:
     with trajcore.open(recorded("vector")) as ds:
-        frame = ds.to_pandas()
+        frame = trajcore.to_pandas(ds)
         ep = ds.episodes[0]
-        one = ep.to_pandas()
+        one = trajcore.to_pandas(ep)
         # "even" is given at even env steps only; step i's info is info row i + 1.
         assert str(frame["info/even"].dtype) == "Float64"
         assert str(frame["info/step"].dtype) == "Int64"
@@ -76,10 +76,10 @@ def test_values_not_given_are_missing_in_nullable_columns(recorded: Callable[[st
 
 def test_episode_to_pandas_is_its_rows_of_the_dataset_frame(recorded: Callable[[str], Path]) -> None:
     with trajcore.open(recorded("nested")) as ds:
-        frame = ds.to_pandas()
+        frame = trajcore.to_pandas(ds)
         ep = ds.episodes[2]
-        one = ep.to_pandas()
-        sel = ds.select(min_length=3).to_pandas()
+        one = trajcore.to_pandas(ep)
+        sel = trajcore.to_pandas(ds.select(min_length=3))
         chosen = ds.select(min_length=3).indices
         length = ep.length
     part = frame[frame["episode"] == 2].reset_index(drop=True)
@@ -91,24 +91,24 @@ def test_episode_to_pandas_is_its_rows_of_the_dataset_frame(recorded: Callable[[
 def test_large_arrays_are_left_out_with_a_warning_unless_named(recorded: Callable[[str], Path]) -> None:
     with trajcore.open(recorded("pixels")) as ds:
         with pytest.warns(trajcore.TrajcoreWarning, match=r"obs \(32x32x3 uint8\), next_obs \(32x32x3 uint8\)"):
-            frame = ds.to_pandas()
+            frame = trajcore.to_pandas(ds)
         assert frame.attrs["trajcore"]["left_out"] == ["obs", "next_obs"]
         assert "obs_0" not in frame.columns and "action" in frame.columns
-        wide = ds.to_pandas(["obs", "reward"], max_values=10)
+        wide = trajcore.to_pandas(ds, ["obs", "reward"], max_values=10)
         assert list(wide.columns) == ["episode", "env_index", "step"] + [f"obs_{k}" for k in range(3072)] + ["reward"]
         ep = ds.episodes[1]
         pixels = wide[wide["episode"] == 1][[f"obs_{k}" for k in range(3072)]].to_numpy()
         np.testing.assert_array_equal(pixels.reshape(-1, 32, 32, 3), ep.observations[:-1])
         with pytest.raises(trajcore.InvalidArgumentError, match="names no value"):
-            ds.to_pandas(["image"])
+            trajcore.to_pandas(ds, ["image"])
 
 
 def test_summaries_frame(recorded: Callable[[str], Path]) -> None:
     with trajcore.open(recorded("vector")) as ds:
-        frame = ds.summaries_frame()
+        frame = trajcore.summaries_frame(ds)
         s = ds.summaries()
         metas = [ep.metadata for ep in ds.episodes]
-        selected = ds.select(env_index=1).summaries_frame()
+        selected = trajcore.summaries_frame(ds.select(env_index=1))
     assert len(frame) == len(s["length"])
     for field in ("env_index", "length", "episode_return", "complete", "terminated", "truncated", "start_ns"):
         np.testing.assert_array_equal(frame[field].to_numpy(), s[field])
@@ -131,16 +131,16 @@ def test_without_pandas_a_clear_trajcore_error(
         with pytest.raises(
             trajcore.MissingDependencyError, match=r"needs the optional package 'pandas'.*pip install pandas"
         ):
-            ds.to_pandas()
+            trajcore.to_pandas(ds)
         with pytest.raises(ImportError):  # also what a user checking for optional packages catches
-            ds.summaries_frame()
+            trajcore.summaries_frame(ds)
 
 
 def test_an_empty_selection_gives_an_empty_frame_with_the_columns(recorded: Callable[[str], Path]) -> None:
     with trajcore.open(recorded("vector")) as ds:
-        full = ds.to_pandas()
-        empty = ds.select(min_length=10**6).to_pandas()
-        episodes = ds.select(min_length=10**6).summaries_frame()
+        full = trajcore.to_pandas(ds)
+        empty = trajcore.to_pandas(ds.select(min_length=10**6))
+        episodes = trajcore.summaries_frame(ds.select(min_length=10**6))
     assert len(empty) == 0 and list(empty.columns) == list(full.columns)
     assert list(empty.dtypes) == list(full.dtypes)
     assert len(episodes) == 0

@@ -156,7 +156,7 @@ def _read_everything(ds: trajcore.Dataset, case: str) -> None:
         with _trajcore_errors(f"{case}: transitions by number"):
             ds.transitions[np.arange(min(ds.num_steps, 20))]
         with _trajcore_errors(f"{case}: iteration"):
-            for _ in ds.steps:
+            for _ in ds.transitions:
                 pass
 
 

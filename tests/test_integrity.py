@@ -167,7 +167,7 @@ def test_batches_by_number_redraw_and_single_steps_raise(clean: Path, damaged: t
         # Rows before the damaged episode are the ones asked for.
         assert batch["step_index"][:5].tolist() == ds.transitions[np.arange(in_bad - 5, in_bad)]["step_index"].tolist()
         with pytest.raises(trajcore.CorruptFileError, match=f"offset {offset}"):
-            ds.steps[in_bad]
+            ds.transitions[in_bad]
 
 
 def test_slices_and_blocks_redraw_like_batches_by_number(clean: Path, damaged: tuple[Path, int, list[int]]) -> None:
@@ -209,18 +209,18 @@ def test_iteration_skips_damaged_episodes(clean: Path, damaged: tuple[Path, int,
     with trajcore.open(clean) as clean_ds, trajcore.open(path) as ds:
         lengths = ds.summaries()["length"]
         with pytest.warns(trajcore.TrajcoreWarning, match="left out of the iteration"):
-            got = list(ds.steps)
+            got = list(ds.transitions)
         assert len(got) == ds.num_steps - int(lengths[bad].sum())
         starts = np.concatenate([[0], np.cumsum(lengths)])
         keep = [i for e in range(ds.num_episodes) if e not in bad for i in range(starts[e], starts[e + 1])]
         for k in range(0, len(keep), 97):
-            assert_tree_equal(got[k], clean_ds.steps[int(keep[k])])
+            assert_tree_equal(got[k], clean_ds.transitions[int(keep[k])])
         # Without damage, iteration gives exactly what indexing gives.
         sel = clean_ds.select(env_index=2)
-        assert len(list(sel.steps)) == sel.num_steps
-        assert_tree_equal(list(sel.steps)[7], sel.steps[7])
+        assert len(list(sel.transitions)) == sel.num_steps
+        assert_tree_equal(list(sel.transitions)[7], sel.transitions[7])
     with trajcore.open(path, strict=True) as strict, pytest.raises(trajcore.CorruptFileError):
-        list(strict.steps)
+        list(strict.transitions)
 
 
 def test_reading_a_damaged_episode_still_raises(clean: Path, damaged: tuple[Path, int, list[int]]) -> None:

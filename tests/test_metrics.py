@@ -191,7 +191,7 @@ def test_bad_metric_filters_name_what_is_wrong(tmp_path: Path, metrics: Any, mat
 def test_tables_and_cli_show_metrics(tmp_path: Path) -> None:
     pytest.importorskip("pandas", reason="summaries_frame needs pandas (an optional dependency)")
     ds = _cartpole(tmp_path / "cp")
-    frame = ds.summaries_frame()
+    frame = trajcore.summaries_frame(ds)
     m = ds.metrics()
     for stat in ("count", "mean", "sum", "min", "max"):
         np.testing.assert_array_equal(frame[f"metrics/data/logp/{stat}"].to_numpy(), m["data/logp"][stat])

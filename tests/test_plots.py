@@ -48,7 +48,7 @@ def _by_gid(ax: Any) -> dict[str, Any]:
 def test_returns_per_episode_against_wall_time_and_index(recorded: tuple[Path, Path]) -> None:
     with trajcore.open(recorded[0]) as ds:
         s = ds.summaries()
-        fig = ds.plot_returns(window=5)
+        fig = plots.per_episode(ds, "return", window=5)
         by_time, by_index = fig.axes
         start = s["start_ns"].min()
         done = s["complete"]
@@ -66,7 +66,7 @@ def test_returns_per_episode_against_wall_time_and_index(recorded: tuple[Path, P
             line = artists["rolling mean"]
             assert np.allclose(line.get_xdata(), x[done][order])
             assert np.allclose(line.get_ydata(), rolling_mean(s["episode_return"][done][order], 5))
-        lengths = ds.plot_lengths()
+        lengths = plots.per_episode(ds, "length")
         assert np.allclose(
             _by_gid(lengths.axes[1])["env 1"].get_offsets()[:, 1], s["length"][(s["env_index"] == 1) & done]
         )
@@ -76,13 +76,13 @@ def test_histograms_metrics_and_metadata(recorded: tuple[Path, Path]) -> None:
     with trajcore.open(recorded[0]) as ds:
         s = ds.summaries()
         done = s["complete"]
-        hist = ds.plot_histograms()
+        hist = plots.histograms(ds)
         for ax in hist.axes:
             bars = [p for p in ax.patches if p.get_gid() == "histogram"]
             assert sum(p.get_height() for p in bars) == done.sum()
         assert f"{(~done).sum()} incomplete episodes left out" in hist.get_suptitle()
 
-        metrics = ds.plot_metrics()
+        metrics = plots.metrics(ds)
         duration = (s["end_ns"] - s["start_ns"]) / 1e9
         xy = _by_gid(metrics.axes[0])["env 0"].get_offsets()
         assert np.allclose(xy[:, 1], duration[(s["env_index"] == 0) & done])
@@ -91,7 +91,7 @@ def test_histograms_metrics_and_metadata(recorded: tuple[Path, Path]) -> None:
         logp = ds.metrics()["data/logp"]["mean"]
         assert np.allclose(_by_gid(metrics.axes[2])["env 1"].get_offsets()[:, 1], logp[(s["env_index"] == 1) & done])
 
-        meta = ds.plot_metadata()
+        meta = plots.metadata(ds)
         titles = [ax.get_title() for ax in meta.axes if ax.axison]
         assert titles == ["metadata/cfg/lr", "metadata/score"], "numbers only, nested keys flattened"
         score = _by_gid(meta.axes[1])["env 2"].get_offsets()[:, 1]
@@ -100,7 +100,7 @@ def test_histograms_metrics_and_metadata(recorded: tuple[Path, Path]) -> None:
 
 def test_a_selection_plots_its_episodes_only(recorded: tuple[Path, Path]) -> None:
     with trajcore.open(recorded[0]) as ds:
-        fig = ds.select(env_index=2, complete=True).plot_returns()
+        fig = plots.per_episode(ds.select(env_index=2, complete=True), "return")
         artists = _by_gid(fig.axes[1])
         assert set(artists) == {"env 2", "rolling mean"}
 
@@ -117,7 +117,7 @@ def test_timelog_figure_from_a_recorder_and_from_its_file(recorded: tuple[Path, 
         assert np.allclose(edges[:-1], [s["t_s"] for s in samples])
     assert np.allclose(_by_gid(fill)["ring fill max"].get_data()[0], [s["ring_fill_max"] for s in samples])
     assert np.allclose(_by_gid(waiting)["producer waiting"].get_data()[0], series.producer_wait)
-    assert np.allclose(_by_gid(steps)["steps per second"].get_data()[0], [s["steps"] / s["dt_s"] for s in samples])
+    assert np.allclose(_by_gid(steps)["vector steps per second"].get_data()[0], [s["steps"] / s["dt_s"] for s in samples])
 
 
 def test_plot_command_writes_the_pngs(recorded: tuple[Path, Path], tmp_path: Path) -> None:
@@ -224,7 +224,7 @@ def test_without_matplotlib_a_clear_error(recorded: tuple[Path, Path], monkeypat
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
     with trajcore.open(recorded[0]) as ds:
         with pytest.raises(trajcore.MissingDependencyError, match="pip install matplotlib") as caught:
-            ds.plot_returns()
+            plots.per_episode(ds, "return")
         assert isinstance(caught.value, ImportError)
 
 

@@ -18,7 +18,7 @@ from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
 from helpers import SpaceEnv
-from trajcore import dataset as dataset_module
+from trajcore import _infos as infos_module
 
 MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
 
@@ -497,7 +497,7 @@ def test_the_reader_bounds_nesting_too(tmp_path: Path, monkeypatch: pytest.Monke
     env.reset(seed=0)
     env.step(env.action_space.sample())
     env.close()
-    monkeypatch.setattr(dataset_module, "MAX_INFO_DEPTH", 2)
+    monkeypatch.setattr(infos_module, "MAX_INFO_DEPTH", 2)
     with pytest.raises(trajcore.CorruptFileError, match="info/a/b/c"):
         _ = trajcore.open(tmp_path / "d").episodes[0].infos
 

@@ -212,7 +212,7 @@ def test_blocks_refuse_a_size_below_one(ds: trajcore.Dataset) -> None:
 def test_one_step_and_indexing(ds: trajcore.Dataset) -> None:
     g = ds.num_steps // 2
     (e,), (t,) = ds._core.locate(np.array([g]))
-    step = ds.steps[g]
+    step = ds.transitions[g]
     assert (step["episode_index"], step["step_index"]) == (e, t)
     want = expected_transition(ds, int(e), int(t))
     assert_tree_equal({k: step[k] for k in want}, want)
@@ -221,9 +221,9 @@ def test_one_step_and_indexing(ds: trajcore.Dataset) -> None:
     sliced = ds.transitions[10:20:3]
     assert sliced["episode_index"].shape == (4,)
     assert_tree_equal(sliced, ds.transitions[[10, 13, 16, 19]])
-    assert len(ds.steps) == ds.num_steps
+    assert len(ds.transitions) == ds.num_steps
     with pytest.raises(IndexError):
-        ds.steps[ds.num_steps]
+        ds.transitions[ds.num_steps]
     with pytest.raises(IndexError):
         ds.transitions[[0, ds.num_steps]]
 
@@ -309,7 +309,7 @@ def test_filters_sample_only_their_episodes(ds: trajcore.Dataset) -> None:
     assert set(chained.indices) == set(env1.indices) & set(ds.select(complete=True).indices)
     # Steps of a selection are numbered over its episodes.
     g = env1.num_steps - 1
-    step = env1.steps[g]
+    step = env1.transitions[g]
     assert (step["episode_index"], step["step_index"]) == (env1.indices[-1], ds.episodes[env1.indices[-1]].length - 1)
     assert_tree_equal(env1.transitions[[0, g]]["episode_index"], np.array([env1.indices[0], env1.indices[-1]]))
     # The whole dataset as a selection samples like the dataset.

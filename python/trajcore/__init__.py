@@ -9,33 +9,30 @@ checksummed, indexed file format (a Rust core), and read them back as numpy arra
         batch = ds.sample_transitions(256, seed=0)      # training reads, gathered in Rust
         seq = ds.select(complete=True).sample_sequences(32, length=20, seed=0)
 
-    ds.to_pandas(); trajcore.export(ds, "cp16.parquet")  # also csv, jsonl (RLlib), minari
+    trajcore.to_pandas(ds); trajcore.export(ds, "cp16.parquet")  # also csv, jsonl (RLlib), minari
     trajcore.verify("runs/cp16"); trajcore.recover("runs/damaged", "runs/saved")
 
-`trajcore.viewer` writes an episode's page (``trajcore view``), `trajcore.plots` the figures
-(``trajcore plot``, ``ds.plot_returns()``); `trajcore.torch` (needs torch) wraps datasets for
+Looking at episodes and getting them out are functions over a dataset (or `Episodes`, or an
+`Episode`): `trajcore.viewer` writes an episode's page (``trajcore view``), `trajcore.plots` the
+figures (``trajcore plot``, ``trajcore.plots.per_episode(ds, "return")``), `trajcore.formats`
+the exports and pandas tables. `trajcore.torch` (needs torch) wraps datasets for
 `torch.utils.data.DataLoader`.
 """
 
 # plots and viewer: looking at episodes (matplotlib is imported only when a figure is drawn).
-from trajcore import _core, plots, viewer
+from trajcore import _core, errors, plots, viewer
 from trajcore._convert import convert
 from trajcore._integrity import Damage, VerifyReport, recover, verify
 from trajcore._recording import EpisodeInfo, RecordingOptions
-from trajcore.dataset import Batch, Dataset, Episode, Episodes, Sequences, Transitions, open
-from trajcore.errors import (
-    CorruptFileError,
-    InvalidArgumentError,
-    MissingDependencyError,
-    RecorderError,
-    SchemaError,
-    TrajcoreError,
-    TrajcoreFileNotFoundError,
-    TrajcoreIOError,
-    TrajcoreWarning,
-)
-from trajcore.formats import export, import_minari
+from trajcore.dataset import Dataset, open
+from trajcore.episode import Episode
+from trajcore.episodes import Episodes
+
+# The error classes: `trajcore.errors` names them once, and every one is public here too.
+from trajcore.errors import *  # noqa: F403
+from trajcore.formats import export, import_minari, summaries_frame, to_pandas
 from trajcore.recorder import RecordEpisodes
+from trajcore.transitions import Batch, Sequences, Transitions
 from trajcore.vector import RecordVectorEpisodes
 
 __version__: str = _core.__version__
@@ -44,25 +41,16 @@ FORMAT_VERSION: tuple[int, int] = _core.FORMAT_VERSION
 __all__ = [
     "FORMAT_VERSION",
     "Batch",
-    "CorruptFileError",
     "Damage",
     "Dataset",
     "Episode",
     "EpisodeInfo",
     "Episodes",
-    "InvalidArgumentError",
-    "MissingDependencyError",
     "RecordEpisodes",
     "RecordVectorEpisodes",
-    "RecorderError",
     "RecordingOptions",
-    "SchemaError",
     "Sequences",
     "Transitions",
-    "TrajcoreError",
-    "TrajcoreFileNotFoundError",
-    "TrajcoreIOError",
-    "TrajcoreWarning",
     "VerifyReport",
     "__version__",
     "convert",
@@ -72,9 +60,12 @@ __all__ = [
     "plots",
     "recover",
     "set_num_threads",
+    "summaries_frame",
+    "to_pandas",
     "verify",
     "viewer",
 ]
+__all__ += errors.__all__
 
 
 def set_num_threads(n: int) -> None:

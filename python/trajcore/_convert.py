@@ -9,7 +9,8 @@ from typing import Any, Literal
 
 from trajcore import _core
 from trajcore._config import Codec, _check_codec
-from trajcore.dataset import Dataset, Episodes
+from trajcore.dataset import Dataset
+from trajcore.episodes import Episodes
 
 __all__ = ["convert"]
 

@@ -21,17 +21,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trajcore.dataset import Dataset, EpisodeFilters, Episodes
+from trajcore._filters import BOUND_FILTERS, FLAG_FILTERS, EpisodeFilters
+from trajcore._metrics import STATS as METRIC_STATS
+from trajcore.dataset import Dataset
+from trajcore.episodes import Episodes
 from trajcore.errors import InvalidArgumentError
-from trajcore.formats.summaries import METRIC_STATS
 
 __all__ = ["SELECT_HELP", "Selection", "apply_select", "parse_select"]
 
+# The keys `select` takes are named once (`trajcore._filters`); the command line adds recording,
+# episodes, metadata.KEY and metric.NAME.STAT (for `select`'s metrics and where).
 SELECT_HELP = (
-    "KEY=VALUE, repeatable, all must hold: env_index=0,3  recording=0  complete=true  terminated=false  "
-    "truncated=true  min_return=X  max_return=X  min_length=N  max_length=N  episodes=0:100 or episodes=3,5,8  "
-    "metadata.KEY=VALUE (VALUE as JSON, else a string)  metric.NAME.STAT=LOW:HIGH (STAT: count, mean, sum, min, max; "
-    "an end may be left open: metric.data/logp.mean=-1:)"
+    "KEY=VALUE, repeatable, all must hold: env_index=0,3  recording=0  "
+    + "  ".join(f"{key}=true" for key in FLAG_FILTERS)
+    + "  "
+    + "  ".join(f"{key}={'N' if kind is int else 'X'}" for key, kind in BOUND_FILTERS.items())
+    + "  episodes=0:100 or episodes=3,5,8  metadata.KEY=VALUE (VALUE as JSON, else a string)  "
+    f"metric.NAME.STAT=LOW:HIGH (STAT: {', '.join(METRIC_STATS)}; an end may be left open: metric.data/logp.mean=-1:)"
 )
 
 _BOOLS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
@@ -101,15 +107,13 @@ def parse_select(expressions: Sequence[str] | None) -> Selection:
             sel.filters["env_index"] = _ints(key, value)
         elif key == "recording":
             sel.recording = _ints(key, value)
-        elif key in ("complete", "terminated", "truncated"):
+        elif key in FLAG_FILTERS:
             flag = _BOOLS.get(value.lower())
             if flag is None:
                 raise InvalidArgumentError(f"--select {key}={value}: expected true or false")
             sel.filters[key] = flag  # type: ignore[literal-required]
-        elif key in ("min_return", "max_return"):
-            sel.filters[key] = _number(key, value, float)  # type: ignore[literal-required]
-        elif key in ("min_length", "max_length"):
-            sel.filters[key] = _number(key, value, int)  # type: ignore[literal-required]
+        elif key in BOUND_FILTERS:
+            sel.filters[key] = _number(key, value, BOUND_FILTERS[key])  # type: ignore[literal-required]
         elif key == "episodes":
             sel.episodes = _slice(value) if ":" in value else _ints(key, value)
         elif key.startswith("metadata.") and len(key) > len("metadata."):

@@ -162,7 +162,7 @@ def _record(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - start
     total = args.steps * args.num_envs
     print(
-        f"recorded {total} env steps in {elapsed:.1f} s ({total / max(elapsed, 1e-9):,.0f} steps/s); "
+        f"recorded {total} env steps in {elapsed:.1f} s ({total / max(elapsed, 1e-9):,.0f} env steps/s); "
         f"{stats.get('episodes', 0)} episodes, {_fmt_bytes(stats.get('bytes_written', 0))} written "
         f"({_fmt_bytes(stats.get('bytes_raw', 0))} raw)",
         file=sys.stderr,
@@ -387,13 +387,16 @@ def _ls(args: argparse.Namespace) -> int:
 
 
 def _view(args: argparse.Namespace) -> int:
+    import trajcore
     from trajcore.viewer import view
 
     max_bytes = None if args.max_mb is None else int(args.max_mb * (1 << 20))
-    try:
-        written = view(args.path, args.episode, args.out, max_bytes=max_bytes)
-    except IndexError as e:
-        raise UsageError(str(e)) from None
+    with trajcore.open(args.path) as ds:
+        try:
+            episode = ds.episodes[args.episode]
+        except IndexError as e:
+            raise UsageError(str(e)) from None
+        written = view(episode, args.out, max_bytes=max_bytes)
     print(f"wrote {written} ({_fmt_bytes(os.path.getsize(written))})", file=sys.stderr)
     return 0
 
@@ -429,9 +432,9 @@ def _columns_arg(text: str | None) -> list[str] | None:
 
 def _export(args: argparse.Namespace) -> int:
     import trajcore
+    from trajcore._output import check_destination
     from trajcore._selection import apply_select, parse_select
     from trajcore.formats import EXPORT_CACHE_BYTES, export, format_of
-    from trajcore.formats._output import check_destination
 
     fmt = format_of(args.out, args.format)
     if args.columns is not None and fmt not in ("csv", "parquet"):
@@ -744,6 +747,28 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
             epilog=_examples(f"{prog} {name}", *examples),
         )
 
+    def dataset_arg(parser: argparse.ArgumentParser, **kwargs: Any) -> None:
+        parser.add_argument("path", metavar="PATH", help="a dataset directory or one shard file", **kwargs)
+
+    def select_arg(parser: argparse.ArgumentParser, verb: str) -> None:
+        help = f"{verb} only some episodes: {SELECT_HELP} (default: all)"
+        parser.add_argument("--select", action="append", metavar="KEY=VALUE", help=help)
+
+    def copy_args(parser: argparse.ArgumentParser) -> None:
+        """SRC and DST of a command that writes a new dataset from an existing one."""
+        parser.add_argument("src", metavar="SRC", help="a dataset directory or one shard file")
+        parser.add_argument("dst", metavar="DST", help="the new dataset directory (must not exist, or be empty)")
+
+    def json_arg(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--json", action="store_true", help="print a JSON report")
+
+    def report_command(name: str, help: str, description: str, func: Callable[[argparse.Namespace], int]) -> None:
+        """A command that reports on one dataset, as text or (--json) as JSON."""
+        parser = command(name, help, description, "runs/cp16", "runs/cp16 --json")
+        dataset_arg(parser)
+        json_arg(parser)
+        parser.set_defaults(func=func)
+
     r = command(
         "record",
         "record a (vectorized) gymnasium env into a directory",
@@ -767,17 +792,13 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
     r.add_argument("--metadata", help="JSON object merged into the dataset metadata (default: none)")
     r.set_defaults(func=_record)
 
-    i = command(
+    report_command(
         "info",
         "summarize a dataset (directory or shard file)",
         "Episodes (complete and incomplete apart), stored and env steps, return and length statistics, spaces, "
         "bytes on disk and per column.",
-        "runs/cp16",
-        "runs/cp16 --json",
+        _info,
     )
-    i.add_argument("path", metavar="PATH", help="a dataset directory or one shard file")
-    i.add_argument("--json", action="store_true", help="print a JSON report")
-    i.set_defaults(func=_info)
 
     ls = command(
         "ls",
@@ -787,10 +808,8 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
         "runs/cp16 --select env_index=3 --select complete=true",
         "runs/cp16 --json | head -1",
     )
-    ls.add_argument("path", metavar="PATH", help="a dataset directory or one shard file")
-    ls.add_argument(
-        "--select", action="append", metavar="KEY=VALUE", help=f"keep only some episodes: {SELECT_HELP} (default: all)"
-    )
+    dataset_arg(ls)
+    select_arg(ls, "keep")
     ls.add_argument("--json", action="store_true", help="one JSON object per episode per line (JSON Lines)")
     ls.set_defaults(func=_ls)
 
@@ -806,7 +825,7 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
         "runs/breakout --episode -1 -o last.html",
         "runs/cp16 --episode 0 -o ep0.html --max-mb 20",
     )
-    v.add_argument("path", metavar="PATH", help="a dataset directory or one shard file")
+    dataset_arg(v)
     v.add_argument("--episode", type=int, default=0, help="dataset index of the episode (negative: from the end)")
     v.add_argument(
         "-o",
@@ -825,16 +844,16 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
         "plot",
         "write PNG plots: return/length per episode, histograms, metrics, metadata, timelog",
         "Plot every episode's return and length against wall time and against the episode index (one colour per "
-        "sub-env, with a rolling mean), their histograms, duration and steps per second, the mean of every episode "
-        "metric, every numeric episode metadata value, and the recorder's timelog (writer time per stage, ring fill, "
-        "producer waits) stored in the dataset's files, or one saved with trajcore.plots.save_timelog. Needs "
-        "matplotlib.",
+        "sub-env, with a rolling mean), their histograms, duration and env steps per second, the mean of every "
+        "episode metric, every numeric episode metadata value, and the recorder's timelog (writer time per stage, "
+        "ring fill, producer waits, vector steps per second) stored in the dataset's files, or one saved with "
+        "trajcore.plots.save_timelog. Needs matplotlib.",
         "runs/cp16 -o plots/",
         "runs/cp16 --select complete=true --window 50",
         "runs/cp16 --timelog timelog.json -o plots/",
         "--timelog timelog.json",
     )
-    pl.add_argument("path", metavar="PATH", nargs="?", help="a dataset directory or one shard file")
+    dataset_arg(pl, nargs="?")
     pl.add_argument(
         "-o",
         "--out",
@@ -848,9 +867,7 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
         "(default: the stored one)",
     )
     pl.add_argument("--window", type=int, help="rolling-mean window in episodes (default: a twentieth, 1 to 100)")
-    pl.add_argument(
-        "--select", action="append", metavar="KEY=VALUE", help=f"plot only some episodes: {SELECT_HELP} (default: all)"
-    )
+    select_arg(pl, "plot")
     pl.set_defaults(func=_plot)
 
     e = command(
@@ -866,15 +883,10 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
         "runs/cp16 cp16.jsonl --force",
         "runs/cp16 trajcore/cartpole/random-v0 --format minari",
     )
-    e.add_argument("path", metavar="PATH", help="a dataset directory or one shard file")
+    dataset_arg(e)
     e.add_argument("out", metavar="OUT", help="the file to write, or for minari the dataset id (namespace/name-v0)")
     e.add_argument("--format", choices=FORMATS, help="output format (default: from OUT's extension)")
-    e.add_argument(
-        "--select",
-        action="append",
-        metavar="KEY=VALUE",
-        help=f"export only some episodes: {SELECT_HELP} (default: all)",
-    )
+    select_arg(e, "export")
     e.add_argument(
         "--columns",
         metavar="NAMES",
@@ -911,8 +923,7 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
         "runs/cp16 runs/cp16-raw --codecs raw",
         'runs/cp16 runs/cp16-obs --codecs \'{"obs": {"zstd_level": 9}}\' --select complete=true',
     )
-    c.add_argument("src", metavar="SRC", help="a dataset directory or one shard file")
-    c.add_argument("dst", metavar="DST", help="the new dataset directory (must not exist, or be empty)")
+    copy_args(c)
     c.add_argument(
         "--codecs",
         help="'raw' (every column uncompressed) or a JSON object of per-column codecs "
@@ -920,23 +931,17 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
     )
     c.add_argument("--chunk-bytes", type=int, help="target raw size of a chunk (default: the writer's, 1 MiB)")
     c.add_argument("--max-shard-bytes", type=int, help="a new shard file starts past this size (default: 1 GiB)")
-    c.add_argument(
-        "--select", action="append", metavar="KEY=VALUE", help=f"copy only some episodes: {SELECT_HELP} (default: all)"
-    )
+    select_arg(c, "copy")
     c.set_defaults(func=_convert)
 
-    v = command(
+    report_command(
         "verify",
         "check every checksum and decode every chunk; exit 1 if damaged",
         "Check a dataset byte by byte: every record's checksum, every chunk decoded (lengths, str offsets "
         "and UTF-8). Damage is listed with its file, byte offset and the episodes it affects (indexes as "
         "'ls' lists them). Exit status 0: intact, 1: damaged, 2: usage error. Throughput on stderr.",
-        "runs/cp16",
-        "runs/cp16 --json",
+        _verify,
     )
-    v.add_argument("path", metavar="PATH", help="a dataset directory or one shard file")
-    v.add_argument("--json", action="store_true", help="print a JSON report")
-    v.set_defaults(func=_verify)
 
     rc = command(
         "recover",
@@ -946,8 +951,7 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
         "place and renamed into it when complete, and verifies intact.",
         "runs/damaged runs/saved",
     )
-    rc.add_argument("src", metavar="SRC", help="a dataset directory or one shard file")
-    rc.add_argument("dst", metavar="DST", help="the new dataset directory (must not exist, or be empty)")
+    copy_args(rc)
     rc.set_defaults(func=_recover)
 
     b = command(

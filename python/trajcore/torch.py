@@ -34,7 +34,9 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
 import numpy as np
 
 import trajcore
-from trajcore.dataset import Batch, Dataset, Episodes, _Sampling
+from trajcore.dataset import Dataset
+from trajcore.episodes import Episodes
+from trajcore.transitions import Batch, _Sampling
 
 __all__ = ["SequenceDataset", "SequenceStream", "TransitionDataset", "TransitionStream", "loader", "to_tensors"]
 

@@ -1,8 +1,10 @@
-"""Getting data out (``trajcore.export``, ``trajcore.import_minari``).
+"""Getting data out (``trajcore.export``, ``trajcore.to_pandas``, ``trajcore.summaries_frame``,
+``trajcore.import_minari``).
 
 `export` writes a dataset (or a selection of its episodes) as CSV, JSON Lines in RLlib's shape,
 Parquet or a Minari dataset, streaming episode by episode; `import_minari` reads a Minari dataset
-back into trajcore.
+back into trajcore; `to_pandas` and `summaries_frame` give a dataset's steps and episodes as
+pandas tables.
 
 One module per format (`to_csv`, `to_jsonl`, `to_parquet`, `to_minari`, `from_minari`), pandas
 views in `frames`, and one rule for naming and aligning table columns in `_columns` (used by
@@ -16,15 +18,25 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from trajcore.dataset import Dataset, Episodes
+from trajcore._output import staged
+from trajcore.dataset import Dataset
+from trajcore.episodes import Episodes
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
 from trajcore.formats._columns import DEFAULT_MAX_VALUES, choose
-from trajcore.formats._output import staged
-from trajcore.formats._read import Progress, plan_of
-from trajcore.formats.frames import left_out_note
+from trajcore.formats._read import Progress, StepTable, plan_of
+from trajcore.formats.frames import left_out_note, summaries_frame, to_pandas
 from trajcore.formats.from_minari import import_minari
 
-__all__ = ["DEFAULT_MAX_VALUES", "EXPORT_CACHE_BYTES", "FORMATS", "export", "format_of", "import_minari"]
+__all__ = [
+    "DEFAULT_MAX_VALUES",
+    "EXPORT_CACHE_BYTES",
+    "FORMATS",
+    "export",
+    "format_of",
+    "import_minari",
+    "summaries_frame",
+    "to_pandas",
+]
 
 FORMATS = ("csv", "jsonl", "parquet", "minari")
 
@@ -55,7 +67,7 @@ def format_of(out: str, format: str | None) -> str:
 
 def export(
     src: str | os.PathLike[str] | Dataset | Episodes,
-    out: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
     format: str | None = None,
     *,
     columns: Sequence[str] | None = None,
@@ -69,17 +81,17 @@ def export(
 
     Args:
         src: a dataset (path or `Dataset`), or `Episodes` (e.g. ``ds.select(complete=True)``).
-        out: the file to write (csv, jsonl, parquet), or for minari the dataset id
+        dst: the file to write (csv, jsonl, parquet), or for minari the dataset id
             (``namespace/name-v0``) created under Minari's local datasets root
             (``MINARI_DATASETS_PATH``, else ``~/.minari/datasets``).
-        format: ``"csv"``, ``"jsonl"``, ``"parquet"`` or ``"minari"``; None: from `out`'s
+        format: ``"csv"``, ``"jsonl"``, ``"parquet"`` or ``"minari"``; None: from `dst`'s
             extension.
         columns: csv and parquet only: the values wanted, by name or '/'-bounded prefix
             (``["obs", "action", "reward"]``); default every value of at most `max_values`
             elements for csv, every value for parquet.
         max_values: csv: arrays with more elements (images) are left out, with a
             `TrajcoreWarning` naming them, unless `columns` names them.
-        force: replace `out` if it exists (otherwise refused).
+        force: replace `dst` if it exists (otherwise refused).
         batch_rows: csv: rows formatted per write; parquet: rows per row group. Default: about
             8 MiB of values (at most 16k rows) for csv, 32 MiB (at most 64k rows) for parquet.
         progress: called with the number of steps written, as they are.
@@ -89,25 +101,23 @@ def export(
         not written (minari: episodes of no step)}``.
 
     Raises:
-        InvalidArgumentError: `out` exists and `force` is False, an unknown format, `columns`
+        InvalidArgumentError: `dst` exists and `force` is False, an unknown format, `columns`
             given for jsonl or minari or naming no value, recordings with different spaces.
         MissingDependencyError: pyarrow (parquet), or minari, h5py, Pillow (minari) missing.
     """
-    fmt = format_of(os.fspath(out), format)
+    fmt = format_of(os.fspath(dst), format)
     if columns is not None and fmt in ("jsonl", "minari"):
         raise InvalidArgumentError(f"columns apply to csv and parquet; {fmt} exports write every value")
     if batch_rows is not None and batch_rows < 1:
         raise InvalidArgumentError(f"batch_rows must be >= 1, got {batch_rows}")
-    if isinstance(src, Episodes):
-        ds, indices = src._dataset, src.indices
-    elif isinstance(src, Dataset):
-        ds, indices = src, list(range(src.num_episodes))
+    if isinstance(src, Dataset | Episodes):
+        ds, indices = src._members()
     else:
         # A small chunk cache: an export reads every chunk once, in order.
         with Dataset(src, cache_bytes=EXPORT_CACHE_BYTES) as opened:
             return export(
                 opened,
-                out,
+                dst,
                 fmt,
                 columns=columns,
                 max_values=max_values,
@@ -115,12 +125,12 @@ def export(
                 batch_rows=batch_rows,
                 progress=progress,
             )
-    result: dict[str, Any] = {"format": fmt, "out": os.fspath(out), "episodes": len(indices), "left_out": []}
+    result: dict[str, Any] = {"format": fmt, "out": os.fspath(dst), "episodes": len(indices), "left_out": []}
     result["skipped"] = 0
     if fmt == "minari":
-        result.update(_minari(ds, indices, os.fspath(out), force, progress))
+        result.update(_minari(ds, indices, os.fspath(dst), force, progress))
         return result
-    with staged(os.fspath(out), force) as tmp:
+    with staged(os.fspath(dst), force) as tmp:
         if fmt == "jsonl":
             from trajcore.formats.to_jsonl import write_jsonl
 
@@ -132,14 +142,15 @@ def export(
         if left_out:
             warnings.warn(left_out_note(left_out, max_values, "columns (--columns)"), TrajcoreWarning, stacklevel=2)
         result["left_out"] = [leaf.name for leaf in left_out]
+        table = StepTable(ds, indices, plan, leaves, progress)
         if fmt == "csv":
             from trajcore.formats.to_csv import write_csv
 
-            result["steps"] = write_csv(ds, indices, tmp, plan, leaves, batch_rows, progress)
+            result["steps"] = write_csv(table, tmp, batch_rows)
         else:
             from trajcore.formats.to_parquet import write_parquet
 
-            result["steps"] = write_parquet(ds, indices, tmp, plan, leaves, batch_rows, progress)
+            result["steps"] = write_parquet(table, tmp, batch_rows)
     return result
 
 

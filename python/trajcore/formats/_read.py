@@ -22,6 +22,7 @@ __all__ = [
     "Batch",
     "EpisodeRows",
     "Progress",
+    "StepTable",
     "iter_batches",
     "iter_episodes",
     "plan_of",
@@ -220,6 +221,25 @@ def iter_batches(
         yield pending.take()
         if progress is not None:
             progress(n)
+
+
+@dataclass
+class StepTable:
+    """The step table of some episodes of a dataset, as the table formats (CSV, Parquet) write
+    it: which rows (`indices`, episode by episode), which values (`leaves` of `plan`), and who
+    hears how far the writing got."""
+
+    ds: Dataset
+    indices: Sequence[int]
+    plan: Plan
+    leaves: Sequence[Leaf]
+    progress: Progress | None = None
+
+    def batches(self, rows: int | None, target_bytes: int, max_rows: int) -> Iterator[Batch]:
+        """`iter_batches` of `rows` rows (None: about `target_bytes` of values, see
+        `rows_per_batch`)."""
+        size = rows or rows_per_batch(self.leaves, target_bytes, max_rows)
+        return iter_batches(self.ds, self.indices, self.plan, self.leaves, size, self.progress)
 
 
 _STR_GUESS = 32  # bytes a str value is assumed to take when sizing batches

@@ -1,5 +1,6 @@
-"""pandas views of a dataset: a step table (`steps_frame`, behind `to_pandas`) and an episode
-table (`summaries_frame`). pandas is optional: without it these raise `MissingDependencyError`.
+"""pandas views of a dataset, of a selection of its episodes or of one episode: a step table
+(`to_pandas`) and an episode table (`summaries_frame`). pandas is optional: without it these
+raise `MissingDependencyError`.
 
 Values an env did not give at a step (an info key missing, custom data not recorded) are
 missing values (``pd.NA``) in columns of pandas' nullable dtypes (``Int64``, ``Float64``,
@@ -16,13 +17,18 @@ import numpy as np
 import numpy.typing as npt
 
 from trajcore.dataset import Dataset
+from trajcore.episode import Episode
+from trajcore.episodes import Episodes
 from trajcore.errors import TrajcoreWarning
 from trajcore.formats._columns import DEFAULT_MAX_VALUES, Leaf, choose, flat_names
 from trajcore.formats._deps import require
 from trajcore.formats._read import Batch, iter_batches, plan_of
 from trajcore.formats.summaries import flatten_metadata, summary_columns
 
-__all__ = ["leaf_columns", "left_out_note", "steps_frame", "summaries_frame"]
+__all__ = ["leaf_columns", "left_out_note", "summaries_frame", "to_pandas"]
+
+Source = Dataset | Episodes | Episode
+"""What the tables are made of: a dataset (every episode), a selection of episodes, one episode."""
 
 
 def left_out_note(left_out: Sequence[Leaf], max_values: int, how: str) -> str:
@@ -37,7 +43,7 @@ def left_out_note(left_out: Sequence[Leaf], max_values: int, how: str) -> str:
 def leaf_columns(leaf: Leaf, values: Any, mask: npt.NDArray[np.bool_] | None) -> dict[str, Any]:
     """A leaf's flat columns (see `flat_names`) as pandas-ready arrays: numpy arrays, or nullable
     pandas arrays where `mask` says a value was not given."""
-    pd = require("pandas", "Dataset.to_pandas")
+    pd = require("pandas", "trajcore.to_pandas")
     names = flat_names(leaf)
     if leaf.dtype == "str":
         arr = pd.array(list(values), dtype="string")
@@ -68,24 +74,32 @@ def _batch_columns(batch: Batch, leaves: Sequence[Leaf]) -> dict[str, Any]:
     return cols
 
 
-def steps_frame(
-    ds: Dataset,
-    indices: Sequence[int],
-    columns: Sequence[str] | None = None,
-    max_values: int | None = None,
-) -> Any:
-    """One row per step of the given episodes (see `trajcore.formats._columns` for what row i
-    holds and how columns are named).
+def to_pandas(source: Source, columns: Sequence[str] | None = None, *, max_values: int | None = None) -> Any:
+    """The steps of a dataset, of some of its episodes or of one episode as a pandas DataFrame,
+    one row per step: ``episode`` (dataset index), ``env_index``, ``step`` (0 .. T-1 in its
+    episode), then the observation before the step (``obs...``), the observation after it
+    (``next_obs...``), ``action...``, ``reward``, ``terminated``, ``truncated``, the info the
+    step returned (``info/...``; the reset's info is in no row) and the custom data recorded with
+    it (``data/...``).
 
-    Array leaves of more than `max_values` values (None: `DEFAULT_MAX_VALUES`) are left out,
-    with a `TrajcoreWarning` naming them and ``frame.attrs["trajcore"]["left_out"]`` listing
-    them, unless `columns` names them.
+    Nested spaces and infos flatten to ``/``-joined names (``obs/pos``, ``info/episode/r``);
+    an array flattens to one column per element in C order (``obs_0`` .. ``obs_3``). Values
+    not given at a step (infos, custom data) are missing (``pd.NA``, nullable dtypes).
+
+    Args:
+        source: a `Dataset`, `Episodes` (``ds.select(...)``) or one `Episode`.
+        columns: the values wanted, by name or '/'-bounded prefix (``["obs", "reward",
+            "info"]``); default: every value of at most `max_values` elements.
+        max_values: arrays larger than this (default 256: images) are left out unless
+            `columns` names them, with a `TrajcoreWarning` naming them (also in
+            ``frame.attrs["trajcore"]["left_out"]``).
 
     Raises:
-        MissingDependencyError: pandas is not installed.
+        MissingDependencyError: pandas is not installed (an `ImportError`).
         InvalidArgumentError: a name in `columns` matches no value.
     """
-    pd = require("pandas", "Dataset.to_pandas")
+    pd = require("pandas", "trajcore.to_pandas")
+    ds, indices = source._members()
     max_values = DEFAULT_MAX_VALUES if max_values is None else max_values
     plan = plan_of(ds)
     leaves, left_out = choose(plan.leaves, columns, max_values)
@@ -117,15 +131,20 @@ def steps_frame(
     return frame
 
 
-def summaries_frame(ds: Dataset, indices: Sequence[int]) -> Any:
-    """One row per episode: ``episode`` (its dataset index), the index's summary fields and
-    episode metrics (``metrics/<name>/<stat>``), ``start_time`` / ``end_time`` (UTC datetimes),
-    then its metadata flattened into ``metadata/<key>[/<subkey>...]`` columns (missing where an episode lacks a key).
+def summaries_frame(source: Source) -> Any:
+    """One row per episode of a dataset, of some of its episodes or of one episode, as a pandas
+    DataFrame: ``episode`` (dataset index), recording, shard, env_index, episode_id, length,
+    episode_return, complete, terminated, truncated, start_ns, end_ns, the episode metrics as
+    ``metrics/<name>/<stat>`` (see `Dataset.metrics`), ``start_time`` / ``end_time`` (UTC
+    datetimes), then the episode metadata flattened into ``metadata/<key>[/<subkey>...]``
+    columns (missing where an episode lacks a key). Summaries and metrics come from the index:
+    nothing is decompressed.
 
     Raises:
-        MissingDependencyError: pandas is not installed.
+        MissingDependencyError: pandas is not installed (an `ImportError`).
     """
-    pd = require("pandas", "Dataset.summaries_frame")
+    pd = require("pandas", "trajcore.summaries_frame")
+    ds, indices = source._members()
     cols: dict[str, Any] = dict(summary_columns(ds, indices))
     cols["start_time"] = pd.to_datetime(cols["start_ns"], unit="ns", utc=True)
     cols["end_time"] = pd.to_datetime(cols["end_ns"], unit="ns", utc=True)

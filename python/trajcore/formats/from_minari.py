@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from trajcore._output import staged
 from trajcore._replay import PlaybackEnv, replay, value_row
 from trajcore.errors import InvalidArgumentError, TrajcoreFileNotFoundError
 from trajcore.formats._fields import given_at
-from trajcore.formats._output import staged
 from trajcore.formats._read import Progress
 from trajcore.formats.to_minari import DATA_KEY, minari_module
 from trajcore.recorder import RecordEpisodes

@@ -17,9 +17,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from trajcore.dataset import Dataset
-from trajcore.formats._columns import INDEX_COLUMNS, Leaf, Plan, flat_names
-from trajcore.formats._read import Batch, Progress, iter_batches, rows_per_batch
+from trajcore.formats._columns import INDEX_COLUMNS, Leaf, flat_names
+from trajcore.formats._read import Batch, StepTable
 
 __all__ = ["write_csv"]
 
@@ -54,26 +53,17 @@ def _columns(batch: Batch, leaves: Sequence[Leaf]) -> list[list[str]]:
     return cols
 
 
-def write_csv(
-    ds: Dataset,
-    indices: Sequence[int],
-    path: str,
-    plan: Plan,
-    leaves: Sequence[Leaf],
-    batch_rows: int | None = None,
-    progress: Progress | None = None,
-) -> int:
-    """Writes the step table of the given episodes to `path` (created or truncated).
+def write_csv(table: StepTable, path: str, batch_rows: int | None = None) -> int:
+    """Writes the step table to `path` (created or truncated).
 
     Args:
         batch_rows: rows formatted per write (default: about 8 MiB of values, at most 16k rows).
-        progress: called with the rows of each batch once written.
 
     Returns:
         The number of rows written (steps).
     """
     header = list(INDEX_COLUMNS)
-    for leaf in leaves:
+    for leaf in table.leaves:
         header.extend(flat_names(leaf))
     rows = 0
     with open(path, "w", newline="", encoding="utf-8") as f:
@@ -81,9 +71,7 @@ def write_csv(
         writer.writerow(header)
         # Rows are formatted a batch at a time as lists of str, about 60 bytes each: batches of
         # at most 16k rows keep that small.
-        for batch in iter_batches(
-            ds, indices, plan, leaves, batch_rows or rows_per_batch(leaves, 8 << 20, 16 << 10), progress
-        ):
-            writer.writerows(zip(*_columns(batch, leaves), strict=True))
+        for batch in table.batches(batch_rows, 8 << 20, 16 << 10):
+            writer.writerows(zip(*_columns(batch, table.leaves), strict=True))
             rows += len(batch)
     return rows

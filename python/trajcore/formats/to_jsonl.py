@@ -29,7 +29,8 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from trajcore.dataset import Dataset, Episode
+from trajcore.dataset import Dataset
+from trajcore.episode import Episode
 from trajcore.formats._fields import given_at
 from trajcore.formats._read import Progress
 

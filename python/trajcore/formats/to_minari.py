@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from trajcore.dataset import Dataset, Episode
+from trajcore.dataset import Dataset
+from trajcore.episode import Episode
 from trajcore.errors import InvalidArgumentError
 from trajcore.formats._deps import require
 from trajcore.formats._read import Progress, plan_of

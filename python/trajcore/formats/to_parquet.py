@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from trajcore.dataset import Dataset
-from trajcore.formats._columns import GROUPS, Leaf, Plan
+from trajcore.formats._columns import GROUPS, Leaf
 from trajcore.formats._deps import require
-from trajcore.formats._read import Batch, Progress, iter_batches, rows_per_batch
+from trajcore.formats._read import Batch, StepTable
 
 __all__ = ["METADATA_KEY", "file_metadata", "write_parquet"]
 
@@ -123,21 +123,12 @@ def file_metadata(ds: Dataset, leaves: Sequence[Leaf]) -> dict[str, Any]:
     }
 
 
-def write_parquet(
-    ds: Dataset,
-    indices: Sequence[int],
-    path: str,
-    plan: Plan,
-    leaves: Sequence[Leaf],
-    batch_rows: int | None = None,
-    progress: Progress | None = None,
-) -> int:
-    """Writes the step table of the given episodes to the Parquet file `path`, one row group
-    per batch of about 32 MiB of values.
+def write_parquet(table: StepTable, path: str, batch_rows: int | None = None) -> int:
+    """Writes the step table to the Parquet file `path`, one row group per batch of about
+    32 MiB of values.
 
     Args:
         batch_rows: rows per row group (default: about 32 MiB of values, at most 64k rows).
-        progress: called with the rows of each row group once written.
 
     Returns:
         The number of rows written (steps).
@@ -148,15 +139,14 @@ def write_parquet(
     require("pyarrow.parquet", "Parquet export")
     import pyarrow.parquet as pq
 
-    schema = _schema(leaves).with_metadata({METADATA_KEY: json.dumps(file_metadata(ds, leaves)).encode()})
+    leaves = table.leaves
+    schema = _schema(leaves).with_metadata({METADATA_KEY: json.dumps(file_metadata(table.ds, leaves)).encode()})
     rows = 0
     # Dictionary encoding pays on the index columns (few distinct values, long runs); on
     # observations it is tried, fails and costs memory for every row group.
     with pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=["episode", "env_index", "step"]) as writer:
-        for batch in iter_batches(
-            ds, indices, plan, leaves, batch_rows or rows_per_batch(leaves, 32 << 20, 64 << 10), progress
-        ):
-            table = _table(batch, leaves, schema)
-            writer.write_table(table, row_group_size=len(table))
+        for batch in table.batches(batch_rows, 32 << 20, 64 << 10):
+            arrow = _table(batch, leaves, schema)
+            writer.write_table(arrow, row_group_size=len(arrow))
             rows += len(batch)
     return rows

@@ -2,7 +2,9 @@
 without it, `MissingDependencyError`).
 
     ds = trajcore.open("runs/cp16")
-    ds.plot_returns(); ds.plot_lengths(); ds.plot_histograms(); ds.plot_metrics(); ds.plot_metadata()
+    plots = trajcore.plots
+    plots.per_episode(ds, "return"); plots.per_episode(ds, "length", window=50)
+    plots.histograms(ds); plots.metrics(ds); plots.metadata(ds.select(complete=True))
     trajcore.plots.write_plots(ds, "plots/")                  # the same, as PNG files
     trajcore.plots.save_timelog(recorder, "timelog.json")     # a recorder's timings (live or closed)
     trajcore.plots.timelog_figure(recorder)                    # ... or of the JSON file
@@ -17,6 +19,8 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from trajcore.dataset import Dataset
+from trajcore.episodes import Episodes
 from trajcore.errors import InvalidArgumentError
 from trajcore.formats.summaries import flatten_metadata, summary_columns
 from trajcore.plots import _figures
@@ -24,8 +28,6 @@ from trajcore.plots._series import default_window, episode_series, numeric_metad
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
-
-    from trajcore.dataset import Dataset, Episodes
 
 __all__ = [
     "TIMELOG_FORMAT",
@@ -43,21 +45,13 @@ TIMELOG_FORMAT = "trajcore-timelog-1"
 """The ``format`` of a timelog JSON file (`save_timelog`)."""
 
 
-def _episodes(source: Dataset | Episodes) -> tuple[Dataset, list[int]]:
-    from trajcore.dataset import Dataset
-
-    if isinstance(source, Dataset):
-        return source, list(range(source.num_episodes))
-    return source._dataset, source.indices
-
-
 def _title(ds: Dataset) -> str:
     ids = sorted({str((ds.meta(r).get("user") or {}).get("env_id")) for r in range(ds.num_recordings)})
     return f"{os.path.basename(os.path.normpath(ds.path))} ({', '.join(ids)})"
 
 
 def _series(source: Dataset | Episodes) -> tuple[Dataset, list[int], Any]:
-    ds, indices = _episodes(source)
+    ds, indices = source._members()
     if not indices:
         raise InvalidArgumentError(f"{ds.path}: no episodes to plot")
     return ds, indices, episode_series(summary_columns(ds, indices))
@@ -103,8 +97,6 @@ def _samples(source: Any) -> list[dict[str, Any]]:
     """Timelog samples from a recorder (anything with ``stats()``), a dataset (the timelog its
     first recording stored), a list of samples, or the path of a JSON file `save_timelog`
     wrote."""
-    from trajcore.dataset import Dataset
-
     if isinstance(source, Dataset):
         return source.timelog(0)
     if hasattr(source, "stats"):

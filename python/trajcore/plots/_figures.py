@@ -4,7 +4,8 @@ state, no GUI backend; a notebook shows a returned figure, ``savefig`` writes a 
 Every artist a test or a user may look for has a gid (``artist.get_gid()``): ``env 3`` (one
 sub-env's complete episodes), ``env 3 incomplete``, ``rolling mean``, ``histogram``, and in the
 timelog a stage name (``compress``), ``ring fill``, ``ring fill max``, ``producer waiting``,
-``steps per second``."""
+``vector steps per second`` (a vector step: one step of every sub-env, what the recorder takes
+from the ring at a time)."""
 
 from __future__ import annotations
 
@@ -189,8 +190,10 @@ def timelog_figure(t: TimelogSeries, title: str) -> Figure:
     ax.set_ylim(0, max(0.05, float(t.producer_wait.max()) * 1.1 if t.t_s.size else 0.05))
     ax.legend(fontsize=7, loc="upper right")
     ax = axes[3][0]
-    ax.stairs(t.steps_per_s, edges, color="black", label="steps per second", gid="steps per second")
-    ax.set_ylabel("steps / s")
+    ax.stairs(
+        t.vector_steps_per_s, edges, color="black", label="vector steps per second", gid="vector steps per second"
+    )
+    ax.set_ylabel("vector steps / s")
     ax.set_ylim(bottom=0)
     ax.set_xlabel("seconds since the recorder started")
     ax.legend(fontsize=7, loc="upper right")

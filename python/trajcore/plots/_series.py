@@ -138,7 +138,8 @@ class TimelogSeries:
         ring_fill, ring_fill_max: fractions of the ring in use (at the sample's end, most seen).
         producer_wait: fraction of the span the producer (the env loop) waited.
         waits: producer waits (ring full or pacing) per second.
-        steps_per_s: steps the writer took off the ring per second.
+        vector_steps_per_s: vector steps (one step of every sub-env) the writer took off the
+            ring per second.
     """
 
     t_s: npt.NDArray[np.float64]
@@ -148,7 +149,7 @@ class TimelogSeries:
     ring_fill_max: npt.NDArray[np.float64]
     producer_wait: npt.NDArray[np.float64]
     waits: npt.NDArray[np.float64]
-    steps_per_s: npt.NDArray[np.float64]
+    vector_steps_per_s: npt.NDArray[np.float64]
 
 
 def timelog_series(samples: Sequence[Mapping[str, Any]]) -> TimelogSeries:
@@ -166,5 +167,5 @@ def timelog_series(samples: Sequence[Mapping[str, Any]]) -> TimelogSeries:
         ring_fill_max=column("ring_fill_max"),
         producer_wait=column("producer_wait_s") / dt,
         waits=(column("ring_waits") + column("backlog_waits")) / dt,
-        steps_per_s=column("steps") / dt,
+        vector_steps_per_s=column("steps") / dt,
     )

@@ -20,7 +20,8 @@ from ray.data.block import Block, BlockAccessor, BlockMetadata
 from ray.data.context import DataContext
 from ray.data.datasource import Datasource, ReadTask
 
-from trajcore.dataset import Dataset, Episodes
+from trajcore.dataset import Dataset
+from trajcore.episodes import Episodes
 from trajcore.errors import InvalidArgumentError
 from trajcore.formats._columns import choose
 from trajcore.formats._read import plan_of, row_bytes

@@ -28,7 +28,8 @@ from typing import Any
 
 import ray.data
 
-from trajcore.dataset import Dataset, Episodes
+from trajcore.dataset import Dataset
+from trajcore.episodes import Episodes
 from trajcore.ray.datasource import TrajcoreDatasource
 
 __all__ = ["read_episodes", "read_transitions"]

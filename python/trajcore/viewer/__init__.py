@@ -2,7 +2,7 @@
 slider, play/pause, speed, arrow keys; the step's values beside it; plots with a cursor).
 
     trajcore.viewer.write_html(ds.episodes[3], "ep3.html")
-    trajcore.viewer.view("runs/breakout", episode=3)          # a temporary file, in the browser
+    trajcore.viewer.view(ds.episodes[3])                        # a temporary file, in the browser
     ds.episodes[3]                                              # in Jupyter: the same page, size-capped
 
 The page needs nothing but a browser: no network, no CDN, no other file. Modules: `_episode`
@@ -19,13 +19,13 @@ import webbrowser
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from trajcore.formats._output import staged
+from trajcore._output import staged
 from trajcore.viewer._content import PageContent, page_content
 from trajcore.viewer._episode import read_episode
 from trajcore.viewer._page import page_overhead, render_page
 
 if TYPE_CHECKING:
-    from trajcore.dataset import Episode
+    from trajcore.episode import Episode
 
 __all__ = ["NOTEBOOK_MAX_BYTES", "episode_html", "notebook_html", "view", "write_html"]
 
@@ -61,35 +61,26 @@ def write_html(episode: Episode, path: str | os.PathLike[str], *, max_bytes: int
 
 
 def view(
-    path: str | os.PathLike[str],
-    episode: int = 0,
+    episode: Episode,
     out: str | os.PathLike[str] | None = None,
     *,
     open_browser: bool | None = None,
     max_bytes: int | None = None,
 ) -> str:
-    """Writes the viewer page of episode `episode` (dataset index, negative from the end) of the
-    dataset at `path`; without `out`, into a temporary file opened in the default browser.
+    """Writes the viewer page of `episode` (``ds.episodes[3]``); without `out`, into a temporary
+    file opened in the default browser.
 
     Args:
         open_browser: open the page with `webbrowser` (default: only when `out` is None).
 
     Returns:
         The page's path.
-
-    Raises:
-        IndexError: no such episode.
-        TrajcoreFileNotFoundError: `path` does not exist.
     """
-    from trajcore.dataset import open as open_dataset
-
     temporary = out is None
-    with open_dataset(path) as ds:
-        ep = ds.episodes[episode]
-        if out is None:
-            fd, out = tempfile.mkstemp(prefix=f"trajcore-episode-{ep.index}-", suffix=".html")
-            os.close(fd)
-        written = write_html(ep, out, max_bytes=max_bytes)
+    if out is None:
+        fd, out = tempfile.mkstemp(prefix=f"trajcore-episode-{episode.index}-", suffix=".html")
+        os.close(fd)
+    written = write_html(episode, out, max_bytes=max_bytes)
     if temporary if open_browser is None else open_browser:
         webbrowser.open(Path(written).resolve().as_uri())
     return written

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from trajcore.dataset import Episode
 from trajcore.viewer._content import EpisodeArrays, Leaf
+
+if TYPE_CHECKING:
+    from trajcore.episode import Episode
 
 __all__ = ["read_episode"]
 

@@ -1,4 +1,4 @@
-"""Where an export writes: never over an existing path without `force`, and never a half-written
+"""Where an export or a viewer page writes: never over an existing path without `force`, and never a half-written
 file at the destination (a sibling temporary path is renamed into place once complete)."""
 
 from __future__ import annotations
