@@ -50,7 +50,9 @@ def _imports(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
         yield from _imports(child)
 
 
-def _targets(name: str, is_package: bool, node: ast.Import | ast.ImportFrom, modules: dict[str, Path | None]) -> set[str]:
+def _targets(
+    name: str, is_package: bool, node: ast.Import | ast.ImportFrom, modules: dict[str, Path | None]
+) -> set[str]:
     """The package's modules an import statement in module `name` runs."""
     named: set[str] = set()
     if isinstance(node, ast.Import):

@@ -117,7 +117,8 @@ def test_timelog_figure_from_a_recorder_and_from_its_file(recorded: tuple[Path, 
         assert np.allclose(edges[:-1], [s["t_s"] for s in samples])
     assert np.allclose(_by_gid(fill)["ring fill max"].get_data()[0], [s["ring_fill_max"] for s in samples])
     assert np.allclose(_by_gid(waiting)["producer waiting"].get_data()[0], series.producer_wait)
-    assert np.allclose(_by_gid(steps)["vector steps per second"].get_data()[0], [s["steps"] / s["dt_s"] for s in samples])
+    rate = _by_gid(steps)["vector steps per second"]
+    assert np.allclose(rate.get_data()[0], [s["steps"] / s["dt_s"] for s in samples])
 
 
 def test_plot_command_writes_the_pngs(recorded: tuple[Path, Path], tmp_path: Path) -> None:
