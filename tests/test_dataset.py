@@ -104,6 +104,22 @@ def test_select_filters_on_summaries(recorded: Path) -> None:
         assert [e.index for e in ds.select(min_length=1)] == list(range(9))
 
 
+def test_select_names_an_unknown_filter_and_lists_the_filters(recorded: Path) -> None:
+    from trajcore._filters import FILTER_KEYS
+
+    with trajcore.open(recorded) as ds:
+        for select in (ds.select, ds.episodes.select):
+            with pytest.raises(trajcore.InvalidArgumentError, match="unknown filter 'episodes'") as caught:
+                select(episodes=range(5))  # type: ignore[call-arg]
+            assert all(key in str(caught.value) for key in FILTER_KEYS)
+            assert "_filter" not in str(caught.value)
+
+
+def test_open_takes_its_flags_by_keyword_only(recorded: Path) -> None:
+    with pytest.raises(TypeError):
+        trajcore.open(recorded, True)  # type: ignore[misc]
+
+
 def test_select_where_reads_episode_metadata(tmp_path: Path) -> None:
     env = trajcore.RecordEpisodes(
         SpaceEnv(max_steps=3, p_terminate=0.0), tmp_path / "w", episode_metadata=lambda e: {"n": e["length"] * 0}

@@ -15,7 +15,7 @@ def require(module: str, purpose: str, pip: str | None = None) -> ModuleType:
 
     Args:
         module: the module to import (``"pandas"``, ``"pyarrow.parquet"``).
-        purpose: what needs it, for the message (``"Dataset.to_pandas"``).
+        purpose: what needs it, for the message (``"trajcore.to_pandas"``).
         pip: what to pip-install when it is not the module's top-level name.
 
     Raises:

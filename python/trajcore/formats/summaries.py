@@ -1,4 +1,4 @@
-"""Episode rows: what `trajcore ls`, `Dataset.summaries_frame` and the exports' per-episode
+"""Episode rows: what `trajcore ls`, `trajcore.summaries_frame` and the exports' per-episode
 metadata show of each episode. One place builds them, so every view lists the same fields."""
 
 from __future__ import annotations
