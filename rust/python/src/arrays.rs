@@ -249,6 +249,22 @@ pub struct Arena<'py> {
     pub ranges: Vec<std::ops::Range<usize>>,
 }
 
+/// The parts of `memory` at `ranges` (ascending, not overlapping), as `arena` lays them out.
+pub fn split<'a>(
+    memory: &'a mut [MaybeUninit<u8>],
+    ranges: &[std::ops::Range<usize>],
+) -> Vec<&'a mut [MaybeUninit<u8>]> {
+    let mut parts = Vec::with_capacity(ranges.len());
+    let (mut rest, mut at) = (memory, 0);
+    for r in ranges {
+        let (_, tail) = std::mem::take(&mut rest).split_at_mut(r.start - at);
+        let (part, tail) = tail.split_at_mut(r.len());
+        parts.push(part);
+        (rest, at) = (tail, r.end);
+    }
+    parts
+}
+
 /// The memory of an array made by `empty`, for writing whole.
 ///
 /// # Safety

@@ -336,7 +336,8 @@ impl Dataset {
         })
     }
 
-    pub(super) fn recording(&self, recording: usize) -> Result<&Recording> {
+    /// Errors: `OutOfRange`.
+    pub fn recording(&self, recording: usize) -> Result<&Recording> {
         self.recordings.get(recording).ok_or_else(|| {
             Error::OutOfRange(format!(
                 "recording {recording} is out of range (the dataset has {})",

@@ -64,6 +64,9 @@ impl Request {
     /// sample from nothing).
     pub fn windows(self, set: &EpisodeSet, num_episodes: usize, kind: WindowKind) -> Result<Vec<Window>> {
         let length = kind.length as u64;
+        if kind.sequence && length == 0 {
+            return Err(Error::Invalid("a sequence length must be at least 1".into()));
+        }
         match self {
             Request::Pairs(v) => v
                 .into_iter()
@@ -141,7 +144,8 @@ mod tests {
     fn requests_become_windows() {
         // Dataset episodes 4, 1, 7 with 3, 1 and 2 steps: steps 0..6 of the set.
         let set = || EpisodeSet::subset(vec![4, 1, 7], [3, 1, 2]);
-        let table: &[(Request, WindowKind, Result<Vec<(usize, u64)>, &str>)] = &[
+        type Case = (Request, WindowKind, Result<Vec<(usize, u64)>, &'static str>);
+        let table: &[Case] = &[
             (Request::Numbers(vec![0, 3, -1, -6]), STEP, Ok(vec![(4, 0), (1, 0), (7, 1), (4, 0)])),
             (Request::Numbers(vec![6]), STEP, Err("step 6 is out of range (6 steps)")),
             (Request::Numbers(vec![-7]), STEP, Err("step -7 is out of range (6 steps)")),
@@ -154,6 +158,11 @@ mod tests {
             (Request::Pairs(vec![(0, 5), (-1, 0)]), STEP, Ok(vec![(0, 5), (8, 0)])),
             (Request::Pairs(vec![(9, 0)]), STEP, Err("episode 9 is out of range (9 episodes)")),
             (Request::Pairs(vec![(0, -1)]), STEP, Err("step -1 is negative")),
+            (
+                Request::Pairs(vec![(0, 0)]),
+                WindowKind { length: 0, ..TWO },
+                Err("a sequence length must be at least 1"),
+            ),
         ];
         for (request, kind, want) in table {
             let got = request.clone().windows(&set(), 9, *kind);
