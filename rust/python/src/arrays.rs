@@ -209,34 +209,13 @@ pub fn arena<'py>(py: Python<'py>, parts: &[(Bound<'py, PyArrayDescr>, Vec<usize
     let base = (unsafe { (*buffer.as_array_ptr()).fields.data }).cast::<u8>();
     let mut views = Vec::with_capacity(parts.len());
     for ((descr, shape), range) in parts.iter().zip(&ranges) {
-        let mut dims = dims(shape)?;
         // SAFETY: `base + range.start` addresses `range.len()` bytes inside the buffer, exactly
         // `shape` elements of `descr` (computed above), 64-byte aligned relative to the buffer's
-        // (malloc-aligned) start. The buffer becomes the view's base below, so the memory
-        // outlives the view. The descriptor reference is stolen (`into_ptr` gives a new one);
-        // NULL strides mean C order; the call returns a new reference or NULL with an exception.
+        // (malloc-aligned) start; the buffer is the view's base, so the memory outlives it.
         let view = unsafe {
-            let ptr = PY_ARRAY_API.PyArray_NewFromDescr(
-                py,
-                get_type_object(py, NpyTypes::PyArray_Type),
-                descr.clone().into_ptr().cast::<PyArray_Descr>(),
-                dims.len() as c_int,
-                dims.as_mut_ptr(),
-                ptr::null_mut(),
-                base.add(range.start).cast::<c_void>(),
-                NPY_ARRAY_WRITEABLE,
-                ptr::null_mut(),
-            );
-            Bound::from_owned_ptr_or_err(py, ptr)?
+            let data = base.add(range.start).cast::<c_void>();
+            array_over(py, descr.clone(), dims(shape)?, data, NPY_ARRAY_WRITEABLE, buffer.clone().into_any())?
         };
-        // SAFETY: `view` is a new ndarray without a base; the call steals the new reference to
-        // the buffer that `into_ptr` makes, also on failure (-1, with an exception set).
-        let status = unsafe {
-            PY_ARRAY_API.PyArray_SetBaseObject(py, view.as_ptr().cast::<PyArrayObject>(), buffer.clone().into_ptr())
-        };
-        if status < 0 {
-            return Err(PyErr::fetch(py));
-        }
         views.push(view.cast_into::<PyUntypedArray>()?);
     }
     Ok(Arena { buffer, views, ranges })

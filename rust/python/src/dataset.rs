@@ -289,24 +289,7 @@ impl PyDataset {
     /// timeline); str columns come back as a list of str.
     /// Rows stored raw in one chunk come back as a read-only view of the memory map (no copy).
     fn read_column<'py>(&self, py: Python<'py>, episode: i64, column: &str) -> PyResult<Bound<'py, PyAny>> {
-        let read = py
-            .detach(|| {
-                self.read(|d| {
-                    let i = d.episode_index(episode)?;
-                    let read = match d.view_episode_column(i, column) {
-                        Ok(Some(view)) => Ok(Err(view)),
-                        Ok(None) => d.read_episode_column(i, column).map(Ok),
-                        Err(e) => Err(e),
-                    };
-                    // Asked for this episode: damage is an error, and sampling leaves it out.
-                    if let Err(e) = &read {
-                        d.note_read_damage(e);
-                    }
-                    read
-                })
-            })
-            .py_err(py)?;
-        match read {
+        match py.detach(|| self.read(|d| d.episode_column(episode, column))).py_err(py)? {
             Ok(data) => column_to_py(py, data),
             Err((dtype, shape, view)) => arrays::mapped(py, view, dtype, &shape),
         }
