@@ -26,9 +26,11 @@ __all__ = [
     "TrajcoreError",
     "TrajcoreFileNotFoundError",
     "TrajcoreIOError",
+    "TrajcoreIndexError",
     "TrajcoreWarning",
     "__version__",
     "convert",
+    "layout_leaves",
     "num_threads",
     "recover",
     "set_num_threads",
@@ -51,6 +53,9 @@ class SchemaError(TrajcoreError, ValueError):
 
 class InvalidArgumentError(TrajcoreError, ValueError):
     """An argument or option is invalid."""
+
+class TrajcoreIndexError(InvalidArgumentError, IndexError):
+    """An index (of an episode, a step, a window, a recording) is past the end of what it counts."""
 
 class RecorderError(TrajcoreError, RuntimeError):
     """The recorder cannot take the call: closed, writer thread stopped, buffer full."""
@@ -224,7 +229,7 @@ class Dataset:
         """A subset of episodes (dataset indexes, negative from the end) to sample from.
 
         Raises:
-            IndexError: an episode index out of range.
+            TrajcoreIndexError: an episode index out of range.
         """
     def file_order(self, selection: Selection | None = None) -> Selection:
         """The episodes of the selection (default: every episode) in file order: grouped by
@@ -237,7 +242,7 @@ class Dataset:
         """(episode indexes, steps within them) of global step numbers.
 
         Raises:
-            IndexError: a step number out of range.
+            TrajcoreIndexError: a step number out of range.
         """
     def sample_transitions(
         self, n: int, seed: int, keys: list[str] | None = None, selection: Selection | None = None
@@ -258,7 +263,7 @@ class Dataset:
         """The transitions at these step numbers (of the selection, if given; negative from the end).
 
         Raises:
-            InvalidArgumentError: a step number out of range.
+            TrajcoreIndexError: a step number out of range.
         """
     def read_transitions(
         self, start: int, stop: int, keys: list[str] | None = None, selection: Selection | None = None
@@ -267,7 +272,7 @@ class Dataset:
         `gather_transitions` gives for those numbers, damage included.
 
         Raises:
-            InvalidArgumentError: the range runs past the steps.
+            TrajcoreIndexError: the range runs past the steps.
         """
     def sample_sequences(
         self,
@@ -302,7 +307,7 @@ class Dataset:
         """One step by number, without a batch axis (numpy scalars for scalar columns).
 
         Raises:
-            IndexError: the step number is out of range.
+            TrajcoreIndexError: the step number is out of range.
         """
 
 @final
@@ -366,3 +371,11 @@ def set_num_threads(n: int) -> None:
     """Bounds the threads one batched read may use (0: the default, cores up to 8)."""
 
 def num_threads() -> int: ...
+def layout_leaves(layout_json: str, columns: set[str] | None = None) -> list[tuple[tuple[str | int, ...], str]]:
+    """The leaves of a layout tree (JSON) in the tree's order: (path, column name), each path
+    item a dict key (str) or a tuple position (int). `columns`: the names a leaf may use (None: any).
+
+    Raises:
+        InvalidArgumentError: the tree is malformed, nests deeper than 64 levels, or a leaf names
+            no column of `columns`; the message is only what is wrong.
+    """

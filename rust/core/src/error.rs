@@ -31,6 +31,11 @@ pub enum Error {
     #[error("{0}")]
     Invalid(String),
 
+    /// An index (of an episode, a step, a window, a recording) past the end of what it counts;
+    /// the message names the index and the count.
+    #[error("{0}")]
+    OutOfRange(String),
+
     /// The ring buffer is full and the caller asked not to wait.
     #[error("the recording buffer is full ({capacity} bytes): the writer thread cannot keep up{detail}")]
     RingFull { capacity: usize, detail: String },

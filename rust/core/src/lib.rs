@@ -13,6 +13,7 @@ pub mod convert;
 pub mod dtype;
 pub mod error;
 pub mod format;
+pub mod layout;
 pub mod process;
 pub mod reader;
 pub mod recover;

@@ -174,7 +174,7 @@ fn windows_past_the_end_need_pad() {
     let bad = [Window { episode: e, start: 2 }];
     assert!(matches!(
         ds.gather(&fields, &bad, 1, true, &mut [Out::Fixed(&mut buf[..8])], None),
-        Err(Error::Invalid(_))
+        Err(Error::OutOfRange(_))
     ));
     let bad = [Window { episode: ds.episodes().len(), start: 0 }];
     assert!(ds.gather(&fields, &bad, 1, false, &mut [Out::Fixed(&mut buf[..8])], None).is_err());
@@ -316,7 +316,7 @@ fn range_reads_equal_step_by_step_gathers() {
             }
             let mut bufs = outputs(&fields, 2);
             let err = ds.read_range(set, &fields, total - 1, 2, &mut outs(&mut bufs), None).unwrap_err();
-            assert!(matches!(err, Error::Invalid(ref m) if m.contains("out of range")), "{err}");
+            assert!(matches!(err, Error::OutOfRange(ref m) if m.contains("out of range")), "{err}");
         }
     }
     set_max_threads(0);

@@ -208,11 +208,11 @@ fn read_errors_name_the_problem() {
     assert!(matches!(ds.read_rows(0, 0, 0, 0, 1, &mut out), Err(Error::Invalid(_))));
     assert!(matches!(ds.read_rows(0, 0, 5, 0, 1, &mut out), Err(Error::Schema { .. })), "str column");
     assert!(matches!(ds.read_strings(0, 0, 0, 0, 1), Err(Error::Schema { .. })), "fixed column");
-    assert!(matches!(ds.read_rows(1, 0, 0, 0, 1, &mut out), Err(Error::Invalid(_))), "recording");
+    assert!(matches!(ds.read_rows(1, 0, 0, 0, 1, &mut out), Err(Error::OutOfRange(_))), "recording");
     assert!(matches!(ds.read_rows(0, 0, 99, 0, 1, &mut out), Err(Error::Invalid(_))), "column");
     assert!(matches!(ds.read_episode_column(0, "nope"), Err(Error::Schema { .. })));
-    assert!(matches!(ds.read_episode_column(99, "obs"), Err(Error::Invalid(_))));
-    assert!(matches!(ds.episode_metadata(99), Err(Error::Invalid(_))));
+    assert!(matches!(ds.read_episode_column(99, "obs"), Err(Error::OutOfRange(_))));
+    assert!(matches!(ds.episode_metadata(99), Err(Error::OutOfRange(_))));
     assert!(matches!(ds.read_rows(0, 0, 0, u64::MAX, 1, &mut [0u8; 12]), Err(Error::Invalid(_))));
     assert!(matches!(ds.read_strings(0, 0, 5, 0, u64::MAX), Err(Error::Invalid(_))));
     assert_eq!(ds.column_id(0, "reward"), Some(3));

@@ -209,34 +209,13 @@ pub fn arena<'py>(py: Python<'py>, parts: &[(Bound<'py, PyArrayDescr>, Vec<usize
     let base = (unsafe { (*buffer.as_array_ptr()).fields.data }).cast::<u8>();
     let mut views = Vec::with_capacity(parts.len());
     for ((descr, shape), range) in parts.iter().zip(&ranges) {
-        let mut dims = dims(shape)?;
         // SAFETY: `base + range.start` addresses `range.len()` bytes inside the buffer, exactly
         // `shape` elements of `descr` (computed above), 64-byte aligned relative to the buffer's
-        // (malloc-aligned) start. The buffer becomes the view's base below, so the memory
-        // outlives the view. The descriptor reference is stolen (`into_ptr` gives a new one);
-        // NULL strides mean C order; the call returns a new reference or NULL with an exception.
+        // (malloc-aligned) start; the buffer is the view's base, so the memory outlives it.
         let view = unsafe {
-            let ptr = PY_ARRAY_API.PyArray_NewFromDescr(
-                py,
-                get_type_object(py, NpyTypes::PyArray_Type),
-                descr.clone().into_ptr().cast::<PyArray_Descr>(),
-                dims.len() as c_int,
-                dims.as_mut_ptr(),
-                ptr::null_mut(),
-                base.add(range.start).cast::<c_void>(),
-                NPY_ARRAY_WRITEABLE,
-                ptr::null_mut(),
-            );
-            Bound::from_owned_ptr_or_err(py, ptr)?
+            let data = base.add(range.start).cast::<c_void>();
+            array_over(py, descr.clone(), dims(shape)?, data, NPY_ARRAY_WRITEABLE, buffer.clone().into_any())?
         };
-        // SAFETY: `view` is a new ndarray without a base; the call steals the new reference to
-        // the buffer that `into_ptr` makes, also on failure (-1, with an exception set).
-        let status = unsafe {
-            PY_ARRAY_API.PyArray_SetBaseObject(py, view.as_ptr().cast::<PyArrayObject>(), buffer.clone().into_ptr())
-        };
-        if status < 0 {
-            return Err(PyErr::fetch(py));
-        }
         views.push(view.cast_into::<PyUntypedArray>()?);
     }
     Ok(Arena { buffer, views, ranges })
@@ -247,6 +226,22 @@ pub struct Arena<'py> {
     pub buffer: Bound<'py, PyUntypedArray>,
     pub views: Vec<Bound<'py, PyUntypedArray>>,
     pub ranges: Vec<std::ops::Range<usize>>,
+}
+
+/// The parts of `memory` at `ranges` (ascending, not overlapping), as `arena` lays them out.
+pub fn split<'a>(
+    memory: &'a mut [MaybeUninit<u8>],
+    ranges: &[std::ops::Range<usize>],
+) -> Vec<&'a mut [MaybeUninit<u8>]> {
+    let mut parts = Vec::with_capacity(ranges.len());
+    let (mut rest, mut at) = (memory, 0);
+    for r in ranges {
+        let (_, tail) = std::mem::take(&mut rest).split_at_mut(r.start - at);
+        let (part, tail) = tail.split_at_mut(r.len());
+        parts.push(part);
+        (rest, at) = (tail, r.end);
+    }
+    parts
 }
 
 /// The memory of an array made by `empty`, for writing whole.

@@ -8,11 +8,14 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
-use trajcore_core::reader::{open_verified, ColumnData, Dataset, EpisodeSet, Exclusions, OpenOptions, Window};
+use trajcore_core::reader::{
+    open_verified, resolve_index, ColumnData, Dataset, EpisodeSet, Exclusions, OpenOptions, Recording, Request,
+    WindowKind,
+};
 
 use crate::arrays;
-use crate::batch::{self, Plan, Request, Shape};
-use crate::errors::{invalid, IntoPy};
+use crate::batch::{self, Plan};
+use crate::errors::{invalid, warn, IntoPy};
 use crate::selection::PySelection;
 
 /// (file, byte offset, what was wrong), as `problems` gives them.
@@ -62,38 +65,21 @@ impl PyDataset {
         keys: Option<Vec<String>>,
         selection: Option<&Bound<'py, PySelection>>,
         request: Request,
-        shape: Shape,
+        kind: WindowKind,
     ) -> PyResult<Bound<'py, PyDict>> {
         let plan = self.plan(py, keys)?;
         let set = selection.map(|s| s.get().set.clone());
-        let (out, damage) = batch::batch(py, &self.inner, &plan, set.as_deref(), request, shape)?;
+        let (out, damage) = batch::batch(py, &self.inner, &plan, set.as_deref(), request, kind)?;
         for d in damage {
-            warn_damage(py, &d)?;
+            warn(py, &d.warning())?;
         }
         Ok(out)
     }
 
-    fn episode_index(&self, _py: Python<'_>, episode: i64) -> PyResult<usize> {
-        let n = self.read(|d| d.episodes().len()) as i64;
-        let i = if episode < 0 { episode + n } else { episode };
-        if i < 0 || i >= n {
-            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
-                "episode {episode} out of range ({n} episodes)"
-            )));
-        }
-        Ok(i as usize)
+    /// A recording's field, read by `f`.
+    fn recording<R>(&self, py: Python<'_>, recording: usize, f: impl FnOnce(&Recording) -> R) -> PyResult<R> {
+        self.read(|d| d.recording(recording).map(f)).py_err(py)
     }
-}
-
-/// Warns that a read found damage and left the episodes it affects out of sampling.
-fn warn_damage(py: Python<'_>, d: &trajcore_core::reader::Damage) -> PyResult<()> {
-    let text = format!(
-        "{}: damaged at byte offset {} ({}), found while reading: left out of sampling",
-        d.file.display(),
-        d.offset,
-        d.why_with_episodes()
-    );
-    crate::errors::warn(py, &text)
 }
 
 fn json_loads<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
@@ -144,9 +130,8 @@ impl PyDataset {
     /// Where damage lost descriptions of a recording's columns (so columns may be missing
     /// from `columns`): (file, byte offset, why), or None.
     fn schema_damage(&self, py: Python<'_>, recording: usize) -> PyResult<Option<(String, u64, String)>> {
-        self.read(|d| d.recordings().get(recording).map(|r| r.schema_damage.clone()))
-            .ok_or_else(|| invalid(py, format!("recording {recording} out of range")))
-            .map(|p| p.map(|p| (p.file.display().to_string(), p.offset, p.why)))
+        let damage = self.recording(py, recording, |r| r.schema_damage.clone())?;
+        Ok(damage.map(|p| (p.file.display().to_string(), p.offset, p.why)))
     }
 
     /// Episodes reads found damaged (lenient mode), ascending.
@@ -208,15 +193,13 @@ impl PyDataset {
     }
 
     fn meta_json(&self, py: Python<'_>, recording: usize) -> PyResult<String> {
-        self.read(|d| d.recordings().get(recording).map(|r| r.meta_json.clone()))
-            .ok_or_else(|| invalid(py, format!("recording {recording} out of range")))
+        self.recording(py, recording, |r| r.meta_json.clone())
     }
 
     /// Column specs of a recording, as dicts.
     fn columns<'py>(&self, py: Python<'py>, recording: usize) -> PyResult<Bound<'py, PyAny>> {
         let json = self
-            .read(|d| d.recordings().get(recording).map(|r| serde_json::to_string(&r.columns)))
-            .ok_or_else(|| invalid(py, format!("recording {recording} out of range")))?
+            .recording(py, recording, |r| serde_json::to_string(&r.columns))?
             .map_err(|e| invalid(py, e.to_string()))?;
         json_loads(py, &json)
     }
@@ -299,32 +282,14 @@ impl PyDataset {
     }
 
     fn episode_metadata_json(&self, py: Python<'_>, episode: i64) -> PyResult<String> {
-        let i = self.episode_index(py, episode)?;
-        py.detach(|| self.read(|d| d.episode_metadata(i))).py_err(py)
+        py.detach(|| self.read(|d| d.episode_metadata(d.episode_index(episode)?))).py_err(py)
     }
 
     /// All rows of one column of one episode (T+1 on the observation timeline, T on the step
     /// timeline); str columns come back as a list of str.
     /// Rows stored raw in one chunk come back as a read-only view of the memory map (no copy).
     fn read_column<'py>(&self, py: Python<'py>, episode: i64, column: &str) -> PyResult<Bound<'py, PyAny>> {
-        let i = self.episode_index(py, episode)?;
-        let read = py
-            .detach(|| {
-                self.read(|d| {
-                    let read = match d.view_episode_column(i, column) {
-                        Ok(Some(view)) => Ok(Err(view)),
-                        Ok(None) => d.read_episode_column(i, column).map(Ok),
-                        Err(e) => Err(e),
-                    };
-                    // Asked for this episode: damage is an error, and sampling leaves it out.
-                    if let Err(e) = &read {
-                        d.note_read_damage(e);
-                    }
-                    read
-                })
-            })
-            .py_err(py)?;
-        match read {
+        match py.detach(|| self.read(|d| d.episode_column(episode, column))).py_err(py)? {
             Ok(data) => column_to_py(py, data),
             Err((dtype, shape, view)) => arrays::mapped(py, view, dtype, &shape),
         }
@@ -332,20 +297,10 @@ impl PyDataset {
 
     /// A subset of episodes (dataset indexes) to sample from, with its own step numbering.
     fn selection(&self, py: Python<'_>, episodes: PyReadonlyArray1<'_, i64>) -> PyResult<PySelection> {
-        let n = self.read(|d| d.episodes().len()) as i64;
-        let ids = episodes
-            .as_array()
-            .iter()
-            .map(|&i| {
-                let k = if i < 0 { i + n } else { i };
-                if (0..n).contains(&k) {
-                    Ok(k as usize)
-                } else {
-                    Err(pyo3::exceptions::PyIndexError::new_err(format!("episode {i} out of range ({n} episodes)")))
-                }
-            })
-            .collect::<PyResult<Vec<_>>>()?;
-        let set = self.read(|d| d.episode_set(&ids)).py_err(py)?;
+        let episodes = episodes.as_array();
+        let set = self
+            .read(|d| d.episode_set(&episodes.iter().map(|&i| d.episode_index(i)).collect::<Result<Vec<_>, _>>()?))
+            .py_err(py)?;
         Ok(PySelection::new(set))
     }
 
@@ -412,16 +367,12 @@ impl PyDataset {
         let found = self
             .read(|d| {
                 let set = set.as_deref().unwrap_or_else(|| d.all_episodes());
-                let total = set.num_steps() as i64;
                 steps
                     .iter()
-                    .map(|&g| {
-                        let g = if g < 0 { g + total } else { g };
-                        set.locate_step(u64::try_from(g).unwrap_or(u64::MAX))
-                    })
+                    .map(|&g| set.locate_step(resolve_index(g, set.num_steps(), "step")?))
                     .collect::<Result<Vec<_>, _>>()
             })
-            .map_err(|e| pyo3::exceptions::PyIndexError::new_err(e.to_string()))?;
+            .py_err(py)?;
         let (e, t): (Vec<i64>, Vec<i64>) = found.into_iter().map(|(e, t)| (e as i64, t as i64)).unzip();
         Ok((PyArray1::from_vec(py, e), PyArray1::from_vec(py, t)))
     }
@@ -436,7 +387,7 @@ impl PyDataset {
         keys: Option<Vec<String>>,
         selection: Option<&Bound<'py, PySelection>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        self.batch(py, keys, selection, Request::Sample { n, seed }, Shape::TRANSITION)
+        self.batch(py, keys, selection, Request::Sample { n, seed }, WindowKind::TRANSITION)
     }
 
     /// The transitions at global step numbers (of the selection, if given; negative from the end).
@@ -448,7 +399,7 @@ impl PyDataset {
         keys: Option<Vec<String>>,
         selection: Option<&Bound<'py, PySelection>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        self.batch(py, keys, selection, Request::Numbers(steps.as_array().to_vec()), Shape::TRANSITION)
+        self.batch(py, keys, selection, Request::Numbers(steps.as_array().to_vec()), WindowKind::TRANSITION)
     }
 
     /// Steps `start .. stop` (global numbers of the selection, if given), read in bulk: a run
@@ -465,15 +416,13 @@ impl PyDataset {
     ) -> PyResult<Bound<'py, PyDict>> {
         let n = usize::try_from(stop.saturating_sub(start))
             .map_err(|_| invalid(py, format!("steps {start}..{stop} are too many to read at once")))?;
-        self.batch(py, keys, selection, Request::Range { first: start, n }, Shape::TRANSITION)
+        self.batch(py, keys, selection, Request::Range { first: start, n }, WindowKind::TRANSITION)
     }
 
     /// `n` windows of `length` steps inside single episodes, drawn uniformly from `seed`.
     #[pyo3(signature = (n, length, seed, pad=false, keys=None, selection=None))]
-    #[allow(clippy::too_many_arguments)]
     fn sample_sequences<'py>(
-        &self,
-        py: Python<'py>,
+        slf: &Bound<'py, Self>,
         n: usize,
         length: usize,
         seed: u64,
@@ -481,8 +430,8 @@ impl PyDataset {
         keys: Option<Vec<String>>,
         selection: Option<&Bound<'py, PySelection>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let shape = Shape { length: check_length(py, length)?, sequence: true, pad };
-        self.batch(py, keys, selection, Request::Sample { n, seed }, shape)
+        let kind = WindowKind { length, sequence: true, pad };
+        slf.get().batch(slf.py(), keys, selection, Request::Sample { n, seed }, kind)
     }
 
     /// The windows with these numbers (0 .. `num_windows(length, pad)`).
@@ -496,13 +445,12 @@ impl PyDataset {
         keys: Option<Vec<String>>,
         selection: Option<&Bound<'py, PySelection>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let shape = Shape { length: check_length(py, length)?, sequence: true, pad };
-        self.batch(py, keys, selection, Request::Numbers(windows.as_array().to_vec()), shape)
+        let kind = WindowKind { length, sequence: true, pad };
+        self.batch(py, keys, selection, Request::Numbers(windows.as_array().to_vec()), kind)
     }
 
     /// Windows given as (episode, first step) pairs; `length=None`: transitions (no window axis).
     #[pyo3(signature = (episodes, steps, length=None, pad=false, keys=None))]
-    #[allow(clippy::too_many_arguments)]
     fn gather_windows<'py>(
         &self,
         py: Python<'py>,
@@ -516,18 +464,12 @@ impl PyDataset {
         if e.len() != t.len() {
             return Err(invalid(py, format!("{} episodes for {} steps", e.len(), t.len())));
         }
-        let mut pairs = Vec::with_capacity(e.len());
-        for (&e, &t) in e.iter().zip(t.iter()) {
-            pairs.push(Window {
-                episode: self.episode_index(py, e)?,
-                start: u64::try_from(t).map_err(|_| invalid(py, format!("step {t} is negative")))?,
-            });
-        }
-        let shape = match length {
-            Some(l) => Shape { length: check_length(py, l)?, sequence: true, pad },
-            None => Shape::TRANSITION,
+        let pairs = e.iter().copied().zip(t.iter().copied()).collect();
+        let kind = match length {
+            Some(length) => WindowKind { length, sequence: true, pad },
+            None => WindowKind::TRANSITION,
         };
-        self.batch(py, keys, None, Request::Pairs(pairs), shape)
+        self.batch(py, keys, None, Request::Pairs(pairs), kind)
     }
 
     /// One step by global number (of the selection, if given), without a batch axis.
@@ -576,13 +518,6 @@ impl PyDataset {
             self.path
         )
     }
-}
-
-fn check_length(py: Python<'_>, length: usize) -> PyResult<usize> {
-    if length == 0 {
-        return Err(invalid(py, "a sequence length must be at least 1"));
-    }
-    Ok(length)
 }
 
 pub fn column_to_py(py: Python<'_>, data: ColumnData) -> PyResult<Bound<'_, PyAny>> {

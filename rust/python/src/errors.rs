@@ -2,7 +2,9 @@
 //! import with two bases each (a trajcore class and the builtin a user would catch), which
 //! `create_exception!` cannot express.
 
-use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyRuntimeError, PyUserWarning, PyValueError};
+use pyo3::exceptions::{
+    PyException, PyFileNotFoundError, PyIndexError, PyOSError, PyRuntimeError, PyUserWarning, PyValueError,
+};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
@@ -12,6 +14,7 @@ pub struct Classes {
     pub corrupt: Py<PyType>,
     pub schema: Py<PyType>,
     pub invalid: Py<PyType>,
+    pub out_of_range: Py<PyType>,
     pub recorder: Py<PyType>,
     pub io: Py<PyType>,
     pub not_found: Py<PyType>,
@@ -20,69 +23,59 @@ pub struct Classes {
 
 static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
 
-fn make<'py>(py: Python<'py>, name: &str, bases: &[Bound<'py, PyType>], doc: &str) -> PyResult<Bound<'py, PyType>> {
-    let namespace = PyDict::new(py);
-    namespace.set_item("__module__", "trajcore")?;
-    namespace.set_item("__doc__", doc)?;
-    let bases = PyTuple::new(py, bases)?;
-    let class = py.get_type::<PyType>().call1((name, bases, namespace))?;
-    Ok(class.cast_into::<PyType>()?)
-}
-
 /// Creates the classes and adds them to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    let base =
-        make(py, "TrajcoreError", &[py.get_type::<pyo3::exceptions::PyException>()], "Root of every trajcore error.")?;
+    let class = |name: &str, bases: &[&Bound<'_, PyType>], doc: &str| -> PyResult<Py<PyType>> {
+        let namespace = PyDict::new(py);
+        namespace.set_item("__module__", "trajcore")?;
+        namespace.set_item("__doc__", doc)?;
+        let class = py.get_type::<PyType>().call1((name, PyTuple::new(py, bases)?, namespace))?;
+        m.add(name, &class)?;
+        Ok(class.cast_into::<PyType>()?.unbind())
+    };
+    let base = class("TrajcoreError", &[&py.get_type::<PyException>()], "Root of every trajcore error.")?;
+    let base = base.bind(py);
     let value = py.get_type::<PyValueError>();
-    let corrupt = make(
-        py,
-        "CorruptFileError",
-        &[base.clone(), value.clone()],
-        "A file is not a trajcore file, or is damaged; the message names the file and byte offset.",
-    )?;
-    let schema = make(
-        py,
-        "SchemaError",
-        &[base.clone(), value.clone()],
-        "A value does not fit its column (dtype, shape, kind); the message names the column.",
-    )?;
-    let invalid = make(py, "InvalidArgumentError", &[base.clone(), value], "An argument or option is invalid.")?;
-    let recorder = make(
-        py,
-        "RecorderError",
-        &[base.clone(), py.get_type::<PyRuntimeError>()],
-        "The recorder cannot take the call: closed, writer thread stopped, buffer full.",
-    )?;
-    let io =
-        make(py, "TrajcoreIOError", &[base.clone(), py.get_type::<PyOSError>()], "Reading or writing a file failed.")?;
-    let not_found = make(
-        py,
-        "TrajcoreFileNotFoundError",
-        &[io.clone(), py.get_type::<PyFileNotFoundError>()],
-        "A path that should exist does not.",
-    )?;
-    let warning = make(
-        py,
-        "TrajcoreWarning",
-        &[py.get_type::<PyUserWarning>()],
-        "Something was skipped (an unsupported info entry) or damaged data was left out.",
-    )?;
-    for class in [&base, &corrupt, &schema, &invalid, &recorder, &io, &not_found, &warning] {
-        m.add(class.name()?, class)?;
-    }
-    let _ = CLASSES.set(
-        py,
-        Classes {
-            corrupt: corrupt.unbind(),
-            schema: schema.unbind(),
-            invalid: invalid.unbind(),
-            recorder: recorder.unbind(),
-            io: io.unbind(),
-            not_found: not_found.unbind(),
-            warning: warning.unbind(),
-        },
-    );
+    let invalid = class("InvalidArgumentError", &[base, &value], "An argument or option is invalid.")?;
+    let io = class("TrajcoreIOError", &[base, &py.get_type::<PyOSError>()], "Reading or writing a file failed.")?;
+    let classes = Classes {
+        corrupt: class(
+            "CorruptFileError",
+            &[base, &value],
+            "A file is not a trajcore file, or is damaged; the message names the file and byte offset.",
+        )?,
+        schema: class(
+            "SchemaError",
+            &[base, &value],
+            "A value does not fit its column (dtype, shape, kind); the message names the column.",
+        )?,
+        // Also an InvalidArgumentError: code that caught an index out of range as a bad
+        // argument before it was an IndexError still does.
+        out_of_range: class(
+            "TrajcoreIndexError",
+            &[invalid.bind(py), &py.get_type::<PyIndexError>()],
+            "An index (of an episode, a step, a window, a recording) is past the end of what it counts.",
+        )?,
+        recorder: class(
+            "RecorderError",
+            &[base, &py.get_type::<PyRuntimeError>()],
+            "The recorder cannot take the call: closed, writer thread stopped, buffer full.",
+        )?,
+        not_found: class(
+            "TrajcoreFileNotFoundError",
+            &[io.bind(py), &py.get_type::<PyFileNotFoundError>()],
+            "A path that should exist does not.",
+        )?,
+        warning: class(
+            "TrajcoreWarning",
+            &[&py.get_type::<PyUserWarning>()],
+            "Something was skipped (an unsupported info entry) or damaged data was left out.",
+        )?,
+        invalid,
+        io,
+    };
+    let _ = CLASSES.set(py, classes);
     Ok(())
 }
 
@@ -107,6 +100,7 @@ pub fn to_py(py: Python<'_>, error: Error) -> PyErr {
         }
         Error::Schema { .. } => new_err(py, &c.schema, message),
         Error::Invalid(_) => new_err(py, &c.invalid, message),
+        Error::OutOfRange(_) => new_err(py, &c.out_of_range, message),
         Error::RingFull { .. } | Error::WriterStopped(_) | Error::ForeignProcess { .. } | Error::Interrupted(_) => {
             new_err(py, &c.recorder, message)
         }

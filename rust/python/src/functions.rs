@@ -1,11 +1,13 @@
-//! Module-level functions of `trajcore._core`: `convert`, `verify`, `recover`, and the bound on
-//! gather threads.
+//! Module-level functions of `trajcore._core`: `convert`, `verify`, `recover`, the bound on
+//! gather threads, and the leaves of a layout tree.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyInt, PyString, PyTuple};
 use trajcore_core::convert::{convert as convert_dataset, ConvertOptions};
+use trajcore_core::layout::{Layout, PathItem};
 use trajcore_core::reader::{verify_path, VerifyReport};
 use trajcore_core::recover::recover as recover_dataset;
 use trajcore_core::CodecSpec;
@@ -106,4 +108,30 @@ pub fn set_num_threads(n: usize) {
 #[pyfunction]
 pub fn num_threads() -> usize {
     trajcore_core::reader::max_threads()
+}
+
+/// The leaves of a layout tree (JSON), in the tree's order: (path, column name), each path item
+/// a dict key (str) or a tuple position (int). `columns`: the names a leaf may use (None: any).
+/// Raises InvalidArgumentError, its message only what is wrong with the tree.
+#[pyfunction]
+#[pyo3(signature = (layout_json, columns=None))]
+pub fn layout_leaves<'py>(
+    py: Python<'py>,
+    layout_json: &str,
+    columns: Option<HashSet<String>>,
+) -> PyResult<Vec<(Bound<'py, PyTuple>, String)>> {
+    let tree = Layout::from_json(layout_json, &|name| columns.as_ref().is_none_or(|c| c.contains(name)))
+        .map_err(|why| invalid(py, why))?;
+    let mut leaves = Vec::new();
+    for (path, column) in tree.leaves() {
+        let items: Vec<Bound<'py, PyAny>> = path
+            .iter()
+            .map(|item| match item {
+                PathItem::Key(k) => PyString::new(py, k).into_any(),
+                PathItem::Index(i) => PyInt::new(py, *i).into_any(),
+            })
+            .collect();
+        leaves.push((PyTuple::new(py, items)?, column.clone()));
+    }
+    Ok(leaves)
 }

@@ -41,5 +41,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::recover, m)?)?;
     m.add_function(wrap_pyfunction!(functions::set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(functions::num_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::layout_leaves, m)?)?;
     Ok(())
 }

@@ -123,7 +123,7 @@ impl Dataset {
     /// most chunks, decoded once per part when they are not in the cache. Those are planned
     /// once, then fetched and copied on several threads.
     ///
-    /// Errors: `Invalid` (an episode out of range, a run past its episode's end, an output of
+    /// Errors: `OutOfRange` (an episode, a run past its episode's end), `Invalid` (an output of
     /// the wrong size), `Schema`, `Corrupt` (as `gather`).
     pub fn gather_runs(
         &self,
@@ -213,10 +213,14 @@ impl Dataset {
                 prefetch((e as *const EpisodeLoc).cast());
             }
             let e = self.locs.get(run.episode).ok_or_else(|| {
-                Error::Invalid(format!("episode {} is out of range (the dataset has {})", run.episode, self.locs.len()))
+                Error::OutOfRange(format!(
+                    "episode {} is out of range (the dataset has {})",
+                    run.episode,
+                    self.locs.len()
+                ))
             })?;
             if run.start.checked_add(run.steps).is_none_or(|end| end > e.length) {
-                return Err(Error::Invalid(format!(
+                return Err(Error::OutOfRange(format!(
                     "steps {}..{} are out of range: episode {} has {} steps",
                     run.start,
                     run.start.saturating_add(run.steps),

@@ -41,6 +41,17 @@ impl Damage {
         };
         format!("{}; {listed} left out", self.why)
     }
+
+    /// What a read says when it found this damage and went on (lenient reads warn once per
+    /// damage found): the file, the offset, what was wrong and the episodes left out.
+    pub fn warning(&self) -> String {
+        format!(
+            "{}: damaged at byte offset {} ({}), found while reading: left out of sampling",
+            self.file.display(),
+            self.offset,
+            self.why_with_episodes()
+        )
+    }
 }
 
 impl std::fmt::Display for Damage {
@@ -197,6 +208,10 @@ mod tests {
         assert_eq!(d(vec![]).why_with_episodes(), "bad");
         assert_eq!(d(vec![4]).why_with_episodes(), "bad; episode 4 left out");
         assert_eq!(d(vec![1, 2]).why_with_episodes(), "bad; episodes 1, 2 left out");
+        assert_eq!(
+            d(vec![4]).warning(),
+            "f: damaged at byte offset 0 (bad; episode 4 left out), found while reading: left out of sampling"
+        );
         assert_eq!(
             d((0..20).collect()).why_with_episodes(),
             "bad; episodes 0, 1, 2, 3, 4, 5, 6, 7 and 12 more left out"

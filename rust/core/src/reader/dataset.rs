@@ -332,13 +332,17 @@ impl Dataset {
 
     pub(super) fn episode(&self, episode: usize) -> Result<&EpisodeRef> {
         self.episodes.get(episode).ok_or_else(|| {
-            Error::Invalid(format!("episode {episode} is out of range (the dataset has {})", self.episodes.len()))
+            Error::OutOfRange(format!("episode {episode} is out of range (the dataset has {})", self.episodes.len()))
         })
     }
 
-    pub(super) fn recording(&self, recording: usize) -> Result<&Recording> {
+    /// Errors: `OutOfRange`.
+    pub fn recording(&self, recording: usize) -> Result<&Recording> {
         self.recordings.get(recording).ok_or_else(|| {
-            Error::Invalid(format!("recording {recording} is out of range (the dataset has {})", self.recordings.len()))
+            Error::OutOfRange(format!(
+                "recording {recording} is out of range (the dataset has {})",
+                self.recordings.len()
+            ))
         })
     }
 

@@ -314,7 +314,7 @@ impl Dataset {
     /// str) and `mask` (if given, `windows.len() * length` entries) says which rows are real.
     /// Without `pad`, such a window is an error.
     ///
-    /// Errors: `Invalid` (an episode or step out of range, a window past its episode's end
+    /// Errors: `OutOfRange` (an episode or step), `Invalid` (a window past its episode's end
     /// without `pad`, an output of the wrong size), `Schema` (a recording without a required
     /// column), `Corrupt` (a chunk fails its checksum or does not decode).
     pub fn gather(
@@ -443,11 +443,15 @@ impl Dataset {
         }
         for (out, w) in windows.iter().enumerate() {
             let e = self.locs.get(w.episode).ok_or_else(|| {
-                Error::Invalid(format!("episode {} is out of range (the dataset has {})", w.episode, self.locs.len()))
+                Error::OutOfRange(format!(
+                    "episode {} is out of range (the dataset has {})",
+                    w.episode,
+                    self.locs.len()
+                ))
             })?;
             let t = e.length;
             if w.start >= t {
-                return Err(Error::Invalid(format!(
+                return Err(Error::OutOfRange(format!(
                     "step {} is out of range: episode {} has {t} steps",
                     w.start, w.episode
                 )));

@@ -61,6 +61,11 @@ pub struct WindowKind {
     pub pad: bool,
 }
 
+impl WindowKind {
+    /// One step a row: transitions.
+    pub const TRANSITION: WindowKind = WindowKind { length: 1, sequence: false, pad: false };
+}
+
 /// Damage found while reading, and which episodes are known intact.
 #[derive(Default)]
 pub(crate) struct ReadDamage {

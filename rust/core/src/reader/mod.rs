@@ -14,6 +14,8 @@
 //!   bulk read copies whole chunks instead of a piece per episode.
 //! - `metrics`: the episodes' stored metrics as arrays by column name.
 //! - `sampling`: reproducible uniform sampling of steps and windows from a seed.
+//! - `plan`: the fields behind a batch's output keys; `request`: which windows a batch holds
+//!   (and the one rule for negative indexes); `batch`: a batch read whole into caller outputs.
 //! - `verify`: every record checksummed and every chunk decoded, damage mapped to episodes
 //!   (`damage`); `integrity`: listings left out after a verification, episodes left out at open;
 //!   `lenient`: training reads that leave damaged episodes out and go on; `salvage`: what of each
@@ -22,6 +24,7 @@
 //! Everything read from a file is untrusted: every offset and length is bounds-checked with
 //! checked arithmetic, and damage becomes a `Problem` (or `Error::Corrupt`), never a panic.
 
+mod batch;
 mod bulk;
 mod cache;
 mod chunk_bytes;
@@ -32,6 +35,8 @@ mod integrity;
 mod lane_scan;
 mod lenient;
 mod metrics;
+mod plan;
+mod request;
 mod rows;
 mod salvage;
 mod sampling;
@@ -44,12 +49,15 @@ mod verify;
 
 use std::path::PathBuf;
 
+pub use batch::BatchOut;
 pub use bulk::{set_scan_block_bytes, IndexOut};
 pub use dataset::{ColumnStats, Dataset, EpisodeRef, Recording, SkippedRecord};
 pub use gather::{
     max_threads, set_gather_hold_bytes, set_max_threads, set_parallel_thresholds, Field, Out, Run, Window,
 };
 pub use metrics::{episode_metrics, MetricColumn};
+pub use plan::{BatchPlan, DEFAULT_KEYS};
+pub use request::{resolve_index, Request};
 pub use rows::{ColumnData, RowsView};
 pub use sampling::{sample_steps, sample_windows, SplitMix64};
 pub use scan::RangeRead;

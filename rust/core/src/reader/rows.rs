@@ -27,6 +27,9 @@ pub enum ColumnData {
     Strings(Vec<String>),
 }
 
+/// A column of an episode: copied (`Ok`), or seen in place (`Err`: dtype, shape, the view).
+pub type EpisodeColumn = std::result::Result<ColumnData, (DType, Vec<usize>, RowsView)>;
+
 /// Rows stored raw, seen in place in the memory map. Keeps the mapping alive, so it outlives a
 /// `refresh` (which may remap) and the `Dataset` itself.
 #[derive(Clone)]
@@ -350,6 +353,24 @@ impl Dataset {
         }
         let Some(view) = self.view_rows(recording, lane, column, first, n)? else { return Ok(None) };
         Ok(Some((spec.dtype()?, episode_shape(spec, n)?, view)))
+    }
+
+    /// All rows of one column of episode `episode` (negative from the end) as a user asks for
+    /// them: in place when they lie in one raw chunk (`Err`: dtype, shape, the view), else
+    /// copied. The episode's damage is an error, and sampling leaves the episode out.
+    ///
+    /// Errors: `OutOfRange`; those of `read_episode_column`.
+    pub fn episode_column(&self, episode: i64, column: &str) -> Result<EpisodeColumn> {
+        let i = self.episode_index(episode)?;
+        let read = match self.view_episode_column(i, column) {
+            Ok(Some(view)) => Ok(Err(view)),
+            Ok(None) => self.read_episode_column(i, column).map(Ok),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = &read {
+            self.note_read_damage(e);
+        }
+        read
     }
 
     /// (recording, lane, column, first row, rows) of a column of an episode.

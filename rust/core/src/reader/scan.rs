@@ -42,10 +42,10 @@ impl EpisodeSet {
     /// The runs holding steps `first .. first + n` of the set, in order (one per member they
     /// overlap).
     ///
-    /// Errors: `Invalid` when the range runs past the set's steps.
+    /// Errors: `OutOfRange` when the range runs past the set's steps.
     pub fn runs(&self, first: u64, n: u64) -> Result<Vec<Run>> {
         let end = first.checked_add(n).filter(|&e| e <= self.num_steps()).ok_or_else(|| {
-            Error::Invalid(format!(
+            Error::OutOfRange(format!(
                 "steps {first}..{} are out of range (the episodes hold {} steps)",
                 first.saturating_add(n),
                 self.num_steps()

@@ -254,7 +254,7 @@ impl EpisodeSet {
     pub fn locate_steps(&self, steps: &[u64]) -> Result<Vec<(usize, u64)>> {
         let found = self.steps.locate_many(steps).ok_or_else(|| {
             let bad = steps.iter().find(|&&s| s >= self.num_steps()).copied().unwrap_or_default();
-            Error::Invalid(format!("step {bad} is out of range (the episodes hold {} steps)", self.num_steps()))
+            Error::OutOfRange(format!("step {bad} is out of range (the episodes hold {} steps)", self.num_steps()))
         })?;
         Ok(found.into_iter().map(|(k, t)| (self.episode(k), t)).collect())
     }
@@ -262,7 +262,7 @@ impl EpisodeSet {
     /// (dataset episode, step within it) of step `step` of the set.
     pub fn locate_step(&self, step: u64) -> Result<(usize, u64)> {
         let (k, t) = self.steps.locate(step).ok_or_else(|| {
-            Error::Invalid(format!("step {step} is out of range (the episodes hold {} steps)", self.num_steps()))
+            Error::OutOfRange(format!("step {step} is out of range (the episodes hold {} steps)", self.num_steps()))
         })?;
         Ok((self.episode(k), t))
     }
@@ -287,7 +287,7 @@ impl EpisodeSet {
     /// (dataset episode, first step) of window `w` of `length` steps.
     pub fn locate_window(&self, windows: &WindowIndex, w: u64) -> Result<(usize, u64)> {
         let (k, t) = windows.locate(w).ok_or_else(|| {
-            Error::Invalid(format!(
+            Error::OutOfRange(format!(
                 "window {w} is out of range (the episodes hold {} windows of {} steps)",
                 windows.num_windows(),
                 windows.length

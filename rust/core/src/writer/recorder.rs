@@ -897,22 +897,7 @@ pub fn mask_name(name: &str) -> String {
 
 /// Every leaf of a layout tree must name a column.
 fn check_layout(tree: &serde_json::Value, columns: &HashMap<String, ColumnId>, what: &str) -> Result<()> {
-    use serde_json::Value;
-    let bad = |why: String| Error::schema(what, format!("layout: {why}"));
-    let Value::Object(node) = tree else { return Err(bad(format!("expected an object, got {tree}"))) };
-    match (node.get("leaf"), node.get("dict"), node.get("tuple")) {
-        (Some(Value::String(name)), None, None) => {
-            if columns.contains_key(name) {
-                Ok(())
-            } else {
-                Err(bad(format!("leaf '{name}' names no column")))
-            }
-        }
-        (None, Some(Value::Array(items)), None) => items.iter().try_for_each(|item| match item {
-            Value::Array(pair) if pair.len() == 2 && pair[0].is_string() => check_layout(&pair[1], columns, what),
-            _ => Err(bad(format!("dict items are [key, tree] pairs, got {item}"))),
-        }),
-        (None, None, Some(Value::Array(items))) => items.iter().try_for_each(|t| check_layout(t, columns, what)),
-        _ => Err(bad(format!("a node is {{\"leaf\"}}, {{\"dict\"}} or {{\"tuple\"}}, got {tree}"))),
-    }
+    crate::layout::Layout::parse(tree, &|name| columns.contains_key(name))
+        .map(drop)
+        .map_err(|why| Error::schema(what, format!("layout: {why}")))
 }

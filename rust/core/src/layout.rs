@@ -1,0 +1,239 @@
+//! Layout trees: how a nested observation or action space (dicts and tuples of arrays) maps onto
+//! leaf columns. The writer stores them as JSON in a recording's Meta record:
+//! `{"leaf": "<column>"}`, `{"dict": [["key", tree], ...]}` or `{"tuple": [tree, ...]}`.
+//!
+//! This is the one reader of that JSON: the writer checks a tree with it before recording, the
+//! reader nests batches with it, and the bindings walk Python values and list leaves with it.
+
+use serde_json::Value;
+
+/// Trees nest no deeper than this (spaces nest a few levels in practice): a hostile Meta record
+/// must not exhaust the stack.
+pub const MAX_DEPTH: usize = 64;
+
+/// A layout tree whose leaves are `L` (a column name, once parsed; a caller's column index
+/// after `try_map`) and whose dict keys are `K` (text; a caller's key object).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Layout<L = String, K = String> {
+    Leaf(L),
+    Dict(Vec<(K, Layout<L, K>)>),
+    Tuple(Vec<Layout<L, K>>),
+}
+
+/// One step of a leaf's path: a dict key or a tuple position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathItem {
+    Key(String),
+    Index(usize),
+}
+
+impl std::fmt::Display for PathItem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PathItem::Key(k) => f.write_str(k),
+            PathItem::Index(i) => write!(f, "{i}"),
+        }
+    }
+}
+
+/// `what/key/0`: how errors name a place inside a value (`what` is "observation" or "action").
+pub fn path_name(what: &str, path: &[PathItem]) -> String {
+    path.iter().fold(what.to_string(), |name, item| format!("{name}/{item}"))
+}
+
+impl Layout {
+    /// Parses and checks a tree: every node is one of the three forms, and `is_column` accepts
+    /// every leaf's name. The error says what is wrong, for the caller to wrap with where the
+    /// tree came from.
+    pub fn parse(tree: &Value, is_column: &dyn Fn(&str) -> bool) -> Result<Layout, String> {
+        Self::parse_at(tree, is_column, 0)
+    }
+
+    /// `parse` of the JSON text of a tree.
+    pub fn from_json(text: &str, is_column: &dyn Fn(&str) -> bool) -> Result<Layout, String> {
+        let tree: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+        Self::parse(&tree, is_column)
+    }
+
+    fn parse_at(tree: &Value, is_column: &dyn Fn(&str) -> bool, depth: usize) -> Result<Layout, String> {
+        if depth > MAX_DEPTH {
+            return Err(format!("nested deeper than {MAX_DEPTH} levels"));
+        }
+        let node = tree.as_object().filter(|o| o.len() == 1);
+        let Some((kind, value)) = node.and_then(|o| o.iter().next()) else {
+            return Err(format!("a node is {{\"leaf\"}}, {{\"dict\"}} or {{\"tuple\"}}, got {}", short(tree)));
+        };
+        match (kind.as_str(), value) {
+            ("leaf", Value::String(name)) if is_column(name) => Ok(Layout::Leaf(name.clone())),
+            ("leaf", Value::String(name)) => Err(format!("leaf '{name}' names no column")),
+            ("leaf", name) => Err(format!("leaf {} names no column", short(name))),
+            ("dict", Value::Array(items)) => items
+                .iter()
+                .map(|item| match item.as_array().map(Vec::as_slice) {
+                    Some([Value::String(key), sub]) => Ok((key.clone(), Self::parse_at(sub, is_column, depth + 1)?)),
+                    _ => Err(format!("dict items are [key, tree], got {}", short(item))),
+                })
+                .collect::<Result<_, _>>()
+                .map(Layout::Dict),
+            ("tuple", Value::Array(items)) => items
+                .iter()
+                .map(|t| Self::parse_at(t, is_column, depth + 1))
+                .collect::<Result<_, _>>()
+                .map(Layout::Tuple),
+            ("dict" | "tuple", items) => Err(format!("{kind} items must be a list, got {}", short(items))),
+            (kind, _) => Err(format!("unknown node kind '{kind}'")),
+        }
+    }
+}
+
+impl<L, K> Layout<L, K> {
+    /// The same tree with each leaf and key converted; the first error stops it.
+    pub fn try_map<L2, K2, E>(
+        &self,
+        leaf: &mut dyn FnMut(&L) -> Result<L2, E>,
+        key: &mut dyn FnMut(&K) -> Result<K2, E>,
+    ) -> Result<Layout<L2, K2>, E> {
+        Ok(match self {
+            Layout::Leaf(l) => Layout::Leaf(leaf(l)?),
+            Layout::Dict(items) => Layout::Dict(
+                items.iter().map(|(k, sub)| Ok((key(k)?, sub.try_map(leaf, key)?))).collect::<Result<_, E>>()?,
+            ),
+            Layout::Tuple(items) => {
+                Layout::Tuple(items.iter().map(|sub| sub.try_map(leaf, key)).collect::<Result<_, E>>()?)
+            }
+        })
+    }
+
+    /// Calls `visit(path, leaf)` for every leaf, depth first in the tree's order.
+    pub fn visit<'a>(&'a self, visit: &mut dyn FnMut(&[PathItem], &'a L))
+    where
+        K: std::fmt::Display,
+    {
+        fn go<'a, L, K: std::fmt::Display>(
+            node: &'a Layout<L, K>,
+            path: &mut Vec<PathItem>,
+            visit: &mut dyn FnMut(&[PathItem], &'a L),
+        ) {
+            match node {
+                Layout::Leaf(l) => visit(path, l),
+                Layout::Dict(items) => {
+                    for (k, sub) in items {
+                        path.push(PathItem::Key(k.to_string()));
+                        go(sub, path, visit);
+                        path.pop();
+                    }
+                }
+                Layout::Tuple(items) => {
+                    for (i, sub) in items.iter().enumerate() {
+                        path.push(PathItem::Index(i));
+                        go(sub, path, visit);
+                        path.pop();
+                    }
+                }
+            }
+        }
+        go(self, &mut Vec::new(), visit);
+    }
+
+    /// Every leaf with its path, in the tree's order.
+    pub fn leaves(&self) -> Vec<(Vec<PathItem>, &L)>
+    where
+        K: std::fmt::Display,
+    {
+        let mut out = Vec::new();
+        self.visit(&mut |path, leaf| out.push((path.to_vec(), leaf)));
+        out
+    }
+}
+
+/// A value shortened for an error message (a hostile tree may be large).
+fn short(value: &Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(80) {
+        Some((at, _)) => format!("{}...", &text[..at]),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn parse(tree: Value) -> Result<Layout, String> {
+        Layout::parse(&tree, &|name| name != "missing")
+    }
+
+    #[test]
+    fn trees_parse_or_say_why_not() {
+        let table: &[(Value, Result<Layout, &str>)] = &[
+            (json!({"leaf": "obs"}), Ok(Layout::Leaf("obs".into()))),
+            (
+                json!({"dict": [["a", {"leaf": "x"}], ["b", {"tuple": [{"leaf": "y"}]}]]}),
+                Ok(Layout::Dict(vec![
+                    ("a".into(), Layout::Leaf("x".into())),
+                    ("b".into(), Layout::Tuple(vec![Layout::Leaf("y".into())])),
+                ])),
+            ),
+            (json!({"dict": []}), Ok(Layout::Dict(vec![]))),
+            (json!({"leaf": "missing"}), Err("leaf 'missing' names no column")),
+            (json!({"leaf": 3}), Err("leaf 3 names no column")),
+            (json!([1]), Err("a node is {\"leaf\"}, {\"dict\"} or {\"tuple\"}, got [1]")),
+            (json!({"leaf": "a", "tuple": []}), Err("a node is")),
+            (json!({"dict": [["x"]]}), Err("dict items are [key, tree], got [\"x\"]")),
+            (json!({"dict": [[1, {"leaf": "a"}]]}), Err("dict items are [key, tree]")),
+            (json!({"tuple": {"leaf": "a"}}), Err("tuple items must be a list")),
+            (json!({"list": []}), Err("unknown node kind 'list'")),
+            (json!({"tuple": [{"dict": [["k", {"leaf": "missing"}]]}]}), Err("leaf 'missing' names no column")),
+        ];
+        for (tree, want) in table {
+            match (parse(tree.clone()), want) {
+                (Ok(got), Ok(want)) => assert_eq!(&got, want, "{tree}"),
+                (Err(got), Err(want)) => assert!(got.starts_with(want), "{tree}: {got}"),
+                (got, want) => panic!("{tree}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_deep_tree_is_refused_before_the_stack_runs_out() {
+        let mut tree = json!({"leaf": "x"});
+        for _ in 0..=MAX_DEPTH {
+            tree = json!({ "tuple": [tree] });
+        }
+        assert_eq!(parse(tree), Err(format!("nested deeper than {MAX_DEPTH} levels")));
+    }
+
+    #[test]
+    fn leaves_come_with_their_paths_in_order() {
+        let tree = json!({"dict": [["b", {"leaf": "x"}], ["a", {"tuple": [{"leaf": "y"}, {"dict": [["k", {"leaf": "z"}]]}]}]]});
+        let layout = parse(tree).unwrap();
+        let leaves: Vec<(String, &String)> =
+            layout.leaves().into_iter().map(|(p, l)| (path_name("obs", &p), l)).collect();
+        let want = [("obs/b", "x"), ("obs/a/0", "y"), ("obs/a/1/k", "z")];
+        assert_eq!(leaves.len(), want.len());
+        for ((path, leaf), (want_path, want_leaf)) in leaves.iter().zip(want) {
+            assert_eq!((path.as_str(), leaf.as_str()), (want_path, want_leaf));
+        }
+        assert_eq!(Layout::<String>::Leaf("obs".to_string()).leaves()[0].0, Vec::<PathItem>::new());
+    }
+
+    #[test]
+    fn try_map_converts_leaves_and_keys_and_stops_at_the_first_error() {
+        let layout = parse(json!({"dict": [["a", {"leaf": "x"}], ["b", {"leaf": "y"}]]})).unwrap();
+        let ids = ["x", "y"];
+        let mapped: Layout<usize, usize> =
+            layout.try_map(&mut |l| ids.iter().position(|i| i == l).ok_or(()), &mut |k| Ok(k.len())).unwrap();
+        assert_eq!(mapped, Layout::Dict(vec![(1, Layout::Leaf(0)), (1, Layout::Leaf(1))]));
+        let failed: Result<Layout<usize>, String> =
+            layout.try_map(&mut |l| if l == "y" { Err(l.clone()) } else { Ok(0) }, &mut |k| Ok(k.clone()));
+        assert_eq!(failed, Err("y".to_string()));
+    }
+
+    #[test]
+    fn from_json_refuses_text_that_is_not_json() {
+        assert!(Layout::from_json("{", &|_| true).unwrap_err().starts_with("not JSON"));
+        assert_eq!(Layout::from_json(r#"{"leaf": "a"}"#, &|_| true), Ok(Layout::Leaf("a".into())));
+    }
+}

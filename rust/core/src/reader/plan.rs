@@ -1,0 +1,123 @@
+//! The plan of a batch: which columns (fields) make up each output key, and how they nest.
+//!
+//! Output keys: `observations`, `actions`, `rewards`, `next_observations`, `terminations`,
+//! `truncations` (nested like the recorded spaces), any column named verbatim (`info/<key>`,
+//! `data/<name>`, masks `info/_<key>`); `episode_index`, `step_index` and `mask` are always
+//! there and name no field.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::dataset::Dataset;
+use super::gather::Field;
+use crate::layout::Layout;
+use crate::{Error, Result};
+
+pub const DEFAULT_KEYS: [&str; 6] =
+    ["observations", "actions", "rewards", "next_observations", "terminations", "truncations"];
+
+/// What an output key reads: a column, or a tree of columns (observations and actions).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Source {
+    /// (column, on the next observation row).
+    Column(&'static str, bool),
+    /// (which layout of the Meta record, on the next observation row).
+    Tree(&'static str, bool),
+    Named,
+    /// `episode_index`, `step_index`, `mask`: every batch has them.
+    Index,
+}
+
+/// Where output key `key` comes from.
+fn source(key: &str) -> Source {
+    match key {
+        "observations" => Source::Tree("observation", false),
+        "next_observations" => Source::Tree("observation", true),
+        "actions" => Source::Tree("action", false),
+        "rewards" => Source::Column("reward", false),
+        "terminations" => Source::Column("terminated", false),
+        "truncations" => Source::Column("truncated", false),
+        "episode_index" | "step_index" | "mask" => Source::Index,
+        _ => Source::Named,
+    }
+}
+
+/// The fields behind a set of output keys, each read once however many keys name it.
+#[derive(Debug)]
+pub struct BatchPlan {
+    pub fields: Vec<Field>,
+    /// Output keys in order, each a tree over indexes into `fields`.
+    pub entries: Vec<(String, Layout<usize>)>,
+}
+
+impl BatchPlan {
+    /// Resolves `keys` (`DEFAULT_KEYS` when `None`) against `ds`: layouts come from the first
+    /// recording's Meta record; columns are matched by name in every recording.
+    ///
+    /// Errors: `Invalid` (no recording; a layout damaged or missing), those of `Dataset::field`.
+    pub fn new(ds: &Dataset, keys: Option<&[String]>) -> Result<BatchPlan> {
+        let keys: Vec<String> = match keys {
+            Some(k) => k.to_vec(),
+            None => DEFAULT_KEYS.iter().map(|s| s.to_string()).collect(),
+        };
+        let rec = ds.recordings().first().ok_or_else(|| Error::Invalid("the dataset has no recording".into()))?;
+        let meta: Value = serde_json::from_str(&rec.meta_json).unwrap_or(Value::Null);
+        let mut plan = BatchPlan { fields: Vec::new(), entries: Vec::new() };
+        let mut index: HashMap<(String, bool), usize> = HashMap::new();
+        let mut field = |name: &str, next: bool| -> Result<usize> {
+            if let Some(&i) = index.get(&(name.to_string(), next)) {
+                return Ok(i);
+            }
+            plan.fields.push(ds.field(name, next)?);
+            index.insert((name.to_string(), next), plan.fields.len() - 1);
+            Ok(plan.fields.len() - 1)
+        };
+        let mut entries = Vec::with_capacity(keys.len());
+        for key in keys {
+            let node = match source(&key) {
+                Source::Tree(which, next) => {
+                    let unusable = |why: String| {
+                        Error::Invalid(format!(
+                            "the Meta record of the first recording is damaged or missing: its {which}s cannot be rebuilt{why}"
+                        ))
+                    };
+                    let tree = meta.get("layout").and_then(|l| l.get(which)).ok_or_else(|| unusable(String::new()))?;
+                    let layout = Layout::parse(tree, &|_| true).map_err(|why| unusable(format!(" ({why})")))?;
+                    layout.try_map(&mut |name| field(name, next), &mut |k| Ok(k.clone()))?
+                }
+                Source::Column(name, next) => Layout::Leaf(field(name, next)?),
+                Source::Named => Layout::Leaf(field(&key, false)?),
+                Source::Index => continue,
+            };
+            entries.push((key, node));
+        }
+        plan.entries = entries;
+        Ok(plan)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_name_their_sources() {
+        let table = [
+            ("observations", Source::Tree("observation", false)),
+            ("next_observations", Source::Tree("observation", true)),
+            ("actions", Source::Tree("action", false)),
+            ("rewards", Source::Column("reward", false)),
+            ("terminations", Source::Column("terminated", false)),
+            ("truncations", Source::Column("truncated", false)),
+            ("episode_index", Source::Index),
+            ("step_index", Source::Index),
+            ("mask", Source::Index),
+            ("info/x", Source::Named),
+            ("reward", Source::Named),
+        ];
+        for (key, want) in table {
+            assert_eq!(source(key), want, "{key}");
+        }
+    }
+}
