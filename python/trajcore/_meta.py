@@ -4,12 +4,14 @@ inside the reader, or a 4 TiB allocation for a space declared with an absurd sha
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
 from gymnasium import spaces
 
-from trajcore.errors import CorruptFileError, TrajcoreError
+from trajcore import _core
+from trajcore.errors import CorruptFileError, InvalidArgumentError, TrajcoreError
 from trajcore.spaces import space_columns, space_from_json
 
 __all__ = ["layout_problem", "rebuild_space"]
@@ -20,30 +22,14 @@ MAX_LAYOUT_DEPTH = 64
 MAX_ELEMENTS = 1 << 30
 
 
-def layout_problem(tree: Any, columns: set[str], depth: int = 0) -> str | None:
-    """Why `tree` is not a layout tree over `columns` (see trajcore.spaces), or None."""
-    if depth > MAX_LAYOUT_DEPTH:
-        return f"nested deeper than {MAX_LAYOUT_DEPTH} levels"
-    if not isinstance(tree, dict) or len(tree) != 1:
-        return f"a node is {{'leaf'|'dict'|'tuple': ...}}, got {_short(tree)}"
-    (kind, value), = tree.items()
-    if kind == "leaf":
-        return None if isinstance(value, str) and value in columns else f"leaf {_short(value)} names no column"
-    if kind == "dict":
-        if not isinstance(value, list):
-            return f"dict items must be a list, got {_short(value)}"
-        for item in value:
-            if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)):
-                return f"dict items are [key, tree], got {_short(item)}"
-            why = layout_problem(item[1], columns, depth + 1)
-            if why:
-                return why
-        return None
-    if kind == "tuple":
-        if not isinstance(value, list):
-            return f"tuple items must be a list, got {_short(value)}"
-        return next((w for w in (layout_problem(t, columns, depth + 1) for t in value) if w), None)
-    return f"unknown node kind {_short(kind)}"
+def layout_problem(tree: Any, columns: set[str]) -> str | None:
+    """Why `tree` is not a layout tree over `columns` (see trajcore.spaces), or None: the core's
+    one Layout type decides."""
+    try:
+        _core.layout_leaves(json.dumps(tree), columns)
+    except InvalidArgumentError as e:
+        return str(e)
+    return None
 
 
 def rebuild_space(

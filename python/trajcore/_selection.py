@@ -25,7 +25,7 @@ from trajcore._filters import BOUND_FILTERS, FLAG_FILTERS, EpisodeFilters
 from trajcore._metrics import STATS as METRIC_STATS
 from trajcore.dataset import Dataset
 from trajcore.episodes import Episodes
-from trajcore.errors import InvalidArgumentError
+from trajcore.errors import InvalidArgumentError, TrajcoreIndexError
 
 __all__ = ["SELECT_HELP", "Selection", "apply_select", "parse_select"]
 
@@ -151,7 +151,7 @@ def apply_select(ds: Dataset, sel: Selection) -> Episodes:
     """The episodes of `ds` a selection keeps, in dataset order.
 
     Raises:
-        InvalidArgumentError: an ``episodes=`` index out of range.
+        TrajcoreIndexError: an ``episodes=`` index out of range (an `InvalidArgumentError`).
     """
     n = ds.num_episodes
     if isinstance(sel.episodes, slice):
@@ -159,7 +159,7 @@ def apply_select(ds: Dataset, sel: Selection) -> Episodes:
     elif sel.episodes is not None:
         bad = [i for i in sel.episodes if not -n <= i < n]
         if bad:
-            raise InvalidArgumentError(f"--select episodes: {bad[0]} is out of range ({n} episodes)")
+            raise TrajcoreIndexError(f"--select episodes: {bad[0]} is out of range ({n} episodes)")
         candidates = sorted({i % n for i in sel.episodes})
     else:
         candidates = range(n)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Unpack, overload
 from trajcore import _core
 from trajcore._filters import EpisodeFilters, select_indices
 from trajcore.episode import Episode
+from trajcore.errors import TrajcoreIndexError
 from trajcore.transitions import _Sampling, int64
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ class Episodes(_Sampling, Sequence["Episode"]):
         try:
             index = self._indices[i]
         except IndexError:
-            raise IndexError(f"episode index {i} out of range ({len(self._indices)} episodes)") from None
+            raise TrajcoreIndexError(f"episode index {i} out of range ({len(self._indices)} episodes)") from None
         return Episode(self._dataset, int(index))
 
     def __iter__(self) -> Iterator[Episode]:

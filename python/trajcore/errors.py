@@ -5,7 +5,8 @@ the bindings) and are re-exported here so users catch `trajcore.SchemaError` and
 Each also derives from the builtin a user would reach for: `SchemaError`, `CorruptFileError`
 and `InvalidArgumentError` (a bad option) are `ValueError`s, `RecorderError` is a
 `RuntimeError`, `TrajcoreIOError` is an `OSError` and `TrajcoreFileNotFoundError` a
-`FileNotFoundError`.
+`FileNotFoundError`. An index out of range, from any entry point, is a `TrajcoreIndexError`:
+an `IndexError` and also an `InvalidArgumentError`.
 
 `MissingDependencyError` is the one class defined here rather than in the extension: it is
 raised only by Python code (an optional package such as pandas or pyarrow is not installed), and
@@ -19,6 +20,7 @@ from trajcore._core import (
     SchemaError,
     TrajcoreError,
     TrajcoreFileNotFoundError,
+    TrajcoreIndexError,
     TrajcoreIOError,
     TrajcoreWarning,
 )
@@ -31,6 +33,7 @@ __all__ = [
     "SchemaError",
     "TrajcoreError",
     "TrajcoreFileNotFoundError",
+    "TrajcoreIndexError",
     "TrajcoreIOError",
     "TrajcoreWarning",
 ]

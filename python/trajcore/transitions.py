@@ -42,12 +42,6 @@ def int64(indices: Any) -> npt.NDArray[np.int64]:
     return np.ascontiguousarray(np.asarray(indices, dtype=np.int64).reshape(-1))
 
 
-def _out_of_range_is_index_error(e: InvalidArgumentError) -> Exception:
-    """The core says a step or window number out of range with an `InvalidArgumentError`; from
-    indexing, Python code expects an `IndexError`."""
-    return IndexError(str(e)) if "out of range" in str(e) else e
-
-
 class _Sampling:
     """Training reads shared by a `Dataset` (all its episodes) and `Episodes` (a subset, e.g. a
     `select`): steps are numbered 0 .. `num_steps` - 1 over the episodes in order, windows of a
@@ -173,10 +167,7 @@ class Transitions:
             return self._step(int(index), None, self._sel)
         if isinstance(index, slice):
             return self._slice(index, None)
-        try:
-            return self._reader.gather_transitions(int64(index), None, self._sel)
-        except InvalidArgumentError as e:
-            raise _out_of_range_is_index_error(e) from None
+        return self._reader.gather_transitions(int64(index), None, self._sel)
 
     def _slice(self, index: slice, keys: list[str] | None) -> Batch:
         start, stop, step = index.indices(len(self))
@@ -270,10 +261,7 @@ class Sequences:
         if isinstance(index, slice):
             index = np.arange(*index.indices(len(self)), dtype=np.int64)
         owner = self._owner
-        try:
-            return owner._reader().gather_sequences(int64(index), self.length, self.pad, None, owner._selection())
-        except InvalidArgumentError as e:
-            raise _out_of_range_is_index_error(e) from None
+        return owner._reader().gather_sequences(int64(index), self.length, self.pad, None, owner._selection())
 
     def __repr__(self) -> str:
         return f"<trajcore.Sequences: {len(self)} windows of {self.length} steps>"

@@ -23,11 +23,13 @@ Everything here takes and returns plain values (column specs, layout trees): the
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from trajcore import _core
 from trajcore.errors import InvalidArgumentError, SchemaError
 from trajcore.spaces import escape_key, unescape_key
 
@@ -126,24 +128,12 @@ class Plan:
     columns_of: tuple[frozenset[str], ...]
 
 
-def _tree_leaves(tree: Any, path: tuple[str, ...], out: list[tuple[tuple[str, ...], str]]) -> None:
-    if "leaf" in tree:
-        out.append((path, tree["leaf"]))
-    elif "dict" in tree:
-        for key, sub in tree["dict"]:
-            _tree_leaves(sub, (*path, str(key)), out)
-    else:
-        for i, sub in enumerate(tree["tuple"]):
-            _tree_leaves(sub, (*path, str(i)), out)
-
-
 def _space_leaves(rec: RecordingColumns, which: str) -> list[tuple[tuple[str, ...], str, str, tuple[int, ...]]]:
     tree = rec.observation if which == "observation" else rec.action
     if tree is None:
         raise SchemaError(f"a recording's Meta record has no {which} layout: its {which}s cannot be tabulated")
     specs = {c["name"]: c for c in rec.columns}
-    paths: list[tuple[tuple[str, ...], str]] = []
-    _tree_leaves(tree, (), paths)
+    paths = [(tuple(str(p) for p in path), col) for path, col in _core.layout_leaves(json.dumps(tree))]
     out = []
     for path, column in paths:
         spec = specs.get(column)

@@ -128,7 +128,7 @@ fn write_all(src: &Dataset, dir: &Path, opts: &ConvertOptions) -> Result<Convert
     let mut order: Vec<usize> = Vec::new(); // recordings, by first appearance
     for &i in &episodes {
         let e = src.episodes().get(i).ok_or_else(|| {
-            Error::Invalid(format!("episode {i} is out of range (the dataset has {})", src.episodes().len()))
+            Error::OutOfRange(format!("episode {i} is out of range (the dataset has {})", src.episodes().len()))
         })?;
         if !order.contains(&e.recording) {
             order.push(e.recording);
