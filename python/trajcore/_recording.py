@@ -220,6 +220,12 @@ class Recording:
             return self._deferred is None  # closed, or never constructed
         return self._native.closed
 
+    @closed.setter
+    def closed(self, value: bool) -> None:
+        # gymnasium's wrappers let `closed` be set (a vector wrapper passes it to its env); here
+        # it says what the recorder did, so only `close` changes it.
+        raise AttributeError("closed says whether the recorder is closed: call close() to close it")
+
     @property
     def recording_closed(self) -> bool:
         """Whether the recorder is closed: the same as `closed`."""
