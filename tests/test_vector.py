@@ -289,3 +289,33 @@ def test_foreign_vector_env_is_recorded(tmp_path: Path) -> None:
         assert ds.meta(0)["autoreset_mode"] == "same_step"
         assert ds.num_episodes >= N
         assert ds.num_steps == 30 * N  # same-step autoreset: every step is a transition
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED])
+def test_episode_metadata_reports_the_episodes_the_file_holds(tmp_path: Path, mode: AutoresetMode) -> None:
+    # The core says which episodes a step ended: the callback's lengths and returns are the
+    # file's, and a discarded episode's end is not reported.
+    seen: list[tuple[int, int, float, bool, bool]] = []
+
+    def on_end(e: trajcore.EpisodeInfo) -> dict[str, Any]:
+        seen.append((e["env_index"], e["length"], e["episode_return"], e["terminated"], e["truncated"]))
+        return {"n": len(seen)}
+
+    rec = trajcore.RecordVectorEpisodes(make_vec(mode, "sync"), tmp_path / "d", episode_metadata=on_end)
+    rec.action_space.seed(SEED)
+    rec.reset(seed=SEED)
+    for t in range(60):
+        if t == 3:
+            rec.discard(1)  # its running episode: skipped to its end, never listed
+        _, _, terms, truncs, _ = rec.step(rec.action_space.sample())
+        done = terms | truncs
+        if mode is AutoresetMode.DISABLED and done.any():
+            rec.reset(options={"reset_mask": done})
+    rec.close()
+    with trajcore.open(tmp_path / "d") as ds:
+        complete = [e for e in ds.episodes if e.complete]
+        listed = sorted(complete, key=lambda e: e.metadata["n"])
+        assert [e.metadata["n"] for e in listed] == list(range(1, len(seen) + 1))
+        got = [(e.env_index, e.length, e.episode_return, e.terminated, e.truncated) for e in listed]
+        assert got == seen
+        assert len(seen) >= 2 * N

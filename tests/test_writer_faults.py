@@ -35,15 +35,12 @@ def run_child(code: str, tmp_path: Path, timeout: float = 60) -> subprocess.Comp
     )
 
 
+# The wrappers' core recorders get `faults` through the extension's test-only keyword.
 FAULTS = """
-import trajcore, trajcore._recording as r, json
-_build = r.build_config
+import functools, types, trajcore, trajcore._recording as r
 def with_faults(faults):
-    def build(*a, **k):
-        config = json.loads(_build(*a, **k))
-        config["test_faults"] = faults
-        return json.dumps(config)
-    r.build_config = build
+    recorder = functools.partial(trajcore._core.Recorder, test_faults=faults)
+    r._core = types.SimpleNamespace(**{**vars(trajcore._core), "Recorder": recorder})
 """
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
-from typing import Any, TypedDict
+from collections.abc import Callable, Mapping
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 from gymnasium import spaces
@@ -16,7 +16,15 @@ from trajcore._frames import default_frame_codec
 from trajcore.errors import InvalidArgumentError
 from trajcore.spaces import ColumnDict, space_columns, space_to_json
 
-__all__ = ["Codec", "build_config", "to_json"]
+__all__ = [
+    "Codec",
+    "EpisodeInfo",
+    "EpisodeMetadataFn",
+    "RecordingOptions",
+    "build_config",
+    "resolve_options",
+    "to_json",
+]
 
 DURABILITY = ("flush", "fsync_close", "fsync_chunk", "fsync_interval")
 AUTORESET_MODES = ("next_step", "same_step", "disabled")
@@ -36,6 +44,120 @@ class Codec(TypedDict, total=False):
     zstd_level: int | None
     chunk_bytes: int
     frame_stack: bool
+
+
+class EpisodeInfo(TypedDict):
+    """What an `episode_metadata` callback receives when an episode ends."""
+
+    env_index: int
+    length: int
+    episode_return: float
+    terminated: bool
+    truncated: bool
+    observation: Any  # the final observation
+    info: dict[str, Any]  # the final info
+
+
+EpisodeMetadataFn = Callable[[EpisodeInfo], Mapping[str, Any] | None]
+
+# An episode the core's `step` ended: (env_index, length, episode_return, terminated, truncated).
+EndedEpisode = tuple[int, int, float, bool, bool]
+
+
+class RecordingOptions(TypedDict, total=False):
+    """Options of `RecordEpisodes` and `RecordVectorEpisodes` (keyword arguments).
+
+    Attributes:
+        episode_metadata: called when an episode ends with an `EpisodeInfo`; the mapping it
+            returns is merged into that episode's metadata.
+        step_data: called after every env step with (action, obs, reward, terminated, truncated,
+            info); the mapping it returns is recorded as custom per-step data (like `record`;
+            arrays over the sub-envs for vector envs).
+        max_shard_bytes: a new shard file starts past this size (default 1 GiB).
+        chunk_bytes: target size of a column chunk before it is sealed (None: the core's default).
+        flush_interval: seconds after which pending rows are sealed and written even if a chunk
+            is not full: a killed process loses at most about this much (default 1.0).
+        durability: "flush" (write to the OS per chunk, the default), "fsync_close",
+            "fsync_chunk" or "fsync_interval" (with `fsync_interval` seconds).
+        fsync_interval: seconds between fsyncs with durability "fsync_interval".
+        zstd_level: default zstd level of every column (default 3); None stores columns raw.
+        codecs: per-column storage, keyed by column name or name prefix ("obs", "obs/image",
+            "action"), "info" (info entries), "data" (custom data) or "default", e.g.
+            ``{"obs": {"zstd_level": 3}}``.
+        block_when_full: when the ring is full, wait (GIL released) for the writer (default);
+            if False, raise `RecorderError` instead (the episodes that step touched end there,
+            incomplete).
+        ring_bytes: size of the ring buffer between the caller and the writer thread (None:
+            8192 steps within 1 to 2 MiB, or 64 steps when steps are larger).
+        index_interval_bytes: an index checkpoint is written after this many bytes (default 16
+            MiB), so a reader recovering a file whose writer was killed reads indexes, not data.
+        allow_mixed_spaces: record into a directory whose recordings have other observation or
+            action columns (a different env): refused by default, since such a dataset cannot be
+            sampled as one; with True, a `TrajcoreWarning` instead.
+        render_frames: also record what ``env.render()`` returns after each reset and step
+            (the env needs ``render_mode="rgb_array"``), one frame per observation row, read back
+            as `Episode.frames`; stored losslessly (delta filter then zstd) unless
+            ``codecs={"render": ...}`` says otherwise. Unless `ring_bytes` is given, the recorder
+            then starts (creates its first shard) at the first ``reset``, whose frames size the
+            ring.
+        timelog: store the writer's timelog (`stats` ``["timelog"]``, a sample per second) in
+            the files as the recording goes, read back by `Dataset.timelog` and plotted by
+            ``trajcore plot`` (default True; about 150 bytes per second of recording).
+        compact_shards: when a shard file is closed (at `close`, or when the next one starts),
+            rewrite it without the small chunks the flush timer cut, if that saves at least 1%
+            of it: a slow env's recording then takes the same bytes as the same steps recorded
+            fast (default True). `stats` reports ``shards_compacted``, ``bytes_compacted`` and
+            ``compaction_error`` (a shard that could not be rewritten stays as it was).
+    """
+
+    episode_metadata: EpisodeMetadataFn | None
+    step_data: Callable[..., Mapping[str, Any]] | None
+    max_shard_bytes: int
+    chunk_bytes: int | None
+    flush_interval: float
+    durability: str
+    fsync_interval: float | None
+    zstd_level: int | None
+    codecs: Mapping[str, Codec] | None
+    block_when_full: bool
+    ring_bytes: int | None
+    index_interval_bytes: int | None
+    allow_mixed_spaces: bool
+    render_frames: bool
+    timelog: bool
+    compact_shards: bool
+
+
+_DEFAULTS: RecordingOptions = {
+    "episode_metadata": None,
+    "step_data": None,
+    "max_shard_bytes": 1 << 30,
+    "chunk_bytes": None,
+    "flush_interval": 1.0,
+    "durability": "flush",
+    "fsync_interval": None,
+    "zstd_level": 3,
+    "codecs": None,
+    "block_when_full": True,
+    "ring_bytes": None,
+    "index_interval_bytes": None,
+    "allow_mixed_spaces": False,
+    "render_frames": False,
+    "timelog": True,
+    "compact_shards": True,
+}
+
+
+def resolve_options(options: RecordingOptions) -> RecordingOptions:
+    """`options` with every option not given at its default.
+
+    Raises:
+        InvalidArgumentError: an option is unknown.
+    """
+    unknown = sorted(set(options) - set(_DEFAULTS))
+    if unknown:
+        raise InvalidArgumentError(f"unknown recording option(s) {unknown} (known: {', '.join(sorted(_DEFAULTS))})")
+    return {**_DEFAULTS, **options}
 
 
 def _json_default(value: Any) -> Any:
@@ -100,28 +222,20 @@ def build_config(
     autoreset_mode: str,
     metadata: Any,
     env_id: str | None,
-    max_shard_bytes: int,
-    chunk_bytes: int | None,
-    flush_interval: float,
-    durability: str,
-    fsync_interval: float | None,
-    zstd_level: int | None,
-    codecs: Mapping[str, Codec] | None,
-    block_when_full: bool,
-    ring_bytes: int | None,
-    index_interval_bytes: int | None = None,
-    timelog: bool = True,
-    compact_shards: bool = True,
     render_fps: float | None = None,
     frame_bytes: int = 0,
+    **options: Unpack[RecordingOptions],
 ) -> str:
-    """The config JSON `_core.Recorder` takes (see `_core.pyi`). `frame_bytes`: bytes of one
-    sub-env's rendered frame, which the default ring size counts in a step.
+    """The config JSON `_core.Recorder` takes (see `_core.pyi`) for the recording `options`
+    (those not given at their defaults). `frame_bytes`: bytes of one sub-env's rendered frame,
+    which the default ring size counts in a step.
 
     Raises:
         SchemaError: a space cannot be recorded.
         InvalidArgumentError: metadata is not JSON, or an option (codec, durability) is invalid.
     """
+    o = resolve_options(options)
+    durability, flush_interval, zstd_level = o["durability"], o["flush_interval"], o["zstd_level"]
     if durability not in DURABILITY:
         raise InvalidArgumentError(f"durability must be one of {', '.join(DURABILITY)}, got {durability!r}")
     if autoreset_mode not in AUTORESET_MODES:
@@ -136,7 +250,7 @@ def build_config(
     columns: list[ColumnDict] = obs_columns + action_columns
 
     default = _check_codec("default", {"zstd_level": zstd_level})
-    checked = {k: _check_codec(k, v) for k, v in (codecs or {}).items()}
+    checked = {k: _check_codec(k, v) for k, v in (o["codecs"] or {}).items()}
     if "default" in checked:
         default = checked.pop("default")
     names = [c["name"] for c in columns]
@@ -156,6 +270,7 @@ def build_config(
             codec = {**codec, "delta": False}
         column["codec"] = codec
 
+    ring = o["ring_bytes"]
     config: dict[str, Any] = {
         "num_envs": int(num_envs),
         "batched": bool(batched),
@@ -170,13 +285,13 @@ def build_config(
             "env_id": env_id,
             "trajcore_version": _core.__version__,
         },
-        "max_shard_bytes": int(max_shard_bytes),
-        "ring_bytes": int(ring_bytes) if ring_bytes is not None else default_ring_bytes(columns, num_envs, frame_bytes),
+        "max_shard_bytes": int(o["max_shard_bytes"]),
+        "ring_bytes": default_ring_bytes(columns, num_envs, frame_bytes) if ring is None else int(ring),
         "flush_interval_s": float(flush_interval),
         "durability": durability,
-        "block_when_full": bool(block_when_full),
-        "timelog": bool(timelog),
-        "compact_shards": bool(compact_shards),
+        "block_when_full": bool(o["block_when_full"]),
+        "timelog": bool(o["timelog"]),
+        "compact_shards": bool(o["compact_shards"]),
         # Info and custom data columns are made by the core on first sight, with these codecs.
         "info_codec": checked.get("info", default),
         "data_codec": checked.get("data", checked.get("info", default)),
@@ -187,12 +302,15 @@ def build_config(
     config["frame_codec"] = frames[-1] if frames else _check_codec("render", default_frame_codec(default["zstd_level"]))
     if render_fps is not None:
         config["user"]["render_fps"] = render_fps  # the viewer plays frames at this speed
-    if chunk_bytes is not None:
-        config["chunk_bytes"] = int(chunk_bytes)
-    if fsync_interval is not None:
-        config["fsync_interval_s"] = float(fsync_interval)
-    if index_interval_bytes is not None:
-        config["index_interval_bytes"] = int(index_interval_bytes)
+    # Left out when not given: the core's defaults apply.
+    for key, name, cast in (
+        ("chunk_bytes", "chunk_bytes", int),
+        ("fsync_interval", "fsync_interval_s", float),
+        ("index_interval_bytes", "index_interval_bytes", int),
+    ):
+        value = o[key]  # type: ignore[literal-required]
+        if value is not None:
+            config[name] = cast(value)
     return to_json(config, "metadata")
 
 

@@ -4,6 +4,7 @@ Users do not import this module; `trajcore` wraps it. Errors raised here are the
 re-exported by `trajcore` (`trajcore.TrajcoreError` and subclasses).
 """
 
+from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Literal, Self, final
 
@@ -95,7 +96,10 @@ class Recorder:
         TrajcoreIOError: the directory cannot be created or the shard cannot be opened.
     """
 
-    def __new__(cls, path: str, config_json: str) -> Self: ...
+    def __new__(cls, path: str, config_json: str, *, test_faults: Mapping[str, int] | None = None) -> Self:
+        """`test_faults`: for tests of failure handling only, ``panic_at_step`` (the writer
+        thread panics at that step, counted from 1) and ``slow_step_ms`` (it sleeps that long
+        per step)."""
     def reset(
         self, observation: Any, info: dict[str, Any], mask: npt.ArrayLike | None = None, frame: Any = None
     ) -> None:
@@ -111,9 +115,11 @@ class Recorder:
         truncated: Any,
         info: dict[str, Any],
         frame: Any = None,
-    ) -> None:
+    ) -> list[tuple[int, int, float, bool, bool]] | None:
         """Records one (vector) step; how rows become episodes follows the autoreset mode.
-        `frame`: what the env rendered after the step (as for `reset`)."""
+        `frame`: what the env rendered after the step (as for `reset`). Returns the episodes
+        the step ended complete as ``(env_index, length, episode_return, terminated,
+        truncated)`` in env order (what the file will hold), or None when it ended none."""
     def record(self, name: str, value: Any) -> None:
         """Custom per-step data, attached to the next `step` call (column `data/<name>`);
         checked now (`SchemaError` if it cannot be recorded)."""

@@ -9,117 +9,26 @@ import os
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
 
 import numpy as np
 from gymnasium import spaces
 
 from trajcore import _core
-from trajcore._config import Codec, build_config, to_json
+from trajcore._config import (
+    EndedEpisode,
+    EpisodeInfo,
+    EpisodeMetadataFn,
+    RecordingOptions,
+    build_config,
+    resolve_options,
+    to_json,
+)
 from trajcore._frames import check_renders_frames
 from trajcore.errors import InvalidArgumentError, TrajcoreError, TrajcoreWarning
 from trajcore.spaces import space_columns, space_from_json, space_to_json
 
 __all__ = ["EpisodeInfo", "EpisodeMetadataFn", "RecordingOptions"]
-
-
-class EpisodeInfo(TypedDict):
-    """What an `episode_metadata` callback receives when an episode ends."""
-
-    env_index: int
-    length: int
-    episode_return: float
-    terminated: bool
-    truncated: bool
-    observation: Any  # the final observation
-    info: dict[str, Any]  # the final info
-
-
-EpisodeMetadataFn = Callable[[EpisodeInfo], Mapping[str, Any] | None]
-
-
-class RecordingOptions(TypedDict, total=False):
-    """Options of `RecordEpisodes` and `RecordVectorEpisodes` (keyword arguments).
-
-    Attributes:
-        episode_metadata: called when an episode ends with an `EpisodeInfo`; the mapping it
-            returns is merged into that episode's metadata.
-        step_data: called after every env step with (action, obs, reward, terminated, truncated,
-            info); the mapping it returns is recorded as custom per-step data (like `record`;
-            arrays over the sub-envs for vector envs).
-        max_shard_bytes: a new shard file starts past this size (default 1 GiB).
-        chunk_bytes: target size of a column chunk before it is sealed (None: the core's default).
-        flush_interval: seconds after which pending rows are sealed and written even if a chunk
-            is not full: a killed process loses at most about this much (default 1.0).
-        durability: "flush" (write to the OS per chunk, the default), "fsync_close",
-            "fsync_chunk" or "fsync_interval" (with `fsync_interval` seconds).
-        fsync_interval: seconds between fsyncs with durability "fsync_interval".
-        zstd_level: default zstd level of every column (default 3); None stores columns raw.
-        codecs: per-column storage, keyed by column name or name prefix ("obs", "obs/image",
-            "action"), "info" (info entries), "data" (custom data) or "default", e.g.
-            ``{"obs": {"zstd_level": 3}}``.
-        block_when_full: when the ring is full, wait (GIL released) for the writer (default);
-            if False, raise `RecorderError` instead (the episodes that step touched end there,
-            incomplete).
-        ring_bytes: size of the ring buffer between the caller and the writer thread (None:
-            8192 steps within 1 to 2 MiB, or 64 steps when steps are larger).
-        index_interval_bytes: an index checkpoint is written after this many bytes (default 16
-            MiB), so a reader recovering a file whose writer was killed reads indexes, not data.
-        allow_mixed_spaces: record into a directory whose recordings have other observation or
-            action columns (a different env): refused by default, since such a dataset cannot be
-            sampled as one; with True, a `TrajcoreWarning` instead.
-        render_frames: also record what ``env.render()`` returns after each reset and step
-            (the env needs ``render_mode="rgb_array"``), one frame per observation row, read back
-            as `Episode.frames`; stored losslessly (delta filter then zstd) unless
-            ``codecs={"render": ...}`` says otherwise. Unless `ring_bytes` is given, the recorder
-            then starts (creates its first shard) at the first ``reset``, whose frames size the
-            ring.
-        timelog: store the writer's timelog (`stats` ``["timelog"]``, a sample per second) in
-            the files as the recording goes, read back by `Dataset.timelog` and plotted by
-            ``trajcore plot`` (default True; about 150 bytes per second of recording).
-        compact_shards: when a shard file is closed (at `close`, or when the next one starts),
-            rewrite it without the small chunks the flush timer cut, if that saves at least 1%
-            of it: a slow env's recording then takes the same bytes as the same steps recorded
-            fast (default True). `stats` reports ``shards_compacted``, ``bytes_compacted`` and
-            ``compaction_error`` (a shard that could not be rewritten stays as it was).
-    """
-
-    episode_metadata: EpisodeMetadataFn | None
-    step_data: Callable[..., Mapping[str, Any]] | None
-    max_shard_bytes: int
-    chunk_bytes: int | None
-    flush_interval: float
-    durability: str
-    fsync_interval: float | None
-    zstd_level: int | None
-    codecs: Mapping[str, Codec] | None
-    block_when_full: bool
-    ring_bytes: int | None
-    index_interval_bytes: int | None
-    allow_mixed_spaces: bool
-    render_frames: bool
-    timelog: bool
-    compact_shards: bool
-
-
-_DEFAULTS: dict[str, Any] = {
-    "episode_metadata": None,
-    "step_data": None,
-    "max_shard_bytes": 1 << 30,
-    "chunk_bytes": None,
-    "flush_interval": 1.0,
-    "durability": "flush",
-    "fsync_interval": None,
-    "zstd_level": 3,
-    "codecs": None,
-    "block_when_full": True,
-    "ring_bytes": None,
-    "index_interval_bytes": None,
-    "allow_mixed_spaces": False,
-    "render_frames": False,
-    "timelog": True,
-    "compact_shards": True,
-}
 
 
 class Recording:
@@ -148,15 +57,12 @@ class Recording:
         autoreset_mode: str,
         metadata: Any,
         env_id: str | None,
-        options: Mapping[str, Any],
+        options: RecordingOptions,
         renderer: Any,
     ) -> None:
         """Checks the options and starts the core recorder; `renderer` is the env whose
         ``render()`` gives the frames (checked only with ``render_frames=True``)."""
-        unknown = sorted(set(options) - set(_DEFAULTS))
-        if unknown:
-            raise InvalidArgumentError(f"unknown recording option(s) {unknown} (known: {', '.join(sorted(_DEFAULTS))})")
-        o = {**_DEFAULTS, **options}
+        o = resolve_options(options)
         if metadata is not None and not isinstance(metadata, Mapping):
             raise InvalidArgumentError(
                 f"metadata must be a mapping (a dict of JSON-able values), got {type(metadata).__name__}: "
@@ -176,19 +82,8 @@ class Recording:
             autoreset_mode=autoreset_mode,
             metadata=dict(metadata) if metadata is not None else None,
             env_id=env_id,
-            max_shard_bytes=o["max_shard_bytes"],
-            chunk_bytes=o["chunk_bytes"],
-            flush_interval=o["flush_interval"],
-            durability=o["durability"],
-            fsync_interval=o["fsync_interval"],
-            zstd_level=o["zstd_level"],
-            codecs=o["codecs"],
-            block_when_full=o["block_when_full"],
-            ring_bytes=o["ring_bytes"],
-            index_interval_bytes=o["index_interval_bytes"],
-            timelog=o["timelog"],
-            compact_shards=o["compact_shards"],
             render_fps=_render_fps(renderer),
+            **o,
         )
         config = make_config()  # checks every option now, whenever the core starts
         check_existing_recordings(path, observation_space, action_space, allow_mixed=bool(o["allow_mixed_spaces"]))
@@ -249,15 +144,32 @@ class Recording:
         merged = {**(metadata or {}), **kv}
         self._recorder.set_episode_metadata(int(env_index), to_json(merged, "episode metadata"))
 
-    def _apply_episode_metadata(self, env_index: int, extra: Mapping[str, Any] | None) -> None:
-        """Merges what an `episode_metadata` callback returned into the ending episode."""
-        if not extra:
+    def _report_ended(self, ended: list[EndedEpisode] | None, final: Callable[[int], tuple[Any, Any]]) -> None:
+        """Calls `episode_metadata` for each episode the step ended, as the core's `step` told
+        them (env index, length, return, terminated, truncated: what the file holds), and merges
+        what it returns into that episode. `final(env_index)` gives the episode's final
+        observation and info."""
+        if ended is None or self._episode_metadata is None:
             return
-        if not isinstance(extra, Mapping):
-            raise InvalidArgumentError(
-                f"episode_metadata must return a mapping or None, got {type(extra).__name__}: {_short(extra)}"
-            )
-        self._recorder.set_episode_metadata(env_index, to_json(dict(extra), "episode metadata"))
+        for env_index, length, episode_return, terminated, truncated in ended:
+            observation, info = final(env_index)
+            episode: EpisodeInfo = {
+                "env_index": env_index,
+                "length": length,
+                "episode_return": episode_return,
+                "terminated": terminated,
+                "truncated": truncated,
+                "observation": observation,
+                "info": info,
+            }
+            extra = self._episode_metadata(episode)
+            if not extra:
+                continue
+            if not isinstance(extra, Mapping):
+                raise InvalidArgumentError(
+                    f"episode_metadata must return a mapping or None, got {type(extra).__name__}: {_short(extra)}"
+                )
+            self._recorder.set_episode_metadata(env_index, to_json(dict(extra), "episode metadata"))
 
     def record(self, **values: Any) -> None:
         """Custom per-step data for the next `step` (column ``data/<name>``, T rows an episode;
@@ -301,11 +213,23 @@ class Recording:
         return paths
 
     @property
-    def recording_closed(self) -> bool:
-        """Whether the recorder is closed (the env may still be open)."""
+    def closed(self) -> bool:
+        """Whether the recorder is closed (by `close`, or never constructed); the same for both
+        wrappers, whatever the env says (a vector env's own flag is ``wrapper.env.closed``)."""
         if self._native is None:
             return self._deferred is None  # closed, or never constructed
         return self._native.closed
+
+    @closed.setter
+    def closed(self, value: bool) -> None:
+        # gymnasium's wrappers let `closed` be set (a vector wrapper passes it to its env); here
+        # it says what the recorder did, so only `close` changes it.
+        raise AttributeError("closed says whether the recorder is closed: call close() to close it")
+
+    @property
+    def recording_closed(self) -> bool:
+        """Whether the recorder is closed: the same as `closed`."""
+        return self.closed
 
     def _close_all(self, close_env: Callable[[], None]) -> None:
         """Closes the core recorder (if it started), then the env (even if the recorder's close

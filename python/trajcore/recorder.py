@@ -56,16 +56,12 @@ class RecordEpisodes(Recording, gym.Wrapper[Any, Any, Any, Any]):
             options=options,
             renderer=env,
         )
-        self._length = 0
-        self._return = 0.0
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Resets the env and starts a new episode (a running one is kept as incomplete)."""
         obs, info = self.env.reset(seed=seed, options=options)
         frame = self._reset_frame()
         self._recorder.reset(obs, info, None, frame)
-        self._length = 0
-        self._return = 0.0
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -79,27 +75,10 @@ class RecordEpisodes(Recording, gym.Wrapper[Any, Any, Any, Any]):
         """
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._record_step_data(action, obs, reward, terminated, truncated, info)
-        self._recorder.step(action, obs, reward, terminated, truncated, info, self._frame())
-        if self._episode_metadata is not None:
-            self._length += 1
-            self._return += float(reward)
-            if terminated or truncated:
-                # After the step: the episode it ended is the one metadata reaches now.
-                self._call_episode_metadata(obs, bool(terminated), bool(truncated), info)
+        ended = self._recorder.step(action, obs, reward, terminated, truncated, info, self._frame())
+        # After the step: the episode it ended is the one metadata reaches now.
+        self._report_ended(ended, lambda _: (obs, info))
         return obs, reward, terminated, truncated, info
-
-    def _call_episode_metadata(self, obs: Any, terminated: bool, truncated: bool, info: dict[str, Any]) -> None:
-        assert self._episode_metadata is not None
-        episode: EpisodeInfo = {
-            "env_index": 0,
-            "length": self._length,
-            "episode_return": self._return,
-            "terminated": terminated,
-            "truncated": truncated,
-            "observation": obs,
-            "info": info,
-        }
-        self._apply_episode_metadata(0, self._episode_metadata(episode))
 
     def set_episode_metadata(self, metadata: Mapping[str, Any] | None = None, /, **kv: Any) -> None:
         """Merges JSON-able values into the metadata of the running episode, or, between the step
@@ -120,11 +99,6 @@ class RecordEpisodes(Recording, gym.Wrapper[Any, Any, Any, Any]):
                 episode that just ended.
         """
         self._recorder.discard(0)
-
-    @property
-    def closed(self) -> bool:
-        """Whether the recorder is closed."""
-        return self.recording_closed
 
     def close(self) -> None:
         """Writes the running episode (as incomplete), the index and the end record, then closes

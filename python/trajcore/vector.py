@@ -24,13 +24,11 @@ import warnings
 from collections.abc import Mapping
 from typing import Any, Unpack
 
-import numpy as np
-import numpy.typing as npt
 from gymnasium import spaces
 from gymnasium.vector import VectorEnv, VectorWrapper
 
 from trajcore._config import env_id_of
-from trajcore._recording import EpisodeInfo, Recording, RecordingOptions
+from trajcore._recording import Recording, RecordingOptions
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
 
 __all__ = ["RecordVectorEpisodes", "autoreset_mode_of"]
@@ -156,10 +154,6 @@ class RecordVectorEpisodes(Recording, VectorWrapper[Any, Any, Any, Any, Any]):
             options=options,
             renderer=self.env,
         )
-        # Episode bookkeeping for the callback only (the core keeps its own).
-        self._lengths = np.zeros(n, dtype=np.int64)
-        self._returns = np.zeros(n, dtype=np.float64)
-        self._ended = np.zeros(n, dtype=np.bool_)
 
     @property
     def autoreset_mode(self) -> str:
@@ -179,15 +173,6 @@ class RecordVectorEpisodes(Recording, VectorWrapper[Any, Any, Any, Any, Any]):
         obs, infos = self.env.reset(seed=seed, options=options)
         frame = self._reset_frame()
         self._recorder.reset(obs, infos, mask, frame)
-        if mask is None:
-            self._lengths[:] = 0
-            self._returns[:] = 0.0
-            self._ended[:] = False
-        else:
-            m = np.asarray(mask, dtype=np.bool_)
-            self._lengths[m] = 0
-            self._returns[m] = 0.0
-            self._ended[m] = False
         return obs, infos
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
@@ -200,59 +185,18 @@ class RecordVectorEpisodes(Recording, VectorWrapper[Any, Any, Any, Any, Any]):
         """
         obs, rewards, terminations, truncations, infos = self.env.step(actions)
         self._record_step_data(actions, obs, rewards, terminations, truncations, infos)
-        self._recorder.step(actions, obs, rewards, terminations, truncations, infos, self._frame())
-        if self._episode_metadata is not None:
-            # After the step: the episodes it ended are the ones metadata reaches now.
-            self._call_episode_metadata(obs, rewards, terminations, truncations, infos)
+        ended = self._recorder.step(actions, obs, rewards, terminations, truncations, infos, self._frame())
+        # After the step: the episodes it ended are the ones metadata reaches now.
+        self._report_ended(ended, lambda i: self._final(i, obs, infos))
         return obs, rewards, terminations, truncations, infos
 
-    def _call_episode_metadata(
-        self,
-        obs: Any,
-        rewards: npt.ArrayLike,
-        terminations: npt.ArrayLike,
-        truncations: npt.ArrayLike,
-        infos: dict[str, Any],
-    ) -> None:
-        assert self._episode_metadata is not None
-        term = np.asarray(terminations, dtype=np.bool_)
-        trunc = np.asarray(truncations, dtype=np.bool_)
-        r = np.asarray(rewards, dtype=np.float64)
-        if self._mode == "next_step":
-            # Sub-envs that ended at the previous step are resetting now: no transition.
-            live = ~self._ended
-            self._lengths[self._ended] = 0
-            self._returns[self._ended] = 0.0
-        else:
-            live = ~self._ended if self._mode == "disabled" else np.ones_like(term)
-        self._lengths[live] += 1
-        self._returns[live] += r[live]
-        done = (term | trunc) & live
-        for i in np.flatnonzero(done).tolist():
-            if self._mode == "same_step":
-                final_obs = infos["final_obs"][i]  # gymnasium keeps final_obs unbatched
-                final_info = infos["final_info"]
-                info = _env_info(final_info, i) if isinstance(final_info, Mapping) else final_info[i]
-            else:
-                final_obs = _env_item(obs, i, self.single_observation_space)
-                info = _env_info(infos, i)
-            episode: EpisodeInfo = {
-                "env_index": i,
-                "length": int(self._lengths[i]),
-                "episode_return": float(self._returns[i]),
-                "terminated": bool(term[i]),
-                "truncated": bool(trunc[i]),
-                "observation": final_obs,
-                "info": info,
-            }
-            self._apply_episode_metadata(i, self._episode_metadata(episode))
+    def _final(self, i: int, obs: Any, infos: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """The final observation and info of the episode sub-env `i` ended at this step."""
         if self._mode == "same_step":
-            self._lengths[done] = 0
-            self._returns[done] = 0.0
-        elif self._mode == "next_step":
-            self._ended = done  # those sub-envs reset at the next step
-        else:
-            self._ended |= done  # those sub-envs wait for reset(options={"reset_mask": ...})
+            final_info = infos["final_info"]
+            info = _env_info(final_info, i) if isinstance(final_info, Mapping) else final_info[i]
+            return infos["final_obs"][i], info  # gymnasium keeps final_obs unbatched
+        return _env_item(obs, i, self.single_observation_space), _env_info(infos, i)
 
     def set_episode_metadata(self, env_index: int, metadata: Mapping[str, Any] | None = None, /, **kv: Any) -> None:
         """Merges JSON-able values into the metadata of an episode of sub-env `env_index`: the

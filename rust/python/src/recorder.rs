@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyList};
-use trajcore_core::writer::{AutoresetMode, EntryKind, MessageKind, Recorder, RecorderConfig, Slot};
+use trajcore_core::writer::{AutoresetMode, EntryKind, Faults, MessageKind, Recorder, RecorderConfig, Slot};
 use trajcore_core::{Error, Timeline};
 
 use crate::collect::{prefetch, Collector};
@@ -158,19 +158,8 @@ impl State {
         }
     }
 
-    // The arguments are gymnasium's step tuple, and the frame rendered after the step.
-    #[allow(clippy::too_many_arguments)]
-    fn collect_step(
-        &mut self,
-        py: Python<'_>,
-        action: &Bound<'_, PyAny>,
-        observation: &Bound<'_, PyAny>,
-        reward: &Bound<'_, PyAny>,
-        terminated: &Bound<'_, PyAny>,
-        truncated: &Bound<'_, PyAny>,
-        info: &Bound<'_, PyAny>,
-        frame: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<()> {
+    fn collect_step(&mut self, py: Python<'_>, args: StepArgs<'_, '_>) -> PyResult<()> {
+        let StepArgs { action, observation, reward, terminated, truncated, info, frame } = args;
         let at = Place::regular(self.rows);
         // The info dict's memory is asked for one hop after every value or two (its header was
         // asked by the caller): its chain of loads overlaps with their work. Measured: a hop
@@ -271,6 +260,18 @@ fn put_leaf(py: Python<'_>, col: &ColInfo, value: &Bound<'_, PyAny>, at: Place, 
     Ok(())
 }
 
+/// The values of one `step` call: gymnasium's step tuple and the frame rendered after the step.
+#[derive(Clone, Copy)]
+struct StepArgs<'a, 'py> {
+    action: &'a Bound<'py, PyAny>,
+    observation: &'a Bound<'py, PyAny>,
+    reward: &'a Bound<'py, PyAny>,
+    terminated: &'a Bound<'py, PyAny>,
+    truncated: &'a Bound<'py, PyAny>,
+    info: &'a Bound<'py, PyAny>,
+    frame: Option<&'a Bound<'py, PyAny>>,
+}
+
 /// Where collected values go: how their rows map to envs, and which observation row.
 #[derive(Clone, Copy)]
 struct Place {
@@ -295,8 +296,18 @@ enum Which {
 
 #[pymethods]
 impl PyRecorder {
+    /// `test_faults`: for tests of failure handling only, a dict that may hold `panic_at_step`
+    /// (the writer thread panics at that step, counted from 1) and `slow_step_ms` (it sleeps
+    /// that long per step).
     #[new]
-    fn new(py: Python<'_>, path: std::path::PathBuf, config_json: &str) -> PyResult<Self> {
+    #[pyo3(signature = (path, config_json, *, test_faults=None))]
+    fn new(
+        py: Python<'_>,
+        path: std::path::PathBuf,
+        config_json: &str,
+        test_faults: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Self> {
+        let faults = test_faults.map(|d| faults_of(py, d)).transpose()?.unwrap_or_default();
         let config = RecorderConfig::from_json(config_json).py_err(py)?;
         let rows = config.batched.then_some(config.num_envs as usize);
         let mode = config.autoreset_mode;
@@ -310,7 +321,7 @@ impl PyRecorder {
         if config.test_no_fast_infos {
             infos = infos.without_fast_walk();
         }
-        let mut inner = py.detach(|| Recorder::create(&path, config)).py_err(py)?;
+        let mut inner = py.detach(|| Recorder::create_with_faults(&path, config, faults)).py_err(py)?;
         let signal = Signal::default();
         inner.set_interrupt_check(signal.check());
         let fixed: Vec<ColInfo> = inner.columns().iter().map(|spec| ColInfo::new(py, spec)).collect::<PyResult<_>>()?;
@@ -370,20 +381,23 @@ impl PyRecorder {
         }
     }
 
-    /// Records one (vector) step; `frame` is what the env rendered after it.
-    #[allow(clippy::too_many_arguments)]
+    /// Records one (vector) step; `frame` is what the env rendered after it. Returns the
+    /// episodes the step ended complete, as `(env_index, length, episode_return, terminated,
+    /// truncated)` tuples in env order, or None when it ended none (most steps: nothing is
+    /// allocated then).
+    #[allow(clippy::too_many_arguments)] // gymnasium's step tuple, and the frame
     #[pyo3(signature = (action, observation, reward, terminated, truncated, info, frame=None))]
-    fn step(
+    fn step<'py>(
         &self,
-        py: Python<'_>,
-        action: &Bound<'_, PyAny>,
-        observation: &Bound<'_, PyAny>,
-        reward: &Bound<'_, PyAny>,
-        terminated: &Bound<'_, PyAny>,
-        truncated: &Bound<'_, PyAny>,
-        info: &Bound<'_, PyAny>,
-        frame: Option<&Bound<'_, PyAny>>,
-    ) -> PyResult<()> {
+        py: Python<'py>,
+        action: &Bound<'py, PyAny>,
+        observation: &Bound<'py, PyAny>,
+        reward: &Bound<'py, PyAny>,
+        terminated: &Bound<'py, PyAny>,
+        truncated: &Bound<'py, PyAny>,
+        info: &Bound<'py, PyAny>,
+        frame: Option<&Bound<'py, PyAny>>,
+    ) -> PyResult<Option<Bound<'py, PyList>>> {
         // Start loading each value's header now: the loads overlap instead of waiting in turn
         // (the info dict's deeper memory follows between the values; see `collect_step`).
         for value in [action, observation, reward, terminated, truncated, info] {
@@ -393,14 +407,20 @@ impl PyRecorder {
         let st = &mut *guard;
         // The collector is empty between calls: `send` and `fail` both leave it so.
         st.rec.check().py_err(py)?;
-        match st.collect_step(py, action, observation, reward, terminated, truncated, info, frame) {
+        let args = StepArgs { action, observation, reward, terminated, truncated, info, frame };
+        match st.collect_step(py, args) {
             Ok(()) => st.send(py, MessageKind::Step)?,
             Err(e) => return Err(st.fail(py, e)),
         }
         if !st.warned_unrecorded {
             st.warn_unrecorded_steps(py)?;
         }
-        Ok(())
+        let ended = st.rec.episodes_ended();
+        if ended.is_empty() {
+            return Ok(None);
+        }
+        let items = ended.iter().map(|e| (e.lane, e.length, e.episode_return, e.terminated, e.truncated));
+        Ok(Some(PyList::new(py, items)?))
     }
 
     /// Custom per-step data for the coming `step` (column `data/<name>`), checked now: a value
@@ -541,6 +561,19 @@ impl PyRecorder {
         self.close(py)?;
         Ok(false)
     }
+}
+
+/// The faults a test asks the writer thread for (see `PyRecorder::new`).
+fn faults_of(py: Python<'_>, given: &Bound<'_, PyDict>) -> PyResult<Faults> {
+    let mut faults = Faults::default();
+    for (key, value) in given.iter() {
+        match key.extract::<String>()?.as_str() {
+            "panic_at_step" => faults.panic_at_step = value.extract()?,
+            "slow_step_ms" => faults.slow_step_ms = value.extract()?,
+            other => return Err(invalid(py, format!("test_faults: unknown fault '{other}'"))),
+        }
+    }
+    Ok(faults)
 }
 
 fn env_u32(py: Python<'_>, env: i64) -> PyResult<u32> {

@@ -362,35 +362,75 @@ impl Splitter {
     }
 }
 
-/// Where a lane's observation-timeline value comes from, per row the writer appends.
-///
-/// Same-step autoreset merges two rows into one step: the regular slot holds the reset
-/// observation and the reset info of the new episode, the final slot (`final_obs`,
-/// `final_info`) the last row of the ended one. Wrappers over the vector env (gymnasium's
-/// `RecordEpisodeStatistics`) add entries about the ending step to the top-level infos too. So a
-/// regular-slot info column goes to the ended episode's final row unless it is a column the env
-/// gives at reset (seen in a `Reset` message), and then not to the new episode's first row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RowKind {
-    /// An ordinary observation row (also every row outside same-step autoreset).
-    Regular,
-    /// The final row of an episode that ended at a same-step autoreset step.
-    SameStepFinal,
-    /// The first row of the episode that starts at a same-step autoreset step.
-    SameStepReset,
+/// An episode a message ended complete, as the caller learns it when sending the message (for
+/// gymnasium wrappers' `episode_metadata` callback): what its summary in the file will say.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EpisodeEnd {
+    pub lane: u32,
+    pub length: u64,
+    pub episode_return: f64,
+    pub terminated: bool,
+    pub truncated: bool,
 }
 
-/// The slots a row takes a column's value from, in order of preference (`None`: no value).
-/// `info` says the column is an info entry, `seen_at_reset` that a reset ever gave it.
-pub fn row_sources(row: RowKind, info: bool, seen_at_reset: bool) -> [Option<super::message::Slot>; 2] {
-    use super::message::Slot;
-    let step_info = info && !seen_at_reset;
-    match row {
-        RowKind::Regular => [Some(Slot::Regular), None],
-        RowKind::SameStepFinal if step_info => [Some(Slot::Final), Some(Slot::Regular)],
-        RowKind::SameStepFinal => [Some(Slot::Final), None],
-        RowKind::SameStepReset if step_info => [None, None],
-        RowKind::SameStepReset => [Some(Slot::Regular), None],
+/// Each lane's running episode length and return on the caller's side, counted from the very ops
+/// the writer thread applies (in the same order), so the episodes a message ended can be told
+/// to the caller at once with the length and return the file holds.
+#[derive(Debug, Clone)]
+pub struct Tally {
+    length: Vec<u64>,
+    episode_return: Vec<f64>,
+    ended: Vec<EpisodeEnd>,
+}
+
+impl Tally {
+    pub fn new(num_envs: usize) -> Self {
+        Tally { length: vec![0; num_envs], episode_return: vec![0.0; num_envs], ended: Vec::new() }
+    }
+
+    /// Counts a sent message's `ops`; `reward(lane)` is the step's reward of a lane that steps.
+    /// `steady`: every op is `STEP` (see `Splitter::planned_steady`).
+    pub fn apply(&mut self, ops: &[LaneOp], steady: bool, reward: impl Fn(usize) -> f64) {
+        self.ended.clear();
+        if steady {
+            for (lane, (length, ret)) in self.length.iter_mut().zip(&mut self.episode_return).enumerate() {
+                *length += 1;
+                *ret += reward(lane);
+            }
+            return;
+        }
+        for (lane, &o) in ops.iter().enumerate() {
+            if o & (op::DROP_OPEN | op::END_OPEN) != 0 {
+                self.restart(lane);
+            }
+            if o & op::STEP != 0 {
+                self.length[lane] += 1;
+                self.episode_return[lane] += reward(lane);
+                if o & op::END != 0 {
+                    self.ended.push(EpisodeEnd {
+                        lane: lane as u32,
+                        length: self.length[lane],
+                        episode_return: self.episode_return[lane],
+                        terminated: o & op::TERMINATED != 0,
+                        truncated: o & op::TRUNCATED != 0,
+                    });
+                    self.restart(lane);
+                }
+            }
+            if o & op::BEGIN != 0 {
+                self.restart(lane);
+            }
+        }
+    }
+
+    fn restart(&mut self, lane: usize) {
+        self.length[lane] = 0;
+        self.episode_return[lane] = 0.0;
+    }
+
+    /// The episodes the last message counted ended complete, in lane order.
+    pub fn ended(&self) -> &[EpisodeEnd] {
+        &self.ended
     }
 }
 
@@ -398,7 +438,6 @@ pub fn row_sources(row: RowKind, info: bool, seen_at_reset: bool) -> [Option<sup
 mod tests {
     use super::op::*;
     use super::*;
-    use crate::writer::message::Slot;
 
     const N: (bool, bool) = (false, false);
     const TERM: (bool, bool) = (true, false);
@@ -611,24 +650,61 @@ mod tests {
         assert_eq!(s.ops(), &[END_OPEN]);
     }
 
-    #[test]
-    fn row_sources_table() {
-        use RowKind::*;
-        let r = Some(Slot::Regular);
-        let f = Some(Slot::Final);
-        let cases = [
-            // (row, info, seen at reset) -> sources
-            ((Regular, true, false), [r, None]),
-            ((Regular, false, true), [r, None]),
-            ((SameStepFinal, false, true), [f, None]), // observation: final_obs only
-            ((SameStepFinal, true, true), [f, None]),  // reset info key: final_info only
-            ((SameStepFinal, true, false), [f, r]),    // step info (episode statistics)
-            ((SameStepReset, true, true), [r, None]),
-            ((SameStepReset, true, false), [None, None]),
-            ((SameStepReset, false, true), [r, None]),
-        ];
-        for ((row, info, seen), want) in cases {
-            assert_eq!(row_sources(row, info, seen), want, "{row:?} info={info} seen={seen}");
+    /// Runs `steps` (flags per lane) through a splitter after a full reset and tallies each
+    /// message with rewards of 1 per lane and step; returns (lane, length, terminated) per step.
+    fn tally_table(mode: AutoresetMode, steps: &[&[(bool, bool)]]) -> Vec<Vec<(u32, u64, bool)>> {
+        let n = steps[0].len();
+        let mut s = Splitter::new(n, mode);
+        let mut t = Tally::new(n);
+        s.plan_reset(None);
+        t.apply(s.ops(), false, |_| 1.0);
+        s.commit();
+        let mut out = Vec::new();
+        for flags in steps {
+            s.plan_step(|l| Some(flags[l]));
+            t.apply(s.ops(), s.planned_steady(), |_| 1.0);
+            s.commit();
+            assert!(t.ended().iter().all(|e| e.episode_return == e.length as f64));
+            out.push(t.ended().iter().map(|e| (e.lane, e.length, e.terminated)).collect());
         }
+        out
+    }
+
+    #[test]
+    fn the_tally_reports_what_each_mode_ends_with_the_lengths_written() {
+        let steps: &[&[(bool, bool)]] = &[&[N, N], &[TERM, N], &[N, TRUNC], &[N, N], &[TERM, N]];
+        let e = |lane, length, terminated| vec![(lane, length, terminated)];
+        // NEXT_STEP: the step after an end is the reset, no transition.
+        assert_eq!(
+            tally_table(AutoresetMode::NextStep, steps),
+            vec![vec![], e(0, 2, true), e(1, 3, false), vec![], e(0, 2, true)]
+        );
+        // SAME_STEP: the next episode's steps count from the step after the end.
+        assert_eq!(
+            tally_table(AutoresetMode::SameStep, steps),
+            vec![vec![], e(0, 2, true), e(1, 3, false), vec![], e(0, 3, true)]
+        );
+        // DISABLED: an ended lane records nothing until a masked reset.
+        assert_eq!(
+            tally_table(AutoresetMode::Disabled, steps),
+            vec![vec![], e(0, 2, true), e(1, 3, false), vec![], vec![]]
+        );
+    }
+
+    #[test]
+    fn the_tally_forgets_dropped_aborted_and_reset_episodes() {
+        let mut t = Tally::new(3);
+        t.apply(&[BEGIN, BEGIN, BEGIN], false, |_| 0.0);
+        t.apply(&[STEP, STEP, STEP], true, |l| l as f64);
+        t.apply(&[DROP_OPEN, END_OPEN | BEGIN, STEP], false, |_| 5.0);
+        assert!(t.ended().is_empty());
+        t.apply(&[0, STEP | END | TRUNCATED, STEP | END | TERMINATED | FINAL_SLOT | BEGIN], false, |_| 1.0);
+        let ended = t.ended();
+        assert_eq!(ended.len(), 2);
+        assert_eq!((ended[0].lane, ended[0].length, ended[0].episode_return, ended[0].truncated), (1, 1, 1.0, true));
+        assert_eq!((ended[1].lane, ended[1].length, ended[1].episode_return, ended[1].terminated), (2, 3, 8.0, true));
+        // Ended episodes are reported once: the next message starts from nothing.
+        t.apply(&[0, 0, STEP], false, |_| 1.0);
+        assert!(t.ended().is_empty());
     }
 }

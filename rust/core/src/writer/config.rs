@@ -105,9 +105,6 @@ pub struct RecorderConfig {
     /// Where shard file names and the Meta record say which program wrote them.
     #[serde(default)]
     pub writer_version: String,
-    /// Faults for tests of the recorder's failure handling; never set in normal use.
-    #[serde(default)]
-    pub test_faults: TestFaults,
     /// Info dicts walked key by key, without the plans of their shapes (the bindings' fast
     /// path): tests record both ways and compare; never set in normal use.
     #[serde(default)]
@@ -116,18 +113,6 @@ pub struct RecorderConfig {
     /// bindings' fastest path): tests record both ways and compare; never set in normal use.
     #[serde(default)]
     pub test_no_fast_infos: bool,
-}
-
-/// Faults a test can ask the writer thread for.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TestFaults {
-    /// Panic when handling this step (1-based count of Step messages).
-    #[serde(default)]
-    pub panic_at_step: Option<u64>,
-    /// Sleep this long per Step message (a writer that cannot keep up).
-    #[serde(default)]
-    pub slow_step_ms: u64,
 }
 
 fn one() -> u32 {

@@ -1,19 +1,27 @@
 //! Recording: the caller pushes (vector) steps into a lock-free ring; a background thread turns
 //! them into per-env episodes and appends compressed, checksummed chunks to shard files.
+//!
+//! Modules depend one way: `recorder` (the caller's side) on `autoreset` (its decisions) and
+//! `thread`; `thread` (the loop) on `episodes` (pure: ops to rows and episodes) and `sink`
+//! (sealing, writing, rollover, compaction); `sink` on `episodes`, `shard` and `compact`.
 
 pub mod autoreset;
 pub mod compact;
 pub mod config;
+pub mod episodes;
 pub mod lane;
 pub mod message;
 pub mod recorder;
 mod release;
 pub mod shard;
+pub mod shared;
+pub mod sink;
 pub mod thread;
 pub mod timelog;
 
 pub use crate::format::SHARD_EXTENSION;
-pub use autoreset::{LaneOp, LaneState, Splitter};
+pub use autoreset::{EpisodeEnd, LaneOp, LaneState, Splitter};
 pub use config::{AutoresetMode, Durability, RecorderConfig};
 pub use message::{EntryKind, EntryRef, MessageHead, MessageKind, Slot};
 pub use recorder::{mask_name, Interrupt, NewColumn, Recorder, Stats};
+pub use thread::Faults;

@@ -10,11 +10,12 @@ use std::time::Duration;
 
 use rtrb::CopyToUninit;
 
-use super::autoreset::{op, Refusal, Splitter, Target};
+use super::autoreset::{op, EpisodeEnd, Refusal, Splitter, Tally, Target};
 use super::config::RecorderConfig;
 use super::message::{self, EntryKind, EntryRef, MessageHead, MessageKind, Slot};
 use super::shard::{new_recording_id, now_ns, ShardWriter};
-use super::thread::{Shared, WriterSetup, WriterThread};
+use super::shared::Shared;
+use super::thread::{Faults, WriterSetup, WriterThread};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::schema::{CodecSpec, ColumnId, ColumnSpec, Role, Timeline, MAX_CHUNK_BYTES};
@@ -58,6 +59,8 @@ pub struct Recorder {
     roles: [ColumnId; 3],
     /// Which row belongs to which episode, decided here, applied by the writer thread.
     splitter: Splitter,
+    /// The running episodes' lengths and returns, and the episodes the last message ended.
+    tally: Tally,
     /// The kind of the message planned by `plan_reset`/`plan_step` and not sent yet.
     planned: Option<MessageKind>,
     /// The planned message's lane ops as bytes (reused).
@@ -112,6 +115,11 @@ impl Recorder {
     /// Validates the configuration, creates the directory and the first shard (so a bad path
     /// fails here, not later on the writer thread) and starts the writer thread.
     pub fn create(dir: &Path, config: RecorderConfig) -> Result<Self> {
+        Self::create_with_faults(dir, config, Faults::default())
+    }
+
+    /// `create`, with a writer thread that fails as a test asks (`Faults`).
+    pub fn create_with_faults(dir: &Path, config: RecorderConfig, faults: Faults) -> Result<Self> {
         config.validate()?;
         let mut columns: Vec<ColumnSpec> = Vec::new();
         let mut by_name = HashMap::new();
@@ -179,6 +187,7 @@ impl Recorder {
             recording_id,
             shard,
             reward: roles[0],
+            faults,
         };
         let writer = WriterThread::new(setup, consumer, shared.clone())?;
         let thread = std::thread::Builder::new()
@@ -194,6 +203,7 @@ impl Recorder {
             columns,
             by_name,
             roles,
+            tally: Tally::new(splitter.num_envs()),
             splitter,
             planned: None,
             ops_bytes: Vec::new(),
@@ -608,11 +618,31 @@ impl Recorder {
         match pushed {
             Ok(()) => {
                 self.planned = None;
+                self.tally_sent(entries);
                 self.splitter.commit();
                 Ok(())
             }
             Err(e) => Err(self.refuse_planned(e)),
         }
+    }
+
+    /// Counts the sent message's ops (before `commit`, while they are the splitter's plan), with
+    /// the rewards of its `entries`.
+    fn tally_sent(&mut self, entries: &[EntryRef]) {
+        let reward = self.roles[0];
+        let reward_of = |lane: usize| -> f64 {
+            let mut given = entries.iter().filter(|e| e.column == reward && e.slot == Slot::Regular);
+            given
+                .find_map(|e| entry_row(e, lane, 8))
+                .map_or(0.0, |b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
+        };
+        self.tally.apply(self.splitter.ops(), self.splitter.planned_steady(), reward_of);
+    }
+
+    /// The episodes the last message sent ended complete (a step's, in env order), with the
+    /// length and return their summaries in the file hold.
+    pub fn episodes_ended(&self) -> &[EpisodeEnd] {
+        self.tally.ended()
     }
 
     /// Copies a message into the ring if it fits now (callers wait for `message::encoded_len`
@@ -704,6 +734,9 @@ impl Recorder {
         let pushed = self.wait_until_fits(len).and_then(|()| self.push(&head, &entries));
         self.ops_bytes = ops;
         pushed?;
+        if with_ops {
+            self.tally.apply(self.splitter.ops(), false, |_| 0.0);
+        }
         match kind {
             MessageKind::Flush => self.splitter.commit_flush(),
             MessageKind::Close | MessageKind::Ops => self.splitter.commit(),
