@@ -327,13 +327,13 @@ def test_the_ring_is_sized_for_the_frames_at_the_first_reset(tmp_path: Path) -> 
     assert not (tmp_path / "big").exists(), "nothing is written before the first reset"
     with pytest.raises(trajcore.InvalidArgumentError, match="starts at the first reset"):
         rec.stats()
-    assert not rec.recording_closed
+    assert not rec.closed
     rec.reset(seed=0)
     assert rec.stats()["ring_capacity"] >= 64 * 8 * 3_000_000 or rec.stats()["ring_capacity"] >= 1 << 30
     for _ in range(4):
         rec.step(np.zeros(8, np.int64))
     rec.close()
-    assert rec.recording_closed
+    assert rec.closed
     with trajcore.open(tmp_path / "big") as ds:
         assert ds.num_episodes == 8
         assert all((ep.frames[t] == t).all() for ep in ds.episodes for t in range(4))
@@ -345,7 +345,7 @@ def test_a_recorder_closed_before_its_first_reset_closes_the_env(tmp_path: Path)
     env.close = lambda: closed.append(True)  # type: ignore[method-assign]
     rec = trajcore.RecordEpisodes(env, tmp_path / "never", render_frames=True)
     rec.close()
-    assert closed == [True] and rec.recording_closed
+    assert closed == [True] and rec.closed
     assert not (tmp_path / "never").exists()
     rec = trajcore.RecordEpisodes(_BigFrames(), tmp_path / "sized", render_frames=True, ring_bytes=16 << 20)
     assert list((tmp_path / "sized").iterdir()), "with ring_bytes given, the recorder starts at once"

@@ -226,11 +226,6 @@ class Recording:
         # it says what the recorder did, so only `close` changes it.
         raise AttributeError("closed says whether the recorder is closed: call close() to close it")
 
-    @property
-    def recording_closed(self) -> bool:
-        """Whether the recorder is closed: the same as `closed`."""
-        return self.closed
-
     def _close_all(self, close_env: Callable[[], None]) -> None:
         """Closes the core recorder (if it started), then the env (even if the recorder's close
         raised). Once only; and not at all if the constructor failed: that leaves the user's env
