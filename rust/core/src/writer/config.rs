@@ -108,14 +108,6 @@ pub struct RecorderConfig {
     /// Faults for tests of the recorder's failure handling; never set in normal use.
     #[serde(default)]
     pub test_faults: TestFaults,
-    /// Info dicts walked key by key, without the plans of their shapes (the bindings' fast
-    /// path): tests record both ways and compare; never set in normal use.
-    #[serde(default)]
-    pub test_no_info_plans: bool,
-    /// Info dicts walked by their plans, never by the fast walk of a whole tree of arrays (the
-    /// bindings' fastest path): tests record both ways and compare; never set in normal use.
-    #[serde(default)]
-    pub test_no_fast_infos: bool,
 }
 
 /// Faults a test can ask the writer thread for.
