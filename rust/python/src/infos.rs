@@ -178,33 +178,22 @@ impl DynamicColumns {
         if dict.is_empty() {
             return Ok(()); // nothing to record, nor to plan (half of CartPole's steps)
         }
+        // Its values are pushed on `values` (by a plan, else key by key), then put one by one.
         let start = self.values.len();
-        let result = self.put_values(w, dict, node, mask, depth, start);
+        let result = (|| {
+            if !self.push_planned(dict, node, w.at.slot == Slot::Regular)? {
+                self.push_key_by_key(w, dict, node)?;
+            }
+            for position in start..self.values.len() {
+                let Role::Value { node: child, mask: mask_at } = self.values[position].1 else { continue };
+                let value = self.values[position].0.bind(w.py).clone();
+                let own_mask = mask_at.map(|m| self.values[start + m].0.bind(w.py).clone());
+                self.put_entry(w, child, &value, own_mask.as_ref(), mask, depth)?;
+            }
+            Ok(())
+        })();
         self.values.truncate(start);
         result
-    }
-
-    /// Pushes the values of `dict` on `values` from `start` (by a plan, else key by key), then
-    /// puts each.
-    fn put_values(
-        &mut self,
-        w: &mut Walk<'_, '_>,
-        dict: &Bound<'_, PyDict>,
-        node: usize,
-        mask: Option<Src>,
-        depth: usize,
-        start: usize,
-    ) -> PyResult<()> {
-        if !self.push_planned(dict, node, w.at.slot == Slot::Regular)? {
-            self.push_key_by_key(w, dict, node)?;
-        }
-        for position in start..self.values.len() {
-            let Role::Value { node: child, mask: mask_at } = self.values[position].1 else { continue };
-            let value = self.values[position].0.bind(w.py).clone();
-            let own_mask = mask_at.map(|m| self.values[start + m].0.bind(w.py).clone());
-            self.put_entry(w, child, &value, own_mask.as_ref(), mask, depth)?;
-        }
-        Ok(())
     }
 
     /// Whether a plan of node `node` matches `dict`; its values are pushed if so.
