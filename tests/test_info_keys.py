@@ -1,12 +1,15 @@
 """Property tests of how info keys find their columns on the step path: a str key is found by its
-object when it is the one seen before (interned keys), else by its hash and text (a new str each
-step, as an f-string makes, or a str subclass), and a key of another type by str(key). Every way
-must record what the model of the infos says, value for value."""
+object when it is the one seen before (interned keys), else by its text (a new str each step, as
+an f-string makes, or a str subclass), and a key of another type by str(key). Every way, and
+every dict whether it matches a plan of its shape or not, must record what the model of the
+infos says, value for value."""
 
 from __future__ import annotations
 
-import json
+import functools
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 from unittest.mock import patch
@@ -20,7 +23,7 @@ from gymnasium.vector.utils import batch_space
 from helpers import assert_infos_equal, expected_infos
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from trajcore import _recording
+from trajcore import _core
 from trajcore.vector import _env_info
 
 N = 3
@@ -90,15 +93,18 @@ def vector_infos(draw: st.DrawFn) -> dict[str, Any]:
     return info
 
 
+@contextmanager
+def without_plans() -> Iterator[None]:
+    """Recorders made meanwhile walk every info dict key by key, as they do a dict that matches
+    no plan of its shape (the bindings' test-only keyword `test_no_info_plans`)."""
+    with patch.object(_core, "Recorder", functools.partial(_core.Recorder, test_no_info_plans=True)):
+        yield
+
+
 def record_vector(tmp: Path, infos: list[dict[str, Any]], plans: bool = True) -> None:
     """Records `infos` as the step infos of an `InfosVectorEnv`; `plans=False` walks every info
-    dict key by key (the core's test switch), as the recorder does for a dict of a new shape."""
-    build = _recording.build_config
-
-    def without_plans(*args: Any, **kwargs: Any) -> str:
-        return json.dumps({**json.loads(build(*args, **kwargs)), "test_no_info_plans": True})
-
-    with patch.object(_recording, "build_config", build if plans else without_plans):
+    dict key by key (see `without_plans`)."""
+    with nullcontext() if plans else without_plans():
         rec = trajcore.RecordVectorEpisodes(InfosVectorEnv(infos), tmp)
     rec.reset(seed=0)
     for _ in infos:

@@ -2,26 +2,24 @@
 takes (numpy's own type, the column's dtype, C-contiguous, the column's shape) is borrowed after
 a few reads of its C struct; every other form of a value goes the general way (casts, copies,
 scalars). The same values in forms the quick check never takes (strided views, a subclass,
-swapped byte order) must record the same, value for value, as must the walk by plans alone
-(without the fast walk of a whole tree of arrays) and the walk without plans:
-dtypes that change mid-run, keys that come and go, masks of every form, rows of two shapes."""
+swapped byte order) must record the same, value for value, as must the walk without plans (every
+dict walked key by key, as a dict that matches no plan of its shape): dtypes that change mid-run,
+keys that come and go, masks of every form, rows of two shapes."""
 
 from __future__ import annotations
 
-import json
 import tempfile
 import warnings
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
-from unittest.mock import patch
 
 import numpy as np
 import trajcore
 from helpers import assert_infos_equal
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_info_keys import InfosEnv, InfosVectorEnv, N
-from trajcore import _recording
+from test_info_keys import InfosEnv, InfosVectorEnv, N, without_plans
 
 DTYPES = [np.float64, np.float32, np.int64, np.int32, np.uint8, np.bool_]
 # Keys and the per-env shape of their values ("episode" holds a nested dict, masked as a whole).
@@ -102,16 +100,11 @@ def general(value: Any) -> Any:
 
 def record(env: Any, tmp: Path, steps: int, walk: str = "any") -> dict[str, int]:
     """Records `steps` steps of `env`; returns the counts of values not recorded. `walk` is
-    "any" (as in use: the fast walk of a planned tree of arrays, else the plan, else key by
-    key), "planned" (never the fast walk) or "unplanned" (every dict walked key by key)."""
-    build = _recording.build_config
-    switches = {"any": {}, "planned": {"test_no_fast_infos": True}, "unplanned": {"test_no_info_plans": True}}
-
-    def with_switches(*args: Any, **kwargs: Any) -> str:
-        return json.dumps({**json.loads(build(*args, **kwargs)), **switches[walk]})
-
+    "any" (as in use: by the plan of a dict's shape, else key by key) or "unplanned" (every
+    dict walked key by key)."""
     vector = isinstance(env, InfosVectorEnv)
-    with patch.object(_recording, "build_config", with_switches), warnings.catch_warnings():
+    plans = nullcontext() if walk == "any" else without_plans()
+    with plans, warnings.catch_warnings():
         # Values that do not fit their column are left out with a warning, in every run alike.
         warnings.simplefilter("ignore", trajcore.TrajcoreWarning)
         rec = trajcore.RecordVectorEpisodes(env, tmp) if vector else trajcore.RecordEpisodes(env, tmp)
@@ -149,11 +142,10 @@ def test_vector_values_record_the_same_in_every_form(shapes: list[dict[str, Any]
     # in dtype and form: a column's dtype is its first value's, later ones cast or left out.
     steps = [shapes[i % len(shapes)] for i in order]
     with tempfile.TemporaryDirectory() as tmp:
-        names = ["drawn", "general", "planned", "unplanned"]
+        names = ["drawn", "general", "unplanned"]
         counts = [
             record(InfosVectorEnv(steps), Path(tmp) / "drawn", len(steps)),
             record(InfosVectorEnv([general(s) for s in steps]), Path(tmp) / "general", len(steps)),
-            record(InfosVectorEnv(steps), Path(tmp) / "planned", len(steps), walk="planned"),
             record(InfosVectorEnv(steps), Path(tmp) / "unplanned", len(steps), walk="unplanned"),
         ]
         assert_same_recordings(Path(tmp), names, counts)

@@ -90,16 +90,26 @@ class Recorder:
             the file), info_codec / data_codec / frame_codec /
             flags_codec ({"delta": bool, "zstd_level": int | None, "chunk_bytes"?: int}; flags_codec
             covers reward, terminated, truncated; frame_codec the rendered frames, `render/frame`).
+        test_no_info_plans: tests only: walk every info dict key by key, as a dict that matches
+            no plan of its shape (tests record both ways and compare).
 
     Raises:
         SchemaError: a column spec or layout is invalid.
         TrajcoreIOError: the directory cannot be created or the shard cannot be opened.
     """
 
-    def __new__(cls, path: str, config_json: str, *, test_faults: Mapping[str, int] | None = None) -> Self:
-        """`test_faults`: for tests of failure handling only, ``panic_at_step`` (the writer
-        thread panics at that step, counted from 1) and ``slow_step_ms`` (it sleeps that long
-        per step)."""
+    def __new__(
+        cls,
+        path: str,
+        config_json: str,
+        *,
+        test_faults: Mapping[str, int] | None = None,
+        test_no_info_plans: bool = False,
+    ) -> Self:
+        """Test-only keywords: `test_faults`, for tests of failure handling, ``panic_at_step``
+        (the writer thread panics at that step, counted from 1) and ``slow_step_ms`` (it sleeps
+        that long per step); `test_no_info_plans` walks every info dict key by key (tests
+        record both ways and compare)."""
     def reset(
         self, observation: Any, info: dict[str, Any], mask: npt.ArrayLike | None = None, frame: Any = None
     ) -> None:

@@ -45,11 +45,7 @@ impl Collector {
 
     /// Borrows a C-contiguous array's data; the array is kept alive until `clear`.
     pub fn borrow_array(&mut self, array: &Bound<'_, PyUntypedArray>) -> Src {
-        self.borrow_array_sized(array, array.dtype().itemsize())
-    }
-
-    pub fn borrow_array_sized(&mut self, array: &Bound<'_, PyUntypedArray>, itemsize: usize) -> Src {
-        let nbytes = array.len() * itemsize;
+        let nbytes = array.len() * array.dtype().itemsize();
         // SAFETY: the array object is a live numpy array (we hold a reference), so its data
         // pointer and header are valid to read while the GIL is held.
         let data = unsafe { (*array.as_array_ptr()).fields.data } as usize;
@@ -59,7 +55,6 @@ impl Collector {
     /// Borrows `len` bytes at `data`, memory of `owner`, which is kept alive until `clear`.
     pub fn borrow_data(&mut self, owner: &Bound<'_, PyAny>, data: usize, len: usize) -> Src {
         self.keep.push(owner.clone().unbind());
-        prefetch(data as *const u8, len);
         Src::External(data, len)
     }
 
@@ -109,25 +104,4 @@ impl Collector {
             })
             .collect()
     }
-}
-
-/// Asks the CPU to start loading up to 1 KiB from `at` into its cache, without waiting: a
-/// value's bytes are read only when the whole call is copied into the ring, and by then the
-/// loads of every value have overlapped instead of each waiting in turn (an env's arrays are
-/// often no longer in this core's cache when the recorder reads them).
-pub fn prefetch(at: *const u8, len: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        const LINE: usize = 64;
-        let (mut offset, end) = (0, len.min(1024));
-        // A plain loop: `step_by` costs more than the one or two lines of a usual value.
-        while offset < end {
-            // SAFETY: a prefetch reads and writes nothing; any address is allowed.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(offset).cast()) };
-            offset += LINE;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (at, len);
 }

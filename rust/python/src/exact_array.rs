@@ -10,8 +10,6 @@ use numpy::PyArrayDescr;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 
-use crate::collect::prefetch;
-
 /// What a column takes as borrowed bytes: an ndarray of exactly `descr` (numpy's built-in
 /// descriptors are singletons, so an env's arrays of the column's dtype carry this very
 /// object), C-contiguous, of rows of `row_shape`.
@@ -28,27 +26,6 @@ fn ndarray_type(py: Python<'_>) -> usize {
     static TYPE: PyOnceLock<usize> = PyOnceLock::new();
     // SAFETY: the GIL is held; the numpy crate loads numpy's API table on first use.
     *TYPE.get_or_init(py, || unsafe { get_type_object(py, NpyTypes::PyArray_Type) } as usize)
-}
-
-/// Whether `value` is an ndarray itself (not a subclass): one load and a compare.
-pub fn is_ndarray(value: &Bound<'_, PyAny>) -> bool {
-    // SAFETY: `value` is a live object and the GIL is held.
-    unsafe { pyo3::ffi::Py_TYPE(value.as_ptr()) as usize == ndarray_type(value.py()) }
-}
-
-/// Asks the CPU to start loading an ndarray's shape and first data bytes, whose addresses are
-/// in its header: called once the headers of several values are on their way (see `prefetch`),
-/// so these second hops overlap too instead of each waiting in turn. Anything else is left be.
-pub fn prefetch_array(value: &Bound<'_, PyAny>) {
-    if !is_ndarray(value) {
-        return;
-    }
-    // SAFETY: `value` is a live ndarray and the GIL is held.
-    unsafe {
-        let fields = &(*value.as_ptr().cast::<PyArrayObject>()).fields;
-        prefetch(fields.dimensions.cast(), 16);
-        prefetch(fields.data.cast(), 128);
-    }
 }
 
 impl ExactArray {

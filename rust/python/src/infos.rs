@@ -9,6 +9,9 @@
 //! mask applies to every entry below it). A key `_key` without a `key` beside it, or with its own
 //! `__key` mask, is a value of its own. Column names escape `/`, `%` and a leading `_` (see
 //! `escape_key`), so a key `_x` never takes the name of the mask column of `x`.
+//!
+//! A dict is walked by a plan of its shape (see `info_keys`) when one matches, else its keys are
+//! looked up one by one and kept as a plan; either way its values are then put by the same code.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -18,25 +21,38 @@ use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyT
 use trajcore_core::writer::{EntryKind, NewColumn, Recorder, Slot};
 use trajcore_core::{CodecSpec, DType, Timeline};
 
-use crate::collect::{prefetch, Collector, Src};
+use crate::collect::{Collector, Src};
 use crate::errors::{schema_error, warn, IntoPy};
-use crate::exact_array::is_ndarray;
-use crate::info_fast::FastWalk;
-use crate::info_keys::key_name;
-pub use crate::info_keys::{escape_key, KeyPaths};
-use crate::info_plan::{mask_positions, DictPlan, Role, MAX_PLANNED_KEYS, PLANS_MADE_PER_DICT};
-use crate::info_prefetch::prefetch_contents;
+pub use crate::info_keys::escape_key;
+use crate::info_keys::{mask_positions, DictPlan, KeyPaths, Role, MAX_PLANNED_KEYS, PLANS_MADE_PER_DICT};
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 
 /// Nested dicts deeper than this are refused: deeper is a dict that contains itself.
 pub const MAX_DEPTH: usize = 32;
 
-/// Where the values of one dict go: env rows and observation slot.
+/// Where the values of one call go: env rows and observation slot.
 #[derive(Clone, Copy)]
 pub struct Place {
     /// The env count for batched values, `None` for one row.
     pub rows: Option<usize>,
     pub slot: Slot,
+}
+
+/// One call's walk: where its values go and where their entries are collected.
+struct Walk<'a, 'py> {
+    py: Python<'py>,
+    at: Place,
+    recorder: &'a mut Recorder,
+    coll: &'a mut Collector,
+}
+
+impl Walk<'_, '_> {
+    /// The entry of a value of column `column` (its bytes at `data`), masked where `mask` says
+    /// which envs have it.
+    fn push(&mut self, column: u32, mask: Option<Src>, data: Src) {
+        let kind = if mask.is_some() { EntryKind::Masked } else { EntryKind::Dense };
+        self.coll.push(column, kind, self.at.slot, 0, mask, data);
+    }
 }
 
 /// Values of one key that were not recorded.
@@ -60,13 +76,11 @@ pub struct DynamicColumns {
     /// Column index by path.
     by_path: HashMap<String, usize>,
     keys: KeyPaths,
-    /// Whether dicts are walked by their plans when they have one (see `info_plan`).
+    /// Whether dicts are walked by their plans when they have one (tests compare both ways).
     plans: bool,
-    /// Whether planned trees of arrays are tried by the fast walk first (see `info_fast`).
-    fast_walk: bool,
-    /// The values of the planned dicts being walked, a stack (nested dicts push above).
-    planned_values: Vec<Py<PyAny>>,
-    fast: FastWalk,
+    /// The values of the dicts being walked with what each is, a stack (nested dicts push
+    /// above); holding a reference to each, so what a conversion runs cannot free them.
+    values: Vec<(Py<PyAny>, Role)>,
     unsupported: HashMap<String, Unsupported>,
     skipped: BTreeMap<String, Skipped>,
 }
@@ -81,23 +95,15 @@ impl DynamicColumns {
             by_path: HashMap::new(),
             keys: KeyPaths::default(),
             plans: true,
-            fast_walk: true,
-            planned_values: Vec::new(),
-            fast: FastWalk::default(),
+            values: Vec::new(),
             unsupported: HashMap::new(),
             skipped: BTreeMap::new(),
         }
     }
 
-    /// Walks every dict key by key, without plans (tests compare both ways).
+    /// Walks every dict key by key, as a dict that matches no plan (tests compare both ways).
     pub fn without_plans(mut self) -> Self {
         self.plans = false;
-        self
-    }
-
-    /// Walks planned dicts by their plans only, never by the fast walk (tests compare).
-    pub fn without_fast_walk(mut self) -> Self {
-        self.fast_walk = false;
         self
     }
 
@@ -139,25 +145,32 @@ impl DynamicColumns {
         self.skipped.iter().map(|(p, s)| (p.as_str(), s.count))
     }
 
-    /// Adds entries for every supported value of `dict` (infos, or vector infos with `_key`
-    /// masks), under key node `node` (`KeyPaths::ROOT` at the top), where `mask` (the parent's)
-    /// says which envs have it at all. Keys are found in `keys` by their str objects, and their
-    /// columns in the nodes: a step allocates nothing and hashes no text per key.
-    #[allow(clippy::too_many_arguments)]
-    pub fn put_dict(
+    /// Adds entries for every supported value of an info dict (vector infos: with their `_key`
+    /// masks).
+    pub fn put_info(
         &mut self,
         py: Python<'_>,
-        dict: &Bound<'_, PyDict>,
-        node: usize,
-        mask: Option<Src>,
-        depth: usize,
+        info: &Bound<'_, PyDict>,
         at: Place,
         recorder: &mut Recorder,
         coll: &mut Collector,
     ) -> PyResult<()> {
+        self.put_dict(&mut Walk { py, at, recorder, coll }, info, KeyPaths::ROOT, None, 0)
+    }
+
+    /// Adds entries for the values of `dict`, under key node `node`, where `mask` (the
+    /// parent's) says which envs have it at all.
+    fn put_dict(
+        &mut self,
+        w: &mut Walk<'_, '_>,
+        dict: &Bound<'_, PyDict>,
+        node: usize,
+        mask: Option<Src>,
+        depth: usize,
+    ) -> PyResult<()> {
         if depth >= MAX_DEPTH {
             return Err(schema_error(
-                py,
+                w.py,
                 &format!("{}/{}", self.prefix, self.keys.node(node).path),
                 format!("nested deeper than {MAX_DEPTH} levels (does the dict contain itself?)"),
             ));
@@ -165,66 +178,84 @@ impl DynamicColumns {
         if dict.is_empty() {
             return Ok(()); // nothing to record, nor to plan (half of CartPole's steps)
         }
-        if self.plans {
-            if self.fast_walk && self.fast.put(dict, node, mask, depth, at, &self.keys, &self.columns, coll) {
-                return Ok(());
+        // Its values are pushed on `values` (by a plan, else key by key), then put one by one.
+        let start = self.values.len();
+        let result = (|| {
+            if !self.push_planned(dict, node, w.at.slot == Slot::Regular)? {
+                self.push_key_by_key(w, dict, node)?;
             }
-            let start = self.planned_values.len();
-            let planned = self.put_planned(py, dict, node, mask, depth, at, recorder, coll);
-            self.planned_values.truncate(start);
-            if planned? {
-                return Ok(());
+            for position in start..self.values.len() {
+                let Role::Value { node: child, mask: mask_at } = self.values[position].1 else { continue };
+                let value = self.values[position].0.bind(w.py).clone();
+                let own_mask = mask_at.map(|m| self.values[start + m].0.bind(w.py).clone());
+                self.put_entry(w, child, &value, own_mask.as_ref(), mask, depth)?;
+            }
+            Ok(())
+        })();
+        self.values.truncate(start);
+        result
+    }
+
+    /// Whether a plan of node `node` matches `dict`; its values are pushed if so.
+    fn push_planned(&mut self, dict: &Bound<'_, PyDict>, node: usize, regular: bool) -> PyResult<bool> {
+        if !self.plans {
+            return Ok(false);
+        }
+        for plan in &self.keys.node(node).plans {
+            if plan.push_values(dict, regular, &mut self.values)? {
+                return Ok(true);
             }
         }
-        // Str keys of one dict differ, and so do the names they give (`escape_key`); a key of
-        // another type can name the same column as another key (1 and "1"): then the keys seen.
-        // The same pass starts loading every value, so their loads overlap (see `prefetch`).
-        let mut all_str = true;
-        for (key, value) in dict.iter() {
-            all_str &= key.is_instance_of::<PyString>();
-            prefetch(value.as_ptr().cast(), 64);
-        }
-        let mut taken: Vec<(usize, Bound<'_, PyAny>)> = Vec::new();
+        Ok(false)
+    }
+
+    /// Pushes the values of `dict` with what each key is, found key by key, and keeps that as
+    /// a plan of node `node` when its keys are all str and not too many.
+    fn push_key_by_key(&mut self, w: &mut Walk<'_, '_>, dict: &Bound<'_, PyDict>, node: usize) -> PyResult<()> {
+        let py = w.py;
+        let mut keys = Vec::with_capacity(dict.len());
         for (key, value) in dict.iter() {
             let (child, is_str) = self.keys.child(py, node, &key)?;
-            if self.is_skipped(py, dict, child, is_str, at)? {
+            keys.push((key, child, is_str));
+            self.values.push((value.unbind(), Role::Skip));
+        }
+        let names: Vec<(&str, bool)> = keys.iter().map(|(_, c, s)| (self.keys.node(*c).name.as_str(), *s)).collect();
+        let masks = mask_positions(&names);
+        // Str keys of one dict differ, and so do the names they give (`escape_key`); a key of
+        // another type can name the same column as another key (1 and "1"): then the first.
+        let all_str = keys.iter().all(|k| k.2);
+        let start = self.values.len() - keys.len();
+        for (i, (key, child, is_str)) in keys.iter().enumerate() {
+            if self.is_skipped(w, dict, *child, *is_str)? {
                 continue;
             }
-            if !all_str {
-                if let Some((_, first)) = taken.iter().find(|(n, _)| *n == child) {
-                    let (name, _) = key_name(&key)?;
-                    let (first, shown) = (shown_key(first, &name), shown_key(&key, &name));
-                    let why =
-                        format!("keys {first} and {shown} of one dict both name this column; only {first} is recorded");
-                    let path = self.keys.node(child).path.clone();
-                    self.skip(py, &path, why)?;
-                    continue;
-                }
-                taken.push((child, key.clone()));
+            let taken = |j: &usize| matches!(self.values[start + j].1, Role::Value { node, .. } if node == *child);
+            if let Some(first) = (0..i).find(|j| !all_str && taken(j)).map(|j| &keys[j].0) {
+                let node = self.keys.node(*child);
+                let (first, shown) = (shown_key(first, &node.name), shown_key(key, &node.name));
+                let why =
+                    format!("keys {first} and {shown} of one dict both name this column; only {first} is recorded");
+                let path = node.path.clone();
+                self.skip(py, &path, why)?;
+                continue;
             }
-            let own_mask = match at.rows {
-                Some(_) => dict.get_item(self.keys.node(child).mask_key.as_ref().expect("a key's node").bind(py))?,
-                None => None,
-            };
-            self.put_entry(py, child, &value, own_mask.as_ref(), mask, depth, at, recorder, coll)?;
+            self.values[start + i].1 = Role::Value { node: *child, mask: masks[i] };
         }
-        if self.plans && all_str {
-            self.plan(py, dict, node, at)?;
+        let planned = self.keys.node(node).plans_made < PLANS_MADE_PER_DICT && keys.len() <= MAX_PLANNED_KEYS;
+        if self.plans && all_str && planned {
+            let roles = self.values[start..].iter().map(|v| v.1);
+            let keys = keys.iter().zip(roles).map(|((k, ..), r)| Ok((k.cast::<PyString>()?.clone().unbind(), r)));
+            let plan = DictPlan::new(w.at.slot == Slot::Regular, keys.collect::<PyResult<_>>()?);
+            self.keys.add_plan(node, plan);
         }
         Ok(())
     }
 
     /// Whether the key at `child` of `dict` is no value: in vector infos, a mask (read with
     /// its key) or same-step autoreset data (taken apart by the recorder).
-    fn is_skipped(
-        &self,
-        py: Python<'_>,
-        dict: &Bound<'_, PyDict>,
-        child: usize,
-        is_str: bool,
-        at: Place,
-    ) -> PyResult<bool> {
-        if at.rows.is_none() || !is_str {
+    fn is_skipped(&self, w: &Walk<'_, '_>, dict: &Bound<'_, PyDict>, child: usize, is_str: bool) -> PyResult<bool> {
+        let py = w.py;
+        if w.at.rows.is_none() || !is_str {
             return Ok(false);
         }
         let keys = self.keys.node(child);
@@ -234,152 +265,76 @@ impl DynamicColumns {
                 return Ok(true);
             }
         }
-        Ok(keys.autoreset_data && at.slot == Slot::Regular)
+        Ok(keys.autoreset_data && w.at.slot == Slot::Regular)
     }
 
     /// The value of the key at `child` (its own `_key` mask `own_mask`, if any, under the
     /// parent's `mask`): a nested dict is walked, other values become entries.
-    #[allow(clippy::too_many_arguments)]
     fn put_entry(
         &mut self,
-        py: Python<'_>,
+        w: &mut Walk<'_, '_>,
         child: usize,
         value: &Bound<'_, PyAny>,
         own_mask: Option<&Bound<'_, PyAny>>,
         mask: Option<Src>,
         depth: usize,
-        at: Place,
-        recorder: &mut Recorder,
-        coll: &mut Collector,
     ) -> PyResult<()> {
-        let own_mask = match (at.rows, own_mask) {
-            (Some(n), Some(m)) => Some(mask_bytes(py, m, n, "an info mask", coll)?),
+        let own_mask = match (w.at.rows, own_mask) {
+            (Some(n), Some(m)) => Some(mask_bytes(w.py, m, n, "an info mask", w.coll)?),
             _ => None,
         };
         // The parent's mask was checked when its dict was entered: only a mask of the key's own
         // can leave no env.
         let checked = own_mask.is_none();
-        let mask = and_masks(coll, mask, own_mask);
-        if !checked && mask.is_some_and(|m| all_zero(coll.slice(m))) {
+        let mask = and_masks(w.coll, mask, own_mask);
+        if !checked && mask.is_some_and(|m| w.coll.slice(m).iter().all(|&b| b == 0)) {
             return Ok(()); // no env has it at this step
         }
-        // An env's arrays (the usual value) are no dicts: asked without a call into Python.
-        if !is_ndarray(value) {
-            if let Ok(inner) = value.cast::<PyDict>() {
-                return self.put_dict(py, inner, child, mask, depth + 1, at, recorder, coll);
-            }
+        if let Ok(inner) = value.cast::<PyDict>() {
+            return self.put_dict(w, inner, child, mask, depth + 1);
         }
-        self.put_key(py, child, value, mask, at, recorder, coll)
-    }
-
-    /// Walks `dict` by a plan of node `node` that its keys match (see `info_plan`); false if
-    /// none does. Leaves its values on `planned_values` (the caller truncates them).
-    #[allow(clippy::too_many_arguments)]
-    fn put_planned(
-        &mut self,
-        py: Python<'_>,
-        dict: &Bound<'_, PyDict>,
-        node: usize,
-        mask: Option<Src>,
-        depth: usize,
-        at: Place,
-        recorder: &mut Recorder,
-        coll: &mut Collector,
-    ) -> PyResult<bool> {
-        let regular = at.slot == Slot::Regular;
-        let start = self.planned_values.len();
-        let mut chosen = None;
-        for (i, plan) in self.keys.node(node).plans.iter().enumerate() {
-            if plan.matches(dict, regular, &mut self.planned_values)? {
-                chosen = Some(i);
-                break;
-            }
-        }
-        let Some(chosen) = chosen else { return Ok(false) };
-        let len = self.planned_values.len() - start;
-        // Their headers were asked for while matching: now their arrays' shapes and data, and
-        // nested dicts' key tables.
-        for value in &self.planned_values[start..] {
-            prefetch_contents(value.bind(py));
-        }
-        for position in 0..len {
-            let Role::Value { node: child, mask: mask_at } = self.keys.node(node).plans[chosen].role(position) else {
-                continue;
-            };
-            // SAFETY: `planned_values` holds a reference to each until the caller truncates it,
-            // after this loop (nested dicts push and truncate above `start + len`).
-            let borrowed = |at: usize| unsafe { Borrowed::from_ptr(py, self.planned_values[start + at].as_ptr()) };
-            let (value, own_mask) = (borrowed(position), mask_at.map(borrowed));
-            self.put_entry(py, child, &value, own_mask.as_deref(), mask, depth, at, recorder, coll)?;
-        }
-        Ok(true)
-    }
-
-    /// Keeps a plan of `dict` (all its keys str), just walked key by key, for the next dicts of
-    /// node `node` with the same keys.
-    fn plan(&mut self, py: Python<'_>, dict: &Bound<'_, PyDict>, node: usize, at: Place) -> PyResult<()> {
-        let len = dict.len();
-        if len == 0 || len > MAX_PLANNED_KEYS || self.keys.node(node).plans_made >= PLANS_MADE_PER_DICT {
-            return Ok(());
-        }
-        let mut texts = Vec::with_capacity(len);
-        for (key, _) in dict.iter() {
-            texts.push(key.cast::<PyString>()?.to_str()?.to_owned());
-        }
-        let masks = mask_positions(&texts);
-        let mut roles = Vec::with_capacity(len);
-        for ((key, _), mask) in dict.iter().zip(masks) {
-            let (child, is_str) = self.keys.child(py, node, &key)?;
-            let skipped = self.is_skipped(py, dict, child, is_str, at)?;
-            roles.push(if skipped { Role::Skip } else { Role::Value { node: child, mask } });
-        }
-        let plan = DictPlan::new(dict, at.slot == Slot::Regular, &roles)?;
-        self.keys.add_plan(node, plan);
-        Ok(())
+        self.put_key(w, child, value, mask)
     }
 
     /// The value of the key at `node`: its column is found through the node once made.
-    #[allow(clippy::too_many_arguments)]
     fn put_key(
         &mut self,
-        py: Python<'_>,
+        w: &mut Walk<'_, '_>,
         node: usize,
         value: &Bound<'_, PyAny>,
         mask: Option<Src>,
-        at: Place,
-        recorder: &mut Recorder,
-        coll: &mut Collector,
     ) -> PyResult<()> {
+        let known = self.keys.node(node).column;
         // The usual value first: an array whose bytes are the rows of its column as they are
         // (no object array, which `stacked_rows` would take apart).
-        if let Some(column) = self.keys.node(node).column {
-            let col = &self.columns[column];
-            if let Some((data, len)) = col.exact.as_ref().and_then(|e| e.data(value, at.rows)) {
-                let data = coll.borrow_data(value, data, len);
-                push_entry(col.id, mask, at, data, coll);
+        if let Some(col) = known.map(|c| &self.columns[c]) {
+            if let Some((data, len)) = col.exact.as_ref().and_then(|e| e.data(value, w.at.rows)) {
+                let data = w.coll.borrow_data(value, data, len);
+                w.push(col.id, mask, data);
                 return Ok(());
             }
         }
-        let stacked = stacked_rows(py, value, mask, at, coll)?;
+        let stacked = stacked_rows(w, value, mask)?;
         let value = stacked.as_ref().unwrap_or(value);
-        let column = match self.keys.node(node).column {
+        let column = match known {
             Some(c) => c,
             None => {
                 let path = self.keys.node(node).path.clone();
-                match self.column(py, &path, value, at.rows, mask, recorder, coll)? {
+                match self.column(w, &path, value, mask)? {
                     Ok(c) => {
                         self.keys.set_column(node, c);
                         c
                     }
-                    Err(why) => return self.skip(py, &path, why),
+                    Err(why) => return self.skip(w.py, &path, why),
                 }
             }
         };
-        self.put_into(py, column, value, mask, at, coll)
+        self.put_into(w, column, value, mask)
     }
 
     /// One value under `path` (without the prefix); a value that cannot be recorded is skipped
     /// with a warning (see `skip`).
+    // Its parameters are those `frames.rs` passes.
     #[allow(clippy::too_many_arguments)]
     pub fn put_one(
         &mut self,
@@ -391,11 +346,12 @@ impl DynamicColumns {
         recorder: &mut Recorder,
         coll: &mut Collector,
     ) -> PyResult<()> {
-        let stacked = stacked_rows(py, value, mask, at, coll)?;
+        let w = &mut Walk { py, at, recorder, coll };
+        let stacked = stacked_rows(w, value, mask)?;
         let value = stacked.as_ref().unwrap_or(value);
-        match self.column(py, path, value, at.rows, mask, recorder, coll)? {
+        match self.column(w, path, value, mask)? {
             Err(why) => self.skip(py, path, why),
-            Ok(column) => self.put_into(py, column, value, mask, at, coll),
+            Ok(column) => self.put_into(w, column, value, mask),
         }
     }
 
@@ -403,23 +359,21 @@ impl DynamicColumns {
     /// warning when it does not fit the type the column's first value gave it.
     fn put_into(
         &mut self,
-        py: Python<'_>,
+        w: &mut Walk<'_, '_>,
         column: usize,
         value: &Bound<'_, PyAny>,
         mask: Option<Src>,
-        at: Place,
-        coll: &mut Collector,
     ) -> PyResult<()> {
         let col = &self.columns[column];
-        match put_value(py, value, col, at.rows, coll) {
+        match put_value(w.py, value, col, w.at.rows, w.coll) {
             Ok(data) => {
-                push_entry(col.id, mask, at, data, coll);
+                w.push(col.id, mask, data);
                 Ok(())
             }
-            Err(e) if is_schema_error(py, &e) => {
-                let why = e.value(py).to_string();
+            Err(e) if e.is_instance(w.py, crate::errors::classes(w.py).schema.bind(w.py)) => {
+                let why = e.value(w.py).to_string();
                 let path = col.name[self.prefix.len() + 1..].to_owned();
-                self.skip(py, &path, format!("{why} (its first value set the column's type)"))
+                self.skip(w.py, &path, format!("{why} (its first value set the column's type)"))
             }
             Err(e) => Err(e),
         }
@@ -437,27 +391,25 @@ impl DynamicColumns {
         recorder: &mut Recorder,
         coll: &mut Collector,
     ) -> PyResult<()> {
-        let result = (|| match self.column(py, path, value, rows, None, recorder, coll)? {
+        let w = &mut Walk { py, at: Place { rows, slot: Slot::Regular }, recorder, coll };
+        let result = (|| match self.column(w, path, value, None)? {
             Err(why) => Err(schema_error(py, &format!("{}/{path}", self.prefix), why)),
-            Ok(column) => put_value(py, value, &self.columns[column], rows, coll).map(|_| ()),
+            Ok(column) => put_value(py, value, &self.columns[column], rows, w.coll).map(|_| ()),
         })();
-        coll.clear();
+        w.coll.clear();
         result
     }
 
     /// The column of `path` (an index of `columns`), created from `value` on first sight;
     /// `Err(why)` when `value` cannot make one (a later value may).
-    #[allow(clippy::too_many_arguments)]
     fn column(
         &mut self,
-        py: Python<'_>,
+        w: &mut Walk<'_, '_>,
         path: &str,
         value: &Bound<'_, PyAny>,
-        rows: Option<usize>,
         mask: Option<Src>,
-        recorder: &mut Recorder,
-        coll: &Collector,
     ) -> PyResult<Result<usize, String>> {
+        let py = w.py;
         if let Some(&column) = self.by_path.get(path) {
             return Ok(Ok(column));
         }
@@ -467,7 +419,7 @@ impl DynamicColumns {
                 return Ok(Err(u.why.clone()));
             }
         }
-        match infer(py, value, rows, mask.map(|m| coll.slice(m).to_vec()))? {
+        match infer(py, value, w.at.rows, mask.map(|m| w.coll.slice(m).to_vec()))? {
             Ok((dtype, shape)) => {
                 let new = NewColumn {
                     name: format!("{}/{path}", self.prefix),
@@ -481,8 +433,8 @@ impl DynamicColumns {
                         self.codec.clone()
                     },
                 };
-                let id = recorder.add_column(new).py_err(py)?;
-                self.columns.push(ColInfo::new(py, recorder.column(id))?);
+                let id = w.recorder.add_column(new).py_err(py)?;
+                self.columns.push(ColInfo::new(py, w.recorder.column(id))?);
                 self.by_path.insert(path.to_string(), self.columns.len() - 1);
                 self.unsupported.remove(path);
                 Ok(Ok(self.columns.len() - 1))
@@ -495,20 +447,9 @@ impl DynamicColumns {
     }
 }
 
-/// The entry of a value of column `column` (its bytes at `data`), masked where `mask` says
-/// which envs have it.
-pub fn push_entry(column: u32, mask: Option<Src>, at: Place, data: Src, coll: &mut Collector) {
-    let kind = if mask.is_some() { EntryKind::Masked } else { EntryKind::Dense };
-    coll.push(column, kind, at.slot, 0, mask, data);
-}
-
 /// A key as a message shows it.
 fn shown_key(key: &Bound<'_, PyAny>, name: &str) -> String {
     key.repr().map(|r| r.to_string()).unwrap_or_else(|_| name.to_owned())
-}
-
-fn is_schema_error(py: Python<'_>, e: &PyErr) -> bool {
-    e.is_instance(py, crate::errors::classes(py).schema.bind(py))
 }
 
 /// Arrays, lists and tuples: the same type may fit where an earlier value did not.
@@ -555,14 +496,12 @@ fn stack_object_rows<'py>(
 
 /// A batched value of object rows stacked into numbers (see `stack_object_rows`), if it is one.
 fn stacked_rows<'py>(
-    py: Python<'py>,
+    w: &Walk<'_, 'py>,
     value: &Bound<'py, PyAny>,
     mask: Option<Src>,
-    at: Place,
-    coll: &Collector,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
-    match at.rows {
-        Some(_) => stack_object_rows(py, value, mask.map(|m| coll.slice(m))),
+    match w.at.rows {
+        Some(_) => stack_object_rows(w.py, value, mask.map(|m| w.coll.slice(m))),
         None => Ok(None),
     }
 }
@@ -577,11 +516,6 @@ fn and_masks(coll: &mut Collector, a: Option<Src>, b: Option<Src>) -> Option<Src
             Some(coll.own(&both))
         }
     }
-}
-
-/// Whether every byte is 0 (no env has the value).
-pub fn all_zero(bytes: &[u8]) -> bool {
-    bytes.iter().all(|&b| b == 0)
 }
 
 /// The dtype and per-row shape a first value gives its column, or why it cannot be recorded.

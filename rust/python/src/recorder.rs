@@ -15,10 +15,9 @@ use pyo3::types::{PyDict, PyList};
 use trajcore_core::writer::{AutoresetMode, EntryKind, Faults, MessageKind, Recorder, RecorderConfig, Slot};
 use trajcore_core::{Error, Timeline};
 
-use crate::collect::{prefetch, Collector};
+use crate::collect::Collector;
 use crate::errors::{invalid, recorder_error, to_py, warn, IntoPy};
 use crate::frames::Frames;
-use crate::info_prefetch::Hops;
 use crate::infos::{self, escape_key, DynamicColumns};
 use crate::layout::Layout;
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
@@ -114,9 +113,8 @@ impl State {
     fn put_info(&mut self, py: Python<'_>, info: &Bound<'_, PyAny>, slot: Slot) -> PyResult<()> {
         let info =
             info.cast::<PyDict>().map_err(|_| invalid(py, format!("info must be a dict, got {}", type_name(info))))?;
-        let recorder = &mut self.rec;
         let at = infos::Place { rows: self.rows, slot };
-        self.infos.put_dict(py, info, infos::KeyPaths::ROOT, None, 0, at, recorder, &mut self.coll)
+        self.infos.put_info(py, info, at, &mut self.rec, &mut self.coll)
     }
 
     /// Plans and sends the collected entries as a Reset (with `reset_mask`) or Step message;
@@ -161,19 +159,12 @@ impl State {
     fn collect_step(&mut self, py: Python<'_>, args: StepArgs<'_, '_>) -> PyResult<()> {
         let StepArgs { action, observation, reward, terminated, truncated, info, frame } = args;
         let at = Place::regular(self.rows);
-        // The info dict's memory is asked for one hop after every value or two (its header was
-        // asked by the caller): its chain of loads overlaps with their work. Measured: a hop
-        // after each value leaves too little work between them.
-        let mut hops = Hops::after_header(info);
         self.put_tree(py, Which::Action, action, at)?;
-        hops.ask_next();
         self.put_tree(py, Which::Observation, observation, at)?;
         let [r, te, tr] = self.roles;
         self.put_fixed(py, r, reward, at)?;
-        hops.ask_next();
         self.put_fixed(py, te, terminated, at)?;
         self.put_fixed(py, tr, truncated, at)?;
-        hops.ask_rest();
         self.put_info(py, info, Slot::Regular)?;
         self.put_frame(py, frame)?;
         if let (AutoresetMode::SameStep, Some(n)) = (self.mode, self.rows) {
@@ -296,16 +287,18 @@ enum Which {
 
 #[pymethods]
 impl PyRecorder {
-    /// `test_faults`: for tests of failure handling only, a dict that may hold `panic_at_step`
-    /// (the writer thread panics at that step, counted from 1) and `slow_step_ms` (it sleeps
-    /// that long per step).
+    /// Test-only keywords: `test_faults`, a dict that may hold `panic_at_step` (the writer
+    /// thread panics at that step, counted from 1) and `slow_step_ms` (it sleeps that long per
+    /// step); `test_no_info_plans` walks every info dict key by key, as a dict that matches no
+    /// plan of its shape (tests record both ways and compare).
     #[new]
-    #[pyo3(signature = (path, config_json, *, test_faults=None))]
+    #[pyo3(signature = (path, config_json, *, test_faults=None, test_no_info_plans=false))]
     fn new(
         py: Python<'_>,
         path: std::path::PathBuf,
         config_json: &str,
         test_faults: Option<&Bound<'_, PyDict>>,
+        test_no_info_plans: bool,
     ) -> PyResult<Self> {
         let faults = test_faults.map(|d| faults_of(py, d)).transpose()?.unwrap_or_default();
         let config = RecorderConfig::from_json(config_json).py_err(py)?;
@@ -315,11 +308,8 @@ impl PyRecorder {
         let data_codec = config.data_codec.clone().unwrap_or_else(|| info_codec.clone());
         let frame_codec = config.frame_codec.clone().unwrap_or_else(|| info_codec.clone());
         let mut infos = DynamicColumns::new("info", Timeline::Obs, info_codec);
-        if config.test_no_info_plans {
+        if test_no_info_plans {
             infos = infos.without_plans();
-        }
-        if config.test_no_fast_infos {
-            infos = infos.without_fast_walk();
         }
         let mut inner = py.detach(|| Recorder::create_with_faults(&path, config, faults)).py_err(py)?;
         let signal = Signal::default();
@@ -398,11 +388,6 @@ impl PyRecorder {
         info: &Bound<'py, PyAny>,
         frame: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
-        // Start loading each value's header now: the loads overlap instead of waiting in turn
-        // (the info dict's deeper memory follows between the values; see `collect_step`).
-        for value in [action, observation, reward, terminated, truncated, info] {
-            prefetch(value.as_ptr().cast(), 64);
-        }
         let mut guard = self.lock(py)?;
         let st = &mut *guard;
         // The collector is empty between calls: `send` and `fail` both leave it so.

@@ -95,12 +95,6 @@ fn bool_rows(py: Python<'_>) -> &ExactArray {
     ROWS.get_or_init(py, || ExactArray::new(py, PyArrayDescr::of::<bool>(py).unbind(), &[], 1))
 }
 
-/// The address and length of a mask's bytes if it is a contiguous bool array over `n` envs,
-/// which is borrowed as it is.
-pub fn exact_mask(mask: &Bound<'_, PyAny>, n: usize) -> Option<(usize, usize)> {
-    bool_rows(mask.py()).data(mask, Some(n))
-}
-
 /// A boolean mask over `n` envs as one byte per env: borrowed when it is already a contiguous
 /// bool array of that length, converted otherwise. `what` names it in the error.
 pub fn mask_bytes(
@@ -110,7 +104,7 @@ pub fn mask_bytes(
     what: &str,
     coll: &mut Collector,
 ) -> PyResult<Src> {
-    if let Some((data, len)) = exact_mask(mask, n) {
+    if let Some((data, len)) = bool_rows(py).data(mask, Some(n)) {
         return Ok(coll.borrow_data(mask, data, len));
     }
     if let Ok(array) = mask.cast::<PyUntypedArray>() {
@@ -160,7 +154,7 @@ fn put_array(
     // numpy's built-in descriptors are singletons: pointer equality is the common, cheap case.
     let same = dtype.as_ptr() == target.as_ptr() || dtype.is_equiv_to(target);
     if same && array.is_c_contiguous() {
-        return Ok(coll.borrow_array_sized(array, dtype.itemsize()));
+        return Ok(coll.borrow_array(array));
     }
     if !same && array.is_c_contiguous() {
         if let Some(src) = cast_to_float(array, &dtype, col, coll) {

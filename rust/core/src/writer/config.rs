@@ -105,14 +105,6 @@ pub struct RecorderConfig {
     /// Where shard file names and the Meta record say which program wrote them.
     #[serde(default)]
     pub writer_version: String,
-    /// Info dicts walked key by key, without the plans of their shapes (the bindings' fast
-    /// path): tests record both ways and compare; never set in normal use.
-    #[serde(default)]
-    pub test_no_info_plans: bool,
-    /// Info dicts walked by their plans, never by the fast walk of a whole tree of arrays (the
-    /// bindings' fastest path): tests record both ways and compare; never set in normal use.
-    #[serde(default)]
-    pub test_no_fast_infos: bool,
 }
 
 fn one() -> u32 {
