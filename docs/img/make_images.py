@@ -1,6 +1,6 @@
-"""Makes the README's images with trajcore's own commands: records Breakout with frames and a
-CartPole vector env, writes the viewer page (``trajcore view``) and screenshots it in headless
-chromium, writes the plots (``trajcore plot``, with the recorder's timelog).
+"""Makes the images of docs/viewer-and-plots.md with trajcore's own commands: records Breakout
+with frames and a CartPole vector env, writes the viewer page (``trajcore view``) and screenshots
+it in headless chromium, writes the plots (``trajcore plot``, with the recorder's timelog).
 
     python docs/img/make_images.py      # needs ale-py, matplotlib, chromium (Debian's package)
 """
