@@ -4,7 +4,7 @@ level 19 (the writer compresses far slower than the env produces), killed at ran
 For each trial the child prints the wall time of every episode end; after the kill the parent
 reads the dataset and reports, over the episodes that ended before the kill but are missing,
 how long before the kill they had ended. The durability promise is about `flush_interval`
-(1 s here); see README "Files".
+(1 s here); see docs/recording.md, "Files, durability and storage".
 
     python benches/durability_kill.py --trials 20 [--python /path/to/other/python]
 

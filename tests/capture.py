@@ -5,7 +5,7 @@ them into per-sub-env episodes following gymnasium's autoreset modes and trajcor
 info rules, without any trajcore code. `assert_matches` then compares a dataset with it, value by
 value: observations, actions, rewards, flags, every info entry and its presence.
 
-The info rules (README, "Infos"):
+The info rules (docs/recording.md, "Infos"):
 - vector infos are split per sub-env with gymnasium's masks: ``_key`` masks ``key``; a nested
   dict's mask applies to everything below it; ``_key`` is a value of its own when no ``key`` is
   beside it or it has its own ``__key`` mask;
