@@ -113,10 +113,13 @@ pub struct SkippedRecord {
 }
 
 /// Storage of one column of one recording, summed over its chunks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ColumnStats {
     pub recording: usize,
+    #[serde(skip)]
     pub column: ColumnId,
+    /// Its name, or `#<id>` when its description is lost.
+    pub name: String,
     pub chunks: u64,
     pub raw_bytes: u64,
     pub stored_bytes: u64,
@@ -288,8 +291,15 @@ impl Dataset {
     pub fn column_stats(&self) -> Vec<ColumnStats> {
         let mut by: BTreeMap<(usize, ColumnId), ColumnStats> = BTreeMap::new();
         for (&(recording, _lane, column), list) in &self.chunk_lists {
-            let entry =
-                by.entry((recording, column)).or_insert(ColumnStats { recording, column, ..Default::default() });
+            let entry = by.entry((recording, column)).or_insert_with(|| {
+                let name = self.recordings[recording].columns.get(column as usize).map(|s| s.name.clone());
+                ColumnStats {
+                    recording,
+                    column,
+                    name: name.unwrap_or_else(|| format!("#{column}")),
+                    ..Default::default()
+                }
+            });
             for located in &list.chunks {
                 entry.chunks += 1;
                 entry.raw_bytes += located.chunk.raw_len;
