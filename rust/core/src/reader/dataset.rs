@@ -847,24 +847,25 @@ impl Dataset {
 
 /// Why a column and its mask do not describe each other, if they do not.
 fn mask_pair_problem(columns: &[ColumnSpec], spec: &ColumnSpec) -> Option<String> {
-    let get = |id: ColumnId| columns.get(id as usize);
+    // (value, mask) must point at each other, the mask a bool scalar on the value's timeline.
+    let pair_holds = |value: &ColumnSpec, mask: &ColumnSpec| {
+        value.mask == Some(mask.id)
+            && mask.mask_of == Some(value.id)
+            && mask.dtype == "bool"
+            && mask.shape.is_empty()
+            && mask.timeline == value.timeline
+    };
     if let Some(m) = spec.mask {
-        let Some(mask) = get(m) else { return Some(format!("its mask column {m} is not described")) };
-        if mask.mask_of != Some(spec.id)
-            || mask.dtype != "bool"
-            || !mask.shape.is_empty()
-            || mask.timeline != spec.timeline
-        {
+        let Some(mask) = columns.get(m as usize) else { return Some(format!("its mask column {m} is not described")) };
+        if !pair_holds(spec, mask) {
             return Some(format!("column {m} ('{}') is not a mask of it", mask.name));
         }
     }
     if let Some(v) = spec.mask_of {
-        let Some(value) = get(v) else { return Some(format!("the column {v} it masks is not described")) };
-        if value.mask != Some(spec.id)
-            || spec.dtype != "bool"
-            || !spec.shape.is_empty()
-            || value.timeline != spec.timeline
-        {
+        let Some(value) = columns.get(v as usize) else {
+            return Some(format!("the column {v} it masks is not described"));
+        };
+        if !pair_holds(value, spec) {
             return Some(format!("it is not the mask of column {v} ('{}')", value.name));
         }
     }

@@ -134,7 +134,8 @@ mod tests {
     fn meta_layouts_are_found_checked_or_missing() {
         let meta = r#"{"layout": {"observation": {"dict": [["a", {"leaf": "x"}]]}, "action": {"leaf": "nope"}}}"#;
         let is_column = |name: &str| name == "x";
-        let table: &[(&str, &str, Result<Layout, Option<&str>>)] = &[
+        type Want = Result<Layout, Option<&'static str>>;
+        let table: &[(&str, &str, Want)] = &[
             (meta, "observation", Ok(Layout::Dict(vec![("a".into(), Layout::Leaf("x".into()))]))),
             (meta, "action", Err(Some("leaf 'nope' names no column"))),
             (r#"{"layout": {}}"#, "action", Err(None)),
