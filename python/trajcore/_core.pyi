@@ -238,6 +238,14 @@ class Dataset:
         """All rows of one column of one episode: T+1 rows for observation-timeline columns,
         T for step-timeline ones; str columns come back as a list of str. Rows stored raw in
         one chunk come back as a read-only view of the memory map (its base a `MappedRows`)."""
+    def read_layout(self, episode: int, which: str) -> Any:
+        """An episode's observations or actions (`which`: "observation" or "action"): its leaf
+        columns, each as `read_column` gives it, nested in dicts and tuples like the recorded space.
+
+        Raises:
+            CorruptFileError: the recording's layout of them is missing or invalid.
+            TrajcoreIndexError: an episode index out of range.
+        """
     def refresh(self) -> int:
         """Re-reads shards that grew or appeared; returns the number of new episodes (appended:
         step numbers handed out stay valid)."""

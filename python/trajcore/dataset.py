@@ -16,7 +16,7 @@ from gymnasium import spaces
 from trajcore import _core
 from trajcore._filters import EpisodeFilters, select_indices
 from trajcore._infos import Field, column_fields, nest
-from trajcore._meta import layout_problem, rebuild_space
+from trajcore._meta import rebuild_space
 from trajcore.episodes import Episodes
 from trajcore.errors import CorruptFileError, InvalidArgumentError, TrajcoreError, TrajcoreWarning
 from trajcore.transitions import _Sampling
@@ -73,8 +73,6 @@ class _Recording:
     """What a reader needs from one recording's Meta record and column specs."""
 
     meta: dict[str, Any]
-    observation: Any  # layout tree
-    action: Any
     infos: list[Field] = field(default_factory=list)
     data: list[Field] = field(default_factory=list)
     column_names: frozenset[str] = frozenset()
@@ -105,8 +103,6 @@ class Dataset(_Sampling):
         self._warned = len(self._ds.problems)
         self._notices = 0
         self._recordings: dict[int, _Recording] = {}
-        #: (recording, "observation"|"action") -> why its layout tree was refused
-        self._layout_problems: dict[tuple[int, str], str] = {}
         self._summaries: dict[str, npt.NDArray[Any]] | None = None
         self._metrics: dict[str, dict[str, npt.NDArray[Any]]] | None = None
         for file, offset, why in self._ds.problems:
@@ -130,20 +126,8 @@ class Dataset(_Sampling):
             meta = json.loads(self._core.meta_json(index))
             meta = meta if isinstance(meta, dict) else {}
             columns = self._core.columns(index)
-            layout = meta.get("layout")
-            layout = layout if isinstance(layout, dict) else {}
-            names = {c["name"] for c in columns}
-            trees = {}
-            for which in ("observation", "action"):
-                tree = layout.get(which)
-                why = layout_problem(tree, names) if tree is not None else None
-                trees[which] = None if why else tree
-                if why:
-                    self._layout_problems[(index, which)] = why
             rec = _Recording(
                 meta=meta,
-                observation=trees["observation"],
-                action=trees["action"],
                 infos=column_fields(columns, "info/"),
                 data=column_fields(columns, "data/"),
                 column_names=frozenset(c["name"] for c in columns),
@@ -375,23 +359,13 @@ class Dataset(_Sampling):
             return None
         return self._read(index, column)
 
-    def _tree(self, index: int, recording: int, which: str) -> Any:
-        rec = self._recording(recording)
-        tree = rec.observation if which == "observation" else rec.action
-        if tree is None:
-            why = self._layout_problems.get((recording, which), "it is damaged or missing")
-            raise CorruptFileError(
-                f"{self._path}: the {which} layout in the Meta record of recording {recording} is invalid ({why}): "
-                f"episode {index}'s {which}s cannot be rebuilt"
-            )
-        return self._walk(index, tree)
+    def _tree(self, index: int, which: str) -> Any:
+        """Episode `index`'s observations or actions, nested like the recorded space.
 
-    def _walk(self, index: int, tree: Any) -> Any:
-        if "leaf" in tree:
-            return self._read(index, tree["leaf"])
-        if "dict" in tree:
-            return {k: self._walk(index, sub) for k, sub in tree["dict"]}
-        return tuple(self._walk(index, sub) for sub in tree["tuple"])
+        Raises:
+            CorruptFileError: the recording's layout of them is missing or invalid.
+        """
+        return self._core.read_layout(index, which)
 
     def _fields(self, index: int, recording: int, which: str) -> tuple[dict[str, Any], dict[str, Any]]:
         """(values, masks) of the info or custom-data columns, nested like the keys. A key never

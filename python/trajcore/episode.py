@@ -143,12 +143,12 @@ class Episode:
     def observations(self) -> Any:
         """T+1 observations, nested like the observation space (dicts/tuples of arrays; a Text
         leaf is a list of str)."""
-        return self._cached("observations", lambda: self._dataset._tree(self.index, self.recording, "observation"))
+        return self._cached("observations", lambda: self._dataset._tree(self.index, "observation"))
 
     @property
     def actions(self) -> Any:
         """T actions, nested like the action space."""
-        return self._cached("actions", lambda: self._dataset._tree(self.index, self.recording, "action"))
+        return self._cached("actions", lambda: self._dataset._tree(self.index, "action"))
 
     @property
     def rewards(self) -> npt.NDArray[np.float64]:

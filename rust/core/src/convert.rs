@@ -55,6 +55,22 @@ pub struct Converted {
     pub shards: Vec<PathBuf>,
 }
 
+/// Codec rules from JSON, `{"<column, prefix or 'default'>": {"delta": bool, "zstd_level": int
+/// | null}}`, by key (the longest matching key wins, so the order does not matter).
+///
+/// Errors: `Invalid`, naming the rule that does not parse.
+pub fn codecs_from_json(text: &str) -> Result<Vec<(String, CodecSpec)>> {
+    let rules: serde_json::Map<String, Value> =
+        serde_json::from_str(text).map_err(|e| Error::Invalid(format!("codecs: {e}")))?;
+    rules
+        .into_iter()
+        .map(|(k, v)| match serde_json::from_value(v) {
+            Ok(codec) => Ok((k, codec)),
+            Err(e) => Err(Error::Invalid(format!("codecs[{k:?}]: {e}"))),
+        })
+        .collect()
+}
+
 /// The codec `opts` gives a column, or its own.
 fn codec_for(opts: &ConvertOptions, spec: &ColumnSpec) -> CodecSpec {
     let name = spec.name.as_str();
@@ -410,6 +426,22 @@ fn read_span(src: &Dataset, recording: usize, lane: u32, spec: &ColumnSpec, s: &
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn codec_rules_parse_in_order_or_name_the_bad_one() {
+        let rules = codecs_from_json(
+            r#"{"obs": {"delta": true, "zstd_level": 3}, "default": {"delta": false, "zstd_level": null}}"#,
+        )
+        .unwrap();
+        let keys: Vec<_> = rules.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["default", "obs"]);
+        assert_eq!((rules[1].1.delta, rules[1].1.zstd_level, rules[0].1.zstd_level), (true, Some(3), None));
+        let table = [("[1]", "codecs: "), (r#"{"x": {"delta": 1}}"#, "codecs[\"x\"]: ")];
+        for (text, want) in table {
+            let why = codecs_from_json(text).unwrap_err().to_string();
+            assert!(why.starts_with(want), "{text}: {why}");
+        }
+    }
 
     fn spec(name: &str, dtype: &str) -> ColumnSpec {
         ColumnSpec {

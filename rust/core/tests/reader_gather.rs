@@ -306,7 +306,7 @@ fn range_reads_equal_step_by_step_gathers() {
         set_parallel_thresholds(parallel_from, parallel_from);
         set_scan_block_bytes(block);
         set_stream_from_bytes(stream_from);
-        for set in [ds.all_episodes(), &subset, &in_file, &subset_in_file] {
+        for set in [ds.all_episodes(), &subset, &*in_file, &*subset_in_file] {
             let total = set.num_steps();
             check_range(&ds, set, &fields, 0, total);
             check_range(&ds, set, &fields, total, 0);

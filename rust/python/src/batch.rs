@@ -3,8 +3,6 @@
 //! outputs with the GIL, calls the core with it released, and nests the results like the
 //! recorded spaces.
 
-use std::sync::RwLock;
-
 use numpy::{PyArrayDescr, PyUntypedArray};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
@@ -13,10 +11,11 @@ use trajcore_core::reader::{BatchOut, BatchPlan, Damage, Dataset, EpisodeSet, Ou
 use trajcore_core::DType;
 
 use crate::arrays::{arena, descr, empty, scalar, split, uninit_mut, Arena};
+use crate::dataset::PyDataset;
 use crate::errors::IntoPy;
 
 /// A layout tree over field indexes, its keys interned for Python.
-type Tree = Layout<usize, Py<PyString>>;
+pub type Tree = Layout<usize, Py<PyString>>;
 
 /// The core's plan of a set of output keys, with what Python needs to build its results.
 pub struct Plan {
@@ -58,34 +57,36 @@ impl Plan {
 
     /// Puts each output key, nested over `leaves` (one per field), into `out`.
     fn nest<'py>(&self, py: Python<'py>, leaves: &[Bound<'py, PyAny>], out: &Bound<'py, PyDict>) -> PyResult<()> {
-        fn build<'py>(py: Python<'py>, node: &Tree, leaves: &[Bound<'py, PyAny>]) -> PyResult<Bound<'py, PyAny>> {
-            Ok(match node {
-                Layout::Leaf(i) => leaves[*i].clone(),
-                Layout::Dict(items) => {
-                    let d = PyDict::new(py);
-                    for (key, sub) in items {
-                        d.set_item(key.bind(py), build(py, sub, leaves)?)?;
-                    }
-                    d.into_any()
-                }
-                Layout::Tuple(items) => {
-                    let items = items.iter().map(|t| build(py, t, leaves)).collect::<PyResult<Vec<_>>>()?;
-                    PyTuple::new(py, items)?.into_any()
-                }
-            })
-        }
         for (key, node) in &self.entries {
-            out.set_item(key.bind(py), build(py, node, leaves)?)?;
+            out.set_item(key.bind(py), nest(py, node, leaves)?)?;
         }
         Ok(())
     }
+}
+
+/// The Python value of a layout tree: dicts and tuples as the tree nests them, leaf `i` being
+/// `leaves[i]`.
+pub fn nest<'py>(py: Python<'py>, node: &Tree, leaves: &[Bound<'py, PyAny>]) -> PyResult<Bound<'py, PyAny>> {
+    Ok(match node {
+        Layout::Leaf(i) => leaves[*i].clone(),
+        Layout::Dict(items) => {
+            let d = PyDict::new(py);
+            for (key, sub) in items {
+                d.set_item(key.bind(py), nest(py, sub, leaves)?)?;
+            }
+            d.into_any()
+        }
+        Layout::Tuple(items) => {
+            PyTuple::new(py, items.iter().map(|t| nest(py, t, leaves)).collect::<PyResult<Vec<_>>>()?)?.into_any()
+        }
+    })
 }
 
 /// A batch: `[B, ...]` per field for transitions, `[B, L, ...]` for sequences; and the damage
 /// found (lenient reads leave the episodes it affects out, see `Dataset::gather_lenient`).
 pub fn batch<'py>(
     py: Python<'py>,
-    lock: &RwLock<Dataset>,
+    ds: &PyDataset,
     plan: &Plan,
     set: Option<&EpisodeSet>,
     request: Request,
@@ -129,12 +130,7 @@ pub fn batch<'py>(
         let episodes = parts_out.next().expect("episode_index part");
         let steps = parts_out.next().expect("step_index part");
         let out = BatchOut { fields: &mut fields, episodes, steps, mask: parts_out.next() };
-        py.detach(|| {
-            let guard = lock.read().unwrap_or_else(|p| p.into_inner());
-            let set = set.unwrap_or_else(|| guard.all_episodes());
-            guard.read_batch(set, &plan.core.fields, request, kind, out)
-        })
-        .py_err(py)?
+        ds.over(py, set, |d, set| d.read_batch(set, &plan.core.fields, request, kind, out))?
     };
     let mask = padded.then(|| views.pop().expect("the mask view"));
     let step_index = views.pop().expect("the step_index view");
@@ -171,7 +167,7 @@ pub fn batch<'py>(
 /// str for str columns; `episode_index` and `step_index` as int.
 pub fn one_step<'py>(
     py: Python<'py>,
-    lock: &RwLock<Dataset>,
+    ds: &PyDataset,
     plan: &Plan,
     set: Option<&EpisodeSet>,
     number: i64,
@@ -211,12 +207,7 @@ pub fn one_step<'py>(
                 One::Strings(v) => Out::Strings(v),
             })
             .collect();
-        py.detach(|| {
-            let guard = lock.read().unwrap_or_else(|p| p.into_inner());
-            let set = set.unwrap_or_else(|| guard.all_episodes());
-            guard.read_step(set, &plan.core.fields, number, &mut outs)
-        })
-        .py_err(py)?
+        ds.over(py, set, |d, set| d.read_step(set, &plan.core.fields, number, &mut outs))?
     };
     let leaves: Vec<Bound<'py, PyAny>> = buffers
         .into_iter()

@@ -3,14 +3,14 @@
 //! workers reopen it.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use trajcore_core::reader::{
-    open_verified, resolve_index, ColumnData, Dataset, EpisodeSet, Exclusions, OpenOptions, Recording, Request,
-    WindowKind,
+    episode_metrics, episode_summaries, open_verified, resolve_index, ColumnData, Dataset, EpisodeSet, Exclusions,
+    OpenOptions, Problem, Recording, Request, Values, WindowKind,
 };
 
 use crate::arrays;
@@ -35,15 +35,22 @@ pub struct PyDataset {
     inner: RwLock<Dataset>,
     /// Made on first use per key set; cleared by `refresh` (recordings may have appeared).
     plans: Mutex<Plans>,
-    /// Every episode in file order, made on first use, for as many episodes as it holds (a
-    /// `refresh` that adds some makes it again).
-    file_order: Mutex<Option<Arc<EpisodeSet>>>,
 }
 
 impl PyDataset {
     pub(crate) fn read<R>(&self, f: impl FnOnce(&Dataset) -> R) -> R {
         let guard = self.inner.read().unwrap_or_else(|p| p.into_inner());
         f(&guard)
+    }
+
+    /// `f` over the dataset and `set` (default: every episode), with the GIL released.
+    pub(crate) fn over<R: Send>(
+        &self,
+        py: Python<'_>,
+        set: Option<&EpisodeSet>,
+        f: impl FnOnce(&Dataset, &EpisodeSet) -> trajcore_core::Result<R> + Send,
+    ) -> PyResult<R> {
+        py.detach(|| self.read(|d| f(d, set.unwrap_or_else(|| d.all_episodes())))).py_err(py)
     }
 
     fn plan(&self, py: Python<'_>, keys: Option<Vec<String>>) -> PyResult<Arc<Plan>> {
@@ -68,8 +75,7 @@ impl PyDataset {
         kind: WindowKind,
     ) -> PyResult<Bound<'py, PyDict>> {
         let plan = self.plan(py, keys)?;
-        let set = selection.map(|s| s.get().set.clone());
-        let (out, damage) = batch::batch(py, &self.inner, &plan, set.as_deref(), request, kind)?;
+        let (out, damage) = batch::batch(py, self, &plan, selection.map(|s| &*s.get().set), request, kind)?;
         for d in damage {
             warn(py, &d.warning())?;
         }
@@ -80,10 +86,29 @@ impl PyDataset {
     fn recording<R>(&self, py: Python<'_>, recording: usize, f: impl FnOnce(&Recording) -> R) -> PyResult<R> {
         self.read(|d| d.recording(recording).map(f)).py_err(py)
     }
+
+    fn problems_of(&self, f: impl FnOnce(&Dataset) -> &[Problem]) -> Vec<ProblemTuple> {
+        self.read(|d| f(d).iter().map(Problem::parts).collect())
+    }
 }
 
-fn json_loads<'py>(py: Python<'py>, text: &str) -> PyResult<Bound<'py, PyAny>> {
+/// A plain value of the core, made a Python one through its JSON.
+fn from_json(py: Python<'_>, json: serde_json::Result<String>) -> PyResult<Bound<'_, PyAny>> {
+    let text = json.map_err(|e| invalid(py, e.to_string()))?;
     py.import("json")?.getattr("loads")?.call1((text,))
+}
+
+/// One array per named field.
+fn arrays_dict<'py>(py: Python<'py>, fields: Vec<(&str, Values)>) -> PyResult<Bound<'py, PyDict>> {
+    let out = PyDict::new(py);
+    for (name, values) in fields {
+        match values {
+            Values::I64(v) => out.set_item(name, PyArray1::from_vec(py, v))?,
+            Values::F64(v) => out.set_item(name, PyArray1::from_vec(py, v))?,
+            Values::Bool(v) => out.set_item(name, PyArray1::from_vec(py, v))?,
+        }
+    }
+    Ok(out)
 }
 
 #[pymethods]
@@ -112,14 +137,7 @@ impl PyDataset {
                 None => Dataset::open(&path, options),
             })
             .py_err(py)?;
-        Ok(PyDataset {
-            path,
-            strict,
-            cache_bytes,
-            inner: RwLock::new(dataset),
-            plans: Mutex::new(Vec::new()),
-            file_order: Mutex::new(None),
-        })
+        Ok(PyDataset { path, strict, cache_bytes, inner: RwLock::new(dataset), plans: Mutex::new(Vec::new()) })
     }
 
     /// What a verification at open left out, as JSON (None when nothing was).
@@ -129,9 +147,8 @@ impl PyDataset {
 
     /// Where damage lost descriptions of a recording's columns (so columns may be missing
     /// from `columns`): (file, byte offset, why), or None.
-    fn schema_damage(&self, py: Python<'_>, recording: usize) -> PyResult<Option<(String, u64, String)>> {
-        let damage = self.recording(py, recording, |r| r.schema_damage.clone())?;
-        Ok(damage.map(|p| (p.file.display().to_string(), p.offset, p.why)))
+    fn schema_damage(&self, py: Python<'_>, recording: usize) -> PyResult<Option<ProblemTuple>> {
+        self.recording(py, recording, |r| r.schema_damage.as_ref().map(Problem::parts))
     }
 
     /// Episodes reads found damaged (lenient mode), ascending.
@@ -154,8 +171,6 @@ impl PyDataset {
         self.cache_bytes
     }
 
-    /// Damage found while opening (and by a verification at open): (file, byte offset, what was
-    /// wrong).
     #[getter]
     fn mmap(&self) -> bool {
         self.read(|d| d.options().mmap)
@@ -164,12 +179,14 @@ impl PyDataset {
     /// Files replaced or deleted under the reader since opening (not damage): (file, 0, what).
     #[getter]
     fn notices(&self) -> Vec<ProblemTuple> {
-        self.read(|d| d.notices().iter().map(|p| (p.file.display().to_string(), p.offset, p.why.clone())).collect())
+        self.problems_of(Dataset::notices)
     }
 
+    /// Damage found while opening (and by a verification at open): (file, byte offset, what
+    /// was wrong).
     #[getter]
     fn problems(&self) -> Vec<ProblemTuple> {
-        self.read(|d| d.problems().iter().map(|p| (p.file.display().to_string(), p.offset, p.why.clone())).collect())
+        self.problems_of(Dataset::problems)
     }
 
     #[getter]
@@ -198,78 +215,26 @@ impl PyDataset {
 
     /// Column specs of a recording, as dicts.
     fn columns<'py>(&self, py: Python<'py>, recording: usize) -> PyResult<Bound<'py, PyAny>> {
-        let json = self
-            .recording(py, recording, |r| serde_json::to_string(&r.columns))?
-            .map_err(|e| invalid(py, e.to_string()))?;
-        json_loads(py, &json)
+        from_json(py, self.recording(py, recording, |r| serde_json::to_string(&r.columns))?)
     }
 
     /// Storage per column of each recording, from the index (nothing is decoded): dicts with
     /// recording, name, chunks, raw_bytes, stored_bytes.
-    fn column_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let rows = self.read(|d| {
-            d.column_stats()
-                .into_iter()
-                .map(|c| {
-                    let name = d.recordings()[c.recording].columns.get(c.column as usize).map(|s| s.name.clone());
-                    (c, name.unwrap_or_else(|| format!("#{}", c.column)))
-                })
-                .collect::<Vec<_>>()
-        });
-        let out = PyList::empty(py);
-        for (c, name) in rows {
-            let d = PyDict::new(py);
-            d.set_item("recording", c.recording)?;
-            d.set_item("name", name)?;
-            d.set_item("chunks", c.chunks)?;
-            d.set_item("raw_bytes", c.raw_bytes)?;
-            d.set_item("stored_bytes", c.stored_bytes)?;
-            out.append(d)?;
-        }
-        Ok(out)
+    fn column_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        from_json(py, serde_json::to_string(&self.read(Dataset::column_stats)))
     }
 
     /// One array per summary field over all episodes, in dataset order.
     fn summaries<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let out = PyDict::new(py);
-        self.read(|d| -> PyResult<()> {
-            let eps = d.episodes();
-            macro_rules! field {
-                ($name:literal, $t:ty, $f:expr) => {
-                    out.set_item($name, PyArray1::<$t>::from_vec(py, eps.iter().map($f).collect()))?;
-                };
-            }
-            field!("recording", i64, |e| e.recording as i64);
-            field!("shard", i64, |e| e.shard as i64);
-            field!("env_index", i64, |e| e.summary.lane as i64);
-            field!("length", i64, |e| e.summary.length as i64);
-            field!("episode_return", f64, |e| e.summary.episode_return);
-            field!("complete", bool, |e| e.summary.complete());
-            field!("terminated", bool, |e| e.summary.terminated());
-            field!("truncated", bool, |e| e.summary.truncated());
-            field!("start_ns", i64, |e| e.summary.start_ns as i64);
-            field!("end_ns", i64, |e| e.summary.end_ns as i64);
-            field!("episode_id", i64, |e| e.summary.episode_id as i64);
-            field!("continued", bool, |e| e.continued);
-            field!("continues", bool, |e| e.continues);
-            Ok(())
-        })?;
-        Ok(out)
+        arrays_dict(py, self.read(episode_summaries))
     }
 
     /// Episode metrics by column name: {name: {count, sum, mean, min, max}}, one array entry per
     /// episode in dataset order (count 0 and NaN where an episode has no value).
     fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let out = PyDict::new(py);
-        for (name, m) in self.read(trajcore_core::reader::episode_metrics) {
-            let d = PyDict::new(py);
-            let mean = m.mean();
-            d.set_item("count", PyArray1::<i64>::from_vec(py, m.count.iter().map(|&c| c as i64).collect()))?;
-            d.set_item("sum", PyArray1::from_vec(py, m.sum))?;
-            d.set_item("mean", PyArray1::from_vec(py, mean))?;
-            d.set_item("min", PyArray1::from_vec(py, m.min))?;
-            d.set_item("max", PyArray1::from_vec(py, m.max))?;
-            out.set_item(name, d)?;
+        for (name, m) in self.read(episode_metrics) {
+            out.set_item(name, arrays_dict(py, m.fields())?)?;
         }
         Ok(out)
     }
@@ -278,7 +243,7 @@ impl PyDataset {
     fn timelog_json(&self, py: Python<'_>, recording: usize) -> PyResult<(String, Vec<ProblemTuple>)> {
         let (samples, problems) = self.read(|d| d.timelog(recording));
         let json = serde_json::to_string(&samples).map_err(|e| invalid(py, e.to_string()))?;
-        Ok((json, problems.into_iter().map(|p| (p.file.display().to_string(), p.offset, p.why)).collect()))
+        Ok((json, problems.iter().map(Problem::parts).collect()))
     }
 
     fn episode_metadata_json(&self, py: Python<'_>, episode: i64) -> PyResult<String> {
@@ -290,9 +255,28 @@ impl PyDataset {
     /// Rows stored raw in one chunk come back as a read-only view of the memory map (no copy).
     fn read_column<'py>(&self, py: Python<'py>, episode: i64, column: &str) -> PyResult<Bound<'py, PyAny>> {
         match py.detach(|| self.read(|d| d.episode_column(episode, column))).py_err(py)? {
-            Ok(data) => column_to_py(py, data),
+            Ok(ColumnData::Fixed { dtype, shape, bytes }) => {
+                let typed = PyArray1::<u8>::from_vec(py, bytes).call_method1("view", (dtype.name(),))?;
+                typed.call_method1("reshape", (shape,))
+            }
+            Ok(ColumnData::Strings(items)) => Ok(PyList::new(py, items)?.into_any()),
             Err((dtype, shape, view)) => arrays::mapped(py, view, dtype, &shape),
         }
+    }
+
+    /// An episode's observations or actions (`which`: "observation" or "action"), its leaf
+    /// columns read as `read_column` does and nested like the recorded space.
+    fn read_layout<'py>(&self, py: Python<'py>, episode: i64, which: &str) -> PyResult<Bound<'py, PyAny>> {
+        let layout = self.read(|d| d.episode_layout(episode, which)).py_err(py)?;
+        let mut leaves = Vec::new();
+        let tree = layout.try_map(
+            &mut |column| {
+                leaves.push(self.read_column(py, episode, column)?);
+                Ok::<_, PyErr>(leaves.len() - 1)
+            },
+            &mut |key| Ok(PyString::new(py, key).unbind()),
+        )?;
+        batch::nest(py, &tree, &leaves)
     }
 
     /// A subset of episodes (dataset indexes) to sample from, with its own step numbering.
@@ -301,7 +285,7 @@ impl PyDataset {
         let set = self
             .read(|d| d.episode_set(&episodes.iter().map(|&i| d.episode_index(i)).collect::<Result<Vec<_>, _>>()?))
             .py_err(py)?;
-        Ok(PySelection::new(set))
+        Ok(PySelection { set: Arc::new(set) })
     }
 
     /// The episodes of the selection (default: every episode) in file order: grouped by
@@ -309,33 +293,8 @@ impl PyDataset {
     /// whole chunks (`Transitions.blocks(order="file")`).
     #[pyo3(signature = (selection=None))]
     fn file_order(&self, py: Python<'_>, selection: Option<&Bound<'_, PySelection>>) -> PyResult<PySelection> {
-        let ordered = match selection {
-            Some(sel) => {
-                let sel = sel.get();
-                match sel.file_order.get() {
-                    Some(set) => set.clone(),
-                    None => {
-                        let set = Arc::new(py.detach(|| self.read(|d| d.file_order(&sel.set))).py_err(py)?);
-                        sel.file_order.get_or_init(|| set).clone()
-                    }
-                }
-            }
-            None => {
-                let episodes = self.read(|d| d.episodes().len());
-                let cached = self.file_order.lock().unwrap_or_else(|p| p.into_inner()).clone();
-                match cached.filter(|set| set.len() == episodes) {
-                    Some(set) => set,
-                    None => {
-                        // Made without holding the lock: another thread may wait on it with the GIL.
-                        let set = Arc::new(py.detach(|| self.read(|d| d.file_order(d.all_episodes()))).py_err(py)?);
-                        *self.file_order.lock().unwrap_or_else(|p| p.into_inner()) = Some(set.clone());
-                        set
-                    }
-                }
-            }
-        };
-        // Already in file order: its own file order.
-        Ok(PySelection { set: ordered.clone(), file_order: OnceLock::from(ordered) })
+        let set = self.over(py, selection.map(|s| &*s.get().set), |d, set| d.file_order(set))?;
+        Ok(PySelection { set })
     }
 
     /// Windows of `length` steps inside single episodes (with `pad`, shorter episodes count once).
@@ -347,11 +306,7 @@ impl PyDataset {
         pad: bool,
         selection: Option<&Bound<'_, PySelection>>,
     ) -> PyResult<u64> {
-        let windows = match selection {
-            Some(s) => s.get().set.windows(length, pad),
-            None => self.read(|d| d.all_episodes().windows(length, pad)),
-        };
-        Ok(windows.py_err(py)?.num_windows())
+        self.over(py, selection.map(|s| &*s.get().set), |_, set| Ok(set.windows(length, pad)?.num_windows()))
     }
 
     /// (episode indexes, steps within them) of global step numbers (of the selection, if given).
@@ -363,16 +318,12 @@ impl PyDataset {
         selection: Option<&Bound<'py, PySelection>>,
     ) -> PyResult<Located<'py>> {
         let steps = steps.as_array().to_vec();
-        let set = selection.map(|s| s.get().set.clone());
-        let found = self
-            .read(|d| {
-                let set = set.as_deref().unwrap_or_else(|| d.all_episodes());
-                steps
-                    .iter()
-                    .map(|&g| set.locate_step(resolve_index(g, set.num_steps(), "step")?))
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .py_err(py)?;
+        let found = self.over(py, selection.map(|s| &*s.get().set), |_, set| {
+            steps
+                .iter()
+                .map(|&g| set.locate_step(resolve_index(g, set.num_steps(), "step")?))
+                .collect::<Result<Vec<_>, _>>()
+        })?;
         let (e, t): (Vec<i64>, Vec<i64>) = found.into_iter().map(|(e, t)| (e as i64, t as i64)).unzip();
         Ok((PyArray1::from_vec(py, e), PyArray1::from_vec(py, t)))
     }
@@ -414,9 +365,8 @@ impl PyDataset {
         keys: Option<Vec<String>>,
         selection: Option<&Bound<'py, PySelection>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let n = usize::try_from(stop.saturating_sub(start))
-            .map_err(|_| invalid(py, format!("steps {start}..{stop} are too many to read at once")))?;
-        self.batch(py, keys, selection, Request::Range { first: start, n }, WindowKind::TRANSITION)
+        let request = Request::range(start, stop).py_err(py)?;
+        self.batch(py, keys, selection, request, WindowKind::TRANSITION)
     }
 
     /// `n` windows of `length` steps inside single episodes, drawn uniformly from `seed`.
@@ -460,16 +410,9 @@ impl PyDataset {
         pad: bool,
         keys: Option<Vec<String>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let (e, t) = (episodes.as_array(), steps.as_array());
-        if e.len() != t.len() {
-            return Err(invalid(py, format!("{} episodes for {} steps", e.len(), t.len())));
-        }
-        let pairs = e.iter().copied().zip(t.iter().copied()).collect();
-        let kind = match length {
-            Some(length) => WindowKind { length, sequence: true, pad },
-            None => WindowKind::TRANSITION,
-        };
-        self.batch(py, keys, None, Request::Pairs(pairs), kind)
+        let request = Request::pairs(episodes.as_array().to_vec(), steps.as_array().to_vec()).py_err(py)?;
+        let kind = length.map_or(WindowKind::TRANSITION, |length| WindowKind { length, sequence: true, pad });
+        self.batch(py, keys, None, request, kind)
     }
 
     /// One step by global number (of the selection, if given), without a batch axis.
@@ -482,18 +425,12 @@ impl PyDataset {
         selection: Option<&Bound<'py, PySelection>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let plan = self.plan(py, keys)?;
-        let set = selection.map(|s| s.get().set.clone());
-        batch::one_step(py, &self.inner, &plan, set.as_deref(), index)
+        batch::one_step(py, self, &plan, selection.map(|s| &*s.get().set), index)
     }
 
     /// Re-reads shards that grew or appeared; returns how many episodes were added.
     fn refresh(&self, py: Python<'_>) -> PyResult<usize> {
-        let added = py
-            .detach(|| {
-                let mut guard = self.inner.write().unwrap_or_else(|p| p.into_inner());
-                guard.refresh()
-            })
-            .py_err(py)?;
+        let added = py.detach(|| self.inner.write().unwrap_or_else(|p| p.into_inner()).refresh()).py_err(py)?;
         self.plans.lock().unwrap_or_else(|p| p.into_inner()).clear();
         Ok(added)
     }
@@ -501,9 +438,8 @@ impl PyDataset {
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
         let py = slf.py();
         let me = slf.get();
-        let mmap = me.read(|d| d.options().mmap);
-        let args = (me.path.clone(), me.strict, me.cache_bytes, false, me.exclusions_json(), mmap).into_pyobject(py)?;
-        PyTuple::new(py, [slf.get_type().into_any(), args.into_any()])
+        let args = (me.path.clone(), me.strict, me.cache_bytes, false, me.exclusions_json(), me.mmap());
+        PyTuple::new(py, [slf.get_type().into_any(), args.into_pyobject(py)?.into_any()])
     }
 
     fn __len__(&self) -> usize {
@@ -511,22 +447,7 @@ impl PyDataset {
     }
 
     fn __repr__(&self) -> String {
-        format!(
-            "<trajcore._core.Dataset {} episodes, {} steps at {:?}>",
-            self.num_episodes(),
-            self.num_steps(),
-            self.path
-        )
-    }
-}
-
-pub fn column_to_py(py: Python<'_>, data: ColumnData) -> PyResult<Bound<'_, PyAny>> {
-    match data {
-        ColumnData::Fixed { dtype, shape, bytes } => {
-            let raw = PyArray1::<u8>::from_vec(py, bytes);
-            let typed = raw.call_method1("view", (dtype.name(),))?;
-            typed.call_method1("reshape", (shape,))
-        }
-        ColumnData::Strings(items) => Ok(PyList::new(py, items)?.into_any()),
+        let (episodes, steps) = (self.num_episodes(), self.num_steps());
+        format!("<trajcore._core.Dataset {episodes} episodes, {steps} steps at {:?}>", self.path)
     }
 }

@@ -6,11 +6,10 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyInt, PyString, PyTuple};
-use trajcore_core::convert::{convert as convert_dataset, ConvertOptions};
+use trajcore_core::convert::{codecs_from_json, convert as convert_dataset, ConvertOptions};
 use trajcore_core::layout::{Layout, PathItem};
-use trajcore_core::reader::{verify_path, VerifyReport};
+use trajcore_core::reader::{verify_path, Problem, VerifyReport};
 use trajcore_core::recover::recover as recover_dataset;
-use trajcore_core::CodecSpec;
 
 use crate::dataset::PyDataset;
 use crate::errors::{invalid, IntoPy};
@@ -28,18 +27,7 @@ pub fn convert<'py>(
     max_shard_bytes: Option<u64>,
     episodes: Option<Vec<usize>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let codecs: Vec<(String, CodecSpec)> = match codecs_json {
-        Some(text) => serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(text)
-            .map_err(|e| invalid(py, format!("codecs: {e}")))?
-            .into_iter()
-            .map(|(k, v)| {
-                serde_json::from_value(v)
-                    .map(|c| (k.clone(), c))
-                    .map_err(|e| invalid(py, format!("codecs[{k:?}]: {e}")))
-            })
-            .collect::<PyResult<_>>()?,
-        None => Vec::new(),
-    };
+    let codecs = codecs_json.map(codecs_from_json).transpose().py_err(py)?.unwrap_or_default();
     if chunk_bytes == Some(0) {
         return Err(invalid(py, "chunk_bytes must be positive"));
     }
@@ -91,9 +79,7 @@ pub fn recover<'py>(py: Python<'py>, src: PathBuf, dst: PathBuf) -> PyResult<Bou
     out.set_item("lost", done.lost)?;
     out.set_item("steps", done.steps)?;
     out.set_item("shards", done.shards.iter().map(|p| p.display().to_string()).collect::<Vec<_>>())?;
-    let lost: Vec<(String, u64, String)> =
-        done.recordings_lost.iter().map(|p| (p.file.display().to_string(), p.offset, p.why.clone())).collect();
-    out.set_item("recordings_lost", lost)?;
+    out.set_item("recordings_lost", done.recordings_lost.iter().map(Problem::parts).collect::<Vec<_>>())?;
     out.set_item("source", report_dict(py, &done.source)?)?;
     Ok(out)
 }

@@ -1,7 +1,7 @@
 //! `trajcore._core.Selection`: a fixed subset of a dataset's episodes (what a filter kept), with
 //! its own step and window numbering, made once and reused by every batch drawn from it.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use numpy::PyArray1;
 use pyo3::prelude::*;
@@ -10,14 +10,6 @@ use trajcore_core::reader::EpisodeSet;
 #[pyclass(module = "trajcore._core", name = "Selection", frozen)]
 pub struct PySelection {
     pub set: Arc<EpisodeSet>,
-    /// The same members in file order (`Dataset.file_order`), made on first use.
-    pub file_order: OnceLock<Arc<EpisodeSet>>,
-}
-
-impl PySelection {
-    pub fn new(set: EpisodeSet) -> Self {
-        PySelection { set: Arc::new(set), file_order: OnceLock::new() }
-    }
 }
 
 #[pymethods]

@@ -113,10 +113,13 @@ pub struct SkippedRecord {
 }
 
 /// Storage of one column of one recording, summed over its chunks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ColumnStats {
     pub recording: usize,
+    #[serde(skip)]
     pub column: ColumnId,
+    /// Its name, or `#<id>` when its description is lost.
+    pub name: String,
     pub chunks: u64,
     pub raw_bytes: u64,
     pub stored_bytes: u64,
@@ -288,8 +291,15 @@ impl Dataset {
     pub fn column_stats(&self) -> Vec<ColumnStats> {
         let mut by: BTreeMap<(usize, ColumnId), ColumnStats> = BTreeMap::new();
         for (&(recording, _lane, column), list) in &self.chunk_lists {
-            let entry =
-                by.entry((recording, column)).or_insert(ColumnStats { recording, column, ..Default::default() });
+            let entry = by.entry((recording, column)).or_insert_with(|| {
+                let name = self.recordings[recording].columns.get(column as usize).map(|s| s.name.clone());
+                ColumnStats {
+                    recording,
+                    column,
+                    name: name.unwrap_or_else(|| format!("#{column}")),
+                    ..Default::default()
+                }
+            });
             for located in &list.chunks {
                 entry.chunks += 1;
                 entry.raw_bytes += located.chunk.raw_len;
@@ -837,24 +847,25 @@ impl Dataset {
 
 /// Why a column and its mask do not describe each other, if they do not.
 fn mask_pair_problem(columns: &[ColumnSpec], spec: &ColumnSpec) -> Option<String> {
-    let get = |id: ColumnId| columns.get(id as usize);
+    // (value, mask) must point at each other, the mask a bool scalar on the value's timeline.
+    let pair_holds = |value: &ColumnSpec, mask: &ColumnSpec| {
+        value.mask == Some(mask.id)
+            && mask.mask_of == Some(value.id)
+            && mask.dtype == "bool"
+            && mask.shape.is_empty()
+            && mask.timeline == value.timeline
+    };
     if let Some(m) = spec.mask {
-        let Some(mask) = get(m) else { return Some(format!("its mask column {m} is not described")) };
-        if mask.mask_of != Some(spec.id)
-            || mask.dtype != "bool"
-            || !mask.shape.is_empty()
-            || mask.timeline != spec.timeline
-        {
+        let Some(mask) = columns.get(m as usize) else { return Some(format!("its mask column {m} is not described")) };
+        if !pair_holds(spec, mask) {
             return Some(format!("column {m} ('{}') is not a mask of it", mask.name));
         }
     }
     if let Some(v) = spec.mask_of {
-        let Some(value) = get(v) else { return Some(format!("the column {v} it masks is not described")) };
-        if value.mask != Some(spec.id)
-            || spec.dtype != "bool"
-            || !spec.shape.is_empty()
-            || value.timeline != spec.timeline
-        {
+        let Some(value) = columns.get(v as usize) else {
+            return Some(format!("the column {v} it masks is not described"));
+        };
+        if !pair_holds(value, spec) {
             return Some(format!("it is not the mask of column {v} ('{}')", value.name));
         }
     }

@@ -11,6 +11,8 @@
 //! they were given), with its own steps, so a scan of it returns the same transitions as a
 //! scan in step order, `episode_index` and `step_index` saying which is which.
 
+use std::sync::Arc;
+
 use super::dataset::Dataset;
 use super::gather::{Item, Piece, ZEROS};
 use super::steps::EpisodeSet;
@@ -30,10 +32,18 @@ pub(crate) fn file_order(places: &[FilePlace]) -> Vec<usize> {
 
 impl Dataset {
     /// The members of `set` in file order (see the module notes), with the step numbering of
-    /// that order.
+    /// that order; made once per set (a set that grows makes it again).
     ///
     /// Errors: `Invalid` when a member is not an episode of this dataset.
-    pub fn file_order(&self, set: &EpisodeSet) -> Result<EpisodeSet> {
+    pub fn file_order(&self, set: &EpisodeSet) -> Result<Arc<EpisodeSet>> {
+        if let Some(ordered) = set.file_order.get() {
+            return Ok(ordered.clone());
+        }
+        let ordered = Arc::new(self.order_by_file(set)?);
+        Ok(set.file_order.get_or_init(|| ordered).clone())
+    }
+
+    fn order_by_file(&self, set: &EpisodeSet) -> Result<EpisodeSet> {
         let members = set.episodes();
         let places: Vec<FilePlace> = members
             .iter()

@@ -55,7 +55,7 @@ pub use dataset::{ColumnStats, Dataset, EpisodeRef, Recording, SkippedRecord};
 pub use gather::{
     max_threads, set_gather_hold_bytes, set_max_threads, set_parallel_thresholds, Field, Out, Run, Window,
 };
-pub use metrics::{episode_metrics, MetricColumn};
+pub use metrics::{episode_metrics, episode_summaries, MetricColumn, Values};
 pub use plan::{BatchPlan, DEFAULT_KEYS};
 pub use request::{resolve_index, Request};
 pub use rows::{ColumnData, RowsView};
@@ -114,6 +114,13 @@ pub struct Problem {
     pub file: PathBuf,
     pub offset: u64,
     pub why: String,
+}
+
+impl Problem {
+    /// (file, byte offset, why): how the bindings hand a problem out.
+    pub fn parts(&self) -> (String, u64, String) {
+        (self.file.display().to_string(), self.offset, self.why.clone())
+    }
 }
 
 impl std::fmt::Display for Problem {

@@ -62,7 +62,6 @@ impl BatchPlan {
             None => DEFAULT_KEYS.iter().map(|s| s.to_string()).collect(),
         };
         let rec = ds.recordings().first().ok_or_else(|| Error::Invalid("the dataset has no recording".into()))?;
-        let meta: Value = serde_json::from_str(&rec.meta_json).unwrap_or(Value::Null);
         let mut plan = BatchPlan { fields: Vec::new(), entries: Vec::new() };
         let mut index: HashMap<(String, bool), usize> = HashMap::new();
         let mut field = |name: &str, next: bool| -> Result<usize> {
@@ -77,13 +76,12 @@ impl BatchPlan {
         for key in keys {
             let node = match source(&key) {
                 Source::Tree(which, next) => {
-                    let unusable = |why: String| {
+                    let layout = meta_layout(&rec.meta_json, which, &|_| true).map_err(|why| {
+                        let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
                         Error::Invalid(format!(
                             "the Meta record of the first recording is damaged or missing: its {which}s cannot be rebuilt{why}"
                         ))
-                    };
-                    let tree = meta.get("layout").and_then(|l| l.get(which)).ok_or_else(|| unusable(String::new()))?;
-                    let layout = Layout::parse(tree, &|_| true).map_err(|why| unusable(format!(" ({why})")))?;
+                    })?;
                     layout.try_map(&mut |name| field(name, next), &mut |k| Ok(k.clone()))?
                 }
                 Source::Column(name, next) => Layout::Leaf(field(name, next)?),
@@ -97,9 +95,58 @@ impl BatchPlan {
     }
 }
 
+/// The `which` ("observation" or "action") layout tree of a Meta record, each leaf accepted by
+/// `is_column`: `Err(None)` when the record holds none, `Err(Some(why))` when it is malformed.
+fn meta_layout(meta_json: &str, which: &str, is_column: &dyn Fn(&str) -> bool) -> Result<Layout, Option<String>> {
+    let meta: Value = serde_json::from_str(meta_json).unwrap_or(Value::Null);
+    let tree = meta.get("layout").and_then(|l| l.get(which)).ok_or(None)?;
+    Layout::parse(tree, is_column).map_err(Some)
+}
+
+impl Dataset {
+    /// The `which` ("observation" or "action") layout of episode `episode`'s recording, over
+    /// columns the recording has: how to nest the episode's leaf columns like its space.
+    ///
+    /// Errors: `OutOfRange`; `Unsupported` (a corrupt file to Python) when the Meta record
+    /// holds no such tree or a malformed one.
+    pub fn episode_layout(&self, episode: i64, which: &str) -> Result<Layout> {
+        let episode = self.episode_index(episode)?;
+        let recording = self.episode(episode)?.recording;
+        let rec = self.recording(recording)?;
+        meta_layout(&rec.meta_json, which, &|name| rec.columns.iter().any(|c| c.name == name)).map_err(|why| {
+            let why = why.unwrap_or_else(|| "it is damaged or missing".into());
+            Error::Unsupported {
+                path: self.path().to_path_buf(),
+                why: format!(
+                    "the {which} layout in the Meta record of recording {recording} is invalid ({why}): \
+                     episode {episode}'s {which}s cannot be rebuilt"
+                ),
+            }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn meta_layouts_are_found_checked_or_missing() {
+        let meta = r#"{"layout": {"observation": {"dict": [["a", {"leaf": "x"}]]}, "action": {"leaf": "nope"}}}"#;
+        let is_column = |name: &str| name == "x";
+        type Want = Result<Layout, Option<&'static str>>;
+        let table: &[(&str, &str, Want)] = &[
+            (meta, "observation", Ok(Layout::Dict(vec![("a".into(), Layout::Leaf("x".into()))]))),
+            (meta, "action", Err(Some("leaf 'nope' names no column"))),
+            (r#"{"layout": {}}"#, "action", Err(None)),
+            ("{}", "observation", Err(None)),
+            ("not json", "observation", Err(None)),
+        ];
+        for (meta, which, want) in table {
+            let got = meta_layout(meta, which, &is_column);
+            assert_eq!(got.as_ref().map_err(|e| e.as_deref()), want.as_ref().map_err(|e| *e), "{meta} {which}");
+        }
+    }
 
     #[test]
     fn keys_name_their_sources() {

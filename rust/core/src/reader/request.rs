@@ -34,6 +34,25 @@ pub enum Request {
 }
 
 impl Request {
+    /// Steps `start .. stop` (none when `stop <= start`), read in bulk.
+    ///
+    /// Errors: `Invalid` when they are more than an index can count.
+    pub fn range(start: u64, stop: u64) -> Result<Request> {
+        let n = usize::try_from(stop.saturating_sub(start))
+            .map_err(|_| Error::Invalid(format!("steps {start}..{stop} are too many to read at once")))?;
+        Ok(Request::Range { first: start, n })
+    }
+
+    /// Windows at (episode, first step) pairs, given as two lists.
+    ///
+    /// Errors: `Invalid` when the lists differ in length.
+    pub fn pairs(episodes: Vec<i64>, steps: Vec<i64>) -> Result<Request> {
+        if episodes.len() != steps.len() {
+            return Err(Error::Invalid(format!("{} episodes for {} steps", episodes.len(), steps.len())));
+        }
+        Ok(Request::Pairs(episodes.into_iter().zip(steps).collect()))
+    }
+
     /// Windows in the batch.
     pub fn len(&self) -> usize {
         match self {
@@ -105,6 +124,14 @@ impl Request {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ranges_and_pairs_are_checked() {
+        assert_eq!(Request::range(3, 7).unwrap(), Request::Range { first: 3, n: 4 });
+        assert_eq!(Request::range(7, 3).unwrap(), Request::Range { first: 7, n: 0 });
+        assert_eq!(Request::pairs(vec![0, -1], vec![2, 3]).unwrap(), Request::Pairs(vec![(0, 2), (-1, 3)]));
+        assert_eq!(Request::pairs(vec![0], vec![]).unwrap_err().to_string(), "1 episodes for 0 steps");
+    }
 
     #[test]
     fn indexes_count_from_the_end_when_negative() {

@@ -192,6 +192,8 @@ pub struct EpisodeSet {
     windows: Mutex<Option<Arc<WindowIndex>>>,
     /// The members come lane by lane, each lane's in row order (`Dataset::file_order` made it).
     by_lane: bool,
+    /// The same members in file order, made on first use (`Dataset::file_order`).
+    pub(super) file_order: OnceLock<Arc<EpisodeSet>>,
 }
 
 impl EpisodeSet {
@@ -218,6 +220,7 @@ impl EpisodeSet {
     pub(crate) fn push(&mut self, length: u64) {
         debug_assert!(self.ids.is_none(), "a subset does not grow");
         self.steps.push(length);
+        self.file_order = OnceLock::new();
     }
 
     /// Number of episodes.
