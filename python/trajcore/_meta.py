@@ -4,32 +4,20 @@ inside the reader, or a 4 TiB allocation for a space declared with an absurd sha
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
 from gymnasium import spaces
 
-from trajcore import _core
-from trajcore.errors import CorruptFileError, InvalidArgumentError, TrajcoreError
+from trajcore.errors import CorruptFileError, TrajcoreError
 from trajcore.spaces import space_columns, space_from_json
 
-__all__ = ["layout_problem", "rebuild_space"]
+__all__ = ["rebuild_space"]
 
 #: Layout trees nest no deeper than this (spaces nest a few levels in practice).
 MAX_LAYOUT_DEPTH = 64
 #: A space's leaf may not hold more elements than a row of a column may (1 GiB of bytes).
 MAX_ELEMENTS = 1 << 30
-
-
-def layout_problem(tree: Any, columns: set[str]) -> str | None:
-    """Why `tree` is not a layout tree over `columns` (see trajcore.spaces), or None: the core's
-    one Layout type decides."""
-    try:
-        _core.layout_leaves(json.dumps(tree), columns)
-    except InvalidArgumentError as e:
-        return str(e)
-    return None
 
 
 def rebuild_space(
