@@ -6,7 +6,7 @@
 
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use trajcore_core::writer::{EntryKind, Recorder, Slot};
+use trajcore_core::writer::{EntryKind, Recorder};
 use trajcore_core::{CodecSpec, Timeline};
 
 use crate::collect::Collector;
@@ -42,13 +42,13 @@ impl Frames {
         if frames.is_none() {
             return Ok(());
         }
-        let at = |rows| Place { rows, slot: Slot::Regular };
+        let at = Place::regular;
         let Some(n) = rows else {
-            return self.columns.put_one(py, PATH, frames, None, at(None), recorder, coll);
+            return self.columns.put_one(py, PATH, frames, at(None), recorder, coll);
         };
         if let Ok(array) = frames.cast::<PyUntypedArray>() {
             if array.dtype().kind() != b'O' {
-                return self.columns.put_one(py, PATH, frames, None, at(Some(n)), recorder, coll);
+                return self.columns.put_one(py, PATH, frames, at(Some(n)), recorder, coll);
             }
         }
         let given = frames.len()?;
@@ -61,7 +61,7 @@ impl Frames {
                 continue;
             }
             let before = coll.entries.len();
-            self.columns.put_one(py, PATH, &frame, None, at(None), recorder, coll)?;
+            self.columns.put_one(py, PATH, &frame, at(None), recorder, coll)?;
             // One row, for this sub-env only (nothing was added if the frame was left out).
             if let Some(entry) = coll.entries.get_mut(before) {
                 entry.kind = EntryKind::PerEnv;
@@ -78,6 +78,6 @@ impl Frames {
 
     /// Frames left out so far, by column name (for `stats()`).
     pub fn skipped_counts(&self) -> impl Iterator<Item = (String, u64)> + '_ {
-        self.columns.skipped_counts().map(|(path, n)| (format!("{GROUP}/{path}"), n))
+        self.columns.skipped_counts()
     }
 }

@@ -10,32 +10,44 @@
 //! `__key` mask, is a value of its own. Column names escape `/`, `%` and a leading `_` (see
 //! `escape_key`), so a key `_x` never takes the name of the mask column of `x`.
 //!
-//! A dict is walked by a plan of its shape (see `info_keys`) when one matches, else its keys are
-//! looked up one by one and kept as a plan; either way its values are then put by the same code.
+//! A dict is walked by a plan of its shape (see the core's `writer::info_keys`) when one
+//! matches, else its keys are looked up one by one and kept as a plan; either way its values
+//! are then put by the same code.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
+use trajcore_core::writer::info_keys::{mask_positions, Plan, Role};
+use trajcore_core::writer::skips::Skips;
 use trajcore_core::writer::{EntryKind, NewColumn, Recorder, Slot};
 use trajcore_core::{CodecSpec, DType, Timeline};
 
-use crate::collect::{Collector, Src};
+use crate::collect::{borrow_data, Collector, Src};
 use crate::errors::{schema_error, warn, IntoPy};
-pub use crate::info_keys::escape_key;
-use crate::info_keys::{mask_positions, DictPlan, KeyPaths, Role, MAX_PLANNED_KEYS, PLANS_MADE_PER_DICT};
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
+
+type KeyTree = trajcore_core::writer::info_keys::KeyTree<Py<PyString>>;
 
 /// Nested dicts deeper than this are refused: deeper is a dict that contains itself.
 pub const MAX_DEPTH: usize = 32;
 
-/// Where the values of one call go: env rows and observation slot.
+/// Where collected values go: how their rows map to envs (dynamic columns: always all of
+/// them, masked), and which observation row.
 #[derive(Clone, Copy)]
 pub struct Place {
+    pub kind: EntryKind,
+    pub slot: Slot,
+    pub env: u32,
     /// The env count for batched values, `None` for one row.
     pub rows: Option<usize>,
-    pub slot: Slot,
+}
+
+impl Place {
+    pub fn regular(rows: Option<usize>) -> Self {
+        Place { kind: EntryKind::Dense, slot: Slot::Regular, env: 0, rows }
+    }
 }
 
 /// One call's walk: where its values go and where their entries are collected.
@@ -55,12 +67,6 @@ impl Walk<'_, '_> {
     }
 }
 
-/// Values of one key that were not recorded.
-struct Skipped {
-    count: u64,
-    first_why: String,
-}
-
 /// A key whose first values could not make a column: their Python type, to skip the same type
 /// again without asking numpy each step.
 struct Unsupported {
@@ -75,14 +81,14 @@ pub struct DynamicColumns {
     columns: Vec<ColInfo>,
     /// Column index by path.
     by_path: HashMap<String, usize>,
-    keys: KeyPaths,
+    keys: KeyTree,
     /// Whether dicts are walked by their plans when they have one (tests compare both ways).
     plans: bool,
     /// The values of the dicts being walked with what each is, a stack (nested dicts push
     /// above); holding a reference to each, so what a conversion runs cannot free them.
     values: Vec<(Py<PyAny>, Role)>,
     unsupported: HashMap<String, Unsupported>,
-    skipped: BTreeMap<String, Skipped>,
+    skipped: Skips,
 }
 
 impl DynamicColumns {
@@ -93,11 +99,11 @@ impl DynamicColumns {
             codec,
             columns: Vec::new(),
             by_path: HashMap::new(),
-            keys: KeyPaths::default(),
+            keys: KeyTree::default(),
             plans: true,
             values: Vec::new(),
             unsupported: HashMap::new(),
-            skipped: BTreeMap::new(),
+            skipped: Skips::new(prefix),
         }
     }
 
@@ -109,40 +115,20 @@ impl DynamicColumns {
 
     /// One value of `path` is not recorded: warns at the first, counts the rest.
     fn skip(&mut self, py: Python<'_>, path: &str, why: String) -> PyResult<()> {
-        match self.skipped.get_mut(path) {
-            Some(s) => s.count += 1,
-            None => {
-                warn(
-                    py,
-                    &format!(
-                        "trajcore: {} entry '{}': a value is not recorded (its row reads as missing): {why}. \
-                         The entry goes on recording the values that fit; close() reports how many were left out.",
-                        self.prefix, path
-                    ),
-                )?;
-                self.skipped.insert(path.to_string(), Skipped { count: 1, first_why: why });
-            }
+        match self.skipped.skip(path, why) {
+            Some(warning) => warn(py, &warning),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Warns once per key with the number of values left out (at close).
     pub fn warn_skipped(&mut self, py: Python<'_>) -> PyResult<()> {
-        for (path, s) in std::mem::take(&mut self.skipped) {
-            warn(
-                py,
-                &format!(
-                    "trajcore: {} entry '{path}': {} value(s) were not recorded (first: {})",
-                    self.prefix, s.count, s.first_why
-                ),
-            )?;
-        }
-        Ok(())
+        self.skipped.close_warnings().iter().try_for_each(|warning| warn(py, warning))
     }
 
-    /// Values left out so far, per key path (for `stats()`).
-    pub fn skipped_counts(&self) -> impl Iterator<Item = (&str, u64)> {
-        self.skipped.iter().map(|(p, s)| (p.as_str(), s.count))
+    /// Values left out so far, by column name (for `stats()`).
+    pub fn skipped_counts(&self) -> impl Iterator<Item = (String, u64)> + '_ {
+        self.skipped.counts()
     }
 
     /// Adds entries for every supported value of an info dict (vector infos: with their `_key`
@@ -155,7 +141,7 @@ impl DynamicColumns {
         recorder: &mut Recorder,
         coll: &mut Collector,
     ) -> PyResult<()> {
-        self.put_dict(&mut Walk { py, at, recorder, coll }, info, KeyPaths::ROOT, None, 0)
+        self.put_dict(&mut Walk { py, at, recorder, coll }, info, KeyTree::ROOT, None, 0)
     }
 
     /// Adds entries for the values of `dict`, under key node `node`, where `mask` (the
@@ -202,7 +188,7 @@ impl DynamicColumns {
             return Ok(false);
         }
         for plan in &self.keys.node(node).plans {
-            if plan.push_values(dict, regular, &mut self.values)? {
+            if push_planned_values(plan, dict, regular, &mut self.values)? {
                 return Ok(true);
             }
         }
@@ -215,7 +201,7 @@ impl DynamicColumns {
         let py = w.py;
         let mut keys = Vec::with_capacity(dict.len());
         for (key, value) in dict.iter() {
-            let (child, is_str) = self.keys.child(py, node, &key)?;
+            let (child, is_str) = key_node(&mut self.keys, node, &key)?;
             keys.push((key, child, is_str));
             self.values.push((value.unbind(), Role::Skip));
         }
@@ -241,11 +227,10 @@ impl DynamicColumns {
             }
             self.values[start + i].1 = Role::Value { node: *child, mask: masks[i] };
         }
-        let planned = self.keys.node(node).plans_made < PLANS_MADE_PER_DICT && keys.len() <= MAX_PLANNED_KEYS;
-        if self.plans && all_str && planned {
+        if self.plans && all_str && self.keys.wants_plan(node, keys.len()) {
             let roles = self.values[start..].iter().map(|v| v.1);
             let keys = keys.iter().zip(roles).map(|((k, ..), r)| Ok((k.cast::<PyString>()?.clone().unbind(), r)));
-            let plan = DictPlan::new(w.at.slot == Slot::Regular, keys.collect::<PyResult<_>>()?);
+            let plan = Plan { regular: w.at.slot == Slot::Regular, keys: keys.collect::<PyResult<_>>()? };
             self.keys.add_plan(node, plan);
         }
         Ok(())
@@ -286,7 +271,7 @@ impl DynamicColumns {
         // The parent's mask was checked when its dict was entered: only a mask of the key's own
         // can leave no env.
         let checked = own_mask.is_none();
-        let mask = and_masks(w.coll, mask, own_mask);
+        let mask = w.coll.and_masks(mask, own_mask);
         if !checked && mask.is_some_and(|m| w.coll.slice(m).iter().all(|&b| b == 0)) {
             return Ok(()); // no env has it at this step
         }
@@ -309,7 +294,7 @@ impl DynamicColumns {
         // (no object array, which `stacked_rows` would take apart).
         if let Some(col) = known.map(|c| &self.columns[c]) {
             if let Some((data, len)) = col.exact.as_ref().and_then(|e| e.data(value, w.at.rows)) {
-                let data = w.coll.borrow_data(value, data, len);
+                let data = borrow_data(w.coll, value, data, len);
                 w.push(col.id, mask, data);
                 return Ok(());
             }
@@ -332,26 +317,23 @@ impl DynamicColumns {
         self.put_into(w, column, value, mask)
     }
 
-    /// One value under `path` (without the prefix); a value that cannot be recorded is skipped
-    /// with a warning (see `skip`).
-    // Its parameters are those `frames.rs` passes.
-    #[allow(clippy::too_many_arguments)]
+    /// One value under `path` (without the prefix) for every env; a value that cannot be
+    /// recorded is skipped with a warning (see `skip`).
     pub fn put_one(
         &mut self,
         py: Python<'_>,
         path: &str,
         value: &Bound<'_, PyAny>,
-        mask: Option<Src>,
         at: Place,
         recorder: &mut Recorder,
         coll: &mut Collector,
     ) -> PyResult<()> {
         let w = &mut Walk { py, at, recorder, coll };
-        let stacked = stacked_rows(w, value, mask)?;
+        let stacked = stacked_rows(w, value, None)?;
         let value = stacked.as_ref().unwrap_or(value);
-        match self.column(w, path, value, mask)? {
+        match self.column(w, path, value, None)? {
             Err(why) => self.skip(py, path, why),
-            Ok(column) => self.put_into(w, column, value, mask),
+            Ok(column) => self.put_into(w, column, value, None),
         }
     }
 
@@ -391,7 +373,7 @@ impl DynamicColumns {
         recorder: &mut Recorder,
         coll: &mut Collector,
     ) -> PyResult<()> {
-        let w = &mut Walk { py, at: Place { rows, slot: Slot::Regular }, recorder, coll };
+        let w = &mut Walk { py, at: Place::regular(rows), recorder, coll };
         let result = (|| match self.column(w, path, value, None)? {
             Err(why) => Err(schema_error(py, &format!("{}/{path}", self.prefix), why)),
             Ok(column) => put_value(py, value, &self.columns[column], rows, w.coll).map(|_| ()),
@@ -506,18 +488,6 @@ fn stacked_rows<'py>(
     }
 }
 
-/// The envs where both masks are set (`None`: every env).
-fn and_masks(coll: &mut Collector, a: Option<Src>, b: Option<Src>) -> Option<Src> {
-    match (a, b) {
-        (None, m) | (m, None) => m,
-        (Some(a), Some(b)) => {
-            let both: Vec<u8> =
-                coll.slice(a).iter().zip(coll.slice(b)).map(|(&x, &y)| (x != 0 && y != 0) as u8).collect();
-            Some(coll.own(&both))
-        }
-    }
-}
-
 /// The dtype and per-row shape a first value gives its column, or why it cannot be recorded.
 fn infer(
     py: Python<'_>,
@@ -606,4 +576,44 @@ fn infer(
             Ok(Err(format!("values of type {} are not supported", type_name(value))))
         }
     }
+}
+
+/// The node of `key` in the dict of node `parent`, made on first sight, and whether `key` is a
+/// str (a key of another type is named by `str(key)`).
+fn key_node(keys: &mut KeyTree, parent: usize, key: &Bound<'_, PyAny>) -> PyResult<(usize, bool)> {
+    let py = key.py();
+    let intern = |text: &str| PyString::intern(py, text).unbind();
+    match key.cast::<PyString>() {
+        Ok(s) => Ok((keys.child(parent, s.to_str()?, intern), true)),
+        Err(_) => Ok((keys.child(parent, key.str()?.to_str()?, intern), false)),
+    }
+}
+
+/// Whether `dict` has `plan`'s keys in its order (each the same str object, or an exact str of
+/// the same text); if so its values, with their roles, are pushed on `values`.
+fn push_planned_values(
+    plan: &Plan<Py<PyString>>,
+    dict: &Bound<'_, PyDict>,
+    regular: bool,
+    values: &mut Vec<(Py<PyAny>, Role)>,
+) -> PyResult<bool> {
+    if plan.regular != regular || dict.len() != plan.keys.len() {
+        return Ok(false);
+    }
+    let start = values.len();
+    for ((key, value), (planned, role)) in dict.iter().zip(&plan.keys) {
+        if !(key.is(planned) || same_text(&key, planned.bind(dict.py()))?) {
+            values.truncate(start);
+            return Ok(false);
+        }
+        values.push((value.unbind(), *role));
+    }
+    Ok(true)
+}
+
+/// A str key of the planned text that is another object (an f-string made each step). Only
+/// exact str: a subclass could hash otherwise (its dicts are walked key by key).
+fn same_text(key: &Bound<'_, PyAny>, planned: &Bound<'_, PyString>) -> PyResult<bool> {
+    let Ok(key) = key.cast_exact::<PyString>() else { return Ok(false) };
+    Ok(key.hash()? == planned.hash()? && key.to_str()? == planned.to_str()?)
 }

@@ -12,13 +12,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyList};
+use trajcore_core::schema::escape_key;
+use trajcore_core::writer::skips::unrecorded_warning;
 use trajcore_core::writer::{AutoresetMode, EntryKind, Faults, MessageKind, Recorder, RecorderConfig, Slot};
 use trajcore_core::{Error, Timeline};
 
 use crate::collect::Collector;
 use crate::errors::{invalid, recorder_error, to_py, warn, IntoPy};
 use crate::frames::Frames;
-use crate::infos::{self, escape_key, DynamicColumns};
+use crate::infos::{DynamicColumns, Place};
 use crate::layout::Layout;
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 
@@ -113,7 +115,7 @@ impl State {
     fn put_info(&mut self, py: Python<'_>, info: &Bound<'_, PyAny>, slot: Slot) -> PyResult<()> {
         let info =
             info.cast::<PyDict>().map_err(|_| invalid(py, format!("info must be a dict, got {}", type_name(info))))?;
-        let at = infos::Place { rows: self.rows, slot };
+        let at = Place { slot, ..Place::regular(self.rows) };
         self.infos.put_info(py, info, at, &mut self.rec, &mut self.coll)
     }
 
@@ -170,10 +172,9 @@ impl State {
         if let (AutoresetMode::SameStep, Some(n)) = (self.mode, self.rows) {
             self.collect_final(py, info, n)?;
         }
-        let at = infos::Place { rows: self.rows, slot: Slot::Regular };
         for (path, value) in std::mem::take(&mut self.pending_data) {
             let recorder = &mut self.rec;
-            self.data.put_one(py, &path, value.bind(py), None, at, recorder, &mut self.coll)?;
+            self.data.put_one(py, &path, value.bind(py), at, recorder, &mut self.coll)?;
         }
         Ok(())
     }
@@ -191,24 +192,9 @@ impl State {
     /// Steps of envs with no running episode (stepped after their episode ended and before a
     /// reset, or before the first one) are not recorded: warns the first time, and at close.
     fn warn_unrecorded_steps(&mut self, py: Python<'_>) -> PyResult<()> {
-        let counts: Vec<(usize, u64)> = {
-            let s = self.rec.splitter();
-            if s.unrecorded_total() == 0 {
-                return Ok(());
-            }
-            (0..s.num_envs()).map(|l| (l, s.unrecorded_steps(l))).filter(|&(_, n)| n > 0).collect()
-        };
-        let listed: Vec<String> = counts.iter().map(|(l, n)| format!("env {l}: {n}")).collect();
-        let when = if self.warned_unrecorded { "in all" } else { "so far" };
+        let Some(warning) = unrecorded_warning(self.rec.splitter(), self.warned_unrecorded) else { return Ok(()) };
         self.warned_unrecorded = true;
-        warn(
-            py,
-            &format!(
-                "trajcore: steps of envs with no running episode are not recorded (stepped after the episode \
-                 ended without a reset, or before the first reset); {when}: {}",
-                listed.join(", ")
-            ),
-        )
+        warn(py, &warning)
     }
 
     /// Same-step autoreset: the final observation and info of the envs whose episode ended.
@@ -261,22 +247,6 @@ struct StepArgs<'a, 'py> {
     truncated: &'a Bound<'py, PyAny>,
     info: &'a Bound<'py, PyAny>,
     frame: Option<&'a Bound<'py, PyAny>>,
-}
-
-/// Where collected values go: how their rows map to envs, and which observation row.
-#[derive(Clone, Copy)]
-struct Place {
-    kind: EntryKind,
-    slot: Slot,
-    env: u32,
-    /// The env count for batched values, `None` for one row.
-    rows: Option<usize>,
-}
-
-impl Place {
-    fn regular(rows: Option<usize>) -> Self {
-        Place { kind: EntryKind::Dense, slot: Slot::Regular, env: 0, rows }
-    }
 }
 
 #[derive(Clone, Copy)]
@@ -515,12 +485,8 @@ impl PyRecorder {
         d.set_item("compaction_error", s.compaction_error)?;
         d.set_item("steps_not_recorded", guard.rec.splitter().unrecorded_total())?;
         let skipped = PyDict::new(py);
-        for (prefix, columns) in [("info", &guard.infos), ("data", &guard.data)] {
-            for (path, n) in columns.skipped_counts() {
-                skipped.set_item(format!("{prefix}/{path}"), n)?;
-            }
-        }
-        for (name, n) in guard.frames.skipped_counts() {
+        let counts = guard.infos.skipped_counts().chain(guard.data.skipped_counts());
+        for (name, n) in counts.chain(guard.frames.skipped_counts()) {
             skipped.set_item(name, n)?;
         }
         d.set_item("values_not_recorded", skipped)?;

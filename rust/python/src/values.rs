@@ -8,7 +8,9 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
 use trajcore_core::{ColumnSpec, DType};
 
-use crate::collect::{Collector, Src};
+use trajcore_core::writer::values::{cast_rule, ints_fit, put_float, put_int, put_str, shape_text, short_text, Cast};
+
+use crate::collect::{borrow_array, borrow_data, Collector, Src};
 use crate::errors::schema_error;
 use crate::exact_array::ExactArray;
 
@@ -39,13 +41,6 @@ impl ColInfo {
     }
 }
 
-fn shape_text(shape: &[usize]) -> String {
-    match shape {
-        [one] => format!("({one},)"),
-        _ => format!("({})", shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
-    }
-}
-
 /// Encodes `value` for `col`: `rows` is the env count for batched values, `None` for one row.
 pub fn put_value(
     py: Python<'_>,
@@ -55,7 +50,7 @@ pub fn put_value(
     coll: &mut Collector,
 ) -> PyResult<Src> {
     if let Some((data, len)) = col.exact.as_ref().and_then(|e| e.data(value, rows)) {
-        return Ok(coll.borrow_data(value, data, len));
+        return Ok(borrow_data(coll, value, data, len));
     }
     if col.dtype == DType::Utf8 {
         return put_strings(py, value, col, rows, coll);
@@ -72,7 +67,7 @@ pub fn put_value(
         schema_error(
             py,
             &col.name,
-            format!("expected an array of shape {}, got {}: {e}", expected_shape(col, rows), type_name(value)),
+            format!("expected an array of shape {}, got {}: {e}", shape_text(rows, &col.shape), type_name(value)),
         )
     })?;
     let array = array.cast::<PyUntypedArray>()?;
@@ -80,13 +75,6 @@ pub fn put_value(
         return Err(schema_error(py, &col.name, format!("expected numbers, got {}", type_name(value))));
     }
     put_array(py, array, col, rows, coll)
-}
-
-fn expected_shape(col: &ColInfo, rows: Option<usize>) -> String {
-    let mut shape = Vec::with_capacity(col.shape.len() + 1);
-    shape.extend(rows);
-    shape.extend_from_slice(&col.shape);
-    shape_text(&shape)
 }
 
 /// Bool arrays over the envs, as masks come (gymnasium's `_key` arrays, reset masks).
@@ -105,11 +93,11 @@ pub fn mask_bytes(
     coll: &mut Collector,
 ) -> PyResult<Src> {
     if let Some((data, len)) = bool_rows(py).data(mask, Some(n)) {
-        return Ok(coll.borrow_data(mask, data, len));
+        return Ok(borrow_data(coll, mask, data, len));
     }
     if let Ok(array) = mask.cast::<PyUntypedArray>() {
         if array.shape() == [n] && array.dtype().kind() == b'b' && array.is_c_contiguous() {
-            return Ok(coll.borrow_array(array));
+            return Ok(borrow_array(coll, array));
         }
     }
     let values: Vec<bool> = py
@@ -146,7 +134,7 @@ fn put_array(
         return Err(schema_error(
             py,
             &col.name,
-            format!("expected shape {}, got {}", expected_shape(col, rows), shape_text(shape)),
+            format!("expected shape {}, got {}", shape_text(rows, &col.shape), shape_text(None, shape)),
         ));
     }
     let target = col.descr.as_ref().expect("fixed-size column").bind(py);
@@ -154,7 +142,7 @@ fn put_array(
     // numpy's built-in descriptors are singletons: pointer equality is the common, cheap case.
     let same = dtype.as_ptr() == target.as_ptr() || dtype.is_equiv_to(target);
     if same && array.is_c_contiguous() {
-        return Ok(coll.borrow_array(array));
+        return Ok(borrow_array(coll, array));
     }
     if !same && array.is_c_contiguous() {
         if let Some(src) = cast_to_float(array, &dtype, col, coll) {
@@ -169,7 +157,7 @@ fn put_array(
         let np = py.import("numpy")?;
         array = np.call_method1("ascontiguousarray", (array,))?.cast_into::<PyUntypedArray>()?;
     }
-    Ok(coll.borrow_array(&array))
+    Ok(borrow_array(coll, &array))
 }
 
 /// Numbers into a float32 or float64 column, converted here as numpy's same-kind cast converts
@@ -214,8 +202,7 @@ fn cast_to_float(
     }
 }
 
-/// Casts within a kind (float64 -> float32, int64 -> int8), bool and integers to floats, and
-/// integers across signedness when every value fits; refuses the rest (float -> int, ...).
+/// Casts by the core's rule (`cast_rule`); integers are checked to fit where it says so.
 fn cast_array<'py>(
     py: Python<'py>,
     array: &Bound<'py, PyUntypedArray>,
@@ -224,17 +211,14 @@ fn cast_array<'py>(
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
     let np = py.import("numpy")?;
     let from = array.dtype();
-    let kwargs = pyo3::types::PyDict::new(py);
-    kwargs.set_item("casting", "same_kind")?;
-    let same_kind: bool = np.call_method("can_cast", (&from, target), Some(&kwargs))?.extract()?;
-    let ints = |k: u8| k == b'i' || k == b'u';
-    let fits = if !same_kind && ints(from.kind()) && ints(target.kind()) && array.len() > 0 {
-        let info = np.call_method1("iinfo", (target,))?;
-        let lo: i128 = np.call_method1("min", (array,))?.extract()?;
-        let hi: i128 = np.call_method1("max", (array,))?.extract()?;
-        lo >= info.getattr("min")?.extract::<i128>()? && hi <= info.getattr("max")?.extract::<i128>()?
-    } else {
-        same_kind || (ints(from.kind()) && ints(target.kind()))
+    let fits = match cast_rule(from.kind(), col.dtype) {
+        Cast::Safe => true,
+        Cast::Refused => false,
+        Cast::IfValuesFit if array.len() == 0 => true,
+        Cast::IfValuesFit => {
+            let (lo, hi) = (np.call_method1("min", (array,))?, np.call_method1("max", (array,))?);
+            ints_fit(col.dtype, lo.extract()?, hi.extract()?)
+        }
     };
     if !fits {
         return Err(schema_error(
@@ -251,7 +235,13 @@ fn put_scalar(py: Python<'_>, value: &Bound<'_, PyAny>, col: &ColInfo, coll: &mu
         schema_error(
             py,
             &col.name,
-            format!("expected {} (a {}), got {} {}", col.dtype.name(), what, type_name(value), short_repr(value)),
+            format!(
+                "expected {} (a {}), got {} {}",
+                col.dtype.name(),
+                what,
+                type_name(value),
+                short_text(value.repr().map(|r| r.to_string()).unwrap_or_default())
+            ),
         )
     };
     // numpy scalars other than Python's own types go through numpy: it knows their exact kind.
@@ -284,11 +274,7 @@ fn put_scalar(py: Python<'_>, value: &Bound<'_, PyAny>, col: &ColInfo, coll: &mu
         }
         DType::F16 | DType::F32 | DType::F64 => {
             let v: f64 = value.extract().map_err(|_| wrong("number"))?;
-            match col.dtype {
-                DType::F16 => coll.own(&f64_to_f16_bits(v).to_le_bytes()),
-                DType::F32 => coll.own(&(v as f32).to_le_bytes()),
-                _ => coll.own(&v.to_le_bytes()),
-            }
+            coll.own_with(|out| put_float(col.dtype, v, out))
         }
         DType::Utf8 => unreachable!("strings are handled by put_strings"),
         int => {
@@ -296,20 +282,12 @@ fn put_scalar(py: Python<'_>, value: &Bound<'_, PyAny>, col: &ColInfo, coll: &mu
                 return Err(wrong("integer; floats do not cast safely to integers"));
             }
             let v: i128 = value.extract().map_err(|_| wrong("integer"))?;
-            let (lo, hi, size): (i128, i128, usize) = match int {
-                DType::U8 => (0, u8::MAX as i128, 1),
-                DType::U16 => (0, u16::MAX as i128, 2),
-                DType::U32 => (0, u32::MAX as i128, 4),
-                DType::U64 => (0, u64::MAX as i128, 8),
-                DType::I8 => (i8::MIN as i128, i8::MAX as i128, 1),
-                DType::I16 => (i16::MIN as i128, i16::MAX as i128, 2),
-                DType::I32 => (i32::MIN as i128, i32::MAX as i128, 4),
-                _ => (i64::MIN as i128, i64::MAX as i128, 8),
-            };
-            if v < lo || v > hi {
-                return Err(schema_error(py, &col.name, format!("value {v} is out of range for {}", col.dtype.name())));
+            let mut why = None;
+            let src = coll.own_with(|out| why = put_int(int, v, out).err());
+            match why {
+                Some(why) => return Err(schema_error(py, &col.name, why)),
+                None => src,
             }
-            coll.own(&v.to_le_bytes()[..size])
         }
     };
     Ok(src)
@@ -345,15 +323,6 @@ fn numpy_scalar(py: Python<'_>, value: &Bound<'_, PyAny>, col: &ColInfo, coll: &
     }
 }
 
-fn short_repr(value: &Bound<'_, PyAny>) -> String {
-    let text = value.repr().map(|r| r.to_string()).unwrap_or_default();
-    if text.len() > 60 {
-        format!("{}...", &text[..text.char_indices().take(57).last().map_or(0, |(i, c)| i + c.len_utf8())])
-    } else {
-        text
-    }
-}
-
 /// Str rows as `u32 len` + UTF-8 bytes; batched values are any sequence of str (or None where
 /// a mask says the row is missing, which then reads as an empty string).
 fn put_strings(
@@ -363,75 +332,27 @@ fn put_strings(
     rows: Option<usize>,
     coll: &mut Collector,
 ) -> PyResult<Src> {
+    let refused = |why: String| schema_error(py, &col.name, why);
     let one = |v: &Bound<'_, PyAny>, out: &mut Vec<u8>| -> PyResult<()> {
-        let text: String = if v.is_none() {
-            String::new()
-        } else {
-            let s = v
-                .cast::<PyString>()
-                .map_err(|_| schema_error(py, &col.name, format!("expected str, got {}", type_name(v))))?;
+        let text = match v.cast::<PyString>() {
             // A lone surrogate cannot be UTF-8: to_str fails with a clear error.
-            s.to_str()?.to_owned()
+            Ok(s) => s.to_str()?,
+            Err(_) if v.is_none() => "",
+            Err(_) => return Err(refused(format!("expected str, got {}", type_name(v)))),
         };
-        if text.len() as u64 > trajcore_core::schema::MAX_STR_BYTES {
-            return Err(schema_error(
-                py,
-                &col.name,
-                format!(
-                    "a str of {} bytes; at most {} bytes of UTF-8 a value",
-                    text.len(),
-                    trajcore_core::schema::MAX_STR_BYTES
-                ),
-            ));
-        }
-        out.extend_from_slice(&(text.len() as u32).to_le_bytes());
-        out.extend_from_slice(text.as_bytes());
-        Ok(())
+        put_str(text, out).map_err(refused)
     };
     let start = coll.bytes.len();
-    let mut out = std::mem::take(&mut coll.bytes);
-    let result = match rows {
-        None => one(value, &mut out),
-        Some(n) => (|| {
-            let len = value
-                .len()
-                .map_err(|_| schema_error(py, &col.name, format!("expected {n} strings, got {}", type_name(value))))?;
-            if len != n {
-                return Err(schema_error(py, &col.name, format!("expected {n} strings, got {len}")));
-            }
-            for item in value.try_iter()? {
-                one(&item?, &mut out)?;
-            }
-            Ok(())
-        })(),
-    };
-    coll.bytes = out;
-    result.map(|_| Src::Own(start, coll.bytes.len() - start))
-}
-
-/// Round-to-nearest-even conversion to IEEE half precision.
-fn f64_to_f16_bits(v: f64) -> u16 {
-    let x = v as f32;
-    let bits = x.to_bits();
-    let sign = ((bits >> 16) & 0x8000) as u16;
-    let exp = ((bits >> 23) & 0xff) as i32;
-    let man = bits & 0x7f_ffff;
-    if exp == 0xff {
-        return sign | 0x7c00 | if man != 0 { 0x200 } else { 0 };
-    }
-    let e = exp - 127 + 15;
-    if e >= 0x1f {
-        return sign | 0x7c00;
-    }
-    if e <= 0 {
-        if e < -10 {
-            return sign;
+    if let Some(n) = rows {
+        let len = value.len().map_err(|_| refused(format!("expected {n} strings, got {}", type_name(value))))?;
+        if len != n {
+            return Err(refused(format!("expected {n} strings, got {len}")));
         }
-        let m = (man | 0x80_0000) >> (1 - e);
-        let round = (m >> 12) & 1 != 0 && ((m & 0x1fff) != 0x1000 || (m >> 13) & 1 != 0);
-        return sign | ((m >> 13) as u16 + round as u16);
+        for item in value.try_iter()? {
+            one(&item?, &mut coll.bytes)?;
+        }
+    } else {
+        one(value, &mut coll.bytes)?;
     }
-    let round = (man >> 12) & 1 != 0 && ((man & 0x1fff) != 0x1000 || (man >> 13) & 1 != 0);
-    let h = ((e as u32) << 10 | (man >> 13)) + round as u32;
-    sign | h as u16
+    Ok(Src::Own(start, coll.bytes.len() - start))
 }
