@@ -347,7 +347,7 @@ impl DynamicColumns {
         mask: Option<Src>,
     ) -> PyResult<()> {
         let col = &self.columns[column];
-        match put_value(w.py, value, col, w.at.rows, w.coll) {
+        match put_value(value, col, w.at.rows, w.coll) {
             Ok(data) => {
                 w.push(col.id, mask, data);
                 Ok(())
@@ -376,7 +376,7 @@ impl DynamicColumns {
         let w = &mut Walk { py, at: Place::regular(rows), recorder, coll };
         let result = (|| match self.column(w, path, value, None)? {
             Err(why) => Err(schema_error(py, &format!("{}/{path}", self.prefix), why)),
-            Ok(column) => put_value(py, value, &self.columns[column], rows, w.coll).map(|_| ()),
+            Ok(column) => put_value(value, &self.columns[column], rows, w.coll).map(|_| ()),
         })();
         w.coll.clear();
         result

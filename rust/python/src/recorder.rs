@@ -98,8 +98,8 @@ impl PyRecorder {
 }
 
 impl State {
-    fn put_fixed(&mut self, py: Python<'_>, index: usize, value: &Bound<'_, PyAny>, at: Place) -> PyResult<()> {
-        put_leaf(py, &self.fixed[index], value, at, &mut self.coll)
+    fn put_fixed(&mut self, index: usize, value: &Bound<'_, PyAny>, at: Place) -> PyResult<()> {
+        put_leaf(&self.fixed[index], value, at, &mut self.coll)
     }
 
     fn put_tree(&mut self, py: Python<'_>, which: Which, value: &Bound<'_, PyAny>, at: Place) -> PyResult<()> {
@@ -108,7 +108,7 @@ impl State {
             Which::Action => (&self.action, "action"),
         };
         let (fixed, coll) = (&self.fixed, &mut self.coll);
-        layout.walk(py, value, what, &mut |index, leaf| put_leaf(py, &fixed[index], leaf, at, coll))
+        layout.walk(py, value, what, &mut |index, leaf| put_leaf(&fixed[index], leaf, at, coll))
     }
 
     /// Entries for every supported entry of an info dict (vector infos: with their `_key` masks).
@@ -164,9 +164,9 @@ impl State {
         self.put_tree(py, Which::Action, action, at)?;
         self.put_tree(py, Which::Observation, observation, at)?;
         let [r, te, tr] = self.roles;
-        self.put_fixed(py, r, reward, at)?;
-        self.put_fixed(py, te, terminated, at)?;
-        self.put_fixed(py, tr, truncated, at)?;
+        self.put_fixed(r, reward, at)?;
+        self.put_fixed(te, terminated, at)?;
+        self.put_fixed(tr, truncated, at)?;
         self.put_info(py, info, Slot::Regular)?;
         self.put_frame(py, frame)?;
         if let (AutoresetMode::SameStep, Some(n)) = (self.mode, self.rows) {
@@ -231,8 +231,8 @@ impl State {
 }
 
 /// One leaf value as one entry.
-fn put_leaf(py: Python<'_>, col: &ColInfo, value: &Bound<'_, PyAny>, at: Place, coll: &mut Collector) -> PyResult<()> {
-    let data = put_value(py, value, col, at.rows, coll)?;
+fn put_leaf(col: &ColInfo, value: &Bound<'_, PyAny>, at: Place, coll: &mut Collector) -> PyResult<()> {
+    let data = put_value(value, col, at.rows, coll)?;
     coll.push(col.id, at.kind, at.slot, at.env, None, data);
     Ok(())
 }
