@@ -6,12 +6,11 @@
 
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use trajcore_core::writer::{EntryKind, Recorder};
+use trajcore_core::writer::EntryKind;
 use trajcore_core::{CodecSpec, Timeline};
 
-use crate::collect::Collector;
 use crate::errors::invalid;
-use crate::infos::{DynamicColumns, Place};
+use crate::infos::{DynamicColumns, Place, Walk};
 
 /// The column's name is `render/frame`: the group, then the frame's name in it.
 const GROUP: &str = "render";
@@ -31,24 +30,15 @@ impl Frames {
     /// `envs.render()` returns) or one array over the sub-envs. `None` (for the whole call or
     /// one sub-env) leaves those rows masked. Each frame is borrowed, then copied once, into the
     /// ring: a sequence is not stacked first.
-    pub fn put(
-        &mut self,
-        py: Python<'_>,
-        frames: &Bound<'_, PyAny>,
-        rows: Option<usize>,
-        recorder: &mut Recorder,
-        coll: &mut Collector,
-    ) -> PyResult<()> {
+    pub fn put(&mut self, w: &mut Walk<'_, '_>, frames: &Bound<'_, PyAny>) -> PyResult<()> {
+        let py = w.py;
         if frames.is_none() {
             return Ok(());
         }
-        let at = Place::regular;
-        let Some(n) = rows else {
-            return self.columns.put_one(py, PATH, frames, at(None), recorder, coll);
-        };
+        let Some(n) = w.at.rows else { return self.columns.put_one(w, PATH, frames) };
         if let Ok(array) = frames.cast::<PyUntypedArray>() {
             if array.dtype().kind() != b'O' {
-                return self.columns.put_one(py, PATH, frames, at(Some(n)), recorder, coll);
+                return self.columns.put_one(w, PATH, frames);
             }
         }
         let given = frames.len()?;
@@ -60,13 +50,10 @@ impl Frames {
             if frame.is_none() {
                 continue;
             }
-            let before = coll.entries.len();
-            self.columns.put_one(py, PATH, &frame, at(None), recorder, coll)?;
-            // One row, for this sub-env only (nothing was added if the frame was left out).
-            if let Some(entry) = coll.entries.get_mut(before) {
-                entry.kind = EntryKind::PerEnv;
-                entry.env = env as u32;
-            }
+            // One row, for this sub-env only.
+            let at = Place { kind: EntryKind::PerEnv, env: env as u32, ..Place::regular(None) };
+            let one = &mut Walk { py, at, recorder: &mut *w.recorder, coll: &mut *w.coll };
+            self.columns.put_one(one, PATH, &frame)?;
         }
         Ok(())
     }

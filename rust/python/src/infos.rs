@@ -14,14 +14,11 @@
 //! matches, else its keys are looked up one by one and kept as a plan; either way its values
 //! are then put by the same code.
 
-use std::collections::HashMap;
-
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use trajcore_core::writer::info_keys::{mask_positions, Plan, Role};
-use trajcore_core::writer::skips::Skips;
-use trajcore_core::writer::{EntryKind, NewColumn, Recorder, Slot};
+use trajcore_core::writer::{EntryKind, Recorder, Slot};
 use trajcore_core::{CodecSpec, DType, Timeline};
 
 use crate::collect::{borrow_data, Collector, Src};
@@ -50,61 +47,39 @@ impl Place {
     }
 }
 
-/// One call's walk: where its values go and where their entries are collected.
-struct Walk<'a, 'py> {
-    py: Python<'py>,
-    at: Place,
-    recorder: &'a mut Recorder,
-    coll: &'a mut Collector,
+/// One call's walk: where its values go, the recorder new columns are added to, and where
+/// the entries are collected.
+pub struct Walk<'a, 'py> {
+    pub py: Python<'py>,
+    pub at: Place,
+    pub recorder: &'a mut Recorder,
+    pub coll: &'a mut Collector,
 }
 
 impl Walk<'_, '_> {
     /// The entry of a value of column `column` (its bytes at `data`), masked where `mask` says
     /// which envs have it.
     fn push(&mut self, column: u32, mask: Option<Src>, data: Src) {
-        let kind = if mask.is_some() { EntryKind::Masked } else { EntryKind::Dense };
-        self.coll.push(column, kind, self.at.slot, 0, mask, data);
+        let kind = if mask.is_some() { EntryKind::Masked } else { self.at.kind };
+        self.coll.push(column, kind, self.at.slot, self.at.env, mask, data);
     }
 }
 
-/// A key whose first values could not make a column: their Python type, to skip the same type
-/// again without asking numpy each step.
-struct Unsupported {
-    kind: Py<PyType>,
-    why: String,
-}
-
 pub struct DynamicColumns {
-    prefix: &'static str,
-    timeline: Timeline,
-    codec: CodecSpec,
-    columns: Vec<ColInfo>,
-    /// Column index by path.
-    by_path: HashMap<String, usize>,
+    /// The columns by path, and the types of values that made none.
+    columns: trajcore_core::writer::dynamic::DynamicColumns<ColInfo, Py<PyType>>,
     keys: KeyTree,
     /// Whether dicts are walked by their plans when they have one (tests compare both ways).
     plans: bool,
     /// The values of the dicts being walked with what each is, a stack (nested dicts push
     /// above); holding a reference to each, so what a conversion runs cannot free them.
     values: Vec<(Py<PyAny>, Role)>,
-    unsupported: HashMap<String, Unsupported>,
-    skipped: Skips,
 }
 
 impl DynamicColumns {
     pub fn new(prefix: &'static str, timeline: Timeline, codec: CodecSpec) -> Self {
-        DynamicColumns {
-            prefix,
-            timeline,
-            codec,
-            columns: Vec::new(),
-            by_path: HashMap::new(),
-            keys: KeyTree::default(),
-            plans: true,
-            values: Vec::new(),
-            unsupported: HashMap::new(),
-            skipped: Skips::new(prefix),
-        }
+        let columns = trajcore_core::writer::dynamic::DynamicColumns::new(prefix, timeline, codec);
+        DynamicColumns { columns, keys: KeyTree::default(), plans: true, values: Vec::new() }
     }
 
     /// Walks every dict key by key, as a dict that matches no plan (tests compare both ways).
@@ -115,7 +90,7 @@ impl DynamicColumns {
 
     /// One value of `path` is not recorded: warns at the first, counts the rest.
     fn skip(&mut self, py: Python<'_>, path: &str, why: String) -> PyResult<()> {
-        match self.skipped.skip(path, why) {
+        match self.columns.skips.skip(path, why) {
             Some(warning) => warn(py, &warning),
             None => Ok(()),
         }
@@ -123,25 +98,18 @@ impl DynamicColumns {
 
     /// Warns once per key with the number of values left out (at close).
     pub fn warn_skipped(&mut self, py: Python<'_>) -> PyResult<()> {
-        self.skipped.close_warnings().iter().try_for_each(|warning| warn(py, warning))
+        self.columns.skips.close_warnings().iter().try_for_each(|warning| warn(py, warning))
     }
 
     /// Values left out so far, by column name (for `stats()`).
     pub fn skipped_counts(&self) -> impl Iterator<Item = (String, u64)> + '_ {
-        self.skipped.counts()
+        self.columns.skips.counts()
     }
 
     /// Adds entries for every supported value of an info dict (vector infos: with their `_key`
     /// masks).
-    pub fn put_info(
-        &mut self,
-        py: Python<'_>,
-        info: &Bound<'_, PyDict>,
-        at: Place,
-        recorder: &mut Recorder,
-        coll: &mut Collector,
-    ) -> PyResult<()> {
-        self.put_dict(&mut Walk { py, at, recorder, coll }, info, KeyTree::ROOT, None, 0)
+    pub fn put_info(&mut self, w: &mut Walk<'_, '_>, info: &Bound<'_, PyDict>) -> PyResult<()> {
+        self.put_dict(w, info, KeyTree::ROOT, None, 0)
     }
 
     /// Adds entries for the values of `dict`, under key node `node`, where `mask` (the
@@ -157,7 +125,7 @@ impl DynamicColumns {
         if depth >= MAX_DEPTH {
             return Err(schema_error(
                 w.py,
-                &format!("{}/{}", self.prefix, self.keys.node(node).path),
+                &self.columns.name_of(&self.keys.node(node).path),
                 format!("nested deeper than {MAX_DEPTH} levels (does the dict contain itself?)"),
             ));
         }
@@ -292,7 +260,7 @@ impl DynamicColumns {
         let known = self.keys.node(node).column;
         // The usual value first: an array whose bytes are the rows of its column as they are
         // (no object array, which `stacked_rows` would take apart).
-        if let Some(col) = known.map(|c| &self.columns[c]) {
+        if let Some(col) = known.map(|c| self.columns.get(c)) {
             if let Some((data, len)) = col.exact.as_ref().and_then(|e| e.data(value, w.at.rows)) {
                 let data = borrow_data(w.coll, value, data, len);
                 w.push(col.id, mask, data);
@@ -319,20 +287,11 @@ impl DynamicColumns {
 
     /// One value under `path` (without the prefix) for every env; a value that cannot be
     /// recorded is skipped with a warning (see `skip`).
-    pub fn put_one(
-        &mut self,
-        py: Python<'_>,
-        path: &str,
-        value: &Bound<'_, PyAny>,
-        at: Place,
-        recorder: &mut Recorder,
-        coll: &mut Collector,
-    ) -> PyResult<()> {
-        let w = &mut Walk { py, at, recorder, coll };
+    pub fn put_one(&mut self, w: &mut Walk<'_, '_>, path: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let stacked = stacked_rows(w, value, None)?;
         let value = stacked.as_ref().unwrap_or(value);
         match self.column(w, path, value, None)? {
-            Err(why) => self.skip(py, path, why),
+            Err(why) => self.skip(w.py, path, why),
             Ok(column) => self.put_into(w, column, value, None),
         }
     }
@@ -346,7 +305,7 @@ impl DynamicColumns {
         value: &Bound<'_, PyAny>,
         mask: Option<Src>,
     ) -> PyResult<()> {
-        let col = &self.columns[column];
+        let col = self.columns.get(column);
         match put_value(value, col, w.at.rows, w.coll) {
             Ok(data) => {
                 w.push(col.id, mask, data);
@@ -354,7 +313,7 @@ impl DynamicColumns {
             }
             Err(e) if e.is_instance(w.py, crate::errors::classes(w.py).schema.bind(w.py)) => {
                 let why = e.value(w.py).to_string();
-                let path = col.name[self.prefix.len() + 1..].to_owned();
+                let path = self.columns.path_of(&col.name).to_owned();
                 self.skip(w.py, &path, format!("{why} (its first value set the column's type)"))
             }
             Err(e) => Err(e),
@@ -364,19 +323,10 @@ impl DynamicColumns {
     /// Checks a value of the user's own (`record`) now, creating its column on first sight:
     /// a value that cannot be recorded raises `SchemaError` naming the column. The collector is
     /// used as scratch and left empty.
-    pub fn check_value(
-        &mut self,
-        py: Python<'_>,
-        path: &str,
-        value: &Bound<'_, PyAny>,
-        rows: Option<usize>,
-        recorder: &mut Recorder,
-        coll: &mut Collector,
-    ) -> PyResult<()> {
-        let w = &mut Walk { py, at: Place::regular(rows), recorder, coll };
+    pub fn check_value(&mut self, w: &mut Walk<'_, '_>, path: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let result = (|| match self.column(w, path, value, None)? {
-            Err(why) => Err(schema_error(py, &format!("{}/{path}", self.prefix), why)),
-            Ok(column) => put_value(value, &self.columns[column], rows, w.coll).map(|_| ()),
+            Err(why) => Err(schema_error(w.py, &self.columns.name_of(path), why)),
+            Ok(column) => put_value(value, self.columns.get(column), w.at.rows, w.coll).map(|_| ()),
         })();
         w.coll.clear();
         result
@@ -392,37 +342,22 @@ impl DynamicColumns {
         mask: Option<Src>,
     ) -> PyResult<Result<usize, String>> {
         let py = w.py;
-        if let Some(&column) = self.by_path.get(path) {
+        if let Some(column) = self.columns.find(path) {
             return Ok(Ok(column));
         }
         let value_type = value.get_type();
-        if let Some(u) = self.unsupported.get(path) {
-            if u.kind.bind(py).is(&value_type) && !is_sequence_like(py, value)? {
-                return Ok(Err(u.why.clone()));
+        if let Some((kind, why)) = self.columns.unsupported(path) {
+            if kind.bind(py).is(&value_type) && !is_sequence_like(py, value)? {
+                return Ok(Err(why.clone()));
             }
         }
         match infer(py, value, w.at.rows, mask.map(|m| w.coll.slice(m).to_vec()))? {
             Ok((dtype, shape)) => {
-                let new = NewColumn {
-                    name: format!("{}/{path}", self.prefix),
-                    dtype,
-                    shape: shape.iter().map(|&d| d as u64).collect(),
-                    timeline: self.timeline,
-                    masked: true,
-                    codec: if dtype == DType::Utf8 {
-                        CodecSpec { delta: false, ..self.codec.clone() }
-                    } else {
-                        self.codec.clone()
-                    },
-                };
-                let id = w.recorder.add_column(new).py_err(py)?;
-                self.columns.push(ColInfo::new(py, w.recorder.column(id))?);
-                self.by_path.insert(path.to_string(), self.columns.len() - 1);
-                self.unsupported.remove(path);
-                Ok(Ok(self.columns.len() - 1))
+                let id = w.recorder.add_column(self.columns.spec(path, dtype, &shape)).py_err(py)?;
+                Ok(Ok(self.columns.add(path, ColInfo::new(py, w.recorder.column(id))?)))
             }
             Err(why) => {
-                self.unsupported.insert(path.to_string(), Unsupported { kind: value_type.unbind(), why: why.clone() });
+                self.columns.refuse(path, value_type.unbind(), why.clone());
                 Ok(Err(why))
             }
         }

@@ -20,7 +20,7 @@ use trajcore_core::{Error, Timeline};
 use crate::collect::Collector;
 use crate::errors::{invalid, recorder_error, to_py, warn, IntoPy};
 use crate::frames::Frames;
-use crate::infos::{DynamicColumns, Place};
+use crate::infos::{DynamicColumns, Place, Walk};
 use crate::layout::Layout;
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 
@@ -116,7 +116,7 @@ impl State {
         let info =
             info.cast::<PyDict>().map_err(|_| invalid(py, format!("info must be a dict, got {}", type_name(info))))?;
         let at = Place { slot, ..Place::regular(self.rows) };
-        self.infos.put_info(py, info, at, &mut self.rec, &mut self.coll)
+        self.infos.put_info(&mut Walk { py, at, recorder: &mut self.rec, coll: &mut self.coll }, info)
     }
 
     /// Plans and sends the collected entries as a Reset (with `reset_mask`) or Step message;
@@ -172,9 +172,9 @@ impl State {
         if let (AutoresetMode::SameStep, Some(n)) = (self.mode, self.rows) {
             self.collect_final(py, info, n)?;
         }
+        let w = &mut Walk { py, at, recorder: &mut self.rec, coll: &mut self.coll };
         for (path, value) in std::mem::take(&mut self.pending_data) {
-            let recorder = &mut self.rec;
-            self.data.put_one(py, &path, value.bind(py), at, recorder, &mut self.coll)?;
+            self.data.put_one(w, &path, value.bind(py))?;
         }
         Ok(())
     }
@@ -184,7 +184,10 @@ impl State {
     /// frame is the new episode's first and the ended episode's final row has none (masked).
     fn put_frame(&mut self, py: Python<'_>, frame: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         match frame {
-            Some(frame) => self.frames.put(py, frame, self.rows, &mut self.rec, &mut self.coll),
+            Some(frame) => {
+                let at = Place::regular(self.rows);
+                self.frames.put(&mut Walk { py, at, recorder: &mut self.rec, coll: &mut self.coll }, frame)
+            }
             None => Ok(()),
         }
     }
@@ -388,7 +391,8 @@ impl PyRecorder {
             return Err(invalid(py, format!("custom data name '{name}' must be non-empty and not start with '_'")));
         }
         let path = escape_key(name);
-        st.data.check_value(py, &path, value.bind(py), st.rows, &mut st.rec, &mut st.coll)?;
+        let w = &mut Walk { py, at: Place::regular(st.rows), recorder: &mut st.rec, coll: &mut st.coll };
+        st.data.check_value(w, &path, value.bind(py))?;
         if let Some(slot) = st.pending_data.iter_mut().find(|(p, _)| *p == path) {
             slot.1 = value;
         } else {

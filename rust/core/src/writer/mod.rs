@@ -9,6 +9,7 @@ pub mod autoreset;
 pub mod collect;
 pub mod compact;
 pub mod config;
+pub mod dynamic;
 pub mod episodes;
 pub mod info_keys;
 pub mod lane;
