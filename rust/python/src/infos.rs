@@ -23,6 +23,8 @@ use trajcore_core::{CodecSpec, DType, Timeline};
 
 use crate::collect::{borrow_data, Collector, Src};
 use crate::errors::{schema_error, warn, IntoPy};
+use trajcore_core::writer::values::array_column_type;
+
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 
 type KeyTree = trajcore_core::writer::info_keys::KeyTree<Py<PyString>>;
@@ -351,7 +353,7 @@ impl DynamicColumns {
                 return Ok(Err(why.clone()));
             }
         }
-        match infer(py, value, w.at.rows, mask.map(|m| w.coll.slice(m).to_vec()))? {
+        match infer(py, value, w.at.rows, mask.map(|m| w.coll.slice(m)))? {
             Ok((dtype, shape)) => {
                 let id = w.recorder.add_column(self.columns.spec(path, dtype, &shape)).py_err(py)?;
                 Ok(Ok(self.columns.add(path, ColInfo::new(py, w.recorder.column(id))?)))
@@ -379,17 +381,17 @@ fn is_sequence_like(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<bool> 
 
 /// A vector info of per-env arrays or tuples of numbers (ALE's `seeds`) arrives as an object
 /// array: stacked into one numeric array (zeros where the mask says no value), or `None` when
-/// it is not such an array (strings stay as they are).
-fn stack_object_rows<'py>(
-    py: Python<'py>,
+/// it is not such an array (strings stay as they are) or the value is not batched.
+fn stacked_rows<'py>(
+    w: &Walk<'_, 'py>,
     value: &Bound<'py, PyAny>,
-    mask: Option<&[u8]>,
+    mask: Option<Src>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     let Ok(array) = value.cast::<PyUntypedArray>() else { return Ok(None) };
-    if array.dtype().kind() != b'O' || array.ndim() != 1 {
+    if w.at.rows.is_none() || array.dtype().kind() != b'O' || array.ndim() != 1 {
         return Ok(None);
     }
-    let n = array.shape()[0];
+    let (py, n, mask) = (w.py, array.shape()[0], mask.map(|m| w.coll.slice(m)));
     let present = |i: usize| mask.is_none_or(|m| m.get(i) == Some(&1));
     let np = py.import("numpy")?;
     let Some(first) = (0..n).find(|&i| present(i)) else { return Ok(None) };
@@ -411,106 +413,61 @@ fn stack_object_rows<'py>(
     Ok(np.call_method1("stack", (rows,)).ok())
 }
 
-/// A batched value of object rows stacked into numbers (see `stack_object_rows`), if it is one.
-fn stacked_rows<'py>(
-    w: &Walk<'_, 'py>,
-    value: &Bound<'py, PyAny>,
-    mask: Option<Src>,
-) -> PyResult<Option<Bound<'py, PyAny>>> {
-    match w.at.rows {
-        Some(_) => stack_object_rows(w.py, value, mask.map(|m| w.coll.slice(m))),
-        None => Ok(None),
-    }
-}
-
 /// The dtype and per-row shape a first value gives its column, or why it cannot be recorded.
 fn infer(
     py: Python<'_>,
     value: &Bound<'_, PyAny>,
     rows: Option<usize>,
-    mask: Option<Vec<u8>>,
+    mask: Option<&[u8]>,
 ) -> PyResult<Result<(DType, Vec<usize>), String>> {
     let np = py.import("numpy")?;
-    let of_array = |array: &Bound<'_, PyUntypedArray>,
-                    batched: bool|
-     -> PyResult<Result<(DType, Vec<usize>), String>> {
-        let shape = array.shape();
-        let row_shape = if batched { shape.get(1..).unwrap_or(&[]).to_vec() } else { shape.to_vec() };
-        let dtype = array.dtype();
-        if dtype.kind() == b'U' {
-            return Ok(if row_shape.is_empty() {
-                Ok((DType::Utf8, vec![]))
-            } else {
-                Err("arrays of strings are not supported".into())
-            });
-        }
-        if dtype.kind() == b'O' && batched {
-            // Vector infos of strings are object arrays (None where the env had no entry).
-            let first = (0..shape[0]).find(|&i| mask.as_ref().is_none_or(|m| m.get(i) == Some(&1)));
-            let item = match first {
-                Some(i) => Some(array.get_item(i)?),
-                None => None,
-            };
-            return Ok(match item {
-                Some(item) if item.is_instance_of::<PyString>() && row_shape.is_empty() => Ok((DType::Utf8, vec![])),
-                Some(item) => Err(format!("values of type {} are not supported", type_name(&item))),
-                None => Err("no env had a value".into()),
-            });
-        }
-        let name = dtype.str()?.to_string();
-        let canonical: String = np.call_method1("dtype", (dtype,))?.getattr("name")?.extract()?;
-        match DType::from_name(&canonical) {
-            Ok(d) if d != DType::Utf8 => Ok(Ok((d, row_shape))),
-            _ => Ok(Err(format!("dtype {name} is not supported"))),
-        }
-    };
-    match rows {
-        Some(n) => {
-            let array = match value.cast::<PyUntypedArray>() {
-                Ok(a) => a.clone(),
-                Err(_) => match np.call_method1("asarray", (value,)) {
-                    Ok(a) => a.cast_into::<PyUntypedArray>()?,
-                    Err(e) => return Ok(Err(format!("{} is not an array over the envs: {e}", type_name(value)))),
-                },
-            };
-            if array.shape().first() != Some(&n) {
-                return Ok(Err(format!("expected one value per env ({n}), got shape {:?}", array.shape())));
-            }
-            of_array(&array, true)
-        }
-        None => {
-            if value.is_instance_of::<PyBool>() {
-                return Ok(Ok((DType::Bool, vec![])));
-            }
-            if value.is_exact_instance_of::<PyInt>() {
-                return Ok(Ok((DType::I64, vec![])));
-            }
-            if value.is_exact_instance_of::<PyFloat>() {
-                return Ok(Ok((DType::F64, vec![])));
-            }
-            if value.is_instance_of::<PyString>() {
-                return Ok(Ok((DType::Utf8, vec![])));
+    let unsupported = |v: &Bound<'_, PyAny>| Ok(Err(format!("values of type {} are not supported", type_name(v))));
+    let array = match (rows, value.cast::<PyUntypedArray>()) {
+        (_, Ok(array)) => array.clone(),
+        (Some(_), Err(_)) => match np.call_method1("asarray", (value,)) {
+            Ok(a) => a.cast_into::<PyUntypedArray>()?,
+            Err(e) => return Ok(Err(format!("{} is not an array over the envs: {e}", type_name(value)))),
+        },
+        (None, Err(_)) => {
+            let scalar = [
+                (value.is_instance_of::<PyBool>(), DType::Bool),
+                (value.is_exact_instance_of::<PyInt>(), DType::I64),
+                (value.is_exact_instance_of::<PyFloat>(), DType::F64),
+                (value.is_instance_of::<PyString>(), DType::Utf8),
+            ];
+            if let Some(&(_, dtype)) = scalar.iter().find(|(is, _)| *is) {
+                return Ok(Ok((dtype, vec![])));
             }
             let numeric = value.is_instance_of::<PyList>()
                 || value.is_instance_of::<PyTuple>()
                 || value.is_instance(&np.getattr("generic")?)?
                 || value.is_instance_of::<PyInt>()
                 || value.is_instance_of::<PyFloat>();
-            if let Ok(array) = value.cast::<PyUntypedArray>() {
-                return of_array(array, false);
+            let array = numeric.then(|| np.call_method1("asarray", (value,)).ok()).flatten();
+            match array.and_then(|a| a.cast_into::<PyUntypedArray>().ok()) {
+                Some(a) if a.dtype().kind() != b'O' => a,
+                _ => return unsupported(value),
             }
-            if numeric {
-                if let Ok(array) = np.call_method1("asarray", (value,)) {
-                    if let Ok(array) = array.cast::<PyUntypedArray>() {
-                        if array.dtype().kind() != b'O' {
-                            return of_array(array, false);
-                        }
-                    }
-                }
-            }
-            Ok(Err(format!("values of type {} are not supported", type_name(value))))
         }
+    };
+    let (shape, dtype) = (array.shape(), array.dtype());
+    if let Some(n) = rows.filter(|&n| shape.first() != Some(&n)) {
+        return Ok(Err(format!("expected one value per env ({n}), got shape {shape:?}")));
     }
+    let row_shape = shape[usize::from(rows.is_some())..].to_vec();
+    if dtype.kind() == b'O' && rows.is_some() {
+        // Vector infos of strings are object arrays (None where the env had no entry).
+        let Some(first) = (0..shape[0]).find(|&i| mask.is_none_or(|m| m.get(i) == Some(&1))) else {
+            return Ok(Err("no env had a value".into()));
+        };
+        let item = array.get_item(first)?;
+        if !(item.is_instance_of::<PyString>() && row_shape.is_empty()) {
+            return unsupported(&item);
+        }
+        return Ok(Ok((DType::Utf8, vec![])));
+    }
+    let name: String = np.call_method1("dtype", (&dtype,))?.getattr("name")?.extract()?;
+    Ok(array_column_type(dtype.kind(), &name, dtype.str()?.to_str()?, &row_shape).map(|d| (d, row_shape)))
 }
 
 /// The node of `key` in the dict of node `parent`, made on first sight, and whether `key` is a

@@ -27,6 +27,18 @@ pub fn cast_rule(from: u8, to: DType) -> Cast {
     }
 }
 
+/// The column type of an array's values (rows of `row_shape`), from its numpy dtype: `kind` (its
+/// kind character), `name` (its canonical name, "float32") and `shown` (as numpy prints it);
+/// why not when no column holds them.
+pub fn array_column_type(kind: u8, name: &str, shown: &str, row_shape: &[usize]) -> Result<DType, String> {
+    match (kind, DType::from_name(name)) {
+        (b'U', _) if row_shape.is_empty() => Ok(DType::Utf8),
+        (b'U', _) => Err("arrays of strings are not supported".into()),
+        (_, Ok(dtype)) if dtype != DType::Utf8 => Ok(dtype),
+        _ => Err(format!("dtype {shown} is not supported")),
+    }
+}
+
 /// Whether integers from `lo` to `hi` fit integer column type `dtype`.
 pub fn ints_fit(dtype: DType, lo: i128, hi: i128) -> bool {
     let (min, max): (i128, i128) = match dtype {
@@ -163,6 +175,16 @@ mod tests {
             }
         }
         assert!(ints_fit(DType::U8, 0, 255) && !ints_fit(DType::U8, -1, 3) && !ints_fit(DType::I16, 0, 1 << 15));
+    }
+
+    #[test]
+    fn arrays_give_their_column_type() {
+        assert_eq!(array_column_type(b'f', "float32", "<f4", &[2]), Ok(DType::F32));
+        assert_eq!(array_column_type(b'U', "str96", "<U3", &[]), Ok(DType::Utf8));
+        assert_eq!(array_column_type(b'U', "str96", "<U3", &[2]), Err("arrays of strings are not supported".into()));
+        assert_eq!(array_column_type(b'c', "complex64", "<c8", &[]), Err("dtype <c8 is not supported".into()));
+        assert_eq!(array_column_type(b'O', "object", "|O", &[]), Err("dtype |O is not supported".into()));
+        assert_eq!(array_column_type(b'O', "str", "|O", &[]), Err("dtype |O is not supported".into()));
     }
 
     #[test]
