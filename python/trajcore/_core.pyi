@@ -31,10 +31,12 @@ __all__ = [
     "TrajcoreWarning",
     "__version__",
     "convert",
+    "escape_key",
     "layout_leaves",
     "num_threads",
     "recover",
     "set_num_threads",
+    "unescape_key",
     "verify",
 ]
 
