@@ -19,7 +19,7 @@ use trajcore_core::{Error, Timeline};
 
 use crate::collect::Collector;
 use crate::errors::{invalid, recorder_error, to_py, warn, IntoPy};
-use crate::frames::Frames;
+use crate::frames;
 use crate::infos::{DynamicColumns, Place, Walk};
 use crate::layout::Layout;
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
@@ -46,7 +46,7 @@ struct State {
     infos: DynamicColumns,
     data: DynamicColumns,
     /// Rendered frames (`render/frame`), when the caller passes them.
-    frames: Frames,
+    frames: DynamicColumns,
     /// Custom data recorded for the coming step: (path, owned value).
     pending_data: Vec<(String, Py<PyAny>)>,
     coll: Collector,
@@ -186,7 +186,11 @@ impl State {
         match frame {
             Some(frame) => {
                 let at = Place::regular(self.rows);
-                self.frames.put(&mut Walk { py, at, recorder: &mut self.rec, coll: &mut self.coll }, frame)
+                frames::put(
+                    &mut self.frames,
+                    &mut Walk { py, at, recorder: &mut self.rec, coll: &mut self.coll },
+                    frame,
+                )
             }
             None => Ok(()),
         }
@@ -302,7 +306,7 @@ impl PyRecorder {
             mode,
             infos,
             data: DynamicColumns::new("data", Timeline::Step, data_codec),
-            frames: Frames::new(frame_codec),
+            frames: frames::columns(frame_codec),
             pending_data: Vec::new(),
             coll: Collector::default(),
             warned_unrecorded: false,
@@ -312,7 +316,7 @@ impl PyRecorder {
     }
 
     /// Starts episodes: every env, or those where `mask` is true; `frame` is what the env
-    /// rendered after the reset (see `Frames::put`).
+    /// rendered after the reset (see `frames::put`).
     #[pyo3(signature = (observation, info, mask=None, frame=None))]
     fn reset(
         &self,
@@ -448,9 +452,9 @@ impl PyRecorder {
             return st.signal.result(py, result);
         }
         let closed = st.signal.result(py, result);
-        st.infos.warn_skipped(py)?;
-        st.data.warn_skipped(py)?;
-        st.frames.warn_skipped(py)?;
+        for columns in [&mut st.infos, &mut st.data, &mut st.frames] {
+            columns.warn_skipped(py)?;
+        }
         st.warn_unrecorded_steps(py)?;
         if let Some(why) = st.rec.stats().compaction_error {
             warn(py, &format!("trajcore: {why}"))?;
@@ -489,9 +493,8 @@ impl PyRecorder {
         d.set_item("compaction_error", s.compaction_error)?;
         d.set_item("steps_not_recorded", guard.rec.splitter().unrecorded_total())?;
         let skipped = PyDict::new(py);
-        let counts = guard.infos.skipped_counts().chain(guard.data.skipped_counts());
-        for (name, n) in counts.chain(guard.frames.skipped_counts()) {
-            skipped.set_item(name, n)?;
+        for columns in [&guard.infos, &guard.data, &guard.frames] {
+            columns.skipped_counts().try_for_each(|(name, n)| skipped.set_item(name, n))?;
         }
         d.set_item("values_not_recorded", skipped)?;
         // One dict per sample, the fields named as the core names them.
