@@ -80,6 +80,22 @@ pub fn unrecorded_warning(splitter: &Splitter, warned: bool) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::writer::AutoresetMode;
+
+    #[test]
+    fn steps_of_envs_without_an_episode_are_reported() {
+        let mut s = Splitter::new(3, AutoresetMode::Disabled);
+        assert_eq!(unrecorded_warning(&s, false), None);
+        s.plan_reset(Some(&[1, 0, 0]));
+        s.commit();
+        for _ in 0..2 {
+            s.plan_step(|_| Some((false, false)));
+            s.commit();
+        }
+        let listed = "env 1: 2, env 2: 2";
+        assert!(unrecorded_warning(&s, false).unwrap().ends_with(&format!("; so far: {listed}")));
+        assert!(unrecorded_warning(&s, true).unwrap().ends_with(&format!("; in all: {listed}")));
+    }
 
     #[test]
     fn warns_at_the_first_value_of_a_key_and_counts_at_close() {
