@@ -31,10 +31,12 @@ __all__ = [
     "TrajcoreWarning",
     "__version__",
     "convert",
+    "escape_key",
     "layout_leaves",
     "num_threads",
     "recover",
     "set_num_threads",
+    "unescape_key",
     "verify",
 ]
 
@@ -395,6 +397,12 @@ def set_num_threads(n: int) -> None:
     """Bounds the threads one batched read may use (0: the default, cores up to 8)."""
 
 def num_threads() -> int: ...
+def escape_key(key: str) -> str:
+    """A key as one component of a column name: '%' -> %25, '/' -> %2F and a leading '_' -> %5F."""
+
+def unescape_key(part: str) -> str:
+    """The key of a column name component (the inverse of `escape_key`)."""
+
 def layout_leaves(layout_json: str, columns: set[str] | None = None) -> list[tuple[tuple[str | int, ...], str]]:
     """The leaves of a layout tree (JSON) in the tree's order: (path, column name), each path
     item a dict key (str) or a tuple position (int). `columns`: the names a leaf may use (None: any).

@@ -33,7 +33,7 @@ __all__ = ["EpisodeInfo", "EpisodeMetadataFn", "RecordingOptions"]
 
 class Recording:
     """The recorder side of both wrappers. Subclasses call `_start_recording` from their
-    constructor, `_reset_frame` in `reset` and `_close_all` from `close`; until the constructor
+    constructor, `_record_reset` in `reset` and `_close_all` from `close`; until the constructor
     succeeded, closing does nothing (a constructor that fails leaves the user's env as it was)."""
 
     _native: _core.Recorder | None = None
@@ -103,13 +103,16 @@ class Recording:
         frames are not recorded. Handed to the core as is: it copies each frame once."""
         return self._renderer.render() if self._render_frames else None
 
-    def _reset_frame(self) -> Any:
-        """The frame(s) of a reset (see `_frame`); the first reset starts a deferred recorder."""
+    def _record_reset(self, reset: tuple[Any, dict[str, Any]], mask: Any) -> tuple[Any, dict[str, Any]]:
+        """Records what the env's reset returned (`mask`: the sub-envs it started, None for all)
+        with the frame(s) rendered after it (see `_frame`), and returns it. The first reset
+        starts a deferred recorder."""
         frame = self._frame()
         if self._native is None and self._deferred is not None:
             self._native = self._deferred(_frame_bytes(frame))
             self._deferred = None
-        return frame
+        self._recorder.reset(*reset, mask, frame)
+        return reset
 
     @property
     def _recorder(self) -> _core.Recorder:

@@ -59,10 +59,7 @@ class RecordEpisodes(Recording, gym.Wrapper[Any, Any, Any, Any]):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Resets the env and starts a new episode (a running one is kept as incomplete)."""
-        obs, info = self.env.reset(seed=seed, options=options)
-        frame = self._reset_frame()
-        self._recorder.reset(obs, info, None, frame)
-        return obs, info
+        return self._record_reset(self.env.reset(seed=seed, options=options), None)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Steps the env and records the transition with one call into the core.

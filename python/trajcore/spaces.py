@@ -17,13 +17,13 @@ file and `trajcore.open` rebuilds ``observation_space`` / ``action_space`` from 
 from __future__ import annotations
 
 import math
-import re
 import string
 from typing import Any, TypedDict
 
 import numpy as np
 from gymnasium import spaces
 
+from trajcore import _core
 from trajcore.errors import SchemaError
 
 __all__ = [
@@ -78,19 +78,14 @@ class ColumnDict(_ColumnBase, total=False):
 
 def escape_key(key: str) -> str:
     """A Dict key as one component of a column name: '%' -> %25, '/' -> %2F (so '/' separates
-    nesting levels) and a leading '_' -> %5F (so no key is named like a mask column). The core
-    escapes info keys by the same rule."""
-    escaped = key.replace("%", "%25").replace("/", "%2F")
-    return "%5F" + escaped[1:] if escaped.startswith("_") else escaped
-
-
-_ESCAPED = re.compile("%(25|2F|5F)")
-_UNESCAPED = {"25": "%", "2F": "/", "5F": "_"}
+    nesting levels) and a leading '_' -> %5F (so no key is named like a mask column). The core's
+    rule, the one info keys and custom data names follow too."""
+    return _core.escape_key(key)
 
 
 def unescape_key(part: str) -> str:
     """Inverse of `escape_key`."""
-    return _ESCAPED.sub(lambda m: _UNESCAPED[m.group(1)], part)
+    return _core.unescape_key(part)
 
 
 def space_columns(space: spaces.Space[Any], prefix: str, timeline: str) -> tuple[list[ColumnDict], Any]:

@@ -170,10 +170,7 @@ class RecordVectorEpisodes(Recording, VectorWrapper[Any, Any, Any, Any, Any]):
         if options is not None and self._mode == "disabled":
             # Read before the env's reset: gymnasium's vector envs pop it from the options.
             mask = options.get("reset_mask")
-        obs, infos = self.env.reset(seed=seed, options=options)
-        frame = self._reset_frame()
-        self._recorder.reset(obs, infos, mask, frame)
-        return obs, infos
+        return self._record_reset(self.env.reset(seed=seed, options=options), mask)
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Steps the sub-envs and records the batch with one call into the core.

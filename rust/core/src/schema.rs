@@ -194,3 +194,67 @@ impl ColumnSpec {
         }
     }
 }
+
+/// A key (of a Dict space, an info dict or custom data) as one component of a column name:
+/// '%' -> %25, '/' -> %2F (so '/' separates nesting levels) and a leading '_' -> %5F (so no key
+/// is named like the mask column `_key` of another). The one rule; Python calls it too.
+pub fn escape_key(key: &str) -> String {
+    let escaped = key.replace('%', "%25").replace('/', "%2F");
+    match escaped.strip_prefix('_') {
+        Some(rest) => format!("%5F{rest}"),
+        None => escaped,
+    }
+}
+
+/// The key of a column name component: the inverse of `escape_key`.
+pub fn unescape_key(part: &str) -> String {
+    let mut out = String::with_capacity(part.len());
+    let mut rest = part;
+    while let Some(at) = rest.find('%') {
+        out.push_str(&rest[..at]);
+        let code = rest.get(at + 1..at + 3);
+        let plain = match code {
+            Some("25") => Some('%'),
+            Some("2F") => Some('/'),
+            Some("5F") => Some('_'),
+            _ => None,
+        };
+        match plain {
+            Some(c) => {
+                out.push(c);
+                rest = &rest[at + 3..];
+            }
+            None => {
+                out.push('%');
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{escape_key, unescape_key};
+
+    #[test]
+    fn keys_escape_and_unescape() {
+        let table = [
+            ("lives", "lives"),
+            ("_lives", "%5Flives"),
+            ("__x", "%5F_x"),
+            ("a/b%", "a%2Fb%25"),
+            ("x_y", "x_y"),
+            ("%5F", "%255F"),
+            ("", ""),
+            ("é/_", "é%2F_"),
+        ];
+        for (key, name) in table {
+            assert_eq!(escape_key(key), name, "{key}");
+            assert_eq!(unescape_key(name), key, "{name}");
+        }
+        // Other escapes and a lone '%' stay as they are.
+        assert_eq!(unescape_key("%41%2f%"), "%41%2f%");
+    }
+}

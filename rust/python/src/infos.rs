@@ -10,95 +10,78 @@
 //! `__key` mask, is a value of its own. Column names escape `/`, `%` and a leading `_` (see
 //! `escape_key`), so a key `_x` never takes the name of the mask column of `x`.
 //!
-//! A dict is walked by a plan of its shape (see `info_keys`) when one matches, else its keys are
-//! looked up one by one and kept as a plan; either way its values are then put by the same code.
-
-use std::collections::{BTreeMap, HashMap};
+//! A dict is walked by a plan of its shape (see the core's `writer::info_keys`) when one
+//! matches, else its keys are looked up one by one and kept as a plan; either way its values
+//! are then put by the same code.
 
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
-use trajcore_core::writer::{EntryKind, NewColumn, Recorder, Slot};
+use trajcore_core::writer::info_keys::{mask_positions, Plan, Role};
+use trajcore_core::writer::{EntryKind, Recorder, Slot};
 use trajcore_core::{CodecSpec, DType, Timeline};
 
-use crate::collect::{Collector, Src};
+use crate::collect::{borrow_data, Collector, Src};
 use crate::errors::{schema_error, warn, IntoPy};
-pub use crate::info_keys::escape_key;
-use crate::info_keys::{mask_positions, DictPlan, KeyPaths, Role, MAX_PLANNED_KEYS, PLANS_MADE_PER_DICT};
+use trajcore_core::writer::values::array_column_type;
+
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
+
+type KeyTree = trajcore_core::writer::info_keys::KeyTree<Py<PyString>>;
 
 /// Nested dicts deeper than this are refused: deeper is a dict that contains itself.
 pub const MAX_DEPTH: usize = 32;
 
-/// Where the values of one call go: env rows and observation slot.
+/// Where collected values go: how their rows map to envs (dynamic columns: always all of
+/// them, masked), and which observation row.
 #[derive(Clone, Copy)]
 pub struct Place {
+    pub kind: EntryKind,
+    pub slot: Slot,
+    pub env: u32,
     /// The env count for batched values, `None` for one row.
     pub rows: Option<usize>,
-    pub slot: Slot,
 }
 
-/// One call's walk: where its values go and where their entries are collected.
-struct Walk<'a, 'py> {
-    py: Python<'py>,
-    at: Place,
-    recorder: &'a mut Recorder,
-    coll: &'a mut Collector,
+impl Place {
+    pub fn regular(rows: Option<usize>) -> Self {
+        Place { kind: EntryKind::Dense, slot: Slot::Regular, env: 0, rows }
+    }
+}
+
+/// One call's walk: where its values go, the recorder new columns are added to, and where
+/// the entries are collected.
+pub struct Walk<'a, 'py> {
+    pub py: Python<'py>,
+    pub at: Place,
+    pub recorder: &'a mut Recorder,
+    pub coll: &'a mut Collector,
 }
 
 impl Walk<'_, '_> {
     /// The entry of a value of column `column` (its bytes at `data`), masked where `mask` says
     /// which envs have it.
     fn push(&mut self, column: u32, mask: Option<Src>, data: Src) {
-        let kind = if mask.is_some() { EntryKind::Masked } else { EntryKind::Dense };
-        self.coll.push(column, kind, self.at.slot, 0, mask, data);
+        let kind = if mask.is_some() { EntryKind::Masked } else { self.at.kind };
+        self.coll.push(column, kind, self.at.slot, self.at.env, mask, data);
     }
 }
 
-/// Values of one key that were not recorded.
-struct Skipped {
-    count: u64,
-    first_why: String,
-}
-
-/// A key whose first values could not make a column: their Python type, to skip the same type
-/// again without asking numpy each step.
-struct Unsupported {
-    kind: Py<PyType>,
-    why: String,
-}
-
 pub struct DynamicColumns {
-    prefix: &'static str,
-    timeline: Timeline,
-    codec: CodecSpec,
-    columns: Vec<ColInfo>,
-    /// Column index by path.
-    by_path: HashMap<String, usize>,
-    keys: KeyPaths,
+    /// The columns by path, and the types of values that made none.
+    columns: trajcore_core::writer::dynamic::DynamicColumns<ColInfo, Py<PyType>>,
+    keys: KeyTree,
     /// Whether dicts are walked by their plans when they have one (tests compare both ways).
     plans: bool,
     /// The values of the dicts being walked with what each is, a stack (nested dicts push
     /// above); holding a reference to each, so what a conversion runs cannot free them.
     values: Vec<(Py<PyAny>, Role)>,
-    unsupported: HashMap<String, Unsupported>,
-    skipped: BTreeMap<String, Skipped>,
 }
 
 impl DynamicColumns {
     pub fn new(prefix: &'static str, timeline: Timeline, codec: CodecSpec) -> Self {
-        DynamicColumns {
-            prefix,
-            timeline,
-            codec,
-            columns: Vec::new(),
-            by_path: HashMap::new(),
-            keys: KeyPaths::default(),
-            plans: true,
-            values: Vec::new(),
-            unsupported: HashMap::new(),
-            skipped: BTreeMap::new(),
-        }
+        let columns = trajcore_core::writer::dynamic::DynamicColumns::new(prefix, timeline, codec);
+        DynamicColumns { columns, keys: KeyTree::default(), plans: true, values: Vec::new() }
     }
 
     /// Walks every dict key by key, as a dict that matches no plan (tests compare both ways).
@@ -109,53 +92,26 @@ impl DynamicColumns {
 
     /// One value of `path` is not recorded: warns at the first, counts the rest.
     fn skip(&mut self, py: Python<'_>, path: &str, why: String) -> PyResult<()> {
-        match self.skipped.get_mut(path) {
-            Some(s) => s.count += 1,
-            None => {
-                warn(
-                    py,
-                    &format!(
-                        "trajcore: {} entry '{}': a value is not recorded (its row reads as missing): {why}. \
-                         The entry goes on recording the values that fit; close() reports how many were left out.",
-                        self.prefix, path
-                    ),
-                )?;
-                self.skipped.insert(path.to_string(), Skipped { count: 1, first_why: why });
-            }
+        match self.columns.skips.skip(path, why) {
+            Some(warning) => warn(py, &warning),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Warns once per key with the number of values left out (at close).
     pub fn warn_skipped(&mut self, py: Python<'_>) -> PyResult<()> {
-        for (path, s) in std::mem::take(&mut self.skipped) {
-            warn(
-                py,
-                &format!(
-                    "trajcore: {} entry '{path}': {} value(s) were not recorded (first: {})",
-                    self.prefix, s.count, s.first_why
-                ),
-            )?;
-        }
-        Ok(())
+        self.columns.skips.close_warnings().iter().try_for_each(|warning| warn(py, warning))
     }
 
-    /// Values left out so far, per key path (for `stats()`).
-    pub fn skipped_counts(&self) -> impl Iterator<Item = (&str, u64)> {
-        self.skipped.iter().map(|(p, s)| (p.as_str(), s.count))
+    /// Values left out so far, by column name (for `stats()`).
+    pub fn skipped_counts(&self) -> impl Iterator<Item = (String, u64)> + '_ {
+        self.columns.skips.counts()
     }
 
     /// Adds entries for every supported value of an info dict (vector infos: with their `_key`
     /// masks).
-    pub fn put_info(
-        &mut self,
-        py: Python<'_>,
-        info: &Bound<'_, PyDict>,
-        at: Place,
-        recorder: &mut Recorder,
-        coll: &mut Collector,
-    ) -> PyResult<()> {
-        self.put_dict(&mut Walk { py, at, recorder, coll }, info, KeyPaths::ROOT, None, 0)
+    pub fn put_info(&mut self, w: &mut Walk<'_, '_>, info: &Bound<'_, PyDict>) -> PyResult<()> {
+        self.put_dict(w, info, KeyTree::ROOT, None, 0)
     }
 
     /// Adds entries for the values of `dict`, under key node `node`, where `mask` (the
@@ -171,7 +127,7 @@ impl DynamicColumns {
         if depth >= MAX_DEPTH {
             return Err(schema_error(
                 w.py,
-                &format!("{}/{}", self.prefix, self.keys.node(node).path),
+                &self.columns.name_of(&self.keys.node(node).path),
                 format!("nested deeper than {MAX_DEPTH} levels (does the dict contain itself?)"),
             ));
         }
@@ -202,7 +158,7 @@ impl DynamicColumns {
             return Ok(false);
         }
         for plan in &self.keys.node(node).plans {
-            if plan.push_values(dict, regular, &mut self.values)? {
+            if push_planned_values(plan, dict, regular, &mut self.values)? {
                 return Ok(true);
             }
         }
@@ -215,7 +171,7 @@ impl DynamicColumns {
         let py = w.py;
         let mut keys = Vec::with_capacity(dict.len());
         for (key, value) in dict.iter() {
-            let (child, is_str) = self.keys.child(py, node, &key)?;
+            let (child, is_str) = key_node(&mut self.keys, node, &key)?;
             keys.push((key, child, is_str));
             self.values.push((value.unbind(), Role::Skip));
         }
@@ -241,11 +197,10 @@ impl DynamicColumns {
             }
             self.values[start + i].1 = Role::Value { node: *child, mask: masks[i] };
         }
-        let planned = self.keys.node(node).plans_made < PLANS_MADE_PER_DICT && keys.len() <= MAX_PLANNED_KEYS;
-        if self.plans && all_str && planned {
+        if self.plans && all_str && self.keys.wants_plan(node, keys.len()) {
             let roles = self.values[start..].iter().map(|v| v.1);
             let keys = keys.iter().zip(roles).map(|((k, ..), r)| Ok((k.cast::<PyString>()?.clone().unbind(), r)));
-            let plan = DictPlan::new(w.at.slot == Slot::Regular, keys.collect::<PyResult<_>>()?);
+            let plan = Plan { regular: w.at.slot == Slot::Regular, keys: keys.collect::<PyResult<_>>()? };
             self.keys.add_plan(node, plan);
         }
         Ok(())
@@ -286,7 +241,7 @@ impl DynamicColumns {
         // The parent's mask was checked when its dict was entered: only a mask of the key's own
         // can leave no env.
         let checked = own_mask.is_none();
-        let mask = and_masks(w.coll, mask, own_mask);
+        let mask = w.coll.and_masks(mask, own_mask);
         if !checked && mask.is_some_and(|m| w.coll.slice(m).iter().all(|&b| b == 0)) {
             return Ok(()); // no env has it at this step
         }
@@ -307,9 +262,9 @@ impl DynamicColumns {
         let known = self.keys.node(node).column;
         // The usual value first: an array whose bytes are the rows of its column as they are
         // (no object array, which `stacked_rows` would take apart).
-        if let Some(col) = known.map(|c| &self.columns[c]) {
+        if let Some(col) = known.map(|c| self.columns.get(c)) {
             if let Some((data, len)) = col.exact.as_ref().and_then(|e| e.data(value, w.at.rows)) {
-                let data = w.coll.borrow_data(value, data, len);
+                let data = borrow_data(w.coll, value, data, len);
                 w.push(col.id, mask, data);
                 return Ok(());
             }
@@ -332,26 +287,14 @@ impl DynamicColumns {
         self.put_into(w, column, value, mask)
     }
 
-    /// One value under `path` (without the prefix); a value that cannot be recorded is skipped
-    /// with a warning (see `skip`).
-    // Its parameters are those `frames.rs` passes.
-    #[allow(clippy::too_many_arguments)]
-    pub fn put_one(
-        &mut self,
-        py: Python<'_>,
-        path: &str,
-        value: &Bound<'_, PyAny>,
-        mask: Option<Src>,
-        at: Place,
-        recorder: &mut Recorder,
-        coll: &mut Collector,
-    ) -> PyResult<()> {
-        let w = &mut Walk { py, at, recorder, coll };
-        let stacked = stacked_rows(w, value, mask)?;
+    /// One value under `path` (without the prefix) for every env; a value that cannot be
+    /// recorded is skipped with a warning (see `skip`).
+    pub fn put_one(&mut self, w: &mut Walk<'_, '_>, path: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let stacked = stacked_rows(w, value, None)?;
         let value = stacked.as_ref().unwrap_or(value);
-        match self.column(w, path, value, mask)? {
-            Err(why) => self.skip(py, path, why),
-            Ok(column) => self.put_into(w, column, value, mask),
+        match self.column(w, path, value, None)? {
+            Err(why) => self.skip(w.py, path, why),
+            Ok(column) => self.put_into(w, column, value, None),
         }
     }
 
@@ -364,15 +307,15 @@ impl DynamicColumns {
         value: &Bound<'_, PyAny>,
         mask: Option<Src>,
     ) -> PyResult<()> {
-        let col = &self.columns[column];
-        match put_value(w.py, value, col, w.at.rows, w.coll) {
+        let col = self.columns.get(column);
+        match put_value(value, col, w.at.rows, w.coll) {
             Ok(data) => {
                 w.push(col.id, mask, data);
                 Ok(())
             }
             Err(e) if e.is_instance(w.py, crate::errors::classes(w.py).schema.bind(w.py)) => {
                 let why = e.value(w.py).to_string();
-                let path = col.name[self.prefix.len() + 1..].to_owned();
+                let path = self.columns.path_of(&col.name).to_owned();
                 self.skip(w.py, &path, format!("{why} (its first value set the column's type)"))
             }
             Err(e) => Err(e),
@@ -382,19 +325,10 @@ impl DynamicColumns {
     /// Checks a value of the user's own (`record`) now, creating its column on first sight:
     /// a value that cannot be recorded raises `SchemaError` naming the column. The collector is
     /// used as scratch and left empty.
-    pub fn check_value(
-        &mut self,
-        py: Python<'_>,
-        path: &str,
-        value: &Bound<'_, PyAny>,
-        rows: Option<usize>,
-        recorder: &mut Recorder,
-        coll: &mut Collector,
-    ) -> PyResult<()> {
-        let w = &mut Walk { py, at: Place { rows, slot: Slot::Regular }, recorder, coll };
+    pub fn check_value(&mut self, w: &mut Walk<'_, '_>, path: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let result = (|| match self.column(w, path, value, None)? {
-            Err(why) => Err(schema_error(py, &format!("{}/{path}", self.prefix), why)),
-            Ok(column) => put_value(py, value, &self.columns[column], rows, w.coll).map(|_| ()),
+            Err(why) => Err(schema_error(w.py, &self.columns.name_of(path), why)),
+            Ok(column) => put_value(value, self.columns.get(column), w.at.rows, w.coll).map(|_| ()),
         })();
         w.coll.clear();
         result
@@ -410,37 +344,22 @@ impl DynamicColumns {
         mask: Option<Src>,
     ) -> PyResult<Result<usize, String>> {
         let py = w.py;
-        if let Some(&column) = self.by_path.get(path) {
+        if let Some(column) = self.columns.find(path) {
             return Ok(Ok(column));
         }
         let value_type = value.get_type();
-        if let Some(u) = self.unsupported.get(path) {
-            if u.kind.bind(py).is(&value_type) && !is_sequence_like(py, value)? {
-                return Ok(Err(u.why.clone()));
+        if let Some((kind, why)) = self.columns.unsupported(path) {
+            if kind.bind(py).is(&value_type) && !is_sequence_like(py, value)? {
+                return Ok(Err(why.clone()));
             }
         }
-        match infer(py, value, w.at.rows, mask.map(|m| w.coll.slice(m).to_vec()))? {
+        match infer(py, value, w.at.rows, mask.map(|m| w.coll.slice(m)))? {
             Ok((dtype, shape)) => {
-                let new = NewColumn {
-                    name: format!("{}/{path}", self.prefix),
-                    dtype,
-                    shape: shape.iter().map(|&d| d as u64).collect(),
-                    timeline: self.timeline,
-                    masked: true,
-                    codec: if dtype == DType::Utf8 {
-                        CodecSpec { delta: false, ..self.codec.clone() }
-                    } else {
-                        self.codec.clone()
-                    },
-                };
-                let id = w.recorder.add_column(new).py_err(py)?;
-                self.columns.push(ColInfo::new(py, w.recorder.column(id))?);
-                self.by_path.insert(path.to_string(), self.columns.len() - 1);
-                self.unsupported.remove(path);
-                Ok(Ok(self.columns.len() - 1))
+                let id = w.recorder.add_column(self.columns.spec(path, dtype, &shape)).py_err(py)?;
+                Ok(Ok(self.columns.add(path, ColInfo::new(py, w.recorder.column(id))?)))
             }
             Err(why) => {
-                self.unsupported.insert(path.to_string(), Unsupported { kind: value_type.unbind(), why: why.clone() });
+                self.columns.refuse(path, value_type.unbind(), why.clone());
                 Ok(Err(why))
             }
         }
@@ -462,17 +381,17 @@ fn is_sequence_like(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<bool> 
 
 /// A vector info of per-env arrays or tuples of numbers (ALE's `seeds`) arrives as an object
 /// array: stacked into one numeric array (zeros where the mask says no value), or `None` when
-/// it is not such an array (strings stay as they are).
-fn stack_object_rows<'py>(
-    py: Python<'py>,
+/// it is not such an array (strings stay as they are) or the value is not batched.
+fn stacked_rows<'py>(
+    w: &Walk<'_, 'py>,
     value: &Bound<'py, PyAny>,
-    mask: Option<&[u8]>,
+    mask: Option<Src>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     let Ok(array) = value.cast::<PyUntypedArray>() else { return Ok(None) };
-    if array.dtype().kind() != b'O' || array.ndim() != 1 {
+    if w.at.rows.is_none() || array.dtype().kind() != b'O' || array.ndim() != 1 {
         return Ok(None);
     }
-    let n = array.shape()[0];
+    let (py, n, mask) = (w.py, array.shape()[0], mask.map(|m| w.coll.slice(m)));
     let present = |i: usize| mask.is_none_or(|m| m.get(i) == Some(&1));
     let np = py.import("numpy")?;
     let Some(first) = (0..n).find(|&i| present(i)) else { return Ok(None) };
@@ -494,116 +413,99 @@ fn stack_object_rows<'py>(
     Ok(np.call_method1("stack", (rows,)).ok())
 }
 
-/// A batched value of object rows stacked into numbers (see `stack_object_rows`), if it is one.
-fn stacked_rows<'py>(
-    w: &Walk<'_, 'py>,
-    value: &Bound<'py, PyAny>,
-    mask: Option<Src>,
-) -> PyResult<Option<Bound<'py, PyAny>>> {
-    match w.at.rows {
-        Some(_) => stack_object_rows(w.py, value, mask.map(|m| w.coll.slice(m))),
-        None => Ok(None),
-    }
-}
-
-/// The envs where both masks are set (`None`: every env).
-fn and_masks(coll: &mut Collector, a: Option<Src>, b: Option<Src>) -> Option<Src> {
-    match (a, b) {
-        (None, m) | (m, None) => m,
-        (Some(a), Some(b)) => {
-            let both: Vec<u8> =
-                coll.slice(a).iter().zip(coll.slice(b)).map(|(&x, &y)| (x != 0 && y != 0) as u8).collect();
-            Some(coll.own(&both))
-        }
-    }
-}
-
 /// The dtype and per-row shape a first value gives its column, or why it cannot be recorded.
 fn infer(
     py: Python<'_>,
     value: &Bound<'_, PyAny>,
     rows: Option<usize>,
-    mask: Option<Vec<u8>>,
+    mask: Option<&[u8]>,
 ) -> PyResult<Result<(DType, Vec<usize>), String>> {
     let np = py.import("numpy")?;
-    let of_array = |array: &Bound<'_, PyUntypedArray>,
-                    batched: bool|
-     -> PyResult<Result<(DType, Vec<usize>), String>> {
-        let shape = array.shape();
-        let row_shape = if batched { shape.get(1..).unwrap_or(&[]).to_vec() } else { shape.to_vec() };
-        let dtype = array.dtype();
-        if dtype.kind() == b'U' {
-            return Ok(if row_shape.is_empty() {
-                Ok((DType::Utf8, vec![]))
-            } else {
-                Err("arrays of strings are not supported".into())
-            });
-        }
-        if dtype.kind() == b'O' && batched {
-            // Vector infos of strings are object arrays (None where the env had no entry).
-            let first = (0..shape[0]).find(|&i| mask.as_ref().is_none_or(|m| m.get(i) == Some(&1)));
-            let item = match first {
-                Some(i) => Some(array.get_item(i)?),
-                None => None,
-            };
-            return Ok(match item {
-                Some(item) if item.is_instance_of::<PyString>() && row_shape.is_empty() => Ok((DType::Utf8, vec![])),
-                Some(item) => Err(format!("values of type {} are not supported", type_name(&item))),
-                None => Err("no env had a value".into()),
-            });
-        }
-        let name = dtype.str()?.to_string();
-        let canonical: String = np.call_method1("dtype", (dtype,))?.getattr("name")?.extract()?;
-        match DType::from_name(&canonical) {
-            Ok(d) if d != DType::Utf8 => Ok(Ok((d, row_shape))),
-            _ => Ok(Err(format!("dtype {name} is not supported"))),
-        }
-    };
-    match rows {
-        Some(n) => {
-            let array = match value.cast::<PyUntypedArray>() {
-                Ok(a) => a.clone(),
-                Err(_) => match np.call_method1("asarray", (value,)) {
-                    Ok(a) => a.cast_into::<PyUntypedArray>()?,
-                    Err(e) => return Ok(Err(format!("{} is not an array over the envs: {e}", type_name(value)))),
-                },
-            };
-            if array.shape().first() != Some(&n) {
-                return Ok(Err(format!("expected one value per env ({n}), got shape {:?}", array.shape())));
-            }
-            of_array(&array, true)
-        }
-        None => {
-            if value.is_instance_of::<PyBool>() {
-                return Ok(Ok((DType::Bool, vec![])));
-            }
-            if value.is_exact_instance_of::<PyInt>() {
-                return Ok(Ok((DType::I64, vec![])));
-            }
-            if value.is_exact_instance_of::<PyFloat>() {
-                return Ok(Ok((DType::F64, vec![])));
-            }
-            if value.is_instance_of::<PyString>() {
-                return Ok(Ok((DType::Utf8, vec![])));
+    let unsupported = |v: &Bound<'_, PyAny>| Ok(Err(format!("values of type {} are not supported", type_name(v))));
+    let array = match (rows, value.cast::<PyUntypedArray>()) {
+        (_, Ok(array)) => array.clone(),
+        (Some(_), Err(_)) => match np.call_method1("asarray", (value,)) {
+            Ok(a) => a.cast_into::<PyUntypedArray>()?,
+            Err(e) => return Ok(Err(format!("{} is not an array over the envs: {e}", type_name(value)))),
+        },
+        (None, Err(_)) => {
+            let scalar = [
+                (value.is_instance_of::<PyBool>(), DType::Bool),
+                (value.is_exact_instance_of::<PyInt>(), DType::I64),
+                (value.is_exact_instance_of::<PyFloat>(), DType::F64),
+                (value.is_instance_of::<PyString>(), DType::Utf8),
+            ];
+            if let Some(&(_, dtype)) = scalar.iter().find(|(is, _)| *is) {
+                return Ok(Ok((dtype, vec![])));
             }
             let numeric = value.is_instance_of::<PyList>()
                 || value.is_instance_of::<PyTuple>()
                 || value.is_instance(&np.getattr("generic")?)?
                 || value.is_instance_of::<PyInt>()
                 || value.is_instance_of::<PyFloat>();
-            if let Ok(array) = value.cast::<PyUntypedArray>() {
-                return of_array(array, false);
+            let array = numeric.then(|| np.call_method1("asarray", (value,)).ok()).flatten();
+            match array.and_then(|a| a.cast_into::<PyUntypedArray>().ok()) {
+                Some(a) if a.dtype().kind() != b'O' => a,
+                _ => return unsupported(value),
             }
-            if numeric {
-                if let Ok(array) = np.call_method1("asarray", (value,)) {
-                    if let Ok(array) = array.cast::<PyUntypedArray>() {
-                        if array.dtype().kind() != b'O' {
-                            return of_array(array, false);
-                        }
-                    }
-                }
-            }
-            Ok(Err(format!("values of type {} are not supported", type_name(value))))
         }
+    };
+    let (shape, dtype) = (array.shape(), array.dtype());
+    if let Some(n) = rows.filter(|&n| shape.first() != Some(&n)) {
+        return Ok(Err(format!("expected one value per env ({n}), got shape {shape:?}")));
     }
+    let row_shape = shape[usize::from(rows.is_some())..].to_vec();
+    if dtype.kind() == b'O' && rows.is_some() {
+        // Vector infos of strings are object arrays (None where the env had no entry).
+        let Some(first) = (0..shape[0]).find(|&i| mask.is_none_or(|m| m.get(i) == Some(&1))) else {
+            return Ok(Err("no env had a value".into()));
+        };
+        let item = array.get_item(first)?;
+        if !(item.is_instance_of::<PyString>() && row_shape.is_empty()) {
+            return unsupported(&item);
+        }
+        return Ok(Ok((DType::Utf8, vec![])));
+    }
+    let name: String = np.call_method1("dtype", (&dtype,))?.getattr("name")?.extract()?;
+    Ok(array_column_type(dtype.kind(), &name, dtype.str()?.to_str()?, &row_shape).map(|d| (d, row_shape)))
+}
+
+/// The node of `key` in the dict of node `parent`, made on first sight, and whether `key` is a
+/// str (a key of another type is named by `str(key)`).
+fn key_node(keys: &mut KeyTree, parent: usize, key: &Bound<'_, PyAny>) -> PyResult<(usize, bool)> {
+    let py = key.py();
+    let intern = |text: &str| PyString::intern(py, text).unbind();
+    match key.cast::<PyString>() {
+        Ok(s) => Ok((keys.child(parent, s.to_str()?, intern), true)),
+        Err(_) => Ok((keys.child(parent, key.str()?.to_str()?, intern), false)),
+    }
+}
+
+/// Whether `dict` has `plan`'s keys in its order (each the same str object, or an exact str of
+/// the same text); if so its values, with their roles, are pushed on `values`.
+fn push_planned_values(
+    plan: &Plan<Py<PyString>>,
+    dict: &Bound<'_, PyDict>,
+    regular: bool,
+    values: &mut Vec<(Py<PyAny>, Role)>,
+) -> PyResult<bool> {
+    if plan.regular != regular || dict.len() != plan.keys.len() {
+        return Ok(false);
+    }
+    let start = values.len();
+    for ((key, value), (planned, role)) in dict.iter().zip(&plan.keys) {
+        if !(key.is(planned) || same_text(&key, planned.bind(dict.py()))?) {
+            values.truncate(start);
+            return Ok(false);
+        }
+        values.push((value.unbind(), *role));
+    }
+    Ok(true)
+}
+
+/// A str key of the planned text that is another object (an f-string made each step). Only
+/// exact str: a subclass could hash otherwise (its dicts are walked key by key).
+fn same_text(key: &Bound<'_, PyAny>, planned: &Bound<'_, PyString>) -> PyResult<bool> {
+    let Ok(key) = key.cast_exact::<PyString>() else { return Ok(false) };
+    Ok(key.hash()? == planned.hash()? && key.to_str()? == planned.to_str()?)
 }

@@ -11,8 +11,8 @@ mod errors;
 mod exact_array;
 mod frames;
 mod functions;
-mod info_keys;
 mod infos;
+mod keys;
 mod layout;
 mod recorder;
 mod selection;
@@ -39,5 +39,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(functions::num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(functions::layout_leaves, m)?)?;
+    m.add_function(wrap_pyfunction!(keys::escape_key, m)?)?;
+    m.add_function(wrap_pyfunction!(keys::unescape_key, m)?)?;
     Ok(())
 }

@@ -12,13 +12,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyList};
+use trajcore_core::schema::escape_key;
+use trajcore_core::writer::skips::unrecorded_warning;
 use trajcore_core::writer::{AutoresetMode, EntryKind, Faults, MessageKind, Recorder, RecorderConfig, Slot};
 use trajcore_core::{Error, Timeline};
 
 use crate::collect::Collector;
 use crate::errors::{invalid, recorder_error, to_py, warn, IntoPy};
-use crate::frames::Frames;
-use crate::infos::{self, escape_key, DynamicColumns};
+use crate::frames;
+use crate::infos::{DynamicColumns, Place, Walk};
 use crate::layout::Layout;
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 
@@ -44,7 +46,7 @@ struct State {
     infos: DynamicColumns,
     data: DynamicColumns,
     /// Rendered frames (`render/frame`), when the caller passes them.
-    frames: Frames,
+    frames: DynamicColumns,
     /// Custom data recorded for the coming step: (path, owned value).
     pending_data: Vec<(String, Py<PyAny>)>,
     coll: Collector,
@@ -96,8 +98,8 @@ impl PyRecorder {
 }
 
 impl State {
-    fn put_fixed(&mut self, py: Python<'_>, index: usize, value: &Bound<'_, PyAny>, at: Place) -> PyResult<()> {
-        put_leaf(py, &self.fixed[index], value, at, &mut self.coll)
+    fn put_fixed(&mut self, index: usize, value: &Bound<'_, PyAny>, at: Place) -> PyResult<()> {
+        put_leaf(&self.fixed[index], value, at, &mut self.coll)
     }
 
     fn put_tree(&mut self, py: Python<'_>, which: Which, value: &Bound<'_, PyAny>, at: Place) -> PyResult<()> {
@@ -106,15 +108,15 @@ impl State {
             Which::Action => (&self.action, "action"),
         };
         let (fixed, coll) = (&self.fixed, &mut self.coll);
-        layout.walk(py, value, what, &mut |index, leaf| put_leaf(py, &fixed[index], leaf, at, coll))
+        layout.walk(py, value, what, &mut |index, leaf| put_leaf(&fixed[index], leaf, at, coll))
     }
 
     /// Entries for every supported entry of an info dict (vector infos: with their `_key` masks).
     fn put_info(&mut self, py: Python<'_>, info: &Bound<'_, PyAny>, slot: Slot) -> PyResult<()> {
         let info =
             info.cast::<PyDict>().map_err(|_| invalid(py, format!("info must be a dict, got {}", type_name(info))))?;
-        let at = infos::Place { rows: self.rows, slot };
-        self.infos.put_info(py, info, at, &mut self.rec, &mut self.coll)
+        let at = Place { slot, ..Place::regular(self.rows) };
+        self.infos.put_info(&mut Walk { py, at, recorder: &mut self.rec, coll: &mut self.coll }, info)
     }
 
     /// Plans and sends the collected entries as a Reset (with `reset_mask`) or Step message;
@@ -162,18 +164,17 @@ impl State {
         self.put_tree(py, Which::Action, action, at)?;
         self.put_tree(py, Which::Observation, observation, at)?;
         let [r, te, tr] = self.roles;
-        self.put_fixed(py, r, reward, at)?;
-        self.put_fixed(py, te, terminated, at)?;
-        self.put_fixed(py, tr, truncated, at)?;
+        self.put_fixed(r, reward, at)?;
+        self.put_fixed(te, terminated, at)?;
+        self.put_fixed(tr, truncated, at)?;
         self.put_info(py, info, Slot::Regular)?;
         self.put_frame(py, frame)?;
         if let (AutoresetMode::SameStep, Some(n)) = (self.mode, self.rows) {
             self.collect_final(py, info, n)?;
         }
-        let at = infos::Place { rows: self.rows, slot: Slot::Regular };
+        let w = &mut Walk { py, at, recorder: &mut self.rec, coll: &mut self.coll };
         for (path, value) in std::mem::take(&mut self.pending_data) {
-            let recorder = &mut self.rec;
-            self.data.put_one(py, &path, value.bind(py), None, at, recorder, &mut self.coll)?;
+            self.data.put_one(w, &path, value.bind(py))?;
         }
         Ok(())
     }
@@ -183,7 +184,14 @@ impl State {
     /// frame is the new episode's first and the ended episode's final row has none (masked).
     fn put_frame(&mut self, py: Python<'_>, frame: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         match frame {
-            Some(frame) => self.frames.put(py, frame, self.rows, &mut self.rec, &mut self.coll),
+            Some(frame) => {
+                let at = Place::regular(self.rows);
+                frames::put(
+                    &mut self.frames,
+                    &mut Walk { py, at, recorder: &mut self.rec, coll: &mut self.coll },
+                    frame,
+                )
+            }
             None => Ok(()),
         }
     }
@@ -191,24 +199,9 @@ impl State {
     /// Steps of envs with no running episode (stepped after their episode ended and before a
     /// reset, or before the first one) are not recorded: warns the first time, and at close.
     fn warn_unrecorded_steps(&mut self, py: Python<'_>) -> PyResult<()> {
-        let counts: Vec<(usize, u64)> = {
-            let s = self.rec.splitter();
-            if s.unrecorded_total() == 0 {
-                return Ok(());
-            }
-            (0..s.num_envs()).map(|l| (l, s.unrecorded_steps(l))).filter(|&(_, n)| n > 0).collect()
-        };
-        let listed: Vec<String> = counts.iter().map(|(l, n)| format!("env {l}: {n}")).collect();
-        let when = if self.warned_unrecorded { "in all" } else { "so far" };
+        let Some(warning) = unrecorded_warning(self.rec.splitter(), self.warned_unrecorded) else { return Ok(()) };
         self.warned_unrecorded = true;
-        warn(
-            py,
-            &format!(
-                "trajcore: steps of envs with no running episode are not recorded (stepped after the episode \
-                 ended without a reset, or before the first reset); {when}: {}",
-                listed.join(", ")
-            ),
-        )
+        warn(py, &warning)
     }
 
     /// Same-step autoreset: the final observation and info of the envs whose episode ended.
@@ -245,8 +238,8 @@ impl State {
 }
 
 /// One leaf value as one entry.
-fn put_leaf(py: Python<'_>, col: &ColInfo, value: &Bound<'_, PyAny>, at: Place, coll: &mut Collector) -> PyResult<()> {
-    let data = put_value(py, value, col, at.rows, coll)?;
+fn put_leaf(col: &ColInfo, value: &Bound<'_, PyAny>, at: Place, coll: &mut Collector) -> PyResult<()> {
+    let data = put_value(value, col, at.rows, coll)?;
     coll.push(col.id, at.kind, at.slot, at.env, None, data);
     Ok(())
 }
@@ -261,22 +254,6 @@ struct StepArgs<'a, 'py> {
     truncated: &'a Bound<'py, PyAny>,
     info: &'a Bound<'py, PyAny>,
     frame: Option<&'a Bound<'py, PyAny>>,
-}
-
-/// Where collected values go: how their rows map to envs, and which observation row.
-#[derive(Clone, Copy)]
-struct Place {
-    kind: EntryKind,
-    slot: Slot,
-    env: u32,
-    /// The env count for batched values, `None` for one row.
-    rows: Option<usize>,
-}
-
-impl Place {
-    fn regular(rows: Option<usize>) -> Self {
-        Place { kind: EntryKind::Dense, slot: Slot::Regular, env: 0, rows }
-    }
 }
 
 #[derive(Clone, Copy)]
@@ -329,7 +306,7 @@ impl PyRecorder {
             mode,
             infos,
             data: DynamicColumns::new("data", Timeline::Step, data_codec),
-            frames: Frames::new(frame_codec),
+            frames: frames::columns(frame_codec),
             pending_data: Vec::new(),
             coll: Collector::default(),
             warned_unrecorded: false,
@@ -339,7 +316,7 @@ impl PyRecorder {
     }
 
     /// Starts episodes: every env, or those where `mask` is true; `frame` is what the env
-    /// rendered after the reset (see `Frames::put`).
+    /// rendered after the reset (see `frames::put`).
     #[pyo3(signature = (observation, info, mask=None, frame=None))]
     fn reset(
         &self,
@@ -418,7 +395,8 @@ impl PyRecorder {
             return Err(invalid(py, format!("custom data name '{name}' must be non-empty and not start with '_'")));
         }
         let path = escape_key(name);
-        st.data.check_value(py, &path, value.bind(py), st.rows, &mut st.rec, &mut st.coll)?;
+        let w = &mut Walk { py, at: Place::regular(st.rows), recorder: &mut st.rec, coll: &mut st.coll };
+        st.data.check_value(w, &path, value.bind(py))?;
         if let Some(slot) = st.pending_data.iter_mut().find(|(p, _)| *p == path) {
             slot.1 = value;
         } else {
@@ -474,9 +452,9 @@ impl PyRecorder {
             return st.signal.result(py, result);
         }
         let closed = st.signal.result(py, result);
-        st.infos.warn_skipped(py)?;
-        st.data.warn_skipped(py)?;
-        st.frames.warn_skipped(py)?;
+        for columns in [&mut st.infos, &mut st.data, &mut st.frames] {
+            columns.warn_skipped(py)?;
+        }
         st.warn_unrecorded_steps(py)?;
         if let Some(why) = st.rec.stats().compaction_error {
             warn(py, &format!("trajcore: {why}"))?;
@@ -515,13 +493,8 @@ impl PyRecorder {
         d.set_item("compaction_error", s.compaction_error)?;
         d.set_item("steps_not_recorded", guard.rec.splitter().unrecorded_total())?;
         let skipped = PyDict::new(py);
-        for (prefix, columns) in [("info", &guard.infos), ("data", &guard.data)] {
-            for (path, n) in columns.skipped_counts() {
-                skipped.set_item(format!("{prefix}/{path}"), n)?;
-            }
-        }
-        for (name, n) in guard.frames.skipped_counts() {
-            skipped.set_item(name, n)?;
+        for columns in [&guard.infos, &guard.data, &guard.frames] {
+            columns.skipped_counts().try_for_each(|(name, n)| skipped.set_item(name, n))?;
         }
         d.set_item("values_not_recorded", skipped)?;
         // One dict per sample, the fields named as the core names them.

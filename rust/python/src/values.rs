@@ -8,7 +8,9 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
 use trajcore_core::{ColumnSpec, DType};
 
-use crate::collect::{Collector, Src};
+use trajcore_core::writer::values::{cast_rule, ints_fit, put_float, put_int, put_str, shape_text, short_text, Cast};
+
+use crate::collect::{borrow_array, borrow_data, Collector, Src};
 use crate::errors::schema_error;
 use crate::exact_array::ExactArray;
 
@@ -37,56 +39,19 @@ impl ColInfo {
         };
         Ok(ColInfo { id: spec.id, name: spec.name.clone(), dtype, shape, descr, exact })
     }
-}
 
-fn shape_text(shape: &[usize]) -> String {
-    match shape {
-        [one] => format!("({one},)"),
-        _ => format!("({})", shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
+    /// The error for a value that does not fit, naming the column.
+    fn refused(&self, py: Python<'_>, why: String) -> PyErr {
+        schema_error(py, &self.name, why)
     }
 }
 
 /// Encodes `value` for `col`: `rows` is the env count for batched values, `None` for one row.
-pub fn put_value(
-    py: Python<'_>,
-    value: &Bound<'_, PyAny>,
-    col: &ColInfo,
-    rows: Option<usize>,
-    coll: &mut Collector,
-) -> PyResult<Src> {
+pub fn put_value(value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, coll: &mut Collector) -> PyResult<Src> {
     if let Some((data, len)) = col.exact.as_ref().and_then(|e| e.data(value, rows)) {
-        return Ok(coll.borrow_data(value, data, len));
+        return Ok(borrow_data(coll, value, data, len));
     }
-    if col.dtype == DType::Utf8 {
-        return put_strings(py, value, col, rows, coll);
-    }
-    if let Ok(array) = value.cast::<PyUntypedArray>() {
-        return put_array(py, array, col, rows, coll);
-    }
-    if rows.is_none() && col.shape.is_empty() {
-        return put_scalar(py, value, col, coll);
-    }
-    // Lists, tuples, numbers for batched columns: let numpy build the array, then check it.
-    let np = py.import("numpy")?;
-    let array = np.call_method1("asarray", (value,)).map_err(|e| {
-        schema_error(
-            py,
-            &col.name,
-            format!("expected an array of shape {}, got {}: {e}", expected_shape(col, rows), type_name(value)),
-        )
-    })?;
-    let array = array.cast::<PyUntypedArray>()?;
-    if array.dtype().kind() == b'O' {
-        return Err(schema_error(py, &col.name, format!("expected numbers, got {}", type_name(value))));
-    }
-    put_array(py, array, col, rows, coll)
-}
-
-fn expected_shape(col: &ColInfo, rows: Option<usize>) -> String {
-    let mut shape = Vec::with_capacity(col.shape.len() + 1);
-    shape.extend(rows);
-    shape.extend_from_slice(&col.shape);
-    shape_text(&shape)
+    Put { col, rows, coll }.value(value)
 }
 
 /// Bool arrays over the envs, as masks come (gymnasium's `_key` arrays, reset masks).
@@ -105,11 +70,11 @@ pub fn mask_bytes(
     coll: &mut Collector,
 ) -> PyResult<Src> {
     if let Some((data, len)) = bool_rows(py).data(mask, Some(n)) {
-        return Ok(coll.borrow_data(mask, data, len));
+        return Ok(borrow_data(coll, mask, data, len));
     }
     if let Ok(array) = mask.cast::<PyUntypedArray>() {
         if array.shape() == [n] && array.dtype().kind() == b'b' && array.is_c_contiguous() {
-            return Ok(coll.borrow_array(array));
+            return Ok(borrow_array(coll, array));
         }
     }
     let values: Vec<bool> = py
@@ -124,314 +89,251 @@ pub fn mask_bytes(
     Ok(coll.own_with(|out| out.extend(values.iter().map(|&b| b as u8))))
 }
 
+/// One value's way into a column, past the borrowed fast path.
+struct Put<'a> {
+    col: &'a ColInfo,
+    /// The env count for batched values, `None` for one row.
+    rows: Option<usize>,
+    coll: &'a mut Collector,
+}
+
+impl Put<'_> {
+    fn value(&mut self, value: &Bound<'_, PyAny>) -> PyResult<Src> {
+        let (py, col, rows) = (value.py(), self.col, self.rows);
+        if col.dtype == DType::Utf8 {
+            return self.strings(value);
+        }
+        if let Ok(array) = value.cast::<PyUntypedArray>() {
+            return self.array(array);
+        }
+        if rows.is_none() && col.shape.is_empty() {
+            return self.scalar(value);
+        }
+        // Lists, tuples, numbers for batched columns: let numpy build the array, then check it.
+        let array = py.import("numpy")?.call_method1("asarray", (value,)).map_err(|e| {
+            let expected = shape_text(rows, &col.shape);
+            col.refused(py, format!("expected an array of shape {expected}, got {}: {e}", type_name(value)))
+        })?;
+        let array = array.cast::<PyUntypedArray>()?;
+        if array.dtype().kind() == b'O' {
+            return Err(col.refused(py, format!("expected numbers, got {}", type_name(value))));
+        }
+        self.array(array)
+    }
+
+    fn array(&mut self, array: &Bound<'_, PyUntypedArray>) -> PyResult<Src> {
+        let (py, col, rows) = (array.py(), self.col, self.rows);
+        let shape = array.shape();
+        // By hand: slice equality calls memcmp, which costs more than these one or two dims.
+        let same = |a: &[usize], b: &[usize]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y);
+        let matches = match rows {
+            Some(n) => shape.first() == Some(&n) && same(&shape[1..], &col.shape),
+            None => same(shape, &col.shape),
+        };
+        if !matches {
+            let (expected, got) = (shape_text(rows, &col.shape), shape_text(None, shape));
+            return Err(col.refused(py, format!("expected shape {expected}, got {got}")));
+        }
+        let target = col.descr.as_ref().expect("fixed-size column").bind(py);
+        let dtype = array.dtype();
+        // numpy's built-in descriptors are singletons: pointer equality is the common, cheap case.
+        let same = dtype.as_ptr() == target.as_ptr() || dtype.is_equiv_to(target);
+        if same && array.is_c_contiguous() {
+            return Ok(borrow_array(self.coll, array));
+        }
+        if !same && array.is_c_contiguous() {
+            if let Some(src) = self.cast_to_float(array, &dtype) {
+                return Ok(src);
+            }
+        }
+        let mut array = array.clone();
+        if !same {
+            array = self.cast(&array, target)?;
+        }
+        if !array.is_c_contiguous() {
+            let np = py.import("numpy")?;
+            array = np.call_method1("ascontiguousarray", (array,))?.cast_into::<PyUntypedArray>()?;
+        }
+        Ok(borrow_array(self.coll, &array))
+    }
+
+    /// Numbers into a float32 or float64 column, converted here as numpy's same-kind cast converts
+    /// them (floats, integers and bools of native byte order): an env's float32 or integer rewards
+    /// cost no numpy call. `None` for any other pair (numpy decides).
+    fn cast_to_float(&mut self, array: &Bound<'_, PyUntypedArray>, from: &Bound<'_, PyArrayDescr>) -> Option<Src> {
+        let (col, coll) = (self.col, &mut *self.coll);
+        if !matches!(col.dtype, DType::F32 | DType::F64) || from.is_native_byteorder() == Some(false) {
+            return None;
+        }
+        let n = array.len();
+        // SAFETY: a live, C-contiguous numpy array of `n` items of `from`'s type, read with the GIL
+        // held and before this call returns.
+        let data = unsafe { (*array.as_array_ptr()).fields.data } as *const u8;
+        macro_rules! convert {
+            ($t:ty) => {{
+                let read = |i: usize| unsafe { std::ptr::read_unaligned((data as *const $t).add(i)) };
+                Some(match col.dtype {
+                    DType::F32 => {
+                        coll.own_with(|out| (0..n).for_each(|i| out.extend_from_slice(&(read(i) as f32).to_le_bytes())))
+                    }
+                    _ => {
+                        coll.own_with(|out| (0..n).for_each(|i| out.extend_from_slice(&(read(i) as f64).to_le_bytes())))
+                    }
+                })
+            }};
+        }
+        match (from.kind(), from.itemsize()) {
+            (b'f', 4) => convert!(f32),
+            (b'f', 8) => convert!(f64),
+            (b'i', 1) => convert!(i8),
+            (b'i', 2) => convert!(i16),
+            (b'i', 4) => convert!(i32),
+            (b'i', 8) => convert!(i64),
+            (b'u', 1) | (b'b', 1) => convert!(u8),
+            (b'u', 2) => convert!(u16),
+            (b'u', 4) => convert!(u32),
+            (b'u', 8) => convert!(u64),
+            _ => None,
+        }
+    }
+
+    /// Casts by the core's rule (`cast_rule`); integers are checked to fit where it says so.
+    fn cast<'py>(
+        &self,
+        array: &Bound<'py, PyUntypedArray>,
+        target: &Bound<'py, PyArrayDescr>,
+    ) -> PyResult<Bound<'py, PyUntypedArray>> {
+        let (py, col, dtype) = (array.py(), self.col, self.col.dtype);
+        let from = array.dtype();
+        let fits = match cast_rule(from.kind(), dtype) {
+            Cast::Safe => true,
+            Cast::Refused => false,
+            Cast::IfValuesFit if array.len() == 0 => true,
+            Cast::IfValuesFit => {
+                let np = py.import("numpy")?;
+                let (lo, hi) = (np.call_method1("min", (array,))?, np.call_method1("max", (array,))?);
+                ints_fit(dtype, lo.extract()?, hi.extract()?)
+            }
+        };
+        if !fits {
+            let why = format!("expected dtype {}, got {} which does not cast safely", dtype.name(), from.str()?);
+            return Err(col.refused(py, why));
+        }
+        Ok(array.call_method1("astype", (target,))?.cast_into::<PyUntypedArray>()?)
+    }
+
+    fn scalar(&mut self, value: &Bound<'_, PyAny>) -> PyResult<Src> {
+        let (py, col, dtype) = (value.py(), self.col, self.col.dtype);
+        let wrong = |what: &str| {
+            let shown = short_text(value.repr().map(|r| r.to_string()).unwrap_or_default());
+            col.refused(py, format!("expected {} (a {what}), got {} {shown}", dtype.name(), type_name(value)))
+        };
+        // numpy scalars other than Python's own types go through numpy: it knows their exact kind.
+        let is_builtin = value.is_exact_instance_of::<PyFloat>()
+            || value.is_exact_instance_of::<PyInt>()
+            || value.is_exact_instance_of::<PyBool>();
+        if !is_builtin {
+            if let Some(src) = self.numpy_scalar(value) {
+                return Ok(src);
+            }
+            let np = py.import("numpy")?;
+            if value.is_instance(&np.getattr("generic")?)? {
+                return self.array(&np.call_method1("asarray", (value,))?.cast_into::<PyUntypedArray>()?);
+            }
+        }
+        match dtype {
+            DType::Bool => {
+                let v = if value.is_instance_of::<PyBool>() {
+                    value.extract::<bool>()?
+                } else {
+                    match value.extract::<i64>() {
+                        Ok(v @ (0 | 1)) => v == 1,
+                        _ => return Err(wrong("bool")),
+                    }
+                };
+                Ok(self.coll.own(&[v as u8]))
+            }
+            DType::F16 | DType::F32 | DType::F64 => {
+                let v: f64 = value.extract().map_err(|_| wrong("number"))?;
+                Ok(self.coll.own_with(|out| put_float(dtype, v, out)))
+            }
+            DType::Utf8 => unreachable!("strings are handled by `strings`"),
+            int => {
+                if value.is_instance_of::<PyFloat>() {
+                    return Err(wrong("integer; floats do not cast safely to integers"));
+                }
+                let v: i128 = value.extract().map_err(|_| wrong("integer"))?;
+                let mut why = None;
+                let src = self.coll.own_with(|out| why = put_int(int, v, out).err());
+                why.map_or(Ok(src), |why| Err(col.refused(py, why)))
+            }
+        }
+    }
+
+    /// A numpy scalar of the column's own dtype: its bytes, read through numpy's C API without a
+    /// 0-d array. `None` for anything else (the caller goes through numpy, which checks casts).
+    fn numpy_scalar(&mut self, value: &Bound<'_, PyAny>) -> Option<Src> {
+        use numpy::npyffi::{get_type_object, NpyTypes, PY_ARRAY_API};
+        let py = value.py();
+        let target = self.col.descr.as_ref()?.bind(py);
+        // SAFETY: the GIL is held and `value` is a live object; numpy's API table is loaded by the
+        // numpy crate on first use.
+        unsafe {
+            let generic = get_type_object(py, NpyTypes::PyGenericArrType_Type);
+            if pyo3::ffi::PyObject_TypeCheck(value.as_ptr(), generic) == 0 {
+                return None;
+            }
+            let descr = PY_ARRAY_API.PyArray_DescrFromScalar(py, value.as_ptr());
+            if descr.is_null() {
+                drop(PyErr::take(py));
+                return None;
+            }
+            let descr = Bound::from_owned_ptr(py, descr.cast()).cast_into_unchecked::<PyArrayDescr>();
+            let size = descr.itemsize();
+            if !(descr.as_ptr() == target.as_ptr() || descr.is_equiv_to(target)) || size != target.itemsize() {
+                return None;
+            }
+            Some(self.coll.own_with(|out| {
+                let at = out.len();
+                out.resize(at + size, 0);
+                PY_ARRAY_API.PyArray_ScalarAsCtype(py, value.as_ptr(), out[at..].as_mut_ptr().cast());
+            }))
+        }
+    }
+
+    /// Str rows as `u32 len` + UTF-8 bytes; batched values are any sequence of str (or None
+    /// where a mask says the row is missing, which then reads as an empty string).
+    fn strings(&mut self, value: &Bound<'_, PyAny>) -> PyResult<Src> {
+        let (py, col) = (value.py(), self.col);
+        let one = |v: &Bound<'_, PyAny>, out: &mut Vec<u8>| -> PyResult<()> {
+            let text = match v.cast::<PyString>() {
+                // A lone surrogate cannot be UTF-8: to_str fails with a clear error.
+                Ok(s) => s.to_str()?,
+                Err(_) if v.is_none() => "",
+                Err(_) => return Err(col.refused(py, format!("expected str, got {}", type_name(v)))),
+            };
+            put_str(text, out).map_err(|why| col.refused(py, why))
+        };
+        let mut out = std::mem::take(&mut self.coll.bytes);
+        let start = out.len();
+        let result = match self.rows {
+            None => one(value, &mut out),
+            Some(n) => (|| {
+                let len = value
+                    .len()
+                    .map_err(|_| col.refused(py, format!("expected {n} strings, got {}", type_name(value))))?;
+                if len != n {
+                    return Err(col.refused(py, format!("expected {n} strings, got {len}")));
+                }
+                value.try_iter()?.try_for_each(|item| one(&item?, &mut out))
+            })(),
+        };
+        let len = out.len() - start;
+        self.coll.bytes = out;
+        result.map(|()| Src::Own(start, len))
+    }
+}
+
 pub fn type_name(value: &Bound<'_, PyAny>) -> String {
     value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "object".into())
-}
-
-fn put_array(
-    py: Python<'_>,
-    array: &Bound<'_, PyUntypedArray>,
-    col: &ColInfo,
-    rows: Option<usize>,
-    coll: &mut Collector,
-) -> PyResult<Src> {
-    let shape = array.shape();
-    // By hand: slice equality calls memcmp, which costs more than these one or two dims.
-    let same = |a: &[usize], b: &[usize]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y);
-    let matches = match rows {
-        Some(n) => shape.first() == Some(&n) && same(&shape[1..], &col.shape),
-        None => same(shape, &col.shape),
-    };
-    if !matches {
-        return Err(schema_error(
-            py,
-            &col.name,
-            format!("expected shape {}, got {}", expected_shape(col, rows), shape_text(shape)),
-        ));
-    }
-    let target = col.descr.as_ref().expect("fixed-size column").bind(py);
-    let dtype = array.dtype();
-    // numpy's built-in descriptors are singletons: pointer equality is the common, cheap case.
-    let same = dtype.as_ptr() == target.as_ptr() || dtype.is_equiv_to(target);
-    if same && array.is_c_contiguous() {
-        return Ok(coll.borrow_array(array));
-    }
-    if !same && array.is_c_contiguous() {
-        if let Some(src) = cast_to_float(array, &dtype, col, coll) {
-            return Ok(src);
-        }
-    }
-    let mut array = array.clone();
-    if !same {
-        array = cast_array(py, &array, target, col)?;
-    }
-    if !array.is_c_contiguous() {
-        let np = py.import("numpy")?;
-        array = np.call_method1("ascontiguousarray", (array,))?.cast_into::<PyUntypedArray>()?;
-    }
-    Ok(coll.borrow_array(&array))
-}
-
-/// Numbers into a float32 or float64 column, converted here as numpy's same-kind cast converts
-/// them (floats, integers and bools of native byte order): an env's float32 or integer rewards
-/// cost no numpy call. `None` for any other pair (numpy decides).
-fn cast_to_float(
-    array: &Bound<'_, PyUntypedArray>,
-    from: &Bound<'_, PyArrayDescr>,
-    col: &ColInfo,
-    coll: &mut Collector,
-) -> Option<Src> {
-    if !matches!(col.dtype, DType::F32 | DType::F64) || from.is_native_byteorder() == Some(false) {
-        return None;
-    }
-    let n = array.len();
-    // SAFETY: a live, C-contiguous numpy array of `n` items of `from`'s type, read with the GIL
-    // held and before this call returns.
-    let data = unsafe { (*array.as_array_ptr()).fields.data } as *const u8;
-    macro_rules! convert {
-        ($t:ty) => {{
-            let read = |i: usize| unsafe { std::ptr::read_unaligned((data as *const $t).add(i)) };
-            Some(match col.dtype {
-                DType::F32 => {
-                    coll.own_with(|out| (0..n).for_each(|i| out.extend_from_slice(&(read(i) as f32).to_le_bytes())))
-                }
-                _ => coll.own_with(|out| (0..n).for_each(|i| out.extend_from_slice(&(read(i) as f64).to_le_bytes()))),
-            })
-        }};
-    }
-    match (from.kind(), from.itemsize()) {
-        (b'f', 4) => convert!(f32),
-        (b'f', 8) => convert!(f64),
-        (b'i', 1) => convert!(i8),
-        (b'i', 2) => convert!(i16),
-        (b'i', 4) => convert!(i32),
-        (b'i', 8) => convert!(i64),
-        (b'u', 1) | (b'b', 1) => convert!(u8),
-        (b'u', 2) => convert!(u16),
-        (b'u', 4) => convert!(u32),
-        (b'u', 8) => convert!(u64),
-        _ => None,
-    }
-}
-
-/// Casts within a kind (float64 -> float32, int64 -> int8), bool and integers to floats, and
-/// integers across signedness when every value fits; refuses the rest (float -> int, ...).
-fn cast_array<'py>(
-    py: Python<'py>,
-    array: &Bound<'py, PyUntypedArray>,
-    target: &Bound<'py, PyArrayDescr>,
-    col: &ColInfo,
-) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let np = py.import("numpy")?;
-    let from = array.dtype();
-    let kwargs = pyo3::types::PyDict::new(py);
-    kwargs.set_item("casting", "same_kind")?;
-    let same_kind: bool = np.call_method("can_cast", (&from, target), Some(&kwargs))?.extract()?;
-    let ints = |k: u8| k == b'i' || k == b'u';
-    let fits = if !same_kind && ints(from.kind()) && ints(target.kind()) && array.len() > 0 {
-        let info = np.call_method1("iinfo", (target,))?;
-        let lo: i128 = np.call_method1("min", (array,))?.extract()?;
-        let hi: i128 = np.call_method1("max", (array,))?.extract()?;
-        lo >= info.getattr("min")?.extract::<i128>()? && hi <= info.getattr("max")?.extract::<i128>()?
-    } else {
-        same_kind || (ints(from.kind()) && ints(target.kind()))
-    };
-    if !fits {
-        return Err(schema_error(
-            py,
-            &col.name,
-            format!("expected dtype {}, got {} which does not cast safely", col.dtype.name(), from.str()?),
-        ));
-    }
-    Ok(array.call_method1("astype", (target,))?.cast_into::<PyUntypedArray>()?)
-}
-
-fn put_scalar(py: Python<'_>, value: &Bound<'_, PyAny>, col: &ColInfo, coll: &mut Collector) -> PyResult<Src> {
-    let wrong = |what: &str| {
-        schema_error(
-            py,
-            &col.name,
-            format!("expected {} (a {}), got {} {}", col.dtype.name(), what, type_name(value), short_repr(value)),
-        )
-    };
-    // numpy scalars other than Python's own types go through numpy: it knows their exact kind.
-    let is_builtin = value.is_exact_instance_of::<PyFloat>()
-        || value.is_exact_instance_of::<PyInt>()
-        || value.is_exact_instance_of::<PyBool>();
-    if !is_builtin {
-        if let Some(src) = numpy_scalar(py, value, col, coll) {
-            return Ok(src);
-        }
-        let np = py.import("numpy")?;
-        if value.is_instance(&np.getattr("generic")?)? {
-            let array = np.call_method1("asarray", (value,))?.cast_into::<PyUntypedArray>()?;
-            return put_array(py, &array, col, None, coll);
-        }
-    }
-    let is_bool = value.is_instance_of::<PyBool>();
-    let src = match col.dtype {
-        DType::Bool => {
-            let v = if is_bool {
-                value.extract::<bool>()?
-            } else {
-                match value.extract::<i64>() {
-                    Ok(0) => false,
-                    Ok(1) => true,
-                    _ => return Err(wrong("bool")),
-                }
-            };
-            coll.own(&[v as u8])
-        }
-        DType::F16 | DType::F32 | DType::F64 => {
-            let v: f64 = value.extract().map_err(|_| wrong("number"))?;
-            match col.dtype {
-                DType::F16 => coll.own(&f64_to_f16_bits(v).to_le_bytes()),
-                DType::F32 => coll.own(&(v as f32).to_le_bytes()),
-                _ => coll.own(&v.to_le_bytes()),
-            }
-        }
-        DType::Utf8 => unreachable!("strings are handled by put_strings"),
-        int => {
-            if value.is_instance_of::<PyFloat>() {
-                return Err(wrong("integer; floats do not cast safely to integers"));
-            }
-            let v: i128 = value.extract().map_err(|_| wrong("integer"))?;
-            let (lo, hi, size): (i128, i128, usize) = match int {
-                DType::U8 => (0, u8::MAX as i128, 1),
-                DType::U16 => (0, u16::MAX as i128, 2),
-                DType::U32 => (0, u32::MAX as i128, 4),
-                DType::U64 => (0, u64::MAX as i128, 8),
-                DType::I8 => (i8::MIN as i128, i8::MAX as i128, 1),
-                DType::I16 => (i16::MIN as i128, i16::MAX as i128, 2),
-                DType::I32 => (i32::MIN as i128, i32::MAX as i128, 4),
-                _ => (i64::MIN as i128, i64::MAX as i128, 8),
-            };
-            if v < lo || v > hi {
-                return Err(schema_error(py, &col.name, format!("value {v} is out of range for {}", col.dtype.name())));
-            }
-            coll.own(&v.to_le_bytes()[..size])
-        }
-    };
-    Ok(src)
-}
-
-/// A numpy scalar of the column's own dtype: its bytes, read through numpy's C API without a
-/// 0-d array. `None` for anything else (the caller goes through numpy, which checks casts).
-fn numpy_scalar(py: Python<'_>, value: &Bound<'_, PyAny>, col: &ColInfo, coll: &mut Collector) -> Option<Src> {
-    use numpy::npyffi::{get_type_object, NpyTypes, PY_ARRAY_API};
-    let target = col.descr.as_ref()?.bind(py);
-    // SAFETY: the GIL is held and `value` is a live object; numpy's API table is loaded by the
-    // numpy crate on first use.
-    unsafe {
-        let generic = get_type_object(py, NpyTypes::PyGenericArrType_Type);
-        if pyo3::ffi::PyObject_TypeCheck(value.as_ptr(), generic) == 0 {
-            return None;
-        }
-        let descr = PY_ARRAY_API.PyArray_DescrFromScalar(py, value.as_ptr());
-        if descr.is_null() {
-            drop(PyErr::take(py));
-            return None;
-        }
-        let descr = Bound::from_owned_ptr(py, descr.cast()).cast_into_unchecked::<PyArrayDescr>();
-        let size = descr.itemsize();
-        if !(descr.as_ptr() == target.as_ptr() || descr.is_equiv_to(target)) || size != target.itemsize() {
-            return None;
-        }
-        Some(coll.own_with(|out| {
-            let at = out.len();
-            out.resize(at + size, 0);
-            PY_ARRAY_API.PyArray_ScalarAsCtype(py, value.as_ptr(), out[at..].as_mut_ptr().cast());
-        }))
-    }
-}
-
-fn short_repr(value: &Bound<'_, PyAny>) -> String {
-    let text = value.repr().map(|r| r.to_string()).unwrap_or_default();
-    if text.len() > 60 {
-        format!("{}...", &text[..text.char_indices().take(57).last().map_or(0, |(i, c)| i + c.len_utf8())])
-    } else {
-        text
-    }
-}
-
-/// Str rows as `u32 len` + UTF-8 bytes; batched values are any sequence of str (or None where
-/// a mask says the row is missing, which then reads as an empty string).
-fn put_strings(
-    py: Python<'_>,
-    value: &Bound<'_, PyAny>,
-    col: &ColInfo,
-    rows: Option<usize>,
-    coll: &mut Collector,
-) -> PyResult<Src> {
-    let one = |v: &Bound<'_, PyAny>, out: &mut Vec<u8>| -> PyResult<()> {
-        let text: String = if v.is_none() {
-            String::new()
-        } else {
-            let s = v
-                .cast::<PyString>()
-                .map_err(|_| schema_error(py, &col.name, format!("expected str, got {}", type_name(v))))?;
-            // A lone surrogate cannot be UTF-8: to_str fails with a clear error.
-            s.to_str()?.to_owned()
-        };
-        if text.len() as u64 > trajcore_core::schema::MAX_STR_BYTES {
-            return Err(schema_error(
-                py,
-                &col.name,
-                format!(
-                    "a str of {} bytes; at most {} bytes of UTF-8 a value",
-                    text.len(),
-                    trajcore_core::schema::MAX_STR_BYTES
-                ),
-            ));
-        }
-        out.extend_from_slice(&(text.len() as u32).to_le_bytes());
-        out.extend_from_slice(text.as_bytes());
-        Ok(())
-    };
-    let start = coll.bytes.len();
-    let mut out = std::mem::take(&mut coll.bytes);
-    let result = match rows {
-        None => one(value, &mut out),
-        Some(n) => (|| {
-            let len = value
-                .len()
-                .map_err(|_| schema_error(py, &col.name, format!("expected {n} strings, got {}", type_name(value))))?;
-            if len != n {
-                return Err(schema_error(py, &col.name, format!("expected {n} strings, got {len}")));
-            }
-            for item in value.try_iter()? {
-                one(&item?, &mut out)?;
-            }
-            Ok(())
-        })(),
-    };
-    coll.bytes = out;
-    result.map(|_| Src::Own(start, coll.bytes.len() - start))
-}
-
-/// Round-to-nearest-even conversion to IEEE half precision.
-fn f64_to_f16_bits(v: f64) -> u16 {
-    let x = v as f32;
-    let bits = x.to_bits();
-    let sign = ((bits >> 16) & 0x8000) as u16;
-    let exp = ((bits >> 23) & 0xff) as i32;
-    let man = bits & 0x7f_ffff;
-    if exp == 0xff {
-        return sign | 0x7c00 | if man != 0 { 0x200 } else { 0 };
-    }
-    let e = exp - 127 + 15;
-    if e >= 0x1f {
-        return sign | 0x7c00;
-    }
-    if e <= 0 {
-        if e < -10 {
-            return sign;
-        }
-        let m = (man | 0x80_0000) >> (1 - e);
-        let round = (m >> 12) & 1 != 0 && ((m & 0x1fff) != 0x1000 || (m >> 13) & 1 != 0);
-        return sign | ((m >> 13) as u16 + round as u16);
-    }
-    let round = (man >> 12) & 1 != 0 && ((man & 0x1fff) != 0x1000 || (man >> 13) & 1 != 0);
-    let h = ((e as u32) << 10 | (man >> 13)) + round as u32;
-    sign | h as u16
 }

@@ -6,9 +6,12 @@
 //! (sealing, writing, rollover, compaction); `sink` on `episodes`, `shard` and `compact`.
 
 pub mod autoreset;
+pub mod collect;
 pub mod compact;
 pub mod config;
+pub mod dynamic;
 pub mod episodes;
+pub mod info_keys;
 pub mod lane;
 pub mod message;
 pub mod recorder;
@@ -16,8 +19,10 @@ mod release;
 pub mod shard;
 pub mod shared;
 pub mod sink;
+pub mod skips;
 pub mod thread;
 pub mod timelog;
+pub mod values;
 
 pub use crate::format::SHARD_EXTENSION;
 pub use autoreset::{EpisodeEnd, LaneOp, LaneState, Splitter};

@@ -1,0 +1,143 @@
+//! One call's entries, gathered for one message without copying them: bytes the caller owns
+//! are borrowed while an owner of theirs (`K`, a Python object in the bindings) is kept alive,
+//! and small values are encoded into one reused buffer.
+
+use super::message::{EntryKind, EntryRef, Slot};
+
+/// Where an entry's bytes are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Src {
+    /// Address and length of memory of a kept owner.
+    External(usize, usize),
+    /// Range of the collector's own buffer.
+    Own(usize, usize),
+}
+
+/// An entry as collected.
+#[derive(Debug, Clone, Copy)]
+pub struct Pending {
+    pub column: u32,
+    pub kind: EntryKind,
+    pub slot: Slot,
+    pub env: u32,
+    pub mask: Option<Src>,
+    pub data: Src,
+}
+
+/// Reused between calls so the step path allocates nothing once warmed up.
+#[derive(Debug)]
+pub struct Collector<K> {
+    pub bytes: Vec<u8>,
+    keep: Vec<K>,
+    pub entries: Vec<Pending>,
+    /// A reset's mask of the envs it starts.
+    pub head_mask: Option<Src>,
+}
+
+impl<K> Default for Collector<K> {
+    fn default() -> Self {
+        Collector { bytes: Vec::new(), keep: Vec::new(), entries: Vec::new(), head_mask: None }
+    }
+}
+
+impl<K> Collector<K> {
+    /// Empties it, releasing the kept owners.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.keep.clear();
+        self.entries.clear();
+        self.head_mask = None;
+    }
+
+    /// Borrows `len` bytes at `data`, memory of `owner`, which is kept until `clear`.
+    ///
+    /// # Safety
+    /// The memory must stay valid for reads, and unchanged, while `owner` is alive and until
+    /// `clear` (the bindings hold the GIL whenever a slice of it is alive).
+    pub unsafe fn borrow(&mut self, owner: K, data: usize, len: usize) -> Src {
+        self.keep.push(owner);
+        Src::External(data, len)
+    }
+
+    pub fn own(&mut self, bytes: &[u8]) -> Src {
+        self.own_with(|out| out.extend_from_slice(bytes))
+    }
+
+    /// Appends bytes to the own buffer with a closure; returns their range.
+    pub fn own_with(&mut self, fill: impl FnOnce(&mut Vec<u8>)) -> Src {
+        let start = self.bytes.len();
+        fill(&mut self.bytes);
+        Src::Own(start, self.bytes.len() - start)
+    }
+
+    pub fn push(&mut self, column: u32, kind: EntryKind, slot: Slot, env: u32, mask: Option<Src>, data: Src) {
+        self.entries.push(Pending { column, kind, slot, env, mask, data });
+    }
+
+    pub fn slice(&self, src: Src) -> &[u8] {
+        match src {
+            Src::Own(start, len) => &self.bytes[start..start + len],
+            Src::External(_, 0) => &[],
+            // SAFETY: external sources were handed to `borrow`, whose contract keeps them valid
+            // until `clear`, which needs `&mut self`: the slice cannot outlive them.
+            Src::External(addr, len) => unsafe { std::slice::from_raw_parts(addr as *const u8, len) },
+        }
+    }
+
+    /// The envs where both masks are set (`None`: every env).
+    pub fn and_masks(&mut self, a: Option<Src>, b: Option<Src>) -> Option<Src> {
+        match (a, b) {
+            (None, m) | (m, None) => m,
+            (Some(a), Some(b)) => {
+                let both: Vec<u8> =
+                    self.slice(a).iter().zip(self.slice(b)).map(|(&x, &y)| (x != 0 && y != 0) as u8).collect();
+                Some(self.own(&both))
+            }
+        }
+    }
+
+    pub fn entries(&self) -> Vec<EntryRef<'_>> {
+        let entry = |p: &Pending| EntryRef {
+            column: p.column,
+            kind: p.kind,
+            slot: p.slot,
+            env: p.env,
+            mask: p.mask.map(|m| self.slice(m)),
+            data: self.slice(p.data),
+        };
+        self.entries.iter().map(entry).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_read_own_and_borrowed_bytes() {
+        let outside = vec![7u8, 8, 9];
+        let mut c = Collector::<&Vec<u8>>::default();
+        let own = c.own(&[1, 2]);
+        // SAFETY: `outside` outlives the collector and is not written.
+        let borrowed = unsafe { c.borrow(&outside, outside.as_ptr() as usize, 3) };
+        let mask = c.own(&[1, 0, 1]);
+        c.push(4, EntryKind::Dense, Slot::Regular, 0, None, own);
+        c.push(5, EntryKind::Masked, Slot::Final, 0, Some(mask), borrowed);
+        let e = c.entries();
+        assert_eq!((e[0].column, e[0].data, e[0].mask), (4, &[1u8, 2][..], None));
+        assert_eq!((e[1].data, e[1].mask), (&[7u8, 8, 9][..], Some(&[1u8, 0, 1][..])));
+        drop(e);
+        c.clear();
+        assert!(c.entries().is_empty() && c.bytes.is_empty());
+    }
+
+    #[test]
+    fn masks_and() {
+        let mut c = Collector::<()>::default();
+        let (a, b) = (c.own(&[1, 1, 0, 0]), c.own(&[1, 0, 1, 0]));
+        assert_eq!(c.and_masks(None, None), None);
+        assert_eq!(c.and_masks(Some(a), None), Some(a));
+        let both = c.and_masks(Some(a), Some(b)).unwrap();
+        assert_eq!(c.slice(both), &[1, 0, 0, 0]);
+    }
+}

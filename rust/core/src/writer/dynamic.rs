@@ -1,0 +1,101 @@
+//! Columns made on first sight (info entries, custom data, rendered frames): the column of each
+//! key path, the spec a new one gets from its first value, the paths whose values could not make
+//! one yet, and the values left out (`Skips`). `C` is the caller's column, `T` what it keeps of
+//! a value that made no column (a Python type in the bindings, to refuse the same type again
+//! without asking numpy each step).
+
+use std::collections::HashMap;
+
+use super::skips::Skips;
+use super::NewColumn;
+use crate::{CodecSpec, DType, Timeline};
+
+#[derive(Debug)]
+pub struct DynamicColumns<C, T> {
+    prefix: &'static str,
+    timeline: Timeline,
+    codec: CodecSpec,
+    columns: Vec<C>,
+    by_path: HashMap<String, usize>,
+    unsupported: HashMap<String, (T, String)>,
+    pub skips: Skips,
+}
+
+impl<C, T> DynamicColumns<C, T> {
+    pub fn new(prefix: &'static str, timeline: Timeline, codec: CodecSpec) -> Self {
+        let (columns, by_path, unsupported) = (Vec::new(), HashMap::new(), HashMap::new());
+        DynamicColumns { prefix, timeline, codec, columns, by_path, unsupported, skips: Skips::new(prefix) }
+    }
+
+    /// Column `index` (as `find` and `add` give it).
+    pub fn get(&self, index: usize) -> &C {
+        &self.columns[index]
+    }
+
+    /// The column of `path` (below the prefix), if made.
+    pub fn find(&self, path: &str) -> Option<usize> {
+        self.by_path.get(path).copied()
+    }
+
+    /// What the last value of `path` that could make no column was, and why it could not.
+    pub fn unsupported(&self, path: &str) -> Option<&(T, String)> {
+        self.unsupported.get(path)
+    }
+
+    /// The spec of a new masked column of `path` for values of `dtype` and per-row `shape`
+    /// (str columns are not delta-coded: their offsets are, by the format).
+    pub fn spec(&self, path: &str, dtype: DType, shape: &[usize]) -> NewColumn {
+        let codec = CodecSpec { delta: self.codec.delta && dtype != DType::Utf8, ..self.codec.clone() };
+        NewColumn {
+            name: self.name_of(path),
+            dtype,
+            shape: shape.iter().map(|&d| d as u64).collect(),
+            timeline: self.timeline,
+            masked: true,
+            codec,
+        }
+    }
+
+    /// Keeps `column`, made for `path`; its index.
+    pub fn add(&mut self, path: &str, column: C) -> usize {
+        self.columns.push(column);
+        self.by_path.insert(path.to_owned(), self.columns.len() - 1);
+        self.unsupported.remove(path);
+        self.columns.len() - 1
+    }
+
+    /// A value `kind` of `path` could make no column, for reason `why`.
+    pub fn refuse(&mut self, path: &str, kind: T, why: String) {
+        self.unsupported.insert(path.to_owned(), (kind, why));
+    }
+
+    /// The column name of `path`.
+    pub fn name_of(&self, path: &str) -> String {
+        format!("{}/{path}", self.prefix)
+    }
+
+    /// The path below the prefix of a column name.
+    pub fn path_of<'a>(&self, name: &'a str) -> &'a str {
+        &name[self.prefix.len() + 1..]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn columns_are_found_by_path_and_refusals_forgotten_once_made() {
+        let codec = CodecSpec { delta: true, ..CodecSpec::default() };
+        let mut d = DynamicColumns::<&str, char>::new("info", Timeline::Obs, codec);
+        assert_eq!(d.find("a%2Fb"), None);
+        d.refuse("a%2Fb", 's', "why".into());
+        assert_eq!(d.unsupported("a%2Fb"), Some(&('s', "why".to_string())));
+        let spec = d.spec("a%2Fb", DType::F32, &[2, 3]);
+        assert_eq!((spec.name.as_str(), spec.shape.as_slice(), spec.masked), ("info/a%2Fb", &[2u64, 3][..], true));
+        assert!(spec.codec.delta && !d.spec("s", DType::Utf8, &[]).codec.delta);
+        let i = d.add("a%2Fb", "column");
+        assert_eq!((d.find("a%2Fb"), *d.get(i), d.unsupported("a%2Fb")), (Some(i), "column", None));
+        assert_eq!((d.path_of("info/a%2Fb"), d.name_of("x").as_str()), ("a%2Fb", "info/x"));
+    }
+}

@@ -1,0 +1,177 @@
+//! The keys of info dicts seen so far, as a tree: each key gets a node holding its column path,
+//! the strings its mask lookups need (`S`: interned Python strings in the bindings) and, once
+//! made, its column. Each node also keeps plans of the dict it holds: gymnasium builds the same
+//! keys in the same order step after step, so what each key of a dict is (a value and the
+//! position of its mask, or a key to skip) is decided once per dict shape; a dict whose keys are
+//! a plan's, in its order, is walked by the plan without looking any key up.
+
+use std::collections::HashMap;
+
+use crate::schema::escape_key;
+
+/// Plans kept per dict (its key node): a few shapes, such as the steps with and without an
+/// episode's statistics.
+const PLANS_PER_DICT: usize = 4;
+/// Plans made per dict at most: past this its keys change too often for plans to pay.
+const PLANS_MADE_PER_DICT: u32 = 256;
+/// Larger dicts are walked key by key.
+const MAX_PLANNED_KEYS: usize = 64;
+
+/// What one key of a dict is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A mask read with its key, same-step autoreset data, or a key naming the column of
+    /// another key of its dict.
+    Skip,
+    /// The value of key node `node`, with its `_key` mask at position `mask` of the dict.
+    Value { node: usize, mask: Option<usize> },
+}
+
+/// The keys of one dict shape, in order, with what each is.
+#[derive(Debug)]
+pub struct Plan<S> {
+    /// Made for a dict of regular rows (same-step autoreset data is skipped only there).
+    pub regular: bool,
+    pub keys: Vec<(S, Role)>,
+}
+
+#[derive(Debug)]
+pub struct KeyNode<S> {
+    /// The column path below the prefix (escaped names joined by '/').
+    pub path: String,
+    /// The key's name (`str(key)` for a key of another type than str).
+    pub name: String,
+    /// "_" + the key: the name of its mask (none for the top-level dict, which is no key).
+    pub mask_key: Option<S>,
+    /// For a key "_x": "x", the key it would be the mask of.
+    pub base_key: Option<S>,
+    /// `final_obs` or `final_info` in the top-level dict: same-step autoreset data.
+    pub autoreset_data: bool,
+    /// Its column (an index of the caller's), once made.
+    pub column: Option<usize>,
+    children: HashMap<String, usize>,
+    /// Plans of the dict this key holds, the latest first, and how many were made.
+    pub plans: Vec<Plan<S>>,
+    plans_made: u32,
+}
+
+/// Node 0 (`ROOT`) is the top-level dict.
+#[derive(Debug)]
+pub struct KeyTree<S> {
+    nodes: Vec<KeyNode<S>>,
+}
+
+impl<S> Default for KeyTree<S> {
+    fn default() -> Self {
+        KeyTree { nodes: vec![KeyNode::new(String::new(), "", None, None)] }
+    }
+}
+
+impl<S> KeyNode<S> {
+    fn new(path: String, name: &str, mask_key: Option<S>, base_key: Option<S>) -> Self {
+        KeyNode {
+            path,
+            name: name.to_owned(),
+            mask_key,
+            base_key,
+            autoreset_data: false,
+            column: None,
+            children: HashMap::new(),
+            plans: Vec::new(),
+            plans_made: 0,
+        }
+    }
+}
+
+impl<S> KeyTree<S> {
+    pub const ROOT: usize = 0;
+
+    pub fn node(&self, id: usize) -> &KeyNode<S> {
+        &self.nodes[id]
+    }
+
+    pub fn set_column(&mut self, id: usize, column: usize) {
+        self.nodes[id].column = Some(column);
+    }
+
+    /// Whether a dict of node `id` with `keys` keys, all str, is worth a plan.
+    pub fn wants_plan(&self, id: usize, keys: usize) -> bool {
+        self.nodes[id].plans_made < PLANS_MADE_PER_DICT && keys <= MAX_PLANNED_KEYS
+    }
+
+    /// Keeps a plan of the dict of node `id`, first, in place of the oldest beyond a few.
+    pub fn add_plan(&mut self, id: usize, plan: Plan<S>) {
+        let node = &mut self.nodes[id];
+        node.plans.insert(0, plan);
+        node.plans.truncate(PLANS_PER_DICT);
+        node.plans_made += 1;
+    }
+
+    /// The node of the key named `name` in the dict of node `parent`, made on first sight;
+    /// `string` makes the strings of its mask lookups.
+    pub fn child(&mut self, parent: usize, name: &str, string: impl Fn(&str) -> S) -> usize {
+        if let Some(&id) = self.nodes[parent].children.get(name) {
+            return id;
+        }
+        let component = escape_key(name);
+        let parent_path = &self.nodes[parent].path;
+        let path = if parent_path.is_empty() { component } else { format!("{parent_path}/{component}") };
+        let mask_key = string(&format!("_{name}"));
+        let base_key = name.strip_prefix('_').map(&string);
+        let mut node = KeyNode::new(path, name, Some(mask_key), base_key);
+        node.autoreset_data = parent == Self::ROOT && (name == "final_obs" || name == "final_info");
+        let id = self.nodes.len();
+        self.nodes.push(node);
+        self.nodes[parent].children.insert(name.to_owned(), id);
+        id
+    }
+}
+
+/// The position of each key's `_key` mask among a dict's keys (their names, and whether each
+/// is a str, as only a str key is looked up as a mask).
+pub fn mask_positions(keys: &[(&str, bool)]) -> Vec<Option<usize>> {
+    let masks: HashMap<&str, usize> =
+        keys.iter().enumerate().filter(|(_, k)| k.1).filter_map(|(i, k)| Some((k.0.strip_prefix('_')?, i))).collect();
+    keys.iter().map(|k| masks.get(k.0).copied()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn masks_are_found_by_their_names() {
+        let keys = [("episode", true), ("_episode", true), ("_x", true), ("__x", true), ("y", true), ("_y", false)];
+        assert_eq!(mask_positions(&keys), vec![Some(1), None, Some(3), None, None, None]);
+    }
+
+    #[test]
+    fn nodes_carry_escaped_paths_and_mask_names() {
+        let mut tree = KeyTree::<String>::default();
+        let episode = tree.child(KeyTree::<String>::ROOT, "episode", str::to_owned);
+        let r = tree.child(episode, "_r/x", str::to_owned);
+        assert_eq!(tree.child(KeyTree::<String>::ROOT, "episode", str::to_owned), episode);
+        let final_info = tree.child(KeyTree::<String>::ROOT, "final_info", str::to_owned);
+        let nested_final = tree.child(episode, "final_info", str::to_owned);
+        let (e, n) = (tree.node(episode), tree.node(r));
+        assert_eq!(
+            (e.path.as_str(), e.mask_key.as_deref(), e.base_key.as_deref()),
+            ("episode", Some("_episode"), None)
+        );
+        assert_eq!((n.path.as_str(), n.name.as_str()), ("episode/%5Fr%2Fx", "_r/x"));
+        assert_eq!((n.mask_key.as_deref(), n.base_key.as_deref()), (Some("__r/x"), Some("r/x")));
+        assert!(tree.node(final_info).autoreset_data && !tree.node(nested_final).autoreset_data);
+    }
+
+    #[test]
+    fn plans_are_kept_latest_first_and_capped() {
+        let mut tree = KeyTree::<&str>::default();
+        for i in 0..PLANS_PER_DICT + 2 {
+            tree.add_plan(0, Plan { regular: i % 2 == 0, keys: vec![("k", Role::Value { node: i, mask: None })] });
+        }
+        let plans = &tree.node(0).plans;
+        assert_eq!(plans.len(), PLANS_PER_DICT);
+        assert_eq!(plans[0].keys[0].1, Role::Value { node: PLANS_PER_DICT + 1, mask: None });
+        assert!(tree.wants_plan(0, MAX_PLANNED_KEYS) && !tree.wants_plan(0, MAX_PLANNED_KEYS + 1));
+    }
+}
