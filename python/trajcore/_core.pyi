@@ -376,8 +376,8 @@ def convert(
 
 def verify(path: str) -> dict[str, Any]:
     """Checks every record checksum and decodes every chunk (GIL released): damage (a list of
-    (file, offset, why, [episode indexes])), shards, bytes, records, chunks, decoded_bytes,
-    seconds (opening included).
+    {file, offset, why, episodes: [episode indexes]}), shards, bytes, records, chunks,
+    decoded_bytes, seconds (opening included).
 
     Raises:
         TrajcoreFileNotFoundError: the path does not exist.
@@ -385,7 +385,7 @@ def verify(path: str) -> dict[str, Any]:
 
 def recover(src: str, dst: str) -> dict[str, Any]:
     """Writes what of `src` still reads into the new directory `dst`: whole, cut, lost, steps,
-    shards, recordings_lost ([(file, offset, why)]), source (a `verify` dict without seconds).
+    shards, recordings_lost ([[file, offset, why]]), source (a `verify` dict without seconds).
 
     Raises:
         InvalidArgumentError: dst is not empty.

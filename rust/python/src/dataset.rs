@@ -93,7 +93,7 @@ impl PyDataset {
 }
 
 /// A plain value of the core, made a Python one through its JSON.
-fn from_json(py: Python<'_>, json: serde_json::Result<String>) -> PyResult<Bound<'_, PyAny>> {
+pub fn from_json(py: Python<'_>, json: serde_json::Result<String>) -> PyResult<Bound<'_, PyAny>> {
     let text = json.map_err(|e| invalid(py, e.to_string()))?;
     py.import("json")?.getattr("loads")?.call1((text,))
 }
