@@ -65,11 +65,10 @@ fn pooled(py: Python<'_>, block: Vec<MaybeUninit<u8>>) -> PyResult<Bound<'_, PyU
     let owner = Bound::new(py, BatchMemory { data: std::cell::UnsafeCell::new(block) })?;
     // SAFETY: the block lives as long as `owner`, which becomes the array's base below.
     let data = unsafe { (*owner.get().data.get()).as_mut_ptr() };
+    let (u8s, dims) = (descr(py, DType::U8)?, dims(&[len])?);
     // SAFETY: `data` addresses `len` bytes owned by `owner`, which becomes the array's base; uint8
     // needs no alignment.
-    let array = unsafe {
-        array_over(py, descr(py, DType::U8)?, dims(&[len])?, data.cast::<c_void>(), NPY_ARRAY_WRITEABLE, owner.into_any())?
-    };
+    let array = unsafe { array_over(py, u8s, dims, data.cast::<c_void>(), NPY_ARRAY_WRITEABLE, owner.into_any())? };
     Ok(array.cast_into::<PyUntypedArray>()?)
 }
 

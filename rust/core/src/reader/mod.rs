@@ -58,7 +58,7 @@ pub use gather::{
     max_threads, set_gather_hold_bytes, set_max_threads, set_parallel_thresholds, Field, Out, Run, Window,
 };
 pub use metrics::{episode_metrics, episode_summaries, MetricColumn, Values};
-pub use plan::{BatchPlan, DEFAULT_KEYS};
+pub use plan::{BatchPlan, PlanCache, DEFAULT_KEYS};
 pub use pool::{ArenaLayout, BlockPool, BATCH_BLOCKS};
 pub use request::{resolve_index, Request};
 pub use rows::{ColumnData, RowsView};
