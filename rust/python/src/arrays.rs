@@ -68,23 +68,25 @@ fn pooled(py: Python<'_>, block: Vec<MaybeUninit<u8>>) -> PyResult<Bound<'_, PyU
     let (u8s, dims) = (descr(py, DType::U8)?, dims(&[len])?);
     // SAFETY: `data` addresses `len` bytes owned by `owner`, which becomes the array's base; uint8
     // needs no alignment.
-    let array = unsafe { array_over(py, u8s, dims, data.cast::<c_void>(), NPY_ARRAY_WRITEABLE, owner.into_any())? };
+    let array =
+        unsafe { array_over(py, u8s, dims, data.cast::<c_void>(), NPY_ARRAY_WRITEABLE, Some(owner.into_any()))? };
     Ok(array.cast_into::<PyUntypedArray>()?)
 }
 
 /// A C-order array of `descr` and `dims` over `data`, with `owner` as its base (which must keep
-/// `data` alive), numpy flags `flags`.
+/// `data` alive), numpy flags `flags`; with NULL `data` (and no owner), over memory numpy
+/// allocates, not initialized.
 ///
 /// # Safety
-/// `data` must address the array's bytes (the product of `dims` times the item size), suitably
-/// aligned for the dtype, for as long as `owner` lives.
+/// A non-NULL `data` must address the array's bytes (the product of `dims` times the item
+/// size), suitably aligned for the dtype, for as long as `owner` lives.
 unsafe fn array_over<'py>(
     py: Python<'py>,
     descr: Bound<'py, PyArrayDescr>,
     mut dims: Vec<npy_intp>,
     data: *mut c_void,
     flags: c_int,
-    owner: Bound<'py, PyAny>,
+    owner: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     // SAFETY: the caller vouches for `data`. NULL strides: C order. The descriptor reference is
     // stolen (`into_ptr` gives a new one); the call returns a new reference or NULL with an
@@ -103,6 +105,7 @@ unsafe fn array_over<'py>(
         );
         Bound::from_owned_ptr_or_err(py, ptr)?
     };
+    let Some(owner) = owner else { return Ok(array) };
     // SAFETY: `array` is a new ndarray without a base; PyArray_SetBaseObject steals the
     // reference `into_ptr` gives it, also on failure (-1, with an exception set).
     let status =
@@ -131,21 +134,10 @@ pub fn empty<'py>(
     descr: &Bound<'py, PyArrayDescr>,
     shape: &[usize],
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let mut dims = dims(shape)?;
-    // SAFETY: `dims` holds `nd` dimensions and outlives the call; PyArray_Empty steals a
-    // reference to the descriptor, and `into_ptr` hands it a new one. It returns a new reference
-    // or NULL with an exception set. The memory is uninitialized: it is only reached through
-    // `uninit_mut` (as `MaybeUninit`) until written whole.
-    let array = unsafe {
-        let ptr = PY_ARRAY_API.PyArray_Empty(
-            py,
-            dims.len() as c_int,
-            dims.as_mut_ptr(),
-            descr.clone().into_ptr().cast::<PyArray_Descr>(),
-            0,
-        );
-        Bound::from_owned_ptr_or_err(py, ptr)?
-    };
+    // SAFETY: NULL data: numpy allocates the memory (uninitialized for every dtype trajcore
+    // stores), owned by the array. It is only reached through `uninit_mut` (as `MaybeUninit`)
+    // until written whole.
+    let array = unsafe { array_over(py, descr.clone(), dims(shape)?, ptr::null_mut(), 0, None)? };
     Ok(array.cast_into::<PyUntypedArray>()?)
 }
 
@@ -168,7 +160,7 @@ pub fn arena<'py>(py: Python<'py>, parts: &[(Bound<'py, PyArrayDescr>, Vec<usize
         // buffer's (malloc-aligned) start; the buffer is the view's base, so the memory outlives it.
         let view = unsafe {
             let data = base.add(range.start).cast::<c_void>();
-            array_over(py, descr.clone(), dims(shape)?, data, NPY_ARRAY_WRITEABLE, buffer.clone().into_any())?
+            array_over(py, descr.clone(), dims(shape)?, data, NPY_ARRAY_WRITEABLE, Some(buffer.clone().into_any()))?
         };
         views.push(view.cast_into::<PyUntypedArray>()?);
     }
@@ -237,5 +229,5 @@ pub fn mapped<'py>(py: Python<'py>, view: RowsView, dtype: DType, shape: &[usize
     // map; `owner` keeps them mapped (RowsView holds an Arc of the map) and becomes the array's
     // base, so the array never outlives them. No WRITEABLE flag is passed, and the base exposes
     // no buffer, so numpy refuses to make the array writeable (writing would fault).
-    unsafe { array_over(py, descr, dims, data as *mut c_void, 0, owner.into_any()) }
+    unsafe { array_over(py, descr, dims, data as *mut c_void, 0, Some(owner.into_any())) }
 }

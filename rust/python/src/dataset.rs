@@ -317,8 +317,7 @@ impl PyDataset {
     /// steps inside single episodes (padded with `pad`), or transitions (`length=None`).
     #[pyo3(signature = (n, seed, length=None, pad=false, keys=None, selection=None))]
     fn sample<'py>(
-        &self,
-        py: Python<'py>,
+        slf: &Bound<'py, Self>,
         n: usize,
         seed: u64,
         length: Option<usize>,
@@ -326,7 +325,7 @@ impl PyDataset {
         keys: Option<Vec<String>>,
         selection: Option<&Bound<'py, PySelection>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        self.batch(py, keys, selection, Request::Sample { n, seed }, WindowKind::of(length, pad))
+        slf.get().batch(slf.py(), keys, selection, Request::Sample { n, seed }, WindowKind::of(length, pad))
     }
 
     /// The windows with these numbers (of the selection, if given; negative from the end):

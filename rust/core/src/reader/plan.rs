@@ -100,8 +100,11 @@ impl BatchPlan {
 /// use. A training loop uses a few sets; past `PlanCache::CAPACITY` the oldest made goes, so a
 /// caller asking for ever new sets does not grow it without bound.
 pub struct PlanCache<T> {
-    plans: Mutex<Vec<(Option<Vec<String>>, Arc<T>)>>,
+    plans: Mutex<Vec<Keyed<T>>>,
 }
+
+/// A plan and the key set it was made for.
+type Keyed<T> = (Option<Vec<String>>, Arc<T>);
 
 impl<T> Default for PlanCache<T> {
     fn default() -> Self {

@@ -109,17 +109,19 @@ mod tests {
 
     #[test]
     fn parts_are_64_byte_aligned_and_overflow_is_none() {
-        let table: &[(&[(usize, &[usize])], Option<(&[Range<usize>], usize)>)] = &[
+        // (item size, shape) per part; the (start, end) of each, and the total; None: overflow.
+        type Case = (&'static [(usize, &'static [usize])], Option<(&'static [(usize, usize)], usize)>);
+        let table: &[Case] = &[
             (&[], Some((&[], 0))),
-            (&[(4, &[3, 2])], Some((&[0..24], 24))),
-            (&[(4, &[3, 2]), (8, &[5]), (1, &[])], Some((&[0..24, 64..104, 128..129], 129))),
-            (&[(8, &[0]), (2, &[1])], Some((&[0..0, 0..2], 2))),
+            (&[(4, &[3, 2])], Some((&[(0, 24)], 24))),
+            (&[(4, &[3, 2]), (8, &[5]), (1, &[])], Some((&[(0, 24), (64, 104), (128, 129)], 129))),
+            (&[(8, &[0]), (2, &[1])], Some((&[(0, 0), (0, 2)], 2))),
             (&[(8, &[usize::MAX])], None),
             (&[(1, &[usize::MAX - 10]), (1, &[1])], None),
         ];
         for (parts, want) in table {
             let got = ArenaLayout::new(parts.iter().copied());
-            let want = want.map(|(r, len)| ArenaLayout { ranges: r.to_vec(), len });
+            let want = want.map(|(r, len)| ArenaLayout { ranges: r.iter().map(|&(a, b)| a..b).collect(), len });
             assert_eq!(got, want, "{parts:?}");
         }
     }
