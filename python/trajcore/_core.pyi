@@ -270,56 +270,51 @@ class Dataset:
         Raises:
             TrajcoreIndexError: a step number out of range.
         """
-    def sample_transitions(
-        self, n: int, seed: int, keys: list[str] | None = None, selection: Selection | None = None
+    def sample(
+        self,
+        n: int,
+        seed: int,
+        length: int | None = None,
+        pad: bool = False,
+        keys: list[str] | None = None,
+        selection: Selection | None = None,
     ) -> dict[str, Any]:
-        """`n` transitions drawn uniformly with replacement from a 64-bit `seed` (GIL released).
+        """`n` windows drawn uniformly with replacement from a 64-bit `seed` (GIL released):
+        transitions (`length=None`: arrays [n, ...], episode_index and step_index int64 [n]), or
+        windows of `length` steps inside single episodes (arrays [n, length, ...], episode_index
+        [n], step_index [n, length], and with `pad` a bool mask [n, length]).
 
         keys: output keys (default: observations, actions, rewards, next_observations,
-        terminations, truncations) or column names. The dict always ends with episode_index and
-        step_index (int64 [n]).
+        terminations, truncations) or column names.
 
         Raises:
-            InvalidArgumentError: no step to sample. SchemaError: a key names no column.
+            InvalidArgumentError: no step (or window) to sample. SchemaError: a key names no column.
             CorruptFileError: a chunk is damaged.
         """
-    def gather_transitions(
-        self, steps: npt.NDArray[np.int64], keys: list[str] | None = None, selection: Selection | None = None
+    def gather(
+        self,
+        numbers: npt.NDArray[np.int64],
+        length: int | None = None,
+        pad: bool = False,
+        keys: list[str] | None = None,
+        selection: Selection | None = None,
     ) -> dict[str, Any]:
-        """The transitions at these step numbers (of the selection, if given; negative from the end).
+        """The windows with these numbers (of the selection, if given; negative from the end):
+        step numbers for transitions (`length=None`), else window numbers (0 ..
+        num_windows(length, pad) - 1).
 
         Raises:
-            TrajcoreIndexError: a step number out of range.
+            TrajcoreIndexError: a number out of range.
         """
     def read_transitions(
         self, start: int, stop: int, keys: list[str] | None = None, selection: Selection | None = None
     ) -> dict[str, Any]:
         """Steps `start` .. `stop` (of the selection, if given), read in bulk: the batch
-        `gather_transitions` gives for those numbers, damage included.
+        `gather` gives for those numbers, damage included.
 
         Raises:
             TrajcoreIndexError: the range runs past the steps.
         """
-    def sample_sequences(
-        self,
-        n: int,
-        length: int,
-        seed: int,
-        pad: bool = False,
-        keys: list[str] | None = None,
-        selection: Selection | None = None,
-    ) -> dict[str, Any]:
-        """`n` windows of `length` steps inside single episodes: arrays [n, length, ...],
-        episode_index [n], step_index [n, length], and with `pad` a bool mask [n, length]."""
-    def gather_sequences(
-        self,
-        windows: npt.NDArray[np.int64],
-        length: int,
-        pad: bool = False,
-        keys: list[str] | None = None,
-        selection: Selection | None = None,
-    ) -> dict[str, Any]:
-        """The windows with these numbers (0 .. num_windows(length, pad) - 1)."""
     def gather_windows(
         self,
         episodes: npt.NDArray[np.int64],
@@ -378,8 +373,8 @@ def convert(
 
 def verify(path: str) -> dict[str, Any]:
     """Checks every record checksum and decodes every chunk (GIL released): damage (a list of
-    (file, offset, why, [episode indexes])), shards, bytes, records, chunks, decoded_bytes,
-    seconds (opening included).
+    {file, offset, why, episodes: [episode indexes]}), shards, bytes, records, chunks,
+    decoded_bytes, seconds (opening included).
 
     Raises:
         TrajcoreFileNotFoundError: the path does not exist.
@@ -387,7 +382,7 @@ def verify(path: str) -> dict[str, Any]:
 
 def recover(src: str, dst: str) -> dict[str, Any]:
     """Writes what of `src` still reads into the new directory `dst`: whole, cut, lost, steps,
-    shards, recordings_lost ([(file, offset, why)]), source (a `verify` dict without seconds).
+    shards, recordings_lost ([[file, offset, why]]), source (a `verify` dict without seconds).
 
     Raises:
         InvalidArgumentError: dst is not empty.

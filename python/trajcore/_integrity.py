@@ -52,7 +52,9 @@ class VerifyReport:
 
 
 def _report(path: str, raw: dict[str, Any], seconds: float = 0.0) -> VerifyReport:
-    damage = tuple(Damage(f, int(o), w, tuple(int(e) for e in eps)) for f, o, w, eps in raw["damage"])
+    damage = tuple(
+        Damage(d["file"], int(d["offset"]), d["why"], tuple(int(e) for e in d["episodes"])) for d in raw["damage"]
+    )
     return VerifyReport(
         path=path,
         damage=damage,
@@ -107,4 +109,5 @@ def recover(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> dict[st
     s = os.fspath(src)
     out: dict[str, Any] = _core.recover(s, os.fspath(dst))
     out["source"] = _report(s, out["source"])
+    out["recordings_lost"] = [tuple(p) for p in out["recordings_lost"]]
     return out

@@ -130,7 +130,7 @@ class SequenceDataset(_MapStyle):
 
     def _batch(self, index: Any, single: bool = False) -> Any:
         sel = self.source._selection()
-        batch = self.source._reader().gather_sequences(index, self.length, self.pad, self.keys, sel)
+        batch = self.source._reader().gather(index, self.length, self.pad, self.keys, sel)
         return _first(batch) if single else batch
 
 

@@ -83,7 +83,7 @@ class _Sampling:
             SchemaError: a key names no column.
             CorruptFileError: with `strict`, damage; without, too few intact episodes left.
         """
-        return self._reader().sample_transitions(int(n), _seed(seed), keys_of(keys), self._selection())
+        return self._reader().sample(int(n), _seed(seed), None, False, keys_of(keys), self._selection())
 
     @property
     def transitions(self) -> Transitions:
@@ -119,7 +119,7 @@ class _Sampling:
             InvalidArgumentError: no episode holds a window (length too large, and no `pad`).
             CorruptFileError: with `strict`, damage; without, too few intact episodes left.
         """
-        return self._reader().sample_sequences(int(n), int(length), _seed(seed), pad, keys_of(keys), self._selection())
+        return self._reader().sample(int(n), _seed(seed), int(length), pad, keys_of(keys), self._selection())
 
     def sequences(self, length: int, *, pad: bool = False) -> Sequences:
         """The windows of `length` steps by number (see `sample_sequences`): ``len()`` and
@@ -167,19 +167,19 @@ class Transitions:
             return self._step(int(index), None, self._sel)
         if isinstance(index, slice):
             return self._slice(index, None)
-        return self._reader.gather_transitions(int64(index), None, self._sel)
+        return self._reader.gather(int64(index), selection=self._sel)
 
     def _slice(self, index: slice, keys: list[str] | None) -> Batch:
         start, stop, step = index.indices(len(self))
         if step == 1:  # consecutive steps: read in bulk, a run per episode
             return self._reader.read_transitions(start, max(start, stop), keys, self._sel)
-        return self._reader.gather_transitions(np.arange(start, stop, step, dtype=np.int64), keys, self._sel)
+        return self._reader.gather(np.arange(start, stop, step, dtype=np.int64), keys=keys, selection=self._sel)
 
     def gather(self, index: Any, *, keys: Sequence[str] | None = None) -> Batch:
         """Like indexing with an array or slice, with the keys wanted."""
         if isinstance(index, slice):
             return self._slice(index, keys_of(keys))
-        return self._reader.gather_transitions(int64(index), keys_of(keys), self._sel)
+        return self._reader.gather(int64(index), keys=keys_of(keys), selection=self._sel)
 
     def blocks(
         self, size: int = 65_536, *, keys: Sequence[str] | None = None, order: Literal["steps", "file"] = "steps"
@@ -261,7 +261,7 @@ class Sequences:
         if isinstance(index, slice):
             index = np.arange(*index.indices(len(self)), dtype=np.int64)
         owner = self._owner
-        return owner._reader().gather_sequences(int64(index), self.length, self.pad, None, owner._selection())
+        return owner._reader().gather(int64(index), self.length, self.pad, None, owner._selection())
 
     def __repr__(self) -> str:
         return f"<trajcore.Sequences: {len(self)} windows of {self.length} steps>"

@@ -48,10 +48,11 @@ pub struct ConvertOptions {
     pub episodes: Option<Vec<usize>>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Converted {
     pub episodes: usize,
     pub steps: u64,
+    #[serde(serialize_with = "crate::reader::paths_text")]
     pub shards: Vec<PathBuf>,
 }
 

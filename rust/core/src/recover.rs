@@ -15,7 +15,7 @@ use crate::convert::{into_place, moved, ConvertOptions, Replay};
 use crate::error::{Error, Result};
 use crate::reader::{verify, Dataset, OpenOptions, Problem, SalvagePlan, VerifyReport};
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, serde::Serialize)]
 pub struct Recovered {
     /// Episodes written whole.
     pub whole: usize,
@@ -25,6 +25,7 @@ pub struct Recovered {
     pub lost: usize,
     /// Steps written.
     pub steps: u64,
+    #[serde(serialize_with = "crate::reader::paths_text")]
     pub shards: Vec<PathBuf>,
     /// Recordings left out, and why.
     pub recordings_lost: Vec<Problem>,

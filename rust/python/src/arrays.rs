@@ -13,7 +13,7 @@ use numpy::npyffi::{
 };
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use trajcore_core::reader::RowsView;
+use trajcore_core::reader::{ArenaLayout, RowsView, BATCH_BLOCKS};
 use trajcore_core::DType;
 
 use crate::errors::invalid;
@@ -32,9 +32,8 @@ impl MappedRows {
     }
 }
 
-/// Memory for a large batch (a bulk read's output), handed back to a small pool when numpy lets
-/// go of it, so the next large batch reuses pages already mapped: fresh ones cost the kernel a
-/// zeroing pass (a third of a CartPole scan), and glibc maps every block over 32 MB afresh.
+/// A large batch's memory (a bulk read's output), handed back to the core's block pool when
+/// numpy lets go of it (see `trajcore_core::reader::BlockPool`).
 #[pyclass(module = "trajcore._core", name = "BatchMemory", frozen)]
 pub struct BatchMemory {
     data: std::cell::UnsafeCell<Vec<MaybeUninit<u8>>>,
@@ -43,13 +42,6 @@ pub struct BatchMemory {
 // SAFETY: the Vec is only touched through `uninit_mut`'s contract (one writer before the array
 // reaches Python) and by `Drop` (no other reference left).
 unsafe impl Sync for BatchMemory {}
-
-/// Blocks at least this large go through the pool; it keeps at most `POOL_BLOCKS` blocks and
-/// `POOL_BYTES` bytes.
-const POOL_MIN: usize = 16 << 20;
-const POOL_BLOCKS: usize = 2;
-const POOL_BYTES: usize = 256 << 20;
-static POOL: std::sync::Mutex<Vec<Vec<MaybeUninit<u8>>>> = std::sync::Mutex::new(Vec::new());
 
 #[pymethods]
 impl BatchMemory {
@@ -62,55 +54,39 @@ impl BatchMemory {
 
 impl Drop for BatchMemory {
     fn drop(&mut self) {
-        let block = std::mem::take(self.data.get_mut());
-        let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
-        let held: usize = pool.iter().map(Vec::capacity).sum();
-        if pool.len() < POOL_BLOCKS && held + block.capacity() <= POOL_BYTES {
-            pool.push(block);
-        }
+        BATCH_BLOCKS.give_back(std::mem::take(self.data.get_mut()));
     }
 }
 
-/// A block of `len` bytes, not initialized: from the pool (the smallest that fits) or newly
-/// allocated.
-fn pooled_block(len: usize) -> Vec<MaybeUninit<u8>> {
-    let mut pool = POOL.lock().unwrap_or_else(|p| p.into_inner());
-    let best = (0..pool.len()).filter(|&i| pool[i].capacity() >= len).min_by_key(|&i| pool[i].capacity());
-    let mut block = best.map(|i| pool.swap_remove(i)).unwrap_or_else(|| Vec::with_capacity(len));
-    drop(pool);
-    // SAFETY: the capacity is at least `len`, and `MaybeUninit` bytes need no initialization.
-    unsafe { block.set_len(len) };
-    block
-}
-
-/// A writeable 1-D uint8 array of `len` bytes over a pooled block (its base a `BatchMemory`);
-/// its memory is not initialized (see `empty`).
-fn pooled<'py>(py: Python<'py>, len: usize) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let owner = Bound::new(py, BatchMemory { data: std::cell::UnsafeCell::new(pooled_block(len)) })?;
+/// A writeable 1-D uint8 array over `block` (its base a `BatchMemory`); its memory is not
+/// initialized (see `empty`).
+fn pooled(py: Python<'_>, block: Vec<MaybeUninit<u8>>) -> PyResult<Bound<'_, PyUntypedArray>> {
+    let len = block.len();
+    let owner = Bound::new(py, BatchMemory { data: std::cell::UnsafeCell::new(block) })?;
     // SAFETY: the block lives as long as `owner`, which becomes the array's base below.
     let data = unsafe { (*owner.get().data.get()).as_mut_ptr() };
-    let dims = dims(&[len])?;
+    let (u8s, dims) = (descr(py, DType::U8)?, dims(&[len])?);
     // SAFETY: `data` addresses `len` bytes owned by `owner`, which becomes the array's base; uint8
     // needs no alignment.
-    let array = unsafe {
-        array_over(py, descr(py, DType::U8)?, dims, data.cast::<c_void>(), NPY_ARRAY_WRITEABLE, owner.into_any())?
-    };
+    let array =
+        unsafe { array_over(py, u8s, dims, data.cast::<c_void>(), NPY_ARRAY_WRITEABLE, Some(owner.into_any()))? };
     Ok(array.cast_into::<PyUntypedArray>()?)
 }
 
 /// A C-order array of `descr` and `dims` over `data`, with `owner` as its base (which must keep
-/// `data` alive), numpy flags `flags`.
+/// `data` alive), numpy flags `flags`; with NULL `data` (and no owner), over memory numpy
+/// allocates, not initialized.
 ///
 /// # Safety
-/// `data` must address the array's bytes (the product of `dims` times the item size), suitably
-/// aligned for the dtype, for as long as `owner` lives.
+/// A non-NULL `data` must address the array's bytes (the product of `dims` times the item
+/// size), suitably aligned for the dtype, for as long as `owner` lives.
 unsafe fn array_over<'py>(
     py: Python<'py>,
     descr: Bound<'py, PyArrayDescr>,
     mut dims: Vec<npy_intp>,
     data: *mut c_void,
     flags: c_int,
-    owner: Bound<'py, PyAny>,
+    owner: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     // SAFETY: the caller vouches for `data`. NULL strides: C order. The descriptor reference is
     // stolen (`into_ptr` gives a new one); the call returns a new reference or NULL with an
@@ -129,6 +105,7 @@ unsafe fn array_over<'py>(
         );
         Bound::from_owned_ptr_or_err(py, ptr)?
     };
+    let Some(owner) = owner else { return Ok(array) };
     // SAFETY: `array` is a new ndarray without a base; PyArray_SetBaseObject steals the
     // reference `into_ptr` gives it, also on failure (-1, with an exception set).
     let status =
@@ -157,91 +134,44 @@ pub fn empty<'py>(
     descr: &Bound<'py, PyArrayDescr>,
     shape: &[usize],
 ) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let mut dims = dims(shape)?;
-    // SAFETY: `dims` holds `nd` dimensions and outlives the call; PyArray_Empty steals a
-    // reference to the descriptor, and `into_ptr` hands it a new one. It returns a new reference
-    // or NULL with an exception set. The memory is uninitialized: it is only reached through
-    // `uninit_mut` (as `MaybeUninit`) until written whole.
-    let array = unsafe {
-        let ptr = PY_ARRAY_API.PyArray_Empty(
-            py,
-            dims.len() as c_int,
-            dims.as_mut_ptr(),
-            descr.clone().into_ptr().cast::<PyArray_Descr>(),
-            0,
-        );
-        Bound::from_owned_ptr_or_err(py, ptr)?
-    };
+    // SAFETY: NULL data: numpy allocates the memory (uninitialized for every dtype trajcore
+    // stores), owned by the array. It is only reached through `uninit_mut` (as `MaybeUninit`)
+    // until written whole.
+    let array = unsafe { array_over(py, descr.clone(), dims(shape)?, ptr::null_mut(), 0, None)? };
     Ok(array.cast_into::<PyUntypedArray>()?)
 }
 
-/// Several arrays in one uninitialized allocation: a 1-D uint8 buffer, and a view of each
-/// (`descr`, `shape`) part, 64-byte aligned, writeable, its numpy base the buffer. Returns the
-/// buffer, the views, and each part's byte range in the buffer (the bytes between parts are
-/// zeroed; the parts are for the caller to write whole).
-///
-/// One allocation per batch rather than one per output: glibc hands back and re-maps large
-/// freed blocks when several are freed together, so separate multi-MB outputs page-fault on
-/// every batch (~1 µs per 4 KiB); a single block is kept and reused.
+/// Several arrays in one uninitialized allocation (see `trajcore_core::reader::ArenaLayout`):
+/// a 1-D uint8 buffer, and a view of each (`descr`, `shape`) part, writeable, its numpy base the
+/// buffer. The caller writes the parts whole, through `layout.split` of the buffer's memory.
 pub fn arena<'py>(py: Python<'py>, parts: &[(Bound<'py, PyArrayDescr>, Vec<usize>)]) -> PyResult<Arena<'py>> {
-    let too_large = || pyo3::exceptions::PyOverflowError::new_err("batch too large");
-    let mut ranges = Vec::with_capacity(parts.len());
-    let mut end = 0usize;
-    for (descr, shape) in parts {
-        let bytes = shape.iter().try_fold(descr.itemsize(), |a, &d| a.checked_mul(d)).ok_or_else(too_large)?;
-        let start = end.checked_next_multiple_of(64).ok_or_else(too_large)?;
-        end = start.checked_add(bytes).ok_or_else(too_large)?;
-        ranges.push(start..end);
-    }
-    let mut buffer = if end >= POOL_MIN { pooled(py, end)? } else { empty(py, &descr(py, DType::U8)?, &[end])? };
-    {
-        // The bytes between parts are never written by the caller: zero them, so the buffer
-        // (reachable as a view's `.base`) holds no uninitialized memory.
-        // SAFETY: `buffer` was just created; this slice is its only user while it lives.
-        let bytes = unsafe { uninit_mut(&mut buffer) };
-        let mut at = 0;
-        for r in &ranges {
-            bytes[at..r.start].fill(MaybeUninit::new(0));
-            at = r.end;
-        }
-    }
+    let layout = ArenaLayout::new(parts.iter().map(|(d, shape)| (d.itemsize(), &shape[..])))
+        .ok_or_else(|| pyo3::exceptions::PyOverflowError::new_err("batch too large"))?;
+    let buffer = match BATCH_BLOCKS.take(layout.len) {
+        Some(block) => pooled(py, block)?,
+        None => empty(py, &descr(py, DType::U8)?, &[layout.len])?,
+    };
     // SAFETY: reading the data pointer field of a live ndarray (the buffer, held here).
     let base = (unsafe { (*buffer.as_array_ptr()).fields.data }).cast::<u8>();
     let mut views = Vec::with_capacity(parts.len());
-    for ((descr, shape), range) in parts.iter().zip(&ranges) {
+    for ((descr, shape), range) in parts.iter().zip(&layout.ranges) {
         // SAFETY: `base + range.start` addresses `range.len()` bytes inside the buffer, exactly
-        // `shape` elements of `descr` (computed above), 64-byte aligned relative to the buffer's
-        // (malloc-aligned) start; the buffer is the view's base, so the memory outlives it.
+        // `shape` elements of `descr` (the layout's sizes), 64-byte aligned relative to the
+        // buffer's (malloc-aligned) start; the buffer is the view's base, so the memory outlives it.
         let view = unsafe {
             let data = base.add(range.start).cast::<c_void>();
-            array_over(py, descr.clone(), dims(shape)?, data, NPY_ARRAY_WRITEABLE, buffer.clone().into_any())?
+            array_over(py, descr.clone(), dims(shape)?, data, NPY_ARRAY_WRITEABLE, Some(buffer.clone().into_any()))?
         };
         views.push(view.cast_into::<PyUntypedArray>()?);
     }
-    Ok(Arena { buffer, views, ranges })
+    Ok(Arena { buffer, views, layout })
 }
 
 /// What `arena` makes.
 pub struct Arena<'py> {
     pub buffer: Bound<'py, PyUntypedArray>,
     pub views: Vec<Bound<'py, PyUntypedArray>>,
-    pub ranges: Vec<std::ops::Range<usize>>,
-}
-
-/// The parts of `memory` at `ranges` (ascending, not overlapping), as `arena` lays them out.
-pub fn split<'a>(
-    memory: &'a mut [MaybeUninit<u8>],
-    ranges: &[std::ops::Range<usize>],
-) -> Vec<&'a mut [MaybeUninit<u8>]> {
-    let mut parts = Vec::with_capacity(ranges.len());
-    let (mut rest, mut at) = (memory, 0);
-    for r in ranges {
-        let (_, tail) = std::mem::take(&mut rest).split_at_mut(r.start - at);
-        let (part, tail) = tail.split_at_mut(r.len());
-        parts.push(part);
-        (rest, at) = (tail, r.end);
-    }
-    parts
+    pub layout: ArenaLayout,
 }
 
 /// The memory of an array made by `empty`, for writing whole.
@@ -299,5 +229,5 @@ pub fn mapped<'py>(py: Python<'py>, view: RowsView, dtype: DType, shape: &[usize
     // map; `owner` keeps them mapped (RowsView holds an Arc of the map) and becomes the array's
     // base, so the array never outlives them. No WRITEABLE flag is passed, and the base exposes
     // no buffer, so numpy refuses to make the array writeable (writing would fault).
-    unsafe { array_over(py, descr, dims, data as *mut c_void, 0, owner.into_any()) }
+    unsafe { array_over(py, descr, dims, data as *mut c_void, 0, Some(owner.into_any())) }
 }

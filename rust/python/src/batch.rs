@@ -10,7 +10,7 @@ use trajcore_core::layout::Layout;
 use trajcore_core::reader::{BatchOut, BatchPlan, Damage, Dataset, EpisodeSet, Out, Request, WindowKind};
 use trajcore_core::DType;
 
-use crate::arrays::{arena, descr, empty, scalar, split, uninit_mut, Arena};
+use crate::arrays::{arena, descr, empty, scalar, uninit_mut, Arena};
 use crate::dataset::PyDataset;
 use crate::errors::IntoPy;
 
@@ -109,15 +109,15 @@ pub fn batch<'py>(
     if padded {
         parts.push((descr(py, DType::Bool)?, lead.clone()));
     }
-    let Arena { buffer: mut memory_owner, mut views, ranges } = arena(py, &parts)?;
+    let Arena { buffer: mut memory_owner, mut views, layout } = arena(py, &parts)?;
     let mut strings: Vec<Vec<String>> =
         plan.descrs.iter().filter(|d| d.is_none()).map(|_| vec![String::new(); b * l]).collect();
     let damage = {
         // SAFETY: the arena was created above and is not visible to Python code until this
-        // function returns; this is the only slice of it. Its parts are written whole by the
-        // read (or it fails, and the arena is dropped unseen).
+        // function returns; this is the only slice of it. `split` zeroes the bytes between the
+        // parts, which the read writes whole (or it fails, and the arena is dropped unseen).
         let memory = unsafe { uninit_mut(&mut memory_owner) };
-        let mut parts_out = split(memory, &ranges).into_iter();
+        let mut parts_out = layout.split(memory).into_iter();
         let mut strings_out = strings.iter_mut();
         let mut fields: Vec<Out<'_>> = plan
             .descrs

@@ -3,14 +3,14 @@
 //! workers reopen it.
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use trajcore_core::reader::{
     episode_metrics, episode_summaries, open_verified, resolve_index, ColumnData, Dataset, EpisodeSet, Exclusions,
-    OpenOptions, Problem, Recording, Request, Values, WindowKind,
+    OpenOptions, PlanCache, Problem, Recording, Request, Values, WindowKind,
 };
 
 use crate::arrays;
@@ -24,17 +24,21 @@ type ProblemTuple = (String, u64, String);
 /// (episode indexes, steps within them).
 type Located<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>);
 
-/// Plans by key set (`None`: the default keys); few distinct sets are ever used.
-type Plans = Vec<(Option<Vec<String>>, Arc<Plan>)>;
-
 #[pyclass(module = "trajcore._core", name = "Dataset", frozen)]
 pub struct PyDataset {
     path: PathBuf,
+    #[pyo3(get)]
     strict: bool,
+    #[pyo3(get)]
     cache_bytes: usize,
     inner: RwLock<Dataset>,
-    /// Made on first use per key set; cleared by `refresh` (recordings may have appeared).
-    plans: Mutex<Plans>,
+    /// Cleared by `refresh` (recordings may have appeared).
+    plans: PlanCache<Plan>,
+}
+
+/// The episodes of a selection, if given.
+fn set_of<'a>(selection: Option<&'a Bound<'_, PySelection>>) -> Option<&'a EpisodeSet> {
+    selection.map(|s| &*s.get().set)
 }
 
 impl PyDataset {
@@ -54,16 +58,7 @@ impl PyDataset {
     }
 
     fn plan(&self, py: Python<'_>, keys: Option<Vec<String>>) -> PyResult<Arc<Plan>> {
-        let mut plans = self.plans.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, plan)) = plans.iter().find(|(k, _)| *k == keys) {
-            return Ok(plan.clone());
-        }
-        let plan = Arc::new(self.read(|d| Plan::new(py, d, keys.as_deref()))?);
-        if plans.len() >= 16 {
-            plans.remove(0);
-        }
-        plans.push((keys, plan.clone()));
-        Ok(plan)
+        self.plans.get_or_make(keys, |keys| self.read(|d| Plan::new(py, d, keys)))
     }
 
     fn batch<'py>(
@@ -75,7 +70,7 @@ impl PyDataset {
         kind: WindowKind,
     ) -> PyResult<Bound<'py, PyDict>> {
         let plan = self.plan(py, keys)?;
-        let (out, damage) = batch::batch(py, self, &plan, selection.map(|s| &*s.get().set), request, kind)?;
+        let (out, damage) = batch::batch(py, self, &plan, set_of(selection), request, kind)?;
         for d in damage {
             warn(py, &d.warning())?;
         }
@@ -93,7 +88,7 @@ impl PyDataset {
 }
 
 /// A plain value of the core, made a Python one through its JSON.
-fn from_json(py: Python<'_>, json: serde_json::Result<String>) -> PyResult<Bound<'_, PyAny>> {
+pub fn from_json(py: Python<'_>, json: serde_json::Result<String>) -> PyResult<Bound<'_, PyAny>> {
     let text = json.map_err(|e| invalid(py, e.to_string()))?;
     py.import("json")?.getattr("loads")?.call1((text,))
 }
@@ -137,7 +132,7 @@ impl PyDataset {
                 None => Dataset::open(&path, options),
             })
             .py_err(py)?;
-        Ok(PyDataset { path, strict, cache_bytes, inner: RwLock::new(dataset), plans: Mutex::new(Vec::new()) })
+        Ok(PyDataset { path, strict, cache_bytes, inner: RwLock::new(dataset), plans: PlanCache::default() })
     }
 
     /// What a verification at open left out, as JSON (None when nothing was).
@@ -159,16 +154,6 @@ impl PyDataset {
     #[getter]
     fn path(&self) -> String {
         self.path.display().to_string()
-    }
-
-    #[getter]
-    fn strict(&self) -> bool {
-        self.strict
-    }
-
-    #[getter]
-    fn cache_bytes(&self) -> usize {
-        self.cache_bytes
     }
 
     #[getter]
@@ -293,7 +278,7 @@ impl PyDataset {
     /// whole chunks (`Transitions.blocks(order="file")`).
     #[pyo3(signature = (selection=None))]
     fn file_order(&self, py: Python<'_>, selection: Option<&Bound<'_, PySelection>>) -> PyResult<PySelection> {
-        let set = self.over(py, selection.map(|s| &*s.get().set), |d, set| d.file_order(set))?;
+        let set = self.over(py, set_of(selection), |d, set| d.file_order(set))?;
         Ok(PySelection { set })
     }
 
@@ -306,7 +291,7 @@ impl PyDataset {
         pad: bool,
         selection: Option<&Bound<'_, PySelection>>,
     ) -> PyResult<u64> {
-        self.over(py, selection.map(|s| &*s.get().set), |_, set| Ok(set.windows(length, pad)?.num_windows()))
+        self.over(py, set_of(selection), |_, set| Ok(set.windows(length, pad)?.num_windows()))
     }
 
     /// (episode indexes, steps within them) of global step numbers (of the selection, if given).
@@ -318,7 +303,7 @@ impl PyDataset {
         selection: Option<&Bound<'py, PySelection>>,
     ) -> PyResult<Located<'py>> {
         let steps = steps.as_array().to_vec();
-        let found = self.over(py, selection.map(|s| &*s.get().set), |_, set| {
+        let found = self.over(py, set_of(selection), |_, set| {
             steps
                 .iter()
                 .map(|&g| set.locate_step(resolve_index(g, set.num_steps(), "step")?))
@@ -328,34 +313,40 @@ impl PyDataset {
         Ok((PyArray1::from_vec(py, e), PyArray1::from_vec(py, t)))
     }
 
-    /// `n` transitions drawn uniformly (with replacement) from the steps, reproducibly from `seed`.
-    #[pyo3(signature = (n, seed, keys=None, selection=None))]
-    fn sample_transitions<'py>(
-        &self,
-        py: Python<'py>,
+    /// `n` windows drawn uniformly (with replacement), reproducibly from `seed`: of `length`
+    /// steps inside single episodes (padded with `pad`), or transitions (`length=None`).
+    #[pyo3(signature = (n, seed, length=None, pad=false, keys=None, selection=None))]
+    fn sample<'py>(
+        slf: &Bound<'py, Self>,
         n: usize,
         seed: u64,
+        length: Option<usize>,
+        pad: bool,
         keys: Option<Vec<String>>,
         selection: Option<&Bound<'py, PySelection>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        self.batch(py, keys, selection, Request::Sample { n, seed }, WindowKind::TRANSITION)
+        slf.get().batch(slf.py(), keys, selection, Request::Sample { n, seed }, WindowKind::of(length, pad))
     }
 
-    /// The transitions at global step numbers (of the selection, if given; negative from the end).
-    #[pyo3(signature = (steps, keys=None, selection=None))]
-    fn gather_transitions<'py>(
+    /// The windows with these numbers (of the selection, if given; negative from the end):
+    /// `length=None` numbers steps (transitions), else windows (0 .. `num_windows(length, pad)`).
+    #[pyo3(signature = (numbers, length=None, pad=false, keys=None, selection=None))]
+    fn gather<'py>(
         &self,
         py: Python<'py>,
-        steps: PyReadonlyArray1<'py, i64>,
+        numbers: PyReadonlyArray1<'py, i64>,
+        length: Option<usize>,
+        pad: bool,
         keys: Option<Vec<String>>,
         selection: Option<&Bound<'py, PySelection>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        self.batch(py, keys, selection, Request::Numbers(steps.as_array().to_vec()), WindowKind::TRANSITION)
+        let request = Request::Numbers(numbers.as_array().to_vec());
+        self.batch(py, keys, selection, request, WindowKind::of(length, pad))
     }
 
     /// Steps `start .. stop` (global numbers of the selection, if given), read in bulk: a run
-    /// per episode instead of a window per step; the same batch as `gather_transitions` over
-    /// those numbers, damage included.
+    /// per episode instead of a window per step; the same batch as `gather` over those
+    /// numbers, damage included.
     #[pyo3(signature = (start, stop, keys=None, selection=None))]
     fn read_transitions<'py>(
         &self,
@@ -367,36 +358,6 @@ impl PyDataset {
     ) -> PyResult<Bound<'py, PyDict>> {
         let request = Request::range(start, stop).py_err(py)?;
         self.batch(py, keys, selection, request, WindowKind::TRANSITION)
-    }
-
-    /// `n` windows of `length` steps inside single episodes, drawn uniformly from `seed`.
-    #[pyo3(signature = (n, length, seed, pad=false, keys=None, selection=None))]
-    fn sample_sequences<'py>(
-        slf: &Bound<'py, Self>,
-        n: usize,
-        length: usize,
-        seed: u64,
-        pad: bool,
-        keys: Option<Vec<String>>,
-        selection: Option<&Bound<'py, PySelection>>,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let kind = WindowKind { length, sequence: true, pad };
-        slf.get().batch(slf.py(), keys, selection, Request::Sample { n, seed }, kind)
-    }
-
-    /// The windows with these numbers (0 .. `num_windows(length, pad)`).
-    #[pyo3(signature = (windows, length, pad=false, keys=None, selection=None))]
-    fn gather_sequences<'py>(
-        &self,
-        py: Python<'py>,
-        windows: PyReadonlyArray1<'py, i64>,
-        length: usize,
-        pad: bool,
-        keys: Option<Vec<String>>,
-        selection: Option<&Bound<'py, PySelection>>,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let kind = WindowKind { length, sequence: true, pad };
-        self.batch(py, keys, selection, Request::Numbers(windows.as_array().to_vec()), kind)
     }
 
     /// Windows given as (episode, first step) pairs; `length=None`: transitions (no window axis).
@@ -411,8 +372,7 @@ impl PyDataset {
         keys: Option<Vec<String>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let request = Request::pairs(episodes.as_array().to_vec(), steps.as_array().to_vec()).py_err(py)?;
-        let kind = length.map_or(WindowKind::TRANSITION, |length| WindowKind { length, sequence: true, pad });
-        self.batch(py, keys, None, request, kind)
+        self.batch(py, keys, None, request, WindowKind::of(length, pad))
     }
 
     /// One step by global number (of the selection, if given), without a batch axis.
@@ -425,13 +385,13 @@ impl PyDataset {
         selection: Option<&Bound<'py, PySelection>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let plan = self.plan(py, keys)?;
-        batch::one_step(py, self, &plan, selection.map(|s| &*s.get().set), index)
+        batch::one_step(py, self, &plan, set_of(selection), index)
     }
 
     /// Re-reads shards that grew or appeared; returns how many episodes were added.
     fn refresh(&self, py: Python<'_>) -> PyResult<usize> {
         let added = py.detach(|| self.inner.write().unwrap_or_else(|p| p.into_inner()).refresh()).py_err(py)?;
-        self.plans.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.plans.clear();
         Ok(added)
     }
 

@@ -5,13 +5,13 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyInt, PyString, PyTuple};
+use pyo3::types::{PyInt, PyString, PyTuple};
 use trajcore_core::convert::{codecs_from_json, convert as convert_dataset, ConvertOptions};
 use trajcore_core::layout::{Layout, PathItem};
-use trajcore_core::reader::{verify_path, Problem, VerifyReport};
+use trajcore_core::reader::verify_path;
 use trajcore_core::recover::recover as recover_dataset;
 
-use crate::dataset::PyDataset;
+use crate::dataset::{from_json, PyDataset};
 use crate::errors::{invalid, IntoPy};
 
 /// Rewrites `src` into the new dataset directory `dst` with other codecs / chunk sizes.
@@ -26,62 +26,33 @@ pub fn convert<'py>(
     chunk_bytes: Option<usize>,
     max_shard_bytes: Option<u64>,
     episodes: Option<Vec<usize>>,
-) -> PyResult<Bound<'py, PyDict>> {
+) -> PyResult<Bound<'py, PyAny>> {
     let codecs = codecs_json.map(codecs_from_json).transpose().py_err(py)?.unwrap_or_default();
     if chunk_bytes == Some(0) {
         return Err(invalid(py, "chunk_bytes must be positive"));
     }
     let opts = ConvertOptions { codecs, chunk_bytes, max_shard_bytes, episodes };
     let done = py.detach(|| src.read(|ds| convert_dataset(ds, &dst, &opts))).py_err(py)?;
-    let out = PyDict::new(py);
-    out.set_item("episodes", done.episodes)?;
-    out.set_item("steps", done.steps)?;
-    out.set_item("shards", done.shards.iter().map(|p| p.display().to_string()).collect::<Vec<_>>())?;
-    Ok(out)
-}
-
-/// The report as a dict: damage (a list of (file, offset, why, [episode indexes])), shards,
-/// bytes, records, chunks, decoded_bytes.
-fn report_dict<'py>(py: Python<'py>, report: &VerifyReport) -> PyResult<Bound<'py, PyDict>> {
-    let out = PyDict::new(py);
-    let damage: Vec<(String, u64, String, Vec<usize>)> = report
-        .damage
-        .iter()
-        .map(|d| (d.file.display().to_string(), d.offset, d.why.clone(), d.episodes.clone()))
-        .collect();
-    out.set_item("damage", damage)?;
-    out.set_item("shards", report.shards)?;
-    out.set_item("bytes", report.bytes)?;
-    out.set_item("records", report.records)?;
-    out.set_item("chunks", report.chunks)?;
-    out.set_item("decoded_bytes", report.decoded_bytes)?;
-    Ok(out)
+    from_json(py, serde_json::to_string(&done))
 }
 
 /// Checks every record checksum and decodes every chunk of the dataset at `path` (GIL
-/// released); `seconds` is how long it took, opening included.
+/// released): a dict with damage (dicts: file, offset, why, episodes), shards, bytes, records,
+/// chunks, decoded_bytes, and `seconds`, how long it took, opening included.
 #[pyfunction]
-pub fn verify<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+pub fn verify<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyAny>> {
     let start = std::time::Instant::now();
     let report = py.detach(|| verify_path(&path)).py_err(py)?;
-    let out = report_dict(py, &report)?;
+    let out = from_json(py, serde_json::to_string(&report))?;
     out.set_item("seconds", start.elapsed().as_secs_f64())?;
     Ok(out)
 }
 
 /// Writes what of the dataset at `src` still reads into the new directory `dst` (GIL released).
 #[pyfunction]
-pub fn recover<'py>(py: Python<'py>, src: PathBuf, dst: PathBuf) -> PyResult<Bound<'py, PyDict>> {
+pub fn recover<'py>(py: Python<'py>, src: PathBuf, dst: PathBuf) -> PyResult<Bound<'py, PyAny>> {
     let done = py.detach(|| recover_dataset(&src, &dst)).py_err(py)?;
-    let out = PyDict::new(py);
-    out.set_item("whole", done.whole)?;
-    out.set_item("cut", done.cut)?;
-    out.set_item("lost", done.lost)?;
-    out.set_item("steps", done.steps)?;
-    out.set_item("shards", done.shards.iter().map(|p| p.display().to_string()).collect::<Vec<_>>())?;
-    out.set_item("recordings_lost", done.recordings_lost.iter().map(Problem::parts).collect::<Vec<_>>())?;
-    out.set_item("source", report_dict(py, &done.source)?)?;
-    Ok(out)
+    from_json(py, serde_json::to_string(&done))
 }
 
 /// Bounds the threads one batched read may use to decode and copy (0: the default, the

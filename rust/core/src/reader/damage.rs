@@ -16,8 +16,9 @@ use super::dataset::{episode_span, Dataset};
 use crate::schema::Timeline;
 
 /// Damage found by a verification or a read: where, what, and which listed episodes it affects.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Damage {
+    #[serde(serialize_with = "super::path_text")]
     pub file: PathBuf,
     pub offset: u64,
     pub why: String,

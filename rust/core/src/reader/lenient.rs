@@ -64,6 +64,11 @@ pub struct WindowKind {
 impl WindowKind {
     /// One step a row: transitions.
     pub const TRANSITION: WindowKind = WindowKind { length: 1, sequence: false, pad: false };
+
+    /// Sequences of `length` steps (padded with `pad`); `None`: transitions.
+    pub fn of(length: Option<usize>, pad: bool) -> WindowKind {
+        length.map_or(WindowKind::TRANSITION, |length| WindowKind { length, sequence: true, pad })
+    }
 }
 
 /// Damage found while reading, and which episodes are known intact.

@@ -15,7 +15,8 @@
 //! - `metrics`: the episodes' stored metrics as arrays by column name.
 //! - `sampling`: reproducible uniform sampling of steps and windows from a seed.
 //! - `plan`: the fields behind a batch's output keys; `request`: which windows a batch holds
-//!   (and the one rule for negative indexes); `batch`: a batch read whole into caller outputs.
+//!   (and the one rule for negative indexes); `batch`: a batch read whole into caller outputs;
+//!   `pool`: where those outputs lie in one block, and the pool of large blocks.
 //! - `verify`: every record checksummed and every chunk decoded, damage mapped to episodes
 //!   (`damage`); `integrity`: listings left out after a verification, episodes left out at open;
 //!   `lenient`: training reads that leave damaged episodes out and go on; `salvage`: what of each
@@ -36,6 +37,7 @@ mod lane_scan;
 mod lenient;
 mod metrics;
 mod plan;
+mod pool;
 mod request;
 mod rows;
 mod salvage;
@@ -47,7 +49,7 @@ mod steps;
 mod stream;
 mod verify;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use batch::BatchOut;
 pub use bulk::{set_scan_block_bytes, IndexOut};
@@ -56,7 +58,8 @@ pub use gather::{
     max_threads, set_gather_hold_bytes, set_max_threads, set_parallel_thresholds, Field, Out, Run, Window,
 };
 pub use metrics::{episode_metrics, episode_summaries, MetricColumn, Values};
-pub use plan::{BatchPlan, DEFAULT_KEYS};
+pub use plan::{BatchPlan, PlanCache, DEFAULT_KEYS};
+pub use pool::{ArenaLayout, BlockPool, BATCH_BLOCKS};
 pub use request::{resolve_index, Request};
 pub use rows::{ColumnData, RowsView};
 pub use sampling::{sample_steps, sample_windows, SplitMix64};
@@ -121,6 +124,24 @@ impl Problem {
     pub fn parts(&self) -> (String, u64, String) {
         (self.file.display().to_string(), self.offset, self.why.clone())
     }
+}
+
+/// As its `parts`, a (file, byte offset, why) list.
+impl serde::Serialize for Problem {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.parts().serialize(s)
+    }
+}
+
+/// A path as reports hand it out: its text, lossy where it is not UTF-8 (serde's own refuses
+/// such a path, and a report must not fail for a file's name).
+pub(crate) fn path_text<S: serde::Serializer>(path: &Path, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.collect_str(&path.display())
+}
+
+/// `path_text` of each path.
+pub(crate) fn paths_text<S: serde::Serializer>(paths: &[PathBuf], s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.collect_seq(paths.iter().map(|p| p.display().to_string()))
 }
 
 impl std::fmt::Display for Problem {

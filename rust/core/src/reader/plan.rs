@@ -6,6 +6,7 @@
 //! there and name no field.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
@@ -95,6 +96,49 @@ impl BatchPlan {
     }
 }
 
+/// Plans (or what a caller makes of one) by key set (`None`: the default keys), made on first
+/// use. A training loop uses a few sets; past `PlanCache::CAPACITY` the oldest made goes, so a
+/// caller asking for ever new sets does not grow it without bound.
+pub struct PlanCache<T> {
+    plans: Mutex<Vec<Keyed<T>>>,
+}
+
+/// A plan and the key set it was made for.
+type Keyed<T> = (Option<Vec<String>>, Arc<T>);
+
+impl<T> Default for PlanCache<T> {
+    fn default() -> Self {
+        PlanCache { plans: Mutex::new(Vec::new()) }
+    }
+}
+
+impl<T> PlanCache<T> {
+    pub const CAPACITY: usize = 16;
+
+    /// The plan of `keys`, made by `make` if there is none yet.
+    pub fn get_or_make<E>(
+        &self,
+        keys: Option<Vec<String>>,
+        make: impl FnOnce(Option<&[String]>) -> Result<T, E>,
+    ) -> Result<Arc<T>, E> {
+        let mut plans = self.plans.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, plan)) = plans.iter().find(|(k, _)| *k == keys) {
+            return Ok(plan.clone());
+        }
+        let plan = Arc::new(make(keys.as_deref())?);
+        if plans.len() >= Self::CAPACITY {
+            plans.remove(0);
+        }
+        plans.push((keys, plan.clone()));
+        Ok(plan)
+    }
+
+    /// Forgets every plan (the dataset's recordings changed).
+    pub fn clear(&self) {
+        self.plans.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+}
+
 /// The `which` ("observation" or "action") layout tree of a Meta record, each leaf accepted by
 /// `is_column`: `Err(None)` when the record holds none, `Err(Some(why))` when it is malformed.
 fn meta_layout(meta_json: &str, which: &str, is_column: &dyn Fn(&str) -> bool) -> Result<Layout, Option<String>> {
@@ -146,6 +190,35 @@ mod tests {
             let got = meta_layout(meta, which, &is_column);
             assert_eq!(got.as_ref().map_err(|e| e.as_deref()), want.as_ref().map_err(|e| *e), "{meta} {which}");
         }
+    }
+
+    #[test]
+    fn plans_are_made_once_per_key_set_and_the_oldest_goes_first() {
+        let cache = PlanCache::<String>::default();
+        let made = std::cell::Cell::new(0);
+        let get = |keys: Option<Vec<String>>| {
+            cache
+                .get_or_make(keys, |k| {
+                    made.set(made.get() + 1);
+                    Ok::<_, ()>(format!("{k:?}"))
+                })
+                .unwrap()
+        };
+        let a = get(None);
+        assert!(Arc::ptr_eq(&a, &get(None)), "made once");
+        assert_eq!((a.as_str(), made.get()), ("None", 1));
+        for i in 0..PlanCache::<String>::CAPACITY {
+            get(Some(vec![i.to_string()]));
+        }
+        assert_eq!(made.get(), 17);
+        get(Some(vec!["15".into()]));
+        assert_eq!(made.get(), 17, "still held");
+        get(None);
+        assert_eq!(made.get(), 18, "the oldest (None) went");
+        assert_eq!(cache.get_or_make(Some(vec![]), |_| Err("no")), Err("no"), "an error is not kept");
+        cache.clear();
+        get(None);
+        assert_eq!(made.get(), 19);
     }
 
     #[test]

@@ -35,12 +35,13 @@ use crate::format::header::HEADER_LEN;
 use crate::format::record::RecordKind;
 use crate::schema::ColumnSpec;
 
-/// What a verification found.
-#[derive(Debug, Clone, Default)]
+/// What a verification found. Serialized for the bindings without `from_open`.
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct VerifyReport {
     /// What opening found first (see `from_open`), then what the walk found, in file order.
     pub damage: Vec<Damage>,
     /// The first `from_open` entries of `damage` are the problems opening found.
+    #[serde(skip)]
     pub from_open: usize,
     pub shards: usize,
     /// Bytes of the shard files walked.
@@ -50,6 +51,7 @@ pub struct VerifyReport {
     /// Bytes the chunks decoded to.
     pub decoded_bytes: u64,
     /// Chunks that cannot be read: (shard, data offset).
+    #[serde(skip)]
     pub(crate) unreadable: HashSet<(usize, u64)>,
 }
 
