@@ -68,8 +68,8 @@ impl Walk<'_, '_> {
 }
 
 pub struct DynamicColumns {
-    /// The columns by path, and the types of values that made none.
-    columns: trajcore_core::writer::dynamic::DynamicColumns<ColInfo, Py<PyType>>,
+    /// The columns by path, the types of values that made none, and the values left out.
+    pub columns: trajcore_core::writer::dynamic::DynamicColumns<ColInfo, Py<PyType>>,
     keys: KeyTree,
     /// Whether dicts are walked by their plans when they have one (tests compare both ways).
     plans: bool,
@@ -96,16 +96,6 @@ impl DynamicColumns {
             Some(warning) => warn(py, &warning),
             None => Ok(()),
         }
-    }
-
-    /// Warns once per key with the number of values left out (at close).
-    pub fn warn_skipped(&mut self, py: Python<'_>) -> PyResult<()> {
-        self.columns.skips.close_warnings().iter().try_for_each(|warning| warn(py, warning))
-    }
-
-    /// Values left out so far, by column name (for `stats()`).
-    pub fn skipped_counts(&self) -> impl Iterator<Item = (String, u64)> + '_ {
-        self.columns.skips.counts()
     }
 
     /// Adds entries for every supported value of an info dict (vector infos: with their `_key`
