@@ -19,7 +19,8 @@ use trajcore_core::{Error, Timeline};
 use crate::collect::Collector;
 use crate::errors::{invalid, recorder_error, to_py, warn, IntoPy};
 use crate::frames;
-use crate::infos::{DynamicColumns, Place, Walk};
+use crate::infos::{DynamicColumns, Walk};
+use trajcore_core::writer::collect::Place;
 use crate::layout::Layout;
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 
@@ -229,7 +230,7 @@ impl State {
 /// One leaf value as one entry.
 fn put_leaf(col: &ColInfo, value: &Bound<'_, PyAny>, at: Place, coll: &mut Collector) -> PyResult<()> {
     let data = put_value(value, col, at.rows, coll)?;
-    coll.push(col.id, at.kind, at.slot, at.env, None, data);
+    coll.push(col.id, at, None, data);
     Ok(())
 }
 
