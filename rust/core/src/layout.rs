@@ -221,8 +221,11 @@ impl<L, K> Layout<L, K> {
             Layout::Dict(items) => {
                 for (key, sub) in items {
                     let Some(item) = access.item(value, key).map_err(Misfit::Raised)? else {
-                        let why =
-                            format!("expected a dict with key '{}', got {}", access.key_text(key), access.type_name(value));
+                        let why = format!(
+                            "expected a dict with key '{}', got {}",
+                            access.key_text(key),
+                            access.type_name(value)
+                        );
                         return Err(Misfit::Shape(Vec::new(), why));
                     };
                     sub.walk_at(access, &item, leaf).map_err(|m| m.under(PathItem::Key(access.key_text(key))))?;
@@ -231,7 +234,9 @@ impl<L, K> Layout<L, K> {
             }
             Layout::Tuple(items) => {
                 let shape = |why: String| Misfit::Shape(Vec::new(), why);
-                let n = access.len(value).ok_or_else(|| shape(format!("expected a tuple, got {}", access.type_name(value))))?;
+                let n = access
+                    .len(value)
+                    .ok_or_else(|| shape(format!("expected a tuple, got {}", access.type_name(value))))?;
                 if n != items.len() {
                     return Err(shape(format!("expected a tuple of {} items, got {n}", items.len())));
                 }
@@ -346,7 +351,14 @@ mod tests {
             Ok(value[index].clone())
         }
         fn type_name(&self, value: &Value) -> String {
-            if value.is_object() { "dict" } else if value.is_array() { "list" } else { "scalar" }.into()
+            if value.is_object() {
+                "dict"
+            } else if value.is_array() {
+                "list"
+            } else {
+                "scalar"
+            }
+            .into()
         }
         fn key_text(&self, key: &String) -> String {
             key.clone()
@@ -355,8 +367,8 @@ mod tests {
 
     #[test]
     fn a_walk_visits_the_leaves_or_names_where_a_value_does_not_fit() {
-        let layout = parse(json!({"dict": [["a", {"leaf": "x"}], ["b", {"tuple": [{"leaf": "y"}, {"leaf": "z"}]}]]}))
-            .unwrap();
+        let layout =
+            parse(json!({"dict": [["a", {"leaf": "x"}], ["b", {"tuple": [{"leaf": "y"}, {"leaf": "z"}]}]]})).unwrap();
         let walk = |value: Value| {
             let mut seen = Vec::new();
             let result = layout.walk_value(&Json, &value, "obs", &mut |leaf, v| {

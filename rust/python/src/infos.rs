@@ -17,8 +17,8 @@
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
-use trajcore_core::writer::info_keys::{mask_positions, Plan, Role};
 use trajcore_core::writer::collect::Place;
+use trajcore_core::writer::info_keys::{mask_positions, Plan, Role};
 use trajcore_core::writer::{Recorder, Slot};
 use trajcore_core::{CodecSpec, DType, Timeline};
 

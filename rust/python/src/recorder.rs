@@ -20,9 +20,9 @@ use crate::collect::Collector;
 use crate::errors::{invalid, recorder_error, to_py, warn, IntoPy};
 use crate::frames;
 use crate::infos::{DynamicColumns, Walk};
-use trajcore_core::writer::collect::Place;
 use crate::layout::Layout;
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
+use trajcore_core::writer::collect::Place;
 
 #[pyclass(module = "trajcore._core", name = "Recorder", frozen)]
 pub struct PyRecorder {
