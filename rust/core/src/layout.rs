@@ -194,13 +194,17 @@ impl<E> Misfit<E> {
 impl<L, K> Layout<L, K> {
     /// Calls `leaf(leaf, value)` for every leaf of `value`, checking that its nesting matches
     /// the tree. `what` names the value in errors ("observation").
-    pub fn walk_value<A: ValueAccess<K>>(
+    pub fn walk_value<A, F>(
         &self,
         access: &A,
         value: &A::Value,
         what: &str,
-        leaf: &mut dyn FnMut(&L, &A::Value) -> Result<(), A::Error>,
-    ) -> Result<(), WalkError<A::Error>> {
+        leaf: &mut F,
+    ) -> Result<(), WalkError<A::Error>>
+    where
+        A: ValueAccess<K>,
+        F: FnMut(&L, &A::Value) -> Result<(), A::Error>,
+    {
         self.walk_at(access, value, leaf).map_err(|misfit| match misfit {
             Misfit::Raised(e) => WalkError::Raised(e),
             Misfit::Shape(mut path, why) => {
@@ -210,12 +214,11 @@ impl<L, K> Layout<L, K> {
         })
     }
 
-    fn walk_at<A: ValueAccess<K>>(
-        &self,
-        access: &A,
-        value: &A::Value,
-        leaf: &mut dyn FnMut(&L, &A::Value) -> Result<(), A::Error>,
-    ) -> Result<(), Misfit<A::Error>> {
+    fn walk_at<A, F>(&self, access: &A, value: &A::Value, leaf: &mut F) -> Result<(), Misfit<A::Error>>
+    where
+        A: ValueAccess<K>,
+        F: FnMut(&L, &A::Value) -> Result<(), A::Error>,
+    {
         match self {
             Layout::Leaf(l) => leaf(l, value).map_err(Misfit::Raised),
             Layout::Dict(items) => {
