@@ -22,7 +22,7 @@ import trajcore
 from gymnasium import spaces
 from timing import interleaved as _interleaved
 from trajcore import _core
-from trajcore._config import build_config
+from trajcore._config import RecordedEnv, build_config
 
 LANES = 16
 BATCH = 256
@@ -43,7 +43,7 @@ def _write(
 ) -> None:
     """`steps` transitions over 16 lanes (next-step autoreset), episodes of CartPole-like lengths
     (geometric, `mean_length` on average)."""
-    config = build_config(
+    recorded = RecordedEnv(
         obs,
         spaces.Discrete(2),
         num_envs=LANES,
@@ -51,6 +51,9 @@ def _write(
         autoreset_mode="next_step",
         metadata={"synthetic": True},
         env_id=None,
+    )
+    config = build_config(
+        recorded,
         max_shard_bytes=max_shard_bytes,
         chunk_bytes=chunk_bytes,
         flush_interval=1.0,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
 import numpy as np
@@ -20,6 +21,7 @@ __all__ = [
     "Codec",
     "EpisodeInfo",
     "EpisodeMetadataFn",
+    "RecordedEnv",
     "RecordingOptions",
     "build_config",
     "resolve_options",
@@ -213,15 +215,24 @@ def _codec_for(name: str, codecs: Mapping[str, dict[str, Any]], default: dict[st
     return default if best is None else codecs[best]
 
 
+@dataclass(frozen=True)
+class RecordedEnv:
+    """What is recorded, as the wrappers see it: the spaces of one sub-env, the number of
+    sub-envs, whether values carry a leading env axis (`batched`), how episodes split, the
+    recording's metadata and the env's id."""
+
+    observation_space: spaces.Space[Any]
+    action_space: spaces.Space[Any]
+    num_envs: int
+    batched: bool
+    autoreset_mode: str
+    metadata: Any
+    env_id: str | None
+
+
 def build_config(
-    observation_space: spaces.Space[Any],
-    action_space: spaces.Space[Any],
+    env: RecordedEnv,
     *,
-    num_envs: int,
-    batched: bool,
-    autoreset_mode: str,
-    metadata: Any,
-    env_id: str | None,
     render_fps: float | None = None,
     frame_bytes: int = 0,
     **options: Unpack[RecordingOptions],
@@ -235,6 +246,7 @@ def build_config(
         InvalidArgumentError: metadata is not JSON, or an option (codec, durability) is invalid.
     """
     o = resolve_options(options)
+    autoreset_mode, num_envs, metadata = env.autoreset_mode, env.num_envs, env.metadata
     durability, flush_interval, zstd_level = o["durability"], o["flush_interval"], o["zstd_level"]
     if durability not in DURABILITY:
         raise InvalidArgumentError(f"durability must be one of {', '.join(DURABILITY)}, got {durability!r}")
@@ -245,8 +257,8 @@ def build_config(
     if not (flush_interval > 0 and math.isfinite(flush_interval)):
         raise InvalidArgumentError(f"flush_interval must be a positive number of seconds, got {flush_interval!r}")
 
-    obs_columns, obs_tree = space_columns(observation_space, "obs", "obs")
-    action_columns, action_tree = space_columns(action_space, "action", "step")
+    obs_columns, obs_tree = space_columns(env.observation_space, "obs", "obs")
+    action_columns, action_tree = space_columns(env.action_space, "action", "step")
     columns: list[ColumnDict] = obs_columns + action_columns
 
     default = _check_codec("default", {"zstd_level": zstd_level})
@@ -273,16 +285,16 @@ def build_config(
     ring = o["ring_bytes"]
     config: dict[str, Any] = {
         "num_envs": int(num_envs),
-        "batched": bool(batched),
+        "batched": bool(env.batched),
         "autoreset_mode": autoreset_mode,
         "columns": columns,
         "observation": obs_tree,
         "action": action_tree,
         "metadata": metadata if metadata is not None else {},
         "user": {
-            "observation_space": space_to_json(observation_space),
-            "action_space": space_to_json(action_space),
-            "env_id": env_id,
+            "observation_space": space_to_json(env.observation_space),
+            "action_space": space_to_json(env.action_space),
+            "env_id": env.env_id,
             "trajcore_version": _core.__version__,
         },
         "max_shard_bytes": int(o["max_shard_bytes"]),

@@ -4,6 +4,7 @@ directory that already holds recordings."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import warnings
@@ -19,6 +20,7 @@ from trajcore._config import (
     EndedEpisode,
     EpisodeInfo,
     EpisodeMetadataFn,
+    RecordedEnv,
     RecordingOptions,
     build_config,
     resolve_options,
@@ -49,20 +51,15 @@ class Recording:
     def _start_recording(
         self,
         path: str | os.PathLike[str],
-        observation_space: spaces.Space[Any],
-        action_space: spaces.Space[Any],
+        env: RecordedEnv,
         *,
-        num_envs: int,
-        batched: bool,
-        autoreset_mode: str,
-        metadata: Any,
-        env_id: str | None,
         options: RecordingOptions,
         renderer: Any,
     ) -> None:
         """Checks the options and starts the core recorder; `renderer` is the env whose
         ``render()`` gives the frames (checked only with ``render_frames=True``)."""
         o = resolve_options(options)
+        metadata = env.metadata
         if metadata is not None and not isinstance(metadata, Mapping):
             raise InvalidArgumentError(
                 f"metadata must be a mapping (a dict of JSON-able values), got {type(metadata).__name__}: "
@@ -72,21 +69,16 @@ class Recording:
             if o[name] is not None and not callable(o[name]):
                 raise InvalidArgumentError(f"{name} must be callable, got {type(o[name]).__name__}")
         if o["render_frames"]:
-            check_renders_frames(renderer, env_id or type(renderer).__name__)
+            check_renders_frames(renderer, env.env_id or type(renderer).__name__)
         make_config = functools.partial(
             build_config,
-            observation_space,
-            action_space,
-            num_envs=num_envs,
-            batched=batched,
-            autoreset_mode=autoreset_mode,
-            metadata=dict(metadata) if metadata is not None else None,
-            env_id=env_id,
+            dataclasses.replace(env, metadata=dict(metadata) if metadata is not None else None),
             render_fps=_render_fps(renderer),
             **o,
         )
         config = make_config()  # checks every option now, whenever the core starts
-        check_existing_recordings(path, observation_space, action_space, allow_mixed=bool(o["allow_mixed_spaces"]))
+        allow_mixed = bool(o["allow_mixed_spaces"])
+        check_existing_recordings(path, env.observation_space, env.action_space, allow_mixed=allow_mixed)
         if o["render_frames"] and o["ring_bytes"] is None:
             # The ring holds whole steps, frames included: its size waits for the first frames.
             self._deferred = lambda frame_bytes: _core.Recorder(os.fspath(path), make_config(frame_bytes=frame_bytes))

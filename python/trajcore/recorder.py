@@ -8,7 +8,7 @@ from typing import Any, SupportsFloat, Unpack
 
 import gymnasium as gym
 
-from trajcore._config import env_id_of
+from trajcore._config import RecordedEnv, env_id_of
 from trajcore._recording import EpisodeInfo, Recording, RecordingOptions
 
 __all__ = ["EpisodeInfo", "RecordEpisodes"]
@@ -44,8 +44,7 @@ class RecordEpisodes(Recording, gym.Wrapper[Any, Any, Any, Any]):
         **options: Unpack[RecordingOptions],
     ) -> None:
         super().__init__(env)
-        self._start_recording(
-            path,
+        recorded = RecordedEnv(
             env.observation_space,
             env.action_space,
             num_envs=1,
@@ -53,6 +52,10 @@ class RecordEpisodes(Recording, gym.Wrapper[Any, Any, Any, Any]):
             autoreset_mode="disabled",
             metadata=metadata,
             env_id=env_id_of(env),
+        )
+        self._start_recording(
+            path,
+            recorded,
             options=options,
             renderer=env,
         )

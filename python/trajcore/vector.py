@@ -27,7 +27,7 @@ from typing import Any, Unpack
 from gymnasium import spaces
 from gymnasium.vector import VectorEnv, VectorWrapper
 
-from trajcore._config import env_id_of
+from trajcore._config import RecordedEnv, env_id_of
 from trajcore._recording import Recording, RecordingOptions
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
 
@@ -142,8 +142,7 @@ class RecordVectorEpisodes(Recording, VectorWrapper[Any, Any, Any, Any, Any]):
         super().__init__(env if isinstance(env, VectorEnv) else _ForeignVectorEnv(env))
         self._mode = autoreset_mode_of(self.env)
         n = int(self.env.num_envs)
-        self._start_recording(
-            path,
+        recorded = RecordedEnv(
             self.env.single_observation_space,
             self.env.single_action_space,
             num_envs=n,
@@ -151,6 +150,10 @@ class RecordVectorEpisodes(Recording, VectorWrapper[Any, Any, Any, Any, Any]):
             autoreset_mode=self._mode,
             metadata=metadata,
             env_id=env_id_of(self.env),
+        )
+        self._start_recording(
+            path,
+            recorded,
             options=options,
             renderer=self.env,
         )

@@ -7,6 +7,8 @@
 
 use serde_json::Value;
 
+use crate::Error;
+
 /// Trees nest no deeper than this (spaces nest a few levels in practice): a hostile Meta record
 /// must not exhaust the stack.
 pub const MAX_DEPTH: usize = 64;
@@ -146,6 +148,111 @@ impl<L, K> Layout<L, K> {
     }
 }
 
+/// How `Layout::walk_value` reads a caller's values (Python objects in the bindings): the tree
+/// decides what to look up and what does not fit; the caller only answers.
+pub trait ValueAccess<K> {
+    type Value;
+    type Error;
+    /// The item of `key` in `value`; `None` when it has none (or is no mapping at all).
+    fn item(&self, value: &Self::Value, key: &K) -> Result<Option<Self::Value>, Self::Error>;
+    /// The number of items of a sequence; `None` when `value` is no sequence.
+    fn len(&self, value: &Self::Value) -> Option<usize>;
+    /// Item `index` of a sequence of more items.
+    fn at(&self, value: &Self::Value, index: usize) -> Result<Self::Value, Self::Error>;
+    /// How errors name `value`'s type.
+    fn type_name(&self, value: &Self::Value) -> String;
+    /// How errors and paths show `key`.
+    fn key_text(&self, key: &K) -> String;
+}
+
+/// Why `Layout::walk_value` stopped: the caller's access or leaf raised `E`, or the value does
+/// not fit the tree (a `Schema` error naming the place, as `path_name` names it).
+#[derive(Debug)]
+pub enum WalkError<E> {
+    Raised(E),
+    Misfit(Error),
+}
+
+/// A misfit's path is gathered innermost first, on the way out: a walk that fits builds none.
+enum Misfit<E> {
+    Raised(E),
+    Shape(Vec<PathItem>, String),
+}
+
+impl<E> Misfit<E> {
+    fn under(self, item: PathItem) -> Self {
+        match self {
+            Misfit::Shape(mut path, why) => {
+                path.push(item);
+                Misfit::Shape(path, why)
+            }
+            raised => raised,
+        }
+    }
+}
+
+impl<L, K> Layout<L, K> {
+    /// Calls `leaf(leaf, value)` for every leaf of `value`, checking that its nesting matches
+    /// the tree. `what` names the value in errors ("observation").
+    pub fn walk_value<A, F>(
+        &self,
+        access: &A,
+        value: &A::Value,
+        what: &str,
+        leaf: &mut F,
+    ) -> Result<(), WalkError<A::Error>>
+    where
+        A: ValueAccess<K>,
+        F: FnMut(&L, &A::Value) -> Result<(), A::Error>,
+    {
+        self.walk_at(access, value, leaf).map_err(|misfit| match misfit {
+            Misfit::Raised(e) => WalkError::Raised(e),
+            Misfit::Shape(mut path, why) => {
+                path.reverse();
+                WalkError::Misfit(Error::schema(path_name(what, &path), why))
+            }
+        })
+    }
+
+    fn walk_at<A, F>(&self, access: &A, value: &A::Value, leaf: &mut F) -> Result<(), Misfit<A::Error>>
+    where
+        A: ValueAccess<K>,
+        F: FnMut(&L, &A::Value) -> Result<(), A::Error>,
+    {
+        match self {
+            Layout::Leaf(l) => leaf(l, value).map_err(Misfit::Raised),
+            Layout::Dict(items) => {
+                for (key, sub) in items {
+                    let Some(item) = access.item(value, key).map_err(Misfit::Raised)? else {
+                        let why = format!(
+                            "expected a dict with key '{}', got {}",
+                            access.key_text(key),
+                            access.type_name(value)
+                        );
+                        return Err(Misfit::Shape(Vec::new(), why));
+                    };
+                    sub.walk_at(access, &item, leaf).map_err(|m| m.under(PathItem::Key(access.key_text(key))))?;
+                }
+                Ok(())
+            }
+            Layout::Tuple(items) => {
+                let shape = |why: String| Misfit::Shape(Vec::new(), why);
+                let n = access
+                    .len(value)
+                    .ok_or_else(|| shape(format!("expected a tuple, got {}", access.type_name(value))))?;
+                if n != items.len() {
+                    return Err(shape(format!("expected a tuple of {} items, got {n}", items.len())));
+                }
+                for (i, sub) in items.iter().enumerate() {
+                    let item = access.at(value, i).map_err(Misfit::Raised)?;
+                    sub.walk_at(access, &item, leaf).map_err(|m| m.under(PathItem::Index(i)))?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
 /// A value shortened for an error message (a hostile tree may be large).
 fn short(value: &Value) -> String {
     let text = value.to_string();
@@ -229,6 +336,68 @@ mod tests {
         let failed: Result<Layout<usize>, String> =
             layout.try_map(&mut |l| if l == "y" { Err(l.clone()) } else { Ok(0) }, &mut |k| Ok(k.clone()));
         assert_eq!(failed, Err("y".to_string()));
+    }
+
+    /// JSON values as a caller's: objects are dicts, arrays are tuples.
+    struct Json;
+
+    impl ValueAccess<String> for Json {
+        type Value = Value;
+        type Error = String;
+        fn item(&self, value: &Value, key: &String) -> Result<Option<Value>, String> {
+            Ok(value.get(key).cloned())
+        }
+        fn len(&self, value: &Value) -> Option<usize> {
+            value.as_array().map(Vec::len)
+        }
+        fn at(&self, value: &Value, index: usize) -> Result<Value, String> {
+            Ok(value[index].clone())
+        }
+        fn type_name(&self, value: &Value) -> String {
+            if value.is_object() {
+                "dict"
+            } else if value.is_array() {
+                "list"
+            } else {
+                "scalar"
+            }
+            .into()
+        }
+        fn key_text(&self, key: &String) -> String {
+            key.clone()
+        }
+    }
+
+    #[test]
+    fn a_walk_visits_the_leaves_or_names_where_a_value_does_not_fit() {
+        let layout =
+            parse(json!({"dict": [["a", {"leaf": "x"}], ["b", {"tuple": [{"leaf": "y"}, {"leaf": "z"}]}]]})).unwrap();
+        let walk = |value: Value| {
+            let mut seen = Vec::new();
+            let result = layout.walk_value(&Json, &value, "obs", &mut |leaf, v| {
+                if v == &json!("boom") {
+                    return Err(format!("leaf {leaf} raised"));
+                }
+                seen.push((leaf.clone(), v.clone()));
+                Ok(())
+            });
+            result.map(|()| seen).map_err(|e| match e {
+                WalkError::Raised(why) => why,
+                WalkError::Misfit(e) => e.to_string(),
+            })
+        };
+        let got = walk(json!({"a": 1, "b": [2, 3], "extra": 4})).unwrap();
+        assert_eq!(got, [("x".into(), json!(1)), ("y".into(), json!(2)), ("z".into(), json!(3))]);
+        let table = [
+            (json!({"b": [2, 3]}), "obs", "expected a dict with key 'a', got dict"),
+            (json!(5), "obs", "expected a dict with key 'a', got scalar"),
+            (json!({"a": 1, "b": 2}), "obs/b", "expected a tuple, got scalar"),
+            (json!({"a": 1, "b": [2]}), "obs/b", "expected a tuple of 2 items, got 1"),
+        ];
+        for (value, place, why) in table {
+            assert_eq!(walk(value), Err(Error::schema(place, why).to_string()));
+        }
+        assert_eq!(walk(json!({"a": 1, "b": [2, "boom"]})), Err("leaf z raised".to_string()));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 mod writer_util;
 
 use serde_json::json;
+use trajcore_core::Error;
 use writer_util::*;
 
 /// Per-lane episode lengths: lane `l`'s k-th episode ends after `lengths[(k + l) % len]` steps.
@@ -259,6 +260,11 @@ fn abort_and_discard() {
         tick += 1;
         h.step(&envs(tick));
     }
+    for bad in [-1, 3, i64::from(u32::MAX) + 1] {
+        let err = h.rec.env_index(bad).unwrap_err();
+        assert!(matches!(err, Error::OutOfRange(ref m) if m.contains(&format!("env_index {bad} is out of range"))));
+    }
+    assert_eq!(h.rec.env_index(2).unwrap(), 2);
     h.set_metadata(2, json!({"dropped": true}));
     h.discard(2); // never listed
     h.abort(Some(0)); // kept, incomplete; lane 0 is ignored until its env ends

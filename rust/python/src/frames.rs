@@ -10,7 +10,8 @@ use trajcore_core::writer::EntryKind;
 use trajcore_core::{CodecSpec, Timeline};
 
 use crate::errors::invalid;
-use crate::infos::{DynamicColumns, Place, Walk};
+use crate::infos::{DynamicColumns, Walk};
+use trajcore_core::writer::collect::Place;
 
 /// The column's name is `render/frame`: the group, then the frame's name in it.
 const GROUP: &str = "render";

@@ -17,8 +17,9 @@
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
+use trajcore_core::writer::collect::Place;
 use trajcore_core::writer::info_keys::{mask_positions, Plan, Role};
-use trajcore_core::writer::{EntryKind, Recorder, Slot};
+use trajcore_core::writer::{Recorder, Slot};
 use trajcore_core::{CodecSpec, DType, Timeline};
 
 use crate::collect::{borrow_data, Collector, Src};
@@ -32,23 +33,6 @@ type KeyTree = trajcore_core::writer::info_keys::KeyTree<Py<PyString>>;
 /// Nested dicts deeper than this are refused: deeper is a dict that contains itself.
 pub const MAX_DEPTH: usize = 32;
 
-/// Where collected values go: how their rows map to envs (dynamic columns: always all of
-/// them, masked), and which observation row.
-#[derive(Clone, Copy)]
-pub struct Place {
-    pub kind: EntryKind,
-    pub slot: Slot,
-    pub env: u32,
-    /// The env count for batched values, `None` for one row.
-    pub rows: Option<usize>,
-}
-
-impl Place {
-    pub fn regular(rows: Option<usize>) -> Self {
-        Place { kind: EntryKind::Dense, slot: Slot::Regular, env: 0, rows }
-    }
-}
-
 /// One call's walk: where its values go, the recorder new columns are added to, and where
 /// the entries are collected.
 pub struct Walk<'a, 'py> {
@@ -58,18 +42,9 @@ pub struct Walk<'a, 'py> {
     pub coll: &'a mut Collector,
 }
 
-impl Walk<'_, '_> {
-    /// The entry of a value of column `column` (its bytes at `data`), masked where `mask` says
-    /// which envs have it.
-    fn push(&mut self, column: u32, mask: Option<Src>, data: Src) {
-        let kind = if mask.is_some() { EntryKind::Masked } else { self.at.kind };
-        self.coll.push(column, kind, self.at.slot, self.at.env, mask, data);
-    }
-}
-
 pub struct DynamicColumns {
-    /// The columns by path, and the types of values that made none.
-    columns: trajcore_core::writer::dynamic::DynamicColumns<ColInfo, Py<PyType>>,
+    /// The columns by path, the types of values that made none, and the values left out.
+    pub columns: trajcore_core::writer::dynamic::DynamicColumns<ColInfo, Py<PyType>>,
     keys: KeyTree,
     /// Whether dicts are walked by their plans when they have one (tests compare both ways).
     plans: bool,
@@ -96,16 +71,6 @@ impl DynamicColumns {
             Some(warning) => warn(py, &warning),
             None => Ok(()),
         }
-    }
-
-    /// Warns once per key with the number of values left out (at close).
-    pub fn warn_skipped(&mut self, py: Python<'_>) -> PyResult<()> {
-        self.columns.skips.close_warnings().iter().try_for_each(|warning| warn(py, warning))
-    }
-
-    /// Values left out so far, by column name (for `stats()`).
-    pub fn skipped_counts(&self) -> impl Iterator<Item = (String, u64)> + '_ {
-        self.columns.skips.counts()
     }
 
     /// Adds entries for every supported value of an info dict (vector infos: with their `_key`
@@ -265,7 +230,7 @@ impl DynamicColumns {
         if let Some(col) = known.map(|c| self.columns.get(c)) {
             if let Some((data, len)) = col.exact.as_ref().and_then(|e| e.data(value, w.at.rows)) {
                 let data = borrow_data(w.coll, value, data, len);
-                w.push(col.id, mask, data);
+                w.coll.push(col.id, w.at, mask, data);
                 return Ok(());
             }
         }
@@ -310,7 +275,7 @@ impl DynamicColumns {
         let col = self.columns.get(column);
         match put_value(value, col, w.at.rows, w.coll) {
             Ok(data) => {
-                w.push(col.id, mask, data);
+                w.coll.push(col.id, w.at, mask, data);
                 Ok(())
             }
             Err(e) if e.is_instance(w.py, crate::errors::classes(w.py).schema.bind(w.py)) => {

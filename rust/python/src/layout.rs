@@ -1,32 +1,46 @@
 //! The core's layout trees (`trajcore_core::layout`) over Python values: a tree whose leaves are
 //! the caller's column indexes and whose keys are interned Python strings, walked once per call
-//! in Rust, so nesting costs no Python code per step.
+//! by the core, so nesting costs no Python code per step. This file only reads Python values.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
 use serde_json::Value;
-use trajcore_core::layout::{self, PathItem};
+use trajcore_core::layout::{self, ValueAccess, WalkError};
 
-use crate::errors::{invalid, schema_error};
+use crate::errors::{invalid, to_py};
 use crate::values::type_name;
 
 pub struct Layout(pub layout::Layout<usize, Py<PyString>>);
 
-/// Why a value does not fit the tree, and where (innermost first; built only on the way out).
-enum Misfit {
-    Raised(PyErr),
-    Shape(Vec<PathItem>, String),
-}
+/// Python values as the core's walk reads them: a dict (or any mapping) by key, a sequence by
+/// position.
+struct Access<'py>(Python<'py>);
 
-impl Misfit {
-    fn under(self, item: PathItem) -> Misfit {
-        match self {
-            Misfit::Shape(mut path, why) => {
-                path.push(item);
-                Misfit::Shape(path, why)
-            }
-            raised => raised,
+impl<'py> ValueAccess<Py<PyString>> for Access<'py> {
+    type Value = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn item(&self, value: &Self::Value, key: &Py<PyString>) -> PyResult<Option<Self::Value>> {
+        match value.cast::<PyDict>() {
+            Ok(dict) => dict.get_item(key.bind(self.0)),
+            Err(_) => Ok(value.get_item(key.bind(self.0)).ok()),
         }
+    }
+
+    fn len(&self, value: &Self::Value) -> Option<usize> {
+        value.len().ok()
+    }
+
+    fn at(&self, value: &Self::Value, index: usize) -> PyResult<Self::Value> {
+        value.get_item(index)
+    }
+
+    fn type_name(&self, value: &Self::Value) -> String {
+        type_name(value)
+    }
+
+    fn key_text(&self, key: &Py<PyString>) -> String {
+        key.bind(self.0).to_string()
     }
 }
 
@@ -54,51 +68,9 @@ impl Layout {
         what: &str,
         leaf: &mut dyn FnMut(usize, &Bound<'py, PyAny>) -> PyResult<()>,
     ) -> PyResult<()> {
-        go(&self.0, py, value, leaf).map_err(|misfit| match misfit {
-            Misfit::Raised(e) => e,
-            Misfit::Shape(mut path, why) => {
-                path.reverse();
-                schema_error(py, &layout::path_name(what, &path), why)
-            }
+        self.0.walk_value(&Access(py), value, what, &mut |&i, v| leaf(i, v)).map_err(|e| match e {
+            WalkError::Raised(e) => e,
+            WalkError::Misfit(e) => to_py(py, e),
         })
-    }
-}
-
-fn go<'py>(
-    node: &layout::Layout<usize, Py<PyString>>,
-    py: Python<'py>,
-    value: &Bound<'py, PyAny>,
-    leaf: &mut dyn FnMut(usize, &Bound<'py, PyAny>) -> PyResult<()>,
-) -> Result<(), Misfit> {
-    match node {
-        layout::Layout::Leaf(i) => leaf(*i, value).map_err(Misfit::Raised),
-        layout::Layout::Dict(items) => {
-            let dict = value.cast::<PyDict>().ok();
-            for (key, sub) in items {
-                let key = key.bind(py);
-                let item = match dict {
-                    Some(d) => d.get_item(key).map_err(Misfit::Raised)?,
-                    None => value.get_item(key).ok(),
-                };
-                let Some(item) = item else {
-                    let why = format!("expected a dict with key '{key}', got {}", type_name(value));
-                    return Err(Misfit::Shape(Vec::new(), why));
-                };
-                go(sub, py, &item, leaf).map_err(|m| m.under(PathItem::Key(key.to_string())))?;
-            }
-            Ok(())
-        }
-        layout::Layout::Tuple(items) => {
-            let shape = |why: String| Misfit::Shape(Vec::new(), why);
-            let n = value.len().map_err(|_| shape(format!("expected a tuple, got {}", type_name(value))))?;
-            if n != items.len() {
-                return Err(shape(format!("expected a tuple of {} items, got {n}", items.len())));
-            }
-            for (i, sub) in items.iter().enumerate() {
-                let item = value.get_item(i).map_err(Misfit::Raised)?;
-                go(sub, py, &item, leaf).map_err(|m| m.under(PathItem::Index(i)))?;
-            }
-            Ok(())
-        }
     }
 }

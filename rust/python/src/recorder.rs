@@ -13,16 +13,16 @@ use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyList};
 use trajcore_core::schema::escape_key;
-use trajcore_core::writer::skips::unrecorded_warning;
 use trajcore_core::writer::{AutoresetMode, EntryKind, Faults, MessageKind, Recorder, RecorderConfig, Slot};
 use trajcore_core::{Error, Timeline};
 
 use crate::collect::Collector;
 use crate::errors::{invalid, recorder_error, to_py, warn, IntoPy};
 use crate::frames;
-use crate::infos::{DynamicColumns, Place, Walk};
+use crate::infos::{DynamicColumns, Walk};
 use crate::layout::Layout;
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
+use trajcore_core::writer::collect::Place;
 
 #[pyclass(module = "trajcore._core", name = "Recorder", frozen)]
 pub struct PyRecorder {
@@ -50,8 +50,6 @@ struct State {
     /// Custom data recorded for the coming step: (path, owned value).
     pending_data: Vec<(String, Py<PyAny>)>,
     coll: Collector,
-    /// Whether the warning about steps of envs with no running episode was given.
-    warned_unrecorded: bool,
     signal: Signal,
 }
 
@@ -196,14 +194,6 @@ impl State {
         }
     }
 
-    /// Steps of envs with no running episode (stepped after their episode ended and before a
-    /// reset, or before the first one) are not recorded: warns the first time, and at close.
-    fn warn_unrecorded_steps(&mut self, py: Python<'_>) -> PyResult<()> {
-        let Some(warning) = unrecorded_warning(self.rec.splitter(), self.warned_unrecorded) else { return Ok(()) };
-        self.warned_unrecorded = true;
-        warn(py, &warning)
-    }
-
     /// Same-step autoreset: the final observation and info of the envs whose episode ended.
     fn collect_final(&mut self, py: Python<'_>, info: &Bound<'_, PyAny>, n: usize) -> PyResult<()> {
         let info = info.cast::<PyDict>()?;
@@ -240,7 +230,7 @@ impl State {
 /// One leaf value as one entry.
 fn put_leaf(col: &ColInfo, value: &Bound<'_, PyAny>, at: Place, coll: &mut Collector) -> PyResult<()> {
     let data = put_value(value, col, at.rows, coll)?;
-    coll.push(col.id, at.kind, at.slot, at.env, None, data);
+    coll.push(col.id, at, None, data);
     Ok(())
 }
 
@@ -277,7 +267,13 @@ impl PyRecorder {
         test_faults: Option<&Bound<'_, PyDict>>,
         test_no_info_plans: bool,
     ) -> PyResult<Self> {
-        let faults = test_faults.map(|d| faults_of(py, d)).transpose()?.unwrap_or_default();
+        let faults: Faults = match test_faults {
+            Some(given) => {
+                let json: String = py.import("json")?.call_method1("dumps", (given,))?.extract()?;
+                serde_json::from_str(&json).map_err(|e| invalid(py, format!("test_faults: {e}")))?
+            }
+            None => Faults::default(),
+        };
         let config = RecorderConfig::from_json(config_json).py_err(py)?;
         let rows = config.batched.then_some(config.num_envs as usize);
         let mode = config.autoreset_mode;
@@ -309,7 +305,6 @@ impl PyRecorder {
             frames: frames::columns(frame_codec),
             pending_data: Vec::new(),
             coll: Collector::default(),
-            warned_unrecorded: false,
             signal,
         };
         Ok(PyRecorder { state: Mutex::new(state), owner_pid: trajcore_core::process::current_pid() })
@@ -374,8 +369,10 @@ impl PyRecorder {
             Ok(()) => st.send(py, MessageKind::Step)?,
             Err(e) => return Err(st.fail(py, e)),
         }
-        if !st.warned_unrecorded {
-            st.warn_unrecorded_steps(py)?;
+        // Steps of envs with no running episode (stepped after their episode ended and before a
+        // reset, or before the first one) are not recorded: warned the first time, and at close.
+        if let Some(warning) = st.rec.unrecorded_warning() {
+            warn(py, &warning)?;
         }
         let ended = st.rec.episodes_ended();
         if ended.is_empty() {
@@ -408,25 +405,24 @@ impl PyRecorder {
     /// Merges JSON into the metadata of an episode of `env_index`: the one that ended at the last
     /// step (until the next step or reset), else the running one.
     fn set_episode_metadata(&self, py: Python<'_>, env_index: i64, metadata_json: &str) -> PyResult<()> {
-        let env = env_u32(py, env_index)?;
         let mut guard = self.lock(py)?;
         let st = &mut *guard;
-        let rec = &mut st.rec;
-        let result = py.detach(|| rec.set_episode_metadata(env, metadata_json));
-        st.signal.result(py, result)
+        let (rec, signal) = (&mut st.rec, &st.signal);
+        let env = rec.env_index(env_index).py_err(py)?;
+        signal.result(py, py.detach(|| rec.set_episode_metadata(env, metadata_json)))
     }
 
     fn discard(&self, py: Python<'_>, env_index: i64) -> PyResult<()> {
-        let env = env_u32(py, env_index)?;
-        self.lock(py)?.rec.discard(env).py_err(py)
+        let rec = &mut self.lock(py)?.rec;
+        rec.env_index(env_index).and_then(|env| rec.discard(env)).py_err(py)
     }
 
     #[pyo3(signature = (env_index=None))]
     fn abort(&self, py: Python<'_>, env_index: Option<i64>) -> PyResult<()> {
-        let env = env_index.map(|e| env_u32(py, e)).transpose()?;
-        let mut guard = self.lock(py)?;
-        guard.rec.check().py_err(py)?;
-        guard.rec.abort(env).py_err(py)
+        let rec = &mut self.lock(py)?.rec;
+        let env = env_index.map(|e| rec.env_index(e)).transpose().py_err(py)?;
+        rec.check().py_err(py)?;
+        rec.abort(env).py_err(py)
     }
 
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
@@ -452,12 +448,9 @@ impl PyRecorder {
             return st.signal.result(py, result);
         }
         let closed = st.signal.result(py, result);
-        for columns in [&mut st.infos, &mut st.data, &mut st.frames] {
-            columns.warn_skipped(py)?;
-        }
-        st.warn_unrecorded_steps(py)?;
-        if let Some(why) = st.rec.stats().compaction_error {
-            warn(py, &format!("trajcore: {why}"))?;
+        let skipped = [&mut st.infos, &mut st.data, &mut st.frames].map(|c| c.columns.skips.close_warnings());
+        for warning in skipped.iter().flatten().chain(&st.rec.close_warnings()) {
+            warn(py, warning)?;
         }
         closed
     }
@@ -477,38 +470,18 @@ impl PyRecorder {
         Ok(self.lock(py)?.rec.config().num_envs)
     }
 
-    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let guard = self.lock(py)?;
-        let s = guard.rec.stats();
-        let d = PyDict::new(py);
-        d.set_item("steps", s.steps)?;
-        d.set_item("episodes", s.episodes)?;
-        d.set_item("bytes_raw", s.bytes_raw)?;
-        d.set_item("bytes_written", s.bytes_written)?;
-        d.set_item("ring_capacity", s.ring_capacity)?;
-        d.set_item("ring_waits", s.ring_waits)?;
-        d.set_item("backlog_waits", s.backlog_waits)?;
-        d.set_item("shards_compacted", s.shards_compacted)?;
-        d.set_item("bytes_compacted", s.bytes_compacted)?;
-        d.set_item("compaction_error", s.compaction_error)?;
-        d.set_item("steps_not_recorded", guard.rec.splitter().unrecorded_total())?;
-        let skipped = PyDict::new(py);
+        let mut stats = guard.rec.stats();
         for columns in [&guard.infos, &guard.data, &guard.frames] {
-            columns.skipped_counts().try_for_each(|(name, n)| skipped.set_item(name, n))?;
+            stats.values_not_recorded.extend(columns.columns.skips.counts());
         }
-        d.set_item("values_not_recorded", skipped)?;
-        // One dict per sample, the fields named as the core names them.
-        let timelog = serde_json::to_string(&guard.rec.timelog()).map_err(|e| recorder_error(py, e.to_string()))?;
-        d.set_item("timelog", py.import("json")?.getattr("loads")?.call1((timelog,))?)?;
-        Ok(d)
+        json_loads(py, serde_json::to_string(&stats))
     }
 
     /// Column specs as dicts (name, dtype, shape, timeline, ...).
-    fn columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let json =
-            serde_json::to_string(self.lock(py)?.rec.columns()).map_err(|e| recorder_error(py, e.to_string()))?;
-        let loads = py.import("json")?.getattr("loads")?;
-        Ok(loads.call1((json,))?.cast_into::<PyList>()?)
+    fn columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        json_loads(py, serde_json::to_string(self.lock(py)?.rec.columns()))
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -521,19 +494,8 @@ impl PyRecorder {
     }
 }
 
-/// The faults a test asks the writer thread for (see `PyRecorder::new`).
-fn faults_of(py: Python<'_>, given: &Bound<'_, PyDict>) -> PyResult<Faults> {
-    let mut faults = Faults::default();
-    for (key, value) in given.iter() {
-        match key.extract::<String>()?.as_str() {
-            "panic_at_step" => faults.panic_at_step = value.extract()?,
-            "slow_step_ms" => faults.slow_step_ms = value.extract()?,
-            other => return Err(invalid(py, format!("test_faults: unknown fault '{other}'"))),
-        }
-    }
-    Ok(faults)
-}
-
-fn env_u32(py: Python<'_>, env: i64) -> PyResult<u32> {
-    u32::try_from(env).map_err(|_| invalid(py, format!("env_index {env} is out of range")))
+/// A core value as Python sees it, its fields named as the core names them.
+fn json_loads<'py>(py: Python<'py>, json: serde_json::Result<String>) -> PyResult<Bound<'py, PyAny>> {
+    let json = json.map_err(|e| recorder_error(py, e.to_string()))?;
+    py.import("json")?.getattr("loads")?.call1((json,))
 }

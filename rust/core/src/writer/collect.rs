@@ -4,6 +4,23 @@
 
 use super::message::{EntryKind, EntryRef, Slot};
 
+/// Where a call's values go: how their rows map to envs, and which observation row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Place {
+    pub kind: EntryKind,
+    pub slot: Slot,
+    pub env: u32,
+    /// The env count for batched values, `None` for one row.
+    pub rows: Option<usize>,
+}
+
+impl Place {
+    /// The regular row of every env (or of the one env).
+    pub fn regular(rows: Option<usize>) -> Self {
+        Place { kind: EntryKind::Dense, slot: Slot::Regular, env: 0, rows }
+    }
+}
+
 /// Where an entry's bytes are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Src {
@@ -70,8 +87,10 @@ impl<K> Collector<K> {
         Src::Own(start, self.bytes.len() - start)
     }
 
-    pub fn push(&mut self, column: u32, kind: EntryKind, slot: Slot, env: u32, mask: Option<Src>, data: Src) {
-        self.entries.push(Pending { column, kind, slot, env, mask, data });
+    /// The entry of a value of `column` at `at`, masked where `mask` says which envs have it.
+    pub fn push(&mut self, column: u32, at: Place, mask: Option<Src>, data: Src) {
+        let kind = if mask.is_some() { EntryKind::Masked } else { at.kind };
+        self.entries.push(Pending { column, kind, slot: at.slot, env: at.env, mask, data });
     }
 
     pub fn slice(&self, src: Src) -> &[u8] {
@@ -121,8 +140,8 @@ mod tests {
         // SAFETY: `outside` outlives the collector and is not written.
         let borrowed = unsafe { c.borrow(&outside, outside.as_ptr() as usize, 3) };
         let mask = c.own(&[1, 0, 1]);
-        c.push(4, EntryKind::Dense, Slot::Regular, 0, None, own);
-        c.push(5, EntryKind::Masked, Slot::Final, 0, Some(mask), borrowed);
+        c.push(4, Place::regular(None), None, own);
+        c.push(5, Place { slot: Slot::Final, ..Place::regular(None) }, Some(mask), borrowed);
         let e = c.entries();
         assert_eq!((e[0].column, e[0].data, e[0].mask), (4, &[1u8, 2][..], None));
         assert_eq!((e[1].data, e[1].mask), (&[7u8, 8, 9][..], Some(&[1u8, 0, 1][..])));

@@ -15,6 +15,7 @@ use super::config::RecorderConfig;
 use super::message::{self, EntryKind, EntryRef, MessageHead, MessageKind, Slot};
 use super::shard::{new_recording_id, now_ns, ShardWriter};
 use super::shared::Shared;
+use super::skips::unrecorded_warning;
 use super::thread::{Faults, WriterSetup, WriterThread};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -31,8 +32,8 @@ pub struct NewColumn {
     pub codec: CodecSpec,
 }
 
-/// Counters for progress reports and benchmarks.
-#[derive(Debug, Clone, Default)]
+/// Counters for progress reports and benchmarks; serialized, what Python's `stats()` returns.
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Stats {
     pub steps: u64,
     pub episodes: u64,
@@ -47,6 +48,13 @@ pub struct Stats {
     pub bytes_compacted: u64,
     /// Why a closed shard was left uncompacted (all its rows still in it).
     pub compaction_error: Option<String>,
+    /// Steps of envs with no running episode (see `skips::unrecorded_warning`).
+    pub steps_not_recorded: u64,
+    /// Values of dynamic columns left out, by column name: the caller adds them (it holds the
+    /// dynamic columns' `Skips`).
+    pub values_not_recorded: std::collections::BTreeMap<String, u64>,
+    /// The writer's timelog so far (see `timelog`).
+    pub timelog: Vec<super::timelog::Sample>,
 }
 
 pub struct Recorder {
@@ -74,6 +82,8 @@ pub struct Recorder {
     /// Set once the Close message is in the ring (a close interrupted while waiting resumes).
     close_sent: Option<u64>,
     closed: bool,
+    /// Whether the warning about steps of envs with no running episode was given.
+    warned_unrecorded: bool,
     /// The process that made the recorder: its writer thread exists in no other (a fork).
     owner_pid: u32,
     /// Called every `POLL_EVERY` while a call waits (ring space, a flush, close); an error ends
@@ -212,6 +222,7 @@ impl Recorder {
             next_ticket: 1,
             close_sent: None,
             closed: false,
+            warned_unrecorded: false,
             owner_pid: crate::process::current_pid(),
             interrupt: None,
             pushed: 0,
@@ -358,6 +369,25 @@ impl Recorder {
     /// The autoreset state of every sub-env, as decided so far.
     pub fn splitter(&self) -> &Splitter {
         &self.splitter
+    }
+
+    /// Steps of envs with no running episode are not recorded: the warning to give the first
+    /// time there are some (`skips::unrecorded_warning`), `None` after.
+    pub fn unrecorded_warning(&mut self) -> Option<String> {
+        if self.warned_unrecorded {
+            return None;
+        }
+        let warning = unrecorded_warning(&self.splitter, false)?;
+        self.warned_unrecorded = true;
+        Some(warning)
+    }
+
+    /// The warnings to give at close: the steps not recorded in all, a shard left uncompacted.
+    pub fn close_warnings(&self) -> Vec<String> {
+        let unrecorded = unrecorded_warning(&self.splitter, self.warned_unrecorded);
+        let compaction = self.shared.compaction_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let compaction = compaction.map(|why| format!("trajcore: {why}"));
+        unrecorded.into_iter().chain(compaction).collect()
     }
 
     /// Plans a reset of every env, or of those where `mask` is non-zero, carrying `entries`
@@ -786,13 +816,20 @@ impl Recorder {
     }
 
     fn check_env(&self, env: u32) -> Result<()> {
-        if env >= self.config.num_envs {
-            return Err(Error::Invalid(format!(
+        self.env_index(env.into()).map(|_| ())
+    }
+
+    /// An env index as the caller gave it (Python's int), checked against the env count.
+    ///
+    /// Errors: `OutOfRange`.
+    pub fn env_index(&self, env: i64) -> Result<u32> {
+        match u32::try_from(env) {
+            Ok(e) if e < self.config.num_envs => Ok(e),
+            _ => Err(Error::OutOfRange(format!(
                 "env_index {env} is out of range: this recorder has {} envs",
                 self.config.num_envs
-            )));
+            ))),
         }
-        Ok(())
     }
 
     /// Blocks until everything pushed so far is written (and synced, if the durability says so).
@@ -854,6 +891,9 @@ impl Recorder {
             shards_compacted: s.shards_compacted.load(Ordering::Relaxed),
             bytes_compacted: s.bytes_compacted.load(Ordering::Relaxed),
             compaction_error: s.compaction_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            steps_not_recorded: self.splitter.unrecorded_total(),
+            values_not_recorded: Default::default(),
+            timelog: self.timelog(),
         }
     }
 

@@ -23,7 +23,8 @@ const IDLE_SLEEP: Duration = Duration::from_millis(1);
 
 /// Faults a test of the recorder's failure handling asks the writer thread for; none in normal
 /// use (the Python bindings take them as a keyword of their own, never from the config).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Faults {
     /// Panic when handling this step (1-based count of Step messages).
     pub panic_at_step: Option<u64>,
