@@ -12,7 +12,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyList};
-use trajcore_core::schema::escape_key;
 use trajcore_core::writer::{AutoresetMode, EntryKind, Faults, MessageKind, Recorder, RecorderConfig, Slot};
 use trajcore_core::{Error, Timeline};
 
@@ -23,6 +22,7 @@ use crate::infos::{DynamicColumns, Walk};
 use crate::layout::Layout;
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 use trajcore_core::writer::collect::Place;
+use trajcore_core::writer::dynamic::data_path;
 
 #[pyclass(module = "trajcore._core", name = "Recorder", frozen)]
 pub struct PyRecorder {
@@ -37,8 +37,8 @@ struct State {
     rec: Recorder,
     /// Observation and action leaf columns, then reward, terminated, truncated.
     fixed: Vec<ColInfo>,
-    observation: Layout,
-    action: Layout,
+    /// The observation and action layouts (`OBSERVATION`, `ACTION`), with what errors call them.
+    trees: [(Layout, &'static str); 2],
     roles: [usize; 3],
     /// The env count when values carry a leading env axis (vector envs), `None` for one env.
     rows: Option<usize>,
@@ -100,12 +100,8 @@ impl State {
         put_leaf(&self.fixed[index], value, at, &mut self.coll)
     }
 
-    fn put_tree(&mut self, py: Python<'_>, which: Which, value: &Bound<'_, PyAny>, at: Place) -> PyResult<()> {
-        let (layout, what) = match which {
-            Which::Observation => (&self.observation, "observation"),
-            Which::Action => (&self.action, "action"),
-        };
-        let (fixed, coll) = (&self.fixed, &mut self.coll);
+    fn put_tree(&mut self, py: Python<'_>, tree: usize, value: &Bound<'_, PyAny>, at: Place) -> PyResult<()> {
+        let ((layout, what), fixed, coll) = (&self.trees[tree], &self.fixed, &mut self.coll);
         layout.walk(py, value, what, &mut |index, leaf| put_leaf(&fixed[index], leaf, at, coll))
     }
 
@@ -159,8 +155,8 @@ impl State {
     fn collect_step(&mut self, py: Python<'_>, args: StepArgs<'_, '_>) -> PyResult<()> {
         let StepArgs { action, observation, reward, terminated, truncated, info, frame } = args;
         let at = Place::regular(self.rows);
-        self.put_tree(py, Which::Action, action, at)?;
-        self.put_tree(py, Which::Observation, observation, at)?;
+        self.put_tree(py, ACTION, action, at)?;
+        self.put_tree(py, OBSERVATION, observation, at)?;
         let [r, te, tr] = self.roles;
         self.put_fixed(r, reward, at)?;
         self.put_fixed(te, terminated, at)?;
@@ -207,7 +203,7 @@ impl State {
                 if present {
                     let obs = final_obs.get_item(env)?;
                     let at = Place { kind: EntryKind::PerEnv, slot: Slot::Final, env: env as u32, rows: None };
-                    self.put_tree(py, Which::Observation, &obs, at)?;
+                    self.put_tree(py, OBSERVATION, &obs, at)?;
                 }
             }
         }
@@ -246,11 +242,8 @@ struct StepArgs<'a, 'py> {
     frame: Option<&'a Bound<'py, PyAny>>,
 }
 
-#[derive(Clone, Copy)]
-enum Which {
-    Observation,
-    Action,
-}
+const OBSERVATION: usize = 0;
+const ACTION: usize = 1;
 
 #[pymethods]
 impl PyRecorder {
@@ -277,10 +270,9 @@ impl PyRecorder {
         let config = RecorderConfig::from_json(config_json).py_err(py)?;
         let rows = config.batched.then_some(config.num_envs as usize);
         let mode = config.autoreset_mode;
-        let info_codec = config.info_codec.clone();
-        let data_codec = config.data_codec.clone().unwrap_or_else(|| info_codec.clone());
-        let frame_codec = config.frame_codec.clone().unwrap_or_else(|| info_codec.clone());
-        let mut infos = DynamicColumns::new("info", Timeline::Obs, info_codec);
+        let data = DynamicColumns::new("data", Timeline::Step, config.data_codec());
+        let frames = frames::columns(config.frame_codec());
+        let mut infos = DynamicColumns::new("info", Timeline::Obs, config.info_codec.clone());
         if test_no_info_plans {
             infos = infos.without_plans();
         }
@@ -289,20 +281,19 @@ impl PyRecorder {
         inner.set_interrupt_check(signal.check());
         let fixed: Vec<ColInfo> = inner.columns().iter().map(|spec| ColInfo::new(py, spec)).collect::<PyResult<_>>()?;
         let index = |name: &str| fixed.iter().position(|c| c.name == name);
-        let observation = Layout::parse(py, &inner.config().observation, &index)?;
-        let action = Layout::parse(py, &inner.config().action, &index)?;
+        let parse = |tree| Layout::parse(py, tree, &index);
+        let trees = [(parse(&inner.config().observation)?, "observation"), (parse(&inner.config().action)?, "action")];
         let roles = inner.role_columns().map(|id| id as usize);
         let state = State {
             rec: inner,
             fixed,
-            observation,
-            action,
+            trees,
             roles,
             rows,
             mode,
             infos,
-            data: DynamicColumns::new("data", Timeline::Step, data_codec),
-            frames: frames::columns(frame_codec),
+            data,
+            frames,
             pending_data: Vec::new(),
             coll: Collector::default(),
             signal,
@@ -321,12 +312,11 @@ impl PyRecorder {
         mask: Option<&Bound<'_, PyAny>>,
         frame: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let mut guard = self.lock(py)?;
-        let st = &mut *guard;
+        let st = &mut *self.lock(py)?;
         // The collector is empty between calls: `send` and `fail` both leave it so.
         st.rec.check().py_err(py)?;
         let collected = (|| {
-            st.put_tree(py, Which::Observation, observation, Place::regular(st.rows))?;
+            st.put_tree(py, OBSERVATION, observation, Place::regular(st.rows))?;
             st.put_info(py, info, Slot::Regular)?;
             st.put_frame(py, frame)?;
             if let Some(mask) = mask.filter(|m| !m.is_none()) {
@@ -360,8 +350,7 @@ impl PyRecorder {
         info: &Bound<'py, PyAny>,
         frame: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
-        let mut guard = self.lock(py)?;
-        let st = &mut *guard;
+        let st = &mut *self.lock(py)?;
         // The collector is empty between calls: `send` and `fail` both leave it so.
         st.rec.check().py_err(py)?;
         let args = StepArgs { action, observation, reward, terminated, truncated, info, frame };
@@ -385,13 +374,9 @@ impl PyRecorder {
     /// Custom per-step data for the coming `step` (column `data/<name>`), checked now: a value
     /// that cannot be recorded raises `SchemaError` here and is not kept.
     fn record(&self, py: Python<'_>, name: &str, value: Py<PyAny>) -> PyResult<()> {
-        let mut guard = self.lock(py)?;
-        let st = &mut *guard;
+        let st = &mut *self.lock(py)?;
         st.rec.check().py_err(py)?;
-        if name.is_empty() || name.starts_with('_') {
-            return Err(invalid(py, format!("custom data name '{name}' must be non-empty and not start with '_'")));
-        }
-        let path = escape_key(name);
+        let path = data_path(name).py_err(py)?;
         let w = &mut Walk { py, at: Place::regular(st.rows), recorder: &mut st.rec, coll: &mut st.coll };
         st.data.check_value(w, &path, value.bind(py))?;
         if let Some(slot) = st.pending_data.iter_mut().find(|(p, _)| *p == path) {
@@ -405,8 +390,7 @@ impl PyRecorder {
     /// Merges JSON into the metadata of an episode of `env_index`: the one that ended at the last
     /// step (until the next step or reset), else the running one.
     fn set_episode_metadata(&self, py: Python<'_>, env_index: i64, metadata_json: &str) -> PyResult<()> {
-        let mut guard = self.lock(py)?;
-        let st = &mut *guard;
+        let st = &mut *self.lock(py)?;
         let (rec, signal) = (&mut st.rec, &st.signal);
         let env = rec.env_index(env_index).py_err(py)?;
         signal.result(py, py.detach(|| rec.set_episode_metadata(env, metadata_json)))
@@ -426,8 +410,7 @@ impl PyRecorder {
     }
 
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        let mut guard = self.lock(py)?;
-        let st = &mut *guard;
+        let st = &mut *self.lock(py)?;
         let rec = &mut st.rec;
         let result = py.detach(|| rec.flush());
         st.signal.result(py, result)
@@ -436,8 +419,7 @@ impl PyRecorder {
     /// Writes what is left and stops the writer thread (waiting with the GIL released). An
     /// interrupted close can be called again to finish.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let mut guard = self.lock(py)?;
-        let st = &mut *guard;
+        let st = &mut *self.lock(py)?;
         if st.rec.is_closed() {
             return Ok(());
         }

@@ -139,6 +139,16 @@ fn index_interval_bytes() -> u64 {
 }
 
 impl RecorderConfig {
+    /// The codec of custom data columns: its own, else the info codec.
+    pub fn data_codec(&self) -> CodecSpec {
+        self.data_codec.clone().unwrap_or_else(|| self.info_codec.clone())
+    }
+
+    /// The codec of the frame column: its own, else the info codec.
+    pub fn frame_codec(&self) -> CodecSpec {
+        self.frame_codec.clone().unwrap_or_else(|| self.info_codec.clone())
+    }
+
     pub fn from_json(json: &str) -> Result<Self> {
         let config: RecorderConfig =
             serde_json::from_str(json).map_err(|e| Error::Invalid(format!("recorder configuration: {e}")))?;

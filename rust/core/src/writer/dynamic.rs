@@ -8,7 +8,16 @@ use std::collections::HashMap;
 
 use super::skips::Skips;
 use super::NewColumn;
-use crate::{CodecSpec, DType, Timeline};
+use crate::schema::escape_key;
+use crate::{CodecSpec, DType, Error, Result, Timeline};
+
+/// The path of custom data `name` (`record`): names starting with `_` are kept for masks.
+pub fn data_path(name: &str) -> Result<String> {
+    if name.is_empty() || name.starts_with('_') {
+        return Err(Error::Invalid(format!("custom data name '{name}' must be non-empty and not start with '_'")));
+    }
+    Ok(escape_key(name))
+}
 
 #[derive(Debug)]
 pub struct DynamicColumns<C, T> {
@@ -97,5 +106,13 @@ mod tests {
         let i = d.add("a%2Fb", "column");
         assert_eq!((d.find("a%2Fb"), *d.get(i), d.unsupported("a%2Fb")), (Some(i), "column", None));
         assert_eq!((d.path_of("info/a%2Fb"), d.name_of("x").as_str()), ("a%2Fb", "info/x"));
+    }
+
+    #[test]
+    fn data_names_are_checked_then_escaped() {
+        let cases = [("x", Some("x")), ("a/b", Some("a%2Fb")), ("", None), ("_x", None), ("x_", Some("x_"))];
+        for (name, path) in cases {
+            assert_eq!(data_path(name).ok().as_deref(), path, "{name:?}");
+        }
     }
 }
