@@ -435,3 +435,19 @@ fn reset_only_episodes_write_no_rows() {
     let stats = ds.column_stats().into_iter().find(|s| s.column == obs).unwrap();
     assert_eq!(stats.raw_bytes, 2 * 4 * OBS_DIM as u64, "the episode's two observation rows and nothing else");
 }
+
+#[test]
+fn an_interrupted_wait_hands_back_what_the_check_returned() {
+    let (dir, slow_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let config = config(1, false, "disabled", json!({}));
+    let mut h = Harness::new(dir.path(), config.clone());
+    let faults = trajcore_core::writer::Faults { slow_step_ms: 200, ..Default::default() };
+    h.rec = trajcore_core::writer::Recorder::create_with_faults(slow_dir.path(), config, faults).unwrap();
+    h.rec.set_interrupt_check(Box::new(|| Err(Box::new(7u8))));
+    h.reset(&[env_step(0, 0)], None);
+    h.step(&[env_step(0, 1)]);
+    assert!(matches!(h.rec.flush(), Err(Error::Interrupted(_))));
+    let payload = h.rec.take_interrupt().expect("the check's payload");
+    assert_eq!(payload.downcast_ref::<u8>(), Some(&7));
+    assert!(h.rec.take_interrupt().is_none());
+}

@@ -7,7 +7,7 @@
 //! finds the lock taken waits for it with the GIL released. In a forked child every call raises
 //! `RecorderError`: the writer thread and the file stay with the parent.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
@@ -50,35 +50,17 @@ struct State {
     /// Custom data recorded for the coming step: (path, owned value).
     pending_data: Vec<(String, Py<PyAny>)>,
     coll: Collector,
-    signal: Signal,
 }
 
-/// The signal (a Python exception, usually `KeyboardInterrupt`) that ended a wait: the core's
-/// interrupt check, run with the GIL re-acquired every 20 ms, leaves it here.
-#[derive(Clone, Default)]
-struct Signal(Arc<Mutex<Option<PyErr>>>);
-
-impl Signal {
-    /// The check the core runs while waiting.
-    fn check(&self) -> trajcore_core::writer::Interrupt {
-        let slot = self.0.clone();
-        Box::new(move || {
-            Python::attach(|py| py.check_signals()).map_err(|e| {
-                *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-                Error::Interrupted("a signal arrived while waiting".into())
-            })
-        })
-    }
-
-    /// A core result as a Python one: an interrupted wait raises the signal's exception.
-    fn result<T>(&self, py: Python<'_>, result: Result<T, Error>) -> PyResult<T> {
-        match result {
-            Err(Error::Interrupted(why)) => {
-                let stored = self.0.lock().unwrap_or_else(|p| p.into_inner()).take();
-                Err(stored.unwrap_or_else(|| recorder_error(py, format!("interrupted: {why}"))))
-            }
-            other => other.py_err(py),
-        }
+/// A core result as a Python one: a wait that a signal ended raises the signal's exception,
+/// which the interrupt check (run with the GIL re-acquired every 20 ms) left in the core.
+fn interrupted<T>(py: Python<'_>, rec: &mut Recorder, result: Result<T, Error>) -> PyResult<T> {
+    match result {
+        Err(Error::Interrupted(why)) => match rec.take_interrupt().map(|p| p.downcast::<PyErr>()) {
+            Some(Ok(signal)) => Err(*signal),
+            _ => Err(recorder_error(py, format!("interrupted: {why}"))),
+        },
+        other => other.py_err(py),
     }
 }
 
@@ -135,7 +117,7 @@ impl State {
             inner.send_planned(&coll.entries(), 0)
         })();
         coll.clear();
-        self.signal.result(py, result)
+        interrupted(py, &mut self.rec, result)
     }
 
     /// After a bad value: nothing of the call was sent; end the running episodes as incomplete so
@@ -277,8 +259,7 @@ impl PyRecorder {
             infos = infos.without_plans();
         }
         let mut inner = py.detach(|| Recorder::create_with_faults(&path, config, faults)).py_err(py)?;
-        let signal = Signal::default();
-        inner.set_interrupt_check(signal.check());
+        inner.set_interrupt_check(Box::new(|| Python::attach(|py| py.check_signals()).map_err(|e| Box::new(e) as _)));
         let fixed: Vec<ColInfo> = inner.columns().iter().map(|spec| ColInfo::new(py, spec)).collect::<PyResult<_>>()?;
         let index = |name: &str| fixed.iter().position(|c| c.name == name);
         let parse = |tree| Layout::parse(py, tree, &index);
@@ -296,7 +277,6 @@ impl PyRecorder {
             frames,
             pending_data: Vec::new(),
             coll: Collector::default(),
-            signal,
         };
         Ok(PyRecorder { state: Mutex::new(state), owner_pid: trajcore_core::process::current_pid() })
     }
@@ -391,9 +371,10 @@ impl PyRecorder {
     /// step (until the next step or reset), else the running one.
     fn set_episode_metadata(&self, py: Python<'_>, env_index: i64, metadata_json: &str) -> PyResult<()> {
         let st = &mut *self.lock(py)?;
-        let (rec, signal) = (&mut st.rec, &st.signal);
+        let rec = &mut st.rec;
         let env = rec.env_index(env_index).py_err(py)?;
-        signal.result(py, py.detach(|| rec.set_episode_metadata(env, metadata_json)))
+        let result = py.detach(|| rec.set_episode_metadata(env, metadata_json));
+        interrupted(py, rec, result)
     }
 
     fn discard(&self, py: Python<'_>, env_index: i64) -> PyResult<()> {
@@ -410,10 +391,9 @@ impl PyRecorder {
     }
 
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        let st = &mut *self.lock(py)?;
-        let rec = &mut st.rec;
+        let rec = &mut self.lock(py)?.rec;
         let result = py.detach(|| rec.flush());
-        st.signal.result(py, result)
+        interrupted(py, rec, result)
     }
 
     /// Writes what is left and stops the writer thread (waiting with the GIL released). An
@@ -427,9 +407,9 @@ impl PyRecorder {
         let rec = &mut st.rec;
         let result = py.detach(|| rec.close());
         if matches!(result, Err(Error::Interrupted(_))) {
-            return st.signal.result(py, result);
+            return interrupted(py, rec, result);
         }
-        let closed = st.signal.result(py, result);
+        let closed = result.py_err(py);
         let skipped = [&mut st.infos, &mut st.data, &mut st.frames].map(|c| c.columns.skips.close_warnings());
         for warning in skipped.iter().flatten().chain(&st.rec.close_warnings()) {
             warn(py, warning)?;

@@ -1,6 +1,7 @@
 //! The caller's side of recording: owns the producer end of the ring and the schema, and starts
 //! and stops the writer thread. One `push` per (vector) step: one copy into the ring, no syscall.
 
+use std::any::Any;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -89,6 +90,8 @@ pub struct Recorder {
     /// Called every `POLL_EVERY` while a call waits (ring space, a flush, close); an error ends
     /// the wait with it. The bindings check for signals here (Ctrl-C while waiting).
     interrupt: Option<Interrupt>,
+    /// What the interrupt check returned when it last ended a wait.
+    interrupted: Option<Box<dyn Any + Send>>,
     /// Messages pushed so far (the writer counts the same way, see `Shared::written_through`).
     pushed: u64,
     pace: Pace,
@@ -115,8 +118,9 @@ struct Pace {
 
 const PACE_EVERY: u32 = 64;
 
-/// See `Recorder::set_interrupt_check`.
-pub type Interrupt = Box<dyn FnMut() -> Result<()> + Send>;
+/// See `Recorder::set_interrupt_check`: what an interrupting check returns is the caller's own
+/// (in Python, the signal's exception), kept for `take_interrupt`.
+pub type Interrupt = Box<dyn FnMut() -> std::result::Result<(), Box<dyn Any + Send>> + Send>;
 
 /// How often a waiting call runs the interrupt check.
 const POLL_EVERY: Duration = Duration::from_millis(20);
@@ -225,6 +229,7 @@ impl Recorder {
             warned_unrecorded: false,
             owner_pid: crate::process::current_pid(),
             interrupt: None,
+            interrupted: None,
             pushed: 0,
             pace: Pace::default(),
         })
@@ -235,6 +240,11 @@ impl Recorder {
     /// refuses its step (see `Splitter::refuse`).
     pub fn set_interrupt_check(&mut self, check: Interrupt) {
         self.interrupt = Some(check);
+    }
+
+    /// What the interrupt check returned when it ended the last wait (`Error::Interrupted`).
+    pub fn take_interrupt(&mut self) -> Option<Box<dyn Any + Send>> {
+        self.interrupted.take()
     }
 
     pub fn config(&self) -> &RecorderConfig {
@@ -356,8 +366,9 @@ impl Recorder {
             self.check_writer()?;
             if last_poll.elapsed() >= POLL_EVERY {
                 last_poll = std::time::Instant::now();
-                if let Some(check) = self.interrupt.as_mut() {
-                    check()?;
+                if let Some(Err(payload)) = self.interrupt.as_mut().map(|check| check()) {
+                    self.interrupted = Some(payload);
+                    return Err(Error::Interrupted("the interrupt check ended the wait".into()));
                 }
             }
             std::thread::sleep(pause);
