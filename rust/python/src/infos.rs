@@ -18,7 +18,7 @@ use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use trajcore_core::writer::collect::Place;
-use trajcore_core::writer::info_keys::{mask_positions, Plan, Role};
+use trajcore_core::writer::info_keys::{key_roles, Plan, Role};
 use trajcore_core::writer::{Recorder, Slot};
 use trajcore_core::{CodecSpec, DType, Timeline};
 
@@ -140,28 +140,27 @@ impl DynamicColumns {
             keys.push((key, child, is_str));
             self.values.push((value.unbind(), Role::Skip));
         }
-        let names: Vec<(&str, bool)> = keys.iter().map(|(_, c, s)| (self.keys.node(*c).name.as_str(), *s)).collect();
-        let masks = mask_positions(&names);
-        // Str keys of one dict differ, and so do the names they give (`escape_key`); a key of
-        // another type can name the same column as another key (1 and "1"): then the first.
-        let all_str = keys.iter().all(|k| k.2);
-        let start = self.values.len() - keys.len();
-        for (i, (key, child, is_str)) in keys.iter().enumerate() {
-            if self.is_skipped(w, dict, *child, *is_str)? {
-                continue;
-            }
-            let taken = |j: &usize| matches!(self.values[start + j].1, Role::Value { node, .. } if node == *child);
-            if let Some(first) = (0..i).find(|j| !all_str && taken(j)).map(|j| &keys[j].0) {
-                let node = self.keys.node(*child);
-                let (first, shown) = (shown_key(first, &node.name), shown_key(key, &node.name));
-                let why =
-                    format!("keys {first} and {shown} of one dict both name this column; only {first} is recorded");
-                let path = node.path.clone();
-                self.skip(py, &path, why)?;
-                continue;
-            }
-            self.values[start + i].1 = Role::Value { node: *child, mask: masks[i] };
+        let mut seen = Vec::with_capacity(keys.len());
+        for (_, child, is_str) in &keys {
+            let skipped = self.is_skipped(w, dict, *child, *is_str)?;
+            seen.push((*child, self.keys.node(*child).name.as_str(), *is_str, skipped));
         }
+        let roles = key_roles(&seen);
+        let start = self.values.len() - keys.len();
+        for (i, role) in roles.into_iter().enumerate() {
+            match role {
+                Ok(role) => self.values[start + i].1 = role,
+                Err(first) => {
+                    let node = self.keys.node(keys[i].1);
+                    let (first, shown) = (shown_key(&keys[first].0, &node.name), shown_key(&keys[i].0, &node.name));
+                    let why =
+                        format!("keys {first} and {shown} of one dict both name this column; only {first} is recorded");
+                    let path = node.path.clone();
+                    self.skip(py, &path, why)?;
+                }
+            }
+        }
+        let all_str = keys.iter().all(|k| k.2);
         if self.plans && all_str && self.keys.wants_plan(node, keys.len()) {
             let roles = self.values[start..].iter().map(|v| v.1);
             let keys = keys.iter().zip(roles).map(|((k, ..), r)| Ok((k.cast::<PyString>()?.clone().unbind(), r)));

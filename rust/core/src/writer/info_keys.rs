@@ -135,9 +135,50 @@ pub fn mask_positions(keys: &[(&str, bool)]) -> Vec<Option<usize>> {
     keys.iter().map(|k| masks.get(k.0).copied()).collect()
 }
 
+/// One key of a dict walked key by key: its node, its name, whether it is a str, and whether it
+/// is no value (a mask read with its key, or same-step autoreset data).
+pub type SeenKey<'a> = (usize, &'a str, bool, bool);
+
+/// What each key of a dict is; `Err(j)` for a key naming the column key `j` already took. Str
+/// keys of one dict differ, and so do the names they give (`escape_key`); a key of another type
+/// can name the same column as another key (1 and "1"): then only the first is recorded.
+pub fn key_roles(keys: &[SeenKey<'_>]) -> Vec<Result<Role, usize>> {
+    let masks = mask_positions(&keys.iter().map(|k| (k.1, k.2)).collect::<Vec<_>>());
+    let all_str = keys.iter().all(|k| k.2);
+    let mut roles: Vec<Result<Role, usize>> = Vec::with_capacity(keys.len());
+    for (i, &(node, _, _, skipped)) in keys.iter().enumerate() {
+        let taken = |j: &usize| matches!(roles[*j], Ok(Role::Value { node: n, .. }) if n == node);
+        roles.push(match (0..i).find(|j| !all_str && taken(j)) {
+            _ if skipped => Ok(Role::Skip),
+            Some(first) => Err(first),
+            None => Ok(Role::Value { node, mask: masks[i] }),
+        });
+    }
+    roles
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_get_their_roles_and_the_first_of_a_column_wins() {
+        let value = |node, mask| Ok(Role::Value { node, mask });
+        let cases: [(&[SeenKey<'_>], Vec<Result<Role, usize>>); 4] = [
+            (&[(1, "x", true, false), (2, "_x", true, true)], vec![value(1, Some(1)), Ok(Role::Skip)]),
+            // Only a str key is a mask: `_x` of another type is a value of its own.
+            (&[(1, "x", true, false), (2, "_x", false, false)], vec![value(1, None), value(2, None)]),
+            // 1 and "1" name one column: the first is recorded, a skipped one takes none.
+            (
+                &[(3, "1", false, true), (3, "1", true, false), (3, "1", false, false)],
+                vec![Ok(Role::Skip), value(3, None), Err(1)],
+            ),
+            (&[(4, "a", true, false), (5, "b", true, false)], vec![value(4, None), value(5, None)]),
+        ];
+        for (keys, roles) in cases {
+            assert_eq!(key_roles(keys), roles, "{keys:?}");
+        }
+    }
 
     #[test]
     fn masks_are_found_by_their_names() {
