@@ -164,7 +164,8 @@ mod tests {
     #[test]
     fn keys_get_their_roles_and_the_first_of_a_column_wins() {
         let value = |node, mask| Ok(Role::Value { node, mask });
-        let cases: [(&[SeenKey<'_>], Vec<Result<Role, usize>>); 4] = [
+        type Roles = Vec<Result<Role, usize>>;
+        let cases: [(&[SeenKey<'_>], Roles); 4] = [
             (&[(1, "x", true, false), (2, "_x", true, true)], vec![value(1, Some(1)), Ok(Role::Skip)]),
             // Only a str key is a mask: `_x` of another type is a value of its own.
             (&[(1, "x", true, false), (2, "_x", false, false)], vec![value(1, None), value(2, None)]),
