@@ -78,10 +78,6 @@ impl PyRecorder {
 }
 
 impl State {
-    fn put_fixed(&mut self, index: usize, value: &Bound<'_, PyAny>, at: Place) -> PyResult<()> {
-        put_leaf(&self.fixed[index], value, at, &mut self.coll)
-    }
-
     fn put_tree(&mut self, py: Python<'_>, tree: usize, value: &Bound<'_, PyAny>, at: Place) -> PyResult<()> {
         let ((layout, what), fixed, coll) = (&self.trees[tree], &self.fixed, &mut self.coll);
         layout.walk(py, value, what, &mut |index, leaf| put_leaf(&fixed[index], leaf, at, coll))
@@ -139,10 +135,9 @@ impl State {
         let at = Place::regular(self.rows);
         self.put_tree(py, ACTION, action, at)?;
         self.put_tree(py, OBSERVATION, observation, at)?;
-        let [r, te, tr] = self.roles;
-        self.put_fixed(r, reward, at)?;
-        self.put_fixed(te, terminated, at)?;
-        self.put_fixed(tr, truncated, at)?;
+        for (role, value) in self.roles.into_iter().zip([reward, terminated, truncated]) {
+            put_leaf(&self.fixed[role], value, at, &mut self.coll)?;
+        }
         self.put_info(py, info, Slot::Regular)?;
         self.put_frame(py, frame)?;
         if let (AutoresetMode::SameStep, Some(n)) = (self.mode, self.rows) {
@@ -159,17 +154,9 @@ impl State {
     /// same-step autoreset, an ended sub-env has already been reset when it is rendered, so its
     /// frame is the new episode's first and the ended episode's final row has none (masked).
     fn put_frame(&mut self, py: Python<'_>, frame: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-        match frame {
-            Some(frame) => {
-                let at = Place::regular(self.rows);
-                frames::put(
-                    &mut self.frames,
-                    &mut Walk { py, at, recorder: &mut self.rec, coll: &mut self.coll },
-                    frame,
-                )
-            }
-            None => Ok(()),
-        }
+        let Some(frame) = frame else { return Ok(()) };
+        let w = &mut Walk { py, at: Place::regular(self.rows), recorder: &mut self.rec, coll: &mut self.coll };
+        frames::put(&mut self.frames, w, frame)
     }
 
     /// Same-step autoreset: the final observation and info of the envs whose episode ended.
