@@ -10,16 +10,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use trajcore_core::reader::{
     episode_metrics, episode_summaries, open_verified, resolve_index, ColumnData, Dataset, EpisodeSet, Exclusions,
-    OpenOptions, PlanCache, Problem, Recording, Request, Values, WindowKind,
+    OpenOptions, PlanCache, Recording, Request, Values, WindowKind,
 };
 
 use crate::arrays;
 use crate::batch::{self, Plan};
 use crate::errors::{invalid, warn, IntoPy};
 use crate::selection::PySelection;
-
-/// (file, byte offset, what was wrong), as `problems` gives them.
-type ProblemTuple = (String, u64, String);
 
 /// (episode indexes, steps within them).
 type Located<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>);
@@ -81,10 +78,6 @@ impl PyDataset {
     fn recording<R>(&self, py: Python<'_>, recording: usize, f: impl FnOnce(&Recording) -> R) -> PyResult<R> {
         self.read(|d| d.recording(recording).map(f)).py_err(py)
     }
-
-    fn problems_of(&self, f: impl FnOnce(&Dataset) -> &[Problem]) -> Vec<ProblemTuple> {
-        self.read(|d| f(d).iter().map(Problem::parts).collect())
-    }
 }
 
 /// A plain value of the core, made a Python one through its JSON.
@@ -141,9 +134,9 @@ impl PyDataset {
     }
 
     /// Where damage lost descriptions of a recording's columns (so columns may be missing
-    /// from `columns`): (file, byte offset, why), or None.
-    fn schema_damage(&self, py: Python<'_>, recording: usize) -> PyResult<Option<ProblemTuple>> {
-        self.recording(py, recording, |r| r.schema_damage.as_ref().map(Problem::parts))
+    /// from `columns`): [file, byte offset, why], or None.
+    fn schema_damage<'py>(&self, py: Python<'py>, recording: usize) -> PyResult<Bound<'py, PyAny>> {
+        from_json(py, self.recording(py, recording, |r| serde_json::to_string(&r.schema_damage))?)
     }
 
     /// Episodes reads found damaged (lenient mode), ascending.
@@ -161,17 +154,17 @@ impl PyDataset {
         self.read(|d| d.options().mmap)
     }
 
-    /// Files replaced or deleted under the reader since opening (not damage): (file, 0, what).
+    /// Files replaced or deleted under the reader since opening (not damage): [file, 0, what].
     #[getter]
-    fn notices(&self) -> Vec<ProblemTuple> {
-        self.problems_of(Dataset::notices)
+    fn notices<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        from_json(py, self.read(|d| serde_json::to_string(d.notices())))
     }
 
-    /// Damage found while opening (and by a verification at open): (file, byte offset, what
-    /// was wrong).
+    /// Damage found while opening (and by a verification at open): [file, byte offset, what
+    /// was wrong].
     #[getter]
-    fn problems(&self) -> Vec<ProblemTuple> {
-        self.problems_of(Dataset::problems)
+    fn problems<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        from_json(py, self.read(|d| serde_json::to_string(d.problems())))
     }
 
     #[getter]
@@ -224,11 +217,9 @@ impl PyDataset {
         Ok(out)
     }
 
-    /// The timelog stored by `recording`'s writer: (samples as JSON, damage that left some out).
-    fn timelog_json(&self, py: Python<'_>, recording: usize) -> PyResult<(String, Vec<ProblemTuple>)> {
-        let (samples, problems) = self.read(|d| d.timelog(recording));
-        let json = serde_json::to_string(&samples).map_err(|e| invalid(py, e.to_string()))?;
-        Ok((json, problems.iter().map(Problem::parts).collect()))
+    /// The timelog stored by `recording`'s writer: [samples, damage that left some out].
+    fn timelog<'py>(&self, py: Python<'py>, recording: usize) -> PyResult<Bound<'py, PyAny>> {
+        from_json(py, serde_json::to_string(&self.read(|d| d.timelog(recording))))
     }
 
     fn episode_metadata_json(&self, py: Python<'_>, episode: i64) -> PyResult<String> {
