@@ -195,8 +195,6 @@ class Dataset:
     def damaged_episodes(self) -> npt.NDArray[np.int64]:
         """Episodes reads found damaged (lenient mode), ascending."""
     @property
-    def path(self) -> str: ...
-    @property
     def strict(self) -> bool: ...
     @property
     def cache_bytes(self) -> int: ...
@@ -398,8 +396,8 @@ def escape_key(key: str) -> str:
 def unescape_key(part: str) -> str:
     """The key of a column name component (the inverse of `escape_key`)."""
 
-def layout_leaves(layout_json: str, columns: set[str] | None = None) -> list[tuple[tuple[str | int, ...], str]]:
-    """The leaves of a layout tree (JSON) in the tree's order: (path, column name), each path
+def layout_leaves(layout_json: str, columns: set[str] | None = None) -> list[list[Any]]:
+    """The leaves of a layout tree (JSON) in the tree's order: [path, column name], each path
     item a dict key (str) or a tuple position (int). `columns`: the names a leaf may use (None: any).
 
     Raises:

@@ -122,9 +122,7 @@ pub fn batch<'py>(
         let out = BatchOut { fields: &mut fields, episodes, steps, mask: parts_out.next() };
         ds.over(py, set, |d, set| d.read_batch(set, &plan.core.fields, request, kind, out))?
     };
-    let mask = (kind.sequence && kind.pad).then(|| views.pop().expect("the mask view"));
-    let step_index = views.pop().expect("the step_index view");
-    let episode_index = views.pop().expect("the episode_index view");
+    let indexes = views.split_off(plan.descrs.iter().flatten().count());
     let mut views = views.into_iter();
     let mut strings = strings.into_iter();
     let leaves: Vec<Bound<'py, PyAny>> = plan
@@ -145,10 +143,10 @@ pub fn batch<'py>(
         .collect::<PyResult<_>>()?;
     let out = PyDict::new(py);
     plan.nest(py, &leaves, &out)?;
-    out.set_item(pyo3::intern!(py, "episode_index"), episode_index)?;
-    out.set_item(pyo3::intern!(py, "step_index"), step_index)?;
-    if let Some(m) = mask {
-        out.set_item(pyo3::intern!(py, "mask"), m)?;
+    // In `batch_shapes`' order (mask only for padded sequences).
+    let names = [pyo3::intern!(py, "episode_index"), pyo3::intern!(py, "step_index"), pyo3::intern!(py, "mask")];
+    for (name, view) in names.into_iter().zip(indexes) {
+        out.set_item(name, view)?;
     }
     Ok((out, damage))
 }

@@ -9,8 +9,8 @@ use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use trajcore_core::reader::{
-    episode_metrics, episode_summaries, open_verified, resolve_index, ColumnData, Dataset, EpisodeSet, Exclusions,
-    OpenOptions, PlanCache, Recording, Request, Values, WindowKind,
+    episode_metrics, episode_summaries, ColumnData, Dataset, EpisodeSet, OpenOptions, PlanCache, Recording, Request,
+    Values, WindowKind,
 };
 
 use crate::arrays;
@@ -117,14 +117,7 @@ impl PyDataset {
         mmap: bool,
     ) -> PyResult<Self> {
         let options = OpenOptions { strict, cache_bytes, mmap };
-        let exclusions = exclusions_json.map(Exclusions::from_json).transpose().py_err(py)?;
-        let dataset = py
-            .detach(|| match exclusions {
-                Some(ex) => Dataset::open_excluding(&path, options, ex),
-                None if verify => open_verified(&path, options).map(|(ds, _)| ds),
-                None => Dataset::open(&path, options),
-            })
-            .py_err(py)?;
+        let dataset = py.detach(|| Dataset::open_choosing(&path, options, verify, exclusions_json)).py_err(py)?;
         Ok(PyDataset { path, strict, cache_bytes, inner: RwLock::new(dataset), plans: PlanCache::default() })
     }
 
@@ -142,11 +135,6 @@ impl PyDataset {
     /// Episodes reads found damaged (lenient mode), ascending.
     fn damaged_episodes<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
         PyArray1::from_vec(py, self.read(|d| d.damaged_episodes().into_iter().map(|e| e as i64).collect()))
-    }
-
-    #[getter]
-    fn path(&self) -> String {
-        self.path.display().to_string()
     }
 
     #[getter]
@@ -294,12 +282,7 @@ impl PyDataset {
         selection: Option<&Bound<'py, PySelection>>,
     ) -> PyResult<Located<'py>> {
         let steps = steps.as_array().to_vec();
-        let found = self.over(py, set_of(selection), |_, set| {
-            steps
-                .iter()
-                .map(|&g| set.locate_step(resolve_index(g, set.num_steps(), "step")?))
-                .collect::<Result<Vec<_>, _>>()
-        })?;
+        let found = self.over(py, set_of(selection), |_, set| set.locate_numbers(&steps))?;
         let (e, t): (Vec<i64>, Vec<i64>) = found.into_iter().map(|(e, t)| (e as i64, t as i64)).unzip();
         Ok((PyArray1::from_vec(py, e), PyArray1::from_vec(py, t)))
     }

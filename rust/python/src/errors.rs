@@ -2,10 +2,10 @@
 //! import with two bases each (a trajcore class and the builtin a user would catch), which
 //! `create_exception!` cannot express.
 
+use pyo3::call::PyCallArgs;
 use pyo3::exceptions::{
     PyException, PyFileNotFoundError, PyIndexError, PyOSError, PyRuntimeError, PyUserWarning, PyValueError,
 };
-use pyo3::call::PyCallArgs;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple, PyType};
