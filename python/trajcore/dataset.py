@@ -193,6 +193,7 @@ class Dataset(_Sampling):
         """
         if not 0 <= recording < self.num_recordings:
             raise InvalidArgumentError(f"no recording {recording} (the dataset has {self.num_recordings})")
+        samples: list[dict[str, Any]]
         samples, problems = self._core.timelog(recording)
         for file, offset, why in problems:
             if self._strict:
