@@ -189,13 +189,11 @@ class Dataset:
     ) -> Self: ...
     def exclusions_json(self) -> str | None:
         """What a verification at open left out, as JSON (None when nothing was)."""
-    def schema_damage(self, recording: int) -> tuple[str, int, str] | None:
+    def schema_damage(self, recording: int) -> list[Any] | None:
         """Where damage lost descriptions of a recording's columns (so some may be missing from
-        `columns`): (file, byte offset, why), or None."""
+        `columns`): [file, byte offset, why], or None."""
     def damaged_episodes(self) -> npt.NDArray[np.int64]:
         """Episodes reads found damaged (lenient mode), ascending."""
-    @property
-    def path(self) -> str: ...
     @property
     def strict(self) -> bool: ...
     @property
@@ -203,14 +201,14 @@ class Dataset:
     @property
     def mmap(self) -> bool: ...
     @property
-    def notices(self) -> list[tuple[str, int, str]]:
+    def notices(self) -> list[list[Any]]:
         """Shard files replaced or deleted since opening (not damage; the dataset reads the files
-        it opened): (file, 0, what happened)."""
+        it opened): [file, 0, what happened]."""
     def __len__(self) -> int: ...
     @property
-    def problems(self) -> list[tuple[str, int, str]]:
-        """Damage found while opening (and by a verification at open): (file, byte offset, what
-        was wrong)."""
+    def problems(self) -> list[list[Any]]:
+        """Damage found while opening (and by a verification at open): [file, byte offset, what
+        was wrong]."""
     @property
     def shards(self) -> list[str]: ...
     @property
@@ -232,9 +230,9 @@ class Dataset:
     def metrics(self) -> dict[str, dict[str, npt.NDArray[Any]]]:
         """Episode metrics by column name: {name: {count, sum, mean, min, max}}, one entry per
         episode in dataset order (count 0 and NaN where an episode has no value)."""
-    def timelog_json(self, recording: int) -> tuple[str, list[tuple[str, int, str]]]:
-        """The timelog `recording`'s writer stored: samples as a JSON list, and (file, offset,
-        why) of damaged timelog records left out."""
+    def timelog(self, recording: int) -> list[Any]:
+        """The timelog `recording`'s writer stored: [samples, [file, offset, why] of damaged
+        timelog records left out]."""
     def episode_metadata_json(self, episode: int) -> str: ...
     def read_column(self, episode: int, column: str) -> np.ndarray | list[str]:
         """All rows of one column of one episode: T+1 rows for observation-timeline columns,
@@ -398,8 +396,8 @@ def escape_key(key: str) -> str:
 def unescape_key(part: str) -> str:
     """The key of a column name component (the inverse of `escape_key`)."""
 
-def layout_leaves(layout_json: str, columns: set[str] | None = None) -> list[tuple[tuple[str | int, ...], str]]:
-    """The leaves of a layout tree (JSON) in the tree's order: (path, column name), each path
+def layout_leaves(layout_json: str, columns: set[str] | None = None) -> list[list[Any]]:
+    """The leaves of a layout tree (JSON) in the tree's order: [path, column name], each path
     item a dict key (str) or a tuple position (int). `columns`: the names a leaf may use (None: any).
 
     Raises:

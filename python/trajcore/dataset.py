@@ -176,7 +176,7 @@ class Dataset(_Sampling):
     def problems(self) -> list[tuple[str, int, str]]:
         """Damage found when opening (and by ``verify=True``, with the episodes left out for
         it): (file, byte offset, what was wrong)."""
-        return self._core.problems
+        return [tuple(p) for p in self._core.problems]
 
     def timelog(self, recording: int = 0) -> list[dict[str, Any]]:
         """The writer's timelog stored in the files of `recording` (see `num_recordings`): one
@@ -193,13 +193,13 @@ class Dataset(_Sampling):
         """
         if not 0 <= recording < self.num_recordings:
             raise InvalidArgumentError(f"no recording {recording} (the dataset has {self.num_recordings})")
-        text, problems = self._core.timelog_json(recording)
+        samples: list[dict[str, Any]]
+        samples, problems = self._core.timelog(recording)
         for file, offset, why in problems:
             if self._strict:
                 raise CorruptFileError(f"{file}: byte offset {offset}: {why}")
             why = f"{file}: byte offset {offset}: {why}; its timelog samples are left out"
             warnings.warn(why, TrajcoreWarning, stacklevel=2)
-        samples: list[dict[str, Any]] = json.loads(text)
         return samples
 
     @property

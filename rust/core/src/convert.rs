@@ -90,10 +90,13 @@ fn codec_for(opts: &ConvertOptions, spec: &ColumnSpec) -> CodecSpec {
 
 /// Converts `src` into a new dataset directory `dst` (which must not exist, or be empty).
 ///
-/// Errors: `Invalid` (`dst` is not empty; an episode out of range; an episode whose flags
-/// disagree with its rows), `Corrupt` (a recording whose Meta record is lost; unreadable rows),
-/// `Io`, and any error of the writer.
+/// Errors: `Invalid` (`dst` is not empty; `chunk_bytes` 0; an episode out of range; an episode
+/// whose flags disagree with its rows), `Corrupt` (a recording whose Meta record is lost;
+/// unreadable rows), `Io`, and any error of the writer.
 pub fn convert(src: &Dataset, dst: &Path, opts: &ConvertOptions) -> Result<Converted> {
+    if opts.chunk_bytes == Some(0) {
+        return Err(Error::Invalid("chunk_bytes must be positive".into()));
+    }
     let converted = into_place(dst, "converting", |tmp| write_all(src, tmp, opts))?;
     Ok(Converted { shards: moved(&converted.shards, dst), ..converted })
 }

@@ -268,6 +268,13 @@ fn open_verified_leaves_damaged_episodes_out() {
     let again = Dataset::open_excluding(dir.path(), lenient(), ds.exclusions().clone()).unwrap();
     check_values(&again, &sim, &kept);
     assert_eq!(again.problems(), ds.problems());
+    // `open_choosing`: exclusions first (not verifying again), else a verification, else neither.
+    let json = ds.exclusions().to_json();
+    let chosen = |verify, json| Dataset::open_choosing(dir.path(), lenient(), verify, json).unwrap();
+    assert_eq!(chosen(false, Some(json.as_str())).episodes().len(), kept.len());
+    assert_eq!(chosen(true, None).episodes().len(), kept.len());
+    assert_eq!(chosen(false, None).episodes().len(), listed.len());
+    assert!(matches!(Dataset::open_choosing(dir.path(), lenient(), true, Some("{")), Err(Error::Invalid(_))));
     // Strict: the damage is an error.
     match open_verified(dir.path(), STRICT) {
         Err(Error::Corrupt { offset, why, .. }) => {

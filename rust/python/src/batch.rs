@@ -93,22 +93,12 @@ pub fn batch<'py>(
     kind: WindowKind,
 ) -> PyResult<(Bound<'py, PyDict>, Vec<Damage>)> {
     let (b, l) = (request.len(), kind.length);
-    let lead: Vec<usize> = if kind.sequence { vec![b, l] } else { vec![b] };
-    // Every numpy output in one allocation (see `arrays::arena`): the fields stored fixed-size,
-    // then episode_index, step_index and (padded sequences) mask.
-    let mut parts = Vec::with_capacity(plan.descrs.len() + 3);
-    for (field, d) in plan.core.fields.iter().zip(&plan.descrs) {
-        if let Some(d) = d {
-            parts.push((d.bind(py).clone(), lead.iter().chain(&field.shape).copied().collect::<Vec<_>>()));
-        }
-    }
+    // Every numpy output in one allocation (see `arrays::arena`), shaped as the core says:
+    // the fields stored fixed-size, then episode_index, step_index and (padded sequences) mask.
     let i64_descr = descr(py, DType::I64)?;
-    parts.push((i64_descr.clone(), vec![b]));
-    parts.push((i64_descr, lead.clone()));
-    let padded = kind.sequence && kind.pad;
-    if padded {
-        parts.push((descr(py, DType::Bool)?, lead.clone()));
-    }
+    let descrs = plan.descrs.iter().flatten().map(|d| d.bind(py).clone());
+    let descrs = descrs.chain([i64_descr.clone(), i64_descr, descr(py, DType::Bool)?]);
+    let parts: Vec<_> = descrs.zip(plan.core.batch_shapes(b, kind)).collect();
     let Arena { buffer: mut memory_owner, mut views, layout } = arena(py, &parts)?;
     let mut strings: Vec<Vec<String>> =
         plan.descrs.iter().filter(|d| d.is_none()).map(|_| vec![String::new(); b * l]).collect();
@@ -132,9 +122,7 @@ pub fn batch<'py>(
         let out = BatchOut { fields: &mut fields, episodes, steps, mask: parts_out.next() };
         ds.over(py, set, |d, set| d.read_batch(set, &plan.core.fields, request, kind, out))?
     };
-    let mask = padded.then(|| views.pop().expect("the mask view"));
-    let step_index = views.pop().expect("the step_index view");
-    let episode_index = views.pop().expect("the episode_index view");
+    let indexes = views.split_off(plan.descrs.iter().flatten().count());
     let mut views = views.into_iter();
     let mut strings = strings.into_iter();
     let leaves: Vec<Bound<'py, PyAny>> = plan
@@ -155,10 +143,10 @@ pub fn batch<'py>(
         .collect::<PyResult<_>>()?;
     let out = PyDict::new(py);
     plan.nest(py, &leaves, &out)?;
-    out.set_item(pyo3::intern!(py, "episode_index"), episode_index)?;
-    out.set_item(pyo3::intern!(py, "step_index"), step_index)?;
-    if let Some(m) = mask {
-        out.set_item(pyo3::intern!(py, "mask"), m)?;
+    // In `batch_shapes`' order (mask only for padded sequences).
+    let names = [pyo3::intern!(py, "episode_index"), pyo3::intern!(py, "step_index"), pyo3::intern!(py, "mask")];
+    for (name, view) in names.into_iter().zip(indexes) {
+        out.set_item(name, view)?;
     }
     Ok((out, damage))
 }
@@ -174,36 +162,25 @@ pub fn one_step<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     enum One<'py> {
         Array(Bound<'py, PyUntypedArray>),
-        /// A range of `scalars`.
-        Scalar(usize, usize),
+        Scalar(Vec<u8>),
         Strings(Vec<String>),
     }
-    // Scalar columns' bytes share one buffer: a step is a handful of small allocations at most.
-    let mut scalars: Vec<u8> = Vec::new();
     let mut buffers = Vec::with_capacity(plan.descrs.len());
     for (field, d) in plan.core.fields.iter().zip(&plan.descrs) {
         buffers.push(match (d, field.row_bytes) {
             (Some(d), _) if !field.shape.is_empty() => One::Array(empty(py, d.bind(py), &field.shape)?),
-            (Some(_), Some(rb)) => {
-                scalars.resize(scalars.len() + rb, 0);
-                One::Scalar(scalars.len() - rb, scalars.len())
-            }
+            (Some(_), Some(rb)) => One::Scalar(vec![0; rb]),
             _ => One::Strings(vec![String::new()]),
         });
     }
     let window = {
-        let mut rest: &mut [u8] = &mut scalars;
         // SAFETY: as in `batch`: fresh arrays, one slice each, not yet visible to Python, and
         // written whole by the read (or dropped unseen).
         let mut outs: Vec<Out<'_>> = buffers
             .iter_mut()
             .map(|buf| match buf {
                 One::Array(a) => Out::Uninit(unsafe { uninit_mut(a) }),
-                One::Scalar(from, to) => {
-                    let (mine, tail) = std::mem::take(&mut rest).split_at_mut(*to - *from);
-                    rest = tail;
-                    Out::Fixed(mine)
-                }
+                One::Scalar(bytes) => Out::Fixed(bytes),
                 One::Strings(v) => Out::Strings(v),
             })
             .collect();
@@ -214,7 +191,7 @@ pub fn one_step<'py>(
         .zip(&plan.descrs)
         .map(|(buf, d)| match buf {
             One::Array(a) => Ok(a.into_any()),
-            One::Scalar(from, to) => scalar(py, d.as_ref().expect("fixed-size").bind(py), &scalars[from..to]),
+            One::Scalar(bytes) => scalar(py, d.as_ref().expect("fixed-size").bind(py), &bytes),
             One::Strings(mut v) => Ok(PyString::new(py, &v.pop().unwrap_or_default()).into_any()),
         })
         .collect::<PyResult<_>>()?;

@@ -9,17 +9,14 @@ use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use trajcore_core::reader::{
-    episode_metrics, episode_summaries, open_verified, resolve_index, ColumnData, Dataset, EpisodeSet, Exclusions,
-    OpenOptions, PlanCache, Problem, Recording, Request, Values, WindowKind,
+    episode_metrics, episode_summaries, ColumnData, Dataset, EpisodeSet, OpenOptions, PlanCache, Recording, Request,
+    Values, WindowKind,
 };
 
 use crate::arrays;
 use crate::batch::{self, Plan};
 use crate::errors::{invalid, warn, IntoPy};
 use crate::selection::PySelection;
-
-/// (file, byte offset, what was wrong), as `problems` gives them.
-type ProblemTuple = (String, u64, String);
 
 /// (episode indexes, steps within them).
 type Located<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>);
@@ -81,10 +78,6 @@ impl PyDataset {
     fn recording<R>(&self, py: Python<'_>, recording: usize, f: impl FnOnce(&Recording) -> R) -> PyResult<R> {
         self.read(|d| d.recording(recording).map(f)).py_err(py)
     }
-
-    fn problems_of(&self, f: impl FnOnce(&Dataset) -> &[Problem]) -> Vec<ProblemTuple> {
-        self.read(|d| f(d).iter().map(Problem::parts).collect())
-    }
 }
 
 /// A plain value of the core, made a Python one through its JSON.
@@ -124,14 +117,7 @@ impl PyDataset {
         mmap: bool,
     ) -> PyResult<Self> {
         let options = OpenOptions { strict, cache_bytes, mmap };
-        let exclusions = exclusions_json.map(Exclusions::from_json).transpose().py_err(py)?;
-        let dataset = py
-            .detach(|| match exclusions {
-                Some(ex) => Dataset::open_excluding(&path, options, ex),
-                None if verify => open_verified(&path, options).map(|(ds, _)| ds),
-                None => Dataset::open(&path, options),
-            })
-            .py_err(py)?;
+        let dataset = py.detach(|| Dataset::open_choosing(&path, options, verify, exclusions_json)).py_err(py)?;
         Ok(PyDataset { path, strict, cache_bytes, inner: RwLock::new(dataset), plans: PlanCache::default() })
     }
 
@@ -141,9 +127,9 @@ impl PyDataset {
     }
 
     /// Where damage lost descriptions of a recording's columns (so columns may be missing
-    /// from `columns`): (file, byte offset, why), or None.
-    fn schema_damage(&self, py: Python<'_>, recording: usize) -> PyResult<Option<ProblemTuple>> {
-        self.recording(py, recording, |r| r.schema_damage.as_ref().map(Problem::parts))
+    /// from `columns`): [file, byte offset, why], or None.
+    fn schema_damage<'py>(&self, py: Python<'py>, recording: usize) -> PyResult<Bound<'py, PyAny>> {
+        from_json(py, self.recording(py, recording, |r| serde_json::to_string(&r.schema_damage))?)
     }
 
     /// Episodes reads found damaged (lenient mode), ascending.
@@ -152,26 +138,21 @@ impl PyDataset {
     }
 
     #[getter]
-    fn path(&self) -> String {
-        self.path.display().to_string()
-    }
-
-    #[getter]
     fn mmap(&self) -> bool {
         self.read(|d| d.options().mmap)
     }
 
-    /// Files replaced or deleted under the reader since opening (not damage): (file, 0, what).
+    /// Files replaced or deleted under the reader since opening (not damage): [file, 0, what].
     #[getter]
-    fn notices(&self) -> Vec<ProblemTuple> {
-        self.problems_of(Dataset::notices)
+    fn notices<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        from_json(py, self.read(|d| serde_json::to_string(d.notices())))
     }
 
-    /// Damage found while opening (and by a verification at open): (file, byte offset, what
-    /// was wrong).
+    /// Damage found while opening (and by a verification at open): [file, byte offset, what
+    /// was wrong].
     #[getter]
-    fn problems(&self) -> Vec<ProblemTuple> {
-        self.problems_of(Dataset::problems)
+    fn problems<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        from_json(py, self.read(|d| serde_json::to_string(d.problems())))
     }
 
     #[getter]
@@ -224,11 +205,9 @@ impl PyDataset {
         Ok(out)
     }
 
-    /// The timelog stored by `recording`'s writer: (samples as JSON, damage that left some out).
-    fn timelog_json(&self, py: Python<'_>, recording: usize) -> PyResult<(String, Vec<ProblemTuple>)> {
-        let (samples, problems) = self.read(|d| d.timelog(recording));
-        let json = serde_json::to_string(&samples).map_err(|e| invalid(py, e.to_string()))?;
-        Ok((json, problems.iter().map(Problem::parts).collect()))
+    /// The timelog stored by `recording`'s writer: [samples, damage that left some out].
+    fn timelog<'py>(&self, py: Python<'py>, recording: usize) -> PyResult<Bound<'py, PyAny>> {
+        from_json(py, serde_json::to_string(&self.read(|d| d.timelog(recording))))
     }
 
     fn episode_metadata_json(&self, py: Python<'_>, episode: i64) -> PyResult<String> {
@@ -303,12 +282,7 @@ impl PyDataset {
         selection: Option<&Bound<'py, PySelection>>,
     ) -> PyResult<Located<'py>> {
         let steps = steps.as_array().to_vec();
-        let found = self.over(py, set_of(selection), |_, set| {
-            steps
-                .iter()
-                .map(|&g| set.locate_step(resolve_index(g, set.num_steps(), "step")?))
-                .collect::<Result<Vec<_>, _>>()
-        })?;
+        let found = self.over(py, set_of(selection), |_, set| set.locate_numbers(&steps))?;
         let (e, t): (Vec<i64>, Vec<i64>) = found.into_iter().map(|(e, t)| (e as i64, t as i64)).unzip();
         Ok((PyArray1::from_vec(py, e), PyArray1::from_vec(py, t)))
     }

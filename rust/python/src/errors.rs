@@ -2,6 +2,7 @@
 //! import with two bases each (a trajcore class and the builtin a user would catch), which
 //! `create_exception!` cannot express.
 
+use pyo3::call::PyCallArgs;
 use pyo3::exceptions::{
     PyException, PyFileNotFoundError, PyIndexError, PyOSError, PyRuntimeError, PyUserWarning, PyValueError,
 };
@@ -84,10 +85,12 @@ pub fn classes(py: Python<'_>) -> &Classes {
 }
 
 fn new_err(py: Python<'_>, class: &Py<PyType>, message: String) -> PyErr {
-    match class.bind(py).call1((message.clone(),)) {
-        Ok(instance) => PyErr::from_value(instance),
-        Err(_) => PyRuntimeError::new_err(message),
-    }
+    instance(class.bind(py), (message.clone(),), || PyRuntimeError::new_err(message))
+}
+
+/// An instance of `class` made from `args`; `fallback` should making it fail.
+fn instance<'py>(class: &Bound<'py, PyType>, args: impl PyCallArgs<'py>, fallback: impl FnOnce() -> PyErr) -> PyErr {
+    class.call1(args).map_or_else(|_| fallback(), PyErr::from_value)
 }
 
 /// Converts a core error to the matching Python exception.
@@ -106,16 +109,11 @@ pub fn to_py(py: Python<'_>, error: Error) -> PyErr {
         }
         Error::Io { source, .. } => {
             let errno = source.raw_os_error().unwrap_or(0);
-            match c.io.bind(py).call1((errno, message.clone())) {
-                Ok(instance) => PyErr::from_value(instance),
-                Err(_) => PyOSError::new_err(message),
-            }
+            instance(c.io.bind(py), (errno, message.clone()), || PyOSError::new_err(message))
         }
         Error::NotFound { path } => {
-            match c.not_found.bind(py).call1((2, "No such file or directory", path.display().to_string())) {
-                Ok(instance) => PyErr::from_value(instance),
-                Err(_) => PyFileNotFoundError::new_err(message),
-            }
+            let args = (2, "No such file or directory", path.display().to_string());
+            instance(c.not_found.bind(py), args, || PyFileNotFoundError::new_err(message))
         }
     }
 }

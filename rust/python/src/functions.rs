@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyInt, PyString, PyTuple};
+use serde_json::Value;
 use trajcore_core::convert::{codecs_from_json, convert as convert_dataset, ConvertOptions};
 use trajcore_core::layout::{Layout, PathItem};
 use trajcore_core::reader::verify_path;
@@ -28,9 +28,6 @@ pub fn convert<'py>(
     episodes: Option<Vec<usize>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let codecs = codecs_json.map(codecs_from_json).transpose().py_err(py)?.unwrap_or_default();
-    if chunk_bytes == Some(0) {
-        return Err(invalid(py, "chunk_bytes must be positive"));
-    }
     let opts = ConvertOptions { codecs, chunk_bytes, max_shard_bytes, episodes };
     let done = py.detach(|| src.read(|ds| convert_dataset(ds, &dst, &opts))).py_err(py)?;
     from_json(py, serde_json::to_string(&done))
@@ -67,7 +64,7 @@ pub fn num_threads() -> usize {
     trajcore_core::reader::max_threads()
 }
 
-/// The leaves of a layout tree (JSON), in the tree's order: (path, column name), each path item
+/// The leaves of a layout tree (JSON), in the tree's order: [path, column name], each path item
 /// a dict key (str) or a tuple position (int). `columns`: the names a leaf may use (None: any).
 /// Raises InvalidArgumentError, its message only what is wrong with the tree.
 #[pyfunction]
@@ -76,19 +73,14 @@ pub fn layout_leaves<'py>(
     py: Python<'py>,
     layout_json: &str,
     columns: Option<HashSet<String>>,
-) -> PyResult<Vec<(Bound<'py, PyTuple>, String)>> {
+) -> PyResult<Bound<'py, PyAny>> {
     let tree = Layout::from_json(layout_json, &|name| columns.as_ref().is_none_or(|c| c.contains(name)))
         .map_err(|why| invalid(py, why))?;
-    let mut leaves = Vec::new();
-    for (path, column) in tree.leaves() {
-        let items: Vec<Bound<'py, PyAny>> = path
-            .iter()
-            .map(|item| match item {
-                PathItem::Key(k) => PyString::new(py, k).into_any(),
-                PathItem::Index(i) => PyInt::new(py, *i).into_any(),
-            })
-            .collect();
-        leaves.push((PyTuple::new(py, items)?, column.clone()));
-    }
-    Ok(leaves)
+    let item = |item: &PathItem| match item {
+        PathItem::Key(k) => Value::from(k.as_str()),
+        PathItem::Index(i) => Value::from(*i),
+    };
+    let leaves: Vec<_> =
+        tree.leaves().into_iter().map(|(path, column)| (path.iter().map(item).collect::<Vec<_>>(), column)).collect();
+    from_json(py, serde_json::to_string(&leaves))
 }

@@ -125,6 +125,24 @@ impl Dataset {
         Dataset::open_with(path, opts, Integrity { exclusions, ..Integrity::default() })
     }
 
+    /// Opens leaving out what `exclusions_json` names (an earlier verification's listing, as
+    /// `Exclusions::to_json` gave it: a dataset pickled into a worker), else verifying first with
+    /// `verify` (see `open_verified`), else as `open`.
+    ///
+    /// Errors: `Invalid` (malformed `exclusions_json`); those of `open` and `open_verified`.
+    pub fn open_choosing(
+        path: &Path,
+        opts: OpenOptions,
+        verify: bool,
+        exclusions_json: Option<&str>,
+    ) -> Result<Dataset> {
+        match exclusions_json.map(Exclusions::from_json).transpose()? {
+            Some(exclusions) => Dataset::open_excluding(path, opts, exclusions),
+            None if verify => super::open_verified(path, opts).map(|(ds, _)| ds),
+            None => Dataset::open(path, opts),
+        }
+    }
+
     /// The key of a listed episode.
     pub fn episode_key(&self, episode: usize) -> Result<EpisodeKey> {
         let e = self.episode(episode)?;

@@ -12,8 +12,9 @@ use serde_json::Value;
 
 use super::dataset::Dataset;
 use super::gather::Field;
+use super::lenient::WindowKind;
 use crate::layout::Layout;
-use crate::{Error, Result};
+use crate::{DType, Error, Result};
 
 pub const DEFAULT_KEYS: [&str; 6] =
     ["observations", "actions", "rewards", "next_observations", "terminations", "truncations"];
@@ -94,6 +95,26 @@ impl BatchPlan {
         plan.entries = entries;
         Ok(plan)
     }
+
+    /// The shape of each fixed-size output of a batch of `b` windows of `kind`: the fields
+    /// stored fixed-size (str fields come back as lists), then episode_index, step_index and,
+    /// for padded sequences, mask.
+    pub fn batch_shapes(&self, b: usize, kind: WindowKind) -> Vec<Vec<usize>> {
+        let fixed = self.fields.iter().filter(|f| f.dtype != DType::Utf8).map(|f| f.shape.as_slice());
+        batch_shapes(fixed, b, kind)
+    }
+}
+
+/// `BatchPlan::batch_shapes` over the row shapes of the fixed-size fields.
+fn batch_shapes<'a>(rows: impl Iterator<Item = &'a [usize]>, b: usize, kind: WindowKind) -> Vec<Vec<usize>> {
+    let lead: Vec<usize> = if kind.sequence { vec![b, kind.length] } else { vec![b] };
+    let mut shapes: Vec<Vec<usize>> = rows.map(|row| lead.iter().chain(row).copied().collect()).collect();
+    shapes.push(vec![b]);
+    shapes.push(lead.clone());
+    if kind.sequence && kind.pad {
+        shapes.push(lead);
+    }
+    shapes
 }
 
 /// Plans (or what a caller makes of one) by key set (`None`: the default keys), made on first
@@ -219,6 +240,20 @@ mod tests {
         cache.clear();
         get(None);
         assert_eq!(made.get(), 19);
+    }
+
+    #[test]
+    fn batch_shapes_lead_with_the_windows() {
+        let rows: [&[usize]; 2] = [&[3, 2], &[]];
+        let seq = |pad| WindowKind { length: 4, sequence: true, pad };
+        let table: [(WindowKind, &[&[usize]]); 3] = [
+            (WindowKind::TRANSITION, &[&[5, 3, 2], &[5], &[5], &[5]]),
+            (seq(false), &[&[5, 4, 3, 2], &[5, 4], &[5], &[5, 4]]),
+            (seq(true), &[&[5, 4, 3, 2], &[5, 4], &[5], &[5, 4], &[5, 4]]),
+        ];
+        for (kind, want) in table {
+            assert_eq!(batch_shapes(rows.into_iter(), 5, kind), want, "{kind:?}");
+        }
     }
 
     #[test]

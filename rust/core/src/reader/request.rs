@@ -113,9 +113,7 @@ impl Request {
                     .collect()
             }
             Request::Numbers(v) => {
-                let steps =
-                    v.into_iter().map(|i| resolve_index(i, set.num_steps(), "step")).collect::<Result<Vec<_>>>()?;
-                Ok(set.locate_steps(&steps)?.into_iter().map(|(episode, start)| Window { episode, start }).collect())
+                Ok(set.locate_numbers(&v)?.into_iter().map(|(episode, start)| Window { episode, start }).collect())
             }
         }
     }

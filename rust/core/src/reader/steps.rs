@@ -12,6 +12,7 @@
 
 use std::sync::{Arc, Mutex, OnceLock};
 
+use super::request::resolve_index;
 use crate::error::{Error, Result};
 
 /// Prefix sums of episode lengths: `starts[k]` is the number of steps in episodes `0..k`.
@@ -260,6 +261,14 @@ impl EpisodeSet {
             Error::OutOfRange(format!("step {bad} is out of range (the episodes hold {} steps)", self.num_steps()))
         })?;
         Ok(found.into_iter().map(|(k, t)| (self.episode(k), t)).collect())
+    }
+
+    /// `locate_steps` of step numbers, negative from the end.
+    ///
+    /// Errors: `OutOfRange`.
+    pub fn locate_numbers(&self, numbers: &[i64]) -> Result<Vec<(usize, u64)>> {
+        let steps = numbers.iter().map(|&s| resolve_index(s, self.num_steps(), "step")).collect::<Result<Vec<_>>>()?;
+        self.locate_steps(&steps)
     }
 
     /// (dataset episode, step within it) of step `step` of the set.
