@@ -23,6 +23,9 @@ sys.path.insert(0, os.path.dirname(__file__))
 # OpenBLAS (numpy's) keeps worker threads spinning after a call: on a 2-core machine they take
 # the core the recorder's writer thread needs. No benchmark here uses BLAS.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# MuJoCo renders through GLFW by default, which needs a display: without one the frame benches
+# abort the whole run. EGL (Mesa's software driver) renders headless.
+os.environ.setdefault("MUJOCO_GL", "egl")
 
 _RESULTS: list[dict[str, Any]] = []
 
