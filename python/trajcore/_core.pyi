@@ -105,10 +105,12 @@ class Recorder:
         path: str,
         config_json: str,
         *,
+        report_ended: bool = False,
         test_faults: Mapping[str, int] | None = None,
         test_no_info_plans: bool = False,
     ) -> Self:
-        """Test-only keywords: `test_faults`, for tests of failure handling, ``panic_at_step``
+        """`report_ended`: `step` returns the episodes it ended (else always None: no Python
+        object is made for them). Test-only keywords: `test_faults`, for tests of failure handling, ``panic_at_step``
         (the writer thread panics at that step, counted from 1) and ``slow_step_ms`` (it sleeps
         that long per step); `test_no_info_plans` walks every info dict key by key (tests
         record both ways and compare)."""
@@ -131,7 +133,8 @@ class Recorder:
         """Records one (vector) step; how rows become episodes follows the autoreset mode.
         `frame`: what the env rendered after the step (as for `reset`). Returns the episodes
         the step ended complete as ``(env_index, length, episode_return, terminated,
-        truncated)`` in env order (what the file will hold), or None when it ended none."""
+        truncated)`` in env order (what the file will hold), or None when it ended none or the
+        recorder was made without `report_ended`."""
     def record(self, name: str, value: Any) -> None:
         """Custom per-step data, attached to the next `step` call (column `data/<name>`);
         checked now (`SchemaError` if it cannot be recorded)."""

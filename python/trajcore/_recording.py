@@ -77,13 +77,17 @@ class Recording:
             **o,
         )
         config = make_config()  # checks every option now, whenever the core starts
+        # The core hands out the episodes a step ended only for the callback that reads them.
+        report_ended = o["episode_metadata"] is not None
         allow_mixed = bool(o["allow_mixed_spaces"])
         check_existing_recordings(path, env.observation_space, env.action_space, allow_mixed=allow_mixed)
         if o["render_frames"] and o["ring_bytes"] is None:
             # The ring holds whole steps, frames included: its size waits for the first frames.
-            self._deferred = lambda frame_bytes: _core.Recorder(os.fspath(path), make_config(frame_bytes=frame_bytes))
+            self._deferred = lambda frame_bytes: _core.Recorder(
+                os.fspath(path), make_config(frame_bytes=frame_bytes), report_ended=report_ended
+            )
         else:
-            self._native = _core.Recorder(os.fspath(path), config)
+            self._native = _core.Recorder(os.fspath(path), config, report_ended=report_ended)
         self._episode_metadata = o["episode_metadata"]
         self._step_data = o["step_data"]
         self._render_frames = bool(o["render_frames"])

@@ -77,7 +77,8 @@ class RecordEpisodes(Recording, gym.Wrapper[Any, Any, Any, Any]):
         self._record_step_data(action, obs, reward, terminated, truncated, info)
         ended = self._recorder.step(action, obs, reward, terminated, truncated, info, self._frame())
         # After the step: the episode it ended is the one metadata reaches now.
-        self._report_ended(ended, lambda _: (obs, info))
+        if ended is not None:
+            self._report_ended(ended, lambda _: (obs, info))
         return obs, reward, terminated, truncated, info
 
     def set_episode_metadata(self, metadata: Mapping[str, Any] | None = None, /, **kv: Any) -> None:

@@ -187,7 +187,8 @@ class RecordVectorEpisodes(Recording, VectorWrapper[Any, Any, Any, Any, Any]):
         self._record_step_data(actions, obs, rewards, terminations, truncations, infos)
         ended = self._recorder.step(actions, obs, rewards, terminations, truncations, infos, self._frame())
         # After the step: the episodes it ended are the ones metadata reaches now.
-        self._report_ended(ended, lambda i: self._final(i, obs, infos))
+        if ended is not None:
+            self._report_ended(ended, lambda i: self._final(i, obs, infos))
         return obs, rewards, terminations, truncations, infos
 
     def _final(self, i: int, obs: Any, infos: dict[str, Any]) -> tuple[Any, dict[str, Any]]:

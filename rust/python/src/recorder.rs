@@ -50,6 +50,9 @@ struct State {
     /// Custom data recorded for the coming step: (path, owned value).
     pending_data: Vec<(String, Py<PyAny>)>,
     coll: Collector,
+    /// `step` hands out the episodes it ended (for an `episode_metadata` callback); without a
+    /// reader of them, it makes no Python object for them.
+    report_ended: bool,
 }
 
 /// A core result as a Python one: a wait that a signal ended raises the signal's exception,
@@ -216,16 +219,18 @@ const ACTION: usize = 1;
 
 #[pymethods]
 impl PyRecorder {
+    /// `report_ended`: `step` returns the episodes it ended (else always None).
     /// Test-only keywords: `test_faults`, a dict that may hold `panic_at_step` (the writer
     /// thread panics at that step, counted from 1) and `slow_step_ms` (it sleeps that long per
     /// step); `test_no_info_plans` walks every info dict key by key, as a dict that matches no
     /// plan of its shape (tests record both ways and compare).
     #[new]
-    #[pyo3(signature = (path, config_json, *, test_faults=None, test_no_info_plans=false))]
+    #[pyo3(signature = (path, config_json, *, report_ended=false, test_faults=None, test_no_info_plans=false))]
     fn new(
         py: Python<'_>,
         path: std::path::PathBuf,
         config_json: &str,
+        report_ended: bool,
         test_faults: Option<&Bound<'_, PyDict>>,
         test_no_info_plans: bool,
     ) -> PyResult<Self> {
@@ -264,6 +269,7 @@ impl PyRecorder {
             frames,
             pending_data: Vec::new(),
             coll: Collector::default(),
+            report_ended,
         };
         Ok(PyRecorder { state: Mutex::new(state), owner_pid: trajcore_core::process::current_pid() })
     }
@@ -331,7 +337,7 @@ impl PyRecorder {
             warn(py, &warning)?;
         }
         let ended = st.rec.episodes_ended();
-        if ended.is_empty() {
+        if ended.is_empty() || !st.report_ended {
             return Ok(None);
         }
         let items = ended.iter().map(|e| (e.lane, e.length, e.episode_return, e.terminated, e.truncated));
