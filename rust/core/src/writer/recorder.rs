@@ -377,11 +377,6 @@ impl Recorder {
         Ok(())
     }
 
-    /// The autoreset state of every sub-env, as decided so far.
-    pub fn splitter(&self) -> &Splitter {
-        &self.splitter
-    }
-
     /// Steps of envs with no running episode are not recorded: the warning to give the first
     /// time there are some (`skips::unrecorded_warning`), `None` after.
     pub fn unrecorded_warning(&mut self) -> Option<String> {
@@ -671,8 +666,12 @@ impl Recorder {
     /// the rewards of its `entries`.
     fn tally_sent(&mut self, entries: &[EntryRef]) {
         let reward = self.roles[0];
+        let is_reward = |e: &EntryRef| e.column == reward && e.slot == Slot::Regular;
+        // Found once per message: each lane then starts at the reward's entries, not at the top.
+        let from = entries.iter().position(is_reward).unwrap_or(entries.len());
+        let entries = &entries[from..];
         let reward_of = |lane: usize| -> f64 {
-            let mut given = entries.iter().filter(|e| e.column == reward && e.slot == Slot::Regular);
+            let mut given = entries.iter().filter(|e| is_reward(e));
             given
                 .find_map(|e| entry_row(e, lane, 8))
                 .map_or(0.0, |b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
