@@ -5,7 +5,8 @@
 //! for binary search. Episodes are listed shard by shard (shards sorted by file name, which
 //! sorts by start time), and within a shard in record order. `refresh` appends what appeared
 //! since (new records, new shard files) after the episodes already listed, so indexes handed out
-//! stay valid.
+//! stay valid; an episode listed while it went on over a shard rollover is listed again in place
+//! when its end arrives (`parts`), so the episodes listed are those a fresh open lists.
 //!
 //! An episode is listed only if its rows can all be read:
 //! - columns that hold a value on every row (neither `mask` nor `mask_of`: observation and

@@ -347,6 +347,18 @@ pub fn new_recording_id() -> [u8; 16] {
     id
 }
 
+/// Tells readers the file is being written: an exclusive advisory lock (`flock`) held as long as
+/// the file is open here, dropped by the kernel when this process ends however it ends. A reader
+/// finding a record cut short at the end of a locked file waits for it instead of reporting it
+/// as what a stopped writer left (`reader::tail`). Taken before the header is written, so a
+/// reader's probe (on files with a header) never makes it fail; if it fails anyway (a file
+/// system without locks), readers report such a record as today.
+fn lock_while_writing(file: &File) {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: the descriptor is open and owned by `file` for the whole call.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -415,16 +427,4 @@ mod tests {
     fn recording_ids_differ() {
         assert_ne!(new_recording_id(), new_recording_id());
     }
-}
-
-/// Tells readers the file is being written: an exclusive advisory lock (`flock`) held as long as
-/// the file is open here, dropped by the kernel when this process ends however it ends. A reader
-/// finding a record cut short at the end of a locked file waits for it instead of reporting it
-/// as what a stopped writer left (`reader::tail`). Taken before the header is written, so a
-/// reader's probe (on files with a header) never makes it fail; if it fails anyway (a file
-/// system without locks), readers report such a record as today.
-fn lock_while_writing(file: &File) {
-    use std::os::unix::io::AsRawFd;
-    // SAFETY: the descriptor is open and owned by `file` for the whole call.
-    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
 }
