@@ -670,10 +670,7 @@ impl Dataset {
             for (view, place) in views.iter().zip(parts::places(&listed, views.len())) {
                 let (shard, record) = &records[view.part];
                 let summary = if view.piece { record.as_piece() } else { record.clone() };
-                let at = match place {
-                    Place::At(at) => self.relist_episode(at, key.0, *shard, summary, view.continued, view.from_seq),
-                    Place::Append => self.push_episode(key.0, *shard, summary, view.continued, view.from_seq),
-                };
+                let at = self.place_episode(place, key.0, *shard, summary, view.continued, view.from_seq);
                 relisted |= matches!(place, Place::At(_));
                 now_listed.extend(at);
             }
@@ -696,39 +693,34 @@ impl Dataset {
         to >= from && seqs.range(from..=to).count() as u64 == to - from + 1
     }
 
-    /// Lists one episode (or part) if its rows can all be read, else reports it left out.
-    /// Returns its index.
-    fn push_episode(
+    /// Lists one episode (or part) if its rows can all be read, else reports it left out:
+    /// appended, or at `Place::At` in place of an earlier listing of it (see `parts`), which
+    /// stays if the new one cannot be read. Returns where it is listed.
+    fn place_episode(
         &mut self,
+        place: Place,
         recording: usize,
         shard: usize,
         summary: EpisodeSummary,
         continued: bool,
         from_seq: u64,
     ) -> Option<usize> {
-        let (loc, episode) = self.checked_listing(recording, shard, summary, continued, from_seq)?;
-        self.all.push(episode.summary.length);
-        self.locs.push(loc);
-        self.episodes.push(episode);
-        Some(self.episodes.len() - 1)
-    }
-
-    /// Lists one episode (or part) at `at` in place of an earlier listing of it (see `parts`),
-    /// if its rows can all be read; else the earlier listing stays. Returns `at`.
-    fn relist_episode(
-        &mut self,
-        at: usize,
-        recording: usize,
-        shard: usize,
-        summary: EpisodeSummary,
-        continued: bool,
-        from_seq: u64,
-    ) -> Option<usize> {
-        if let Some((loc, episode)) = self.checked_listing(recording, shard, summary, continued, from_seq) {
-            self.locs[at] = loc;
-            self.episodes[at] = episode;
+        let listing = self.checked_listing(recording, shard, summary, continued, from_seq);
+        match (place, listing) {
+            (Place::At(at), Some((loc, episode))) => {
+                self.locs[at] = loc;
+                self.episodes[at] = episode;
+                Some(at)
+            }
+            (Place::At(at), None) => Some(at),
+            (Place::Append, Some((loc, episode))) => {
+                self.all.push(episode.summary.length);
+                self.locs.push(loc);
+                self.episodes.push(episode);
+                Some(self.episodes.len() - 1)
+            }
+            (Place::Append, None) => None,
         }
-        Some(at)
     }
 
     /// The listing of one episode (or part) if its rows can all be read, else `None` (and it is
