@@ -303,8 +303,11 @@ class Dataset(_Sampling):
     def refresh(self) -> int:
         """Picks up shards that grew or appeared since opening (a recorder still writing);
         returns the number of new episodes. They come after the episodes already listed, so
-        episode and step numbers handed out stay valid (selections made before keep their
-        episodes).
+        episode numbers handed out stay valid (selections made before keep their episodes).
+        The episodes listed are those a fresh open of the same files lists: an episode listed
+        while it went on over a shard rollover grows in place once its end is read (the same
+        index, its first steps unchanged; global step numbers after it move on by as many
+        steps). A record the recorder is still writing is not read yet, and is not damage.
 
         It also checks the files already open: one truncated in place since opening is damage
         (its episodes can no longer be read: a `TrajcoreWarning`, or `CorruptFileError` with

@@ -5,7 +5,8 @@
 //! for binary search. Episodes are listed shard by shard (shards sorted by file name, which
 //! sorts by start time), and within a shard in record order. `refresh` appends what appeared
 //! since (new records, new shard files) after the episodes already listed, so indexes handed out
-//! stay valid.
+//! stay valid; an episode listed while it went on over a shard rollover is listed again in place
+//! when its end arrives (`parts`), so the episodes listed are those a fresh open lists.
 //!
 //! An episode is listed only if its rows can all be read:
 //! - columns that hold a value on every row (neither `mask` nor `mask_of`: observation and
@@ -30,6 +31,7 @@ use std::sync::{Arc, Mutex};
 
 use super::cache::{ChunkCache, IntMap, VerifiedRecords};
 use super::integrity::{Integrity, LeftOut};
+use super::parts::{self, Part, Place};
 use super::shard::{Found, Opened, Shard};
 use super::steps::EpisodeSet;
 use super::{OpenOptions, Problem, SHARD_EXTENSION};
@@ -171,9 +173,10 @@ pub struct Dataset {
     pub(super) verified: VerifiedRecords,
     /// The Episode record decoded last: (shard, record offset) and its episodes.
     last_episode_record: Mutex<Option<EpisodeBatch>>,
-    /// Episodes listed in parts so far, (recording, episode id) -> the last shard_seq listed:
-    /// a later part is listed on its own (listings never change once made).
-    listed_parts: HashMap<(usize, u64), u64>,
+    /// Episodes whose latest record goes on in a later shard (a rollover while a recorder
+    /// writes): their records so far and where they are listed, so that the record of their end
+    /// lists them as a fresh open would (`parts`).
+    listed_parts: HashMap<(usize, u64), ListedParts>,
     /// Episodes discarded after parts of them were written.
     discarded: HashSet<(usize, u64)>,
     skipped: Vec<SkippedRecord>,
@@ -187,6 +190,14 @@ type EpisodeBatch = ((usize, u64), Arc<Vec<crate::format::episode::DecodedEpisod
 
 /// The records of one episode found in an update: ((recording, episode id), [(shard, record)]).
 type EpisodeGroup = ((usize, u64), Vec<(usize, EpisodeSummary)>);
+
+/// An episode listed while it goes on in a later shard: its records (shard, record) so far and
+/// the dataset indexes of its listings.
+#[derive(Default)]
+struct ListedParts {
+    records: Vec<(usize, EpisodeSummary)>,
+    listed: Vec<usize>,
+}
 
 impl Dataset {
     /// Opens a shard file or a directory of shards (`*.trj`; other files are ignored).
@@ -635,34 +646,43 @@ impl Dataset {
         // An episode is listed where its latest record is (the order episodes ended).
         let last_at = |g: &EpisodeGroup| g.1.iter().map(|(shard, s)| (*shard, s.record_offset, s.position)).max();
         groups.sort_by_key(|g| last_at(g));
-        for (key, mut parts) in groups {
+        let mut relisted = false;
+        for (key, parts) in groups {
             if self.discarded.contains(&key) {
+                self.listed_parts.remove(&key);
                 continue;
             }
             let seq = |me: &Self, shard: usize| me.shards[shard].header.shard_seq;
-            parts.sort_by_key(|(shard, s)| (seq(self, *shard), s.record_offset, s.position));
-            let (last_shard, last) = parts.last().cloned().expect("a group has a record");
-            let listed_up_to = self.listed_parts.get(&key).copied();
-            let whole =
-                listed_up_to.is_none() && self.shards_present(key.0, last.first_shard_seq, seq(self, last_shard));
-            let views: Vec<(usize, EpisodeSummary, bool)> = if whole {
-                vec![(last_shard, last.clone(), false)]
-            } else {
-                parts
-                    .iter()
-                    .filter(|(shard, _)| listed_up_to.is_none_or(|upto| seq(self, *shard) > upto))
-                    .map(|(shard, s)| (*shard, s.as_piece(), seq(self, *shard) > s.first_shard_seq))
-                    .collect()
-            };
-            if last.continues() {
-                self.listed_parts.insert(key, seq(self, last_shard));
-            } else {
-                self.listed_parts.remove(&key);
+            let ListedParts { mut records, listed } = self.listed_parts.remove(&key).unwrap_or_default();
+            records.extend(parts);
+            records.sort_by_key(|(shard, s)| (seq(self, *shard), s.record_offset, s.position));
+            let joined: Vec<Part> = records
+                .iter()
+                .map(|(shard, s)| Part {
+                    seq: seq(self, *shard),
+                    first_shard_seq: s.first_shard_seq,
+                    length: s.length,
+                    piece_length: s.piece_length(),
+                })
+                .collect();
+            let views = parts::views(&joined, |from, to| self.shards_present(key.0, from, to));
+            let mut now_listed = Vec::with_capacity(views.len());
+            for (view, place) in views.iter().zip(parts::places(&listed, views.len())) {
+                let (shard, record) = &records[view.part];
+                let summary = if view.piece { record.as_piece() } else { record.clone() };
+                let at = self.place_episode(place, key.0, *shard, summary, view.continued, view.from_seq);
+                relisted |= matches!(place, Place::At(_));
+                now_listed.extend(at);
             }
-            // A part without a step holds nothing but a repeated row.
-            for (shard, summary, continued) in views.into_iter().filter(|v| v.1.length > 0) {
-                let from_seq = if continued { seq(self, shard) } else { summary.first_shard_seq };
-                self.push_episode(key.0, shard, summary, continued, from_seq);
+            if records.last().is_some_and(|(_, s)| s.continues()) {
+                self.listed_parts.insert(key, ListedParts { records, listed: now_listed });
+            }
+        }
+        if relisted {
+            // Listings grew in place: the step numbering after them moved.
+            self.all = EpisodeSet::all();
+            for e in &self.episodes {
+                self.all.push(e.summary.length);
             }
         }
     }
@@ -673,35 +693,66 @@ impl Dataset {
         to >= from && seqs.range(from..=to).count() as u64 == to - from + 1
     }
 
-    /// Lists one episode (or part) if its rows can all be read, else reports it left out.
-    fn push_episode(
+    /// Lists one episode (or part) if its rows can all be read, else reports it left out:
+    /// appended, or at `Place::At` in place of an earlier listing of it (see `parts`), which
+    /// stays if the new one cannot be read. Returns where it is listed.
+    fn place_episode(
+        &mut self,
+        place: Place,
+        recording: usize,
+        shard: usize,
+        summary: EpisodeSummary,
+        continued: bool,
+        from_seq: u64,
+    ) -> Option<usize> {
+        let listing = self.checked_listing(recording, shard, summary, continued, from_seq);
+        match (place, listing) {
+            (Place::At(at), Some((loc, episode))) => {
+                self.locs[at] = loc;
+                self.episodes[at] = episode;
+                Some(at)
+            }
+            (Place::At(at), None) => Some(at),
+            (Place::Append, Some((loc, episode))) => {
+                self.all.push(episode.summary.length);
+                self.locs.push(loc);
+                self.episodes.push(episode);
+                Some(self.episodes.len() - 1)
+            }
+            (Place::Append, None) => None,
+        }
+    }
+
+    /// The listing of one episode (or part) if its rows can all be read, else `None` (and it is
+    /// reported left out, unless an exclusion left it out).
+    fn checked_listing(
         &mut self,
         recording: usize,
         shard: usize,
         summary: EpisodeSummary,
         continued: bool,
         from_seq: u64,
-    ) {
+    ) -> Option<(EpisodeLoc, EpisodeRef)> {
         if self.integrity.excludes(&self.recordings[recording].id, &summary) {
-            return;
+            return None;
         }
         match self.check_episode(recording, shard, &summary, from_seq) {
             Ok(()) => {
-                self.all.push(summary.length);
-                self.locs.push(EpisodeLoc {
+                let loc = EpisodeLoc {
                     recording: recording as u32,
                     lane: summary.lane,
                     obs_first_row: summary.obs_first_row,
                     step_first_row: summary.step_first_row,
                     length: summary.length,
-                });
+                };
                 let continues = summary.continues();
-                self.episodes.push(EpisodeRef { recording, shard, summary, continued, continues });
+                Some((loc, EpisodeRef { recording, shard, summary, continued, continues }))
             }
             Err(why) => {
                 self.integrity.left_out.push(LeftOut { recording, shard, summary: summary.clone() });
                 let why = format!("episode {} (lane {}) left out: {why}", summary.episode_id, summary.lane);
                 self.own_problems.push(Problem::new(&self.shards[shard].path, summary.record_offset, why));
+                None
             }
         }
     }

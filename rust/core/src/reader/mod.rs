@@ -36,6 +36,7 @@ mod integrity;
 mod lane_scan;
 mod lenient;
 mod metrics;
+mod parts;
 mod plan;
 mod pool;
 mod request;
@@ -47,6 +48,7 @@ mod shard;
 mod source;
 mod steps;
 mod stream;
+mod tail;
 mod verify;
 
 use std::path::{Path, PathBuf};

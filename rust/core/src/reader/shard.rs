@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use super::source::Source;
+use super::tail::{self, Tail};
 use super::Problem;
 use crate::error::{Error, Result};
 use crate::format::chunks::{self, ChunkRef};
@@ -401,7 +402,7 @@ impl Shard {
             let rec = match frame(map, at) {
                 Ok(rec) => rec,
                 Err(e) => {
-                    self.tail = Some(self.tail_problem(map, at, e));
+                    self.tail = self.tail_problem(map, at, e);
                     break;
                 }
             };
@@ -457,13 +458,22 @@ impl Shard {
         self.scanned_to = at;
     }
 
-    /// Explains why the hop stopped at `at`. Decision: any bytes after the last complete record
-    /// are reported (the writer lost them), worded by what they look like: a record cut short
-    /// (the writer stopped, or is still writing), zeros (space the file system extended but the
-    /// data never reached), or damage.
-    fn tail_problem(&self, map: &Source, at: u64, e: FrameError) -> Problem {
+    /// Explains why the hop stopped at `at`: the bytes after the last complete record are
+    /// reported (the writer lost them), worded by what they look like: a record cut short (the
+    /// writer stopped), zeros (space the file system extended but the data never reached), or
+    /// damage. `None` for the record a live writer is writing (see `tail`).
+    fn tail_problem(&self, map: &Source, at: u64, e: FrameError) -> Option<Problem> {
         let rest = map.len() - at;
-        let why = if e != FrameError::Unreadable && all_zero(map, at) {
+        let zeros = e != FrameError::Unreadable && all_zero(map, at);
+        let shape = match e {
+            _ if zeros => Tail::Zeros,
+            FrameError::PartialHeader | FrameError::PastEnd { .. } => Tail::CutShort,
+            FrameError::BadHeader | FrameError::Unreadable => Tail::Damaged,
+        };
+        if !tail::is_damage(shape, shape == Tail::CutShort && writer_holds_lock(&self.file)) {
+            return None;
+        }
+        let why = if zeros {
             format!(
                 "{rest} zero bytes at end of file after the last complete record (data that never reached the disk)"
             )
@@ -476,7 +486,7 @@ impl Shard {
                 FrameError::Unreadable => format!("{e}; the {rest} bytes from here on cannot be read"),
             }
         };
-        self.problem(at, why)
+        Some(self.problem(at, why))
     }
 
     /// Takes in the records an Index record describes, except those before `from` (taken in by
@@ -720,4 +730,19 @@ fn parse_column(payload: &[u8]) -> Result<ColumnSpec, String> {
     let spec: ColumnSpec = serde_json::from_slice(payload).map_err(|e| format!("not a column spec: {e}"))?;
     spec.validate().map_err(|e| e.to_string())?;
     Ok(spec)
+}
+
+/// Whether a writer holds the lock it takes on the shard it writes (see `tail`). The probe takes
+/// a shared lock without waiting and lets go at once, so it never holds up a writer: a writer
+/// locks its file before it writes the header, and a file is only scanned once it has one.
+fn writer_holds_lock(file: &File) -> bool {
+    use std::os::unix::io::AsRawFd;
+    let fd = file.as_raw_fd();
+    // SAFETY: `fd` is an open descriptor owned by `file`, alive for the whole call.
+    if unsafe { libc::flock(fd, libc::LOCK_SH | libc::LOCK_NB) } == 0 {
+        // SAFETY: as above; this releases only the lock just taken through this descriptor.
+        unsafe { libc::flock(fd, libc::LOCK_UN) };
+        return false;
+    }
+    std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
 }

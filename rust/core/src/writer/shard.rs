@@ -75,6 +75,7 @@ impl ShardWriter {
     pub fn create_at(path: PathBuf, header: &FileHeader, durability: Durability) -> Result<Self> {
         // create_new: never clobber a file someone may be reading.
         let file = OpenOptions::new().write(true).create_new(true).open(&path).map_err(|e| Error::io(&path, e))?;
+        lock_while_writing(&file);
         let identity = file.metadata().ok().as_ref().and_then(identity);
         let mut shard = ShardWriter {
             path,
@@ -344,6 +345,18 @@ pub fn new_recording_id() -> [u8; 16] {
         half.copy_from_slice(&h.finish().to_le_bytes());
     }
     id
+}
+
+/// Tells readers the file is being written: an exclusive advisory lock (`flock`) held as long as
+/// the file is open here, dropped by the kernel when this process ends however it ends. A reader
+/// finding a record cut short at the end of a locked file waits for it instead of reporting it
+/// as what a stopped writer left (`reader::tail`). Taken before the header is written, so a
+/// reader's probe (on files with a header) never makes it fail; if it fails anyway (a file
+/// system without locks), readers report such a record as today.
+fn lock_while_writing(file: &File) {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: the descriptor is open and owned by `file` for the whole call.
+    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
 }
 
 #[cfg(test)]
