@@ -262,6 +262,21 @@ fn short(value: &Value) -> String {
     }
 }
 
+impl Layout {
+    /// `leaves` as JSON: `[[path, column], ...]`, each path item a dict key (str) or a tuple
+    /// position (int).
+    pub fn leaves_json(&self) -> String {
+        let item = |item: &PathItem| match item {
+            PathItem::Key(k) => Value::from(k.as_str()),
+            PathItem::Index(i) => Value::from(*i),
+        };
+        let leaf = |(path, column): (Vec<PathItem>, &String)| {
+            Value::from(vec![Value::from(path.iter().map(item).collect::<Vec<_>>()), Value::from(column.as_str())])
+        };
+        Value::from(self.leaves().into_iter().map(leaf).collect::<Vec<_>>()).to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -404,5 +419,18 @@ mod tests {
     fn from_json_refuses_text_that_is_not_json() {
         assert!(Layout::from_json("{", &|_| true).unwrap_err().starts_with("not JSON"));
         assert_eq!(Layout::from_json(r#"{"leaf": "a"}"#, &|_| true), Ok(Layout::Leaf("a".into())));
+    }
+
+    #[test]
+    fn leaves_as_json_name_keys_and_positions() {
+        let tree = r#"{"dict": [["a", {"tuple": [{"leaf": "x"}, {"leaf": "y"}]}], ["b", {"leaf": "z"}]]}"#;
+        let table = [
+            (tree, r#"[[["a",0],"x"],[["a",1],"y"],[["b"],"z"]]"#),
+            (r#"{"leaf": "x"}"#, r#"[[[],"x"]]"#),
+            (r#"{"tuple": []}"#, "[]"),
+        ];
+        for (tree, want) in table {
+            assert_eq!(Layout::from_json(tree, &|_| true).unwrap().leaves_json(), want, "{tree}");
+        }
     }
 }

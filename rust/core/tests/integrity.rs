@@ -12,8 +12,8 @@ use common::*;
 use trajcore_core::format::chunks;
 use trajcore_core::format::record::{RecordHeader, RecordKind, RECORD_HEADER_LEN};
 use trajcore_core::reader::{
-    open_verified, sample_steps, sample_windows, verify, verify_path, Dataset, Field, OpenOptions, Out, Redraw, Window,
-    WindowKind,
+    open_verified, sample_steps, sample_windows, verify, verify_path, Dataset, Draw, Field, OpenOptions, Out, Redraw,
+    Window, WindowKind,
 };
 use trajcore_core::{ColumnSpec, Error, Timeline};
 
@@ -305,7 +305,8 @@ fn gather(
     let rows = windows.len() * kind.length;
     let mut bufs: Vec<Vec<u8>> = fields.iter().map(|f| vec![0xEE; rows * f.row_bytes.unwrap()]).collect();
     let mut outs: Vec<Out<'_>> = bufs.iter_mut().map(|b| Out::Fixed(b)).collect();
-    let found = ds.gather_lenient(ds.all_episodes(), redraw, kind, &fields, windows, &mut outs, None)?;
+    let draw = Draw { set: ds.all_episodes(), redraw, kind, fields: &fields };
+    let found = ds.gather_lenient(draw, windows, &mut outs, None)?;
     Ok((bufs, found))
 }
 

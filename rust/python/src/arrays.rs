@@ -58,21 +58,6 @@ impl Drop for BatchMemory {
     }
 }
 
-/// A writeable 1-D uint8 array over `block` (its base a `BatchMemory`); its memory is not
-/// initialized (see `empty`).
-fn pooled(py: Python<'_>, block: Vec<MaybeUninit<u8>>) -> PyResult<Bound<'_, PyUntypedArray>> {
-    let len = block.len();
-    let owner = Bound::new(py, BatchMemory { data: std::cell::UnsafeCell::new(block) })?;
-    // SAFETY: the block lives as long as `owner`, which becomes the array's base below.
-    let data = unsafe { (*owner.get().data.get()).as_mut_ptr() };
-    let (u8s, dims) = (descr(py, DType::U8)?, dims(&[len])?);
-    // SAFETY: `data` addresses `len` bytes owned by `owner`, which becomes the array's base; uint8
-    // needs no alignment.
-    let array =
-        unsafe { array_over(py, u8s, dims, data.cast::<c_void>(), NPY_ARRAY_WRITEABLE, Some(owner.into_any()))? };
-    Ok(array.cast_into::<PyUntypedArray>()?)
-}
-
 /// A C-order array of `descr` and `dims` over `data`, with `owner` as its base (which must keep
 /// `data` alive), numpy flags `flags`; with NULL `data` (and no owner), over memory numpy
 /// allocates, not initialized.
@@ -147,9 +132,19 @@ pub fn empty<'py>(
 pub fn arena<'py>(py: Python<'py>, parts: &[(Bound<'py, PyArrayDescr>, Vec<usize>)]) -> PyResult<Arena<'py>> {
     let layout = ArenaLayout::new(parts.iter().map(|(d, shape)| (d.itemsize(), &shape[..])))
         .ok_or_else(|| pyo3::exceptions::PyOverflowError::new_err("batch too large"))?;
+    let u8s = descr(py, DType::U8)?;
     let buffer = match BATCH_BLOCKS.take(layout.len) {
-        Some(block) => pooled(py, block)?,
-        None => empty(py, &descr(py, DType::U8)?, &[layout.len])?,
+        None => empty(py, &u8s, &[layout.len])?,
+        // A pooled block, its numpy base a `BatchMemory` that hands it back when numpy lets go.
+        Some(block) => {
+            let owner = Bound::new(py, BatchMemory { data: std::cell::UnsafeCell::new(block) })?;
+            // SAFETY: the block lives as long as `owner`, which becomes the array's base below.
+            let data = unsafe { (*owner.get().data.get()).as_mut_ptr() }.cast::<c_void>();
+            let (dims, owner) = (dims(&[layout.len])?, Some(owner.into_any()));
+            // SAFETY: `data` addresses `layout.len` bytes (the block's length) owned by `owner`,
+            // the array's base; uint8 needs no alignment. Not initialized (see `empty`).
+            unsafe { array_over(py, u8s, dims, data, NPY_ARRAY_WRITEABLE, owner)? }.cast_into::<PyUntypedArray>()?
+        }
     };
     // SAFETY: reading the data pointer field of a live ndarray (the buffer, held here).
     let base = (unsafe { (*buffer.as_array_ptr()).fields.data }).cast::<u8>();

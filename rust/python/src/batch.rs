@@ -99,30 +99,16 @@ pub fn batch<'py>(
     let descrs = plan.descrs.iter().flatten().map(|d| d.bind(py).clone());
     let descrs = descrs.chain([i64_descr.clone(), i64_descr, descr(py, DType::Bool)?]);
     let parts: Vec<_> = descrs.zip(plan.core.batch_shapes(b, kind)).collect();
-    let Arena { buffer: mut memory_owner, mut views, layout } = arena(py, &parts)?;
-    let mut strings: Vec<Vec<String>> =
-        plan.descrs.iter().filter(|d| d.is_none()).map(|_| vec![String::new(); b * l]).collect();
+    let Arena { buffer: mut memory_owner, views, layout } = arena(py, &parts)?;
+    let mut strings = plan.core.string_lists(b, kind);
     let damage = {
         // SAFETY: the arena was created above and is not visible to Python code until this
         // function returns; this is the only slice of it. `split` zeroes the bytes between the
         // parts, which the read writes whole (or it fails, and the arena is dropped unseen).
         let memory = unsafe { uninit_mut(&mut memory_owner) };
-        let mut parts_out = layout.split(memory).into_iter();
-        let mut strings_out = strings.iter_mut();
-        let mut fields: Vec<Out<'_>> = plan
-            .descrs
-            .iter()
-            .map(|d| match d {
-                Some(_) => Out::Uninit(parts_out.next().expect("a part per fixed field")),
-                None => Out::Strings(strings_out.next().expect("a list per str field")),
-            })
-            .collect();
-        let episodes = parts_out.next().expect("episode_index part");
-        let steps = parts_out.next().expect("step_index part");
-        let out = BatchOut { fields: &mut fields, episodes, steps, mask: parts_out.next() };
+        let out = BatchOut::new(&plan.core, layout.split(memory), &mut strings);
         ds.over(py, set, |d, set| d.read_batch(set, &plan.core.fields, request, kind, out))?
     };
-    let indexes = views.split_off(plan.descrs.iter().flatten().count());
     let mut views = views.into_iter();
     let mut strings = strings.into_iter();
     let leaves: Vec<Bound<'py, PyAny>> = plan
@@ -130,22 +116,20 @@ pub fn batch<'py>(
         .iter()
         .map(|d| match d {
             Some(_) => Ok(views.next().expect("a view per fixed field").into_any()),
-            None => {
+            // Str values as lists (of lists of `l`, for sequences).
+            None if kind.sequence => {
                 let v = strings.next().expect("a list per str field");
-                if kind.sequence {
-                    let rows = v.chunks(l.max(1)).map(|c| PyList::new(py, c)).collect::<PyResult<Vec<_>>>()?;
-                    Ok(PyList::new(py, rows)?.into_any())
-                } else {
-                    Ok(PyList::new(py, v)?.into_any())
-                }
+                let rows = v.chunks(l.max(1)).map(|c| PyList::new(py, c)).collect::<PyResult<Vec<_>>>()?;
+                Ok(PyList::new(py, rows)?.into_any())
             }
+            None => Ok(PyList::new(py, strings.next().expect("a list per str field"))?.into_any()),
         })
         .collect::<PyResult<_>>()?;
     let out = PyDict::new(py);
     plan.nest(py, &leaves, &out)?;
     // In `batch_shapes`' order (mask only for padded sequences).
     let names = [pyo3::intern!(py, "episode_index"), pyo3::intern!(py, "step_index"), pyo3::intern!(py, "mask")];
-    for (name, view) in names.into_iter().zip(indexes) {
+    for (name, view) in names.into_iter().zip(views) {
         out.set_item(name, view)?;
     }
     Ok((out, damage))

@@ -245,10 +245,7 @@ impl PyDataset {
 
     /// A subset of episodes (dataset indexes) to sample from, with its own step numbering.
     fn selection(&self, py: Python<'_>, episodes: PyReadonlyArray1<'_, i64>) -> PyResult<PySelection> {
-        let episodes = episodes.as_array();
-        let set = self
-            .read(|d| d.episode_set(&episodes.iter().map(|&i| d.episode_index(i)).collect::<Result<Vec<_>, _>>()?))
-            .py_err(py)?;
+        let set = self.read(|d| d.episode_set_at(&episodes.as_array().to_vec())).py_err(py)?;
         Ok(PySelection { set: Arc::new(set) })
     }
 

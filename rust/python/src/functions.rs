@@ -5,9 +5,8 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
-use serde_json::Value;
 use trajcore_core::convert::{codecs_from_json, convert as convert_dataset, ConvertOptions};
-use trajcore_core::layout::{Layout, PathItem};
+use trajcore_core::layout::Layout;
 use trajcore_core::reader::verify_path;
 use trajcore_core::recover::recover as recover_dataset;
 
@@ -76,11 +75,5 @@ pub fn layout_leaves<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let tree = Layout::from_json(layout_json, &|name| columns.as_ref().is_none_or(|c| c.contains(name)))
         .map_err(|why| invalid(py, why))?;
-    let item = |item: &PathItem| match item {
-        PathItem::Key(k) => Value::from(k.as_str()),
-        PathItem::Index(i) => Value::from(*i),
-    };
-    let leaves: Vec<_> =
-        tree.leaves().into_iter().map(|(path, column)| (path.iter().map(item).collect::<Vec<_>>(), column)).collect();
-    from_json(py, serde_json::to_string(&leaves))
+    from_json(py, Ok(tree.leaves_json()))
 }

@@ -8,20 +8,44 @@ use super::bulk::IndexOut;
 use super::damage::Damage;
 use super::dataset::Dataset;
 use super::gather::{Field, Out, Window};
-use super::lenient::{Redraw, WindowKind};
+use super::lenient::{Draw, Redraw, WindowKind};
+use super::plan::BatchPlan;
 use super::request::{resolve_index, Request};
 use super::steps::EpisodeSet;
 use super::stream::put_i64s;
-use crate::Result;
+use crate::{DType, Result};
 
 /// Where a batch goes: one output per field (`len * kind.length` rows each), the episode of
 /// each window and the step of each row (little-endian int64), and for padded sequences which
 /// rows are real (one byte each, 0 or 1). Every byte gets written.
-pub struct BatchOut<'a, 'b> {
-    pub fields: &'a mut [Out<'b>],
+pub struct BatchOut<'a> {
+    pub fields: Vec<Out<'a>>,
     pub episodes: &'a mut [MaybeUninit<u8>],
     pub steps: &'a mut [MaybeUninit<u8>],
     pub mask: Option<&'a mut [MaybeUninit<u8>]>,
+}
+
+impl<'a> BatchOut<'a> {
+    /// The outputs of a batch of `plan`'s fields over `parts`, the memory of its fixed-size
+    /// outputs in `BatchPlan::batch_shapes`' order, and `strings`, a list per str field (as
+    /// `BatchPlan::string_lists` makes them).
+    ///
+    /// Panics if the parts or lists are fewer than the plan's fields need.
+    pub fn new(plan: &BatchPlan, parts: Vec<&'a mut [MaybeUninit<u8>]>, strings: &'a mut [Vec<String>]) -> Self {
+        let mut parts = parts.into_iter();
+        let mut strings = strings.iter_mut();
+        let fields = plan
+            .fields
+            .iter()
+            .map(|f| match f.dtype {
+                DType::Utf8 => Out::Strings(strings.next().expect("a list per str field")),
+                _ => Out::Uninit(parts.next().expect("a part per fixed-size field")),
+            })
+            .collect();
+        let episodes = parts.next().expect("an episode_index part");
+        let steps = parts.next().expect("a step_index part");
+        BatchOut { fields, episodes, steps, mask: parts.next() }
+    }
 }
 
 impl Dataset {
@@ -35,17 +59,18 @@ impl Dataset {
         fields: &[Field],
         request: Request,
         kind: WindowKind,
-        out: BatchOut<'_, '_>,
+        mut out: BatchOut<'_>,
     ) -> Result<Vec<Damage>> {
         if let (Request::Range { first, n }, false) = (&request, kind.sequence) {
             let indexes = IndexOut { episodes: out.episodes, steps: out.steps };
-            let (_, found) = self.read_range(set, fields, *first, *n as u64, out.fields, Some(indexes))?;
+            let (_, found) = self.read_range(set, fields, *first, *n as u64, &mut out.fields, Some(indexes))?;
             return Ok(found);
         }
         let redraw = request.redraw();
         let mut windows = request.windows(set, self.episodes().len(), kind)?;
         let mut bools = out.mask.as_ref().map(|m| vec![false; m.len()]);
-        let found = self.gather_lenient(set, &redraw, kind, fields, &mut windows, out.fields, bools.as_deref_mut())?;
+        let draw = Draw { set, redraw: &redraw, kind, fields };
+        let found = self.gather_lenient(draw, &mut windows, &mut out.fields, bools.as_deref_mut())?;
         // The windows read (redrawn ones included) are what the indexes report.
         let l = kind.length;
         put_i64s(out.episodes, windows.iter().map(|w| w.episode as i64));
@@ -64,7 +89,8 @@ impl Dataset {
     pub fn read_step(&self, set: &EpisodeSet, fields: &[Field], number: i64, out: &mut [Out<'_>]) -> Result<Window> {
         let (episode, start) = set.locate_step(resolve_index(number, set.num_steps(), "step")?)?;
         let mut windows = [Window { episode, start }];
-        self.gather_lenient(set, &Redraw::Never, WindowKind::TRANSITION, fields, &mut windows, out, None)?;
+        let draw = Draw { set, redraw: &Redraw::Never, kind: WindowKind::TRANSITION, fields };
+        self.gather_lenient(draw, &mut windows, out, None)?;
         Ok(windows[0])
     }
 
@@ -73,5 +99,12 @@ impl Dataset {
     /// Errors: `OutOfRange`.
     pub fn episode_index(&self, index: i64) -> Result<usize> {
         Ok(resolve_index(index, self.episodes().len() as u64, "episode")? as usize)
+    }
+
+    /// The set of dataset episodes `indexes` (negative from the end), in that order.
+    ///
+    /// Errors: `OutOfRange`.
+    pub fn episode_set_at(&self, indexes: &[i64]) -> Result<EpisodeSet> {
+        self.episode_set(&indexes.iter().map(|&i| self.episode_index(i)).collect::<Result<Vec<_>>>()?)
     }
 }

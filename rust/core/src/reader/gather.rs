@@ -352,10 +352,10 @@ impl Dataset {
         work: Work,
     ) -> Result<()> {
         // Plan: slots (distinct chunks, shared between fields) and pieces per field.
-        let mut slots: Vec<(Located, Option<usize>)> = Vec::with_capacity(fields.len() + 8);
-        // Sized for the most slots a batch can have (a chunk per piece), so it never rehashes.
-        let mut slot_of: IntMap<(usize, u64), u32> = IntMap::default();
-        let most_slots = (items.len() * fields.len()).min(1 << 16);
+        // The map is sized for the most slots a batch can have (a chunk per piece), so it never
+        // rehashes.
+        let most = (items.len() * fields.len()).min(1 << 16);
+        let mut slots = Slots { list: Vec::with_capacity(fields.len() + 8), of: IntMap::default(), most };
         let mut all: Vec<Piece> = Vec::with_capacity(items.len() * fields.len());
         let mut ends = Vec::with_capacity(fields.len());
         // Step-timeline rows of consecutive runs of a lane (file order) meet: one item each.
@@ -373,9 +373,7 @@ impl Dataset {
                 match self.field_column(field, recording)? {
                     Some(column) => {
                         let list = self.chunk_list_ends(recording, lane, column);
-                        let run = &items[start..end];
-                        let slot_of = (&mut slot_of, most_slots);
-                        self.plan_run(field, list, run, &mut slots, slot_of, (&mut all, field_from));
+                        plan_run(field, list, &items[start..end], &mut slots, (&mut all, field_from));
                     }
                     None => all.extend(items[start..end].iter().map(|item| Piece {
                         slot: ZEROS,
@@ -388,6 +386,7 @@ impl Dataset {
             }
             ends.push(all.len());
         }
+        let slots = slots.list;
         let pieces: Vec<&[Piece]> = ends
             .iter()
             .scan(0, |start, &end| {
@@ -499,75 +498,6 @@ impl Dataset {
         Err(Error::schema(&field.column, format!("recording {recording} of this dataset has no such column")))
     }
 
-    /// Pieces of one field over the items of one (recording, lane), sorted by row.
-    #[allow(clippy::too_many_arguments)]
-    fn plan_run(
-        &self,
-        field: &Field,
-        (list, ends): (&[Located], &[u64]),
-        items: &[Item],
-        slots: &mut Vec<(Located, Option<usize>)>,
-        slot_of: (&mut IntMap<(usize, u64), u32>, usize),
-        (pieces, field_from): (&mut Vec<Piece>, usize),
-    ) {
-        let (slot_of, most_slots) = slot_of;
-        let mut c = 0usize;
-        let mut last: Option<(usize, u32)> = None;
-        for item in items {
-            let first = match field.timeline {
-                Timeline::Obs => item.obs_row + field.next as u64,
-                Timeline::Step => item.step_row,
-            };
-            let end = first + item.rows;
-            let mut row = first;
-            while row < end {
-                // The chunk holding `row`: the cursor's, else the next one (rows close
-                // together), else a binary search (rows jumped, or went back: windows overlap).
-                let holds = |c: usize| list.get(c).is_some_and(|l| l.first_row() <= row && row < l.end_row());
-                if !holds(c) {
-                    c = if holds(c + 1) { c + 1 } else { ends.partition_point(|&e| e <= row) };
-                }
-                let Some(loc) = list.get(c).filter(|l| l.first_row() <= row) else {
-                    // No chunk holds these rows (a column added later): zeros.
-                    let to = list.get(c).map_or(end, |l| l.first_row().min(end));
-                    let out_row = item.out_row + (row - first) as usize;
-                    push_piece(
-                        pieces,
-                        field_from,
-                        Piece { slot: ZEROS, chunk_row: 0, rows: (to - row) as usize, out_row },
-                    );
-                    row = to;
-                    continue;
-                };
-                let to = loc.end_row().min(end);
-                let slot = match last {
-                    Some((lc, slot)) if lc == c => slot,
-                    _ => {
-                        let slot = slot_index(slots, slot_of, most_slots, loc, field.row_bytes);
-                        last = Some((c, slot));
-                        slot
-                    }
-                };
-                push_piece(
-                    pieces,
-                    field_from,
-                    Piece {
-                        slot,
-                        chunk_row: (row - loc.first_row()) as usize,
-                        rows: (to - row) as usize,
-                        out_row: item.out_row + (row - first) as usize,
-                    },
-                );
-                row = to;
-            }
-            if item.pad > 0 {
-                // Padding past the episode's end.
-                let out_row = item.out_row + item.rows as usize;
-                pieces.push(Piece { slot: ZEROS, chunk_row: 0, rows: item.pad, out_row });
-            }
-        }
-    }
-
     /// Whether a chunk is read where it lies in the memory map (raw, mapped): no decoding.
     fn reads_in_place(&self, loc: &Located) -> bool {
         loc.chunk.codec == 0 && self.shards[loc.shard].source.is_mapped()
@@ -655,33 +585,101 @@ impl Dataset {
     }
 }
 
-/// The slot of a chunk, added if new. Few slots (one transition, a small batch): a scan, no
-/// hashing; many: a map, filled once the scan gets long.
-fn slot_index(
-    slots: &mut Vec<(Located, Option<usize>)>,
-    slot_of: &mut IntMap<(usize, u64), u32>,
-    most_slots: usize,
-    loc: &Located,
-    row_bytes: Option<usize>,
-) -> u32 {
-    const SCAN: usize = 16;
-    let key = (loc.shard, loc.chunk.data_offset);
-    if slots.len() <= SCAN {
-        if let Some(i) = slots.iter().position(|(l, _)| (l.shard, l.chunk.data_offset) == key) {
-            return i as u32;
+/// The distinct chunks (slots) a gather reads, each with the row size it is read at, shared
+/// between fields.
+struct Slots {
+    list: Vec<(Located, Option<usize>)>,
+    /// Slot by (shard, data offset), filled once the list gets long.
+    of: IntMap<(usize, u64), u32>,
+    /// The most slots the gather can have (what `of` is sized for).
+    most: usize,
+}
+
+impl Slots {
+    /// The slot of a chunk, added if new. Few slots (one transition, a small batch): a scan, no
+    /// hashing; many: a map, filled once the scan gets long.
+    fn index(&mut self, loc: &Located, row_bytes: Option<usize>) -> u32 {
+        const SCAN: usize = 16;
+        let key = (loc.shard, loc.chunk.data_offset);
+        if self.list.len() <= SCAN {
+            if let Some(i) = self.list.iter().position(|(l, _)| (l.shard, l.chunk.data_offset) == key) {
+                return i as u32;
+            }
+        } else {
+            if self.of.is_empty() {
+                self.of.reserve(self.most);
+                let keys = self.list.iter().enumerate().map(|(i, (l, _))| ((l.shard, l.chunk.data_offset), i as u32));
+                self.of.extend(keys);
+            }
+            if let Some(&i) = self.of.get(&key) {
+                return i;
+            }
+            self.of.insert(key, self.list.len() as u32);
         }
-    } else {
-        if slot_of.is_empty() {
-            slot_of.reserve(most_slots);
-            slot_of.extend(slots.iter().enumerate().map(|(i, (l, _))| ((l.shard, l.chunk.data_offset), i as u32)));
-        }
-        if let Some(&i) = slot_of.get(&key) {
-            return i;
-        }
-        slot_of.insert(key, slots.len() as u32);
+        self.list.push((*loc, row_bytes));
+        (self.list.len() - 1) as u32
     }
-    slots.push((*loc, row_bytes));
-    (slots.len() - 1) as u32
+}
+
+/// Pieces of one field over the items of one (recording, lane), sorted by row.
+fn plan_run(
+    field: &Field,
+    (list, ends): (&[Located], &[u64]),
+    items: &[Item],
+    slots: &mut Slots,
+    (pieces, field_from): (&mut Vec<Piece>, usize),
+) {
+    let mut c = 0usize;
+    let mut last: Option<(usize, u32)> = None;
+    for item in items {
+        let first = match field.timeline {
+            Timeline::Obs => item.obs_row + field.next as u64,
+            Timeline::Step => item.step_row,
+        };
+        let end = first + item.rows;
+        let mut row = first;
+        while row < end {
+            // The chunk holding `row`: the cursor's, else the next one (rows close
+            // together), else a binary search (rows jumped, or went back: windows overlap).
+            let holds = |c: usize| list.get(c).is_some_and(|l| l.first_row() <= row && row < l.end_row());
+            if !holds(c) {
+                c = if holds(c + 1) { c + 1 } else { ends.partition_point(|&e| e <= row) };
+            }
+            let Some(loc) = list.get(c).filter(|l| l.first_row() <= row) else {
+                // No chunk holds these rows (a column added later): zeros.
+                let to = list.get(c).map_or(end, |l| l.first_row().min(end));
+                let out_row = item.out_row + (row - first) as usize;
+                push_piece(pieces, field_from, Piece { slot: ZEROS, chunk_row: 0, rows: (to - row) as usize, out_row });
+                row = to;
+                continue;
+            };
+            let to = loc.end_row().min(end);
+            let slot = match last {
+                Some((lc, slot)) if lc == c => slot,
+                _ => {
+                    let slot = slots.index(loc, field.row_bytes);
+                    last = Some((c, slot));
+                    slot
+                }
+            };
+            push_piece(
+                pieces,
+                field_from,
+                Piece {
+                    slot,
+                    chunk_row: (row - loc.first_row()) as usize,
+                    rows: (to - row) as usize,
+                    out_row: item.out_row + (row - first) as usize,
+                },
+            );
+            row = to;
+        }
+        if item.pad > 0 {
+            // Padding past the episode's end.
+            let out_row = item.out_row + item.rows as usize;
+            pieces.push(Piece { slot: ZEROS, chunk_row: 0, rows: item.pad, out_row });
+        }
+    }
 }
 
 /// The most decoded bytes one gather holds at once (beyond the cache's own bound): a batch

@@ -29,6 +29,7 @@ use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use super::damage::{Affected, Damage};
 use super::dataset::{episode_span, Dataset};
 use super::gather::{Field, Out, Window};
+use super::rows::overlapping;
 use super::sampling::SplitMix64;
 use super::steps::EpisodeSet;
 use crate::error::{Error, Result};
@@ -36,6 +37,16 @@ use crate::error::{Error, Result};
 /// Draws of one window that may land in damaged episodes before giving up (the episodes left
 /// are then too few to sample from).
 const MAX_REDRAWS: u64 = 10_000;
+
+/// What a lenient read draws and reads (`Dataset::gather_lenient`): windows of `kind` of `set`,
+/// replaced as `redraw` says where they fall in damaged episodes, over `fields`.
+#[derive(Debug, Clone, Copy)]
+pub struct Draw<'a> {
+    pub set: &'a EpisodeSet,
+    pub redraw: &'a Redraw,
+    pub kind: WindowKind,
+    pub fields: &'a [Field],
+}
 
 /// How a window that fell in a damaged episode is replaced.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,17 +185,14 @@ impl Dataset {
     ///
     /// Errors: those of `gather`; `Corrupt` also when a window cannot be redrawn (`Never`, or
     /// too few intact episodes).
-    #[allow(clippy::too_many_arguments)]
     pub fn gather_lenient(
         &self,
-        set: &EpisodeSet,
-        redraw: &Redraw,
-        kind: WindowKind,
-        fields: &[Field],
+        draw: Draw<'_>,
         windows: &mut [Window],
         outs: &mut [Out<'_>],
         mut mask: Option<&mut [bool]>,
     ) -> Result<Vec<Damage>> {
+        let Draw { set, redraw, kind, fields } = draw;
         let pad = kind.sequence && kind.pad;
         if self.options().strict {
             self.gather(fields, windows, kind.length, pad, outs, mask)?;
@@ -302,12 +310,7 @@ impl Dataset {
         let e = self.episode(episode)?;
         for spec in &self.recording(e.recording)?.columns {
             let Some((first, n)) = episode_span(&e.summary, spec.timeline) else { continue };
-            let end = first + n;
-            let (list, ends) = self.chunk_list_ends(e.recording, e.summary.lane, spec.id);
-            for loc in &list[ends.partition_point(|&x| x <= first)..] {
-                if loc.first_row() >= end {
-                    break;
-                }
+            for (loc, _, _) in overlapping(self.chunk_list(e.recording, e.summary.lane, spec.id), first, first + n) {
                 self.ensure_verified(loc)?;
             }
         }

@@ -72,7 +72,7 @@ pub use stream::set_stream_from_bytes;
 pub use damage::Damage;
 pub(crate) use dataset::episode_span;
 pub use integrity::{EpisodeKey, Exclusions};
-pub use lenient::{Redraw, WindowKind};
+pub use lenient::{Draw, Redraw, WindowKind};
 pub use salvage::{Salvage, SalvagePlan};
 pub use verify::{open_verified, verify, verify_path, VerifyReport};
 

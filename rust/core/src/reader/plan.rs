@@ -103,6 +103,12 @@ impl BatchPlan {
         let fixed = self.fields.iter().filter(|f| f.dtype != DType::Utf8).map(|f| f.shape.as_slice());
         batch_shapes(fixed, b, kind)
     }
+
+    /// A list of `b * kind.length` empty strings per str field: where a batch's str values go.
+    pub fn string_lists(&self, b: usize, kind: WindowKind) -> Vec<Vec<String>> {
+        let strs = self.fields.iter().filter(|f| f.dtype == DType::Utf8);
+        strs.map(|_| vec![String::new(); b * kind.length]).collect()
+    }
 }
 
 /// `BatchPlan::batch_shapes` over the row shapes of the fixed-size fields.

@@ -220,14 +220,9 @@ impl Dataset {
             )));
         }
         let end = first_row.checked_add(n_rows).ok_or_else(|| Error::Invalid("row numbers overflow".into()))?;
-        let list = self.chunk_list(recording, lane, column);
         let mut cursor = first_row;
         let mut pos = 0usize;
-        for loc in &list[list.partition_point(|c| c.end_row() <= first_row)..] {
-            if loc.first_row() >= end {
-                break;
-            }
-            let (from, to) = (loc.first_row().max(cursor), loc.end_row().min(end));
+        for (loc, from, to) in overlapping(self.chunk_list(recording, lane, column), first_row, end) {
             // Row counts below fit in usize: they are at most n_rows, which did.
             let gap = (from - cursor) as usize * row_bytes;
             out[pos..pos + gap].fill(0);
@@ -270,13 +265,8 @@ impl Dataset {
         usize::try_from(n_rows).ok().and_then(|n| out.try_reserve_exact(n).ok()).ok_or_else(|| {
             Error::Invalid(format!("column '{}': {n_rows} rows are too many to read at once", spec.name))
         })?;
-        let list = self.chunk_list(recording, lane, column);
         let mut cursor = first_row;
-        for loc in &list[list.partition_point(|c| c.end_row() <= first_row)..] {
-            if loc.first_row() >= end {
-                break;
-            }
-            let (from, to) = (loc.first_row().max(cursor), loc.end_row().min(end));
+        for (loc, from, to) in overlapping(self.chunk_list(recording, lane, column), first_row, end) {
             out.resize(out.len() + (from - cursor) as usize, String::new());
             let data = self.chunk_data(loc, None)?;
             let skip = (from - loc.first_row()) as usize;
@@ -303,7 +293,7 @@ impl Dataset {
         let (_, row_bytes) = self.fixed_column(recording, column)?;
         let Some(end) = first_row.checked_add(n_rows).filter(|_| n_rows > 0) else { return Ok(None) };
         let list = self.chunk_list(recording, lane, column);
-        let Some(loc) = list.get(list.partition_point(|c| c.end_row() <= first_row)) else { return Ok(None) };
+        let Some((loc, _, _)) = overlapping(list, first_row, end).next() else { return Ok(None) };
         if loc.chunk.codec != 0 || loc.first_row() > first_row || loc.end_row() < end {
             return Ok(None);
         }
@@ -394,6 +384,15 @@ impl Dataset {
     }
 }
 
+/// The chunks of a (sorted, disjoint) chunk list that hold rows of `first..end`, in row order,
+/// each with the rows of `first..end` it holds: (chunk, from, to).
+pub(super) fn overlapping(list: &[Located], first: u64, end: u64) -> impl Iterator<Item = (&Located, u64, u64)> {
+    list[list.partition_point(|c| c.end_row() <= first)..]
+        .iter()
+        .take_while(move |c| c.first_row() < end)
+        .map(move |c| (c, c.first_row().max(first), c.end_row().min(end)))
+}
+
 fn episode_shape(spec: &ColumnSpec, rows: u64) -> Result<Vec<usize>> {
     std::iter::once(rows)
         .chain(spec.shape.iter().copied())
@@ -430,4 +429,47 @@ pub(super) fn chunk_strings(
 fn declares_its_size(c: &ChunkRef, row_bytes: Option<usize>, stored: &[u8]) -> bool {
     let (limit, exact) = codec::zstd_output_limit(c.codec, row_bytes, c.raw_len);
     matches!(zstd::zstd_safe::get_frame_content_size(stored), Ok(Some(n)) if n == limit || (!exact && n <= limit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlapping_chunks_and_the_rows_they_hold() {
+        // Chunks of rows 0..3, 5..7 and 7..10 (rows 3..5 are in none).
+        let chunk = |first_row, n_rows| Located {
+            shard: 0,
+            chunk: ChunkRef {
+                lane: 0,
+                column: 0,
+                first_row,
+                n_rows,
+                codec: 0,
+                record_offset: 0,
+                data_offset: first_row,
+                stored_len: 0,
+                raw_len: 0,
+                flags: 0,
+            },
+            record: 0,
+        };
+        let list = [chunk(0, 3), chunk(5, 2), chunk(7, 3)];
+        // (first, end, the chunks overlapping as (chunk's first row, from, to)).
+        type Case = (u64, u64, &'static [(u64, u64, u64)]);
+        let table: &[Case] = &[
+            (0, 10, &[(0, 0, 3), (5, 5, 7), (7, 7, 10)]),
+            (1, 6, &[(0, 1, 3), (5, 5, 6)]),
+            (3, 5, &[]),
+            (3, 6, &[(5, 5, 6)]),
+            (8, 9, &[(7, 8, 9)]),
+            (9, 20, &[(7, 9, 10)]),
+            (10, 20, &[]),
+            (4, 4, &[]),
+        ];
+        for &(first, end, want) in table {
+            let got: Vec<_> = overlapping(&list, first, end).map(|(c, from, to)| (c.first_row(), from, to)).collect();
+            assert_eq!(got, want, "{first}..{end}");
+        }
+    }
 }

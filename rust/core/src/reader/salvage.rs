@@ -10,6 +10,7 @@
 use std::collections::HashSet;
 
 use super::dataset::{episode_span, is_required, Dataset};
+use super::rows::overlapping;
 use super::verify::VerifyReport;
 use crate::format::episode::EpisodeSummary;
 use crate::schema::{ColumnSpec, Timeline};
@@ -140,13 +141,12 @@ impl Dataset {
         let mut kept = s.length;
         for spec in columns {
             let Some((first, n)) = episode_span(s, spec.timeline) else { return 0 };
-            let list = self.chunk_list(recording, s.lane, spec.id);
-            let from = list.partition_point(|c| c.end_row() <= first);
-            let chunks: Vec<(u64, u64, bool)> = list[from..]
-                .iter()
-                .take_while(|c| c.first_row() < first + n)
-                .map(|c| (c.first_row(), c.end_row(), !unreadable.contains(&(c.shard, c.chunk.data_offset))))
-                .collect();
+            let chunks: Vec<(u64, u64, bool)> =
+                overlapping(self.chunk_list(recording, s.lane, spec.id), first, first + n)
+                    .map(|(c, _, _)| {
+                        (c.first_row(), c.end_row(), !unreadable.contains(&(c.shard, c.chunk.data_offset)))
+                    })
+                    .collect();
             let born = self.born(recording, s.lane, spec);
             if let Some(bad) = first_unreadable(&chunks, first, first + n, is_required(spec), born) {
                 kept = kept.min(steps_before(s.length, spec.timeline, bad - first));

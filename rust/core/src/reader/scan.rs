@@ -13,7 +13,7 @@ use super::bulk::IndexOut;
 use super::damage::Damage;
 use super::dataset::Dataset;
 use super::gather::{Field, Out, Run, Window};
-use super::lenient::{Redraw, WindowKind};
+use super::lenient::{Draw, Redraw, WindowKind};
 use super::steps::EpisodeSet;
 use crate::error::{Error, Result};
 
@@ -85,41 +85,22 @@ impl Dataset {
         first: u64,
         n: u64,
         outs: &mut [Out<'_>],
-        indexes: Option<IndexOut<'_>>,
+        mut indexes: Option<IndexOut<'_>>,
     ) -> Result<(RangeRead, Vec<Damage>)> {
         let runs = set.runs(first, n)?;
-        let (redrawn, found) = self.read_runs(set, fields, first, n, &runs, outs, indexes)?;
-        let read = match redrawn {
-            None => RangeRead::Runs(runs),
-            Some(windows) => RangeRead::Steps(windows),
-        };
-        Ok((read, found))
-    }
-
-    /// The gather of `read_range`: its runs, or (damage found) its steps one by one, each
-    /// damaged one redrawn (then returned, and written to `indexes`).
-    #[allow(clippy::too_many_arguments)]
-    fn read_runs(
-        &self,
-        set: &EpisodeSet,
-        fields: &[Field],
-        first: u64,
-        n: u64,
-        runs: &[Run],
-        outs: &mut [Out<'_>],
-        mut indexes: Option<IndexOut<'_>>,
-    ) -> Result<(Option<Vec<Window>>, Vec<Damage>)> {
         if self.options().strict {
-            self.gather_runs(fields, runs, outs, indexes, set.is_by_lane())?;
-            return Ok((None, Vec::new()));
+            self.gather_runs(fields, &runs, outs, indexes, set.is_by_lane())?;
+            return Ok((RangeRead::Runs(runs), Vec::new()));
         }
         let mut found = Vec::new();
         if !runs.iter().any(|r| self.is_damaged(r.episode)) {
             let starts: Vec<Window> = runs.iter().map(|r| Window { episode: r.episode, start: r.start }).collect();
             let ix = indexes.as_mut().map(IndexOut::reborrow);
-            match self.check_episodes(&starts).and_then(|()| self.gather_runs(fields, runs, outs, ix, set.is_by_lane()))
+            match self
+                .check_episodes(&starts)
+                .and_then(|()| self.gather_runs(fields, &runs, outs, ix, set.is_by_lane()))
             {
-                Ok(()) => return Ok((None, found)),
+                Ok(()) => return Ok((RangeRead::Runs(runs), found)),
                 Err(e @ Error::Corrupt { .. }) => match self.note_read_damage(&e) {
                     Some(d) => found.push(d),
                     None if !runs.iter().any(|r| self.is_damaged(r.episode)) => return Err(e),
@@ -130,17 +111,17 @@ impl Dataset {
         }
         // Damage in the range: step by step, each damaged step redrawn from its number.
         let mut windows: Vec<Window> = Vec::with_capacity(n as usize);
-        for r in runs {
+        for r in &runs {
             windows.extend((r.start..r.start + r.steps).map(|start| Window { episode: r.episode, start }));
         }
         let redraw = Redraw::Numbers((first..first + n).collect());
-        let kind = WindowKind { length: 1, sequence: false, pad: false };
-        found.extend(self.gather_lenient(set, &redraw, kind, fields, &mut windows, outs, None)?);
+        let draw = Draw { set, redraw: &redraw, kind: WindowKind::TRANSITION, fields };
+        found.extend(self.gather_lenient(draw, &mut windows, outs, None)?);
         if let Some(ix) = indexes {
             ix.check(windows.len())?;
             ix.write_steps(windows.iter().map(|w| (w.episode, w.start)));
         }
-        Ok((Some(windows), found))
+        Ok((RangeRead::Steps(windows), found))
     }
 }
 
