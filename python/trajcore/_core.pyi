@@ -1,7 +1,7 @@
 """Type stubs of the private extension `trajcore._core` (Rust, PyO3).
 
-Users do not import this module; `trajcore` wraps it. Errors raised here are the classes below,
-re-exported by `trajcore` (`trajcore.TrajcoreError` and subclasses).
+Users do not import this module; `trajcore` wraps it. Errors raised here are the classes of
+`trajcore.errors` (`trajcore.TrajcoreError` and subclasses).
 """
 
 from collections.abc import Mapping
@@ -16,19 +16,10 @@ __all__ = [
     "MAX_INFO_DEPTH",
     "SHARD_EXTENSION",
     "BatchMemory",
-    "CorruptFileError",
     "Dataset",
-    "InvalidArgumentError",
     "MappedRows",
     "Recorder",
-    "RecorderError",
-    "SchemaError",
     "Selection",
-    "TrajcoreError",
-    "TrajcoreFileNotFoundError",
-    "TrajcoreIOError",
-    "TrajcoreIndexError",
-    "TrajcoreWarning",
     "__version__",
     "convert",
     "escape_key",
@@ -44,33 +35,6 @@ __version__: str
 FORMAT_VERSION: tuple[int, int]
 SHARD_EXTENSION: str
 MAX_INFO_DEPTH: int
-
-class TrajcoreError(Exception):
-    """Root of every trajcore error."""
-
-class CorruptFileError(TrajcoreError, ValueError):
-    """A file is not a trajcore file, or is damaged; names the file and the byte offset."""
-
-class SchemaError(TrajcoreError, ValueError):
-    """A value does not fit its column (dtype, shape, kind); names the column."""
-
-class InvalidArgumentError(TrajcoreError, ValueError):
-    """An argument or option is invalid."""
-
-class TrajcoreIndexError(InvalidArgumentError, IndexError):
-    """An index (of an episode, a step, a window, a recording) is past the end of what it counts."""
-
-class RecorderError(TrajcoreError, RuntimeError):
-    """The recorder cannot take the call: closed, writer thread stopped, buffer full."""
-
-class TrajcoreIOError(TrajcoreError, OSError):
-    """Reading or writing a file failed."""
-
-class TrajcoreFileNotFoundError(TrajcoreIOError, FileNotFoundError):
-    """A path that should exist does not."""
-
-class TrajcoreWarning(UserWarning):
-    """Something was skipped (an info entry of an unsupported type) or damaged data was left out."""
 
 @final
 class Recorder:

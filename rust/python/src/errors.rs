@@ -1,14 +1,12 @@
-//! The one mapping from the core's error type to Python exceptions. The classes are made at module
-//! import with two bases each (a trajcore class and the builtin a user would catch), which
-//! `create_exception!` cannot express.
+//! The one mapping from the core's error type to Python exceptions. The classes are defined in
+//! `trajcore.errors` (each with two bases: a trajcore class and the builtin a user would catch)
+//! and looked up there once.
 
 use pyo3::call::PyCallArgs;
-use pyo3::exceptions::{
-    PyException, PyFileNotFoundError, PyIndexError, PyOSError, PyRuntimeError, PyUserWarning, PyValueError,
-};
+use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyDict, PyTuple, PyType};
+use pyo3::types::PyType;
 use trajcore_core::Error;
 
 pub struct Classes {
@@ -24,64 +22,25 @@ pub struct Classes {
 
 static CLASSES: PyOnceLock<Classes> = PyOnceLock::new();
 
-/// Creates the classes and adds them to the module.
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
-    let class = |name: &str, bases: &[&Bound<'_, PyType>], doc: &str| -> PyResult<Py<PyType>> {
-        let namespace = PyDict::new(py);
-        namespace.set_item("__module__", "trajcore")?;
-        namespace.set_item("__doc__", doc)?;
-        let class = py.get_type::<PyType>().call1((name, PyTuple::new(py, bases)?, namespace))?;
-        m.add(name, &class)?;
-        Ok(class.cast_into::<PyType>()?.unbind())
-    };
-    let base = class("TrajcoreError", &[&py.get_type::<PyException>()], "Root of every trajcore error.")?;
-    let base = base.bind(py);
-    let value = py.get_type::<PyValueError>();
-    let invalid = class("InvalidArgumentError", &[base, &value], "An argument or option is invalid.")?;
-    let io = class("TrajcoreIOError", &[base, &py.get_type::<PyOSError>()], "Reading or writing a file failed.")?;
-    let classes = Classes {
-        corrupt: class(
-            "CorruptFileError",
-            &[base, &value],
-            "A file is not a trajcore file, or is damaged; the message names the file and byte offset.",
-        )?,
-        schema: class(
-            "SchemaError",
-            &[base, &value],
-            "A value does not fit its column (dtype, shape, kind); the message names the column.",
-        )?,
-        // Also an InvalidArgumentError: code that caught an index out of range as a bad
-        // argument before it was an IndexError still does.
-        out_of_range: class(
-            "TrajcoreIndexError",
-            &[invalid.bind(py), &py.get_type::<PyIndexError>()],
-            "An index (of an episode, a step, a window, a recording) is past the end of what it counts.",
-        )?,
-        recorder: class(
-            "RecorderError",
-            &[base, &py.get_type::<PyRuntimeError>()],
-            "The recorder cannot take the call: closed, writer thread stopped, buffer full.",
-        )?,
-        not_found: class(
-            "TrajcoreFileNotFoundError",
-            &[io.bind(py), &py.get_type::<PyFileNotFoundError>()],
-            "A path that should exist does not.",
-        )?,
-        warning: class(
-            "TrajcoreWarning",
-            &[&py.get_type::<PyUserWarning>()],
-            "Something was skipped (an unsupported info entry) or damaged data was left out.",
-        )?,
-        invalid,
-        io,
-    };
-    let _ = CLASSES.set(py, classes);
-    Ok(())
+fn load(py: Python<'_>) -> PyResult<Classes> {
+    let module = py.import("trajcore.errors")?;
+    let class = |name: &str| -> PyResult<Py<PyType>> { Ok(module.getattr(name)?.cast_into::<PyType>()?.unbind()) };
+    Ok(Classes {
+        corrupt: class("CorruptFileError")?,
+        schema: class("SchemaError")?,
+        invalid: class("InvalidArgumentError")?,
+        out_of_range: class("TrajcoreIndexError")?,
+        recorder: class("RecorderError")?,
+        io: class("TrajcoreIOError")?,
+        not_found: class("TrajcoreFileNotFoundError")?,
+        warning: class("TrajcoreWarning")?,
+    })
 }
 
 pub fn classes(py: Python<'_>) -> &Classes {
-    CLASSES.get(py).expect("trajcore._core registers its exception classes at import")
+    CLASSES
+        .get_or_try_init(py, || load(py))
+        .expect("trajcore.errors defines the exception classes the extension raises")
 }
 
 fn new_err(py: Python<'_>, class: &Py<PyType>, message: String) -> PyErr {

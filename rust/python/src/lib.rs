@@ -20,7 +20,6 @@ mod values;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    errors::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(
         "FORMAT_VERSION",
