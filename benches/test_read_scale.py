@@ -141,7 +141,9 @@ def test_read_scale(benchmark: Any, report: list[dict[str, Any]], tmp_path: Path
         mm = Memmap(tmp_path / "mm", ds)
     rng = np.random.default_rng(1)
     rounds = max(2, min(40, n // (BATCH * 4)))
-    draw = lambda: [rng.integers(0, n, BATCH) for _ in range(rounds)]  # noqa: E731
+
+    def draw() -> list[np.ndarray]:
+        return [rng.integers(0, n, BATCH) for _ in range(rounds)]
 
     # Cold: a fresh open, its cache empty; the memmap freshly opened too (both in page cache).
     ds = trajcore.open(path)
@@ -162,7 +164,9 @@ def test_read_scale(benchmark: Any, report: list[dict[str, Any]], tmp_path: Path
     info = ds.cache_info
 
     loader_batches = max(16, min(300, n // BATCH))
-    gen = lambda: torch.Generator().manual_seed(0)  # noqa: E731
+
+    def gen() -> Any:
+        return torch.Generator().manual_seed(0)
 
     def tc_loader(workers: int) -> Any:
         ctx = "fork" if workers else None
@@ -172,7 +176,7 @@ def test_read_scale(benchmark: Any, report: list[dict[str, Any]], tmp_path: Path
     def mm_loader(workers: int) -> Any:
         ctx = "fork" if workers else None
         sampler = BatchSampler(RandomSampler(range(n), generator=gen()), BATCH, drop_last=False)
-        data = MemmapDataset(mm.root)
+        data: Any = MemmapDataset(mm.root)
         return DataLoader(data, batch_size=None, sampler=sampler, num_workers=workers, multiprocessing_context=ctx)
 
     loaders = {}

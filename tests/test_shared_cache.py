@@ -19,8 +19,9 @@ import trajcore
 from gymnasium import spaces
 from gymnasium.wrappers import FrameStackObservation
 
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="torch is not installed (trajcore.torch is optional)")
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler  # noqa: E402
+from torch.utils.data import Dataset as TorchDataset  # noqa: E402
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="fork and memfd: POSIX")
 
@@ -28,7 +29,7 @@ pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="fork and memfd:
 class MovingDot(gym.Env[np.ndarray, np.int64]):
     """16x16 uint8 frames of a dot moving along a path that depends on the episode."""
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}  # type: ignore[misc]
 
     def __init__(self) -> None:
         self.observation_space = spaces.Box(0, 255, (16, 16), np.uint8)
@@ -71,7 +72,7 @@ def expected(path: Path) -> dict[str, np.ndarray]:
         return dict(ds.transitions.gather(np.arange(ds.num_steps)))
 
 
-class Probe(torch.utils.data.Dataset):  # type: ignore[misc]
+class Probe(TorchDataset[tuple[Any, ...]]):
     """Batches of transitions, each with the reading process's pid and decode count."""
 
     def __init__(self, ds: trajcore.Dataset) -> None:
@@ -97,7 +98,9 @@ def test_workers_share_one_decoded_copy(stacks: Path, context: str) -> None:
     with trajcore.open(stacks) as ds:
         assert ds.cache_info["shared_bytes"] > 0
         sampler = BatchSampler(SequentialSampler(range(ds.num_steps)), 64, drop_last=False)
-        loader = DataLoader(Probe(ds), batch_size=None, sampler=sampler, num_workers=2, multiprocessing_context=context)
+        loader: DataLoader[Any] = DataLoader(
+            Probe(ds), batch_size=None, sampler=sampler, num_workers=2, multiprocessing_context=context
+        )
         decodes: dict[int, int] = {}
         seen = 0
         for idx, obs, next_obs, pid, count in loader:
