@@ -9,8 +9,8 @@ use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use trajcore_core::reader::{
-    episode_metrics, episode_summaries, ColumnData, CACHE_AUTO, Dataset, EpisodeSet, OpenOptions, PlanCache, Recording, Request,
-    Values, WindowKind,
+    episode_metrics, episode_summaries, ColumnData, Dataset, EpisodeSet, OpenOptions, PlanCache, Recording, Request,
+    Values, WindowKind, CACHE_AUTO,
 };
 
 use crate::arrays;

@@ -143,7 +143,8 @@ impl ChunkCache {
             Decoded::Frames(f) => {
                 let (bytes, ends) = f.parts();
                 // SAFETY: a usize slice seen as its bytes (any alignment is fine for u8).
-                let ends = unsafe { std::slice::from_raw_parts(ends.as_ptr() as *const u8, std::mem::size_of_val(ends)) };
+                let ends =
+                    unsafe { std::slice::from_raw_parts(ends.as_ptr() as *const u8, std::mem::size_of_val(ends)) };
                 store.publish(&slot, &[ends, bytes])
             }
             Decoded::Shared(_) => {

@@ -621,7 +621,7 @@ impl Dataset {
         for i in wanted {
             missing.push((i, self.stored_unchecked(&slots[i].0)?));
         }
-        let decode = |(i, stored): &(usize, Cow<'d, [u8]>)| -> Result<Arc<Decoded>> {
+        let decode = |(i, stored): &(usize, Cow<'d, [u8]>)| -> Fetched {
             let (loc, row_bytes) = &slots[*i];
             let key = (loc.shard, loc.chunk.data_offset);
             // A shared slot holds whole chunks, for every process's rows.
@@ -630,9 +630,9 @@ impl Dataset {
         };
         let bytes: usize = missing.iter().map(|&(i, _)| need[i]).sum();
         let threads = threads.min(missing.len());
-        let decoded: Vec<Result<Arc<Decoded>>> = if threads > 1 && bytes >= PARALLEL_DECODE_BYTES.load(Ordering::Relaxed) {
+        let decoded: Vec<Fetched> = if threads > 1 && bytes >= PARALLEL_DECODE_BYTES.load(Ordering::Relaxed) {
             // Chunks dealt round-robin; each thread returns its own in order.
-            let per_thread: Vec<Vec<Result<Arc<Decoded>>>> = std::thread::scope(|s| {
+            let per_thread: Vec<Vec<Fetched>> = std::thread::scope(|s| {
                 let handles: Vec<_> = (1..threads)
                     .map(|k| {
                         let missing = &missing;
@@ -885,6 +885,9 @@ impl Dataset {
         Ok(())
     }
 }
+
+/// A chunk's decoded bytes as `fetch` gets them: from the cache, or decoded and kept there.
+type Fetched = Result<Arc<Decoded>>;
 
 #[cfg(test)]
 mod tests {

@@ -477,7 +477,9 @@ mod tests {
     #[test]
     fn cache_plan_table() {
         let floor = CACHE_FLOOR;
-        let cases: &[(u64, Option<usize>, Option<u64>, bool, CachePlan)] = &[
+        // (decoded total, explicit bound, memory available, platform shares) -> plan
+        type Case = (u64, Option<usize>, Option<u64>, bool, CachePlan);
+        let cases: &[Case] = &[
             // A dataset within a quarter of the memory available: all of it, shared.
             (GIB, None, Some(16 * GIB), true, CachePlan { bytes: GIB as usize, shared: true }),
             // A small one: the floor (room for what a refresh adds), shared.
