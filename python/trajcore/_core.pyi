@@ -149,11 +149,15 @@ class Dataset:
         cls,
         path: str,
         strict: bool = False,
-        cache_bytes: int = 256 << 20,
+        cache_bytes: int | None = None,
         verify: bool = False,
         exclusions_json: str | None = None,
         mmap: bool = True,
+        shared_fd: int | None = None,
     ) -> Self: ...
+    def cache_stats(self) -> tuple[tuple[int, int, int], int | None]:
+        """(LRU bound, shared store bytes, chunks this process decoded), and the store's
+        descriptor."""
     def exclusions_json(self) -> str | None:
         """What a verification at open left out, as JSON (None when nothing was)."""
     def schema_damage(self, recording: int) -> list[Any] | None:
@@ -164,7 +168,7 @@ class Dataset:
     @property
     def strict(self) -> bool: ...
     @property
-    def cache_bytes(self) -> int: ...
+    def cache_bytes(self) -> int | None: ...
     @property
     def mmap(self) -> bool: ...
     @property

@@ -5,6 +5,8 @@ recording; the episode, the episodes and the training reads live in their own mo
 from __future__ import annotations
 
 import json
+import multiprocessing.context
+import multiprocessing.reduction
 import os
 import warnings
 from dataclasses import dataclass, field
@@ -23,7 +25,7 @@ from trajcore.transitions import _Sampling
 
 __all__ = ["Dataset", "open"]
 
-DEFAULT_CACHE_BYTES = 256 << 20
+DEFAULT_CACHE_BYTES = None
 
 # Aliases for annotations inside `Dataset`, whose `_core` property shadows the module there.
 _CoreDataset = _core.Dataset
@@ -34,7 +36,7 @@ def open(
     path: str | os.PathLike[str],
     *,
     strict: bool = False,
-    cache_bytes: int = DEFAULT_CACHE_BYTES,
+    cache_bytes: int | None = DEFAULT_CACHE_BYTES,
     verify: bool = False,
     mmap: bool = True,
 ) -> Dataset:
@@ -50,6 +52,10 @@ def open(
             intact.
         cache_bytes: bound of the cache of decompressed chunks (frame stacks are held as
             their frames, each frame once: a stack of 4 frames costs a quarter of its bytes).
+            None (the default): the whole dataset's decompressed chunks when they take at most
+            a quarter of the memory available at open, else that quarter, never below 256 MiB;
+            when the whole dataset fits, one copy is shared by every process that reads it
+            (data-loader workers, forked or spawned). See docs/reading.md.
         verify: check every checksum and decode every chunk now (as `trajcore verify` does):
             damaged episodes are left out of the listing and the damage is in `problems`
             (with `strict`, it raises). A data-loader worker that unpickles the dataset gets
@@ -90,16 +96,19 @@ class Dataset(_Sampling):
         path: str | os.PathLike[str],
         *,
         strict: bool = False,
-        cache_bytes: int = DEFAULT_CACHE_BYTES,
+        cache_bytes: int | None = DEFAULT_CACHE_BYTES,
         verify: bool = False,
         mmap: bool = True,
         _exclusions: str | None = None,
+        _shared_fd: int | None = None,
     ) -> None:
         self._path = os.fspath(path)
         self._strict = strict
         self._cache_bytes = cache_bytes
         self._mmap = mmap
-        self._ds: _core.Dataset | None = _core.Dataset(self._path, strict, cache_bytes, verify, _exclusions, mmap)
+        self._ds: _core.Dataset | None = _core.Dataset(
+            self._path, strict, cache_bytes, verify, _exclusions, mmap, _shared_fd
+        )
         self._warned = len(self._ds.problems)
         self._notices = 0
         self._recordings: dict[int, _Recording] = {}
@@ -152,8 +161,22 @@ class Dataset(_Sampling):
             self._metrics = m
         return self._metrics
 
+    @property
+    def cache_info(self) -> dict[str, int]:
+        """How decoded chunks are kept: ``lru_bytes`` (this process's cache bound),
+        ``shared_bytes`` (the store every process reading this dataset shares; 0 when there is
+        none) and ``decodes`` (chunks this process decompressed so far)."""
+        (lru_bytes, shared_bytes, decodes), _ = self._core.cache_stats()
+        return {"lru_bytes": lru_bytes, "shared_bytes": shared_bytes, "decodes": decodes}
+
     def __reduce__(self) -> tuple[Any, ...]:
-        return (_reopen, (self._path, self._strict, self._cache_bytes, self._core.exclusions_json(), self._mmap))
+        args = (self._path, self._strict, self._cache_bytes, self._core.exclusions_json(), self._mmap)
+        fd = self._core.cache_stats()[1]
+        if fd is not None and multiprocessing.context.get_spawning_popen() is not None:
+            # Pickled for a process multiprocessing is starting (a spawned data-loader worker):
+            # the shared decoded chunks go with it. Plain pickles reopen without them.
+            return (_reopen, (*args, multiprocessing.reduction.DupFd(fd)))
+        return (_reopen, args)
 
     def _reader(self) -> _CoreDataset:
         return self._core
@@ -389,6 +412,15 @@ class Dataset(_Sampling):
         return nest(fields, lambda column: self._read(index, column), self._path)
 
 
-def _reopen(path: str, strict: bool, cache_bytes: int, exclusions: str | None = None, mmap: bool = True) -> Dataset:
-    """A pickled dataset, reopened (with the listing a verification at open left it)."""
-    return Dataset(path, strict=strict, cache_bytes=cache_bytes, mmap=mmap, _exclusions=exclusions)
+def _reopen(
+    path: str,
+    strict: bool,
+    cache_bytes: int | None,
+    exclusions: str | None = None,
+    mmap: bool = True,
+    shared: Any = None,
+) -> Dataset:
+    """A pickled dataset, reopened (with the listing a verification at open left it, and the
+    shared decoded chunks of the process that pickled it, if passed)."""
+    fd = None if shared is None else shared.detach()
+    return Dataset(path, strict=strict, cache_bytes=cache_bytes, mmap=mmap, _exclusions=exclusions, _shared_fd=fd)

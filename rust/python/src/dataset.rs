@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use trajcore_core::reader::{
     episode_metrics, episode_summaries, ColumnData, Dataset, EpisodeSet, OpenOptions, PlanCache, Recording, Request,
-    Values, WindowKind,
+    Values, WindowKind, CACHE_AUTO,
 };
 
 use crate::arrays;
@@ -27,7 +27,7 @@ pub struct PyDataset {
     #[pyo3(get)]
     strict: bool,
     #[pyo3(get)]
-    cache_bytes: usize,
+    cache_bytes: Option<usize>,
     inner: RwLock<Dataset>,
     /// Cleared by `refresh` (recordings may have appeared).
     plans: PlanCache<Plan>,
@@ -106,19 +106,30 @@ impl PyDataset {
     /// without verifying again (a dataset pickled into a worker).
     /// `mmap`: read through memory maps (else positioned reads: no SIGBUS if a file is truncated).
     #[new]
-    #[pyo3(signature = (path, strict=false, cache_bytes=256 << 20, verify=false, exclusions_json=None, mmap=true))]
+    /// `shared_fd`: the shared decoded-chunk store of the process that pickled it (owned now).
+    #[pyo3(signature = (path, strict=false, cache_bytes=None, verify=false, exclusions_json=None, mmap=true, shared_fd=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         path: PathBuf,
         strict: bool,
-        cache_bytes: usize,
+        cache_bytes: Option<usize>,
         verify: bool,
         exclusions_json: Option<&str>,
         mmap: bool,
+        shared_fd: Option<i32>,
     ) -> PyResult<Self> {
-        let options = OpenOptions { strict, cache_bytes, mmap };
-        let dataset = py.detach(|| Dataset::open_choosing(&path, options, verify, exclusions_json)).py_err(py)?;
+        let options = OpenOptions { strict, cache_bytes: cache_bytes.unwrap_or(CACHE_AUTO), mmap };
+        let mut dataset = py.detach(|| Dataset::open_choosing(&path, options, verify, exclusions_json)).py_err(py)?;
+        // SAFETY: multiprocessing handed this process the descriptor, used nowhere else.
+        shared_fd.map(|fd| unsafe { dataset.adopt_shared_chunks(fd) });
         Ok(PyDataset { path, strict, cache_bytes, inner: RwLock::new(dataset), plans: PlanCache::default() })
+    }
+
+    /// (LRU bound, shared store bytes, chunks this process decoded), and the store's descriptor.
+    fn cache_stats(&self) -> ((usize, usize, u64), Option<i32>) {
+        let (s, fd) = self.read(|d| (d.cache_stats(), d.shared_chunks_fd()));
+        ((s.lru_bytes, s.shared_bytes, s.decodes), fd)
     }
 
     /// What a verification at open left out, as JSON (None when nothing was).

@@ -206,6 +206,16 @@ impl Frames {
     pub fn heap_bytes(&self) -> usize {
         self.data.capacity() + self.ends.capacity() * std::mem::size_of::<usize>()
     }
+
+    /// Its bytes and where each held row ends in them (to copy it elsewhere, see `row`).
+    pub fn parts(&self) -> (&[u8], &[usize]) {
+        (&self.data, &self.ends)
+    }
+
+    /// The bytes of a row.
+    pub fn row_bytes(&self) -> usize {
+        self.row
+    }
 }
 
 #[cfg(test)]

@@ -10,10 +10,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::chunk_bytes::Decoded;
+use super::shared_chunks::{SharedChunk, SharedChunks};
 
 /// A fast hasher for the small integer keys of the read path (FxHash's mixing step). Keys come
 /// from the files' own offsets, not from an adversary choosing collisions over many calls.
@@ -58,16 +59,108 @@ struct Lru {
 }
 
 /// Decoded (decompressed) chunks, least recently used dropped first once over `capacity` bytes.
-/// Raw chunks are read straight from the memory map and never enter it.
+/// Raw chunks are read straight from the memory map and never enter it. Chunks with a slot in
+/// a shared store (see `shared_chunks`) are kept there instead, for every process at once.
 pub(crate) struct ChunkCache {
     capacity: usize,
     lru: Mutex<Lru>,
+    shared: Option<Arc<SharedChunks>>,
+    /// Chunks this process decoded through `fill`.
+    decodes: AtomicU64,
 }
 
 impl ChunkCache {
     pub fn new(capacity: usize) -> Self {
+        ChunkCache::with_store(capacity, None)
+    }
+
+    /// A cache whose chunks with a slot in `shared` go there, the others to an LRU of `capacity`.
+    pub fn with_store(capacity: usize, shared: Option<SharedChunks>) -> Self {
         let lru = Lru { entries: IntMap::default(), order: BTreeMap::new(), tick: 0, bytes: 0 };
-        ChunkCache { capacity, lru: Mutex::new(lru) }
+        let shared = shared.map(Arc::new);
+        ChunkCache { capacity, lru: Mutex::new(lru), shared, decodes: AtomicU64::new(0) }
+    }
+
+    /// The bound of the LRU.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// The store, if chunks are shared.
+    pub fn store(&self) -> Option<&SharedChunks> {
+        self.shared.as_deref()
+    }
+
+    /// Chunks decoded by this process through `fill` (a ready shared slot is not decoded).
+    pub fn decodes(&self) -> u64 {
+        self.decodes.load(Ordering::Relaxed)
+    }
+
+    /// Whether `key` is kept only whole (a shared slot holds whole chunks).
+    pub fn keeps_whole(&self, key: ChunkKey) -> bool {
+        self.shared.as_ref().is_some_and(|s| s.slot(key).is_some())
+    }
+
+    /// A ready shared slot's chunk.
+    fn shared_get(&self, key: ChunkKey) -> Option<Arc<Decoded>> {
+        let store = self.shared.as_ref()?;
+        let slot = store.slot(key)?;
+        store.ready(&slot).then(|| Arc::new(Decoded::Shared(SharedChunk { store: store.clone(), slot })))
+    }
+
+    /// The chunk `key`, decoded by `decode` unless another process has it in the shared store
+    /// (or is decoding it: then waited for, boundedly), and kept: in its shared slot, published
+    /// for every process, or in this process's LRU.
+    pub fn fill<E>(&self, key: ChunkKey, decode: impl FnOnce() -> Result<Decoded, E>) -> Result<Arc<Decoded>, E> {
+        let shared = self.shared.as_ref().and_then(|s| Some((s, s.slot(key)?)));
+        let Some((store, slot)) = shared else {
+            self.decodes.fetch_add(1, Ordering::Relaxed);
+            let data = Arc::new(decode()?);
+            self.insert(key, data.clone());
+            return Ok(data);
+        };
+        match store.claim(&slot) {
+            Ok(false) => return Ok(Arc::new(Decoded::Shared(SharedChunk { store: store.clone(), slot }))),
+            Ok(true) => {}
+            // Its writer is stalled: decode here, and keep it out of the slot.
+            Err(()) => {
+                self.decodes.fetch_add(1, Ordering::Relaxed);
+                let data = Arc::new(decode()?);
+                self.insert(key, data.clone());
+                return Ok(data);
+            }
+        }
+        self.decodes.fetch_add(1, Ordering::Relaxed);
+        let data = match decode() {
+            Ok(data) => data,
+            Err(e) => {
+                store.release(&slot);
+                return Err(e);
+            }
+        };
+        let published = match &data {
+            Decoded::Rows(b) => store.publish(&slot, &[b]),
+            Decoded::Frames(f) => {
+                let (bytes, ends) = f.parts();
+                // SAFETY: a usize slice seen as its bytes (any alignment is fine for u8).
+                let ends =
+                    unsafe { std::slice::from_raw_parts(ends.as_ptr() as *const u8, std::mem::size_of_val(ends)) };
+                store.publish(&slot, &[ends, bytes])
+            }
+            Decoded::Shared(_) => {
+                store.release(&slot);
+                false
+            }
+        };
+        match published {
+            true => Ok(Arc::new(Decoded::Shared(SharedChunk { store: store.clone(), slot }))),
+            // Not the shape the index promised (a damaged frame header): kept here only.
+            false => {
+                let data = Arc::new(data);
+                self.insert(key, data.clone());
+                Ok(data)
+            }
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Lru> {
@@ -77,6 +170,9 @@ impl ChunkCache {
     }
 
     pub fn get(&self, key: ChunkKey) -> Option<Arc<Decoded>> {
+        if let Some(data) = self.shared_get(key) {
+            return Some(data);
+        }
         let mut guard = self.lock();
         let lru = &mut *guard;
         lru.tick += 1;
@@ -88,9 +184,12 @@ impl ChunkCache {
 
     /// Runs `f` with a `get` that holds the lock once for many keys.
     pub fn with_gets<R>(&self, f: impl FnOnce(&mut dyn FnMut(ChunkKey) -> Option<Arc<Decoded>>) -> R) -> R {
-        let mut guard = self.lock();
-        let lru = &mut *guard;
+        let mut guard: Option<MutexGuard<'_, Lru>> = None;
         f(&mut |key| {
+            if let Some(data) = self.shared_get(key) {
+                return Some(data);
+            }
+            let lru = &mut **guard.get_or_insert_with(|| self.lock());
             lru.tick += 1;
             let tick = lru.tick;
             lru.entries.get_mut(&key).map(|(data, last)| {

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::shared_chunks::SharedChunk;
 use crate::format::stack::Frames;
 
 /// A decoded chunk (or a prefix of its rows), as the cache keeps it.
@@ -13,6 +14,8 @@ pub(crate) enum Decoded {
     Rows(Vec<u8>),
     /// A frame-stack chunk's stored frames; its rows are overlapping slices of them.
     Frames(Frames),
+    /// Either of the above, in a shared store's slot.
+    Shared(SharedChunk),
 }
 
 impl Decoded {
@@ -21,6 +24,10 @@ impl Decoded {
         match self {
             Decoded::Rows(b) => b.len(),
             Decoded::Frames(f) => f.rows() * row_bytes.unwrap_or(0),
+            Decoded::Shared(s) => match s.rows() {
+                Some(b) => b.len(),
+                None => s.frames().map_or(0, |(_, ends, _)| ends.len()) * row_bytes.unwrap_or(0),
+            },
         }
     }
 
@@ -29,6 +36,8 @@ impl Decoded {
         match self {
             Decoded::Rows(b) => b.len(),
             Decoded::Frames(f) => f.heap_bytes(),
+            // Held by the store, not by this process's cache.
+            Decoded::Shared(_) => 0,
         }
     }
 }
@@ -49,19 +58,22 @@ impl ChunkBytes<'_> {
             ChunkBytes::Decoded(d) => match &**d {
                 Decoded::Rows(b) => Some(b),
                 Decoded::Frames(_) => None,
+                Decoded::Shared(s) => s.rows(),
             },
         }
     }
 
     /// A frame-stack chunk's frames.
-    fn frames(&self) -> Option<&Frames> {
-        match self {
+    fn frames(&self) -> Option<FrameRows<'_>> {
+        let (data, ends, row) = match self {
             ChunkBytes::Decoded(d) => match &**d {
-                Decoded::Frames(f) => Some(f),
-                Decoded::Rows(_) => None,
+                Decoded::Frames(f) => (f.parts().0, f.parts().1, f.row_bytes()),
+                Decoded::Shared(s) => s.frames()?,
+                Decoded::Rows(_) => return None,
             },
-            ChunkBytes::Mapped(_) => None,
-        }
+            ChunkBytes::Mapped(_) => return None,
+        };
+        Some(FrameRows { data, ends, row })
     }
 
     /// Hands `put` the bytes of rows `first .. first + n` of `row_bytes` each, in order, in as
@@ -91,5 +103,24 @@ impl ChunkBytes<'_> {
             None => self.frames()?.row(r)?,
         };
         Some(start.as_ptr())
+    }
+}
+
+/// A frame-stack chunk's frames, wherever they are held (see `stack::Frames`).
+struct FrameRows<'a> {
+    data: &'a [u8],
+    ends: &'a [usize],
+    row: usize,
+}
+
+impl<'a> FrameRows<'a> {
+    fn rows(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Row `r`'s bytes: the `row` bytes ending where its own stored bytes end.
+    fn row(&self, r: usize) -> Option<&'a [u8]> {
+        let end = *self.ends.get(r)?;
+        self.data.get(end.checked_sub(self.row)?..end)
     }
 }

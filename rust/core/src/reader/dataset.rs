@@ -239,6 +239,8 @@ impl Dataset {
             integrity,
         };
         ds.update()?;
+        let (lru_bytes, store) = super::shared_chunks::plan_for(&ds);
+        ds.cache = ChunkCache::with_store(lru_bytes, store);
         Ok(ds)
     }
 

@@ -551,15 +551,18 @@ impl Dataset {
         for i in wanted {
             missing.push((i, self.stored_unchecked(&slots[i].0)?));
         }
-        let decode = |(i, stored): &(usize, Cow<'d, [u8]>)| -> Result<Decoded> {
+        let decode = |(i, stored): &(usize, Cow<'d, [u8]>)| -> Fetched {
             let (loc, row_bytes) = &slots[*i];
-            self.decode_chunk(loc, stored, *row_bytes, need[*i])
+            let key = (loc.shard, loc.chunk.data_offset);
+            // A shared slot holds whole chunks, for every process's rows.
+            let need = if self.cache.keeps_whole(key) { loc.chunk.raw_len as usize } else { need[*i] };
+            self.cache.fill(key, || self.decode_chunk(loc, stored, *row_bytes, need))
         };
         let bytes: usize = missing.iter().map(|&(i, _)| need[i]).sum();
         let threads = threads.min(missing.len());
-        let decoded: Vec<Result<Decoded>> = if threads > 1 && bytes >= PARALLEL_DECODE_BYTES.load(Ordering::Relaxed) {
+        let decoded: Vec<Fetched> = if threads > 1 && bytes >= PARALLEL_DECODE_BYTES.load(Ordering::Relaxed) {
             // Chunks dealt round-robin; each thread returns its own in order.
-            let per_thread: Vec<Vec<Result<Decoded>>> = std::thread::scope(|s| {
+            let per_thread: Vec<Vec<Fetched>> = std::thread::scope(|s| {
                 let handles: Vec<_> = (1..threads)
                     .map(|k| {
                         let missing = &missing;
@@ -576,10 +579,7 @@ impl Dataset {
             missing.iter().map(decode).collect()
         };
         for ((i, _), result) in missing.iter().zip(decoded) {
-            let loc = &slots[*i].0;
-            let arc = Arc::new(result?);
-            self.cache.insert((loc.shard, loc.chunk.data_offset), arc.clone());
-            data[*i] = Some(ChunkBytes::Decoded(arc));
+            data[*i] = Some(ChunkBytes::Decoded(result?));
         }
         Ok(data.into_iter().map(|d| d.expect("every slot filled")).collect())
     }
@@ -883,6 +883,9 @@ impl Dataset {
         Ok(())
     }
 }
+
+/// A chunk's decoded bytes as `fetch` gets them: from the cache, or decoded and kept there.
+type Fetched = Result<Arc<Decoded>>;
 
 #[cfg(test)]
 mod tests {

@@ -45,6 +45,7 @@ mod salvage;
 mod sampling;
 mod scan;
 mod shard;
+mod shared_chunks;
 mod source;
 mod steps;
 mod stream;
@@ -66,6 +67,7 @@ pub use request::{resolve_index, Request};
 pub use rows::{ColumnData, RowsView};
 pub use sampling::{sample_steps, sample_windows, SplitMix64};
 pub use scan::RangeRead;
+pub use shared_chunks::{available_memory, cache_plan, CachePlan, CacheStats, CACHE_AUTO, CACHE_FLOOR, RAM_SHARE};
 pub use steps::{EpisodeSet, StepIndex, WindowIndex};
 pub use stream::set_stream_from_bytes;
 
@@ -99,7 +101,8 @@ pub use crate::format::SHARD_EXTENSION;
 pub struct OpenOptions {
     /// Raise `Error::Corrupt` on any damage instead of keeping what is intact and listing a `Problem`.
     pub strict: bool,
-    /// Upper bound on the bytes of decoded (decompressed) chunks kept in memory.
+    /// Upper bound on the bytes of decoded (decompressed) chunks kept in memory; `CACHE_AUTO`
+    /// (the default): sized from the dataset and the memory available (see `cache_plan`).
     pub cache_bytes: usize,
     /// Read shards through memory maps (raw chunks viewed without a copy). Without: positioned
     /// reads through the cache, so a file truncated by another process gives an error, never
@@ -109,7 +112,7 @@ pub struct OpenOptions {
 
 impl Default for OpenOptions {
     fn default() -> Self {
-        OpenOptions { strict: false, cache_bytes: 256 << 20, mmap: true }
+        OpenOptions { strict: false, cache_bytes: CACHE_AUTO, mmap: true }
     }
 }
 

@@ -185,14 +185,14 @@ impl Dataset {
         if let Some(data) = self.cache.get(key).filter(|d| d.rows_len(row_bytes) == whole) {
             return Ok(ChunkBytes::Decoded(data));
         }
-        let stored = self.stored_unchecked(loc)?;
-        let data = Arc::new(match stored {
-            Cow::Owned(raw) if loc.chunk.codec == 0 => {
-                Decoded::Rows(self.decode_stored_cow(loc, Cow::Owned(raw), row_bytes)?)
-            }
-            stored => self.decode_chunk(loc, &stored, row_bytes, whole)?,
-        });
-        self.cache.insert(key, data.clone());
+        let data = self.cache.fill(key, || {
+            Ok(match self.stored_unchecked(loc)? {
+                Cow::Owned(raw) if loc.chunk.codec == 0 => {
+                    Decoded::Rows(self.decode_stored_cow(loc, Cow::Owned(raw), row_bytes)?)
+                }
+                stored => self.decode_chunk(loc, &stored, row_bytes, whole)?,
+            })
+        })?;
         Ok(ChunkBytes::Decoded(data))
     }
 
