@@ -178,7 +178,13 @@ class DeviceTransitions:
 
     def _read_frames(self, reader: Any, sel: Any, column: str, probe: np.ndarray, rows: int) -> _Frames:
         """Observation column `column` as its frames and frame ids on the device."""
-        frames, ids, stack = reader.frames_of(column, max(0, self._budget - self._held), sel)
+        try:
+            frames, ids, stack = reader.frames_of(column, max(0, self._budget - self._held), sel)
+        except InvalidArgumentError as e:
+            raise InvalidArgumentError(
+                f"{e}: what is left of the {self._budget} bytes allowed on {self.device} (max_bytes or its "
+                f"free memory) after {self._held} for the other columns"
+            ) from None
         shape = probe.shape[1:]
         if len(ids) != rows * stack:
             raise InvalidArgumentError(f"column '{column}': {len(ids) // stack} observation rows, not {rows}")
@@ -200,10 +206,11 @@ class DeviceTransitions:
 
     def gather(self, index: Any) -> Batch:
         """The transitions with these step numbers (a tensor, array or list of ints; negative
-        from the end) as tensors on the device. A device tensor is taken as it is, its numbers
-        in range (checking them would wait for the device)."""
+        from the end) as tensors on the device. The numbers of a tensor already on the device are
+        not checked against the range (that would wait for the device)."""
         if isinstance(index, torch.Tensor) and index.device == self.device:
             steps = index.long().reshape(-1)
+            steps = torch.where(steps < 0, steps + self.num_steps, steps)
         else:
             numbers = int64(index.cpu().numpy() if isinstance(index, torch.Tensor) else index)
             bad = (numbers < -self.num_steps) | (numbers >= self.num_steps)
