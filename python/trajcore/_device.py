@@ -217,6 +217,10 @@ class DeviceTransitions:
             if bad.any():
                 raise IndexError(f"step {int(numbers[bad][0])} is out of range ({self.num_steps} steps)")
             steps = torch.from_numpy(numbers % self.num_steps).to(self.device)
+        return self._take(steps)
+
+    def _take(self, steps: torch.Tensor) -> Batch:
+        """The batch of device tensor `steps` (numbers in range)."""
         rows = self._rows.index_select(0, steps)
         out: Batch = {}
         for key in self.keys:
@@ -232,8 +236,7 @@ class DeviceTransitions:
     def sample(self, batch_size: int, generator: torch.Generator | None = None) -> Batch:
         """`batch_size` transitions drawn uniformly with replacement, on the device (a
         `generator` must live on the same device)."""
-        steps = torch.randint(0, self.num_steps, (int(batch_size),), device=self.device, generator=generator)
-        return self.gather(steps)
+        return self._take(torch.randint(0, self.num_steps, (int(batch_size),), device=self.device, generator=generator))
 
     def batches(
         self, batch_size: int, *, batches: int | None = None, generator: torch.Generator | None = None
