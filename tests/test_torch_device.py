@@ -43,6 +43,17 @@ def every_step_and_random(n: int) -> list[np.ndarray]:
     return [np.arange(n), rng.integers(0, n, 256), np.array([-1, 0, -n])]
 
 
+def record(venv: Any, path: Path, steps: int, seed: int = 0, **options: Any) -> trajcore.Dataset:
+    """`steps` random steps of vector env `venv` recorded at `path`, opened strict."""
+    rec = trajcore.RecordVectorEpisodes(venv, path, **options)
+    rec.action_space.seed(seed)
+    rec.reset(seed=seed)
+    for _ in range(steps):
+        rec.step(rec.action_space.sample())
+    rec.close()
+    return trajcore.open(path, strict=True)
+
+
 def _breakout() -> gym.Env[Any, Any]:
     env = gym.make("ALE/Breakout-v5", frameskip=1, max_episode_steps=120)
     env = gym.wrappers.AtariPreprocessing(env, frame_skip=4, screen_size=84, noop_max=10)
@@ -55,15 +66,9 @@ def atari(tmp_path_factory: pytest.TempPathFactory) -> trajcore.Dataset:
     chunks over several shards."""
     ale_py = pytest.importorskip("ale_py", reason="ale-py is not installed (.ci/run installs it)")
     gym.register_envs(ale_py)
-    path = tmp_path_factory.mktemp("atari") / "d"
     venv = gym.vector.SyncVectorEnv([_breakout, _breakout])
-    rec = trajcore.RecordVectorEpisodes(venv, path, chunk_bytes=100_000, max_shard_bytes=20_000)
-    rec.action_space.seed(1)
-    rec.reset(seed=1)
-    for _ in range(170):
-        rec.step(rec.action_space.sample())
-    rec.close()
-    return trajcore.open(path, strict=True)
+    path = tmp_path_factory.mktemp("atari") / "d"
+    return record(venv, path, 170, seed=1, chunk_bytes=100_000, max_shard_bytes=20_000)
 
 
 def test_atari_frame_stacks_equal_host_reads_and_are_held_once(atari: trajcore.Dataset) -> None:
@@ -88,15 +93,8 @@ def test_atari_frame_stacks_equal_host_reads_and_are_held_once(atari: trajcore.D
 def test_terminations_selections_and_keys(tmp_path: Path) -> None:
     """Frame stacks of 3 whose episodes terminate (3 to 20 steps), with padded starts; a
     selection of their episodes; keys other than the default."""
-    env = FrameStackObservation(FrameEnv(shape=(12, 10)), 3)
-    venv = gym.vector.SyncVectorEnv([lambda: env, lambda: FrameStackObservation(FrameEnv(shape=(12, 10)), 3)])
-    rec = trajcore.RecordVectorEpisodes(venv, tmp_path / "d", chunk_bytes=4_000)
-    rec.action_space.seed(0)
-    rec.reset(seed=0)
-    for _ in range(300):
-        rec.step(rec.action_space.sample())
-    rec.close()
-    ds = trajcore.open(tmp_path / "d", strict=True)
+    venv = gym.vector.SyncVectorEnv([lambda: FrameStackObservation(FrameEnv(shape=(12, 10)), 3)] * 2)
+    ds = record(venv, tmp_path / "d", 300, chunk_bytes=4_000)
     assert any(e.terminated for e in ds.episodes)
     held = DeviceTransitions(ds, DEVICE)
     for steps in every_step_and_random(ds.num_steps):
@@ -111,13 +109,7 @@ def test_terminations_selections_and_keys(tmp_path: Path) -> None:
 
 def test_columns_that_are_no_frame_stacks(tmp_path: Path) -> None:
     """CartPole from a vector env of 4: the same reads, from a path."""
-    rec = trajcore.RecordVectorEpisodes(gym.make_vec("CartPole-v1", 4), tmp_path / "cp", chunk_bytes=2_000)
-    rec.action_space.seed(0)
-    rec.reset(seed=0)
-    for _ in range(400):
-        rec.step(rec.action_space.sample())
-    rec.close()
-    ds = trajcore.open(tmp_path / "cp", strict=True)
+    ds = record(gym.make_vec("CartPole-v1", 4), tmp_path / "cp", 400, chunk_bytes=2_000)
     held = DeviceTransitions(tmp_path / "cp", DEVICE)
     for steps in every_step_and_random(ds.num_steps):
         assert_same_as_host(held, ds, steps)
@@ -127,13 +119,7 @@ def test_columns_that_are_no_frame_stacks(tmp_path: Path) -> None:
 
 
 def test_sampling_is_reproducible_and_batches_iterate(tmp_path: Path) -> None:
-    rec = trajcore.RecordEpisodes(gym.make("CartPole-v1"), tmp_path / "cp")
-    rec.reset(seed=0)
-    for _ in range(200):
-        _, _, term, trunc, _ = rec.step(rec.action_space.sample())
-        if term or trunc:
-            rec.reset()
-    rec.close()
+    record(gym.make_vec("CartPole-v1", 1), tmp_path / "cp", 200)
     held = DeviceTransitions(tmp_path / "cp", DEVICE)
     first = held.sample(16, torch.Generator(DEVICE).manual_seed(5))
     again = held.sample(16, torch.Generator(DEVICE).manual_seed(5))

@@ -394,8 +394,8 @@ impl PyDataset {
         column: &str,
         max_bytes: u64,
         selection: Option<&Bound<'py, PySelection>>,
-    ) -> PyResult<(Bound<'py, PyArray1<u8>>, Bound<'py, PyArray1<i64>>, usize)> {
+    ) -> PyResult<Bound<'py, PyTuple>> {
         let t = self.over(py, set_of(selection), |d, set| d.frames_of(column, set, max_bytes))?;
-        Ok((PyArray1::from_vec(py, t.frames), PyArray1::from_vec(py, t.ids), t.stack))
+        (PyArray1::from_vec(py, t.frames), PyArray1::from_vec(py, t.ids), t.stack).into_pyobject(py)
     }
 }
