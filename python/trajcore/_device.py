@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+import trajcore
 from trajcore.errors import InvalidArgumentError
 from trajcore.transitions import Batch, _Sampling, int64
 
@@ -111,8 +112,6 @@ class DeviceTransitions:
         keys: Sequence[str] | None = None,
         max_bytes: int | None = None,
     ) -> None:
-        import trajcore
-
         src = source if isinstance(source, _Sampling) else trajcore.open(source)
         reader, sel = src._reader(), src._selection()
         self.device = torch.device(device)
