@@ -299,6 +299,17 @@ class Dataset:
         Raises:
             TrajcoreIndexError: the step number is out of range.
         """
+    def frames_of(
+        self, column: str, max_bytes: int, selection: Selection | None = None
+    ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64], int]:
+        """(frames as bytes, frame ids, stack): a column's frames each once, in stored order, and
+        `stack` ids per observation row (an episode's T + 1 rows after another's, in the
+        selection's order); a column that is no frame stack gives stack 1, a frame a row.
+
+        Raises:
+            InvalidArgumentError: they would take more than `max_bytes` (naming the size).
+            SchemaError: no such column, or a str one. CorruptFileError: a chunk is damaged.
+        """
 
 @final
 class Selection:

@@ -237,3 +237,8 @@ def loader(
     base = RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset)
     sampler = BatchSampler(base, batch_size, drop_last)
     return DataLoader(dataset, batch_size=None, sampler=sampler, **kwargs)
+
+
+from trajcore._device import DeviceTransitions  # noqa: E402  (needs the torch imported above)
+
+__all__ += ["DeviceTransitions"]

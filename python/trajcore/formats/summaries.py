@@ -31,7 +31,6 @@ SUMMARY_FIELDS = (
 """The index's per-episode summary fields, in the order the views show them."""
 
 
-
 def metric_column(name: str, stat: str) -> str:
     """The view column of one statistic of one metric: ``metrics/<name>/<stat>``."""
     return f"metrics/{name}/{stat}"

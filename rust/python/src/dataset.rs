@@ -392,4 +392,18 @@ impl PyDataset {
         let (episodes, steps) = (self.num_episodes(), self.num_steps());
         format!("<trajcore._core.Dataset {episodes} episodes, {steps} steps at {:?}>", self.path)
     }
+
+    /// A column's frames once, as bytes, and `stack` frame ids per observation row (see the
+    /// core's `FrameTable`); refused past `max_bytes`.
+    #[pyo3(signature = (column, max_bytes, selection=None))]
+    fn frames_of<'py>(
+        &self,
+        py: Python<'py>,
+        column: &str,
+        max_bytes: u64,
+        selection: Option<&Bound<'py, PySelection>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let t = self.over(py, set_of(selection), |d, set| d.frames_of(column, set, max_bytes))?;
+        (PyArray1::from_vec(py, t.frames), PyArray1::from_vec(py, t.ids), t.stack).into_pyobject(py)
+    }
 }

@@ -216,6 +216,15 @@ impl Frames {
     pub fn row_bytes(&self) -> usize {
         self.row
     }
+
+    /// The stored bytes of the rows held, from the first row's start (it is stored whole) to
+    /// the last one's end: the frames in the order stored, each once; and where each held row
+    /// ends in them. What a reader keeping frames apart from stacks takes as they are.
+    pub fn stored(&self) -> (&[u8], impl Iterator<Item = usize> + '_) {
+        let start = self.ends.first().map_or(0, |&e| e - self.row);
+        let end = self.ends.last().copied().unwrap_or(start);
+        (&self.data[start..end], self.ends.iter().map(move |&e| e - start))
+    }
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ mod cache;
 mod chunk_bytes;
 mod damage;
 mod dataset;
+mod frames_of;
 mod gather;
 mod integrity;
 mod lane_scan;
@@ -57,6 +58,7 @@ use std::path::{Path, PathBuf};
 pub use batch::BatchOut;
 pub use bulk::{set_scan_block_bytes, IndexOut};
 pub use dataset::{ColumnStats, Dataset, EpisodeRef, Recording, SkippedRecord};
+pub use frames_of::FrameTable;
 pub use gather::{
     max_threads, set_gather_hold_bytes, set_max_threads, set_parallel_thresholds, Field, Out, Run, Window,
 };

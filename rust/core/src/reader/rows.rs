@@ -364,7 +364,7 @@ impl Dataset {
     }
 
     /// (recording, lane, column, first row, rows) of a column of an episode.
-    fn locate(&self, episode: usize, column_name: &str) -> Result<(usize, u32, ColumnId, u64, u64)> {
+    pub(super) fn locate(&self, episode: usize, column_name: &str) -> Result<(usize, u32, ColumnId, u64, u64)> {
         let e = self.episode(episode)?;
         let column = self.column_id(e.recording, column_name).ok_or_else(|| {
             match &self.recordings()[e.recording].schema_damage {
