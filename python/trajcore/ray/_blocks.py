@@ -22,9 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 from trajcore.dataset import Dataset
-from trajcore.formats import EXPORT_CACHE_BYTES
 from trajcore.formats._columns import INDEX_COLUMNS, Leaf, Plan
-from trajcore.formats._read import iter_batches, plan_of, read_episode
+from trajcore.formats._read import iter_batches, open_for_pass, plan_of, read_episode
 from trajcore.formats.summaries import METRIC_STATS, SUMMARY_FIELDS, metric_column, summary_columns
 from trajcore.ray._plan import ShardIndex, TaskPlan, episode_keys, locate, shard_index
 
@@ -103,8 +102,8 @@ class _Opened:
     step-table plan and, per shard, the episodes listed there."""
 
     def __init__(self, spec: ReadSpec) -> None:
-        # A small chunk cache: a read task reads each chunk once, in order.
-        self.ds = Dataset(spec.path, strict=spec.strict, cache_bytes=EXPORT_CACHE_BYTES)
+        # Its tasks read in dataset order: a cache that holds the chunks such a read has in use.
+        self.ds = open_for_pass(spec.path, strict=spec.strict)
         self.plan = plan_of(self.ds)  # which columns each recording has, as opened here
         self._shard_names = [os.path.basename(p) for p in self.ds.shards]
         self._listed: dict[str, ShardIndex] = {}
