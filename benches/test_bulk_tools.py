@@ -11,7 +11,8 @@
 
     python -m pytest benches/test_bulk_tools.py -p no:cacheprovider --benchmark-only -s
 
-Set ``TRAJCORE_BULK_STEPS`` for another size (vector steps of 16 sub-envs; default 96,000).
+Set ``TRAJCORE_BULK_STEPS`` for another size (vector steps of 16 sub-envs; default 96,000),
+``TRAJCORE_BULK_ROUNDS`` for other rounds (default 3 of Ray, 2 of each export).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ GROUP = "bulk tools"
 NUM_ENVS = 16
 VECTOR_STEPS = int(os.environ.get("TRAJCORE_BULK_STEPS", "96000"))
 BATCH = 65_536
-ROUNDS = 3
+ROUNDS = int(os.environ.get("TRAJCORE_BULK_ROUNDS", "3"))
 COLUMNS = ["obs", "next_obs", "action", "reward", "terminated", "truncated"]
 KEYS = ["observations", "next_observations", "actions", "rewards", "terminations", "truncations"]
 
@@ -39,9 +40,9 @@ KEYS = ["observations", "next_observations", "actions", "rewards", "terminations
 def cartpole(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The README's first command: CartPole-v1, 16 sub-envs, random actions."""
     path = tmp_path_factory.mktemp("bulk") / "cp16"
+    record = ["record", "CartPole-v1", "--num-envs", str(NUM_ENVS), "--steps", str(VECTOR_STEPS)]
     subprocess.run(
-        [sys.executable, "-m", "trajcore", "record", "CartPole-v1", "--num-envs", str(NUM_ENVS)]
-        + ["--steps", str(VECTOR_STEPS), str(path)],
+        [sys.executable, "-m", "trajcore", *record, str(path)],
         check=True,
         capture_output=True,
     )
@@ -135,7 +136,7 @@ def test_cli_export_against_the_api(
 
     def measure() -> dict[str, list[float]]:
         times: dict[str, list[float]] = {"cli": [], "api": []}
-        for _ in range(2):
+        for _ in range(max(1, ROUNDS - 1)):
             times["cli"].append(_cli_export(cartpole, tmp_path / f"cli.{fmt}", fmt))
             times["api"].append(_api_export(cartpole, tmp_path / f"api.{fmt}", fmt))
         return times

@@ -431,7 +431,6 @@ def _columns_arg(text: str | None) -> list[str] | None:
 
 
 def _export(args: argparse.Namespace) -> int:
-    import trajcore
     from trajcore._output import check_destination
     from trajcore._selection import apply_select, parse_select
     from trajcore.formats import export, format_of

@@ -234,7 +234,11 @@ def iter_batches(
         CorruptFileError: an episode's data is damaged.
     """
     keys = bulk_keys(plan, leaves)
-    batches = _episode_batches(ds, indices, plan, leaves, rows) if keys is None else _bulk(ds, indices, plan, leaves, keys, rows)
+    batches = (
+        _episode_batches(ds, indices, plan, leaves, rows)
+        if keys is None
+        else _bulk(ds, indices, plan, leaves, keys, rows)
+    )
     for batch in batches:
         yield batch
         if progress is not None:
@@ -323,7 +327,9 @@ def _episode_batches(
         yield pending.take()
 
 
-def pass_cache_bytes(column_stats: Sequence[Mapping[str, Any]], recording: npt.NDArray[Any], env_index: npt.NDArray[Any]) -> int:
+def pass_cache_bytes(
+    column_stats: Sequence[Mapping[str, Any]], recording: npt.NDArray[Any], env_index: npt.NDArray[Any]
+) -> int:
     """The chunk cache a read of a dataset in dataset order needs to decode each chunk about once:
     twice a chunk (on average, decoded) of every column per sub-env of each recording, at least
     `EXPORT_CACHE_BYTES`, at most `PASS_CACHE_MAX_BYTES`.

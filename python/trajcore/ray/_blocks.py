@@ -68,6 +68,8 @@ class ReadSpec:
         leaves: the leaves read, in table order (the same for every task: one schema).
         block_steps: steps per block (about the block size Ray Data aims at).
         metrics: episodes: the metric names planned (columns ``metrics/<name>/<stat>``).
+        cache_bytes: the chunk cache a task's worker opens the dataset with (`pass_cache_bytes`
+            of the dataset as planned; 0: `open_for_pass` works it out).
     """
 
     path: str
@@ -77,6 +79,7 @@ class ReadSpec:
     leaves: tuple[Leaf, ...]
     block_steps: int
     metrics: tuple[str, ...] = ()
+    cache_bytes: int = 0
 
 
 def mask_name(leaf: Leaf) -> str:
@@ -103,7 +106,10 @@ class _Opened:
 
     def __init__(self, spec: ReadSpec) -> None:
         # Its tasks read in dataset order: a cache that holds the chunks such a read has in use.
-        self.ds = open_for_pass(spec.path, strict=spec.strict)
+        if spec.cache_bytes:
+            self.ds = Dataset(spec.path, strict=spec.strict, cache_bytes=spec.cache_bytes)
+        else:
+            self.ds = open_for_pass(spec.path, strict=spec.strict)
         self.plan = plan_of(self.ds)  # which columns each recording has, as opened here
         self._shard_names = [os.path.basename(p) for p in self.ds.shards]
         self._listed: dict[str, ShardIndex] = {}

@@ -68,14 +68,17 @@ def episode_keys(
         among: only these dataset indexes (ascending), which must hold every episode listed at
             their shards (occurrences are counted among them); default all.
     """
-    shards, ids, lengths = summaries["shard"], summaries["episode_id"], summaries["length"]
+    # Python ints once (`tolist`), not a numpy scalar per field and episode: a dataset lists
+    # tens of thousands of episodes, and every read plans them.
+    shards, ids = summaries["shard"].tolist(), summaries["episode_id"].tolist()
+    lengths = summaries["length"].tolist()
     seen: dict[tuple[str, int], int] = {}
     keys = []
-    for index in range(len(lengths)) if among is None else among:
-        name, eid = shard_names[int(shards[index])], int(ids[index])
+    for index in range(len(lengths)) if among is None else [int(i) for i in among]:
+        name, eid = shard_names[shards[index]], ids[index]
         occurrence = seen.get((name, eid), 0)
         seen[(name, eid)] = occurrence + 1
-        keys.append(EpisodeKey(int(index), name, eid, occurrence, int(lengths[index])))
+        keys.append(EpisodeKey(index, name, eid, occurrence, lengths[index]))
     return keys
 
 
