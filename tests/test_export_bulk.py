@@ -18,6 +18,7 @@ from trajcore.formats._columns import Plan, choose
 from trajcore.formats._read import (
     EXPORT_CACHE_BYTES,
     PASS_CACHE_MAX_BYTES,
+    Batch,
     _episode_batches,
     bulk_keys,
     iter_batches,
@@ -54,15 +55,15 @@ def multi_shard(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _multi_shard(tmp_path_factory.mktemp("bulk") / "ds")
 
 
-def _tables(batches: list[object]) -> dict[str, np.ndarray]:
-    out: dict[str, list[object]] = {}
+def _tables(batches: list[Batch]) -> dict[str, np.ndarray]:
+    out: dict[str, list[np.ndarray]] = {}
     for b in batches:
-        out.setdefault("episode", []).append(b.episode)  # type: ignore[attr-defined]
-        out.setdefault("env_index", []).append(b.env_index)  # type: ignore[attr-defined]
-        out.setdefault("step", []).append(b.step)  # type: ignore[attr-defined]
-        for name, v in b.values.items():  # type: ignore[attr-defined]
+        out.setdefault("episode", []).append(b.episode)
+        out.setdefault("env_index", []).append(b.env_index)
+        out.setdefault("step", []).append(b.step)
+        for name, v in b.values.items():
             out.setdefault(name, []).append(np.asarray(v))
-        for name, m in b.masks.items():  # type: ignore[attr-defined]
+        for name, m in b.masks.items():
             out.setdefault("mask/" + name, []).append(m)
     return {k: np.concatenate(v) for k, v in out.items()}
 

@@ -350,3 +350,27 @@ def test_import_trajcore_does_not_import_ray() -> None:
     code = "import sys, trajcore; print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_each_read_task_gives_its_episodes_whole_in_dataset_order(rollover: Path) -> None:
+    """Every task's rows, as its blocks come (no Ray scheduling in between), are its episodes'
+    rows from `trajcore.open`, each episode whole and the episodes in dataset order, however
+    many tasks share the shards (episodes run over rollovers here)."""
+    from ray.data.block import BlockAccessor
+
+    source = trajcore.ray.TrajcoreDatasource(rollover)
+    with trajcore.open(rollover) as ds:
+        lengths = ds.summaries()["length"]
+        for parallelism in (1, 7, 1000):
+            rows: list[dict[str, Any]] = []
+            for task in source.get_read_tasks(parallelism):
+                mine: list[dict[str, Any]] = []
+                for block in task():
+                    batch = BlockAccessor.for_block(block).to_batch_format("numpy")
+                    mine += [{k: v[i] for k, v in batch.items()} for i in range(len(batch["step"]))]
+                episodes = list(dict.fromkeys(int(r["episode"]) for r in mine))
+                assert episodes == sorted(episodes)
+                want = [(e, t) for e in episodes for t in range(int(lengths[e]))]
+                assert [(int(r["episode"]), int(r["step"])) for r in mine] == want
+                rows += mine
+            assert_transitions(rows, ds)

@@ -306,7 +306,8 @@ def _overlap(
 ) -> npt.NDArray[np.int64]:
     """Steps of members `first` .. `last` inside steps `start` .. `stop` (`ends`: cumulative)."""
     begins = ends[first : last + 1] - lengths[first : last + 1]
-    return np.minimum(ends[first : last + 1], stop) - np.maximum(begins, start)
+    steps: npt.NDArray[np.int64] = np.minimum(ends[first : last + 1], stop) - np.maximum(begins, start)
+    return steps
 
 
 def _episode_batches(

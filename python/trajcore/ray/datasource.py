@@ -151,6 +151,6 @@ def arrow_block(columns: dict[str, npt.NDArray[Any]]) -> Block:
     (tensors, str) through Ray's."""
     direct = {k: v for k, v in columns.items() if v.ndim == 1 and v.dtype.kind in "biuf"}
     rest = {k: v for k, v in columns.items() if k not in direct}
-    converted = BlockAccessor.batch_to_block(rest) if rest else None
+    converted = BlockAccessor.batch_to_block(rest) if rest else pa.table({})
     arrays = {k: pa.array(v) if k in direct else converted.column(k) for k, v in columns.items()}
     return pa.table(arrays)
