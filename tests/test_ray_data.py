@@ -374,3 +374,21 @@ def test_each_read_task_gives_its_episodes_whole_in_dataset_order(rollover: Path
                 assert [(int(r["episode"]), int(r["step"])) for r in mine] == want
                 rows += mine
             assert_transitions(rows, ds)
+
+
+def test_episode_keys_count_occurrences_of_an_id_per_shard() -> None:
+    from trajcore.ray._plan import episode_keys
+
+    summaries = {
+        "shard": np.array([0, 1, 0, 0, 1, 0], dtype=np.uint32),
+        "episode_id": np.array([7, 7, 7, 2, 7, 7], dtype=np.uint64),
+        "length": np.array([3, 1, 4, 1, 5, 9], dtype=np.uint64),
+    }
+    names = ["s0", "s1"]
+    want = [("s0", 7, 0), ("s1", 7, 0), ("s0", 7, 1), ("s0", 2, 0), ("s1", 7, 1), ("s0", 7, 2)]
+    keys = episode_keys(names, summaries)
+    assert [(k.shard, k.episode_id, k.occurrence) for k in keys] == want
+    assert [(k.index, k.length) for k in keys] == [(0, 3), (1, 1), (2, 4), (3, 1), (4, 5), (5, 9)]
+    among = episode_keys(names, summaries, np.array([1, 4]))
+    assert [(k.index, k.shard, k.occurrence) for k in among] == [(1, "s1", 0), (4, "s1", 1)]
+    assert episode_keys(names, {k: v[:0] for k, v in summaries.items()}) == []
