@@ -350,3 +350,45 @@ def test_import_trajcore_does_not_import_ray() -> None:
     code = "import sys, trajcore; print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_each_read_task_gives_its_episodes_whole_in_dataset_order(rollover: Path) -> None:
+    """Every task's rows, as its blocks come (no Ray scheduling in between), are its episodes'
+    rows from `trajcore.open`, each episode whole and the episodes in dataset order, however
+    many tasks share the shards (episodes run over rollovers here)."""
+    from ray.data.block import BlockAccessor
+
+    source = trajcore.ray.TrajcoreDatasource(rollover)
+    with trajcore.open(rollover) as ds:
+        lengths = ds.summaries()["length"]
+        for parallelism in (1, 7, 1000):
+            rows: list[dict[str, Any]] = []
+            for task in source.get_read_tasks(parallelism):
+                mine: list[dict[str, Any]] = []
+                for block in task():
+                    batch = BlockAccessor.for_block(block).to_batch_format("numpy")
+                    mine += [{k: v[i] for k, v in batch.items()} for i in range(len(batch["step"]))]
+                episodes = list(dict.fromkeys(int(r["episode"]) for r in mine))
+                assert episodes == sorted(episodes)
+                want = [(e, t) for e in episodes for t in range(int(lengths[e]))]
+                assert [(int(r["episode"]), int(r["step"])) for r in mine] == want
+                rows += mine
+            assert_transitions(rows, ds)
+
+
+def test_episode_keys_count_occurrences_of_an_id_per_shard() -> None:
+    from trajcore.ray._plan import episode_keys
+
+    summaries = {
+        "shard": np.array([0, 1, 0, 0, 1, 0], dtype=np.uint32),
+        "episode_id": np.array([7, 7, 7, 2, 7, 7], dtype=np.uint64),
+        "length": np.array([3, 1, 4, 1, 5, 9], dtype=np.uint64),
+    }
+    names = ["s0", "s1"]
+    want = [("s0", 7, 0), ("s1", 7, 0), ("s0", 7, 1), ("s0", 2, 0), ("s1", 7, 1), ("s0", 7, 2)]
+    keys = episode_keys(names, summaries)
+    assert [(k.shard, k.episode_id, k.occurrence) for k in keys] == want
+    assert [(k.index, k.length) for k in keys] == [(0, 3), (1, 1), (2, 4), (3, 1), (4, 5), (5, 9)]
+    among = episode_keys(names, summaries, np.array([1, 4]))
+    assert [(k.index, k.shard, k.occurrence) for k in among] == [(1, "s1", 0), (4, "s1", 1)]
+    assert episode_keys(names, {k: v[:0] for k, v in summaries.items()}) == []

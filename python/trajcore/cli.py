@@ -431,10 +431,10 @@ def _columns_arg(text: str | None) -> list[str] | None:
 
 
 def _export(args: argparse.Namespace) -> int:
-    import trajcore
     from trajcore._output import check_destination
     from trajcore._selection import apply_select, parse_select
-    from trajcore.formats import EXPORT_CACHE_BYTES, export, format_of
+    from trajcore.formats import export, format_of
+    from trajcore.formats._read import open_for_pass
 
     fmt = format_of(args.out, args.format)
     if args.columns is not None and fmt not in ("csv", "parquet"):
@@ -442,7 +442,7 @@ def _export(args: argparse.Namespace) -> int:
     if fmt != "minari":
         check_destination(args.out, args.force)  # before reading anything
     selection = parse_select(args.select)
-    with trajcore.open(args.path, cache_bytes=EXPORT_CACHE_BYTES) as ds:
+    with open_for_pass(args.path) as ds:
         episodes = apply_select(ds, selection)
         progress = _Progress(episodes.num_steps, "steps")
         start = time.perf_counter()

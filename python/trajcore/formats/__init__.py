@@ -23,7 +23,7 @@ from trajcore.dataset import Dataset
 from trajcore.episodes import Episodes
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
 from trajcore.formats._columns import DEFAULT_MAX_VALUES, choose
-from trajcore.formats._read import Progress, StepTable, plan_of
+from trajcore.formats._read import EXPORT_CACHE_BYTES, Progress, StepTable, open_for_pass, plan_of
 from trajcore.formats.frames import left_out_note, summaries_frame, to_pandas
 from trajcore.formats.from_minari import import_minari
 
@@ -39,9 +39,6 @@ __all__ = [
 ]
 
 FORMATS = ("csv", "jsonl", "parquet", "minari")
-
-EXPORT_CACHE_BYTES = 32 << 20
-"""Chunk cache of a dataset opened to be exported (the default, 256 MiB, serves random reads)."""
 
 _SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet"}
 
@@ -113,8 +110,8 @@ def export(
     if isinstance(src, Dataset | Episodes):
         ds, indices = src._members()
     else:
-        # A small chunk cache: an export reads every chunk once, in order.
-        with Dataset(src, cache_bytes=EXPORT_CACHE_BYTES) as opened:
+        # A chunk cache that holds the chunks a read in dataset order has in use at once.
+        with open_for_pass(os.fspath(src)) as opened:
             return export(
                 opened,
                 dst,

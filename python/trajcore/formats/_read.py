@@ -1,14 +1,22 @@
-"""Reading step tables out of a dataset, one episode at a time: the I/O side of
-`trajcore.formats._columns` (which decides the leaves and their rows).
+"""Reading step tables out of a dataset: the I/O side of `trajcore.formats._columns` (which
+decides the leaves and their rows).
 
 Every exporter streams through `iter_episodes` (formats written per episode: JSONL, Minari) or
-`iter_batches` (tables: pandas, CSV, Parquet), so memory stays bounded by one batch plus one
-episode whatever the size of the dataset.
+`iter_batches` (tables: pandas, CSV, Parquet, Ray Data's read tasks), so memory stays bounded by
+one batch plus one episode whatever the size of the dataset. `iter_batches` reads each batch as
+one bulk range read of the core (``transitions[a:b]``'s path: a run per episode, chunks decoded
+once per read, in parallel), not episode by episode.
+
+A dataset's rows in dataset order come from every sub-env's chunks at once (the episodes of a
+vector recording alternate between sub-envs, each sub-env's steps stored apart), so a read in
+that order keeps about one chunk per sub-env and column in use: with a smaller chunk cache,
+every episode decodes its chunks again. `open_for_pass` opens a dataset with a cache that holds
+them (`pass_cache_bytes`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,20 +24,37 @@ import numpy as np
 import numpy.typing as npt
 
 from trajcore.dataset import Dataset
+from trajcore.errors import CorruptFileError
 from trajcore.formats._columns import Leaf, Plan, RecordingColumns, make_plan
+from trajcore.transitions import int64
 
 __all__ = [
+    "EXPORT_CACHE_BYTES",
+    "PASS_CACHE_MAX_BYTES",
     "Batch",
     "EpisodeRows",
     "Progress",
     "StepTable",
     "iter_batches",
     "iter_episodes",
+    "open_for_pass",
+    "pass_cache_bytes",
     "plan_of",
     "read_episode",
     "row_bytes",
     "rows_per_batch",
 ]
+
+EXPORT_CACHE_BYTES = 32 << 20
+"""The least chunk cache of a dataset opened to be read once in order (`open_for_pass`); the
+default, 256 MiB, serves random reads."""
+
+PASS_CACHE_MAX_BYTES = 1 << 30
+"""The most chunk cache `open_for_pass` gives a dataset (a recording of very many sub-envs reads
+some chunks more than once past it)."""
+
+NEXT_ROW = "next:"
+"""Before a column's name in a core read's keys: its row of the next observation."""
 
 Progress = Callable[[int], None]
 """Called with the number of steps just written (for a progress bar)."""
@@ -198,12 +223,97 @@ def iter_batches(
     progress: Progress | None = None,
 ) -> Iterator[Batch]:
     """Batches of exactly `rows` rows (the last one shorter, none if there is no step), over the
-    episodes in order; an episode may be split between two batches.
+    episodes in order; an episode may be split between two batches. Each batch is one bulk
+    read of the core.
 
     Args:
         rows: rows per batch (a Parquet row group, a CSV write).
         progress: called with the steps of each batch once the caller has taken it.
+
+    Raises:
+        CorruptFileError: an episode's data is damaged.
     """
+    keys = bulk_keys(plan, leaves)
+    batches = (
+        _episode_batches(ds, indices, plan, leaves, rows)
+        if keys is None
+        else _bulk(ds, indices, plan, leaves, keys, rows)
+    )
+    for batch in batches:
+        yield batch
+        if progress is not None:
+            progress(len(batch))
+
+
+def _key(column: str, first_row: int) -> str:
+    return NEXT_ROW + column if first_row else column
+
+
+def bulk_keys(plan: Plan, leaves: Sequence[Leaf]) -> list[str] | None:
+    """The core read keys of the leaves and their masks, or None where a bulk read would not
+    give what `read_episode` gives: a recording without a leaf's column when the leaf has no mask
+    (the core refuses it; the table has zeros), or with its column but not its mask (the core
+    reads the mask as never given; the table as always given)."""
+    keys: dict[str, None] = {}
+    for leaf in leaves:
+        for present in plan.columns_of:
+            if leaf.column not in present and leaf.mask is None and leaf.group in ("info", "data"):
+                return None
+            if leaf.mask is not None and leaf.column in present and leaf.mask not in present:
+                return None
+        keys[_key(leaf.column, leaf.first_row)] = None
+        if leaf.mask is not None:
+            keys[_key(leaf.mask, leaf.first_row)] = None
+    return list(keys)
+
+
+def _bulk(
+    ds: Dataset, indices: Sequence[int], plan: Plan, leaves: Sequence[Leaf], keys: list[str], rows: int
+) -> Iterator[Batch]:
+    """`iter_batches` by bulk range reads over a selection of `indices`."""
+    core = ds._core
+    every = isinstance(indices, range) and indices == range(ds.num_episodes)
+    members = int64(indices)
+    selection = None if every else core.selection(members)
+    summary = ds._summary()
+    lengths = summary["length"][members]
+    ends = np.cumsum(lengths)
+    total = int(ends[-1]) if len(ends) else 0
+    env_index = summary["env_index"]
+    for start in range(0, total, rows):
+        stop = min(total, start + rows)
+        out = core.read_transitions(start, stop, keys, selection)
+        episode = out["episode_index"]
+        # Without `strict`, the core redraws the steps of an episode it finds damaged from intact
+        # ones (right for training, wrong for a table): read such an episode alone, which raises.
+        first, last = np.searchsorted(ends, [start, stop - 1], side="right")
+        expected = np.repeat(members[first : last + 1], _overlap(ends, lengths, first, last, start, stop))
+        if not np.array_equal(episode, expected):
+            bad = int(expected[np.flatnonzero(episode != expected)[0]])
+            read_episode(ds, bad, plan, leaves)
+            raise CorruptFileError(f"{ds.path}: episode {bad} is damaged")
+        values: dict[str, Values] = {}
+        masks: dict[str, npt.NDArray[np.bool_]] = {}
+        for leaf in leaves:
+            values[leaf.name] = out[_key(leaf.column, leaf.first_row)]
+            if leaf.mask is not None:
+                masks[leaf.name] = np.asarray(out[_key(leaf.mask, leaf.first_row)], dtype=np.bool_)
+        yield Batch(episode, env_index[episode].astype(np.int64), out["step_index"], values, masks)
+
+
+def _overlap(
+    ends: npt.NDArray[Any], lengths: npt.NDArray[Any], first: int, last: int, start: int, stop: int
+) -> npt.NDArray[np.int64]:
+    """Steps of members `first` .. `last` inside steps `start` .. `stop` (`ends`: cumulative)."""
+    begins = ends[first : last + 1] - lengths[first : last + 1]
+    steps: npt.NDArray[np.int64] = np.minimum(ends[first : last + 1], stop) - np.maximum(begins, start)
+    return steps
+
+
+def _episode_batches(
+    ds: Dataset, indices: Sequence[int], plan: Plan, leaves: Sequence[Leaf], rows: int
+) -> Iterator[Batch]:
+    """`iter_batches` episode by episode (see `bulk_keys` for when)."""
     pending = _Pending(leaves)
     for index in indices:
         ep = read_episode(ds, int(index), plan, leaves)
@@ -214,13 +324,48 @@ def iter_batches(
             start = stop
             if pending.rows == rows:
                 yield pending.take()
-                if progress is not None:
-                    progress(rows)
     if pending.rows:
-        n = pending.rows
         yield pending.take()
-        if progress is not None:
-            progress(n)
+
+
+def pass_cache_bytes(
+    column_stats: Sequence[Mapping[str, Any]], recording: npt.NDArray[Any], env_index: npt.NDArray[Any]
+) -> int:
+    """The chunk cache a read of a dataset in dataset order needs to decode each chunk about once:
+    twice a chunk (on average, decoded) of every column per sub-env of each recording, at least
+    `EXPORT_CACHE_BYTES`, at most `PASS_CACHE_MAX_BYTES`.
+
+    Args:
+        column_stats: ``recording``, ``chunks`` and ``raw_bytes`` per column of each recording
+            (`_core.Dataset.column_stats`).
+        recording, env_index: the summaries' fields of every episode.
+    """
+    lanes: dict[int, int] = {}
+    for r in np.unique(recording):
+        lanes[int(r)] = len(np.unique(env_index[recording == r]))
+    need = 0
+    for c in column_stats:
+        chunks = int(c["chunks"])
+        if chunks:
+            need += lanes.get(int(c["recording"]), 0) * -(-int(c["raw_bytes"]) // chunks)
+    return int(min(PASS_CACHE_MAX_BYTES, max(EXPORT_CACHE_BYTES, 2 * need)))
+
+
+def open_for_pass(path: str, *, strict: bool = False) -> Dataset:
+    """The dataset at `path`, opened to be read once in dataset order (an export, a Ray read
+    task): with the chunk cache `pass_cache_bytes` gives (opening reads only indexes, so opening
+    twice costs little next to a pass).
+
+    Raises:
+        TrajcoreFileNotFoundError: the path does not exist.
+    """
+    ds = Dataset(path, strict=strict, cache_bytes=EXPORT_CACHE_BYTES)
+    summary = ds._summary()
+    need = pass_cache_bytes(ds._core.column_stats(), summary["recording"], summary["env_index"])
+    if need <= EXPORT_CACHE_BYTES:
+        return ds
+    ds.close()
+    return Dataset(path, strict=strict, cache_bytes=need)
 
 
 @dataclass

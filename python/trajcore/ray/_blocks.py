@@ -22,9 +22,8 @@ import numpy as np
 import numpy.typing as npt
 
 from trajcore.dataset import Dataset
-from trajcore.formats import EXPORT_CACHE_BYTES
 from trajcore.formats._columns import INDEX_COLUMNS, Leaf, Plan
-from trajcore.formats._read import iter_batches, plan_of, read_episode
+from trajcore.formats._read import iter_batches, open_for_pass, plan_of, read_episode
 from trajcore.formats.summaries import METRIC_STATS, SUMMARY_FIELDS, metric_column, summary_columns
 from trajcore.ray._plan import ShardIndex, TaskPlan, episode_keys, locate, shard_index
 
@@ -69,6 +68,8 @@ class ReadSpec:
         leaves: the leaves read, in table order (the same for every task: one schema).
         block_steps: steps per block (about the block size Ray Data aims at).
         metrics: episodes: the metric names planned (columns ``metrics/<name>/<stat>``).
+        cache_bytes: the chunk cache a task's worker opens the dataset with (`pass_cache_bytes`
+            of the dataset as planned; 0: `open_for_pass` works it out).
     """
 
     path: str
@@ -78,6 +79,7 @@ class ReadSpec:
     leaves: tuple[Leaf, ...]
     block_steps: int
     metrics: tuple[str, ...] = ()
+    cache_bytes: int = 0
 
 
 def mask_name(leaf: Leaf) -> str:
@@ -103,8 +105,11 @@ class _Opened:
     step-table plan and, per shard, the episodes listed there."""
 
     def __init__(self, spec: ReadSpec) -> None:
-        # A small chunk cache: a read task reads each chunk once, in order.
-        self.ds = Dataset(spec.path, strict=spec.strict, cache_bytes=EXPORT_CACHE_BYTES)
+        # Its tasks read in dataset order: a cache that holds the chunks such a read has in use.
+        if spec.cache_bytes:
+            self.ds = Dataset(spec.path, strict=spec.strict, cache_bytes=spec.cache_bytes)
+        else:
+            self.ds = open_for_pass(spec.path, strict=spec.strict)
         self.plan = plan_of(self.ds)  # which columns each recording has, as opened here
         self._shard_names = [os.path.basename(p) for p in self.ds.shards]
         self._listed: dict[str, ShardIndex] = {}

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from trajcore.errors import TrajcoreIOError
 
 __all__ = ["EpisodeKey", "ShardIndex", "TaskPlan", "episode_keys", "locate", "plan_tasks", "shard_index"]
@@ -68,15 +70,22 @@ def episode_keys(
         among: only these dataset indexes (ascending), which must hold every episode listed at
             their shards (occurrences are counted among them); default all.
     """
-    shards, ids, lengths = summaries["shard"], summaries["episode_id"], summaries["length"]
-    seen: dict[tuple[str, int], int] = {}
-    keys = []
-    for index in range(len(lengths)) if among is None else among:
-        name, eid = shard_names[int(shards[index])], int(ids[index])
-        occurrence = seen.get((name, eid), 0)
-        seen[(name, eid)] = occurrence + 1
-        keys.append(EpisodeKey(int(index), name, eid, occurrence, int(lengths[index])))
-    return keys
+    # Whole arrays, then Python ints once (`tolist`), not a numpy scalar per field and episode:
+    # a dataset lists tens of thousands of episodes, and every read (and task) plans them.
+    index = np.arange(len(summaries["length"])) if among is None else np.asarray(among, dtype=np.int64).reshape(-1)
+    shards, ids = summaries["shard"][index], summaries["episode_id"][index]
+    # Occurrence: how many of the listed episodes before it have its shard and id (a stable
+    # sort groups them, in list order).
+    order = np.lexsort((np.arange(len(index)), ids, shards))
+    same = np.zeros(len(index), dtype=bool)
+    same[1:] = (shards[order][1:] == shards[order][:-1]) & (ids[order][1:] == ids[order][:-1])
+    starts = np.flatnonzero(~same)
+    run_start = starts[np.cumsum(~same) - 1] if len(index) else starts
+    occurrence = np.empty(len(index), dtype=np.int64)
+    occurrence[order] = np.arange(len(index)) - run_start
+    names = [shard_names[s] for s in shards.tolist()]
+    columns = (index.tolist(), names, ids.tolist(), occurrence.tolist(), summaries["length"][index].tolist())
+    return [EpisodeKey(*fields) for fields in zip(*columns, strict=True)]
 
 
 def plan_tasks(episodes: Sequence[EpisodeKey], parallelism: int, max_steps: int) -> list[TaskPlan]:

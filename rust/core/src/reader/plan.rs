@@ -2,8 +2,10 @@
 //!
 //! Output keys: `observations`, `actions`, `rewards`, `next_observations`, `terminations`,
 //! `truncations` (nested like the recorded spaces), any column named verbatim (`info/<key>`,
-//! `data/<name>`, masks `info/_<key>`); `episode_index`, `step_index` and `mask` are always
-//! there and name no field.
+//! `data/<name>`, masks `info/_<key>`), or named with `next:` before it for the row of the next
+//! observation (`next:info/<key>`: the info a step returned, beside `next_observations`; the step
+//! tables of the exports and Ray Data read those); `episode_index`, `step_index` and `mask` are
+//! always there and name no field.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -19,6 +21,10 @@ use crate::{DType, Error, Result};
 pub const DEFAULT_KEYS: [&str; 6] =
     ["observations", "actions", "rewards", "next_observations", "terminations", "truncations"];
 
+/// Before a column's name in a key: its row of the next observation (an observation-timeline
+/// column only).
+pub const NEXT_ROW: &str = "next:";
+
 /// What an output key reads: a column, or a tree of columns (observations and actions).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Source {
@@ -27,6 +33,8 @@ enum Source {
     /// (which layout of the Meta record, on the next observation row).
     Tree(&'static str, bool),
     Named,
+    /// A column named after `NEXT_ROW`: on the next observation row.
+    NamedNext,
     /// `episode_index`, `step_index`, `mask`: every batch has them.
     Index,
 }
@@ -41,6 +49,7 @@ fn source(key: &str) -> Source {
         "terminations" => Source::Column("terminated", false),
         "truncations" => Source::Column("truncated", false),
         "episode_index" | "step_index" | "mask" => Source::Index,
+        _ if key.starts_with(NEXT_ROW) => Source::NamedNext,
         _ => Source::Named,
     }
 }
@@ -88,6 +97,7 @@ impl BatchPlan {
                 }
                 Source::Column(name, next) => Layout::Leaf(field(name, next)?),
                 Source::Named => Layout::Leaf(field(&key, false)?),
+                Source::NamedNext => Layout::Leaf(field(&key[NEXT_ROW.len()..], true)?),
                 Source::Index => continue,
             };
             entries.push((key, node));
@@ -275,6 +285,7 @@ mod tests {
             ("step_index", Source::Index),
             ("mask", Source::Index),
             ("info/x", Source::Named),
+            ("next:info/x", Source::NamedNext),
             ("reward", Source::Named),
         ];
         for (key, want) in table {
