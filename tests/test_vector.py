@@ -319,3 +319,23 @@ def test_episode_metadata_reports_the_episodes_the_file_holds(tmp_path: Path, mo
         got = [(e.env_index, e.length, e.episode_return, e.terminated, e.truncated) for e in listed]
         assert got == seen
         assert len(seen) >= 2 * N
+
+
+def test_episode_metadata_gets_the_sub_envs_own_final_observation_and_info(tmp_path: Path) -> None:
+    # Each ended episode's callback sees its sub-env's entries of the step's infos (here
+    # RecordEpisodeStatistics's, whose counts match the file's) and its observation alone.
+    from gymnasium.wrappers.vector import RecordEpisodeStatistics
+
+    seen: list[trajcore.EpisodeInfo] = []
+    venv = RecordEpisodeStatistics(gym.make_vec("CartPole-v1", num_envs=N, vectorization_mode="sync"))
+    rec = trajcore.RecordVectorEpisodes(venv, tmp_path / "d", episode_metadata=seen.append)
+    rec.action_space.seed(SEED)
+    rec.reset(seed=SEED)
+    for _ in range(60):
+        rec.step(rec.action_space.sample())
+    rec.close()
+    assert len(seen) >= N
+    for e in seen:
+        assert e["observation"].shape == rec.single_observation_space.shape
+        assert e["info"]["episode"]["l"] == e["length"]
+        assert e["info"]["episode"]["r"] == pytest.approx(e["episode_return"])

@@ -143,15 +143,20 @@ class Recording:
         merged = {**(metadata or {}), **kv}
         self._recorder.set_episode_metadata(int(env_index), to_json(merged, "episode metadata"))
 
-    def _report_ended(self, ended: list[EndedEpisode] | None, final: Callable[[int], tuple[Any, Any]]) -> None:
+    def _final(self, i: int, obs: Any, info: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """The final observation and info of the episode env `i` ended at the step that
+        returned `obs` and `info` (each wrapper's own)."""
+        raise NotImplementedError
+
+    def _report_ended(self, ended: list[EndedEpisode] | None, obs: Any, info: dict[str, Any]) -> None:
         """Calls `episode_metadata` for each episode the step ended, as the core's `step` told
         them (env index, length, return, terminated, truncated: what the file holds), and merges
-        what it returns into that episode. `final(env_index)` gives the episode's final
-        observation and info."""
+        what it returns into that episode. `obs` and `info` are what the step returned (see
+        `_final`): passed as they are, since a closure over them would cost every step."""
         if ended is None or self._episode_metadata is None:
             return
         for env_index, length, episode_return, terminated, truncated in ended:
-            observation, info = final(env_index)
+            observation, final_info = self._final(env_index, obs, info)
             episode: EpisodeInfo = {
                 "env_index": env_index,
                 "length": length,
@@ -159,7 +164,7 @@ class Recording:
                 "terminated": terminated,
                 "truncated": truncated,
                 "observation": observation,
-                "info": info,
+                "info": final_info,
             }
             extra = self._episode_metadata(episode)
             if not extra:

@@ -78,8 +78,12 @@ class RecordEpisodes(Recording, gym.Wrapper[Any, Any, Any, Any]):
         ended = self._recorder.step(action, obs, reward, terminated, truncated, info, self._frame())
         # After the step: the episode it ended is the one metadata reaches now.
         if ended is not None:
-            self._report_ended(ended, lambda _: (obs, info))
+            self._report_ended(ended, obs, info)
         return obs, reward, terminated, truncated, info
+
+    def _final(self, i: int, obs: Any, info: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """The final observation and info of the episode the step that returned them ended."""
+        return obs, info
 
     def set_episode_metadata(self, metadata: Mapping[str, Any] | None = None, /, **kv: Any) -> None:
         """Merges JSON-able values into the metadata of the running episode, or, between the step

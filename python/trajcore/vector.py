@@ -188,11 +188,12 @@ class RecordVectorEpisodes(Recording, VectorWrapper[Any, Any, Any, Any, Any]):
         ended = self._recorder.step(actions, obs, rewards, terminations, truncations, infos, self._frame())
         # After the step: the episodes it ended are the ones metadata reaches now.
         if ended is not None:
-            self._report_ended(ended, lambda i: self._final(i, obs, infos))
+            self._report_ended(ended, obs, infos)
         return obs, rewards, terminations, truncations, infos
 
     def _final(self, i: int, obs: Any, infos: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-        """The final observation and info of the episode sub-env `i` ended at this step."""
+        """The final observation and info of the episode sub-env `i` ended at the step that
+        returned `obs` and `infos`."""
         if self._mode == "same_step":
             final_info = infos["final_info"]
             info = _env_info(final_info, i) if isinstance(final_info, Mapping) else final_info[i]

@@ -50,9 +50,6 @@ struct State {
     /// Custom data recorded for the coming step: (path, owned value).
     pending_data: Vec<(String, Py<PyAny>)>,
     coll: Collector,
-    /// `step` hands out the episodes it ended (for an `episode_metadata` callback); without a
-    /// reader of them, it makes no Python object for them.
-    report_ended: bool,
 }
 
 /// A core result as a Python one: a wait that a signal ended raises the signal's exception,
@@ -251,6 +248,9 @@ impl PyRecorder {
             infos = infos.without_plans();
         }
         let mut inner = py.detach(|| Recorder::create_with_faults(&path, config, faults)).py_err(py)?;
+        if report_ended {
+            inner.report_ended();
+        }
         inner.set_interrupt_check(Box::new(|| Python::attach(|py| py.check_signals()).map_err(|e| Box::new(e) as _)));
         let fixed: Vec<ColInfo> = inner.columns().iter().map(|spec| ColInfo::new(py, spec)).collect::<PyResult<_>>()?;
         let index = |name: &str| fixed.iter().position(|c| c.name == name);
@@ -269,7 +269,6 @@ impl PyRecorder {
             frames,
             pending_data: Vec::new(),
             coll: Collector::default(),
-            report_ended,
         };
         Ok(PyRecorder { state: Mutex::new(state), owner_pid: trajcore_core::process::current_pid() })
     }
@@ -337,7 +336,7 @@ impl PyRecorder {
             warn(py, &warning)?;
         }
         let ended = st.rec.episodes_ended();
-        if ended.is_empty() || !st.report_ended {
+        if ended.is_empty() {
             return Ok(None);
         }
         let items = ended.iter().map(|e| (e.lane, e.length, e.episode_return, e.terminated, e.truncated));

@@ -68,8 +68,9 @@ pub struct Recorder {
     roles: [ColumnId; 3],
     /// Which row belongs to which episode, decided here, applied by the writer thread.
     splitter: Splitter,
-    /// The running episodes' lengths and returns, and the episodes the last message ended.
-    tally: Tally,
+    /// The running episodes' lengths and returns, and the episodes the last message ended: kept
+    /// only for a caller that reads them (`report_ended`), since the count costs every step.
+    tally: Option<Tally>,
     /// The kind of the message planned by `plan_reset`/`plan_step` and not sent yet.
     planned: Option<MessageKind>,
     /// The planned message's lane ops as bytes (reused).
@@ -217,7 +218,7 @@ impl Recorder {
             columns,
             by_name,
             roles,
-            tally: Tally::new(splitter.num_envs()),
+            tally: None,
             splitter,
             planned: None,
             ops_bytes: Vec::new(),
@@ -240,6 +241,12 @@ impl Recorder {
     /// refuses its step (see `Splitter::refuse`).
     pub fn set_interrupt_check(&mut self, check: Interrupt) {
         self.interrupt = Some(check);
+    }
+
+    /// Counts the episodes' lengths and returns from now on, for `episodes_ended` (always empty
+    /// without it). Call it before the first message, so the counts start with the episodes.
+    pub fn report_ended(&mut self) {
+        self.tally = Some(Tally::new(self.splitter.num_envs()));
     }
 
     /// What the interrupt check returned when it ended the last wait (`Error::Interrupted`).
@@ -665,6 +672,7 @@ impl Recorder {
     /// Counts the sent message's ops (before `commit`, while they are the splitter's plan), with
     /// the rewards of its `entries`.
     fn tally_sent(&mut self, entries: &[EntryRef]) {
+        let Some(tally) = self.tally.as_mut() else { return };
         let reward = self.roles[0];
         let is_reward = |e: &EntryRef| e.column == reward && e.slot == Slot::Regular;
         // Found once per message: each lane then starts at the reward's entries, not at the top.
@@ -676,13 +684,13 @@ impl Recorder {
                 .find_map(|e| entry_row(e, lane, 8))
                 .map_or(0.0, |b| f64::from_le_bytes(b.try_into().unwrap_or([0; 8])))
         };
-        self.tally.apply(self.splitter.ops(), self.splitter.planned_steady(), reward_of);
+        tally.apply(self.splitter.ops(), self.splitter.planned_steady(), reward_of);
     }
 
     /// The episodes the last message sent ended complete (a step's, in env order), with the
     /// length and return their summaries in the file hold.
     pub fn episodes_ended(&self) -> &[EpisodeEnd] {
-        self.tally.ended()
+        self.tally.as_ref().map_or(&[], Tally::ended)
     }
 
     /// Copies a message into the ring if it fits now (callers wait for `message::encoded_len`
@@ -774,8 +782,8 @@ impl Recorder {
         let pushed = self.wait_until_fits(len).and_then(|()| self.push(&head, &entries));
         self.ops_bytes = ops;
         pushed?;
-        if with_ops {
-            self.tally.apply(self.splitter.ops(), false, |_| 0.0);
+        if let (true, Some(tally)) = (with_ops, self.tally.as_mut()) {
+            tally.apply(self.splitter.ops(), false, |_| 0.0);
         }
         match kind {
             MessageKind::Flush => self.splitter.commit_flush(),
