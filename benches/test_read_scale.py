@@ -7,8 +7,9 @@ The dataset: `TRAJCORE_SCALE_STEPS` transitions (default 160,000) of `workloads.
 defaults; its decoded frames (~7 KB a step) are over 1 GiB, 4x the old fixed 256 MiB cache.
 Reported in one run, each against the memmap:
 
-- random 256-transition batches, cold (a fresh open: an empty trajcore cache; the OS page
-  cache holds both datasets' files, since dropping it needs root) and warm (after a pass);
+- random 256-transition batches over the first pass (cold: a fresh open, an empty trajcore
+  cache, and the OS page cache dropped first where this process may, root on Linux; the report
+  says whether it was), one epoch of all transitions in random order, and warm (after a pass);
 - a `DataLoader` with 0 and 2 workers (fork), batches of 256 through a `BatchSampler`;
 - the PSS (proportional set size: shared pages counted once in all) of the 2 workers;
 - bytes per step on disk (EnvLogger's only where `envlogger` is installed).
@@ -91,12 +92,24 @@ class MemmapDataset:
         return {k: torch.from_numpy(a[idx]) for k, a in self.arrays.items()}
 
 
-def _rate(read: Callable[[np.ndarray], Any], batches: list[np.ndarray]) -> float:
-    """Transitions per second over `batches`."""
+def _rate(read: Callable[[np.ndarray], Any], batches: list[np.ndarray], rows: int | None = None) -> float:
+    """Transitions per second over `batches` (`rows` of them, default full batches)."""
     start = time.perf_counter()
     for idx in batches:
         read(idx)
-    return len(batches) * BATCH / (time.perf_counter() - start)
+    return (rows or len(batches) * BATCH) / (time.perf_counter() - start)
+
+
+def _drop_page_cache() -> bool:
+    """Writes dirty pages out and drops the OS page cache, where this process may (root on
+    Linux); whether it did."""
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("1\n")
+    except OSError:
+        return False
+    return True
 
 
 def _pss(pid: int) -> int:
@@ -145,17 +158,17 @@ def test_read_scale(benchmark: Any, report: list[dict[str, Any]], tmp_path: Path
     def draw() -> list[np.ndarray]:
         return [rng.integers(0, n, BATCH) for _ in range(rounds)]
 
-    # Cold: a fresh open, its cache empty; the memmap freshly opened too (both in page cache).
+    # Cold: the first pass (one epoch in random order) after a fresh open, the page cache dropped.
+    epoch = list(np.array_split(rng.permutation(n), max(1, n // BATCH)))
+    dropped = _drop_page_cache()
     ds = trajcore.open(path)
+    cold_tc = _rate(lambda i: ds.transitions.gather(i, keys=list(KEYS)), epoch, sum(map(len, epoch)))
+    _drop_page_cache()
     mm.open()
+    cold_mm = _rate(mm.rows, epoch, sum(map(len, epoch)))
     first = draw()
-    cold_tc = _rate(lambda i: ds.transitions.gather(i, keys=list(KEYS)), first)
-    cold_mm = _rate(mm.rows, first)
     got, want = ds.transitions.gather(first[0], keys=list(KEYS)), mm.rows(first[0])
     assert all(np.array_equal(got[k], want[k]) for k in KEYS)
-    # Warm: after a pass over every transition.
-    for a in range(0, n, 4096):
-        ds.transitions.gather(np.arange(a, min(a + 4096, n)), keys=list(KEYS))
     warm_tc, warm_mm = [], []
     for _ in range(5):
         b = draw()
@@ -193,6 +206,7 @@ def test_read_scale(benchmark: Any, report: list[dict[str, Any]], tmp_path: Path
         "decoded_frames_GiB": frames_bytes / 2**30,
         "cache_lru_bytes": info["lru_bytes"],
         "cache_shared_bytes": info["shared_bytes"],
+        "page_cache_dropped": dropped,
         "random_cold_ratio": cold_tc / cold_mm,
         "random_cold_tc_per_s": cold_tc,
         "random_cold_mm_per_s": cold_mm,
