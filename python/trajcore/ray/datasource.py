@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 from ray.data.block import Block, BlockAccessor, BlockMetadata
@@ -30,7 +31,7 @@ from trajcore.formats._columns import choose
 from trajcore.formats._read import pass_cache_bytes, plan_of, row_bytes
 from trajcore.formats.summaries import SUMMARY_FIELDS
 from trajcore.ray._blocks import EPISODE_LEFT_OUT, Kind, ReadSpec, column_names, read_batches
-from trajcore.ray._plan import EpisodeKey, TaskPlan, episode_keys, plan_tasks
+from trajcore.ray._plan import Keys, TaskPlan, key_arrays, plan_tasks
 
 __all__ = ["TrajcoreDatasource"]
 
@@ -89,8 +90,8 @@ class TrajcoreDatasource(Datasource):  # type: ignore[misc]  # ray has no type s
             chosen, _ = choose(leaves, wanted, 1 << 62)
             shard_names = [os.path.basename(p) for p in ds.shards]
             summary = ds._summary()
-            keys = episode_keys(shard_names, summary)
-            self._episodes: list[EpisodeKey] = keys if indices is None else [keys[i] for i in indices]
+            keys = key_arrays(shard_names, summary)
+            self._episodes: Keys = keys if indices is None else keys.take(np.asarray(indices, dtype=np.int64))
             metrics = tuple(ds.metrics()) if kind == "episodes" else ()
             self._row_bytes = row_bytes(chosen)
             self._spec = ReadSpec(
@@ -117,7 +118,7 @@ class TrajcoreDatasource(Datasource):  # type: ignore[misc]  # ray has no type s
         return "Trajcore" + self._spec.kind.capitalize()
 
     def estimate_inmemory_data_size(self) -> int:
-        return sum(e.length for e in self._episodes) * self._row_bytes
+        return int(self._episodes.length.sum()) * self._row_bytes
 
     def get_read_tasks(
         self, parallelism: int, per_task_row_limit: int | None = None, data_context: DataContext | None = None
