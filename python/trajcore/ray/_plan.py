@@ -96,6 +96,14 @@ class Keys:
     def __len__(self) -> int:
         return len(self.index)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A read task carries its keys to a worker: each column in its smallest integer type,
+        # the indexes as steps from the first (1 but after a selection's gaps), a few bytes an
+        # episode (Ray warns about, and moves slowly, a task of more than 1 MiB).
+        steps = np.diff(self.index, prepend=0)
+        columns = (steps, self.shard, self.episode_id, self.occurrence, self.length)
+        return _unpack, (self.names, *(_small(c) for c in columns))
+
     def __getitem__(self, at: int) -> EpisodeKey:
         return EpisodeKey(
             int(self.index[at]),
@@ -121,6 +129,16 @@ class Keys:
         return {pair: at for at, pair in enumerate(pairs)}
 
 
+def _small(column: Ints) -> npt.NDArray[Any]:
+    low, high = (int(column.min()), int(column.max())) if len(column) else (0, 0)
+    return column.astype(np.result_type(np.min_scalar_type(low), np.min_scalar_type(high)))
+
+
+def _unpack(names: tuple[str, ...], steps: Any, *columns: Any) -> Keys:
+    wide = (np.asarray(c, dtype=np.int64) for c in columns)
+    return Keys(names, np.cumsum(steps, dtype=np.int64), *wide)
+
+
 @dataclass(frozen=True)
 class TaskPlan:
     """What one read task reads: consecutive episodes listed at one shard (`EpisodeKey`s or
@@ -130,8 +148,9 @@ class TaskPlan:
     episodes: Keys
 
     def __post_init__(self) -> None:
-        if not isinstance(self.episodes, Keys):
-            object.__setattr__(self, "episodes", Keys.of(self.episodes))
+        given: Keys | Iterable[EpisodeKey] = self.episodes
+        if not isinstance(given, Keys):
+            object.__setattr__(self, "episodes", Keys.of(given))
 
     @property
     def steps(self) -> int:
