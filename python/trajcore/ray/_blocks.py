@@ -25,7 +25,7 @@ from trajcore.dataset import Dataset
 from trajcore.formats._columns import INDEX_COLUMNS, Leaf, Plan
 from trajcore.formats._read import iter_batches, open_for_pass, plan_of, read_episode
 from trajcore.formats.summaries import METRIC_STATS, SUMMARY_FIELDS, metric_column, summary_columns
-from trajcore.ray._plan import ShardIndex, TaskPlan, episode_keys, locate, shard_index
+from trajcore.ray._plan import Keys, TaskPlan, key_arrays, locate
 
 __all__ = [
     "EPISODE_FIELDS",
@@ -112,7 +112,7 @@ class _Opened:
             self.ds = open_for_pass(spec.path, strict=spec.strict)
         self.plan = plan_of(self.ds)  # which columns each recording has, as opened here
         self._shard_names = [os.path.basename(p) for p in self.ds.shards]
-        self._listed: dict[str, ShardIndex] = {}
+        self._listed: dict[str, Keys] = {}
 
     def locate(self, task: TaskPlan) -> list[int]:
         listed = self._listed.get(task.shard)
@@ -120,7 +120,7 @@ class _Opened:
             summary = self.ds._summary()
             at = self._shard_names.index(task.shard) if task.shard in self._shard_names else -1
             among = np.flatnonzero(summary["shard"] == at)  # none if the shard is gone (at -1)
-            listed = self._listed[task.shard] = shard_index(episode_keys(self._shard_names, summary, among))
+            listed = self._listed[task.shard] = key_arrays(self._shard_names, summary, among)
         return locate(task, listed, self.ds.path)
 
 
@@ -154,7 +154,7 @@ def read_batches(spec: ReadSpec, task: TaskPlan) -> Iterator[Columns]:
     opened = _opened(spec)
     ds, plan = opened.ds, opened.plan
     current = opened.locate(task)
-    planned = [e.index for e in task.episodes]
+    planned: list[int] = task.episodes.index.tolist()
     if spec.kind == "transitions":
         renumber = None if current == planned else dict(zip(current, planned, strict=True))
         for batch in iter_batches(ds, current, plan, spec.leaves, spec.block_steps):
@@ -163,11 +163,11 @@ def read_batches(spec: ReadSpec, task: TaskPlan) -> Iterator[Columns]:
                 episode = np.fromiter((renumber[int(e)] for e in episode), dtype=np.int64, count=len(episode))
             yield transition_columns(episode, batch.env_index, batch.step, spec.leaves, batch.values, batch.masks)
         return
-    start = 0
+    start, lengths = 0, task.episodes.length.tolist()
     while start < len(current):
         stop, steps = start, 0
-        while stop < len(current) and (stop == start or steps + task.episodes[stop].length <= spec.block_steps):
-            steps += task.episodes[stop].length
+        while stop < len(current) and (stop == start or steps + lengths[stop] <= spec.block_steps):
+            steps += lengths[stop]
             stop += 1
         yield episode_columns(ds, current[start:stop], planned[start:stop], spec, plan)
         start = stop

@@ -15,19 +15,31 @@ still running added episodes since.
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from trajcore.errors import TrajcoreIOError
 
-__all__ = ["EpisodeKey", "ShardIndex", "TaskPlan", "episode_keys", "locate", "plan_tasks", "shard_index"]
+__all__ = [
+    "EpisodeKey",
+    "Keys",
+    "ShardIndex",
+    "TaskPlan",
+    "episode_keys",
+    "key_arrays",
+    "locate",
+    "plan_tasks",
+    "shard_index",
+]
 
 
-@dataclass(frozen=True, slots=True)  # slots: a plan holds one per episode
+@dataclass(frozen=True, slots=True)
 class EpisodeKey:
     """One planned episode.
 
@@ -47,16 +59,125 @@ class EpisodeKey:
     length: int
 
 
+Ints = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, eq=False)
+class Keys:
+    """Episode keys as columns (the fields of `EpisodeKey`, one array each, `shard` as codes into
+    `names`): a plan holds tens of thousands of episodes, which as objects take most of a read's
+    planning and of its tasks' pickling."""
+
+    names: tuple[str, ...]
+    index: Ints
+    shard: Ints
+    episode_id: Ints
+    occurrence: Ints
+    length: Ints
+
+    @classmethod
+    def of(cls, keys: Iterable[EpisodeKey]) -> Keys:
+        listed = list(keys)
+        names = tuple(dict.fromkeys(k.shard for k in listed))
+        code = {n: i for i, n in enumerate(names)}
+
+        def column(values: Iterable[int]) -> Ints:
+            return np.fromiter(values, dtype=np.int64, count=len(listed))
+
+        return cls(
+            names,
+            column(k.index for k in listed),
+            column(code[k.shard] for k in listed),
+            column(k.episode_id for k in listed),
+            column(k.occurrence for k in listed),
+            column(k.length for k in listed),
+        )
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A read task carries its keys to a worker: each column in its smallest integer type,
+        # the indexes as steps from the first (1 but after a selection's gaps), a few bytes an
+        # episode (Ray warns about, and moves slowly, a task of more than 1 MiB).
+        steps = np.diff(self.index, prepend=0)
+        columns = (steps, self.shard, self.episode_id, self.occurrence, self.length)
+        return _unpack, (self.names, *(_small(c) for c in columns))
+
+    def __getitem__(self, at: int) -> EpisodeKey:
+        return EpisodeKey(
+            int(self.index[at]),
+            self.names[self.shard[at]],
+            int(self.episode_id[at]),
+            int(self.occurrence[at]),
+            int(self.length[at]),
+        )
+
+    def __iter__(self) -> Iterator[EpisodeKey]:
+        return (self[i] for i in range(len(self)))
+
+    def take(self, rows: Any) -> Keys:
+        """The keys at `rows` (positions, or a bool mask)."""
+        return Keys(
+            self.names, *(getattr(self, f)[rows] for f in ("index", "shard", "episode_id", "occurrence", "length"))
+        )
+
+    @functools.cached_property
+    def positions(self) -> dict[tuple[int, int], int]:
+        """Position of each (episode id, occurrence)."""
+        pairs = zip(self.episode_id.tolist(), self.occurrence.tolist(), strict=True)
+        return {pair: at for at, pair in enumerate(pairs)}
+
+
+def _small(column: Ints) -> npt.NDArray[Any]:
+    low, high = (int(column.min()), int(column.max())) if len(column) else (0, 0)
+    return column.astype(np.result_type(np.min_scalar_type(low), np.min_scalar_type(high)))
+
+
+def _unpack(names: tuple[str, ...], steps: Any, *columns: Any) -> Keys:
+    wide = (np.asarray(c, dtype=np.int64) for c in columns)
+    return Keys(names, np.cumsum(steps, dtype=np.int64), *wide)
+
+
 @dataclass(frozen=True)
 class TaskPlan:
-    """What one read task reads: consecutive episodes listed at one shard."""
+    """What one read task reads: consecutive episodes listed at one shard (`EpisodeKey`s or
+    their `Keys`)."""
 
     shard: str
-    episodes: tuple[EpisodeKey, ...]
+    episodes: Keys
+
+    def __post_init__(self) -> None:
+        given: Keys | Iterable[EpisodeKey] = self.episodes
+        if not isinstance(given, Keys):
+            object.__setattr__(self, "episodes", Keys.of(given))
 
     @property
     def steps(self) -> int:
-        return sum(e.length for e in self.episodes)
+        return int(self.episodes.length.sum())
+
+
+def key_arrays(shard_names: Sequence[str], summaries: Mapping[str, Any], among: Iterable[int] | None = None) -> Keys:
+    """The keys of the dataset's episodes, in dataset order, as columns (see `episode_keys`)."""
+    index = np.arange(len(summaries["length"])) if among is None else np.asarray(among, dtype=np.int64).reshape(-1)
+    shards, ids = summaries["shard"][index], summaries["episode_id"][index]
+    # Occurrence: how many of the listed episodes before it have its shard and id (a stable
+    # sort groups them, in list order).
+    order = np.lexsort((np.arange(len(index)), ids, shards))
+    same = np.zeros(len(index), dtype=bool)
+    same[1:] = (shards[order][1:] == shards[order][:-1]) & (ids[order][1:] == ids[order][:-1])
+    starts = np.flatnonzero(~same)
+    run_start = starts[np.cumsum(~same) - 1] if len(index) else starts
+    occurrence = np.empty(len(index), dtype=np.int64)
+    occurrence[order] = np.arange(len(index)) - run_start
+    return Keys(
+        tuple(shard_names),
+        index.astype(np.int64),
+        shards.astype(np.int64),
+        ids.astype(np.int64),
+        occurrence,
+        summaries["length"][index].astype(np.int64),
+    )
 
 
 def episode_keys(
@@ -70,25 +191,10 @@ def episode_keys(
         among: only these dataset indexes (ascending), which must hold every episode listed at
             their shards (occurrences are counted among them); default all.
     """
-    # Whole arrays, then Python ints once (`tolist`), not a numpy scalar per field and episode:
-    # a dataset lists tens of thousands of episodes, and every read (and task) plans them.
-    index = np.arange(len(summaries["length"])) if among is None else np.asarray(among, dtype=np.int64).reshape(-1)
-    shards, ids = summaries["shard"][index], summaries["episode_id"][index]
-    # Occurrence: how many of the listed episodes before it have its shard and id (a stable
-    # sort groups them, in list order).
-    order = np.lexsort((np.arange(len(index)), ids, shards))
-    same = np.zeros(len(index), dtype=bool)
-    same[1:] = (shards[order][1:] == shards[order][:-1]) & (ids[order][1:] == ids[order][:-1])
-    starts = np.flatnonzero(~same)
-    run_start = starts[np.cumsum(~same) - 1] if len(index) else starts
-    occurrence = np.empty(len(index), dtype=np.int64)
-    occurrence[order] = np.arange(len(index)) - run_start
-    names = [shard_names[s] for s in shards.tolist()]
-    columns = (index.tolist(), names, ids.tolist(), occurrence.tolist(), summaries["length"][index].tolist())
-    return [EpisodeKey(*fields) for fields in zip(*columns, strict=True)]
+    return list(key_arrays(shard_names, summaries, among))
 
 
-def plan_tasks(episodes: Sequence[EpisodeKey], parallelism: int, max_steps: int) -> list[TaskPlan]:
+def plan_tasks(episodes: Sequence[EpisodeKey] | Keys, parallelism: int, max_steps: int) -> list[TaskPlan]:
     """Read tasks over `episodes`: at least one per shard, more where a shard holds more steps
     than a task should read.
 
@@ -100,24 +206,24 @@ def plan_tasks(episodes: Sequence[EpisodeKey], parallelism: int, max_steps: int)
     Returns:
         Tasks in dataset order of their first episode; within a task, dataset order.
     """
-    total = sum(e.length for e in episodes)
+    keys = episodes if isinstance(episodes, Keys) else Keys.of(episodes)
+    total = int(keys.length.sum())
     per_task = max_steps if parallelism < 1 else math.ceil(total / parallelism)
     per_task = max(1, min(per_task, max_steps))
-    by_shard: dict[str, list[EpisodeKey]] = {}
-    for e in episodes:
-        by_shard.setdefault(e.shard, []).append(e)
-    tasks: list[TaskPlan] = []
-    for shard, listed in by_shard.items():
-        run: list[EpisodeKey] = []
-        steps = 0
-        for e in listed:
-            if run and steps + e.length > per_task:
-                tasks.append(TaskPlan(shard, tuple(run)))
-                run, steps = [], 0
-            run.append(e)
-            steps += e.length
-        tasks.append(TaskPlan(shard, tuple(run)))
-    tasks.sort(key=lambda t: t.episodes[0].index)
+    # Positions by shard (a stable sort keeps each shard's list order), then runs cut where the
+    # next episode would take a task past `per_task` (a loop over plain ints: one pass).
+    order = np.argsort(keys.shard, kind="stable")
+    shard, length = keys.shard[order].tolist(), keys.length[order].tolist()
+    cuts = []
+    steps = 0
+    for at in range(len(order)):
+        if at and (shard[at] != shard[at - 1] or steps + length[at] > per_task):
+            cuts.append(at)
+            steps = 0
+        steps += length[at]
+    runs = np.split(order, cuts) if len(order) else []
+    tasks = [TaskPlan(keys.names[shard_of], keys.take(run)) for run in runs for shard_of in (int(keys.shard[run[0]]),)]
+    tasks.sort(key=lambda t: int(t.episodes.index[0]))
     return tasks
 
 
@@ -130,27 +236,37 @@ def shard_index(keys: Iterable[EpisodeKey]) -> ShardIndex:
     return {(k.episode_id, k.occurrence): k for k in keys}
 
 
-def locate(task: TaskPlan, listed: ShardIndex, path: str) -> list[int]:
+def locate(task: TaskPlan, listed: ShardIndex | Keys, path: str) -> list[int]:
     """The dataset indexes the planned episodes have in the dataset as opened now.
 
     Args:
         task: the planned episodes.
-        listed: the episodes the dataset lists now at the task's shard (`shard_index`).
+        listed: the episodes the dataset lists now at the task's shard (`key_arrays` of them,
+            or `shard_index`).
         path: the dataset, for the message.
 
     Raises:
         TrajcoreIOError: a planned episode is gone or changed (its recording went on past a
             rollover, so it is now listed whole elsewhere; or its shard was deleted).
     """
-    out = []
-    for planned in task.episodes:
-        current = listed.get((planned.episode_id, planned.occurrence))
-        if current is None or current.length != planned.length:
-            what = "is no longer listed" if current is None else f"now has {current.length} steps"
-            raise TrajcoreIOError(
-                f"{path}: episode {planned.index} (id {planned.episode_id} in shard {planned.shard}, "
-                f"{planned.length} steps when the read was planned) {what}: the dataset changed since "
-                "(a recorder still writing to it, or shards deleted); read it again"
-            )
-        out.append(current.index)
-    return out
+    current = listed if isinstance(listed, Keys) else Keys.of(listed.values())
+    planned = task.episodes
+    pairs = zip(planned.episode_id.tolist(), planned.occurrence.tolist(), strict=True)
+    at = np.fromiter((current.positions.get(p, -1) for p in pairs), dtype=np.int64, count=len(planned))
+    found = at >= 0
+    now = (
+        current.length[at]
+        if found.all()
+        else np.where(found, current.length[np.maximum(at, 0)] if len(current) else 0, -1)
+    )
+    bad = np.flatnonzero(now != planned.length)
+    if len(bad):
+        first = planned[int(bad[0])]
+        what = f"now has {now[bad[0]]} steps" if found[bad[0]] else "is no longer listed"
+        raise TrajcoreIOError(
+            f"{path}: episode {first.index} (id {first.episode_id} in shard {first.shard}, "
+            f"{first.length} steps when the read was planned) {what}: the dataset changed since "
+            "(a recorder still writing to it, or shards deleted); read it again"
+        )
+    indexes: list[int] = current.index[at].tolist()
+    return indexes

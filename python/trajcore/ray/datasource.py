@@ -11,12 +11,12 @@ directory in its worker and yields blocks of numpy columns (`trajcore.ray._block
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 from ray.data.block import Block, BlockAccessor, BlockMetadata
@@ -30,7 +30,7 @@ from trajcore.formats._columns import choose
 from trajcore.formats._read import pass_cache_bytes, plan_of, row_bytes
 from trajcore.formats.summaries import SUMMARY_FIELDS
 from trajcore.ray._blocks import EPISODE_LEFT_OUT, Kind, ReadSpec, column_names, read_batches
-from trajcore.ray._plan import EpisodeKey, TaskPlan, episode_keys, plan_tasks
+from trajcore.ray._plan import Keys, TaskPlan, key_arrays, plan_tasks
 
 __all__ = ["TrajcoreDatasource"]
 
@@ -39,6 +39,14 @@ _TASK_BLOCKS = 4
 takes over the rest of its shard): enough work per task, and fine enough to spread a big shard."""
 
 _DEFAULT_BLOCK_BYTES = 128 << 20
+
+TASKS_PER_CPU = 1
+"""Read tasks per CPU of the cluster when the caller names no number (`default_tasks`)."""
+
+MIN_TASK_BYTES = 32 << 20
+"""The least a read task reads (in memory) when the caller names no number of tasks: Ray's own
+choice (about one task per MiB, 100 for a 1.5M-step CartPole dataset) costs each task Ray's
+scheduling, tens of milliseconds, next to a bulk read of 5M steps a second."""
 
 
 class TrajcoreDatasource(Datasource):  # type: ignore[misc]  # ray has no type stubs
@@ -89,8 +97,8 @@ class TrajcoreDatasource(Datasource):  # type: ignore[misc]  # ray has no type s
             chosen, _ = choose(leaves, wanted, 1 << 62)
             shard_names = [os.path.basename(p) for p in ds.shards]
             summary = ds._summary()
-            keys = episode_keys(shard_names, summary)
-            self._episodes: list[EpisodeKey] = keys if indices is None else [keys[i] for i in indices]
+            keys = key_arrays(shard_names, summary)
+            self._episodes: Keys = keys if indices is None else keys.take(np.asarray(indices, dtype=np.int64))
             metrics = tuple(ds.metrics()) if kind == "episodes" else ()
             self._row_bytes = row_bytes(chosen)
             self._spec = ReadSpec(
@@ -117,7 +125,17 @@ class TrajcoreDatasource(Datasource):  # type: ignore[misc]  # ray has no type s
         return "Trajcore" + self._spec.kind.capitalize()
 
     def estimate_inmemory_data_size(self) -> int:
-        return sum(e.length for e in self._episodes) * self._row_bytes
+        return int(self._episodes.length.sum()) * self._row_bytes
+
+    def default_tasks(self) -> int:
+        """The number of read tasks `read_transitions` asks for when the caller names none:
+        `TASKS_PER_CPU` per CPU of the cluster (of this machine before `ray.init`), fewer for a
+        small read (each reads at least `MIN_TASK_BYTES`); a shard still gets its own."""
+        import ray
+
+        cpus = int(ray.cluster_resources().get("CPU", 1)) if ray.is_initialized() else os.cpu_count() or 1
+        wanted = -(-self.estimate_inmemory_data_size() // MIN_TASK_BYTES)
+        return max(1, min(TASKS_PER_CPU * cpus, wanted))
 
     def get_read_tasks(
         self, parallelism: int, per_task_row_limit: int | None = None, data_context: DataContext | None = None
@@ -134,14 +152,17 @@ class TrajcoreDatasource(Datasource):  # type: ignore[misc]  # ray has no type s
                 input_files=[os.path.join(spec.path, task.shard) if os.path.isdir(spec.path) else spec.path],
                 exec_stats=None,
             )
-            read = functools.partial(_read, spec, task)
-            tasks.append(ReadTask(read, metadata, per_task_row_limit=per_task_row_limit))
+            tasks.append(ReadTask(_reader(spec, task), metadata, per_task_row_limit=per_task_row_limit))
         return tasks
 
 
-def _read(spec: ReadSpec, task: TaskPlan) -> Iterator[Block]:
-    for columns in read_batches(spec, task):
-        yield arrow_block(columns)
+def _reader(spec: ReadSpec, task: TaskPlan) -> Callable[[], Iterator[Block]]:
+    # A function, not a `functools.partial`: Ray names a task's read function by `__name__`.
+    def read() -> Iterator[Block]:
+        for columns in read_batches(spec, task):
+            yield arrow_block(columns)
+
+    return read
 
 
 def arrow_block(columns: dict[str, npt.NDArray[Any]]) -> Block:

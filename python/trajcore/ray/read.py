@@ -58,7 +58,7 @@ def read_transitions(
         TrajcoreFileNotFoundError: the path does not exist.
         InvalidArgumentError: `columns` names no leaf; recordings of other spaces in one dataset.
     """
-    return ray.data.read_datasource(TrajcoreDatasource(source, columns=columns, strict=strict), **read_args)
+    return _read(TrajcoreDatasource(source, columns=columns, strict=strict), read_args)
 
 
 def read_episodes(
@@ -67,6 +67,12 @@ def read_episodes(
     """A `ray.data.Dataset` of episodes, one row per episode (see the module docstring for its
     columns); arguments as `read_transitions`. Each cell of a leaf column is the episode's whole
     column, so rows differ in length (Ray Data's variable-shaped tensors)."""
-    return ray.data.read_datasource(
-        TrajcoreDatasource(source, kind="episodes", columns=columns, strict=strict), **read_args
-    )
+    return _read(TrajcoreDatasource(source, kind="episodes", columns=columns, strict=strict), read_args)
+
+
+def _read(source: TrajcoreDatasource, read_args: dict[str, Any]) -> ray.data.Dataset:
+    # Without a number of tasks from the caller, the datasource's: Ray's would be one per MiB.
+    if read_args.get("override_num_blocks") is None and read_args.get("parallelism", -1) == -1:
+        read_args = {**read_args, "override_num_blocks": source.default_tasks()}
+        read_args.pop("parallelism", None)
+    return ray.data.read_datasource(source, **read_args)
