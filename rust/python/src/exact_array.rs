@@ -8,7 +8,6 @@
 use numpy::npyffi::{get_type_object, NpyTypes, PyArrayObject, NPY_ARRAY_C_CONTIGUOUS};
 use numpy::PyArrayDescr;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
 
 /// What a column takes as borrowed bytes: an ndarray of exactly `descr` (numpy's built-in
 /// descriptors are singletons, so an env's arrays of the column's dtype carry this very
@@ -21,16 +20,10 @@ pub struct ExactArray {
     row_bytes: usize,
 }
 
-/// numpy's ndarray type object, as an address.
-fn ndarray_type(py: Python<'_>) -> usize {
-    static TYPE: PyOnceLock<usize> = PyOnceLock::new();
-    // SAFETY: the GIL is held; the numpy crate loads numpy's API table on first use.
-    *TYPE.get_or_init(py, || unsafe { get_type_object(py, NpyTypes::PyArray_Type) } as usize)
-}
-
 impl ExactArray {
     pub fn new(py: Python<'_>, descr: Py<PyArrayDescr>, row_shape: &[usize], item_bytes: usize) -> Self {
-        let array_type = ndarray_type(py);
+        // SAFETY: the GIL is held; the numpy crate loads numpy's API table on first use.
+        let array_type = unsafe { get_type_object(py, NpyTypes::PyArray_Type) } as usize;
         let row_bytes = row_shape.iter().product::<usize>() * item_bytes;
         ExactArray { array_type, descr, row_shape: row_shape.to_vec(), row_bytes }
     }

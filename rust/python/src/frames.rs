@@ -7,31 +7,22 @@
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use trajcore_core::writer::EntryKind;
-use trajcore_core::{CodecSpec, Timeline};
 
 use crate::errors::invalid;
 use crate::infos::{DynamicColumns, Walk};
 use trajcore_core::writer::collect::Place;
 
 /// The column's name is `render/frame`: the group, then the frame's name in it.
-const GROUP: &str = "render";
+pub const GROUP: &str = "render";
 const PATH: &str = "frame";
-
-/// The frame columns: dynamic, of the observation timeline.
-pub fn columns(codec: CodecSpec) -> DynamicColumns {
-    DynamicColumns::new(GROUP, Timeline::Obs, codec)
-}
 
 /// Entries for the frames of a reset or a step. `frames` is one frame (one env), or for a
 /// vector recorder (`rows` = the env count) a sequence of one frame per sub-env (what
 /// `envs.render()` returns) or one array over the sub-envs. `None` (for the whole call or
 /// one sub-env) leaves those rows masked. Each frame is borrowed, then copied once, into the
 /// ring: a sequence is not stacked first.
-pub fn put(columns: &mut DynamicColumns, w: &mut Walk<'_, '_>, frames: &Bound<'_, PyAny>) -> PyResult<()> {
-    let py = w.py;
-    if frames.is_none() {
-        return Ok(());
-    }
+pub fn put(columns: &mut DynamicColumns, w: &mut Walk<'_, '_>, frames: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    let Some(frames) = frames.filter(|f| !f.is_none()) else { return Ok(()) };
     let Some(n) = w.at.rows else { return columns.put_one(w, PATH, frames) };
     if let Ok(array) = frames.cast::<PyUntypedArray>() {
         if array.dtype().kind() != b'O' {
@@ -40,7 +31,7 @@ pub fn put(columns: &mut DynamicColumns, w: &mut Walk<'_, '_>, frames: &Bound<'_
     }
     let given = frames.len()?;
     if given != n {
-        return Err(invalid(py, format!("render_frames: expected one frame per sub-env ({n}), got {given}")));
+        return Err(invalid(w.py, format!("render_frames: expected one frame per sub-env ({n}), got {given}")));
     }
     for env in 0..n {
         let frame = frames.get_item(env)?;
@@ -49,7 +40,7 @@ pub fn put(columns: &mut DynamicColumns, w: &mut Walk<'_, '_>, frames: &Bound<'_
         }
         // One row, for this sub-env only.
         let at = Place { kind: EntryKind::PerEnv, env: env as u32, ..Place::regular(None) };
-        let one = &mut Walk { py, at, recorder: &mut *w.recorder, coll: &mut *w.coll };
+        let one = &mut Walk { py: w.py, at, recorder: &mut *w.recorder, coll: &mut *w.coll };
         columns.put_one(one, PATH, &frame)?;
     }
     Ok(())

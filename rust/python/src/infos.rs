@@ -59,18 +59,16 @@ impl DynamicColumns {
         DynamicColumns { columns, keys: KeyTree::default(), plans: true, values: Vec::new() }
     }
 
-    /// Walks every dict key by key, as a dict that matches no plan (tests compare both ways).
-    pub fn without_plans(mut self) -> Self {
-        self.plans = false;
+    /// With `plans` false, walks every dict key by key, as a dict that matches no plan (tests
+    /// compare both ways).
+    pub fn with_plans(mut self, plans: bool) -> Self {
+        self.plans = plans;
         self
     }
 
     /// One value of `path` is not recorded: warns at the first, counts the rest.
     fn skip(&mut self, py: Python<'_>, path: &str, why: String) -> PyResult<()> {
-        match self.columns.skips.skip(path, why) {
-            Some(warning) => warn(py, &warning),
-            None => Ok(()),
-        }
+        self.columns.skips.skip(path, why).map_or(Ok(()), |warning| warn(py, &warning))
     }
 
     /// Adds entries for every supported value of an info dict (vector infos: with their `_key`
@@ -107,9 +105,28 @@ impl DynamicColumns {
             }
             for position in start..self.values.len() {
                 let Role::Value { node: child, mask: mask_at } = self.values[position].1 else { continue };
-                let value = self.values[position].0.bind(w.py).clone();
-                let own_mask = mask_at.map(|m| self.values[start + m].0.bind(w.py).clone());
-                self.put_entry(w, child, &value, own_mask.as_ref(), mask, depth)?;
+                // SAFETY: `values` holds a reference to each until the `truncate` below (nested
+                // dicts push above `start` and truncate to their own start), so they stay alive
+                // while `self` is borrowed for the entry.
+                let (value, own_mask) = unsafe {
+                    let value = Borrowed::from_ptr(w.py, self.values[position].0.as_ptr());
+                    (value, mask_at.map(|m| Borrowed::from_ptr(w.py, self.values[start + m].0.as_ptr())))
+                };
+                // Its own `_key` mask, if any, under the parent's `mask` (checked when its dict was
+                // entered: only a mask of the key's own can leave no env).
+                let own_mask = match (w.at.rows, own_mask) {
+                    (Some(n), Some(m)) => Some(mask_bytes(w.py, &m, n, "an info mask", w.coll)?),
+                    _ => None,
+                };
+                let mask = w.coll.and_masks(mask, own_mask);
+                if own_mask.is_some() && mask.is_some_and(|m| w.coll.slice(m).iter().all(|&b| b == 0)) {
+                    continue; // no env has it at this step
+                }
+                // A nested dict is walked, other values become entries.
+                match value.cast::<PyDict>() {
+                    Ok(inner) => self.put_dict(w, &inner, child, mask, depth + 1)?,
+                    Err(_) => self.put_key(w, child, &value, mask)?,
+                }
             }
             Ok(())
         })();
@@ -117,15 +134,20 @@ impl DynamicColumns {
         result
     }
 
-    /// Whether a plan of node `node` matches `dict`; its values are pushed if so.
+    /// Whether a plan of node `node` matches `dict`: its keys in its order (each the same str
+    /// object, or an exact str of the same text); its values, with their roles, are pushed if so.
     fn push_planned(&mut self, dict: &Bound<'_, PyDict>, node: usize, regular: bool) -> PyResult<bool> {
-        if !self.plans {
-            return Ok(false);
-        }
-        for plan in &self.keys.node(node).plans {
-            if push_planned_values(plan, dict, regular, &mut self.values)? {
-                return Ok(true);
+        let plans = if self.plans { self.keys.node(node).plans.as_slice() } else { &[] };
+        'plans: for plan in plans.iter().filter(|p| p.regular == regular && p.keys.len() == dict.len()) {
+            let start = self.values.len();
+            for ((key, value), (planned, role)) in dict.iter().zip(&plan.keys) {
+                if !(key.is(planned) || same_text(&key, planned.bind(dict.py()))?) {
+                    self.values.truncate(start);
+                    continue 'plans;
+                }
+                self.values.push((value.unbind(), *role));
             }
+            return Ok(true);
         }
         Ok(false)
     }
@@ -134,16 +156,27 @@ impl DynamicColumns {
     /// a plan of node `node` when its keys are all str and not too many.
     fn push_key_by_key(&mut self, w: &mut Walk<'_, '_>, dict: &Bound<'_, PyDict>, node: usize) -> PyResult<()> {
         let py = w.py;
+        let intern = |text: &str| PyString::intern(py, text).unbind();
         let mut keys = Vec::with_capacity(dict.len());
         for (key, value) in dict.iter() {
-            let (child, is_str) = key_node(&mut self.keys, node, &key)?;
-            keys.push((key, child, is_str));
+            // A key of another type than str is named by `str(key)`.
+            let (name, is_str) = match key.cast::<PyString>() {
+                Ok(s) => (s.clone(), true),
+                Err(_) => (key.str()?, false),
+            };
+            keys.push((key, self.keys.child(node, name.to_str()?, intern), is_str));
             self.values.push((value.unbind(), Role::Skip));
         }
         let mut seen = Vec::with_capacity(keys.len());
-        for (_, child, is_str) in &keys {
-            let skipped = self.is_skipped(w, dict, *child, *is_str)?;
-            seen.push((*child, self.keys.node(*child).name.as_str(), *is_str, skipped));
+        for &(_, child, is_str) in &keys {
+            // In vector infos, a mask (read with its key) or same-step autoreset data (taken
+            // apart by the recorder) is no value.
+            let k = self.keys.node(child);
+            let mut skipped = w.at.rows.is_some() && is_str && k.autoreset_data && w.at.slot == Slot::Regular;
+            if let (Some(base), Some(mask_key), Some(_), true) = (&k.base_key, &k.mask_key, w.at.rows, is_str) {
+                skipped = dict.contains(base.bind(py))? && !dict.contains(mask_key.bind(py))?;
+            }
+            seen.push((child, k.name.as_str(), is_str, skipped));
         }
         let roles = key_roles(&seen);
         let start = self.values.len() - keys.len();
@@ -152,7 +185,9 @@ impl DynamicColumns {
                 Ok(role) => self.values[start + i].1 = role,
                 Err(first) => {
                     let node = self.keys.node(keys[i].1);
-                    let (first, shown) = (shown_key(&keys[first].0, &node.name), shown_key(&keys[i].0, &node.name));
+                    let shown =
+                        |key: &Bound<'_, PyAny>| key.repr().map_or_else(|_| node.name.clone(), |r| r.to_string());
+                    let (first, shown) = (shown(&keys[first].0), shown(&keys[i].0));
                     let why =
                         format!("keys {first} and {shown} of one dict both name this column; only {first} is recorded");
                     let path = node.path.clone();
@@ -160,59 +195,13 @@ impl DynamicColumns {
                 }
             }
         }
-        let all_str = keys.iter().all(|k| k.2);
-        if self.plans && all_str && self.keys.wants_plan(node, keys.len()) {
+        if self.plans && keys.iter().all(|k| k.2) && self.keys.wants_plan(node, keys.len()) {
             let roles = self.values[start..].iter().map(|v| v.1);
             let keys = keys.iter().zip(roles).map(|((k, ..), r)| Ok((k.cast::<PyString>()?.clone().unbind(), r)));
             let plan = Plan { regular: w.at.slot == Slot::Regular, keys: keys.collect::<PyResult<_>>()? };
             self.keys.add_plan(node, plan);
         }
         Ok(())
-    }
-
-    /// Whether the key at `child` of `dict` is no value: in vector infos, a mask (read with
-    /// its key) or same-step autoreset data (taken apart by the recorder).
-    fn is_skipped(&self, w: &Walk<'_, '_>, dict: &Bound<'_, PyDict>, child: usize, is_str: bool) -> PyResult<bool> {
-        let py = w.py;
-        if w.at.rows.is_none() || !is_str {
-            return Ok(false);
-        }
-        let keys = self.keys.node(child);
-        if let Some(base) = &keys.base_key {
-            let mask_key = keys.mask_key.as_ref().expect("a key's node").bind(py);
-            if dict.contains(base.bind(py))? && !dict.contains(mask_key)? {
-                return Ok(true);
-            }
-        }
-        Ok(keys.autoreset_data && w.at.slot == Slot::Regular)
-    }
-
-    /// The value of the key at `child` (its own `_key` mask `own_mask`, if any, under the
-    /// parent's `mask`): a nested dict is walked, other values become entries.
-    fn put_entry(
-        &mut self,
-        w: &mut Walk<'_, '_>,
-        child: usize,
-        value: &Bound<'_, PyAny>,
-        own_mask: Option<&Bound<'_, PyAny>>,
-        mask: Option<Src>,
-        depth: usize,
-    ) -> PyResult<()> {
-        let own_mask = match (w.at.rows, own_mask) {
-            (Some(n), Some(m)) => Some(mask_bytes(w.py, m, n, "an info mask", w.coll)?),
-            _ => None,
-        };
-        // The parent's mask was checked when its dict was entered: only a mask of the key's own
-        // can leave no env.
-        let checked = own_mask.is_none();
-        let mask = w.coll.and_masks(mask, own_mask);
-        if !checked && mask.is_some_and(|m| w.coll.slice(m).iter().all(|&b| b == 0)) {
-            return Ok(()); // no env has it at this step
-        }
-        if let Ok(inner) = value.cast::<PyDict>() {
-            return self.put_dict(w, inner, child, mask, depth + 1);
-        }
-        self.put_key(w, child, value, mask)
     }
 
     /// The value of the key at `node`: its column is found through the node once made.
@@ -235,20 +224,17 @@ impl DynamicColumns {
         }
         let stacked = stacked_rows(w, value, mask)?;
         let value = stacked.as_ref().unwrap_or(value);
-        let column = match known {
-            Some(c) => c,
-            None => {
-                let path = self.keys.node(node).path.clone();
-                match self.column(w, &path, value, mask)? {
-                    Ok(c) => {
-                        self.keys.set_column(node, c);
-                        c
-                    }
-                    Err(why) => return self.skip(w.py, &path, why),
-                }
+        if let Some(column) = known {
+            return self.put_into(w, column, value, mask);
+        }
+        let path = self.keys.node(node).path.clone();
+        match self.column(w, &path, value, mask)? {
+            Ok(column) => {
+                self.keys.set_column(node, column);
+                self.put_into(w, column, value, mask)
             }
-        };
-        self.put_into(w, column, value, mask)
+            Err(why) => self.skip(w.py, &path, why),
+        }
     }
 
     /// One value under `path` (without the prefix) for every env; a value that cannot be
@@ -313,7 +299,12 @@ impl DynamicColumns {
         }
         let value_type = value.get_type();
         if let Some((kind, why)) = self.columns.unsupported(path) {
-            if kind.bind(py).is(&value_type) && !is_sequence_like(py, value)? {
+            // Arrays, lists and tuples: the same type may fit where an earlier value did not.
+            let sequence_like = value.is_instance_of::<PyList>()
+                || value.is_instance_of::<PyTuple>()
+                || value.cast::<PyUntypedArray>().is_ok()
+                || value.is_instance(&py.import("numpy")?.getattr("generic")?)?;
+            if kind.bind(py).is(&value_type) && !sequence_like {
                 return Ok(Err(why.clone()));
             }
         }
@@ -328,19 +319,6 @@ impl DynamicColumns {
             }
         }
     }
-}
-
-/// A key as a message shows it.
-fn shown_key(key: &Bound<'_, PyAny>, name: &str) -> String {
-    key.repr().map(|r| r.to_string()).unwrap_or_else(|_| name.to_owned())
-}
-
-/// Arrays, lists and tuples: the same type may fit where an earlier value did not.
-fn is_sequence_like(py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<bool> {
-    Ok(value.is_instance_of::<PyList>()
-        || value.is_instance_of::<PyTuple>()
-        || value.cast::<PyUntypedArray>().is_ok()
-        || value.is_instance(&py.import("numpy")?.getattr("generic")?)?)
 }
 
 /// A vector info of per-env arrays or tuples of numbers (ALE's `seeds`) arrives as an object
@@ -432,39 +410,6 @@ fn infer(
     }
     let name: String = np.call_method1("dtype", (&dtype,))?.getattr("name")?.extract()?;
     Ok(array_column_type(dtype.kind(), &name, dtype.str()?.to_str()?, &row_shape).map(|d| (d, row_shape)))
-}
-
-/// The node of `key` in the dict of node `parent`, made on first sight, and whether `key` is a
-/// str (a key of another type is named by `str(key)`).
-fn key_node(keys: &mut KeyTree, parent: usize, key: &Bound<'_, PyAny>) -> PyResult<(usize, bool)> {
-    let py = key.py();
-    let intern = |text: &str| PyString::intern(py, text).unbind();
-    match key.cast::<PyString>() {
-        Ok(s) => Ok((keys.child(parent, s.to_str()?, intern), true)),
-        Err(_) => Ok((keys.child(parent, key.str()?.to_str()?, intern), false)),
-    }
-}
-
-/// Whether `dict` has `plan`'s keys in its order (each the same str object, or an exact str of
-/// the same text); if so its values, with their roles, are pushed on `values`.
-fn push_planned_values(
-    plan: &Plan<Py<PyString>>,
-    dict: &Bound<'_, PyDict>,
-    regular: bool,
-    values: &mut Vec<(Py<PyAny>, Role)>,
-) -> PyResult<bool> {
-    if plan.regular != regular || dict.len() != plan.keys.len() {
-        return Ok(false);
-    }
-    let start = values.len();
-    for ((key, value), (planned, role)) in dict.iter().zip(&plan.keys) {
-        if !(key.is(planned) || same_text(&key, planned.bind(dict.py()))?) {
-            values.truncate(start);
-            return Ok(false);
-        }
-        values.push((value.unbind(), *role));
-    }
-    Ok(true)
 }
 
 /// A str key of the planned text that is another object (an f-string made each step). Only

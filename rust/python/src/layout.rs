@@ -49,14 +49,8 @@ impl Layout {
     pub fn parse(py: Python<'_>, tree: &Value, column_index: &dyn Fn(&str) -> Option<usize>) -> PyResult<Self> {
         let parsed = layout::Layout::parse(tree, &|name| column_index(name).is_some())
             .map_err(|why| invalid(py, format!("layout: {why}")))?;
-        parsed
-            .try_map(
-                &mut |name| {
-                    column_index(name).ok_or_else(|| invalid(py, format!("layout: leaf '{name}' names no column")))
-                },
-                &mut |key| Ok(PyString::intern(py, key).unbind()),
-            )
-            .map(Layout)
+        let intern = &mut |key: &String| Ok(PyString::intern(py, key).unbind());
+        Ok(Layout(parsed.try_map(&mut |name| column_index(name).ok_or(()), intern).expect("parse checked every leaf")))
     }
 
     /// Calls `leaf(column index, value)` for every leaf of `value`, checking that the nesting
@@ -66,7 +60,7 @@ impl Layout {
         py: Python<'py>,
         value: &Bound<'py, PyAny>,
         what: &str,
-        leaf: &mut dyn FnMut(usize, &Bound<'py, PyAny>) -> PyResult<()>,
+        mut leaf: impl FnMut(usize, &Bound<'py, PyAny>) -> PyResult<()>,
     ) -> PyResult<()> {
         self.0.walk_value(&Access(py), value, what, &mut |&i, v| leaf(i, v)).map_err(|e| match e {
             WalkError::Raised(e) => e,

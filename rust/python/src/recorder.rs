@@ -80,13 +80,19 @@ impl PyRecorder {
 impl State {
     fn put_tree(&mut self, py: Python<'_>, tree: usize, value: &Bound<'_, PyAny>, at: Place) -> PyResult<()> {
         let ((layout, what), fixed, coll) = (&self.trees[tree], &self.fixed, &mut self.coll);
-        layout.walk(py, value, what, &mut |index, leaf| put_leaf(&fixed[index], leaf, at, coll))
+        layout.walk(py, value, what, |index, leaf| put_leaf(&fixed[index], leaf, at, coll))
     }
 
-    /// Entries for every supported entry of an info dict (vector infos: with their `_key` masks).
+    /// Entries for every supported entry of an info dict (vector infos: with their `_key` masks);
+    /// `slot` Final: same-step autoreset's `final_info`.
     fn put_info(&mut self, py: Python<'_>, info: &Bound<'_, PyAny>, slot: Slot) -> PyResult<()> {
-        let info =
-            info.cast::<PyDict>().map_err(|_| invalid(py, format!("info must be a dict, got {}", type_name(info))))?;
+        let info = info.cast::<PyDict>().map_err(|_| {
+            let what = match slot {
+                Slot::Final => "infos['final_info'] must be a dict of arrays over the envs (gymnasium >= 1.0)",
+                _ => "info must be a dict",
+            };
+            invalid(py, format!("{what}, got {}", type_name(info)))
+        })?;
         let at = Place { slot, ..Place::regular(self.rows) };
         self.infos.put_info(&mut Walk { py, at, recorder: &mut self.rec, coll: &mut self.coll }, info)
     }
@@ -96,8 +102,7 @@ impl State {
     /// episodes it touched (see `autoreset::Splitter::refuse`). Leaves the collector empty,
     /// whatever happens.
     fn send(&mut self, py: Python<'_>, kind: MessageKind) -> PyResult<()> {
-        let inner = &mut self.rec;
-        let coll = &mut self.coll;
+        let (inner, coll) = (&mut self.rec, &mut self.coll);
         let result = (|| {
             let entries = coll.entries();
             let len = match kind {
@@ -130,31 +135,26 @@ impl State {
         }
     }
 
-    fn collect_step(&mut self, py: Python<'_>, args: StepArgs<'_, '_>) -> PyResult<()> {
-        let StepArgs { action, observation, reward, terminated, truncated, info, frame } = args;
-        let at = Place::regular(self.rows);
-        self.put_tree(py, ACTION, action, at)?;
-        self.put_tree(py, OBSERVATION, observation, at)?;
-        for (role, value) in self.roles.into_iter().zip([reward, terminated, truncated]) {
-            put_leaf(&self.fixed[role], value, at, &mut self.coll)?;
+    /// Checks the recorder, collects a call's values with `collect` and sends them as a `kind`
+    /// message; after a bad value, `fail`s. The collector is empty between calls: `send` and
+    /// `fail` both leave it so.
+    fn call(
+        &mut self,
+        py: Python<'_>,
+        kind: MessageKind,
+        collect: impl FnOnce(&mut Self) -> PyResult<()>,
+    ) -> PyResult<()> {
+        self.rec.check().py_err(py)?;
+        match collect(self) {
+            Ok(()) => self.send(py, kind),
+            Err(e) => Err(self.fail(py, e)),
         }
-        self.put_info(py, info, Slot::Regular)?;
-        self.put_frame(py, frame)?;
-        if let (AutoresetMode::SameStep, Some(n)) = (self.mode, self.rows) {
-            self.collect_final(py, info, n)?;
-        }
-        let w = &mut Walk { py, at, recorder: &mut self.rec, coll: &mut self.coll };
-        for (path, value) in std::mem::take(&mut self.pending_data) {
-            self.data.put_one(w, &path, value.bind(py))?;
-        }
-        Ok(())
     }
 
     /// The frame(s) rendered after this reset or step, on the regular observation row: in
     /// same-step autoreset, an ended sub-env has already been reset when it is rendered, so its
     /// frame is the new episode's first and the ended episode's final row has none (masked).
     fn put_frame(&mut self, py: Python<'_>, frame: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-        let Some(frame) = frame else { return Ok(()) };
         let w = &mut Walk { py, at: Place::regular(self.rows), recorder: &mut self.rec, coll: &mut self.coll };
         frames::put(&mut self.frames, w, frame)
     }
@@ -177,15 +177,6 @@ impl State {
             }
         }
         if let Some(final_info) = info.get_item("final_info")? {
-            if !final_info.is_instance_of::<PyDict>() {
-                return Err(invalid(
-                    py,
-                    format!(
-                        "infos['final_info'] must be a dict of arrays over the envs (gymnasium >= 1.0), got {}",
-                        type_name(&final_info)
-                    ),
-                ));
-            }
             self.put_info(py, &final_info, Slot::Final)?;
         }
         Ok(())
@@ -194,21 +185,7 @@ impl State {
 
 /// One leaf value as one entry.
 fn put_leaf(col: &ColInfo, value: &Bound<'_, PyAny>, at: Place, coll: &mut Collector) -> PyResult<()> {
-    let data = put_value(value, col, at.rows, coll)?;
-    coll.push(col.id, at, None, data);
-    Ok(())
-}
-
-/// The values of one `step` call: gymnasium's step tuple and the frame rendered after the step.
-#[derive(Clone, Copy)]
-struct StepArgs<'a, 'py> {
-    action: &'a Bound<'py, PyAny>,
-    observation: &'a Bound<'py, PyAny>,
-    reward: &'a Bound<'py, PyAny>,
-    terminated: &'a Bound<'py, PyAny>,
-    truncated: &'a Bound<'py, PyAny>,
-    info: &'a Bound<'py, PyAny>,
-    frame: Option<&'a Bound<'py, PyAny>>,
+    put_value(value, col, at.rows, coll).map(|data| coll.push(col.id, at, None, data))
 }
 
 const OBSERVATION: usize = 0;
@@ -239,36 +216,30 @@ impl PyRecorder {
             None => Faults::default(),
         };
         let config = RecorderConfig::from_json(config_json).py_err(py)?;
-        let rows = config.batched.then_some(config.num_envs as usize);
-        let mode = config.autoreset_mode;
-        let data = DynamicColumns::new("data", Timeline::Step, config.data_codec());
-        let frames = frames::columns(config.frame_codec());
-        let mut infos = DynamicColumns::new("info", Timeline::Obs, config.info_codec.clone());
-        if test_no_info_plans {
-            infos = infos.without_plans();
-        }
-        let mut inner = py.detach(|| Recorder::create_with_faults(&path, config, faults)).py_err(py)?;
+        let mut rec = py.detach(|| Recorder::create_with_faults(&path, config, faults)).py_err(py)?;
         if report_ended {
-            inner.report_ended();
+            rec.report_ended();
         }
-        inner.set_interrupt_check(Box::new(|| Python::attach(|py| py.check_signals()).map_err(|e| Box::new(e) as _)));
-        let fixed: Vec<ColInfo> = inner.columns().iter().map(|spec| ColInfo::new(py, spec)).collect::<PyResult<_>>()?;
+        rec.set_interrupt_check(Box::new(|| Python::attach(|py| py.check_signals()).map_err(|e| Box::new(e) as _)));
+        let fixed: Vec<ColInfo> = rec.columns().iter().map(|spec| ColInfo::new(py, spec)).collect::<PyResult<_>>()?;
         let index = |name: &str| fixed.iter().position(|c| c.name == name);
         let parse = |tree| Layout::parse(py, tree, &index);
-        let trees = [(parse(&inner.config().observation)?, "observation"), (parse(&inner.config().action)?, "action")];
-        let roles = inner.role_columns().map(|id| id as usize);
+        let trees = [(parse(&rec.config().observation)?, "observation"), (parse(&rec.config().action)?, "action")];
+        let roles = rec.role_columns().map(|id| id as usize);
+        let config = rec.config();
         let state = State {
-            rec: inner,
             fixed,
             trees,
             roles,
-            rows,
-            mode,
-            infos,
-            data,
-            frames,
+            rows: config.batched.then_some(config.num_envs as usize),
+            mode: config.autoreset_mode,
+            infos: DynamicColumns::new("info", Timeline::Obs, config.info_codec.clone())
+                .with_plans(!test_no_info_plans),
+            data: DynamicColumns::new("data", Timeline::Step, config.data_codec()),
+            frames: DynamicColumns::new(frames::GROUP, Timeline::Obs, config.frame_codec()),
             pending_data: Vec::new(),
             coll: Collector::default(),
+            rec,
         };
         Ok(PyRecorder { state: Mutex::new(state), owner_pid: trajcore_core::process::current_pid() })
     }
@@ -284,25 +255,16 @@ impl PyRecorder {
         mask: Option<&Bound<'_, PyAny>>,
         frame: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
-        let st = &mut *self.lock(py)?;
-        // The collector is empty between calls: `send` and `fail` both leave it so.
-        st.rec.check().py_err(py)?;
-        let collected = (|| {
+        self.lock(py)?.call(py, MessageKind::Reset, |st| {
             st.put_tree(py, OBSERVATION, observation, Place::regular(st.rows))?;
             st.put_info(py, info, Slot::Regular)?;
             st.put_frame(py, frame)?;
             if let Some(mask) = mask.filter(|m| !m.is_none()) {
-                let Some(n) = st.rows else {
-                    return Err(invalid(py, "a reset mask needs a vector recorder"));
-                };
+                let n = st.rows.ok_or_else(|| invalid(py, "a reset mask needs a vector recorder"))?;
                 st.coll.head_mask = Some(mask_bytes(py, mask, n, "reset mask", &mut st.coll)?);
             }
             Ok(())
-        })();
-        match collected {
-            Ok(()) => st.send(py, MessageKind::Reset),
-            Err(e) => Err(st.fail(py, e)),
-        }
+        })
     }
 
     /// Records one (vector) step; `frame` is what the env rendered after it. Returns the
@@ -323,13 +285,24 @@ impl PyRecorder {
         frame: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Option<Bound<'py, PyList>>> {
         let st = &mut *self.lock(py)?;
-        // The collector is empty between calls: `send` and `fail` both leave it so.
-        st.rec.check().py_err(py)?;
-        let args = StepArgs { action, observation, reward, terminated, truncated, info, frame };
-        match st.collect_step(py, args) {
-            Ok(()) => st.send(py, MessageKind::Step)?,
-            Err(e) => return Err(st.fail(py, e)),
-        }
+        st.call(py, MessageKind::Step, |st| {
+            let at = Place::regular(st.rows);
+            st.put_tree(py, ACTION, action, at)?;
+            st.put_tree(py, OBSERVATION, observation, at)?;
+            for (role, value) in st.roles.into_iter().zip([reward, terminated, truncated]) {
+                put_leaf(&st.fixed[role], value, at, &mut st.coll)?;
+            }
+            st.put_info(py, info, Slot::Regular)?;
+            st.put_frame(py, frame)?;
+            if let (AutoresetMode::SameStep, Some(n)) = (st.mode, st.rows) {
+                st.collect_final(py, info, n)?;
+            }
+            let w = &mut Walk { py, at, recorder: &mut st.rec, coll: &mut st.coll };
+            for (path, value) in std::mem::take(&mut st.pending_data) {
+                st.data.put_one(w, &path, value.bind(py))?;
+            }
+            Ok(())
+        })?;
         // Steps of envs with no running episode (stepped after their episode ended and before a
         // reset, or before the first one) are not recorded: warned the first time, and at close.
         if let Some(warning) = st.rec.unrecorded_warning() {

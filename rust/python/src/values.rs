@@ -33,10 +33,8 @@ impl ColInfo {
             d => Some(PyArrayDescr::new(py, d.name())?.unbind()),
         };
         let shape: Vec<usize> = spec.shape.iter().map(|&d| d as usize).collect();
-        let exact = match (&descr, dtype.size()) {
-            (Some(descr), Some(size)) => Some(ExactArray::new(py, descr.clone_ref(py), &shape, size)),
-            _ => None,
-        };
+        let exact =
+            descr.as_ref().zip(dtype.size()).map(|(d, size)| ExactArray::new(py, d.clone_ref(py), &shape, size));
         Ok(ColInfo { id: spec.id, name: spec.name.clone(), dtype, shape, descr, exact })
     }
 
@@ -54,14 +52,8 @@ pub fn put_value(value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, c
     Put { col, rows, coll }.value(value)
 }
 
-/// Bool arrays over the envs, as masks come (gymnasium's `_key` arrays, reset masks).
-fn bool_rows(py: Python<'_>) -> &ExactArray {
-    static ROWS: PyOnceLock<ExactArray> = PyOnceLock::new();
-    ROWS.get_or_init(py, || ExactArray::new(py, PyArrayDescr::of::<bool>(py).unbind(), &[], 1))
-}
-
 /// A boolean mask over `n` envs as one byte per env: borrowed when it is already a contiguous
-/// bool array of that length, converted otherwise. `what` names it in the error.
+/// bool ndarray of that length, converted otherwise. `what` names it in the error.
 pub fn mask_bytes(
     py: Python<'_>,
     mask: &Bound<'_, PyAny>,
@@ -69,13 +61,11 @@ pub fn mask_bytes(
     what: &str,
     coll: &mut Collector,
 ) -> PyResult<Src> {
-    if let Some((data, len)) = bool_rows(py).data(mask, Some(n)) {
+    // Bool arrays over the envs, as masks come (gymnasium's `_key` arrays, reset masks).
+    static ROWS: PyOnceLock<ExactArray> = PyOnceLock::new();
+    let rows = ROWS.get_or_init(py, || ExactArray::new(py, PyArrayDescr::of::<bool>(py).unbind(), &[], 1));
+    if let Some((data, len)) = rows.data(mask, Some(n)) {
         return Ok(borrow_data(coll, mask, data, len));
-    }
-    if let Ok(array) = mask.cast::<PyUntypedArray>() {
-        if array.shape() == [n] && array.dtype().kind() == b'b' && array.is_c_contiguous() {
-            return Ok(borrow_array(coll, array));
-        }
     }
     let values: Vec<bool> = py
         .import("numpy")?
@@ -172,14 +162,10 @@ impl Put<'_> {
         macro_rules! convert {
             ($t:ty) => {{
                 let read = |i: usize| unsafe { std::ptr::read_unaligned((data as *const $t).add(i)) };
-                Some(match col.dtype {
-                    DType::F32 => {
-                        coll.own_with(|out| (0..n).for_each(|i| out.extend_from_slice(&(read(i) as f32).to_le_bytes())))
-                    }
-                    _ => {
-                        coll.own_with(|out| (0..n).for_each(|i| out.extend_from_slice(&(read(i) as f64).to_le_bytes())))
-                    }
-                })
+                Some(coll.own_with(|out| match col.dtype {
+                    DType::F32 => (0..n).for_each(|i| out.extend_from_slice(&(read(i) as f32).to_le_bytes())),
+                    _ => (0..n).for_each(|i| out.extend_from_slice(&(read(i) as f64).to_le_bytes())),
+                }))
             }};
         }
         match (from.kind(), from.itemsize()) {
@@ -242,17 +228,11 @@ impl Put<'_> {
             }
         }
         match dtype {
-            DType::Bool => {
-                let v = if value.is_instance_of::<PyBool>() {
-                    value.extract::<bool>()?
-                } else {
-                    match value.extract::<i64>() {
-                        Ok(v @ (0 | 1)) => v == 1,
-                        _ => return Err(wrong("bool")),
-                    }
-                };
-                Ok(self.coll.own(&[v as u8]))
-            }
+            // A bool is the int 0 or 1.
+            DType::Bool => match value.extract::<i64>() {
+                Ok(v @ (0 | 1)) => Ok(self.coll.own(&[v as u8])),
+                _ => Err(wrong("bool")),
+            },
             DType::F16 | DType::F32 | DType::F64 => {
                 let v: f64 = value.extract().map_err(|_| wrong("number"))?;
                 Ok(self.coll.own_with(|out| put_float(dtype, v, out)))
@@ -314,23 +294,22 @@ impl Put<'_> {
             };
             put_str(text, out).map_err(|why| col.refused(py, why))
         };
-        let mut out = std::mem::take(&mut self.coll.bytes);
-        let start = out.len();
-        let result = match self.rows {
-            None => one(value, &mut out),
-            Some(n) => (|| {
-                let len = value
-                    .len()
-                    .map_err(|_| col.refused(py, format!("expected {n} strings, got {}", type_name(value))))?;
-                if len != n {
-                    return Err(col.refused(py, format!("expected {n} strings, got {len}")));
-                }
-                value.try_iter()?.try_for_each(|item| one(&item?, &mut out))
-            })(),
-        };
-        let len = out.len() - start;
-        self.coll.bytes = out;
-        result.map(|()| Src::Own(start, len))
+        let mut result = Ok(());
+        let src = self.coll.own_with(|out| {
+            result = match self.rows {
+                None => one(value, out),
+                Some(n) => (|| {
+                    let len = value
+                        .len()
+                        .map_err(|_| col.refused(py, format!("expected {n} strings, got {}", type_name(value))))?;
+                    if len != n {
+                        return Err(col.refused(py, format!("expected {n} strings, got {len}")));
+                    }
+                    value.try_iter()?.try_for_each(|item| one(&item?, out))
+                })(),
+            }
+        });
+        result.map(|()| src)
     }
 }
 
