@@ -138,3 +138,22 @@ def test_memory_beyond_the_limit_is_refused_naming_the_size(atari: trajcore.Data
     assert DeviceTransitions(atari, DEVICE, max_bytes=held.nbytes).nbytes == held.nbytes
     with pytest.raises(trajcore.InvalidArgumentError, match="allowed"):
         DeviceTransitions(atari, DEVICE, max_bytes=held.nbytes - 1)
+
+
+def test_dict_and_tuple_observations_keep_each_leaf_on_its_column(tmp_path: Path) -> None:
+    """Observations nested in a Dict (keys not in sorted order) and a Tuple: each leaf of the
+    device batch is its own column's values, as the host gather nests them."""
+    from gymnasium import spaces
+    from helpers import SpaceEnv
+
+    space = spaces.Dict(
+        {
+            "zeta": spaces.Box(0, 255, (3, 5), np.uint8),
+            "alpha": spaces.Tuple((spaces.Discrete(7), spaces.Box(-1, 1, (2,), np.float32))),
+        }
+    )
+    venv = gym.vector.SyncVectorEnv([lambda: SpaceEnv(space, infos=False) for _ in range(2)])
+    ds = record(venv, tmp_path / "d", 200)
+    held = DeviceTransitions(ds, DEVICE)
+    for steps in every_step_and_random(ds.num_steps):
+        assert_same_as_host(held, ds, steps)

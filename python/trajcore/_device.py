@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 import trajcore
+from trajcore import _core
 from trajcore.errors import InvalidArgumentError
 from trajcore.transitions import Batch, _Sampling, int64
 
@@ -37,15 +38,6 @@ def _map(fn: Callable[..., Any], tree: Any, *others: Any) -> Any:
     if isinstance(tree, tuple):
         return tuple(_map(fn, *parts) for parts in zip(tree, *others, strict=True))
     return fn(tree, *others)
-
-
-def _columns(layout: dict[str, Any]) -> Any:
-    """A Meta record's layout tree as the nesting of its leaf column names (as batches nest)."""
-    if "leaf" in layout:
-        return layout["leaf"]
-    if "dict" in layout:
-        return {k: _columns(v) for k, v in layout["dict"]}
-    return tuple(_columns(v) for v in layout["tuple"])
 
 
 def free_bytes(device: torch.device) -> int | None:
@@ -136,10 +128,11 @@ class DeviceTransitions:
         # episode_index and step_index come with every batch.
         self._columns = self._read_steps(src, rest, {k: probe[k] for k in [*rest, *_INDEX_KEYS]})
         if observed:
+            # The core's leaves of the layout, in its order: the order a batch's leaves nest in.
             layout = json.loads(reader.meta_json(0))["layout"]["observation"]
+            columns = iter([column for _, column in _core.layout_leaves(json.dumps(layout))])
             self._observations = _map(
-                lambda column, leaf: self._read_frames(reader, sel, column, leaf, len(lengths) + n),
-                _columns(layout),
+                lambda leaf: self._read_frames(reader, sel, next(columns), leaf, len(lengths) + n),
                 probe["observations"],
             )
 
