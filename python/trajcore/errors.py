@@ -1,11 +1,11 @@
 """The trajcore error hierarchy, rooted at `TrajcoreError`.
 
 The classes are defined here; the Rust extension raises them (its one mapping from the core's
-error type to Python looks them up here once). Each also derives from the builtin a user would reach for: `SchemaError`, `CorruptFileError`
-and `InvalidArgumentError` (a bad option) are `ValueError`s, `RecorderError` is a
-`RuntimeError`, `TrajcoreIOError` is an `OSError` and `TrajcoreFileNotFoundError` a
-`FileNotFoundError`. An index out of range, from any entry point, is a `TrajcoreIndexError`:
-an `IndexError` and also an `InvalidArgumentError`.
+error type to Python looks them up here once). Each also derives from the builtin a user would
+reach for: `SchemaError`, `CorruptFileError` and `InvalidArgumentError` (a bad option) are
+`ValueError`s, `RecorderError` is a `RuntimeError`, `TrajcoreIOError` is an `OSError` and
+`TrajcoreFileNotFoundError` a `FileNotFoundError`. An index out of range, from any entry
+point, is a `TrajcoreIndexError`: an `IndexError` and also an `InvalidArgumentError`.
 
 `MissingDependencyError` is raised only by Python code (an optional package such as pandas or
 pyarrow is not installed); it is also an `ImportError`, which is what a user checking for
