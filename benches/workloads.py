@@ -308,7 +308,7 @@ def lane_episodes(stream: Stream, lane: int) -> list[tuple[np.ndarray, list[int]
     """Sub-env `lane`'s episodes in a stream, as (observation rows, stream steps of its
     transitions): NEXT_STEP autoreset, so the step after an episode ends starts the next one."""
     episodes: list[tuple[np.ndarray, list[int]]] = []
-    first, steps = stream.reset_obs[lane], []
+    first, steps = stream.reset_obs[lane], list[int]()
     for t in range(stream.steps):
         if steps and (stream.terminations[t - 1, lane] or stream.truncations[t - 1, lane]):
             episodes.append((first, steps))
