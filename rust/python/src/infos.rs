@@ -105,13 +105,9 @@ impl DynamicColumns {
             }
             for position in start..self.values.len() {
                 let Role::Value { node: child, mask: mask_at } = self.values[position].1 else { continue };
-                // SAFETY: `values` holds a reference to each until the `truncate` below (nested
-                // dicts push above `start` and truncate to their own start), so they stay alive
-                // while `self` is borrowed for the entry.
-                let (value, own_mask) = unsafe {
-                    let value = Borrowed::from_ptr(w.py, self.values[position].0.as_ptr());
-                    (value, mask_at.map(|m| Borrowed::from_ptr(w.py, self.values[start + m].0.as_ptr())))
-                };
+                // Owned handles (a reference count each): `self` is borrowed for the entry.
+                let value = self.values[position].0.bind(w.py).clone();
+                let own_mask = mask_at.map(|m| self.values[start + m].0.bind(w.py).clone());
                 // Its own `_key` mask, if any, under the parent's `mask` (checked when its dict was
                 // entered: only a mask of the key's own can leave no env).
                 let own_mask = match (w.at.rows, own_mask) {
@@ -124,7 +120,7 @@ impl DynamicColumns {
                 }
                 // A nested dict is walked, other values become entries.
                 match value.cast::<PyDict>() {
-                    Ok(inner) => self.put_dict(w, &inner, child, mask, depth + 1)?,
+                    Ok(inner) => self.put_dict(w, inner, child, mask, depth + 1)?,
                     Err(_) => self.put_key(w, child, &value, mask)?,
                 }
             }
