@@ -209,14 +209,14 @@ impl Dataset {
         for (k, run) in runs.iter().enumerate() {
             // Episodes come in any order (a lane's in file order): ask for one some runs ahead,
             // so its cache miss overlaps the work on this one and those between.
-            if let Some(e) = runs.get(k + 16).and_then(|r| self.locs.get(r.episode)) {
+            if let Some(e) = runs.get(k + 16).and_then(|r| self.catalog.locs.get(r.episode)) {
                 prefetch((e as *const EpisodeLoc).cast());
             }
-            let e = self.locs.get(run.episode).ok_or_else(|| {
+            let e = self.catalog.locs.get(run.episode).ok_or_else(|| {
                 Error::OutOfRange(format!(
                     "episode {} is out of range (the dataset has {})",
                     run.episode,
-                    self.locs.len()
+                    self.catalog.locs.len()
                 ))
             })?;
             if run.start.checked_add(run.steps).is_none_or(|end| end > e.length) {

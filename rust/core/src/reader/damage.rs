@@ -140,7 +140,7 @@ impl Affected {
         }
         let rows = spans.into_iter().map(|(k, v)| (k, SpanIndex::new(v))).collect();
         let mut chunks: HashMap<(usize, u64), Vec<ChunkSite>> = HashMap::new();
-        for (&(recording, lane, column), list) in &ds.chunk_lists {
+        for (&(recording, lane, column), list) in &ds.catalog.chunk_lists {
             let Some(spec) = ds.recordings()[recording].columns.get(column as usize) else { continue };
             for loc in &list.chunks {
                 let site = ChunkSite {
@@ -195,7 +195,7 @@ impl Affected {
 impl Dataset {
     /// The shard a path names (as errors and problems name files).
     pub(crate) fn shard_of(&self, file: &std::path::Path) -> Option<usize> {
-        self.shards.iter().position(|s| s.path == file)
+        self.store.shards.iter().position(|s| s.path == file)
     }
 }
 

@@ -170,7 +170,7 @@ impl Dataset {
         for loc in &chunks {
             base.push(total);
             let filtered_len = (stack > 1 && loc.chunk.codec == kept)
-                .then(|| self.shards[loc.shard].source.bytes(loc.chunk.data_offset, loc.chunk.stored_len.min(32)))
+                .then(|| self.store.shards[loc.shard].source.bytes(loc.chunk.data_offset, loc.chunk.stored_len.min(32)))
                 .flatten()
                 .and_then(|head| zstd::zstd_safe::get_frame_content_size(&head).ok().flatten());
             total += chunk_frame_count(loc.chunk.n_rows as u64, stack as u64, frame as u64, filtered_len);
@@ -233,7 +233,7 @@ impl Dataset {
     /// Writes chunk `loc`'s frames (`out` is sized for what its header declares) and returns
     /// where each of its rows' frames end.
     fn chunk_frames(&self, loc: &Located, row: usize, stack: usize, out: &mut [u8]) -> Result<Vec<u32>> {
-        let corrupt = |why: &str| Error::corrupt(&self.shards[loc.shard].path, loc.chunk.data_offset, why);
+        let corrupt = |why: &str| Error::corrupt(&self.store.shards[loc.shard].path, loc.chunk.data_offset, why);
         let n = loc.chunk.n_rows as usize;
         let stored = self.stored_bytes(loc)?;
         let decoded = match loc.chunk.codec {

@@ -261,9 +261,9 @@ impl Dataset {
     /// recording), `Invalid` (`next` on a step-timeline column).
     pub fn field(&self, column: &str, next: bool) -> Result<Field> {
         let mut first: Option<&ColumnSpec> = None;
-        let mut ids = Vec::with_capacity(self.recordings.len());
+        let mut ids = Vec::with_capacity(self.catalog.recordings.len());
         let mut optional = false;
-        for rec in &self.recordings {
+        for rec in &self.catalog.recordings {
             let spec = rec.columns.iter().find(|c| c.name == column);
             if let Some((_, p)) = spec.and_then(|s| rec.damaged_columns.iter().find(|(id, _)| *id == s.id)) {
                 return Err(Error::corrupt(&p.file, p.offset, format!("column '{column}' is unreadable: {}", p.why)));
@@ -436,16 +436,16 @@ impl Dataset {
         }
         let mut items = Vec::with_capacity(windows.len());
         for w in windows {
-            if let Some(e) = self.locs.get(w.episode) {
+            if let Some(e) = self.catalog.locs.get(w.episode) {
                 prefetch((e as *const super::dataset::EpisodeLoc).cast());
             }
         }
         for (out, w) in windows.iter().enumerate() {
-            let e = self.locs.get(w.episode).ok_or_else(|| {
+            let e = self.catalog.locs.get(w.episode).ok_or_else(|| {
                 Error::OutOfRange(format!(
                     "episode {} is out of range (the dataset has {})",
                     w.episode,
-                    self.locs.len()
+                    self.catalog.locs.len()
                 ))
             })?;
             let t = e.length;
@@ -500,7 +500,7 @@ impl Dataset {
 
     /// Whether a chunk is read where it lies in the memory map (raw, mapped): no decoding.
     fn reads_in_place(&self, loc: &Located) -> bool {
-        loc.chunk.codec == 0 && self.shards[loc.shard].source.is_mapped()
+        loc.chunk.codec == 0 && self.store.shards[loc.shard].source.is_mapped()
     }
 
     /// Each slot's decoded bytes: mapped, cached, or decoded now (on up to `threads` threads
@@ -534,7 +534,7 @@ impl Dataset {
             }
         }
         if data.iter().any(Option::is_none) {
-            self.cache.with_gets(|get| {
+            self.store.cache.with_gets(|get| {
                 for (i, (loc, _)) in slots.iter().enumerate() {
                     if data[i].is_some() {
                         continue;
@@ -555,8 +555,8 @@ impl Dataset {
             let (loc, row_bytes) = &slots[*i];
             let key = (loc.shard, loc.chunk.data_offset);
             // A shared slot holds whole chunks, for every process's rows.
-            let need = if self.cache.keeps_whole(key) { loc.chunk.raw_len as usize } else { need[*i] };
-            self.cache.fill(key, || self.decode_chunk(loc, stored, *row_bytes, need))
+            let need = if self.store.cache.keeps_whole(key) { loc.chunk.raw_len as usize } else { need[*i] };
+            self.store.cache.fill(key, || self.decode_chunk(loc, stored, *row_bytes, need))
         };
         let bytes: usize = missing.iter().map(|&(i, _)| need[i]).sum();
         let threads = threads.min(missing.len());
@@ -771,7 +771,7 @@ impl Dataset {
     fn slot_corrupt(&self, slot: &(Located, Option<usize>), why: &str) -> Error {
         let c = &slot.0.chunk;
         let why = format!("chunk of column {} lane {} (rows from {}): {why}", c.column, c.lane, c.first_row);
-        Error::corrupt(&self.shards[slot.0.shard].path, c.data_offset, why)
+        Error::corrupt(&self.store.shards[slot.0.shard].path, c.data_offset, why)
     }
 
     /// Copies every piece into its output, on up to `threads` threads when there is much to

@@ -18,7 +18,6 @@ use super::dataset::{hex, Dataset};
 use super::lenient::ReadDamage;
 use super::{OpenOptions, Problem};
 use crate::error::{Error, Result};
-use crate::format::chunks::ChunkRef;
 use crate::format::episode::EpisodeSummary;
 
 /// One listing of an episode (or of the part of it a shard holds), independent of the order
@@ -146,30 +145,18 @@ impl Dataset {
     /// The key of a listed episode.
     pub fn episode_key(&self, episode: usize) -> Result<EpisodeKey> {
         let e = self.episode(episode)?;
-        Ok(EpisodeKey::of(self.recordings[e.recording].id, &e.summary))
+        Ok(EpisodeKey::of(self.catalog.recordings[e.recording].id, &e.summary))
     }
 
     /// The listings this dataset was opened without (see `open_excluding`).
     pub fn exclusions(&self) -> &Exclusions {
-        &self.integrity.exclusions
-    }
-
-    /// A chunk left out at open refers to a column no Column record of its recording describes
-    /// (the record was damaged): every read of that column is then a damaged file, not a wrong
-    /// name. Decision: the first such chunk names the damage.
-    pub(crate) fn note_lost_description(&mut self, recording: usize, shard: usize, chunk: &ChunkRef) {
-        let rec = &mut self.recordings[recording];
-        if (chunk.column as usize) < rec.columns.len() || rec.schema_damage.is_some() {
-            return;
-        }
-        let why = format!("the description of column {} (lane {} has chunks of it) was lost", chunk.column, chunk.lane);
-        rec.schema_damage = Some(Problem::new(&self.shards[shard].path, chunk.record_offset, why));
+        &self.catalog.integrity.exclusions
     }
 
     /// The error for a column name no recording lists: `Corrupt` when a recording lost column
     /// descriptions (the name may be one of them), else `Schema`.
     pub(crate) fn no_such_column(&self, column: &str) -> Error {
-        match self.recordings.iter().find_map(|r| r.schema_damage.as_ref()) {
+        match self.catalog.recordings.iter().find_map(|r| r.schema_damage.as_ref()) {
             Some(p) => Error::corrupt(&p.file, p.offset, format!("column '{column}' is unreadable: {}", p.why)),
             None => Error::schema(column, "no such column in this dataset"),
         }

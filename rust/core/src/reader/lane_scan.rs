@@ -49,7 +49,7 @@ impl Dataset {
             .iter()
             .map(|&e| {
                 self.episode(e)?;
-                let loc = &self.locs[e];
+                let loc = &self.catalog.locs[e];
                 Ok((loc.recording, loc.lane, loc.step_first_row))
             })
             .collect::<Result<_>>()?;

@@ -228,24 +228,24 @@ impl Dataset {
         }
         let shard = self.shard_of(path)?;
         let episodes = Affected::new(self).at(shard, *offset);
-        self.integrity.read.add(Damage { file: path.clone(), offset: *offset, why: why.clone(), episodes })
+        self.catalog.integrity.read.add(Damage { file: path.clone(), offset: *offset, why: why.clone(), episodes })
     }
 
     /// Whether a read found damage in the episode's data (lenient mode).
     pub fn is_damaged(&self, episode: usize) -> bool {
-        self.integrity.read.is_damaged(episode)
+        self.catalog.integrity.read.is_damaged(episode)
     }
 
     /// The episodes reads found damaged, ascending.
     pub fn damaged_episodes(&self) -> Vec<usize> {
-        let mut out: Vec<usize> = read(&self.integrity.read.state).damaged.iter().copied().collect();
+        let mut out: Vec<usize> = read(&self.catalog.integrity.read.state).damaged.iter().copied().collect();
         out.sort_unstable();
         out
     }
 
     /// The damage reads found, in the order found (each with the episodes it left out).
     pub fn read_damage(&self) -> Vec<Damage> {
-        read(&self.integrity.read.state).events.clone()
+        read(&self.catalog.integrity.read.state).events.clone()
     }
 
     fn replace_damaged(
@@ -255,7 +255,7 @@ impl Dataset {
         kind: WindowKind,
         windows: &mut [Window],
     ) -> Result<()> {
-        if !self.integrity.read.any.load(Ordering::Acquire) {
+        if !self.catalog.integrity.read.any.load(Ordering::Acquire) {
             return Ok(());
         }
         for (slot, w) in windows.iter_mut().enumerate() {
@@ -283,7 +283,7 @@ impl Dataset {
 
     /// The error for reading an episode a read found damaged: the damage that marked it.
     fn damaged_error(&self, episode: usize) -> Error {
-        let state = read(&self.integrity.read.state);
+        let state = read(&self.catalog.integrity.read.state);
         match state.events.iter().find(|d| d.episodes.contains(&episode)) {
             Some(d) => Error::corrupt(&d.file, d.offset, format!("{} (episode {episode} is damaged)", d.why)),
             None => Error::corrupt(self.path(), 0, format!("episode {episode} is damaged")),
@@ -293,14 +293,14 @@ impl Dataset {
     /// Verifies the Chunks records of the windows' episodes not verified yet (step 2).
     pub(super) fn check_episodes(&self, windows: &[Window]) -> Result<()> {
         let mut todo: Vec<usize> = {
-            let bits = read(&self.integrity.read.checked);
+            let bits = read(&self.catalog.integrity.read.checked);
             windows.iter().map(|w| w.episode).filter(|&e| !ReadDamage::is_checked(&bits, e)).collect()
         };
         todo.sort_unstable();
         todo.dedup();
         for episode in todo {
             self.check_episode_records(episode)?;
-            self.integrity.read.set_checked(episode);
+            self.catalog.integrity.read.set_checked(episode);
         }
         Ok(())
     }

@@ -28,6 +28,8 @@
 mod batch;
 mod bulk;
 mod cache;
+mod catalog;
+mod checks;
 mod chunk_bytes;
 mod damage;
 mod dataset;
@@ -49,6 +51,7 @@ mod shard;
 mod shared_chunks;
 mod source;
 mod steps;
+mod store;
 mod stream;
 mod tail;
 mod verify;

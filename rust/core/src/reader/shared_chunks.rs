@@ -348,7 +348,7 @@ pub fn available_memory() -> Option<u64> {
 /// does not declare a size the reader accepts.
 fn shape_of(ds: &Dataset, loc: &Located, row_bytes: Option<usize>) -> Option<Shape> {
     let c = &loc.chunk;
-    let mapped = ds.shards[loc.shard].source.is_mapped();
+    let mapped = ds.store.shards[loc.shard].source.is_mapped();
     if c.stored_len == 0 || (c.codec == 0 && mapped) {
         return None;
     }
@@ -360,7 +360,7 @@ fn shape_of(ds: &Dataset, loc: &Located, row_bytes: Option<usize>) -> Option<Sha
         return Some(Shape::Rows(raw_len));
     }
     // A zstd frame header is at most 18 bytes.
-    let head = ds.shards[loc.shard].source.bytes(c.data_offset, c.stored_len.min(18))?;
+    let head = ds.store.shards[loc.shard].source.bytes(c.data_offset, c.stored_len.min(18))?;
     let declared = zstd::zstd_safe::get_frame_content_size(&head).ok().flatten()?;
     let (limit, _) = codec::zstd_output_limit(c.codec, row_bytes, c.raw_len);
     (declared <= limit).then(|| Shape::Frames { row, rows: raw_len / row, filtered: declared as usize })
@@ -370,8 +370,8 @@ fn shape_of(ds: &Dataset, loc: &Located, row_bytes: Option<usize>) -> Option<Sha
 /// index).
 pub(super) fn layout_of(ds: &Dataset) -> Layout {
     let mut chunks = Vec::new();
-    for (&(recording, _lane, column), list) in &ds.chunk_lists {
-        let spec = ds.recordings.get(recording).and_then(|r| r.columns.get(column as usize));
+    for (&(recording, _lane, column), list) in &ds.catalog.chunk_lists {
+        let spec = ds.catalog.recordings.get(recording).and_then(|r| r.columns.get(column as usize));
         let row_bytes = spec.and_then(|s| s.row_bytes());
         for loc in &list.chunks {
             if let Some(shape) = shape_of(ds, loc, row_bytes) {
@@ -409,13 +409,13 @@ pub struct CacheStats {
 
 impl Dataset {
     pub fn cache_stats(&self) -> CacheStats {
-        let shared_bytes = self.cache.store().map_or(0, |s| s.layout.size);
-        CacheStats { lru_bytes: self.cache.capacity(), shared_bytes, decodes: self.cache.decodes() }
+        let shared_bytes = self.store.cache.store().map_or(0, |s| s.layout.size);
+        CacheStats { lru_bytes: self.store.cache.capacity(), shared_bytes, decodes: self.store.cache.decodes() }
     }
 
     /// The shared store's descriptor, for a spawned process to `adopt_shared_chunks`.
     pub fn shared_chunks_fd(&self) -> Option<i32> {
-        self.cache.store().map(SharedChunks::fd)
+        self.store.cache.store().map(SharedChunks::fd)
     }
 
     /// Uses the shared store of the process that handed over `fd` (taking ownership of it)
@@ -428,10 +428,10 @@ impl Dataset {
         use std::os::fd::FromRawFd;
         // SAFETY: the caller hands over ownership of an open descriptor.
         let file = unsafe { File::from_raw_fd(fd) };
-        let Some(store) = self.cache.store().and_then(|_| SharedChunks::adopt(file, layout_of(self))) else {
+        let Some(store) = self.store.cache.store().and_then(|_| SharedChunks::adopt(file, layout_of(self))) else {
             return false;
         };
-        self.cache = ChunkCache::with_store(self.cache.capacity(), Some(store));
+        self.store.cache = ChunkCache::with_store(self.store.cache.capacity(), Some(store));
         true
     }
 }

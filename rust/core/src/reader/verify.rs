@@ -87,7 +87,7 @@ pub fn verify(ds: &Dataset) -> VerifyReport {
     // Built only when there is damage to map (a pass over every chunk and episode).
     let affected = std::cell::OnceCell::new();
     let affected = || affected.get_or_init(|| Affected::new(ds));
-    let mut report = VerifyReport { shards: ds.shards.len(), ..VerifyReport::default() };
+    let mut report = VerifyReport { shards: ds.store.shards.len(), ..VerifyReport::default() };
     let mut seen: HashSet<(usize, u64)> = HashSet::new();
     for p in ds.problems() {
         if let Some(s) = ds.shard_of(&p.file) {
@@ -99,7 +99,7 @@ pub fn verify(ds: &Dataset) -> VerifyReport {
     report.from_open = report.damage.len();
 
     let mut by_record: HashMap<(usize, u64), RecordChunks<'_>> = HashMap::new();
-    for (&(recording, _, column), list) in &ds.chunk_lists {
+    for (&(recording, _, column), list) in &ds.catalog.chunk_lists {
         let Some(spec) = ds.recordings()[recording].columns.get(column as usize) else { continue };
         for loc in &list.chunks {
             by_record.entry((loc.shard, loc.chunk.record_offset)).or_default().push((loc, spec));
@@ -111,7 +111,7 @@ pub fn verify(ds: &Dataset) -> VerifyReport {
 
     // Every record: those a hop from the header reaches, and those the dataset knows of (the
     // index lists records past a damaged header too).
-    let mut known: Vec<BTreeSet<u64>> = vec![BTreeSet::new(); ds.shards.len()];
+    let mut known: Vec<BTreeSet<u64>> = vec![BTreeSet::new(); ds.store.shards.len()];
     for &(s, offset) in by_record.keys() {
         known[s].insert(offset);
     }
@@ -120,7 +120,7 @@ pub fn verify(ds: &Dataset) -> VerifyReport {
     }
     let mut items: Vec<(usize, u64)> = Vec::new();
     let mut found: Vec<(usize, u64, String)> = Vec::new();
-    for (s, (shard, mut offsets)) in ds.shards.iter().zip(known).enumerate() {
+    for (s, (shard, mut offsets)) in ds.store.shards.iter().zip(known).enumerate() {
         let map: &Source = &shard.source;
         report.bytes += map.len();
         let mut at = HEADER_LEN as u64;
@@ -173,7 +173,7 @@ pub fn verify(ds: &Dataset) -> VerifyReport {
     found.sort_by_key(|f| (f.0, f.1));
     for (s, offset, why) in found {
         if seen.insert((s, offset)) {
-            let file = ds.shards[s].path.clone();
+            let file = ds.store.shards[s].path.clone();
             report.damage.push(Damage { file, offset, why, episodes: affected().at(s, offset) });
         }
     }
@@ -189,7 +189,7 @@ fn check_record(
     scratch: &mut Vec<String>,
 ) -> Checked {
     let mut out = Checked::default();
-    let map: &Source = &ds.shards[s].source;
+    let map: &Source = &ds.store.shards[s].source;
     let rec = match frame(map, offset) {
         Ok(rec) => rec,
         Err(e) => {
@@ -218,7 +218,7 @@ fn check_record(
         return out;
     }
     if let Some((loc, _)) = chunks.first() {
-        ds.verified.mark(loc.record);
+        ds.store.verified.mark(loc.record);
     }
     for &(loc, spec) in chunks {
         out.chunks += 1;
