@@ -31,7 +31,7 @@ pub struct Plan {
 
 impl Plan {
     pub fn new(py: Python<'_>, ds: &Dataset, keys: Option<&[String]>) -> PyResult<Plan> {
-        let core = BatchPlan::new(ds, keys).py_err(py)?;
+        let core = ds.batch_plan(keys).py_err(py)?;
         let descrs = core
             .fields
             .iter()

@@ -6,7 +6,7 @@ use std::mem::MaybeUninit;
 
 use super::bulk::IndexOut;
 use super::damage::Damage;
-use super::dataset::Dataset;
+use super::dataset_view::DatasetView;
 use super::gather::{Field, Out, Window};
 use super::lenient::{Draw, Redraw, WindowKind};
 use super::plan::BatchPlan;
@@ -48,7 +48,7 @@ impl<'a> BatchOut<'a> {
     }
 }
 
-impl Dataset {
+impl DatasetView<'_> {
     /// Reads the windows `request` asks for of `set` into `out`. Returns the damage found
     /// (lenient reads redraw the windows it affects; see `gather_lenient`).
     ///

@@ -15,7 +15,8 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use super::dataset::{Dataset, EpisodeLoc};
+use super::catalog::EpisodeLoc;
+use super::dataset_view::DatasetView;
 use super::gather::{check_outputs, max_threads, parallel_copy_bytes, Field, Item, Out, Run, Work};
 use super::prefetch;
 use super::stream::{fence, put_i64s, put_sequence, streams};
@@ -111,7 +112,7 @@ pub(super) fn runs_between(runs: &[Run], from: (usize, u64), to: (usize, u64)) -
     out
 }
 
-impl Dataset {
+impl DatasetView<'_> {
     /// Copies the steps of `runs` (in the order given) of every field into `outs` (one per
     /// field: as many rows as the runs' steps together), writing every row, and each row's
     /// episode and step into `indexes` when given: a bulk read of whole episodes or long parts

@@ -12,7 +12,8 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
-use super::dataset::{episode_span, Dataset};
+use super::checks::episode_span;
+use super::dataset_view::DatasetView;
 use crate::schema::Timeline;
 
 /// Damage found by a verification or a read: where, what, and which listed episodes it affects.
@@ -121,7 +122,7 @@ pub(crate) struct Affected {
 }
 
 impl Affected {
-    pub fn new(ds: &Dataset) -> Self {
+    pub fn new(ds: &DatasetView<'_>) -> Self {
         let mut spans: HashMap<LaneTimeline, Vec<(u64, u64, usize)>> = HashMap::new();
         let mut records: HashMap<(usize, u64), Vec<usize>> = HashMap::new();
         let mut by_recording = vec![Vec::new(); ds.recordings().len()];
@@ -192,7 +193,7 @@ impl Affected {
     }
 }
 
-impl Dataset {
+impl DatasetView<'_> {
     /// The shard a path names (as errors and problems name files).
     pub(crate) fn shard_of(&self, file: &std::path::Path) -> Option<usize> {
         self.store.shards.iter().position(|s| s.path == file)

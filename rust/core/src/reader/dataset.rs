@@ -5,20 +5,27 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::cache::ChunkCache;
 use super::catalog::Catalog;
+use super::dataset_view::DatasetView;
+use super::integrity::Exclusions;
 use super::integrity::Integrity;
+use super::rows::EpisodeColumn;
 use super::steps::EpisodeSet;
 use super::store::Store;
+use super::{
+    BatchOut, BatchPlan, CacheStats, ColumnData, Damage, Draw, Field, FrameTable, IndexOut, Out, RangeRead, Request,
+    RowsView, SalvagePlan, VerifyReport, Window, WindowKind,
+};
 use super::{OpenOptions, Problem};
+use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::layout::Layout;
 use crate::schema::ColumnId;
 
-pub(crate) use super::catalog::hex;
 pub use super::catalog::{ColumnStats, EpisodeRef, Recording, SkippedRecord};
-pub(crate) use super::catalog::{EpisodeLoc, ListKey, Located};
-pub(crate) use super::checks::{episode_span, is_required};
 
 pub struct Dataset {
     path: PathBuf,
@@ -52,9 +59,57 @@ impl Dataset {
             problems: Vec::new(),
         };
         ds.update()?;
-        let (lru_bytes, store) = super::shared_chunks::plan_for(&ds);
+        let (lru_bytes, store) = super::shared_chunks::plan_for(&ds.view());
         ds.store.cache = ChunkCache::with_store(lru_bytes, store);
         Ok(ds)
+    }
+
+    /// Opens like `open`, leaving out the listings `exclusions` names and listing its problems
+    /// with the dataset's.
+    ///
+    /// Errors: as `open`.
+    pub fn open_excluding(path: &Path, opts: OpenOptions, exclusions: Exclusions) -> Result<Dataset> {
+        Dataset::open_with(path, opts, Integrity { exclusions, ..Integrity::default() })
+    }
+
+    /// Opens leaving out what `exclusions_json` names (an earlier verification's listing, as
+    /// `Exclusions::to_json` gave it: a dataset pickled into a worker), else verifying first with
+    /// `verify` (see `open_verified`), else as `open`.
+    ///
+    /// Errors: `Invalid` (malformed `exclusions_json`); those of `open` and `open_verified`.
+    pub fn open_choosing(
+        path: &Path,
+        opts: OpenOptions,
+        verify: bool,
+        exclusions_json: Option<&str>,
+    ) -> Result<Dataset> {
+        match exclusions_json.map(Exclusions::from_json).transpose()? {
+            Some(exclusions) => Dataset::open_excluding(path, opts, exclusions),
+            None if verify => super::open_verified(path, opts).map(|(ds, _)| ds),
+            None => Dataset::open(path, opts),
+        }
+    }
+
+    /// The dataset as reads see it (see `dataset_view`).
+    pub(crate) fn view(&self) -> DatasetView<'_> {
+        DatasetView { root: &self.path, catalog: &self.catalog, store: &self.store, opts: &self.opts }
+    }
+
+    /// Uses the shared store of the process that handed over `fd` (taking ownership of it)
+    /// instead of this one's, when laid out for the same chunks; else closes it. Returns
+    /// whether it was adopted.
+    ///
+    /// # Safety
+    /// `fd` must be an open descriptor this process owns and uses nowhere else.
+    pub unsafe fn adopt_shared_chunks(&mut self, fd: i32) -> bool {
+        // SAFETY: the caller's promise, passed on.
+        match unsafe { super::shared_chunks::adopt(&self.view(), fd) } {
+            Some(cache) => {
+                self.store.cache = cache;
+                true
+            }
+            None => false,
+        }
     }
 
     /// Finds new shard files, scans what grew, and takes in what was found.
@@ -184,5 +239,229 @@ impl Dataset {
     /// observation timeline, T on the step timeline.
     pub fn episode_rows(&self, episode: usize, column: ColumnId) -> Result<(u64, u64)> {
         self.catalog.episode_rows(episode, column)
+    }
+
+    /// Resolves `keys` (`DEFAULT_KEYS` when `None`) to the fields and output layout of a batch
+    /// (see `BatchPlan::new`).
+    pub fn batch_plan(&self, keys: Option<&[String]>) -> Result<BatchPlan> {
+        BatchPlan::new(&self.view(), keys)
+    }
+
+    // The reads, each documented where it is built (see `dataset_view`).
+
+    pub fn cache_stats(&self) -> CacheStats {
+        self.view().cache_stats()
+    }
+
+    /// Column `column` of the episodes of `set` as a `FrameTable`, refused before anything is
+    /// decoded when its frames and ids would take more than `max_bytes`.
+    ///
+    /// Errors: `Invalid` (no episode; more than `max_bytes`, naming the size), `Schema` (no
+    /// such column, a str column, shapes or dtypes that differ between recordings), `Corrupt`
+    /// (a chunk fails its checksum or does not decode).
+    pub fn frames_of(&self, column: &str, set: &EpisodeSet, max_bytes: u64) -> Result<FrameTable> {
+        self.view().frames_of(column, set, max_bytes)
+    }
+
+    /// The salvage plan after `report` (a verification of this dataset).
+    pub fn salvage(&self, report: &VerifyReport) -> SalvagePlan {
+        self.view().salvage(report)
+    }
+
+    /// The episodes reads found damaged, ascending.
+    pub fn damaged_episodes(&self) -> Vec<usize> {
+        self.view().damaged_episodes()
+    }
+
+    /// Reads `n_rows` rows from `first_row` of a fixed-size column of one lane into `out`
+    /// (exactly `n_rows * row bytes` long). Rows no chunk holds read as zeros.
+    ///
+    /// Errors: `Invalid` (bad recording, column or buffer size), `Schema` (a str column),
+    /// `Corrupt` (a chunk fails its checksum or does not decode; names file and offset).
+    pub fn read_rows(
+        &self,
+        recording: usize,
+        lane: u32,
+        column: ColumnId,
+        first_row: u64,
+        n_rows: u64,
+        out: &mut [u8],
+    ) -> Result<()> {
+        self.view().read_rows(recording, lane, column, first_row, n_rows, out)
+    }
+
+    /// All rows of one column of episode `episode` (negative from the end) as a user asks for
+    /// them: in place when they lie in one raw chunk (`Err`: dtype, shape, the view), else
+    /// copied. The episode's damage is an error, and sampling leaves the episode out.
+    ///
+    /// Errors: `OutOfRange`; those of `read_episode_column`.
+    pub fn episode_column(&self, episode: i64, column: &str) -> Result<EpisodeColumn> {
+        self.view().episode_column(episode, column)
+    }
+
+    /// `gather`, leaving damaged episodes out (see the module notes): windows that fall in them
+    /// are redrawn as `redraw` says, and `windows` ends up holding the windows read. Returns the
+    /// damage found (each with the episodes it newly left out), for the caller to report. With
+    /// `strict`, this is `gather`.
+    ///
+    /// Errors: those of `gather`; `Corrupt` also when a window cannot be redrawn (`Never`, or
+    /// too few intact episodes).
+    pub fn gather_lenient(
+        &self,
+        draw: Draw<'_>,
+        windows: &mut [Window],
+        outs: &mut [Out<'_>],
+        mask: Option<&mut [bool]>,
+    ) -> Result<Vec<Damage>> {
+        self.view().gather_lenient(draw, windows, outs, mask)
+    }
+
+    /// The shared store's descriptor, for a spawned process to `adopt_shared_chunks`.
+    pub fn shared_chunks_fd(&self) -> Option<i32> {
+        self.view().shared_chunks_fd()
+    }
+
+    /// Like `read_episode_column`, without a copy, when the rows lie in one raw chunk:
+    /// (dtype, shape `[rows, ...row shape]`, the bytes in place). `None` otherwise.
+    pub fn view_episode_column(
+        &self,
+        episode: usize,
+        column_name: &str,
+    ) -> Result<Option<(DType, Vec<usize>, RowsView)>> {
+        self.view().view_episode_column(episode, column_name)
+    }
+
+    /// All rows of one column of an episode: T+1 rows from `obs_first_row` on the observation
+    /// timeline, T rows from `step_first_row` on the step timeline.
+    ///
+    /// Errors: `Invalid` (episode out of range), `Schema` (no such column), `Corrupt`.
+    pub fn read_episode_column(&self, episode: usize, column_name: &str) -> Result<ColumnData> {
+        self.view().read_episode_column(episode, column_name)
+    }
+
+    /// The dataset index of episode `index` (negative from the end).
+    ///
+    /// Errors: `OutOfRange`.
+    pub fn episode_index(&self, index: i64) -> Result<usize> {
+        self.view().episode_index(index)
+    }
+
+    /// Reads the windows `request` asks for of `set` into `out`. Returns the damage found
+    /// (lenient reads redraw the windows it affects; see `gather_lenient`).
+    ///
+    /// Errors: those of `Request::windows`, `gather_lenient` and `read_range`.
+    pub fn read_batch(
+        &self,
+        set: &EpisodeSet,
+        fields: &[Field],
+        request: Request,
+        kind: WindowKind,
+        out: BatchOut<'_>,
+    ) -> Result<Vec<Damage>> {
+        self.view().read_batch(set, fields, request, kind, out)
+    }
+
+    /// The members of `set` in file order (see the module notes), with the step numbering of
+    /// that order; made once per set (a set that grows makes it again).
+    ///
+    /// Errors: `Invalid` when a member is not an episode of this dataset.
+    pub fn file_order(&self, set: &EpisodeSet) -> Result<Arc<EpisodeSet>> {
+        self.view().file_order(set)
+    }
+
+    /// Copies the rows of `windows` (each `length` steps, in the order given) of every field
+    /// into `outs` (one per field: `windows.len() * length` rows), writing every row. With
+    /// `pad`, a window may run past its episode's last step: those rows are zeros (`""` for
+    /// str) and `mask` (if given, `windows.len() * length` entries) says which rows are real.
+    /// Without `pad`, such a window is an error.
+    ///
+    /// Errors: `OutOfRange` (an episode or step), `Invalid` (a window past its episode's end
+    /// without `pad`, an output of the wrong size), `Schema` (a recording without a required
+    /// column), `Corrupt` (a chunk fails its checksum or does not decode).
+    pub fn gather(
+        &self,
+        fields: &[Field],
+        windows: &[Window],
+        length: usize,
+        pad: bool,
+        outs: &mut [Out<'_>],
+        mask: Option<&mut [bool]>,
+    ) -> Result<()> {
+        self.view().gather(fields, windows, length, pad, outs, mask)
+    }
+
+    /// The `which` ("observation" or "action") layout of episode `episode`'s recording, over
+    /// columns the recording has: how to nest the episode's leaf columns like its space.
+    ///
+    /// Errors: `OutOfRange`; `Unsupported` (a corrupt file to Python) when the Meta record
+    /// holds no such tree or a malformed one.
+    pub fn episode_layout(&self, episode: i64, which: &str) -> Result<Layout> {
+        self.view().episode_layout(episode, which)
+    }
+
+    /// The damage reads found, in the order found (each with the episodes it left out).
+    pub fn read_damage(&self) -> Vec<Damage> {
+        self.view().read_damage()
+    }
+
+    /// Reads steps `first .. first + n` of `set` (every field, `n` rows each, into `outs`) in
+    /// bulk, and, when given, which episode and step each row is into `indexes` (`n` rows
+    /// each). Returns what was read and the damage found (lenient reads; see the module notes).
+    ///
+    /// Errors: those of `gather`; `Invalid` for a range outside the set or indexes of another
+    /// size.
+    pub fn read_range(
+        &self,
+        set: &EpisodeSet,
+        fields: &[Field],
+        first: u64,
+        n: u64,
+        outs: &mut [Out<'_>],
+        indexes: Option<IndexOut<'_>>,
+    ) -> Result<(RangeRead, Vec<Damage>)> {
+        self.view().read_range(set, fields, first, n, outs, indexes)
+    }
+
+    /// Reads `n_rows` rows from `first_row` of a str column of one lane. Rows no chunk holds
+    /// read as "".
+    pub fn read_strings(
+        &self,
+        recording: usize,
+        lane: u32,
+        column: ColumnId,
+        first_row: u64,
+        n_rows: u64,
+    ) -> Result<Vec<String>> {
+        self.view().read_strings(recording, lane, column, first_row, n_rows)
+    }
+
+    /// The listings this dataset was opened without (see `open_excluding`).
+    /// The listings this dataset was opened without (see `open_excluding`).
+    pub fn exclusions(&self) -> &Exclusions {
+        &self.catalog.integrity.exclusions
+    }
+
+    /// Resolves a column by name across the dataset's recordings for `gather`.
+    ///
+    /// Errors: `Schema` (no recording has it; it has another dtype, shape or timeline in some
+    /// recording), `Invalid` (`next` on a step-timeline column).
+    pub fn field(&self, column: &str, next: bool) -> Result<Field> {
+        self.view().field(column, next)
+    }
+
+    /// Reads step `number` of `set` (negative from the end) into `fields` (one row each).
+    /// Returns (episode, step within it). A step asked for by number is not redrawn: its
+    /// episode's damage is an error (and sampling leaves the episode out).
+    ///
+    /// Errors: `OutOfRange`; those of `gather_lenient`.
+    pub fn read_step(&self, set: &EpisodeSet, fields: &[Field], number: i64, out: &mut [Out<'_>]) -> Result<Window> {
+        self.view().read_step(set, fields, number, out)
+    }
+
+    /// The set of dataset episodes `indexes` (negative from the end), in that order.
+    ///
+    /// Errors: `OutOfRange`.
+    pub fn episode_set_at(&self, indexes: &[i64]) -> Result<EpisodeSet> {
+        self.view().episode_set_at(indexes)
     }
 }

@@ -12,8 +12,10 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
+use super::catalog::ListKey;
+use super::catalog::Located;
 use super::chunk_bytes::Decoded;
-use super::dataset::{Dataset, ListKey, Located};
+use super::dataset_view::DatasetView;
 use super::gather::max_threads;
 use super::steps::EpisodeSet;
 use crate::error::{Error, Result};
@@ -105,7 +107,7 @@ fn push_ids(pieces: &[(Piece, usize)], base: &[u64], ends: &[Vec<u32>], zero: u6
     }
 }
 
-impl Dataset {
+impl DatasetView<'_> {
     /// Column `column` of the episodes of `set` as a `FrameTable`, refused before anything is
     /// decoded when its frames and ids would take more than `max_bytes`.
     ///

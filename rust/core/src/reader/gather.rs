@@ -35,8 +35,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::cache::IntMap;
+use super::catalog::Located;
 use super::chunk_bytes::{ChunkBytes, Decoded};
-use super::dataset::{Dataset, Located};
+use super::dataset_view::DatasetView;
 use super::lane_scan::{join_steps, push_piece};
 use super::prefetch;
 use super::rows::chunk_strings;
@@ -254,7 +255,7 @@ pub(super) struct Piece {
     pub(super) out_row: usize,
 }
 
-impl Dataset {
+impl DatasetView<'_> {
     /// Resolves a column by name across the dataset's recordings for `gather`.
     ///
     /// Errors: `Schema` (no recording has it; it has another dtype, shape or timeline in some
@@ -437,7 +438,7 @@ impl Dataset {
         let mut items = Vec::with_capacity(windows.len());
         for w in windows {
             if let Some(e) = self.catalog.locs.get(w.episode) {
-                prefetch((e as *const super::dataset::EpisodeLoc).cast());
+                prefetch((e as *const super::catalog::EpisodeLoc).cast());
             }
         }
         for (out, w) in windows.iter().enumerate() {
@@ -767,7 +768,7 @@ pub(super) fn check_outputs(fields: &[Field], outs: &[Out<'_>], rows: usize) -> 
     Ok(())
 }
 
-impl Dataset {
+impl DatasetView<'_> {
     fn slot_corrupt(&self, slot: &(Located, Option<usize>), why: &str) -> Error {
         let c = &slot.0.chunk;
         let why = format!("chunk of column {} lane {} (rows from {}): {why}", c.column, c.lane, c.first_row);

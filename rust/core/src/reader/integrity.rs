@@ -10,13 +10,13 @@
 //! without verifying again.
 
 use std::collections::HashSet;
-use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::dataset::{hex, Dataset};
+use super::catalog::hex;
+use super::dataset_view::DatasetView;
 use super::lenient::ReadDamage;
-use super::{OpenOptions, Problem};
+use super::Problem;
 use crate::error::{Error, Result};
 use crate::format::episode::EpisodeSummary;
 
@@ -115,42 +115,11 @@ impl Integrity {
     }
 }
 
-impl Dataset {
-    /// Opens like `open`, leaving out the listings `exclusions` names and listing its problems
-    /// with the dataset's.
-    ///
-    /// Errors: as `open`.
-    pub fn open_excluding(path: &Path, opts: OpenOptions, exclusions: Exclusions) -> Result<Dataset> {
-        Dataset::open_with(path, opts, Integrity { exclusions, ..Integrity::default() })
-    }
-
-    /// Opens leaving out what `exclusions_json` names (an earlier verification's listing, as
-    /// `Exclusions::to_json` gave it: a dataset pickled into a worker), else verifying first with
-    /// `verify` (see `open_verified`), else as `open`.
-    ///
-    /// Errors: `Invalid` (malformed `exclusions_json`); those of `open` and `open_verified`.
-    pub fn open_choosing(
-        path: &Path,
-        opts: OpenOptions,
-        verify: bool,
-        exclusions_json: Option<&str>,
-    ) -> Result<Dataset> {
-        match exclusions_json.map(Exclusions::from_json).transpose()? {
-            Some(exclusions) => Dataset::open_excluding(path, opts, exclusions),
-            None if verify => super::open_verified(path, opts).map(|(ds, _)| ds),
-            None => Dataset::open(path, opts),
-        }
-    }
-
+impl DatasetView<'_> {
     /// The key of a listed episode.
     pub fn episode_key(&self, episode: usize) -> Result<EpisodeKey> {
         let e = self.episode(episode)?;
         Ok(EpisodeKey::of(self.catalog.recordings[e.recording].id, &e.summary))
-    }
-
-    /// The listings this dataset was opened without (see `open_excluding`).
-    pub fn exclusions(&self) -> &Exclusions {
-        &self.catalog.integrity.exclusions
     }
 
     /// The error for a column name no recording lists: `Corrupt` when a recording lost column

@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use super::dataset::Dataset;
+use super::dataset_view::DatasetView;
 use super::gather::{Item, Piece, ZEROS};
 use super::steps::EpisodeSet;
 use crate::error::Result;
@@ -30,7 +30,7 @@ pub(crate) fn file_order(places: &[FilePlace]) -> Vec<usize> {
     order
 }
 
-impl Dataset {
+impl DatasetView<'_> {
     /// The members of `set` in file order (see the module notes), with the step numbering of
     /// that order; made once per set (a set that grows makes it again).
     ///

@@ -26,8 +26,9 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 
+use super::checks::episode_span;
 use super::damage::{Affected, Damage};
-use super::dataset::{episode_span, Dataset};
+use super::dataset_view::DatasetView;
 use super::gather::{Field, Out, Window};
 use super::rows::overlapping;
 use super::sampling::SplitMix64;
@@ -177,7 +178,7 @@ fn draw(set: &EpisodeSet, kind: WindowKind, stream: u64, attempt: u64) -> Result
     Ok(Window { episode, start })
 }
 
-impl Dataset {
+impl DatasetView<'_> {
     /// `gather`, leaving damaged episodes out (see the module notes): windows that fall in them
     /// are redrawn as `redraw` says, and `windows` ends up holding the windows read. Returns the
     /// damage found (each with the episodes it newly left out), for the caller to report. With

@@ -33,6 +33,7 @@ mod checks;
 mod chunk_bytes;
 mod damage;
 mod dataset;
+mod dataset_view;
 mod frames_of;
 mod gather;
 mod integrity;
@@ -76,8 +77,8 @@ pub use shared_chunks::{available_memory, cache_plan, CachePlan, CacheStats, CAC
 pub use steps::{EpisodeSet, StepIndex, WindowIndex};
 pub use stream::set_stream_from_bytes;
 
+pub(crate) use checks::episode_span;
 pub use damage::Damage;
-pub(crate) use dataset::episode_span;
 pub use integrity::{EpisodeKey, Exclusions};
 pub use lenient::{Draw, Redraw, WindowKind};
 pub use salvage::{Salvage, SalvagePlan};

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use super::dataset::Dataset;
+use super::dataset_view::DatasetView;
 use super::gather::Field;
 use super::lenient::WindowKind;
 use crate::layout::Layout;
@@ -67,7 +67,7 @@ impl BatchPlan {
     /// recording's Meta record; columns are matched by name in every recording.
     ///
     /// Errors: `Invalid` (no recording; a layout damaged or missing), those of `Dataset::field`.
-    pub fn new(ds: &Dataset, keys: Option<&[String]>) -> Result<BatchPlan> {
+    pub(crate) fn new(ds: &DatasetView<'_>, keys: Option<&[String]>) -> Result<BatchPlan> {
         let keys: Vec<String> = match keys {
             Some(k) => k.to_vec(),
             None => DEFAULT_KEYS.iter().map(|s| s.to_string()).collect(),
@@ -184,7 +184,7 @@ fn meta_layout(meta_json: &str, which: &str, is_column: &dyn Fn(&str) -> bool) -
     Layout::parse(tree, is_column).map_err(Some)
 }
 
-impl Dataset {
+impl DatasetView<'_> {
     /// The `which` ("observation" or "action") layout of episode `episode`'s recording, over
     /// columns the recording has: how to nest the episode's leaf columns like its space.
     ///

@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use memmap2::Mmap;
 
+use super::catalog::Located;
 use super::chunk_bytes::{ChunkBytes, Decoded};
-use super::dataset::{Dataset, Located};
+use super::dataset_view::DatasetView;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::chunks::ChunkRef;
@@ -53,7 +54,7 @@ impl std::fmt::Debug for RowsView {
     }
 }
 
-impl Dataset {
+impl DatasetView<'_> {
     fn column_spec(&self, recording: usize, column: ColumnId) -> Result<&ColumnSpec> {
         let rec = self.recording(recording)?;
         rec.columns.get(column as usize).ok_or_else(|| {

@@ -9,7 +9,9 @@
 
 use std::collections::HashSet;
 
-use super::dataset::{episode_span, is_required, Dataset};
+use super::checks::episode_span;
+use super::checks::is_required;
+use super::dataset_view::DatasetView;
 use super::rows::overlapping;
 use super::verify::VerifyReport;
 use crate::format::episode::EpisodeSummary;
@@ -90,7 +92,7 @@ pub(crate) fn steps_before(length: u64, timeline: Timeline, bad_row: u64) -> u64
     }
 }
 
-impl Dataset {
+impl DatasetView<'_> {
     /// The salvage plan after `report` (a verification of this dataset).
     pub fn salvage(&self, report: &VerifyReport) -> SalvagePlan {
         let damaged: HashSet<usize> = report.damaged_episodes().into_iter().collect();

@@ -28,7 +28,8 @@ use std::time::{Duration, Instant};
 use memmap2::{MmapOptions, MmapRaw};
 
 use super::cache::{ChunkCache, ChunkKey, IntHasher, IntMap};
-use super::dataset::{Dataset, Located};
+use super::catalog::Located;
+use super::dataset_view::DatasetView;
 use crate::format::codec::{self, CODEC_STACK, CODEC_ZSTD};
 
 /// `OpenOptions::cache_bytes` meaning "sized by `cache_plan`".
@@ -346,7 +347,7 @@ pub fn available_memory() -> Option<u64> {
 /// What a chunk decodes to, from its index entry and (frame stacks) its zstd frame's header:
 /// `None` for chunks never cached (empty ones, raw ones read in place) and frames whose header
 /// does not declare a size the reader accepts.
-fn shape_of(ds: &Dataset, loc: &Located, row_bytes: Option<usize>) -> Option<Shape> {
+fn shape_of(ds: &DatasetView<'_>, loc: &Located, row_bytes: Option<usize>) -> Option<Shape> {
     let c = &loc.chunk;
     let mapped = ds.store.shards[loc.shard].source.is_mapped();
     if c.stored_len == 0 || (c.codec == 0 && mapped) {
@@ -368,7 +369,7 @@ fn shape_of(ds: &Dataset, loc: &Located, row_bytes: Option<usize>) -> Option<Sha
 
 /// The layout of the chunks `ds` lists now (the same in every process that opened the same
 /// index).
-pub(super) fn layout_of(ds: &Dataset) -> Layout {
+pub(super) fn layout_of(ds: &DatasetView<'_>) -> Layout {
     let mut chunks = Vec::new();
     for (&(recording, _lane, column), list) in &ds.catalog.chunk_lists {
         let spec = ds.catalog.recordings.get(recording).and_then(|r| r.columns.get(column as usize));
@@ -385,7 +386,7 @@ pub(super) fn layout_of(ds: &Dataset) -> Layout {
 /// The cache for a dataset just opened: the bound of its LRU, and its shared store where the
 /// plan says so (the LRU then gets what the store leaves of the bound, for chunks a `refresh`
 /// adds).
-pub(super) fn plan_for(ds: &Dataset) -> (usize, Option<SharedChunks>) {
+pub(super) fn plan_for(ds: &DatasetView<'_>) -> (usize, Option<SharedChunks>) {
     let layout = layout_of(ds);
     let total = layout.size - HEADER;
     let explicit = (ds.options().cache_bytes != CACHE_AUTO).then_some(ds.options().cache_bytes);
@@ -407,7 +408,7 @@ pub struct CacheStats {
     pub decodes: u64,
 }
 
-impl Dataset {
+impl DatasetView<'_> {
     pub fn cache_stats(&self) -> CacheStats {
         let shared_bytes = self.store.cache.store().map_or(0, |s| s.layout.size);
         CacheStats { lru_bytes: self.store.cache.capacity(), shared_bytes, decodes: self.store.cache.decodes() }
@@ -417,23 +418,19 @@ impl Dataset {
     pub fn shared_chunks_fd(&self) -> Option<i32> {
         self.store.cache.store().map(SharedChunks::fd)
     }
+}
 
-    /// Uses the shared store of the process that handed over `fd` (taking ownership of it)
-    /// instead of this one's, when laid out for the same chunks; else closes it. Returns
-    /// whether it was adopted.
-    ///
-    /// # Safety
-    /// `fd` must be an open descriptor this process owns and uses nowhere else.
-    pub unsafe fn adopt_shared_chunks(&mut self, fd: i32) -> bool {
-        use std::os::fd::FromRawFd;
-        // SAFETY: the caller hands over ownership of an open descriptor.
-        let file = unsafe { File::from_raw_fd(fd) };
-        let Some(store) = self.store.cache.store().and_then(|_| SharedChunks::adopt(file, layout_of(self))) else {
-            return false;
-        };
-        self.store.cache = ChunkCache::with_store(self.store.cache.capacity(), Some(store));
-        true
-    }
+/// The cache over the shared store of the process that handed over `fd` (taking ownership of
+/// it), when laid out for the same chunks as `ds`'s own store; else `None` (and `fd` closed).
+///
+/// # Safety
+/// `fd` must be an open descriptor this process owns and uses nowhere else.
+pub(super) unsafe fn adopt(ds: &DatasetView<'_>, fd: i32) -> Option<ChunkCache> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: the caller hands over ownership of an open descriptor.
+    let file = unsafe { File::from_raw_fd(fd) };
+    let store = ds.store.cache.store().and_then(|_| SharedChunks::adopt(file, layout_of(ds)))?;
+    Some(ChunkCache::with_store(ds.store.cache.capacity(), Some(store)))
 }
 
 /// A chunk's decoded bytes in a ready slot, kept alive by the store.

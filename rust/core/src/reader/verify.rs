@@ -22,8 +22,10 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::catalog::Located;
 use super::damage::{Affected, Damage};
-use super::dataset::{Dataset, Located};
+use super::dataset::Dataset;
+use super::dataset_view::DatasetView;
 use super::gather::max_threads;
 use super::integrity::Exclusions;
 use super::rows::chunk_strings;
@@ -83,13 +85,14 @@ type RecordChunks<'d> = Vec<(&'d Located, &'d ColumnSpec)>;
 
 /// Verifies every shard of an opened dataset (see the module notes). Never fails: damage is
 /// what it reports.
-pub fn verify(ds: &Dataset) -> VerifyReport {
+pub fn verify(dataset: &Dataset) -> VerifyReport {
+    let ds = &dataset.view();
     // Built only when there is damage to map (a pass over every chunk and episode).
     let affected = std::cell::OnceCell::new();
     let affected = || affected.get_or_init(|| Affected::new(ds));
     let mut report = VerifyReport { shards: ds.store.shards.len(), ..VerifyReport::default() };
     let mut seen: HashSet<(usize, u64)> = HashSet::new();
-    for p in ds.problems() {
+    for p in dataset.problems() {
         if let Some(s) = ds.shard_of(&p.file) {
             seen.insert((s, p.offset));
         }
@@ -182,7 +185,7 @@ pub fn verify(ds: &Dataset) -> VerifyReport {
 
 /// Checks the record at `offset` of shard `s`; `chunks`: what the dataset reads from it.
 fn check_record(
-    ds: &Dataset,
+    ds: &DatasetView<'_>,
     s: usize,
     offset: u64,
     chunks: &[(&Located, &ColumnSpec)],
@@ -243,7 +246,12 @@ fn check_record(
 }
 
 /// Decodes one chunk as a read would and checks what it holds; returns its decoded bytes.
-fn check_chunk_data(ds: &Dataset, loc: &Located, spec: &ColumnSpec, scratch: &mut Vec<String>) -> Result<u64, String> {
+fn check_chunk_data(
+    ds: &DatasetView<'_>,
+    loc: &Located,
+    spec: &ColumnSpec,
+    scratch: &mut Vec<String>,
+) -> Result<u64, String> {
     let why = |e: Error| match e {
         Error::Corrupt { why, .. } => why,
         other => other.to_string(),
@@ -302,7 +310,7 @@ pub fn open_verified(path: &Path, opts: OpenOptions) -> Result<(Dataset, VerifyR
     }
     let mut exclusions = Exclusions::default();
     for e in report.damaged_episodes() {
-        exclusions.episodes.insert(ds.episode_key(e)?);
+        exclusions.episodes.insert(ds.view().episode_key(e)?);
     }
     for d in &report.damage[report.from_open..] {
         exclusions.problems.push(Problem::new(&d.file, d.offset, d.why_with_episodes()));
