@@ -10,8 +10,8 @@ use super::dataset_view::DatasetView;
 use super::gather::{Field, Out, Window};
 use super::lenient::{Draw, Redraw, WindowKind};
 use super::plan::BatchPlan;
-use super::request::{resolve_index, Request};
-use super::steps::EpisodeSet;
+use super::request::Request;
+use super::steps::{resolve_index, EpisodeSet};
 use super::stream::put_i64s;
 use crate::{DType, Result};
 

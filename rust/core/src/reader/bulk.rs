@@ -17,7 +17,8 @@ use std::sync::Mutex;
 
 use super::catalog::EpisodeLoc;
 use super::dataset_view::DatasetView;
-use super::gather::{check_outputs, max_threads, parallel_copy_bytes, Field, Item, Out, Run, Work};
+use super::gather::{check_outputs, max_threads, parallel_copy_bytes, Field, Out, Run, Work};
+use super::pieces::Item;
 use super::prefetch;
 use super::stream::{fence, put_i64s, put_sequence, streams};
 use crate::error::{Error, Result};

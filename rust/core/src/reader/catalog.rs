@@ -25,13 +25,15 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use super::cache::{IntMap, VerifiedRecords};
 use super::checks::{check_chunk, episode_span, first_gap, is_required, mask_pair_problem};
-use super::integrity::{Integrity, LeftOut};
+use super::chunk_list::{ChunkList, ListKey, Located};
+use super::int_map::IntMap;
+use super::integrity::{Exclusions, LeftOut};
 use super::parts::{self, Part, Place};
 use super::shard::Found;
 use super::steps::EpisodeSet;
-use super::Problem;
+use super::verified::VerifiedRecords;
+use super::{hex, Problem};
 use crate::error::{Error, Result};
 use crate::format::chunks::ChunkRef;
 use crate::format::episode::EpisodeSummary;
@@ -80,27 +82,6 @@ pub(crate) struct EpisodeLoc {
     pub length: u64,
 }
 
-/// A chunk and the shard it lives in.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Located {
-    pub shard: usize,
-    pub chunk: ChunkRef,
-    /// Id of its Chunks record in `Dataset::verified`.
-    pub record: u32,
-}
-
-impl Located {
-    pub fn first_row(&self) -> u64 {
-        self.chunk.first_row
-    }
-    /// Checked when the chunk was taken in, so it does not overflow.
-    pub fn end_row(&self) -> u64 {
-        self.chunk.first_row.saturating_add(self.chunk.n_rows as u64)
-    }
-}
-
-pub(crate) type ListKey = (usize, u32, ColumnId);
-
 /// A record of a kind this version does not know (a newer writer's), skipped.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SkippedRecord {
@@ -120,15 +101,6 @@ pub struct ColumnStats {
     pub chunks: u64,
     pub raw_bytes: u64,
     pub stored_bytes: u64,
-}
-
-/// The chunks of one (recording, lane, column), sorted by first row and disjoint.
-#[derive(Debug, Default)]
-pub(crate) struct ChunkList {
-    pub chunks: Vec<Located>,
-    /// Their end rows, packed: a batched read binary-searches them for every row it gathers,
-    /// and 72-byte `Located`s would spread a search over many cache lines.
-    pub ends: Vec<u64>,
 }
 
 #[derive(Default)]
@@ -189,12 +161,14 @@ pub(crate) struct Catalog {
     /// Episodes discarded after parts of them were written.
     discarded: HashSet<(usize, u64)>,
     pub skipped: Vec<SkippedRecord>,
-    /// Listings to leave out, episodes left out, damage found while reading (`integrity`).
-    pub integrity: Integrity,
+    /// Listings to leave out (see `integrity`).
+    pub exclusions: Exclusions,
+    /// Episodes left out when listed (some of their rows are lost), for recovery.
+    pub left_out: Vec<LeftOut>,
 }
 
 impl Catalog {
-    pub fn new(root: &Path, is_dir: bool, integrity: Integrity) -> Catalog {
+    pub fn new(root: &Path, is_dir: bool, exclusions: Exclusions) -> Catalog {
         Catalog {
             root: root.to_path_buf(),
             is_dir,
@@ -213,7 +187,8 @@ impl Catalog {
             listed_parts: HashMap::new(),
             discarded: HashSet::new(),
             skipped: Vec::new(),
-            integrity,
+            exclusions,
+            left_out: Vec::new(),
         }
     }
 
@@ -266,6 +241,11 @@ impl Catalog {
             }
         }
         by.into_values().collect()
+    }
+
+    /// The shard a path names (as errors and problems name files).
+    pub fn shard_of(&self, file: &Path) -> Option<usize> {
+        self.shards.iter().position(|s| s.path == file)
     }
 
     /// Assigns a new shard to its recording; `None` (and a problem) if that recording already
@@ -527,7 +507,7 @@ impl Catalog {
         continued: bool,
         from_seq: u64,
     ) -> Option<(EpisodeLoc, EpisodeRef)> {
-        if self.integrity.excludes(&self.recordings[recording].id, &summary) {
+        if self.exclusions.excludes(&self.recordings[recording].id, &summary) {
             return None;
         }
         match self.check_episode(recording, shard, &summary, from_seq) {
@@ -543,7 +523,7 @@ impl Catalog {
                 Some((loc, EpisodeRef { recording, shard, summary, continued, continues }))
             }
             Err(why) => {
-                self.integrity.left_out.push(LeftOut { recording, shard, summary: summary.clone() });
+                self.left_out.push(LeftOut { recording, shard, summary: summary.clone() });
                 let why = format!("episode {} (lane {}) left out: {why}", summary.episode_id, summary.lane);
                 self.own_problems.push(Problem::new(&self.shards[shard].path, summary.record_offset, why));
                 None
@@ -700,10 +680,6 @@ impl Catalog {
     }
 }
 
-pub(crate) fn hex(id: &[u8; 16]) -> String {
-    id.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -857,7 +833,7 @@ mod tests {
             },
         ];
         for case in cases {
-            let mut catalog = Catalog::new(Path::new("d"), true, Integrity::default());
+            let mut catalog = Catalog::new(Path::new("d"), true, Exclusions::default());
             assert_eq!(catalog.register(facts(0)), Some(0));
             let found = Found { columns: columns(), chunks: case.chunks, episodes: case.episodes, ..Found::default() };
             catalog.take_in(vec![(0, found)], vec![case.damage], &mut VerifiedRecords::default());
@@ -878,7 +854,7 @@ mod tests {
 
     #[test]
     fn a_copied_shard_and_a_missing_one_are_named() {
-        let mut catalog = Catalog::new(Path::new("d"), true, Integrity::default());
+        let mut catalog = Catalog::new(Path::new("d"), true, Exclusions::default());
         assert_eq!(catalog.register(facts(0)), Some(0));
         assert_eq!(catalog.register(facts(2)), Some(1));
         let copy = ShardFacts { path: PathBuf::from("d/copy.trj"), ..facts(0) };
@@ -894,7 +870,7 @@ mod tests {
 
     #[test]
     fn an_episode_over_a_rollover_is_listed_again_in_place_when_its_end_arrives() {
-        let mut catalog = Catalog::new(Path::new("d"), true, Integrity::default());
+        let mut catalog = Catalog::new(Path::new("d"), true, Exclusions::default());
         catalog.register(facts(0));
         // Shard 0: episode 0 whole (rows 0..4), episode 1 running at the rollover (3 steps so far).
         let part = EpisodeSummary { flags: FLAG_CONTINUES, ..episode(1, 5, 3, 600) };

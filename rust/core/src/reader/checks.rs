@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::catalog::Located;
+use super::chunk_list::Located;
 use crate::format::chunks::ChunkRef;
 use crate::format::codec::{codec_ids, CODEC_DELTA, CODEC_STACK, CODEC_ZSTD};
 use crate::format::episode::EpisodeSummary;

@@ -11,7 +11,7 @@ use super::cache::ChunkCache;
 use super::catalog::Catalog;
 use super::dataset_view::DatasetView;
 use super::integrity::Exclusions;
-use super::integrity::Integrity;
+use super::read_damage::ReadDamage;
 use super::rows::EpisodeColumn;
 use super::steps::EpisodeSet;
 use super::store::Store;
@@ -33,6 +33,8 @@ pub struct Dataset {
     opts: OpenOptions,
     pub(super) store: Store,
     pub(super) catalog: Catalog,
+    /// Damage reads found (lenient reads leave its episodes out).
+    read_damage: ReadDamage,
     /// Shard problems, the catalog's and the exclusions', gathered after every open/refresh.
     problems: Vec<Problem>,
 }
@@ -44,22 +46,23 @@ impl Dataset {
     /// the file named, or a `.trj` file in the directory), `Version` (a newer major version),
     /// `Corrupt` (damage, with `strict`), `Io`.
     pub fn open(path: &Path, opts: OpenOptions) -> Result<Dataset> {
-        Dataset::open_with(path, opts, Integrity::default())
+        Dataset::open_with(path, opts, Exclusions::default())
     }
 
     /// `open`, with what is known of damage beyond the files (see `integrity`).
-    pub(super) fn open_with(path: &Path, opts: OpenOptions, integrity: Integrity) -> Result<Dataset> {
+    pub(super) fn open_with(path: &Path, opts: OpenOptions, exclusions: Exclusions) -> Result<Dataset> {
         let is_dir = fs::metadata(path).map_err(|e| Error::io(path, e))?.is_dir();
         let mut ds = Dataset {
             path: path.to_path_buf(),
             is_dir,
             store: Store::new(ChunkCache::new(opts.cache_bytes)),
-            catalog: Catalog::new(path, is_dir, integrity),
+            catalog: Catalog::new(path, is_dir, exclusions),
+            read_damage: ReadDamage::default(),
             opts,
             problems: Vec::new(),
         };
         ds.update()?;
-        let (lru_bytes, store) = super::shared_chunks::plan_for(&ds.view());
+        let (lru_bytes, store) = super::shared_chunks::plan_for(&ds.catalog, &ds.store.shards, ds.opts.cache_bytes);
         ds.store.cache = ChunkCache::with_store(lru_bytes, store);
         Ok(ds)
     }
@@ -69,7 +72,7 @@ impl Dataset {
     ///
     /// Errors: as `open`.
     pub fn open_excluding(path: &Path, opts: OpenOptions, exclusions: Exclusions) -> Result<Dataset> {
-        Dataset::open_with(path, opts, Integrity { exclusions, ..Integrity::default() })
+        Dataset::open_with(path, opts, exclusions)
     }
 
     /// Opens leaving out what `exclusions_json` names (an earlier verification's listing, as
@@ -92,7 +95,13 @@ impl Dataset {
 
     /// The dataset as reads see it (see `dataset_view`).
     pub(crate) fn view(&self) -> DatasetView<'_> {
-        DatasetView { root: &self.path, catalog: &self.catalog, store: &self.store, opts: &self.opts }
+        DatasetView {
+            root: &self.path,
+            catalog: &self.catalog,
+            store: &self.store,
+            read_damage: &self.read_damage,
+            opts: &self.opts,
+        }
     }
 
     /// Uses the shared store of the process that handed over `fd` (taking ownership of it)
@@ -103,13 +112,7 @@ impl Dataset {
     /// `fd` must be an open descriptor this process owns and uses nowhere else.
     pub unsafe fn adopt_shared_chunks(&mut self, fd: i32) -> bool {
         // SAFETY: the caller's promise, passed on.
-        match unsafe { super::shared_chunks::adopt(&self.view(), fd) } {
-            Some(cache) => {
-                self.store.cache = cache;
-                true
-            }
-            None => false,
-        }
+        unsafe { self.store.adopt_shared_chunks(&self.catalog, fd) }
     }
 
     /// Finds new shard files, scans what grew, and takes in what was found.
@@ -127,7 +130,7 @@ impl Dataset {
         self.catalog.report_missing_shards();
         self.problems = self.store.problems().cloned().collect();
         self.problems.extend(self.catalog.own_problems.iter().cloned());
-        self.problems.extend(self.catalog.integrity.exclusions.problems.iter().cloned());
+        self.problems.extend(self.catalog.exclusions.problems.iter().cloned());
         match self.problems.first() {
             Some(p) if self.opts.strict => Err(p.to_error()),
             _ => Ok(()),
@@ -250,7 +253,7 @@ impl Dataset {
     // The reads, each documented where it is built (see `dataset_view`).
 
     pub fn cache_stats(&self) -> CacheStats {
-        self.view().cache_stats()
+        self.store.cache_stats()
     }
 
     /// Column `column` of the episodes of `set` as a `FrameTable`, refused before anything is
@@ -318,7 +321,7 @@ impl Dataset {
 
     /// The shared store's descriptor, for a spawned process to `adopt_shared_chunks`.
     pub fn shared_chunks_fd(&self) -> Option<i32> {
-        self.view().shared_chunks_fd()
+        self.store.shared_chunks_fd()
     }
 
     /// Like `read_episode_column`, without a copy, when the rows lie in one raw chunk:
@@ -438,7 +441,7 @@ impl Dataset {
     /// The listings this dataset was opened without (see `open_excluding`).
     /// The listings this dataset was opened without (see `open_excluding`).
     pub fn exclusions(&self) -> &Exclusions {
-        &self.catalog.integrity.exclusions
+        &self.catalog.exclusions
     }
 
     /// Resolves a column by name across the dataset's recordings for `gather`.

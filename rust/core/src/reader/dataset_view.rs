@@ -6,10 +6,12 @@
 use std::path::Path;
 
 use super::catalog::{Catalog, EpisodeRef, Recording};
+use super::integrity::EpisodeKey;
+use super::read_damage::ReadDamage;
 use super::steps::EpisodeSet;
 use super::store::Store;
 use super::OpenOptions;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::schema::ColumnId;
 
 #[derive(Clone, Copy)]
@@ -18,6 +20,7 @@ pub(crate) struct DatasetView<'d> {
     pub root: &'d Path,
     pub catalog: &'d Catalog,
     pub store: &'d Store,
+    pub read_damage: &'d ReadDamage,
     pub opts: &'d OpenOptions,
 }
 
@@ -66,5 +69,20 @@ impl<'d> DatasetView<'d> {
 
     pub fn options(&self) -> &'d OpenOptions {
         self.opts
+    }
+
+    /// The key of a listed episode.
+    pub fn episode_key(&self, episode: usize) -> Result<EpisodeKey> {
+        let e = self.episode(episode)?;
+        Ok(EpisodeKey::of(self.catalog.recordings[e.recording].id, &e.summary))
+    }
+
+    /// The error for a column name no recording lists: `Corrupt` when a recording lost column
+    /// descriptions (the name may be one of them), else `Schema`.
+    pub fn no_such_column(&self, column: &str) -> Error {
+        match self.catalog.recordings.iter().find_map(|r| r.schema_damage.as_ref()) {
+            Some(p) => Error::corrupt(&p.file, p.offset, format!("column '{column}' is unreadable: {}", p.why)),
+            None => Error::schema(column, "no such column in this dataset"),
+        }
     }
 }

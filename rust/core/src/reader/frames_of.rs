@@ -12,9 +12,8 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 
-use super::catalog::ListKey;
-use super::catalog::Located;
 use super::chunk_bytes::Decoded;
+use super::chunk_list::{ListKey, Located};
 use super::dataset_view::DatasetView;
 use super::gather::max_threads;
 use super::steps::EpisodeSet;

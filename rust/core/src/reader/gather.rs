@@ -34,11 +34,11 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use super::cache::IntMap;
-use super::catalog::Located;
 use super::chunk_bytes::{ChunkBytes, Decoded};
+use super::chunk_list::Located;
 use super::dataset_view::DatasetView;
-use super::lane_scan::{join_steps, push_piece};
+use super::int_map::IntMap;
+use super::pieces::{join_steps, push_piece, Item, Piece, ZEROS};
 use super::prefetch;
 use super::rows::chunk_strings;
 use super::stream::{copy_streamed, fence, streams_rows};
@@ -170,9 +170,6 @@ impl Out<'_> {
     }
 }
 
-/// The slot of pieces that are zeros: padding, and rows no chunk holds.
-pub(super) const ZEROS: u32 = u32::MAX;
-
 /// 0 = not set: the default.
 static MAX_THREADS: AtomicUsize = AtomicUsize::new(0);
 
@@ -209,22 +206,6 @@ pub(super) fn parallel_copy_bytes() -> usize {
     PARALLEL_COPY_BYTES.load(Ordering::Relaxed)
 }
 
-/// A window's (or run's) rows in its lane, with where they go in the outputs.
-#[derive(Clone, Copy)]
-pub(super) struct Item {
-    pub(super) recording: usize,
-    pub(super) lane: u32,
-    /// The window's first row on each timeline.
-    pub(super) obs_row: u64,
-    pub(super) step_row: u64,
-    /// Rows inside the episode (fewer than the window's length when padded).
-    pub(super) rows: u64,
-    /// Rows of padding after them (zeros).
-    pub(super) pad: usize,
-    /// Where its first row goes in the outputs.
-    pub(super) out_row: usize,
-}
-
 /// What a gather may spend: the threads it may use (decoding, copying), and whether its stores
 /// go around the CPU caches (a bulk read of far more than they hold; see `stream`).
 #[derive(Clone, Copy)]
@@ -244,15 +225,6 @@ struct Sources<'a> {
     prefetch: bool,
     /// Store around the CPU caches (a bulk read of far more than they hold; see `stream`).
     stream: bool,
-}
-
-/// Rows `chunk_row .. chunk_row + rows` of slot `slot` go to output rows from `out_row`.
-#[derive(Clone, Copy)]
-pub(super) struct Piece {
-    pub(super) slot: u32,
-    pub(super) chunk_row: usize,
-    pub(super) rows: usize,
-    pub(super) out_row: usize,
 }
 
 impl DatasetView<'_> {

@@ -1,9 +1,8 @@
 //! What a dataset knows about damage beyond what opening found: listings to leave out (a
-//! verification found their data damaged), episodes left out when listed (kept for recovery),
-//! damage found while reading (see `lenient`), and columns whose description was lost.
+//! verification found their data damaged), and episodes left out when listed (kept for
+//! recovery). Damage found while reading is `read_damage`'s.
 //!
-//! Leaving out is decided where episodes are listed (`Dataset::push_episode` asks
-//! `Integrity::excludes`), so a dataset opened with exclusions lists, numbers and samples as if
+//! Leaving out is decided where episodes are listed (the catalog asks `Exclusions::excludes`), so a dataset opened with exclusions lists, numbers and samples as if
 //! those episodes had never been written; the damage that decided it is listed with the
 //! dataset's problems. Exclusions are plain values (keys that do not depend on the order files
 //! are opened in), so a dataset pickled into a data-loader worker reopens with the same listing
@@ -13,10 +12,7 @@ use std::collections::HashSet;
 
 use serde_json::{json, Value};
 
-use super::catalog::hex;
-use super::dataset_view::DatasetView;
-use super::lenient::ReadDamage;
-use super::Problem;
+use super::{hex, Problem};
 use crate::error::{Error, Result};
 use crate::format::episode::EpisodeSummary;
 
@@ -100,35 +96,10 @@ pub(crate) struct LeftOut {
     pub summary: EpisodeSummary,
 }
 
-#[derive(Default)]
-pub(crate) struct Integrity {
-    pub exclusions: Exclusions,
-    pub left_out: Vec<LeftOut>,
-    pub read: ReadDamage,
-}
-
-impl Integrity {
+impl Exclusions {
     /// Whether a listing is to be left out.
     pub fn excludes(&self, recording_id: &[u8; 16], summary: &EpisodeSummary) -> bool {
-        !self.exclusions.episodes.is_empty()
-            && self.exclusions.episodes.contains(&EpisodeKey::of(*recording_id, summary))
-    }
-}
-
-impl DatasetView<'_> {
-    /// The key of a listed episode.
-    pub fn episode_key(&self, episode: usize) -> Result<EpisodeKey> {
-        let e = self.episode(episode)?;
-        Ok(EpisodeKey::of(self.catalog.recordings[e.recording].id, &e.summary))
-    }
-
-    /// The error for a column name no recording lists: `Corrupt` when a recording lost column
-    /// descriptions (the name may be one of them), else `Schema`.
-    pub(crate) fn no_such_column(&self, column: &str) -> Error {
-        match self.catalog.recordings.iter().find_map(|r| r.schema_damage.as_ref()) {
-            Some(p) => Error::corrupt(&p.file, p.offset, format!("column '{column}' is unreadable: {}", p.why)),
-            None => Error::schema(column, "no such column in this dataset"),
-        }
+        !self.episodes.is_empty() && self.episodes.contains(&EpisodeKey::of(*recording_id, summary))
     }
 }
 

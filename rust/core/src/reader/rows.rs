@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use memmap2::Mmap;
 
-use super::catalog::Located;
 use super::chunk_bytes::{ChunkBytes, Decoded};
+use super::chunk_list::Located;
 use super::dataset_view::DatasetView;
 use crate::dtype::DType;
 use crate::error::{Error, Result};

@@ -108,7 +108,7 @@ impl DatasetView<'_> {
             let metadata = self.episode_metadata(i).unwrap_or_else(|_| "{}".into());
             keyed.push((e.recording, e.shard, Some(i), e.summary.clone(), kept, metadata));
         }
-        for left in &self.catalog.integrity.left_out {
+        for left in &self.catalog.left_out {
             let kept = self.intact_steps(left.recording, &left.summary, &report.unreadable);
             let shard = &self.store.shards[left.shard];
             let metadata = shard

@@ -8,9 +8,11 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use super::cache::{ChunkCache, VerifiedRecords};
-use super::catalog::ShardFacts;
+use super::cache::ChunkCache;
+use super::catalog::{Catalog, ShardFacts};
 use super::shard::{Found, Opened, Shard};
+use super::shared_chunks::{layout_of, CacheStats, SharedChunks};
+use super::verified::VerifiedRecords;
 use super::{OpenOptions, Problem, SHARD_EXTENSION};
 use crate::error::{Error, Result};
 use crate::format::episode::{DecodedEpisode, EpisodeSummary};
@@ -175,5 +177,35 @@ impl Store {
             }
         }
         (samples, problems)
+    }
+
+    pub fn cache_stats(&self) -> CacheStats {
+        let shared_bytes = self.cache.store().map_or(0, |s| s.size());
+        CacheStats { lru_bytes: self.cache.capacity(), shared_bytes, decodes: self.cache.decodes() }
+    }
+
+    /// The shared store's descriptor, for a spawned process to `adopt_shared_chunks`.
+    pub fn shared_chunks_fd(&self) -> Option<i32> {
+        self.cache.store().map(SharedChunks::fd)
+    }
+
+    /// Uses the shared store of the process that handed over `fd` (taking ownership of it)
+    /// instead of this one's, when laid out for the same chunks (those `catalog` lists); else
+    /// closes it. Returns whether it was adopted.
+    ///
+    /// # Safety
+    /// `fd` must be an open descriptor this process owns and uses nowhere else.
+    pub unsafe fn adopt_shared_chunks(&mut self, catalog: &Catalog, fd: i32) -> bool {
+        use std::os::fd::FromRawFd;
+        // SAFETY: the caller hands over ownership of an open descriptor.
+        let file = unsafe { fs::File::from_raw_fd(fd) };
+        let layout = || layout_of(catalog, &self.shards);
+        match self.cache.store().and_then(|_| SharedChunks::adopt(file, layout())) {
+            Some(store) => {
+                self.cache = ChunkCache::with_store(self.cache.capacity(), Some(store));
+                true
+            }
+            None => false,
+        }
     }
 }

@@ -22,7 +22,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use super::catalog::Located;
+use super::chunk_list::Located;
 use super::damage::{Affected, Damage};
 use super::dataset::Dataset;
 use super::dataset_view::DatasetView;
@@ -89,11 +89,11 @@ pub fn verify(dataset: &Dataset) -> VerifyReport {
     let ds = &dataset.view();
     // Built only when there is damage to map (a pass over every chunk and episode).
     let affected = std::cell::OnceCell::new();
-    let affected = || affected.get_or_init(|| Affected::new(ds));
+    let affected = || affected.get_or_init(|| Affected::new(ds.catalog));
     let mut report = VerifyReport { shards: ds.store.shards.len(), ..VerifyReport::default() };
     let mut seen: HashSet<(usize, u64)> = HashSet::new();
     for p in dataset.problems() {
-        if let Some(s) = ds.shard_of(&p.file) {
+        if let Some(s) = ds.catalog.shard_of(&p.file) {
             seen.insert((s, p.offset));
         }
         let episodes = affected().of_problem(p);
