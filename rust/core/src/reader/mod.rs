@@ -1,26 +1,26 @@
 //! Reading shards and datasets.
 //!
-//! - `shard`: one shard file: header check, its bytes (`source`: memory map or positioned reads), the clean path (End -> Index chain) and
-//!   the recovery path (hopping record headers forward), and what damage was found.
-//! - `dataset`: a directory of shards (or one shard): recordings, their columns, merged chunk
-//!   lists per (recording, lane, column), the episode list, `refresh` for files still being written.
-//! - `rows`: reading rows of a column into a buffer, across chunks, through the cache.
-//! - `cache`: the byte-bounded cache of decoded chunks and the set of checksum-verified records.
-//! - `steps`: the global step index (prefix sums of episode lengths) and episode subsets with
-//!   their own step and window numbering.
-//! - `gather`: batched reads of many (episode, step) windows into caller-owned buffers.
-//! - `scan`: bulk reads of consecutive steps (a run per episode instead of a window per step).
-//! - `lane_scan`: the file's order of a set of episodes (by recording, lane and row), in which a
-//!   bulk read copies whole chunks instead of a piece per episode.
-//! - `metrics`: the episodes' stored metrics as arrays by column name.
-//! - `sampling`: reproducible uniform sampling of steps and windows from a seed.
-//! - `plan`: the fields behind a batch's output keys; `request`: which windows a batch holds
-//!   (and the one rule for negative indexes); `batch`: a batch read whole into caller outputs;
-//!   `pool`: where those outputs lie in one block, and the pool of large blocks.
-//! - `verify`: every record checksummed and every chunk decoded, damage mapped to episodes
-//!   (`damage`); `integrity`: listings left out after a verification, episodes left out at open;
-//!   `lenient`: training reads that leave damaged episodes out and go on; `salvage`: what of each
-//!   episode still reads (the plan `recover` writes).
+//! Layers, each depending only on those below it (no import circle):
+//! - `dataset`: the façade users hold: open, refresh, the listing, and one-line forwards to the
+//!   reads. It owns a `Store`, a `Catalog` and the damage reads found, and hands reads a
+//!   `DatasetView` of them (`dataset_view`): every read is a method of the view.
+//! - `store`: all I/O: shard files found in the directory, opened, scanned as they grow and
+//!   checked for changes (`shard`, reading through `source`: a memory map or positioned reads),
+//!   the cache of decoded chunks (`cache`, `chunk_bytes`, `shared_chunks`: one copy per machine
+//!   for data-loader workers) and the checksum-verified records (`verified`).
+//! - `catalog`: recordings, chunk lists (`chunk_list`) and episodes, built without I/O from the
+//!   records the store's scans decode; its decisions are pure functions with table tests:
+//!   `checks` (is a chunk sane, do a column and its mask agree, which rows no chunk holds),
+//!   `parts` (episodes over a shard rollover), `tail` (an unfinished record is not damage).
+//! - The reads: `rows` (a column's rows, one walk over the chunks of `[a, b)`), `gather`
+//!   (batched windows into caller buffers, copying `pieces`), `scan` and `bulk` (consecutive
+//!   steps), `lane_scan` (the file's order), `frames_of` (frame tables for device stacking),
+//!   `batch` (a batch whole: `plan` keys -> fields, `request` -> windows), `steps` (step and
+//!   window numbering, the one rule for negative indexes), `sampling`, `metrics`, `pool`.
+//! - Damage: `verify` (every record checksummed, every chunk decoded), `damage` (which episodes
+//!   a damaged spot affects), `integrity` (listings left out after a verification),
+//!   `read_damage` and `lenient` (training reads that leave damaged episodes out and go on),
+//!   `salvage` (what of each episode still reads: the plan `recover` writes).
 //!
 //! Everything read from a file is untrusted: every offset and length is bounds-checked with
 //! checked arithmetic, and damage becomes a `Problem` (or `Error::Corrupt`), never a panic.
