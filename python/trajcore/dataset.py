@@ -16,6 +16,7 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 from trajcore import _core
+from trajcore._agents import agents_of
 from trajcore._filters import EpisodeFilters, select_indices
 from trajcore._infos import Field, column_fields, nest
 from trajcore._meta import rebuild_space
@@ -410,6 +411,12 @@ class Dataset(_Sampling):
             raise CorruptFileError(f"{file}: corrupt at byte offset {offset}: episode {index}'s {which}: {why}")
         fields = rec.infos if which == "infos" else rec.data
         return nest(fields, lambda column: self._read(index, column), self._path)
+
+    @property
+    def agents(self) -> list[str]:
+        """The agents of a multi-agent dataset, in recording order (empty for single-agent data):
+        ``select(agent=...)`` picks their episodes (see `trajcore._agents`)."""
+        return agents_of(self)
 
 
 def _reopen(
