@@ -66,7 +66,9 @@ def run_parallel(env: Any, episodes: int, seed: int) -> list[dict[Any, Want]]:
             observations, rewards, terms, truncs, infos = env.step(actions)
             for a, action in actions.items():
                 if a in observations:
-                    parts[a].add(action, t, _copy(observations[a]), rewards[a], terms[a], truncs[a], dict(infos.get(a, {})))
+                    parts[a].add(
+                        action, t, _copy(observations[a]), rewards[a], terms[a], truncs[a], dict(infos.get(a, {}))
+                    )
             for a, o in observations.items():
                 if a not in parts:
                     parts[a] = Want(_copy(o), dict(infos.get(a, {})))
@@ -221,9 +223,9 @@ class Arrivals(ParallelEnv[str, Any, Any]):
     differ (a Dict with a Text, an image, a Tuple), their infos nest and come and go."""
 
     metadata: ClassVar[dict[str, Any]] = {"name": "arrivals_v0", "render_modes": []}
-    possible_agents = ["leader", "worker", "scout"]
 
     def __init__(self) -> None:
+        self.possible_agents = ["leader", "worker", "scout"]
         self._spaces = {
             "leader": spaces.Dict({"pos": spaces.Box(-1.0, 1.0, (2,), np.float32), "note": spaces.Text(5)}),
             "worker": spaces.Box(0, 255, (4, 4, 3), np.uint8),
@@ -293,7 +295,10 @@ def test_options_metadata_discard_and_existing_directories(tmp_path: Path) -> No
         return {"agent_seen": info["agent"]}
 
     env = trajcore.RecordParallelEpisodes(
-        simple_spread_v3.parallel_env(N=2, max_cycles=5), tmp_path / "o", episode_metadata=on_end, durability="fsync_close"
+        simple_spread_v3.parallel_env(N=2, max_cycles=5),
+        tmp_path / "o",
+        episode_metadata=on_end,
+        durability="fsync_close",
     )
     env.reset(seed=0)
     env.record("agent_0", logp=-0.5)

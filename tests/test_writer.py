@@ -167,8 +167,11 @@ def test_frames_and_options(tmp_path: Path) -> None:
 
 def _good(n: int = 3) -> dict[str, Any]:
     return {
-        "observations": {"image": np.zeros((n + 1, 5, 5, 3), np.uint8), "pos": np.zeros((n + 1, 2), np.float32),
-                         "mask": np.zeros((n + 1, 4), np.int8)},
+        "observations": {
+            "image": np.zeros((n + 1, 5, 5, 3), np.uint8),
+            "pos": np.zeros((n + 1, 2), np.float32),
+            "mask": np.zeros((n + 1, 4), np.int8),
+        },
         "actions": {"move": np.zeros(n, np.int64), "force": np.zeros((n, 1), np.float32)},
         "rewards": np.ones(n),
         "terminations": np.zeros(n, bool),
@@ -179,7 +182,11 @@ def _good(n: int = 3) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("change", "error", "match"),
     [
-        ({"rewards": np.ones(2)}, trajcore.InvalidArgumentError, r"observations\['image'\] has 4 rows, expected T\+1 = 3"),
+        (
+            {"rewards": np.ones(2)},
+            trajcore.InvalidArgumentError,
+            r"observations\['image'\] has 4 rows, expected T\+1 = 3",
+        ),
         ({"truncations": np.zeros(4, bool)}, trajcore.InvalidArgumentError, r"truncations must be 3 values"),
         ({"actions": {"move": np.zeros(3, np.int64)}}, trajcore.InvalidArgumentError, r"actions has no key 'force'"),
         ({"terminations": [True, False, True]}, trajcore.InvalidArgumentError, r"step 0 of 3 is terminated"),
@@ -187,12 +194,22 @@ def _good(n: int = 3) -> dict[str, Any]:
         ({"infos": {"x": np.zeros(3)}}, trajcore.InvalidArgumentError, r"infos\['x'\] has 3 rows, expected T\+1 = 4"),
         ({"data": {"logp": np.zeros(4)}}, trajcore.InvalidArgumentError, r"data\['logp'\] has 4 rows, expected T = 3"),
         ({"metadata": [1]}, trajcore.InvalidArgumentError, r"metadata must be a mapping"),
-        ({"observations.pos": np.zeros((4, 3), np.float32)}, trajcore.SchemaError, r"observations\['pos'\]: rows of shape \(3,\), the space's are \(2,\)"),
-        ({"observations.image": np.zeros((4, 5, 5), np.uint8)}, trajcore.SchemaError, r"observations\['image'\]: rows of shape \(5, 5\)"),
+        (
+            {"observations.pos": np.zeros((4, 3), np.float32)},
+            trajcore.SchemaError,
+            r"observations\['pos'\]: rows of shape \(3,\), the space's are \(2,\)",
+        ),
+        (
+            {"observations.image": np.zeros((4, 5, 5), np.uint8)},
+            trajcore.SchemaError,
+            r"observations\['image'\]: rows of shape \(5, 5\)",
+        ),
         ({"actions.move": np.array(["a", "b", "c"])}, trajcore.SchemaError, r"add_episode: step 0: .*action/move"),
     ],
 )
-def test_bad_inputs_name_what_was_wrong(tmp_path: Path, change: dict[str, Any], error: type[Exception], match: str) -> None:
+def test_bad_inputs_name_what_was_wrong(
+    tmp_path: Path, change: dict[str, Any], error: type[Exception], match: str
+) -> None:
     obs_space, action_space = SPACES["dict"]
     args = _good()
     for key, value in change.items():
@@ -218,7 +235,10 @@ def test_bad_spaces_and_agent(tmp_path: Path) -> None:
 
 def test_agents_with_their_own_spaces_share_a_directory(tmp_path: Path) -> None:
     a_space, b_space = SPACES["box-discrete"], SPACES["image-box"]
-    with trajcore.Writer(tmp_path / "m", *a_space, agent="a") as wa, trajcore.Writer(tmp_path / "m", *b_space, agent="b") as wb:
+    with (
+        trajcore.Writer(tmp_path / "m", *a_space, agent="a") as wa,
+        trajcore.Writer(tmp_path / "m", *b_space, agent="b") as wb,
+    ):
         wa.add_episode(np.zeros((3, 3), np.float32), [1, 2], [0.5, 1.0], [0, 1], [0, 0], env_episode=0)
         wb.add_episode(np.ones((2, 8, 6, 3), np.uint8), np.zeros((1, 2)), [2.0], [1], [0], env_episode=0)
     with trajcore.open(tmp_path / "m") as ds:

@@ -314,9 +314,9 @@ def build_config(
     frames = [checked[k] for k in FRAME_CODEC_KEYS if k in checked]
     config["frame_codec"] = frames[-1] if frames else _check_codec("render", default_frame_codec(default["zstd_level"]))
     if render_fps is not None:
-        config["user"]["render_fps"] = render_fps
+        config["user"]["render_fps"] = render_fps  # the viewer plays frames at this speed
     if env.agent is not None:
-        config["user"]["agent"] = env.agent  # Episode.agent, Dataset.select(agent=...)  # the viewer plays frames at this speed
+        config["user"]["agent"] = env.agent  # Episode.agent, Dataset.select(agent=...)
     # Left out when not given: the core's defaults apply.
     for key, name, cast in (
         ("chunk_bytes", "chunk_bytes", int),

@@ -166,7 +166,7 @@ class _MultiAgentRecording:
         self.close()  # type: ignore[attr-defined]  # both recorders define it
 
 
-class RecordParallelEpisodes(_MultiAgentRecording, BaseParallelWrapper[Any, Any, Any]):
+class RecordParallelEpisodes(_MultiAgentRecording, BaseParallelWrapper):  # type: ignore[misc]  # untyped base
     """Records every agent's episodes of a PettingZoo Parallel env into directory `path`.
 
     An agent's episode starts at the reset (or at the first step that returns its observation,
@@ -189,7 +189,7 @@ class RecordParallelEpisodes(_MultiAgentRecording, BaseParallelWrapper[Any, Any,
 
     def __init__(
         self,
-        env: ParallelEnv[Any, Any, Any],
+        env: ParallelEnv,
         path: str | os.PathLike[str],
         metadata: Mapping[str, Any] | None = None,
         **options: Unpack[RecordingOptions],
@@ -207,7 +207,7 @@ class RecordParallelEpisodes(_MultiAgentRecording, BaseParallelWrapper[Any, Any,
         return observations, infos
 
     def step(self, actions: dict[Any, Any]) -> tuple[Any, Any, Any, Any, Any]:
-        result = self.env.step(actions)
+        result: tuple[Any, Any, Any, Any, Any] = self.env.step(actions)
         observations, rewards, terminations, truncations, infos = result
         rec = self._rec
         for agent, action in actions.items():
@@ -232,7 +232,7 @@ class RecordParallelEpisodes(_MultiAgentRecording, BaseParallelWrapper[Any, Any,
             self.env.close()
 
 
-class RecordAECEpisodes(_MultiAgentRecording, BaseWrapper[Any, Any, Any]):
+class RecordAECEpisodes(_MultiAgentRecording, BaseWrapper):  # type: ignore[misc]  # untyped base
     """Records every agent's episodes of a PettingZoo AEC env (agents acting in turn) into
     directory `path`.
 
@@ -248,7 +248,7 @@ class RecordAECEpisodes(_MultiAgentRecording, BaseWrapper[Any, Any, Any]):
 
     def __init__(
         self,
-        env: AECEnv[Any, Any, Any],
+        env: AECEnv,
         path: str | os.PathLike[str],
         metadata: Mapping[str, Any] | None = None,
         **options: Unpack[RecordingOptions],

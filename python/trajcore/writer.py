@@ -10,6 +10,7 @@ data and durability, without a gymnasium env.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Unpack
@@ -30,10 +31,10 @@ class _Frames:
     """The Writer's renderer: ``render()`` gives the frame handed to the call being recorded."""
 
     render_mode = "rgb_array"
-    metadata: dict[str, Any] = {}
 
     def __init__(self) -> None:
         self.frame: Any = None
+        self.metadata: dict[str, Any] = {}  # no render_fps: the viewer's default speed
 
     def render(self) -> Any:
         return self.frame
@@ -216,7 +217,10 @@ class Writer(Recording):
         _check_rows(self.observation_space, observations, n + 1, "observations", "T+1")
         _check_rows(self.action_space, actions, n, "actions", "T")
         rewards = _flat(rewards, n, "rewards")
-        ends = [_flat(v, n, name).astype(np.bool_) for v, name in ((terminations, "terminations"), (truncations, "truncations"))]
+        ends = [
+            _flat(v, n, name).astype(np.bool_)
+            for v, name in ((terminations, "terminations"), (truncations, "truncations"))
+        ]
         early = np.flatnonzero(ends[0][:-1] | ends[1][:-1])
         if len(early):
             raise InvalidArgumentError(
@@ -226,7 +230,9 @@ class Writer(Recording):
         info_at = _rows_of_infos(infos, n + 1)
         data_rows = _data_rows(data or {}, n)
         if frames is not None and _length(frames, "frames") != n + 1:
-            raise InvalidArgumentError(f"add_episode: frames has {_length(frames, 'frames')} rows, expected T+1 = {n + 1}")
+            raise InvalidArgumentError(
+                f"add_episode: frames has {_length(frames, 'frames')} rows, expected T+1 = {n + 1}"
+            )
         if metadata is not None and not isinstance(metadata, Mapping):
             raise InvalidArgumentError(f"add_episode: metadata must be a mapping, got {type(metadata).__name__}")
 
@@ -260,17 +266,17 @@ class Writer(Recording):
 
     def _drop_failed(self) -> None:
         """Drops the episode a refused value cut short (the core ended it as incomplete)."""
-        try:
+        with contextlib.suppress(InvalidArgumentError):  # refused at the reset: no episode was started
             self._recorder.discard(0)
-        except InvalidArgumentError:
-            pass  # refused at the reset: no episode was started
 
 
 def _length(value: Any, what: str) -> int:
     try:
         return len(value)
     except TypeError:
-        raise InvalidArgumentError(f"add_episode: {what} must be a sequence of rows, got {type(value).__name__}") from None
+        raise InvalidArgumentError(
+            f"add_episode: {what} must be a sequence of rows, got {type(value).__name__}"
+        ) from None
 
 
 def _flat(value: Any, n: int, what: str) -> np.ndarray[Any, Any]:
@@ -289,7 +295,9 @@ def _check_rows(space: spaces.Space[Any], tree: Any, n: int, what: str, count: s
     """
     if isinstance(space, spaces.Dict):
         if not isinstance(tree, Mapping):
-            raise InvalidArgumentError(f"add_episode: {what} must be a dict of arrays (a Dict space), got {type(tree).__name__}")
+            raise InvalidArgumentError(
+                f"add_episode: {what} must be a dict of arrays (a Dict space), got {type(tree).__name__}"
+            )
         missing = [k for k in space.spaces if k not in tree]
         if missing:
             raise InvalidArgumentError(f"add_episode: {what} has no key {missing[0]!r} of the space")
@@ -298,7 +306,9 @@ def _check_rows(space: spaces.Space[Any], tree: Any, n: int, what: str, count: s
         return
     if isinstance(space, spaces.Tuple):
         if not isinstance(tree, Sequence) or len(tree) != len(space.spaces):
-            raise InvalidArgumentError(f"add_episode: {what} must be a tuple of {len(space.spaces)} arrays (a Tuple space)")
+            raise InvalidArgumentError(
+                f"add_episode: {what} must be a tuple of {len(space.spaces)} arrays (a Tuple space)"
+            )
         for i, sub in enumerate(space.spaces):
             _check_rows(sub, tree[i], n, f"{what}[{i}]", count)
         return

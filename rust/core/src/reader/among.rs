@@ -38,7 +38,8 @@ mod tests {
 
     #[test]
     fn the_recordings_of_a_set_are_flagged_unless_all_or_none() {
-        let table: &[(usize, &[usize], Option<&[bool]>)] = &[
+        type Row = (usize, &'static [usize], Option<&'static [bool]>);
+        let table: &[Row] = &[
             (3, &[1, 1, 2], Some(&[false, true, true])),
             (3, &[0], Some(&[true, false, false])),
             (3, &[2, 0, 1], None),
