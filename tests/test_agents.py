@@ -338,3 +338,56 @@ def test_pettingzoo_api_tests_pass_on_the_wrapped_envs(tmp_path: Path) -> None:
             for ep in ds.episodes:
                 counts[ep.env_episode] += 1
             assert set(counts.values()) == {len(ds.agents)}
+
+
+def test_tools_show_agents_and_exports_carry_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import subprocess
+    import sys
+
+    import minari
+    import pyarrow.parquet as pq
+
+    def make() -> Any:
+        return simple_tag_v3.parallel_env(num_good=1, num_adversaries=2, num_obstacles=1, max_cycles=4)
+
+    path = tmp_path / "tag"
+    wants, _ = record_parallel(make, path, episodes=2, seed=2)
+    info = subprocess.run(
+        [sys.executable, "-m", "trajcore", "info", str(path), "--json"], capture_output=True, text=True
+    )
+    report = json.loads(info.stdout)
+    assert report["agents"] == {"adversary_0": 2, "adversary_1": 2, "agent_0": 2}
+    assert report["agent_spaces"]["agent_0"] == [str(make().observation_space("agent_0")), "Discrete(5)"]
+    text = subprocess.run([sys.executable, "-m", "trajcore", "info", str(path)], capture_output=True, text=True).stdout
+    assert "agents: 3: adversary_0 (2 episodes)" in text
+    ls = subprocess.run([sys.executable, "-m", "trajcore", "ls", str(path), "--json"], capture_output=True, text=True)
+    rows = [json.loads(line) for line in ls.stdout.splitlines()]
+    assert len(rows) == sum(len(parts) for parts in wants)
+    with trajcore.open(path) as ds:
+        assert [r["agent"] for r in rows] == [ep.agent for ep in ds.episodes]
+        good = ds.select(agent="agent_0")
+        steps = sum(ep.length for ep in good)
+        frame = trajcore.to_pandas(good)
+        assert list(frame.columns[:4]) == ["episode", "env_index", "step", "agent"]
+        assert (frame["agent"] == "agent_0").all() and len(frame) == steps
+        assert list(trajcore.summaries_frame(ds)["agent"]) == [ep.agent for ep in ds.episodes]
+        adversaries = ds.select(agent=["adversary_0", "adversary_1"])
+        trajcore.export(adversaries, tmp_path / "adv.parquet")
+        table = pq.read_table(tmp_path / "adv.parquet")
+        assert table.column("agent").to_pylist() == [ep.agent for ep in adversaries for _ in range(ep.length)]
+        trajcore.export(good, tmp_path / "good.csv")
+        header, first = (tmp_path / "good.csv").read_text().splitlines()[:2]
+        assert header.startswith("episode,env_index,step,agent,obs_0") and first.split(",")[3] == "agent_0"
+        trajcore.export(good, tmp_path / "good.jsonl")
+        lines = [json.loads(line) for line in (tmp_path / "good.jsonl").read_text().splitlines()]
+        assert [line["agent_id"][0] for line in lines] == ["agent_0", "agent_0"]
+        # Minari has no multi-agent format: one agent's episodes (or agents of one space) only.
+        monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path / "minari"))
+        with pytest.raises(trajcore.InvalidArgumentError, match="or select one agent"):
+            trajcore.export(ds, "agents/tag-v0", format="minari")
+        trajcore.export(good, "agents/good-v0", format="minari")
+        back = minari.load_dataset("agents/good-v0")
+        assert back.total_episodes == 2
+        first_episode = next(back.iterate_episodes())
+        np.testing.assert_array_equal(first_episode.observations, good[0].observations)

@@ -16,7 +16,15 @@ from trajcore.errors import InvalidArgumentError
 if TYPE_CHECKING:
     from trajcore.dataset import Dataset
 
-__all__ = ["ENV_EPISODE_KEY", "agent_keep", "agent_of_recording", "agents_of"]
+__all__ = [
+    "ENV_EPISODE_KEY",
+    "agent_counts",
+    "agent_keep",
+    "agent_spaces",
+    "agent_names",
+    "agent_of_recording",
+    "agents_of",
+]
 
 ENV_EPISODE_KEY = "env_episode"
 """The episode metadata key holding the id of the env episode an agent's episode is part of."""
@@ -54,3 +62,38 @@ def agent_keep(ds: Dataset, agent: str | Sequence[str], recordings: npt.NDArray[
         )
     chosen = [r for r in range(ds.num_recordings) if agent_of_recording(ds, r) in names]
     return np.isin(recordings, np.asarray(chosen, dtype=np.int64))
+
+
+def agent_names(ds: Dataset) -> npt.NDArray[np.object_] | None:
+    """The agent of every episode of the dataset (str, None where single-agent), in dataset
+    order; None when no recording is an agent's (the tables then have no agent column)."""
+    names = [agent_of_recording(ds, r) for r in range(ds.num_recordings)]
+    if all(n is None for n in names):
+        return None
+    per_recording = np.array(names, dtype=object)
+    out: npt.NDArray[np.object_] = per_recording[ds._summary()["recording"]]
+    return out
+
+
+def agent_counts(ds: Dataset) -> dict[str, int]:
+    """Each agent's number of episodes, in the order of `agents_of` (empty: single-agent)."""
+    names = agent_names(ds)
+    if names is None:
+        return {}
+    return {agent: int(np.count_nonzero(names == agent)) for agent in agents_of(ds)}
+
+
+def agent_spaces(ds: Dataset) -> dict[str, tuple[str, str]]:
+    """Each agent's (observation space, action space) as text, from its first recording."""
+    from trajcore._recording import space_from_json_text
+
+    out: dict[str, tuple[str, str]] = {}
+    for r in range(ds.num_recordings):
+        agent = agent_of_recording(ds, r)
+        if agent is not None and agent not in out:
+            user = ds.meta(r)["user"]
+            out[agent] = (
+                space_from_json_text(user.get("observation_space")),
+                space_from_json_text(user.get("action_space")),
+            )
+    return out
