@@ -391,3 +391,45 @@ def test_tools_show_agents_and_exports_carry_them(tmp_path: Path, monkeypatch: p
         assert back.total_episodes == 2
         first_episode = next(back.iterate_episodes())
         np.testing.assert_array_equal(first_episode.observations, good[0].observations)
+
+
+def test_env_episodes_align_agents_on_the_env_steps(tmp_path: Path) -> None:
+    env = trajcore.RecordParallelEpisodes(Arrivals(), tmp_path / "arr")
+    wants = run_parallel(env, episodes=2, seed=4)
+    env.close()
+    aec = trajcore.RecordAECEpisodes(tictactoe_v3.env(), tmp_path / "ttt")
+    turns = run_aec(aec, episodes=1, seed=0)
+    aec.close()
+    with trajcore.open(tmp_path / "arr") as ds:
+        assert len(ds.env_episodes) == 2
+        for joint, parts in zip(ds.env_episodes, wants, strict=True):
+            assert sorted(joint.agents) == sorted(parts)
+            assert joint.length == 6  # the truncation step of the agents still there
+            t = joint.transitions()
+            for agent, want in parts.items():
+                acted = np.zeros(6, dtype=bool)
+                acted[want.env_steps] = True
+                assert_tree_equal(t["acted"][agent], acted, agent)
+                assert_tree_equal(t["rewards"][agent][acted], np.array(want.rewards), agent)
+                assert not t["rewards"][agent][~acted].any()
+                space = Arrivals().observation_space(agent)
+                got_obs = t["observations"][agent]
+                want_obs = stack(want.observations[:-1], space)
+                if agent == "leader":
+                    assert_tree_equal(got_obs["pos"][acted], want_obs["pos"], agent)
+                    assert [got_obs["note"][k] for k in np.flatnonzero(acted)] == want_obs["note"]
+                elif agent == "scout":
+                    assert_tree_equal(
+                        t["next_observations"][agent][1][acted], stack(want.observations[1:], space)[1], agent
+                    )
+                else:
+                    assert_tree_equal(got_obs[acted], want_obs, agent)
+            for k, who in enumerate(joint.order):
+                assert sorted(who) == sorted(a for a, want in parts.items() if k in want.env_steps)
+    with trajcore.open(tmp_path / "ttt") as ds:
+        (joint,) = ds.env_episodes
+        # AEC: one agent per turn, alternating; the actions at their turns.
+        assert all(len(who) == 1 for who in joint.order)
+        for agent, want in turns[0].items():
+            assert [k for k, who in enumerate(joint.order) if who == [agent]] == want.env_steps
+            assert_tree_equal(joint.actions[agent][want.env_steps], np.array(want.actions, dtype=np.int64), agent)

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENV_EPISODE_KEY",
+    "ENV_STEP",
     "agent_counts",
     "agent_keep",
     "agent_spaces",
@@ -28,6 +29,9 @@ __all__ = [
 
 ENV_EPISODE_KEY = "env_episode"
 """The episode metadata key holding the id of the env episode an agent's episode is part of."""
+
+ENV_STEP = "env_step"
+"""The custom-data column of each agent step: the env step (Parallel) or turn (AEC) of the action."""
 
 
 def agent_of_recording(ds: Dataset, recording: int) -> str | None:

@@ -23,15 +23,12 @@ from typing import Any, Unpack
 from pettingzoo.utils.env import AECEnv, ParallelEnv
 from pettingzoo.utils.wrappers import BaseParallelWrapper, BaseWrapper
 
-from trajcore._agents import ENV_EPISODE_KEY
+from trajcore._agents import ENV_EPISODE_KEY, ENV_STEP
 from trajcore._recording import RecordingOptions, check_existing_recordings
 from trajcore.errors import InvalidArgumentError
 from trajcore.writer import Writer
 
-__all__ = ["ENV_STEP", "RecordAECEpisodes", "RecordParallelEpisodes"]
-
-ENV_STEP = "env_step"
-"""The custom-data column of each agent step: the env step (Parallel) or turn (AEC) of the action."""
+__all__ = ["RecordAECEpisodes", "RecordParallelEpisodes"]
 
 
 class _AgentWriters:
