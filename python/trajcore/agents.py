@@ -207,14 +207,24 @@ class RecordParallelEpisodes(_MultiAgentRecording, BaseParallelWrapper):  # type
         result: tuple[Any, Any, Any, Any, Any] = self.env.step(actions)
         observations, rewards, terminations, truncations, infos = result
         rec = self._rec
-        for agent, action in actions.items():
-            if agent not in rec.running:
+        running, writers, data = rec.running, rec.writers, {ENV_STEP: self._t}
+        for agent, action in actions.items():  # a call per agent step: kept lean
+            if agent not in running:
                 continue  # no episode of it runs (it ended, or never started): nothing to record
             if agent not in observations:
                 rec.end(agent)  # left without an observation: its episode ends here, incomplete
                 continue
-            step = (observations[agent], rewards[agent], terminations[agent], truncations[agent], infos.get(agent))
-            rec.step(agent, action, self._t, *step)
+            ended = writers[agent].step(
+                action,
+                observations[agent],
+                rewards[agent],
+                terminations[agent],
+                truncations[agent],
+                infos.get(agent),
+                data=data,
+            )
+            if ended:
+                running.discard(agent)
         for agent, obs in observations.items():
             if agent not in rec.started:
                 rec.start(agent, obs, infos.get(agent))  # joined at this step

@@ -134,7 +134,7 @@ class Writer(Recording):
         """
         # The hot path of the multi-agent recorders (a call per agent step): no copy, no wrapper.
         info = {} if info is None else info if isinstance(info, dict) else dict(info)
-        recorder = self._recorder
+        recorder = self._native if self._native is not None else self._recorder
         if data:
             for name, value in data.items():
                 recorder.record(name, value)
