@@ -364,6 +364,12 @@ def test_tools_show_agents_and_exports_carry_them(tmp_path: Path, monkeypatch: p
     ls = subprocess.run([sys.executable, "-m", "trajcore", "ls", str(path), "--json"], capture_output=True, text=True)
     rows = [json.loads(line) for line in ls.stdout.splitlines()]
     assert len(rows) == sum(len(parts) for parts in wants)
+    selected = subprocess.run(
+        [sys.executable, "-m", "trajcore", "ls", str(path), "--json", "--select", "agent=agent_0,adversary_1"],
+        capture_output=True,
+        text=True,
+    ).stdout.splitlines()
+    assert sorted({json.loads(line)["agent"] for line in selected}) == ["adversary_1", "agent_0"] and len(selected) == 4
     with trajcore.open(path) as ds:
         assert [r["agent"] for r in rows] == [ep.agent for ep in ds.episodes]
         good = ds.select(agent="agent_0")
