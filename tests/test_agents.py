@@ -439,3 +439,21 @@ def test_env_episodes_align_agents_on_the_env_steps(tmp_path: Path) -> None:
         for agent, want in turns[0].items():
             assert [k for k, who in enumerate(joint.order) if who == [agent]] == want.env_steps
             assert_tree_equal(joint.actions[agent][want.env_steps], np.array(want.actions, dtype=np.int64), agent)
+
+
+@pytest.mark.usefixtures("ray_local")
+def test_ray_data_reads_one_agent_of_agents_with_their_own_spaces(tmp_path: Path) -> None:
+    import trajcore.ray
+
+    def make() -> Any:
+        return simple_tag_v3.parallel_env(num_good=1, num_adversaries=1, num_obstacles=1, max_cycles=6)
+
+    record_parallel(make, tmp_path / "tag", episodes=2, seed=1)
+    with trajcore.open(tmp_path / "tag") as ds:
+        good = ds.select(agent="agent_0")
+        rows = trajcore.ray.read_transitions(good).take_all()
+        assert len(rows) == sum(ep.length for ep in good)
+        assert {row["agent"] for row in rows} == {"agent_0"}
+        want = np.concatenate([ep.observations[:-1] for ep in good])
+        rows.sort(key=lambda row: (row["episode"], row["step"]))
+        np.testing.assert_array_equal(np.stack([row["obs"] for row in rows]), want)

@@ -42,6 +42,7 @@ __all__ = [
     "pass_cache_bytes",
     "plan_of",
     "read_episode",
+    "recordings_of",
     "row_bytes",
     "rows_per_batch",
 ]
@@ -63,10 +64,17 @@ Progress = Callable[[int], None]
 Values = npt.NDArray[Any] | list[str]
 
 
-def plan_of(ds: Dataset, indices: Sequence[int] | None = None) -> Plan:
-    """The step-table plan of a dataset (see `make_plan`), or of the episodes `indices`: only
-    their recordings' columns count (one agent's, in a multi-agent dataset of agents with
-    other spaces).
+def recordings_of(ds: Dataset, indices: Sequence[int] | None) -> tuple[int, ...] | None:
+    """The recordings the episodes `indices` come from, ascending (None: every one)."""
+    if indices is None or not len(indices):
+        return None
+    return tuple(np.unique(ds._summary()["recording"][np.asarray(indices, dtype=np.int64)]).tolist())
+
+
+def plan_of(ds: Dataset, indices: Sequence[int] | None = None, *, among: Sequence[int] | None = None) -> Plan:
+    """The step-table plan of a dataset (see `make_plan`), or of the episodes `indices` (or of
+    the recordings `among`): only their recordings' columns count (one agent's, in a multi-agent dataset
+    of agents with other spaces).
 
     Raises:
         InvalidArgumentError: recordings differ in their observation or action columns.
@@ -76,8 +84,9 @@ def plan_of(ds: Dataset, indices: Sequence[int] | None = None) -> Plan:
     for r in range(ds.num_recordings):
         layout = ds.meta(r).get("layout") or {}
         recordings.append(RecordingColumns(layout.get("observation"), layout.get("action"), ds._core.columns(r)))
-    if indices is not None and len(indices):
-        used = set(np.unique(ds._summary()["recording"][np.asarray(indices, dtype=np.int64)]).tolist())
+    chosen = among if among is not None else recordings_of(ds, indices)
+    if chosen:
+        used = set(chosen)
         # The others stand in as the first used one: the plan numbers recordings by position.
         stand_in = recordings[min(used)]
         recordings = [rec if r in used else stand_in for r, rec in enumerate(recordings)]
