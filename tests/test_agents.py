@@ -21,6 +21,7 @@ from pettingzoo import ParallelEnv
 from pettingzoo.butterfly import knights_archers_zombies_v11
 from pettingzoo.classic import connect_four_v3, tictactoe_v3
 from pettingzoo.test import api_test, parallel_api_test
+from trajcore.env_episodes import EnvEpisodes
 
 
 class Want:
@@ -457,3 +458,24 @@ def test_ray_data_reads_one_agent_of_agents_with_their_own_spaces(tmp_path: Path
         want = np.concatenate([ep.observations[:-1] for ep in good])
         rows.sort(key=lambda row: (row["episode"], row["step"]))
         np.testing.assert_array_equal(np.stack([row["obs"] for row in rows]), want)
+
+
+def test_joint_transitions_are_drawn_from_the_aligned_env_episodes(tmp_path: Path) -> None:
+    env = trajcore.RecordParallelEpisodes(Arrivals(), tmp_path / "arr")
+    run_parallel(env, episodes=3, seed=7)
+    env.close()
+    with trajcore.open(tmp_path / "arr") as ds:
+        joint = ds.env_episodes
+        batch = joint.sample_transitions(40, seed=3)
+        again = joint.sample_transitions(40, seed=3)
+        assert_tree_equal(batch["env_step"], again["env_step"], "same seed")
+        assert batch["observations"]["worker"].shape == (40, 4, 4, 3)
+        assert len(batch["observations"]["leader"]["note"]) == 40
+        for i, (k, s) in enumerate(zip(batch["env_episode"].tolist(), batch["env_step"].tolist(), strict=True)):
+            t = joint[k].transitions()
+            for agent in t["acted"]:
+                assert batch["acted"][agent][i] == t["acted"][agent][s]
+                assert batch["rewards"][agent][i] == t["rewards"][agent][s]
+            assert_tree_equal(batch["actions"]["scout"][i], t["actions"]["scout"][s], "scout action")
+        with pytest.raises(trajcore.InvalidArgumentError, match="no env step"):
+            EnvEpisodes(ds, []).sample_transitions(1, seed=0)

@@ -180,5 +180,60 @@ class EnvEpisodes(Sequence[EnvEpisode]):
         for key, eps in self._groups:
             yield EnvEpisode(key, eps)
 
+    def sample_transitions(self, n: int, seed: int | None = None) -> dict[str, Any]:
+        """`n` joint transitions drawn uniformly with replacement over every env step of these env
+        episodes (the same `seed`, the same batch): each key of `EnvEpisode.transitions` with
+        every agent's rows stacked ([n, ...], zeros where it did not act, see ``acted``), plus
+        ``env_episode`` (indexes into these env episodes) and ``env_step``.
+
+        Raises:
+            InvalidArgumentError: no env step to draw from.
+        """
+        lengths = np.array([EnvEpisode(key, eps).length for key, eps in self._groups], dtype=np.int64)
+        ends = np.cumsum(lengths)
+        if not len(ends) or ends[-1] == 0:
+            raise InvalidArgumentError("sample_transitions: these env episodes hold no env step")
+        drawn = np.random.default_rng(seed).integers(0, int(ends[-1]), size=int(n))
+        which = np.searchsorted(ends, drawn, side="right")
+        steps = drawn - (ends[which] - lengths[which])
+        agents = list(dict.fromkeys(a for _, eps in self._groups for a in eps))
+        rows: dict[int, dict[str, Any]] = {int(k): self[int(k)].transitions() for k in np.unique(which)}
+        out: dict[str, Any] = {}
+        for key in ("observations", "actions", "rewards", "next_observations", "terminations", "truncations", "acted"):
+            out[key] = {}
+            for agent in agents:
+                # An agent absent from a drawn env episode reads as zeros there (not acted).
+                template = next(t[key][agent] for t in rows.values() if agent in t[key])
+                picked = [
+                    _pick(t[key][agent], s) if agent in t[key] else _pick(template, None)
+                    for t, s in ((rows[int(k)], int(s)) for k, s in zip(which, steps, strict=True))
+                ]
+                out[key][agent] = _stack(picked)
+        out["env_episode"] = which.astype(np.int64)
+        out["env_step"] = steps.astype(np.int64)
+        return out
+
     def __repr__(self) -> str:
         return f"<trajcore.EnvEpisodes: {len(self)} env episodes>"
+
+
+def _pick(tree: Any, row: int | None) -> Any:
+    """Row `row` of an aligned tree (None: a zero row of its kind)."""
+    if isinstance(tree, dict):
+        return {k: _pick(v, row) for k, v in tree.items()}
+    if isinstance(tree, tuple):
+        return tuple(_pick(v, row) for v in tree)
+    if isinstance(tree, list):
+        return "" if row is None else tree[row]
+    return np.zeros_like(tree[0]) if row is None else tree[row]
+
+
+def _stack(rows: list[Any]) -> Any:
+    first = rows[0]
+    if isinstance(first, dict):
+        return {k: _stack([r[k] for r in rows]) for k in first}
+    if isinstance(first, tuple):
+        return tuple(_stack([r[i] for r in rows]) for i in range(len(first)))
+    if isinstance(first, str):
+        return list(rows)
+    return np.stack(rows)
