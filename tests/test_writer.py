@@ -252,3 +252,26 @@ def test_agents_with_their_own_spaces_share_a_directory(tmp_path: Path) -> None:
     # The same agent again with other spaces is refused, as for a recorder.
     with pytest.raises(trajcore.InvalidArgumentError, match="holds recordings of another observation space"):
         trajcore.Writer(tmp_path / "m", *b_space, agent="a")
+
+
+def test_one_agents_selection_reads_on_after_another_agent_appears(tmp_path: Path) -> None:
+    """A selection plans its batches over its own recordings; recordings a later `refresh` opens
+    (another agent's, other spaces) are not among them."""
+    box, image = SPACES["box-discrete"], SPACES["image-box"]
+    with (
+        trajcore.Writer(tmp_path / "m", *box, agent="a") as wa,
+        trajcore.Writer(tmp_path / "m", *image, agent="b") as wb,
+    ):
+        wa.add_episode(np.zeros((3, 3), np.float32), [1, 2], [0.5, 1.0], [0, 1], [0, 0])
+        wb.add_episode(np.ones((2, 8, 6, 3), np.uint8), np.zeros((1, 2)), [2.0], [1], [0])
+    ds = trajcore.open(tmp_path / "m")
+    a = ds.select(agent="a")
+    assert a.sample_transitions(2, seed=0)["observations"].shape == (2, 3)
+    with trajcore.Writer(tmp_path / "m", spaces.Discrete(2), spaces.Discrete(2), agent="c") as wc:
+        wc.add_episode([0, 1], [1], [1.0], [1], [0])
+    assert ds.refresh() == 1
+    # A key not planned yet: planned now, over the selection's recordings of before the refresh.
+    batch = a.sample_transitions(2, seed=0, keys=["observations", "rewards"])
+    assert batch["observations"].shape == (2, 3) and batch["rewards"].shape == (2,)
+    assert ds.select(agent="c").sample_transitions(1, seed=0)["observations"].shape == (1,)
+    ds.close()
