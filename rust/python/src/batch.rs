@@ -31,7 +31,7 @@ pub struct Plan {
 
 impl Plan {
     pub fn new(py: Python<'_>, ds: &Dataset, keys: Option<&[String]>, among: Option<&[bool]>) -> PyResult<Plan> {
-        let core = BatchPlan::among(ds, keys, among).py_err(py)?;
+        let core = ds.batch_plan(keys, among).py_err(py)?;
         let descrs = core
             .fields
             .iter()

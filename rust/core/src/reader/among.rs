@@ -3,10 +3,10 @@
 //! plans its batches over that agent's recordings only (their columns and layouts), whatever the
 //! other recordings hold.
 
-use super::dataset::Dataset;
+use super::dataset_view::DatasetView;
 use super::steps::EpisodeSet;
 
-impl Dataset {
+impl DatasetView<'_> {
     /// Which recordings the episodes of `set` come from, one flag per recording; None when that
     /// is every recording, or none (an empty set): the dataset's own plans serve those.
     pub fn recordings_among(&self, set: &EpisodeSet) -> Option<Vec<bool>> {

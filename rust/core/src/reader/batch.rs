@@ -6,12 +6,12 @@ use std::mem::MaybeUninit;
 
 use super::bulk::IndexOut;
 use super::damage::Damage;
-use super::dataset::Dataset;
+use super::dataset_view::DatasetView;
 use super::gather::{Field, Out, Window};
 use super::lenient::{Draw, Redraw, WindowKind};
 use super::plan::BatchPlan;
-use super::request::{resolve_index, Request};
-use super::steps::EpisodeSet;
+use super::request::Request;
+use super::steps::{resolve_index, EpisodeSet};
 use super::stream::put_i64s;
 use crate::{DType, Result};
 
@@ -48,7 +48,7 @@ impl<'a> BatchOut<'a> {
     }
 }
 
-impl Dataset {
+impl DatasetView<'_> {
     /// Reads the windows `request` asks for of `set` into `out`. Returns the damage found
     /// (lenient reads redraw the windows it affects; see `gather_lenient`).
     ///

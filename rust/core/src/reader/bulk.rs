@@ -15,8 +15,10 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use super::dataset::{Dataset, EpisodeLoc};
-use super::gather::{check_outputs, max_threads, parallel_copy_bytes, Field, Item, Out, Run, Work};
+use super::catalog::EpisodeLoc;
+use super::dataset_view::DatasetView;
+use super::gather::{check_outputs, max_threads, parallel_copy_bytes, Field, Out, Run, Work};
+use super::pieces::Item;
 use super::prefetch;
 use super::stream::{fence, put_i64s, put_sequence, streams};
 use crate::error::{Error, Result};
@@ -111,7 +113,7 @@ pub(super) fn runs_between(runs: &[Run], from: (usize, u64), to: (usize, u64)) -
     out
 }
 
-impl Dataset {
+impl DatasetView<'_> {
     /// Copies the steps of `runs` (in the order given) of every field into `outs` (one per
     /// field: as many rows as the runs' steps together), writing every row, and each row's
     /// episode and step into `indexes` when given: a bulk read of whole episodes or long parts
@@ -209,14 +211,14 @@ impl Dataset {
         for (k, run) in runs.iter().enumerate() {
             // Episodes come in any order (a lane's in file order): ask for one some runs ahead,
             // so its cache miss overlaps the work on this one and those between.
-            if let Some(e) = runs.get(k + 16).and_then(|r| self.locs.get(r.episode)) {
+            if let Some(e) = runs.get(k + 16).and_then(|r| self.catalog.locs.get(r.episode)) {
                 prefetch((e as *const EpisodeLoc).cast());
             }
-            let e = self.locs.get(run.episode).ok_or_else(|| {
+            let e = self.catalog.locs.get(run.episode).ok_or_else(|| {
                 Error::OutOfRange(format!(
                     "episode {} is out of range (the dataset has {})",
                     run.episode,
-                    self.locs.len()
+                    self.catalog.locs.len()
                 ))
             })?;
             if run.start.checked_add(run.steps).is_none_or(|end| end > e.length) {

@@ -1,52 +1,19 @@
-//! Shared state of the read path: decoded chunks (a byte-bounded LRU, behind a lock, counting
-//! the memory each holds: frame stacks as their frames) and the
-//! Chunks records whose payload checksum has been verified (atomic flags), so a `Dataset` can
-//! be read from many threads. No lock is held while decoding or checksumming.
+//! Decoded chunks: a byte-bounded LRU, behind a lock, counting the memory each holds (frame
+//! stacks as their frames), so a dataset can be read from many threads. No lock is held while
+//! decoding.
 //!
 //! The LRU is kept lazily: a hit only stamps the entry with the current tick (a batch of
 //! training reads hits hundreds of chunks, so a hit must be cheap); the eviction queue, ordered
 //! by the tick an entry was queued at, is brought up to date when an entry reaches its front:
 //! one used since is queued again at its last use instead of being dropped.
 
-use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::chunk_bytes::Decoded;
+use super::int_map::{ChunkKey, IntMap};
 use super::shared_chunks::{SharedChunk, SharedChunks};
-
-/// A fast hasher for the small integer keys of the read path (FxHash's mixing step). Keys come
-/// from the files' own offsets, not from an adversary choosing collisions over many calls.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct IntHasher(u64);
-
-impl Hasher for IntHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(b as u64);
-        }
-    }
-    fn write_u64(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn write_usize(&mut self, word: usize) {
-        self.write_u64(word as u64);
-    }
-    fn write_u32(&mut self, word: u32) {
-        self.write_u64(word as u64);
-    }
-}
-
-pub(crate) type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
-
-/// A chunk: (shard index, file offset of its data).
-pub(crate) type ChunkKey = (usize, u64);
-/// A Chunks record: (shard index, file offset of the record).
-pub(crate) type RecordKey = (usize, u64);
 
 struct Lru {
     /// Key -> (data, tick of its last use).
@@ -234,38 +201,6 @@ impl ChunkCache {
     #[cfg(test)]
     fn bytes(&self) -> usize {
         self.lock().bytes
-    }
-}
-
-/// Which Chunks records have had their payload checksum verified (damaged ones are not
-/// remembered: a retry fails again, which is the rare path). Each record gets a small id when
-/// its chunks are taken in (with `&mut`, while ingesting), kept in their `Located`, so checking
-/// is one atomic load: a batch of training reads checks hundreds of chunks.
-#[derive(Default)]
-pub(crate) struct VerifiedRecords {
-    ids: IntMap<RecordKey, u32>,
-    flags: Vec<AtomicBool>,
-}
-
-impl VerifiedRecords {
-    /// The id of a record, registered if new.
-    pub fn id(&mut self, key: RecordKey) -> u32 {
-        let next = self.flags.len() as u32;
-        let id = *self.ids.entry(key).or_insert(next);
-        if id == next {
-            self.flags.push(AtomicBool::new(false));
-        }
-        id
-    }
-
-    pub fn is_verified(&self, id: u32) -> bool {
-        self.flags.get(id as usize).is_some_and(|f| f.load(Ordering::Acquire))
-    }
-
-    pub fn mark(&self, id: u32) {
-        if let Some(f) = self.flags.get(id as usize) {
-            f.store(true, Ordering::Release);
-        }
     }
 }
 

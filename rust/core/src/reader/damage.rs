@@ -12,7 +12,8 @@
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 
-use super::dataset::{episode_span, Dataset};
+use super::catalog::Catalog;
+use super::checks::episode_span;
 use crate::schema::Timeline;
 
 /// Damage found by a verification or a read: where, what, and which listed episodes it affects.
@@ -121,11 +122,11 @@ pub(crate) struct Affected {
 }
 
 impl Affected {
-    pub fn new(ds: &Dataset) -> Self {
+    pub fn new(ds: &Catalog) -> Self {
         let mut spans: HashMap<LaneTimeline, Vec<(u64, u64, usize)>> = HashMap::new();
         let mut records: HashMap<(usize, u64), Vec<usize>> = HashMap::new();
-        let mut by_recording = vec![Vec::new(); ds.recordings().len()];
-        for (i, e) in ds.episodes().iter().enumerate() {
+        let mut by_recording = vec![Vec::new(); ds.recordings.len()];
+        for (i, e) in ds.episodes.iter().enumerate() {
             for timeline in [Timeline::Obs, Timeline::Step] {
                 if let Some((first, n)) = episode_span(&e.summary, timeline) {
                     spans.entry((e.recording, e.summary.lane, timeline == Timeline::Obs)).or_default().push((
@@ -141,7 +142,7 @@ impl Affected {
         let rows = spans.into_iter().map(|(k, v)| (k, SpanIndex::new(v))).collect();
         let mut chunks: HashMap<(usize, u64), Vec<ChunkSite>> = HashMap::new();
         for (&(recording, lane, column), list) in &ds.chunk_lists {
-            let Some(spec) = ds.recordings()[recording].columns.get(column as usize) else { continue };
+            let Some(spec) = ds.recordings[recording].columns.get(column as usize) else { continue };
             for loc in &list.chunks {
                 let site = ChunkSite {
                     recording,
@@ -155,7 +156,7 @@ impl Affected {
             }
         }
         let lost_columns =
-            ds.recordings().iter().map(|r| r.schema_damage.as_ref().map(|p| (p.file.clone(), p.offset))).collect();
+            ds.recordings.iter().map(|r| r.schema_damage.as_ref().map(|p| (p.file.clone(), p.offset))).collect();
         Affected { rows, chunks, records, lost_columns, by_recording }
     }
 
@@ -189,13 +190,6 @@ impl Affected {
         out.sort_unstable();
         out.dedup();
         out
-    }
-}
-
-impl Dataset {
-    /// The shard a path names (as errors and problems name files).
-    pub(crate) fn shard_of(&self, file: &std::path::Path) -> Option<usize> {
-        self.shards.iter().position(|s| s.path == file)
     }
 }
 

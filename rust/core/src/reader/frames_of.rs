@@ -13,7 +13,8 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use super::chunk_bytes::Decoded;
-use super::dataset::{Dataset, ListKey, Located};
+use super::chunk_list::{ListKey, Located};
+use super::dataset_view::DatasetView;
 use super::gather::max_threads;
 use super::steps::EpisodeSet;
 use crate::error::{Error, Result};
@@ -105,7 +106,7 @@ fn push_ids(pieces: &[(Piece, usize)], base: &[u64], ends: &[Vec<u32>], zero: u6
     }
 }
 
-impl Dataset {
+impl DatasetView<'_> {
     /// Column `column` of the episodes of `set` as a `FrameTable`, refused before anything is
     /// decoded when its frames and ids would take more than `max_bytes`.
     ///
@@ -170,7 +171,7 @@ impl Dataset {
         for loc in &chunks {
             base.push(total);
             let filtered_len = (stack > 1 && loc.chunk.codec == kept)
-                .then(|| self.shards[loc.shard].source.bytes(loc.chunk.data_offset, loc.chunk.stored_len.min(32)))
+                .then(|| self.store.shards[loc.shard].source.bytes(loc.chunk.data_offset, loc.chunk.stored_len.min(32)))
                 .flatten()
                 .and_then(|head| zstd::zstd_safe::get_frame_content_size(&head).ok().flatten());
             total += chunk_frame_count(loc.chunk.n_rows as u64, stack as u64, frame as u64, filtered_len);
@@ -233,7 +234,7 @@ impl Dataset {
     /// Writes chunk `loc`'s frames (`out` is sized for what its header declares) and returns
     /// where each of its rows' frames end.
     fn chunk_frames(&self, loc: &Located, row: usize, stack: usize, out: &mut [u8]) -> Result<Vec<u32>> {
-        let corrupt = |why: &str| Error::corrupt(&self.shards[loc.shard].path, loc.chunk.data_offset, why);
+        let corrupt = |why: &str| Error::corrupt(&self.store.shards[loc.shard].path, loc.chunk.data_offset, why);
         let n = loc.chunk.n_rows as usize;
         let stored = self.stored_bytes(loc)?;
         let decoded = match loc.chunk.codec {

@@ -34,10 +34,11 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use super::cache::IntMap;
 use super::chunk_bytes::{ChunkBytes, Decoded};
-use super::dataset::{Dataset, Located};
-use super::lane_scan::{join_steps, push_piece};
+use super::chunk_list::Located;
+use super::dataset_view::DatasetView;
+use super::int_map::IntMap;
+use super::pieces::{join_steps, push_piece, Item, Piece, ZEROS};
 use super::prefetch;
 use super::rows::chunk_strings;
 use super::stream::{copy_streamed, fence, streams_rows};
@@ -169,9 +170,6 @@ impl Out<'_> {
     }
 }
 
-/// The slot of pieces that are zeros: padding, and rows no chunk holds.
-pub(super) const ZEROS: u32 = u32::MAX;
-
 /// 0 = not set: the default.
 static MAX_THREADS: AtomicUsize = AtomicUsize::new(0);
 
@@ -208,22 +206,6 @@ pub(super) fn parallel_copy_bytes() -> usize {
     PARALLEL_COPY_BYTES.load(Ordering::Relaxed)
 }
 
-/// A window's (or run's) rows in its lane, with where they go in the outputs.
-#[derive(Clone, Copy)]
-pub(super) struct Item {
-    pub(super) recording: usize,
-    pub(super) lane: u32,
-    /// The window's first row on each timeline.
-    pub(super) obs_row: u64,
-    pub(super) step_row: u64,
-    /// Rows inside the episode (fewer than the window's length when padded).
-    pub(super) rows: u64,
-    /// Rows of padding after them (zeros).
-    pub(super) pad: usize,
-    /// Where its first row goes in the outputs.
-    pub(super) out_row: usize,
-}
-
 /// What a gather may spend: the threads it may use (decoding, copying), and whether its stores
 /// go around the CPU caches (a bulk read of far more than they hold; see `stream`).
 #[derive(Clone, Copy)]
@@ -245,16 +227,7 @@ struct Sources<'a> {
     stream: bool,
 }
 
-/// Rows `chunk_row .. chunk_row + rows` of slot `slot` go to output rows from `out_row`.
-#[derive(Clone, Copy)]
-pub(super) struct Piece {
-    pub(super) slot: u32,
-    pub(super) chunk_row: usize,
-    pub(super) rows: usize,
-    pub(super) out_row: usize,
-}
-
-impl Dataset {
+impl DatasetView<'_> {
     /// Resolves a column by name across the dataset's recordings for `gather`.
     ///
     /// Errors: `Schema` (no recording has it; it has another dtype, shape or timeline in some
@@ -268,9 +241,9 @@ impl Dataset {
     /// if they had no such column (see `among.rs`).
     pub fn field_among(&self, column: &str, next: bool, among: Option<&[bool]>) -> Result<Field> {
         let mut first: Option<&ColumnSpec> = None;
-        let mut ids = Vec::with_capacity(self.recordings.len());
+        let mut ids = Vec::with_capacity(self.catalog.recordings.len());
         let mut optional = false;
-        for (r, rec) in self.recordings.iter().enumerate() {
+        for (r, rec) in self.catalog.recordings.iter().enumerate() {
             let spec =
                 rec.columns.iter().find(|c| c.name == column).filter(|_| among.is_none_or(|a| a.get(r) == Some(&true)));
             if let Some((_, p)) = spec.and_then(|s| rec.damaged_columns.iter().find(|(id, _)| *id == s.id)) {
@@ -444,16 +417,16 @@ impl Dataset {
         }
         let mut items = Vec::with_capacity(windows.len());
         for w in windows {
-            if let Some(e) = self.locs.get(w.episode) {
-                prefetch((e as *const super::dataset::EpisodeLoc).cast());
+            if let Some(e) = self.catalog.locs.get(w.episode) {
+                prefetch((e as *const super::catalog::EpisodeLoc).cast());
             }
         }
         for (out, w) in windows.iter().enumerate() {
-            let e = self.locs.get(w.episode).ok_or_else(|| {
+            let e = self.catalog.locs.get(w.episode).ok_or_else(|| {
                 Error::OutOfRange(format!(
                     "episode {} is out of range (the dataset has {})",
                     w.episode,
-                    self.locs.len()
+                    self.catalog.locs.len()
                 ))
             })?;
             let t = e.length;
@@ -508,7 +481,7 @@ impl Dataset {
 
     /// Whether a chunk is read where it lies in the memory map (raw, mapped): no decoding.
     fn reads_in_place(&self, loc: &Located) -> bool {
-        loc.chunk.codec == 0 && self.shards[loc.shard].source.is_mapped()
+        loc.chunk.codec == 0 && self.store.shards[loc.shard].source.is_mapped()
     }
 
     /// Each slot's decoded bytes: mapped, cached, or decoded now (on up to `threads` threads
@@ -542,7 +515,7 @@ impl Dataset {
             }
         }
         if data.iter().any(Option::is_none) {
-            self.cache.with_gets(|get| {
+            self.store.cache.with_gets(|get| {
                 for (i, (loc, _)) in slots.iter().enumerate() {
                     if data[i].is_some() {
                         continue;
@@ -563,8 +536,8 @@ impl Dataset {
             let (loc, row_bytes) = &slots[*i];
             let key = (loc.shard, loc.chunk.data_offset);
             // A shared slot holds whole chunks, for every process's rows.
-            let need = if self.cache.keeps_whole(key) { loc.chunk.raw_len as usize } else { need[*i] };
-            self.cache.fill(key, || self.decode_chunk(loc, stored, *row_bytes, need))
+            let need = if self.store.cache.keeps_whole(key) { loc.chunk.raw_len as usize } else { need[*i] };
+            self.store.cache.fill(key, || self.decode_chunk(loc, stored, *row_bytes, need))
         };
         let bytes: usize = missing.iter().map(|&(i, _)| need[i]).sum();
         let threads = threads.min(missing.len());
@@ -775,11 +748,11 @@ pub(super) fn check_outputs(fields: &[Field], outs: &[Out<'_>], rows: usize) -> 
     Ok(())
 }
 
-impl Dataset {
+impl DatasetView<'_> {
     fn slot_corrupt(&self, slot: &(Located, Option<usize>), why: &str) -> Error {
         let c = &slot.0.chunk;
         let why = format!("chunk of column {} lane {} (rows from {}): {why}", c.column, c.lane, c.first_row);
-        Error::corrupt(&self.shards[slot.0.shard].path, c.data_offset, why)
+        Error::corrupt(&self.store.shards[slot.0.shard].path, c.data_offset, why)
     }
 
     /// Copies every piece into its output, on up to `threads` threads when there is much to

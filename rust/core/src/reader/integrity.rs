@@ -1,24 +1,19 @@
 //! What a dataset knows about damage beyond what opening found: listings to leave out (a
-//! verification found their data damaged), episodes left out when listed (kept for recovery),
-//! damage found while reading (see `lenient`), and columns whose description was lost.
+//! verification found their data damaged), and episodes left out when listed (kept for
+//! recovery). Damage found while reading is `read_damage`'s.
 //!
-//! Leaving out is decided where episodes are listed (`Dataset::push_episode` asks
-//! `Integrity::excludes`), so a dataset opened with exclusions lists, numbers and samples as if
+//! Leaving out is decided where episodes are listed (the catalog asks `Exclusions::excludes`), so a dataset opened with exclusions lists, numbers and samples as if
 //! those episodes had never been written; the damage that decided it is listed with the
 //! dataset's problems. Exclusions are plain values (keys that do not depend on the order files
 //! are opened in), so a dataset pickled into a data-loader worker reopens with the same listing
 //! without verifying again.
 
 use std::collections::HashSet;
-use std::path::Path;
 
 use serde_json::{json, Value};
 
-use super::dataset::{hex, Dataset};
-use super::lenient::ReadDamage;
-use super::{OpenOptions, Problem};
+use super::{hex, Problem};
 use crate::error::{Error, Result};
-use crate::format::chunks::ChunkRef;
 use crate::format::episode::EpisodeSummary;
 
 /// One listing of an episode (or of the part of it a shard holds), independent of the order
@@ -101,78 +96,10 @@ pub(crate) struct LeftOut {
     pub summary: EpisodeSummary,
 }
 
-#[derive(Default)]
-pub(crate) struct Integrity {
-    pub exclusions: Exclusions,
-    pub left_out: Vec<LeftOut>,
-    pub read: ReadDamage,
-}
-
-impl Integrity {
+impl Exclusions {
     /// Whether a listing is to be left out.
     pub fn excludes(&self, recording_id: &[u8; 16], summary: &EpisodeSummary) -> bool {
-        !self.exclusions.episodes.is_empty()
-            && self.exclusions.episodes.contains(&EpisodeKey::of(*recording_id, summary))
-    }
-}
-
-impl Dataset {
-    /// Opens like `open`, leaving out the listings `exclusions` names and listing its problems
-    /// with the dataset's.
-    ///
-    /// Errors: as `open`.
-    pub fn open_excluding(path: &Path, opts: OpenOptions, exclusions: Exclusions) -> Result<Dataset> {
-        Dataset::open_with(path, opts, Integrity { exclusions, ..Integrity::default() })
-    }
-
-    /// Opens leaving out what `exclusions_json` names (an earlier verification's listing, as
-    /// `Exclusions::to_json` gave it: a dataset pickled into a worker), else verifying first with
-    /// `verify` (see `open_verified`), else as `open`.
-    ///
-    /// Errors: `Invalid` (malformed `exclusions_json`); those of `open` and `open_verified`.
-    pub fn open_choosing(
-        path: &Path,
-        opts: OpenOptions,
-        verify: bool,
-        exclusions_json: Option<&str>,
-    ) -> Result<Dataset> {
-        match exclusions_json.map(Exclusions::from_json).transpose()? {
-            Some(exclusions) => Dataset::open_excluding(path, opts, exclusions),
-            None if verify => super::open_verified(path, opts).map(|(ds, _)| ds),
-            None => Dataset::open(path, opts),
-        }
-    }
-
-    /// The key of a listed episode.
-    pub fn episode_key(&self, episode: usize) -> Result<EpisodeKey> {
-        let e = self.episode(episode)?;
-        Ok(EpisodeKey::of(self.recordings[e.recording].id, &e.summary))
-    }
-
-    /// The listings this dataset was opened without (see `open_excluding`).
-    pub fn exclusions(&self) -> &Exclusions {
-        &self.integrity.exclusions
-    }
-
-    /// A chunk left out at open refers to a column no Column record of its recording describes
-    /// (the record was damaged): every read of that column is then a damaged file, not a wrong
-    /// name. Decision: the first such chunk names the damage.
-    pub(crate) fn note_lost_description(&mut self, recording: usize, shard: usize, chunk: &ChunkRef) {
-        let rec = &mut self.recordings[recording];
-        if (chunk.column as usize) < rec.columns.len() || rec.schema_damage.is_some() {
-            return;
-        }
-        let why = format!("the description of column {} (lane {} has chunks of it) was lost", chunk.column, chunk.lane);
-        rec.schema_damage = Some(Problem::new(&self.shards[shard].path, chunk.record_offset, why));
-    }
-
-    /// The error for a column name no recording lists: `Corrupt` when a recording lost column
-    /// descriptions (the name may be one of them), else `Schema`.
-    pub(crate) fn no_such_column(&self, column: &str) -> Error {
-        match self.recordings.iter().find_map(|r| r.schema_damage.as_ref()) {
-            Some(p) => Error::corrupt(&p.file, p.offset, format!("column '{column}' is unreadable: {}", p.why)),
-            None => Error::schema(column, "no such column in this dataset"),
-        }
+        !self.episodes.is_empty() && self.episodes.contains(&EpisodeKey::of(*recording_id, summary))
     }
 }
 

@@ -22,12 +22,9 @@
 //! not on what earlier reads found (up to damage that step 2 cannot see: a chunk that passes
 //! its checksum and fails to decode only marks its episodes once a read decodes it).
 
-use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-
+use super::checks::episode_span;
 use super::damage::{Affected, Damage};
-use super::dataset::{episode_span, Dataset};
+use super::dataset_view::DatasetView;
 use super::gather::{Field, Out, Window};
 use super::rows::overlapping;
 use super::sampling::SplitMix64;
@@ -82,66 +79,6 @@ impl WindowKind {
     }
 }
 
-/// Damage found while reading, and which episodes are known intact.
-#[derive(Default)]
-pub(crate) struct ReadDamage {
-    /// Set once anything is damaged: until then a read checks nothing else.
-    any: AtomicBool,
-    state: RwLock<State>,
-    /// A bit per episode: every Chunks record holding its rows passed its checksum.
-    checked: RwLock<Vec<AtomicU64>>,
-}
-
-#[derive(Default)]
-struct State {
-    damaged: HashSet<usize>,
-    events: Vec<Damage>,
-}
-
-fn read<T>(lock: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    // Updates are a few infallible steps, so a lock poisoned by a panic elsewhere is consistent.
-    lock.read().unwrap_or_else(|p| p.into_inner())
-}
-
-fn write<T>(lock: &RwLock<T>) -> RwLockWriteGuard<'_, T> {
-    lock.write().unwrap_or_else(|p| p.into_inner())
-}
-
-impl ReadDamage {
-    fn is_damaged(&self, episode: usize) -> bool {
-        self.any.load(Ordering::Acquire) && read(&self.state).damaged.contains(&episode)
-    }
-
-    /// Records damage; returns it with only the episodes not known damaged before (`None` when
-    /// there are none: another read found it first).
-    fn add(&self, damage: Damage) -> Option<Damage> {
-        let mut state = write(&self.state);
-        let new: Vec<usize> = damage.episodes.iter().copied().filter(|&e| state.damaged.insert(e)).collect();
-        if new.is_empty() {
-            return None;
-        }
-        self.any.store(true, Ordering::Release);
-        let event = Damage { episodes: new, ..damage };
-        state.events.push(event.clone());
-        Some(event)
-    }
-
-    fn is_checked(bits: &[AtomicU64], episode: usize) -> bool {
-        bits.get(episode / 64).is_some_and(|w| w.load(Ordering::Relaxed) & (1 << (episode % 64)) != 0)
-    }
-
-    fn set_checked(&self, episode: usize) {
-        if read(&self.checked).len() <= episode / 64 {
-            let mut bits = write(&self.checked);
-            let words = episode / 64 + 1;
-            if bits.len() < words {
-                bits.resize_with(words, AtomicU64::default);
-            }
-        }
-        read(&self.checked)[episode / 64].fetch_or(1 << (episode % 64), Ordering::Relaxed);
-    }
-}
-
 /// Two numbers mixed into one seed (SplitMix64's output function over both).
 fn mix(a: u64, b: u64) -> u64 {
     SplitMix64::new(a ^ b.wrapping_mul(0xD1B5_4A32_D192_ED03).rotate_left(29)).next_u64()
@@ -177,7 +114,7 @@ fn draw(set: &EpisodeSet, kind: WindowKind, stream: u64, attempt: u64) -> Result
     Ok(Window { episode, start })
 }
 
-impl Dataset {
+impl DatasetView<'_> {
     /// `gather`, leaving damaged episodes out (see the module notes): windows that fall in them
     /// are redrawn as `redraw` says, and `windows` ends up holding the windows read. Returns the
     /// damage found (each with the episodes it newly left out), for the caller to report. With
@@ -226,26 +163,24 @@ impl Dataset {
         if self.options().strict {
             return None;
         }
-        let shard = self.shard_of(path)?;
-        let episodes = Affected::new(self).at(shard, *offset);
-        self.integrity.read.add(Damage { file: path.clone(), offset: *offset, why: why.clone(), episodes })
+        let shard = self.catalog.shard_of(path)?;
+        let episodes = Affected::new(self.catalog).at(shard, *offset);
+        self.read_damage.add(Damage { file: path.clone(), offset: *offset, why: why.clone(), episodes })
     }
 
     /// Whether a read found damage in the episode's data (lenient mode).
     pub fn is_damaged(&self, episode: usize) -> bool {
-        self.integrity.read.is_damaged(episode)
+        self.read_damage.is_damaged(episode)
     }
 
     /// The episodes reads found damaged, ascending.
     pub fn damaged_episodes(&self) -> Vec<usize> {
-        let mut out: Vec<usize> = read(&self.integrity.read.state).damaged.iter().copied().collect();
-        out.sort_unstable();
-        out
+        self.read_damage.damaged_episodes()
     }
 
     /// The damage reads found, in the order found (each with the episodes it left out).
     pub fn read_damage(&self) -> Vec<Damage> {
-        read(&self.integrity.read.state).events.clone()
+        self.read_damage.events()
     }
 
     fn replace_damaged(
@@ -255,7 +190,7 @@ impl Dataset {
         kind: WindowKind,
         windows: &mut [Window],
     ) -> Result<()> {
-        if !self.integrity.read.any.load(Ordering::Acquire) {
+        if !self.read_damage.any() {
             return Ok(());
         }
         for (slot, w) in windows.iter_mut().enumerate() {
@@ -283,8 +218,7 @@ impl Dataset {
 
     /// The error for reading an episode a read found damaged: the damage that marked it.
     fn damaged_error(&self, episode: usize) -> Error {
-        let state = read(&self.integrity.read.state);
-        match state.events.iter().find(|d| d.episodes.contains(&episode)) {
+        match self.read_damage.event_of(episode) {
             Some(d) => Error::corrupt(&d.file, d.offset, format!("{} (episode {episode} is damaged)", d.why)),
             None => Error::corrupt(self.path(), 0, format!("episode {episode} is damaged")),
         }
@@ -292,15 +226,12 @@ impl Dataset {
 
     /// Verifies the Chunks records of the windows' episodes not verified yet (step 2).
     pub(super) fn check_episodes(&self, windows: &[Window]) -> Result<()> {
-        let mut todo: Vec<usize> = {
-            let bits = read(&self.integrity.read.checked);
-            windows.iter().map(|w| w.episode).filter(|&e| !ReadDamage::is_checked(&bits, e)).collect()
-        };
+        let mut todo = self.read_damage.unchecked(windows.iter().map(|w| w.episode));
         todo.sort_unstable();
         todo.dedup();
         for episode in todo {
             self.check_episode_records(episode)?;
-            self.integrity.read.set_checked(episode);
+            self.read_damage.set_checked(episode);
         }
         Ok(())
     }
@@ -351,21 +282,5 @@ mod tests {
         assert!(draw(&empty, steps, 1, 0).is_err());
         let long = WindowKind { length: 9, sequence: true, pad: false };
         assert!(draw(&set, long, 1, 0).is_err());
-    }
-
-    #[test]
-    fn damage_is_added_once() {
-        let rd = ReadDamage::default();
-        assert!(!rd.is_damaged(3));
-        let d = |eps: Vec<usize>| Damage { file: "f".into(), offset: 8, why: "x".into(), episodes: eps };
-        assert_eq!(rd.add(d(vec![3, 4])).unwrap().episodes, vec![3, 4]);
-        assert_eq!(rd.add(d(vec![4, 5])).unwrap().episodes, vec![5], "only the episodes new to it");
-        assert!(rd.add(d(vec![3])).is_none());
-        assert!(rd.add(d(vec![])).is_none());
-        assert!(rd.is_damaged(5) && !rd.is_damaged(6));
-        rd.set_checked(130);
-        assert!(ReadDamage::is_checked(&read(&rd.checked), 130));
-        assert!(!ReadDamage::is_checked(&read(&rd.checked), 129));
-        assert!(!ReadDamage::is_checked(&read(&rd.checked), 100_000));
     }
 }

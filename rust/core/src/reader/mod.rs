@@ -29,18 +29,25 @@ mod among;
 mod batch;
 mod bulk;
 mod cache;
+mod catalog;
+mod checks;
 mod chunk_bytes;
+mod chunk_list;
 mod damage;
 mod dataset;
+mod dataset_view;
 mod frames_of;
 mod gather;
+mod int_map;
 mod integrity;
 mod lane_scan;
 mod lenient;
 mod metrics;
 mod parts;
+mod pieces;
 mod plan;
 mod pool;
+mod read_damage;
 mod request;
 mod rows;
 mod salvage;
@@ -50,8 +57,10 @@ mod shard;
 mod shared_chunks;
 mod source;
 mod steps;
+mod store;
 mod stream;
 mod tail;
+mod verified;
 mod verify;
 
 use std::path::{Path, PathBuf};
@@ -66,16 +75,16 @@ pub use gather::{
 pub use metrics::{episode_metrics, episode_summaries, MetricColumn, Values};
 pub use plan::{BatchPlan, PlanCache, DEFAULT_KEYS};
 pub use pool::{ArenaLayout, BlockPool, BATCH_BLOCKS};
-pub use request::{resolve_index, Request};
+pub use request::Request;
 pub use rows::{ColumnData, RowsView};
 pub use sampling::{sample_steps, sample_windows, SplitMix64};
 pub use scan::RangeRead;
 pub use shared_chunks::{available_memory, cache_plan, CachePlan, CacheStats, CACHE_AUTO, CACHE_FLOOR, RAM_SHARE};
-pub use steps::{EpisodeSet, StepIndex, WindowIndex};
+pub use steps::{resolve_index, EpisodeSet, StepIndex, WindowIndex};
 pub use stream::set_stream_from_bytes;
 
+pub(crate) use checks::episode_span;
 pub use damage::Damage;
-pub(crate) use dataset::episode_span;
 pub use integrity::{EpisodeKey, Exclusions};
 pub use lenient::{Draw, Redraw, WindowKind};
 pub use salvage::{Salvage, SalvagePlan};
@@ -145,6 +154,11 @@ impl serde::Serialize for Problem {
 /// such a path, and a report must not fail for a file's name).
 pub(crate) fn path_text<S: serde::Serializer>(path: &Path, s: S) -> std::result::Result<S::Ok, S::Error> {
     s.collect_str(&path.display())
+}
+
+/// A recording id as text.
+pub(crate) fn hex(id: &[u8; 16]) -> String {
+    id.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `path_text` of each path.

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use super::dataset::Dataset;
+use super::dataset_view::DatasetView;
 use super::gather::Field;
 use super::lenient::WindowKind;
 use crate::layout::Layout;
@@ -63,17 +63,12 @@ pub struct BatchPlan {
 }
 
 impl BatchPlan {
-    /// Resolves `keys` (`DEFAULT_KEYS` when `None`) against `ds`: layouts come from the first
-    /// recording's Meta record; columns are matched by name in every recording.
+    /// Resolves `keys` (`DEFAULT_KEYS` when `None`) against `ds`, over the recordings flagged
+    /// in `among` (None: every one; see `Dataset::recordings_among`): layouts come from the
+    /// first of them's Meta record; columns are matched by name in each of them.
     ///
     /// Errors: `Invalid` (no recording; a layout damaged or missing), those of `Dataset::field`.
-    pub fn new(ds: &Dataset, keys: Option<&[String]>) -> Result<BatchPlan> {
-        BatchPlan::among(ds, keys, None)
-    }
-
-    /// `new` over the recordings flagged in `among` (None: every one): layouts come from the
-    /// first of them (see `Dataset::recordings_among`).
-    pub fn among(ds: &Dataset, keys: Option<&[String]>, among: Option<&[bool]>) -> Result<BatchPlan> {
+    pub(crate) fn among(ds: &DatasetView<'_>, keys: Option<&[String]>, among: Option<&[bool]>) -> Result<BatchPlan> {
         let keys: Vec<String> = match keys {
             Some(k) => k.to_vec(),
             None => DEFAULT_KEYS.iter().map(|s| s.to_string()).collect(),
@@ -193,7 +188,7 @@ fn meta_layout(meta_json: &str, which: &str, is_column: &dyn Fn(&str) -> bool) -
     Layout::parse(tree, is_column).map_err(Some)
 }
 
-impl Dataset {
+impl DatasetView<'_> {
     /// The `which` ("observation" or "action") layout of episode `episode`'s recording, over
     /// columns the recording has: how to nest the episode's leaf columns like its space.
     ///

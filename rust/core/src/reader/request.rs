@@ -5,19 +5,8 @@
 use super::gather::Window;
 use super::lenient::{Redraw, WindowKind};
 use super::sampling::{sample_steps, sample_windows};
-use super::steps::EpisodeSet;
+use super::steps::{resolve_index, EpisodeSet};
 use crate::{Error, Result};
-
-/// `index` of `len` things called `what` ("episode", "step", "window"), negative from the end
-/// as in Python: `-1` is the last.
-///
-/// Errors: `OutOfRange` outside `-len .. len`.
-pub fn resolve_index(index: i64, len: u64, what: &str) -> Result<u64> {
-    let resolved = if index < 0 { len.checked_sub(index.unsigned_abs()) } else { Some(index as u64) };
-    resolved
-        .filter(|&i| i < len)
-        .ok_or_else(|| Error::OutOfRange(format!("{what} {index} is out of range ({len} {what}s)")))
-}
 
 /// Which windows a batch holds.
 #[derive(Debug, Clone, PartialEq, Eq)]

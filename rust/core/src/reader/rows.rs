@@ -9,7 +9,8 @@ use std::sync::Arc;
 use memmap2::Mmap;
 
 use super::chunk_bytes::{ChunkBytes, Decoded};
-use super::dataset::{Dataset, Located};
+use super::chunk_list::Located;
+use super::dataset_view::DatasetView;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::format::chunks::ChunkRef;
@@ -53,7 +54,7 @@ impl std::fmt::Debug for RowsView {
     }
 }
 
-impl Dataset {
+impl DatasetView<'_> {
     fn column_spec(&self, recording: usize, column: ColumnId) -> Result<&ColumnSpec> {
         let rec = self.recording(recording)?;
         rec.columns.get(column as usize).ok_or_else(|| {
@@ -74,18 +75,18 @@ impl Dataset {
     }
 
     pub(super) fn chunk_list(&self, recording: usize, lane: u32, column: ColumnId) -> &[Located] {
-        self.chunk_lists.get(&(recording, lane, column)).map_or(&[], |l| &l.chunks)
+        self.catalog.chunk_lists.get(&(recording, lane, column)).map_or(&[], |l| &l.chunks)
     }
 
     /// `chunk_list` and its chunks' end rows, in the same order.
     pub(super) fn chunk_list_ends(&self, recording: usize, lane: u32, column: ColumnId) -> (&[Located], &[u64]) {
-        self.chunk_lists.get(&(recording, lane, column)).map_or((&[], &[]), |l| (&l.chunks, &l.ends))
+        self.catalog.chunk_lists.get(&(recording, lane, column)).map_or((&[], &[]), |l| (&l.chunks, &l.ends))
     }
 
     pub(super) fn ensure_verified(&self, loc: &Located) -> Result<()> {
-        if !self.verified.is_verified(loc.record) {
-            self.shards[loc.shard].verify_chunks_record(loc.chunk.record_offset)?;
-            self.verified.mark(loc.record);
+        if !self.store.verified.is_verified(loc.record) {
+            self.store.shards[loc.shard].verify_chunks_record(loc.chunk.record_offset)?;
+            self.store.verified.mark(loc.record);
         }
         Ok(())
     }
@@ -99,7 +100,7 @@ impl Dataset {
 
     /// A chunk's stored bytes, for a caller that verified its Chunks record already.
     pub(super) fn stored_unchecked(&self, loc: &Located) -> Result<Cow<'_, [u8]>> {
-        let shard = &self.shards[loc.shard];
+        let shard = &self.store.shards[loc.shard];
         let c = &loc.chunk;
         shard.source.bytes(c.data_offset, c.stored_len).ok_or_else(|| {
             let why =
@@ -115,7 +116,7 @@ impl Dataset {
     /// Decodes an encoded chunk's stored bytes (no cache involved): `raw_len` bytes.
     pub(super) fn decode_stored(&self, loc: &Located, stored: &[u8], row_bytes: Option<usize>) -> Result<Vec<u8>> {
         let c = &loc.chunk;
-        let corrupt = |why: String| Error::corrupt(&self.shards[loc.shard].path, c.data_offset, why);
+        let corrupt = |why: String| Error::corrupt(&self.store.shards[loc.shard].path, c.data_offset, why);
         if codec_ids(c.codec).last() == Some(CODEC_ZSTD) && !declares_its_size(c, row_bytes, stored) {
             return Err(corrupt(format!("zstd frame does not declare the chunk's {} bytes", c.raw_len)));
         }
@@ -133,7 +134,7 @@ impl Dataset {
         prefix: usize,
     ) -> Result<Decoded> {
         let c = &loc.chunk;
-        let corrupt = |why: String| Error::corrupt(&self.shards[loc.shard].path, c.data_offset, why);
+        let corrupt = |why: String| Error::corrupt(&self.store.shards[loc.shard].path, c.data_offset, why);
         let raw_len = c.raw_len as usize;
         // A frame that does not declare its size is left to the whole decode, which says so.
         if !declares_its_size(c, row_bytes, stored) {
@@ -169,7 +170,7 @@ impl Dataset {
     /// A chunk's decoded rows (all `raw_len` bytes of them, as checked when the chunk was taken
     /// in).
     fn chunk_data(&self, loc: &Located, row_bytes: Option<usize>) -> Result<ChunkBytes<'_>> {
-        if loc.chunk.codec == 0 && self.shards[loc.shard].source.is_mapped() {
+        if loc.chunk.codec == 0 && self.store.shards[loc.shard].source.is_mapped() {
             if let Cow::Borrowed(stored) = self.stored_bytes(loc)? {
                 return Ok(ChunkBytes::Mapped(stored));
             }
@@ -182,10 +183,10 @@ impl Dataset {
         let key = (loc.shard, loc.chunk.data_offset);
         let whole = loc.chunk.raw_len as usize;
         // A gather may have cached a prefix only: decode such a chunk whole.
-        if let Some(data) = self.cache.get(key).filter(|d| d.rows_len(row_bytes) == whole) {
+        if let Some(data) = self.store.cache.get(key).filter(|d| d.rows_len(row_bytes) == whole) {
             return Ok(ChunkBytes::Decoded(data));
         }
-        let data = self.cache.fill(key, || {
+        let data = self.store.cache.fill(key, || {
             Ok(match self.stored_unchecked(loc)? {
                 Cow::Owned(raw) if loc.chunk.codec == 0 => {
                     Decoded::Rows(self.decode_stored_cow(loc, Cow::Owned(raw), row_bytes)?)
@@ -235,7 +236,7 @@ impl Dataset {
             });
             if !whole {
                 return Err(Error::corrupt(
-                    &self.shards[loc.shard].path,
+                    &self.store.shards[loc.shard].path,
                     loc.chunk.data_offset,
                     "chunk shorter than its rows",
                 ));
@@ -272,7 +273,7 @@ impl Dataset {
             let skip = (from - loc.first_row()) as usize;
             let text = data.contiguous().unwrap_or_default();
             chunk_strings(text, loc.chunk.n_rows, skip, skip + (to - from) as usize, &mut out).map_err(|why| {
-                Error::corrupt(&self.shards[loc.shard].path, loc.chunk.data_offset, format!("str chunk: {why}"))
+                Error::corrupt(&self.store.shards[loc.shard].path, loc.chunk.data_offset, format!("str chunk: {why}"))
             })?;
             cursor = to;
         }
@@ -298,12 +299,16 @@ impl Dataset {
             return Ok(None);
         }
         self.ensure_verified(loc)?;
-        let Some(map) = self.shards[loc.shard].source.map() else { return Ok(None) };
+        let Some(map) = self.store.shards[loc.shard].source.map() else { return Ok(None) };
         // Inside the chunk (checked at ingest: raw_len = n_rows * row_bytes, data inside the map).
         let start = (loc.chunk.data_offset + (first_row - loc.first_row()) * row_bytes as u64) as usize;
         let len = n_rows as usize * row_bytes;
         if start.checked_add(len).is_none_or(|e| e > map.len()) {
-            return Err(Error::corrupt(&self.shards[loc.shard].path, loc.chunk.data_offset, "chunk outside the file"));
+            return Err(Error::corrupt(
+                &self.store.shards[loc.shard].path,
+                loc.chunk.data_offset,
+                "chunk outside the file",
+            ));
         }
         Ok(Some(RowsView { map: map.clone(), start, len }))
     }
@@ -314,7 +319,7 @@ impl Dataset {
     /// Errors: `Invalid` (episode out of range), `Schema` (no such column), `Corrupt`.
     pub fn read_episode_column(&self, episode: usize, column_name: &str) -> Result<ColumnData> {
         let (recording, lane, column, first, n) = self.locate(episode, column_name)?;
-        let spec = &self.recordings[recording].columns[column as usize];
+        let spec = &self.catalog.recordings[recording].columns[column as usize];
         let dtype = spec.dtype()?;
         let Some(row_bytes) = spec.row_bytes() else {
             return Ok(ColumnData::Strings(self.read_strings(recording, lane, column, first, n)?));
@@ -337,7 +342,7 @@ impl Dataset {
         column_name: &str,
     ) -> Result<Option<(DType, Vec<usize>, RowsView)>> {
         let (recording, lane, column, first, n) = self.locate(episode, column_name)?;
-        let spec = &self.recordings[recording].columns[column as usize];
+        let spec = &self.catalog.recordings[recording].columns[column as usize];
         if spec.row_bytes().is_none() {
             return Ok(None);
         }

@@ -9,7 +9,9 @@
 
 use std::collections::HashSet;
 
-use super::dataset::{episode_span, is_required, Dataset};
+use super::checks::episode_span;
+use super::checks::is_required;
+use super::dataset_view::DatasetView;
 use super::rows::overlapping;
 use super::verify::VerifyReport;
 use crate::format::episode::EpisodeSummary;
@@ -90,7 +92,7 @@ pub(crate) fn steps_before(length: u64, timeline: Timeline, bad_row: u64) -> u64
     }
 }
 
-impl Dataset {
+impl DatasetView<'_> {
     /// The salvage plan after `report` (a verification of this dataset).
     pub fn salvage(&self, report: &VerifyReport) -> SalvagePlan {
         let damaged: HashSet<usize> = report.damaged_episodes().into_iter().collect();
@@ -106,16 +108,16 @@ impl Dataset {
             let metadata = self.episode_metadata(i).unwrap_or_else(|_| "{}".into());
             keyed.push((e.recording, e.shard, Some(i), e.summary.clone(), kept, metadata));
         }
-        for left in &self.integrity.left_out {
+        for left in &self.catalog.left_out {
             let kept = self.intact_steps(left.recording, &left.summary, &report.unreadable);
-            let shard = &self.shards[left.shard];
+            let shard = &self.store.shards[left.shard];
             let metadata = shard
                 .episode_record(left.summary.record_offset)
                 .and_then(|batch| shard.metadata_in(&batch, &left.summary))
                 .unwrap_or_else(|_| "{}".into());
             keyed.push((left.recording, left.shard, None, left.summary.clone(), kept, metadata));
         }
-        keyed.sort_by_key(|k| (k.0, self.shards[k.1].header.shard_seq, k.3.record_offset, k.3.position));
+        keyed.sort_by_key(|k| (k.0, self.store.shards[k.1].header.shard_seq, k.3.record_offset, k.3.position));
         for (recording, _, listed, summary, kept, metadata) in keyed {
             if kept == 0 {
                 plan.lost += 1;
@@ -134,7 +136,7 @@ impl Dataset {
 
     /// Steps of an episode whose rows all read (`unreadable`: chunks that do not).
     fn intact_steps(&self, recording: usize, s: &EpisodeSummary, unreadable: &HashSet<(usize, u64)>) -> u64 {
-        let columns = &self.recordings[recording].columns;
+        let columns = &self.catalog.recordings[recording].columns;
         if !columns.iter().any(is_required) {
             return 0;
         }

@@ -11,7 +11,7 @@
 
 use super::bulk::IndexOut;
 use super::damage::Damage;
-use super::dataset::Dataset;
+use super::dataset_view::DatasetView;
 use super::gather::{Field, Out, Run, Window};
 use super::lenient::{Draw, Redraw, WindowKind};
 use super::steps::EpisodeSet;
@@ -71,7 +71,7 @@ impl EpisodeSet {
     }
 }
 
-impl Dataset {
+impl DatasetView<'_> {
     /// Reads steps `first .. first + n` of `set` (every field, `n` rows each, into `outs`) in
     /// bulk, and, when given, which episode and step each row is into `indexes` (`n` rows
     /// each). Returns what was read and the damage found (lenient reads; see the module notes).

@@ -27,8 +27,10 @@ use std::time::{Duration, Instant};
 
 use memmap2::{MmapOptions, MmapRaw};
 
-use super::cache::{ChunkCache, ChunkKey, IntHasher, IntMap};
-use super::dataset::{Dataset, Located};
+use super::catalog::Catalog;
+use super::chunk_list::Located;
+use super::int_map::{ChunkKey, IntHasher, IntMap};
+use super::shard::Shard;
 use crate::format::codec::{self, CODEC_STACK, CODEC_ZSTD};
 
 /// `OpenOptions::cache_bytes` meaning "sized by `cache_plan`".
@@ -231,6 +233,11 @@ impl SharedChunks {
         Some(SharedChunks { map, file, layout })
     }
 
+    /// Its size in bytes (the memory it holds once every slot is filled).
+    pub fn size(&self) -> usize {
+        self.layout.size
+    }
+
     /// The descriptor (for a spawned worker to adopt).
     pub fn fd(&self) -> i32 {
         use std::os::fd::AsRawFd;
@@ -346,9 +353,9 @@ pub fn available_memory() -> Option<u64> {
 /// What a chunk decodes to, from its index entry and (frame stacks) its zstd frame's header:
 /// `None` for chunks never cached (empty ones, raw ones read in place) and frames whose header
 /// does not declare a size the reader accepts.
-fn shape_of(ds: &Dataset, loc: &Located, row_bytes: Option<usize>) -> Option<Shape> {
+fn shape_of(shards: &[Shard], loc: &Located, row_bytes: Option<usize>) -> Option<Shape> {
     let c = &loc.chunk;
-    let mapped = ds.shards[loc.shard].source.is_mapped();
+    let mapped = shards[loc.shard].source.is_mapped();
     if c.stored_len == 0 || (c.codec == 0 && mapped) {
         return None;
     }
@@ -360,21 +367,21 @@ fn shape_of(ds: &Dataset, loc: &Located, row_bytes: Option<usize>) -> Option<Sha
         return Some(Shape::Rows(raw_len));
     }
     // A zstd frame header is at most 18 bytes.
-    let head = ds.shards[loc.shard].source.bytes(c.data_offset, c.stored_len.min(18))?;
+    let head = shards[loc.shard].source.bytes(c.data_offset, c.stored_len.min(18))?;
     let declared = zstd::zstd_safe::get_frame_content_size(&head).ok().flatten()?;
     let (limit, _) = codec::zstd_output_limit(c.codec, row_bytes, c.raw_len);
     (declared <= limit).then(|| Shape::Frames { row, rows: raw_len / row, filtered: declared as usize })
 }
 
-/// The layout of the chunks `ds` lists now (the same in every process that opened the same
-/// index).
-pub(super) fn layout_of(ds: &Dataset) -> Layout {
+/// The layout of the chunks the catalog lists now (the same in every process that opened the
+/// same index).
+pub(super) fn layout_of(catalog: &Catalog, shards: &[Shard]) -> Layout {
     let mut chunks = Vec::new();
-    for (&(recording, _lane, column), list) in &ds.chunk_lists {
-        let spec = ds.recordings.get(recording).and_then(|r| r.columns.get(column as usize));
+    for (&(recording, _lane, column), list) in &catalog.chunk_lists {
+        let spec = catalog.recordings.get(recording).and_then(|r| r.columns.get(column as usize));
         let row_bytes = spec.and_then(|s| s.row_bytes());
         for loc in &list.chunks {
-            if let Some(shape) = shape_of(ds, loc, row_bytes) {
+            if let Some(shape) = shape_of(shards, loc, row_bytes) {
                 chunks.push(((loc.shard, loc.chunk.data_offset), shape));
             }
         }
@@ -385,10 +392,10 @@ pub(super) fn layout_of(ds: &Dataset) -> Layout {
 /// The cache for a dataset just opened: the bound of its LRU, and its shared store where the
 /// plan says so (the LRU then gets what the store leaves of the bound, for chunks a `refresh`
 /// adds).
-pub(super) fn plan_for(ds: &Dataset) -> (usize, Option<SharedChunks>) {
-    let layout = layout_of(ds);
+pub(super) fn plan_for(catalog: &Catalog, shards: &[Shard], cache_bytes: usize) -> (usize, Option<SharedChunks>) {
+    let layout = layout_of(catalog, shards);
     let total = layout.size - HEADER;
-    let explicit = (ds.options().cache_bytes != CACHE_AUTO).then_some(ds.options().cache_bytes);
+    let explicit = (cache_bytes != CACHE_AUTO).then_some(cache_bytes);
     let plan = cache_plan(total as u64, explicit, available_memory(), CAN_SHARE);
     match plan.shared.then(|| SharedChunks::create(layout)).flatten() {
         Some(store) => (plan.bytes.saturating_sub(total), Some(store)),
@@ -405,35 +412,6 @@ pub struct CacheStats {
     pub shared_bytes: usize,
     /// Chunks this process decoded.
     pub decodes: u64,
-}
-
-impl Dataset {
-    pub fn cache_stats(&self) -> CacheStats {
-        let shared_bytes = self.cache.store().map_or(0, |s| s.layout.size);
-        CacheStats { lru_bytes: self.cache.capacity(), shared_bytes, decodes: self.cache.decodes() }
-    }
-
-    /// The shared store's descriptor, for a spawned process to `adopt_shared_chunks`.
-    pub fn shared_chunks_fd(&self) -> Option<i32> {
-        self.cache.store().map(SharedChunks::fd)
-    }
-
-    /// Uses the shared store of the process that handed over `fd` (taking ownership of it)
-    /// instead of this one's, when laid out for the same chunks; else closes it. Returns
-    /// whether it was adopted.
-    ///
-    /// # Safety
-    /// `fd` must be an open descriptor this process owns and uses nowhere else.
-    pub unsafe fn adopt_shared_chunks(&mut self, fd: i32) -> bool {
-        use std::os::fd::FromRawFd;
-        // SAFETY: the caller hands over ownership of an open descriptor.
-        let file = unsafe { File::from_raw_fd(fd) };
-        let Some(store) = self.cache.store().and_then(|_| SharedChunks::adopt(file, layout_of(self))) else {
-            return false;
-        };
-        self.cache = ChunkCache::with_store(self.cache.capacity(), Some(store));
-        true
-    }
 }
 
 /// A chunk's decoded bytes in a ready slot, kept alive by the store.

@@ -12,8 +12,18 @@
 
 use std::sync::{Arc, Mutex, OnceLock};
 
-use super::request::resolve_index;
 use crate::error::{Error, Result};
+
+/// `index` of `len` things called `what` ("episode", "step", "window"), negative from the end
+/// as in Python: `-1` is the last.
+///
+/// Errors: `OutOfRange` outside `-len .. len`.
+pub fn resolve_index(index: i64, len: u64, what: &str) -> Result<u64> {
+    let resolved = if index < 0 { len.checked_sub(index.unsigned_abs()) } else { Some(index as u64) };
+    resolved
+        .filter(|&i| i < len)
+        .ok_or_else(|| Error::OutOfRange(format!("{what} {index} is out of range ({len} {what}s)")))
+}
 
 /// Prefix sums of episode lengths: `starts[k]` is the number of steps in episodes `0..k`.
 ///

@@ -22,8 +22,10 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::chunk_list::Located;
 use super::damage::{Affected, Damage};
-use super::dataset::{Dataset, Located};
+use super::dataset::Dataset;
+use super::dataset_view::DatasetView;
 use super::gather::max_threads;
 use super::integrity::Exclusions;
 use super::rows::chunk_strings;
@@ -83,14 +85,15 @@ type RecordChunks<'d> = Vec<(&'d Located, &'d ColumnSpec)>;
 
 /// Verifies every shard of an opened dataset (see the module notes). Never fails: damage is
 /// what it reports.
-pub fn verify(ds: &Dataset) -> VerifyReport {
+pub fn verify(dataset: &Dataset) -> VerifyReport {
+    let ds = &dataset.view();
     // Built only when there is damage to map (a pass over every chunk and episode).
     let affected = std::cell::OnceCell::new();
-    let affected = || affected.get_or_init(|| Affected::new(ds));
-    let mut report = VerifyReport { shards: ds.shards.len(), ..VerifyReport::default() };
+    let affected = || affected.get_or_init(|| Affected::new(ds.catalog));
+    let mut report = VerifyReport { shards: ds.store.shards.len(), ..VerifyReport::default() };
     let mut seen: HashSet<(usize, u64)> = HashSet::new();
-    for p in ds.problems() {
-        if let Some(s) = ds.shard_of(&p.file) {
+    for p in dataset.problems() {
+        if let Some(s) = ds.catalog.shard_of(&p.file) {
             seen.insert((s, p.offset));
         }
         let episodes = affected().of_problem(p);
@@ -99,7 +102,7 @@ pub fn verify(ds: &Dataset) -> VerifyReport {
     report.from_open = report.damage.len();
 
     let mut by_record: HashMap<(usize, u64), RecordChunks<'_>> = HashMap::new();
-    for (&(recording, _, column), list) in &ds.chunk_lists {
+    for (&(recording, _, column), list) in &ds.catalog.chunk_lists {
         let Some(spec) = ds.recordings()[recording].columns.get(column as usize) else { continue };
         for loc in &list.chunks {
             by_record.entry((loc.shard, loc.chunk.record_offset)).or_default().push((loc, spec));
@@ -111,7 +114,7 @@ pub fn verify(ds: &Dataset) -> VerifyReport {
 
     // Every record: those a hop from the header reaches, and those the dataset knows of (the
     // index lists records past a damaged header too).
-    let mut known: Vec<BTreeSet<u64>> = vec![BTreeSet::new(); ds.shards.len()];
+    let mut known: Vec<BTreeSet<u64>> = vec![BTreeSet::new(); ds.store.shards.len()];
     for &(s, offset) in by_record.keys() {
         known[s].insert(offset);
     }
@@ -120,7 +123,7 @@ pub fn verify(ds: &Dataset) -> VerifyReport {
     }
     let mut items: Vec<(usize, u64)> = Vec::new();
     let mut found: Vec<(usize, u64, String)> = Vec::new();
-    for (s, (shard, mut offsets)) in ds.shards.iter().zip(known).enumerate() {
+    for (s, (shard, mut offsets)) in ds.store.shards.iter().zip(known).enumerate() {
         let map: &Source = &shard.source;
         report.bytes += map.len();
         let mut at = HEADER_LEN as u64;
@@ -173,7 +176,7 @@ pub fn verify(ds: &Dataset) -> VerifyReport {
     found.sort_by_key(|f| (f.0, f.1));
     for (s, offset, why) in found {
         if seen.insert((s, offset)) {
-            let file = ds.shards[s].path.clone();
+            let file = ds.store.shards[s].path.clone();
             report.damage.push(Damage { file, offset, why, episodes: affected().at(s, offset) });
         }
     }
@@ -182,14 +185,14 @@ pub fn verify(ds: &Dataset) -> VerifyReport {
 
 /// Checks the record at `offset` of shard `s`; `chunks`: what the dataset reads from it.
 fn check_record(
-    ds: &Dataset,
+    ds: &DatasetView<'_>,
     s: usize,
     offset: u64,
     chunks: &[(&Located, &ColumnSpec)],
     scratch: &mut Vec<String>,
 ) -> Checked {
     let mut out = Checked::default();
-    let map: &Source = &ds.shards[s].source;
+    let map: &Source = &ds.store.shards[s].source;
     let rec = match frame(map, offset) {
         Ok(rec) => rec,
         Err(e) => {
@@ -218,7 +221,7 @@ fn check_record(
         return out;
     }
     if let Some((loc, _)) = chunks.first() {
-        ds.verified.mark(loc.record);
+        ds.store.verified.mark(loc.record);
     }
     for &(loc, spec) in chunks {
         out.chunks += 1;
@@ -243,7 +246,12 @@ fn check_record(
 }
 
 /// Decodes one chunk as a read would and checks what it holds; returns its decoded bytes.
-fn check_chunk_data(ds: &Dataset, loc: &Located, spec: &ColumnSpec, scratch: &mut Vec<String>) -> Result<u64, String> {
+fn check_chunk_data(
+    ds: &DatasetView<'_>,
+    loc: &Located,
+    spec: &ColumnSpec,
+    scratch: &mut Vec<String>,
+) -> Result<u64, String> {
     let why = |e: Error| match e {
         Error::Corrupt { why, .. } => why,
         other => other.to_string(),
@@ -302,7 +310,7 @@ pub fn open_verified(path: &Path, opts: OpenOptions) -> Result<(Dataset, VerifyR
     }
     let mut exclusions = Exclusions::default();
     for e in report.damaged_episodes() {
-        exclusions.episodes.insert(ds.episode_key(e)?);
+        exclusions.episodes.insert(ds.view().episode_key(e)?);
     }
     for d in &report.damage[report.from_open..] {
         exclusions.problems.push(Problem::new(&d.file, d.offset, d.why_with_episodes()));
