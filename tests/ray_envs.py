@@ -68,3 +68,51 @@ class Capture(RLlibCallback):  # type: ignore[misc]
         }
         with open(os.path.join(self.out, f"{episode.id_}.pkl"), "wb") as f:
             pickle.dump(account, f)
+
+
+def echo_multi_agent_env(config: Any) -> Any:
+    """`EchoAgents` (imported here: this module is imported by RLlib's actors)."""
+    from ray.rllib.env.multi_agent_env import MultiAgentEnv
+
+    class EchoAgents(MultiAgentEnv):  # type: ignore[misc]
+        """Two agents with their own observation spaces, ending at different steps ("b" is
+        terminated at step 5, "a" truncated at step 8); each info echoes the agent's
+        observation, action and reward of that row, as `EchoInfo` does."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.possible_agents = ["a", "b"]
+            self.agents = list(self.possible_agents)
+            self.observation_spaces = {
+                "a": gym.spaces.Box(-1.0, 1.0, (3,), np.float32),
+                "b": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+            }
+            self.action_spaces = {"a": gym.spaces.Discrete(2), "b": gym.spaces.Discrete(3)}
+            self.rng = np.random.default_rng(0)
+            self.t = 0
+
+        def _obs(self, agent: str) -> Any:
+            return self.rng.uniform(-1, 1, self.observation_spaces[agent].shape).astype(np.float32)
+
+        def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, Any]:
+            self.rng = np.random.default_rng(seed)
+            self.t = 0
+            self.agents = list(self.possible_agents)
+            obs = {a: self._obs(a) for a in self.agents}
+            return obs, {a: {"obs": obs[a], "action": np.int64(0), "reward": 0.0} for a in self.agents}
+
+        def step(self, actions: dict[str, Any]) -> tuple[Any, ...]:
+            self.t += 1
+            obs, rewards, terms, truncs, infos = {}, {}, {}, {}, {}
+            for agent, action in actions.items():
+                obs[agent] = self._obs(agent)
+                rewards[agent] = float(self.rng.normal())
+                terms[agent] = agent == "b" and self.t == 5
+                truncs[agent] = agent == "a" and self.t == 8
+                infos[agent] = {"obs": obs[agent], "action": np.int64(action), "reward": rewards[agent]}
+            self.agents = [a for a in self.agents if not (terms.get(a) or truncs.get(a))]
+            terms["__all__"] = False
+            truncs["__all__"] = not self.agents
+            return obs, rewards, terms, truncs, infos
+
+    return EchoAgents()

@@ -284,3 +284,41 @@ def test_values_that_cannot_be_recorded_are_named_and_training_goes_on(tmp_path:
         assert (not third.complete and third.length == 0) or third.length < 2  # ended where its value did not fit
         assert fourth.complete and fourth.data["x"].tolist() == [4.5, 5.5]
         assert [ep.metadata["rllib"]["env_index"] for ep in ds.episodes] == [0, 1, 2, 3]
+
+
+@pytest.mark.usefixtures("ray_local")
+def test_multi_agent_ppo_records_an_episode_per_agent(tmp_path: Path) -> None:
+    from ray_envs import echo_multi_agent_env
+
+    register_env("echo_agents", echo_multi_agent_env)
+    path = tmp_path / "ma"
+    config = (
+        PPOConfig()
+        .environment("echo_agents")
+        .env_runners(num_env_runners=1, num_cpus_per_env_runner=0.5)
+        .learners(num_learners=1)
+        .multi_agent(policies={"pa", "pb"}, policy_mapping_fn=lambda agent, episode, **kw: "p" + agent)
+        .training(train_batch_size_per_learner=128, minibatch_size=64, num_epochs=1)
+        .callbacks(functools.partial(trajcore.ray.RecordRLlibEpisodes, str(path)))
+        .debugging(seed=0)
+    )
+    algo = config.build_algo()
+    try:
+        for _ in range(2):
+            algo.train()
+    finally:
+        algo.stop()
+    with trajcore.open(path) as ds:
+        assert sorted(ds.agents) == ["a", "b"]
+        by_env_episode: dict[str, list[trajcore.Episode]] = {}
+        for ep in ds.episodes:
+            by_env_episode.setdefault(ep.env_episode, []).append(ep)
+            assert ep.metadata["rllib"]["module_id"] == "p" + ep.agent
+            assert_rows_echo_the_env(ep, f"episode {ep.index} ({ep.agent})")
+        assert len(by_env_episode) >= 128 // 8  # every sampled env episode, each agent once
+        for parts in by_env_episode.values():
+            got = sorted((ep.agent, ep.length, ep.terminated, ep.truncated) for ep in parts)
+            # RLlib's account of the flags: once every agent ended, some terminated and some
+            # truncated, it marks the episode and each agent's part terminated ("a" too).
+            assert got == [("a", 8, True, True), ("b", 5, True, False)]
+        assert ds.select(agent="b").sample_transitions(8, seed=0)["observations"].shape == (8, 2)

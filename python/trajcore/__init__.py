@@ -10,6 +10,10 @@ checksummed, indexed file format (a Rust core), and read them back as numpy arra
         seq = ds.select(complete=True).sample_sequences(32, length=20, seed=0)
 
     trajcore.to_pandas(ds); trajcore.export(ds, "cp16.parquet")  # also csv, jsonl (RLlib), minari
+
+Any other loop writes through `trajcore.Writer` (whole episodes as arrays, or step by step);
+PettingZoo envs record with `trajcore.RecordParallelEpisodes` and `trajcore.RecordAECEpisodes`
+(needs pettingzoo), an episode per agent (`ds.agents`, `ds.select(agent=...)`).
     trajcore.verify("runs/cp16"); trajcore.recover("runs/damaged", "runs/saved")
 
 Looking at episodes and getting them out are functions over a dataset (or `Episodes`, or an
@@ -20,6 +24,8 @@ the exports and pandas tables. `trajcore.torch` (needs torch) wraps datasets for
 """
 
 # plots and viewer: looking at episodes (matplotlib is imported only when a figure is drawn).
+from typing import Any
+
 from trajcore import _core, errors, plots, viewer
 from trajcore._convert import convert
 from trajcore._integrity import Damage, VerifyReport, recover, verify
@@ -34,6 +40,7 @@ from trajcore.formats import export, import_minari, summaries_frame, to_pandas
 from trajcore.recorder import RecordEpisodes
 from trajcore.transitions import Batch, Sequences, Transitions
 from trajcore.vector import RecordVectorEpisodes
+from trajcore.writer import Writer
 
 __version__: str = _core.__version__
 FORMAT_VERSION: tuple[int, int] = _core.FORMAT_VERSION
@@ -64,8 +71,18 @@ __all__ = [
     "to_pandas",
     "verify",
     "viewer",
+    "Writer",
 ]
 __all__ += errors.__all__
+
+
+def __getattr__(name: str) -> Any:
+    # The PettingZoo recorders import pettingzoo: only when asked for.
+    if name in ("RecordParallelEpisodes", "RecordAECEpisodes"):
+        from trajcore import agents
+
+        return getattr(agents, name)
+    raise AttributeError(f"module 'trajcore' has no attribute {name!r}")
 
 
 def set_num_threads(n: int) -> None:

@@ -228,6 +228,7 @@ class RecordedEnv:
     autoreset_mode: str
     metadata: Any
     env_id: str | None
+    agent: str | None = None  # the agent whose episodes these are (multi-agent recordings)
 
 
 def build_config(
@@ -314,6 +315,8 @@ def build_config(
     config["frame_codec"] = frames[-1] if frames else _check_codec("render", default_frame_codec(default["zstd_level"]))
     if render_fps is not None:
         config["user"]["render_fps"] = render_fps  # the viewer plays frames at this speed
+    if env.agent is not None:
+        config["user"]["agent"] = env.agent  # Episode.agent, Dataset.select(agent=...)
     # Left out when not given: the core's defaults apply.
     for key, name, cast in (
         ("chunk_bytes", "chunk_bytes", int),

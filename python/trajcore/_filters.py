@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
+from trajcore._agents import agent_keep
 from trajcore._metrics import metric_keep
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
 
@@ -25,7 +26,8 @@ class EpisodeFilters(TypedDict, total=False):
     An episode whose return is NaN (a NaN reward) passes neither `min_return` nor `max_return`,
     with a warning that says how many were left out. `metrics` bounds episode metrics (see
     `Dataset.metrics`): ``{"data/logp": {"mean": (-1.0, None)}, "info/lives": {"min": (1, 1)}}``
-    (inclusive, None for an open end); an episode without a value in the column passes none."""
+    (inclusive, None for an open end); an episode without a value in the column passes none.
+    `agent` keeps the episodes of one agent (a name) or of several (a list of names)."""
 
     env_index: int | Sequence[int] | None
     complete: bool | None
@@ -37,6 +39,7 @@ class EpisodeFilters(TypedDict, total=False):
     max_length: int | None
     metrics: Mapping[str, Mapping[str, tuple[float | None, float | None]]] | None
     where: Callable[[dict[str, Any]], bool] | None
+    agent: str | Sequence[str] | None
 
 
 FLAG_FILTERS = ("complete", "terminated", "truncated")
@@ -97,6 +100,9 @@ def select_indices(ds: Dataset, candidates: Sequence[int], filters: Mapping[str,
     metrics = filters.get("metrics")
     if metrics is not None:
         keep &= metric_keep(ds._metric_arrays(), metrics, chosen, stacklevel=4)
+    agent = filters.get("agent")
+    if agent is not None:
+        keep &= agent_keep(ds, agent, s["recording"])
     indices: list[int] = chosen[keep[chosen]].tolist() if len(chosen) else []
     where = filters.get("where")
     if where is not None:

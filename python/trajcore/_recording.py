@@ -55,9 +55,11 @@ class Recording:
         *,
         options: RecordingOptions,
         renderer: Any,
+        check_existing: bool = True,
     ) -> None:
         """Checks the options and starts the core recorder; `renderer` is the env whose
-        ``render()`` gives the frames (checked only with ``render_frames=True``)."""
+        ``render()`` gives the frames (checked only with ``render_frames=True``). Without
+        `check_existing`, the caller compared the recordings already in `path` itself."""
         o = resolve_options(options)
         metadata = env.metadata
         if metadata is not None and not isinstance(metadata, Mapping):
@@ -80,7 +82,10 @@ class Recording:
         # The core hands out the episodes a step ended only for the callback that reads them.
         report_ended = o["episode_metadata"] is not None
         allow_mixed = bool(o["allow_mixed_spaces"])
-        check_existing_recordings(path, env.observation_space, env.action_space, allow_mixed=allow_mixed)
+        if check_existing:
+            check_existing_recordings(
+                path, env.observation_space, env.action_space, allow_mixed=allow_mixed, agent=env.agent
+            )
         if o["render_frames"] and o["ring_bytes"] is None:
             # The ring holds whole steps, frames included: its size waits for the first frames.
             self._deferred = lambda frame_bytes: _core.Recorder(
@@ -283,10 +288,12 @@ def check_existing_recordings(
     action_space: spaces.Space[Any],
     *,
     allow_mixed: bool,
+    agent: str | None = None,
 ) -> None:
     """Before recording into a directory that holds recordings: refuses (or with `allow_mixed`,
     warns about) recordings of other observation or action columns, and warns when only the
-    spaces' bounds differ.
+    spaces' bounds differ. With `agent`, only that agent's recordings are compared (agents of
+    one env may have spaces of their own).
 
     Raises:
         InvalidArgumentError: the directory holds recordings of another env's columns.
@@ -310,6 +317,8 @@ def check_existing_recordings(
     with existing:
         for r in range(existing.num_recordings):
             user = existing.meta(r).get("user") or {}
+            if agent is not None and user.get("agent") != agent:
+                continue
             for key, prefix, timeline in (("observation_space", "obs", "obs"), ("action_space", "action", "step")):
                 theirs = user.get(key)
                 if theirs is None or theirs == ours[key] or (key, theirs) in seen:

@@ -4,6 +4,7 @@ values (`parse_select`, no I/O), then applied to a dataset (`apply_select`).
 Keys (every given one must hold):
 
 - ``env_index=0,3`` / ``recording=1``: the sub-env(s) / recording(s);
+- ``agent=NAME`` or ``agent=NAME,NAME``: the agent(s) of a multi-agent dataset;
 - ``complete=true``, ``terminated=false``, ``truncated=yes``: the summary flags;
 - ``min_return=``, ``max_return=``, ``min_length=``, ``max_length=``: inclusive bounds;
 - ``episodes=0:100`` (a Python slice over the dataset, negatives from the end) or
@@ -32,7 +33,7 @@ __all__ = ["SELECT_HELP", "Selection", "apply_select", "parse_select"]
 # The keys `select` takes are named once (`trajcore._filters`); the command line adds recording,
 # episodes, metadata.KEY and metric.NAME.STAT (for `select`'s metrics and where).
 SELECT_HELP = (
-    "KEY=VALUE, repeatable, all must hold: env_index=0,3  recording=0  "
+    "KEY=VALUE, repeatable, all must hold: env_index=0,3  recording=0  agent=NAME,NAME  "
     + "  ".join(f"{key}=true" for key in FLAG_FILTERS)
     + "  "
     + "  ".join(f"{key}={'N' if kind is int else 'X'}" for key, kind in BOUND_FILTERS.items())
@@ -107,6 +108,8 @@ def parse_select(expressions: Sequence[str] | None) -> Selection:
             sel.filters["env_index"] = _ints(key, value)
         elif key == "recording":
             sel.recording = _ints(key, value)
+        elif key == "agent":
+            sel.filters["agent"] = [name.strip() for name in value.split(",")]
         elif key in FLAG_FILTERS:
             flag = _BOOLS.get(value.lower())
             if flag is None:

@@ -247,6 +247,7 @@ def _split_stats(values: np.ndarray[Any, Any], complete: np.ndarray[Any, Any]) -
 
 def _info(args: argparse.Namespace) -> int:
     import trajcore
+    from trajcore._agents import agent_counts, agent_spaces
     from trajcore.formats.summaries import env_step_bounds
 
     with trajcore.open(args.path) as ds:
@@ -268,6 +269,8 @@ def _info(args: argparse.Namespace) -> int:
             "num_envs": sorted({int(m.get("num_envs", 1)) for m in metas}),
             "autoreset_modes": sorted(set(modes)),
             "metadata": ds.metadata,
+            "agents": agent_counts(ds),
+            "agent_spaces": agent_spaces(ds),
             "episodes": ds.num_episodes,
             "complete_episodes": int(np.count_nonzero(complete)),
             "incomplete_episodes": int(np.count_nonzero(~complete)),
@@ -296,6 +299,9 @@ def _info(args: argparse.Namespace) -> int:
         file=out,
     )
     print(f"  metadata: {json.dumps(report['metadata'])}", file=out)
+    if report["agents"]:
+        agents = ", ".join(f"{a} ({n:,} episodes)" for a, n in report["agents"].items())
+        print(f"  agents: {len(report['agents'])}: {agents}", file=out)
     print(
         f"  episodes: {report['episodes']:,}: {report['complete_episodes']:,} complete ({report['terminated']:,} "
         f"terminated, {report['truncated']:,} truncated), {report['incomplete_episodes']:,} incomplete "
@@ -312,8 +318,12 @@ def _info(args: argparse.Namespace) -> int:
                     f"median {st['median']:.4g}  max {st['max']:.4g}",
                     file=out,
                 )
-    print(f"  observation space: {report['observation_space']}", file=out)
-    print(f"  action space: {report['action_space']}", file=out)
+    if report["agent_spaces"]:
+        for agent, (obs_space, action_space) in report["agent_spaces"].items():
+            print(f"  {agent}: observation space {obs_space}, action space {action_space}", file=out)
+    else:
+        print(f"  observation space: {report['observation_space']}", file=out)
+        print(f"  action space: {report['action_space']}", file=out)
     ratio = report["compression_ratio"]
     print(
         f"  on disk: {_fmt_bytes(disk)}  raw: {_fmt_bytes(raw_total)}" + (f"  ratio: {ratio:.2f}x" if ratio else ""),
@@ -355,16 +365,21 @@ def _ls(args: argparse.Namespace) -> int:
     with trajcore.open(args.path) as ds:
         episodes = apply_select(ds, selection)
         cols = summary_columns(ds, episodes.indices)
-        names = [n for n in cols if not n.startswith("metrics/")]
+        names = [n for n in cols if not n.startswith("metrics/") and n != "agent"]
+        agents = cols.get("agent")  # multi-agent datasets: whose episode each is
+        width = max((len(str(a)) for a in ds.agents), default=0)
         metric_names = list(ds.metrics())
         if not args.json:
             print(
-                f"{'index':>7} {'env':>4} {'length':>7} {'return':>11} {'complete':>8}  {'end':<10}  "
+                (f"{'agent':<{width}}  " if agents is not None else "")
+                + f"{'index':>7} {'env':>4} {'length':>7} {'return':>11} {'complete':>8}  {'end':<10}  "
                 + ("metrics (mean)  " if metric_names else "")
                 + "metadata"
             )
         for i in range(len(episodes)):
             row = {n: cols[n][i].item() for n in names}
+            if agents is not None:
+                row["agent"] = agents[i]
             metrics = {
                 m: {stat: cols[metric_column(m, stat)][i].item() for stat in METRIC_STATS}
                 for m in metric_names
@@ -378,7 +393,8 @@ def _ls(args: argparse.Namespace) -> int:
             end = "terminated" if row["terminated"] else "truncated" if row["truncated"] else "-"
             means = " ".join(f"{m}={v['mean']:.5g}" for m, v in metrics.items())
             print(
-                f"{row['episode']:>7} {row['env_index']:>4} {row['length']:>7} {row['episode_return']:>11.5g} "
+                (f"{row['agent']!s:<{width}}  " if agents is not None else "")
+                + f"{row['episode']:>7} {row['env_index']:>4} {row['length']:>7} {row['episode_return']:>11.5g} "
                 f"{'yes' if row['complete'] else 'no':>8}  {end:<10}  "
                 + (f"{means or '-'}  " if metric_names else "")
                 + json.dumps(meta, separators=(",", ":"))

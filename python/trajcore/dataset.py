@@ -10,16 +10,20 @@ import multiprocessing.reduction
 import os
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 import numpy.typing as npt
 from gymnasium import spaces
 
 from trajcore import _core
+from trajcore._agents import agents_of
 from trajcore._filters import EpisodeFilters, select_indices
 from trajcore._infos import Field, column_fields, nest
 from trajcore._meta import rebuild_space
 from trajcore.episodes import Episodes
+
+if TYPE_CHECKING:
+    from trajcore.env_episodes import EnvEpisodes
 from trajcore.errors import CorruptFileError, InvalidArgumentError, TrajcoreError, TrajcoreWarning
 from trajcore.transitions import _Sampling
 
@@ -410,6 +414,20 @@ class Dataset(_Sampling):
             raise CorruptFileError(f"{file}: corrupt at byte offset {offset}: episode {index}'s {which}: {why}")
         fields = rec.infos if which == "infos" else rec.data
         return nest(fields, lambda column: self._read(index, column), self._path)
+
+    @property
+    def agents(self) -> list[str]:
+        """The agents of a multi-agent dataset, in recording order (empty for single-agent data):
+        ``select(agent=...)`` picks their episodes (see `trajcore._agents`)."""
+        return agents_of(self)
+
+    @property
+    def env_episodes(self) -> EnvEpisodes:
+        """The env episodes of a multi-agent dataset, each its agents aligned on the env's steps
+        (`trajcore.env_episodes.EnvEpisode`)."""
+        from trajcore.env_episodes import EnvEpisodes
+
+        return EnvEpisodes(self, range(self.num_episodes))
 
 
 def _reopen(

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from trajcore._agents import ENV_EPISODE_KEY, agent_of_recording
 from trajcore._frames import FRAME_COLUMN, FRAME_MASK
 from trajcore._infos import with_masks
 
@@ -215,6 +216,17 @@ class Episode:
         return self._cached(  # type: ignore[no-any-return]
             "frame_mask", lambda: self._dataset._optional(self.index, self.recording, FRAME_MASK)
         )
+
+    @property
+    def agent(self) -> str | None:
+        """The agent whose part of an env episode this is (multi-agent recordings), else None."""
+        return agent_of_recording(self._dataset, self.recording)
+
+    @property
+    def env_episode(self) -> Any:
+        """The id shared by the episodes of every agent of one env episode (multi-agent
+        recordings: episode metadata ``"env_episode"``), else None."""
+        return self.metadata.get(ENV_EPISODE_KEY)
 
     def _repr_html_(self) -> str:
         """The episode viewer in a notebook cell (`trajcore.viewer`): the frames, a slider and

@@ -134,7 +134,7 @@ def export(
             with open(tmp, "w", encoding="utf-8") as f:
                 result["steps"] = write_jsonl(ds, indices, f, progress)
             return result
-        plan = plan_of(ds)
+        plan = plan_of(ds, indices)
         leaves, left_out = choose(plan.leaves, columns, max_values if fmt == "csv" else 1 << 62)
         if left_out:
             warnings.warn(left_out_note(left_out, max_values, "columns (--columns)"), TrajcoreWarning, stacklevel=2)

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from trajcore._agents import agent_names
 from trajcore.dataset import Dataset
 from trajcore.errors import CorruptFileError
 from trajcore.formats._columns import Leaf, Plan, RecordingColumns, make_plan
@@ -41,6 +42,7 @@ __all__ = [
     "pass_cache_bytes",
     "plan_of",
     "read_episode",
+    "recordings_of",
     "row_bytes",
     "rows_per_batch",
 ]
@@ -62,8 +64,17 @@ Progress = Callable[[int], None]
 Values = npt.NDArray[Any] | list[str]
 
 
-def plan_of(ds: Dataset) -> Plan:
-    """The step-table plan of a dataset (see `make_plan`).
+def recordings_of(ds: Dataset, indices: Sequence[int] | None) -> tuple[int, ...] | None:
+    """The recordings the episodes `indices` come from, ascending (None: every one)."""
+    if indices is None or not len(indices):
+        return None
+    return tuple(np.unique(ds._summary()["recording"][np.asarray(indices, dtype=np.int64)]).tolist())
+
+
+def plan_of(ds: Dataset, indices: Sequence[int] | None = None, *, among: Sequence[int] | None = None) -> Plan:
+    """The step-table plan of a dataset (see `make_plan`), or of the episodes `indices` (or of
+    the recordings `among`): only their recordings' columns count (one agent's, in a multi-agent dataset
+    of agents with other spaces).
 
     Raises:
         InvalidArgumentError: recordings differ in their observation or action columns.
@@ -73,6 +84,12 @@ def plan_of(ds: Dataset) -> Plan:
     for r in range(ds.num_recordings):
         layout = ds.meta(r).get("layout") or {}
         recordings.append(RecordingColumns(layout.get("observation"), layout.get("action"), ds._core.columns(r)))
+    chosen = among if among is not None else recordings_of(ds, indices)
+    if chosen:
+        used = set(chosen)
+        # The others stand in as the first used one: the plan numbers recordings by position.
+        stand_in = recordings[min(used)]
+        recordings = [rec if r in used else stand_in for r, rec in enumerate(recordings)]
     return make_plan(recordings)
 
 
@@ -158,6 +175,8 @@ class Batch:
     step: npt.NDArray[np.int64]
     values: dict[str, Values]
     masks: dict[str, npt.NDArray[np.bool_]]
+    # Each row's agent (multi-agent datasets: the tables' ``agent`` column), else None.
+    agent: npt.NDArray[np.object_] | None = None
 
     def __len__(self) -> int:
         return len(self.episode)
@@ -239,7 +258,10 @@ def iter_batches(
         if keys is None
         else _bulk(ds, indices, plan, leaves, keys, rows)
     )
+    names = agent_names(ds)
     for batch in batches:
+        if names is not None:
+            batch.agent = names[batch.episode]
         yield batch
         if progress is not None:
             progress(len(batch))

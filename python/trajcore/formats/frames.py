@@ -69,6 +69,8 @@ def leaf_columns(leaf: Leaf, values: Any, mask: npt.NDArray[np.bool_] | None) ->
 
 def _batch_columns(batch: Batch, leaves: Sequence[Leaf]) -> dict[str, Any]:
     cols: dict[str, Any] = {"episode": batch.episode, "env_index": batch.env_index, "step": batch.step}
+    if batch.agent is not None:
+        cols["agent"] = batch.agent  # multi-agent datasets: whose step each row is
     for leaf in leaves:
         cols.update(leaf_columns(leaf, batch.values[leaf.name], batch.masks.get(leaf.name)))
     return cols
@@ -101,7 +103,7 @@ def to_pandas(source: Source, columns: Sequence[str] | None = None, *, max_value
     pd = require("pandas", "trajcore.to_pandas")
     ds, indices = source._members()
     max_values = DEFAULT_MAX_VALUES if max_values is None else max_values
-    plan = plan_of(ds)
+    plan = plan_of(ds, indices)
     leaves, left_out = choose(plan.leaves, columns, max_values)
     if left_out:
         warnings.warn(left_out_note(left_out, max_values, "columns=[...]"), TrajcoreWarning, stacklevel=3)

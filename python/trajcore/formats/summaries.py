@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from trajcore._agents import agent_names
 from trajcore._metrics import STATS as METRIC_STATS
 from trajcore.dataset import Dataset
 from trajcore.spaces import escape_key
@@ -49,6 +50,9 @@ def summary_columns(ds: Dataset, indices: Sequence[int]) -> dict[str, npt.NDArra
     out: dict[str, npt.NDArray[Any]] = {"episode": idx}
     for name in SUMMARY_FIELDS:
         out[name] = s[name][idx]
+    names = agent_names(ds)
+    if names is not None:
+        out["agent"] = names[idx]  # multi-agent datasets: whose episode each is
     for name, stats in ds.metrics().items():
         for stat in METRIC_STATS:
             out[metric_column(name, stat)] = stats[stat][idx]

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from trajcore._agents import agent_names
 from trajcore.formats._columns import INDEX_COLUMNS, Leaf, flat_names
 from trajcore.formats._read import Batch, StepTable
 
@@ -41,6 +42,8 @@ def _masked(strings: list[str], mask: npt.NDArray[np.bool_] | None) -> list[str]
 
 def _columns(batch: Batch, leaves: Sequence[Leaf]) -> list[list[str]]:
     cols = [_strings(batch.episode), _strings(batch.env_index), _strings(batch.step)]
+    if batch.agent is not None:
+        cols.append([str(a) for a in batch.agent.tolist()])
     for leaf in leaves:
         values = batch.values[leaf.name]
         mask = batch.masks.get(leaf.name)
@@ -62,7 +65,7 @@ def write_csv(table: StepTable, path: str, batch_rows: int | None = None) -> int
     Returns:
         The number of rows written (steps).
     """
-    header = list(INDEX_COLUMNS)
+    header = list(INDEX_COLUMNS) + (["agent"] if agent_names(table.ds) is not None else [])
     for leaf in table.leaves:
         header.extend(flat_names(leaf))
     rows = 0

@@ -79,6 +79,9 @@ def episode_batch(ep: Episode) -> dict[str, Any]:
         "env_id": [ep.env_index] * n,
         "agent_index": [0] * n,
     }
+    if ep.agent is not None:
+        # A multi-agent dataset: each agent's episode is a line of its own, named by agent_id.
+        batch["agent_id"] = [ep.agent] * n
     data = ep.data
     for name, values in data.items():
         if name.startswith("_") and name[1:] in data:

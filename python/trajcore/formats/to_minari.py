@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from trajcore._meta import rebuild_space
 from trajcore.dataset import Dataset
 from trajcore.episode import Episode
 from trajcore.errors import InvalidArgumentError
@@ -75,6 +76,9 @@ def _episode_metadata(ep: Episode) -> dict[str, Any]:
     return {
         "trajcore/index": ep.index,
         "trajcore/env_index": ep.env_index,
+        **(
+            {} if ep.agent is None else {"trajcore/agent": ep.agent, "trajcore/env_episode": json.dumps(ep.env_episode)}
+        ),
         "trajcore/complete": ep.complete,
         "trajcore/terminated": ep.terminated,
         "trajcore/truncated": ep.truncated,
@@ -96,22 +100,42 @@ def _env_spec(env_id: str | None) -> Any:
         return None  # recorded from an env that is not registered here: spaces only
 
 
-def _check_spaces(ds: Dataset) -> None:
-    first = (ds.meta(0).get("user") or {}) if ds.num_recordings else {}
-    for r in range(1, ds.num_recordings):
+def _recordings_of(ds: Dataset, indices: Sequence[int]) -> list[int]:
+    """The recordings the episodes come from (all, for none), ascending."""
+    if not len(indices):
+        return list(range(ds.num_recordings))
+    return sorted(set(np.unique(ds._summary()["recording"][np.asarray(indices, dtype=np.int64)]).tolist()))
+
+
+def _check_spaces(ds: Dataset, used: Sequence[int]) -> None:
+    # Minari has no multi-agent format: one agent's episodes (or agents of the same spaces)
+    # export as a dataset of their own.
+    first = (ds.meta(used[0]).get("user") or {}) if used else {}
+    for r in used[1:]:
         user = ds.meta(r).get("user") or {}
         for key in ("observation_space", "action_space"):
             if user.get(key) != first.get(key):
                 raise InvalidArgumentError(
-                    f"recording {r} has another {key.replace('_', ' ')} than recording 0: a Minari dataset has one; "
-                    f"export them apart (select recording=0, then recording={r})"
+                    f"recording {r} has another {key.replace('_', ' ')} than recording {used[0]}: a Minari dataset "
+                    f"has one; export them apart (select recording={used[0]}, then recording={r}; or select one agent)"
                 )
 
 
-def _check_keys(ds: Dataset) -> None:
+def _spaces(ds: Dataset, r: int) -> tuple[Any, Any]:
+    """The observation and action spaces of recording `r`, rebuilt from its Meta record."""
+    user = ds.meta(r).get("user") or {}
+    columns = ds._core.columns(r)
+    where = f"{ds.path}: recording {r}'s Meta record"
+    return (
+        rebuild_space(user.get("observation_space"), columns, "obs", "obs", where),
+        rebuild_space(user.get("action_space"), columns, "action", "step", where),
+    )
+
+
+def _check_keys(ds: Dataset, indices: Sequence[int]) -> None:
     # Minari's HDF5 storage turns a key into a group path: a '/' inside a Dict key or an info key
     # would split it in two and the dataset would not read back.
-    for leaf in plan_of(ds).leaves:
+    for leaf in plan_of(ds, indices).leaves:
         for part in leaf.path:
             if "/" in part:
                 raise InvalidArgumentError(
@@ -136,17 +160,19 @@ def write_minari(
     minari = minari_module("Minari export")
     from minari.dataset.minari_storage import MinariStorage
 
-    _check_spaces(ds)
-    _check_keys(ds)
-    user = (ds.meta(0).get("user") or {}) if ds.num_recordings else {}
+    used = _recordings_of(ds, indices)
+    _check_spaces(ds, used)
+    _check_keys(ds, indices)
+    user = (ds.meta(used[0]).get("user") or {}) if used else {}
+    observation_space, action_space = _spaces(ds, used[0]) if used else (ds.observation_space, ds.action_space)
     options: dict[str, Any] = {}
     if "jpeg_encoding" in inspect.signature(MinariStorage.new).parameters:
         options["jpeg_encoding"] = False  # lossy JPEG would change image observations
     os.makedirs(data_path)
     storage = MinariStorage.new(
         data_path,
-        observation_space=ds.observation_space,
-        action_space=ds.action_space,
+        observation_space=observation_space,
+        action_space=action_space,
         env_spec=_env_spec(user.get("env_id")),
         data_format="hdf5",
         **options,

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from trajcore._agents import agent_names
 from trajcore.dataset import Dataset
 from trajcore.formats._columns import GROUPS, Leaf
 from trajcore.formats._deps import require
@@ -80,9 +81,11 @@ def _nest(entries: list[tuple[tuple[str, ...], Any]], make_struct: Any) -> Any:
     return make_struct([(name, _nest(sub, make_struct)) for name, sub in children.items()])
 
 
-def _schema(leaves: Sequence[Leaf]) -> Any:
+def _schema(leaves: Sequence[Leaf], agents: bool = False) -> Any:
     pa = _pa()
     fields = [pa.field(name, pa.int64(), nullable=False) for name in ("episode", "env_index", "step")]
+    if agents:
+        fields.append(pa.field("agent", pa.string()))  # multi-agent datasets: whose step each row is
     for group in GROUPS:
         entries = [(leaf.path, _leaf_type(leaf)) for leaf in leaves if leaf.group == group]
         if entries:
@@ -94,6 +97,8 @@ def _schema(leaves: Sequence[Leaf]) -> Any:
 def _table(batch: Batch, leaves: Sequence[Leaf], schema: Any) -> Any:
     pa = _pa()
     columns: list[Any] = [pa.array(batch.episode), pa.array(batch.env_index), pa.array(batch.step)]
+    if batch.agent is not None:
+        columns.append(pa.array(batch.agent.tolist(), pa.string()))
     for group in GROUPS:
         entries = [
             (leaf.path, _leaf_array(leaf, batch.values[leaf.name], batch.masks.get(leaf.name)))
@@ -140,11 +145,14 @@ def write_parquet(table: StepTable, path: str, batch_rows: int | None = None) ->
     import pyarrow.parquet as pq
 
     leaves = table.leaves
-    schema = _schema(leaves).with_metadata({METADATA_KEY: json.dumps(file_metadata(table.ds, leaves)).encode()})
+    agents = agent_names(table.ds) is not None
+    schema = _schema(leaves, agents).with_metadata({METADATA_KEY: json.dumps(file_metadata(table.ds, leaves)).encode()})
     rows = 0
     # Dictionary encoding pays on the index columns (few distinct values, long runs); on
     # observations it is tried, fails and costs memory for every row group.
-    with pq.ParquetWriter(path, schema, compression="zstd", use_dictionary=["episode", "env_index", "step"]) as writer:
+    with pq.ParquetWriter(
+        path, schema, compression="zstd", use_dictionary=["episode", "env_index", "step", "agent"]
+    ) as writer:
         for batch in table.batches(batch_rows, 32 << 20, 64 << 10):
             arrow = _table(batch, leaves, schema)
             writer.write_table(arrow, row_group_size=len(arrow))

@@ -70,6 +70,7 @@ class ReadSpec:
         metrics: episodes: the metric names planned (columns ``metrics/<name>/<stat>``).
         cache_bytes: the chunk cache a task's worker opens the dataset with (`pass_cache_bytes`
             of the dataset as planned; 0: `open_for_pass` works it out).
+        recordings: the recordings of the episodes read, when not all (one agent's).
     """
 
     path: str
@@ -80,17 +81,24 @@ class ReadSpec:
     block_steps: int
     metrics: tuple[str, ...] = ()
     cache_bytes: int = 0
+    recordings: tuple[int, ...] | None = None  # the read's episodes' (None: all), whose columns count
 
 
 def mask_name(leaf: Leaf) -> str:
     return MASK_PREFIX + leaf.name
 
 
-def column_names(kind: Kind, leaves: Sequence[Leaf], metric_names: Sequence[str] = ()) -> list[str]:
-    """The columns a read gives, in order (the metric columns only for episodes)."""
+def column_names(
+    kind: Kind, leaves: Sequence[Leaf], metric_names: Sequence[str] = (), agents: bool = False
+) -> list[str]:
+    """The columns a read gives, in order (the metric columns only for episodes; ``agent``
+    after the index columns for a multi-agent dataset)."""
     names: list[str] = list(INDEX_COLUMNS) if kind == "transitions" else []
     if kind == "episodes":
         names += ["episode", *SUMMARY_FIELDS]
+    if agents:
+        names.append("agent")
+    if kind == "episodes":
         names += [metric_column(m, stat) for m in metric_names for stat in METRIC_STATS]
         names += EPISODE_FIELDS
     for leaf in leaves:
@@ -110,7 +118,7 @@ class _Opened:
             self.ds = Dataset(spec.path, strict=spec.strict, cache_bytes=spec.cache_bytes)
         else:
             self.ds = open_for_pass(spec.path, strict=spec.strict)
-        self.plan = plan_of(self.ds)  # which columns each recording has, as opened here
+        self.plan = plan_of(self.ds, among=spec.recordings)  # which columns each recording has, as opened here
         self._shard_names = [os.path.basename(p) for p in self.ds.shards]
         self._listed: dict[str, Keys] = {}
 
@@ -161,7 +169,9 @@ def read_batches(spec: ReadSpec, task: TaskPlan) -> Iterator[Columns]:
             episode = batch.episode
             if renumber is not None:
                 episode = np.fromiter((renumber[int(e)] for e in episode), dtype=np.int64, count=len(episode))
-            yield transition_columns(episode, batch.env_index, batch.step, spec.leaves, batch.values, batch.masks)
+            yield transition_columns(
+                episode, batch.env_index, batch.step, spec.leaves, batch.values, batch.masks, batch.agent
+            )
         return
     start, lengths = 0, task.episodes.length.tolist()
     while start < len(current):
@@ -185,9 +195,13 @@ def transition_columns(
     leaves: Sequence[Leaf],
     values: dict[str, Any],
     masks: dict[str, npt.NDArray[np.bool_]],
+    agent: npt.NDArray[Any] | None = None,
 ) -> Columns:
-    """A step-table batch as named numpy columns (see the module docstring)."""
+    """A step-table batch as named numpy columns (see the module docstring); `agent`: each
+    row's agent, for a multi-agent dataset."""
     out: Columns = {"episode": episode, "env_index": env_index, "step": step}
+    if agent is not None:
+        out["agent"] = agent
     for leaf in leaves:
         out[leaf.name] = _values(values[leaf.name])
         if leaf.mask is not None:
@@ -209,6 +223,8 @@ def episode_columns(ds: Dataset, current: Sequence[int], planned: Sequence[int],
     summaries = summary_columns(ds, current)
     out: Columns = {"episode": np.asarray(planned, dtype=np.int64)}
     out.update((name, summaries[name]) for name in SUMMARY_FIELDS)
+    if "agent" in summaries:
+        out["agent"] = summaries["agent"]
     for name in spec.metrics:
         for stat in METRIC_STATS:
             column = metric_column(name, stat)

@@ -23,11 +23,12 @@ from ray.data.block import Block, BlockAccessor, BlockMetadata
 from ray.data.context import DataContext
 from ray.data.datasource import Datasource, ReadTask
 
+from trajcore._agents import agent_names
 from trajcore.dataset import Dataset
 from trajcore.episodes import Episodes
 from trajcore.errors import InvalidArgumentError
 from trajcore.formats._columns import choose
-from trajcore.formats._read import pass_cache_bytes, plan_of, row_bytes
+from trajcore.formats._read import pass_cache_bytes, plan_of, recordings_of, row_bytes
 from trajcore.formats.summaries import SUMMARY_FIELDS
 from trajcore.ray._blocks import EPISODE_LEFT_OUT, Kind, ReadSpec, column_names, read_batches
 from trajcore.ray._plan import Keys, TaskPlan, key_arrays, plan_tasks
@@ -87,7 +88,7 @@ class TrajcoreDatasource(Datasource):  # type: ignore[misc]  # ray has no type s
         else:
             ds, indices, opened = Dataset(os.fspath(source), strict=strict), None, True
         try:
-            plan = plan_of(ds)
+            plan = plan_of(ds, indices)
             leaves, wanted = plan.leaves, None if columns is None else list(columns)
             if kind == "episodes":
                 # An episode's rows hold its observations whole, and its step flags are its
@@ -110,8 +111,9 @@ class TrajcoreDatasource(Datasource):  # type: ignore[misc]  # ray has no type s
                 block_steps=1,  # set by get_read_tasks, from Ray Data's block size
                 metrics=metrics,
                 cache_bytes=pass_cache_bytes(ds._core.column_stats(), summary["recording"], summary["env_index"]),
+                recordings=recordings_of(ds, indices),
             )
-            self._columns = column_names(kind, chosen, metrics)
+            self._columns = column_names(kind, chosen, metrics, agents=agent_names(ds) is not None)
         finally:
             if opened:
                 ds.close()

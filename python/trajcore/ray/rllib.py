@@ -21,7 +21,15 @@ node, pid, start time).
 Observations are the episode's: an env-to-module connector that writes processed observations
 back into the episode (``MeanStdFilter``) changes what is recorded. Episodes RLlib abandons
 unfinished (an env that failed and was reset, the EnvRunner stopping) are not recorded.
-Multi-agent episodes are refused.
+
+Multi-agent episodes (`MultiAgentEpisode`) are recorded an episode per agent, in a recording
+per agent and EnvRunner (its own spaces; ``Episode.agent``): the agent's observations, infos,
+actions (as its module computed them: no normalization is undone), rewards and extra model
+outputs, with ``Episode.env_episode`` the multi-agent episode's id and the agent's module id in
+``ep.metadata["rllib"]["module_id"]``. The flags are RLlib's: once every agent ended, some
+terminated and some truncated, it marks each agent's part terminated too. `record_step` and
+`set_episode_metadata` are single-agent only, and the env step of each agent action
+(``data/env_step`` of the PettingZoo recorders) is not recorded.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ from typing import Any, Unpack
 
 from gymnasium import spaces
 from ray.rllib.callbacks.callbacks import RLlibCallback
+from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.spaces.space_utils import clip_action, get_base_struct_from_space, unsquash_action
 
@@ -41,6 +50,7 @@ from trajcore._recording import RecordingOptions
 from trajcore._replay import PlaybackEnv, replay
 from trajcore.errors import InvalidArgumentError, SchemaError, TrajcoreWarning
 from trajcore.ray._identity import process_identity
+from trajcore.ray._rllib_agents import RLlibAgents
 from trajcore.ray._rllib_episode import RLlibEpisode, record_step, set_episode_metadata
 from trajcore.recorder import RecordEpisodes
 
@@ -95,6 +105,7 @@ class RecordRLlibEpisodes(RLlibCallback):  # type: ignore[misc]  # ray has no ty
         self._playback: PlaybackEnv | None = None
         self._env_action: Callable[[Any], Any] | None = None
         self._pending: list[tuple[list[Any], int]] = []
+        self._agents = RLlibAgents(self)
 
     # --- RLlib's calls ----------------------------------------------------------------------
 
@@ -109,9 +120,9 @@ class RecordRLlibEpisodes(RLlibCallback):  # type: ignore[misc]  # ray has no ty
     ) -> None:
         """Keeps the episode's chunks until the end of ``sample()`` (other callbacks may still
         add to the episode)."""
-        if not isinstance(episode, SingleAgentEpisode):
+        if not isinstance(episode, SingleAgentEpisode | MultiAgentEpisode):
             raise InvalidArgumentError(
-                f"RecordRLlibEpisodes records single-agent episodes; got a {type(episode).__name__}"
+                f"RecordRLlibEpisodes records single- and multi-agent episodes; got a {type(episode).__name__}"
             )
         if not self.record_evaluation and _in_evaluation(env_runner):
             return
@@ -123,8 +134,11 @@ class RecordRLlibEpisodes(RLlibCallback):  # type: ignore[misc]  # ray has no ty
         if not self._pending:
             return
         pending, self._pending = self._pending, []
-        recorder = self._recorder_for(env_runner, pending[0][0][-1])
         worker = getattr(env_runner, "worker_index", None)
+        if isinstance(pending[0][0][-1], MultiAgentEpisode):
+            self._agents.record(pending, env_runner, worker)
+            return
+        recorder = self._recorder_for(env_runner, pending[0][0][-1])
         for chunks, env_index in pending:
             self._record(recorder, chunks, env_index, worker)
         recorder.flush()
@@ -167,8 +181,11 @@ class RecordRLlibEpisodes(RLlibCallback):  # type: ignore[misc]  # ray has no ty
     def close(self) -> None:
         """Closes this EnvRunner's recorder (writes its index); idempotent. Called when the
         EnvRunner stops."""
-        if self._recorder is not None:
-            self._recorder.close()
+        try:
+            if self._recorder is not None:
+                self._recorder.close()
+        finally:
+            self._agents.close()
 
 
 def _warn_data(episode_id: str) -> Callable[[int, str, SchemaError], None]:

@@ -30,8 +30,8 @@ pub struct Plan {
 }
 
 impl Plan {
-    pub fn new(py: Python<'_>, ds: &Dataset, keys: Option<&[String]>) -> PyResult<Plan> {
-        let core = ds.batch_plan(keys).py_err(py)?;
+    pub fn new(py: Python<'_>, ds: &Dataset, keys: Option<&[String]>, among: Option<&[bool]>) -> PyResult<Plan> {
+        let core = ds.batch_plan(keys, among).py_err(py)?;
         let descrs = core
             .fields
             .iter()

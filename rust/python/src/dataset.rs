@@ -54,8 +54,16 @@ impl PyDataset {
         py.detach(|| self.read(|d| f(d, set.unwrap_or_else(|| d.all_episodes())))).py_err(py)
     }
 
-    fn plan(&self, py: Python<'_>, keys: Option<Vec<String>>) -> PyResult<Arc<Plan>> {
-        self.plans.get_or_make(keys, |keys| self.read(|d| Plan::new(py, d, keys)))
+    fn plan(
+        &self,
+        py: Python<'_>,
+        keys: Option<Vec<String>>,
+        sel: Option<&Bound<'_, PySelection>>,
+    ) -> PyResult<Arc<Plan>> {
+        match sel.map(|s| s.get()).filter(|s| s.among.is_some()) {
+            Some(s) => s.plans.get_or_make(keys, |keys| self.read(|d| Plan::new(py, d, keys, s.among.as_deref()))),
+            None => self.plans.get_or_make(keys, |keys| self.read(|d| Plan::new(py, d, keys, None))),
+        }
     }
 
     fn batch<'py>(
@@ -66,7 +74,7 @@ impl PyDataset {
         request: Request,
         kind: WindowKind,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let plan = self.plan(py, keys)?;
+        let plan = self.plan(py, keys, selection)?;
         let (out, damage) = batch::batch(py, self, &plan, set_of(selection), request, kind)?;
         for d in damage {
             warn(py, &d.warning())?;
@@ -257,7 +265,7 @@ impl PyDataset {
     /// A subset of episodes (dataset indexes) to sample from, with its own step numbering.
     fn selection(&self, py: Python<'_>, episodes: PyReadonlyArray1<'_, i64>) -> PyResult<PySelection> {
         let set = self.read(|d| d.episode_set_at(&episodes.as_array().to_vec())).py_err(py)?;
-        Ok(PySelection { set: Arc::new(set) })
+        Ok(self.read(|d| PySelection::of(d, Arc::new(set))))
     }
 
     /// The episodes of the selection (default: every episode) in file order: grouped by
@@ -266,7 +274,7 @@ impl PyDataset {
     #[pyo3(signature = (selection=None))]
     fn file_order(&self, py: Python<'_>, selection: Option<&Bound<'_, PySelection>>) -> PyResult<PySelection> {
         let set = self.over(py, set_of(selection), |d, set| d.file_order(set))?;
-        Ok(PySelection { set })
+        Ok(self.read(|d| PySelection::of(d, set)))
     }
 
     /// Windows of `length` steps inside single episodes (with `pad`, shorter episodes count once).
@@ -366,7 +374,7 @@ impl PyDataset {
         keys: Option<Vec<String>>,
         selection: Option<&Bound<'py, PySelection>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let plan = self.plan(py, keys)?;
+        let plan = self.plan(py, keys, selection)?;
         batch::one_step(py, self, &plan, set_of(selection), index)
     }
 

@@ -245,9 +245,15 @@ impl Dataset {
     }
 
     /// Resolves `keys` (`DEFAULT_KEYS` when `None`) to the fields and output layout of a batch
-    /// (see `BatchPlan::new`).
-    pub fn batch_plan(&self, keys: Option<&[String]>) -> Result<BatchPlan> {
-        BatchPlan::new(&self.view(), keys)
+    /// (see `BatchPlan::among`).
+    /// `among`: plan over the recordings it flags only (see `BatchPlan::among`).
+    pub fn batch_plan(&self, keys: Option<&[String]>, among: Option<&[bool]>) -> Result<BatchPlan> {
+        BatchPlan::among(&self.view(), keys, among)
+    }
+
+    /// Which recordings the episodes of `set` come from (see `among`).
+    pub fn recordings_among(&self, set: &EpisodeSet) -> Option<Vec<bool>> {
+        self.view().recordings_among(set)
     }
 
     // The reads, each documented where it is built (see `dataset_view`).

@@ -233,11 +233,19 @@ impl DatasetView<'_> {
     /// Errors: `Schema` (no recording has it; it has another dtype, shape or timeline in some
     /// recording), `Invalid` (`next` on a step-timeline column).
     pub fn field(&self, column: &str, next: bool) -> Result<Field> {
+        self.field_among(column, next, None)
+    }
+
+    /// `field` over the recordings flagged in `among` only (None: every one); the others, and
+    /// recordings past its end (opened by a later `refresh`), are left out of the resolution as
+    /// if they had no such column (see `among.rs`).
+    pub fn field_among(&self, column: &str, next: bool, among: Option<&[bool]>) -> Result<Field> {
         let mut first: Option<&ColumnSpec> = None;
         let mut ids = Vec::with_capacity(self.catalog.recordings.len());
         let mut optional = false;
-        for rec in &self.catalog.recordings {
-            let spec = rec.columns.iter().find(|c| c.name == column);
+        for (r, rec) in self.catalog.recordings.iter().enumerate() {
+            let spec =
+                rec.columns.iter().find(|c| c.name == column).filter(|_| among.is_none_or(|a| a.get(r) == Some(&true)));
             if let Some((_, p)) = spec.and_then(|s| rec.damaged_columns.iter().find(|(id, _)| *id == s.id)) {
                 return Err(Error::corrupt(&p.file, p.offset, format!("column '{column}' is unreadable: {}", p.why)));
             }

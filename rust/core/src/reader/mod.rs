@@ -25,6 +25,7 @@
 //! Everything read from a file is untrusted: every offset and length is bounds-checked with
 //! checked arithmetic, and damage becomes a `Problem` (or `Error::Corrupt`), never a panic.
 
+mod among;
 mod batch;
 mod bulk;
 mod cache;

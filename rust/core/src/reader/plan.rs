@@ -63,23 +63,27 @@ pub struct BatchPlan {
 }
 
 impl BatchPlan {
-    /// Resolves `keys` (`DEFAULT_KEYS` when `None`) against `ds`: layouts come from the first
-    /// recording's Meta record; columns are matched by name in every recording.
+    /// Resolves `keys` (`DEFAULT_KEYS` when `None`) against `ds`, over the recordings flagged
+    /// in `among` (None: every one; see `Dataset::recordings_among`): layouts come from the
+    /// first of them's Meta record; columns are matched by name in each of them.
     ///
     /// Errors: `Invalid` (no recording; a layout damaged or missing), those of `Dataset::field`.
-    pub(crate) fn new(ds: &DatasetView<'_>, keys: Option<&[String]>) -> Result<BatchPlan> {
+    pub(crate) fn among(ds: &DatasetView<'_>, keys: Option<&[String]>, among: Option<&[bool]>) -> Result<BatchPlan> {
         let keys: Vec<String> = match keys {
             Some(k) => k.to_vec(),
             None => DEFAULT_KEYS.iter().map(|s| s.to_string()).collect(),
         };
-        let rec = ds.recordings().first().ok_or_else(|| Error::Invalid("the dataset has no recording".into()))?;
+        let first = among.map_or(Some(0), |a| a.iter().position(|&x| x));
+        let rec = first
+            .and_then(|r| ds.recordings().get(r))
+            .ok_or_else(|| Error::Invalid("the dataset has no recording".into()))?;
         let mut plan = BatchPlan { fields: Vec::new(), entries: Vec::new() };
         let mut index: HashMap<(String, bool), usize> = HashMap::new();
         let mut field = |name: &str, next: bool| -> Result<usize> {
             if let Some(&i) = index.get(&(name.to_string(), next)) {
                 return Ok(i);
             }
-            plan.fields.push(ds.field(name, next)?);
+            plan.fields.push(ds.field_among(name, next, among)?);
             index.insert((name.to_string(), next), plan.fields.len() - 1);
             Ok(plan.fields.len() - 1)
         };
