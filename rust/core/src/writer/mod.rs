@@ -16,6 +16,7 @@ pub mod lane;
 pub mod message;
 pub mod recorder;
 mod release;
+pub mod ring_fit;
 pub mod shard;
 pub mod shared;
 pub mod sink;
