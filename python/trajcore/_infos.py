@@ -6,7 +6,7 @@ reading the columns is the caller's."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,9 @@ class Field:
     path: tuple[str, ...]
     column: str
     mask: str | None
+    #: The columns (with their masks) that continue it with wider types, in order: a key whose
+    #: later values did not fit its first value's type (FORMAT.md, "Widened columns").
+    wider: list[tuple[str, str | None]] = field(default_factory=list)
 
 
 def column_fields(columns: list[dict[str, Any]], prefix: str) -> list[Field]:
@@ -40,14 +43,36 @@ def column_fields(columns: list[dict[str, Any]], prefix: str) -> list[Field]:
             return None
         return ref if isinstance(ref, str) else by_id.get(ref)
 
-    out = []
+    out: dict[Any, Field] = {}  # by column id
     for c in columns:
         name = c["name"]
         if not name.startswith(prefix) or c.get("mask_of") is not None:
             continue
+        widens = c.get("widens")
+        if widens is not None:
+            base = _widened_base(out, c, widens)
+            base.wider.append((name, name_of(c.get("mask"))))
+            out[c.get("id")] = base
+            continue
         path = tuple(unescape_key(p) for p in name[len(prefix) :].split("/"))
-        out.append(Field(path, name, name_of(c.get("mask"))))
-    return out
+        out[c.get("id")] = Field(path, name, name_of(c.get("mask")))
+    unique = {id(f): f for f in out.values()}
+    return list(unique.values())
+
+
+def _widened_base(fields: dict[Any, Field], column: dict[str, Any], widens: Any) -> Field:
+    """The field a widened column continues: the one of column `widens`, an earlier masked
+    column of the same key and row shape (FORMAT.md, "Widened columns").
+
+    Raises:
+        CorruptFileError: `widens` names no such column.
+    """
+    base = fields.get(widens) if isinstance(widens, int) and widens < column.get("id", -1) else None
+    if base is None or column.get("mask") is None:
+        raise CorruptFileError(
+            f"column '{column['name']}' says it widens column {widens!r}, which is no earlier masked value column"
+        )
+    return base
 
 
 def nest(fields: list[Field], read: Callable[[str], Any], where: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -67,7 +92,8 @@ def nest(fields: list[Field], read: Callable[[str], Any], where: str) -> tuple[d
                 f"{MAX_INFO_DEPTH}"
             )
         mask = read(f.mask) if f.mask is not None else None
-        if mask is not None and not np.any(mask):
+        wider = [(read(c), read(m) if m else None) for c, m in f.wider]
+        if mask is not None and not np.any(mask) and not any(m is not None and np.any(m) for _, m in wider):
             continue
         node, mask_node = values, masks
         for part in f.path[:-1]:
@@ -76,10 +102,38 @@ def nest(fields: list[Field], read: Callable[[str], Any], where: str) -> tuple[d
                 break  # the key held a plain value at some steps and a dict at others
             node, mask_node = child, mask_node.setdefault(part, {})
         else:
-            node[f.path[-1]] = read(f.column)
+            value = read(f.column)
+            for wider_value, wider_mask in wider:
+                value, mask = _widen(value, mask, wider_value, wider_mask, f.column)
+            node[f.path[-1]] = value
             if mask is not None:
                 mask_node[f.path[-1]] = mask
     return values, masks
+
+
+def _widen(value: Any, mask: Any, wider: Any, wider_mask: Any, column: str) -> tuple[Any, Any]:
+    """A key's values and mask with those of the column that continues it with a wider type:
+    each row from the column that holds it, every row in the wider type.
+
+    Raises:
+        CorruptFileError: the two columns do not stack (another row shape, a type that does not
+            cast safely to the wider one, a missing mask).
+    """
+    value, wider = np.asarray(value), np.asarray(wider)
+    if (
+        mask is None
+        or wider_mask is None
+        or value.shape != wider.shape
+        or not np.can_cast(value.dtype, wider.dtype, "safe")
+        or value.dtype.kind in "OUS"
+    ):
+        raise CorruptFileError(
+            f"column '{column}' is widened by a column of another shape or of a type it does not cast safely to"
+        )
+    here = np.asarray(wider_mask, dtype=bool)
+    out = value.astype(wider.dtype)
+    out[here] = wider[here]
+    return out, np.asarray(mask, dtype=bool) | here
 
 
 def with_masks(values: dict[str, Any], masks: dict[str, Any]) -> dict[str, Any]:

@@ -269,6 +269,8 @@ impl<'a> Replay<'a> {
                     timeline: spec.timeline,
                     masked: true,
                     codec: codec_for(opts, spec),
+                    // Widened columns follow the columns they widen: those have their new ids.
+                    widens: spec.widens.and_then(|w| columns.iter().find(|c: &&Column| c.spec.id == w).map(|c| c.id)),
                 })?,
             };
             let mask = spec.mask.and_then(|m| rec.columns.get(m as usize));
@@ -458,6 +460,7 @@ mod tests {
             mask: None,
             role: None,
             codec: CodecSpec { delta: true, zstd_level: Some(5), chunk_bytes: None, frame_stack: true },
+            widens: None,
         }
     }
 

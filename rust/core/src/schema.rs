@@ -79,6 +79,10 @@ pub struct ColumnSpec {
     pub role: Option<Role>,
     #[serde(default)]
     pub codec: CodecSpec,
+    /// Set on a column made when a later value of a key did not fit its column's type: the id of
+    /// the column it continues with a wider type (see `writer::widen`, FORMAT.md "Widened columns").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub widens: Option<ColumnId>,
 }
 
 /// Integer rows up to this size get delta where it compresses smaller (scalars and small

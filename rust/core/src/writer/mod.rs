@@ -24,6 +24,7 @@ pub mod skips;
 pub mod thread;
 pub mod timelog;
 pub mod values;
+pub mod widen;
 
 pub use crate::format::SHARD_EXTENSION;
 pub use autoreset::{EpisodeEnd, LaneOp, LaneState, Splitter};

@@ -32,6 +32,8 @@ pub struct NewColumn {
     /// Rows may be missing: a boolean mask column `<parent>/_<leaf>` is kept beside it.
     pub masked: bool,
     pub codec: CodecSpec,
+    /// The column this one continues with a wider type (see `widen`).
+    pub widens: Option<ColumnId>,
 }
 
 /// Counters for progress reports and benchmarks; serialized, what Python's `stats()` returns.
@@ -159,6 +161,7 @@ impl Recorder {
                 mask: None,
                 role: Some(role),
                 codec: config.flags_codec.clone(),
+                widens: None,
             });
         }
         let chunk_limit = (config.chunk_bytes as u64).min(MAX_CHUNK_BYTES);
@@ -300,6 +303,7 @@ impl Recorder {
             mask: mask_name.as_ref().map(|_| id + 1),
             role: None,
             codec: new.codec,
+            widens: new.widens,
         };
         spec.declare_chunk_bytes(requested);
         spec.validate()?;
@@ -318,6 +322,7 @@ impl Recorder {
                 mask: None,
                 role: None,
                 codec: CodecSpec { chunk_bytes: Some(chunk_limit), ..CodecSpec::default() },
+                widens: None,
             });
         }
         let capacity = self.producer.buffer().capacity();
