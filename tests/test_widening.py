@@ -168,3 +168,19 @@ def test_mixed_sequences_read_back_widened_or_masked(
             else:
                 assert np.asarray(g).dtype == np.dtype(final)
                 assert g == np.asarray(v).astype(final)
+
+
+def test_convert_and_recover_keep_widened_keys(tmp_path: Path) -> None:
+    record_gym(tmp_path / "run", "FrozenLake-v1", 100)
+    trajcore.convert(tmp_path / "run", tmp_path / "raw", codecs="raw")
+    trajcore.recover(tmp_path / "run", tmp_path / "rec")
+    with trajcore.open(tmp_path / "run") as ds:
+        want = [(np.asarray(ep.infos["prob"]), np.asarray(ep.infos["_prob"])) for ep in ds.episodes]
+    for copy in ("raw", "rec"):
+        with trajcore.open(tmp_path / copy) as ds:
+            got = [(np.asarray(ep.infos["prob"]), np.asarray(ep.infos["_prob"])) for ep in ds.episodes]
+        assert len(got) == len(want)
+        for (gv, gm), (wv, wm) in zip(got, want, strict=True):
+            assert gv.dtype == wv.dtype == np.float64
+            np.testing.assert_array_equal(gv, wv)
+            np.testing.assert_array_equal(gm, wm)
