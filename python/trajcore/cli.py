@@ -247,6 +247,7 @@ def _split_stats(values: np.ndarray[Any, Any], complete: np.ndarray[Any, Any]) -
 
 def _info(args: argparse.Namespace) -> int:
     import trajcore
+    from trajcore._meta import env_ids
     from trajcore.formats.summaries import env_step_bounds
 
     with trajcore.open(args.path) as ds:
@@ -264,7 +265,7 @@ def _info(args: argparse.Namespace) -> int:
             "path": ds.path,
             "shards": len(ds.shards),
             "recordings": ds.num_recordings,
-            "env_ids": sorted({str((m.get("user") or {}).get("env_id")) for m in metas}),
+            "env_ids": env_ids(metas),
             "num_envs": sorted({int(m.get("num_envs", 1)) for m in metas}),
             "autoreset_modes": sorted(set(modes)),
             "metadata": ds.metadata,
@@ -291,7 +292,7 @@ def _info(args: argparse.Namespace) -> int:
     out = sys.stdout
     print(f"{report['path']}: {report['shards']} shard(s), {report['recordings']} recording(s)", file=out)
     print(
-        f"  env: {', '.join(report['env_ids'])}  num_envs: {', '.join(map(str, report['num_envs']))}  "
+        f"  env: {', '.join(i or 'no env id' for i in report['env_ids'])}  num_envs: {', '.join(map(str, report['num_envs']))}  "
         f"autoreset: {', '.join(report['autoreset_modes'])}",
         file=out,
     )

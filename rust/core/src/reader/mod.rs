@@ -37,6 +37,7 @@ mod integrity;
 mod lane_scan;
 mod lenient;
 mod metrics;
+mod no_shard;
 mod parts;
 mod plan;
 mod pool;
