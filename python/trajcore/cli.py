@@ -292,7 +292,8 @@ def _info(args: argparse.Namespace) -> int:
     out = sys.stdout
     print(f"{report['path']}: {report['shards']} shard(s), {report['recordings']} recording(s)", file=out)
     print(
-        f"  env: {', '.join(i or 'no env id' for i in report['env_ids'])}  num_envs: {', '.join(map(str, report['num_envs']))}  "
+        f"  env: {', '.join(i or 'no env id' for i in report['env_ids'])}  "
+        f"num_envs: {', '.join(map(str, report['num_envs']))}  "
         f"autoreset: {', '.join(report['autoreset_modes'])}",
         file=out,
     )
