@@ -276,6 +276,7 @@ def _info(args: argparse.Namespace) -> int:
             "truncated": int(np.count_nonzero(s["truncated"])),
             "steps": ds.num_steps,
             "env_steps": {"min": least, "max": most},
+            "env_steps_asked": _env_steps_asked(ds, metas),
             "return": _split_stats(s["episode_return"], complete),
             "length": _split_stats(s["length"], complete),
             "observation_space": str(ds.observation_space),
@@ -304,7 +305,8 @@ def _info(args: argparse.Namespace) -> int:
         "(still running when the recorder closed or stopped on an error)",
         file=out,
     )
-    print(f"  steps: {_env_steps_line(report['steps'], least, most)}", file=out)
+    steps_line = _env_steps_line(report["steps"], least, most, report["env_steps_asked"], "next_step" in modes)
+    print(f"  steps: {steps_line}", file=out)
     for name in ("return", "length"):
         for part in ("complete", "incomplete"):
             st = report[name][part]
@@ -334,18 +336,35 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _env_steps_line(stored: int, least: int, most: int) -> str:
-    """The stored-step count beside the env-step count, and why they differ."""
-    if most == stored:
-        return f"{stored:,} stored (transitions), {stored:,} env steps"
-    count = f"{least:,}" if least == most else f"{least:,} to {most:,}"
-    why = (
-        "\n    (they differ: under NEXT_STEP autoreset, the step after a sub-env's episode ends only resets it and "
-        "its action is ignored;\n     that step is an env step but not a transition, so it is not stored"
+def _env_steps_asked(ds: Any, metas: list[dict[str, Any]]) -> int | None:
+    """The env steps the recorders were asked to take: the vector steps each writer's timelog
+    counted, times its sub-envs; None when a recording has no timelog (a copy, or lost)."""
+    asked = 0
+    for r, meta in enumerate(metas):
+        samples = ds.timelog(r)
+        if not samples:
+            return None
+        asked += sum(int(s["steps"]) for s in samples) * int(meta.get("num_envs", 1))
+    return asked
+
+
+def _env_steps_line(stored: int, least: int, most: int, asked: int | None, next_step: bool) -> str:
+    """One line: the env steps asked (or, without timelogs, what the episodes show was taken),
+    the steps stored, and why they differ."""
+    taken = (
+        f"{asked:,} env steps asked"
+        if asked is not None
+        else (f"{least:,} env steps taken" if least == most else f"{least:,} to {most:,} env steps taken")
     )
-    if least != most:
-        why += ";\n     whether a sub-env took one more just before the recorder closed is not recorded"
-    return f"{stored:,} stored (transitions), {count} env steps" + why + ")"
+    line = f"{taken}, {stored:,} stored (transitions)"
+    if (asked if asked is not None else most) == stored:
+        return line
+    if next_step:
+        why = "only reset a sub-env under NEXT_STEP autoreset: an env step without a transition"
+    else:
+        why = "were taken while a sub-env had no episode running, or in discarded episodes"
+    others = f"the {asked - stored:,} others" if asked is not None else "the others"
+    return f"{line}: {others} {why}"
 
 
 def _ls(args: argparse.Namespace) -> int:
