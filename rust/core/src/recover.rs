@@ -39,6 +39,10 @@ pub struct Recovered {
 /// Errors: `NotFound`, `NotTrajcore` (`src` is one file that is not a trajcore shard), `Version`,
 /// `Invalid` (`dst` is not empty), `Io`, and those of the writer.
 pub fn recover(src: &Path, dst: &Path) -> Result<Recovered> {
+    if src.is_dir() {
+        // What a compaction killed part way left there, which nothing else would remove.
+        crate::writer::leftovers::remove_leftovers(src);
+    }
     let ds = Dataset::open(src, OpenOptions::default())?;
     let report = verify(&ds);
     let plan = ds.salvage(&report);

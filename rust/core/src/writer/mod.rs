@@ -13,6 +13,7 @@ pub mod dynamic;
 pub mod episodes;
 pub mod info_keys;
 pub mod lane;
+pub mod leftovers;
 pub mod message;
 pub mod recorder;
 mod release;

@@ -195,6 +195,7 @@ impl Recorder {
         let meta_json = serde_json::to_vec(&meta).map_err(|e| Error::Invalid(format!("metadata: {e}")))?;
 
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        super::leftovers::remove_leftovers(dir);
         let recording_id = new_recording_id();
         let shard = ShardWriter::create(dir, recording_id, 0, &meta_json, &columns, config.durability()?)?;
         let (producer, consumer) = rtrb::RingBuffer::new(config.ring_bytes);
