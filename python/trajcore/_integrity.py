@@ -88,8 +88,9 @@ def recover(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> dict[st
     episode whole, and of each damaged one the steps before its first unreadable row (in any
     column), marked incomplete. `src` is only read; `dst` is written beside its final place and
     renamed into it when complete, and verifies intact. Episode metadata, env indexes, flags of
-    whole episodes and custom data are kept; as with `convert`, the autoreset mode becomes
-    "disabled" and recordings come out one after another.
+    whole episodes and custom data are kept; as with `convert`, the Meta record's autoreset mode
+    becomes "disabled" (the original's, its env steps asked, the source and the time are kept
+    in ``ds.meta()["user"]["recovered_from"]``) and recordings come out one after another.
 
     Args:
         src: the damaged dataset (directory or shard file).

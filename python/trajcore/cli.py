@@ -8,6 +8,7 @@ line on stderr and exit status 2, never a traceback; output piped into ``head`` 
 from __future__ import annotations
 
 import argparse
+import datetime
 import importlib
 import json
 import os
@@ -257,7 +258,9 @@ def _info(args: argparse.Namespace) -> int:
         raw_total = sum(c["raw_bytes"] for c in columns)
         metas = [ds.meta(r) for r in range(ds.num_recordings)]
         complete = s["complete"].astype(bool)
-        modes = [str(m.get("autoreset_mode")) for m in metas]
+        origins = [_copy_origin(m) for m in metas]
+        # A copy was written with autoreset "disabled": how the data was recorded is its origin's.
+        modes = [str((o or m).get("autoreset_mode")) for m, o in zip(metas, origins, strict=True)]
         least, most = env_step_bounds(
             s["length"], s["recording"], s["env_index"], complete, [m == "next_step" for m in modes]
         )
@@ -276,7 +279,8 @@ def _info(args: argparse.Namespace) -> int:
             "truncated": int(np.count_nonzero(s["truncated"])),
             "steps": ds.num_steps,
             "env_steps": {"min": least, "max": most},
-            "env_steps_asked": _env_steps_asked(ds, metas),
+            "env_steps_asked": _env_steps_asked(ds, metas, origins),
+            "copied_from": [o for o in origins if o is not None],
             "return": _split_stats(s["episode_return"], complete),
             "length": _split_stats(s["length"], complete),
             "observation_space": str(ds.observation_space),
@@ -299,6 +303,10 @@ def _info(args: argparse.Namespace) -> int:
         file=out,
     )
     print(f"  metadata: {json.dumps(report['metadata'])}", file=out)
+    for origin in report["copied_from"]:
+        when = datetime.datetime.fromtimestamp(int(origin.get("at_ns") or 0) / 1e9, datetime.UTC)
+        how = "recovered" if origin.get("how") == "recover" else "converted"
+        print(f"  {how} from {origin.get('path')} on {when:%Y-%m-%d %H:%M:%S} UTC", file=out)
     print(
         f"  episodes: {report['episodes']:,}: {report['complete_episodes']:,} complete ({report['terminated']:,} "
         f"terminated, {report['truncated']:,} truncated), {report['incomplete_episodes']:,} incomplete "
@@ -336,15 +344,30 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _env_steps_asked(ds: Any, metas: list[dict[str, Any]]) -> int | None:
+def _copy_origin(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """What a converted or recovered copy says of the recording it was copied from (None for a
+    recording written by a recorder)."""
+    user = meta.get("user")
+    if not isinstance(user, dict):
+        return None
+    origin = user.get("converted_from") or user.get("recovered_from")
+    return origin if isinstance(origin, dict) else None
+
+
+def _env_steps_asked(ds: Any, metas: list[dict[str, Any]], origins: list[dict[str, Any] | None]) -> int | None:
     """The env steps the recorders were asked to take: the vector steps each writer's timelog
-    counted, times its sub-envs; None when a recording has no timelog (a copy, or lost)."""
+    counted, times its sub-envs (for a copy, what its origin says); None when a recording has
+    neither (its timelog lost, or a copy of one without)."""
     asked = 0
-    for r, meta in enumerate(metas):
-        samples = ds.timelog(r)
-        if not samples:
+    for r, (meta, origin) in enumerate(zip(metas, origins, strict=True)):
+        # A copy's own timelog counts the replay's steps: the origin says what was asked.
+        samples = ds.timelog(r) if origin is None else None
+        if samples:
+            asked += sum(int(s["steps"]) for s in samples) * int(meta.get("num_envs", 1))
+        elif origin is not None and isinstance(origin.get("env_steps_asked"), int):
+            asked += origin["env_steps_asked"]
+        else:
             return None
-        asked += sum(int(s["steps"]) for s in samples) * int(meta.get("num_envs", 1))
     return asked
 
 

@@ -67,7 +67,7 @@ fn write_plan(ds: &Dataset, plan: &SalvagePlan, dir: &Path) -> Result<Recovered>
         let end = start + plan.episodes[start..].iter().take_while(|e| e.recording == recording).count();
         let mine = &plan.episodes[start..end];
         start = end;
-        let mut replay = match Replay::start(ds, recording, dir, &opts) {
+        let mut replay = match Replay::start(ds, recording, dir, &opts, "recover") {
             Ok(r) => r,
             Err(Error::Corrupt { path, offset, why }) => {
                 out.lost += mine.len();

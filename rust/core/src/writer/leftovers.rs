@@ -17,9 +17,8 @@ const MIN_AGE: Duration = Duration::from_secs(2);
 
 /// Whether `name` is a compaction's temporary file: `*.trj.compacting`.
 pub fn is_compaction_leftover_name(name: &str) -> bool {
-    name.strip_suffix(".compacting").is_some_and(|shard| {
-        shard.len() > SHARD_EXTENSION.len() + 1 && shard.ends_with(&format!(".{SHARD_EXTENSION}"))
-    })
+    name.strip_suffix(".compacting")
+        .is_some_and(|shard| shard.len() > SHARD_EXTENSION.len() + 1 && shard.ends_with(&format!(".{SHARD_EXTENSION}")))
 }
 
 /// Removes the unused compaction leftovers of directory `dir`; the paths removed. Best effort:
