@@ -144,6 +144,8 @@ struct RecordingState {
     meta_seq: Option<u64>,
     /// Every column described, by id (the public list stops at the first gap).
     specs: BTreeMap<ColumnId, ColumnSpec>,
+    /// Where each column's first description was read: (shard index, offset).
+    spec_at: HashMap<ColumnId, (usize, u64)>,
 }
 
 pub struct Dataset {
@@ -551,6 +553,7 @@ impl Dataset {
                 match state.specs.get(&spec.id) {
                     None => {
                         state.specs.insert(spec.id, spec.clone());
+                        state.spec_at.insert(spec.id, (*shard, *offset));
                     }
                     Some(known) if known == spec => {}
                     Some(_) => {
@@ -782,13 +785,11 @@ impl Dataset {
             if self.recordings[recording].damaged_columns.iter().any(|(id, _)| *id == spec.id) {
                 continue;
             }
-            if let Some(why) = mask_pair_problem(&listed, spec) {
-                let file = self.recordings[recording].shards.first().map(|&s| self.shards[s].path.clone());
-                let problem = Problem::new(
-                    file.unwrap_or_else(|| self.path.clone()),
-                    0,
-                    format!("column '{}': {why}", spec.name),
-                );
+            let named = super::column_names::name_problems(&listed).into_iter().find(|(id, _)| *id == spec.id);
+            if let Some(why) = mask_pair_problem(&listed, spec).or(named.map(|(_, why)| why)) {
+                let at = self.states[recording].spec_at.get(&spec.id).map(|&(s, o)| (self.shards[s].path.clone(), o));
+                let (file, offset) = at.unwrap_or_else(|| (self.path.clone(), 0));
+                let problem = Problem::new(file, offset, format!("column '{}': {why}", spec.name));
                 self.recordings[recording].damaged_columns.push((spec.id, problem.clone()));
                 self.own_problems.push(problem);
             }

@@ -29,6 +29,7 @@ mod batch;
 mod bulk;
 mod cache;
 mod chunk_bytes;
+mod column_names;
 mod damage;
 mod dataset;
 mod frames_of;
