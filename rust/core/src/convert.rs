@@ -31,7 +31,7 @@ use serde_json::{json, Value};
 use crate::error::{Error, Result};
 use crate::format::episode::EpisodeSummary;
 use crate::reader::{episode_span, ColumnData, Dataset, Recording};
-use crate::schema::{CodecSpec, ColumnSpec, Timeline};
+use crate::schema::{CodecSpec, ColumnSpec, Role, Timeline};
 use crate::writer::shard::now_ns;
 use crate::writer::{EntryKind, EntryRef, MessageKind, NewColumn, Recorder, RecorderConfig, Slot};
 
@@ -320,11 +320,14 @@ impl<'a> Replay<'a> {
                 c.spec.name == name && matches!(d, ColumnData::Fixed { bytes, .. } if bytes.get(t) == Some(&1))
             })
         };
+        // A part listed on its own (a shard with its start is missing, pruned or lost) ends as its
+        // episode did but is no whole episode: it is copied as an incomplete one.
+        let part = !s.complete() && (s.terminated() || s.truncated());
         for t in 0..t_len {
             let (terminated, truncated) = (flag("terminated", t), flag("truncated", t));
             let last = t + 1 == t_len;
             let expected = if last { (s.terminated(), s.truncated()) } else { (false, false) };
-            if (terminated, truncated) != expected || (last && (terminated || truncated) != s.complete()) {
+            if (terminated, truncated) != expected || (last && (terminated || truncated) != (s.complete() || part)) {
                 return Err(Error::Invalid(format!(
                     "{label}: step {t} has terminated={terminated} truncated={truncated}, which its summary \
                      (complete={} terminated={} truncated={}) contradicts; it cannot be replayed faithfully",
@@ -335,6 +338,15 @@ impl<'a> Replay<'a> {
             }
         }
 
+        if part && t_len > 0 {
+            // Its last step ending it would make the copy a complete episode of the part's length.
+            for (c, (values, _)) in self.columns.iter().zip(&mut data) {
+                let flag = matches!(c.spec.role, Some(Role::Terminated | Role::Truncated));
+                if let (true, ColumnData::Fixed { bytes, .. }) = (flag, values) {
+                    bytes.get_mut(t_len - 1).into_iter().for_each(|b| *b = 0);
+                }
+            }
+        }
         let mut mask = vec![0u8; self.num_envs as usize];
         mask[lane as usize] = 1;
         self.message(&data, lane, MessageKind::Reset, s.start_ns, Some(&mask), |tl| match tl {

@@ -1,0 +1,64 @@
+"""A dataset whose first shard was pruned (FORMAT.md: shards missing before the first present one
+of a recording are not damage) opens and verifies; `recover` and `convert` copy every episode and
+every part of one it lists (issue 23, point 4): a part whose start was in the pruned shard is
+copied as an incomplete episode."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import trajcore
+
+
+def _record_pruned(path: Path) -> None:
+    envs = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1") for _ in range(4)])
+    rec = trajcore.RecordVectorEpisodes(envs, path, max_shard_bytes=8000, flush_interval=0.01, compact_shards=False)
+    rec.reset(seed=0)
+    rec.action_space.seed(0)
+    for i in range(2000):
+        rec.step(rec.action_space.sample())
+        if i % 100 == 0:
+            time.sleep(0.02)  # the flush timer writes, so shards fill and roll over
+    rec.close()
+    shards = sorted(path.glob("*.trj"))
+    assert len(shards) >= 3
+    shards[0].unlink()
+
+
+def test_recover_and_convert_copy_every_listed_episode_and_part(tmp_path: Path) -> None:
+    _record_pruned(tmp_path / "run")
+    assert trajcore.verify(tmp_path / "run").intact
+    with trajcore.open(tmp_path / "run") as ds:
+        want = [
+            (ep.env_index, ep.length, np.asarray(ep.observations), np.asarray(ep.actions), np.asarray(ep.rewards))
+            for ep in ds.episodes
+        ]
+        parts = sum(1 for ep in ds.episodes if not ep.complete and (ep.terminated or ep.truncated))
+    assert parts > 0, "the pruned shard held the start of some listed part"
+    trajcore.recover(tmp_path / "run", tmp_path / "rec")
+    trajcore.convert(tmp_path / "run", tmp_path / "conv")
+    for copy in ("rec", "conv"):
+        with trajcore.open(tmp_path / copy) as ds:
+            got = sorted(
+                (
+                    (
+                        ep.env_index,
+                        ep.length,
+                        np.asarray(ep.observations),
+                        np.asarray(ep.actions),
+                        np.asarray(ep.rewards),
+                    )
+                    for ep in ds.episodes
+                ),
+                key=lambda e: (e[0], e[2].tobytes()),
+            )
+            assert len(got) == len(want), copy
+            for g, w in zip(got, sorted(want, key=lambda e: (e[0], e[2].tobytes())), strict=True):
+                assert g[:2] == w[:2]
+                for a, b in zip(g[2:], w[2:], strict=True):
+                    np.testing.assert_array_equal(a, b)
+            # A part is no whole episode: it is copied as an incomplete one.
+            assert sum(1 for ep in ds.episodes if not ep.complete) >= parts
