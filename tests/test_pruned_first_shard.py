@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -28,14 +29,15 @@ def _record_pruned(path: Path) -> None:
     shards[0].unlink()
 
 
+def _rows(ep: Any) -> tuple[Any, ...]:
+    return (ep.env_index, ep.length, np.asarray(ep.observations), np.asarray(ep.actions), np.asarray(ep.rewards))
+
+
 def test_recover_and_convert_copy_every_listed_episode_and_part(tmp_path: Path) -> None:
     _record_pruned(tmp_path / "run")
     assert trajcore.verify(tmp_path / "run").intact
     with trajcore.open(tmp_path / "run") as ds:
-        want = [
-            (ep.env_index, ep.length, np.asarray(ep.observations), np.asarray(ep.actions), np.asarray(ep.rewards))
-            for ep in ds.episodes
-        ]
+        want = [_rows(ep) for ep in ds.episodes]
         parts = sum(1 for ep in ds.episodes if not ep.complete and (ep.terminated or ep.truncated))
     assert parts > 0, "the pruned shard held the start of some listed part"
     trajcore.recover(tmp_path / "run", tmp_path / "rec")
