@@ -12,6 +12,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import trajcore
+from format_decoder import KIND_EPISODE, hop
 
 
 def _record_pruned(path: Path) -> None:
@@ -64,3 +65,26 @@ def test_recover_and_convert_copy_every_listed_episode_and_part(tmp_path: Path) 
                     np.testing.assert_array_equal(a, b)
             # A part is no whole episode: it is copied as an incomplete one.
             assert sum(1 for ep in ds.episodes if not ep.complete) >= parts
+
+
+def test_verify_reports_a_middle_shard_that_lost_its_end(tmp_path: Path) -> None:
+    """A closed recording's middle shard cut at a record boundary (Episode records, Index and End
+    gone) is damage that names the episodes lost, though every record left is intact."""
+    _record_pruned(tmp_path / "run")  # pruning the first shard keeps the rest as they were
+    with trajcore.open(tmp_path / "run") as ds:
+        before = ds.num_episodes
+    shards = sorted((tmp_path / "run").glob("*.trj"))
+    middle = shards[len(shards) // 2]
+    buf = middle.read_bytes()
+    records, _ = hop(buf)
+    episode_records = [r.offset for r in records if r.kind == KIND_EPISODE]
+    cut = episode_records[0]  # a record boundary: every Episode record of the shard after it
+    middle.write_bytes(buf[:cut])
+    with trajcore.open(tmp_path / "run") as ds:
+        lost = before - ds.num_episodes
+    assert lost > 0
+    report = trajcore.verify(tmp_path / "run")
+    assert not report.intact
+    (damage,) = [d for d in report.damage if "without its End record" in d.why]
+    assert damage.file == str(middle) and damage.offset == cut
+    assert f"({lost} episode(s) of the recording are missing" in damage.why

@@ -53,6 +53,7 @@ mod source;
 mod steps;
 mod stream;
 mod tail;
+mod unfinished;
 mod verify;
 
 use std::path::{Path, PathBuf};

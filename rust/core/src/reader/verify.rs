@@ -170,6 +170,7 @@ pub fn verify(ds: &Dataset) -> VerifyReport {
         report.unreadable.extend(checked.unreadable.iter().map(|&o| (s, o)));
         found.extend(checked.damage.into_iter().map(|(offset, why)| (s, offset, why)));
     }
+    found.extend(super::unfinished::lost_ends(ds));
     found.sort_by_key(|f| (f.0, f.1));
     for (s, offset, why) in found {
         if seen.insert((s, offset)) {
