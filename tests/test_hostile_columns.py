@@ -1,7 +1,8 @@
 """Hostile Column records with valid checksums (issue 23, point 4): a row of more than
 `MAX_AXES` axes, and a mask column renamed to another column's name, are damage named with the
 file and the Column record's offset (`CorruptFileError`), never a numpy `ValueError` or
-`TypeError`; the rest of the recording reads."""
+`TypeError`; the rest of the recording reads. `verify` also checks the spaces the Meta record
+describes against the columns (a rewritten dtype or shape, a shard cut right after its Meta)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 import trajcore
-from format_decoder import KIND_COLUMN
+from format_decoder import KIND_COLUMN, hop
 from gymnasium import spaces
 from helpers import SpaceEnv
 from test_hostile_files import _record, _rewrite_json
@@ -88,3 +89,41 @@ def test_a_mask_renamed_to_another_columns_name(tmp_path: Path, new_name: str) -
     assert not trajcore.verify(shard).intact
     if new_name != "obs":
         assert ep.observations.shape == (6, 3), "the rest reads"
+
+
+@pytest.mark.parametrize("change", [{"dtype": "int32"}, {"shape": [1, 3]}])
+def test_verify_checks_the_spaces_against_the_columns(tmp_path: Path, change: dict[str, Any]) -> None:
+    """A Column record rewritten with valid checksums: every chunk still decodes, but the space the
+    Meta record describes no longer matches, which `ds.observation_space` trips on."""
+    shard = _record(tmp_path / "d")
+
+    def rewrite(spec: dict[str, Any]) -> bool:
+        if spec["name"] == "obs":
+            spec.update(change, codec={})
+            return True
+        return False
+
+    _rewrite_json(shard, KIND_COLUMN, rewrite)
+    with trajcore.open(shard) as ds:
+        with pytest.raises(trajcore.CorruptFileError):
+            _ = ds.observation_space
+        n = ds.num_episodes
+    report = trajcore.verify(shard)
+    assert not report.intact
+    (damage,) = [d for d in report.damage if "obs space" in d.why]
+    assert damage.episodes == tuple(range(n))
+
+
+def test_verify_reports_a_shard_cut_right_after_its_meta_record(tmp_path: Path) -> None:
+    shard = _record(tmp_path / "d")
+    buf = shard.read_bytes()
+    records, _ = hop(buf)
+    first_column = min(r.offset for r in records if r.kind == KIND_COLUMN)
+    shard.write_bytes(buf[:first_column])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", trajcore.TrajcoreWarning)
+        with trajcore.open(shard) as ds:
+            assert ds.num_episodes == 0
+            with pytest.raises(trajcore.CorruptFileError):
+                _ = ds.observation_space
+        assert not trajcore.verify(shard).intact
