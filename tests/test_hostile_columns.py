@@ -19,20 +19,20 @@ from gymnasium import spaces
 from helpers import SpaceEnv
 from test_hostile_files import _record, _rewrite_json
 
-LONG = "k" * 160  # a long name, so that a rewrite has room for many axes
+LONG = "k" * 160  # a long key, so that a rewrite has room for many axes
 
 
-def _record_data(path: Path) -> Path:
-    env = trajcore.RecordEpisodes(SpaceEnv(max_steps=5, p_terminate=0), path)
-    env.reset(seed=0)
-    for _ in range(12):
-        env.record(**{LONG: 1})
-        _, _, te, tr, _ = env.step(env.action_space.sample())
-        if te or tr:
-            env.reset()
-    env.close()
-    (shard,) = path.glob("*.trj")
-    return shard
+def _rewrite_column(shard: Path, column: str, /, **change: Any) -> None:
+    """Rewrites the Column record of `column` with `change` (its codec dropped for room),
+    checksums resealed."""
+
+    def rewrite(spec: dict[str, Any]) -> bool:
+        if spec["name"] != column:
+            return False
+        spec.update(change, codec={})
+        return True
+
+    _rewrite_json(shard, KIND_COLUMN, rewrite)
 
 
 def _names_file_and_offset(error: BaseException, shard: Path) -> None:
@@ -41,21 +41,14 @@ def _names_file_and_offset(error: BaseException, shard: Path) -> None:
 
 
 def test_a_row_of_more_than_the_axes_bound(tmp_path: Path) -> None:
-    shard = _record_data(tmp_path / "d")
-
-    def many_axes(spec: dict[str, Any]) -> bool:
-        if spec["name"] == "data/" + LONG:
-            spec["name"], spec["shape"], spec["codec"] = "data/x", [1] * 65, {}
-            return True
-        return False
-
-    _rewrite_json(shard, KIND_COLUMN, many_axes)
+    shard = _record(tmp_path / "d", extra_info=lambda _t: {LONG: 1})
+    _rewrite_column(shard, "info/" + LONG, name="info/x", shape=[1] * 65)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", trajcore.TrajcoreWarning)
         ds = trajcore.open(shard)
     ep = ds.episodes[0]
     with pytest.raises(trajcore.CorruptFileError):
-        _ = ep.data
+        _ = ep.infos
     # The Column record itself is named, where it lies and why.
     (problem,) = [p for p in ds.problems if "axes" in p[2]]
     assert problem[0] == str(shard) and problem[1] > 0
@@ -73,13 +66,7 @@ def test_the_writer_refuses_rows_of_more_than_the_axes_bound(tmp_path: Path) -> 
 def test_a_mask_renamed_to_another_columns_name(tmp_path: Path, new_name: str) -> None:
     shard = _record(tmp_path / "d")
 
-    def rename(spec: dict[str, Any]) -> bool:
-        if spec["name"] == "info/_step":
-            spec["name"] = new_name
-            return True
-        return False
-
-    _rewrite_json(shard, KIND_COLUMN, rename)
+    _rewrite_column(shard, "info/_step", name=new_name)
     with pytest.warns(trajcore.TrajcoreWarning, match="unique|must be named"):
         ds = trajcore.open(shard)
     ep = ds.episodes[0]
@@ -97,13 +84,7 @@ def test_verify_checks_the_spaces_against_the_columns(tmp_path: Path, change: di
     Meta record describes no longer matches, which `ds.observation_space` trips on."""
     shard = _record(tmp_path / "d")
 
-    def rewrite(spec: dict[str, Any]) -> bool:
-        if spec["name"] == "obs":
-            spec.update(change, codec={})
-            return True
-        return False
-
-    _rewrite_json(shard, KIND_COLUMN, rewrite)
+    _rewrite_column(shard, "obs", **change)
     with trajcore.open(shard) as ds:
         with pytest.raises(trajcore.CorruptFileError):
             _ = ds.observation_space
