@@ -44,6 +44,7 @@ pub fn recover(src: &Path, dst: &Path) -> Result<Recovered> {
         crate::writer::leftovers::remove_leftovers(src);
     }
     let ds = Dataset::open(src, OpenOptions::default())?;
+    crate::reader::no_shard::check_dataset(&ds)?;
     let report = verify(&ds);
     let plan = ds.salvage(&report);
     let written = into_place(dst, "recovering", |tmp| write_plan(&ds, &plan, tmp))?;

@@ -241,7 +241,6 @@ impl Dataset {
             integrity,
         };
         ds.update()?;
-        super::no_shard::check(&ds.path, ds.is_dir, ds.shards.len())?;
         let (lru_bytes, store) = super::shared_chunks::plan_for(&ds);
         ds.cache = ChunkCache::with_store(lru_bytes, store);
         Ok(ds)

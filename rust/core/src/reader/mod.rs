@@ -38,7 +38,7 @@ mod integrity;
 mod lane_scan;
 mod lenient;
 mod metrics;
-mod no_shard;
+pub(crate) mod no_shard;
 mod parts;
 mod plan;
 mod pool;

@@ -1,8 +1,9 @@
 //! A directory that holds no shard is no dataset: an empty folder, a typo, or the parent folder
-//! of several datasets. Opening it says so (`Error::NoShard`, a `FileNotFoundError` in Python and
-//! exit status 2 in the CLI) instead of reading as a dataset of 0 episodes, so a nightly `verify`
-//! cannot stay green while checking nothing. A parent folder's message names the folders below it
-//! that hold shards, to verify or open each.
+//! of several datasets. The tools and the Python reader say so (`Error::NoShard`, a
+//! `FileNotFoundError` in Python and exit status 2 in the CLI) instead of reading it as a dataset
+//! of 0 episodes, so a nightly `verify` cannot stay green while checking nothing. A parent
+//! folder's message names the folders below it that hold shards, to verify or open each.
+//! (`Dataset::open` itself still opens it, for a reader that waits for a recorder to start.)
 
 use std::path::Path;
 
@@ -11,6 +12,11 @@ use crate::format::SHARD_EXTENSION;
 
 /// Subfolders named in the message at most.
 const SHOWN: usize = 8;
+
+/// `Error::NoShard` when the opened dataset is a directory without a shard.
+pub(crate) fn check_dataset(ds: &super::Dataset) -> Result<()> {
+    check(ds.path(), ds.path().is_dir(), ds.shard_paths().len())
+}
 
 /// `Error::NoShard` when `path` is a directory and `shards` (the shards found in it) is 0.
 pub fn check(path: &Path, is_dir: bool, shards: usize) -> Result<()> {

@@ -270,7 +270,7 @@ fn check_chunk_data(ds: &Dataset, loc: &Located, spec: &ColumnSpec, scratch: &mu
 /// Errors: `NotFound`, `Version`, `Unsupported`, `Io` (as `Dataset::open`).
 pub fn verify_path(path: &Path) -> Result<VerifyReport> {
     match Dataset::open(path, OpenOptions::default()) {
-        Ok(ds) => Ok(verify(&ds)),
+        Ok(ds) => super::no_shard::check_dataset(&ds).map(|()| verify(&ds)),
         Err(Error::NotTrajcore { path, why }) => Ok(VerifyReport {
             damage: vec![Damage {
                 file: path,
