@@ -780,12 +780,13 @@ impl Dataset {
         if !gap_after && listed.last().is_some_and(|c| c.mask.is_some_and(|m| m as usize >= listed.len())) {
             listed.pop();
         }
+        let misnamed = super::column_names::name_problems(&listed);
         for spec in &listed {
             if self.recordings[recording].damaged_columns.iter().any(|(id, _)| *id == spec.id) {
                 continue;
             }
-            let named = super::column_names::name_problems(&listed).into_iter().find(|(id, _)| *id == spec.id);
-            if let Some(why) = mask_pair_problem(&listed, spec).or(named.map(|(_, why)| why)) {
+            let named = misnamed.iter().find(|(id, _)| *id == spec.id).map(|(_, why)| why.clone());
+            if let Some(why) = mask_pair_problem(&listed, spec).or(named) {
                 let at = self.states[recording].spec_at.get(&spec.id).map(|&(s, o)| (self.shards[s].path.clone(), o));
                 let (file, offset) = at.unwrap_or_else(|| (self.path.clone(), 0));
                 let problem = Problem::new(file, offset, format!("column '{}': {why}", spec.name));
