@@ -95,10 +95,14 @@ def _space_damage(path: str) -> tuple[Damage, ...]:
     episodes."""
     from trajcore._meta import rebuild_space
     from trajcore.dataset import Dataset
-    from trajcore.errors import CorruptFileError
+    from trajcore.errors import CorruptFileError, TrajcoreError
 
     found = []
-    with Dataset(path) as ds:
+    try:
+        ds = Dataset(path)
+    except TrajcoreError:
+        return ()  # what opening trips on, the report above already holds
+    with ds:
         recording_of = ds.summaries()["recording"] if ds.num_episodes else np.zeros(0, np.int64)
         for r in range(ds.num_recordings):
             user = ds.meta(r).get("user")
