@@ -14,9 +14,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import trajcore
+from format_decoder import KIND_COLUMN
 from gymnasium import spaces
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_hostile_files import _rewrite_json
 
 
 class InfoEnv(gym.Env[Any, Any]):
@@ -184,3 +186,21 @@ def test_convert_and_recover_keep_widened_keys(tmp_path: Path) -> None:
             assert gv.dtype == wv.dtype == np.float64
             np.testing.assert_array_equal(gv, wv)
             np.testing.assert_array_equal(gm, wm)
+
+
+@pytest.mark.parametrize("widens", [999, 0])
+def test_a_widens_that_names_no_column_reads_as_a_key_of_its_own(tmp_path: Path, widens: int) -> None:
+    """A hostile `widens` (valid checksums) neither hides values nor fails the recording."""
+    record_gym(tmp_path / "run", "FrozenLake-v1", 50)
+
+    def rewrite(spec: dict[str, Any]) -> bool:
+        if "widens" not in spec:
+            return False
+        spec.update(widens=widens, codec={})
+        return True
+
+    for shard in (tmp_path / "run").glob("*.trj"):
+        _rewrite_json(shard, KIND_COLUMN, rewrite)
+    with trajcore.open(tmp_path / "run") as ds:
+        infos = ds.episodes[0].infos
+        assert infos["prob"].dtype == np.int64 and infos["prob%Wfloat64"].dtype == np.float64

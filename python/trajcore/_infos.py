@@ -43,36 +43,31 @@ def column_fields(columns: list[dict[str, Any]], prefix: str) -> list[Field]:
             return None
         return ref if isinstance(ref, str) else by_id.get(ref)
 
-    out: dict[Any, Field] = {}  # by column id
+    out: dict[Any, Field] = {}  # by column id (by name for a spec without one)
     for c in columns:
         name = c["name"]
         if not name.startswith(prefix) or c.get("mask_of") is not None:
             continue
-        widens = c.get("widens")
-        if widens is not None:
-            base = _widened_base(out, c, widens)
+        base = _widened_base(out, c)
+        if base is not None:
             base.wider.append((name, name_of(c.get("mask"))))
-            out[c.get("id")] = base
+            out[c.get("id", name)] = base
             continue
         path = tuple(unescape_key(p) for p in name[len(prefix) :].split("/"))
-        out[c.get("id")] = Field(path, name, name_of(c.get("mask")))
+        out[c.get("id", name)] = Field(path, name, name_of(c.get("mask")))
     unique = {id(f): f for f in out.values()}
     return list(unique.values())
 
 
-def _widened_base(fields: dict[Any, Field], column: dict[str, Any], widens: Any) -> Field:
-    """The field a widened column continues: the one of column `widens`, an earlier masked
-    column of the same key and row shape (FORMAT.md, "Widened columns").
-
-    Raises:
-        CorruptFileError: `widens` names no such column.
-    """
-    base = fields.get(widens) if isinstance(widens, int) and widens < column.get("id", -1) else None
-    if base is None or column.get("mask") is None:
-        raise CorruptFileError(
-            f"column '{column['name']}' says it widens column {widens!r}, which is no earlier masked value column"
-        )
-    return base
+def _widened_base(fields: dict[Any, Field], column: dict[str, Any]) -> Field | None:
+    """The field a widened column continues: the one of the earlier masked value column its
+    `widens` names (FORMAT.md, "Widened columns"); None for a column that widens none, or names
+    no such column (it then reads as a key of its own, as a reader without `widens` reads it)."""
+    widens = column.get("widens")
+    if not isinstance(widens, int) or column.get("mask") is None or widens >= column.get("id", -1):
+        return None
+    base = fields.get(widens)
+    return base if base is not None and base.mask is not None else None
 
 
 def nest(fields: list[Field], read: Callable[[str], Any], where: str) -> tuple[dict[str, Any], dict[str, Any]]:
