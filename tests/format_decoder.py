@@ -753,3 +753,28 @@ class DecodedDataset:
         dtype = np.dtype(spec["dtype"]).newbyteorder("<")
         arr = np.frombuffer(b"".join(rows), dtype=dtype)
         return arr.reshape((n, *spec["shape"]))
+
+    def read_info(self, episode: int, name: str) -> tuple[Any, np.ndarray]:
+        """A masked column of one episode with its mask, merged with the columns that widen it
+        (FORMAT.md, "Widened columns"): each row from the column whose mask holds it, every row
+        in the last column's dtype."""
+        e = self.episodes[episode]
+        columns: dict[int, dict[str, Any]] = self.recordings[e.recording]["columns"]
+        chain = [self.spec(e.recording, name)]
+        while True:
+            later = [c for c in columns.values() if c.get("widens") == chain[-1]["id"]]
+            if not later:
+                break
+            chain.append(later[0])
+        values: Any = None
+        mask = np.zeros(0, dtype=bool)
+        for spec in chain:
+            v = np.asarray(self.read(episode, spec["name"]))
+            m = np.asarray(self.read(episode, columns[spec["mask"]]["name"])).astype(bool)
+            if values is None:
+                values, mask = v, m
+            else:
+                values = values.astype(v.dtype)
+                values[m] = v[m]
+                mask = mask | m
+        return values, mask

@@ -79,23 +79,21 @@ def test_numbers_cast_into_float_columns_as_numpy_casts_them(source: str, target
 @settings(max_examples=40, deadline=None)
 @given(dtype=st.sampled_from(SOURCES), other=st.sampled_from(SOURCES), rows=st.integers(3, 6), data=st.data())
 def test_numpy_scalar_infos_round_trip(dtype: str, other: str, rows: int, data: Any) -> None:
-    """A numpy scalar info keeps its dtype; a later scalar of another dtype is cast as numpy
-    casts it when that is safe (same kind, or a wider one), and left out with a warning if not."""
+    """A numpy scalar info keeps its dtype; a later scalar of another dtype is cast to it when
+    numpy's safe casting allows, and otherwise widens the key to numpy's promoted dtype (issue 23,
+    point 3): every value reads back, the earlier ones in the wider dtype."""
     values = [data.draw(arrays_of(dtype, ()))[()] for _ in range(rows)]
     values[-1] = data.draw(arrays_of(other, ()))[()]
     obs = [np.zeros(1, np.float32)] * rows
     env = ValuesEnv(spaces.Box(-1, 1, (1,), np.float32), obs, [0.0] * (rows - 1), [{"x": v} for v in values])
-    with np.errstate(all="ignore"):
-        fits = np.can_cast(np.dtype(other), np.dtype(dtype), "same_kind")
-        if not fits and np.dtype(other).kind in "iu" and np.dtype(dtype).kind in "iu":
-            info = np.iinfo(np.dtype(dtype))
-            fits = info.min <= int(values[-1]) <= info.max
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", trajcore.TrajcoreWarning)
-            ds, ep = _record(env)
+    stored = (
+        np.dtype(dtype) if np.can_cast(np.dtype(other), np.dtype(dtype), "safe") else np.promote_types(dtype, other)
+    )
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("error", trajcore.TrajcoreWarning)
+        ds, ep = _record(env)
     with ds:
         got = np.asarray(ep.infos["x"])
-        _same(got[:-1], np.array(values[:-1], dtype=dtype))
-        assert bool(ep.infos["_x"][-1]) == bool(fits)
-        if fits:
-            _same(got[-1:], np.array([values[-1]]).astype(dtype))
+        _same(got[:-1], np.array(values[:-1], dtype=dtype).astype(stored))
+        assert bool(ep.infos["_x"][-1])
+        _same(got[-1:], np.array([values[-1]]).astype(stored))

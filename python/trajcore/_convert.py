@@ -31,8 +31,10 @@ def convert(
     data with their masks; each recording of the source becomes one recording of the copy
     (recordings written at the same time come out one after the other). What changes: the
     codecs and chunk sizes asked for, shard boundaries, and the Meta record's
-    ``autoreset_mode`` (now "disabled"; the source's is kept in
-    ``ds.meta()["user"]["converted_from"]``). Mask columns keep the writer's default codec.
+    ``autoreset_mode`` (now "disabled", as the copy is replayed episode by episode). How the data
+    was recorded is kept in ``ds.meta()["user"]["converted_from"]``: the original's autoreset
+    mode, sub-envs and env steps asked, with the source path and when it was copied (``trajcore
+    info`` shows them). Mask columns keep the writer's default codec.
     The copy is written next to `dst` and renamed into place when complete.
 
     Args:

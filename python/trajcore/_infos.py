@@ -6,7 +6,7 @@ reading the columns is the caller's."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -28,6 +28,9 @@ class Field:
     path: tuple[str, ...]
     column: str
     mask: str | None
+    #: The columns (with their masks) that continue it with wider types, in order: a key whose
+    #: later values did not fit its first value's type (FORMAT.md, "Widened columns").
+    wider: list[tuple[str, str | None]] = field(default_factory=list)
 
 
 def column_fields(columns: list[dict[str, Any]], prefix: str) -> list[Field]:
@@ -40,14 +43,31 @@ def column_fields(columns: list[dict[str, Any]], prefix: str) -> list[Field]:
             return None
         return ref if isinstance(ref, str) else by_id.get(ref)
 
-    out = []
+    out: dict[Any, Field] = {}  # by column id (by name for a spec without one)
     for c in columns:
         name = c["name"]
         if not name.startswith(prefix) or c.get("mask_of") is not None:
             continue
+        base = _widened_base(out, c)
+        if base is not None:
+            base.wider.append((name, name_of(c.get("mask"))))
+            out[c.get("id", name)] = base
+            continue
         path = tuple(unescape_key(p) for p in name[len(prefix) :].split("/"))
-        out.append(Field(path, name, name_of(c.get("mask"))))
-    return out
+        out[c.get("id", name)] = Field(path, name, name_of(c.get("mask")))
+    unique = {id(f): f for f in out.values()}
+    return list(unique.values())
+
+
+def _widened_base(fields: dict[Any, Field], column: dict[str, Any]) -> Field | None:
+    """The field a widened column continues: the one of the earlier masked value column its
+    `widens` names (FORMAT.md, "Widened columns"); None for a column that widens none, or names
+    no such column (it then reads as a key of its own, as a reader without `widens` reads it)."""
+    widens = column.get("widens")
+    if not isinstance(widens, int) or column.get("mask") is None or widens >= column.get("id", -1):
+        return None
+    base = fields.get(widens)
+    return base if base is not None and base.mask is not None else None
 
 
 def nest(fields: list[Field], read: Callable[[str], Any], where: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -67,7 +87,8 @@ def nest(fields: list[Field], read: Callable[[str], Any], where: str) -> tuple[d
                 f"{MAX_INFO_DEPTH}"
             )
         mask = read(f.mask) if f.mask is not None else None
-        if mask is not None and not np.any(mask):
+        wider = [(read(c), read(m) if m else None) for c, m in f.wider]
+        if mask is not None and not np.any(mask) and not any(m is not None and np.any(m) for _, m in wider):
             continue
         node, mask_node = values, masks
         for part in f.path[:-1]:
@@ -76,10 +97,38 @@ def nest(fields: list[Field], read: Callable[[str], Any], where: str) -> tuple[d
                 break  # the key held a plain value at some steps and a dict at others
             node, mask_node = child, mask_node.setdefault(part, {})
         else:
-            node[f.path[-1]] = read(f.column)
+            value = read(f.column)
+            for wider_value, wider_mask in wider:
+                value, mask = _widen(value, mask, wider_value, wider_mask, f.column)
+            node[f.path[-1]] = value
             if mask is not None:
                 mask_node[f.path[-1]] = mask
     return values, masks
+
+
+def _widen(value: Any, mask: Any, wider: Any, wider_mask: Any, column: str) -> tuple[Any, Any]:
+    """A key's values and mask with those of the column that continues it with a wider type:
+    each row from the column that holds it, every row in the wider type.
+
+    Raises:
+        CorruptFileError: the two columns do not stack (another row shape, a type that does not
+            cast safely to the wider one, a missing mask).
+    """
+    value, wider = np.asarray(value), np.asarray(wider)
+    if (
+        mask is None
+        or wider_mask is None
+        or value.shape != wider.shape
+        or not np.can_cast(value.dtype, wider.dtype, "safe")
+        or value.dtype.kind in "OUS"
+    ):
+        raise CorruptFileError(
+            f"column '{column}' is widened by a column of another shape or of a type it does not cast safely to"
+        )
+    here = np.asarray(wider_mask, dtype=bool)
+    out = value.astype(wider.dtype)
+    out[here] = wider[here]
+    return out, np.asarray(mask, dtype=bool) | here
 
 
 def with_masks(values: dict[str, Any], masks: dict[str, Any]) -> dict[str, Any]:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from trajcore import _core
 
@@ -80,7 +83,39 @@ def verify(path: str | os.PathLike[str]) -> VerifyReport:
         CorruptFileError: a file of another major format version.
     """
     p = os.fspath(path)
-    return _report(p, _core.verify(p))
+    report = _report(p, _core.verify(p))
+    return dataclasses.replace(report, damage=report.damage + _space_damage(p))
+
+
+def _space_damage(path: str) -> tuple[Damage, ...]:
+    """The recordings whose observation or action space, as their Meta record describes it, does
+    not match the columns the files hold (a shard cut right after its Meta record, a Column record
+    rewritten with valid checksums): damage a reader trips on at `ds.observation_space`, which the
+    checksums and chunk decoding cannot see. Named at the recording's Meta record, with its
+    episodes."""
+    from trajcore._meta import rebuild_space
+    from trajcore.dataset import Dataset
+    from trajcore.errors import CorruptFileError, TrajcoreError
+
+    found = []
+    try:
+        ds = Dataset(path)
+    except TrajcoreError:
+        return ()  # what opening trips on, the report above already holds
+    with ds:
+        recording_of = ds.summaries()["recording"] if ds.num_episodes else np.zeros(0, np.int64)
+        for r in range(ds.num_recordings):
+            user = ds.meta(r).get("user")
+            for key, prefix, timeline in (("observation_space", "obs", "obs"), ("action_space", "action", "step")):
+                desc = user.get(key) if isinstance(user, dict) else None
+                if desc is None:
+                    continue
+                try:
+                    rebuild_space(desc, ds._core.columns(r), prefix, timeline, f"recording {r}'s Meta record")
+                except CorruptFileError as e:
+                    episodes = tuple(int(i) for i in np.flatnonzero(recording_of == r))
+                    found.append(Damage(path, 0, str(e), episodes))
+    return tuple(found)
 
 
 def recover(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> dict[str, Any]:
@@ -88,8 +123,9 @@ def recover(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> dict[st
     episode whole, and of each damaged one the steps before its first unreadable row (in any
     column), marked incomplete. `src` is only read; `dst` is written beside its final place and
     renamed into it when complete, and verifies intact. Episode metadata, env indexes, flags of
-    whole episodes and custom data are kept; as with `convert`, the autoreset mode becomes
-    "disabled" and recordings come out one after another.
+    whole episodes and custom data are kept; as with `convert`, the Meta record's autoreset mode
+    becomes "disabled" (the original's, its env steps asked, the source and the time are kept
+    in ``ds.meta()["user"]["recovered_from"]``) and recordings come out one after another.
 
     Args:
         src: the damaged dataset (directory or shard file).

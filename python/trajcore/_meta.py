@@ -73,3 +73,12 @@ def _size_problem(desc: Any, depth: int = 0) -> str | None:
 def _short(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def env_ids(metas: list[dict[str, Any]]) -> list[str | None]:
+    """The env ids of recordings' Meta records, sorted, each once: None (JSON null) for a
+    recording of an env without a registered id (a vector env made from callables, CleanRL's way),
+    never the text "None"."""
+    ids = {(m.get("user") or {}).get("env_id") if isinstance(m, dict) else None for m in metas}
+    known = sorted(str(i) for i in ids if i is not None)
+    return [*known, *([None] if None in ids else [])]

@@ -8,6 +8,7 @@ line on stderr and exit status 2, never a traceback; output piped into ``head`` 
 from __future__ import annotations
 
 import argparse
+import datetime
 import importlib
 import json
 import os
@@ -248,6 +249,7 @@ def _split_stats(values: np.ndarray[Any, Any], complete: np.ndarray[Any, Any]) -
 def _info(args: argparse.Namespace) -> int:
     import trajcore
     from trajcore._agents import agent_counts, agent_spaces
+    from trajcore._meta import env_ids
     from trajcore.formats.summaries import env_step_bounds
 
     with trajcore.open(args.path) as ds:
@@ -257,7 +259,9 @@ def _info(args: argparse.Namespace) -> int:
         raw_total = sum(c["raw_bytes"] for c in columns)
         metas = [ds.meta(r) for r in range(ds.num_recordings)]
         complete = s["complete"].astype(bool)
-        modes = [str(m.get("autoreset_mode")) for m in metas]
+        origins = [_copy_origin(m) for m in metas]
+        # A copy was written with autoreset "disabled": how the data was recorded is its origin's.
+        modes = [str((o or m).get("autoreset_mode")) for m, o in zip(metas, origins, strict=True)]
         least, most = env_step_bounds(
             s["length"], s["recording"], s["env_index"], complete, [m == "next_step" for m in modes]
         )
@@ -265,7 +269,7 @@ def _info(args: argparse.Namespace) -> int:
             "path": ds.path,
             "shards": len(ds.shards),
             "recordings": ds.num_recordings,
-            "env_ids": sorted({str((m.get("user") or {}).get("env_id")) for m in metas}),
+            "env_ids": env_ids(metas),
             "num_envs": sorted({int(m.get("num_envs", 1)) for m in metas}),
             "autoreset_modes": sorted(set(modes)),
             "metadata": ds.metadata,
@@ -278,6 +282,8 @@ def _info(args: argparse.Namespace) -> int:
             "truncated": int(np.count_nonzero(s["truncated"])),
             "steps": ds.num_steps,
             "env_steps": {"min": least, "max": most},
+            "env_steps_asked": _env_steps_asked(ds, metas, origins),
+            "copied_from": [o for o in origins if o is not None],
             "return": _split_stats(s["episode_return"], complete),
             "length": _split_stats(s["length"], complete),
             "observation_space": str(ds.observation_space),
@@ -294,7 +300,8 @@ def _info(args: argparse.Namespace) -> int:
     out = sys.stdout
     print(f"{report['path']}: {report['shards']} shard(s), {report['recordings']} recording(s)", file=out)
     print(
-        f"  env: {', '.join(report['env_ids'])}  num_envs: {', '.join(map(str, report['num_envs']))}  "
+        f"  env: {', '.join(i or 'no env id' for i in report['env_ids'])}  "
+        f"num_envs: {', '.join(map(str, report['num_envs']))}  "
         f"autoreset: {', '.join(report['autoreset_modes'])}",
         file=out,
     )
@@ -302,13 +309,18 @@ def _info(args: argparse.Namespace) -> int:
     if report["agents"]:
         agents = ", ".join(f"{a} ({n:,} episodes)" for a, n in report["agents"].items())
         print(f"  agents: {len(report['agents'])}: {agents}", file=out)
+    for origin in report["copied_from"]:
+        when = datetime.datetime.fromtimestamp(int(origin.get("at_ns") or 0) / 1e9, datetime.UTC)
+        how = "recovered" if origin.get("how") == "recover" else "converted"
+        print(f"  {how} from {origin.get('path')} on {when:%Y-%m-%d %H:%M:%S} UTC", file=out)
     print(
         f"  episodes: {report['episodes']:,}: {report['complete_episodes']:,} complete ({report['terminated']:,} "
         f"terminated, {report['truncated']:,} truncated), {report['incomplete_episodes']:,} incomplete "
         "(still running when the recorder closed or stopped on an error)",
         file=out,
     )
-    print(f"  steps: {_env_steps_line(report['steps'], least, most)}", file=out)
+    steps_line = _env_steps_line(report["steps"], least, most, report["env_steps_asked"], "next_step" in modes)
+    print(f"  steps: {steps_line}", file=out)
     for name in ("return", "length"):
         for part in ("complete", "incomplete"):
             st = report[name][part]
@@ -342,18 +354,50 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _env_steps_line(stored: int, least: int, most: int) -> str:
-    """The stored-step count beside the env-step count, and why they differ."""
-    if most == stored:
-        return f"{stored:,} stored (transitions), {stored:,} env steps"
-    count = f"{least:,}" if least == most else f"{least:,} to {most:,}"
-    why = (
-        "\n    (they differ: under NEXT_STEP autoreset, the step after a sub-env's episode ends only resets it and "
-        "its action is ignored;\n     that step is an env step but not a transition, so it is not stored"
+def _copy_origin(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """What a converted or recovered copy says of the recording it was copied from (None for a
+    recording written by a recorder)."""
+    user = meta.get("user")
+    if not isinstance(user, dict):
+        return None
+    origin = user.get("converted_from") or user.get("recovered_from")
+    return origin if isinstance(origin, dict) else None
+
+
+def _env_steps_asked(ds: Any, metas: list[dict[str, Any]], origins: list[dict[str, Any] | None]) -> int | None:
+    """The env steps the recorders were asked to take: the vector steps each writer's timelog
+    counted, times its sub-envs (for a copy, what its origin says); None when a recording has
+    neither (its timelog lost, or a copy of one without)."""
+    asked = 0
+    for r, (meta, origin) in enumerate(zip(metas, origins, strict=True)):
+        # A copy's own timelog counts the replay's steps: the origin says what was asked.
+        samples = ds.timelog(r) if origin is None else None
+        if samples:
+            asked += sum(int(s["steps"]) for s in samples) * int(meta.get("num_envs", 1))
+        elif origin is not None and isinstance(origin.get("env_steps_asked"), int):
+            asked += origin["env_steps_asked"]
+        else:
+            return None
+    return asked
+
+
+def _env_steps_line(stored: int, least: int, most: int, asked: int | None, next_step: bool) -> str:
+    """One line: the env steps asked (or, without timelogs, what the episodes show was taken),
+    the steps stored, and why they differ."""
+    taken = (
+        f"{asked:,} env steps asked"
+        if asked is not None
+        else (f"{least:,} env steps taken" if least == most else f"{least:,} to {most:,} env steps taken")
     )
-    if least != most:
-        why += ";\n     whether a sub-env took one more just before the recorder closed is not recorded"
-    return f"{stored:,} stored (transitions), {count} env steps" + why + ")"
+    line = f"{taken}, {stored:,} stored (transitions)"
+    if (asked if asked is not None else most) == stored:
+        return line
+    if next_step:
+        why = "only reset a sub-env under NEXT_STEP autoreset: an env step without a transition"
+    else:
+        why = "were taken while a sub-env had no episode running, or in discarded episodes"
+    others = f"the {asked - stored:,} others" if asked is not None else "the others"
+    return f"{line}: {others} {why}"
 
 
 def _ls(args: argparse.Namespace) -> int:

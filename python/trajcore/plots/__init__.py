@@ -19,6 +19,7 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from trajcore._meta import env_ids
 from trajcore.dataset import Dataset
 from trajcore.episodes import Episodes
 from trajcore.errors import InvalidArgumentError
@@ -46,8 +47,9 @@ TIMELOG_FORMAT = "trajcore-timelog-1"
 
 
 def _title(ds: Dataset) -> str:
-    ids = sorted({str((ds.meta(r).get("user") or {}).get("env_id")) for r in range(ds.num_recordings)})
-    return f"{os.path.basename(os.path.normpath(ds.path))} ({', '.join(ids)})"
+    ids = [i for i in env_ids([ds.meta(r) for r in range(ds.num_recordings)]) if i is not None]
+    name = os.path.basename(os.path.normpath(ds.path))
+    return f"{name} ({', '.join(ids)})" if ids else name
 
 
 def _series(source: Dataset | Episodes) -> tuple[Dataset, list[int], Any]:

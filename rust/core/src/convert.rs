@@ -31,7 +31,8 @@ use serde_json::{json, Value};
 use crate::error::{Error, Result};
 use crate::format::episode::EpisodeSummary;
 use crate::reader::{episode_span, ColumnData, Dataset, Recording};
-use crate::schema::{CodecSpec, ColumnSpec, Timeline};
+use crate::schema::{CodecSpec, ColumnSpec, Role, Timeline};
+use crate::writer::shard::now_ns;
 use crate::writer::{EntryKind, EntryRef, MessageKind, NewColumn, Recorder, RecorderConfig, Slot};
 
 #[derive(Debug, Clone, Default)]
@@ -157,7 +158,7 @@ fn write_all(src: &Dataset, dir: &Path, opts: &ConvertOptions) -> Result<Convert
     let mut out = Converted { episodes: 0, steps: 0, shards: Vec::new() };
     for recording in order {
         let mine: Vec<usize> = episodes.iter().copied().filter(|&i| src.episodes()[i].recording == recording).collect();
-        let mut replay = Replay::start(src, recording, dir, opts)?;
+        let mut replay = Replay::start(src, recording, dir, opts, "convert")?;
         for &i in &mine {
             let s = &src.episodes()[i].summary;
             replay.episode(src, recording, s, &src.episode_metadata(i)?, &format!("episode {i}"))?;
@@ -191,7 +192,15 @@ impl<'a> Replay<'a> {
     /// Starts a recorder in `dir` for the source recording: its columns, layout and metadata.
     ///
     /// Errors: `Corrupt` (its Meta record or column descriptions are lost), `Invalid`, `Io`.
-    pub(crate) fn start(src: &'a Dataset, recording: usize, dir: &Path, opts: &ConvertOptions) -> Result<Self> {
+    ///
+    /// `how` ("convert", "recover") names the copy in its description (see `copy_origin`).
+    pub(crate) fn start(
+        src: &'a Dataset,
+        recording: usize,
+        dir: &Path,
+        opts: &ConvertOptions,
+        how: &str,
+    ) -> Result<Self> {
         let rec: &'a Recording = &src.recordings()[recording];
         let damaged = |why: &str| {
             let file = rec.shards.first().map(|&s| src.shard_paths()[s].clone()).unwrap_or_default();
@@ -219,17 +228,16 @@ impl<'a> Replay<'a> {
         }
         let reward = rec.columns.iter().find(|c| c.name == "reward").ok_or_else(|| damaged("no reward column"))?;
         let mut user = meta.get("user").cloned().unwrap_or(Value::Null);
-        let origin = json!({
-            "path": src.path().display().to_string(),
-            "recording_id": rec.id.iter().map(|b| format!("{b:02x}")).collect::<String>(),
-            "autoreset_mode": meta.get("autoreset_mode"),
-            "trajcore_version": meta.get("trajcore_version"),
-        });
+        let (steps, _) = src.timelog(recording);
+        let asked = (!steps.is_empty()).then(|| steps.iter().map(|s| s.steps).sum::<u64>() * u64::from(num_envs));
+        let origin = crate::copy_origin::origin(src.path(), &rec.id, &meta, asked, how, now_ns());
         match &mut user {
             Value::Object(map) => {
-                map.insert("converted_from".into(), origin);
+                map.remove("converted_from");
+                map.remove("recovered_from");
+                map.insert(crate::copy_origin::key(how), origin);
             }
-            Value::Null => user = json!({ "converted_from": origin }),
+            Value::Null => user = json!({ crate::copy_origin::key(how): origin }),
             _ => {}
         }
         let mut config = json!({
@@ -269,6 +277,8 @@ impl<'a> Replay<'a> {
                     timeline: spec.timeline,
                     masked: true,
                     codec: codec_for(opts, spec),
+                    // Widened columns follow the columns they widen: those have their new ids.
+                    widens: spec.widens.and_then(|w| columns.iter().find(|c: &&Column| c.spec.id == w).map(|c| c.id)),
                 })?,
             };
             let mask = spec.mask.and_then(|m| rec.columns.get(m as usize));
@@ -310,11 +320,14 @@ impl<'a> Replay<'a> {
                 c.spec.name == name && matches!(d, ColumnData::Fixed { bytes, .. } if bytes.get(t) == Some(&1))
             })
         };
+        // A part listed on its own (a shard with its start is missing, pruned or lost) ends as its
+        // episode did but is no whole episode: it is copied as an incomplete one.
+        let part = !s.complete() && (s.terminated() || s.truncated());
         for t in 0..t_len {
             let (terminated, truncated) = (flag("terminated", t), flag("truncated", t));
             let last = t + 1 == t_len;
             let expected = if last { (s.terminated(), s.truncated()) } else { (false, false) };
-            if (terminated, truncated) != expected || (last && (terminated || truncated) != s.complete()) {
+            if (terminated, truncated) != expected || (last && (terminated || truncated) != (s.complete() || part)) {
                 return Err(Error::Invalid(format!(
                     "{label}: step {t} has terminated={terminated} truncated={truncated}, which its summary \
                      (complete={} terminated={} truncated={}) contradicts; it cannot be replayed faithfully",
@@ -325,6 +338,15 @@ impl<'a> Replay<'a> {
             }
         }
 
+        if part && t_len > 0 {
+            // Its last step ending it would make the copy a complete episode of the part's length.
+            for (c, (values, _)) in self.columns.iter().zip(&mut data) {
+                let flag = matches!(c.spec.role, Some(Role::Terminated | Role::Truncated));
+                if let (true, ColumnData::Fixed { bytes, .. }) = (flag, values) {
+                    bytes.get_mut(t_len - 1).into_iter().for_each(|b| *b = 0);
+                }
+            }
+        }
         let mut mask = vec![0u8; self.num_envs as usize];
         mask[lane as usize] = 1;
         self.message(&data, lane, MessageKind::Reset, s.start_ns, Some(&mask), |tl| match tl {
@@ -458,6 +480,7 @@ mod tests {
             mask: None,
             role: None,
             codec: CodecSpec { delta: true, zstd_level: Some(5), chunk_bytes: None, frame_stack: true },
+            widens: None,
         }
     }
 

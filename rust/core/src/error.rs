@@ -60,6 +60,10 @@ pub enum Error {
 
     #[error("{path}: file not found")]
     NotFound { path: PathBuf },
+
+    /// A directory that holds no shard (see `reader::no_shard`); `why` says what is below it.
+    #[error("{path}: {why}")]
+    NoShard { path: PathBuf, why: String },
 }
 
 impl Error {

@@ -10,6 +10,7 @@
 //! - `recover`: writes what of a damaged dataset still reads into a new one.
 
 pub mod convert;
+pub mod copy_origin;
 pub mod dtype;
 pub mod error;
 pub mod format;

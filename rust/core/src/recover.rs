@@ -39,7 +39,12 @@ pub struct Recovered {
 /// Errors: `NotFound`, `NotTrajcore` (`src` is one file that is not a trajcore shard), `Version`,
 /// `Invalid` (`dst` is not empty), `Io`, and those of the writer.
 pub fn recover(src: &Path, dst: &Path) -> Result<Recovered> {
+    if src.is_dir() {
+        // What a compaction killed part way left there, which nothing else would remove.
+        crate::writer::leftovers::remove_leftovers(src);
+    }
     let ds = Dataset::open(src, OpenOptions::default())?;
+    crate::reader::no_shard::check_dataset(&ds)?;
     let report = verify(&ds);
     let plan = ds.salvage(&report);
     let written = into_place(dst, "recovering", |tmp| write_plan(&ds, &plan, tmp))?;
@@ -63,7 +68,7 @@ fn write_plan(ds: &Dataset, plan: &SalvagePlan, dir: &Path) -> Result<Recovered>
         let end = start + plan.episodes[start..].iter().take_while(|e| e.recording == recording).count();
         let mine = &plan.episodes[start..end];
         start = end;
-        let mut replay = match Replay::start(ds, recording, dir, &opts) {
+        let mut replay = match Replay::start(ds, recording, dir, &opts, "recover") {
             Ok(r) => r,
             Err(Error::Corrupt { path, offset, why }) => {
                 out.lost += mine.len();

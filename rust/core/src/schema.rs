@@ -79,6 +79,10 @@ pub struct ColumnSpec {
     pub role: Option<Role>,
     #[serde(default)]
     pub codec: CodecSpec,
+    /// Set on a column made when a later value of a key did not fit its column's type: the id of
+    /// the column it continues with a wider type (see `writer::widen`, FORMAT.md "Widened columns").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub widens: Option<ColumnId>,
 }
 
 /// Integer rows up to this size get delta where it compresses smaller (scalars and small
@@ -127,6 +131,9 @@ impl ColumnSpec {
         if self.codec.chunk_bytes == Some(0) {
             return Err(Error::schema(&self.name, "chunk_bytes must be positive"));
         }
+        if self.shape.len() > MAX_AXES {
+            return Err(Error::schema(&self.name, format!("a row has {} axes, at most {MAX_AXES}", self.shape.len())));
+        }
         if dtype.is_variable() && self.codec.delta {
             return Err(Error::schema(&self.name, "the delta filter needs a fixed-size dtype"));
         }
@@ -145,6 +152,10 @@ impl ColumnSpec {
 /// bytes): `FrameStackObservation` stacks a few frames; a first axis longer than this is an
 /// image's rows (84, 210, 400), sealed on its raw bytes like any column.
 pub const MAX_SEALED_STACK: u64 = 8;
+
+/// The most axes a row may have: reads add up to two (steps, a batch's windows) and numpy arrays
+/// have at most 64, so every read of a column stays an array.
+pub const MAX_AXES: usize = 32;
 
 /// A cap that keeps one row well inside the ring buffer and any chunk.
 pub const MAX_ROW_BYTES: u64 = 1 << 30;

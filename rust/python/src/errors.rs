@@ -74,6 +74,10 @@ pub fn to_py(py: Python<'_>, error: Error) -> PyErr {
             let args = (2, "No such file or directory", path.display().to_string());
             instance(c.not_found.bind(py), args, || PyFileNotFoundError::new_err(message))
         }
+        Error::NoShard { path, why } => {
+            let args = (2, why, path.display().to_string());
+            instance(c.not_found.bind(py), args, || PyFileNotFoundError::new_err(message))
+        }
     }
 }
 

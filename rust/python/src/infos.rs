@@ -25,6 +25,7 @@ use trajcore_core::{CodecSpec, DType, Timeline};
 use crate::collect::{borrow_data, Collector, Src};
 use crate::errors::{schema_error, warn, IntoPy};
 use trajcore_core::writer::values::array_column_type;
+use trajcore_core::writer::widen;
 
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 
@@ -253,6 +254,8 @@ impl DynamicColumns {
         value: &Bound<'_, PyAny>,
         mask: Option<Src>,
     ) -> PyResult<()> {
+        let column = self.columns.latest(column);
+        let column = self.widen(w, column, value, mask, false)?.unwrap_or(column);
         let col = self.columns.get(column);
         match put_value(value, col, w.at.rows, w.coll) {
             Ok(data) => {
@@ -260,12 +263,44 @@ impl DynamicColumns {
                 Ok(())
             }
             Err(e) if e.is_instance(w.py, crate::errors::classes(w.py).schema.bind(w.py)) => {
+                if let Some(wider) = self.widen(w, column, value, mask, true)? {
+                    return self.put_into(w, wider, value, mask);
+                }
                 let why = e.value(w.py).to_string();
-                let path = self.columns.path_of(&col.name).to_owned();
+                let path = self.columns.path_of(&self.columns.get(column).name).to_owned();
                 self.skip(w.py, &path, format!("{why} (its first value set the column's type)"))
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// The column made now to continue `column` with a wider type, when `value`'s type does not
+    /// cast safely to its own (the core's `widen`); `refused`: the value did not fit, so a Python
+    /// scalar widens it as its numpy type would.
+    fn widen(
+        &mut self,
+        w: &mut Walk<'_, '_>,
+        column: usize,
+        value: &Bound<'_, PyAny>,
+        mask: Option<Src>,
+        refused: bool,
+    ) -> PyResult<Option<usize>> {
+        let (py, col) = (w.py, self.columns.get(column));
+        let scalar = scalar_type(value);
+        if let (Some(dtype), false) = (scalar, refused) {
+            if widen::widened_weak(col.dtype, dtype).is_none() {
+                return Ok(None);
+            }
+        }
+        let Ok((dtype, shape)) = infer(py, value, w.at.rows, mask.map(|m| w.coll.slice(m)))? else { return Ok(None) };
+        let target = match scalar {
+            Some(_) if !refused => widen::widened_weak(col.dtype, dtype),
+            _ => widen::widened(col.dtype, dtype),
+        };
+        let Some(wider) = target.filter(|_| shape == col.shape) else { return Ok(None) };
+        let path = self.columns.path_of(&col.name).to_owned();
+        let id = w.recorder.add_column(self.columns.widened_spec(&path, wider, &shape, col.id)).py_err(py)?;
+        Ok(Some(self.columns.add_widened(column, &path, ColInfo::new(py, w.recorder.column(id))?)))
     }
 
     /// Checks a value of the user's own (`record`) now, creating its column on first sight:
@@ -274,7 +309,13 @@ impl DynamicColumns {
     pub fn check_value(&mut self, w: &mut Walk<'_, '_>, path: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let result = (|| match self.column(w, path, value, None)? {
             Err(why) => Err(schema_error(w.py, &self.columns.name_of(path), why)),
-            Ok(column) => put_value(value, self.columns.get(column), w.at.rows, w.coll).map(|_| ()),
+            Ok(column) => {
+                let column = self.widen(w, column, value, None, false)?.unwrap_or(column);
+                match put_value(value, self.columns.get(column), w.at.rows, w.coll) {
+                    Err(_) if self.widen(w, column, value, None, true)?.is_some() => Ok(()),
+                    result => result.map(|_| ()),
+                }
+            }
         })();
         w.coll.clear();
         result
@@ -367,13 +408,7 @@ fn infer(
             Err(e) => return Ok(Err(format!("{} is not an array over the envs: {e}", type_name(value)))),
         },
         (None, Err(_)) => {
-            let scalar = [
-                (value.is_instance_of::<PyBool>(), DType::Bool),
-                (value.is_exact_instance_of::<PyInt>(), DType::I64),
-                (value.is_exact_instance_of::<PyFloat>(), DType::F64),
-                (value.is_instance_of::<PyString>(), DType::Utf8),
-            ];
-            if let Some(&(_, dtype)) = scalar.iter().find(|(is, _)| *is) {
+            if let Some(dtype) = scalar_type(value) {
                 return Ok(Ok((dtype, vec![])));
             }
             let numeric = value.is_instance_of::<PyList>()
@@ -406,6 +441,17 @@ fn infer(
     }
     let name: String = np.call_method1("dtype", (&dtype,))?.getattr("name")?.extract()?;
     Ok(array_column_type(dtype.kind(), &name, dtype.str()?.to_str()?, &row_shape).map(|d| (d, row_shape)))
+}
+
+/// The column type of Python's own scalars (bool, int, float, str), `None` for other values.
+fn scalar_type(value: &Bound<'_, PyAny>) -> Option<DType> {
+    let scalar = [
+        (value.is_instance_of::<PyBool>(), DType::Bool),
+        (value.is_exact_instance_of::<PyInt>(), DType::I64),
+        (value.is_exact_instance_of::<PyFloat>(), DType::F64),
+        (value.is_instance_of::<PyString>(), DType::Utf8),
+    ];
+    scalar.iter().find(|(is, _)| *is).map(|&(_, dtype)| dtype)
 }
 
 /// A str key of the planned text that is another object (an f-string made each step). Only

@@ -111,6 +111,8 @@ struct RecordingState {
     meta_seq: Option<u64>,
     /// Every column described, by id (the public list stops at the first gap).
     specs: BTreeMap<ColumnId, ColumnSpec>,
+    /// Where each column's first description was read: (shard index, offset).
+    spec_at: HashMap<ColumnId, (usize, u64)>,
 }
 
 /// What the catalog needs of a shard: its file (named in problems), recording and place in it.
@@ -322,6 +324,7 @@ impl Catalog {
                 match state.specs.get(&spec.id) {
                     None => {
                         state.specs.insert(spec.id, spec.clone());
+                        state.spec_at.insert(spec.id, (*shard, *offset));
                     }
                     Some(known) if known == spec => {}
                     Some(_) => {
@@ -549,17 +552,16 @@ impl Catalog {
         if !gap_after && listed.last().is_some_and(|c| c.mask.is_some_and(|m| m as usize >= listed.len())) {
             listed.pop();
         }
+        let misnamed = super::column_names::name_problems(&listed);
         for spec in &listed {
             if self.recordings[recording].damaged_columns.iter().any(|(id, _)| *id == spec.id) {
                 continue;
             }
-            if let Some(why) = mask_pair_problem(&listed, spec) {
-                let file = self.recordings[recording].shards.first().map(|&s| self.shards[s].path.clone());
-                let problem = Problem::new(
-                    file.unwrap_or_else(|| self.root.clone()),
-                    0,
-                    format!("column '{}': {why}", spec.name),
-                );
+            let named = misnamed.iter().find(|(id, _)| *id == spec.id).map(|(_, why)| why.clone());
+            if let Some(why) = mask_pair_problem(&listed, spec).or(named) {
+                let at = self.states[recording].spec_at.get(&spec.id).map(|&(s, o)| (self.shards[s].path.clone(), o));
+                let (file, offset) = at.unwrap_or_else(|| (self.root.clone(), 0));
+                let problem = Problem::new(file, offset, format!("column '{}': {why}", spec.name));
                 self.recordings[recording].damaged_columns.push((spec.id, problem.clone()));
                 self.own_problems.push(problem);
             }
@@ -707,6 +709,7 @@ mod tests {
             mask,
             role: None,
             codec: CodecSpec::default(),
+            widens: None,
         }
     }
 

@@ -130,6 +130,7 @@ pub(crate) mod tests {
             mask: None,
             role: None,
             codec: CodecSpec::default(),
+            widens: None,
         }
     }
 

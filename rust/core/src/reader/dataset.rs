@@ -86,11 +86,13 @@ impl Dataset {
         verify: bool,
         exclusions_json: Option<&str>,
     ) -> Result<Dataset> {
-        match exclusions_json.map(Exclusions::from_json).transpose()? {
+        let ds = match exclusions_json.map(Exclusions::from_json).transpose()? {
             Some(exclusions) => Dataset::open_excluding(path, opts, exclusions),
             None if verify => super::open_verified(path, opts).map(|(ds, _)| ds),
             None => Dataset::open(path, opts),
-        }
+        }?;
+        super::no_shard::check_dataset(&ds)?;
+        Ok(ds)
     }
 
     /// The dataset as reads see it (see `dataset_view`).

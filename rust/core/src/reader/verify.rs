@@ -173,6 +173,7 @@ pub fn verify(dataset: &Dataset) -> VerifyReport {
         report.unreadable.extend(checked.unreadable.iter().map(|&o| (s, o)));
         found.extend(checked.damage.into_iter().map(|(offset, why)| (s, offset, why)));
     }
+    found.extend(super::unfinished::lost_ends(ds));
     found.sort_by_key(|f| (f.0, f.1));
     for (s, offset, why) in found {
         if seen.insert((s, offset)) {
@@ -277,7 +278,7 @@ fn check_chunk_data(
 /// Errors: `NotFound`, `Version`, `Unsupported`, `Io` (as `Dataset::open`).
 pub fn verify_path(path: &Path) -> Result<VerifyReport> {
     match Dataset::open(path, OpenOptions::default()) {
-        Ok(ds) => Ok(verify(&ds)),
+        Ok(ds) => super::no_shard::check_dataset(&ds).map(|()| verify(&ds)),
         Err(Error::NotTrajcore { path, why }) => Ok(VerifyReport {
             damage: vec![Damage {
                 file: path,

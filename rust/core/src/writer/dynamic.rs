@@ -27,13 +27,16 @@ pub struct DynamicColumns<C, T> {
     columns: Vec<C>,
     by_path: HashMap<String, usize>,
     unsupported: HashMap<String, (T, String)>,
+    /// For each column, the one that continues it with a wider type, once made (see `widen`).
+    wider: Vec<Option<usize>>,
     pub skips: Skips,
 }
 
 impl<C, T> DynamicColumns<C, T> {
     pub fn new(prefix: &'static str, timeline: Timeline, codec: CodecSpec) -> Self {
         let (columns, by_path, unsupported) = (Vec::new(), HashMap::new(), HashMap::new());
-        DynamicColumns { prefix, timeline, codec, columns, by_path, unsupported, skips: Skips::new(prefix) }
+        let wider = Vec::new();
+        DynamicColumns { prefix, timeline, codec, columns, by_path, unsupported, wider, skips: Skips::new(prefix) }
     }
 
     /// Column `index` (as `find` and `add` give it).
@@ -62,12 +65,14 @@ impl<C, T> DynamicColumns<C, T> {
             timeline: self.timeline,
             masked: true,
             codec,
+            widens: None,
         }
     }
 
     /// Keeps `column`, made for `path`; its index.
     pub fn add(&mut self, path: &str, column: C) -> usize {
         self.columns.push(column);
+        self.wider.push(None);
         self.by_path.insert(path.to_owned(), self.columns.len() - 1);
         self.unsupported.remove(path);
         self.columns.len() - 1
@@ -85,7 +90,36 @@ impl<C, T> DynamicColumns<C, T> {
 
     /// The path below the prefix of a column name.
     pub fn path_of<'a>(&self, name: &'a str) -> &'a str {
-        &name[self.prefix.len() + 1..]
+        let path = &name[self.prefix.len() + 1..];
+        // A widened column's name ends in `%W<dtype>` (see `widened_spec`).
+        path.split_once("%W").map_or(path, |(key, _)| key)
+    }
+
+    /// The spec of the column that continues `path`'s column `widens` (its id in the recording)
+    /// with values of the wider `dtype`. Its name is the key's with `%W<dtype>`, which no key
+    /// escapes to (`escape_key` escapes every '%'); readers find it by `widens`, not by name.
+    pub fn widened_spec(&self, path: &str, dtype: DType, shape: &[usize], widens: u32) -> NewColumn {
+        let mut spec = self.spec(path, dtype, shape);
+        spec.name = format!("{}%W{}", spec.name, dtype.name());
+        spec.widens = Some(widens);
+        spec
+    }
+
+    /// Keeps `column`, made by `widened_spec` to continue column `from` (an index): `path`'s
+    /// values go to it from now on. Its index.
+    pub fn add_widened(&mut self, from: usize, path: &str, column: C) -> usize {
+        let index = self.add(path, column);
+        self.wider[from] = Some(index);
+        index
+    }
+
+    /// The column that now takes the values of column `index`: itself, or the last that
+    /// widened it.
+    pub fn latest(&self, mut index: usize) -> usize {
+        while let Some(next) = self.wider[index] {
+            index = next;
+        }
+        index
     }
 }
 
@@ -106,6 +140,18 @@ mod tests {
         let i = d.add("a%2Fb", "column");
         assert_eq!((d.find("a%2Fb"), *d.get(i), d.unsupported("a%2Fb")), (Some(i), "column", None));
         assert_eq!((d.path_of("info/a%2Fb"), d.name_of("x").as_str()), ("a%2Fb", "info/x"));
+    }
+
+    #[test]
+    fn widened_columns_take_the_values_from_then_on() {
+        let mut d = DynamicColumns::<&str, char>::new("info", Timeline::Obs, CodecSpec::default());
+        let first = d.add("prob", "int64");
+        let spec = d.widened_spec("prob", DType::F64, &[], 7);
+        assert_eq!((spec.name.as_str(), spec.widens, spec.masked), ("info/prob%Wfloat64", Some(7), true));
+        assert_eq!(d.latest(first), first);
+        let second = d.add_widened(first, "prob", "float64");
+        assert_eq!((d.latest(first), d.latest(second), d.find("prob")), (second, second, Some(second)));
+        assert_eq!(d.path_of("info/prob%Wfloat64"), "prob");
     }
 
     #[test]

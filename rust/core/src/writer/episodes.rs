@@ -611,6 +611,7 @@ mod tests {
             mask: None,
             role: None,
             codec: Default::default(),
+            widens: None,
         }
     }
 

@@ -14,6 +14,7 @@ use rtrb::CopyToUninit;
 use super::autoreset::{op, EpisodeEnd, Refusal, Splitter, Tally, Target};
 use super::config::RecorderConfig;
 use super::message::{self, EntryKind, EntryRef, MessageHead, MessageKind, Slot};
+use super::ring_fit;
 use super::shard::{new_recording_id, now_ns, ShardWriter};
 use super::shared::Shared;
 use super::skips::unrecorded_warning;
@@ -31,6 +32,8 @@ pub struct NewColumn {
     /// Rows may be missing: a boolean mask column `<parent>/_<leaf>` is kept beside it.
     pub masked: bool,
     pub codec: CodecSpec,
+    /// The column this one continues with a wider type (see `widen`).
+    pub widens: Option<ColumnId>,
 }
 
 /// Counters for progress reports and benchmarks; serialized, what Python's `stats()` returns.
@@ -158,6 +161,7 @@ impl Recorder {
                 mask: None,
                 role: Some(role),
                 codec: config.flags_codec.clone(),
+                widens: None,
             });
         }
         let chunk_limit = (config.chunk_bytes as u64).min(MAX_CHUNK_BYTES);
@@ -191,6 +195,7 @@ impl Recorder {
         let meta_json = serde_json::to_vec(&meta).map_err(|e| Error::Invalid(format!("metadata: {e}")))?;
 
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        super::leftovers::remove_leftovers(dir);
         let recording_id = new_recording_id();
         let shard = ShardWriter::create(dir, recording_id, 0, &meta_json, &columns, config.durability()?)?;
         let (producer, consumer) = rtrb::RingBuffer::new(config.ring_bytes);
@@ -299,6 +304,7 @@ impl Recorder {
             mask: mask_name.as_ref().map(|_| id + 1),
             role: None,
             codec: new.codec,
+            widens: new.widens,
         };
         spec.declare_chunk_bytes(requested);
         spec.validate()?;
@@ -317,10 +323,18 @@ impl Recorder {
                 mask: None,
                 role: None,
                 codec: CodecSpec { chunk_bytes: Some(chunk_limit), ..CodecSpec::default() },
+                widens: None,
             });
         }
-        for s in specs {
-            let json = serde_json::to_vec(&s).map_err(|e| Error::Invalid(e.to_string()))?;
+        let capacity = self.producer.buffer().capacity();
+        let mut described = Vec::with_capacity(specs.len());
+        for s in &specs {
+            let json = serde_json::to_vec(s).map_err(|e| Error::Invalid(e.to_string()))?;
+            let what = format!("the description of column '{}'", super::values::short_text(s.name.clone()));
+            ring_fit::check_fits(&what, control_len(json.len()), capacity)?;
+            described.push(json);
+        }
+        for (s, json) in specs.into_iter().zip(described) {
             self.queued_columns.push(json);
             self.by_name.insert(s.name.clone(), s.id);
             self.columns.push(s);
@@ -513,11 +527,17 @@ impl Recorder {
         let capacity = self.producer.buffer().capacity();
         // Room for the queued AddColumn messages too: they go first.
         let len = len + self.queued_columns.iter().map(|j| control_len(j.len())).sum::<usize>();
-        if len > capacity || len > u32::MAX as usize {
-            let e = Error::Invalid(format!(
-                "one step of {len} bytes does not fit the recording buffer of {capacity} bytes (raise ring_bytes)"
-            ));
+        let step_alone = len - self.queued_columns.iter().map(|j| control_len(j.len())).sum::<usize>();
+        if let Err(e) = ring_fit::check_fits("one step", step_alone, capacity) {
             return Err(self.refuse_planned(e));
+        }
+        if len > capacity {
+            // The new columns' descriptions and the step fit one at a time: send the descriptions
+            // first (a short wait), so that the step alone is left to wait for.
+            if let Err(e) = self.send_queued_columns() {
+                return Err(self.refuse_planned(e));
+            }
+            return Ok(step_alone);
         }
         Ok(len)
     }
@@ -638,7 +658,9 @@ impl Recorder {
         for json in std::mem::take(&mut self.queued_columns) {
             let entries = [control_entry(&json, 0)];
             let head = MessageHead { kind: MessageKind::AddColumn, env: 0, time_ns: now_ns(), arg: 0, ops: None };
-            self.wait_until_fits(message::encoded_len(&head, &entries))?;
+            let len = message::encoded_len(&head, &entries);
+            ring_fit::check_fits("a column description", len, self.producer.buffer().capacity())?;
+            self.wait_until_fits(len)?;
             self.push(&head, &entries)?;
         }
         Ok(())
@@ -779,7 +801,10 @@ impl Recorder {
         let ops = std::mem::take(&mut self.ops_bytes);
         let head = MessageHead { kind, env, time_ns, arg, ops: with_ops.then_some(&ops[..]) };
         let len = message::encoded_len(&head, &entries);
-        let pushed = self.wait_until_fits(len).and_then(|()| self.push(&head, &entries));
+        let what = if kind == MessageKind::SetMetadata { "episode metadata" } else { "a control message" };
+        let pushed = ring_fit::check_fits(what, len, self.producer.buffer().capacity())
+            .and_then(|()| self.wait_until_fits(len))
+            .and_then(|()| self.push(&head, &entries));
         self.ops_bytes = ops;
         pushed?;
         if let (true, Some(tally)) = (with_ops, self.tally.as_mut()) {

@@ -106,6 +106,7 @@ pub fn spec(id: u32, name: &str, dtype: &str, shape: &[u64], timeline: Timeline,
         mask: None,
         role: None,
         codec,
+        widens: None,
     }
 }
 

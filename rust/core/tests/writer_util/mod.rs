@@ -314,6 +314,7 @@ impl Harness {
             timeline: Timeline::Obs,
             masked: true,
             codec: CodecSpec::default(),
+            widens: None,
         };
         self.info_n = Some(self.rec.add_column(new("info/n", DType::I32)).unwrap());
         self.info_s = Some(self.rec.add_column(new("info/s", DType::Utf8)).unwrap());
