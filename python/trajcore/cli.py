@@ -870,11 +870,12 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
         type=int,
         metavar="K",
         help="multi-agent datasets: env episode K (ds.env_episodes[K]), every agent's part aligned on the env's "
-        "steps, with a picker to show one",
+        "steps, with a picker to show one (default: the page of --episode)",
     )
     v.add_argument(
         "--agent",
-        help="multi-agent datasets: this agent's part of --env-episode K, or with --episode N its N-th episode",
+        help="multi-agent datasets: this agent's part of --env-episode K, or with --episode N its N-th episode "
+        "(default: every agent)",
     )
     v.add_argument(
         "-o",

@@ -23,16 +23,16 @@ import os
 import tempfile
 import webbrowser
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from trajcore._output import staged
-from trajcore.env_episodes import EnvEpisode
 from trajcore.viewer._content import PageContent, env_page_content, page_content
 from trajcore.viewer._env_episode import read_env_episode
 from trajcore.viewer._episode import read_episode
 from trajcore.viewer._page import page_overhead, render_page
 
 if TYPE_CHECKING:
+    from trajcore.env_episodes import EnvEpisode
     from trajcore.episode import Episode
 
 __all__ = ["NOTEBOOK_MAX_BYTES", "episode_html", "notebook_html", "view", "write_html"]
@@ -41,13 +41,21 @@ NOTEBOOK_MAX_BYTES = 8 << 20
 """Size cap of the page `Episode._repr_html_` puts in a notebook (frames are thinned to fit)."""
 
 
+def _env_episode(episode: Episode | EnvEpisode) -> EnvEpisode | None:
+    """`episode` if it is an `EnvEpisode` (its agents' episodes by name), else None; told apart
+    without importing its module: `trajcore.episode` imports this package, and
+    `trajcore.env_episodes` imports that."""
+    return cast("EnvEpisode", episode) if isinstance(getattr(episode, "episodes", None), dict) else None
+
+
 def _content(episode: Episode | EnvEpisode, max_bytes: int | None) -> PageContent:
     """What the page of `episode` shows, its data fitted to a page of at most `max_bytes`."""
     data_bytes = None if max_bytes is None else max_bytes - page_overhead()
-    if isinstance(episode, EnvEpisode):
-        parts, title, summary = read_env_episode(episode)
+    joint = _env_episode(episode)
+    if joint is not None:
+        parts, title, summary = read_env_episode(joint)
         return env_page_content(parts, title, summary, max_bytes=data_bytes)
-    return page_content(read_episode(episode), max_bytes=data_bytes)
+    return page_content(read_episode(cast("Episode", episode)), max_bytes=data_bytes)
 
 
 def episode_html(episode: Episode | EnvEpisode, *, max_bytes: int | None = None) -> str:
@@ -90,7 +98,8 @@ def view(
     """
     temporary = out is None
     if out is None:
-        name = f"env-episode-{episode.id}" if isinstance(episode, EnvEpisode) else f"episode-{episode.index}"
+        joint = _env_episode(episode)
+        name = f"episode-{cast('Episode', episode).index}" if joint is None else f"env-episode-{joint.id}"
         fd, out = tempfile.mkstemp(prefix=f"trajcore-{name}-", suffix=".html")
         os.close(fd)
     written = write_html(episode, out, max_bytes=max_bytes)

@@ -16,7 +16,6 @@ import numpy as np
 import numpy.typing as npt
 
 from trajcore._agents import ENV_STEP
-from trajcore.env_episodes import _scatter
 from trajcore.viewer._content import EpisodeArrays, Leaf
 from trajcore.viewer._episode import read_episode
 
@@ -24,6 +23,19 @@ if TYPE_CHECKING:
     from trajcore.env_episodes import EnvEpisode
 
 __all__ = ["read_env_episode"]
+
+
+def _scatter(values: Any, at: npt.NDArray[np.int64], length: int) -> Any:
+    """A column's rows put at rows `at` of `length`: zeros (an array) or "" (a list of str)
+    elsewhere. (`trajcore.env_episodes` has its own for whole trees; importing it from here would
+    close an import circle: episode -> viewer -> env_episodes -> episode.)"""
+    if isinstance(values, list):
+        placed = dict(zip(at.tolist(), values, strict=True))
+        return [placed.get(k, "") for k in range(length)]
+    column = np.asarray(values)
+    out = np.zeros((length, *column.shape[1:]), dtype=column.dtype)
+    out[at] = column
+    return out
 
 
 def _at(mask: npt.NDArray[np.bool_] | None, at: npt.NDArray[np.int64], length: int) -> npt.NDArray[np.bool_]:

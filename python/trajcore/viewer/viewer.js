@@ -116,6 +116,7 @@
     // As large as the column allows, but never taller than 62% of the window.
     view.canvas.style.width = `min(100%, ${((62 * view.image.width) / view.image.height).toFixed(3)}vh)`;
     if (labelled) $("frame-caption").textContent = caption(model.image);
+    if (view.box.dataset.agent !== undefined) $("frame-caption").dataset.agent = view.box.dataset.agent;
   } else {
     $("screen").classList.add("empty");
   }
