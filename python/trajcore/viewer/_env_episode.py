@@ -65,7 +65,8 @@ def _aligned(arrays: EpisodeArrays, agent: str, steps: npt.NDArray[np.int64], en
         terminations=_scatter(arrays.terminations, steps, env_steps),
         truncations=_scatter(arrays.truncations, steps, env_steps),
         infos=_leaves(arrays.infos, observed, rows),
-        data=_leaves(arrays.data, steps, env_steps),
+        # Its env-step column is the page's row now: shown, it would only repeat the row.
+        data=_leaves([leaf for leaf in arrays.data if leaf.name != f"data/{ENV_STEP}"], steps, env_steps),
         frames=frames,
         frame_mask=frame_mask,
         agent=agent,
@@ -82,14 +83,8 @@ def read_env_episode(joint: EnvEpisode) -> tuple[list[EpisodeArrays], str, dict[
         parts.append(_aligned(read_episode(ep), agent, steps, joint.length))
     first = next(iter(joint.episodes.values()))
     env_id = (first._dataset.meta(first.recording).get("user") or {}).get("env_id")
-    summary = {
-        "env_episode": joint.id,
-        "env": env_id,
-        "env_steps": joint.length,
-        "agents": {
-            agent: {"episode": ep.index, "length": ep.length, "return": ep.episode_return}
-            for agent, ep in joint.episodes.items()
-        },
-    }
+    summary: dict[str, Any] = {"env_episode": joint.id, "env": env_id, "env_steps": joint.length}
+    for agent, ep in joint.episodes.items():  # which episode of the dataset each agent's part is
+        summary[agent] = f"episode {ep.index}, {ep.length} steps, return {ep.episode_return:g}"
     title = f"{env_id or 'env episode'} env episode {joint.id}: {len(parts)} agents, {joint.length} env steps"
     return parts, title, summary

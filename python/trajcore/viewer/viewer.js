@@ -109,13 +109,12 @@
     return view;
   }
 
-  const labelled = (model.more_images || []).length > 0 || model.agents;
   const caption = (image) => `${image.agent === null || image.agent === undefined ? "" : `${image.agent} · `}${image.source}`;
   if (model.image) {
     const view = addView(model.image, $("frame"), $("frame-note"), $("screen"));
     // As large as the column allows, but never taller than 62% of the window.
     view.canvas.style.width = `min(100%, ${((62 * view.image.width) / view.image.height).toFixed(3)}vh)`;
-    if (labelled) $("frame-caption").textContent = caption(model.image);
+    $("frame-caption").textContent = caption(model.image);
     if (view.box.dataset.agent !== undefined) $("frame-caption").dataset.agent = view.box.dataset.agent;
   } else {
     $("screen").classList.add("empty");
@@ -378,7 +377,7 @@
     const r = Math.max(0, Math.min(last, Math.round(Number(row)) || 0));
     api.row = r;
     slider.value = String(r);
-    const where = r < last ? `step ${r} of ${last}` : "the final observation";
+    const where = r < last ? `${model.agents ? "env step" : "step"} ${r} of ${last}` : "the final observation";
     $("position").textContent = `row ${r} of ${last} · ${where}`;
     showValues(r);
     showPlots(r);
