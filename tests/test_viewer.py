@@ -411,3 +411,28 @@ def test_view_an_env_episode_or_one_agent_of_it(
     assert "env episode 5 out of range" in capsys.readouterr().err
     assert main(["view", str(tiny), "--env-episode", "0", "-o", str(out)]) == 2
     assert "this dataset has no agents" in capsys.readouterr().err
+
+
+def test_turns_of_an_aec_game_alternate_on_the_page(tmp_path: Path) -> None:
+    """Tic-tac-toe (AEC): one agent acts per turn, so at each row one agent's step is shown and
+    the other's is missing; its moves are the actions the game got, at its turns."""
+    from pettingzoo.classic import tictactoe_v3
+    from test_agents import run_aec
+
+    env = trajcore.RecordAECEpisodes(tictactoe_v3.env(), tmp_path / "ttt")
+    (turns,) = run_aec(env, episodes=1, seed=3)
+    env.close()
+    out = tmp_path / "ttt.html"
+    assert main(["view", str(tmp_path / "ttt"), "--env-episode", "0", "-o", str(out)]) == 0
+    model = _data_of(out.read_text())
+    with trajcore.open(tmp_path / "ttt") as ds:
+        joint = ds.env_episodes[0]
+        assert model["agents"] == ["player_1", "player_2"] and model["rows"] == joint.length + 1
+        actions = {f["agent"]: f["text"] for f in model["fields"] if f["name"] == "action"}
+        for k, (who,) in enumerate(joint.order):
+            assert actions[who][k] == format_row(joint.actions[who][k]), k
+            assert all(actions[other][k] is None for other in actions if other != who), k
+        for agent, want in turns.items():
+            assert [actions[agent][k] for k in want.env_steps] == [str(a) for a in want.actions]
+        # The board is (3, 3, 2) int8 planes: numbers, not an image.
+        assert model["image"] is None
