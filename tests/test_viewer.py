@@ -305,6 +305,16 @@ def test_image_leaves_of_dict_observations_are_drawn(tmp_path: Path) -> None:
         assert len(strides) == 3 and max(strides) > 1
 
 
+def test_an_image_observation_is_not_drawn_again_beside_the_frames() -> None:
+    """Atari with frames: its observation is mostly the frame again; only Dict/Tuple leaves are
+    drawn beside frames."""
+    frames = np.random.default_rng(2).integers(0, 255, (6, 16, 16, 3), dtype=np.uint8)
+    content = page_content(_arrays(observations=[Leaf("observation", frames.copy())], frames=frames))
+    assert content.model["image"]["source"] == "rendered frames" and content.model["more_images"] == []
+    leaf = page_content(_arrays(observations=[Leaf("observation/cam", frames.copy())], frames=frames))
+    assert [i["source"] for i in leaf.model["more_images"]] == ["observation/cam"]
+
+
 def test_minigrid_image_leaf_is_drawn(tmp_path: Path) -> None:
     import minigrid  # noqa: F401  (registers the MiniGrid envs)
 

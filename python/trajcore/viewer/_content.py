@@ -162,13 +162,17 @@ _ImageSource = tuple[str | None, str, npt.NDArray[np.uint8], npt.NDArray[np.bool
 
 
 def _image_sources(arrays: EpisodeArrays) -> list[_ImageSource]:
-    """The rendered frames if recorded, then every image-shaped observation leaf."""
+    """The rendered frames if recorded, then every image-shaped leaf of a Dict or Tuple
+    observation; an image observation (not in a Dict or Tuple) only without frames: an Atari
+    observation is mostly the frame again, and would double the page."""
     out: list[_ImageSource] = []
     if arrays.frames is not None:
         layout = image_shape(tuple(arrays.frames.shape[1:]), arrays.frames.dtype)
         if layout is not None:
             out.append((arrays.agent, "rendered frames", as_image_rows(arrays.frames, layout), arrays.frame_mask))
     for leaf in arrays.observations:
+        if out and leaf.name == "observation":  # the whole observation (a leaf's name has a '/')
+            continue
         v = leaf.values
         if isinstance(v, np.ndarray) and (layout := image_shape(tuple(v.shape[1:]), v.dtype)) is not None:
             what = leaf.name + (" (last of the stack)" if layout == "chw" else "")
