@@ -276,15 +276,20 @@ class _TwoCameras(gym.Env[Any, Any]):
         return np.full((8, 8, 3), 40 * self.t, np.uint8)
 
 
-def test_image_leaves_of_dict_observations_are_drawn(tmp_path: Path) -> None:
+def record_two_cameras(path: Path) -> Path:
+    """One episode of `_TwoCameras`, with its frames (also for test_viewer_browser.py)."""
     env = _TwoCameras()
     env.observation_space.seed(0)
-    rec = trajcore.RecordEpisodes(env, tmp_path / "cams", render_frames=True)
+    rec = trajcore.RecordEpisodes(env, path, render_frames=True)
     rec.reset(seed=0)
     for _ in range(5):
         rec.step(0)
     rec.close()
-    with trajcore.open(tmp_path / "cams") as ds:
+    return path
+
+
+def test_image_leaves_of_dict_observations_are_drawn(tmp_path: Path) -> None:
+    with trajcore.open(record_two_cameras(tmp_path / "cams")) as ds:
         ep = ds.episodes[0]
         page = episode_html(ep)
         images = _images_of(page)

@@ -273,18 +273,12 @@ def test_env_episode_page_shows_every_agent_and_picks_one(tmp_path: Path) -> Non
 
 def test_image_leaves_are_drawn_beside_the_frames(tmp_path: Path) -> None:
     """Rendered frames large, each image leaf of the Dict observation in its own canvas."""
-    from test_viewer import _TwoCameras
+    from test_viewer import record_two_cameras
 
-    env = _TwoCameras()
-    env.observation_space.seed(0)
-    rec = trajcore.RecordEpisodes(env, tmp_path / "cams", render_frames=True)
-    rec.reset(seed=0)
-    for _ in range(5):
-        rec.step(0)
-    rec.close()
+    path = record_two_cameras(tmp_path / "cams")
     page = tmp_path / "cams.html"
-    assert main(["view", str(tmp_path / "cams"), "-o", str(page)]) == 0
-    with trajcore.open(tmp_path / "cams") as ds, chromium() as driver:
+    assert main(["view", str(path), "-o", str(page)]) == 0
+    with trajcore.open(path) as ds, chromium() as driver:
         ep = ds.episodes[0]
         open_page(driver, page)
         assert driver.execute_script("return document.getElementById('agent-pick').offsetParent") is None
