@@ -242,6 +242,7 @@ def env_page_content(
 
 
 def _content(parts: list[EpisodeArrays], title: str, summary: dict[str, Any], max_bytes: int | None) -> PageContent:
+    """The page of one episode (one part, no agent) or of an env episode's agents."""
     notes: list[str] = []
     fields: list[dict[str, Any]] = []
     plots: list[dict[str, Any]] = []
