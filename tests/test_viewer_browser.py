@@ -209,3 +209,87 @@ def test_thinned_and_missing_frames_say_so(tmp_path: Path) -> None:
             wait_drawn(driver, ep.length)
             note = driver.execute_script("return document.getElementById('frame-note').textContent")
             assert note.startswith(f"no frame at row {ep.length}")
+
+
+def _agent_cell(driver: Any, agent: str, field: str) -> str:
+    script = (
+        "return document.querySelector(`tr[data-agent='${arguments[0]}'][data-field='${arguments[1]}'] td`).textContent"
+    )
+    text: str = driver.execute_script(script, agent, field)
+    return text
+
+
+def _shown(driver: Any, selector: str) -> list[str]:
+    """data-agent of the elements matching `selector` that are shown."""
+    script = (
+        "return [...document.querySelectorAll(arguments[0])]"
+        ".filter((e) => e.offsetParent !== null).map((e) => e.dataset.agent)"
+    )
+    agents: list[str] = driver.execute_script(script, selector)
+    return agents
+
+
+def test_env_episode_page_shows_every_agent_and_picks_one(tmp_path: Path) -> None:
+    """Agents joining late and leaving early (tests/test_agents.py's Arrivals): at each env step
+    every agent's values (or "—" where it did not act), the worker's image observation drawn at
+    its rows; the picker and #agent= show one agent only."""
+    from selenium.webdriver.support.ui import Select
+    from test_agents import Arrivals, run_parallel
+
+    env = trajcore.RecordParallelEpisodes(Arrivals(), tmp_path / "arr")
+    run_parallel(env, episodes=1, seed=4)
+    env.close()
+    page = tmp_path / "joint.html"
+    assert main(["view", str(tmp_path / "arr"), "--env-episode", "0", "-o", str(page)]) == 0
+    with trajcore.open(tmp_path / "arr") as ds, chromium() as driver:
+        joint = ds.env_episodes[0]
+        open_page(driver, page)
+        assert sorted(set(_shown(driver, "tr[data-agent]"))) == sorted(joint.agents)
+        worker = joint.episodes["worker"]
+        steps = worker.data["env_step"].tolist()
+        for row in range(joint.length + 1):
+            driver.execute_script("window.trajcoreViewer.goto(arguments[0])", row)
+            wait_drawn(driver, row)
+            for agent, ep in joint.episodes.items():
+                at = ep.data["env_step"].tolist()
+                want = format_row(ep.rewards[at.index(row)]) if row in at else "—"
+                assert _agent_cell(driver, agent, "reward") == want, (agent, row)
+            observed = [*steps, steps[-1] + 1]
+            if row in observed:
+                assert np.array_equal(canvas_pixels(driver), worker.observations[observed.index(row)]), row
+            else:
+                note = driver.execute_script("return document.getElementById('frame-note').textContent")
+                assert note.startswith(f"no frame at row {row}"), note
+        Select(driver.find_element("id", "agent")).select_by_value("scout")
+        assert set(_shown(driver, "tr[data-agent]")) == {"scout"}
+        assert set(_shown(driver, ".plot")) == {"scout"}
+        assert _shown(driver, "#screen") == [], "the worker's image is hidden with the worker"
+        driver.get(page.resolve().as_uri() + "#agent=leader&row=2")
+        wait_drawn(driver, 2)
+        assert set(_shown(driver, "tr[data-agent]")) == {"leader"}
+        assert driver.find_element("id", "agent").get_attribute("value") == "leader"
+        assert not [e for e in driver.get_log("browser") if e["level"] == "SEVERE"], "no errors in the page"
+
+
+def test_image_leaves_are_drawn_beside_the_frames(tmp_path: Path) -> None:
+    """Rendered frames large, each image leaf of the Dict observation in its own canvas."""
+    from test_viewer import record_two_cameras
+
+    path = record_two_cameras(tmp_path / "cams")
+    page = tmp_path / "cams.html"
+    assert main(["view", str(path), "-o", str(page)]) == 0
+    with trajcore.open(path) as ds, chromium() as driver:
+        ep = ds.episodes[0]
+        open_page(driver, page)
+        assert driver.execute_script("return document.getElementById('agent-pick').offsetParent") is None
+        for row in (0, 3, 5):
+            driver.execute_script("window.trajcoreViewer.goto(arguments[0])", row)
+            wait_drawn(driver, row)
+            assert np.array_equal(canvas_pixels(driver), ep.frames[row])
+            grey = ep.observations["pair"][0][row]
+            assert np.array_equal(canvas_pixels(driver, "#frame-1"), np.repeat(grey, 3, axis=2))
+            assert np.array_equal(canvas_pixels(driver, "#frame-2"), ep.observations["rgb"][row])
+        captions = driver.execute_script(
+            "return [...document.querySelectorAll('#more-images figcaption')].map((e) => e.textContent)"
+        )
+        assert captions == ["observation/pair/0", "observation/rgb"]

@@ -453,12 +453,32 @@ def _view(args: argparse.Namespace) -> int:
     max_bytes = None if args.max_mb is None else int(args.max_mb * (1 << 20))
     with trajcore.open(args.path) as ds:
         try:
-            episode = ds.episodes[args.episode]
+            episode = _view_target(ds, args)
         except IndexError as e:
             raise UsageError(str(e)) from None
         written = view(episode, args.out, max_bytes=max_bytes)
     print(f"wrote {written} ({_fmt_bytes(os.path.getsize(written))})", file=sys.stderr)
     return 0
+
+
+def _view_target(ds: Any, args: argparse.Namespace) -> Any:
+    """The episode `trajcore view` shows: --episode N (of --agent's episodes with --agent), or
+    every agent of --env-episode K (only --agent's part of it with --agent)."""
+    if args.agent is not None and args.agent not in ds.agents:
+        raise UsageError(f"--agent {args.agent!r}: not an agent of this dataset (agents: {ds.agents or 'none'})")
+    if args.env_episode is None:
+        episodes = ds.episodes if args.agent is None else ds.select(agent=args.agent)
+        return episodes[args.episode]
+    if not ds.agents:
+        raise UsageError("--env-episode: this dataset has no agents (it is not a multi-agent recording)")
+    joint = ds.env_episodes[args.env_episode]
+    if args.agent is None:
+        return joint
+    if args.agent not in joint.episodes:
+        raise UsageError(
+            f"--agent {args.agent!r} has no part in env episode {args.env_episode} (agents: {joint.agents})"
+        )
+    return joint.episodes[args.agent]
 
 
 def _plot(args: argparse.Namespace) -> int:
@@ -884,9 +904,23 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
         "runs/breakout --episode 3",
         "runs/breakout --episode -1 -o last.html",
         "runs/cp16 --episode 0 -o ep0.html --max-mb 20",
+        "runs/spread --env-episode 2 -o joint.html",
+        "runs/spread --env-episode 2 --agent agent_1",
     )
     dataset_arg(v)
     v.add_argument("--episode", type=int, default=0, help="dataset index of the episode (negative: from the end)")
+    v.add_argument(
+        "--env-episode",
+        type=int,
+        metavar="K",
+        help="multi-agent datasets: env episode K (ds.env_episodes[K]), every agent's part aligned on the env's "
+        "steps, with a picker to show one (default: the page of --episode)",
+    )
+    v.add_argument(
+        "--agent",
+        help="multi-agent datasets: this agent's part of --env-episode K, or with --episode N its N-th episode "
+        "(default: every agent)",
+    )
     v.add_argument(
         "-o",
         "--out",

@@ -4,10 +4,16 @@ slider, play/pause, speed, arrow keys; the step's values beside it; plots with a
     trajcore.viewer.write_html(ds.episodes[3], "ep3.html")
     trajcore.viewer.view(ds.episodes[3])                        # a temporary file, in the browser
     ds.episodes[3]                                              # in Jupyter: the same page, size-capped
+    trajcore.viewer.write_html(ds.env_episodes[0], "joint.html")  # every agent of an env episode
+
+A multi-agent dataset's episode is one agent's part of an env episode (its page says whose); the
+page of an env episode shows every agent's values, images and plots aligned on the env's steps,
+one agent after the other, with a picker to show one of them.
 
 The page needs nothing but a browser: no network, no CDN, no other file. Modules: `_episode`
-reads an episode, `_content` decides what the page shows (plain values), `_frames` packs the
-frames, `_page` fills the template (``template.html``, ``viewer.css``, ``viewer.js``).
+reads an episode, `_env_episode` the agents of an env episode, `_content` decides what the page
+shows (plain values), `_frames` packs the frames, `_page` fills the template (``template.html``,
+``viewer.css``, ``viewer.js``).
 """
 
 from __future__ import annotations
@@ -17,14 +23,16 @@ import os
 import tempfile
 import webbrowser
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from trajcore._output import staged
-from trajcore.viewer._content import PageContent, page_content
+from trajcore.viewer._content import PageContent, env_page_content, page_content
+from trajcore.viewer._env_episode import read_env_episode
 from trajcore.viewer._episode import read_episode
 from trajcore.viewer._page import page_overhead, render_page
 
 if TYPE_CHECKING:
+    from trajcore.env_episodes import EnvEpisode
     from trajcore.episode import Episode
 
 __all__ = ["NOTEBOOK_MAX_BYTES", "episode_html", "notebook_html", "view", "write_html"]
@@ -33,25 +41,37 @@ NOTEBOOK_MAX_BYTES = 8 << 20
 """Size cap of the page `Episode._repr_html_` puts in a notebook (frames are thinned to fit)."""
 
 
-def _content(episode: Episode, max_bytes: int | None) -> PageContent:
+def _env_episode(episode: Episode | EnvEpisode) -> EnvEpisode | None:
+    """`episode` if it is an `EnvEpisode` (its agents' episodes by name), else None; told apart
+    without importing its module: `trajcore.episode` imports this package, and
+    `trajcore.env_episodes` imports that."""
+    return cast("EnvEpisode", episode) if isinstance(getattr(episode, "episodes", None), dict) else None
+
+
+def _content(episode: Episode | EnvEpisode, max_bytes: int | None) -> PageContent:
     """What the page of `episode` shows, its data fitted to a page of at most `max_bytes`."""
     data_bytes = None if max_bytes is None else max_bytes - page_overhead()
-    return page_content(read_episode(episode), max_bytes=data_bytes)
+    joint = _env_episode(episode)
+    if joint is not None:
+        parts, title, summary = read_env_episode(joint)
+        return env_page_content(parts, title, summary, max_bytes=data_bytes)
+    return page_content(read_episode(cast("Episode", episode)), max_bytes=data_bytes)
 
 
-def episode_html(episode: Episode, *, max_bytes: int | None = None) -> str:
-    """The viewer page of an episode, as HTML text.
+def episode_html(episode: Episode | EnvEpisode, *, max_bytes: int | None = None) -> str:
+    """The viewer page of an episode, or of every agent of an env episode, as HTML text.
 
     Args:
-        episode: the episode to show.
+        episode: the episode to show (``ds.episodes[3]``), or an env episode
+            (``ds.env_episodes[0]``): its agents aligned on the env's steps.
         max_bytes: bound of the page's size: frames are thinned (every k-th kept) to fit, and the
             page says so. None: every frame.
     """
     return render_page(_content(episode, max_bytes))
 
 
-def write_html(episode: Episode, path: str | os.PathLike[str], *, max_bytes: int | None = None) -> str:
-    """Writes the viewer page of an episode to `path` (replacing it; written beside it and
+def write_html(episode: Episode | EnvEpisode, path: str | os.PathLike[str], *, max_bytes: int | None = None) -> str:
+    """Writes the viewer page of an episode (or env episode) to `path` (replacing it; written beside it and
     renamed into place, so a half-written page never shows). Returns the path."""
     out = os.fspath(path)
     page = episode_html(episode, max_bytes=max_bytes)
@@ -61,14 +81,14 @@ def write_html(episode: Episode, path: str | os.PathLike[str], *, max_bytes: int
 
 
 def view(
-    episode: Episode,
+    episode: Episode | EnvEpisode,
     out: str | os.PathLike[str] | None = None,
     *,
     open_browser: bool | None = None,
     max_bytes: int | None = None,
 ) -> str:
-    """Writes the viewer page of `episode` (``ds.episodes[3]``); without `out`, into a temporary
-    file opened in the default browser.
+    """Writes the viewer page of `episode` (``ds.episodes[3]``, or ``ds.env_episodes[0]``);
+    without `out`, into a temporary file opened in the default browser.
 
     Args:
         open_browser: open the page with `webbrowser` (default: only when `out` is None).
@@ -78,7 +98,9 @@ def view(
     """
     temporary = out is None
     if out is None:
-        fd, out = tempfile.mkstemp(prefix=f"trajcore-episode-{episode.index}-", suffix=".html")
+        joint = _env_episode(episode)
+        name = f"episode-{cast('Episode', episode).index}" if joint is None else f"env-episode-{joint.id}"
+        fd, out = tempfile.mkstemp(prefix=f"trajcore-{name}-", suffix=".html")
         os.close(fd)
     written = write_html(episode, out, max_bytes=max_bytes)
     if temporary if open_browser is None else open_browser:
@@ -86,7 +108,7 @@ def view(
     return written
 
 
-def notebook_html(episode: Episode, max_bytes: int = NOTEBOOK_MAX_BYTES) -> str:
+def notebook_html(episode: Episode | EnvEpisode, max_bytes: int = NOTEBOOK_MAX_BYTES) -> str:
     """The page for a notebook cell: inside an iframe (its script and styles kept apart from the
     notebook's), capped at `max_bytes`, with what was left out said above it."""
     content = _content(episode, max_bytes)

@@ -7,6 +7,13 @@ Rows: the slider runs over the episode's T+1 observation rows. At row i the page
 observation i, frame i and info i, and step i, the one taken from that observation: action i,
 reward i, terminated i, truncated i and custom data i (the last row has no step). The plots use
 the same x: reward i and the return after step i at x = i.
+
+Images: the rendered frames if recorded, and every image-shaped leaf of the observation (a
+top-level image, or the image leaves of a Dict or Tuple), each drawn as frames.
+
+Agents (`env_page_content`): one page for the agents of an env episode, each agent's values put
+at the env steps (`trajcore.viewer._env_episode` aligns them); rows are env steps, and an agent's
+values are missing at the rows where it did not act. Every field, plot and image says its agent.
 """
 
 from __future__ import annotations
@@ -19,10 +26,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from trajcore.viewer._frames import EncodedFrames, as_image_rows, encode_frames, image_shape
+from trajcore.viewer._frames import EncodedFrames, as_image_rows, encode_frames, image_shape, is_code_grid
 from trajcore.viewer._html import block_tags, script_json
 
-__all__ = ["MAX_PLOTS", "EpisodeArrays", "Leaf", "PageContent", "format_row", "page_content"]
+__all__ = ["MAX_PLOTS", "EpisodeArrays", "Leaf", "PageContent", "env_page_content", "format_row", "page_content"]
 
 MAX_PLOTS = 12
 """Plots beyond reward and return; more scalar columns are listed as not plotted."""
@@ -66,6 +73,11 @@ class EpisodeArrays:
     frames: npt.NDArray[Any] | None = None
     frame_mask: npt.NDArray[np.bool_] | None = None
     fps: float = 30.0
+    agent: str | None = None
+    """The agent whose episode this is, on a page of an env episode's agents (None: a page of one
+    episode)."""
+    step_mask: npt.NDArray[np.bool_] | None = None
+    """Per step, whether the agent acted there (aligned on env steps); None: every step."""
 
     @property
     def rows(self) -> int:
@@ -140,23 +152,65 @@ def _numbers(values: Any, mask: npt.NDArray[np.bool_] | None) -> list[float | No
     return out
 
 
-def _field(group: str, leaf: Leaf, timeline: str) -> dict[str, Any]:
-    return {"group": group, "name": leaf.name, "timeline": timeline, "text": _texts(leaf)}
+def _field(group: str, leaf: Leaf, timeline: str, agent: str | None) -> dict[str, Any]:
+    field = {"group": group, "name": leaf.name, "timeline": timeline, "text": _texts(leaf)}
+    return field if agent is None else {**field, "agent": agent}
 
 
-def _image_source(arrays: EpisodeArrays) -> tuple[str, npt.NDArray[np.uint8], npt.NDArray[np.bool_] | None] | None:
-    """(what the image is, its rows as (rows, H, W, C) uint8, where present): the rendered
-    frames if recorded, else the first image-shaped observation leaf."""
+_ImageSource = tuple[str | None, str, npt.NDArray[np.uint8], npt.NDArray[np.bool_] | None]
+"""(agent, what the image is, its rows as (rows, H, W, C) uint8, where present)."""
+
+
+def _image_sources(arrays: EpisodeArrays) -> list[_ImageSource]:
+    """The rendered frames if recorded, then every image-shaped leaf of a Dict or Tuple
+    observation; an image observation (not in a Dict or Tuple) only without frames: an Atari
+    observation is mostly the frame again, and would double the page."""
+    out: list[_ImageSource] = []
     if arrays.frames is not None:
         layout = image_shape(tuple(arrays.frames.shape[1:]), arrays.frames.dtype)
         if layout is not None:
-            return "rendered frames", as_image_rows(arrays.frames, layout), arrays.frame_mask
+            out.append((arrays.agent, "rendered frames", as_image_rows(arrays.frames, layout), arrays.frame_mask))
     for leaf in arrays.observations:
+        if out and leaf.name == "observation":  # the whole observation (a leaf's name has a '/')
+            continue
         v = leaf.values
         if isinstance(v, np.ndarray) and (layout := image_shape(tuple(v.shape[1:]), v.dtype)) is not None:
             what = leaf.name + (" (last of the stack)" if layout == "chw" else "")
-            return what, as_image_rows(v, layout), None
-    return None
+            if is_code_grid(v):
+                what += f" (codes 0..{int(v.max())}, stretched to be seen)"
+            out.append((arrays.agent, what, as_image_rows(v, layout), leaf.mask))
+    return out
+
+
+def _fields_and_plots(arrays: EpisodeArrays, more: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One episode's fields and plots (names of scalar columns past `MAX_PLOTS` go to `more`)."""
+    agent, acted = arrays.agent, arrays.step_mask
+    fields: list[dict[str, Any]] = [_field("observation", leaf, "obs", agent) for leaf in arrays.observations]
+    fields += [_field("step", leaf, "step", agent) for leaf in arrays.actions]
+    fields += [
+        _field("step", Leaf("reward", arrays.rewards, acted), "step", agent),
+        _field("step", Leaf("terminated", arrays.terminations, acted), "step", agent),
+        _field("step", Leaf("truncated", arrays.truncations, acted), "step", agent),
+    ]
+    fields += [_field("step", leaf, "step", agent) for leaf in arrays.data]
+    fields += [_field("info", leaf, "obs", agent) for leaf in arrays.infos]
+
+    returns = np.cumsum(arrays.rewards, dtype=np.float64)  # carried over the steps it did not act at
+    plots: list[dict[str, Any]] = [
+        {"name": "reward", "timeline": "step", "values": _numbers(arrays.rewards, acted)},
+        {"name": "return so far", "timeline": "step", "values": _numbers(returns, None)},
+    ]
+    for leaf, timeline in [(leaf, "obs") for leaf in arrays.infos] + [(leaf, "step") for leaf in arrays.data]:
+        values = _numbers(leaf.values, leaf.mask)
+        if values is None:
+            continue
+        if len(plots) - 2 < MAX_PLOTS:
+            plots.append({"name": leaf.name, "timeline": timeline, "values": values})
+        else:
+            more.append(leaf.name if agent is None else f"{agent} {leaf.name}")
+    if agent is not None:
+        plots = [{**p, "agent": agent} for p in plots]
+    return fields, plots
 
 
 def page_content(arrays: EpisodeArrays, *, max_bytes: int | None = None) -> PageContent:
@@ -170,61 +224,71 @@ def page_content(arrays: EpisodeArrays, *, max_bytes: int | None = None) -> Page
     Returns:
         The page's model, frame blocks and notes on what was left out (also in the model).
     """
-    rows = arrays.rows
-    notes: list[str] = []
-    fields: list[dict[str, Any]] = [_field("observation", leaf, "obs") for leaf in arrays.observations]
-    fields += [_field("step", leaf, "step") for leaf in arrays.actions]
-    fields += [
-        _field("step", Leaf("reward", arrays.rewards), "step"),
-        _field("step", Leaf("terminated", arrays.terminations), "step"),
-        _field("step", Leaf("truncated", arrays.truncations), "step"),
-    ]
-    fields += [_field("step", leaf, "step") for leaf in arrays.data]
-    fields += [_field("info", leaf, "obs") for leaf in arrays.infos]
+    return _content([arrays], arrays.title, arrays.summary, max_bytes)
 
-    returns = np.cumsum(arrays.rewards, dtype=np.float64)
-    plots: list[dict[str, Any]] = [
-        {"name": "reward", "timeline": "step", "values": _numbers(arrays.rewards, None)},
-        {"name": "return so far", "timeline": "step", "values": _numbers(returns, None)},
-    ]
+
+def env_page_content(
+    parts: list[EpisodeArrays], title: str, summary: dict[str, Any], *, max_bytes: int | None = None
+) -> PageContent:
+    """What the page of an env episode shows: every agent's episode (`parts`, each with its
+    `agent`, aligned on the same env-step rows), one after the other; the page can show one.
+
+    Args:
+        parts: each agent's episode, read and aligned (`trajcore.viewer._env_episode`).
+        title, summary: the page's heading.
+        max_bytes: as `page_content`'s (every agent's images share it).
+    """
+    return _content(parts, title, summary, max_bytes)
+
+
+def _content(parts: list[EpisodeArrays], title: str, summary: dict[str, Any], max_bytes: int | None) -> PageContent:
+    """The page of one episode (one part, no agent) or of an env episode's agents."""
+    notes: list[str] = []
+    fields: list[dict[str, Any]] = []
+    plots: list[dict[str, Any]] = []
     more: list[str] = []
-    for leaf, timeline in [(leaf, "obs") for leaf in arrays.infos] + [(leaf, "step") for leaf in arrays.data]:
-        values = _numbers(leaf.values, leaf.mask)
-        if values is None:
-            continue
-        if len(plots) - 2 < MAX_PLOTS:
-            plots.append({"name": leaf.name, "timeline": timeline, "values": values})
-        else:
-            more.append(leaf.name)
+    for arrays in parts:
+        part_fields, part_plots = _fields_and_plots(arrays, more)
+        fields += part_fields
+        plots += part_plots
     if more:
         notes.append(f"{len(more)} more scalar columns are not plotted: {', '.join(more)}")
 
+    agents = [a.agent for a in parts if a.agent is not None]
     model: dict[str, Any] = {
-        "title": arrays.title,
-        "summary": arrays.summary,
-        "rows": rows,
-        "fps": arrays.fps,
+        "title": title,
+        "summary": summary,
+        "rows": parts[0].rows,
+        "fps": parts[0].fps,
         "fields": fields,
         "plots": plots,
         "image": None,
         "notes": notes,
     }
-    source = _image_source(arrays)
-    if source is None:
+    if agents:
+        model["agents"] = agents
+    sources = [s for arrays in parts for s in _image_sources(arrays)]
+    if not sources:
         return PageContent(model, [], notes)
-    what, images, present = source
     if max_bytes is None:
-        return _with_image(model, what, encode_frames(images, present), None)
-    # Fit the frames into what the rest leaves; the image's own model and note take a little
-    # more, so tighten the frames' share by any overshoot and pack again.
+        return _with_images(model, sources, [encode_frames(rows, present) for _, _, rows, present in sources], None)
+    # Fit the frames into what the rest leaves (each image a share by its raw size); the images'
+    # own models and notes take a little more, so tighten the frames' share by any overshoot and
+    # pack again.
     budget = max_bytes - _data_bytes(model, [])
+    raw = np.array([rows.nbytes for _, _, rows, _ in sources], dtype=np.float64)
     for _ in range(8):
-        content = _with_image(model, what, encode_frames(images, present, max_bytes=budget), max_bytes)
+        shares = (budget * raw / raw.sum()).astype(np.int64).tolist()
+        packed = [
+            encode_frames(rows, present, max_bytes=share)
+            for (_, _, rows, present), share in zip(sources, shares, strict=True)
+        ]
+        content = _with_images(model, sources, packed, max_bytes)
         over = _data_bytes(content.model, content.blocks) - max_bytes
         if over <= 0:
             return content
         budget -= over
-    return _with_image(model, what, None, max_bytes)
+    return _with_images(model, sources, [None] * len(sources), max_bytes)
 
 
 def _data_bytes(model: dict[str, Any], blocks: list[str]) -> int:
@@ -232,24 +296,35 @@ def _data_bytes(model: dict[str, Any], blocks: list[str]) -> int:
     return len(script_json(model).encode("utf-8")) + len(block_tags(blocks))
 
 
-def _with_image(model: dict[str, Any], what: str, packed: EncodedFrames | None, max_bytes: int | None) -> PageContent:
-    """The content with the packed frames (or, if None, a note that they were left out)."""
+def _with_images(
+    model: dict[str, Any], sources: list[_ImageSource], packs: list[EncodedFrames | None], max_bytes: int | None
+) -> PageContent:
+    """The content with the packed images: the first as ``image`` (the large one), the others as
+    ``more_images``; an image packed as None is left out, and a note says so."""
     notes = list(model["notes"])
-    if packed is None:
-        notes.append(f"the {what} are left out: even one does not fit the page's size cap ({_mb(max_bytes)})")
-        return PageContent({**model, "notes": notes}, [], notes)
-    if packed.stride > 1:
-        notes.append(
-            f"{what}: every {packed.stride}th of {packed.rows} kept to stay within the size cap "
-            f"({_mb(max_bytes)}); a row without its own shows the frame before it"
-        )
-    return PageContent(
-        {**model, "image": _image_model(what, packed), "notes": notes}, [b for _, _, b in packed.blocks], notes
-    )
+    images: list[dict[str, Any]] = []
+    blocks: list[str] = []
+    for (agent, what, _, _), packed in zip(sources, packs, strict=True):
+        named = what if agent is None else f"{agent} {what}"
+        if packed is None:
+            notes.append(f"the {named} are left out: even one does not fit the page's size cap ({_mb(max_bytes)})")
+            continue
+        if packed.stride > 1:
+            notes.append(
+                f"{named}: every {packed.stride}th of {packed.rows} kept to stay within the size cap "
+                f"({_mb(max_bytes)}); a row without its own shows the frame before it"
+            )
+        images.append(_image_model(agent, what, packed, offset=len(blocks)))
+        blocks += [b for _, _, b in packed.blocks]
+    first = images[0] if images else None
+    return PageContent({**model, "image": first, "more_images": images[1:], "notes": notes}, blocks, notes)
 
 
-def _image_model(what: str, packed: EncodedFrames) -> dict[str, Any]:
+def _image_model(agent: str | None, what: str, packed: EncodedFrames, offset: int) -> dict[str, Any]:
+    """An image's part of the model; its blocks are the page's blocks from `offset` on."""
     return {
+        "agent": agent,
+        "offset": offset,
         "source": what,
         "height": packed.height,
         "width": packed.width,

@@ -65,6 +65,9 @@ def read_episode(ep: Episode) -> EpisodeArrays:
         "metadata": ep.metadata,
     }
     title = f"{env_id or 'episode'} #{ep.index} (env {ep.env_index}): {ep.length} steps, return {ep.episode_return:g}"
+    if ep.agent is not None:  # an agent's part of an env episode: say whose, and of which
+        summary = {"agent": ep.agent, "env_episode": ep.env_episode, **summary}
+        title = f"{ep.agent}: {title}"
     info_values, info_masks = ep._values_and_masks("infos")
     data_values, data_masks = ep._values_and_masks("data")
     return EpisodeArrays(

@@ -24,13 +24,19 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["BLOCK_BYTES", "EncodedFrames", "as_image_rows", "encode_frames", "image_shape"]
+__all__ = ["BLOCK_BYTES", "EncodedFrames", "as_image_rows", "encode_frames", "image_shape", "is_code_grid"]
 
 BLOCK_BYTES = 4 << 20
 """Raw bytes of frames per block: what the page decodes to show any one frame of it."""
 
 MAX_BLOCK_FRAMES = 64
 """Frames per block at most, so small frames do not make long chains to decode."""
+
+SMALL_IMAGE_SIDE = 4
+"""Smallest side of a uint8 HxWx1/3/4 array shown as an image (other images: 8)."""
+
+CODE_MAX = 32
+"""uint8 images whose values all stay below this are codes, not intensities (`is_code_grid`)."""
 
 DEFLATE_LEVEL = 6
 """zlib's default. On 10,000 Enduro frames, level 9 is 21% smaller at 3.4 times the time, level 1
@@ -82,7 +88,8 @@ def image_shape(shape: tuple[int, ...], dtype: np.dtype[Any]) -> str | None:
         return None
     if len(shape) == 2:
         return "hw" if min(shape) >= 8 else None
-    if shape[2] in (1, 3, 4) and min(shape[:2]) >= 8:
+    # uint8 with a channel axis is an image even when small (MiniGrid's 7x7x3 view).
+    if shape[2] in (1, 3, 4) and min(shape[:2]) >= (SMALL_IMAGE_SIDE if dtype == np.uint8 else 8):
         return "hwc"
     if shape[0] <= 8 and min(shape[1:]) >= 8:
         return "chw"
@@ -92,7 +99,8 @@ def image_shape(shape: tuple[int, ...], dtype: np.dtype[Any]) -> str | None:
 def as_image_rows(values: npt.NDArray[Any], layout: str) -> npt.NDArray[np.uint8]:
     """Rows of an image-shaped column as (rows, H, W, 1 or 3) uint8.
 
-    uint8 stays as it is; other dtypes are scaled to 0..255 over the episode's range (for the
+    uint8 stays as it is, unless it holds small codes only (`is_code_grid`: stretched so they
+    can be told apart); other dtypes are scaled to 0..255 over the episode's range (for the
     eye only: the values beside the image are the recorded ones). RGBA drops its alpha; a
     channels-first stack shows its last frame.
     """
@@ -103,6 +111,8 @@ def as_image_rows(values: npt.NDArray[Any], layout: str) -> npt.NDArray[np.uint8
     if values.shape[-1] == 4:
         values = values[..., :3]
     if values.dtype == np.uint8:
+        if is_code_grid(values):
+            return np.ascontiguousarray(values * np.uint8(255 // max(1, int(values.max()))))
         return np.ascontiguousarray(values)
     v = values.astype(np.float64)
     finite = v[np.isfinite(v)]
@@ -111,6 +121,12 @@ def as_image_rows(values: npt.NDArray[Any], layout: str) -> npt.NDArray[np.uint8
         low, high = 0.0, 1.0  # images stored as floats in [0, 1]
     scaled = np.nan_to_num((v - low) / max(high - low, 1e-12), nan=0.0) * 255.0
     return np.clip(np.rint(scaled), 0, 255).astype(np.uint8)
+
+
+def is_code_grid(values: npt.NDArray[Any]) -> bool:
+    """uint8 rows whose values all stay below `CODE_MAX`: a grid of codes (MiniGrid's object,
+    colour and state numbers), near black as pixels, so `as_image_rows` stretches them."""
+    return values.dtype == np.uint8 and values.size > 0 and int(values.max()) < CODE_MAX
 
 
 def _pack(frames: npt.NDArray[np.uint8]) -> str:

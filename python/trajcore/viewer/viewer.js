@@ -1,6 +1,9 @@
 // The trajcore episode viewer. Reads the page's data (#trajcore-data: see
 // trajcore/viewer/_content.py for the model) and its frame blocks (#trajcore-block-N: base64 of
 // deflated byte-wise differences between consecutive frames, see trajcore/viewer/_frames.py).
+// Images: model.image (the large one) and model.more_images (image leaves of the observation,
+// other agents' images), each with its own blocks from its offset on. An env episode's page
+// (model.agents) tags every field, plot and image with its agent; the picker shows one or all.
 // No network: everything is in this file.
 "use strict";
 (() => {
@@ -16,6 +19,7 @@
     goto: (row) => goto(row),
     play: () => setPlaying(true),
     pause: () => setPlaying(false),
+    showAgent: (agent) => showAgent(agent),
   };
   window.trajcoreViewer = api;
 
@@ -44,21 +48,24 @@
     step: "step (taken from this observation)",
     info: "info",
   };
-  const groupRows = {};
+  const groupRows = []; // [group, its heading cell, agent]
   let group = null;
   for (const field of model.fields) {
-    if (field.group !== group) {
+    const agent = field.agent ?? null;
+    if (field.group !== group || agent !== groupRows[groupRows.length - 1][2]) {
       group = field.group;
       const tr = document.createElement("tr");
       tr.className = "group";
+      if (agent !== null) tr.dataset.agent = agent;
       const th = document.createElement("th");
       th.colSpan = 2;
       tr.append(th);
       $("table").append(tr);
-      groupRows[group] = th;
+      groupRows.push([group, th, agent]);
     }
     const tr = document.createElement("tr");
     tr.dataset.field = field.name;
+    if (agent !== null) tr.dataset.agent = agent;
     const th = document.createElement("th");
     th.textContent = field.name;
     const td = document.createElement("td");
@@ -68,9 +75,10 @@
   }
 
   function showValues(row) {
-    for (const [g, th] of Object.entries(groupRows)) {
-      const rowText = g === "step" ? (row < last ? `step ${row}` : "no step") : `row ${row}`;
-      th.textContent = `${groupTitles[g]} · ${rowText}`;
+    const stepName = model.agents ? "env step" : "step";
+    for (const [g, th, agent] of groupRows) {
+      const rowText = g === "step" ? (row < last ? `${stepName} ${row}` : "no step") : `row ${row}`;
+      th.textContent = `${agent === null ? "" : `${agent} · `}${groupTitles[g]} · ${rowText}`;
     }
     for (const [field, td] of cells) {
       let text;
@@ -87,24 +95,49 @@
   }
 
   // --- frames -------------------------------------------------------------------------------
-  const image = model.image;
-  const canvas = $("frame");
-  const ctx = canvas.getContext("2d");
-  let pixels = null;
-  const cache = new Map(); // block index -> Promise<Uint8Array> of its decoded frames
+  // One view per image: its canvas, its decoded-block cache. The first is drawn large (#frame).
   const CACHE_BLOCKS = 6;
+  const views = [];
 
-  if (image) {
+  function addView(image, canvas, note, box) {
     canvas.width = image.width;
     canvas.height = image.height;
+    const view = { image, canvas, note, box, ctx: canvas.getContext("2d"), cache: new Map() };
+    view.pixels = view.ctx.createImageData(image.width, image.height);
+    if (image.agent !== null && image.agent !== undefined) box.dataset.agent = image.agent;
+    views.push(view);
+    return view;
+  }
+
+  const caption = (image) => `${image.agent === null || image.agent === undefined ? "" : `${image.agent} · `}${image.source}`;
+  if (model.image) {
+    const view = addView(model.image, $("frame"), $("frame-note"), $("screen"));
     // As large as the column allows, but never taller than 62% of the window.
-    canvas.style.width = `min(100%, ${((62 * image.width) / image.height).toFixed(3)}vh)`;
-    pixels = ctx.createImageData(image.width, image.height);
+    view.canvas.style.width = `min(100%, ${((62 * view.image.width) / view.image.height).toFixed(3)}vh)`;
+    $("frame-caption").textContent = caption(model.image);
+    if (view.box.dataset.agent !== undefined) $("frame-caption").dataset.agent = view.box.dataset.agent;
   } else {
     $("screen").classList.add("empty");
   }
+  (model.more_images || []).forEach((image, k) => {
+    const figure = document.createElement("figure");
+    figure.className = "image";
+    const label = document.createElement("figcaption");
+    label.textContent = caption(image);
+    const screen = document.createElement("div");
+    screen.className = "screen";
+    const canvas = document.createElement("canvas");
+    canvas.id = `frame-${k + 1}`;
+    canvas.dataset.source = image.source;
+    const note = document.createElement("div");
+    note.className = "frame-note";
+    screen.append(canvas, note);
+    figure.append(label, screen);
+    $("more-images").append(figure);
+    addView(image, canvas, note, figure);
+  });
 
-  function blockOf(kept) {
+  function blockOf(image, kept) {
     const blocks = image.blocks;
     let lo = 0;
     let hi = blocks.length - 1;
@@ -116,8 +149,9 @@
     return lo;
   }
 
-  async function decodeBlock(b) {
-    const text = document.getElementById(`trajcore-block-${b}`).textContent.trim();
+  async function decodeBlock(image, b) {
+    const id = `trajcore-block-${(image.offset || 0) + b}`;
+    const text = document.getElementById(id).textContent.trim();
     const binary = atob(text);
     const packed = new Uint8Array(binary.length);
     for (let i = 0; i < binary.length; i++) packed[i] = binary.charCodeAt(i);
@@ -132,19 +166,21 @@
     return frames;
   }
 
-  function block(b) {
+  function block(view, b) {
+    const cache = view.cache;
     let p = cache.get(b);
     if (p) {
       cache.delete(b); // most recently used last
     } else {
-      p = decodeBlock(b);
+      p = decodeBlock(view.image, b);
     }
     cache.set(b, p);
     while (cache.size > CACHE_BLOCKS) cache.delete(cache.keys().next().value);
     return p;
   }
 
-  function paint(frames, offset) {
+  function paint(view, frames, offset) {
+    const { image, pixels } = view;
     const out = pixels.data;
     const n = image.width * image.height;
     if (image.channels === 3) {
@@ -160,32 +196,36 @@
         out[d + 3] = 255;
       }
     }
-    ctx.putImageData(pixels, 0, 0);
+    view.ctx.putImageData(pixels, 0, 0);
+  }
+
+  // Draws one view's frame of `row`; false when a later request came first.
+  async function drawView(view, row, ticket) {
+    const { image, canvas, ctx, note } = view;
+    const kept = Math.min(Math.floor(row / image.stride), image.present.length - 1);
+    const b = blockOf(image, kept);
+    const frames = await block(view, b);
+    if (ticket !== drawing) return false;
+    if (!image.present[kept]) {
+      ctx.fillStyle = "#444";
+      ctx.fillRect(0, 0, canvas.width, canvas.height);
+      const why = model.agents ? "the agent did not act or observe at this row" : "not rendered for this row";
+      note.textContent = `no frame at row ${kept * image.stride} (${why})`;
+    } else {
+      const size = image.width * image.height * image.channels;
+      paint(view, frames, (kept - image.blocks[b].first) * size);
+      const from = kept * image.stride;
+      note.textContent = from === row ? "" : `frame of row ${from} (every ${image.stride}th frame kept)`;
+    }
+    if (b + 1 < image.blocks.length) block(view, b + 1); // decode ahead while this one is shown
+    return true;
   }
 
   let drawing = 0; // the latest draw request wins
   async function drawFrame(row) {
     const ticket = ++drawing;
-    if (!image) {
-      finishDraw(row);
-      return;
-    }
-    const kept = Math.min(Math.floor(row / image.stride), image.present.length - 1);
-    const b = blockOf(kept);
-    const frames = await block(b);
-    if (ticket !== drawing) return;
-    const note = $("frame-note");
-    if (!image.present[kept]) {
-      ctx.fillStyle = "#444";
-      ctx.fillRect(0, 0, canvas.width, canvas.height);
-      note.textContent = `no frame at row ${kept * image.stride} (not rendered for this row)`;
-    } else {
-      const size = image.width * image.height * image.channels;
-      paint(frames, (kept - image.blocks[b].first) * size);
-      const from = kept * image.stride;
-      note.textContent = from === row ? "" : `frame of row ${from} (every ${image.stride}th frame kept)`;
-    }
-    if (b + 1 < image.blocks.length) block(b + 1); // decode ahead while this one is shown
+    const drawn = await Promise.all(views.map((view) => drawView(view, row, ticket)));
+    if (ticket !== drawing || !drawn.every(Boolean)) return;
     finishDraw(row);
   }
 
@@ -200,10 +240,11 @@
     const box = document.createElement("div");
     box.className = "plot";
     box.dataset.plot = spec.name;
+    if (spec.agent !== undefined) box.dataset.agent = spec.agent;
     const label = document.createElement("div");
     label.className = "label";
     const name = document.createElement("span");
-    name.textContent = `${spec.name} `;
+    name.textContent = spec.agent === undefined ? `${spec.name} ` : `${spec.agent} · ${spec.name} `;
     const value = document.createElement("span");
     value.className = "value";
     label.append(name, value);
@@ -336,7 +377,7 @@
     const r = Math.max(0, Math.min(last, Math.round(Number(row)) || 0));
     api.row = r;
     slider.value = String(r);
-    const where = r < last ? `step ${r} of ${last}` : "the final observation";
+    const where = r < last ? `${model.agents ? "env step" : "step"} ${r} of ${last}` : "the final observation";
     $("position").textContent = `row ${r} of ${last} · ${where}`;
     showValues(r);
     showPlots(r);
@@ -413,13 +454,46 @@
     { passive: false },
   );
 
-  // A link to a row: page.html#row=120 opens there (and changing the hash goes there).
+  // --- agents: show one, or all ------------------------------------------------------------
+  // Everything of an agent (table rows, plots, images) carries data-agent; null shows all.
+  function showAgent(agent) {
+    const chosen = agent && model.agents && model.agents.includes(agent) ? agent : null;
+    for (const el of document.querySelectorAll("[data-agent]")) el.hidden = chosen !== null && el.dataset.agent !== chosen;
+    $("agent").value = chosen ?? "";
+    api.agent = chosen;
+    for (const p of plots) p.base = null; // a plot shown again draws at its new width
+    showPlots(api.row);
+  }
+  if (model.agents) {
+    const all = document.createElement("option");
+    all.value = "";
+    all.textContent = `all ${model.agents.length} agents`;
+    $("agent").append(all);
+    for (const agent of model.agents) {
+      const o = document.createElement("option");
+      o.value = agent;
+      o.textContent = agent;
+      $("agent").append(o);
+    }
+    $("agent").addEventListener("change", () => showAgent($("agent").value));
+  } else {
+    $("agent-pick").hidden = true;
+  }
+
+  // A link to a row: page.html#row=120 opens there (and changing the hash goes there);
+  // #agent=NAME (also with &row=) shows that agent only.
   const linkedRow = () => {
     const linked = /(?:^#|&)row=(\d+)/.exec(window.location.hash);
     return linked ? Number(linked[1]) : null;
   };
+  const linkedAgent = () => {
+    const linked = /(?:^#|&)agent=([^&]*)/.exec(window.location.hash);
+    return linked ? decodeURIComponent(linked[1]) : null;
+  };
   window.addEventListener("hashchange", () => {
+    if (model.agents && linkedAgent() !== null) showAgent(linkedAgent());
     if (linkedRow() !== null) goto(linkedRow());
   });
+  if (model.agents && linkedAgent() !== null) showAgent(linkedAgent());
   goto(linkedRow() ?? 0);
 })();
