@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from trajcore.errors import InvalidArgumentError
+from trajcore.spaces import space_from_json_text
 
 if TYPE_CHECKING:
     from trajcore.dataset import Dataset
@@ -89,8 +90,6 @@ def agent_counts(ds: Dataset) -> dict[str, int]:
 
 def agent_spaces(ds: Dataset) -> dict[str, tuple[str, str]]:
     """Each agent's (observation space, action space) as text, from its first recording."""
-    from trajcore._recording import space_from_json_text
-
     out: dict[str, tuple[str, str]] = {}
     for r in range(ds.num_recordings):
         agent = agent_of_recording(ds, r)

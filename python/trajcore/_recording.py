@@ -28,7 +28,7 @@ from trajcore._config import (
 )
 from trajcore._frames import check_renders_frames
 from trajcore.errors import InvalidArgumentError, TrajcoreError, TrajcoreWarning
-from trajcore.spaces import space_columns, space_from_json, space_to_json
+from trajcore.spaces import space_columns, space_from_json, space_from_json_text, space_to_json
 
 __all__ = ["EpisodeInfo", "EpisodeMetadataFn", "RecordingOptions"]
 
@@ -345,10 +345,3 @@ def check_existing_recordings(
                         f"{message}. A dataset of both cannot be sampled as one: record into another directory, "
                         "or pass allow_mixed_spaces=True"
                     )
-
-
-def space_from_json_text(desc: Any) -> str:
-    try:
-        return str(space_from_json(desc))
-    except TrajcoreError:
-        return str(desc)

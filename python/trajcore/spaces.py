@@ -24,7 +24,7 @@ import numpy as np
 from gymnasium import spaces
 
 from trajcore import _core
-from trajcore.errors import SchemaError
+from trajcore.errors import SchemaError, TrajcoreError
 
 __all__ = [
     "ColumnDict",
@@ -282,6 +282,15 @@ def space_from_json(desc: dict[str, Any]) -> spaces.Space[Any]:
     except (KeyError, TypeError, ValueError) as e:
         raise SchemaError(f"invalid space description {desc!r}: {e}") from e
     raise SchemaError(f"unknown space type in description {desc!r}")
+
+
+def space_from_json_text(desc: Any) -> str:
+    """A stored space description as text for messages: the space, or the description itself
+    when it does not describe one."""
+    try:
+        return str(space_from_json(desc))
+    except TrajcoreError:
+        return str(desc)
 
 
 def _encode_scalar(x: Any) -> Any:

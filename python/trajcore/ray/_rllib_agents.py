@@ -12,6 +12,7 @@ from trajcore._agents import ENV_EPISODE_KEY
 from trajcore.errors import InvalidArgumentError, SchemaError, TrajcoreWarning
 from trajcore.ray._identity import process_identity
 from trajcore.ray._rllib_episode import RLlibEpisode
+from trajcore.ray._runner import close_on_stop, runner_metadata
 from trajcore.writer import Writer
 
 if TYPE_CHECKING:
@@ -61,17 +62,15 @@ class RLlibAgents:
         writer = self.writers.get(agent)
         if writer is not None:
             return writer
-        from trajcore.ray.rllib import _close_on_stop, _runner_metadata
-
         observation_space = (episode.observation_space or {}).get(agent)
         action_space = (episode.action_space or {}).get(agent)
         if observation_space is None or action_space is None:
             raise InvalidArgumentError(f"RecordRLlibEpisodes: agent {agent!r} of the RLlib episode has no spaces")
         cb = self._callback
-        metadata = {**cb.metadata, "rllib": _runner_metadata(env_runner), "ray": process_identity()}
+        metadata = {**cb.metadata, "rllib": runner_metadata(env_runner), "ray": process_identity()}
         env = getattr(getattr(env_runner, "config", None), "env", None)
         if not self.writers:
-            _close_on_stop(env_runner, cb.close)
+            close_on_stop(env_runner, cb.close)
         writer = self.writers[agent] = Writer(
             cb.path,
             observation_space,

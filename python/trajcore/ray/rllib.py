@@ -52,6 +52,7 @@ from trajcore.errors import InvalidArgumentError, SchemaError, TrajcoreWarning
 from trajcore.ray._identity import process_identity
 from trajcore.ray._rllib_agents import RLlibAgents
 from trajcore.ray._rllib_episode import RLlibEpisode, record_step, set_episode_metadata
+from trajcore.ray._runner import close_on_stop, in_evaluation, runner_metadata
 from trajcore.recorder import RecordEpisodes
 
 __all__ = ["RecordRLlibEpisodes", "record_step", "set_episode_metadata"]
@@ -124,7 +125,7 @@ class RecordRLlibEpisodes(RLlibCallback):  # type: ignore[misc]  # ray has no ty
             raise InvalidArgumentError(
                 f"RecordRLlibEpisodes records single- and multi-agent episodes; got a {type(episode).__name__}"
             )
-        if not self.record_evaluation and _in_evaluation(env_runner):
+        if not self.record_evaluation and in_evaluation(env_runner):
             return
         # A copy of the list: RLlib drops its own once the episode's metrics are logged.
         self._pending.append(([*(prev_episode_chunks or []), episode], int(env_index)))
@@ -154,9 +155,9 @@ class RecordRLlibEpisodes(RLlibCallback):  # type: ignore[misc]  # ray has no ty
             raise InvalidArgumentError("RecordRLlibEpisodes: the RLlib episode has no observation or action space")
         self._env_action = _env_action(config, action_space)
         self._playback = PlaybackEnv(observation_space, action_space, _env_spec(config))
-        metadata = {**self.metadata, "rllib": _runner_metadata(env_runner), "ray": process_identity()}
+        metadata = {**self.metadata, "rllib": runner_metadata(env_runner), "ray": process_identity()}
         self._recorder = RecordEpisodes(self._playback, self.path, metadata, **self.options)
-        _close_on_stop(env_runner, self.close)
+        close_on_stop(env_runner, self.close)
         return self._recorder
 
     def _record(self, recorder: RecordEpisodes, chunks: list[Any], env_index: int, worker: int | None) -> None:
@@ -199,23 +200,6 @@ def _warn_data(episode_id: str) -> Callable[[int, str, SchemaError], None]:
     return warn
 
 
-def _in_evaluation(env_runner: Any) -> bool:
-    return bool(getattr(getattr(env_runner, "config", None), "in_evaluation", False))
-
-
-def _runner_metadata(env_runner: Any) -> dict[str, Any]:
-    config = getattr(env_runner, "config", None)
-    algo = getattr(config, "algo_class", None)
-    env = getattr(config, "env", None)
-    return {
-        "env_runner": getattr(env_runner, "worker_index", None),
-        "evaluation": _in_evaluation(env_runner),
-        "num_envs": getattr(env_runner, "num_envs", None),
-        "algorithm": getattr(algo, "__name__", None),
-        "env": env if isinstance(env, str) else getattr(env, "__name__", None),
-    }
-
-
 def _env_spec(config: Any) -> Any:
     """A spec naming the env, so the recording's env id is RLlib's env name (if it is a str)."""
     from gymnasium.envs.registration import EnvSpec
@@ -247,20 +231,3 @@ def _has_box(space: spaces.Space[Any]) -> bool:
     if isinstance(space, spaces.Tuple):
         return any(_has_box(s) for s in space.spaces)
     return False
-
-
-def _close_on_stop(env_runner: Any, close: Callable[[], None]) -> None:
-    """Makes the EnvRunner's ``stop()`` (which ``algo.stop()`` calls before its actor goes)
-    close the recorder first: RLlib has no callback for it."""
-    stop = getattr(env_runner, "stop", None)
-    if stop is None:
-        return
-
-    def stop_closing_recorder(*args: Any, **kwargs: Any) -> Any:
-        try:
-            close()
-        finally:  # the EnvRunner stops even if closing failed (whose error is then raised)
-            result = stop(*args, **kwargs)
-        return result
-
-    env_runner.stop = stop_closing_recorder

@@ -719,7 +719,7 @@ mod tests {
             (20, spec(0, "obs", Timeline::Obs, None, None)),
             (20, spec(1, "reward", Timeline::Step, None, None)),
             (20, spec(2, "info/x", Timeline::Step, Some(3), None)),
-            (20, spec(3, "info/x/_mask", Timeline::Step, None, Some(2))),
+            (20, spec(3, "info/_x", Timeline::Step, None, Some(2))),
         ]
     }
 
