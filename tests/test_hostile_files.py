@@ -111,6 +111,33 @@ def test_a_space_that_contradicts_the_columns(tmp_path: Path) -> None:
         _ = trajcore.open(shard).observation_space
 
 
+def test_recover_leaves_out_a_recording_whose_spaces_contradict_its_columns(tmp_path: Path) -> None:
+    """`verify` reports the contradiction (see test_hostile_columns.py); `recover` does not copy it
+    on: that recording is left out and named, the dataset's other recording is copied whole, and
+    what it writes verifies intact."""
+    shard = _record(tmp_path / "d")
+
+    def other(meta: dict[str, Any]) -> bool:
+        meta["user"]["observation_space"]["shape"] = [7]
+        return True
+
+    _rewrite_json(shard, KIND_META, other)
+    with trajcore.open(shard) as ds:
+        hostile = ds.num_episodes
+    assert hostile > 0
+    (tmp_path / "intact").mkdir()
+    (kept,) = _record(tmp_path / "intact").parent.glob("*.trj")
+    kept.rename(shard.parent / "zz-intact.trj")  # the second recording of the dataset
+    with trajcore.open(tmp_path / "d") as ds:
+        intact = ds.num_episodes - hostile
+    assert not trajcore.verify(tmp_path / "d").intact
+    out = trajcore.recover(tmp_path / "d", tmp_path / "recovered")
+    ((file, offset, why),) = out["recordings_lost"]
+    assert (file, offset) == (str(shard), 0) and "does not match the column" in why
+    assert (out["whole"], out["cut"], out["lost"]) == (intact, 0, hostile)
+    assert trajcore.verify(tmp_path / "recovered").intact
+
+
 def test_a_mask_on_the_wrong_timeline(tmp_path: Path) -> None:
     shard = _record(tmp_path / "d")
 

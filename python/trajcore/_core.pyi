@@ -360,7 +360,7 @@ def verify(path: str) -> dict[str, Any]:
         TrajcoreFileNotFoundError: the path does not exist.
     """
 
-def recover(src: str, dst: str) -> dict[str, Any]:
+def recover(src: str, dst: str, left_out: list[tuple[int, str]]) -> dict[str, Any]:
     """Writes what of `src` still reads into the new directory `dst`: whole, cut, lost, steps,
     shards, recordings_lost ([[file, offset, why]]), source (a `verify` dict without seconds).
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from trajcore import _core
+
+if TYPE_CHECKING:
+    from trajcore.dataset import Dataset
 
 __all__ = ["Damage", "VerifyReport", "recover", "verify"]
 
@@ -93,29 +96,54 @@ def _space_damage(path: str) -> tuple[Damage, ...]:
     rewritten with valid checksums): damage a reader trips on at `ds.observation_space`, which the
     checksums and chunk decoding cannot see. Named at the recording's Meta record, with its
     episodes."""
-    from trajcore._meta import rebuild_space
     from trajcore.dataset import Dataset
-    from trajcore.errors import CorruptFileError, TrajcoreError
+    from trajcore.errors import TrajcoreError
 
-    found = []
     try:
         ds = Dataset(path)
     except TrajcoreError:
         return ()  # what opening trips on, the report above already holds
     with ds:
         recording_of = ds.summaries()["recording"] if ds.num_episodes else np.zeros(0, np.int64)
-        for r in range(ds.num_recordings):
-            user = ds.meta(r).get("user")
-            for key, prefix, timeline in (("observation_space", "obs", "obs"), ("action_space", "action", "step")):
-                desc = user.get(key) if isinstance(user, dict) else None
-                if desc is None:
-                    continue
-                try:
-                    rebuild_space(desc, ds._core.columns(r), prefix, timeline, f"recording {r}'s Meta record")
-                except CorruptFileError as e:
-                    episodes = tuple(int(i) for i in np.flatnonzero(recording_of == r))
-                    found.append(Damage(path, 0, str(e), episodes))
-    return tuple(found)
+        return tuple(
+            Damage(path, 0, why, tuple(int(i) for i in np.flatnonzero(recording_of == r)))
+            for r, why in _invalid_spaces(ds)
+        )
+
+
+def _invalid_spaces(ds: Dataset) -> list[tuple[int, str]]:
+    """(recording, why) for each recording whose Meta record describes a space its columns
+    contradict (see `_space_damage`)."""
+    from trajcore._meta import rebuild_space
+    from trajcore.errors import CorruptFileError
+
+    found = []
+    for r in range(ds.num_recordings):
+        user = ds.meta(r).get("user")
+        for key, prefix, timeline in (("observation_space", "obs", "obs"), ("action_space", "action", "step")):
+            desc = user.get(key) if isinstance(user, dict) else None
+            if desc is None:
+                continue
+            try:
+                rebuild_space(desc, ds._core.columns(r), prefix, timeline, f"recording {r}'s Meta record")
+            except CorruptFileError as e:
+                found.append((r, str(e)))
+                break
+    return found
+
+
+def _spaces_to_leave_out(path: str) -> list[tuple[int, str]]:
+    """The recordings `recover` leaves out because their space descriptions contradict their
+    columns: a copy would carry the contradiction on (and not verify intact)."""
+    from trajcore.dataset import Dataset
+    from trajcore.errors import TrajcoreError
+
+    try:
+        ds = Dataset(path)
+    except TrajcoreError:
+        return []  # the core's open reports it
+    with ds:
+        return _invalid_spaces(ds)
 
 
 def recover(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> dict[str, Any]:
@@ -135,7 +163,8 @@ def recover(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> dict[st
         ``{"whole": int, "cut": int, "lost": int, "steps": int, "shards": [paths],
         "recordings_lost": [(file, offset, why)], "source": VerifyReport}``: episodes written
         whole, written as their intact prefix, and of which no step reads; recordings left out
-        (their Meta record or column descriptions are lost).
+        (their Meta record or column descriptions are lost, or their space descriptions
+        contradict their columns).
 
     Raises:
         TrajcoreFileNotFoundError: `src` does not exist.
@@ -143,7 +172,7 @@ def recover(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> dict[st
         InvalidArgumentError: `dst` exists and is not empty.
     """
     s = os.fspath(src)
-    out: dict[str, Any] = _core.recover(s, os.fspath(dst))
+    out: dict[str, Any] = _core.recover(s, os.fspath(dst), _spaces_to_leave_out(s))
     out["source"] = _report(s, out["source"])
     out["recordings_lost"] = [tuple(p) for p in out["recordings_lost"]]
     return out

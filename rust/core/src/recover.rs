@@ -7,7 +7,8 @@
 //! fresh recording, and only rows that read were copied.
 //!
 //! A recording that cannot be written again (its Meta record or column descriptions are lost:
-//! there is nothing to rebuild its spaces from) is left out and named in the result.
+//! there is nothing to rebuild its spaces from; or the caller found its space descriptions
+//! contradict its columns, which a copy would carry on) is left out and named in the result.
 
 use std::path::{Path, PathBuf};
 
@@ -39,6 +40,12 @@ pub struct Recovered {
 /// Errors: `NotFound`, `NotTrajcore` (`src` is one file that is not a trajcore shard), `Version`,
 /// `Invalid` (`dst` is not empty), `Io`, and those of the writer.
 pub fn recover(src: &Path, dst: &Path) -> Result<Recovered> {
+    recover_leaving_out(src, dst, &[])
+}
+
+/// `recover`, leaving out the recordings `left_out` names (index, why): their episodes count
+/// as lost and each is named in `recordings_lost`.
+pub fn recover_leaving_out(src: &Path, dst: &Path, left_out: &[(usize, String)]) -> Result<Recovered> {
     if src.is_dir() {
         // What a compaction killed part way left there, which nothing else would remove.
         crate::writer::leftovers::remove_leftovers(src);
@@ -47,11 +54,11 @@ pub fn recover(src: &Path, dst: &Path) -> Result<Recovered> {
     crate::reader::no_shard::check_dataset(&ds)?;
     let report = verify(&ds);
     let plan = ds.salvage(&report);
-    let written = into_place(dst, "recovering", |tmp| write_plan(&ds, &plan, tmp))?;
+    let written = into_place(dst, "recovering", |tmp| write_plan(&ds, &plan, left_out, tmp))?;
     Ok(Recovered { shards: moved(&written.shards, dst), source: report, ..written })
 }
 
-fn write_plan(ds: &Dataset, plan: &SalvagePlan, dir: &Path) -> Result<Recovered> {
+fn write_plan(ds: &Dataset, plan: &SalvagePlan, left_out: &[(usize, String)], dir: &Path) -> Result<Recovered> {
     let mut out = Recovered {
         whole: 0,
         cut: 0,
@@ -68,6 +75,12 @@ fn write_plan(ds: &Dataset, plan: &SalvagePlan, dir: &Path) -> Result<Recovered>
         let end = start + plan.episodes[start..].iter().take_while(|e| e.recording == recording).count();
         let mine = &plan.episodes[start..end];
         start = end;
+        if let Some((_, why)) = left_out.iter().find(|(r, _)| *r == recording) {
+            let file = ds.recording(recording)?.shards.first().map(|&s| ds.shard_paths()[s].clone());
+            out.lost += mine.len();
+            out.recordings_lost.push(Problem::new(file.unwrap_or_else(|| ds.path().to_path_buf()), 0, why.clone()));
+            continue;
+        }
         let mut replay = match Replay::start(ds, recording, dir, &opts, "recover") {
             Ok(r) => r,
             Err(Error::Corrupt { path, offset, why }) => {

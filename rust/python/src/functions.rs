@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use trajcore_core::convert::{codecs_from_json, convert as convert_dataset, ConvertOptions};
 use trajcore_core::layout::Layout;
 use trajcore_core::reader::verify_path;
-use trajcore_core::recover::recover as recover_dataset;
+use trajcore_core::recover::recover_leaving_out;
 
 use crate::dataset::{from_json, PyDataset};
 use crate::errors::{invalid, IntoPy};
@@ -46,8 +46,13 @@ pub fn verify<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyAny>
 
 /// Writes what of the dataset at `src` still reads into the new directory `dst` (GIL released).
 #[pyfunction]
-pub fn recover<'py>(py: Python<'py>, src: PathBuf, dst: PathBuf) -> PyResult<Bound<'py, PyAny>> {
-    let done = py.detach(|| recover_dataset(&src, &dst)).py_err(py)?;
+pub fn recover<'py>(
+    py: Python<'py>,
+    src: PathBuf,
+    dst: PathBuf,
+    left_out: Vec<(usize, String)>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let done = py.detach(|| recover_leaving_out(&src, &dst, &left_out)).py_err(py)?;
     from_json(py, serde_json::to_string(&done))
 }
 

@@ -15,7 +15,7 @@ pub fn check_fits(what: &str, len: usize, capacity: usize) -> Result<()> {
         return Ok(());
     }
     Err(Error::Invalid(format!(
-        "{what} of {len} bytes can never fit the recording buffer of {capacity} bytes (raise ring_bytes, or record \
+        "{what} of {len} bytes does not fit the recording buffer of {capacity} bytes, now or ever (raise ring_bytes, or record \
          less at once)"
     )))
 }
