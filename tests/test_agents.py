@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import trajcore
 from gymnasium import spaces
-from helpers import assert_infos_equal, assert_tree_equal, expected_infos, stack
+from helpers import Episode, assert_infos_equal, assert_tree_equal, expected_infos, stack
 from mpe2 import simple_spread_v3, simple_tag_v3
 from pettingzoo import ParallelEnv
 from pettingzoo.butterfly import knights_archers_zombies_v11
@@ -24,16 +24,12 @@ from pettingzoo.test import api_test, parallel_api_test
 from trajcore.env_episodes import EnvEpisodes
 
 
-class Want:
-    """One agent's part of one env episode, as the env returned it."""
+class Want(Episode):
+    """One agent's part of one env episode, as the env returned it (with the env step of each
+    of its actions)."""
 
     def __init__(self, obs: Any, info: dict[str, Any]) -> None:
-        self.observations = [obs]
-        self.infos = [info]
-        self.actions: list[Any] = []
-        self.rewards: list[float] = []
-        self.terminations: list[bool] = []
-        self.truncations: list[bool] = []
+        super().__init__(obs, info)
         self.env_steps: list[int] = []
 
     def add(self, action: Any, at: int, obs: Any, reward: Any, term: bool, trunc: bool, info: dict[str, Any]) -> None:

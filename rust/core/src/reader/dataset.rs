@@ -260,35 +260,27 @@ impl Dataset {
 
     // The reads, each documented where it is built (see `dataset_view`).
 
+    /// How this process keeps the decoded chunks (see `CacheStats`).
     pub fn cache_stats(&self) -> CacheStats {
         self.store.cache_stats()
     }
 
-    /// Column `column` of the episodes of `set` as a `FrameTable`, refused before anything is
-    /// decoded when its frames and ids would take more than `max_bytes`.
-    ///
-    /// Errors: `Invalid` (no episode; more than `max_bytes`, naming the size), `Schema` (no
-    /// such column, a str column, shapes or dtypes that differ between recordings), `Corrupt`
-    /// (a chunk fails its checksum or does not decode).
+    /// See the view's `frames_of` (`reader/frames_of.rs`).
     pub fn frames_of(&self, column: &str, set: &EpisodeSet, max_bytes: u64) -> Result<FrameTable> {
         self.view().frames_of(column, set, max_bytes)
     }
 
-    /// The salvage plan after `report` (a verification of this dataset).
+    /// See the view's `salvage` (`reader/salvage.rs`).
     pub fn salvage(&self, report: &VerifyReport) -> SalvagePlan {
         self.view().salvage(report)
     }
 
-    /// The episodes reads found damaged, ascending.
+    /// See the view's `damaged_episodes` (`reader/lenient.rs`).
     pub fn damaged_episodes(&self) -> Vec<usize> {
         self.view().damaged_episodes()
     }
 
-    /// Reads `n_rows` rows from `first_row` of a fixed-size column of one lane into `out`
-    /// (exactly `n_rows * row bytes` long). Rows no chunk holds read as zeros.
-    ///
-    /// Errors: `Invalid` (bad recording, column or buffer size), `Schema` (a str column),
-    /// `Corrupt` (a chunk fails its checksum or does not decode; names file and offset).
+    /// See the view's `read_rows` (`reader/rows.rs`).
     pub fn read_rows(
         &self,
         recording: usize,
@@ -301,22 +293,12 @@ impl Dataset {
         self.view().read_rows(recording, lane, column, first_row, n_rows, out)
     }
 
-    /// All rows of one column of episode `episode` (negative from the end) as a user asks for
-    /// them: in place when they lie in one raw chunk (`Err`: dtype, shape, the view), else
-    /// copied. The episode's damage is an error, and sampling leaves the episode out.
-    ///
-    /// Errors: `OutOfRange`; those of `read_episode_column`.
+    /// See the view's `episode_column` (`reader/rows.rs`).
     pub fn episode_column(&self, episode: i64, column: &str) -> Result<EpisodeColumn> {
         self.view().episode_column(episode, column)
     }
 
-    /// `gather`, leaving damaged episodes out (see the module notes): windows that fall in them
-    /// are redrawn as `redraw` says, and `windows` ends up holding the windows read. Returns the
-    /// damage found (each with the episodes it newly left out), for the caller to report. With
-    /// `strict`, this is `gather`.
-    ///
-    /// Errors: those of `gather`; `Corrupt` also when a window cannot be redrawn (`Never`, or
-    /// too few intact episodes).
+    /// See the view's `gather_lenient` (`reader/lenient.rs`).
     pub fn gather_lenient(
         &self,
         draw: Draw<'_>,
@@ -332,8 +314,7 @@ impl Dataset {
         self.store.shared_chunks_fd()
     }
 
-    /// Like `read_episode_column`, without a copy, when the rows lie in one raw chunk:
-    /// (dtype, shape `[rows, ...row shape]`, the bytes in place). `None` otherwise.
+    /// See the view's `view_episode_column` (`reader/rows.rs`).
     pub fn view_episode_column(
         &self,
         episode: usize,
@@ -342,25 +323,17 @@ impl Dataset {
         self.view().view_episode_column(episode, column_name)
     }
 
-    /// All rows of one column of an episode: T+1 rows from `obs_first_row` on the observation
-    /// timeline, T rows from `step_first_row` on the step timeline.
-    ///
-    /// Errors: `Invalid` (episode out of range), `Schema` (no such column), `Corrupt`.
+    /// See the view's `read_episode_column` (`reader/rows.rs`).
     pub fn read_episode_column(&self, episode: usize, column_name: &str) -> Result<ColumnData> {
         self.view().read_episode_column(episode, column_name)
     }
 
-    /// The dataset index of episode `index` (negative from the end).
-    ///
-    /// Errors: `OutOfRange`.
+    /// See the view's `episode_index` (`reader/batch.rs`).
     pub fn episode_index(&self, index: i64) -> Result<usize> {
         self.view().episode_index(index)
     }
 
-    /// Reads the windows `request` asks for of `set` into `out`. Returns the damage found
-    /// (lenient reads redraw the windows it affects; see `gather_lenient`).
-    ///
-    /// Errors: those of `Request::windows`, `gather_lenient` and `read_range`.
+    /// See the view's `read_batch` (`reader/batch.rs`).
     pub fn read_batch(
         &self,
         set: &EpisodeSet,
@@ -372,23 +345,12 @@ impl Dataset {
         self.view().read_batch(set, fields, request, kind, out)
     }
 
-    /// The members of `set` in file order (see the module notes), with the step numbering of
-    /// that order; made once per set (a set that grows makes it again).
-    ///
-    /// Errors: `Invalid` when a member is not an episode of this dataset.
+    /// See the view's `file_order` (`reader/lane_scan.rs`).
     pub fn file_order(&self, set: &EpisodeSet) -> Result<Arc<EpisodeSet>> {
         self.view().file_order(set)
     }
 
-    /// Copies the rows of `windows` (each `length` steps, in the order given) of every field
-    /// into `outs` (one per field: `windows.len() * length` rows), writing every row. With
-    /// `pad`, a window may run past its episode's last step: those rows are zeros (`""` for
-    /// str) and `mask` (if given, `windows.len() * length` entries) says which rows are real.
-    /// Without `pad`, such a window is an error.
-    ///
-    /// Errors: `OutOfRange` (an episode or step), `Invalid` (a window past its episode's end
-    /// without `pad`, an output of the wrong size), `Schema` (a recording without a required
-    /// column), `Corrupt` (a chunk fails its checksum or does not decode).
+    /// See the view's `gather` (`reader/gather.rs`).
     pub fn gather(
         &self,
         fields: &[Field],
@@ -401,26 +363,17 @@ impl Dataset {
         self.view().gather(fields, windows, length, pad, outs, mask)
     }
 
-    /// The `which` ("observation" or "action") layout of episode `episode`'s recording, over
-    /// columns the recording has: how to nest the episode's leaf columns like its space.
-    ///
-    /// Errors: `OutOfRange`; `Unsupported` (a corrupt file to Python) when the Meta record
-    /// holds no such tree or a malformed one.
+    /// See the view's `episode_layout` (`reader/plan.rs`).
     pub fn episode_layout(&self, episode: i64, which: &str) -> Result<Layout> {
         self.view().episode_layout(episode, which)
     }
 
-    /// The damage reads found, in the order found (each with the episodes it left out).
+    /// See the view's `read_damage` (`reader/lenient.rs`).
     pub fn read_damage(&self) -> Vec<Damage> {
         self.view().read_damage()
     }
 
-    /// Reads steps `first .. first + n` of `set` (every field, `n` rows each, into `outs`) in
-    /// bulk, and, when given, which episode and step each row is into `indexes` (`n` rows
-    /// each). Returns what was read and the damage found (lenient reads; see the module notes).
-    ///
-    /// Errors: those of `gather`; `Invalid` for a range outside the set or indexes of another
-    /// size.
+    /// See the view's `read_range` (`reader/scan.rs`).
     pub fn read_range(
         &self,
         set: &EpisodeSet,
@@ -433,8 +386,7 @@ impl Dataset {
         self.view().read_range(set, fields, first, n, outs, indexes)
     }
 
-    /// Reads `n_rows` rows from `first_row` of a str column of one lane. Rows no chunk holds
-    /// read as "".
+    /// See the view's `read_strings` (`reader/rows.rs`).
     pub fn read_strings(
         &self,
         recording: usize,
@@ -452,26 +404,17 @@ impl Dataset {
         &self.catalog.exclusions
     }
 
-    /// Resolves a column by name across the dataset's recordings for `gather`.
-    ///
-    /// Errors: `Schema` (no recording has it; it has another dtype, shape or timeline in some
-    /// recording), `Invalid` (`next` on a step-timeline column).
+    /// See the view's `field` (`reader/gather.rs`).
     pub fn field(&self, column: &str, next: bool) -> Result<Field> {
         self.view().field(column, next)
     }
 
-    /// Reads step `number` of `set` (negative from the end) into `fields` (one row each).
-    /// Returns (episode, step within it). A step asked for by number is not redrawn: its
-    /// episode's damage is an error (and sampling leaves the episode out).
-    ///
-    /// Errors: `OutOfRange`; those of `gather_lenient`.
+    /// See the view's `read_step` (`reader/batch.rs`).
     pub fn read_step(&self, set: &EpisodeSet, fields: &[Field], number: i64, out: &mut [Out<'_>]) -> Result<Window> {
         self.view().read_step(set, fields, number, out)
     }
 
-    /// The set of dataset episodes `indexes` (negative from the end), in that order.
-    ///
-    /// Errors: `OutOfRange`.
+    /// See the view's `episode_set_at` (`reader/batch.rs`).
     pub fn episode_set_at(&self, indexes: &[i64]) -> Result<EpisodeSet> {
         self.view().episode_set_at(indexes)
     }
