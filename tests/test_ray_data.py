@@ -25,6 +25,7 @@ from export_data import NESTED_ACTION, NESTED_OBS, flatten, steps
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from helpers import SpaceEnv
 from trajcore.ray._plan import EpisodeKey, TaskPlan, locate, plan_tasks, shard_index
+from trajcore.ray.datasource import files_token
 from trajcore.spaces import escape_key
 
 pytestmark = pytest.mark.usefixtures("ray_local")
@@ -325,6 +326,35 @@ def test_a_dataset_changed_after_planning_fails_clearly(rollover: Path, tmp_path
         os.remove(ds.shards[-1])
     with pytest.raises(trajcore.TrajcoreIOError, match="changed since"):
         data.take_all()
+
+
+def test_reads_of_unchanged_files_share_what_workers_opened_and_a_change_opens_again(
+    rollover: Path, tmp_path: Path
+) -> None:
+    """The token naming a read's files (workers keep the dataset they opened for it) stays while
+    the files do and changes with any of them, so a read after more was recorded reads it all."""
+    path = tmp_path / "ds"
+    shutil.copytree(rollover, path)
+    with trajcore.open(path) as ds:
+        shards, before = list(ds.shards), ds.num_steps
+    token = files_token(shards)
+    assert files_token(shards) == token
+
+    def steps_read() -> int:
+        data = trajcore.ray.read_transitions(path, columns=["reward"])
+        return sum(len(b["step"]) for b in data.iter_batches(batch_size=4096, batch_format="numpy"))
+
+    assert steps_read() == before
+    record_rollover(path)  # a second recording in the same directory: more shards
+    with trajcore.open(path) as ds:
+        assert files_token(ds.shards) != token
+        after = ds.num_steps
+    assert after > before
+    assert steps_read() == after
+    st = os.stat(shards[0])
+    os.utime(shards[0], ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    assert files_token(shards) != token, "a file modified since changes the token"
+    assert files_token([*shards[:-1], str(tmp_path / "gone.trj")]) != token
 
 
 def test_locate_and_plan_are_plain_logic() -> None:

@@ -63,7 +63,8 @@ class ReadSpec:
     Attributes:
         path: the dataset (a directory of shards, or one shard file).
         strict: open it with ``strict=True``.
-        token: names this read: tasks of one read share an opened dataset in a worker process.
+        token: names the files the read was planned over (`datasource.files_token`): the tasks
+            of reads of the same files share an opened dataset in a worker process.
         kind: "transitions" (a row per step) or "episodes" (a row per episode).
         leaves: the leaves read, in table order (the same for every task: one schema).
         block_steps: steps per block (about the block size Ray Data aims at).
@@ -132,16 +133,16 @@ class _Opened:
         return locate(task, listed, self.ds.path)
 
 
-_OPENED: OrderedDict[tuple[str, bool, str], _Opened] = OrderedDict()
+_OPENED: OrderedDict[tuple[str, bool, str, int], _Opened] = OrderedDict()
 _OPENED_LOCK = threading.Lock()
 _KEEP_OPENED = 2  # datasets a worker process keeps open between tasks
 
 
 def _opened(spec: ReadSpec) -> _Opened:
     """The dataset of this read, opened once per worker process: opening reads every shard's
-    index, and locating a task's episodes lists its shard's, so the tasks of a read that run in
-    one worker share both."""
-    key = (spec.path, spec.strict, spec.token)
+    index, and locating a task's episodes lists its shard's, so the tasks that run in one worker
+    share both, those of later reads of the same files too (see `ReadSpec.token`)."""
+    key = (spec.path, spec.strict, spec.token, spec.cache_bytes)
     with _OPENED_LOCK:
         opened = _OPENED.get(key)
         if opened is None:

@@ -11,6 +11,7 @@ directory in its worker and yields blocks of numpy columns (`trajcore.ray._block
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -105,7 +106,7 @@ class TrajcoreDatasource(Datasource):  # type: ignore[misc]  # ray has no type s
             self._spec = ReadSpec(
                 path=ds.path,
                 strict=ds._strict or strict,
-                token=uuid.uuid4().hex,
+                token=files_token(ds.shards),
                 kind=kind,
                 leaves=tuple(chosen),
                 block_steps=1,  # set by get_read_tasks, from Ray Data's block size
@@ -156,6 +157,21 @@ class TrajcoreDatasource(Datasource):  # type: ignore[misc]  # ray has no type s
             )
             tasks.append(ReadTask(_reader(spec, task), metadata, per_task_row_limit=per_task_row_limit))
         return tasks
+
+
+def files_token(shards: Iterable[str]) -> str:
+    """Names the shard files a read was planned over (name, size, modification time): reads of
+    unchanged files share the dataset a worker process opened for an earlier one (opening and
+    listing cost about as much as a small read), and any change makes workers open it again.
+    A file gone since (stat fails) gives a token of its own."""
+    digest = hashlib.blake2b(digest_size=16)
+    try:
+        for path in shards:
+            st = os.stat(path)
+            digest.update(f"{os.path.basename(path)}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    except OSError:
+        return uuid.uuid4().hex
+    return digest.hexdigest()
 
 
 def _reader(spec: ReadSpec, task: TaskPlan) -> Callable[[], Iterator[Block]]:
