@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from trajcore import _core
 
@@ -96,19 +97,23 @@ def _space_damage(path: str) -> tuple[Damage, ...]:
     rewritten with valid checksums): damage a reader trips on at `ds.observation_space`, which the
     checksums and chunk decoding cannot see. Named at the recording's Meta record, with its
     episodes."""
+    invalid, recording_of = _invalid_spaces_at(path)
+    return tuple(Damage(path, 0, why, tuple(int(i) for i in np.flatnonzero(recording_of == r))) for r, why in invalid)
+
+
+def _invalid_spaces_at(path: str) -> tuple[list[tuple[int, str]], npt.NDArray[np.int64]]:
+    """`_invalid_spaces` of the dataset at `path`, and each episode's recording; none when it does
+    not open (what opening trips on, the core's verification or open reports)."""
     from trajcore.dataset import Dataset
     from trajcore.errors import TrajcoreError
 
     try:
         ds = Dataset(path)
     except TrajcoreError:
-        return ()  # what opening trips on, the report above already holds
+        return [], np.zeros(0, np.int64)
     with ds:
         recording_of = ds.summaries()["recording"] if ds.num_episodes else np.zeros(0, np.int64)
-        return tuple(
-            Damage(path, 0, why, tuple(int(i) for i in np.flatnonzero(recording_of == r)))
-            for r, why in _invalid_spaces(ds)
-        )
+        return _invalid_spaces(ds), recording_of
 
 
 def _invalid_spaces(ds: Dataset) -> list[tuple[int, str]]:
@@ -130,20 +135,6 @@ def _invalid_spaces(ds: Dataset) -> list[tuple[int, str]]:
                 found.append((r, str(e)))
                 break
     return found
-
-
-def _spaces_to_leave_out(path: str) -> list[tuple[int, str]]:
-    """The recordings `recover` leaves out because their space descriptions contradict their
-    columns: a copy would carry the contradiction on (and not verify intact)."""
-    from trajcore.dataset import Dataset
-    from trajcore.errors import TrajcoreError
-
-    try:
-        ds = Dataset(path)
-    except TrajcoreError:
-        return []  # the core's open reports it
-    with ds:
-        return _invalid_spaces(ds)
 
 
 def recover(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> dict[str, Any]:
@@ -172,7 +163,7 @@ def recover(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> dict[st
         InvalidArgumentError: `dst` exists and is not empty.
     """
     s = os.fspath(src)
-    out: dict[str, Any] = _core.recover(s, os.fspath(dst), _spaces_to_leave_out(s))
+    out: dict[str, Any] = _core.recover(s, os.fspath(dst), _invalid_spaces_at(s)[0])
     out["source"] = _report(s, out["source"])
     out["recordings_lost"] = [tuple(p) for p in out["recordings_lost"]]
     return out

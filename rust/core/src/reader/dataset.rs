@@ -211,18 +211,12 @@ impl Dataset {
     /// A subset of the episodes (dataset indexes, in the order given; repeats allowed) to sample
     /// from, with its own step numbering. It does not follow `refresh`.
     pub fn episode_set(&self, episodes: &[usize]) -> Result<EpisodeSet> {
-        let lengths =
-            episodes.iter().map(|&i| self.episode(i).map(|e| e.summary.length)).collect::<Result<Vec<_>>>()?;
-        Ok(EpisodeSet::subset(episodes.to_vec(), lengths))
+        self.view().episode_set(episodes)
     }
 
     /// (episode, step within it) of global step `step`.
     pub fn locate_step(&self, step: u64) -> Result<(usize, u64)> {
         self.catalog.all.locate_step(step)
-    }
-
-    pub(super) fn episode(&self, episode: usize) -> Result<&EpisodeRef> {
-        self.catalog.episode(episode)
     }
 
     /// Errors: `OutOfRange`.
@@ -232,8 +226,7 @@ impl Dataset {
 
     /// The episode's metadata JSON ("{}" if none), read from its Episode record.
     pub fn episode_metadata(&self, episode: usize) -> Result<String> {
-        let e = self.episode(episode)?;
-        self.store.episode_metadata(e.shard, &e.summary)
+        self.view().episode_metadata(episode)
     }
 
     pub fn column_id(&self, recording: usize, name: &str) -> Option<ColumnId> {
