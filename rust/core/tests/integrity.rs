@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use trajcore_core::format::chunks;
+use trajcore_core::format::chunks::{self, ChunkRef};
 use trajcore_core::format::record::{RecordHeader, RecordKind, RECORD_HEADER_LEN};
 use trajcore_core::reader::{
     open_verified, sample_steps, sample_windows, verify, verify_path, Dataset, Draw, Field, OpenOptions, Out, Redraw,
@@ -25,7 +25,12 @@ fn lenient() -> OpenOptions {
 
 /// Two lanes, two shards, many small Chunks records, a column added midway.
 fn many_sim() -> Sim {
+    many_sim_with(true)
+}
+
+fn many_sim_with(own_checksums: bool) -> Sim {
     let mut sim = Sim::new(9, 2, standard_columns(), 3);
+    sim.own_checksums = own_checksums;
     sim.max_chunks_per_record = 4;
     let lengths = [4u64, 2, 7, 1, 5, 3, 6, 2, 8, 3];
     for (i, &len) in lengths.iter().enumerate() {
@@ -44,6 +49,12 @@ fn many_sim() -> Sim {
         }
     }
     sim
+}
+
+/// `many_sim` written as a 1.0 writer wrote it: chunks without checksums of their own, so a
+/// damaged Chunks record loses every chunk in it.
+fn many_sim_1_0() -> Sim {
+    many_sim_with(false)
 }
 
 /// Writes the shards into a fresh directory; returns their paths.
@@ -121,7 +132,7 @@ fn an_intact_dataset_verifies_and_every_chunk_is_decoded() {
 #[test]
 fn every_flipped_chunks_record_is_found_with_the_episodes_needing_it() {
     let dir = tempfile::tempdir().unwrap();
-    let mut sim = many_sim();
+    let mut sim = many_sim_1_0();
     let shards = sim.finish(true);
     let mut tried = 0;
     for (s, shard) in shards.iter().enumerate() {
@@ -144,6 +155,101 @@ fn every_flipped_chunks_record_is_found_with_the_episodes_needing_it() {
         }
     }
     assert!(tried >= 8, "{tried} chunks records");
+}
+
+/// The listed episodes with rows in `chunk` (of shard `s`).
+fn needing_chunk(sim: &Sim, s: usize, chunk: &ChunkRef) -> Vec<usize> {
+    let spec = &sim.columns[chunk.column as usize];
+    let listed = sim.listed();
+    (0..listed.len())
+        .filter(|&i| {
+            let e = listed[i];
+            let (lo, n) = match spec.timeline {
+                Timeline::Obs => (e.obs_first_row, e.length + 1),
+                Timeline::Step => (e.step_first_row, e.length),
+            };
+            e.lane == chunk.lane && chunk.first_row < lo + n && lo < chunk.end_row() && e.deps.iter().any(|d| d.0 == s)
+        })
+        .collect()
+}
+
+#[test]
+fn a_flipped_chunk_loses_that_chunk_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut sim = many_sim();
+    let shards = sim.finish(true);
+    let mut tried = 0;
+    for (s, shard) in shards.iter().enumerate() {
+        for (at, h) in chunks_records(shard) {
+            let payload = &shard[at + 24..at + 24 + h.payload_len as usize];
+            for chunk in chunks::decode(payload, at as u64, h.packed_table()).unwrap() {
+                assert!(chunk.has_checksum());
+                let mut damaged = shards.clone();
+                damaged[s][(chunk.data_offset + chunk.stored_len / 2) as usize] ^= 0x20;
+                let case = dir.path().join(format!("case{s}-{}", chunk.data_offset));
+                write_shards(&case, &damaged);
+                let report = verify(&Dataset::open(&case, STRICT).unwrap());
+                let bad = needing_chunk(&sim, s, &chunk);
+                // The record's checksum fails, which costs nothing more: each chunk has its own.
+                assert_eq!(report.damage.len(), 2, "{:?}", report.damage);
+                assert_eq!((report.damage[0].offset, report.damage[0].episodes.len()), (at as u64, 0));
+                assert_eq!(report.damage[1].offset, chunk.data_offset);
+                assert!(report.damage[1].why.contains("fails its checksum"), "{}", report.damage[1].why);
+                assert_eq!(report.damaged_episodes(), bad, "chunk at {s}:{}", chunk.data_offset);
+                // Every other episode reads back its values.
+                let (ds, _) = open_verified(&case, lenient()).unwrap();
+                let listed = sim.listed();
+                let kept: Vec<&SimEpisode> =
+                    (0..listed.len()).filter(|i| !bad.contains(i)).map(|i| listed[i]).collect();
+                check_values(&ds, &sim, &kept);
+                tried += 1;
+            }
+        }
+    }
+    assert!(tried >= 20, "{tried} chunks");
+}
+
+#[test]
+fn a_damaged_table_costs_no_chunk_of_a_closed_file() {
+    // The index holds every chunk's reference and checksum: a flipped table byte loses nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let mut sim = many_sim();
+    let shards = sim.finish(true);
+    let (at, _) = chunks_records(&shards[0])[1];
+    let mut damaged = shards.clone();
+    damaged[0][at + 24 + 2] ^= 0x01; // the table header's entry length
+    write_shards(dir.path(), &damaged);
+    let report = verify(&Dataset::open(dir.path(), STRICT).unwrap());
+    assert_eq!(report.damage.len(), 1, "{:?}", report.damage);
+    assert!(report.damaged_episodes().is_empty());
+    let (ds, _) = open_verified(dir.path(), lenient()).unwrap();
+    check_values(&ds, &sim, &sim.listed());
+}
+
+#[test]
+fn an_unindexed_damaged_record_keeps_its_intact_chunks() {
+    // A killed writer's file (no End record, the last records after the last Index): the
+    // damaged record's table is read and each chunk that passes its own checksum is kept.
+    let dir = tempfile::tempdir().unwrap();
+    let mut sim = many_sim();
+    let shards = sim.finish(false);
+    let last = shards.len() - 1;
+    let (at, h) = *chunks_records(&shards[last]).last().unwrap();
+    let payload = &shards[last][at + 24..at + 24 + h.payload_len as usize];
+    let refs = chunks::decode(payload, at as u64, h.packed_table()).unwrap();
+    let victim = refs[0];
+    let mut damaged = shards.clone();
+    damaged[last][(victim.data_offset + victim.stored_len / 2) as usize] ^= 0x20;
+    write_shards(dir.path(), &damaged);
+    let ds = Dataset::open(dir.path(), lenient()).unwrap();
+    let p = ds.problems().iter().find(|p| p.offset == at as u64).expect("the damaged record is a problem");
+    let kept = refs.len() - 1;
+    assert!(p.why.contains(&format!("{kept} of its {} chunks", refs.len())), "{}", p.why);
+    let bad = needing_chunk(&sim, last, &victim);
+    let listed = sim.listed();
+    let intact: Vec<&SimEpisode> = (0..listed.len()).filter(|i| !bad.contains(i)).map(|i| listed[i]).collect();
+    assert_eq!(ds.episodes().len(), intact.len());
+    check_values(&ds, &sim, &intact);
 }
 
 #[test]
@@ -255,7 +361,7 @@ fn flipped(dir: &Path, sim: &mut Sim, pick: usize) -> (Vec<Vec<u8>>, Vec<usize>,
 #[test]
 fn open_verified_leaves_damaged_episodes_out() {
     let dir = tempfile::tempdir().unwrap();
-    let mut sim = many_sim();
+    let mut sim = many_sim_1_0();
     let (_, bad, at) = flipped(dir.path(), &mut sim, 2);
     let (ds, report) = open_verified(dir.path(), lenient()).unwrap();
     assert_eq!(report.damaged_episodes(), bad);
@@ -334,7 +440,7 @@ const PAIRS: WindowKind = WindowKind { length: 2, sequence: true, pad: false };
 #[test]
 fn lenient_sampling_leaves_damaged_episodes_out_and_goes_on() {
     let dir = tempfile::tempdir().unwrap();
-    let mut sim = many_sim();
+    let mut sim = many_sim_1_0();
     let (_, bad, at) = flipped(dir.path(), &mut sim, 1);
     assert!(!bad.is_empty());
     let ds = Dataset::open(dir.path(), lenient()).unwrap();

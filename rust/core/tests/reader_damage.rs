@@ -8,7 +8,8 @@ use std::path::Path;
 use common::*;
 use trajcore_core::format::header::FileHeader;
 use trajcore_core::format::record::{RecordHeader, RECORD_HEADER_LEN};
-use trajcore_core::reader::{Dataset, OpenOptions};
+use trajcore_core::format::chunks;
+use trajcore_core::reader::{verify, Dataset, OpenOptions};
 use trajcore_core::Error;
 
 const STRICT: OpenOptions = OpenOptions { strict: true, cache_bytes: 1 << 20, mmap: true };
@@ -114,7 +115,12 @@ fn flipped_bytes_are_caught_and_earlier_data_survives() {
                     }
                 }
                 let read_failed = read_all(&ds, &sim);
-                let detected = read_failed || !ds.problems().is_empty() || ds.episodes().len() < sim.listed().len();
+                // A flip in a Chunks record's table or in a chunk no read reached harms no read
+                // (each chunk has its own checksum, the index its references): `verify` sees it.
+                let detected = read_failed
+                    || !ds.problems().is_empty()
+                    || ds.episodes().len() < sim.listed().len()
+                    || !verify(&ds).is_intact();
                 let in_checksum = covered.iter().any(|&(a, b)| (a..b).contains(&at));
                 assert_eq!(detected, in_checksum, "flip at {at} (mask {mask:#x}): {:?}", ds.problems());
                 if !ds.problems().is_empty() {
@@ -129,11 +135,13 @@ fn flipped_bytes_are_caught_and_earlier_data_survives() {
 fn damaged_chunk_fails_at_read_time_naming_file_and_offset() {
     let dir = tempfile::tempdir().unwrap();
     let (sim, mut bytes) = small_sim(true);
-    // The last byte of the first Chunks record's payload: chunk data, not seen by the index.
+    // A byte of the last chunk of the first Chunks record: chunk data, not seen by the index.
     let &(start, _) = &sim.shards[0].records[1 + 7];
     let h = RecordHeader::decode(&bytes[start as usize..start as usize + 24]).unwrap();
     assert_eq!(h.kind, 3, "a chunks record");
-    bytes[start as usize + 24 + h.payload_len as usize - 1] ^= 0x40;
+    let payload = &bytes[start as usize + 24..start as usize + 24 + h.payload_len as usize];
+    let chunk = *chunks::decode(payload, start, h.packed_table()).unwrap().last().unwrap();
+    bytes[(chunk.data_offset + chunk.stored_len / 2) as usize] ^= 0x40;
     let path = dir.path().join("chunk.trj");
     write(&path, &bytes);
     let ds = Dataset::open(&path, STRICT).expect("the index path does not checksum chunks at open");
@@ -147,7 +155,7 @@ fn damaged_chunk_fails_at_read_time_naming_file_and_offset() {
             match ds.read_episode_column(i, &spec.name) {
                 Ok(data) => assert_eq!(data, sim.expected(sim.listed()[i], spec)),
                 Err(Error::Corrupt { path: p, offset, why }) => {
-                    assert_eq!((p.as_path(), offset), (path.as_path(), start));
+                    assert_eq!((p.as_path(), offset), (path.as_path(), chunk.data_offset));
                     assert!(why.contains("checksum"), "{why}");
                     failures += 1;
                     // And again: still refused.

@@ -5,7 +5,8 @@
 //!
 //! Payload: `n u32, entry_size u16, reserved u16`, then `n` entries of `entry_size` bytes, of
 //! which this version knows the first 56 (`lane u32, column u32, first_row u64, n_rows u32,
-//! codec u32, data_offset u64, stored_len u64, raw_len u64, flags u32, reserved u32`,
+//! codec u32, data_offset u64, stored_len u64, raw_len u64, flags u32, crc u32` (`crc`: a later
+//! addition, reserved before, see `CHUNK_CHECKSUM`),
 //! `data_offset` counted from the payload start) and skips the rest, then the data. With
 //! `record::PACKED_TABLE` (a later addition): `n u32, entry_size u16, reserved u16, table_len u64`,
 //! the data, then the same entries packed (`format::packed`) in the last `table_len` bytes.
@@ -30,6 +31,38 @@ const PACKED_HEADER_LEN: usize = 16;
 /// its own). A reader that has that shard ignores the chunk.
 pub const CHUNK_REPEAT: u32 = 1;
 
+/// Chunk flag (a later addition): the entry's checksum field holds `chunk_crc` of the chunk, so
+/// the chunk is checked on its own and damage elsewhere in its record does not touch it. Readers
+/// that do not know the flag ignore it (and check the whole record, as before).
+pub const CHUNK_CHECKSUM: u32 = 2;
+
+/// The bytes a chunk's checksum covers besides its data: what says where its rows go and how to
+/// decode them, so a damaged entry is caught like damaged data.
+const IDENTITY_LEN: usize = 36;
+
+/// crc32c of a chunk's identity (`lane u32, column u32, first_row u64, n_rows u32, codec u32,
+/// raw_len u64, flags u32`, flags with `CHUNK_CHECKSUM` set) followed by its stored bytes.
+pub fn chunk_crc(
+    lane: u32,
+    column: u32,
+    first_row: u64,
+    n_rows: u32,
+    codec: u32,
+    raw_len: u64,
+    flags: u32,
+    data: &[u8],
+) -> u32 {
+    let mut id = [0u8; IDENTITY_LEN];
+    id[0..4].copy_from_slice(&lane.to_le_bytes());
+    id[4..8].copy_from_slice(&column.to_le_bytes());
+    id[8..16].copy_from_slice(&first_row.to_le_bytes());
+    id[16..20].copy_from_slice(&n_rows.to_le_bytes());
+    id[20..24].copy_from_slice(&codec.to_le_bytes());
+    id[24..32].copy_from_slice(&raw_len.to_le_bytes());
+    id[32..36].copy_from_slice(&(flags | CHUNK_CHECKSUM).to_le_bytes());
+    crc32c::crc32c_append(crc32c::crc32c(&id), data)
+}
+
 /// Where one chunk's bytes are and how to turn them back into rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ChunkRef {
@@ -44,11 +77,43 @@ pub struct ChunkRef {
     pub data_offset: u64,
     pub stored_len: u64,
     pub raw_len: u64,
-    /// `CHUNK_REPEAT` or 0; unknown bits are ignored.
+    /// `CHUNK_REPEAT`, `CHUNK_CHECKSUM` or 0; unknown bits are ignored.
     pub flags: u32,
+    /// With `CHUNK_CHECKSUM`: `chunk_crc` of the chunk (0 and unused without it).
+    pub crc: u32,
 }
 
 impl ChunkRef {
+    /// Whether the chunk carries its own checksum.
+    pub fn has_checksum(&self) -> bool {
+        self.flags & CHUNK_CHECKSUM != 0
+    }
+
+    /// Where the checksum that vouches for this chunk sits: its own data (a chunk with its own
+    /// checksum) or its Chunks record (the record's payload checksum covers it).
+    pub fn checked_at(&self) -> u64 {
+        if self.has_checksum() {
+            self.data_offset
+        } else {
+            self.record_offset
+        }
+    }
+
+    /// Whether `data` (the chunk's stored bytes) and this reference are what the writer wrote.
+    pub fn checksum_matches(&self, data: &[u8]) -> bool {
+        self.crc
+            == chunk_crc(
+                self.lane,
+                self.column,
+                self.first_row,
+                self.n_rows,
+                self.codec,
+                self.raw_len,
+                self.flags,
+                data,
+            )
+    }
+
     pub fn end_row(&self) -> u64 {
         self.first_row + self.n_rows as u64
     }
@@ -64,7 +129,7 @@ impl ChunkRef {
         out.extend_from_slice(&self.stored_len.to_le_bytes());
         out.extend_from_slice(&self.raw_len.to_le_bytes());
         out.extend_from_slice(&self.flags.to_le_bytes());
-        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&self.crc.to_le_bytes());
     }
 
     pub fn is_repeat(&self) -> bool {
@@ -84,6 +149,7 @@ impl ChunkRef {
             stored_len: u64_at(b, 40),
             raw_len: u64_at(b, 48),
             flags: u32_at(b, 56),
+            crc: u32_at(b, 60),
         }
     }
 }
@@ -126,6 +192,20 @@ pub fn encode_with_entry_size(
     entry_size: usize,
 ) -> (Vec<u8>, Vec<ChunkRef>) {
     let table = plain(record_offset, chunks, entry_size);
+    (payload(record_offset, chunks, &table), table.refs)
+}
+
+/// A Chunks payload as a 1.0 writer wrote it: no chunk carries a checksum of its own (only the
+/// record's covers them). For tests of files written before `CHUNK_CHECKSUM`.
+pub fn encode_without_checksums(record_offset: u64, chunks: &[PendingChunk]) -> (Vec<u8>, Vec<ChunkRef>) {
+    let mut table = plain(record_offset, chunks, ENTRY_LEN);
+    for r in &mut table.refs {
+        r.flags &= !CHUNK_CHECKSUM;
+        r.crc = 0;
+    }
+    let mut head = table_header(chunks.len(), ENTRY_LEN);
+    head.extend_from_slice(&entries(&table.refs, ENTRY_LEN));
+    table.head = head;
     (payload(record_offset, chunks, &table), table.refs)
 }
 
@@ -191,6 +271,7 @@ fn place(record_offset: u64, chunks: &[PendingChunk], data_start: usize) -> Vec<
     for c in chunks {
         let align = if c.codec == 0 { DATA_ALIGN } else { 8 };
         let data_offset = align_up(payload_start + pos, align) - payload_start;
+        let flags = c.flags | CHUNK_CHECKSUM;
         refs.push(ChunkRef {
             lane: c.lane,
             column: c.column,
@@ -201,7 +282,8 @@ fn place(record_offset: u64, chunks: &[PendingChunk], data_start: usize) -> Vec<
             data_offset: payload_start + data_offset,
             stored_len: c.data.len() as u64,
             raw_len: c.raw_len,
-            flags: c.flags,
+            flags,
+            crc: chunk_crc(c.lane, c.column, c.first_row, c.n_rows, c.codec, c.raw_len, flags, &c.data),
         });
         pos = data_offset + c.data.len() as u64;
     }
@@ -223,7 +305,7 @@ fn entries(refs: &[ChunkRef], entry_size: usize) -> Vec<u8> {
         out.extend_from_slice(&r.stored_len.to_le_bytes());
         out.extend_from_slice(&r.raw_len.to_le_bytes());
         out.extend_from_slice(&r.flags.to_le_bytes());
-        out.extend_from_slice(&0u32.to_le_bytes());
+        out.extend_from_slice(&r.crc.to_le_bytes());
         // What a later version may add: bytes this version does not know (tests set them).
         out.resize(start + entry_size, 0xA5);
     }
@@ -310,6 +392,7 @@ pub fn decode(payload: &[u8], record_offset: u64, packed: bool) -> Result<Vec<Ch
             stored_len,
             raw_len: u64_at(e, 40),
             flags: u32_at(e, 48),
+            crc: u32_at(e, 52),
         });
     }
     Ok(refs)

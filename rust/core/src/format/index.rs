@@ -199,6 +199,7 @@ mod tests {
                 stored_len: len,
                 raw_len: len * 3,
                 flags: 0,
+                crc: 0,
             },
         )
     }
@@ -242,6 +243,7 @@ mod tests {
                 stored_len: 30 + i % 7,
                 raw_len: 1520,
                 flags: 0,
+                crc: 0,
             })
             .collect();
         let delta = IndexDelta { prev_index: NO_PREVIOUS, chunks, ..Default::default() };

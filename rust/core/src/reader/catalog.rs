@@ -347,7 +347,7 @@ impl Catalog {
             for chunk in &f.chunks {
                 match check_chunk(&self.states[recording].specs, chunk) {
                     Ok(()) => {
-                        let record = verified.id((*shard, chunk.record_offset));
+                        let record = verified.id((*shard, chunk.checked_at()));
                         new_chunks.entry((recording, chunk.lane, chunk.column)).or_default().push(Located {
                             shard: *shard,
                             chunk: *chunk,
@@ -736,6 +736,7 @@ mod tests {
             stored_len: row * n_rows as u64,
             raw_len: row * n_rows as u64,
             flags: 0,
+            crc: 0,
         }
     }
 

@@ -146,6 +146,7 @@ pub(crate) mod tests {
             stored_len: stored,
             raw_len: raw,
             flags: 0,
+            crc: 0,
         }
     }
 

@@ -151,7 +151,12 @@ impl Affected {
                     first_row: loc.first_row(),
                     end_row: loc.end_row(),
                 };
-                chunks.entry((loc.shard, loc.chunk.record_offset)).or_default().push(site);
+                // Damage at its record's offset reaches it only when the record's checksum is
+                // the one that vouches for it; damage at its data always does.
+                chunks.entry((loc.shard, loc.chunk.checked_at())).or_default().push(site);
+                if loc.chunk.has_checksum() {
+                    continue;
+                }
                 chunks.entry((loc.shard, loc.chunk.data_offset)).or_default().push(site);
             }
         }

@@ -85,7 +85,12 @@ impl DatasetView<'_> {
 
     pub(super) fn ensure_verified(&self, loc: &Located) -> Result<()> {
         if !self.store.verified.is_verified(loc.record) {
-            self.store.shards[loc.shard].verify_chunks_record(loc.chunk.record_offset)?;
+            let shard = &self.store.shards[loc.shard];
+            if loc.chunk.has_checksum() {
+                shard.verify_chunk(&loc.chunk)?;
+            } else {
+                shard.verify_chunks_record(loc.chunk.record_offset)?;
+            }
             self.store.verified.mark(loc.record);
         }
         Ok(())
@@ -456,6 +461,7 @@ mod tests {
                 stored_len: 0,
                 raw_len: 0,
                 flags: 0,
+                crc: 0,
             },
             record: 0,
         };

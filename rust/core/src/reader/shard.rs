@@ -120,7 +120,7 @@ pub(crate) struct Found {
     pub chunks: Vec<ChunkRef>,
     /// In record order.
     pub episodes: Vec<EpisodeSummary>,
-    /// Chunks records whose payload checksum this scan already verified.
+    /// Where the checksums this scan already verified sit (`ChunkRef::checked_at`).
     pub verified: Vec<u64>,
     /// Records of kinds this version does not know (a newer writer's): (offset, kind), skipped.
     pub skipped: Vec<(u64, u32)>,
@@ -525,6 +525,20 @@ impl Shard {
             if !is_new(self, chunk.record_offset) {
                 continue;
             }
+            // A chunk with its own checksum needs nothing of its record: only its bytes, checked
+            // when first read (so a damaged table or record header costs it nothing).
+            if chunk.has_checksum() {
+                if chunk.data_offset.checked_add(chunk.stored_len).is_some_and(|e| e <= map.len()) {
+                    found.chunks.push(*chunk);
+                } else {
+                    let why = format!(
+                        "chunk of column {} lane {} (rows from {}) lies past the end of the file ({} bytes at offset {})",
+                        chunk.column, chunk.lane, chunk.first_row, chunk.stored_len, chunk.data_offset
+                    );
+                    self.problems.push(self.problem(chunk.record_offset, why));
+                }
+                continue;
+            }
             let bounds = match records.get(&chunk.record_offset) {
                 Some(&bounds) => bounds,
                 None => {
@@ -608,6 +622,10 @@ impl Shard {
         }
         if !rec.payload_ok(map) {
             let why = format!("{} record payload checksum mismatch", kind_name(rec.header.kind));
+            let why = match kind {
+                Some(RecordKind::Chunks) => self.salvage_chunks(map, rec, found, why),
+                _ => why,
+            };
             self.problems.push(self.problem(rec.offset, why));
             self.bad_records.insert(rec.offset);
             return;
@@ -618,8 +636,8 @@ impl Shard {
             Some(RecordKind::Meta) => parse_meta(payload).map(|text| found.metas.push((rec.offset, text))),
             Some(RecordKind::Column) => parse_column(payload).map(|spec| found.columns.push((rec.offset, spec))),
             Some(RecordKind::Chunks) => chunks::decode(payload, rec.offset, rec.header.packed_table()).map(|refs| {
+                found.verified.extend(refs.iter().map(ChunkRef::checked_at));
                 found.chunks.extend(refs);
-                found.verified.push(rec.offset);
             }),
             Some(RecordKind::Episode) => episode::decode_batch(payload, rec.offset)
                 .map(|batch| found.episodes.extend(batch.into_iter().map(|(summary, _, _)| summary))),
@@ -629,6 +647,41 @@ impl Shard {
             self.problems.push(self.problem(rec.offset, format!("{} record: {why}", kind_name(rec.header.kind))));
             self.bad_records.insert(rec.offset);
         }
+    }
+
+    /// The chunks of a damaged Chunks record that carry their own checksum and pass it: they are
+    /// taken in (checked), the rest is left out. Returns `why` with what was kept said.
+    fn salvage_chunks(&mut self, map: &Source, rec: &RecordAt, found: &mut Found, why: String) -> String {
+        let Ok(refs) = chunks::decode(&rec.payload(map), rec.offset, rec.header.packed_table()) else {
+            return format!("{why}; its table is damaged too: every chunk in it is lost");
+        };
+        let total = refs.len();
+        let intact: Vec<ChunkRef> = refs
+            .into_iter()
+            .filter(|c| {
+                c.has_checksum() && map.bytes(c.data_offset, c.stored_len).is_some_and(|d| c.checksum_matches(&d))
+            })
+            .collect();
+        let kept = intact.len();
+        found.verified.extend(intact.iter().map(ChunkRef::checked_at));
+        found.chunks.extend(intact);
+        format!("{why}: {kept} of its {total} chunks pass their own checksums and are kept, the rest is lost")
+    }
+
+    /// Checks once, before its data is first used, that a chunk with its own checksum is intact.
+    pub fn verify_chunk(&self, chunk: &ChunkRef) -> Result<()> {
+        let data = self.source.bytes(chunk.data_offset, chunk.stored_len);
+        if !data.is_some_and(|d| chunk.checksum_matches(&d)) {
+            let why = format!(
+                "chunk of column {} lane {} (rows {}..{}) fails its checksum",
+                chunk.column,
+                chunk.lane,
+                chunk.first_row,
+                chunk.end_row()
+            );
+            return Err(Error::corrupt(&self.path, chunk.data_offset, why));
+        }
+        Ok(())
     }
 
     /// Checks once, before its data is first used, that a Chunks record is intact.

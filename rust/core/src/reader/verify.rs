@@ -203,14 +203,25 @@ fn check_record(
         }
     };
     out.records = 1;
-    if !rec.payload_ok(map) {
+    let payload_ok = rec.payload_ok(map);
+    // Chunks with checksums of their own are checked one by one: damage in their record's table
+    // or in another chunk leaves them readable.
+    let each_checked = !chunks.is_empty() && chunks.iter().all(|(loc, _)| loc.chunk.has_checksum());
+    if !payload_ok {
         let kind = match rec.header.record_kind() {
             Some(k) => format!("{k:?}"),
             None => format!("unknown kind {}", rec.header.kind),
         };
-        out.damage.push((offset, format!("{kind} record payload checksum mismatch")));
-        out.unreadable.extend(chunks.iter().map(|(loc, _)| loc.chunk.data_offset));
-        return out;
+        let why = if each_checked {
+            format!("{kind} record payload checksum mismatch; its chunks are checked by their own checksums")
+        } else {
+            format!("{kind} record payload checksum mismatch")
+        };
+        out.damage.push((offset, why));
+        if !each_checked {
+            out.unreadable.extend(chunks.iter().map(|(loc, _)| loc.chunk.data_offset));
+            return out;
+        }
     }
     if rec.header.record_kind() == Some(RecordKind::Timelog) {
         if let Err(why) = crate::format::timelog::decode(&rec.payload(map)) {
@@ -221,12 +232,15 @@ fn check_record(
     if rec.header.record_kind() != Some(RecordKind::Chunks) {
         return out;
     }
-    if let Some((loc, _)) = chunks.first() {
-        ds.store.verified.mark(loc.record);
-    }
     for &(loc, spec) in chunks {
         out.chunks += 1;
-        match check_chunk_data(ds, loc, spec, scratch) {
+        let checked = if payload_ok {
+            ds.store.verified.mark(loc.record);
+            Ok(())
+        } else {
+            check_own_checksum(ds, loc)
+        };
+        match checked.and_then(|()| check_chunk_data(ds, loc, spec, scratch)) {
             Ok(decoded) => out.decoded += decoded,
             Err(why) => {
                 let c = &loc.chunk;
@@ -244,6 +258,17 @@ fn check_record(
         }
     }
     out
+}
+
+/// A chunk's own checksum against its stored bytes (marked verified when they match, as a read
+/// would mark it).
+fn check_own_checksum(ds: &DatasetView<'_>, loc: &Located) -> Result<(), String> {
+    ds.store.shards[loc.shard].verify_chunk(&loc.chunk).map_err(|e| match e {
+        Error::Corrupt { why, .. } => why,
+        other => other.to_string(),
+    })?;
+    ds.store.verified.mark(loc.record);
+    Ok(())
 }
 
 /// Decodes one chunk as a read would and checks what it holds; returns its decoded bytes.

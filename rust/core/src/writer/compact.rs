@@ -25,7 +25,7 @@ use memmap2::Mmap;
 
 use super::config::Durability;
 use super::lane::{ChunkLimit, ColumnBuffer};
-use super::shard::ShardWriter;
+use super::shard::{ShardWriter, EPISODES_PER_RECORD};
 use crate::error::{Error, Result};
 use crate::format::chunks::{self, ChunkRef, PendingChunk};
 use crate::format::codec::{self, Encoder};
@@ -214,8 +214,14 @@ pub fn plan_runs(chunks: &[ChunkRef], fills: &[u64], limit: impl Fn(u32) -> Opti
         };
         let mut stretch: Vec<usize> = Vec::new();
         let close = |stretch: &mut Vec<usize>, runs: &mut Vec<Run>| {
-            let (fill, raw) = stretch.iter().fold((0u64, 0u64), |(f, r), &i| (f + fills[i], r + chunks[i].raw_len));
-            let needed = fill.div_ceil(limit.fill.max(1) as u64).max(raw.div_ceil(limit.raw.max(1) as u64)).max(1);
+            let (fill, raw, rows) = stretch.iter().fold((0u64, 0u64, 0u64), |(f, r, n), &i| {
+                (f + fills[i], r + chunks[i].raw_len, n + chunks[i].n_rows as u64)
+            });
+            let needed = fill
+                .div_ceil(limit.fill.max(1) as u64)
+                .max(raw.div_ceil(limit.raw.max(1) as u64))
+                .max(rows.div_ceil(limit.rows.max(1) as u64))
+                .max(1);
             if stretch.len() >= 2 && (needed as usize) < stretch.len() {
                 runs.push(Run { members: std::mem::take(stretch), chunks_after: needed as usize });
             } else {
@@ -287,9 +293,100 @@ fn stored_bytes<'m>(map: &'m [u8], c: &ChunkRef) -> std::result::Result<&'m [u8]
     end.map(|end| &map[start..end]).ok_or_else(|| "chunk outside the file".to_string())
 }
 
+/// Chunks on their way to the new file: a Chunks record holds at most one chunk of each (lane,
+/// column), as a recording's records do, so a file cut short in one loses at most a chunk of
+/// each; and at most `BATCH_BYTES`, which bounds the copy's memory.
+#[derive(Default)]
+struct Batch {
+    chunks: Vec<PendingChunk>,
+    bytes: usize,
+    keys: std::collections::HashSet<(u32, u32)>,
+}
+
+impl Batch {
+    fn add(&mut self, shard: &mut ShardWriter, chunk: PendingChunk) -> Result<()> {
+        if !self.keys.insert((chunk.lane, chunk.column)) {
+            self.write(shard)?;
+            self.keys.insert((chunk.lane, chunk.column));
+        }
+        self.bytes += chunk.data.len();
+        self.chunks.push(chunk);
+        if self.bytes >= BATCH_BYTES {
+            self.write(shard)?;
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, shard: &mut ShardWriter) -> Result<()> {
+        if self.chunks.is_empty() {
+            return Ok(());
+        }
+        shard.append_chunks(std::mem::take(&mut self.chunks));
+        self.bytes = 0;
+        self.keys.clear();
+        shard.flush_to_os()
+    }
+}
+
+/// The old file's Episode records, written to the new one as soon as the chunks before them
+/// are (so a cut keeps the episodes whose rows lie before it): decoded and batched as a fast
+/// recording batches them, or copied as they are (`episodes_of`).
+struct EpisodeQueue<'m> {
+    /// (old offset, payload), in file order.
+    records: Vec<(u64, &'m [u8])>,
+    next: usize,
+    decoded: Option<Vec<episode::DecodedEpisode>>,
+    waiting: Vec<episode::DecodedEpisode>,
+    taken: usize,
+}
+
+impl<'m> EpisodeQueue<'m> {
+    fn new(records: Vec<(u64, &'m [u8])>) -> Self {
+        let payloads: Vec<&[u8]> = records.iter().map(|r| r.1).collect();
+        EpisodeQueue { decoded: episodes_of(&payloads), records, next: 0, waiting: Vec::new(), taken: 0 }
+    }
+
+    /// Writes the episodes of the old records before `offset` (every chunk before them is in
+    /// `batch` or written): full records only unless `all`.
+    fn write_before(&mut self, offset: u64, all: bool, batch: &mut Batch, shard: &mut ShardWriter) -> Result<()> {
+        let start = self.next;
+        while self.next < self.records.len() && self.records[self.next].0 < offset {
+            self.next += 1;
+        }
+        match &self.decoded {
+            Some(decoded) => {
+                let counts: usize = self.records[start..self.next]
+                    .iter()
+                    .map(|r| u32::from_le_bytes(r.1[0..4].try_into().unwrap_or_default()) as usize)
+                    .sum();
+                self.waiting.extend_from_slice(&decoded[self.taken..self.taken + counts]);
+                self.taken += counts;
+                let ready = if all {
+                    self.waiting.len()
+                } else {
+                    self.waiting.len() / EPISODES_PER_RECORD * EPISODES_PER_RECORD
+                };
+                if ready > 0 {
+                    batch.write(shard)?;
+                    shard.append_episodes(&self.waiting[..ready]);
+                    self.waiting.drain(..ready);
+                }
+            }
+            None if self.next > start => {
+                batch.write(shard)?;
+                for (_, payload) in &self.records[start..self.next] {
+                    shard.copy_record(RecordKind::Episode, payload);
+                }
+            }
+            None => {}
+        }
+        Ok(())
+    }
+}
+
 /// Writes the new file: the header, Meta and Column records, the chunks, the episodes in their
-/// order (after the chunks holding their rows, batched as a fast recording batches them), the
-/// Timelog records, the index.
+/// order (each after the chunks holding its rows, as early as that allows, batched as a fast
+/// recording batches them), the Timelog records, the index.
 fn write_compacted(
     map: &[u8],
     layout: &Layout,
@@ -307,60 +404,42 @@ fn write_compacted(
     for (kind, payload) in heads {
         shard.copy_record(*kind, &map[payload.clone()]);
     }
-    let mut batch = Vec::new();
-    let mut batch_bytes = 0;
-    {
-        // `add` borrows the shard and the batch until the last run is in.
-        let mut add = |chunk: PendingChunk| -> Result<()> {
-            batch_bytes += chunk.data.len();
-            batch.push(chunk);
-            if batch_bytes >= BATCH_BYTES {
-                shard.append_chunks(std::mem::take(&mut batch));
-                batch_bytes = 0;
-                shard.flush_to_os()?;
-            }
-            Ok(())
-        };
-        for run in runs {
-            let first = &layout.chunks[run.members[0]];
-            if run.members.len() == 1 {
-                let data =
-                    stored_bytes(map, first).map_err(|why| Error::corrupt(tmp, first.data_offset, why))?.to_vec();
-                add(PendingChunk {
-                    lane: first.lane,
-                    column: first.column,
-                    first_row: first.first_row,
-                    n_rows: first.n_rows,
-                    codec: first.codec,
-                    raw_len: first.raw_len,
-                    data,
-                    flags: first.flags,
-                })?;
-                continue;
-            }
-            let spec = &layout.columns[&first.column];
-            let limit = ChunkLimit::of(spec, settings.default_chunk_bytes);
-            let members: Vec<&ChunkRef> = run.members.iter().map(|&i| &layout.chunks[i]).collect();
-            let corrupt = |why: String| Error::corrupt(tmp, first.data_offset, format!("compacting: {why}"));
-            reseal(map, spec, &limit, &members, encoder, corrupt, &mut add)?;
-        }
-    }
-    shard.append_chunks(batch);
     let (episodes, others): (Vec<_>, Vec<_>) = tails.into_iter().partition(|(kind, _)| *kind == RecordKind::Episode);
-    let payloads: Vec<&[u8]> = episodes.iter().map(|(_, payload)| &map[payload.clone()]).collect();
-    match episodes_of(&payloads) {
-        Some(all) => all.chunks(EPISODES_PER_RECORD).for_each(|batch| shard.append_episodes(batch)),
-        None => payloads.iter().for_each(|p| shard.copy_record(RecordKind::Episode, p)),
+    let old_offset = |payload: &Range<usize>| (payload.start - RECORD_HEADER_LEN) as u64;
+    let mut queue = EpisodeQueue::new(episodes.iter().map(|(_, p)| (old_offset(p), &map[p.clone()])).collect());
+    let mut batch = Batch::default();
+    for run in runs {
+        let first = &layout.chunks[run.members[0]];
+        queue.write_before(first.record_offset, false, &mut batch, &mut shard)?;
+        if run.members.len() == 1 {
+            let data = stored_bytes(map, first).map_err(|why| Error::corrupt(tmp, first.data_offset, why))?.to_vec();
+            let chunk = PendingChunk {
+                lane: first.lane,
+                column: first.column,
+                first_row: first.first_row,
+                n_rows: first.n_rows,
+                codec: first.codec,
+                raw_len: first.raw_len,
+                data,
+                flags: first.flags & !chunks::CHUNK_CHECKSUM,
+            };
+            batch.add(&mut shard, chunk)?;
+            continue;
+        }
+        let spec = &layout.columns[&first.column];
+        let limit = ChunkLimit::of(spec, settings.default_chunk_bytes);
+        let members: Vec<&ChunkRef> = run.members.iter().map(|&i| &layout.chunks[i]).collect();
+        let corrupt = |why: String| Error::corrupt(tmp, first.data_offset, format!("compacting: {why}"));
+        reseal(map, spec, &limit, &members, encoder, corrupt, |chunk| batch.add(&mut shard, chunk))?;
     }
+    batch.write(&mut shard)?;
+    queue.write_before(u64::MAX, true, &mut batch, &mut shard)?;
     for (kind, payload) in others {
         shard.copy_record(*kind, &map[payload.clone()]);
     }
     shard.finish()?;
     Ok(())
 }
-
-/// Episodes per Episode record of the new file.
-const EPISODES_PER_RECORD: usize = 4096;
 
 /// The episodes of Episode records (`payloads`, in order), to write in fewer, larger records as
 /// a fast recording batches them; `None` (copy the records as they are) unless every record
@@ -395,11 +474,12 @@ mod tests {
             stored_len: raw_len,
             raw_len,
             flags: 0,
+            crc: 0,
         }
     }
 
     fn limit(bytes: usize) -> ChunkLimit {
-        ChunkLimit { fill: bytes, raw: bytes, frame: None }
+        ChunkLimit { fill: bytes, raw: bytes, frame: None, rows: u32::MAX }
     }
 
     fn members(runs: &[Run]) -> Vec<(Vec<usize>, usize)> {
@@ -435,7 +515,7 @@ mod tests {
         );
         // Frame stacks are sealed on what the filter stores (the fills), not on raw bytes.
         let fills = [8, 50, 50, 4];
-        let framed = ChunkLimit { fill: 200, raw: 800, frame: Some(2) };
+        let framed = ChunkLimit { fill: 200, raw: 800, frame: Some(2), rows: u32::MAX };
         assert_eq!(members(&plan_runs(&chunks, &fills, |_| Some(framed))), vec![(vec![0], 1), (vec![1, 2, 3], 1)]);
     }
 

@@ -19,7 +19,15 @@ pub struct ChunkLimit {
     pub raw: usize,
     /// Frame-stack columns: the bytes of a frame (see `ColumnSpec::stack_seal_factor`).
     pub frame: Option<usize>,
+    /// Rows: a chunk holds at most `CHUNK_ROWS`.
+    pub rows: u32,
 }
+
+/// The most rows a chunk holds, whatever their size. A chunk is what one damaged byte costs
+/// (it carries its own checksum): 1 MiB of CartPole observations is 65,536 rows, about 3,000
+/// episodes of one lane; 4,096 rows is under 200, and each chunk still compresses as one zstd
+/// frame of its column (`benches/test_damage_locality.py` measures both).
+pub const CHUNK_ROWS: u32 = 4096;
 
 impl ChunkLimit {
     /// The limit of column `spec`; `default_bytes` where it declares no `chunk_bytes`.
@@ -29,7 +37,12 @@ impl ChunkLimit {
             (2.., RowLayout { row_bytes: Some(row), stack: Some(frames), .. }) => Some(row / frames),
             _ => None,
         };
-        ChunkLimit { fill: bytes(spec.requested_chunk_bytes()), raw: bytes(spec.codec.chunk_bytes), frame }
+        ChunkLimit {
+            fill: bytes(spec.requested_chunk_bytes()),
+            raw: bytes(spec.codec.chunk_bytes),
+            frame,
+            rows: CHUNK_ROWS,
+        }
     }
 }
 
@@ -98,7 +111,7 @@ impl ColumnBuffer {
 
     /// Whether the rows buffered make a chunk to seal.
     pub fn is_full(&self, limit: &ChunkLimit) -> bool {
-        self.fill() >= limit.fill || self.raw_len() >= limit.raw || self.rows == u32::MAX
+        self.fill() >= limit.fill || self.raw_len() >= limit.raw || self.rows >= limit.rows
     }
 
     /// The bytes a chunk of the rows buffered is sealed on: what the frame-stack filter stores
@@ -311,7 +324,7 @@ mod tests {
         ) {
             let (stack_frames, frame) = (4usize, 3usize);
             let row = stack_frames * frame;
-            let mut buffer = ColumnBuffer::starting_at(0, &ChunkLimit { fill: 1 << 20, raw: 4 << 20, frame: Some(frame) });
+            let mut buffer = ColumnBuffer::starting_at(0, &ChunkLimit { fill: 1 << 20, raw: 4 << 20, frame: Some(frame), rows: CHUNK_ROWS });
             let mut rows: Vec<u8> = Vec::new();
             let mut last: Vec<u8> = vec![0; row];
             for (what, zeros, fresh) in draws {

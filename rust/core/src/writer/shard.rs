@@ -17,6 +17,12 @@ use crate::format::DATA_ALIGN;
 use crate::format::SHARD_EXTENSION;
 use crate::schema::ColumnSpec;
 
+/// The most episodes an Episode record holds: a damaged record loses its episodes, so a fast
+/// recording (tens of thousands of short episodes a second) must not batch them all in one.
+/// 512 CartPole episodes compress as well in one record as 4,096 within 1% (their fixed parts
+/// are alike), and are 0.7% of the README's dataset.
+pub const EPISODES_PER_RECORD: usize = 512;
+
 pub struct ShardWriter {
     path: PathBuf,
     file: File,
@@ -168,16 +174,16 @@ impl ShardWriter {
         table.refs
     }
 
-    /// One Episode record for a batch of episodes (summary, metadata JSON, metrics), in order.
+    /// Episode records for a batch of episodes (summary, metadata JSON, metrics), in order, at
+    /// most `EPISODES_PER_RECORD` a record.
     pub fn append_episodes(&mut self, batch: &[(EpisodeSummary, Vec<u8>, Vec<u8>)]) {
-        if batch.is_empty() {
-            return;
+        for part in batch.chunks(EPISODES_PER_RECORD) {
+            let items: Vec<episode::EpisodeItem> =
+                part.iter().map(|(s, m, x)| (s.clone(), m.as_slice(), x.as_slice())).collect();
+            let payload = episode::encode_batch(&items);
+            let at = self.append(RecordKind::Episode, &payload);
+            self.index.episode_records.push(at);
         }
-        let items: Vec<episode::EpisodeItem> =
-            batch.iter().map(|(s, m, x)| (s.clone(), m.as_slice(), x.as_slice())).collect();
-        let payload = episode::encode_batch(&items);
-        let at = self.append(RecordKind::Episode, &payload);
-        self.index.episode_records.push(at);
     }
 
     /// Appends a record of another shard as it was (Meta, Column, Timelog or Episode: records

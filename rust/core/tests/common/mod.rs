@@ -61,9 +61,10 @@ impl ShardBuilder {
         at
     }
 
-    pub fn chunks(&mut self, pending: &[PendingChunk]) -> Vec<ChunkRef> {
+    pub fn chunks(&mut self, pending: &[PendingChunk], own_checksums: bool) -> Vec<ChunkRef> {
         let at = self.offset();
-        let (payload, refs) = chunks::encode(at, pending);
+        let (payload, refs) =
+            if own_checksums { chunks::encode(at, pending) } else { chunks::encode_without_checksums(at, pending) };
         self.record(RecordKind::Chunks as u32, &payload);
         self.delta.chunks.extend(refs.iter().copied());
         refs
@@ -191,6 +192,9 @@ pub struct Sim {
     pub chunk_rows: u32,
     /// Largest chunks record, in chunks.
     pub max_chunks_per_record: usize,
+    /// Whether chunks carry their own checksums (`CHUNK_CHECKSUM`, as today's writer writes
+    /// them); false writes them as a 1.0 writer did.
+    pub own_checksums: bool,
     pub shards: Vec<ShardBuilder>,
     /// (shard, lane, column, first_row, end_row, record start, record end).
     chunk_log: Vec<(usize, u32, u32, u64, u64, u64, u64)>,
@@ -213,6 +217,7 @@ impl Sim {
             queued: Vec::new(),
             chunk_rows,
             max_chunks_per_record: 16,
+            own_checksums: true,
             shards: Vec::new(),
             chunk_log: Vec::new(),
             schema_end: Vec::new(),
@@ -322,7 +327,8 @@ impl Sim {
         }
         let sealed = std::mem::take(&mut self.sealed);
         let shard = self.cur_index();
-        let refs = self.cur().chunks(&sealed);
+        let own_checksums = self.own_checksums;
+        let refs = self.cur().chunks(&sealed, own_checksums);
         let (start, end) = *self.cur().records.last().unwrap();
         for r in refs {
             self.chunk_log.push((shard, r.lane, r.column, r.first_row, r.end_row(), start, end));
