@@ -52,6 +52,20 @@ fn chunks_records(buf: &[u8]) -> Vec<(usize, RecordHeader)> {
     out
 }
 
+/// Where the last Index record of a file starts (the close's, just before the End record).
+fn last_index_at(buf: &[u8]) -> usize {
+    let mut at = 64;
+    let mut last = None;
+    while at + RECORD_HEADER_LEN <= buf.len() {
+        let Some(h) = RecordHeader::decode(&buf[at..at + RECORD_HEADER_LEN]) else { break };
+        if h.kind == RecordKind::Index as u32 {
+            last = Some(at);
+        }
+        at += h.total_len() as usize;
+    }
+    last.expect("an index record")
+}
+
 fn refs_at(buf: &[u8], at: usize, h: &RecordHeader) -> Vec<ChunkRef> {
     chunks::decode(
         &buf[at + RECORD_HEADER_LEN..at + RECORD_HEADER_LEN + h.payload_len as usize],
@@ -123,10 +137,11 @@ fn intact_episodes_whole_and_the_intact_prefix_of_damaged_ones() {
     let mut cut_somewhere = 0;
     for (n, &(at, h)) in records.iter().enumerate() {
         let case = dir.path().join(format!("case{n}"));
-        let (shard, bytes) =
-            damaged_copy(&good, &case, "src", |b| b[at + RECORD_HEADER_LEN + h.payload_len as usize - 1] ^= 0x04);
+        // A byte of the record's first chunk: that chunk alone is lost (each has its checksum).
+        let lost = refs_at(&good_bytes, at, &h)[..1].to_vec();
+        let flip = (lost[0].data_offset + lost[0].stored_len / 2) as usize;
+        let (shard, bytes) = damaged_copy(&good, &case, "src", |b| b[flip] ^= 0x04);
         let src = shard.parent().unwrap().to_path_buf();
-        let lost = refs_at(&good_bytes, at, &h);
 
         let source = Dataset::open(&src, STRICT).unwrap(); // opening sees nothing
         let columns = source.recordings()[0].columns.clone();
@@ -185,18 +200,25 @@ fn intact_episodes_whole_and_the_intact_prefix_of_damaged_ones() {
 
 #[test]
 fn episodes_opening_left_out_give_their_prefixes() {
-    // A damaged Chunks record header: opening leaves its chunks, and the episodes needing
-    // them, out; recovery keeps what precedes the loss.
+    // A killed writer's file (its final Index and End record cut off, so opening decodes the
+    // records themselves) with a damaged chunk: opening leaves that chunk, and the episodes
+    // needing it, out; recovery keeps what precedes the loss.
     let dir = tempfile::tempdir().unwrap();
     let good = dir.path().join("good");
     record(&good);
     let intact = Dataset::open(&good, STRICT).unwrap().episodes().len();
     let file = std::fs::read_dir(&good).unwrap().next().unwrap().unwrap().path();
-    let records = chunks_records(&std::fs::read(&file).unwrap());
+    let good_bytes = std::fs::read(&file).unwrap();
+    let last_index = last_index_at(&good_bytes);
+    let records = chunks_records(&good_bytes);
     let mut saved = 0;
-    for (n, &(at, _)) in records.iter().enumerate() {
+    for (n, &(at, h)) in records.iter().enumerate() {
         let case = dir.path().join(format!("case{n}"));
-        let (shard, _) = damaged_copy(&good, &case, "src", |b| b[at + 9] ^= 1); // its length
+        let victim = refs_at(&good_bytes, at, &h)[0];
+        let (shard, _) = damaged_copy(&good, &case, "src", |b| {
+            b.truncate(last_index);
+            b[(victim.data_offset + victim.stored_len / 2) as usize] ^= 1;
+        });
         let src = shard.parent().unwrap().to_path_buf();
         let listed = Dataset::open(&src, OpenOptions::default()).unwrap().episodes().len();
         assert!(listed < intact);
