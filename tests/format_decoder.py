@@ -59,6 +59,8 @@ PACKED_MAX_RATIO = 1024
 
 FLAG_COMPLETE, FLAG_TERMINATED, FLAG_TRUNCATED, FLAG_CONTINUES, FLAG_DISCARDED = 1, 2, 4, 8, 16
 CHUNK_REPEAT = 1
+#: Chunk flag: the entry's bytes 52..56 hold the chunk's own checksum (a later addition).
+CHUNK_CHECKSUM = 2
 
 DTYPE_SIZES = {
     "bool": 1, "uint8": 1, "int8": 1,
@@ -146,6 +148,9 @@ class ChunkRef:
     stored_len: int
     raw_len: int
     flags: int = 0
+    #: With CHUNK_CHECKSUM: crc32c of the identity (lane, column, first_row, n_rows, codec,
+    #: raw_len, flags) and the stored bytes.
+    crc: int = 0
 
     @property
     def end_row(self) -> int:
@@ -337,14 +342,24 @@ def decode_chunk_refs(buf: bytes, rec: Record) -> list[ChunkRef]:
         table = p[head:data_start]
     refs = []
     for i in range(n):
-        lane, column, first_row, n_rows, codec, rel, stored_len, raw_len, flags = struct.unpack_from(
-            "<IIQIIQQQI", table, entry * i
+        lane, column, first_row, n_rows, codec, rel, stored_len, raw_len, flags, crc = struct.unpack_from(
+            "<IIQIIQQQII", table, entry * i
         )
         if rel < data_start or rel + stored_len > data_end:
             raise FormatError(f"chunk {i} of record {rec.offset} points outside its payload")
         refs.append(
             ChunkRef(
-                lane, column, first_row, n_rows, codec, rec.offset, rec.payload_start + rel, stored_len, raw_len, flags
+                lane,
+                column,
+                first_row,
+                n_rows,
+                codec,
+                rec.offset,
+                rec.payload_start + rel,
+                stored_len,
+                raw_len,
+                flags,
+                crc,
             )
         )
     return refs
@@ -405,7 +420,7 @@ def decode_index(buf: bytes, rec: Record) -> IndexDelta:
         others.append((kind, offset))
         at += other
     refs = unpack_table(p[at : at + refs_len], n_chunks, ref) if packed else p[at : at + refs_len]
-    chunks = [ChunkRef(*struct.unpack_from("<IIQIIQQQQI", refs, i * ref)) for i in range(n_chunks)]
+    chunks = [ChunkRef(*struct.unpack_from("<IIQIIQQQQII", refs, i * ref)) for i in range(n_chunks)]
     at += refs_len
     episode_records = []
     for _ in range(n_episodes):
@@ -550,16 +565,27 @@ def codec_ids(codec: int) -> list[int]:
     return ids
 
 
+def chunk_crc(ref: ChunkRef, data: bytes) -> int:
+    """crc32c of a chunk's identity, then its stored bytes (FORMAT.md, Chunks)."""
+    identity = struct.pack(
+        "<IIQIIQI", ref.lane, ref.column, ref.first_row, ref.n_rows, ref.codec, ref.raw_len, ref.flags
+    )
+    return crc32c(identity + bytes(data))
+
+
 def decode_chunk(buf: bytes, ref: ChunkRef, spec: dict[str, Any], *, verified: bool = False) -> bytes:
-    """The decoded bytes of one chunk. Its Chunks record's checksum is checked first, unless
-    the caller did (`verified`)."""
-    if not verified:
-        rec = frame(buf, ref.record_offset)
-        if rec is None or rec.kind != KIND_CHUNKS or not rec.payload_ok:
-            raise FormatError(f"chunks record at {ref.record_offset} is damaged")
+    """The decoded bytes of one chunk. Its own checksum (CHUNK_CHECKSUM), else its Chunks
+    record's, is checked first, unless the caller did (`verified`)."""
     data = buf[ref.data_offset : ref.data_offset + ref.stored_len]
     if len(data) != ref.stored_len:
         raise FormatError("chunk data outside the file")
+    if not verified and ref.flags & CHUNK_CHECKSUM:
+        if chunk_crc(ref, data) != ref.crc:
+            raise FormatError(f"chunk at {ref.data_offset} fails its checksum")
+    elif not verified:
+        rec = frame(buf, ref.record_offset)
+        if rec is None or rec.kind != KIND_CHUNKS or not rec.payload_ok:
+            raise FormatError(f"chunks record at {ref.record_offset} is damaged")
     rb = row_bytes(spec)
     for cid in reversed(codec_ids(ref.codec)):
         if cid == CODEC_ZSTD:

@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 import trajcore
-from format_decoder import KIND_INDEX, DecodedDataset, hop
+from format_decoder import CHUNK_CHECKSUM, KIND_CHUNKS, KIND_INDEX, DecodedDataset, FormatError, decode_chunk_refs, hop
 
 GOLDEN = Path(__file__).parent / "golden"
 EXPECTED = json.loads((GOLDEN / "expected.json").read_text())
-CASES = ["chunk-never-closed", "index-checkpoint", "reset-only-episode", "across-rollover"]
+CASES = ["chunk-never-closed", "index-checkpoint", "reset-only-episode", "across-rollover", "chunk-checksums"]
 
 
 def _paths(case: str) -> list[tuple[Path, list[dict[str, Any]]]]:
@@ -61,3 +61,34 @@ def test_the_golden_files_are_the_odd_cases_they_claim() -> None:
     assert sum(r.kind == KIND_INDEX for r in records) >= 3, "several index checkpoints"
     assert len(list((GOLDEN / "across-rollover").glob("*.trj"))) >= 3
     assert EXPECTED["reset-only-episode"][-1]["length"] > 0, "the step-less episode is not listed"
+
+
+def test_a_flipped_chunk_of_the_1_1_file_costs_that_chunk_alone(tmp_path: Path) -> None:
+    """Format 1.1: each chunk has its own checksum. Both readers refuse the flipped chunk, and
+    read every other chunk of its record."""
+    (shard,) = (GOLDEN / "chunk-checksums").glob("*.trj")
+    buf = bytearray(shard.read_bytes())
+    records, _ = hop(bytes(buf))
+    refs = [ref for r in records if r.kind == KIND_CHUNKS for ref in decode_chunk_refs(bytes(buf), r)]
+    assert all(ref.flags & CHUNK_CHECKSUM for ref in refs)
+    victim = next(ref for ref in refs if ref.column == 0 and ref.lane == 1)
+    buf[victim.data_offset + victim.stored_len // 2] ^= 0x08
+    damaged = tmp_path / "d"
+    damaged.mkdir()
+    (damaged / shard.name).write_bytes(bytes(buf))
+
+    dec = DecodedDataset(damaged)
+    report = trajcore.verify(damaged)
+    (d,) = report.damage
+    assert d.offset == victim.data_offset and "checksum" in d.why
+    want = EXPECTED["chunk-checksums"]
+    for i, w in enumerate(want):
+        e = dec.episodes[i].fixed
+        hit = e.lane == victim.lane and victim.first_row < e.obs_first_row + e.length + 1
+        hit = hit and e.obs_first_row < victim.end_row
+        assert (i in report.damaged_episodes) == hit, i
+        if hit:
+            with pytest.raises(FormatError, match="fails its checksum"):
+                dec.read(i, "obs")
+        else:
+            np.testing.assert_array_equal(dec.read(i, "obs"), np.asarray(w["observations"], np.float32))

@@ -47,8 +47,9 @@ def _shard(path: Path) -> Path:
 
 
 def _flip_chunk_data(shard: Path, which: int) -> tuple[int, int]:
-    """Flips a byte inside the data of a chunk of the `which`-th Chunks record (negative from
-    the end); returns the record's offset and the flipped byte's."""
+    """Flips a byte inside the data of the first chunk of the `which`-th Chunks record (negative
+    from the end); returns the chunk's data offset (where its own checksum places the damage)
+    and the flipped byte's."""
     buf = bytearray(shard.read_bytes())
     records = [r for r in fd.hop(bytes(buf))[0] if r.kind == fd.KIND_CHUNKS]
     record = records[which]
@@ -56,13 +57,13 @@ def _flip_chunk_data(shard: Path, which: int) -> tuple[int, int]:
     at = ref.data_offset + ref.stored_len // 2
     buf[at] ^= 0x10
     shard.write_bytes(bytes(buf))
-    return record.offset, at
+    return ref.data_offset, at
 
 
 @pytest.fixture
 def damaged(clean: Path, tmp_path: Path) -> tuple[Path, int, list[int]]:
-    """A copy of `clean` with one flipped byte in a Chunks record mid-file: (path, the record's
-    offset, the episodes it damages)."""
+    """A copy of `clean` with one flipped byte in a chunk mid-file: (path, the chunk's offset,
+    the episodes it damages)."""
     path = tmp_path / "damaged"
     shutil.copytree(clean, path)
     offset, _ = _flip_chunk_data(_shard(path), len(fd.hop(_shard(path).read_bytes())[0]) // 2 // 2)
@@ -90,11 +91,12 @@ def test_verify_names_file_offset_and_episodes(clean: Path, damaged: tuple[Path,
     (d,) = report.damage
     assert (Path(d.file), d.offset) == (_shard(path), offset)
     assert "checksum" in d.why
-    # The episodes named are exactly those with a row in the damaged record, as the
-    # independent decoder reads the clean file.
+    # The episodes named are exactly those with a row in the damaged chunk (it carries its own
+    # checksum: the rest of its record is intact), as the independent decoder reads the clean file.
     buf = _shard(path).read_bytes()
-    record = next(r for r in fd.hop(buf)[0] if r.offset == offset)
-    refs = fd.decode_chunk_refs(buf, record)
+    all_refs = [ref for r in fd.hop(buf)[0] if r.kind == fd.KIND_CHUNKS for ref in fd.decode_chunk_refs(buf, r)]
+    refs = [ref for ref in all_refs if ref.data_offset == offset]
+    assert len(refs) == 1
     decoded = fd.DecodedDataset(clean)
     (columns,) = [r["columns"] for r in decoded.recordings.values()]
     expected = []
@@ -434,4 +436,3 @@ def test_verify_of_a_single_file_that_is_not_a_shard(tmp_path: Path) -> None:
     assert not report.intact and report.damage[0].offset == 0
     done = run_cli("verify", str(junk))
     assert done.returncode == 1 and "not a trajcore file" in done.stdout
-

@@ -2,7 +2,11 @@
 episodes a reader must list in `expected.json`. Committed; regenerate only when the format
 changes on purpose (then check the new files by eye against docs/FORMAT.md).
 
-    python tests/golden/make_golden.py
+    python tests/golden/make_golden.py          # the newest version's case (chunk-checksums)
+    python tests/golden/make_golden.py --all    # every case again, as today's writer writes them
+
+The 1.0 cases were written by a 1.0 writer and are kept so: both readers must read every
+version's files, so they are not rewritten unless on purpose (`--all`).
 
 - `chunk-never-closed/`: the writer was killed inside a Chunks record: the file ends in a
   record cut short; everything before it reads.
@@ -10,6 +14,9 @@ changes on purpose (then check the new files by eye against docs/FORMAT.md).
   `index_interval_bytes`), so the index chain has several links.
 - `reset-only-episode/`: an episode that never took a step before close: not listed, no row.
 - `across-rollover/`: an episode running over two shard rollovers, in three parts.
+- `chunk-checksums/` (format 1.1): two sub-envs, chunks with checksums of their own
+  (`CHUNK_CHECKSUM`); its tests also flip a byte of one chunk and check that
+  both readers lose that chunk alone. The other cases were written by 1.0 and stay as they are.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import trajcore  # noqa: E402
 from helpers import SpaceEnv  # noqa: E402
 
 BOX = spaces.Box(-1, 1, (2,), np.float32)
+CASES = ["chunk-never-closed", "index-checkpoint", "reset-only-episode", "across-rollover", "chunk-checksums"]
 
 
 def env(max_steps: int = 6) -> SpaceEnv:
@@ -74,42 +82,60 @@ def run(
     return rec
 
 
-def main() -> None:
+def write_1_0_cases(tmp_path: Path) -> None:
+    """The cases first written by format 1.0."""
+    # Killed inside a Chunks record: cut the closed file in the last Chunks record.
+    run(tmp_path / "a", 20, flush=True)
+    (shard,) = sorted((tmp_path / "a").glob("*.trj"))
+    buf = shard.read_bytes()
+    from format_decoder import KIND_CHUNKS, hop
+
+    records, _ = hop(buf)
+    last_chunks = [r for r in records if r.kind == KIND_CHUNKS][-1]
+    cut = last_chunks.offset + 24 + last_chunks.payload_len // 2
+    out = HERE / "chunk-never-closed"
+    out.mkdir(exist_ok=True)
+    (out / shard.name).write_bytes(buf[:cut])
+
+    for name, kwargs in [
+        ("index-checkpoint", {"steps": 60, "flush": True, "index_interval_bytes": 1024, "chunk_bytes": 64}),
+        ("across-rollover", {"steps": 200, "max_steps": 200, "max_shard_bytes": 4096, "chunk_bytes": 64}),
+    ]:
+        steps = kwargs.pop("steps")
+        src = tmp_path / name
+        run(src, steps, **kwargs)
+        out = HERE / name
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.copytree(src, out)
+
+    rec = run(tmp_path / "r", 6, close=False)
+    rec.reset()  # an episode that never steps
+    rec.close()
+    out = HERE / "reset-only-episode"
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(tmp_path / "r", out)
+
+
+def main(everything: bool) -> None:
     expected: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
-        # Killed inside a Chunks record: cut the closed file in the last Chunks record.
-        run(tmp_path / "a", 20, flush=True)
-        (shard,) = sorted((tmp_path / "a").glob("*.trj"))
-        buf = shard.read_bytes()
-        from format_decoder import KIND_CHUNKS, hop
+        if everything:
+            write_1_0_cases(tmp_path)
+        # Format 1.1: two sub-envs, small chunks (many of them, each with its own checksum).
+        import gymnasium as gym
 
-        records, _ = hop(buf)
-        last_chunks = [r for r in records if r.kind == KIND_CHUNKS][-1]
-        cut = last_chunks.offset + 24 + last_chunks.payload_len // 2
-        out = HERE / "chunk-never-closed"
-        out.mkdir(exist_ok=True)
-        (out / shard.name).write_bytes(buf[:cut])
-
-        for name, kwargs in [
-            ("index-checkpoint", {"steps": 60, "flush": True, "index_interval_bytes": 1024, "chunk_bytes": 64}),
-            ("across-rollover", {"steps": 200, "max_steps": 200, "max_shard_bytes": 4096, "chunk_bytes": 64}),
-        ]:
-            steps = kwargs.pop("steps")
-            src = tmp_path / name
-            run(src, steps, **kwargs)
-            out = HERE / name
-            shutil.rmtree(out, ignore_errors=True)
-            shutil.copytree(src, out)
-
-        rec = run(tmp_path / "r", 6, close=False)
-        rec.reset()  # an episode that never steps
-        rec.close()
-        out = HERE / "reset-only-episode"
+        out = HERE / "chunk-checksums"
         shutil.rmtree(out, ignore_errors=True)
-        shutil.copytree(tmp_path / "r", out)
+        envs = gym.vector.SyncVectorEnv([lambda: env(max_steps=5) for _ in range(2)])
+        with trajcore.RecordVectorEpisodes(envs, tmp_path / "c", chunk_bytes=64, max_shard_bytes=6000) as rec:
+            rec.action_space.seed(1)
+            rec.reset(seed=1)
+            for _ in range(40):
+                rec.step(rec.action_space.sample())
+        shutil.copytree(tmp_path / "c", out)
 
-    for case in ["chunk-never-closed", "index-checkpoint", "reset-only-episode", "across-rollover"]:
+    for case in CASES:
         expected[case] = describe(HERE / case)
         shards = sorted((HERE / case).glob("*.trj"))
         expected[case + "/shards"] = {p.name: describe(p) for p in shards} if len(shards) > 1 else {}
@@ -120,4 +146,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main("--all" in sys.argv[1:])

@@ -6,9 +6,9 @@ mod common;
 use std::path::Path;
 
 use common::*;
+use trajcore_core::format::chunks;
 use trajcore_core::format::header::FileHeader;
 use trajcore_core::format::record::{RecordHeader, RECORD_HEADER_LEN};
-use trajcore_core::format::chunks;
 use trajcore_core::reader::{verify, Dataset, OpenOptions};
 use trajcore_core::Error;
 

@@ -212,17 +212,13 @@ fn check_record(
             Some(k) => format!("{k:?}"),
             None => format!("unknown kind {}", rec.header.kind),
         };
-        let why = if each_checked {
-            format!("{kind} record payload checksum mismatch; its chunks are checked by their own checksums")
-        } else {
-            format!("{kind} record payload checksum mismatch")
-        };
-        out.damage.push((offset, why));
         if !each_checked {
+            out.damage.push((offset, format!("{kind} record payload checksum mismatch")));
             out.unreadable.extend(chunks.iter().map(|(loc, _)| loc.chunk.data_offset));
             return out;
         }
     }
+    let damage_before = out.damage.len();
     if rec.header.record_kind() == Some(RecordKind::Timelog) {
         if let Err(why) = crate::format::timelog::decode(&rec.payload(map)) {
             out.damage.push((offset, why));
@@ -256,6 +252,13 @@ fn check_record(
                 out.unreadable.push(c.data_offset);
             }
         }
+    }
+    if !payload_ok && out.damage.len() == damage_before {
+        // No chunk explains the mismatch: the damage is in the table or the padding, which
+        // costs nothing while the index holds the chunks' references.
+        let why =
+            "Chunks record payload checksum mismatch in its table or padding (every chunk passes its own checksum)";
+        out.damage.push((offset, why.into()));
     }
     out
 }
