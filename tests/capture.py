@@ -199,9 +199,7 @@ def assert_matches(ds: trajcore.Dataset, expected: list[Expected], obs_space: sp
             assert_episode(g, w, obs_space, f"sub-env {i} episode {k}")
 
 
-def record_vector(
-    rec: Any, steps: int, seed: int, policy: Any = None
-) -> tuple[Capture, list[Expected]]:
+def record_vector(rec: Any, steps: int, seed: int, policy: Any = None) -> tuple[Capture, list[Expected]]:
     """Drives a `RecordVectorEpisodes` for `steps` steps with a captured copy of every return value
     (resetting ended sub-envs with a mask in DISABLED mode), then closes it."""
     mode = {

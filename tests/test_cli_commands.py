@@ -60,7 +60,17 @@ def test_every_option_has_help_with_its_default_and_every_command_examples() -> 
     parser = _parser("trajcore")
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
     assert set(commands) == {
-        "record", "info", "ls", "view", "plot", "export", "import-minari", "convert", "verify", "recover", "bench"
+        "record",
+        "info",
+        "ls",
+        "view",
+        "plot",
+        "export",
+        "import-minari",
+        "convert",
+        "verify",
+        "recover",
+        "bench",
     }
     for name, sub in commands.items():
         text = sub.format_help()

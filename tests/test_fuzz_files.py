@@ -210,6 +210,3 @@ def test_the_intact_files_verify_and_read(originals: dict[str, bytes], tmp_path:
             with trajcore.open(path, strict=True, verify=True) as ds:
                 _read_everything(ds, name)
                 assert ds.num_episodes > 3
-
-
-

@@ -177,6 +177,8 @@ class Dataset:
         it opened): [file, 0, what happened]."""
     def __len__(self) -> int: ...
     @property
+    def episodes_unlisted(self) -> int: ...
+    @property
     def problems(self) -> list[list[Any]]:
         """Damage found while opening (and by a verification at open): [file, byte offset, what
         was wrong]."""

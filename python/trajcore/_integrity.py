@@ -20,13 +20,16 @@ __all__ = ["Damage", "VerifyReport", "recover", "verify"]
 
 @dataclass(frozen=True)
 class Damage:
-    """One damaged spot: the file, the byte offset, what is wrong, and the listed episodes
-    (dataset indexes, as `trajcore.open` lists them without `verify`) whose data lies there."""
+    """One damaged spot: the file, the byte offset, what is wrong, the listed episodes (dataset
+    indexes, as `trajcore.open` lists them without `verify`) whose data lies there, and how many
+    episodes it took out of the listing (``unlisted``: a damaged Episode record's, as its own
+    header counts them)."""
 
     file: str
     offset: int
     why: str
     episodes: tuple[int, ...]
+    unlisted: int = 0
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,11 @@ class VerifyReport:
         return sorted({e for d in self.damage for e in d.episodes})
 
     @property
+    def episodes_lost(self) -> int:
+        """Episodes lost to the damage: the listed ones it affects and those no longer listed."""
+        return len(self.damaged_episodes) + sum(d.unlisted for d in self.damage)
+
+    @property
     def mb_per_s(self) -> float:
         """File bytes checked per second, in MB (10^6 bytes)."""
         return self.bytes / 1e6 / max(self.seconds, 1e-9)
@@ -60,7 +68,8 @@ class VerifyReport:
 
 def _report(path: str, raw: dict[str, Any], seconds: float = 0.0) -> VerifyReport:
     damage = tuple(
-        Damage(d["file"], int(d["offset"]), d["why"], tuple(int(e) for e in d["episodes"])) for d in raw["damage"]
+        Damage(d["file"], int(d["offset"]), d["why"], tuple(int(e) for e in d["episodes"]), int(d.get("unlisted", 0)))
+        for d in raw["damage"]
     )
     return VerifyReport(
         path=path,

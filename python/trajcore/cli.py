@@ -293,6 +293,7 @@ def _info(args: argparse.Namespace) -> int:
             "compression_ratio": raw_total / disk if disk else None,
             "columns": columns,
             "problems": [list(p) for p in ds.problems],
+            "episodes_unlisted": ds.episodes_unlisted,
         }
     if args.json:
         print(json.dumps(_strict_json(report), indent=2, allow_nan=False))
@@ -351,6 +352,9 @@ def _info(args: argparse.Namespace) -> int:
         print(line, file=out)
     for file, offset, why in report["problems"]:
         print(f"  problem: {file} at byte {offset}: {why}", file=out)
+    if report["episodes_unlisted"]:
+        lost = report["episodes_unlisted"]
+        print(f"  lost: {lost:,} episode(s) no longer listed (damaged Episode records)", file=out)
     return 0
 
 
@@ -625,10 +629,17 @@ def _verify(args: argparse.Namespace) -> int:
                     "path": report.path,
                     "intact": report.intact,
                     "damage": [
-                        {"file": d.file, "offset": d.offset, "why": d.why, "episodes": list(d.episodes)}
+                        {
+                            "file": d.file,
+                            "offset": d.offset,
+                            "why": d.why,
+                            "episodes": list(d.episodes),
+                            "unlisted": d.unlisted,
+                        }
                         for d in report.damage
                     ],
                     "damaged_episodes": report.damaged_episodes,
+                    "episodes_lost": report.episodes_lost,
                     "shards": report.shards,
                     "bytes": report.bytes,
                     "records": report.records,
@@ -649,9 +660,10 @@ def _verify(args: argparse.Namespace) -> int:
             print(f"{report.path}: intact: {what}")
         else:
             affected = report.damaged_episodes
+            unlisted = report.episodes_lost - len(affected)
             print(
-                f"{report.path}: DAMAGED: {len(report.damage)} problem(s), {len(affected):,} listed episode(s) "
-                f"affected; {what}"
+                f"{report.path}: DAMAGED: {len(report.damage)} problem(s), {report.episodes_lost:,} episode(s) lost "
+                f"({len(affected):,} listed episode(s) affected, {unlisted:,} no longer listed); {what}"
             )
             for d in report.damage:
                 print(f"  {d.file} at byte {d.offset}: {d.why} ({_episodes_text(d.episodes)})")
@@ -673,7 +685,10 @@ def _recover(args: argparse.Namespace) -> int:
         print(f"{args.src}: {d.file} at byte {d.offset}: {d.why} ({_episodes_text(d.episodes)})", file=sys.stderr)
     for file, offset, why in result["recordings_lost"]:
         print(f"{args.src}: recording left out: {file} at byte {offset}: {why}", file=sys.stderr)
+    unlisted = source.episodes_lost - len(source.damaged_episodes)
     state = "intact" if source.intact else f"damaged ({len(source.damage)} problem(s))"
+    if unlisted:
+        state += f"; {unlisted:,} episode(s) were no longer listed (damaged Episode records) and are lost"
     print(
         f"recovered {result['whole']:,} episodes whole and {result['cut']:,} intact prefixes (incomplete), "
         f"{result['steps']:,} steps, into {args.dst} ({len(result['shards'])} shard(s)) in "

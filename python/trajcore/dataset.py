@@ -205,6 +205,12 @@ class Dataset(_Sampling):
         it): (file, byte offset, what was wrong)."""
         return [tuple(p) for p in self._core.problems]
 
+    @property
+    def episodes_unlisted(self) -> int:
+        """Episodes the `problems` took out of the listing (damaged Episode records, as their own
+        headers count them): lost, and not among `episodes`."""
+        return int(self._core.episodes_unlisted)
+
     def timelog(self, recording: int = 0) -> list[dict[str, Any]]:
         """The writer's timelog stored in the files of `recording` (see `num_recordings`): one
         dict per second of recording, oldest first, with the fields of a recorder's

@@ -175,6 +175,11 @@ impl PyDataset {
     }
 
     #[getter]
+    fn episodes_unlisted(&self) -> u64 {
+        self.read(|d| d.episodes_unlisted())
+    }
+
+    #[getter]
     fn shards(&self) -> Vec<String> {
         self.read(|d| d.shard_paths().iter().map(|p| p.display().to_string()).collect())
     }

@@ -209,6 +209,21 @@ pub fn encode_batch_with(episodes: &[EpisodeItem], fixed_len: usize) -> Vec<u8> 
 /// bytes and metrics blob.
 pub type DecodedEpisode = (EpisodeSummary, Vec<u8>, Vec<u8>);
 
+/// The number of episodes a (damaged) Episode record's header claims, when it is plausible
+/// (at least one, their fixed parts fitting the body it claims): what a lost record cost.
+pub fn claimed_count(payload: &[u8]) -> Option<u64> {
+    if payload.len() < BATCH_HEADER_LEN {
+        return None;
+    }
+    let count = u32::from_le_bytes(payload[0..4].try_into().ok()?) as u64;
+    let fixed_len = u16::from_le_bytes(payload[4..6].try_into().ok()?) as u64;
+    let body_len = u64::from_le_bytes(payload[8..16].try_into().ok()?);
+    let plausible = count >= 1
+        && fixed_len >= FIXED_LEN as u64
+        && count.checked_mul(fixed_len).is_some_and(|b| b <= body_len.min(MAX_BODY));
+    plausible.then_some(count)
+}
+
 /// Decodes an Episode record payload. Every length is checked; errors say what does not hold.
 pub fn decode_batch(payload: &[u8], record_offset: u64) -> Result<Vec<DecodedEpisode>, String> {
     if payload.len() < BATCH_HEADER_LEN {

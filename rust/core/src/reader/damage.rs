@@ -25,6 +25,10 @@ pub struct Damage {
     pub why: String,
     /// Dataset indexes of the listed episodes whose rows or metadata lie there, ascending.
     pub episodes: Vec<usize>,
+    /// Episodes it took out of the listing, so in no `episodes` (a damaged Episode record's, as
+    /// its own header counts them).
+    #[serde(default)]
+    pub unlisted: u64,
 }
 
 impl Damage {
@@ -204,7 +208,7 @@ mod tests {
 
     #[test]
     fn damage_names_a_few_episodes() {
-        let d = |episodes: Vec<usize>| Damage { file: "f".into(), offset: 0, why: "bad".into(), episodes };
+        let d = |episodes: Vec<usize>| Damage { file: "f".into(), offset: 0, why: "bad".into(), episodes, unlisted: 0 };
         assert_eq!(d(vec![]).why_with_episodes(), "bad");
         assert_eq!(d(vec![4]).why_with_episodes(), "bad; episode 4 left out");
         assert_eq!(d(vec![1, 2]).why_with_episodes(), "bad; episodes 1, 2 left out");

@@ -160,6 +160,12 @@ impl Dataset {
         &self.problems
     }
 
+    /// Episodes the problems took out of the listing (damaged Episode records, as their own
+    /// headers count them): lost, and in no listing.
+    pub fn episodes_unlisted(&self) -> u64 {
+        self.problems.iter().map(|p| p.unlisted).sum()
+    }
+
     /// The writer's timelog of `recording` stored in its shards (a sample per second of
     /// recording, in order), and the damage that left samples out (a damaged record loses its
     /// minute or so of samples; the rest are read).

@@ -165,7 +165,7 @@ impl DatasetView<'_> {
         }
         let shard = self.catalog.shard_of(path)?;
         let episodes = Affected::new(self.catalog).at(shard, *offset);
-        self.read_damage.add(Damage { file: path.clone(), offset: *offset, why: why.clone(), episodes })
+        self.read_damage.add(Damage { file: path.clone(), offset: *offset, why: why.clone(), episodes, unlisted: 0 })
     }
 
     /// Whether a read found damage in the episode's data (lenient mode).

@@ -137,6 +137,9 @@ pub struct Problem {
     pub file: PathBuf,
     pub offset: u64,
     pub why: String,
+    /// Episodes this damage took out of the listing (a damaged Episode record's): the count its
+    /// own header claims, so approximate.
+    pub unlisted: u64,
 }
 
 impl Problem {
@@ -177,7 +180,13 @@ impl std::fmt::Display for Problem {
 
 impl Problem {
     pub(crate) fn new(file: impl Into<PathBuf>, offset: u64, why: impl Into<String>) -> Self {
-        Problem { file: file.into(), offset, why: why.into() }
+        Problem { file: file.into(), offset, why: why.into(), unlisted: 0 }
+    }
+
+    /// A problem that took `unlisted` episodes out of the listing.
+    pub(crate) fn unlisting(mut self, unlisted: u64) -> Self {
+        self.unlisted = unlisted;
+        self
     }
 
     pub(crate) fn to_error(&self) -> crate::Error {

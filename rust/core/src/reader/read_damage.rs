@@ -104,7 +104,7 @@ mod tests {
     fn damage_is_added_once() {
         let rd = ReadDamage::default();
         assert!(!rd.is_damaged(3));
-        let d = |eps: Vec<usize>| Damage { file: "f".into(), offset: 8, why: "x".into(), episodes: eps };
+        let d = |eps: Vec<usize>| Damage { file: "f".into(), offset: 8, why: "x".into(), episodes: eps, unlisted: 0 };
         assert_eq!(rd.add(d(vec![3, 4])).unwrap().episodes, vec![3, 4]);
         assert_eq!(rd.add(d(vec![4, 5])).unwrap().episodes, vec![5], "only the episodes new to it");
         assert!(rd.add(d(vec![3])).is_none());

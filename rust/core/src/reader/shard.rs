@@ -622,11 +622,19 @@ impl Shard {
         }
         if !rec.payload_ok(map) {
             let why = format!("{} record payload checksum mismatch", kind_name(rec.header.kind));
+            let mut unlisted = 0;
             let why = match kind {
                 Some(RecordKind::Chunks) => self.salvage_chunks(map, rec, found, why),
+                Some(RecordKind::Episode) => match episode::claimed_count(&rec.payload(map)) {
+                    Some(n) => {
+                        unlisted = n;
+                        format!("{why}: about {n} episode(s) in it are no longer listed")
+                    }
+                    None => format!("{why}: the episodes in it are no longer listed"),
+                },
                 _ => why,
             };
-            self.problems.push(self.problem(rec.offset, why));
+            self.problems.push(self.problem(rec.offset, why).unlisting(unlisted));
             self.bad_records.insert(rec.offset);
             return;
         }

@@ -62,6 +62,12 @@ impl VerifyReport {
         self.damage.is_empty()
     }
 
+    /// Episodes lost: the listed ones some damage affects, and those damage took out of the
+    /// listing (as their damaged records count them).
+    pub fn episodes_lost(&self) -> u64 {
+        self.damaged_episodes().len() as u64 + self.damage.iter().map(|d| d.unlisted).sum::<u64>()
+    }
+
     /// Every listed episode some damage affects, ascending.
     pub fn damaged_episodes(&self) -> Vec<usize> {
         let set: BTreeSet<usize> = self.damage.iter().flat_map(|d| d.episodes.iter().copied()).collect();
@@ -97,7 +103,8 @@ pub fn verify(dataset: &Dataset) -> VerifyReport {
             seen.insert((s, p.offset));
         }
         let episodes = affected().of_problem(p);
-        report.damage.push(Damage { file: p.file.clone(), offset: p.offset, why: p.why.clone(), episodes });
+        let (file, offset, why, unlisted) = (p.file.clone(), p.offset, p.why.clone(), p.unlisted);
+        report.damage.push(Damage { file, offset, why, episodes, unlisted });
     }
     report.from_open = report.damage.len();
 
@@ -178,7 +185,7 @@ pub fn verify(dataset: &Dataset) -> VerifyReport {
     for (s, offset, why) in found {
         if seen.insert((s, offset)) {
             let file = ds.store.shards[s].path.clone();
-            report.damage.push(Damage { file, offset, why, episodes: affected().at(s, offset) });
+            report.damage.push(Damage { file, offset, why, episodes: affected().at(s, offset), unlisted: 0 });
         }
     }
     report
@@ -313,6 +320,7 @@ pub fn verify_path(path: &Path) -> Result<VerifyReport> {
                 offset: 0,
                 why: format!("not a trajcore file: {why}"),
                 episodes: vec![],
+                unlisted: 0,
             }],
             from_open: 1,
             shards: 1,
