@@ -31,7 +31,7 @@ const PACKED_HEADER_LEN: usize = 16;
 /// its own). A reader that has that shard ignores the chunk.
 pub const CHUNK_REPEAT: u32 = 1;
 
-/// Chunk flag (a later addition): the entry's checksum field holds `chunk_crc` of the chunk, so
+/// Chunk flag (a later addition): the entry's checksum field holds the chunk's checksum (`Identity::crc`), so
 /// the chunk is checked on its own and damage elsewhere in its record does not touch it. Readers
 /// that do not know the flag ignore it (and check the whole record, as before).
 pub const CHUNK_CHECKSUM: u32 = 2;
@@ -40,9 +40,8 @@ pub const CHUNK_CHECKSUM: u32 = 2;
 /// decode them, so a damaged entry is caught like damaged data.
 const IDENTITY_LEN: usize = 36;
 
-/// crc32c of a chunk's identity (`lane u32, column u32, first_row u64, n_rows u32, codec u32,
-/// raw_len u64, flags u32`, flags with `CHUNK_CHECKSUM` set) followed by its stored bytes.
-pub fn chunk_crc(
+/// What a chunk's checksum covers besides its data.
+struct Identity {
     lane: u32,
     column: u32,
     first_row: u64,
@@ -50,17 +49,22 @@ pub fn chunk_crc(
     codec: u32,
     raw_len: u64,
     flags: u32,
-    data: &[u8],
-) -> u32 {
-    let mut id = [0u8; IDENTITY_LEN];
-    id[0..4].copy_from_slice(&lane.to_le_bytes());
-    id[4..8].copy_from_slice(&column.to_le_bytes());
-    id[8..16].copy_from_slice(&first_row.to_le_bytes());
-    id[16..20].copy_from_slice(&n_rows.to_le_bytes());
-    id[20..24].copy_from_slice(&codec.to_le_bytes());
-    id[24..32].copy_from_slice(&raw_len.to_le_bytes());
-    id[32..36].copy_from_slice(&(flags | CHUNK_CHECKSUM).to_le_bytes());
-    crc32c::crc32c_append(crc32c::crc32c(&id), data)
+}
+
+impl Identity {
+    /// crc32c of the identity (`lane u32, column u32, first_row u64, n_rows u32, codec u32,
+    /// raw_len u64, flags u32`, flags with `CHUNK_CHECKSUM` set) followed by the stored bytes.
+    fn crc(&self, data: &[u8]) -> u32 {
+        let mut id = [0u8; IDENTITY_LEN];
+        id[0..4].copy_from_slice(&self.lane.to_le_bytes());
+        id[4..8].copy_from_slice(&self.column.to_le_bytes());
+        id[8..16].copy_from_slice(&self.first_row.to_le_bytes());
+        id[16..20].copy_from_slice(&self.n_rows.to_le_bytes());
+        id[20..24].copy_from_slice(&self.codec.to_le_bytes());
+        id[24..32].copy_from_slice(&self.raw_len.to_le_bytes());
+        id[32..36].copy_from_slice(&(self.flags | CHUNK_CHECKSUM).to_le_bytes());
+        crc32c::crc32c_append(crc32c::crc32c(&id), data)
+    }
 }
 
 /// Where one chunk's bytes are and how to turn them back into rows.
@@ -79,7 +83,7 @@ pub struct ChunkRef {
     pub raw_len: u64,
     /// `CHUNK_REPEAT`, `CHUNK_CHECKSUM` or 0; unknown bits are ignored.
     pub flags: u32,
-    /// With `CHUNK_CHECKSUM`: `chunk_crc` of the chunk (0 and unused without it).
+    /// With `CHUNK_CHECKSUM`: the chunk's checksum, `Identity::crc` (0 and unused without it).
     pub crc: u32,
 }
 
@@ -101,17 +105,8 @@ impl ChunkRef {
 
     /// Whether `data` (the chunk's stored bytes) and this reference are what the writer wrote.
     pub fn checksum_matches(&self, data: &[u8]) -> bool {
-        self.crc
-            == chunk_crc(
-                self.lane,
-                self.column,
-                self.first_row,
-                self.n_rows,
-                self.codec,
-                self.raw_len,
-                self.flags,
-                data,
-            )
+        let Self { lane, column, first_row, n_rows, codec, raw_len, flags, .. } = *self;
+        self.crc == Identity { lane, column, first_row, n_rows, codec, raw_len, flags }.crc(data)
     }
 
     pub fn end_row(&self) -> u64 {
@@ -283,7 +278,16 @@ fn place(record_offset: u64, chunks: &[PendingChunk], data_start: usize) -> Vec<
             stored_len: c.data.len() as u64,
             raw_len: c.raw_len,
             flags,
-            crc: chunk_crc(c.lane, c.column, c.first_row, c.n_rows, c.codec, c.raw_len, flags, &c.data),
+            crc: Identity {
+                lane: c.lane,
+                column: c.column,
+                first_row: c.first_row,
+                n_rows: c.n_rows,
+                codec: c.codec,
+                raw_len: c.raw_len,
+                flags,
+            }
+            .crc(&c.data),
         });
         pos = data_offset + c.data.len() as u64;
     }

@@ -85,22 +85,27 @@ impl DatasetView<'_> {
 
     pub(super) fn ensure_verified(&self, loc: &Located) -> Result<()> {
         if !self.store.verified.is_verified(loc.record) {
-            let shard = &self.store.shards[loc.shard];
             if loc.chunk.has_checksum() {
-                shard.verify_chunk(&loc.chunk)?;
+                self.stored_bytes(loc)?;
             } else {
-                shard.verify_chunks_record(loc.chunk.record_offset)?;
+                self.store.shards[loc.shard].verify_chunks_record(loc.chunk.record_offset)?;
+                self.store.verified.mark(loc.record);
             }
-            self.store.verified.mark(loc.record);
         }
         Ok(())
     }
 
-    /// A chunk's stored bytes (a slice of the map, or read from the file), its Chunks record
-    /// verified first.
+    /// A chunk's stored bytes (a slice of the map, or read from the file), checked first: by its
+    /// own checksum (read once for both), or its Chunks record's.
     pub(super) fn stored_bytes(&self, loc: &Located) -> Result<Cow<'_, [u8]>> {
-        self.ensure_verified(loc)?;
-        self.stored_unchecked(loc)
+        if !loc.chunk.has_checksum() || self.store.verified.is_verified(loc.record) {
+            self.ensure_verified(loc)?;
+            return self.stored_unchecked(loc);
+        }
+        let data = self.stored_unchecked(loc)?;
+        self.store.shards[loc.shard].verify_chunk(&loc.chunk, &data)?;
+        self.store.verified.mark(loc.record);
+        Ok(data)
     }
 
     /// A chunk's stored bytes, for a caller that verified its Chunks record already.

@@ -676,10 +676,10 @@ impl Shard {
         format!("{why}: {kept} of its {total} chunks pass their own checksums and are kept, the rest is lost")
     }
 
-    /// Checks once, before its data is first used, that a chunk with its own checksum is intact.
-    pub fn verify_chunk(&self, chunk: &ChunkRef) -> Result<()> {
-        let data = self.source.bytes(chunk.data_offset, chunk.stored_len);
-        if !data.is_some_and(|d| chunk.checksum_matches(&d)) {
+    /// Checks once, before its data is first used, that a chunk with its own checksum is intact
+    /// (`data`: its stored bytes).
+    pub fn verify_chunk(&self, chunk: &ChunkRef, data: &[u8]) -> Result<()> {
+        if !chunk.checksum_matches(data) {
             let why = format!(
                 "chunk of column {} lane {} (rows {}..{}) fails its checksum",
                 chunk.column,
