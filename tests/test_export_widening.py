@@ -282,3 +282,50 @@ def test_recordings_that_widened_and_did_not_share_one_column(tmp_path: Path) ->
     values = info.field("x")
     assert str(values.type) == "double"
     assert values.to_pylist() == [2.0, 0.5, 2.0, 3.0]
+
+
+def _widened(base: str, wider: str | None) -> list[dict[str, Any]]:
+    """Column specs of an info key `x` of dtype `base`, widened to `wider` (ids 1 to 4 after the
+    observation's 0, as `test_export_columns.recording` numbers them)."""
+    from test_export_columns import col
+
+    specs = [
+        col("obs", "float32", [2]),
+        col("info/x", base, [], mask=2),
+        col("info/_x", "bool", [], mask_of=1),
+    ]
+    if wider is not None:
+        specs += [
+            col(f"info/x%W{wider}", wider, [], mask=4, widens=1),
+            col(f"info/_x%W{wider}", "bool", [], mask_of=3),
+        ]
+    return specs
+
+
+@pytest.mark.parametrize(
+    ("recordings", "dtype"),
+    [
+        ([("int64", "float64")], "float64"),
+        ([("bool", "int64")], "int64"),
+        ([("int64", "float64"), ("int64", None)], "float64"),
+        ([("int64", None), ("int64", "float64")], "float64"),
+        ([("bool", "int64"), ("int64", "float64")], "float64"),
+        ([("int64", "float64"), ("str", None)], None),
+        ([("int64", "float64"), ("int64", None), ("float32", None)], "float64"),
+    ],
+)
+def test_the_plan_has_one_leaf_per_widened_key(recordings: list[tuple[str, str | None]], dtype: str | None) -> None:
+    """Plain values: the step-table plan of recordings whose key `x` did (base, wider) or did not
+    (base, None) widen. None: one table cannot hold them."""
+    from test_export_columns import recording
+    from trajcore.formats._columns import make_plan
+
+    specs = [recording({"leaf": "obs"}, _widened(base, wider)) for base, wider in recordings]
+    if dtype is None:
+        with pytest.raises(trajcore.SchemaError, match="'info/x'"):
+            make_plan(specs)
+        return
+    infos = [leaf for leaf in make_plan(specs).leaves if leaf.group == "info"]
+    assert [(leaf.name, leaf.dtype, leaf.mask) for leaf in infos] == [("info/x", dtype, "info/_x")]
+    widened = {f"info/x%W{wider}" for _, wider in recordings if wider}
+    assert {column for column, _ in infos[0].wider} == widened
