@@ -357,6 +357,23 @@ def test_reads_of_unchanged_files_share_what_workers_opened_and_a_change_opens_a
     assert files_token([*shards[:-1], str(tmp_path / "gone.trj")]) != token
 
 
+def test_the_driver_plans_a_read_of_unchanged_files_once(rollover: Path, tmp_path: Path) -> None:
+    """Opening lists every episode: a second read of the same files (an epoch loop) reuses the
+    plan, another selection of columns or any change to a file plans again."""
+    path = tmp_path / "ds"
+    shutil.copytree(rollover, path)
+    first = trajcore.ray.TrajcoreDatasource(path)
+    assert trajcore.ray.TrajcoreDatasource(path)._planned is first._planned
+    assert trajcore.ray.TrajcoreDatasource(path, columns=["reward"])._planned is not first._planned
+    shard = sorted(path.glob("*.trj"))[0]
+    st = os.stat(shard)
+    os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    again = trajcore.ray.TrajcoreDatasource(path)
+    assert again._planned is not first._planned and again._spec.token != first._spec.token
+    with trajcore.open(path) as ds:
+        assert_transitions(numpy_rows(trajcore.ray.read_transitions(path)), ds)
+
+
 def test_locate_and_plan_are_plain_logic() -> None:
     keys = [EpisodeKey(i, f"s{i // 3}", i, 0, n) for i, n in enumerate([5, 1, 7, 2, 2, 2, 9])]
     tasks = plan_tasks(keys, parallelism=1, max_steps=8)
@@ -374,6 +391,17 @@ def test_locate_and_plan_are_plain_logic() -> None:
         locate(TaskPlan("s1", tuple(keys[3:6])), grown, "ds")
     with pytest.raises(trajcore.TrajcoreIOError, match="no longer listed"):
         locate(TaskPlan("s1", tuple(keys[3:6])), {}, "ds")
+
+
+def test_a_shards_steps_are_shared_evenly_among_its_tasks() -> None:
+    """No task of a few steps left over: each Ray task costs scheduling, and on a small
+    cluster Ray Data may run them one after the other."""
+    keys = [EpisodeKey(i, "s0", i, 0, 4) for i in range(10)]
+    # 40 steps at most 14 a task: 3 tasks of 12, 16 and 12 steps (not 12, 12, 12 and 4).
+    assert [t.steps for t in plan_tasks(keys, parallelism=3, max_steps=100)] == [12, 16, 12]
+    assert [t.steps for t in plan_tasks(keys, parallelism=0, max_steps=14)] == [12, 16, 12]
+    assert [t.steps for t in plan_tasks(keys, parallelism=2, max_steps=100)] == [20, 20]
+    assert plan_tasks([], parallelism=2, max_steps=100) == []
 
 
 def test_import_trajcore_does_not_import_ray() -> None:

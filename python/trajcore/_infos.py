@@ -5,7 +5,7 @@ reading the columns is the caller's."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +16,7 @@ from trajcore import _core
 from trajcore.errors import CorruptFileError
 from trajcore.spaces import unescape_key
 
-__all__ = ["MAX_INFO_DEPTH", "Field", "column_fields", "nest", "with_masks"]
+__all__ = ["MAX_INFO_DEPTH", "Field", "column_fields", "nest", "widen", "with_masks"]
 
 MAX_INFO_DEPTH: int = _core.MAX_INFO_DEPTH
 
@@ -33,7 +33,7 @@ class Field:
     wider: list[tuple[str, str | None]] = field(default_factory=list)
 
 
-def column_fields(columns: list[dict[str, Any]], prefix: str) -> list[Field]:
+def column_fields(columns: Sequence[Mapping[str, Any]], prefix: str) -> list[Field]:
     """The value columns under `prefix` (``"info/"``, ``"data/"``) of a recording's column specs,
     each with its path of keys and its mask column."""
     by_id = {c["id"]: c["name"] for c in columns if "id" in c}
@@ -59,7 +59,7 @@ def column_fields(columns: list[dict[str, Any]], prefix: str) -> list[Field]:
     return list(unique.values())
 
 
-def _widened_base(fields: dict[Any, Field], column: dict[str, Any]) -> Field | None:
+def _widened_base(fields: dict[Any, Field], column: Mapping[str, Any]) -> Field | None:
     """The field a widened column continues: the one of the earlier masked value column its
     `widens` names (FORMAT.md, "Widened columns"); None for a column that widens none, or names
     no such column (it then reads as a key of its own, as a reader without `widens` reads it)."""
@@ -99,14 +99,14 @@ def nest(fields: list[Field], read: Callable[[str], Any], where: str) -> tuple[d
         else:
             value = read(f.column)
             for wider_value, wider_mask in wider:
-                value, mask = _widen(value, mask, wider_value, wider_mask, f.column)
+                value, mask = widen(value, mask, wider_value, wider_mask, f.column)
             node[f.path[-1]] = value
             if mask is not None:
                 mask_node[f.path[-1]] = mask
     return values, masks
 
 
-def _widen(value: Any, mask: Any, wider: Any, wider_mask: Any, column: str) -> tuple[Any, Any]:
+def widen(value: Any, mask: Any, wider: Any, wider_mask: Any, column: str) -> tuple[Any, Any]:
     """A key's values and mask with those of the column that continues it with a wider type:
     each row from the column that holds it, every row in the wider type.
 

@@ -23,15 +23,19 @@ Everything here takes and returns plain values (column specs, layout trees): the
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from trajcore import _core
+from trajcore._infos import column_fields
 from trajcore.errors import InvalidArgumentError, SchemaError
-from trajcore.spaces import escape_key, unescape_key
+from trajcore.spaces import escape_key
 
 __all__ = [
     "DEFAULT_MAX_VALUES",
@@ -69,6 +73,9 @@ class Leaf:
         shape: shape of one row's value.
         first_row: which row of the column holds step 0's value (1 for ``next_obs`` and infos).
         mask: the column saying at which rows the value was given (infos, custom data), if any.
+        wider: the columns (with their masks) that continue `column` in wider types, in order
+            (a key whose later values did not fit its first value's type; `trajcore._infos.Field`):
+            the leaf reads them merged into one, of `dtype`, the widest.
     """
 
     group: str
@@ -78,6 +85,7 @@ class Leaf:
     shape: tuple[int, ...]
     first_row: int
     mask: str | None
+    wider: tuple[tuple[str, str | None], ...] = ()
 
     @property
     def name(self) -> str:
@@ -143,22 +151,34 @@ def _space_leaves(rec: RecordingColumns, which: str) -> list[tuple[tuple[str, ..
     return out
 
 
-def _value_leaves(
-    rec: RecordingColumns, group: str
-) -> list[tuple[tuple[str, ...], str, str, tuple[int, ...], str | None]]:
-    """Info or custom-data value columns (not their masks) with their mask column names."""
-    by_id = {c["id"]: c["name"] for c in rec.columns if "id" in c}
-    prefix = group + "/"
+def _value_leaves(rec: RecordingColumns, group: str) -> list[Leaf]:
+    """Info or custom-data leaves (value columns, not their masks), grouped as the reader groups
+    them: a widened key is one leaf of its widest dtype (`column_fields`)."""
+    specs = {c["name"]: c for c in rec.columns}
+    first_row = 1 if group == "info" else 0
     out = []
-    for c in rec.columns:
-        name = c["name"]
-        if not name.startswith(prefix) or c.get("mask_of") is not None:
-            continue
-        ref = c.get("mask")
-        mask = ref if isinstance(ref, str) or ref is None else by_id.get(ref)
-        path = tuple(unescape_key(p) for p in name[len(prefix) :].split("/"))
-        out.append((path, name, str(c["dtype"]), tuple(int(d) for d in c["shape"]), mask))
+    for f in column_fields(rec.columns, group + "/"):
+        spec = specs[f.column]
+        widest = specs[f.wider[-1][0]] if f.wider else spec
+        shape = tuple(int(d) for d in spec["shape"])
+        out.append(Leaf(group, f.path, f.column, str(widest["dtype"]), shape, first_row, f.mask, tuple(f.wider)))
     return out
+
+
+def _joined(known: Leaf, leaf: Leaf) -> Leaf | None:
+    """One leaf for a key two recordings have (`known` from the earlier): the same dtype and
+    shape, or, where either widened the key, the numpy promotion of both dtypes when each casts
+    safely to it (a recording whose values never outgrew the first type beside one whose did);
+    None where one table cannot hold both."""
+    wider = tuple(dict.fromkeys(known.wider + leaf.wider))
+    if (known.dtype, known.shape) == (leaf.dtype, leaf.shape):
+        return dataclasses.replace(known, wider=wider)
+    if not wider or known.shape != leaf.shape or "str" in (known.dtype, leaf.dtype):
+        return None
+    promoted = np.promote_types(known.dtype, leaf.dtype)
+    if not all(np.can_cast(d, promoted, "safe") for d in (known.dtype, leaf.dtype)):
+        return None
+    return dataclasses.replace(known, dtype=str(promoted), wider=wider)
 
 
 def make_plan(recordings: Sequence[RecordingColumns]) -> Plan:
@@ -200,19 +220,18 @@ def make_plan(recordings: Sequence[RecordingColumns]) -> Plan:
     leaves.append(Leaf("reward", (), "reward", "float64", (), 0, None))
     leaves.append(Leaf("terminated", (), "terminated", "bool", (), 0, None))
     leaves.append(Leaf("truncated", (), "truncated", "bool", (), 0, None))
-    for group, first_row in (("info", 1), ("data", 0)):
+    for group in ("info", "data"):
         seen: dict[str, Leaf] = {}
         for rec in recordings:
-            for path, column, dtype, shape, mask in _value_leaves(rec, group):
-                leaf = Leaf(group, path, column, dtype, shape, first_row, mask)
-                known = seen.get(column)
-                if known is None:
-                    seen[column] = leaf
-                elif (known.dtype, known.shape) != (dtype, shape):
+            for leaf in _value_leaves(rec, group):
+                known = seen.get(leaf.column)
+                joined = leaf if known is None else _joined(known, leaf)
+                if known is not None and joined is None:
                     raise SchemaError(
-                        f"column {column!r} is {known.describe()} in one recording and {leaf.describe()} in another: "
-                        "one table cannot hold both"
+                        f"column {leaf.column!r} is {known.describe()} in one recording and {leaf.describe()} in "
+                        "another: one table cannot hold both"
                     )
+                seen[leaf.column] = joined or leaf
         leaves.extend(seen.values())
     _check_unique(leaves)
     return Plan(tuple(leaves), tuple(frozenset(c["name"] for c in rec.columns) for rec in recordings))

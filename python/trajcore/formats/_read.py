@@ -24,6 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from trajcore._agents import agent_names
+from trajcore._infos import widen
 from trajcore.dataset import Dataset
 from trajcore.errors import CorruptFileError
 from trajcore.formats._columns import Leaf, Plan, RecordingColumns, make_plan
@@ -146,11 +147,34 @@ def read_episode(ds: Dataset, index: int, plan: Plan, leaves: Sequence[Leaf], *,
             if leaf.mask is not None:
                 out.masks[leaf.name] = np.zeros(n, dtype=np.bool_)
             continue
+        mask = rows(leaf.mask, leaf.first_row) if leaf.mask is not None else None
+        if leaf.mask is not None and mask is None:
+            mask = np.ones(n, dtype=np.bool_)
+        wider = [(rows(c, leaf.first_row), rows(m, leaf.first_row) if m else None) for c, m in leaf.wider]
+        values, mask = merged(leaf, values, mask, [(v, m) for v, m in wider if v is not None])
         out.values[leaf.name] = values
-        if leaf.mask is not None:
-            mask = rows(leaf.mask, leaf.first_row)
-            out.masks[leaf.name] = np.asarray(mask, dtype=np.bool_) if mask is not None else np.ones(n, dtype=np.bool_)
+        if mask is not None:
+            out.masks[leaf.name] = np.asarray(mask, dtype=np.bool_)
     return out
+
+
+def merged(leaf: Leaf, values: Values, mask: Any, wider: Sequence[tuple[Any, Any]]) -> tuple[Values, Any]:
+    """A leaf's rows with those of the columns that widen it (`Leaf.wider`, those read), merged
+    as the reader merges them (`trajcore._infos`), all in the leaf's dtype: a recording whose
+    values never outgrew the first type reads in the type another recording widened it to.
+
+    Raises:
+        CorruptFileError: the columns do not stack (see `_infos`).
+    """
+    if not leaf.wider:
+        return values, mask
+    for wider_values, wider_mask in wider:
+        w = np.asarray(wider_values)
+        if np.can_cast(w.dtype, leaf.dtype, "safe"):
+            w = w.astype(leaf.dtype, copy=False)
+        values, mask = widen(values, mask, w, wider_mask, leaf.column)
+    out = np.asarray(values)
+    return (out if out.dtype == leaf.dtype else out.astype(leaf.dtype)), mask
 
 
 def iter_episodes(
@@ -283,9 +307,10 @@ def bulk_keys(plan: Plan, leaves: Sequence[Leaf]) -> list[str] | None:
                 return None
             if leaf.mask is not None and leaf.column in present and leaf.mask not in present:
                 return None
-        keys[_key(leaf.column, leaf.first_row)] = None
-        if leaf.mask is not None:
-            keys[_key(leaf.mask, leaf.first_row)] = None
+        for column, mask in ((leaf.column, leaf.mask), *leaf.wider):
+            keys[_key(column, leaf.first_row)] = None
+            if mask is not None:
+                keys[_key(mask, leaf.first_row)] = None
     return list(keys)
 
 
@@ -317,9 +342,11 @@ def _bulk(
         values: dict[str, Values] = {}
         masks: dict[str, npt.NDArray[np.bool_]] = {}
         for leaf in leaves:
-            values[leaf.name] = out[_key(leaf.column, leaf.first_row)]
-            if leaf.mask is not None:
-                masks[leaf.name] = np.asarray(out[_key(leaf.mask, leaf.first_row)], dtype=np.bool_)
+            mask = out[_key(leaf.mask, leaf.first_row)] if leaf.mask is not None else None
+            wider = [(out[_key(c, leaf.first_row)], out[_key(m, leaf.first_row)] if m else None) for c, m in leaf.wider]
+            values[leaf.name], mask = merged(leaf, out[_key(leaf.column, leaf.first_row)], mask, wider)
+            if mask is not None:
+                masks[leaf.name] = np.asarray(mask, dtype=np.bool_)
         yield Batch(episode, env_index[episode].astype(np.int64), out["step_index"], values, masks)
 
 

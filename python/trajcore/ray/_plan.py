@@ -123,10 +123,20 @@ class Keys:
         )
 
     @functools.cached_property
-    def positions(self) -> dict[tuple[int, int], int]:
-        """Position of each (episode id, occurrence)."""
-        pairs = zip(self.episode_id.tolist(), self.occurrence.tolist(), strict=True)
-        return {pair: at for at, pair in enumerate(pairs)}
+    def _by_id(self) -> tuple[Ints, Ints, Ints]:
+        """Positions sorted by (episode id, occurrence), with those ids and occurrences."""
+        order = np.lexsort((self.occurrence, self.episode_id))
+        return order, self.episode_id[order], self.occurrence[order]
+
+    def find(self, episode_id: Ints, occurrence: Ints) -> Ints:
+        """The position of each (episode id, occurrence), -1 where none is: the occurrences of
+        an id are 0, 1, 2... (`key_arrays`), so the k-th is k after the first."""
+        order, ids, occurrences = self._by_id
+        if not len(order):
+            return np.full(len(episode_id), -1, dtype=np.int64)
+        at = np.minimum(np.searchsorted(ids, episode_id) + occurrence, len(order) - 1)
+        found = (ids[at] == episode_id) & (occurrences[at] == occurrence)
+        return np.where(found, order[at], -1)
 
 
 def _small(column: Ints) -> npt.NDArray[Any]:
@@ -196,33 +206,41 @@ def episode_keys(
 
 def plan_tasks(episodes: Sequence[EpisodeKey] | Keys, parallelism: int, max_steps: int) -> list[TaskPlan]:
     """Read tasks over `episodes`: at least one per shard, more where a shard holds more steps
-    than a task should read.
+    than a task should read, the steps of a shard shared evenly among its tasks.
 
     Args:
         episodes: the episodes to read, in the order the dataset lists them.
         parallelism: the number of tasks asked for (Ray's read parallelism; < 1: no wish).
-        max_steps: the most steps a task reads (about its memory), unless one episode has more.
+        max_steps: about the most steps a task reads (its memory): a task may read up to about
+            one episode more, as an episode is never split.
 
     Returns:
         Tasks in dataset order of their first episode; within a task, dataset order.
     """
     keys = episodes if isinstance(episodes, Keys) else Keys.of(episodes)
+    if not len(keys):
+        return []
     total = int(keys.length.sum())
     per_task = max_steps if parallelism < 1 else math.ceil(total / parallelism)
     per_task = max(1, min(per_task, max_steps))
-    # Positions by shard (a stable sort keeps each shard's list order), then runs cut where the
-    # next episode would take a task past `per_task` (a loop over plain ints: one pass).
+    # Positions by shard (a stable sort keeps each shard's list order). A shard of S steps gets
+    # k = ceil(S / per_task) tasks, and an episode goes to the task its middle step falls in
+    # (S / k steps each): tasks of even size, never one of a few steps left over.
     order = np.argsort(keys.shard, kind="stable")
-    shard, length = keys.shard[order].tolist(), keys.length[order].tolist()
-    cuts = []
-    steps = 0
-    for at in range(len(order)):
-        if at and (shard[at] != shard[at - 1] or steps + length[at] > per_task):
-            cuts.append(at)
-            steps = 0
-        steps += length[at]
-    runs = np.split(order, cuts) if len(order) else []
-    tasks = [TaskPlan(keys.names[shard_of], keys.take(run)) for run in runs for shard_of in (int(keys.shard[run[0]]),)]
+    shard, length = keys.shard[order], keys.length[order].astype(np.float64)
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = shard[1:] != shard[:-1]
+    run = np.cumsum(first) - 1  # each position's shard run
+    ends = np.cumsum(length)
+    base = (ends - length)[first][run]  # steps of the shards before
+    steps = np.add.reduceat(length, np.flatnonzero(first))[run]
+    tasks_of = np.maximum(1, np.ceil(steps / per_task))
+    share = np.where(steps > 0, steps / tasks_of, 1.0)
+    middle = ends - length / 2 - base
+    task_of = np.minimum(tasks_of - 1, np.floor(middle / share))
+    cuts = np.flatnonzero(first | np.r_[False, task_of[1:] != task_of[:-1]])[1:]
+    runs = np.split(order, cuts)
+    tasks = [TaskPlan(keys.names[int(keys.shard[r[0]])], keys.take(r)) for r in runs]
     tasks.sort(key=lambda t: int(t.episodes.index[0]))
     return tasks
 
@@ -251,8 +269,7 @@ def locate(task: TaskPlan, listed: ShardIndex | Keys, path: str) -> list[int]:
     """
     current = listed if isinstance(listed, Keys) else Keys.of(listed.values())
     planned = task.episodes
-    pairs = zip(planned.episode_id.tolist(), planned.occurrence.tolist(), strict=True)
-    at = np.fromiter((current.positions.get(p, -1) for p in pairs), dtype=np.int64, count=len(planned))
+    at = current.find(planned.episode_id, planned.occurrence)
     found = at >= 0
     now = (
         current.length[at]

@@ -2,10 +2,11 @@
 `trajcore.ray.read_transitions` and `trajcore.ray.read_episodes`).
 
 The read is planned when the datasource is made (the dataset is opened once, here, so a bad path
-or a bad column name fails at once): which episodes, which leaves, and the keys that let each
-task find its episodes again. Ray then asks for read tasks: one per shard at least, more for a
-shard with more steps than a task should read (`trajcore.ray._plan`); each task opens the
-directory in its worker and yields blocks of numpy columns (`trajcore.ray._blocks`).
+or a bad column name fails at once; a later read of the same unchanged files reuses the plan):
+which episodes, which leaves, and the keys that let each task find its episodes again. Ray then
+asks for read tasks: one per shard at least, more for a shard with more steps than a task should
+read (`trajcore.ray._plan`); each task opens the directory in its worker and yields blocks of
+numpy columns (`trajcore.ray._blocks`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -25,6 +28,7 @@ from ray.data.context import DataContext
 from ray.data.datasource import Datasource, ReadTask
 
 from trajcore._agents import agent_names
+from trajcore._core import SHARD_EXTENSION
 from trajcore.dataset import Dataset
 from trajcore.episodes import Episodes
 from trajcore.errors import InvalidArgumentError
@@ -82,53 +86,24 @@ class TrajcoreDatasource(Datasource):  # type: ignore[misc]  # ray has no type s
         super().__init__()
         if kind not in ("transitions", "episodes"):
             raise InvalidArgumentError(f"kind must be 'transitions' or 'episodes', got {kind!r}")
-        if isinstance(source, Episodes):
-            ds, indices, opened = source._dataset, list(source.indices), False
-        elif isinstance(source, Dataset):
-            ds, indices, opened = source, None, False
+        wanted = None if columns is None else tuple(columns)
+        if isinstance(source, Episodes | Dataset):
+            self._planned = _Planned.of(source, kind, wanted, strict)
         else:
-            ds, indices, opened = Dataset(os.fspath(source), strict=strict), None, True
-        try:
-            plan = plan_of(ds, indices)
-            leaves, wanted = plan.leaves, None if columns is None else list(columns)
-            if kind == "episodes":
-                # An episode's rows hold its observations whole, and its step flags are its
-                # summary's (False but at the last step): neither next_obs nor flag leaves.
-                leaves = tuple(lf for lf in leaves if lf.group not in EPISODE_LEFT_OUT)
-                wanted = None if wanted is None else [c for c in wanted if c not in SUMMARY_FIELDS]
-            chosen, _ = choose(leaves, wanted, 1 << 62)
-            shard_names = [os.path.basename(p) for p in ds.shards]
-            summary = ds._summary()
-            keys = key_arrays(shard_names, summary)
-            self._episodes: Keys = keys if indices is None else keys.take(np.asarray(indices, dtype=np.int64))
-            metrics = tuple(ds.metrics()) if kind == "episodes" else ()
-            self._row_bytes = row_bytes(chosen)
-            self._spec = ReadSpec(
-                path=ds.path,
-                strict=ds._strict or strict,
-                token=files_token(ds.shards),
-                kind=kind,
-                leaves=tuple(chosen),
-                block_steps=1,  # set by get_read_tasks, from Ray Data's block size
-                metrics=metrics,
-                cache_bytes=pass_cache_bytes(ds._core.column_stats(), summary["recording"], summary["env_index"]),
-                recordings=recordings_of(ds, indices),
-            )
-            self._columns = column_names(kind, chosen, metrics, agents=agent_names(ds) is not None)
-        finally:
-            if opened:
-                ds.close()
+            self._planned = _planned_path(os.fspath(source), kind, wanted, strict)
+        self._spec = self._planned.spec
+        self._tasks: dict[tuple[int, int], list[TaskPlan]] = {}
 
     @property
     def columns(self) -> list[str]:
         """The columns of the rows this datasource gives, in order."""
-        return list(self._columns)
+        return list(self._planned.columns)
 
     def get_name(self) -> str:
         return "Trajcore" + self._spec.kind.capitalize()
 
     def estimate_inmemory_data_size(self) -> int:
-        return int(self._episodes.length.sum()) * self._row_bytes
+        return int(self._planned.episodes.length.sum()) * self._planned.row_bytes
 
     def default_tasks(self) -> int:
         """The number of read tasks `read_transitions` asks for when the caller names none:
@@ -144,19 +119,113 @@ class TrajcoreDatasource(Datasource):  # type: ignore[misc]  # ray has no type s
         self, parallelism: int, per_task_row_limit: int | None = None, data_context: DataContext | None = None
     ) -> list[ReadTask]:
         block_bytes = (data_context or DataContext.get_current()).target_max_block_size or _DEFAULT_BLOCK_BYTES
-        block_steps = max(1, block_bytes // self._row_bytes)
+        row_bytes = self._planned.row_bytes
+        block_steps = max(1, block_bytes // row_bytes)
         spec = dataclasses.replace(self._spec, block_steps=block_steps)
+        # Ray Data asks again for the same parallelism (to size its plan, then to read).
+        planned = self._tasks.get((parallelism, block_steps))
+        if planned is None:
+            planned = plan_tasks(self._planned.episodes, parallelism, block_steps * _TASK_BLOCKS)
+            self._tasks[(parallelism, block_steps)] = planned
         tasks = []
-        for task in plan_tasks(self._episodes, parallelism, block_steps * _TASK_BLOCKS):
+        for task in planned:
             rows = task.steps if spec.kind == "transitions" else len(task.episodes)
             metadata = BlockMetadata(
                 num_rows=rows,
-                size_bytes=int(task.steps * self._row_bytes),
+                size_bytes=int(task.steps * row_bytes),
                 input_files=[os.path.join(spec.path, task.shard) if os.path.isdir(spec.path) else spec.path],
                 exec_stats=None,
             )
             tasks.append(ReadTask(_reader(spec, task), metadata, per_task_row_limit=per_task_row_limit))
         return tasks
+
+
+@dataclasses.dataclass(frozen=True)
+class _Planned:
+    """What a datasource plans from the opened dataset: the episodes to read (their keys), the
+    spec every task shares, the row size and the column names."""
+
+    episodes: Keys
+    spec: ReadSpec
+    row_bytes: int
+    columns: tuple[str, ...]
+
+    @classmethod
+    def of(
+        cls, source: Dataset | Episodes, kind: Kind, wanted: tuple[str, ...] | None, strict: bool, token: str = ""
+    ) -> _Planned:
+        """The plan of a read of `source` (`token`: of the files it was opened from, else of
+        its shards now)."""
+        ds, indices = (source._dataset, list(source.indices)) if isinstance(source, Episodes) else (source, None)
+        plan = plan_of(ds, indices)
+        leaves, columns = plan.leaves, None if wanted is None else list(wanted)
+        if kind == "episodes":
+            # An episode's rows hold its observations whole, and its step flags are its
+            # summary's (False but at the last step): neither next_obs nor flag leaves.
+            leaves = tuple(lf for lf in leaves if lf.group not in EPISODE_LEFT_OUT)
+            columns = None if columns is None else [c for c in columns if c not in SUMMARY_FIELDS]
+        chosen, _ = choose(leaves, columns, 1 << 62)
+        shard_names = [os.path.basename(p) for p in ds.shards]
+        summary = ds._summary()
+        keys = key_arrays(shard_names, summary)
+        metrics = tuple(ds.metrics()) if kind == "episodes" else ()
+        spec = ReadSpec(
+            path=ds.path,
+            strict=ds._strict or strict,
+            token=token or files_token(ds.shards),
+            kind=kind,
+            leaves=tuple(chosen),
+            block_steps=1,  # set by get_read_tasks, from Ray Data's block size
+            metrics=metrics,
+            cache_bytes=pass_cache_bytes(ds._core.column_stats(), summary["recording"], summary["env_index"]),
+            recordings=recordings_of(ds, indices),
+        )
+        return cls(
+            episodes=keys if indices is None else keys.take(np.asarray(indices, dtype=np.int64)),
+            spec=spec,
+            row_bytes=row_bytes(chosen),
+            columns=tuple(column_names(kind, chosen, metrics, agents=agent_names(ds) is not None)),
+        )
+
+
+_PLANNED: OrderedDict[tuple[str, bool, str, Kind, tuple[str, ...] | None], _Planned] = OrderedDict()
+_PLANNED_LOCK = threading.Lock()
+_KEEP_PLANNED = 2  # plans of paths the driver keeps for later reads of the same files
+
+
+def _planned_path(path: str, kind: Kind, wanted: tuple[str, ...] | None, strict: bool) -> _Planned:
+    """The plan of a read of the dataset at `path`, made once while its files stay as they are
+    (`files_of`, `files_token`): opening lists every episode of every shard, which for a large
+    dataset costs as much as a read task's share of the read, and an epoch loop reads the same
+    files again and again. Workers key what they opened on the same token."""
+    token = files_token(files_of(path))
+    key = (os.path.abspath(path), strict, token, kind, wanted)
+    with _PLANNED_LOCK:
+        planned = _PLANNED.get(key)
+        if planned is not None:
+            _PLANNED.move_to_end(key)
+            return planned
+    ds = Dataset(path, strict=strict)
+    try:
+        planned = _Planned.of(ds, kind, wanted, strict, token)
+    finally:
+        ds.close()
+    with _PLANNED_LOCK:
+        _PLANNED[key] = planned
+        while len(_PLANNED) > _KEEP_PLANNED:
+            _PLANNED.popitem(last=False)
+    return planned
+
+
+def files_of(path: str) -> list[str]:
+    """The files a dataset at `path` may open: the shard file itself, or the files with a
+    shard's extension in the directory, in name order (a superset of `Dataset.shards`: any of
+    them changing may change what the dataset lists)."""
+    if not os.path.isdir(path):
+        return [path]
+    suffix = "." + SHARD_EXTENSION
+    with os.scandir(path) as entries:
+        return sorted(e.path for e in entries if e.name.endswith(suffix) and e.is_file())
 
 
 def files_token(shards: Iterable[str]) -> str:
