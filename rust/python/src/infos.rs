@@ -18,13 +18,13 @@ use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use trajcore_core::writer::collect::Place;
-use trajcore_core::writer::info_keys::{key_roles, Plan, Role};
+use trajcore_core::writer::info_keys::{key_roles, same_column_why, Plan, Role};
 use trajcore_core::writer::{Recorder, Slot};
 use trajcore_core::{CodecSpec, DType, Timeline};
 
 use crate::collect::{borrow_data, Collector, Src};
 use crate::errors::{schema_error, warn, IntoPy};
-use trajcore_core::writer::values::array_column_type;
+use trajcore_core::writer::values::{array_column_type, first_present, present, row_shape};
 use trajcore_core::writer::widen;
 
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
@@ -169,10 +169,10 @@ impl DynamicColumns {
             // In vector infos, a mask (read with its key) or same-step autoreset data (taken
             // apart by the recorder) is no value.
             let k = self.keys.node(child);
-            let mut skipped = w.at.rows.is_some() && is_str && k.autoreset_data && w.at.slot == Slot::Regular;
-            if let (Some(base), Some(mask_key), Some(_), true) = (&k.base_key, &k.mask_key, w.at.rows, is_str) {
-                skipped = dict.contains(base.bind(py))? && !dict.contains(mask_key.bind(py))?;
-            }
+            let (batched, regular) = (w.at.rows.is_some(), w.at.slot == Slot::Regular);
+            let skipped = k.is_no_value(batched, is_str, regular, |base, own_mask| {
+                Ok::<_, PyErr>(dict.contains(base.bind(py))? && !dict.contains(own_mask.bind(py))?)
+            })?;
             seen.push((child, k.name.as_str(), is_str, skipped));
         }
         let roles = key_roles(&seen);
@@ -184,9 +184,7 @@ impl DynamicColumns {
                     let node = self.keys.node(keys[i].1);
                     let shown =
                         |key: &Bound<'_, PyAny>| key.repr().map_or_else(|_| node.name.clone(), |r| r.to_string());
-                    let (first, shown) = (shown(&keys[first].0), shown(&keys[i].0));
-                    let why =
-                        format!("keys {first} and {shown} of one dict both name this column; only {first} is recorded");
+                    let why = same_column_why(&shown(&keys[first].0), &shown(&keys[i].0));
                     let path = node.path.clone();
                     self.skip(py, &path, why)?;
                 }
@@ -286,18 +284,15 @@ impl DynamicColumns {
         refused: bool,
     ) -> PyResult<Option<usize>> {
         let (py, col) = (w.py, self.columns.get(column));
-        let scalar = scalar_type(value);
-        if let (Some(dtype), false) = (scalar, refused) {
-            if widen::widened_weak(col.dtype, dtype).is_none() {
-                return Ok(None);
-            }
+        // A Python scalar the column has not refused widens it by its kind only: mostly not at all.
+        let weak = scalar_type(value).filter(|_| !refused);
+        if weak.is_some_and(|dtype| widen::widened_weak(col.dtype, dtype).is_none()) {
+            return Ok(None);
         }
         let Ok((dtype, shape)) = infer(py, value, w.at.rows, mask.map(|m| w.coll.slice(m)))? else { return Ok(None) };
-        let target = match scalar {
-            Some(_) if !refused => widen::widened_weak(col.dtype, dtype),
-            _ => widen::widened(col.dtype, dtype),
+        let Some(wider) = widen::widen_to(col.dtype, &col.shape, dtype, &shape, weak.is_some()) else {
+            return Ok(None);
         };
-        let Some(wider) = target.filter(|_| shape == col.shape) else { return Ok(None) };
         let path = self.columns.path_of(&col.name).to_owned();
         let id = w.recorder.add_column(self.columns.widened_spec(&path, wider, &shape, col.id)).py_err(py)?;
         Ok(Some(self.columns.add_widened(column, &path, ColInfo::new(py, w.recorder.column(id))?)))
@@ -371,9 +366,8 @@ fn stacked_rows<'py>(
         return Ok(None);
     }
     let (py, n, mask) = (w.py, array.shape()[0], mask.map(|m| w.coll.slice(m)));
-    let present = |i: usize| mask.is_none_or(|m| m.get(i) == Some(&1));
     let np = py.import("numpy")?;
-    let Some(first) = (0..n).find(|&i| present(i)) else { return Ok(None) };
+    let Some(first) = first_present(mask, n) else { return Ok(None) };
     let first = array.get_item(first)?;
     if first.is_none() || first.is_instance_of::<PyString>() || first.is_instance_of::<PyDict>() {
         return Ok(None);
@@ -386,7 +380,7 @@ fn stacked_rows<'py>(
     let zeros = np.call_method1("zeros_like", (&template,))?;
     let rows = PyList::empty(py);
     for i in 0..n {
-        rows.append(if present(i) { array.get_item(i)? } else { zeros.clone() })?;
+        rows.append(if present(mask, i) { array.get_item(i)? } else { zeros.clone() })?;
     }
     // Rows of different shapes do not stack: then the value stays unsupported, and says so.
     Ok(np.call_method1("stack", (rows,)).ok())
@@ -424,15 +418,13 @@ fn infer(
         }
     };
     let (shape, dtype) = (array.shape(), array.dtype());
-    if let Some(n) = rows.filter(|&n| shape.first() != Some(&n)) {
-        return Ok(Err(format!("expected one value per env ({n}), got shape {shape:?}")));
-    }
-    let row_shape = shape[usize::from(rows.is_some())..].to_vec();
+    let row_shape = match row_shape(rows, shape) {
+        Ok(row_shape) => row_shape.to_vec(),
+        Err(why) => return Ok(Err(why)),
+    };
     if dtype.kind() == b'O' && rows.is_some() {
         // Vector infos of strings are object arrays (None where the env had no entry).
-        let Some(first) = (0..shape[0]).find(|&i| mask.is_none_or(|m| m.get(i) == Some(&1))) else {
-            return Ok(Err("no env had a value".into()));
-        };
+        let Some(first) = first_present(mask, shape[0]) else { return Ok(Err("no env had a value".into())) };
         let item = array.get_item(first)?;
         if !(item.is_instance_of::<PyString>() && row_shape.is_empty()) {
             return unsupported(&item);

@@ -83,6 +83,33 @@ impl<S> KeyNode<S> {
     }
 }
 
+impl<S> KeyNode<S> {
+    /// Whether this key is no value of its dict: in vector infos (`batched`), a str key that is
+    /// the mask of a key beside it (`lacks_own_mask(base, mask)`: the dict has the key `base`
+    /// and no `mask` of this key's own), or same-step autoreset data of regular rows (taken
+    /// apart by the recorder).
+    pub fn is_no_value<E>(
+        &self,
+        batched: bool,
+        is_str: bool,
+        regular: bool,
+        lacks_own_mask: impl FnOnce(&S, &S) -> Result<bool, E>,
+    ) -> Result<bool, E> {
+        if !(batched && is_str) {
+            return Ok(false);
+        }
+        match (&self.base_key, &self.mask_key) {
+            (Some(base), Some(mask)) => lacks_own_mask(base, mask),
+            _ => Ok(self.autoreset_data && regular),
+        }
+    }
+}
+
+/// Why the value of a key is left out when an earlier key of its dict named its column.
+pub fn same_column_why(first: &str, second: &str) -> String {
+    format!("keys {first} and {second} of one dict both name this column; only {first} is recorded")
+}
+
 impl<S> KeyTree<S> {
     pub const ROOT: usize = 0;
 
@@ -160,6 +187,39 @@ pub fn key_roles(keys: &[SeenKey<'_>]) -> Vec<Result<Role, usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn masks_and_autoreset_data_are_no_values_in_vector_infos() {
+        let mut tree = KeyTree::<String>::default();
+        let root = KeyTree::<String>::ROOT;
+        let (mask, plain, final_obs) = (
+            tree.child(root, "_x", str::to_owned),
+            tree.child(root, "x", str::to_owned),
+            tree.child(root, "final_obs", str::to_owned),
+        );
+        // (node, batched, str key, regular rows, whether the dict lacks its own mask, no value)
+        let table = [
+            (mask, true, true, true, true, true),
+            (mask, true, true, true, false, false), // `__x` beside it: a value of its own
+            (mask, false, true, true, true, false), // one env: keys are values
+            (mask, true, false, true, true, false), // not a str
+            (plain, true, true, true, true, false),
+            (final_obs, true, true, true, true, true),
+            (final_obs, true, true, false, true, false), // in `final_info`
+        ];
+        for (node, batched, is_str, regular, lacks, want) in table {
+            let asked = |base: &String, own: &String| {
+                assert_eq!((base.as_str(), own.as_str()), ("x", "__x"));
+                Ok::<_, ()>(lacks)
+            };
+            assert_eq!(
+                tree.node(node).is_no_value(batched, is_str, regular, asked),
+                Ok(want),
+                "{node} {batched} {is_str} {regular} {lacks}"
+            );
+        }
+        assert_eq!(same_column_why("1", "'1'"), "keys 1 and '1' of one dict both name this column; only 1 is recorded");
+    }
 
     #[test]
     fn keys_get_their_roles_and_the_first_of_a_column_wins() {

@@ -128,9 +128,185 @@ pub fn short_text(text: String) -> String {
     format!("{}...", &text[..cut])
 }
 
+/// A numeric source type that converts to floats without numpy (see `float_cast`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Number {
+    F32,
+    F64,
+    I8,
+    I16,
+    I32,
+    I64,
+    U8,
+    U16,
+    U32,
+    U64,
+}
+
+/// How an array of numbers goes into a float32 or float64 column without numpy (see
+/// `float_cast`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FloatCast {
+    from: Number,
+    to: DType,
+}
+
+/// How an array of numpy kind `kind` and item size `itemsize` (native byte order) goes into a
+/// column of type `to`, converted as numpy's same-kind cast converts it: floats, integers and
+/// bools into float32 or float64, so an env's float32 or integer rewards cost no numpy call.
+/// `None` for any other pair (numpy decides).
+pub fn float_cast(kind: u8, itemsize: usize, to: DType) -> Option<FloatCast> {
+    if !matches!(to, DType::F32 | DType::F64) {
+        return None;
+    }
+    let from = match (kind, itemsize) {
+        (b'f', 4) => Number::F32,
+        (b'f', 8) => Number::F64,
+        (b'i', 1) => Number::I8,
+        (b'i', 2) => Number::I16,
+        (b'i', 4) => Number::I32,
+        (b'i', 8) => Number::I64,
+        (b'u', 1) | (b'b', 1) => Number::U8,
+        (b'u', 2) => Number::U16,
+        (b'u', 4) => Number::U32,
+        (b'u', 8) => Number::U64,
+        _ => return None,
+    };
+    Some(FloatCast { from, to })
+}
+
+impl FloatCast {
+    /// Appends the column's bytes of `data`, the array's items in native byte order.
+    pub fn put(self, data: &[u8], out: &mut Vec<u8>) {
+        macro_rules! convert {
+            ($t:ty) => {{
+                let items = data.chunks_exact(std::mem::size_of::<$t>());
+                let read = |c: &[u8]| <$t>::from_ne_bytes(c.try_into().expect("chunks of the item size"));
+                match self.to {
+                    DType::F32 => items.for_each(|c| out.extend_from_slice(&(read(c) as f32).to_le_bytes())),
+                    _ => items.for_each(|c| out.extend_from_slice(&(read(c) as f64).to_le_bytes())),
+                }
+            }};
+        }
+        match self.from {
+            Number::F32 => convert!(f32),
+            Number::F64 => convert!(f64),
+            Number::I8 => convert!(i8),
+            Number::I16 => convert!(i16),
+            Number::I32 => convert!(i32),
+            Number::I64 => convert!(i64),
+            Number::U8 => convert!(u8),
+            Number::U16 => convert!(u16),
+            Number::U32 => convert!(u32),
+            Number::U64 => convert!(u64),
+        }
+    }
+}
+
+/// Whether an array of `shape` holds a column's rows of `row_shape` (`rows`: the env count of a
+/// batched value, `None` for one row); why not.
+pub fn check_shape(rows: Option<usize>, shape: &[usize], row_shape: &[usize]) -> Result<(), String> {
+    // By hand: slice equality calls memcmp, which costs more than these one or two dims.
+    let same = |a: &[usize], b: &[usize]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y);
+    let matches = match rows {
+        Some(n) => shape.first() == Some(&n) && same(&shape[1..], row_shape),
+        None => same(shape, row_shape),
+    };
+    if matches {
+        return Ok(());
+    }
+    Err(format!("expected shape {}, got {}", shape_text(rows, row_shape), shape_text(None, shape)))
+}
+
+/// The per-row shape a first value of `shape` gives its column: without its env axis when
+/// batched (`rows`: the env count), which must then lead; why not.
+pub fn row_shape(rows: Option<usize>, shape: &[usize]) -> Result<&[usize], String> {
+    match rows {
+        Some(n) if shape.first() != Some(&n) => Err(format!("expected one value per env ({n}), got shape {shape:?}")),
+        Some(_) => Ok(&shape[1..]),
+        None => Ok(shape),
+    }
+}
+
+/// Whether env `env` has a value where `mask` (one byte per env, `None`: every env) says which do.
+pub fn present(mask: Option<&[u8]>, env: usize) -> bool {
+    mask.is_none_or(|m| m.get(env) == Some(&1))
+}
+
+/// The first of `n` envs that has a value (see `present`).
+pub fn first_present(mask: Option<&[u8]>, n: usize) -> Option<usize> {
+    (0..n).find(|&env| present(mask, env))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_convert_to_floats_as_numpy() {
+        let bytes = |values: &[u8]| values.to_vec();
+        let table: [(u8, usize, Vec<u8>, DType, Option<Vec<u8>>); 8] = [
+            (b'f', 4, bytes(&1.5f32.to_ne_bytes()), DType::F64, Some(bytes(&1.5f64.to_le_bytes()))),
+            (b'f', 8, bytes(&0.1f64.to_ne_bytes()), DType::F32, Some(bytes(&0.1f32.to_le_bytes()))),
+            (b'i', 2, bytes(&(-3i16).to_ne_bytes()), DType::F32, Some(bytes(&(-3.0f32).to_le_bytes()))),
+            (b'u', 8, bytes(&u64::MAX.to_ne_bytes()), DType::F64, Some(bytes(&(u64::MAX as f64).to_le_bytes()))),
+            (b'b', 1, vec![1, 0], DType::F32, Some([1.0f32.to_le_bytes(), 0.0f32.to_le_bytes()].concat())),
+            (b'f', 2, vec![0, 0], DType::F32, None), // float16: numpy converts
+            (b'f', 4, bytes(&1.5f32.to_ne_bytes()), DType::F16, None),
+            (b'i', 4, bytes(&7i32.to_ne_bytes()), DType::I64, None),
+        ];
+        for (kind, size, data, to, want) in table {
+            let got = float_cast(kind, size, to).map(|cast| {
+                let mut out = Vec::new();
+                cast.put(&data, &mut out);
+                out
+            });
+            assert_eq!(got, want, "{} {size} -> {to:?}", kind as char);
+        }
+    }
+
+    #[test]
+    fn shapes_are_checked_with_their_env_axis() {
+        let table: [(Option<usize>, &[usize], &[usize], Result<(), &str>); 6] = [
+            (None, &[2, 3], &[2, 3], Ok(())),
+            (None, &[], &[], Ok(())),
+            (Some(4), &[4], &[], Ok(())),
+            (Some(4), &[4, 3], &[3], Ok(())),
+            (Some(4), &[3, 3], &[3], Err("expected shape (4, 3), got (3, 3)")),
+            (None, &[3], &[], Err("expected shape (), got (3,)")),
+        ];
+        for (rows, shape, row, want) in table {
+            assert_eq!(check_shape(rows, shape, row), want.map_err(str::to_owned), "{rows:?} {shape:?} {row:?}");
+        }
+    }
+
+    #[test]
+    fn first_values_give_their_row_shape() {
+        let table: [(Option<usize>, &[usize], Result<&[usize], &str>); 5] = [
+            (None, &[], Ok(&[])),
+            (None, &[3], Ok(&[3])),
+            (Some(2), &[2, 3], Ok(&[3])),
+            (Some(2), &[3, 2], Err("expected one value per env (2), got shape [3, 2]")),
+            (Some(2), &[], Err("expected one value per env (2), got shape []")),
+        ];
+        for (rows, shape, want) in table {
+            assert_eq!(row_shape(rows, shape), want.map_err(str::to_owned), "{rows:?} {shape:?}");
+        }
+    }
+
+    #[test]
+    fn envs_have_values_where_their_mask_is_one() {
+        let table: [(Option<&[u8]>, usize, Option<usize>); 5] = [
+            (None, 3, Some(0)),
+            (None, 0, None),
+            (Some(&[0, 0, 1]), 3, Some(2)),
+            (Some(&[0, 2, 0]), 3, None), // only 1 counts, as numpy's bools are
+            (Some(&[0]), 3, None),
+        ];
+        for (mask, n, want) in table {
+            assert_eq!(first_present(mask, n), want, "{mask:?} {n}");
+        }
+    }
 
     #[test]
     fn ints_fit_or_say_why() {
