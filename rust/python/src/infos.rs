@@ -18,7 +18,7 @@ use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use trajcore_core::writer::collect::Place;
-use trajcore_core::writer::info_keys::{key_roles, same_column_why, Plan, Role};
+use trajcore_core::writer::info_keys::{same_column_why, Role};
 use trajcore_core::writer::{Recorder, Slot};
 use trajcore_core::{CodecSpec, DType, Timeline};
 
@@ -134,19 +134,14 @@ impl DynamicColumns {
     /// Whether a plan of node `node` matches `dict`: its keys in its order (each the same str
     /// object, or an exact str of the same text); its values, with their roles, are pushed if so.
     fn push_planned(&mut self, dict: &Bound<'_, PyDict>, node: usize, regular: bool) -> PyResult<bool> {
-        let plans = if self.plans { self.keys.node(node).plans.as_slice() } else { &[] };
-        'plans: for plan in plans.iter().filter(|p| p.regular == regular && p.keys.len() == dict.len()) {
-            let start = self.values.len();
-            for ((key, value), (planned, role)) in dict.iter().zip(&plan.keys) {
-                if !(key.is(planned) || same_text(&key, planned.bind(dict.py()))?) {
-                    self.values.truncate(start);
-                    continue 'plans;
-                }
-                self.values.push((value.unbind(), *role));
-            }
-            return Ok(true);
+        if !self.plans {
+            return Ok(false);
         }
-        Ok(false)
+        let items = || dict.iter().map(|(key, value)| (key, value.unbind()));
+        let same = |key: &Bound<'_, PyAny>, planned: &Py<PyString>| {
+            Ok(key.is(planned) || same_text(key, planned.bind(dict.py()))?)
+        };
+        self.keys.push_planned(node, regular, dict.len(), items, same, &mut self.values)
     }
 
     /// Pushes the values of `dict` with what each key is, found key by key, and keeps that as
@@ -164,37 +159,24 @@ impl DynamicColumns {
             keys.push((key, self.keys.child(node, name.to_str()?, intern), is_str));
             self.values.push((value.unbind(), Role::Skip));
         }
+        let (batched, regular) = (w.at.rows.is_some(), w.at.slot == Slot::Regular);
         let mut seen = Vec::with_capacity(keys.len());
         for &(_, child, is_str) in &keys {
             // In vector infos, a mask (read with its key) or same-step autoreset data (taken
             // apart by the recorder) is no value.
-            let k = self.keys.node(child);
-            let (batched, regular) = (w.at.rows.is_some(), w.at.slot == Slot::Regular);
-            let skipped = k.is_no_value(batched, is_str, regular, |base, own_mask| {
+            let no_value = self.keys.node(child).is_no_value(batched, is_str, regular, |base, own_mask| {
                 Ok::<_, PyErr>(dict.contains(base.bind(py))? && !dict.contains(own_mask.bind(py))?)
             })?;
-            seen.push((child, k.name.as_str(), is_str, skipped));
+            seen.push((child, is_str, no_value));
         }
-        let roles = key_roles(&seen);
         let start = self.values.len() - keys.len();
-        for (i, role) in roles.into_iter().enumerate() {
-            match role {
-                Ok(role) => self.values[start + i].1 = role,
-                Err(first) => {
-                    let node = self.keys.node(keys[i].1);
-                    let shown =
-                        |key: &Bound<'_, PyAny>| key.repr().map_or_else(|_| node.name.clone(), |r| r.to_string());
-                    let why = same_column_why(&shown(&keys[first].0), &shown(&keys[i].0));
-                    let path = node.path.clone();
-                    self.skip(py, &path, why)?;
-                }
-            }
-        }
-        if self.plans && keys.iter().all(|k| k.2) && self.keys.wants_plan(node, keys.len()) {
-            let roles = self.values[start..].iter().map(|v| v.1);
-            let keys = keys.iter().zip(roles).map(|((k, ..), r)| Ok((k.cast::<PyString>()?.clone().unbind(), r)));
-            let plan = Plan { regular: w.at.slot == Slot::Regular, keys: keys.collect::<PyResult<_>>()? };
-            self.keys.add_plan(node, plan);
+        let plan_keys = || keys.iter().map(|k| PyResult::Ok(k.0.cast::<PyString>()?.clone().unbind())).collect();
+        let values = &mut self.values[start..];
+        for (i, first) in self.keys.set_roles(node, regular, &seen, values, self.plans.then_some(plan_keys))? {
+            let node = self.keys.node(keys[i].1);
+            let shown = |key: &Bound<'_, PyAny>| key.repr().map_or_else(|_| node.name.clone(), |r| r.to_string());
+            let (why, path) = (same_column_why(&shown(&keys[first].0), &shown(&keys[i].0)), node.path.clone());
+            self.skip(py, &path, why)?;
         }
         Ok(())
     }

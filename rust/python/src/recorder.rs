@@ -24,6 +24,7 @@ use crate::layout::Layout;
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 use trajcore_core::writer::collect::Place;
 use trajcore_core::writer::dynamic::{data_path, PendingData};
+use trajcore_core::writer::info_keys::info_expected;
 
 #[pyclass(module = "trajcore._core", name = "Recorder", frozen)]
 pub struct PyRecorder {
@@ -87,13 +88,9 @@ impl State {
     /// Entries for every supported entry of an info dict (vector infos: with their `_key` masks);
     /// `slot` Final: same-step autoreset's `final_info`.
     fn put_info(&mut self, py: Python<'_>, info: &Bound<'_, PyAny>, slot: Slot) -> PyResult<()> {
-        let info = info.cast::<PyDict>().map_err(|_| {
-            let what = match slot {
-                Slot::Final => "infos['final_info'] must be a dict of arrays over the envs (gymnasium >= 1.0)",
-                _ => "info must be a dict",
-            };
-            invalid(py, format!("{what}, got {}", type_name(info)))
-        })?;
+        let info = info
+            .cast::<PyDict>()
+            .map_err(|_| invalid(py, format!("{}, got {}", info_expected(slot), type_name(info))))?;
         let at = Place { slot, ..Place::regular(self.rows) };
         self.infos.put_info(&mut Walk { py, at, recorder: &mut self.rec, coll: &mut self.coll }, info)
     }
