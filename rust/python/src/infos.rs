@@ -18,11 +18,11 @@ use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use trajcore_core::writer::collect::Place;
-use trajcore_core::writer::info_keys::{same_column_why, Role};
+use trajcore_core::writer::info_keys::{check_depth, same_column_why, Role};
 use trajcore_core::writer::{Recorder, Slot};
 use trajcore_core::{CodecSpec, DType, Timeline};
 
-use crate::collect::{borrow_data, Collector, Src};
+use crate::collect::{Collector, Src};
 use crate::errors::{schema_error, warn, IntoPy};
 use trajcore_core::writer::values::{array_column_type, first_present, present, row_shape};
 use trajcore_core::writer::widen;
@@ -30,9 +30,6 @@ use trajcore_core::writer::widen;
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 
 type KeyTree = trajcore_core::writer::info_keys::KeyTree<Py<PyString>>;
-
-/// Nested dicts deeper than this are refused: deeper is a dict that contains itself.
-pub const MAX_DEPTH: usize = 32;
 
 /// One call's walk: where its values go, the recorder new columns are added to, and where
 /// the entries are collected.
@@ -88,13 +85,7 @@ impl DynamicColumns {
         mask: Option<Src>,
         depth: usize,
     ) -> PyResult<()> {
-        if depth >= MAX_DEPTH {
-            return Err(schema_error(
-                w.py,
-                &self.columns.name_of(&self.keys.node(node).path),
-                format!("nested deeper than {MAX_DEPTH} levels (does the dict contain itself?)"),
-            ));
-        }
+        check_depth(depth).map_err(|why| schema_error(w.py, &self.columns.name_of(&self.keys.node(node).path), why))?;
         if dict.is_empty() {
             return Ok(()); // nothing to record, nor to plan (half of CartPole's steps)
         }
@@ -116,7 +107,7 @@ impl DynamicColumns {
                     _ => None,
                 };
                 let mask = w.coll.and_masks(mask, own_mask);
-                if own_mask.is_some() && mask.is_some_and(|m| w.coll.slice(m).iter().all(|&b| b == 0)) {
+                if own_mask.is_some() && w.coll.none_set(mask) {
                     continue; // no env has it at this step
                 }
                 // A nested dict is walked, other values become entries.
@@ -192,12 +183,10 @@ impl DynamicColumns {
         let known = self.keys.node(node).column;
         // The usual value first: an array whose bytes are the rows of its column as they are
         // (no object array, which `stacked_rows` would take apart).
-        if let Some(col) = known.map(|c| self.columns.get(c)) {
-            if let Some((data, len)) = col.exact.as_ref().and_then(|e| e.data(value, w.at.rows)) {
-                let data = borrow_data(w.coll, value, data, len);
-                w.coll.push(col.id, w.at, mask, data);
-                return Ok(());
-            }
+        let col = known.map(|c| self.columns.get(c));
+        if let Some((col, data)) = col.and_then(|c| Some((c, c.exact.as_ref()?.borrow(w.coll, value, w.at.rows)?))) {
+            w.coll.push(col.id, w.at, mask, data);
+            return Ok(());
         }
         let stacked = stacked_rows(w, value, mask)?;
         let value = stacked.as_ref().unwrap_or(value);

@@ -12,7 +12,7 @@ use trajcore_core::writer::values::{
     cast_rule, check_shape, float_cast, ints_fit, put_float, put_int, put_str, shape_text, short_text, Cast,
 };
 
-use crate::collect::{borrow_array, borrow_data, Collector, Src};
+use crate::collect::{borrow_array, Collector, Src};
 use crate::errors::schema_error;
 use crate::exact_array::ExactArray;
 
@@ -48,8 +48,8 @@ impl ColInfo {
 
 /// Encodes `value` for `col`: `rows` is the env count for batched values, `None` for one row.
 pub fn put_value(value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, coll: &mut Collector) -> PyResult<Src> {
-    if let Some((data, len)) = col.exact.as_ref().and_then(|e| e.data(value, rows)) {
-        return Ok(borrow_data(coll, value, data, len));
+    if let Some(src) = col.exact.as_ref().and_then(|e| e.borrow(coll, value, rows)) {
+        return Ok(src);
     }
     Put { col, rows, coll }.value(value)
 }
@@ -66,8 +66,8 @@ pub fn mask_bytes(
     // Bool arrays over the envs, as masks come (gymnasium's `_key` arrays, reset masks).
     static ROWS: PyOnceLock<ExactArray> = PyOnceLock::new();
     let rows = ROWS.get_or_init(py, || ExactArray::new(py, PyArrayDescr::of::<bool>(py).unbind(), &[], 1));
-    if let Some((data, len)) = rows.data(mask, Some(n)) {
-        return Ok(borrow_data(coll, mask, data, len));
+    if let Some(src) = rows.borrow(coll, mask, Some(n)) {
+        return Ok(src);
     }
     let values: Vec<bool> = py
         .import("numpy")?

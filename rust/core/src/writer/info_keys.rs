@@ -18,6 +18,17 @@ const PLANS_MADE_PER_DICT: u32 = 256;
 /// Larger dicts are walked key by key.
 const MAX_PLANNED_KEYS: usize = 64;
 
+/// Nested dicts deeper than this are refused: deeper is a dict that contains itself.
+pub const MAX_DEPTH: usize = 32;
+
+/// Whether a dict nested `depth` levels below the info is walked; why not.
+pub fn check_depth(depth: usize) -> Result<(), String> {
+    if depth >= MAX_DEPTH {
+        return Err(format!("nested deeper than {MAX_DEPTH} levels (does the dict contain itself?)"));
+    }
+    Ok(())
+}
+
 /// What one key of a dict is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
@@ -255,6 +266,14 @@ pub fn info_expected(slot: Slot) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dicts_nest_a_bounded_number_of_levels() {
+        for (depth, walked) in [(0, true), (MAX_DEPTH - 1, true), (MAX_DEPTH, false), (MAX_DEPTH + 1, false)] {
+            assert_eq!(check_depth(depth).is_ok(), walked, "{depth}");
+        }
+        assert_eq!(check_depth(MAX_DEPTH).unwrap_err(), "nested deeper than 32 levels (does the dict contain itself?)");
+    }
 
     #[test]
     fn infos_that_are_no_dicts_are_told_what_they_should_be() {
