@@ -9,7 +9,8 @@ use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
 use trajcore_core::{ColumnSpec, DType};
 
 use trajcore_core::writer::values::{
-    cast_rule, check_shape, float_cast, ints_fit, put_float, put_int, put_str, shape_text, short_text, Cast,
+    cast_rule, check_shape, float_cast, ints_fit, put_scalar, put_str, scalar_read, scalar_wrong, shape_text, Cast,
+    Scalar, ScalarMisfit, ScalarRead,
 };
 
 use crate::collect::{borrow_array, Collector, Src};
@@ -182,8 +183,8 @@ impl Put<'_> {
     fn scalar(&mut self, value: &Bound<'_, PyAny>) -> PyResult<Src> {
         let (py, col, dtype) = (value.py(), self.col, self.col.dtype);
         let wrong = |what: &str| {
-            let shown = short_text(value.repr().map(|r| r.to_string()).unwrap_or_default());
-            col.refused(py, format!("expected {} (a {what}), got {} {shown}", dtype.name(), type_name(value)))
+            let text = value.repr().map(|r| r.to_string()).unwrap_or_default();
+            col.refused(py, scalar_wrong(dtype, what, &type_name(value), text))
         };
         // numpy scalars other than Python's own types go through numpy: it knows their exact kind.
         let is_builtin = value.is_exact_instance_of::<PyFloat>()
@@ -198,26 +199,17 @@ impl Put<'_> {
                 return self.array(&np.call_method1("asarray", (value,))?.cast_into::<PyUntypedArray>()?);
             }
         }
-        match dtype {
-            // A bool is the int 0 or 1.
-            DType::Bool => match value.extract::<i64>() {
-                Ok(v @ (0 | 1)) => Ok(self.coll.own(&[v as u8])),
-                _ => Err(wrong("bool")),
-            },
-            DType::F16 | DType::F32 | DType::F64 => {
-                let v: f64 = value.extract().map_err(|_| wrong("number"))?;
-                Ok(self.coll.own_with(|out| put_float(dtype, v, out)))
-            }
-            DType::Utf8 => unreachable!("strings are handled by `strings`"),
-            int => {
-                if value.is_instance_of::<PyFloat>() {
-                    return Err(wrong("integer; floats do not cast safely to integers"));
-                }
-                let v: i128 = value.extract().map_err(|_| wrong("integer"))?;
-                let mut why = None;
-                let src = self.coll.own_with(|out| why = put_int(int, v, out).err());
-                why.map_or(Ok(src), |why| Err(col.refused(py, why)))
-            }
+        let read = match scalar_read(dtype, value.is_instance_of::<PyFloat>()) {
+            ScalarRead::Float => value.extract().ok().map(Scalar::Float),
+            ScalarRead::Int => value.extract().ok().map(Scalar::Int),
+            ScalarRead::Refused(what) => return Err(wrong(what)),
+        };
+        let mut misfit = None;
+        let src = self.coll.own_with(|out| misfit = put_scalar(dtype, read, out).err());
+        match misfit {
+            None => Ok(src),
+            Some(ScalarMisfit::Wrong(what)) => Err(wrong(what)),
+            Some(ScalarMisfit::Value(why)) => Err(col.refused(py, why)),
         }
     }
 

@@ -73,6 +73,64 @@ pub fn put_float(dtype: DType, v: f64, out: &mut Vec<u8>) {
     }
 }
 
+/// How a Python scalar (a number, or an object that converts to one) is read for a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScalarRead {
+    Float,
+    Int,
+    /// Not at all: the column takes no such value (what it takes, for the message).
+    Refused(&'static str),
+}
+
+/// A Python scalar as read (see `scalar_read`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scalar {
+    Float(f64),
+    Int(i128),
+}
+
+/// Why a Python scalar is not recorded in a column: it is not what the column takes (`Wrong`,
+/// naming what it takes), or its value does not fit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScalarMisfit {
+    Wrong(&'static str),
+    Value(String),
+}
+
+/// How a Python scalar is read for a column of `dtype` (`is_float`: it is a Python float): as a
+/// number for float columns, as an integer for integer and bool columns (a bool is the int 0 or
+/// 1), and not at all for a float into an integer column (nor for a str column).
+pub fn scalar_read(dtype: DType, is_float: bool) -> ScalarRead {
+    match dtype {
+        DType::F16 | DType::F32 | DType::F64 => ScalarRead::Float,
+        DType::Bool => ScalarRead::Int,
+        DType::Utf8 => ScalarRead::Refused("str"),
+        _ if is_float => ScalarRead::Refused("integer; floats do not cast safely to integers"),
+        _ => ScalarRead::Int,
+    }
+}
+
+/// A Python scalar read as `scalar_read` says (`None`: it could not be read so) as a value of
+/// column type `dtype`, appended to `out`.
+pub fn put_scalar(dtype: DType, value: Option<Scalar>, out: &mut Vec<u8>) -> Result<(), ScalarMisfit> {
+    match (dtype, value) {
+        (DType::Bool, Some(Scalar::Int(v @ (0 | 1)))) => out.push(v as u8),
+        (DType::Bool, _) => return Err(ScalarMisfit::Wrong("bool")),
+        (DType::F16 | DType::F32 | DType::F64, Some(Scalar::Float(v))) => put_float(dtype, v, out),
+        (DType::F16 | DType::F32 | DType::F64, _) => return Err(ScalarMisfit::Wrong("number")),
+        (DType::Utf8, _) => return Err(ScalarMisfit::Wrong("str")),
+        (int, Some(Scalar::Int(v))) => put_int(int, v, out).map_err(ScalarMisfit::Value)?,
+        (_, _) => return Err(ScalarMisfit::Wrong("integer")),
+    }
+    Ok(())
+}
+
+/// The message for a Python scalar that is not what a column of `dtype` takes (`what`, see
+/// `ScalarMisfit::Wrong`): its type's name and its text.
+pub fn scalar_wrong(dtype: DType, what: &str, type_name: &str, text: String) -> String {
+    format!("expected {} (a {what}), got {type_name} {}", dtype.name(), short_text(text))
+}
+
 /// A str row: `u32` length and UTF-8 bytes; why not when it is too long.
 pub fn put_str(text: &str, out: &mut Vec<u8>) -> Result<(), String> {
     if text.len() as u64 > MAX_STR_BYTES {
@@ -128,51 +186,21 @@ pub fn short_text(text: String) -> String {
     format!("{}...", &text[..cut])
 }
 
-/// A numeric source type that converts to floats without numpy (see `float_cast`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Number {
-    F32,
-    F64,
-    I8,
-    I16,
-    I32,
-    I64,
-    U8,
-    U16,
-    U32,
-    U64,
-}
-
 /// How an array of numbers goes into a float32 or float64 column without numpy (see
 /// `float_cast`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FloatCast {
-    from: Number,
+    from: DType,
     to: DType,
 }
 
 /// How an array of numpy kind `kind` and item size `itemsize` (native byte order) goes into a
 /// column of type `to`, converted as numpy's same-kind cast converts it: floats, integers and
 /// bools into float32 or float64, so an env's float32 or integer rewards cost no numpy call.
-/// `None` for any other pair (numpy decides).
+/// `None` for any other pair (numpy decides; float16 included).
 pub fn float_cast(kind: u8, itemsize: usize, to: DType) -> Option<FloatCast> {
-    if !matches!(to, DType::F32 | DType::F64) {
-        return None;
-    }
-    let from = match (kind, itemsize) {
-        (b'f', 4) => Number::F32,
-        (b'f', 8) => Number::F64,
-        (b'i', 1) => Number::I8,
-        (b'i', 2) => Number::I16,
-        (b'i', 4) => Number::I32,
-        (b'i', 8) => Number::I64,
-        (b'u', 1) | (b'b', 1) => Number::U8,
-        (b'u', 2) => Number::U16,
-        (b'u', 4) => Number::U32,
-        (b'u', 8) => Number::U64,
-        _ => return None,
-    };
-    Some(FloatCast { from, to })
+    let from = super::widen::make(kind, itemsize).filter(|&d| d != DType::F16)?;
+    matches!(to, DType::F32 | DType::F64).then_some(FloatCast { from, to })
 }
 
 impl FloatCast {
@@ -189,16 +217,17 @@ impl FloatCast {
             }};
         }
         match self.from {
-            Number::F32 => convert!(f32),
-            Number::F64 => convert!(f64),
-            Number::I8 => convert!(i8),
-            Number::I16 => convert!(i16),
-            Number::I32 => convert!(i32),
-            Number::I64 => convert!(i64),
-            Number::U8 => convert!(u8),
-            Number::U16 => convert!(u16),
-            Number::U32 => convert!(u32),
-            Number::U64 => convert!(u64),
+            DType::F32 => convert!(f32),
+            DType::F64 => convert!(f64),
+            DType::I8 => convert!(i8),
+            DType::I16 => convert!(i16),
+            DType::I32 => convert!(i32),
+            DType::I64 => convert!(i64),
+            DType::Bool | DType::U8 => convert!(u8),
+            DType::U16 => convert!(u16),
+            DType::U32 => convert!(u32),
+            DType::U64 => convert!(u64),
+            DType::F16 | DType::Utf8 => unreachable!("`float_cast` converts neither"),
         }
     }
 }
@@ -241,6 +270,47 @@ pub fn first_present(mask: Option<&[u8]>, n: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn python_scalars_are_read_by_their_column() {
+        use ScalarRead::*;
+        let table = [
+            (DType::F32, false, Float),
+            (DType::F64, true, Float),
+            (DType::Bool, true, Int),
+            (DType::I8, false, Int),
+            (DType::U64, true, Refused("integer; floats do not cast safely to integers")),
+            (DType::Utf8, false, Refused("str")),
+        ];
+        for (dtype, is_float, want) in table {
+            assert_eq!(scalar_read(dtype, is_float), want, "{dtype:?} {is_float}");
+        }
+    }
+
+    #[test]
+    fn python_scalars_fit_or_say_why() {
+        use Scalar::*;
+        let wrong = |what| Err(ScalarMisfit::Wrong(what));
+        let table: [(DType, Option<Scalar>, Result<&[u8], ScalarMisfit>); 9] = [
+            (DType::Bool, Some(Int(1)), Ok(&[1])),
+            (DType::Bool, Some(Int(2)), wrong("bool")),
+            (DType::Bool, None, wrong("bool")),
+            (DType::F32, Some(Float(0.5)), Ok(&[0, 0, 0, 0x3f])),
+            (DType::F64, None, wrong("number")),
+            (DType::I16, Some(Int(-2)), Ok(&[0xfe, 0xff])),
+            (DType::U8, Some(Int(256)), Err(ScalarMisfit::Value("value 256 is out of range for uint8".into()))),
+            (DType::I64, None, wrong("integer")),
+            (DType::I64, Some(Float(1.0)), wrong("integer")),
+        ];
+        for (dtype, value, want) in table {
+            let mut out = Vec::new();
+            let got = put_scalar(dtype, value, &mut out).map(|()| out.as_slice());
+            assert_eq!(got, want, "{dtype:?} {value:?}");
+        }
+        let long = format!("'{}'", "x".repeat(70));
+        let text = scalar_wrong(DType::U8, "integer", "str", long);
+        assert_eq!(text, format!("expected uint8 (a integer), got str '{}...", "x".repeat(56)));
+    }
 
     #[test]
     fn numbers_convert_to_floats_as_numpy() {

@@ -24,7 +24,8 @@ fn kind(d: DType) -> Option<(u8, usize)> {
     Some((k, d.size()?))
 }
 
-fn make(kind: u8, size: usize) -> Option<DType> {
+/// The numeric dtype of numpy kind `kind` (b'b' | b'u' | b'i' | b'f') and `size` bytes.
+pub(crate) fn make(kind: u8, size: usize) -> Option<DType> {
     Some(match (kind, size) {
         (b'b', 1) => DType::Bool,
         (b'u', 1) => DType::U8,
