@@ -100,22 +100,8 @@ impl State {
     /// episodes it touched (see `autoreset::Splitter::refuse`). Leaves the collector empty,
     /// whatever happens.
     fn send(&mut self, py: Python<'_>, kind: MessageKind) -> PyResult<()> {
-        let (inner, coll) = (&mut self.rec, &mut self.coll);
-        let result = (|| {
-            let entries = coll.entries();
-            let len = match kind {
-                MessageKind::Reset => inner.plan_reset(&entries, coll.head_mask.map(|m| coll.slice(m)))?,
-                _ => inner.plan_step(&entries)?,
-            };
-            if inner.ready(len) {
-                return inner.send_planned(&entries, 0);
-            }
-            // No borrowed slice may be alive while the GIL is released: the arrays could change.
-            drop(entries);
-            py.detach(|| inner.wait_for_space(len))?;
-            inner.send_planned(&coll.entries(), 0)
-        })();
-        coll.clear();
+        let result = self.rec.send_collected(&self.coll, kind, |rec, len| py.detach(|| rec.wait_for_space(len)));
+        self.coll.clear();
         interrupted(py, &mut self.rec, result)
     }
 
