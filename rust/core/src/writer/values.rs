@@ -291,7 +291,8 @@ mod tests {
     fn python_scalars_fit_or_say_why() {
         use Scalar::*;
         let wrong = |what| Err(ScalarMisfit::Wrong(what));
-        let table: [(DType, Option<Scalar>, Result<&[u8], ScalarMisfit>); 9] = [
+        type Case<'a> = (DType, Option<Scalar>, Result<&'a [u8], ScalarMisfit>);
+        let table: [Case<'_>; 9] = [
             (DType::Bool, Some(Int(1)), Ok(&[1])),
             (DType::Bool, Some(Int(2)), wrong("bool")),
             (DType::Bool, None, wrong("bool")),
@@ -315,7 +316,9 @@ mod tests {
     #[test]
     fn numbers_convert_to_floats_as_numpy() {
         let bytes = |values: &[u8]| values.to_vec();
-        let table: [(u8, usize, Vec<u8>, DType, Option<Vec<u8>>); 8] = [
+        // (numpy kind, item size, items, column type, the column's bytes)
+        type Case = (u8, usize, Vec<u8>, DType, Option<Vec<u8>>);
+        let table: [Case; 8] = [
             (b'f', 4, bytes(&1.5f32.to_ne_bytes()), DType::F64, Some(bytes(&1.5f64.to_le_bytes()))),
             (b'f', 8, bytes(&0.1f64.to_ne_bytes()), DType::F32, Some(bytes(&0.1f32.to_le_bytes()))),
             (b'i', 2, bytes(&(-3i16).to_ne_bytes()), DType::F32, Some(bytes(&(-3.0f32).to_le_bytes()))),
@@ -337,7 +340,8 @@ mod tests {
 
     #[test]
     fn shapes_are_checked_with_their_env_axis() {
-        let table: [(Option<usize>, &[usize], &[usize], Result<(), &str>); 6] = [
+        type Case<'a> = (Option<usize>, &'a [usize], &'a [usize], Result<(), &'a str>);
+        let table: [Case<'_>; 6] = [
             (None, &[2, 3], &[2, 3], Ok(())),
             (None, &[], &[], Ok(())),
             (Some(4), &[4], &[], Ok(())),
@@ -352,7 +356,8 @@ mod tests {
 
     #[test]
     fn first_values_give_their_row_shape() {
-        let table: [(Option<usize>, &[usize], Result<&[usize], &str>); 5] = [
+        type Case<'a> = (Option<usize>, &'a [usize], Result<&'a [usize], &'a str>);
+        let table: [Case<'_>; 5] = [
             (None, &[], Ok(&[])),
             (None, &[3], Ok(&[3])),
             (Some(2), &[2, 3], Ok(&[3])),
@@ -366,7 +371,8 @@ mod tests {
 
     #[test]
     fn envs_have_values_where_their_mask_is_one() {
-        let table: [(Option<&[u8]>, usize, Option<usize>); 5] = [
+        type Case<'a> = (Option<&'a [u8]>, usize, Option<usize>);
+        let table: [Case<'_>; 5] = [
             (None, 3, Some(0)),
             (None, 0, None),
             (Some(&[0, 0, 1]), 3, Some(2)),

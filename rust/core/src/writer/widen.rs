@@ -135,7 +135,9 @@ mod tests {
 
     #[test]
     fn widens_rows_of_the_same_shape_only() {
-        let table: [(DType, &[usize], DType, &[usize], bool, Option<DType>); 6] = [
+        // (column type, its rows, value type, its rows, a Python scalar, the wider type)
+        type Case<'a> = (DType, &'a [usize], DType, &'a [usize], bool, Option<DType>);
+        let table: [Case<'_>; 6] = [
             (I64, &[], F64, &[], false, Some(F64)),
             (I64, &[], F64, &[], true, Some(F64)),
             (I8, &[], I64, &[], false, Some(I64)),
