@@ -9,8 +9,6 @@ use numpy::npyffi::{get_type_object, NpyTypes, PyArrayObject, NPY_ARRAY_C_CONTIG
 use numpy::PyArrayDescr;
 use pyo3::prelude::*;
 
-use crate::collect::{borrow_data, Collector, Src};
-
 /// What a column takes as borrowed bytes: an ndarray of exactly `descr` (numpy's built-in
 /// descriptors are singletons, so an env's arrays of the column's dtype carry this very
 /// object), C-contiguous, of rows of `row_shape`.
@@ -61,10 +59,5 @@ impl ExactArray {
             }
             Some((fields.data as usize, rows.unwrap_or(1) * self.row_bytes))
         }
-    }
-
-    /// `value`'s data borrowed into `coll` (see `data`), if it is such an array.
-    pub fn borrow(&self, coll: &mut Collector, value: &Bound<'_, PyAny>, rows: Option<usize>) -> Option<Src> {
-        self.data(value, rows).map(|(data, len)| borrow_data(coll, value, data, len))
     }
 }

@@ -22,7 +22,7 @@ use trajcore_core::writer::info_keys::{check_depth, same_column_why, Role};
 use trajcore_core::writer::{Recorder, Slot};
 use trajcore_core::{CodecSpec, DType, Timeline};
 
-use crate::collect::{Collector, Src};
+use crate::collect::{borrow_data, Collector, Src};
 use crate::errors::{schema_error, warn, IntoPy};
 use trajcore_core::writer::values::{array_column_type, first_present, present, row_shape};
 use trajcore_core::writer::widen;
@@ -183,10 +183,12 @@ impl DynamicColumns {
         let known = self.keys.node(node).column;
         // The usual value first: an array whose bytes are the rows of its column as they are
         // (no object array, which `stacked_rows` would take apart).
-        let col = known.map(|c| self.columns.get(c));
-        if let Some((col, data)) = col.and_then(|c| Some((c, c.exact.as_ref()?.borrow(w.coll, value, w.at.rows)?))) {
-            w.coll.push(col.id, w.at, mask, data);
-            return Ok(());
+        if let Some(col) = known.map(|c| self.columns.get(c)) {
+            if let Some((data, len)) = col.exact.as_ref().and_then(|e| e.data(value, w.at.rows)) {
+                let data = borrow_data(w.coll, value, data, len);
+                w.coll.push(col.id, w.at, mask, data);
+                return Ok(());
+            }
         }
         let stacked = stacked_rows(w, value, mask)?;
         let value = stacked.as_ref().unwrap_or(value);

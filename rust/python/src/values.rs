@@ -13,7 +13,7 @@ use trajcore_core::writer::values::{
     Scalar, ScalarMisfit, ScalarRead,
 };
 
-use crate::collect::{borrow_array, Collector, Src};
+use crate::collect::{borrow_array, borrow_data, Collector, Src};
 use crate::errors::schema_error;
 use crate::exact_array::ExactArray;
 
@@ -49,8 +49,8 @@ impl ColInfo {
 
 /// Encodes `value` for `col`: `rows` is the env count for batched values, `None` for one row.
 pub fn put_value(value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, coll: &mut Collector) -> PyResult<Src> {
-    if let Some(src) = col.exact.as_ref().and_then(|e| e.borrow(coll, value, rows)) {
-        return Ok(src);
+    if let Some((data, len)) = col.exact.as_ref().and_then(|e| e.data(value, rows)) {
+        return Ok(borrow_data(coll, value, data, len));
     }
     Put { col, rows, coll }.value(value)
 }
@@ -67,8 +67,8 @@ pub fn mask_bytes(
     // Bool arrays over the envs, as masks come (gymnasium's `_key` arrays, reset masks).
     static ROWS: PyOnceLock<ExactArray> = PyOnceLock::new();
     let rows = ROWS.get_or_init(py, || ExactArray::new(py, PyArrayDescr::of::<bool>(py).unbind(), &[], 1));
-    if let Some(src) = rows.borrow(coll, mask, Some(n)) {
-        return Ok(src);
+    if let Some((data, len)) = rows.data(mask, Some(n)) {
+        return Ok(borrow_data(coll, mask, data, len));
     }
     let values: Vec<bool> = py
         .import("numpy")?

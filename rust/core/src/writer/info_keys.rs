@@ -150,6 +150,9 @@ impl<S> KeyTree<S> {
     /// `regular` rows whose keys are the dict's in its order (`same(key, planned)` compares
     /// one); whether a plan matched. `items` gives the dict's `len` keys and values afresh at
     /// each call.
+    // Inlined into the bindings' step path (every dict of every info): as a call of its own it
+    // added to the instructions of each step.
+    #[inline(always)]
     pub fn push_planned<K, V, E, I: Iterator<Item = (K, V)>>(
         &self,
         id: usize,

@@ -11,6 +11,9 @@ impl Recorder {
     /// Plans the entries of `coll` as a `kind` message (a Reset starts the envs of the
     /// collector's `head_mask`) and sends it; when the ring has no room for its `len` bytes yet,
     /// `wait(self, len)` waits for them first.
+    // Inlined into the bindings' reset and step: as a call of its own it added to the
+    // instructions of each step.
+    #[inline(always)]
     pub fn send_collected<K>(
         &mut self,
         coll: &Collector<K>,
