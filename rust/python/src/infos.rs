@@ -18,21 +18,18 @@ use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use trajcore_core::writer::collect::Place;
-use trajcore_core::writer::info_keys::{key_roles, Plan, Role};
+use trajcore_core::writer::info_keys::{check_depth, same_column_why, Role};
 use trajcore_core::writer::{Recorder, Slot};
 use trajcore_core::{CodecSpec, DType, Timeline};
 
 use crate::collect::{borrow_data, Collector, Src};
 use crate::errors::{schema_error, warn, IntoPy};
-use trajcore_core::writer::values::array_column_type;
+use trajcore_core::writer::values::{array_column_type, first_present, present, row_shape};
 use trajcore_core::writer::widen;
 
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 
 type KeyTree = trajcore_core::writer::info_keys::KeyTree<Py<PyString>>;
-
-/// Nested dicts deeper than this are refused: deeper is a dict that contains itself.
-pub const MAX_DEPTH: usize = 32;
 
 /// One call's walk: where its values go, the recorder new columns are added to, and where
 /// the entries are collected.
@@ -88,13 +85,7 @@ impl DynamicColumns {
         mask: Option<Src>,
         depth: usize,
     ) -> PyResult<()> {
-        if depth >= MAX_DEPTH {
-            return Err(schema_error(
-                w.py,
-                &self.columns.name_of(&self.keys.node(node).path),
-                format!("nested deeper than {MAX_DEPTH} levels (does the dict contain itself?)"),
-            ));
-        }
+        check_depth(depth).map_err(|why| schema_error(w.py, &self.columns.name_of(&self.keys.node(node).path), why))?;
         if dict.is_empty() {
             return Ok(()); // nothing to record, nor to plan (half of CartPole's steps)
         }
@@ -116,7 +107,7 @@ impl DynamicColumns {
                     _ => None,
                 };
                 let mask = w.coll.and_masks(mask, own_mask);
-                if own_mask.is_some() && mask.is_some_and(|m| w.coll.slice(m).iter().all(|&b| b == 0)) {
+                if own_mask.is_some() && w.coll.none_set(mask) {
                     continue; // no env has it at this step
                 }
                 // A nested dict is walked, other values become entries.
@@ -134,19 +125,14 @@ impl DynamicColumns {
     /// Whether a plan of node `node` matches `dict`: its keys in its order (each the same str
     /// object, or an exact str of the same text); its values, with their roles, are pushed if so.
     fn push_planned(&mut self, dict: &Bound<'_, PyDict>, node: usize, regular: bool) -> PyResult<bool> {
-        let plans = if self.plans { self.keys.node(node).plans.as_slice() } else { &[] };
-        'plans: for plan in plans.iter().filter(|p| p.regular == regular && p.keys.len() == dict.len()) {
-            let start = self.values.len();
-            for ((key, value), (planned, role)) in dict.iter().zip(&plan.keys) {
-                if !(key.is(planned) || same_text(&key, planned.bind(dict.py()))?) {
-                    self.values.truncate(start);
-                    continue 'plans;
-                }
-                self.values.push((value.unbind(), *role));
-            }
-            return Ok(true);
+        if !self.plans {
+            return Ok(false);
         }
-        Ok(false)
+        let items = || dict.iter().map(|(key, value)| (key, value.unbind()));
+        let same = |key: &Bound<'_, PyAny>, planned: &Py<PyString>| {
+            Ok(key.is(planned) || same_text(key, planned.bind(dict.py()))?)
+        };
+        self.keys.push_planned(node, regular, dict.len(), items, same, &mut self.values)
     }
 
     /// Pushes the values of `dict` with what each key is, found key by key, and keeps that as
@@ -164,39 +150,24 @@ impl DynamicColumns {
             keys.push((key, self.keys.child(node, name.to_str()?, intern), is_str));
             self.values.push((value.unbind(), Role::Skip));
         }
+        let (batched, regular) = (w.at.rows.is_some(), w.at.slot == Slot::Regular);
         let mut seen = Vec::with_capacity(keys.len());
         for &(_, child, is_str) in &keys {
             // In vector infos, a mask (read with its key) or same-step autoreset data (taken
             // apart by the recorder) is no value.
-            let k = self.keys.node(child);
-            let mut skipped = w.at.rows.is_some() && is_str && k.autoreset_data && w.at.slot == Slot::Regular;
-            if let (Some(base), Some(mask_key), Some(_), true) = (&k.base_key, &k.mask_key, w.at.rows, is_str) {
-                skipped = dict.contains(base.bind(py))? && !dict.contains(mask_key.bind(py))?;
-            }
-            seen.push((child, k.name.as_str(), is_str, skipped));
+            let no_value = self.keys.node(child).is_no_value(batched, is_str, regular, |base, own_mask| {
+                Ok::<_, PyErr>(dict.contains(base.bind(py))? && !dict.contains(own_mask.bind(py))?)
+            })?;
+            seen.push((child, is_str, no_value));
         }
-        let roles = key_roles(&seen);
         let start = self.values.len() - keys.len();
-        for (i, role) in roles.into_iter().enumerate() {
-            match role {
-                Ok(role) => self.values[start + i].1 = role,
-                Err(first) => {
-                    let node = self.keys.node(keys[i].1);
-                    let shown =
-                        |key: &Bound<'_, PyAny>| key.repr().map_or_else(|_| node.name.clone(), |r| r.to_string());
-                    let (first, shown) = (shown(&keys[first].0), shown(&keys[i].0));
-                    let why =
-                        format!("keys {first} and {shown} of one dict both name this column; only {first} is recorded");
-                    let path = node.path.clone();
-                    self.skip(py, &path, why)?;
-                }
-            }
-        }
-        if self.plans && keys.iter().all(|k| k.2) && self.keys.wants_plan(node, keys.len()) {
-            let roles = self.values[start..].iter().map(|v| v.1);
-            let keys = keys.iter().zip(roles).map(|((k, ..), r)| Ok((k.cast::<PyString>()?.clone().unbind(), r)));
-            let plan = Plan { regular: w.at.slot == Slot::Regular, keys: keys.collect::<PyResult<_>>()? };
-            self.keys.add_plan(node, plan);
+        let plan_keys = || keys.iter().map(|k| PyResult::Ok(k.0.cast::<PyString>()?.clone().unbind())).collect();
+        let values = &mut self.values[start..];
+        for (i, first) in self.keys.set_roles(node, regular, &seen, values, self.plans.then_some(plan_keys))? {
+            let node = self.keys.node(keys[i].1);
+            let shown = |key: &Bound<'_, PyAny>| key.repr().map_or_else(|_| node.name.clone(), |r| r.to_string());
+            let (why, path) = (same_column_why(&shown(&keys[first].0), &shown(&keys[i].0)), node.path.clone());
+            self.skip(py, &path, why)?;
         }
         Ok(())
     }
@@ -286,18 +257,15 @@ impl DynamicColumns {
         refused: bool,
     ) -> PyResult<Option<usize>> {
         let (py, col) = (w.py, self.columns.get(column));
-        let scalar = scalar_type(value);
-        if let (Some(dtype), false) = (scalar, refused) {
-            if widen::widened_weak(col.dtype, dtype).is_none() {
-                return Ok(None);
-            }
+        // A Python scalar the column has not refused widens it by its kind only: mostly not at all.
+        let weak = scalar_type(value).filter(|_| !refused);
+        if weak.is_some_and(|dtype| widen::widened_weak(col.dtype, dtype).is_none()) {
+            return Ok(None);
         }
         let Ok((dtype, shape)) = infer(py, value, w.at.rows, mask.map(|m| w.coll.slice(m)))? else { return Ok(None) };
-        let target = match scalar {
-            Some(_) if !refused => widen::widened_weak(col.dtype, dtype),
-            _ => widen::widened(col.dtype, dtype),
+        let Some(wider) = widen::widen_to(col.dtype, &col.shape, dtype, &shape, weak.is_some()) else {
+            return Ok(None);
         };
-        let Some(wider) = target.filter(|_| shape == col.shape) else { return Ok(None) };
         let path = self.columns.path_of(&col.name).to_owned();
         let id = w.recorder.add_column(self.columns.widened_spec(&path, wider, &shape, col.id)).py_err(py)?;
         Ok(Some(self.columns.add_widened(column, &path, ColInfo::new(py, w.recorder.column(id))?)))
@@ -371,9 +339,8 @@ fn stacked_rows<'py>(
         return Ok(None);
     }
     let (py, n, mask) = (w.py, array.shape()[0], mask.map(|m| w.coll.slice(m)));
-    let present = |i: usize| mask.is_none_or(|m| m.get(i) == Some(&1));
     let np = py.import("numpy")?;
-    let Some(first) = (0..n).find(|&i| present(i)) else { return Ok(None) };
+    let Some(first) = first_present(mask, n) else { return Ok(None) };
     let first = array.get_item(first)?;
     if first.is_none() || first.is_instance_of::<PyString>() || first.is_instance_of::<PyDict>() {
         return Ok(None);
@@ -386,7 +353,7 @@ fn stacked_rows<'py>(
     let zeros = np.call_method1("zeros_like", (&template,))?;
     let rows = PyList::empty(py);
     for i in 0..n {
-        rows.append(if present(i) { array.get_item(i)? } else { zeros.clone() })?;
+        rows.append(if present(mask, i) { array.get_item(i)? } else { zeros.clone() })?;
     }
     // Rows of different shapes do not stack: then the value stays unsupported, and says so.
     Ok(np.call_method1("stack", (rows,)).ok())
@@ -424,15 +391,13 @@ fn infer(
         }
     };
     let (shape, dtype) = (array.shape(), array.dtype());
-    if let Some(n) = rows.filter(|&n| shape.first() != Some(&n)) {
-        return Ok(Err(format!("expected one value per env ({n}), got shape {shape:?}")));
-    }
-    let row_shape = shape[usize::from(rows.is_some())..].to_vec();
+    let row_shape = match row_shape(rows, shape) {
+        Ok(row_shape) => row_shape.to_vec(),
+        Err(why) => return Ok(Err(why)),
+    };
     if dtype.kind() == b'O' && rows.is_some() {
         // Vector infos of strings are object arrays (None where the env had no entry).
-        let Some(first) = (0..shape[0]).find(|&i| mask.is_none_or(|m| m.get(i) == Some(&1))) else {
-            return Ok(Err("no env had a value".into()));
-        };
+        let Some(first) = first_present(mask, shape[0]) else { return Ok(Err("no env had a value".into())) };
         let item = array.get_item(first)?;
         if !(item.is_instance_of::<PyString>() && row_shape.is_empty()) {
             return unsupported(&item);

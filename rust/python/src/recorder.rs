@@ -16,13 +16,15 @@ use trajcore_core::writer::{AutoresetMode, EntryKind, Faults, MessageKind, Recor
 use trajcore_core::{Error, Timeline};
 
 use crate::collect::Collector;
+use crate::dataset::from_json;
 use crate::errors::{invalid, recorder_error, to_py, warn, IntoPy};
 use crate::frames;
 use crate::infos::{DynamicColumns, Walk};
 use crate::layout::Layout;
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 use trajcore_core::writer::collect::Place;
-use trajcore_core::writer::dynamic::data_path;
+use trajcore_core::writer::dynamic::{data_path, PendingData};
+use trajcore_core::writer::info_keys::info_expected;
 
 #[pyclass(module = "trajcore._core", name = "Recorder", frozen)]
 pub struct PyRecorder {
@@ -47,8 +49,8 @@ struct State {
     data: DynamicColumns,
     /// Rendered frames (`render/frame`), when the caller passes them.
     frames: DynamicColumns,
-    /// Custom data recorded for the coming step: (path, owned value).
-    pending_data: Vec<(String, Py<PyAny>)>,
+    /// Custom data recorded for the coming step.
+    pending_data: PendingData<Py<PyAny>>,
     coll: Collector,
 }
 
@@ -86,13 +88,9 @@ impl State {
     /// Entries for every supported entry of an info dict (vector infos: with their `_key` masks);
     /// `slot` Final: same-step autoreset's `final_info`.
     fn put_info(&mut self, py: Python<'_>, info: &Bound<'_, PyAny>, slot: Slot) -> PyResult<()> {
-        let info = info.cast::<PyDict>().map_err(|_| {
-            let what = match slot {
-                Slot::Final => "infos['final_info'] must be a dict of arrays over the envs (gymnasium >= 1.0)",
-                _ => "info must be a dict",
-            };
-            invalid(py, format!("{what}, got {}", type_name(info)))
-        })?;
+        let info = info
+            .cast::<PyDict>()
+            .map_err(|_| invalid(py, format!("{}, got {}", info_expected(slot), type_name(info))))?;
         let at = Place { slot, ..Place::regular(self.rows) };
         self.infos.put_info(&mut Walk { py, at, recorder: &mut self.rec, coll: &mut self.coll }, info)
     }
@@ -102,22 +100,8 @@ impl State {
     /// episodes it touched (see `autoreset::Splitter::refuse`). Leaves the collector empty,
     /// whatever happens.
     fn send(&mut self, py: Python<'_>, kind: MessageKind) -> PyResult<()> {
-        let (inner, coll) = (&mut self.rec, &mut self.coll);
-        let result = (|| {
-            let entries = coll.entries();
-            let len = match kind {
-                MessageKind::Reset => inner.plan_reset(&entries, coll.head_mask.map(|m| coll.slice(m)))?,
-                _ => inner.plan_step(&entries)?,
-            };
-            if inner.ready(len) {
-                return inner.send_planned(&entries, 0);
-            }
-            // No borrowed slice may be alive while the GIL is released: the arrays could change.
-            drop(entries);
-            py.detach(|| inner.wait_for_space(len))?;
-            inner.send_planned(&coll.entries(), 0)
-        })();
-        coll.clear();
+        let result = self.rec.send_collected(&self.coll, kind, |rec, len| py.detach(|| rec.wait_for_space(len)));
+        self.coll.clear();
         interrupted(py, &mut self.rec, result)
     }
 
@@ -208,13 +192,11 @@ impl PyRecorder {
         test_faults: Option<&Bound<'_, PyDict>>,
         test_no_info_plans: bool,
     ) -> PyResult<Self> {
-        let faults: Faults = match test_faults {
-            Some(given) => {
-                let json: String = py.import("json")?.call_method1("dumps", (given,))?.extract()?;
-                serde_json::from_str(&json).map_err(|e| invalid(py, format!("test_faults: {e}")))?
-            }
-            None => Faults::default(),
+        let faults = match test_faults {
+            Some(given) => Faults::from_json(&py.import("json")?.call_method1("dumps", (given,))?.extract::<String>()?),
+            None => Ok(Faults::default()),
         };
+        let faults = faults.py_err(py)?;
         let config = RecorderConfig::from_json(config_json).py_err(py)?;
         let mut rec = py.detach(|| Recorder::create_with_faults(&path, config, faults)).py_err(py)?;
         if report_ended {
@@ -231,13 +213,13 @@ impl PyRecorder {
             fixed,
             trees,
             roles,
-            rows: config.batched.then_some(config.num_envs as usize),
+            rows: config.rows(),
             mode: config.autoreset_mode,
             infos: DynamicColumns::new("info", Timeline::Obs, config.info_codec.clone())
                 .with_plans(!test_no_info_plans),
             data: DynamicColumns::new("data", Timeline::Step, config.data_codec()),
             frames: DynamicColumns::new(frames::GROUP, Timeline::Obs, config.frame_codec()),
-            pending_data: Vec::new(),
+            pending_data: PendingData::default(),
             coll: Collector::default(),
             rec,
         };
@@ -298,7 +280,7 @@ impl PyRecorder {
                 st.collect_final(py, info, n)?;
             }
             let w = &mut Walk { py, at, recorder: &mut st.rec, coll: &mut st.coll };
-            for (path, value) in std::mem::take(&mut st.pending_data) {
+            for (path, value) in st.pending_data.take() {
                 st.data.put_one(w, &path, value.bind(py))?;
             }
             Ok(())
@@ -324,11 +306,7 @@ impl PyRecorder {
         let path = data_path(name).py_err(py)?;
         let w = &mut Walk { py, at: Place::regular(st.rows), recorder: &mut st.rec, coll: &mut st.coll };
         st.data.check_value(w, &path, value.bind(py))?;
-        if let Some(slot) = st.pending_data.iter_mut().find(|(p, _)| *p == path) {
-            slot.1 = value;
-        } else {
-            st.pending_data.push((path, value));
-        }
+        st.pending_data.set(path, value);
         Ok(())
     }
 
@@ -403,12 +381,12 @@ impl PyRecorder {
         for columns in [&guard.infos, &guard.data, &guard.frames] {
             stats.values_not_recorded.extend(columns.columns.skips.counts());
         }
-        json_loads(py, serde_json::to_string(&stats))
+        from_json(py, serde_json::to_string(&stats))
     }
 
     /// Column specs as dicts (name, dtype, shape, timeline, ...).
     fn columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        json_loads(py, serde_json::to_string(self.lock(py)?.rec.columns()))
+        from_json(py, serde_json::to_string(self.lock(py)?.rec.columns()))
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -419,10 +397,4 @@ impl PyRecorder {
         self.close(py)?;
         Ok(false)
     }
-}
-
-/// A core value as Python sees it, its fields named as the core names them.
-fn json_loads<'py>(py: Python<'py>, json: serde_json::Result<String>) -> PyResult<Bound<'py, PyAny>> {
-    let json = json.map_err(|e| recorder_error(py, e.to_string()))?;
-    py.import("json")?.getattr("loads")?.call1((json,))
 }

@@ -8,7 +8,10 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
 use trajcore_core::{ColumnSpec, DType};
 
-use trajcore_core::writer::values::{cast_rule, ints_fit, put_float, put_int, put_str, shape_text, short_text, Cast};
+use trajcore_core::writer::values::{
+    cast_rule, check_shape, float_cast, ints_fit, put_scalar, put_str, scalar_read, scalar_wrong, shape_text, Cast,
+    Scalar, ScalarMisfit, ScalarRead,
+};
 
 use crate::collect::{borrow_array, borrow_data, Collector, Src};
 use crate::errors::schema_error;
@@ -113,17 +116,7 @@ impl Put<'_> {
 
     fn array(&mut self, array: &Bound<'_, PyUntypedArray>) -> PyResult<Src> {
         let (py, col, rows) = (array.py(), self.col, self.rows);
-        let shape = array.shape();
-        // By hand: slice equality calls memcmp, which costs more than these one or two dims.
-        let same = |a: &[usize], b: &[usize]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y);
-        let matches = match rows {
-            Some(n) => shape.first() == Some(&n) && same(&shape[1..], &col.shape),
-            None => same(shape, &col.shape),
-        };
-        if !matches {
-            let (expected, got) = (shape_text(rows, &col.shape), shape_text(None, shape));
-            return Err(col.refused(py, format!("expected shape {expected}, got {got}")));
-        }
+        check_shape(rows, array.shape(), &col.shape).map_err(|why| col.refused(py, why))?;
         let target = col.descr.as_ref().expect("fixed-size column").bind(py);
         let dtype = array.dtype();
         // numpy's built-in descriptors are singletons: pointer equality is the common, cheap case.
@@ -147,40 +140,19 @@ impl Put<'_> {
         Ok(borrow_array(self.coll, &array))
     }
 
-    /// Numbers into a float32 or float64 column, converted here as numpy's same-kind cast converts
-    /// them (floats, integers and bools of native byte order): an env's float32 or integer rewards
-    /// cost no numpy call. `None` for any other pair (numpy decides).
+    /// Numbers into a float32 or float64 column without numpy, where the core's `float_cast` can.
     fn cast_to_float(&mut self, array: &Bound<'_, PyUntypedArray>, from: &Bound<'_, PyArrayDescr>) -> Option<Src> {
-        let (col, coll) = (self.col, &mut *self.coll);
-        if !matches!(col.dtype, DType::F32 | DType::F64) || from.is_native_byteorder() == Some(false) {
+        let cast = float_cast(from.kind(), from.itemsize(), self.col.dtype)?;
+        if from.is_native_byteorder() == Some(false) {
             return None;
         }
-        let n = array.len();
-        // SAFETY: a live, C-contiguous numpy array of `n` items of `from`'s type, read with the GIL
-        // held and before this call returns.
-        let data = unsafe { (*array.as_array_ptr()).fields.data } as *const u8;
-        macro_rules! convert {
-            ($t:ty) => {{
-                let read = |i: usize| unsafe { std::ptr::read_unaligned((data as *const $t).add(i)) };
-                Some(coll.own_with(|out| match col.dtype {
-                    DType::F32 => (0..n).for_each(|i| out.extend_from_slice(&(read(i) as f32).to_le_bytes())),
-                    _ => (0..n).for_each(|i| out.extend_from_slice(&(read(i) as f64).to_le_bytes())),
-                }))
-            }};
-        }
-        match (from.kind(), from.itemsize()) {
-            (b'f', 4) => convert!(f32),
-            (b'f', 8) => convert!(f64),
-            (b'i', 1) => convert!(i8),
-            (b'i', 2) => convert!(i16),
-            (b'i', 4) => convert!(i32),
-            (b'i', 8) => convert!(i64),
-            (b'u', 1) | (b'b', 1) => convert!(u8),
-            (b'u', 2) => convert!(u16),
-            (b'u', 4) => convert!(u32),
-            (b'u', 8) => convert!(u64),
-            _ => None,
-        }
+        // SAFETY: the data of a live, C-contiguous numpy array of `len` bytes, read with the GIL held
+        // and before this call returns.
+        let data = match array.len() * from.itemsize() {
+            0 => &[],
+            len => unsafe { std::slice::from_raw_parts((*array.as_array_ptr()).fields.data as *const u8, len) },
+        };
+        Some(self.coll.own_with(|out| cast.put(data, out)))
     }
 
     /// Casts by the core's rule (`cast_rule`); integers are checked to fit where it says so.
@@ -211,8 +183,8 @@ impl Put<'_> {
     fn scalar(&mut self, value: &Bound<'_, PyAny>) -> PyResult<Src> {
         let (py, col, dtype) = (value.py(), self.col, self.col.dtype);
         let wrong = |what: &str| {
-            let shown = short_text(value.repr().map(|r| r.to_string()).unwrap_or_default());
-            col.refused(py, format!("expected {} (a {what}), got {} {shown}", dtype.name(), type_name(value)))
+            let text = value.repr().map(|r| r.to_string()).unwrap_or_default();
+            col.refused(py, scalar_wrong(dtype, what, &type_name(value), text))
         };
         // numpy scalars other than Python's own types go through numpy: it knows their exact kind.
         let is_builtin = value.is_exact_instance_of::<PyFloat>()
@@ -227,26 +199,17 @@ impl Put<'_> {
                 return self.array(&np.call_method1("asarray", (value,))?.cast_into::<PyUntypedArray>()?);
             }
         }
-        match dtype {
-            // A bool is the int 0 or 1.
-            DType::Bool => match value.extract::<i64>() {
-                Ok(v @ (0 | 1)) => Ok(self.coll.own(&[v as u8])),
-                _ => Err(wrong("bool")),
-            },
-            DType::F16 | DType::F32 | DType::F64 => {
-                let v: f64 = value.extract().map_err(|_| wrong("number"))?;
-                Ok(self.coll.own_with(|out| put_float(dtype, v, out)))
-            }
-            DType::Utf8 => unreachable!("strings are handled by `strings`"),
-            int => {
-                if value.is_instance_of::<PyFloat>() {
-                    return Err(wrong("integer; floats do not cast safely to integers"));
-                }
-                let v: i128 = value.extract().map_err(|_| wrong("integer"))?;
-                let mut why = None;
-                let src = self.coll.own_with(|out| why = put_int(int, v, out).err());
-                why.map_or(Ok(src), |why| Err(col.refused(py, why)))
-            }
+        let read = match scalar_read(dtype, value.is_instance_of::<PyFloat>()) {
+            ScalarRead::Float => value.extract().ok().map(Scalar::Float),
+            ScalarRead::Int => value.extract().ok().map(Scalar::Int),
+            ScalarRead::Refused(what) => return Err(wrong(what)),
+        };
+        let mut misfit = None;
+        let src = self.coll.own_with(|out| misfit = put_scalar(dtype, read, out).err());
+        match misfit {
+            None => Ok(src),
+            Some(ScalarMisfit::Wrong(what)) => Err(wrong(what)),
+            Some(ScalarMisfit::Value(why)) => Err(col.refused(py, why)),
         }
     }
 

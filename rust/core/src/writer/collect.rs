@@ -115,6 +115,11 @@ impl<K> Collector<K> {
         }
     }
 
+    /// Whether `mask` is given and has no env set.
+    pub fn none_set(&self, mask: Option<Src>) -> bool {
+        mask.is_some_and(|m| self.slice(m).iter().all(|&b| b == 0))
+    }
+
     pub fn entries(&self) -> Vec<EntryRef<'_>> {
         let entry = |p: &Pending| EntryRef {
             column: p.column,
@@ -158,5 +163,10 @@ mod tests {
         assert_eq!(c.and_masks(Some(a), None), Some(a));
         let both = c.and_masks(Some(a), Some(b)).unwrap();
         assert_eq!(c.slice(both), &[1, 0, 0, 0]);
+        let none = c.own(&[0, 0]);
+        // (mask, whether it is given and no env has the value)
+        for (mask, want) in [(None, false), (Some(a), false), (Some(both), false), (Some(none), true)] {
+            assert_eq!(c.none_set(mask), want, "{mask:?}");
+        }
     }
 }

@@ -149,6 +149,11 @@ impl RecorderConfig {
         self.frame_codec.clone().unwrap_or_else(|| self.info_codec.clone())
     }
 
+    /// The env count when values carry a leading env axis (vector envs), `None` for one env.
+    pub fn rows(&self) -> Option<usize> {
+        self.batched.then_some(self.num_envs as usize)
+    }
+
     pub fn from_json(json: &str) -> Result<Self> {
         let config: RecorderConfig =
             serde_json::from_str(json).map_err(|e| Error::Invalid(format!("recorder configuration: {e}")))?;

@@ -123,9 +123,53 @@ impl<C, T> DynamicColumns<C, T> {
     }
 }
 
+/// Custom data recorded for the coming step (`record`), by path: a path recorded again keeps its
+/// place and takes the new value.
+#[derive(Debug)]
+pub struct PendingData<V> {
+    values: Vec<(String, V)>,
+}
+
+impl<V> Default for PendingData<V> {
+    fn default() -> Self {
+        PendingData { values: Vec::new() }
+    }
+}
+
+impl<V> PendingData<V> {
+    pub fn set(&mut self, path: String, value: V) {
+        match self.values.iter_mut().find(|(p, _)| *p == path) {
+            Some(slot) => slot.1 = value,
+            None => self.values.push((path, value)),
+        }
+    }
+
+    /// The values for the step, in the order their paths were first recorded; leaves none.
+    pub fn take(&mut self) -> Vec<(String, V)> {
+        std::mem::take(&mut self.values)
+    }
+
+    pub fn clear(&mut self) {
+        self.values.clear();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pending_data_keeps_the_last_value_of_each_path_in_first_order() {
+        let mut p = PendingData::default();
+        for (path, value) in [("a", 1), ("b", 2), ("a", 3)] {
+            p.set(path.to_owned(), value);
+        }
+        assert_eq!(p.take(), [("a".to_owned(), 3), ("b".to_owned(), 2)]);
+        assert!(p.take().is_empty());
+        p.set("c".to_owned(), 4);
+        p.clear();
+        assert!(p.take().is_empty());
+    }
 
     #[test]
     fn columns_are_found_by_path_and_refusals_forgotten_once_made() {

@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 
+use super::message::Slot;
 use crate::schema::escape_key;
 
 /// Plans kept per dict (its key node): a few shapes, such as the steps with and without an
@@ -16,6 +17,17 @@ const PLANS_PER_DICT: usize = 4;
 const PLANS_MADE_PER_DICT: u32 = 256;
 /// Larger dicts are walked key by key.
 const MAX_PLANNED_KEYS: usize = 64;
+
+/// Nested dicts deeper than this are refused: deeper is a dict that contains itself.
+pub const MAX_DEPTH: usize = 32;
+
+/// Whether a dict nested `depth` levels below the info is walked; why not.
+pub fn check_depth(depth: usize) -> Result<(), String> {
+    if depth >= MAX_DEPTH {
+        return Err(format!("nested deeper than {MAX_DEPTH} levels (does the dict contain itself?)"));
+    }
+    Ok(())
+}
 
 /// What one key of a dict is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,6 +95,33 @@ impl<S> KeyNode<S> {
     }
 }
 
+impl<S> KeyNode<S> {
+    /// Whether this key is no value of its dict: in vector infos (`batched`), a str key that is
+    /// the mask of a key beside it (`lacks_own_mask(base, mask)`: the dict has the key `base`
+    /// and no `mask` of this key's own), or same-step autoreset data of regular rows (taken
+    /// apart by the recorder).
+    pub fn is_no_value<E>(
+        &self,
+        batched: bool,
+        is_str: bool,
+        regular: bool,
+        lacks_own_mask: impl FnOnce(&S, &S) -> Result<bool, E>,
+    ) -> Result<bool, E> {
+        if !(batched && is_str) {
+            return Ok(false);
+        }
+        match (&self.base_key, &self.mask_key) {
+            (Some(base), Some(mask)) => lacks_own_mask(base, mask),
+            _ => Ok(self.autoreset_data && regular),
+        }
+    }
+}
+
+/// Why the value of a key is left out when an earlier key of its dict named its column.
+pub fn same_column_why(first: &str, second: &str) -> String {
+    format!("keys {first} and {second} of one dict both name this column; only {first} is recorded")
+}
+
 impl<S> KeyTree<S> {
     pub const ROOT: usize = 0;
 
@@ -105,6 +144,67 @@ impl<S> KeyTree<S> {
         node.plans.insert(0, plan);
         node.plans.truncate(PLANS_PER_DICT);
         node.plans_made += 1;
+    }
+
+    /// Pushes the values of a dict of node `id` onto `values` with what each is, by a plan for
+    /// `regular` rows whose keys are the dict's in its order (`same(key, planned)` compares
+    /// one); whether a plan matched. `items` gives the dict's `len` keys and values afresh at
+    /// each call.
+    // Inlined into the bindings' step path (every dict of every info): as a call of its own it
+    // added to the instructions of each step.
+    #[inline(always)]
+    pub fn push_planned<K, V, E, I: Iterator<Item = (K, V)>>(
+        &self,
+        id: usize,
+        regular: bool,
+        len: usize,
+        items: impl Fn() -> I,
+        same: impl Fn(&K, &S) -> Result<bool, E>,
+        values: &mut Vec<(V, Role)>,
+    ) -> Result<bool, E> {
+        'plans: for plan in self.nodes[id].plans.iter().filter(|p| p.regular == regular && p.keys.len() == len) {
+            let start = values.len();
+            for ((key, value), (planned, role)) in items().zip(&plan.keys) {
+                if !same(&key, planned)? {
+                    values.truncate(start);
+                    continue 'plans;
+                }
+                values.push((value, *role));
+            }
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Sets what each value of a dict of node `id` walked key by key is (`values`, one per key;
+    /// `seen`: each key's node, whether it is a str and whether it is no value, see `key_roles`)
+    /// and keeps that as a plan for `regular` rows when its keys are all str and not too many
+    /// (`plan_keys` gives them; `None`: no plans are made). The keys left out for naming the
+    /// column of an earlier key: (its position, the earlier key's).
+    pub fn set_roles<V, E>(
+        &mut self,
+        id: usize,
+        regular: bool,
+        seen: &[(usize, bool, bool)],
+        values: &mut [(V, Role)],
+        plan_keys: Option<impl FnOnce() -> Result<Vec<S>, E>>,
+    ) -> Result<Vec<(usize, usize)>, E> {
+        let named: Vec<SeenKey<'_>> = seen
+            .iter()
+            .map(|&(node, is_str, no_value)| (node, self.nodes[node].name.as_str(), is_str, no_value))
+            .collect();
+        let mut left_out = Vec::new();
+        for (i, role) in key_roles(&named).into_iter().enumerate() {
+            match role {
+                Ok(role) => values[i].1 = role,
+                Err(first) => left_out.push((i, first)),
+            }
+        }
+        if let Some(plan_keys) = plan_keys.filter(|_| seen.iter().all(|k| k.1) && self.wants_plan(id, seen.len())) {
+            let keys = plan_keys()?.into_iter().zip(values.iter().map(|v| v.1)).collect();
+            self.add_plan(id, Plan { regular, keys });
+        }
+        Ok(left_out)
     }
 
     /// The node of the key named `name` in the dict of node `parent`, made on first sight;
@@ -157,9 +257,115 @@ pub fn key_roles(keys: &[SeenKey<'_>]) -> Vec<Result<Role, usize>> {
     roles
 }
 
+/// What an info that is no dict should have been, by the row it was given for (`Final`: same-step
+/// autoreset's `final_info`).
+pub fn info_expected(slot: Slot) -> &'static str {
+    match slot {
+        Slot::Final => "infos['final_info'] must be a dict of arrays over the envs (gymnasium >= 1.0)",
+        _ => "info must be a dict",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dicts_nest_a_bounded_number_of_levels() {
+        for (depth, walked) in [(0, true), (MAX_DEPTH - 1, true), (MAX_DEPTH, false), (MAX_DEPTH + 1, false)] {
+            assert_eq!(check_depth(depth).is_ok(), walked, "{depth}");
+        }
+        assert_eq!(check_depth(MAX_DEPTH).unwrap_err(), "nested deeper than 32 levels (does the dict contain itself?)");
+    }
+
+    #[test]
+    fn infos_that_are_no_dicts_are_told_what_they_should_be() {
+        assert_eq!(info_expected(Slot::Regular), "info must be a dict");
+        assert!(info_expected(Slot::Final).starts_with("infos['final_info'] must be a dict of arrays"));
+    }
+
+    #[test]
+    fn dicts_walked_key_by_key_get_roles_and_plans_that_later_dicts_follow() {
+        let mut tree = KeyTree::<&str>::default();
+        let root = KeyTree::<&str>::ROOT;
+        let (x, mask) = (tree.child(root, "x", |_| "m"), tree.child(root, "_x", |_| "m"));
+        let mut values = vec![(10, Role::Skip), (11, Role::Skip)];
+        let left_out = tree.set_roles(
+            root,
+            true,
+            &[(x, true, false), (mask, true, true)],
+            &mut values,
+            Some(|| Ok::<_, ()>(vec!["x", "_x"])),
+        );
+        assert_eq!(left_out, Ok(vec![]));
+        assert_eq!(values, [(10, Role::Value { node: x, mask: Some(1) }), (11, Role::Skip)]);
+        // (the dict's keys, regular rows, whether the plan walks it)
+        let table: [(&[&str], bool, bool); 5] = [
+            (&["x", "_x"], true, true),
+            (&["x", "_x"], false, false), // a plan of regular rows only
+            (&["_x", "x"], true, false),  // another order
+            (&["x", "_y"], true, false),
+            (&["x"], true, false),
+        ];
+        for (keys, regular, walked) in table {
+            let items = || keys.iter().enumerate().map(|(i, &k)| (k, 20 + i));
+            let mut values = vec![(0, Role::Skip)];
+            let same = |key: &&str, planned: &&str| Ok::<_, ()>(key == planned);
+            assert_eq!(tree.push_planned(root, regular, keys.len(), items, same, &mut values), Ok(walked), "{keys:?}");
+            let pushed: &[(usize, Role)] =
+                if walked { &[(20, Role::Value { node: x, mask: Some(1) }), (21, Role::Skip)] } else { &[] };
+            assert_eq!(&values[1..], pushed, "{keys:?}");
+        }
+        // Keys of other types name columns a str key may take, and make no plan.
+        let one = tree.child(root, "1", |_| "m");
+        let mut values = vec![(1, Role::Skip), (2, Role::Skip)];
+        let no_plan = None::<fn() -> Result<Vec<&'static str>, ()>>;
+        assert_eq!(
+            tree.set_roles(root, true, &[(one, false, false), (one, true, false)], &mut values, no_plan),
+            Ok(vec![(1, 0)])
+        );
+        assert_eq!(values, [(1, Role::Value { node: one, mask: None }), (2, Role::Skip)]);
+        let mut values = vec![(1, Role::Skip), (2, Role::Skip)];
+        let plan_keys = Some(|| Ok::<_, ()>(vec!["1", "x"]));
+        assert_eq!(
+            tree.set_roles(root, false, &[(one, false, false), (x, true, false)], &mut values, plan_keys),
+            Ok(vec![])
+        );
+        assert_eq!(tree.node(root).plans.len(), 1);
+    }
+
+    #[test]
+    fn masks_and_autoreset_data_are_no_values_in_vector_infos() {
+        let mut tree = KeyTree::<String>::default();
+        let root = KeyTree::<String>::ROOT;
+        let (mask, plain, final_obs) = (
+            tree.child(root, "_x", str::to_owned),
+            tree.child(root, "x", str::to_owned),
+            tree.child(root, "final_obs", str::to_owned),
+        );
+        // (node, batched, str key, regular rows, whether the dict lacks its own mask, no value)
+        let table = [
+            (mask, true, true, true, true, true),
+            (mask, true, true, true, false, false), // `__x` beside it: a value of its own
+            (mask, false, true, true, true, false), // one env: keys are values
+            (mask, true, false, true, true, false), // not a str
+            (plain, true, true, true, true, false),
+            (final_obs, true, true, true, true, true),
+            (final_obs, true, true, false, true, false), // in `final_info`
+        ];
+        for (node, batched, is_str, regular, lacks, want) in table {
+            let asked = |base: &String, own: &String| {
+                assert_eq!((base.as_str(), own.as_str()), ("x", "__x"));
+                Ok::<_, ()>(lacks)
+            };
+            assert_eq!(
+                tree.node(node).is_no_value(batched, is_str, regular, asked),
+                Ok(want),
+                "{node} {batched} {is_str} {regular} {lacks}"
+            );
+        }
+        assert_eq!(same_column_why("1", "'1'"), "keys 1 and '1' of one dict both name this column; only 1 is recorded");
+    }
 
     #[test]
     fn keys_get_their_roles_and_the_first_of_a_column_wins() {

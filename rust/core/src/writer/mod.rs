@@ -18,6 +18,7 @@ pub mod message;
 pub mod recorder;
 mod release;
 pub mod ring_fit;
+mod send;
 pub mod shard;
 pub mod shared;
 pub mod sink;

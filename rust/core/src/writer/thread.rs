@@ -268,3 +268,10 @@ fn next_message_len(consumer: &mut rtrb::Consumer<u8>) -> Option<usize> {
     len[a.len()..].copy_from_slice(b);
     Some(u32::from_le_bytes(len) as usize)
 }
+
+impl Faults {
+    /// The faults a test asks for, as JSON (`{"panic_at_step": 3}`).
+    pub fn from_json(json: &str) -> Result<Self> {
+        serde_json::from_str(json).map_err(|e| Error::Invalid(format!("test_faults: {e}")))
+    }
+}

@@ -73,6 +73,64 @@ pub fn put_float(dtype: DType, v: f64, out: &mut Vec<u8>) {
     }
 }
 
+/// How a Python scalar (a number, or an object that converts to one) is read for a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScalarRead {
+    Float,
+    Int,
+    /// Not at all: the column takes no such value (what it takes, for the message).
+    Refused(&'static str),
+}
+
+/// A Python scalar as read (see `scalar_read`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Scalar {
+    Float(f64),
+    Int(i128),
+}
+
+/// Why a Python scalar is not recorded in a column: it is not what the column takes (`Wrong`,
+/// naming what it takes), or its value does not fit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScalarMisfit {
+    Wrong(&'static str),
+    Value(String),
+}
+
+/// How a Python scalar is read for a column of `dtype` (`is_float`: it is a Python float): as a
+/// number for float columns, as an integer for integer and bool columns (a bool is the int 0 or
+/// 1), and not at all for a float into an integer column (nor for a str column).
+pub fn scalar_read(dtype: DType, is_float: bool) -> ScalarRead {
+    match dtype {
+        DType::F16 | DType::F32 | DType::F64 => ScalarRead::Float,
+        DType::Bool => ScalarRead::Int,
+        DType::Utf8 => ScalarRead::Refused("str"),
+        _ if is_float => ScalarRead::Refused("integer; floats do not cast safely to integers"),
+        _ => ScalarRead::Int,
+    }
+}
+
+/// A Python scalar read as `scalar_read` says (`None`: it could not be read so) as a value of
+/// column type `dtype`, appended to `out`.
+pub fn put_scalar(dtype: DType, value: Option<Scalar>, out: &mut Vec<u8>) -> Result<(), ScalarMisfit> {
+    match (dtype, value) {
+        (DType::Bool, Some(Scalar::Int(v @ (0 | 1)))) => out.push(v as u8),
+        (DType::Bool, _) => return Err(ScalarMisfit::Wrong("bool")),
+        (DType::F16 | DType::F32 | DType::F64, Some(Scalar::Float(v))) => put_float(dtype, v, out),
+        (DType::F16 | DType::F32 | DType::F64, _) => return Err(ScalarMisfit::Wrong("number")),
+        (DType::Utf8, _) => return Err(ScalarMisfit::Wrong("str")),
+        (int, Some(Scalar::Int(v))) => put_int(int, v, out).map_err(ScalarMisfit::Value)?,
+        (_, _) => return Err(ScalarMisfit::Wrong("integer")),
+    }
+    Ok(())
+}
+
+/// The message for a Python scalar that is not what a column of `dtype` takes (`what`, see
+/// `ScalarMisfit::Wrong`): its type's name and its text.
+pub fn scalar_wrong(dtype: DType, what: &str, type_name: &str, text: String) -> String {
+    format!("expected {} (a {what}), got {type_name} {}", dtype.name(), short_text(text))
+}
+
 /// A str row: `u32` length and UTF-8 bytes; why not when it is too long.
 pub fn put_str(text: &str, out: &mut Vec<u8>) -> Result<(), String> {
     if text.len() as u64 > MAX_STR_BYTES {
@@ -128,9 +186,203 @@ pub fn short_text(text: String) -> String {
     format!("{}...", &text[..cut])
 }
 
+/// How an array of numbers goes into a float32 or float64 column without numpy (see
+/// `float_cast`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FloatCast {
+    from: DType,
+    to: DType,
+}
+
+/// How an array of numpy kind `kind` and item size `itemsize` (native byte order) goes into a
+/// column of type `to`, converted as numpy's same-kind cast converts it: floats, integers and
+/// bools into float32 or float64, so an env's float32 or integer rewards cost no numpy call.
+/// `None` for any other pair (numpy decides; float16 included).
+pub fn float_cast(kind: u8, itemsize: usize, to: DType) -> Option<FloatCast> {
+    let from = super::widen::make(kind, itemsize).filter(|&d| d != DType::F16)?;
+    matches!(to, DType::F32 | DType::F64).then_some(FloatCast { from, to })
+}
+
+impl FloatCast {
+    /// Appends the column's bytes of `data`, the array's items in native byte order.
+    pub fn put(self, data: &[u8], out: &mut Vec<u8>) {
+        macro_rules! convert {
+            ($t:ty) => {{
+                let items = data.chunks_exact(std::mem::size_of::<$t>());
+                let read = |c: &[u8]| <$t>::from_ne_bytes(c.try_into().expect("chunks of the item size"));
+                match self.to {
+                    DType::F32 => items.for_each(|c| out.extend_from_slice(&(read(c) as f32).to_le_bytes())),
+                    _ => items.for_each(|c| out.extend_from_slice(&(read(c) as f64).to_le_bytes())),
+                }
+            }};
+        }
+        match self.from {
+            DType::F32 => convert!(f32),
+            DType::F64 => convert!(f64),
+            DType::I8 => convert!(i8),
+            DType::I16 => convert!(i16),
+            DType::I32 => convert!(i32),
+            DType::I64 => convert!(i64),
+            DType::Bool | DType::U8 => convert!(u8),
+            DType::U16 => convert!(u16),
+            DType::U32 => convert!(u32),
+            DType::U64 => convert!(u64),
+            DType::F16 | DType::Utf8 => unreachable!("`float_cast` converts neither"),
+        }
+    }
+}
+
+/// Whether an array of `shape` holds a column's rows of `row_shape` (`rows`: the env count of a
+/// batched value, `None` for one row); why not.
+pub fn check_shape(rows: Option<usize>, shape: &[usize], row_shape: &[usize]) -> Result<(), String> {
+    // By hand: slice equality calls memcmp, which costs more than these one or two dims.
+    let same = |a: &[usize], b: &[usize]| a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y);
+    let matches = match rows {
+        Some(n) => shape.first() == Some(&n) && same(&shape[1..], row_shape),
+        None => same(shape, row_shape),
+    };
+    if matches {
+        return Ok(());
+    }
+    Err(format!("expected shape {}, got {}", shape_text(rows, row_shape), shape_text(None, shape)))
+}
+
+/// The per-row shape a first value of `shape` gives its column: without its env axis when
+/// batched (`rows`: the env count), which must then lead; why not.
+pub fn row_shape(rows: Option<usize>, shape: &[usize]) -> Result<&[usize], String> {
+    match rows {
+        Some(n) if shape.first() != Some(&n) => Err(format!("expected one value per env ({n}), got shape {shape:?}")),
+        Some(_) => Ok(&shape[1..]),
+        None => Ok(shape),
+    }
+}
+
+/// Whether env `env` has a value where `mask` (one byte per env, `None`: every env) says which do.
+pub fn present(mask: Option<&[u8]>, env: usize) -> bool {
+    mask.is_none_or(|m| m.get(env) == Some(&1))
+}
+
+/// The first of `n` envs that has a value (see `present`).
+pub fn first_present(mask: Option<&[u8]>, n: usize) -> Option<usize> {
+    (0..n).find(|&env| present(mask, env))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn python_scalars_are_read_by_their_column() {
+        use ScalarRead::*;
+        let table = [
+            (DType::F32, false, Float),
+            (DType::F64, true, Float),
+            (DType::Bool, true, Int),
+            (DType::I8, false, Int),
+            (DType::U64, true, Refused("integer; floats do not cast safely to integers")),
+            (DType::Utf8, false, Refused("str")),
+        ];
+        for (dtype, is_float, want) in table {
+            assert_eq!(scalar_read(dtype, is_float), want, "{dtype:?} {is_float}");
+        }
+    }
+
+    #[test]
+    fn python_scalars_fit_or_say_why() {
+        use Scalar::*;
+        let wrong = |what| Err(ScalarMisfit::Wrong(what));
+        type Case<'a> = (DType, Option<Scalar>, Result<&'a [u8], ScalarMisfit>);
+        let table: [Case<'_>; 9] = [
+            (DType::Bool, Some(Int(1)), Ok(&[1])),
+            (DType::Bool, Some(Int(2)), wrong("bool")),
+            (DType::Bool, None, wrong("bool")),
+            (DType::F32, Some(Float(0.5)), Ok(&[0, 0, 0, 0x3f])),
+            (DType::F64, None, wrong("number")),
+            (DType::I16, Some(Int(-2)), Ok(&[0xfe, 0xff])),
+            (DType::U8, Some(Int(256)), Err(ScalarMisfit::Value("value 256 is out of range for uint8".into()))),
+            (DType::I64, None, wrong("integer")),
+            (DType::I64, Some(Float(1.0)), wrong("integer")),
+        ];
+        for (dtype, value, want) in table {
+            let mut out = Vec::new();
+            let got = put_scalar(dtype, value, &mut out).map(|()| out.as_slice());
+            assert_eq!(got, want, "{dtype:?} {value:?}");
+        }
+        let long = format!("'{}'", "x".repeat(70));
+        let text = scalar_wrong(DType::U8, "integer", "str", long);
+        assert_eq!(text, format!("expected uint8 (a integer), got str '{}...", "x".repeat(56)));
+    }
+
+    #[test]
+    fn numbers_convert_to_floats_as_numpy() {
+        let bytes = |values: &[u8]| values.to_vec();
+        // (numpy kind, item size, items, column type, the column's bytes)
+        type Case = (u8, usize, Vec<u8>, DType, Option<Vec<u8>>);
+        let table: [Case; 8] = [
+            (b'f', 4, bytes(&1.5f32.to_ne_bytes()), DType::F64, Some(bytes(&1.5f64.to_le_bytes()))),
+            (b'f', 8, bytes(&0.1f64.to_ne_bytes()), DType::F32, Some(bytes(&0.1f32.to_le_bytes()))),
+            (b'i', 2, bytes(&(-3i16).to_ne_bytes()), DType::F32, Some(bytes(&(-3.0f32).to_le_bytes()))),
+            (b'u', 8, bytes(&u64::MAX.to_ne_bytes()), DType::F64, Some(bytes(&(u64::MAX as f64).to_le_bytes()))),
+            (b'b', 1, vec![1, 0], DType::F32, Some([1.0f32.to_le_bytes(), 0.0f32.to_le_bytes()].concat())),
+            (b'f', 2, vec![0, 0], DType::F32, None), // float16: numpy converts
+            (b'f', 4, bytes(&1.5f32.to_ne_bytes()), DType::F16, None),
+            (b'i', 4, bytes(&7i32.to_ne_bytes()), DType::I64, None),
+        ];
+        for (kind, size, data, to, want) in table {
+            let got = float_cast(kind, size, to).map(|cast| {
+                let mut out = Vec::new();
+                cast.put(&data, &mut out);
+                out
+            });
+            assert_eq!(got, want, "{} {size} -> {to:?}", kind as char);
+        }
+    }
+
+    #[test]
+    fn shapes_are_checked_with_their_env_axis() {
+        type Case<'a> = (Option<usize>, &'a [usize], &'a [usize], Result<(), &'a str>);
+        let table: [Case<'_>; 6] = [
+            (None, &[2, 3], &[2, 3], Ok(())),
+            (None, &[], &[], Ok(())),
+            (Some(4), &[4], &[], Ok(())),
+            (Some(4), &[4, 3], &[3], Ok(())),
+            (Some(4), &[3, 3], &[3], Err("expected shape (4, 3), got (3, 3)")),
+            (None, &[3], &[], Err("expected shape (), got (3,)")),
+        ];
+        for (rows, shape, row, want) in table {
+            assert_eq!(check_shape(rows, shape, row), want.map_err(str::to_owned), "{rows:?} {shape:?} {row:?}");
+        }
+    }
+
+    #[test]
+    fn first_values_give_their_row_shape() {
+        type Case<'a> = (Option<usize>, &'a [usize], Result<&'a [usize], &'a str>);
+        let table: [Case<'_>; 5] = [
+            (None, &[], Ok(&[])),
+            (None, &[3], Ok(&[3])),
+            (Some(2), &[2, 3], Ok(&[3])),
+            (Some(2), &[3, 2], Err("expected one value per env (2), got shape [3, 2]")),
+            (Some(2), &[], Err("expected one value per env (2), got shape []")),
+        ];
+        for (rows, shape, want) in table {
+            assert_eq!(row_shape(rows, shape), want.map_err(str::to_owned), "{rows:?} {shape:?}");
+        }
+    }
+
+    #[test]
+    fn envs_have_values_where_their_mask_is_one() {
+        type Case<'a> = (Option<&'a [u8]>, usize, Option<usize>);
+        let table: [Case<'_>; 5] = [
+            (None, 3, Some(0)),
+            (None, 0, None),
+            (Some(&[0, 0, 1]), 3, Some(2)),
+            (Some(&[0, 2, 0]), 3, None), // only 1 counts, as numpy's bools are
+            (Some(&[0]), 3, None),
+        ];
+        for (mask, n, want) in table {
+            assert_eq!(first_present(mask, n), want, "{mask:?} {n}");
+        }
+    }
 
     #[test]
     fn ints_fit_or_say_why() {

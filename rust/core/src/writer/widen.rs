@@ -24,7 +24,8 @@ fn kind(d: DType) -> Option<(u8, usize)> {
     Some((k, d.size()?))
 }
 
-fn make(kind: u8, size: usize) -> Option<DType> {
+/// The numeric dtype of numpy kind `kind` (b'b' | b'u' | b'i' | b'f') and `size` bytes.
+pub(crate) fn make(kind: u8, size: usize) -> Option<DType> {
     Some(match (kind, size) {
         (b'b', 1) => DType::Bool,
         (b'u', 1) => DType::U8,
@@ -114,9 +115,40 @@ pub fn widened_weak(column: DType, value: DType) -> Option<DType> {
     promote(column, value)
 }
 
+/// The type a column of `column` with rows of `shape` widens to for a value of `value` with rows
+/// of `value_shape`; `weak`: a Python scalar the column has not refused (see `widened_weak`).
+/// `None` when it does not widen: the value fits, no type holds both, or the rows differ.
+pub fn widen_to(column: DType, shape: &[usize], value: DType, value_shape: &[usize], weak: bool) -> Option<DType> {
+    if shape != value_shape {
+        return None;
+    }
+    if weak {
+        widened_weak(column, value)
+    } else {
+        widened(column, value)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn widens_rows_of_the_same_shape_only() {
+        // (column type, its rows, value type, its rows, a Python scalar, the wider type)
+        type Case<'a> = (DType, &'a [usize], DType, &'a [usize], bool, Option<DType>);
+        let table: [Case<'_>; 6] = [
+            (I64, &[], F64, &[], false, Some(F64)),
+            (I64, &[], F64, &[], true, Some(F64)),
+            (I8, &[], I64, &[], false, Some(I64)),
+            (I8, &[], I64, &[], true, None), // a Python int keeps its int8 column
+            (I64, &[2], F64, &[3], false, None),
+            (I64, &[], F64, &[1], false, None), // an array after a scalar
+        ];
+        for (column, shape, value, value_shape, weak, want) in table {
+            assert_eq!(widen_to(column, shape, value, value_shape, weak), want, "{column:?} <- {value:?} {weak}");
+        }
+    }
     use DType::*;
 
     #[test]
