@@ -185,3 +185,43 @@ def test_a_reader_holding_the_shard_reads_on_without_a_notice(tmp_path: Path) ->
         assert a == x
         np.testing.assert_array_equal(b, y)
         np.testing.assert_array_equal(c, z)
+
+
+def test_a_compacted_file_keeps_damage_local(tmp_path: Path) -> None:
+    """Compaction batches as a recording does: a Chunks record holds at most one chunk of each
+    (lane, column), and each Episode record follows the chunks holding its episodes' rows (not
+    all at the end), so a cut keeps what lies before it and a flipped chunk costs its episodes."""
+    path = tmp_path / "compacted"
+    assert record_vector(path, 15)["shards_compacted"] == 1
+    (shard,) = sorted(path.glob("*.trj"))
+    buf = shard.read_bytes()
+    records, _ = fd.hop(buf)
+    for r in records:
+        if r.kind == fd.KIND_CHUNKS:
+            keys = [(c.lane, c.column) for c in fd.decode_chunk_refs(buf, r)]
+            assert len(keys) == len(set(keys)), f"record at {r.offset}"
+    kinds = [r.kind for r in records if r.kind in (fd.KIND_CHUNKS, fd.KIND_EPISODE)]
+    first_episode_record = kinds.index(fd.KIND_EPISODE)
+    assert fd.KIND_CHUNKS in kinds[first_episode_record:], "episode records interleave with chunks"
+    with trajcore.open(path) as ds:
+        total = ds.num_episodes
+    # A cut at half the file (a killed copy): about half the episodes stay listed and intact.
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / shard.name).write_bytes(buf[: len(buf) // 2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", trajcore.TrajcoreWarning)
+        with trajcore.open(cut, verify=True) as ds:
+            assert 0.3 * total < ds.num_episodes < 0.6 * total, (ds.num_episodes, total)
+    # A flipped byte in one chunk: the episodes with rows in it, a few of the hundreds.
+    refs = [c for r in records if r.kind == fd.KIND_CHUNKS for c in fd.decode_chunk_refs(buf, r)]
+    victim = max(refs, key=lambda c: c.stored_len)
+    flipped = bytearray(buf)
+    flipped[victim.data_offset + victim.stored_len // 2] ^= 0x01
+    damaged = tmp_path / "damaged"
+    damaged.mkdir()
+    (damaged / shard.name).write_bytes(bytes(flipped))
+    report = trajcore.verify(damaged)
+    (d,) = report.damage
+    assert d.offset == victim.data_offset
+    assert 0 < report.episodes_lost < 0.1 * total, (report.episodes_lost, total)

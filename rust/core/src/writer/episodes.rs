@@ -145,6 +145,30 @@ impl Episodes {
         self.pending.drain(..)
     }
 
+    /// The waiting records, oldest first, up to the first whose rows are not all in sealed
+    /// chunks yet: they may be written now, right after those chunks, rather than at the next
+    /// flush cycle (so a file cut short keeps the episodes whose rows lie before the cut, even
+    /// when a fast writer fills a shard within one cycle).
+    pub fn take_sealed(&mut self) -> Vec<EndedEpisode> {
+        let mut out = Vec::new();
+        while self.pending.front().is_some_and(|e| self.rows_sealed(&e.summary)) {
+            out.extend(self.pending.pop_front());
+        }
+        out
+    }
+
+    /// Whether every row of `s` lies before its lane's buffers (in chunks already sealed).
+    fn rows_sealed(&self, s: &EpisodeSummary) -> bool {
+        let Some(lane) = self.lanes.get(s.lane as usize) else { return false };
+        lane.buffers.iter().zip(&self.columns).all(|(buffer, spec)| {
+            let end = match spec.timeline {
+                Timeline::Obs => s.obs_first_row + s.length + 1,
+                Timeline::Step => s.step_first_row + s.length,
+            };
+            buffer.first_row >= end
+        })
+    }
+
     /// Calls `f` with every lane's buffer of every column (the lane's index, the buffer, its
     /// column and seal limit): the sink seals them.
     pub fn for_each_buffer(&mut self, mut f: impl FnMut(u32, &mut ColumnBuffer, &ColumnSpec, &ChunkLimit)) {

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use super::compact;
 use super::config::{Durability, RecorderConfig};
 use super::episodes::Episodes;
+use super::lane::EndedEpisode;
 use super::release::FreedPages;
 use super::shard::{now_ns, ShardWriter};
 use super::shared::Shared;
@@ -122,6 +123,10 @@ impl Sink {
     /// new shard if this one is full.
     pub fn write_chunks(&mut self, episodes: &mut Episodes, all: bool) -> Result<()> {
         self.seal_chunks(episodes, all)?;
+        let sealed = episodes.take_sealed();
+        if !sealed.is_empty() {
+            self.write_episodes(sealed)?;
+        }
         self.roll_over_if_full(episodes)
     }
 
@@ -162,10 +167,17 @@ impl Sink {
 
     /// The records of the ended episodes waiting (after the chunks holding their rows).
     fn write_pending_episodes(&mut self, episodes: &mut Episodes) -> Result<()> {
+        let pending: Vec<EndedEpisode> = episodes.take_pending().collect();
+        self.write_episodes(pending)
+    }
+
+    /// Episode records of `ended` (whose rows are in chunks written already), then maybe an
+    /// index checkpoint.
+    fn write_episodes(&mut self, ended: Vec<EndedEpisode>) -> Result<()> {
         let shard = self.shard.as_mut().ok_or_else(|| Error::WriterStopped("no open shard".into()))?;
         let before = shard.size();
-        let batch: Vec<(EpisodeSummary, Vec<u8>, Vec<u8>)> = episodes
-            .take_pending()
+        let batch: Vec<(EpisodeSummary, Vec<u8>, Vec<u8>)> = ended
+            .into_iter()
             .map(|ended| {
                 let metadata = if ended.metadata.is_empty() {
                     Vec::new() // reads back as {}
