@@ -38,7 +38,7 @@ from trajcore import _core
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 pytest.importorskip("moto.server", reason="needs moto[server] and boto3 (pip install '.[test]')")
-from s3_server import S3, s3_server  # noqa: E402
+from s3_server import S3, s3_server
 
 GROUP = "object storage"
 DATASETS = {
@@ -154,7 +154,9 @@ def test_random_batches(
 
 
 @pytest.mark.parametrize("name", ["cartpole 1M zstd", "pixels 84x84 raw"])
-def test_full_scan(benchmark: Any, report: list[dict[str, Any]], stored: dict[str, tuple[Path, str]], name: str) -> None:
+def test_full_scan(
+    benchmark: Any, report: list[dict[str, Any]], stored: dict[str, tuple[Path, str]], name: str
+) -> None:
     path, url = stored[name]
     local = trajcore.open(path, cache_bytes=0)
     remote = trajcore.open(url, cache_bytes=0)

@@ -388,5 +388,6 @@ def layout_leaves(layout_json: str, columns: set[str] | None = None) -> list[lis
         InvalidArgumentError: the tree is malformed, nests deeper than 64 levels, or a leaf names
             no column of `columns`; the message is only what is wrong.
     """
+
 def configure_store(url: str, options: list[tuple[str, str]]) -> None: ...
 def remote_stats() -> tuple[int, int, int, int]: ...

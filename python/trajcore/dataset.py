@@ -9,8 +9,8 @@ import multiprocessing.context
 import multiprocessing.reduction
 import os
 import warnings
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Unpack
 
 import numpy.typing as npt

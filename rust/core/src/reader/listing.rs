@@ -29,7 +29,8 @@ const TAIL_BYTES: u64 = 256 << 10;
 const PROBE_BYTES: u64 = 4 << 10;
 
 /// Sizes and entity tags from listings, by URL.
-static LISTED: Mutex<Option<HashMap<String, (u64, Option<String>)>>> = Mutex::new(None);
+type Listed = HashMap<String, (u64, Option<String>)>;
+static LISTED: Mutex<Option<Listed>> = Mutex::new(None);
 
 /// Whether `path` is a dataset directory (or a store prefix) rather than one shard.
 ///

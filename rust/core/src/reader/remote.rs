@@ -147,7 +147,8 @@ struct Clients {
 
 static CLIENTS: Mutex<Option<Clients>> = Mutex::new(None);
 /// The options `configure` was given, per store (kept across a fork: the child rebuilds from them).
-static OPTIONS: Mutex<Option<HashMap<String, Vec<(String, String)>>>> = Mutex::new(None);
+type StoreOptions = HashMap<String, Vec<(String, String)>>;
+static OPTIONS: Mutex<Option<StoreOptions>> = Mutex::new(None);
 static CACHE: Mutex<ExtentCache> = Mutex::new(ExtentCache::new(CACHE_BYTES));
 /// Object identities (URL, size, entity tag) as small numbers, the cache's keys.
 static OBJECT_IDS: Mutex<Option<HashMap<String, u64>>> = Mutex::new(None);
@@ -309,7 +310,7 @@ impl RemoteObject {
             return Ok(b);
         }
         let end = offset.saturating_add(len.max(READ_AHEAD)).min(self.len);
-        let fetched = self.fetch(&[offset..end])?.pop().unwrap_or_default();
+        let fetched = self.fetch(std::slice::from_ref(&(offset..end)))?.pop().unwrap_or_default();
         cache().insert(self.id, offset, fetched.clone());
         Ok(fetched.slice(..(len as usize).min(fetched.len())))
     }
@@ -444,14 +445,16 @@ mod tests {
 
     #[test]
     fn neighbours_merge_within_the_gap() {
-        let cases: &[(&[Range<u64>], u64, &[Range<u64>])] = &[
-            (&[0..10, 15..20], 5, &[0..20]),
-            (&[0..10, 16..20], 5, &[0..10, 16..20]),
-            (&[0..10, 5..8], 0, &[0..10]),
+        type Spans = &'static [(u64, u64)];
+        let cases: &[(Spans, u64, Spans)] = &[
+            (&[(0, 10), (15, 20)], 5, &[(0, 20)]),
+            (&[(0, 10), (16, 20)], 5, &[(0, 10), (16, 20)]),
+            (&[(0, 10), (5, 8)], 0, &[(0, 10)]),
             (&[], 5, &[]),
         ];
-        for &(ranges, gap, want) in cases {
-            assert_eq!(merge(ranges, gap), want, "{ranges:?} {gap}");
+        let ranges = |spans: Spans| spans.iter().map(|&(a, b)| a..b).collect::<Vec<_>>();
+        for &(spans, gap, want) in cases {
+            assert_eq!(merge(&ranges(spans), gap), ranges(want), "{spans:?} {gap}");
         }
     }
 
