@@ -239,3 +239,27 @@ def test_the_cli_reads_urls_configured_by_the_environment(s3: S3, recorded: Any,
     cli("export", url, str(tmp_path / "remote.csv"))
     cli("export", str(local), str(tmp_path / "local.csv"))
     assert (tmp_path / "remote.csv").read_text() == (tmp_path / "local.csv").read_text()
+
+
+def _numpy_concat(batches: list[Any]) -> Any:
+    """DataLoader batches (trees of tensors) as one tree of numpy arrays."""
+    first = batches[0]
+    if isinstance(first, dict):
+        return {k: _numpy_concat([b[k] for b in batches]) for k in first}
+    return np.concatenate([b.numpy() for b in batches])
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_data_loader_workers_read_from_the_store(s3: S3, recorded: Any, context: str) -> None:
+    """Workers get the dataset pickled (its URL and storage options) and read through their own
+    client: forked ones after the parent's requests (its runtime's threads are not theirs)."""
+    pytest.importorskip("torch", reason="trajcore.torch needs torch")
+    from trajcore.torch import TransitionDataset, loader
+
+    local, remote, _ = open_both(s3, recorded("cartpole"))
+    with local, remote:
+        remote.sample_transitions(8, seed=0)  # the parent's client is in use before the fork
+        batches = list(
+            loader(TransitionDataset(remote), 64, shuffle=False, num_workers=2, multiprocessing_context=context)
+        )
+        assert_tree_equal(_numpy_concat(batches), local.transitions[np.arange(local.num_steps)], context)
