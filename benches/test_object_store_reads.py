@@ -7,10 +7,10 @@ and the rate against the local files, rounds interleaved. For open(): requests a
 (first open in the process) and again (the per-process cache). Requests and bytes are counted by
 the core's client (`_core.remote_stats`), not estimated.
 
-The per-process cache of fetched bytes is bounded below the datasets' size (64 MiB), and the
-decoded-chunk cache is off on both sides, so batches fetch as they would from a dataset larger
-than memory. Loopback has no latency: rates here are an upper bound of what a network gives,
-and the request counts are what a real link multiplies by its round trip.
+The per-process cache of fetched bytes is bounded (64 MiB: below the pixel dataset's size), and
+the decoded-chunk cache is off on both sides. Loopback has no latency, and moto copies a whole
+object to answer each range request (a cost of the test server, growing with the object's size):
+times here say little about a real store; requests and bytes are what a real link pays for.
 
     python -m pytest benches/test_object_store_reads.py -p no:cacheprovider --benchmark-only -s
 """
@@ -35,6 +35,7 @@ from gymnasium import spaces
 from test_reading import BATCH, _nbytes, _write
 from timing import interleaved
 from trajcore import _core
+from trajcore._store import configure
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 pytest.importorskip("moto.server", reason="needs moto[server] and boto3 (pip install '.[test]')")
@@ -67,7 +68,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory, s3: S3) -> dict[str, tuple[
         prefix = name.replace(" ", "_")
         s3.upload(path, bucket, prefix)
         out[name] = (path, f"s3://{bucket}/{prefix}")
-    trajcore.open(next(iter(out.values()))[1], storage_options=s3.options).close()  # the client's options
+    configure(f"s3://{bucket}", s3.options)  # the client's options, without a request
     return out
 
 

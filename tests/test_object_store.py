@@ -177,7 +177,7 @@ def test_a_store_that_fails_or_stalls_gives_an_error_naming_the_url(s3: S3, reco
     # Nothing listens on the port.
     url = f"s3://nowhere-{free_port()}/run"
     options = {**s3.options, "endpoint": f"http://127.0.0.1:{free_port()}", **fast}
-    with pytest.raises(TrajcoreIOError, match=r"s3://nowhere-\d+/run"):
+    with pytest.raises(TrajcoreIOError, match=r"^s3://nowhere-\d+/run: "):
         trajcore.open(url, storage_options=options)
     # A server that accepts and never answers: the timeout ends the wait.
     stall = Stall()
@@ -263,3 +263,84 @@ def test_data_loader_workers_read_from_the_store(s3: S3, recorded: Any, context:
             loader(TransitionDataset(remote), 64, shuffle=False, num_workers=2, multiprocessing_context=context)
         )
         assert_tree_equal(_numpy_concat(batches), local.transitions[np.arange(local.num_steps)], context)
+
+
+def aws_env(s3: S3) -> dict[str, str]:
+    """The standard variables that point a client at the test server."""
+    return {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": s3.endpoint,
+        "AWS_ALLOW_HTTP": "true",
+    }
+
+
+def record_nested(path: str | Path, steps: int, **options: Any) -> None:
+    from export_data import NESTED_ACTION, NESTED_OBS
+
+    rec = trajcore.RecordEpisodes(SpaceEnv(NESTED_OBS, NESTED_ACTION, max_steps=20), path, **options)
+    rec.reset(seed=4)
+    rec.action_space.seed(4)
+    for _ in range(steps):
+        _, _, term, trunc, _ = rec.step(rec.action_space.sample())
+        if term or trunc:
+            rec.reset()
+    rec.close()
+
+
+def test_recording_to_the_store_equals_recording_locally(
+    s3: S3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in aws_env(s3).items():
+        monkeypatch.setenv(key, value)
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/rec"
+    # Small shards: several are sealed, and uploaded, while recording goes on.
+    options = {"max_shard_bytes": 64 << 10, "chunk_bytes": 16 << 10, "flush_interval": 0.2}
+    record_nested(tmp_path / "local", 3000, **options)
+    record_nested(url, 3000, **options)
+    with trajcore.open(tmp_path / "local") as local, trajcore.open(url) as remote:
+        assert len(remote.shards) == len(local.shards) > 2
+        assert remote.num_steps == local.num_steps == 3000
+        for i, (got, want) in enumerate(zip(steps(remote), steps(local), strict=True)):
+            assert_tree_equal(got, want, f"step {i}")
+
+
+def test_sealed_shards_reach_the_store_while_recording(s3: S3, monkeypatch: pytest.MonkeyPatch) -> None:
+    from export_data import NESTED_ACTION, NESTED_OBS
+
+    for key, value in aws_env(s3).items():
+        monkeypatch.setenv(key, value)
+    bucket = s3.bucket()
+    rec = trajcore.RecordEpisodes(
+        SpaceEnv(NESTED_OBS, NESTED_ACTION, max_steps=20),
+        f"s3://{bucket}/live",
+        max_shard_bytes=64 << 10,
+        flush_interval=0.2,
+    )
+    rec.reset(seed=0)
+    listed: list[str] = []
+    for t in range(20_000):
+        _, _, term, trunc, _ = rec.step(rec.action_space.sample())
+        if term or trunc:
+            rec.reset()
+        if t % 500 == 0:
+            listed = [o["Key"] for o in s3.client.list_objects_v2(Bucket=bucket).get("Contents", [])]
+            if len(listed) >= 2:
+                break
+        time.sleep(0.0002)
+    assert len(listed) >= 2, "no sealed shard reached the store while recording"
+    rec.close()
+    after = [o["Key"] for o in s3.client.list_objects_v2(Bucket=bucket)["Contents"]]
+    assert set(listed) < set(after)
+
+
+def test_an_upload_that_fails_is_a_recorder_error_naming_the_url(s3: S3, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in aws_env(s3).items():
+        monkeypatch.setenv(key, value)
+    url = "s3://no-such-bucket-for-records/run"
+    with pytest.raises(trajcore.RecorderError, match=f"{url}: uploading the shards failed") as e:
+        record_nested(url, 50)
+    staging = str(e.value).rsplit(" ", 1)[-1]
+    assert list(Path(staging).glob("*.trj")), "the shards stay in the staging directory"

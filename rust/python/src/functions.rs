@@ -97,3 +97,10 @@ pub fn remote_stats() -> (u64, u64, u64, u64) {
     let s = trajcore_core::reader::remote::stats();
     (s.requests, s.bytes, s.chunk_bytes, s.cached_bytes)
 }
+
+/// Puts the local file `local` as the object `url` (GIL released; see the core's
+/// `remote::upload`).
+#[pyfunction]
+pub fn upload_file(py: Python<'_>, local: PathBuf, url: &str) -> PyResult<()> {
+    py.detach(|| trajcore_core::reader::remote::upload(&local, url)).py_err(py)
+}
