@@ -239,6 +239,10 @@ def test_the_cli_reads_urls_configured_by_the_environment(s3: S3, recorded: Any,
     cli("export", url, str(tmp_path / "remote.csv"))
     cli("export", str(local), str(tmp_path / "local.csv"))
     assert (tmp_path / "remote.csv").read_text() == (tmp_path / "local.csv").read_text()
+    cli("convert", url, str(tmp_path / "converted"))
+    with trajcore.open(tmp_path / "converted") as converted, trajcore.open(local) as want:
+        for i, (got, w) in enumerate(zip(steps(converted), steps(want), strict=True)):
+            assert_tree_equal(got, w, f"converted step {i}")
 
 
 def _numpy_concat(batches: list[Any]) -> Any:
@@ -344,3 +348,16 @@ def test_an_upload_that_fails_is_a_recorder_error_naming_the_url(s3: S3, monkeyp
         record_nested(url, 50)
     staging = str(e.value).rsplit(" ", 1)[-1]
     assert list(Path(staging).glob("*.trj")), "the shards stay in the staging directory"
+
+
+def test_a_large_shard_goes_up_in_parts_and_arrives_whole(s3: S3, tmp_path: Path) -> None:
+    record_pixels(tmp_path / "px", episodes=100)  # one shard of ~13 MB: two 8 MiB parts
+    (shard,) = sorted((tmp_path / "px").glob("*.trj"))
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/up/{shard.name}"
+    trajcore._store.configure(url, s3.options)
+    before = _core.remote_stats()[0]
+    _core.upload_file(str(shard), url)
+    assert _core.remote_stats()[0] - before == 4  # create, two parts, complete
+    got = s3.client.get_object(Bucket=bucket, Key=f"up/{shard.name}")["Body"].read()
+    assert got == shard.read_bytes()

@@ -437,6 +437,7 @@ pub fn upload(local: &Path, url: &str) -> Result<()> {
     let mut next = first;
     let done = loop {
         if next.is_empty() {
+            count(1, 0);
             break run(store, url, |_| upload.complete());
         }
         count(1, 0);
