@@ -80,6 +80,17 @@ def _row(name: str, **figures: Any) -> dict[str, Any]:
     return {"group": GROUP, "name": name, **figures}
 
 
+def _report(benchmark: Any, report: list[dict[str, Any]], row: dict[str, Any]) -> None:
+    benchmark.extra_info.update(row)
+    report.append(row)
+
+
+def _both(stored: tuple[Path, str]) -> tuple[trajcore.Dataset, trajcore.Dataset]:
+    """The local copy and the store's, without a decoded-chunk cache (every read decodes)."""
+    path, url = stored
+    return trajcore.open(path, cache_bytes=0), trajcore.open(url, cache_bytes=0)
+
+
 @pytest.mark.parametrize("name", list(DATASETS))
 def test_open(benchmark: Any, report: list[dict[str, Any]], stored: dict[str, tuple[Path, str]], name: str) -> None:
     path, url = stored[name]
@@ -109,17 +120,14 @@ def test_open(benchmark: Any, report: list[dict[str, Any]], stored: dict[str, tu
         again_requests=int(t["again"][1]),
         local_ms=t["local"] * 1e3,
     )
-    benchmark.extra_info.update(row)
-    report.append(row)
+    _report(benchmark, report, row)
 
 
 @pytest.mark.parametrize("name", ["cartpole 1M zstd", "pixels 84x84 raw"])
 def test_random_batches(
     benchmark: Any, report: list[dict[str, Any]], stored: dict[str, tuple[Path, str]], name: str
 ) -> None:
-    path, url = stored[name]
-    local = trajcore.open(path, cache_bytes=0)
-    remote = trajcore.open(url, cache_bytes=0)
+    local, remote = _both(stored[name])
     batch_bytes = _nbytes(remote.sample_transitions(BATCH, seed=0))
     counts: list[np.ndarray] = []
 
@@ -148,8 +156,7 @@ def test_random_batches(
         local_ms_per_batch=local_s * 1e3,
         s3_over_local_time=s3_s / local_s,
     )
-    benchmark.extra_info.update(row)
-    report.append(row)
+    _report(benchmark, report, row)
     local.close()
     remote.close()
 
@@ -158,9 +165,8 @@ def test_random_batches(
 def test_full_scan(
     benchmark: Any, report: list[dict[str, Any]], stored: dict[str, tuple[Path, str]], name: str
 ) -> None:
-    path, url = stored[name]
-    local = trajcore.open(path, cache_bytes=0)
-    remote = trajcore.open(url, cache_bytes=0)
+    local, remote = _both(stored[name])
+    path = stored[name][0]
     block = 1024 if name.startswith("pixels") else 65536
     counts: list[np.ndarray] = []
 
@@ -194,7 +200,6 @@ def test_full_scan(
         local_s_per_scan=local_s,
         s3_over_local_time=s3_s / local_s,
     )
-    benchmark.extra_info.update(row)
-    report.append(row)
+    _report(benchmark, report, row)
     local.close()
     remote.close()
