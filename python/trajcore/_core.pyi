@@ -21,13 +21,16 @@ __all__ = [
     "Recorder",
     "Selection",
     "__version__",
+    "configure_store",
     "convert",
     "escape_key",
     "layout_leaves",
     "num_threads",
     "recover",
+    "remote_stats",
     "set_num_threads",
     "unescape_key",
+    "upload_file",
     "verify",
 ]
 
