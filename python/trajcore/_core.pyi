@@ -21,13 +21,16 @@ __all__ = [
     "Recorder",
     "Selection",
     "__version__",
+    "configure_store",
     "convert",
     "escape_key",
     "layout_leaves",
     "num_threads",
     "recover",
+    "remote_stats",
     "set_num_threads",
     "unescape_key",
+    "upload_file",
     "verify",
 ]
 
@@ -184,6 +187,8 @@ class Dataset:
         was wrong]."""
     @property
     def shards(self) -> list[str]: ...
+    @property
+    def shard_sizes(self) -> list[int]: ...
     @property
     def num_episodes(self) -> int: ...
     @property
@@ -388,3 +393,7 @@ def layout_leaves(layout_json: str, columns: set[str] | None = None) -> list[lis
         InvalidArgumentError: the tree is malformed, nests deeper than 64 levels, or a leaf names
             no column of `columns`; the message is only what is wrong.
     """
+
+def configure_store(url: str, options: list[tuple[str, str]]) -> None: ...
+def remote_stats() -> tuple[int, int, int, int]: ...
+def upload_file(local: str, url: str) -> None: ...

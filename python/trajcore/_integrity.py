@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -11,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from trajcore import _core
+from trajcore._store import configure
 
 if TYPE_CHECKING:
     from trajcore.dataset import Dataset
@@ -83,10 +85,11 @@ def _report(path: str, raw: dict[str, Any], seconds: float = 0.0) -> VerifyRepor
     )
 
 
-def verify(path: str | os.PathLike[str]) -> VerifyReport:
+def verify(path: str | os.PathLike[str], *, storage_options: Mapping[str, str] | None = None) -> VerifyReport:
     """Checks a dataset (directory or shard file) byte by byte: every record's checksum, every
     chunk decoded with its lengths, str offsets and UTF-8 checked. Runs on a few threads with
-    the GIL released; memory stays at a chunk per thread beyond the memory map.
+    the GIL released; memory stays at a chunk per thread beyond the memory map. `path` may be
+    a URL, as `trajcore.open` takes it (with its `storage_options`).
 
     Returns:
         A `VerifyReport`; a file that is not a trajcore file is damage at its byte 0.
@@ -96,6 +99,7 @@ def verify(path: str | os.PathLike[str]) -> VerifyReport:
         CorruptFileError: a file of another major format version.
     """
     p = os.fspath(path)
+    configure(p, storage_options)
     report = _report(p, _core.verify(p))
     return dataclasses.replace(report, damage=report.damage + _space_damage(p))
 

@@ -27,6 +27,7 @@ from trajcore._config import (
     to_json,
 )
 from trajcore._frames import check_renders_frames
+from trajcore._store import ShardUploader, is_store_url
 from trajcore.errors import InvalidArgumentError, TrajcoreError, TrajcoreWarning
 from trajcore.spaces import space_columns, space_from_json, space_from_json_text, space_to_json
 
@@ -47,6 +48,8 @@ class Recording:
     _episode_metadata: EpisodeMetadataFn | None = None
     _step_data: Callable[..., Mapping[str, Any]] | None = None
     _render_frames = False
+    # Recording to a store (a URL): the staging directory's uploader.
+    _uploader: ShardUploader | None = None
 
     def _start_recording(
         self,
@@ -82,6 +85,10 @@ class Recording:
         # The core hands out the episodes a step ended only for the callback that reads them.
         report_ended = o["episode_metadata"] is not None
         allow_mixed = bool(o["allow_mixed_spaces"])
+        if is_store_url(path):
+            # Recorded into a local staging directory; sealed shards go up as they are sealed.
+            self._uploader = ShardUploader(os.fspath(path), float(o["flush_interval"]))
+            path = self._uploader.staging
         if check_existing:
             check_existing_recordings(
                 path, env.observation_space, env.action_space, allow_mixed=allow_mixed, agent=env.agent
@@ -247,7 +254,11 @@ class Recording:
             if self._native is not None:
                 self._native.close()
         finally:
-            close_env()
+            try:
+                if self._uploader is not None:
+                    self._uploader.close()
+            finally:
+                close_env()
 
     def __enter__(self) -> Any:
         return self

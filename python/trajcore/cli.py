@@ -254,7 +254,7 @@ def _info(args: argparse.Namespace) -> int:
 
     with trajcore.open(args.path) as ds:
         s = ds.summaries()
-        disk = sum(os.path.getsize(p) for p in ds.shards)
+        disk = sum(ds.shard_sizes)
         columns, exact = _column_bytes(ds, s)
         raw_total = sum(c["raw_bytes"] for c in columns)
         metas = [ds.meta(r) for r in range(ds.num_recordings)]

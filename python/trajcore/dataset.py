@@ -9,6 +9,7 @@ import multiprocessing.context
 import multiprocessing.reduction
 import os
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Unpack
 
@@ -20,6 +21,7 @@ from trajcore._agents import agents_of
 from trajcore._filters import EpisodeFilters, select_indices
 from trajcore._infos import Field, column_fields, nest
 from trajcore._meta import rebuild_space
+from trajcore._store import configure
 from trajcore.episodes import Episodes
 
 if TYPE_CHECKING:
@@ -43,8 +45,14 @@ def open(
     cache_bytes: int | None = DEFAULT_CACHE_BYTES,
     verify: bool = False,
     mmap: bool = True,
+    storage_options: Mapping[str, str] | None = None,
 ) -> Dataset:
     """Opens a directory of shards (every recording in it) or one shard file.
+
+    `path` may be a URL: ``s3://bucket/prefix`` (every shard under the prefix, or one
+    ``.trj`` object), ``http(s)://host/path/shard.trj`` (read-only), or ``file://``. Data in
+    object storage is read with range requests as reads need it, never downloaded whole (see
+    docs/object-storage.md).
 
     Opening reads the index, not the data: damage inside chunk data is found by the first read
     that needs it (or by `verify`). Without `strict`, a read that finds it leaves the damaged
@@ -70,12 +78,23 @@ def open(
             where another process may truncate or rewrite files in place while you read (a
             `cp` or `rsync --inplace` over a shard), which through a map kills the process with
             SIGBUS; without a map such a file gives `CorruptFileError` instead.
+        storage_options: for a URL, options of its store over those the environment gives
+            (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``,
+            ``AWS_ENDPOINT_URL``, ``AWS_ALLOW_HTTP``, ...): ``{"endpoint": ...,
+            "aws_access_key_id": ..., "timeout": "30s", "max_retries": "3"}``. Kept for the
+            process (every later open of the same bucket or host uses them) and pickled with
+            the dataset, so data-loader workers use them too.
 
     Raises:
         TrajcoreFileNotFoundError: `path` does not exist.
         CorruptFileError: a file is not a trajcore file (or, with `strict`, any damage).
+        TrajcoreIOError: the store failed (refused the credentials, could not be reached,
+            timed out after its retries); the message names the URL and why.
+        InvalidArgumentError: an unknown storage option or a bad value.
     """
-    return Dataset(path, strict=strict, cache_bytes=cache_bytes, verify=verify, mmap=mmap)
+    return Dataset(
+        path, strict=strict, cache_bytes=cache_bytes, verify=verify, mmap=mmap, storage_options=storage_options
+    )
 
 
 @dataclass
@@ -103,6 +122,7 @@ class Dataset(_Sampling):
         cache_bytes: int | None = DEFAULT_CACHE_BYTES,
         verify: bool = False,
         mmap: bool = True,
+        storage_options: Mapping[str, str] | None = None,
         _exclusions: str | None = None,
         _shared_fd: int | None = None,
     ) -> None:
@@ -110,6 +130,8 @@ class Dataset(_Sampling):
         self._strict = strict
         self._cache_bytes = cache_bytes
         self._mmap = mmap
+        self._storage_options = dict(storage_options) if storage_options else None
+        configure(self._path, self._storage_options)
         self._ds: _core.Dataset | None = _core.Dataset(
             self._path, strict, cache_bytes, verify, _exclusions, mmap, _shared_fd
         )
@@ -179,8 +201,8 @@ class Dataset(_Sampling):
         if fd is not None and multiprocessing.context.get_spawning_popen() is not None:
             # Pickled for a process multiprocessing is starting (a spawned data-loader worker):
             # the shared decoded chunks go with it. Plain pickles reopen without them.
-            return (_reopen, (*args, multiprocessing.reduction.DupFd(fd)))
-        return (_reopen, args)
+            return (_reopen, (*args, multiprocessing.reduction.DupFd(fd), self._storage_options))
+        return (_reopen, (*args, None, self._storage_options))
 
     def _reader(self) -> _CoreDataset:
         return self._core
@@ -198,6 +220,11 @@ class Dataset(_Sampling):
     def shards(self) -> list[str]:
         """The shard files, in recording order."""
         return self._core.shards
+
+    @property
+    def shard_sizes(self) -> list[int]:
+        """Each shard's size in bytes, in `shards` order (as its store lists it, for a URL)."""
+        return self._core.shard_sizes
 
     @property
     def problems(self) -> list[tuple[str, int, str]]:
@@ -443,8 +470,17 @@ def _reopen(
     exclusions: str | None = None,
     mmap: bool = True,
     shared: Any = None,
+    storage_options: dict[str, str] | None = None,
 ) -> Dataset:
-    """A pickled dataset, reopened (with the listing a verification at open left it, and the
-    shared decoded chunks of the process that pickled it, if passed)."""
+    """A pickled dataset, reopened (with the listing a verification at open left it, the shared
+    decoded chunks of the process that pickled it, if passed, and its store's options)."""
     fd = None if shared is None else shared.detach()
-    return Dataset(path, strict=strict, cache_bytes=cache_bytes, mmap=mmap, _exclusions=exclusions, _shared_fd=fd)
+    return Dataset(
+        path,
+        strict=strict,
+        cache_bytes=cache_bytes,
+        mmap=mmap,
+        storage_options=storage_options,
+        _exclusions=exclusions,
+        _shared_fd=fd,
+    )

@@ -185,6 +185,11 @@ impl PyDataset {
     }
 
     #[getter]
+    fn shard_sizes(&self) -> Vec<u64> {
+        self.read(|d| d.shard_sizes())
+    }
+
+    #[getter]
     fn num_episodes(&self) -> usize {
         self.read(|d| d.episodes().len())
     }

@@ -66,10 +66,10 @@ pub fn to_py(py: Python<'_>, error: Error) -> PyErr {
         Error::RingFull { .. } | Error::WriterStopped(_) | Error::ForeignProcess { .. } | Error::Interrupted(_) => {
             new_err(py, &c.recorder, message)
         }
-        Error::Io { source, .. } => {
-            let errno = source.raw_os_error().unwrap_or(0);
-            instance(c.io.bind(py), (errno, message.clone()), || PyOSError::new_err(message))
-        }
+        Error::Io { source, .. } => match source.raw_os_error() {
+            Some(errno) => instance(c.io.bind(py), (errno, message.clone()), || PyOSError::new_err(message)),
+            None => new_err(py, &c.io, message), // no "[Errno 0]" before a store's error
+        },
         Error::NotFound { path } => {
             let args = (2, "No such file or directory", path.display().to_string());
             instance(c.not_found.bind(py), args, || PyFileNotFoundError::new_err(message))

@@ -82,3 +82,25 @@ pub fn layout_leaves<'py>(
         .map_err(|why| invalid(py, why))?;
     from_json(py, Ok(tree.leaves_json()))
 }
+
+/// Sets the options of the object store `url` is in, over the environment's (see the core's
+/// `remote::configure`).
+#[pyfunction]
+pub fn configure_store(py: Python<'_>, url: &str, options: Vec<(String, String)>) -> PyResult<()> {
+    trajcore_core::reader::remote::configure(url, &options).py_err(py)
+}
+
+/// (requests, bytes fetched, chunk bytes fetched for, bytes cached) from object storage by this
+/// process so far.
+#[pyfunction]
+pub fn remote_stats() -> (u64, u64, u64, u64) {
+    let s = trajcore_core::reader::remote::stats();
+    (s.requests, s.bytes, s.chunk_bytes, s.cached_bytes)
+}
+
+/// Puts the local file `local` as the object `url` (GIL released; see the core's
+/// `remote::upload`).
+#[pyfunction]
+pub fn upload_file(py: Python<'_>, local: PathBuf, url: &str) -> PyResult<()> {
+    py.detach(|| trajcore_core::reader::remote::upload(&local, url)).py_err(py)
+}

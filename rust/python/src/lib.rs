@@ -38,6 +38,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(functions::num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(functions::layout_leaves, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::configure_store, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::remote_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::upload_file, m)?)?;
     m.add_function(wrap_pyfunction!(keys::escape_key, m)?)?;
     m.add_function(wrap_pyfunction!(keys::unescape_key, m)?)?;
     Ok(())

@@ -3,7 +3,6 @@
 //! (recordings, chunk lists and episodes, built from the records the store's scans decode).
 //! Reads (`rows`, `gather`, `scan`, `bulk`, ...) look up the catalog and read through the store.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -21,7 +20,7 @@ use super::{
 };
 use super::{OpenOptions, Problem};
 use crate::dtype::DType;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::layout::Layout;
 use crate::schema::ColumnId;
 
@@ -51,7 +50,8 @@ impl Dataset {
 
     /// `open`, with what is known of damage beyond the files (see `integrity`).
     pub(super) fn open_with(path: &Path, opts: OpenOptions, exclusions: Exclusions) -> Result<Dataset> {
-        let is_dir = fs::metadata(path).map_err(|e| Error::io(path, e))?.is_dir();
+        let path = super::remote::local_path(path);
+        let is_dir = super::listing::is_dir(path)?;
         let mut ds = Dataset {
             path: path.to_path_buf(),
             is_dir,
@@ -416,5 +416,10 @@ impl Dataset {
     /// See the view's `episode_set_at` (`reader/batch.rs`).
     pub fn episode_set_at(&self, indexes: &[i64]) -> Result<EpisodeSet> {
         self.view().episode_set_at(indexes)
+    }
+
+    /// Each shard's size in bytes, in `shard_paths` order (an object's as its store listed it).
+    pub fn shard_sizes(&self) -> Vec<u64> {
+        self.store.shards.iter().map(|s| s.source.len()).collect()
     }
 }

@@ -495,6 +495,7 @@ impl DatasetView<'_> {
         // Raw chunks in a map are done at once; the others come from the cache, or are listed
         // for decoding (without a map, raw chunks too: "decoding" them is reading them).
         let mapped = |loc: &Located| self.reads_in_place(loc);
+        self.prefetch_remote(slots.iter().map(|(loc, _)| loc), true)?;
         let mut data: Vec<Option<ChunkBytes<'d>>> = Vec::with_capacity(slots.len());
         for (loc, _) in slots {
             self.ensure_verified(loc)?;

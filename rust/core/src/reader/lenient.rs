@@ -23,6 +23,7 @@
 //! its checksum and fails to decode only marks its episodes once a read decodes it).
 
 use super::checks::episode_span;
+use super::chunk_list::Located;
 use super::damage::{Affected, Damage};
 use super::dataset_view::DatasetView;
 use super::gather::{Field, Out, Window};
@@ -229,6 +230,7 @@ impl DatasetView<'_> {
         let mut todo = self.read_damage.unchecked(windows.iter().map(|w| w.episode));
         todo.sort_unstable();
         todo.dedup();
+        self.prefetch_episodes(&todo)?;
         for episode in todo {
             self.check_episode_records(episode)?;
             self.read_damage.set_checked(episode);
@@ -238,14 +240,19 @@ impl DatasetView<'_> {
 
     /// Verifies every Chunks record holding a row of the episode, in any column.
     fn check_episode_records(&self, episode: usize) -> Result<()> {
+        self.episode_chunks(episode)?.into_iter().try_for_each(|loc| self.ensure_verified(loc))
+    }
+
+    /// The chunks holding a row of the episode, in any column.
+    pub(super) fn episode_chunks(&self, episode: usize) -> Result<Vec<&Located>> {
         let e = self.episode(episode)?;
+        let mut chunks = Vec::new();
         for spec in &self.recording(e.recording)?.columns {
             let Some((first, n)) = episode_span(&e.summary, spec.timeline) else { continue };
-            for (loc, _, _) in overlapping(self.chunk_list(e.recording, e.summary.lane, spec.id), first, first + n) {
-                self.ensure_verified(loc)?;
-            }
+            let list = self.chunk_list(e.recording, e.summary.lane, spec.id);
+            chunks.extend(overlapping(list, first, first + n).map(|(loc, _, _)| loc));
         }
-        Ok(())
+        Ok(chunks)
     }
 }
 

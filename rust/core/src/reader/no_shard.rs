@@ -15,7 +15,7 @@ const SHOWN: usize = 8;
 
 /// `Error::NoShard` when the opened dataset is a directory without a shard.
 pub(crate) fn check_dataset(ds: &super::Dataset) -> Result<()> {
-    check(ds.path(), ds.path().is_dir(), ds.shard_paths().len())
+    check(ds.path(), ds.path().is_dir() || super::remote::url_of(ds.path()).is_some(), ds.shard_paths().len())
 }
 
 /// `Error::NoShard` when `path` is a directory and `shards` (the shards found in it) is 0.

@@ -138,7 +138,8 @@ pub(crate) struct Shard {
     pub header: FileHeader,
     /// Shared so a scan can read it while it updates the shard.
     pub source: Arc<Source>,
-    file: File,
+    /// None for an object in object storage (`open_remote`): nothing to watch or lock there.
+    file: Option<File>,
     /// The file's identity when opened: a file replaced under its name (by a rename) is noticed.
     identity: (u64, u64),
     /// `check_changed` found something (said once).
@@ -165,57 +166,25 @@ impl Shard {
     /// directory (rather than named by the user), where a file shorter than a header that starts
     /// like one is a shard the writer has just created.
     pub fn open(path: &Path, in_directory: bool, mmap: bool) -> Result<Opened> {
+        if let Some(url) = super::remote::url_of(path) {
+            return Shard::open_remote(path, url, in_directory);
+        }
         let io = |e| Error::io(path, e);
         let not_trajcore = |why: String| Error::NotTrajcore { path: path.to_path_buf(), why };
         let mut file = File::open(path).map_err(io)?;
         let mut head = Vec::with_capacity(HEADER_LEN);
         (&mut file).take(HEADER_LEN as u64).read_to_end(&mut head).map_err(io)?;
-
-        let n = head.len().min(MAGIC.len());
-        if head[..n] != MAGIC[..n] {
-            return Err(not_trajcore("bad magic: the file does not start with \"TRAJCORE\"".into()));
-        }
-        if head.len() >= 12 {
-            let major = u16::from_le_bytes([head[8], head[9]]);
-            let minor = u16::from_le_bytes([head[10], head[11]]);
-            if major != VERSION_MAJOR {
-                return Err(Error::Version {
-                    path: path.to_path_buf(),
-                    found: format!("{major}.{minor}"),
-                    supported: VERSION_MAJOR,
-                });
-            }
-        }
-        if head.len() < HEADER_LEN && in_directory {
-            return Ok(Opened::NotStarted);
-        }
-        let header = FileHeader::decode(&head).map_err(|e| {
-            not_trajcore(match e {
-                HeaderError::TooShort => {
-                    format!("the file is {} bytes, shorter than the {HEADER_LEN}-byte header", head.len())
-                }
-                HeaderError::BadMagic => "bad magic: the file does not start with \"TRAJCORE\"".into(),
-                HeaderError::BadChecksum => "the file header checksum does not match".into(),
-            })
-        })?;
-        if header.unknown_required() != 0 {
-            return Err(Error::Unsupported {
-                path: path.to_path_buf(),
-                why: format!(
-                    "the file needs format feature flag(s) {:#x} that this trajcore does not know (it was written \
-                     by a newer version {}.{}); upgrade trajcore to read it",
-                    header.unknown_required(),
-                    header.version_major,
-                    header.version_minor
-                ),
-            });
-        }
+        let Some(header) = check_head(path, &head, in_directory)? else { return Ok(Opened::NotStarted) };
         let source = Source::open(&file, path, mmap)?;
         if source.len() < HEADER_LEN as u64 {
             return Err(not_trajcore("the file shrank while it was being opened".into()));
         }
         let identity = file_identity(&file).map_err(io)?;
-        Ok(Opened::Shard(Box::new(Shard {
+        Ok(Opened::Shard(Box::new(Shard::new(path, header, source, Some(file), identity))))
+    }
+
+    fn new(path: &Path, header: FileHeader, source: Source, file: Option<File>, identity: (u64, u64)) -> Shard {
+        Shard {
             path: path.to_path_buf(),
             header,
             source: Arc::new(source),
@@ -229,7 +198,7 @@ impl Shard {
             problems: Vec::new(),
             tail: None,
             timelog_records: Vec::new(),
-        })))
+        }
     }
 
     fn problem(&self, offset: u64, why: impl Into<String>) -> Problem {
@@ -242,10 +211,11 @@ impl Shard {
     /// reader keeps the file it opened) but worth saying.
     /// Returns the notice, and whether it is damage (rows lost) rather than news.
     pub fn check_changed(&mut self) -> Option<(Problem, bool)> {
+        let file = self.file.as_ref()?;
         if self.change_reported {
             return None;
         }
-        let (why, damage) = match self.file.metadata() {
+        let (why, damage) = match file.metadata() {
             Ok(m) if m.len() < self.source.len() => {
                 self.source.mark_unreadable();
                 let why = format!(
@@ -299,12 +269,15 @@ impl Shard {
         if self.finished {
             return Ok(found);
         }
-        let len = self.file.metadata().map_err(|e| Error::io(&self.path, e))?.len();
+        let len = match &self.file {
+            Some(file) => file.metadata().map_err(|e| Error::io(&self.path, e))?.len(),
+            None => self.source.len(), // an object in a store: whole as listed
+        };
         if self.source.is_unreadable() || len < self.source.len() {
             return Ok(found); // `check_changed` reported it; nothing more is read from it
         }
-        if len > self.source.len() {
-            self.source = Arc::new(Source::open(&self.file, &self.path, self.source.is_mapped())?);
+        if let Some(file) = self.file.as_ref().filter(|_| len > self.source.len()) {
+            self.source = Arc::new(Source::open(file, &self.path, self.source.is_mapped())?);
         }
         let mut clean_problem = None;
         if self.scanned_to == HEADER_END {
@@ -327,6 +300,9 @@ impl Shard {
         found.metas.sort_by_key(|m| m.0);
         found.columns.sort_by_key(|c| c.0);
         found.episodes.sort_by_key(|e| (e.record_offset, e.position));
+        if let Some(e) = self.source.remote_object().and_then(|o| o.take_error()) {
+            return Err(e); // a store that failed is not damage
+        }
         Ok(found)
     }
 
@@ -377,11 +353,12 @@ impl Shard {
             deltas.push(delta);
         }
         let mut found = Found::default();
+        let _ = map.prefetch(&super::listing::indexed_ranges(&deltas)); // a failure: see `scan`
         for delta in deltas.iter().rev() {
             self.apply_index(map, delta, HEADER_END, &mut found);
         }
         self.finished = true;
-        self.modified = self.file.metadata().and_then(|m| m.modified()).ok();
+        self.modified = self.file.as_ref().and_then(|f| f.metadata().and_then(|m| m.modified()).ok());
         self.source.seal(self.modified);
         self.scanned_to = len;
         self.tail = None;
@@ -434,7 +411,7 @@ impl Shard {
                 Some(RecordKind::End) => {
                     if rec.payload_ok(map) && rec.header.payload_len == 8 {
                         self.finished = true;
-                        self.modified = self.file.metadata().and_then(|m| m.modified()).ok();
+                        self.modified = self.file.as_ref().and_then(|f| f.metadata().and_then(|m| m.modified()).ok());
                         self.source.seal(self.modified);
                         if rec.next < len {
                             let why = format!("{} bytes after the end record are ignored", len - rec.next);
@@ -470,7 +447,7 @@ impl Shard {
             FrameError::PartialHeader | FrameError::PastEnd { .. } => Tail::CutShort,
             FrameError::BadHeader | FrameError::Unreadable => Tail::Damaged,
         };
-        if !tail::is_damage(shape, shape == Tail::CutShort && writer_holds_lock(&self.file)) {
+        if !tail::is_damage(shape, shape == Tail::CutShort && self.file.as_ref().is_some_and(writer_holds_lock)) {
             return None;
         }
         let why = if zeros {
@@ -754,6 +731,62 @@ impl Shard {
         }
         parse_meta(meta).map_err(|why| corrupt(format!("episode metadata: {why}")))
     }
+
+    /// Opens a shard in object storage (see `remote`): its header and its last bytes (the End
+    /// record and the Index records before it) come in one round of range requests.
+    fn open_remote(path: &Path, url: &str, in_directory: bool) -> Result<Opened> {
+        let source = Source::remote(super::listing::object(url)?);
+        source.prefetch(&super::listing::opening_ranges(source.len()))?;
+        let head = source.bytes(0, source.len().min(HEADER_LEN as u64)).unwrap_or_default();
+        let Some(header) = check_head(path, &head, in_directory)? else { return Ok(Opened::NotStarted) };
+        Ok(Opened::Shard(Box::new(Shard::new(path, header, source, None, (0, 0)))))
+    }
+}
+
+/// The checks of a shard's first bytes (`head`, up to `HEADER_LEN`): its header, or `None` for a
+/// file in a dataset directory whose header is not written yet.
+fn check_head(path: &Path, head: &[u8], in_directory: bool) -> Result<Option<FileHeader>> {
+    let not_trajcore = |why: String| Error::NotTrajcore { path: path.to_path_buf(), why };
+    let n = head.len().min(MAGIC.len());
+    if head[..n] != MAGIC[..n] {
+        return Err(not_trajcore("bad magic: the file does not start with \"TRAJCORE\"".into()));
+    }
+    if head.len() >= 12 {
+        let major = u16::from_le_bytes([head[8], head[9]]);
+        let minor = u16::from_le_bytes([head[10], head[11]]);
+        if major != VERSION_MAJOR {
+            return Err(Error::Version {
+                path: path.to_path_buf(),
+                found: format!("{major}.{minor}"),
+                supported: VERSION_MAJOR,
+            });
+        }
+    }
+    if head.len() < HEADER_LEN && in_directory {
+        return Ok(None);
+    }
+    let header = FileHeader::decode(head).map_err(|e| {
+        not_trajcore(match e {
+            HeaderError::TooShort => {
+                format!("the file is {} bytes, shorter than the {HEADER_LEN}-byte header", head.len())
+            }
+            HeaderError::BadMagic => "bad magic: the file does not start with \"TRAJCORE\"".into(),
+            HeaderError::BadChecksum => "the file header checksum does not match".into(),
+        })
+    })?;
+    if header.unknown_required() != 0 {
+        return Err(Error::Unsupported {
+            path: path.to_path_buf(),
+            why: format!(
+                "the file needs format feature flag(s) {:#x} that this trajcore does not know (it was written \
+                 by a newer version {}.{}); upgrade trajcore to read it",
+                header.unknown_required(),
+                header.version_major,
+                header.version_minor
+            ),
+        });
+    }
+    Ok(Some(header))
 }
 
 /// Whether the bytes from `at` to the end are all zero (read a block at a time).

@@ -13,6 +13,7 @@ use std::time::UNIX_EPOCH;
 
 use memmap2::Mmap;
 
+use super::remote::RemoteObject;
 use crate::error::{Error, Result};
 
 pub(crate) struct Source {
@@ -31,6 +32,8 @@ enum Kind {
     Mapped(Arc<Mmap>),
     /// The file, and its length when this source was made (reads stay below it).
     Read { file: File, len: u64 },
+    /// An object in object storage, read by range (see `remote`).
+    Remote(RemoteObject),
 }
 
 impl Source {
@@ -59,6 +62,7 @@ impl Source {
         match &self.kind {
             Kind::Mapped(map) => map.len() as u64,
             Kind::Read { len, .. } => *len,
+            Kind::Remote(object) => object.len,
         }
     }
 
@@ -97,6 +101,14 @@ impl Source {
                 file.read_exact_at(&mut buf, offset).ok()?;
                 Some(Cow::Owned(buf))
             }
+            Kind::Remote(object) => match object.read(offset, len) {
+                Ok(b) => Some(Cow::Owned(b.to_vec())),
+                Err(_) => {
+                    // Retried already: each later read would wait as long again.
+                    self.mark_unreadable();
+                    None
+                }
+            },
         }
     }
 
@@ -112,4 +124,28 @@ impl Source {
 fn mtime_ns(file: &File) -> Option<u64> {
     let t = file.metadata().ok()?.modified().ok()?;
     Some(t.duration_since(UNIX_EPOCH).ok()?.as_nanos() as u64)
+}
+
+/// Object storage (`remote`): a third kind beside the map and positioned reads.
+impl Source {
+    pub fn remote(object: RemoteObject) -> Source {
+        Source { kind: Kind::Remote(object), unreadable: AtomicBool::new(false), sealed_mtime_ns: AtomicU64::new(0) }
+    }
+
+    pub fn remote_object(&self) -> Option<&RemoteObject> {
+        match &self.kind {
+            Kind::Remote(object) => Some(object),
+            _ => None,
+        }
+    }
+
+    /// Fetches `ranges` ahead of the reads that need them (object storage: together, in
+    /// parallel; local files need nothing). Errors name the URL and the cause, which `bytes`
+    /// cannot (a read that fails there reads as damage).
+    pub fn prefetch(&self, ranges: &[std::ops::Range<u64>]) -> Result<()> {
+        match &self.kind {
+            Kind::Remote(object) => object.prefetch(ranges).inspect_err(|_| self.mark_unreadable()),
+            _ => Ok(()),
+        }
+    }
 }

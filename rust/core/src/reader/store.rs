@@ -70,6 +70,10 @@ impl Store {
             let new = self.shards.is_empty() && !self.known_files.contains(root);
             return Ok(if new { vec![root.to_path_buf()] } else { Vec::new() });
         }
+        if let Some(url) = super::remote::url_of(root) {
+            let listed = super::listing::shards_under(url)?;
+            return Ok(listed.into_iter().filter(|p| !self.known_files.contains(p)).collect());
+        }
         let io = |e| Error::io(root, e);
         let mut paths = Vec::new();
         for entry in fs::read_dir(root).map_err(io)? {

@@ -1,0 +1,205 @@
+"""Reading from object storage (issue 24): the same datasets on local disk and in a real S3
+server on loopback (moto's standalone server), opened and read through trajcore's own client.
+
+For random batches of 256 transitions and a full scan in order: requests and bytes fetched per
+batch against the stored (compressed) bytes of the chunks the batch needed (the aim: at most 2x),
+and the rate against the local files, rounds interleaved. For open(): requests and seconds, cold
+(first open in the process) and again (the per-process cache). Requests and bytes are counted by
+the core's client (`_core.remote_stats`), not estimated.
+
+The per-process cache of fetched bytes is bounded (64 MiB: below the pixel dataset's size), and
+the decoded-chunk cache is off on both sides. Loopback has no latency, and moto copies a whole
+object to answer each range request (a cost of the test server, growing with the object's size):
+times here say little about a real store; requests and bytes are what a real link pays for.
+
+    python -m pytest benches/test_object_store_reads.py -p no:cacheprovider --benchmark-only -s
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+# Read once, on the first fetch: set before anything of trajcore's fetches.
+os.environ.setdefault("TRAJCORE_REMOTE_CACHE_BYTES", str(64 << 20))
+
+import numpy as np
+import pytest
+import trajcore
+from gymnasium import spaces
+from test_reading import BATCH, _nbytes, _write
+from timing import interleaved
+from trajcore import _core
+from trajcore._store import configure
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+pytest.importorskip("moto.server", reason="needs moto[server] and boto3 (pip install '.[test]')")
+from s3_server import S3, s3_server
+
+GROUP = "object storage"
+DATASETS = {
+    # name: (steps, observation space, zstd level)
+    "cartpole 1M zstd": (1_000_000, spaces.Box(-np.inf, np.inf, (4,), np.float32), 3),
+    "pixels 84x84 raw": (10_000, spaces.Box(0, 255, (84, 84), np.uint8), None),
+    "cartpole 10M raw": (10_000_000, spaces.Box(-np.inf, np.inf, (4,), np.float32), None),
+}
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3]:
+    with s3_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory, s3: S3) -> dict[str, tuple[Path, str]]:
+    """Each dataset's local directory and its URL in the bucket."""
+    root = tmp_path_factory.mktemp("object_store")
+    bucket = s3.bucket()
+    out = {}
+    for i, (name, (steps, space, level)) in enumerate(DATASETS.items()):
+        path = root / name.replace(" ", "_")
+        _write(path, steps, space, seed=i, zstd_level=level)
+        prefix = name.replace(" ", "_")
+        s3.upload(path, bucket, prefix)
+        out[name] = (path, f"s3://{bucket}/{prefix}")
+    configure(f"s3://{bucket}", s3.options)  # the client's options, without a request
+    return out
+
+
+def _stats() -> np.ndarray:
+    return np.array(_core.remote_stats()[:3], dtype=np.int64)  # requests, bytes, chunk bytes
+
+
+def _row(name: str, **figures: Any) -> dict[str, Any]:
+    return {"group": GROUP, "name": name, **figures}
+
+
+def _report(benchmark: Any, report: list[dict[str, Any]], row: dict[str, Any]) -> None:
+    benchmark.extra_info.update(row)
+    report.append(row)
+
+
+def _both(stored: tuple[Path, str]) -> tuple[trajcore.Dataset, trajcore.Dataset]:
+    """The local copy and the store's, without a decoded-chunk cache (every read decodes)."""
+    path, url = stored
+    return trajcore.open(path, cache_bytes=0), trajcore.open(url, cache_bytes=0)
+
+
+@pytest.mark.parametrize("name", list(DATASETS))
+def test_open(benchmark: Any, report: list[dict[str, Any]], stored: dict[str, tuple[Path, str]], name: str) -> None:
+    path, url = stored[name]
+
+    def measure() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for when in ("cold", "again"):
+            before, start = _stats(), time.perf_counter()
+            with trajcore.open(url) as ds:
+                out[when] = (time.perf_counter() - start, *(_stats() - before)[:2], ds.num_steps)
+        start = time.perf_counter()
+        trajcore.open(path).close()
+        out["local"] = time.perf_counter() - start
+        return out
+
+    t = benchmark.pedantic(measure, rounds=1, iterations=1)
+    shards = len(list(path.glob("*.trj")))
+    row = _row(
+        f"open(), {name}",
+        steps=t["cold"][3],
+        shards=shards,
+        dataset_MB=sum(f.stat().st_size for f in path.glob("*.trj")) / 1e6,
+        cold_ms=t["cold"][0] * 1e3,
+        cold_requests=int(t["cold"][1]),
+        cold_MB_fetched=t["cold"][2] / 1e6,
+        again_ms=t["again"][0] * 1e3,
+        again_requests=int(t["again"][1]),
+        local_ms=t["local"] * 1e3,
+    )
+    _report(benchmark, report, row)
+
+
+@pytest.mark.parametrize("name", ["cartpole 1M zstd", "pixels 84x84 raw"])
+def test_random_batches(
+    benchmark: Any, report: list[dict[str, Any]], stored: dict[str, tuple[Path, str]], name: str
+) -> None:
+    local, remote = _both(stored[name])
+    batch_bytes = _nbytes(remote.sample_transitions(BATCH, seed=0))
+    counts: list[np.ndarray] = []
+
+    def remote_batch(i: int) -> None:
+        before = _stats()
+        remote.sample_transitions(BATCH, seed=1000 + i)
+        counts.append(_stats() - before)
+
+    def measure() -> dict[str, list[float]]:
+        return interleaved(
+            {"s3": remote_batch, "local": lambda i: local.sample_transitions(BATCH, seed=1000 + i)}, seconds=4.0
+        )
+
+    t = benchmark.pedantic(measure, rounds=1, iterations=1)
+    requests, fetched, needed = np.sum(counts, axis=0)
+    s3_s, local_s = statistics.median(t["s3"]), statistics.median(t["local"])
+    row = _row(
+        f"random batch of {BATCH}, {name}",
+        batches=len(counts),
+        requests_per_batch=requests / len(counts),
+        KB_fetched_per_batch=fetched / len(counts) / 1e3,
+        KB_chunks_needed_per_batch=needed / len(counts) / 1e3,
+        fetched_over_needed=fetched / max(needed, 1),
+        batch_payload_KB=batch_bytes / 1e3,
+        s3_ms_per_batch=s3_s * 1e3,
+        local_ms_per_batch=local_s * 1e3,
+        s3_over_local_time=s3_s / local_s,
+    )
+    _report(benchmark, report, row)
+    local.close()
+    remote.close()
+
+
+@pytest.mark.parametrize("name", ["cartpole 1M zstd", "pixels 84x84 raw"])
+def test_full_scan(
+    benchmark: Any, report: list[dict[str, Any]], stored: dict[str, tuple[Path, str]], name: str
+) -> None:
+    local, remote = _both(stored[name])
+    path = stored[name][0]
+    block = 1024 if name.startswith("pixels") else 65536
+    counts: list[np.ndarray] = []
+
+    def scan(ds: trajcore.Dataset) -> int:
+        total = 0
+        for start in range(0, ds.num_steps, block):
+            total += _nbytes(ds.transitions[start : min(start + block, ds.num_steps)])
+        return total
+
+    def remote_scan(_: int) -> None:
+        before = _stats()
+        scan(remote)
+        counts.append(_stats() - before)
+
+    def measure() -> dict[str, list[float]]:
+        return interleaved({"s3": remote_scan, "local": lambda _: scan(local)}, seconds=10.0, rounds=3)
+
+    t = benchmark.pedantic(measure, rounds=1, iterations=1)
+    requests, fetched, needed = np.sum(counts, axis=0)
+    stored_bytes = sum(f.stat().st_size for f in path.glob("*.trj"))
+    s3_s, local_s = statistics.median(t["s3"]), statistics.median(t["local"])
+    row = _row(
+        f"full scan in order, {name}",
+        scans=len(counts),
+        requests_per_scan=requests / len(counts),
+        MB_fetched_per_scan=fetched / len(counts) / 1e6,
+        MB_chunks_needed_per_scan=needed / len(counts) / 1e6,
+        dataset_MB=stored_bytes / 1e6,
+        fetched_over_needed=fetched / max(needed, 1),
+        s3_s_per_scan=s3_s,
+        local_s_per_scan=local_s,
+        s3_over_local_time=s3_s / local_s,
+    )
+    _report(benchmark, report, row)
+    local.close()
+    remote.close()

@@ -1,0 +1,518 @@
+//! Shards in object storage: `s3://bucket/key` (AWS S3 and the stores that speak its protocol:
+//! MinIO, Ceph, R2, ...) and `http(s)://host/path` (read-only), read with range requests through
+//! the `object_store` crate, never downloaded whole.
+//!
+//! - Clients: one per store (scheme and bucket or host), built from the standard environment
+//!   variables (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`, `AWS_ENDPOINT_URL`,
+//!   `AWS_ALLOW_HTTP`, ...) and then the options `configure` was given for that store
+//!   (`storage_options` in Python), every request bounded by a timeout and transient failures
+//!   retried (see `DEFAULTS`), so no read waits forever.
+//! - A tokio runtime owned by the core drives the requests; readers block on it. After a fork
+//!   (a data-loader worker) the child has none of the parent's threads: it builds its own
+//!   runtime and clients on first use and leaks the parent's (dropping them would wait on
+//!   threads that do not exist in the child).
+//! - Fetched bytes go to a per-process cache (`remote_cache`); `stats` counts the requests and
+//!   bytes fetched, for benchmarks and tests to measure instead of guess.
+//!
+//! Errors name the URL and the cause: `Error::NotFound` for a missing object, `Error::Io` for
+//! the rest (refused credentials, an unreachable endpoint, a timeout after the retries).
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::http::HttpBuilder;
+use object_store::path::Path as ObjectPath;
+use object_store::{ClientConfigKey, ClientOptions, ObjectStore, RetryConfig};
+
+use super::remote_cache::ExtentCache;
+use crate::error::{Error, Result};
+
+/// The URL schemes read as object storage (`file://` is a local path: see `local_path`).
+const SCHEMES: &[&str] = &["s3", "s3a", "http", "https"];
+
+/// A read the cache cannot serve fetches at least this much (the index records and record
+/// headers opening reads lie close together; chunk reads come through `prefetch`, exact).
+const READ_AHEAD: u64 = 64 << 10;
+/// Ranges closer than this are fetched in one request (one round trip costs more than this many
+/// bytes on any link worth using).
+const COALESCE_GAP: u64 = 64 << 10;
+/// The per-process cache's bound unless `TRAJCORE_REMOTE_CACHE_BYTES` says otherwise.
+const CACHE_BYTES: usize = 1 << 30;
+
+/// Per-request timeouts and retries unless the options say otherwise (keys `timeout`,
+/// `connect_timeout`, `max_retries`, `retry_timeout`).
+struct Defaults {
+    timeout: Duration,
+    connect_timeout: Duration,
+    max_retries: usize,
+    retry_timeout: Duration,
+}
+const DEFAULTS: Defaults = Defaults {
+    timeout: Duration::from_secs(30),
+    connect_timeout: Duration::from_secs(5),
+    max_retries: 3,
+    retry_timeout: Duration::from_secs(60),
+};
+
+/// Where an object lives: the store (`scheme://bucket-or-host`) and its key in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Location {
+    pub store: String,
+    pub key: String,
+}
+
+impl Location {
+    pub fn url(&self) -> String {
+        format!("{}/{}", self.store, self.key)
+    }
+}
+
+/// The URL `path` holds, when it names object storage rather than a local path.
+pub(crate) fn url_of(path: &Path) -> Option<&str> {
+    let text = path.to_str()?;
+    let (scheme, _) = text.split_once("://")?;
+    SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()).then_some(text)
+}
+
+/// A local path given as a `file://` URL, as a path (anything else as it is).
+pub fn local_path(path: &Path) -> &Path {
+    match path.to_str().and_then(|t| t.strip_prefix("file://")) {
+        Some(rest) => Path::new(rest),
+        None => path,
+    }
+}
+
+/// Splits an object storage URL into its store and key (no leading or trailing `/`).
+pub(crate) fn locate(url: &str) -> Result<Location> {
+    let invalid = |why: &str| Error::Invalid(format!("{url}: {why}"));
+    let parsed = url::Url::parse(url).map_err(|e| invalid(&format!("not a URL ({e})")))?;
+    let scheme = parsed.scheme();
+    if !SCHEMES.contains(&scheme) {
+        return Err(invalid("the scheme is none of s3, http, https"));
+    }
+    let host = parsed.host_str().filter(|h| !h.is_empty()).ok_or_else(|| invalid("the URL names no bucket or host"))?;
+    let authority = match parsed.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_string(),
+    };
+    let key = parsed.path().trim_matches('/').to_string();
+    Ok(Location { store: format!("{scheme}://{authority}"), key })
+}
+
+/// Requests made and bytes fetched by this process so far (listings and HEADs included), the
+/// stored bytes of the chunks reads fetched them for (what a read needed, to set against what it
+/// fetched), and the bytes its cache holds now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RemoteStats {
+    pub requests: u64,
+    pub bytes: u64,
+    pub chunk_bytes: u64,
+    pub cached_bytes: u64,
+}
+
+static REQUESTS: AtomicU64 = AtomicU64::new(0);
+static BYTES: AtomicU64 = AtomicU64::new(0);
+static CHUNK_BYTES: AtomicU64 = AtomicU64::new(0);
+
+/// Counts `bytes` of chunk data a read fetched (see `RemoteStats::chunk_bytes`).
+pub(crate) fn count_chunk_bytes(bytes: u64) {
+    CHUNK_BYTES.fetch_add(bytes, Ordering::Relaxed);
+}
+
+pub fn stats() -> RemoteStats {
+    RemoteStats {
+        requests: REQUESTS.load(Ordering::Relaxed),
+        bytes: BYTES.load(Ordering::Relaxed),
+        chunk_bytes: CHUNK_BYTES.load(Ordering::Relaxed),
+        cached_bytes: cache().held() as u64,
+    }
+}
+
+fn count(requests: u64, bytes: u64) {
+    REQUESTS.fetch_add(requests, Ordering::Relaxed);
+    BYTES.fetch_add(bytes, Ordering::Relaxed);
+}
+
+struct Clients {
+    pid: u32,
+    runtime: Arc<tokio::runtime::Runtime>,
+    stores: HashMap<String, Arc<dyn ObjectStore>>,
+}
+
+static CLIENTS: Mutex<Option<Clients>> = Mutex::new(None);
+/// The options `configure` was given, per store (kept across a fork: the child rebuilds from them).
+type StoreOptions = HashMap<String, Vec<(String, String)>>;
+static OPTIONS: Mutex<Option<StoreOptions>> = Mutex::new(None);
+static CACHE: Mutex<ExtentCache> = Mutex::new(ExtentCache::new(CACHE_BYTES));
+/// Object identities (URL, size, entity tag) as small numbers, the cache's keys.
+static OBJECT_IDS: Mutex<Option<HashMap<String, u64>>> = Mutex::new(None);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Sets the options of the store `url` is in (its scheme and bucket or host), over the
+/// environment's: for S3 any `object_store` S3 key (`aws_access_key_id`, `endpoint`, `region`,
+/// `allow_http`, ...), for both `timeout` and `connect_timeout` ("30s"), `max_retries` and
+/// `retry_timeout` (seconds). The client is built now, so a bad key fails here.
+///
+/// Errors: `Invalid` (not an object storage URL, an unknown key, a bad value).
+pub fn configure(url: &str, options: &[(String, String)]) -> Result<()> {
+    let location = locate(url)?;
+    build(&location.store, options)?;
+    lock(&OPTIONS).get_or_insert_with(HashMap::new).insert(location.store.clone(), options.to_vec());
+    if let Some(clients) = lock(&CLIENTS).as_mut() {
+        clients.stores.remove(&location.store);
+    }
+    Ok(())
+}
+
+/// A client for `store` from the environment and `options`.
+fn build(store: &str, options: &[(String, String)]) -> Result<Arc<dyn ObjectStore>> {
+    let invalid = |why: String| Error::Invalid(format!("{store}: {why}"));
+    let seconds = |key: &str, v: &str| {
+        v.trim_end_matches('s')
+            .parse::<f64>()
+            .ok()
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(Duration::from_secs_f64)
+            .ok_or_else(|| invalid(format!("option {key}={v:?}: expected seconds")))
+    };
+    let mut retry =
+        RetryConfig { max_retries: DEFAULTS.max_retries, retry_timeout: DEFAULTS.retry_timeout, ..Default::default() };
+    let mut rest = Vec::new();
+    for (key, value) in options {
+        match key.as_str() {
+            "max_retries" => {
+                retry.max_retries =
+                    value.parse().map_err(|_| invalid(format!("option max_retries={value:?}: expected a count")))?
+            }
+            "retry_timeout" => retry.retry_timeout = seconds(key, value)?,
+            _ => rest.push((key.to_ascii_lowercase(), value.as_str())),
+        }
+    }
+    let client = ClientOptions::new().with_timeout(DEFAULTS.timeout).with_connect_timeout(DEFAULTS.connect_timeout);
+    let unknown = |key: &str| invalid(format!("unknown storage option {key:?}"));
+    let built = if store.starts_with("s3") {
+        let mut b = AmazonS3Builder::new().with_client_options(client).with_retry(retry).with_url(store);
+        let env = std::env::vars().filter(|(k, _)| k.starts_with("AWS_")).map(|(k, v)| (k.to_ascii_lowercase(), v));
+        for (key, value) in env.collect::<Vec<_>>() {
+            if let Ok(k) = key.parse::<AmazonS3ConfigKey>() {
+                b = b.with_config(k, value);
+            }
+        }
+        for (key, value) in rest {
+            b = b.with_config(key.parse::<AmazonS3ConfigKey>().map_err(|_| unknown(&key))?, value);
+        }
+        b.build().map(|s| Arc::new(s) as Arc<dyn ObjectStore>)
+    } else {
+        // An http:// URL asks for plain HTTP (the S3 client needs `allow_http` for its endpoint).
+        let client = client.with_allow_http(store.starts_with("http://"));
+        let mut b = HttpBuilder::new().with_client_options(client).with_retry(retry).with_url(store);
+        for (key, value) in rest {
+            b = b.with_config(key.parse::<ClientConfigKey>().map_err(|_| unknown(&key))?, value);
+        }
+        b.build().map(|s| Arc::new(s) as Arc<dyn ObjectStore>)
+    };
+    built.map_err(|e| invalid(e.to_string()))
+}
+
+/// This process's runtime and the client for `store`, made on first use (again after a fork).
+fn client(store: &str) -> Result<(Arc<tokio::runtime::Runtime>, Arc<dyn ObjectStore>)> {
+    let mut clients = lock(&CLIENTS);
+    let pid = std::process::id();
+    if clients.as_ref().is_some_and(|c| c.pid != pid) {
+        // The parent's runtime threads do not exist here: dropping it would wait for them.
+        std::mem::forget(clients.take());
+    }
+    if clients.is_none() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("trajcore-io")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::io(store, e))?;
+        *clients = Some(Clients { pid, runtime: Arc::new(runtime), stores: HashMap::new() });
+    }
+    let clients = clients.as_mut().expect("made above");
+    let made = match clients.stores.get(store) {
+        Some(s) => s.clone(),
+        None => {
+            let options = lock(&OPTIONS).as_ref().and_then(|o| o.get(store).cloned()).unwrap_or_default();
+            let made = build(store, &options)?;
+            clients.stores.insert(store.to_string(), made.clone());
+            made
+        }
+    };
+    Ok((clients.runtime.clone(), made))
+}
+
+/// Runs `f` (a request to `store`'s client) on the runtime, waiting for it.
+pub(crate) fn run<T, F>(store: &str, url: &str, f: impl FnOnce(Arc<dyn ObjectStore>) -> F) -> Result<T>
+where
+    F: std::future::Future<Output = object_store::Result<T>>,
+{
+    let (runtime, client) = client(store)?;
+    runtime.block_on(f(client)).map_err(|e| store_error(url, e))
+}
+
+/// An `object_store` error as the core's, naming the URL.
+fn store_error(url: &str, e: object_store::Error) -> Error {
+    match e {
+        object_store::Error::NotFound { .. } => Error::NotFound { path: url.into() },
+        e => Error::Io { path: url.into(), source: std::io::Error::other(e.to_string()) },
+    }
+}
+
+/// One object of a store, read by range.
+#[derive(Debug)]
+pub(crate) struct RemoteObject {
+    pub location: Location,
+    pub url: String,
+    pub len: u64,
+    /// Its key in the per-process cache.
+    id: u64,
+    /// Why a fetch failed, for the caller that can say so (`take_error`): reads through
+    /// `Source::bytes` can only say that the bytes are missing.
+    failed: Mutex<Option<String>>,
+}
+
+impl RemoteObject {
+    /// The object at `url`, its size asked of the store.
+    pub fn open(url: &str) -> Result<RemoteObject> {
+        let location = locate(url)?;
+        let key = ObjectPath::from(location.key.as_str());
+        let meta = run(&location.store, url, |c| async move { c.head(&key).await })?;
+        count(1, 0);
+        Ok(RemoteObject::new(location, meta.size, meta.e_tag.as_deref()))
+    }
+
+    /// An object whose size (and entity tag) a listing gave.
+    pub fn new(location: Location, len: u64, e_tag: Option<&str>) -> RemoteObject {
+        let url = location.url();
+        let identity = format!("{url}\n{len}\n{}", e_tag.unwrap_or(""));
+        let mut ids = lock(&OBJECT_IDS);
+        let ids = ids.get_or_insert_with(HashMap::new);
+        let next = ids.len() as u64;
+        let id = *ids.entry(identity).or_insert(next);
+        RemoteObject { location, url, len, id, failed: Mutex::new(None) }
+    }
+
+    /// `len` bytes from `offset`, from the cache or fetched (with `READ_AHEAD`).
+    pub fn read(&self, offset: u64, len: u64) -> Result<Bytes> {
+        if let Some(b) = cache().get(self.id, offset, len) {
+            return Ok(b);
+        }
+        let end = offset.saturating_add(len.max(READ_AHEAD)).min(self.len);
+        let fetched = self.fetch(std::slice::from_ref(&(offset..end)))?.pop().unwrap_or_default();
+        cache().insert(self.id, offset, fetched.clone());
+        Ok(fetched.slice(..(len as usize).min(fetched.len())))
+    }
+
+    /// Whether the cache holds `range`.
+    pub fn holds(&self, range: &Range<u64>) -> bool {
+        cache().holds(self.id, range.start, range.end)
+    }
+
+    /// Fetches the `ranges` the cache does not hold, neighbours together, in parallel, and
+    /// keeps them.
+    pub fn prefetch(&self, ranges: &[Range<u64>]) -> Result<()> {
+        let mut missing: Vec<Range<u64>> = {
+            let mut cache = cache();
+            ranges
+                .iter()
+                .map(|r| r.start.min(self.len)..r.end.min(self.len))
+                .filter(|r| r.start < r.end && !cache.holds(self.id, r.start, r.end))
+                .collect()
+        };
+        if missing.is_empty() {
+            return Ok(());
+        }
+        missing.sort_by_key(|r| r.start);
+        let merged = merge(&missing, COALESCE_GAP);
+        let fetched = self.fetch(&merged)?;
+        let mut cache = cache();
+        for (r, bytes) in merged.iter().zip(fetched) {
+            cache.insert(self.id, r.start, bytes);
+        }
+        Ok(())
+    }
+
+    /// The bytes of each of `ranges`, one request each, in parallel (counted in `stats`).
+    fn fetch(&self, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        let key = ObjectPath::from(self.location.key.as_str());
+        let ranges = ranges.to_vec();
+        let n = ranges.len() as u64;
+        let fetched = run(&self.location.store, &self.url, |c| async move {
+            // Already merged: the crate's own coalescing (gap 0) only runs them in parallel.
+            object_store::coalesce_ranges(&ranges, |r| c.get_range(&key, r), 0).await
+        })
+        .inspect_err(|e| *lock(&self.failed) = Some(e.to_string()))?;
+        count(n, fetched.iter().map(|b| b.len() as u64).sum());
+        Ok(fetched)
+    }
+}
+
+impl RemoteObject {
+    /// The failure of a fetch since the last call, as the error it was.
+    pub fn take_error(&self) -> Option<Error> {
+        let why = lock(&self.failed).take()?;
+        let why = why.strip_prefix(&format!("{}: ", self.url)).unwrap_or(&why).to_string();
+        Some(Error::Io { path: self.url.clone().into(), source: std::io::Error::other(why) })
+    }
+}
+
+fn cache() -> MutexGuard<'static, ExtentCache> {
+    let mut cache = lock(&CACHE);
+    static SIZED: std::sync::Once = std::sync::Once::new();
+    SIZED.call_once(|| {
+        if let Some(n) = std::env::var("TRAJCORE_REMOTE_CACHE_BYTES").ok().and_then(|v| v.parse().ok()) {
+            cache.set_capacity(n);
+        }
+    });
+    cache
+}
+
+/// Sorted ranges with those closer than `gap` joined.
+fn merge(sorted: &[Range<u64>], gap: u64) -> Vec<Range<u64>> {
+    let mut out: Vec<Range<u64>> = Vec::with_capacity(sorted.len());
+    for r in sorted {
+        match out.last_mut() {
+            Some(last) if r.start <= last.end.saturating_add(gap) => last.end = last.end.max(r.end),
+            _ => out.push(r.clone()),
+        }
+    }
+    out
+}
+
+/// The objects directly under `prefix` in `location`'s store (one listing request per page), as
+/// (location, size, entity tag), in key order.
+pub(crate) fn list(location: &Location, url: &str) -> Result<Vec<(Location, u64, Option<String>)>> {
+    let prefix = ObjectPath::from(location.key.as_str());
+    let listed = run(&location.store, url, |c| async move { c.list_with_delimiter(Some(&prefix)).await })?;
+    count(1, 0);
+    let mut objects: Vec<_> = listed
+        .objects
+        .into_iter()
+        .map(|m| (Location { store: location.store.clone(), key: m.location.to_string() }, m.size, m.e_tag))
+        .collect();
+    objects.sort_by(|a, b| a.0.key.cmp(&b.0.key));
+    Ok(objects)
+}
+
+/// What one request of an upload carries at most: the file is read a part at a time, so an
+/// upload holds one part in memory whatever the file's size (S3's parts are 5 MiB at least).
+const PART_BYTES: usize = 8 << 20;
+
+/// Puts the local file `local` as the object `url`: one request, or a multipart upload of
+/// `PART_BYTES` parts completed only once every part is in (and aborted when one fails), so the
+/// object appears whole or not at all. Counted in `stats`.
+///
+/// Errors: `Io` (reading the file, or the store, naming the URL and why), `Invalid` (a bad URL).
+pub fn upload(local: &Path, url: &str) -> Result<()> {
+    use std::io::Read;
+    let location = locate(url)?;
+    let key = ObjectPath::from(location.key.as_str());
+    let mut file = std::fs::File::open(local).map_err(|e| Error::io(local, e))?;
+    let part = |file: &mut std::fs::File| -> Result<Vec<u8>> {
+        let mut buf = Vec::with_capacity(PART_BYTES);
+        file.take(PART_BYTES as u64).read_to_end(&mut buf).map_err(|e| Error::io(local, e))?;
+        Ok(buf)
+    };
+    let first = part(&mut file)?;
+    let store = &location.store;
+    if first.len() < PART_BYTES {
+        count(1, 0);
+        let key = &key;
+        return run(store, url, |c| async move { c.put(key, first.into()).await }).map(|_| ());
+    }
+    let mut upload = run(store, url, |c| async move { c.put_multipart(&key).await })?;
+    count(1, 0);
+    let mut next = first;
+    let done = loop {
+        if next.is_empty() {
+            count(1, 0);
+            break run(store, url, |_| upload.complete());
+        }
+        count(1, 0);
+        if let Err(e) = run(store, url, |_| upload.put_part(next.into())) {
+            break Err(e);
+        }
+        next = match part(&mut file) {
+            Ok(next) => next,
+            Err(e) => break Err(e),
+        };
+    };
+    if done.is_err() {
+        let _ = run(store, url, |_| upload.abort()); // nothing partial stays behind
+    }
+    done.map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_split_into_store_and_key() {
+        let cases: &[(&str, Option<(&str, &str)>)] = &[
+            ("s3://bucket/run/a.trj", Some(("s3://bucket", "run/a.trj"))),
+            ("s3://bucket/run/", Some(("s3://bucket", "run"))),
+            ("s3://bucket", Some(("s3://bucket", ""))),
+            ("http://127.0.0.1:9000/b/x.trj", Some(("http://127.0.0.1:9000", "b/x.trj"))),
+            ("https://host/x", Some(("https://host", "x"))),
+            ("ftp://host/x", None),
+            ("s3:///key", None),
+        ];
+        for &(url, want) in cases {
+            let got = locate(url).ok().map(|l| (l.store, l.key));
+            assert_eq!(got, want.map(|(s, k)| (s.to_string(), k.to_string())), "{url}");
+        }
+    }
+
+    #[test]
+    fn only_store_urls_are_remote() {
+        let cases: &[(&str, bool)] = &[
+            ("s3://b/k", true),
+            ("HTTPS://h/k", true),
+            ("/data/run", false),
+            ("file:///data/run", false),
+            ("run", false),
+        ];
+        for &(path, remote) in cases {
+            assert_eq!(url_of(Path::new(path)).is_some(), remote, "{path}");
+        }
+        assert_eq!(local_path(Path::new("file:///data/run")), Path::new("/data/run"));
+        assert_eq!(local_path(Path::new("/data/run")), Path::new("/data/run"));
+    }
+
+    #[test]
+    fn neighbours_merge_within_the_gap() {
+        type Spans = &'static [(u64, u64)];
+        let cases: &[(Spans, u64, Spans)] = &[
+            (&[(0, 10), (15, 20)], 5, &[(0, 20)]),
+            (&[(0, 10), (16, 20)], 5, &[(0, 10), (16, 20)]),
+            (&[(0, 10), (5, 8)], 0, &[(0, 10)]),
+            (&[], 5, &[]),
+        ];
+        let ranges = |spans: Spans| spans.iter().map(|&(a, b)| a..b).collect::<Vec<_>>();
+        for &(spans, gap, want) in cases {
+            assert_eq!(merge(&ranges(spans), gap), ranges(want), "{spans:?} {gap}");
+        }
+    }
+
+    #[test]
+    fn bad_options_are_refused_naming_the_key() {
+        let bad = [("no_such_key", "1"), ("max_retries", "many"), ("retry_timeout", "-1")];
+        for (key, value) in bad {
+            let e = configure("s3://bucket/x", &[(key.to_string(), value.to_string())]).unwrap_err();
+            assert!(e.to_string().contains(key), "{e}");
+        }
+    }
+}

@@ -1,0 +1,363 @@
+"""Datasets read from object storage: a real S3 server on loopback (moto's standalone server,
+real HTTP requests through the core's client, no mocked client), its bucket filled with shards
+recorded locally, each read compared value for value with the local open of the same files."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import trajcore
+from export_data import NAMES, steps
+from gymnasium import spaces
+from helpers import SpaceEnv, assert_tree_equal
+from trajcore import _core
+from trajcore.errors import CorruptFileError, TrajcoreError, TrajcoreIOError, TrajcoreWarning
+
+pytest.importorskip("boto3", reason="the object storage tests need boto3 and moto[server] (pip install '.[test]')")
+pytest.importorskip("moto.server", reason="the object storage tests need moto[server] (pip install '.[test]')")
+from s3_server import S3, free_port, s3_server
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3]:
+    with s3_server() as server:
+        yield server
+
+
+def open_both(s3: S3, local: Path, **kw: Any) -> tuple[trajcore.Dataset, trajcore.Dataset, str]:
+    bucket = s3.bucket()
+    s3.upload(local, bucket, "run")
+    url = f"s3://{bucket}/run"
+    return trajcore.open(local, **kw), trajcore.open(url, storage_options=s3.options, **kw), url
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reads_equal_the_local_files(s3: S3, recorded: Any, name: str) -> None:
+    local, remote, url = open_both(s3, recorded(name))
+    with local, remote:
+        assert remote.path == url
+        assert [Path(p).name for p in remote.shards] == [Path(p).name for p in local.shards]
+        assert all(p.startswith(f"{url}/") for p in remote.shards)
+        assert (remote.num_episodes, remote.num_steps) == (local.num_episodes, local.num_steps) != (0, 0)
+        assert remote.observation_space == local.observation_space
+        assert remote.action_space == local.action_space
+        # Every step (observations, actions, rewards, flags, infos, custom data) and episode.
+        for i, (got, want) in enumerate(zip(steps(remote), steps(local), strict=True)):
+            assert_tree_equal(got, want, f"{name} step {i}")
+        for got_ep, want_ep in zip(remote.episodes, local.episodes, strict=True):
+            assert got_ep.metadata == want_ep.metadata
+        # Training reads: random transitions and samples, as batches.
+        idx = np.random.default_rng(3).integers(0, local.num_steps, 64)
+        assert_tree_equal(remote.transitions[idx], local.transitions[idx], "transitions")
+        assert_tree_equal(remote.sample_transitions(32, seed=7), local.sample_transitions(32, seed=7), "sample")
+        assert remote.problems == []
+
+
+def test_one_shard_object_and_http(s3: S3, recorded: Any) -> None:
+    local_dir = recorded("nested")
+    bucket = s3.bucket()
+    (key,) = s3.upload(local_dir, bucket, "one")
+    with trajcore.open(local_dir) as local:
+        want = list(steps(local))
+    # The object on its own, then over plain HTTP (range requests, read-only): moto serves the
+    # bucket's objects at path-style URLs, once they are public.
+    http = f"{s3.endpoint}/{bucket}/{key}"
+    with pytest.raises(TrajcoreIOError, match=f"{http}: .*403 Forbidden"):
+        trajcore.open(http)
+    s3.client.put_object_acl(Bucket=bucket, Key=key, ACL="public-read")
+    for url in (f"s3://{bucket}/{key}", f"{s3.endpoint}/{bucket}/{key}"):
+        with trajcore.open(url, storage_options=s3.options if url.startswith("s3") else None) as ds:
+            assert ds.shards == [url]
+            for i, (got, w) in enumerate(zip(steps(ds), want, strict=True)):
+                assert_tree_equal(got, w, f"{url} step {i}")
+
+
+def record_pixels(path: Path, episodes: int) -> None:
+    env = SpaceEnv(spaces.Box(0, 255, (32, 32, 3), np.uint8), spaces.Discrete(4), max_steps=40, p_terminate=0.0)
+    rec = trajcore.RecordEpisodes(env, path)
+    rec.reset(seed=1)
+    for _ in range(episodes):
+        done = False
+        while not done:
+            _, _, term, trunc, _ = rec.step(rec.action_space.sample())
+            done = term or trunc
+        rec.reset()
+    rec.close()
+
+
+def test_a_batch_fetches_what_it_needs_not_the_files(s3: S3, tmp_path: Path) -> None:
+    record_pixels(tmp_path / "px", episodes=150)
+    total = sum(f.stat().st_size for f in (tmp_path / "px").glob("*.trj"))
+    before = _core.remote_stats()
+    local, remote, _ = open_both(s3, tmp_path / "px", cache_bytes=0)
+    with local, remote:
+        opened = _core.remote_stats()
+        # Opening reads indexes: the header and tail of each shard, the start of each record.
+        assert opened[1] - before[1] < total / 10
+        assert opened[0] - before[0] <= trajcore.verify(tmp_path / "px").records
+        idx = np.array([5, 1234, 2001])
+        assert_tree_equal(remote.transitions[idx], local.transitions[idx], "batch")
+        after = _core.remote_stats()
+        fetched = after[1] - before[1]
+        # The Chunks records of the batch's episodes (a record's checksum covers it whole).
+        assert 0 < fetched < total / 2, (fetched, total)
+        # Read again: the per-process cache holds what was fetched.
+        assert_tree_equal(remote.transitions[idx], local.transitions[idx], "batch again")
+        assert _core.remote_stats()[:2] == after[:2]
+
+
+def flip_byte_in_chunk_data(path: Path) -> None:
+    """Flips one byte in the middle of the first shard (inside chunk data of a dataset whose
+    chunks take nearly all of it)."""
+    shard = sorted(path.glob("*.trj"))[0]
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
+
+
+def test_verify_and_damage_as_on_local_files(s3: S3, tmp_path: Path) -> None:
+    record_pixels(tmp_path / "px", episodes=20)
+    flip_byte_in_chunk_data(tmp_path / "px")
+    bucket = s3.bucket()
+    s3.upload(tmp_path / "px", bucket, "bad")
+    url = f"s3://{bucket}/bad"
+    local_report = trajcore.verify(tmp_path / "px")
+    report = trajcore.verify(url, storage_options=s3.options)
+    assert local_report.damage and not local_report.intact
+    assert [(Path(d.file).name, d.offset, d.why, d.episodes) for d in report.damage] == [
+        (Path(d.file).name, d.offset, d.why, d.episodes) for d in local_report.damage
+    ]
+    assert all(d.file.startswith(url) for d in report.damage)
+    # Strict reads of a damaged episode raise; lenient sampling leaves it out with a warning.
+    damaged = report.damage[0].episodes[0]
+    with trajcore.open(url, strict=True) as ds, pytest.raises(CorruptFileError, match=url):
+        ds.episodes[damaged].observations  # noqa: B018
+    with trajcore.open(url) as ds, pytest.warns(TrajcoreWarning):
+        ds.sample_transitions(4 * ds.num_steps, seed=0)
+
+
+class Stall:
+    """A TCP server on loopback that accepts connections and never answers."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(conn)
+
+    def close(self) -> None:
+        self.sock.close()
+        for c in self.held:
+            c.close()
+
+
+def test_a_store_that_fails_or_stalls_gives_an_error_naming_the_url(s3: S3, recorded: Any) -> None:
+    fast = {"timeout": "1s", "connect_timeout": "1s", "max_retries": "1", "retry_timeout": "3"}
+    # Nothing listens on the port.
+    url = f"s3://nowhere-{free_port()}/run"
+    options = {**s3.options, "endpoint": f"http://127.0.0.1:{free_port()}", **fast}
+    with pytest.raises(TrajcoreIOError, match=r"^s3://nowhere-\d+/run: "):
+        trajcore.open(url, storage_options=options)
+    # A server that accepts and never answers: the timeout ends the wait.
+    stall = Stall()
+    try:
+        url = "s3://stalled/run"
+        start = time.monotonic()
+        with pytest.raises(TrajcoreIOError, match=url):
+            trajcore.open(url, storage_options={**s3.options, "endpoint": f"http://127.0.0.1:{stall.port}", **fast})
+        assert time.monotonic() - start < 20
+    finally:
+        stall.close()
+    # A bucket the server does not have; an object that is not there.
+    with pytest.raises(TrajcoreError, match="s3://no-such-bucket/run"):
+        trajcore.open("s3://no-such-bucket/run", storage_options={**s3.options, **fast})
+    bucket = s3.bucket()
+    with pytest.raises(FileNotFoundError, match=f"s3://{bucket}/run/missing.trj"):
+        trajcore.open(f"s3://{bucket}/run/missing.trj", storage_options=s3.options)
+    # A prefix without shards is no dataset, as an empty folder is not.
+    with pytest.raises(FileNotFoundError, match="no trajcore shard"):
+        trajcore.open(f"s3://{bucket}/empty", storage_options=s3.options)
+    with pytest.raises(trajcore.InvalidArgumentError, match="no_such_option"):
+        trajcore.open(f"s3://{bucket}/run", storage_options={"no_such_option": "1"})
+
+
+def test_the_cli_reads_urls_configured_by_the_environment(s3: S3, recorded: Any, tmp_path: Path) -> None:
+    """The standard AWS variables alone (no storage options) configure the client: `info`, `ls`,
+    `verify` and `export` of a URL, each in a fresh process, say what they say of the local copy."""
+    local = recorded("vector")
+    bucket = s3.bucket()
+    s3.upload(local, bucket, "run")
+    url = f"s3://{bucket}/run"
+    env = {
+        **os.environ,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": s3.endpoint,
+        "AWS_ALLOW_HTTP": "true",
+    }
+
+    def cli(*args: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-m", "trajcore", *args], env=env, capture_output=True, text=True, timeout=120, check=False
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    def same(text: str) -> str:
+        return text.replace(url, "PATH").replace(str(local), "PATH")
+
+    assert same(cli("info", url)) == same(cli("info", str(local)))
+    assert cli("ls", url) == cli("ls", str(local))
+    remote_report, local_report = (
+        json.loads(cli("verify", "--json", url)),
+        json.loads(cli("verify", "--json", str(local))),
+    )
+    assert remote_report["intact"] and remote_report["records"] == local_report["records"] > 0
+    assert remote_report["chunks"] == local_report["chunks"] > 0
+    cli("export", url, str(tmp_path / "remote.csv"))
+    cli("export", str(local), str(tmp_path / "local.csv"))
+    assert (tmp_path / "remote.csv").read_text() == (tmp_path / "local.csv").read_text()
+    cli("convert", url, str(tmp_path / "converted"))
+    with trajcore.open(tmp_path / "converted") as converted, trajcore.open(local) as want:
+        for i, (got, w) in enumerate(zip(steps(converted), steps(want), strict=True)):
+            assert_tree_equal(got, w, f"converted step {i}")
+
+
+def _numpy_concat(batches: list[Any]) -> Any:
+    """DataLoader batches (trees of tensors) as one tree of numpy arrays."""
+    first = batches[0]
+    if isinstance(first, dict):
+        return {k: _numpy_concat([b[k] for b in batches]) for k in first}
+    return np.concatenate([b.numpy() for b in batches])
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_data_loader_workers_read_from_the_store(s3: S3, recorded: Any, context: str) -> None:
+    """Workers get the dataset pickled (its URL and storage options) and read through their own
+    client: forked ones after the parent's requests (its runtime's threads are not theirs)."""
+    pytest.importorskip("torch", reason="trajcore.torch needs torch")
+    from trajcore.torch import TransitionDataset, loader
+
+    local, remote, _ = open_both(s3, recorded("cartpole"))
+    with local, remote:
+        remote.sample_transitions(8, seed=0)  # the parent's client is in use before the fork
+        batches = list(
+            loader(TransitionDataset(remote), 64, shuffle=False, num_workers=2, multiprocessing_context=context)
+        )
+        assert_tree_equal(_numpy_concat(batches), local.transitions[np.arange(local.num_steps)], context)
+
+
+def aws_env(s3: S3) -> dict[str, str]:
+    """The standard variables that point a client at the test server."""
+    return {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": s3.endpoint,
+        "AWS_ALLOW_HTTP": "true",
+    }
+
+
+def record_nested(path: str | Path, steps: int, **options: Any) -> None:
+    from export_data import NESTED_ACTION, NESTED_OBS
+
+    rec = trajcore.RecordEpisodes(SpaceEnv(NESTED_OBS, NESTED_ACTION, max_steps=20), path, **options)
+    rec.reset(seed=4)
+    rec.action_space.seed(4)
+    for _ in range(steps):
+        _, _, term, trunc, _ = rec.step(rec.action_space.sample())
+        if term or trunc:
+            rec.reset()
+    rec.close()
+
+
+def test_recording_to_the_store_equals_recording_locally(
+    s3: S3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for key, value in aws_env(s3).items():
+        monkeypatch.setenv(key, value)
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/rec"
+    # Small shards: several are sealed, and uploaded, while recording goes on.
+    options = {"max_shard_bytes": 64 << 10, "chunk_bytes": 16 << 10, "flush_interval": 0.2}
+    record_nested(tmp_path / "local", 3000, **options)
+    record_nested(url, 3000, **options)
+    with trajcore.open(tmp_path / "local") as local, trajcore.open(url) as remote:
+        assert len(remote.shards) == len(local.shards) > 2
+        assert remote.num_steps == local.num_steps == 3000
+        for i, (got, want) in enumerate(zip(steps(remote), steps(local), strict=True)):
+            assert_tree_equal(got, want, f"step {i}")
+
+
+def test_sealed_shards_reach_the_store_while_recording(s3: S3, monkeypatch: pytest.MonkeyPatch) -> None:
+    from export_data import NESTED_ACTION, NESTED_OBS
+
+    for key, value in aws_env(s3).items():
+        monkeypatch.setenv(key, value)
+    bucket = s3.bucket()
+    rec = trajcore.RecordEpisodes(
+        SpaceEnv(NESTED_OBS, NESTED_ACTION, max_steps=20),
+        f"s3://{bucket}/live",
+        max_shard_bytes=64 << 10,
+        flush_interval=0.2,
+    )
+    rec.reset(seed=0)
+    listed: list[str] = []
+    for t in range(20_000):
+        _, _, term, trunc, _ = rec.step(rec.action_space.sample())
+        if term or trunc:
+            rec.reset()
+        if t % 500 == 0:
+            listed = [o["Key"] for o in s3.client.list_objects_v2(Bucket=bucket).get("Contents", [])]
+            if len(listed) >= 2:
+                break
+        time.sleep(0.0002)
+    assert len(listed) >= 2, "no sealed shard reached the store while recording"
+    rec.close()
+    after = [o["Key"] for o in s3.client.list_objects_v2(Bucket=bucket)["Contents"]]
+    assert set(listed) < set(after)
+
+
+def test_an_upload_that_fails_is_a_recorder_error_naming_the_url(s3: S3, monkeypatch: pytest.MonkeyPatch) -> None:
+    for key, value in aws_env(s3).items():
+        monkeypatch.setenv(key, value)
+    url = "s3://no-such-bucket-for-records/run"
+    with pytest.raises(trajcore.RecorderError, match=f"{url}: uploading the shards failed") as e:
+        record_nested(url, 50)
+    staging = str(e.value).rsplit(" ", 1)[-1]
+    assert list(Path(staging).glob("*.trj")), "the shards stay in the staging directory"
+
+
+def test_a_large_shard_goes_up_in_parts_and_arrives_whole(s3: S3, tmp_path: Path) -> None:
+    record_pixels(tmp_path / "px", episodes=100)  # one shard of ~13 MB: two 8 MiB parts
+    (shard,) = sorted((tmp_path / "px").glob("*.trj"))
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/up/{shard.name}"
+    trajcore._store.configure(url, s3.options)
+    before = _core.remote_stats()[0]
+    _core.upload_file(str(shard), url)
+    assert _core.remote_stats()[0] - before == 4  # create, two parts, complete
+    got = s3.client.get_object(Bucket=bucket, Key=f"up/{shard.name}")["Body"].read()
+    assert got == shard.read_bytes()
