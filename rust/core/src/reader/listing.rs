@@ -80,14 +80,18 @@ pub(crate) fn opening_ranges(len: u64) -> Vec<Range<u64>> {
     vec![0..(HEADER_LEN as u64).min(len), len.saturating_sub(TAIL_BYTES)..len]
 }
 
-/// What taking in `deltas` reads, fetched ahead: the start of every record they list.
+/// What taking in `deltas` reads, fetched ahead: the start of every record they list (of a
+/// Chunks record, only when a chunk in it has no checksum of its own).
 pub(crate) fn indexed_ranges(deltas: &[IndexDelta]) -> Vec<Range<u64>> {
     let chunks_head = (RECORD_HEADER_LEN + HEAD_LEN) as u64;
     let mut ranges: Vec<Range<u64>> = Vec::new();
     for delta in deltas {
         let others = delta.other_records.iter().map(|o| o.offset).chain(delta.episode_records.iter().copied());
         ranges.extend(others.map(|at| at..at.saturating_add(PROBE_BYTES)));
-        ranges.extend(delta.chunks.iter().map(|c| c.record_offset..c.record_offset.saturating_add(chunks_head)));
+        // Opening reads the head of a Chunks record only for chunks without their own checksum
+        // (format 1.0: see `Shard::apply_index`).
+        let heads = delta.chunks.iter().filter(|c| !c.has_checksum());
+        ranges.extend(heads.map(|c| c.record_offset..c.record_offset.saturating_add(chunks_head)));
     }
     ranges.sort_by_key(|r| (r.start, r.end));
     ranges.dedup();

@@ -1,8 +1,9 @@
 //! Reads of shards in object storage, planned before they run: a gather (a training batch, a
 //! block of a scan) lists the chunks it needs, and their bytes are fetched together (neighbours
 //! in one request, the requests in parallel: see `remote`) before its one-by-one reads find
-//! them in the cache. A chunk whose Chunks record is not verified yet brings its whole record
-//! (its checksum covers the record: the read verifies it before using any of its chunks).
+//! them in the cache. A chunk with its own checksum (format 1.1) brings its own bytes only; a
+//! 1.0 chunk whose Chunks record is not verified yet brings its whole record (the record's
+//! checksum covers it: the read verifies it before using any of its chunks).
 
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -38,7 +39,8 @@ impl DatasetView<'_> {
         for loc in chunks {
             let shard = &self.store.shards[loc.shard];
             let Some(object) = shard.source.remote_object().filter(|_| loc.chunk.stored_len > 0) else { continue };
-            let range = if self.store.verified.is_verified(loc.record) {
+            // A chunk with its own checksum needs its own bytes only (format 1.1).
+            let range = if self.store.verified.is_verified(loc.record) || loc.chunk.has_checksum() {
                 loc.chunk.data_offset..loc.chunk.data_offset.saturating_add(loc.chunk.stored_len)
             } else {
                 match frame(&shard.source, loc.chunk.record_offset) {

@@ -43,6 +43,11 @@ const MIN_SAVING: f64 = 0.01;
 const CHUNK_COST: u64 = 64;
 /// Chunk data handed to the new file per Chunks record (bounds the copy's memory).
 const BATCH_BYTES: usize = 16 << 20;
+/// Runs of chunks sealed again stay within this many bytes of the old file, so the new file
+/// can hold the Episode records of each such window right after its chunks: a copy cut short
+/// keeps the episodes before the cut, less about a window's (8 MiB costs a cut per lane and
+/// column every 8 MiB of file, about 0.1% of it).
+const WINDOW_BYTES: u64 = 8 << 20;
 
 /// What the writer was configured with, which the new file is written with too.
 #[derive(Debug, Clone, Copy)]
@@ -196,8 +201,9 @@ pub struct Run {
 
 /// How the new file holds the chunks (`fills`: each chunk's `fill_of`), in the order of each
 /// run's first chunk in the old one. Per (lane, column) of fixed-size rows (`limit` is `Some`),
-/// each stretch of chunks whose rows continue each other is sealed again as the writer seals a
-/// fast recording's rows, at `limit`, where that makes fewer chunks than the flush timer made;
+/// each stretch of chunks whose rows continue each other (within a `WINDOW_BYTES` window of the
+/// old file) is sealed again as the writer seals a fast recording's rows, at `limit`, where that
+/// makes fewer chunks than the flush timer made;
 /// everything else (variable-length rows, repeated rows, stretches already full) is copied.
 pub fn plan_runs(chunks: &[ChunkRef], fills: &[u64], limit: impl Fn(u32) -> Option<ChunkLimit>) -> Vec<Run> {
     let mut by_lane_column: BTreeMap<(u32, u32), Vec<usize>> = BTreeMap::new();
@@ -230,7 +236,10 @@ pub fn plan_runs(chunks: &[ChunkRef], fills: &[u64], limit: impl Fn(u32) -> Opti
         };
         for i in members {
             let c = &chunks[i];
-            let continues = stretch.last().is_some_and(|&last| chunks[last].end_row() == c.first_row);
+            let continues = stretch.last().is_some_and(|&last| {
+                chunks[last].end_row() == c.first_row
+                    && chunks[last].record_offset / WINDOW_BYTES == c.record_offset / WINDOW_BYTES
+            });
             if !continues {
                 close(&mut stretch, &mut runs);
             }
@@ -347,7 +356,7 @@ impl<'m> EpisodeQueue<'m> {
     }
 
     /// Writes the episodes of the old records before `offset` (every chunk before them is in
-    /// `batch` or written): full records only unless `all`.
+    /// `batch` or written): full records only unless `all` (at a window's start).
     fn write_before(&mut self, offset: u64, all: bool, batch: &mut Batch, shard: &mut ShardWriter) -> Result<()> {
         let start = self.next;
         while self.next < self.records.len() && self.records[self.next].0 < offset {
@@ -408,9 +417,13 @@ fn write_compacted(
     let old_offset = |payload: &Range<usize>| (payload.start - RECORD_HEADER_LEN) as u64;
     let mut queue = EpisodeQueue::new(episodes.iter().map(|(_, p)| (old_offset(p), &map[p.clone()])).collect());
     let mut batch = Batch::default();
+    let mut window = 0;
     for run in runs {
         let first = &layout.chunks[run.members[0]];
-        queue.write_before(first.record_offset, false, &mut batch, &mut shard)?;
+        // A new window: every episode before it has its rows written (full records otherwise).
+        let new_window = first.record_offset / WINDOW_BYTES != window;
+        window = first.record_offset / WINDOW_BYTES;
+        queue.write_before(first.record_offset, new_window, &mut batch, &mut shard)?;
         if run.members.len() == 1 {
             let data = stored_bytes(map, first).map_err(|why| Error::corrupt(tmp, first.data_offset, why))?.to_vec();
             let chunk = PendingChunk {
@@ -501,6 +514,24 @@ mod tests {
         let runs = plan_runs(&chunks, &fills, |c| (c == 1).then(|| limit(200)));
         // 240 bytes in chunks of 200: 2 chunks instead of 3.
         assert_eq!(members(&runs), vec![(vec![0, 2, 3], 2), (vec![1], 1), (vec![4], 1), (vec![5], 1), (vec![6], 1)]);
+    }
+
+    #[test]
+    fn stretches_stop_at_a_window_of_the_old_file_and_at_the_row_cap() {
+        let at = |c: ChunkRef, record_offset: u64| ChunkRef { record_offset, ..c };
+        let chunks = [
+            at(chunk(0, 1, 0, 10, 80), 64),
+            at(chunk(0, 1, 10, 10, 80), WINDOW_BYTES - 8),
+            at(chunk(0, 1, 20, 10, 80), WINDOW_BYTES), // the next window: a new stretch
+            at(chunk(0, 1, 30, 10, 80), WINDOW_BYTES + 64),
+        ];
+        let fills: Vec<u64> = chunks.iter().map(|c| c.raw_len).collect();
+        let runs = plan_runs(&chunks, &fills, |_| Some(limit(1000)));
+        assert_eq!(members(&runs), vec![(vec![0, 1], 1), (vec![2, 3], 1)]);
+        // At most `rows` rows a chunk: 40 rows in chunks of 25 make 2.
+        let rows = ChunkLimit { rows: 25, ..limit(1000) };
+        let one_window: Vec<ChunkRef> = chunks.iter().map(|c| at(*c, 64)).collect();
+        assert_eq!(members(&plan_runs(&one_window, &fills, |_| Some(rows))), vec![(vec![0, 1, 2, 3], 2)]);
     }
 
     #[test]
