@@ -502,26 +502,19 @@ impl Shard {
             if !is_new(self, chunk.record_offset) {
                 continue;
             }
-            // A chunk with its own checksum needs nothing of its record: only its bytes, checked
-            // when first read (so a damaged table or record header costs it nothing).
-            if chunk.has_checksum() {
-                if chunk.data_offset.checked_add(chunk.stored_len).is_some_and(|e| e <= map.len()) {
-                    found.chunks.push(*chunk);
-                } else {
-                    let why = format!(
-                        "chunk of column {} lane {} (rows from {}) lies past the end of the file ({} bytes at offset {})",
-                        chunk.column, chunk.lane, chunk.first_row, chunk.stored_len, chunk.data_offset
-                    );
-                    self.problems.push(self.problem(chunk.record_offset, why));
-                }
-                continue;
-            }
-            let bounds = match records.get(&chunk.record_offset) {
-                Some(&bounds) => bounds,
-                None => {
-                    let bounds = self.chunks_record_bounds(map, chunk.record_offset);
-                    records.insert(chunk.record_offset, bounds);
-                    bounds
+            // A chunk with its own checksum needs nothing of its record, only its bytes inside
+            // the file (checked when first read): a damaged table or record header costs it
+            // nothing.
+            let bounds = if chunk.has_checksum() {
+                Some((HEADER_END, map.len()))
+            } else {
+                match records.get(&chunk.record_offset) {
+                    Some(&bounds) => bounds,
+                    None => {
+                        let bounds = self.chunks_record_bounds(map, chunk.record_offset);
+                        records.insert(chunk.record_offset, bounds);
+                        bounds
+                    }
                 }
             };
             let Some((start, end)) = bounds else { continue };
@@ -531,7 +524,7 @@ impl Shard {
                 found.chunks.push(*chunk);
             } else {
                 let why = format!(
-                    "chunk of column {} lane {} (rows from {}) points outside its record ({} bytes at offset {})",
+                    "chunk of column {} lane {} (rows from {}) points outside its record or the file ({} bytes at offset {})",
                     chunk.column, chunk.lane, chunk.first_row, chunk.stored_len, chunk.data_offset
                 );
                 self.problems.push(self.problem(chunk.record_offset, why));
