@@ -84,24 +84,30 @@ impl DatasetView<'_> {
     }
 
     pub(super) fn ensure_verified(&self, loc: &Located) -> Result<()> {
-        if !self.store.verified.is_verified(loc.record) {
-            if loc.chunk.has_checksum() {
-                self.stored_bytes(loc)?;
-            } else {
-                self.store.shards[loc.shard].verify_chunks_record(loc.chunk.record_offset)?;
-                self.store.verified.mark(loc.record);
-            }
+        if self.store.verified.is_verified(loc.record) {
+            return Ok(());
+        }
+        if loc.chunk.has_checksum() {
+            self.checked_bytes(loc)?;
+        } else {
+            self.store.shards[loc.shard].verify_chunks_record(loc.chunk.record_offset)?;
+            self.store.verified.mark(loc.record);
         }
         Ok(())
     }
 
     /// A chunk's stored bytes (a slice of the map, or read from the file), checked first: by its
-    /// own checksum (read once for both), or its Chunks record's.
+    /// own checksum (its bytes read once for both), or its Chunks record's.
     pub(super) fn stored_bytes(&self, loc: &Located) -> Result<Cow<'_, [u8]>> {
-        if !loc.chunk.has_checksum() || self.store.verified.is_verified(loc.record) {
-            self.ensure_verified(loc)?;
-            return self.stored_unchecked(loc);
+        if loc.chunk.has_checksum() && !self.store.verified.is_verified(loc.record) {
+            return self.checked_bytes(loc);
         }
+        self.ensure_verified(loc)?;
+        self.stored_unchecked(loc)
+    }
+
+    /// A chunk's stored bytes checked against its own checksum, and marked verified.
+    fn checked_bytes(&self, loc: &Located) -> Result<Cow<'_, [u8]>> {
         let data = self.stored_unchecked(loc)?;
         self.store.shards[loc.shard].verify_chunk(&loc.chunk, &data)?;
         self.store.verified.mark(loc.record);

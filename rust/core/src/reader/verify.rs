@@ -273,10 +273,15 @@ fn check_record(
 /// A chunk's own checksum against its stored bytes (marked verified when they match, as a read
 /// would mark it).
 fn check_own_checksum(ds: &DatasetView<'_>, loc: &Located) -> Result<(), String> {
-    ds.stored_bytes(loc).map(|_| ()).map_err(|e| match e {
+    ds.stored_bytes(loc).map(|_| ()).map_err(why)
+}
+
+/// What a chunk's check found, as a damage's text (a `Corrupt` error's reason alone).
+fn why(e: Error) -> String {
+    match e {
         Error::Corrupt { why, .. } => why,
         other => other.to_string(),
-    })
+    }
 }
 
 /// Decodes one chunk as a read would and checks what it holds; returns its decoded bytes.
@@ -286,10 +291,6 @@ fn check_chunk_data(
     spec: &ColumnSpec,
     scratch: &mut Vec<String>,
 ) -> Result<u64, String> {
-    let why = |e: Error| match e {
-        Error::Corrupt { why, .. } => why,
-        other => other.to_string(),
-    };
     let stored = ds.stored_unchecked(loc).map_err(why)?;
     let row_bytes = spec.row_bytes();
     let data: Cow<'_, [u8]> =

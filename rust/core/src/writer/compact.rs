@@ -344,15 +344,15 @@ struct EpisodeQueue<'m> {
     /// (old offset, payload), in file order.
     records: Vec<(u64, &'m [u8])>,
     next: usize,
-    decoded: Option<Vec<episode::DecodedEpisode>>,
+    /// Each record's episodes (`None`: copy the records as they are).
+    decoded: Option<Vec<Vec<episode::DecodedEpisode>>>,
     waiting: Vec<episode::DecodedEpisode>,
-    taken: usize,
 }
 
 impl<'m> EpisodeQueue<'m> {
     fn new(records: Vec<(u64, &'m [u8])>) -> Self {
         let payloads: Vec<&[u8]> = records.iter().map(|r| r.1).collect();
-        EpisodeQueue { decoded: episodes_of(&payloads), records, next: 0, waiting: Vec::new(), taken: 0 }
+        EpisodeQueue { decoded: episodes_of(&payloads), records, next: 0, waiting: Vec::new() }
     }
 
     /// Writes the episodes of the old records before `offset` (every chunk before them is in
@@ -364,12 +364,9 @@ impl<'m> EpisodeQueue<'m> {
         }
         match &self.decoded {
             Some(decoded) => {
-                let counts: usize = self.records[start..self.next]
-                    .iter()
-                    .map(|r| u32::from_le_bytes(r.1[0..4].try_into().unwrap_or_default()) as usize)
-                    .sum();
-                self.waiting.extend_from_slice(&decoded[self.taken..self.taken + counts]);
-                self.taken += counts;
+                for record in &decoded[start..self.next] {
+                    self.waiting.extend_from_slice(record);
+                }
                 let ready = if all {
                     self.waiting.len()
                 } else {
@@ -457,7 +454,7 @@ fn write_compacted(
 /// The episodes of Episode records (`payloads`, in order), to write in fewer, larger records as
 /// a fast recording batches them; `None` (copy the records as they are) unless every record
 /// encodes back to its own bytes, so nothing a newer writer added is lost.
-fn episodes_of(payloads: &[&[u8]]) -> Option<Vec<episode::DecodedEpisode>> {
+fn episodes_of(payloads: &[&[u8]]) -> Option<Vec<Vec<episode::DecodedEpisode>>> {
     let mut all = Vec::new();
     for payload in payloads {
         let decoded = episode::decode_batch(payload, 0).ok()?;
@@ -466,7 +463,7 @@ fn episodes_of(payloads: &[&[u8]]) -> Option<Vec<episode::DecodedEpisode>> {
         if episode::encode_batch(&items) != *payload {
             return None;
         }
-        all.extend(decoded);
+        all.push(decoded);
     }
     Some(all)
 }
