@@ -30,6 +30,7 @@ NO_PREVIOUS = 0xFFFF_FFFF_FFFF_FFFF
 DATA_ALIGN = 64
 
 KIND_META, KIND_COLUMN, KIND_CHUNKS, KIND_EPISODE, KIND_INDEX, KIND_END, KIND_TIMELOG = 1, 2, 3, 4, 5, 6, 7
+KIND_OPENING_COPIES = 8
 KIND_NAMES: dict[int, str] = {
     1: "Meta",
     2: "Column",
@@ -38,6 +39,7 @@ KIND_NAMES: dict[int, str] = {
     5: "Index",
     6: "End",
     7: "Timelog",
+    8: "OpeningCopies",
 }
 #: The fields of a Timelog entry, in order: (name, struct code).
 TIMELOG_FIELDS = (
@@ -221,6 +223,29 @@ class IndexDelta:
     other_records: list[tuple[int, int]]
     chunks: list[ChunkRef]
     episode_records: list[int]
+
+
+def check_opening_copies(buf: bytes, rec: Record) -> list[int]:
+    """An Opening Copies record (format 1.2): `count u32, entry_len u16, reserved u16`, entries
+    (`offset u64, len u64`, `entry_len` bytes each), then the copied records' bytes in order. Each
+    copy must be the bytes of an Episode or Index record at its offset in this file; returns the
+    offsets."""
+    p = payload(buf, rec)
+    count, entry_len = struct.unpack_from("<IH", p, 0)
+    at = 8 + count * entry_len
+    offsets = []
+    for i in range(count):
+        offset, n = struct.unpack_from("<QQ", p, 8 + i * entry_len)
+        copy = p[at : at + n]
+        original = frame(buf, offset)
+        kind_ok = original is not None and original.kind in (KIND_EPISODE, KIND_INDEX)
+        if len(copy) != n or original is None or not kind_ok or buf[offset : original.next] != copy:
+            raise FormatError(f"episode copy {i} does not match the Episode record at {offset}")
+        offsets.append(offset)
+        at += n
+    if at != len(p):
+        raise FormatError(f"episode copies record has {len(p) - at} bytes after its copies")
+    return offsets
 
 
 def decode_timelog(buf: bytes, rec: Record) -> list[dict[str, float]]:
@@ -475,6 +500,8 @@ class DecodedShard:
     skipped: list[tuple[int, int]] = field(default_factory=list)
     #: Timelog samples, in file order.
     timelog: list[dict[str, float]] = field(default_factory=list)
+    #: File offsets of the records an Opening Copies record copies (each checked equal).
+    copied: list[int] = field(default_factory=list)
 
 
 def open_shard(path: str | os.PathLike[str], *, use_index: bool = True) -> DecodedShard:
@@ -495,7 +522,7 @@ def open_shard(path: str | os.PathLike[str], *, use_index: bool = True) -> Decod
         if rec.kind not in KIND_NAMES:
             shard.skipped.append((offset, rec.kind))  # a newer writer's kind: skipped
             return
-        text = payload(buf, rec).decode("utf-8") if rec.kind != KIND_TIMELOG else ""
+        text = payload(buf, rec).decode("utf-8") if rec.kind in (KIND_META, KIND_COLUMN) else ""
         if rec.kind == KIND_META:
             if shard.meta is None:
                 shard.meta = json.loads(text)
@@ -504,6 +531,8 @@ def open_shard(path: str | os.PathLike[str], *, use_index: bool = True) -> Decod
             shard.columns[spec["id"]] = spec
         elif rec.kind == KIND_TIMELOG:
             shard.timelog.extend(decode_timelog(buf, rec))
+        elif rec.kind == KIND_OPENING_COPIES:
+            shard.copied.extend(check_opening_copies(buf, rec))
         else:
             raise FormatError(f"index lists a {KIND_NAMES.get(rec.kind)} record as meta/column at {offset}")
 

@@ -49,7 +49,7 @@ def test_console_script_version_and_usage_name() -> None:
     assert script.exists(), "the trajcore console script is installed with the package"
     version = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60)
     assert version.returncode == 0
-    assert version.stdout.strip() == f"trajcore {trajcore.__version__} (file format 1.1)"
+    assert version.stdout.strip() == f"trajcore {trajcore.__version__} (file format 1.2)"
     usage = subprocess.run([str(script), "info"], capture_output=True, text=True, timeout=60)
     assert usage.returncode == 2
     assert usage.stderr.startswith("usage: trajcore info ")

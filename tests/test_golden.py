@@ -11,11 +11,28 @@ from typing import Any
 import numpy as np
 import pytest
 import trajcore
-from format_decoder import CHUNK_CHECKSUM, KIND_CHUNKS, KIND_INDEX, DecodedDataset, FormatError, decode_chunk_refs, hop
+from format_decoder import (
+    CHUNK_CHECKSUM,
+    KIND_CHUNKS,
+    KIND_EPISODE,
+    KIND_INDEX,
+    DecodedDataset,
+    FormatError,
+    decode_chunk_refs,
+    hop,
+    open_shard,
+)
 
 GOLDEN = Path(__file__).parent / "golden"
 EXPECTED = json.loads((GOLDEN / "expected.json").read_text())
-CASES = ["chunk-never-closed", "index-checkpoint", "reset-only-episode", "across-rollover", "chunk-checksums"]
+CASES = [
+    "chunk-never-closed",
+    "index-checkpoint",
+    "reset-only-episode",
+    "across-rollover",
+    "chunk-checksums",
+    "opening-copies",
+]
 
 
 def _paths(case: str) -> list[tuple[Path, list[dict[str, Any]]]]:
@@ -61,6 +78,13 @@ def test_the_golden_files_are_the_odd_cases_they_claim() -> None:
     assert sum(r.kind == KIND_INDEX for r in records) >= 3, "several index checkpoints"
     assert len(list((GOLDEN / "across-rollover").glob("*.trj"))) >= 3
     assert EXPECTED["reset-only-episode"][-1]["length"] > 0, "the step-less episode is not listed"
+    # Format 1.2: every Episode and Index record but the final index copied, each copy equal to
+    # its record (the decoder checks).
+    (copied,) = (GOLDEN / "opening-copies").glob("*.trj")
+    shard = open_shard(copied)
+    final_index = shard.records[-2].offset
+    read_at_open = [r.offset for r in shard.records if r.kind in (KIND_EPISODE, KIND_INDEX) and r.offset < final_index]
+    assert len(read_at_open) >= 16 and shard.copied == read_at_open
 
 
 def test_a_flipped_chunk_of_the_1_1_file_costs_that_chunk_alone(tmp_path: Path) -> None:

@@ -117,6 +117,52 @@ def test_a_batch_fetches_what_it_needs_not_the_files(s3: S3, tmp_path: Path) -> 
         assert _core.remote_stats()[:2] == after[:2]
 
 
+def test_opening_fetches_the_episode_records_in_one_request(s3: S3, tmp_path: Path) -> None:
+    """Format 1.2: what opening a closed shard reads record by record (its Episode records and
+    Index checkpoints) is copied before its final index, so opening it from a store fetches them
+    with one request, however many there are (a short-episode recording has hundreds, spread next
+    to their chunks). A damaged copy costs requests, not episodes, and `verify` names it."""
+    import gymnasium as gym
+    from format_decoder import KIND_EPISODE, KIND_OPENING_COPIES, hop
+
+    path = tmp_path / "spread"
+    # Incompressible 256-byte observations and short episodes: Episode records lie far apart.
+    space = spaces.Box(0, 255, (16, 16), np.uint8)
+    envs = gym.vector.SyncVectorEnv([lambda: SpaceEnv(space, infos=False) for _ in range(8)])
+    with trajcore.RecordVectorEpisodes(envs, path, compact_shards=False) as rec:
+        rec.reset(seed=0)
+        for t in range(3000):
+            rec.step(rec.action_space.sample())
+            if t % 50 == 49:
+                rec.flush()  # as the flush timer of a slower recording would: a record each time
+    (shard,) = path.glob("*.trj")
+    records, _ = hop(shard.read_bytes())
+    n_episode_records = sum(r.kind == KIND_EPISODE for r in records)
+    assert n_episode_records >= 40
+    before = _core.remote_stats()
+    local, remote, url = open_both(s3, path)
+    with local, remote:
+        requests = _core.remote_stats()[0] - before[0]
+        assert requests <= 8, f"{requests} requests for {n_episode_records} Episode records"
+        assert len(remote.episodes) == len(local.episodes) > 500
+        for i in (0, len(local.episodes) // 2, len(local.episodes) - 1):
+            assert_tree_equal(remote.episodes[i].rewards, local.episodes[i].rewards, f"episode {i}")
+
+    (copies,) = [r for r in records if r.kind == KIND_OPENING_COPIES]
+    data = bytearray(shard.read_bytes())
+    data[copies.offset + 24 + copies.payload_len // 2] ^= 0x40
+    shard.write_bytes(bytes(data))
+    before = _core.remote_stats()
+    local, remote, url = open_both(s3, path)
+    with local, remote:
+        fallback = _core.remote_stats()[0] - before[0]
+        assert fallback > n_episode_records / 2, f"{fallback} requests: the records themselves"
+        assert len(remote.episodes) == len(local.episodes)
+    report = trajcore.verify(url, storage_options=s3.options)
+    ((d,),) = [report.damage]
+    assert d.offset == copies.offset and "checksum" in d.why and not d.episodes
+
+
 def flip_byte_in_chunk_data(path: Path) -> None:
     """Flips one byte in the middle of the first shard (inside chunk data of a dataset whose
     chunks take nearly all of it)."""

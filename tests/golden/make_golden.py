@@ -2,11 +2,11 @@
 episodes a reader must list in `expected.json`. Committed; regenerate only when the format
 changes on purpose (then check the new files by eye against docs/FORMAT.md).
 
-    python tests/golden/make_golden.py          # the newest version's case (chunk-checksums)
+    python tests/golden/make_golden.py          # the newest version's case (opening-copies)
     python tests/golden/make_golden.py --all    # every case again, as today's writer writes them
 
-The 1.0 cases were written by a 1.0 writer and are kept so: both readers must read every
-version's files, so they are not rewritten unless on purpose (`--all`).
+The older cases were written by the writer of their version and are kept so: both readers must
+read every version's files, so they are not rewritten unless on purpose (`--all`).
 
 - `chunk-never-closed/`: the writer was killed inside a Chunks record: the file ends in a
   record cut short; everything before it reads.
@@ -16,7 +16,10 @@ version's files, so they are not rewritten unless on purpose (`--all`).
 - `across-rollover/`: an episode running over two shard rollovers, in three parts.
 - `chunk-checksums/` (format 1.1): two sub-envs, chunks with checksums of their own
   (`CHUNK_CHECKSUM`); its tests also flip a byte of one chunk and check that
-  both readers lose that chunk alone. The other cases were written by 1.0 and stay as they are.
+  both readers lose that chunk alone.
+- `opening-copies/` (format 1.2): a closed shard with enough Episode records (one per episode:
+  flushed after each) for the writer to copy them into an Opening Copies record; the independent
+  decoder checks each copy equals its record.
 """
 
 from __future__ import annotations
@@ -38,7 +41,14 @@ import trajcore  # noqa: E402
 from helpers import SpaceEnv  # noqa: E402
 
 BOX = spaces.Box(-1, 1, (2,), np.float32)
-CASES = ["chunk-never-closed", "index-checkpoint", "reset-only-episode", "across-rollover", "chunk-checksums"]
+CASES = [
+    "chunk-never-closed",
+    "index-checkpoint",
+    "reset-only-episode",
+    "across-rollover",
+    "chunk-checksums",
+    "opening-copies",
+]
 
 
 def env(max_steps: int = 6) -> SpaceEnv:
@@ -116,24 +126,33 @@ def write_1_0_cases(tmp_path: Path) -> None:
     shutil.copytree(tmp_path / "r", out)
 
 
+def write_1_1_case(tmp_path: Path) -> None:
+    """Format 1.1: two sub-envs, small chunks (many of them, each with its own checksum)."""
+    import gymnasium as gym
+
+    out = HERE / "chunk-checksums"
+    shutil.rmtree(out, ignore_errors=True)
+    envs = gym.vector.SyncVectorEnv([lambda: env(max_steps=5) for _ in range(2)])
+    with trajcore.RecordVectorEpisodes(envs, tmp_path / "c", chunk_bytes=64, max_shard_bytes=6000) as rec:
+        rec.action_space.seed(1)
+        rec.reset(seed=1)
+        for _ in range(40):
+            rec.step(rec.action_space.sample())
+    shutil.copytree(tmp_path / "c", out)
+
+
 def main(everything: bool) -> None:
     expected: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp_path = Path(tmp)
         if everything:
             write_1_0_cases(tmp_path)
-        # Format 1.1: two sub-envs, small chunks (many of them, each with its own checksum).
-        import gymnasium as gym
-
-        out = HERE / "chunk-checksums"
+            write_1_1_case(tmp_path)
+        # Format 1.2: an Episode record per episode, 20 of them, copied at close.
+        out = HERE / "opening-copies"
         shutil.rmtree(out, ignore_errors=True)
-        envs = gym.vector.SyncVectorEnv([lambda: env(max_steps=5) for _ in range(2)])
-        with trajcore.RecordVectorEpisodes(envs, tmp_path / "c", chunk_bytes=64, max_shard_bytes=6000) as rec:
-            rec.action_space.seed(1)
-            rec.reset(seed=1)
-            for _ in range(40):
-                rec.step(rec.action_space.sample())
-        shutil.copytree(tmp_path / "c", out)
+        run(tmp_path / "e", 110, max_steps=5, flush=True, chunk_bytes=64, compact_shards=False)
+        shutil.copytree(tmp_path / "e", out)
 
     for case in CASES:
         expected[case] = describe(HERE / case)

@@ -135,6 +135,8 @@ fn rewrite(bytes: &[u8], future: Future) -> Vec<u8> {
                 push(&mut out, RecordKind::Index as u32, &p, h.required_flags);
                 delta = IndexDelta { prev_index: offset, ..Default::default() };
             }
+            // Its copies name the old offsets; copies are optional: left out.
+            RecordKind::OpeningCopies => {}
             RecordKind::End => {
                 push(&mut out, RecordKind::End as u32, &delta.prev_index.to_le_bytes(), 0);
             }

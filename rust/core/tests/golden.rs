@@ -75,7 +75,15 @@ fn check(path: &Path, expected: &Value) {
 fn golden_files_read_as_expected() {
     let expected: Value =
         serde_json::from_str(&std::fs::read_to_string(golden().join("expected.json")).unwrap()).unwrap();
-    for case in ["chunk-never-closed", "index-checkpoint", "reset-only-episode", "across-rollover", "chunk-checksums"] {
+    let cases = [
+        "chunk-never-closed",
+        "index-checkpoint",
+        "reset-only-episode",
+        "across-rollover",
+        "chunk-checksums",
+        "opening-copies",
+    ];
+    for case in cases {
         check(&golden().join(case), &expected[case]);
         for (name, want) in expected[format!("{case}/shards")].as_object().unwrap() {
             check(&golden().join(case).join(name), want);

@@ -275,3 +275,61 @@ fn closing_never_leaves_an_empty_shard() {
         check(&open(dir.path()), &expected);
     }
 }
+
+#[test]
+fn a_closed_shard_copies_what_opening_reads_before_its_final_index() {
+    use trajcore_core::format::copies;
+    use trajcore_core::reader::verify;
+    let dir = tempfile::tempdir().unwrap();
+    // Small chunks: each seal writes the episodes it ends, so the shard has many Episode records.
+    let extra = json!({"chunk_bytes": 128, "compact_shards": false});
+    let expected = record(dir.path(), extra, 80, |_, _| {});
+    let [file] = shard_files(dir.path()).try_into().unwrap();
+    let bytes = std::fs::read(&file).unwrap();
+    let records = record_offsets(&bytes);
+    // The copies sit just before the final Index (then End), and hold every Episode record and
+    // every Index record before them, byte for byte, at its offset.
+    let kinds: Vec<Option<RecordKind>> = records.iter().rev().take(3).map(|r| r.2).collect();
+    assert_eq!(kinds, [Some(RecordKind::End), Some(RecordKind::Index), Some(RecordKind::OpeningCopies)]);
+    let (at, _, _) = records[records.len() - 3];
+    let read_at_open: Vec<(u64, u64)> = records
+        .iter()
+        .filter(|r| r.0 < at && matches!(r.2, Some(RecordKind::Episode | RecordKind::Index)))
+        .map(|r| (r.0, r.1))
+        .collect();
+    assert!(read_at_open.len() >= copies::COPIES_FROM_RECORDS, "{} records", read_at_open.len());
+    let header = RecordHeader::decode(&bytes[at as usize..]).unwrap();
+    let payload = &bytes[at as usize + 24..at as usize + 24 + header.payload_len as usize];
+    let copied: Vec<(u64, u64)> = copies::decode(payload)
+        .unwrap()
+        .into_iter()
+        .map(|(offset, range)| {
+            let end = offset + range.len() as u64;
+            assert_eq!(&payload[range], &bytes[offset as usize..end as usize]);
+            (offset, end)
+        })
+        .collect();
+    assert_eq!(copied, read_at_open);
+    check(&open(&file), &expected);
+    assert!(verify(&open(&file)).is_intact());
+
+    // A damaged copy costs no episode, and `verify` names it.
+    let broken_dir = tempfile::tempdir().unwrap();
+    let broken = broken_dir.path().join("broken.trj");
+    let mut damaged = bytes.clone();
+    damaged[at as usize + 24 + payload.len() / 2] ^= 0x10;
+    std::fs::write(&broken, &damaged).unwrap();
+    let ds = open(&broken);
+    check(&ds, &expected);
+    let report = verify(&ds);
+    assert_eq!(report.damage.len(), 1, "{:?}", report.damage);
+    assert_eq!(report.damage[0].offset, at);
+    assert!(report.damage[0].episodes.is_empty());
+
+    // Few Episode records get no copies.
+    let few = tempfile::tempdir().unwrap();
+    record(few.path(), json!({}), 8, |_, _| {});
+    let [small] = shard_files(few.path()).try_into().unwrap();
+    let kinds: Vec<_> = record_offsets(&std::fs::read(small).unwrap()).into_iter().map(|r| r.2).collect();
+    assert!(!kinds.contains(&Some(RecordKind::OpeningCopies)));
+}

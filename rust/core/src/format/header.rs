@@ -8,7 +8,7 @@ pub const HEADER_LEN: usize = 64;
 /// Readers refuse a file whose major version differs; minor versions only add things a reader
 /// may ignore (new record kinds, new JSON fields).
 pub const VERSION_MAJOR: u16 = 1;
-pub const VERSION_MINOR: u16 = 1;
+pub const VERSION_MINOR: u16 = 2;
 /// Required flag: the file may hold records whose table is packed (`record::PACKED_TABLE`). A
 /// 1.0 reader, which would leave those records out and so lose their chunks, refuses the file.
 pub const PACKED_TABLES: u32 = 1;

@@ -3,6 +3,7 @@
 
 pub mod chunks;
 pub mod codec;
+pub mod copies;
 pub mod episode;
 pub mod header;
 pub mod index;

@@ -25,6 +25,9 @@ pub enum RecordKind {
     End = 6,
     /// Binary: the writer thread's timings, a sample per second (see `format::timelog`).
     Timelog = 7,
+    /// Binary: copies of a closed shard's Episode records, to fetch in one range (see
+    /// `format::copies`). Listed by the final Index; a local reader never needs it.
+    OpeningCopies = 8,
 }
 
 impl RecordKind {
@@ -37,6 +40,7 @@ impl RecordKind {
             5 => RecordKind::Index,
             6 => RecordKind::End,
             7 => RecordKind::Timelog,
+            8 => RecordKind::OpeningCopies,
             _ => return None,
         })
     }

@@ -6,7 +6,7 @@
 //! subfolders are not datasets' shards); the sizes and entity tags the listing gives are kept,
 //! so opening each shard needs no request of its own to learn them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::format::chunks::HEAD_LEN;
 use crate::format::header::HEADER_LEN;
 use crate::format::index::IndexDelta;
-use crate::format::record::RECORD_HEADER_LEN;
+use crate::format::record::{RecordKind, RECORD_HEADER_LEN};
 
 /// What opening a shard fetches from its end: the End record and, in a shard of ordinary size,
 /// the Index records before it (a closed shard's last Index record is written just before its
@@ -80,13 +80,17 @@ pub(crate) fn opening_ranges(len: u64) -> Vec<Range<u64>> {
     vec![0..(HEADER_LEN as u64).min(len), len.saturating_sub(TAIL_BYTES)..len]
 }
 
-/// What taking in `deltas` reads, fetched ahead: the start of every record they list (of a
-/// Chunks record, only when a chunk in it has no checksum of its own).
-pub(crate) fn indexed_ranges(deltas: &[IndexDelta]) -> Vec<Range<u64>> {
+/// What taking in `deltas` reads, fetched ahead: the start of every Meta, Column, Episode and
+/// unknown-kind record they list (not the Episode records `copied`, in the cache already: see
+/// `opening_copies`), and of a Chunks record only when a chunk in it has no checksum of its own.
+pub(crate) fn indexed_ranges(deltas: &[IndexDelta], copied: &HashSet<u64>) -> Vec<Range<u64>> {
     let chunks_head = (RECORD_HEADER_LEN + HEAD_LEN) as u64;
+    let unread = [RecordKind::Timelog as u32, RecordKind::OpeningCopies as u32];
     let mut ranges: Vec<Range<u64>> = Vec::new();
     for delta in deltas {
-        let others = delta.other_records.iter().map(|o| o.offset).chain(delta.episode_records.iter().copied());
+        let episodes = delta.episode_records.iter().copied().filter(|at| !copied.contains(at));
+        let others = delta.other_records.iter().filter(|o| !unread.contains(&o.kind)).map(|o| o.offset);
+        let others = others.chain(episodes);
         ranges.extend(others.map(|at| at..at.saturating_add(PROBE_BYTES)));
         // Opening reads the head of a Chunks record only for chunks without their own checksum
         // (format 1.0: see `Shard::apply_index`).
@@ -132,6 +136,9 @@ mod tests {
             chunks: Vec::new(),
             episode_records: vec![64, 9000],
         };
-        assert_eq!(indexed_ranges(&[delta]), vec![64..64 + PROBE_BYTES, 9000..9000 + PROBE_BYTES]);
+        let both = vec![64..64 + PROBE_BYTES, 9000..9000 + PROBE_BYTES];
+        assert_eq!(indexed_ranges(std::slice::from_ref(&delta), &HashSet::new()), both);
+        // An Episode record whose copy is in the cache is not fetched again.
+        assert_eq!(indexed_ranges(&[delta], &HashSet::from([9000])), vec![64..64 + PROBE_BYTES]);
     }
 }

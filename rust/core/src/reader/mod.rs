@@ -46,6 +46,7 @@ mod lenient;
 mod listing;
 mod metrics;
 pub(crate) mod no_shard;
+mod opening_copies;
 mod parts;
 mod pieces;
 mod plan;

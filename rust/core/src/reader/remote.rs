@@ -315,6 +315,12 @@ impl RemoteObject {
         Ok(fetched.slice(..(len as usize).min(fetched.len())))
     }
 
+    /// Keeps `bytes`, known to be the object's from `offset`, in the cache (fetched as part of
+    /// another range: see `opening_copies`).
+    pub fn keep(&self, offset: u64, bytes: Bytes) {
+        cache().insert(self.id, offset, bytes);
+    }
+
     /// Whether the cache holds `range`.
     pub fn holds(&self, range: &Range<u64>) -> bool {
         cache().holds(self.id, range.start, range.end)

@@ -324,8 +324,11 @@ impl Shard {
             return Err(None);
         }
         let mut at = u64::from_le_bytes((*end.payload(map)).try_into().unwrap_or([0xff; 8]));
+        let final_index = at;
         let mut limit = end_offset;
         let mut deltas = Vec::new();
+        // In a store: the records opening reads, copied (see `opening_copies`), in the cache.
+        let mut copied = std::collections::HashSet::new();
         // Offsets strictly decrease along the chain, so this ends.
         while at != NO_PREVIOUS {
             let broken = |why: String| Some(self.problem(at, why));
@@ -350,10 +353,14 @@ impl Shard {
                 .map_err(|e| broken(format!("index record: {e}")))?;
             limit = at;
             at = delta.prev_index;
+            if deltas.is_empty() {
+                let copies = super::opening_copies::copies_range(&delta, final_index);
+                copied = copies.map(|range| super::opening_copies::fetch_copies(map, range)).unwrap_or_default();
+            }
             deltas.push(delta);
         }
         let mut found = Found::default();
-        let _ = map.prefetch(&super::listing::indexed_ranges(&deltas)); // a failure: see `scan`
+        let _ = map.prefetch(&super::listing::indexed_ranges(&deltas, &copied)); // a failure: see `scan`
         for delta in deltas.iter().rev() {
             self.apply_index(map, delta, HEADER_END, &mut found);
         }
@@ -423,6 +430,8 @@ impl Shard {
                     self.problems.push(self.problem(at, "end record payload is damaged"));
                 }
                 Some(RecordKind::Timelog) => self.timelog_records.push(rec.offset),
+                // The Episode records it copies are taken in themselves.
+                Some(RecordKind::OpeningCopies) => {}
                 Some(_) => pending.push(rec),
                 // Unknown kinds come from newer minor versions: skipped, and listed.
                 None => found.skipped.push((rec.offset, rec.header.kind)),
@@ -477,12 +486,21 @@ impl Shard {
             if !is_new(self, offset) {
                 continue;
             }
+            match RecordKind::from_u32(other.kind) {
+                // Checked when read (`timelog`): opening does not read them (in a store, a
+                // request each).
+                Some(RecordKind::Timelog) => {
+                    self.timelog_records.push(offset);
+                    continue;
+                }
+                // Used only to open a shard in a store (`opening_copies`); checked by `verify`.
+                Some(RecordKind::OpeningCopies) => continue,
+                _ => {}
+            }
             match frame(map, offset) {
                 Ok(rec) if matches!(rec.kind(), Some(RecordKind::Meta | RecordKind::Column)) => {
                     self.take_record(map, &rec, found)
                 }
-                // Checked when read (`timelog`): opening does not pay for them.
-                Ok(rec) if rec.kind() == Some(RecordKind::Timelog) => self.timelog_records.push(offset),
                 Ok(rec) if rec.kind().is_none() && rec.header.kind == other.kind => {
                     found.skipped.push((offset, other.kind));
                 }

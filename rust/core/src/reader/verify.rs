@@ -232,6 +232,12 @@ fn check_record(
         }
         return out;
     }
+    if rec.header.record_kind() == Some(RecordKind::OpeningCopies) {
+        if let Err(why) = super::opening_copies::check_copies(map, &rec.payload(map)) {
+            out.damage.push((offset, why));
+        }
+        return out;
+    }
     if rec.header.record_kind() != Some(RecordKind::Chunks) {
         return out;
     }

@@ -171,7 +171,8 @@ fn read_layout(map: &[u8]) -> std::result::Result<Option<Layout>, (usize, String
                 layout.copied.push((kind, payload));
             }
             RecordKind::Meta | RecordKind::Timelog | RecordKind::Episode => layout.copied.push((kind, payload)),
-            RecordKind::Index => {}
+            // The compacted file's writer writes its own copies (at other offsets).
+            RecordKind::Index | RecordKind::OpeningCopies => {}
             RecordKind::End => return Ok(Some(layout)),
         }
         at += header.total_len() as usize;

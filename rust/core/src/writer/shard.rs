@@ -9,6 +9,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use super::config::Durability;
 use crate::error::{Error, Result};
 use crate::format::chunks::{self, ChunkRef, PendingChunk};
+use crate::format::copies;
 use crate::format::episode::{self, EpisodeSummary};
 use crate::format::header::{FileHeader, HEADER_LEN, PACKED_TABLES};
 use crate::format::index::{IndexDelta, OtherRecord, NO_PREVIOUS};
@@ -37,6 +38,9 @@ pub struct ShardWriter {
     /// The file's identity when created, to notice it being deleted or replaced under us.
     identity: Option<(u64, u64)>,
     shard_seq: u64,
+    /// (offset, bytes) of each Episode and Index record written: what opening the closed shard
+    /// reads one by one, copied at close (`format::copies`).
+    opening_spans: Vec<(u64, u64)>,
 }
 
 /// (device, inode) of an open file or a path.
@@ -80,7 +84,9 @@ impl ShardWriter {
     /// A new file at `path` (which must not exist) holding `header` so far.
     pub fn create_at(path: PathBuf, header: &FileHeader, durability: Durability) -> Result<Self> {
         // create_new: never clobber a file someone may be reading.
-        let file = OpenOptions::new().write(true).create_new(true).open(&path).map_err(|e| Error::io(&path, e))?;
+        // Read too: the Episode records are read back for their copies at close.
+        let file =
+            OpenOptions::new().read(true).write(true).create_new(true).open(&path).map_err(|e| Error::io(&path, e))?;
         lock_while_writing(&file);
         let identity = file.metadata().ok().as_ref().and_then(identity);
         let mut shard = ShardWriter {
@@ -94,6 +100,7 @@ impl ShardWriter {
             last_sync: Instant::now(),
             identity,
             shard_seq: header.shard_seq,
+            opening_spans: Vec::new(),
         };
         shard.pending.bytes.extend_from_slice(&header.encode());
         shard.offset = HEADER_LEN as u64;
@@ -181,19 +188,55 @@ impl ShardWriter {
             let items: Vec<episode::EpisodeItem> =
                 part.iter().map(|(s, m, x)| (s.clone(), m.as_slice(), x.as_slice())).collect();
             let payload = episode::encode_batch(&items);
-            let at = self.append(RecordKind::Episode, &payload);
-            self.index.episode_records.push(at);
+            self.append_episode_record(&payload);
         }
     }
 
     /// Appends a record of another shard as it was (Meta, Column, Timelog or Episode: records
     /// holding no file offsets), listed by the index like the writer's own.
     pub fn copy_record(&mut self, kind: RecordKind, payload: &[u8]) {
-        let at = self.append(kind, payload);
         match kind {
-            RecordKind::Episode => self.index.episode_records.push(at),
-            _ => self.index.other_records.push(OtherRecord { kind: kind as u32, offset: at }),
+            RecordKind::Episode => self.append_episode_record(payload),
+            _ => {
+                let at = self.append(kind, payload);
+                self.index.other_records.push(OtherRecord { kind: kind as u32, offset: at });
+            }
         }
+    }
+
+    fn append_episode_record(&mut self, payload: &[u8]) {
+        let at = self.append(RecordKind::Episode, payload);
+        self.index.episode_records.push(at);
+        self.opening_spans.push((at, self.offset - at));
+    }
+
+    /// The Opening Copies record (`format::copies`), when the shard has enough Episode and Index
+    /// records for it to spare a store's reader requests, read back from the file (they were
+    /// written whole: nothing is kept in memory while recording).
+    fn append_opening_copies(&mut self) -> Result<()> {
+        let bytes: u64 = self.opening_spans.iter().map(|s| s.1).sum();
+        if self.opening_spans.len() < copies::COPIES_FROM_RECORDS || bytes > copies::COPIES_MAX_BYTES {
+            return Ok(());
+        }
+        self.flush_to_os()?;
+        let mut read = vec![0u8; bytes as usize];
+        let mut at = 0;
+        for &(offset, len) in &self.opening_spans {
+            let into = &mut read[at..at + len as usize];
+            std::os::unix::fs::FileExt::read_exact_at(&self.file, into, offset)
+                .map_err(|e| Error::io(&self.path, e))?;
+            at += len as usize;
+        }
+        let mut rest = read.as_slice();
+        let mut records = Vec::with_capacity(self.opening_spans.len());
+        for &(offset, len) in &self.opening_spans {
+            let (record, after) = rest.split_at(len as usize);
+            records.push((offset, record));
+            rest = after;
+        }
+        let copies_at = self.append(RecordKind::OpeningCopies, &copies::encode(&records));
+        self.index.other_records.push(OtherRecord { kind: RecordKind::OpeningCopies as u32, offset: copies_at });
+        Ok(())
     }
 
     /// Writes an Index record when enough has been written since the last one, so that a reader
@@ -207,6 +250,7 @@ impl ShardWriter {
     fn write_index(&mut self) -> u64 {
         let (payload, packed) = self.index.encode();
         let at = self.append_requiring(RecordKind::Index, &payload, if packed { PACKED_TABLE } else { 0 });
+        self.opening_spans.push((at, self.offset - at));
         self.index = IndexDelta { prev_index: at, ..Default::default() };
         self.bytes_at_last_index = self.offset;
         at
@@ -237,6 +281,7 @@ impl ShardWriter {
 
     /// Writes the final Index and the End record; the file is then complete.
     pub fn finish(mut self) -> Result<PathBuf> {
+        self.append_opening_copies()?;
         let index_at = self.write_index();
         self.append(RecordKind::End, &index_at.to_le_bytes());
         self.flush_to_os()?;

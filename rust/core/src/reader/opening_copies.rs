@@ -1,0 +1,61 @@
+//! Opening a closed shard in object storage with its Opening Copies record (`format::copies`):
+//! the copies come in one range request and go into the fetch cache at their records' offsets,
+//! so walking the index chain and taking in the Episode records then read from the cache,
+//! checked as usual.
+
+use std::collections::HashSet;
+
+use bytes::Bytes;
+
+use super::shard::frame;
+use super::source::Source;
+use crate::format::copies;
+use crate::format::index::IndexDelta;
+use crate::format::record::RecordKind;
+
+/// The copies record the final index delta lists, and where it ends: a writer writes it just
+/// before its final Index record, at `final_index`.
+pub(crate) fn copies_range(last: &IndexDelta, final_index: u64) -> Option<std::ops::Range<u64>> {
+    let kind = RecordKind::OpeningCopies as u32;
+    let at = last.other_records.iter().rev().find(|o| o.kind == kind)?.offset;
+    (at < final_index).then_some(at..final_index)
+}
+
+/// Fetches the copies in `range` of a shard in a store and keeps each in the fetch cache at its
+/// record's offset; returns those offsets. A copies record that is damaged or unreadable gives
+/// none: the records are then fetched themselves (`verify` reports the damage).
+pub(crate) fn fetch_copies(map: &Source, range: std::ops::Range<u64>) -> HashSet<u64> {
+    let Some(object) = map.remote_object() else { return HashSet::new() };
+    if map.prefetch(std::slice::from_ref(&range)).is_err() {
+        return HashSet::new(); // `scan` reports the store's error
+    }
+    let Ok(rec) = frame(map, range.start) else { return HashSet::new() };
+    if rec.header.record_kind() != Some(RecordKind::OpeningCopies)
+        || rec.header.unknown_required() != 0
+        || !rec.payload_ok(map)
+    {
+        return HashSet::new();
+    }
+    let payload = Bytes::from(rec.payload(map).into_owned());
+    let Ok(entries) = copies::decode(&payload) else { return HashSet::new() };
+    entries
+        .into_iter()
+        .map(|(offset, bytes)| {
+            object.keep(offset, payload.slice(bytes));
+            offset
+        })
+        .collect()
+}
+
+/// Whether every copy in `payload` (an Opening Copies record's) is the bytes of the record at its
+/// offset (`verify`: copies that differ would mislead a reader of the object in a store).
+pub(crate) fn check_copies(map: &Source, payload: &[u8]) -> Result<(), String> {
+    for (offset, bytes) in copies::decode(payload)? {
+        let copy = &payload[bytes];
+        let same = map.bytes(offset, copy.len() as u64).is_some_and(|record| *record == *copy);
+        if !same {
+            return Err(format!("episode copies record: its copy of the record at offset {offset} differs from it"));
+        }
+    }
+    Ok(())
+}
