@@ -248,6 +248,21 @@ def test_a_store_that_fails_or_stalls_gives_an_error_naming_the_url(s3: S3, reco
         trajcore.open(f"s3://{bucket}/run", storage_options={"no_such_option": "1"})
 
 
+def test_an_object_replaced_while_open_fails_by_name(s3: S3, tmp_path: Path) -> None:
+    """Every range request asks for the version opened (`If-Match` with its entity tag): an object
+    replaced under an open dataset gives an error naming it, never bytes of two versions."""
+    record_pixels(tmp_path / "px", episodes=12)
+    (shard,) = (tmp_path / "px").glob("*.trj")
+    bucket = s3.bucket()
+    (key,) = s3.upload(tmp_path / "px", bucket, "run")
+    with trajcore.open(f"s3://{bucket}/run", storage_options=s3.options, cache_bytes=0) as ds:
+        first = ds.episodes[0].observations
+        s3.client.put_object(Bucket=bucket, Key=key, Body=shard.read_bytes()[:-8] + bytes(8))
+        with pytest.raises(TrajcoreIOError, match=f"s3://{bucket}/run/.*replaced since the dataset was opened"):
+            ds.episodes[len(ds.episodes) - 1].observations  # noqa: B018
+        np.testing.assert_array_equal(ds.episodes[0].observations, first)  # what was fetched stays
+
+
 def test_the_cli_reads_urls_configured_by_the_environment(s3: S3, recorded: Any, tmp_path: Path) -> None:
     """The standard AWS variables alone (no storage options) configure the client: `info`, `ls`,
     `verify` and `export` of a URL, each in a fresh process, say what they say of the local copy."""

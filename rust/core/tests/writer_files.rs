@@ -326,6 +326,15 @@ fn a_closed_shard_copies_what_opening_reads_before_its_final_index() {
     assert_eq!(report.damage[0].offset, at);
     assert!(report.damage[0].episodes.is_empty());
 
+    // A damaged Episode record is reported once, as itself: its copy is not blamed.
+    let (first_episode, _, _) = *records.iter().find(|r| r.2 == Some(RecordKind::Episode)).unwrap();
+    let mut damaged = bytes.clone();
+    damaged[first_episode as usize + 30] ^= 0x10;
+    std::fs::write(&broken, &damaged).unwrap();
+    let report = verify(&open(&broken));
+    assert_eq!(report.damage.len(), 1, "{:?}", report.damage);
+    assert_eq!(report.damage[0].offset, first_episode);
+
     // Few Episode records get no copies.
     let few = tempfile::tempdir().unwrap();
     record(few.path(), json!({}), 8, |_, _| {});

@@ -22,22 +22,30 @@ const ENTRY_LEN: usize = 16;
 /// Copies are written when a shard has at least this many such records (fewer cost a store few
 /// requests; each copy costs its bytes twice in the file).
 pub const COPIES_FROM_RECORDS: usize = 16;
-/// ... and when they take at most this many bytes (the writer holds them in memory at close).
+/// ... and when they take at most this many bytes (the writer holds them in memory at close, once).
 pub const COPIES_MAX_BYTES: u64 = 64 << 20;
 
 /// The payload holding `records` (file offset, the record's bytes).
 pub fn encode(records: &[(u64, &[u8])]) -> Vec<u8> {
-    let bytes: usize = records.iter().map(|(_, b)| b.len()).sum();
-    let mut out = Vec::with_capacity(HEAD_LEN + records.len() * ENTRY_LEN + bytes);
-    out.extend_from_slice(&(records.len() as u32).to_le_bytes());
-    out.extend_from_slice(&(ENTRY_LEN as u16).to_le_bytes());
-    out.extend_from_slice(&0u16.to_le_bytes());
-    for (offset, b) in records {
-        out.extend_from_slice(&offset.to_le_bytes());
-        out.extend_from_slice(&(b.len() as u64).to_le_bytes());
-    }
+    let spans: Vec<(u64, u64)> = records.iter().map(|(offset, b)| (*offset, b.len() as u64)).collect();
+    let mut out = table(&spans);
     for (_, b) in records {
         out.extend_from_slice(b);
+    }
+    out
+}
+
+/// The payload's head and entries for records at `spans` (file offset, bytes), with room for
+/// the records' bytes to follow (so the writer reads them straight in after it).
+pub fn table(spans: &[(u64, u64)]) -> Vec<u8> {
+    let bytes: u64 = spans.iter().map(|s| s.1).sum();
+    let mut out = Vec::with_capacity(HEAD_LEN + spans.len() * ENTRY_LEN + bytes as usize);
+    out.extend_from_slice(&(spans.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(ENTRY_LEN as u16).to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    for (offset, len) in spans {
+        out.extend_from_slice(&offset.to_le_bytes());
+        out.extend_from_slice(&len.to_le_bytes());
     }
     out
 }

@@ -21,8 +21,8 @@ pub(crate) fn copies_range(last: &IndexDelta, final_index: u64) -> Option<std::o
     (at < final_index).then_some(at..final_index)
 }
 
-/// Fetches the copies in `range` of a shard in a store and keeps each in the fetch cache at its
-/// record's offset; returns those offsets. A copies record that is damaged or unreadable gives
+/// Fetches the copies in `range` of a shard in a store and keeps each in the fetch cache for the
+/// reads of opening (`RemoteObject::keep_copy`); returns their records' offsets. A copies record that is damaged or unreadable gives
 /// none: the records are then fetched themselves (`verify` reports the damage).
 pub(crate) fn fetch_copies(map: &Source, range: std::ops::Range<u64>) -> HashSet<u64> {
     let Some(object) = map.remote_object() else { return HashSet::new() };
@@ -41,20 +41,23 @@ pub(crate) fn fetch_copies(map: &Source, range: std::ops::Range<u64>) -> HashSet
     entries
         .into_iter()
         .map(|(offset, bytes)| {
-            object.keep(offset, payload.slice(bytes));
+            object.keep_copy(offset, payload.slice(bytes));
             offset
         })
         .collect()
 }
 
-/// Whether every copy in `payload` (an Opening Copies record's) is the bytes of the record at its
-/// offset (`verify`: copies that differ would mislead a reader of the object in a store).
+/// Whether every copy in `payload` (an Opening Copies record's) is the bytes of the record at
+/// its offset (`verify`: a copy that differs from an intact record would mislead a reader of the
+/// object in a store; a damaged record is reported on its own).
 pub(crate) fn check_copies(map: &Source, payload: &[u8]) -> Result<(), String> {
     for (offset, bytes) in copies::decode(payload)? {
         let copy = &payload[bytes];
-        let same = map.bytes(offset, copy.len() as u64).is_some_and(|record| *record == *copy);
-        if !same {
-            return Err(format!("episode copies record: its copy of the record at offset {offset} differs from it"));
+        if map.bytes(offset, copy.len() as u64).is_some_and(|record| *record == *copy) {
+            continue;
+        }
+        if frame(map, offset).is_ok_and(|rec| rec.payload_ok(map)) {
+            return Err(format!("opening copies record: its copy of the record at offset {offset} differs from it"));
         }
     }
     Ok(())

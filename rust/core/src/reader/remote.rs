@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -28,7 +28,7 @@ use bytes::Bytes;
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::http::HttpBuilder;
 use object_store::path::Path as ObjectPath;
-use object_store::{ClientConfigKey, ClientOptions, ObjectStore, RetryConfig};
+use object_store::{ClientConfigKey, ClientOptions, GetOptions, GetRange, ObjectStore, RetryConfig};
 
 use super::remote_cache::ExtentCache;
 use crate::error::{Error, Result};
@@ -266,6 +266,12 @@ where
 fn store_error(url: &str, e: object_store::Error) -> Error {
     match e {
         object_store::Error::NotFound { .. } => Error::NotFound { path: url.into() },
+        object_store::Error::Precondition { .. } => Error::Io {
+            path: url.into(),
+            source: std::io::Error::other(
+                "the object was replaced since the dataset was opened (its entity tag changed): open it again",
+            ),
+        },
         e => Error::Io { path: url.into(), source: std::io::Error::other(e.to_string()) },
     }
 }
@@ -278,6 +284,12 @@ pub(crate) struct RemoteObject {
     pub len: u64,
     /// Its key in the per-process cache.
     id: u64,
+    /// Its entity tag when opened: every range request asks for that version (`If-Match`), so
+    /// an object replaced while a dataset is open fails by name instead of mixing versions.
+    e_tag: Option<String>,
+    /// While set (opening the shard), reads the cache cannot serve look for the copies of the
+    /// records opening reads (`keep_copy`) before fetching.
+    opening: AtomicBool,
     /// Why a fetch failed, for the caller that can say so (`take_error`): reads through
     /// `Source::bytes` can only say that the bytes are missing.
     failed: Mutex<Option<String>>,
@@ -301,7 +313,9 @@ impl RemoteObject {
         let ids = ids.get_or_insert_with(HashMap::new);
         let next = ids.len() as u64;
         let id = *ids.entry(identity).or_insert(next);
-        RemoteObject { location, url, len, id, failed: Mutex::new(None) }
+        // A weak tag (`W/"..."`) never matches `If-Match` (a strong comparison): not asked for.
+        let e_tag = e_tag.filter(|t| !t.starts_with("W/")).map(str::to_string);
+        RemoteObject { location, url, len, id, e_tag, opening: AtomicBool::new(false), failed: Mutex::new(None) }
     }
 
     /// `len` bytes from `offset`, from the cache or fetched (with `READ_AHEAD`).
@@ -309,16 +323,33 @@ impl RemoteObject {
         if let Some(b) = cache().get(self.id, offset, len) {
             return Ok(b);
         }
+        if self.opening.load(Ordering::Relaxed) {
+            if let Some(b) = cache().get(self.copies_id(), offset, len) {
+                return Ok(b);
+            }
+        }
         let end = offset.saturating_add(len.max(READ_AHEAD)).min(self.len);
         let fetched = self.fetch(std::slice::from_ref(&(offset..end)))?.pop().unwrap_or_default();
         cache().insert(self.id, offset, fetched.clone());
         Ok(fetched.slice(..(len as usize).min(fetched.len())))
     }
 
-    /// Keeps `bytes`, known to be the object's from `offset`, in the cache (fetched as part of
-    /// another range: see `opening_copies`).
-    pub fn keep(&self, offset: u64, bytes: Bytes) {
-        cache().insert(self.id, offset, bytes);
+    /// Keeps `bytes`, the copy of the object's record at `offset` (see `opening_copies`), for
+    /// reads while opening: kept apart from the object's own bytes, so that later reads
+    /// (`verify`, an episode's metadata) fetch the record itself.
+    pub fn keep_copy(&self, offset: u64, bytes: Bytes) {
+        self.opening.store(true, Ordering::Relaxed);
+        cache().insert(self.copies_id(), offset, bytes);
+    }
+
+    /// Opening is over: reads no longer look at the copies.
+    pub fn opened(&self) {
+        self.opening.store(false, Ordering::Relaxed);
+    }
+
+    /// The cache's key for this object's copies (ids count up from 0: the top bit is free).
+    fn copies_id(&self) -> u64 {
+        self.id | 1 << 63
     }
 
     /// Whether the cache holds `range`.
@@ -355,9 +386,16 @@ impl RemoteObject {
         let key = ObjectPath::from(self.location.key.as_str());
         let ranges = ranges.to_vec();
         let n = ranges.len() as u64;
+        let e_tag = self.e_tag.clone();
         let fetched = run(&self.location.store, &self.url, |c| async move {
+            let get = |r: Range<u64>| {
+                let options =
+                    GetOptions { range: Some(GetRange::Bounded(r)), if_match: e_tag.clone(), ..Default::default() };
+                let (c, key) = (c.clone(), key.clone());
+                async move { c.get_opts(&key, options).await?.bytes().await }
+            };
             // Already merged: the crate's own coalescing (gap 0) only runs them in parallel.
-            object_store::coalesce_ranges(&ranges, |r| c.get_range(&key, r), 0).await
+            object_store::coalesce_ranges(&ranges, get, 0).await
         })
         .inspect_err(|e| *lock(&self.failed) = Some(e.to_string()))?;
         count(n, fetched.iter().map(|b| b.len() as u64).sum());

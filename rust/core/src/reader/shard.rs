@@ -281,7 +281,11 @@ impl Shard {
         }
         let mut clean_problem = None;
         if self.scanned_to == HEADER_END {
-            match self.scan_clean() {
+            let clean = self.scan_clean();
+            if let Some(object) = self.source.remote_object() {
+                object.opened(); // reads from now on fetch the records, not their copies
+            }
+            match clean {
                 Ok(clean) => found = clean,
                 Err(problem) => clean_problem = problem,
             }

@@ -219,22 +219,16 @@ impl ShardWriter {
             return Ok(());
         }
         self.flush_to_os()?;
-        let mut read = vec![0u8; bytes as usize];
-        let mut at = 0;
+        let mut payload = copies::table(&self.opening_spans);
+        let mut at = payload.len();
+        payload.resize(at + bytes as usize, 0);
         for &(offset, len) in &self.opening_spans {
-            let into = &mut read[at..at + len as usize];
+            let into = &mut payload[at..at + len as usize];
             std::os::unix::fs::FileExt::read_exact_at(&self.file, into, offset)
                 .map_err(|e| Error::io(&self.path, e))?;
             at += len as usize;
         }
-        let mut rest = read.as_slice();
-        let mut records = Vec::with_capacity(self.opening_spans.len());
-        for &(offset, len) in &self.opening_spans {
-            let (record, after) = rest.split_at(len as usize);
-            records.push((offset, record));
-            rest = after;
-        }
-        let copies_at = self.append(RecordKind::OpeningCopies, &copies::encode(&records));
+        let copies_at = self.append_owned(RecordKind::OpeningCopies, payload);
         self.index.other_records.push(OtherRecord { kind: RecordKind::OpeningCopies as u32, offset: copies_at });
         Ok(())
     }
@@ -302,6 +296,16 @@ impl ShardWriter {
         let bytes = &mut self.pending.bytes;
         bytes.extend_from_slice(&header.encode());
         bytes.extend_from_slice(payload);
+        bytes.resize(bytes.len() + padding_after(header.payload_len), 0);
+        self.take_offset(&header)
+    }
+
+    /// `append` of a payload kept where it was built until written (a large one is not copied).
+    fn append_owned(&mut self, kind: RecordKind, payload: Vec<u8>) -> u64 {
+        let header = RecordHeader::new(kind, &payload);
+        self.pending.bytes.extend_from_slice(&header.encode());
+        self.pending.push(payload);
+        let bytes = &mut self.pending.bytes;
         bytes.resize(bytes.len() + padding_after(header.payload_len), 0);
         self.take_offset(&header)
     }
