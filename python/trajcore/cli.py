@@ -488,10 +488,13 @@ def _view_target(ds: Any, args: argparse.Namespace) -> Any:
 def _plot(args: argparse.Namespace) -> int:
     import trajcore
     from trajcore._selection import apply_select, parse_select
+    from trajcore._store_io import local_only
     from trajcore.plots import load_timelog, write_plots
 
     if args.path is None and args.timelog is None:
         raise UsageError("give a dataset PATH, --timelog FILE, or both")
+    local_only(args.timelog, "--timelog")
+    local_only(args.out, "plot's output (-o)")
     timelog = load_timelog(args.timelog) if args.timelog is not None else None
     out = args.out or f"plots-{os.path.basename(os.path.normpath(args.path or 'timelog'))}"
     if args.path is None:
