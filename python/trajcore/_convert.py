@@ -72,7 +72,7 @@ def convert(
     elif isinstance(src, Dataset):
         dataset = src
     else:
-        dataset = Dataset(src, storage_options=storage_options)
+        dataset = Dataset(src, storage_options=storage_options if is_store_url(src) else None)
     rules: dict[str, Any] | None = None
     if codecs == "raw":
         rules = {"default": {"delta": False, "zstd_level": None}}

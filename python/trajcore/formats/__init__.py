@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trajcore._output import staged
-from trajcore._store import configure
+from trajcore._store import configure, is_store_url
 from trajcore.dataset import Dataset
 from trajcore.episodes import Episodes
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
@@ -115,7 +115,8 @@ def export(
     if isinstance(src, Dataset | Episodes):
         ds, indices = src._members()
     else:
-        configure(os.fspath(src), storage_options)
+        if is_store_url(src):
+            configure(src, storage_options)
         # A chunk cache that holds the chunks a read in dataset order has in use at once.
         with open_for_pass(os.fspath(src)) as opened:
             return export(
