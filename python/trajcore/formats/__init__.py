@@ -116,7 +116,7 @@ def export(
         ds, indices = src._members()
     else:
         if is_store_url(src):
-            configure(src, storage_options)
+            configure(os.fspath(src), storage_options)
         # A chunk cache that holds the chunks a read in dataset order has in use at once.
         with open_for_pass(os.fspath(src)) as opened:
             return export(
