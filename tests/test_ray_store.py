@@ -13,34 +13,27 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 
 pytest.importorskip("ray.data", reason="trajcore.ray needs ray[data] (CI installs ray[data,rllib])")
-pytest.importorskip("boto3", reason="the object storage tests need boto3 and moto[server] (pip install '.[test]')")
-pytest.importorskip("moto.server", reason="the object storage tests need moto[server] (pip install '.[test]')")
 
 import ray
 import trajcore
 import trajcore.ray
-from capture import assert_episode
 from gymnasium import spaces
 from helpers import SpaceEnv
-from s3_server import S3, s3_server
-from test_ray_collect import ENV, assert_actions, captured
+from test_ray_collect import ENV, assert_each_actor_recorded_exactly
 from test_ray_data import assert_episodes, assert_transitions, numpy_rows, record_rollover
 from trajcore import _core
 from trajcore.ray.datasource import TrajcoreDatasource
 
+if TYPE_CHECKING:
+    from s3_server import S3
+
 pytestmark = pytest.mark.usefixtures("ray_local")
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3]:
-    with s3_server() as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
@@ -97,18 +90,8 @@ def test_collect_into_a_store_records_each_actor_exactly(s3: S3, tmp_path: Path)
         assert len(keys) > 2 * 2 and all(k.startswith("runs/cp/") and k.endswith(".trj") for k in keys)
         assert list(worker_tmp.iterdir()) == []  # every staging directory gone once uploaded
         assert ds.num_recordings == 2
-        for r in range(2):
-            meta = ds.meta(r)["metadata"]
-            assert meta["run"] == "store"
-            k = meta["ray"]["actor_index"]
-            want = captured(10 + 3 * k, 3, 300)
-            for i in range(3):
-                got = [ep for ep in ds.episodes if ep.recording == r and ep.env_index == i]
-                expected = [e for e in want if e.env_index == i]
-                assert len(got) == len(expected) > 3, f"actor {k} sub-env {i}"
-                for n, (g, w) in enumerate(zip(got, expected, strict=True)):
-                    assert_episode(g, w, ENV.args[0], f"actor {k} sub-env {i} episode {n}")
-                    assert_actions(g.actions, w.actions, f"actor {k} sub-env {i} episode {n}")
+        assert all(ds.meta(r)["metadata"]["run"] == "store" for r in range(2))
+        assert_each_actor_recorded_exactly(ds, 10, 3, 300)
 
 
 def test_a_bad_storage_option_fails_before_any_actor_starts(s3: S3) -> None:

@@ -6,9 +6,8 @@ workers. Every result is compared value for value with the same done on the loca
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import trajcore
@@ -16,15 +15,8 @@ from export_data import steps
 from helpers import assert_tree_equal
 from trajcore.cli import main
 
-pytest.importorskip("boto3", reason="the object storage tests need boto3 and moto[server] (pip install '.[test]')")
-pytest.importorskip("moto.server", reason="the object storage tests need moto[server] (pip install '.[test]')")
-from s3_server import S3, s3_server
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3]:
-    with s3_server() as server:
-        yield server
+if TYPE_CHECKING:
+    from s3_server import S3
 
 
 def assert_same_steps(got: trajcore.Dataset, want: trajcore.Dataset, where: str) -> None:
@@ -77,6 +69,8 @@ def test_convert_to_from_and_between_stores(s3: S3, recorded: Any, tmp_path: Pat
         trajcore.convert(local, up, storage_options=opts)
     with pytest.raises(trajcore.InvalidArgumentError, match="not a shard"):
         trajcore.convert(local, f"{up}/x.trj", storage_options=opts)
+    with pytest.raises(trajcore.InvalidArgumentError, match=r"https://host/run: HTTP\(S\) URLs are read-only"):
+        trajcore.convert(local, "https://host/run")
     assert keys(s3, bucket, "raw") == before
 
 

@@ -33,6 +33,8 @@ def local_only(path: str | os.PathLike[str] | None, what: str) -> None:
 def _refuse_existing(url: str) -> None:
     """Refuses a prefix that already holds shards: a copy is a new dataset, and trajcore removes
     nothing from a store (`force` cannot replace what is there)."""
+    if url.lower().startswith(("http://", "https://")):
+        raise InvalidArgumentError(f"{url}: HTTP(S) URLs are read-only: write to an s3:// prefix")
     if url.lower().endswith(f".{_core.SHARD_EXTENSION}"):
         raise InvalidArgumentError(f"{url}: name a prefix to write the dataset under, not a shard")
     try:
@@ -53,7 +55,8 @@ def written_to_store(url: str, storage_options: Mapping[str, str] | None = None)
     removes the local copy, which is removed as well when the block fails.
 
     Raises:
-        InvalidArgumentError: `url` names a shard, or already holds shards.
+        InvalidArgumentError: `url` is HTTP(S) (read-only), names a shard, or already holds
+            shards.
         TrajcoreIOError: an upload failed (after the store's retries), naming the URL.
     """
     url = url.rstrip("/")
