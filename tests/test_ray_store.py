@@ -114,6 +114,16 @@ def test_read_transitions_and_episodes_from_the_store_equal_the_local_copy(rollo
             assert sorted({int(r["episode"]) for r in rows}) == list(complete.indices)
 
 
+def test_read_transitions_of_one_shard_over_http(recorded: Any, s3: S3) -> None:
+    """A shard served over plain HTTP (range requests, no options): read as from the disk."""
+    local = recorded("nested")
+    bucket = s3.bucket()
+    (key,) = s3.upload(local, bucket, "one")
+    s3.client.put_object_acl(Bucket=bucket, Key=key, ACL="public-read")
+    with trajcore.open(local) as want:
+        assert_transitions(numpy_rows(trajcore.ray.read_transitions(f"{s3.endpoint}/{bucket}/{key}")), want)
+
+
 @ray.remote(max_calls=1)
 def _counted(what: Any, *args: Any) -> tuple[int, int, int]:
     """Runs `what(*args)`: (rows it gave, requests made, bytes fetched)."""
