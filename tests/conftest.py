@@ -4,6 +4,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,3 +52,15 @@ def ray_local() -> Iterator[None]:
         yield
     finally:
         ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[Any]:
+    """A real S3 server on loopback (moto's standalone server, tests/s3_server.py) for a test
+    module, stopped after it: an `s3_server.S3`."""
+    pytest.importorskip("boto3", reason="the object storage tests need boto3 and moto[server] (pip install '.[test]')")
+    pytest.importorskip("moto.server", reason="the object storage tests need moto[server] (pip install '.[test]')")
+    from s3_server import s3_server
+
+    with s3_server() as server:
+        yield server

@@ -75,16 +75,7 @@ def test_two_actors_record_into_one_directory_exactly(tmp_path: Path) -> None:
         s = ds.summaries()
         spans = [(s["start_ns"][s["recording"] == r].min(), s["end_ns"][s["recording"] == r].max()) for r in range(2)]
         assert spans[0][0] < spans[1][1] and spans[1][0] < spans[0][1]
-        for r, meta in enumerate(metas):
-            k = meta["ray"]["actor_index"]
-            want = captured(10 + 3 * k, 3, 400)
-            for i in range(3):
-                got = [ep for ep in ds.episodes if ep.recording == r and ep.env_index == i]
-                expected = [e for e in want if e.env_index == i]
-                assert len(got) == len(expected) > 3, f"actor {k} sub-env {i}"
-                for n, (g, w) in enumerate(zip(got, expected, strict=True)):
-                    assert_episode(g, w, NESTED_OBS, f"actor {k} sub-env {i} episode {n}")
-                    assert_actions(g.actions, w.actions, f"actor {k} sub-env {i} episode {n}")
+        assert_each_actor_recorded_exactly(ds, 10, 3, 400)
         assert ds.num_steps == sum(e.length for e in ds.episodes)
 
 
@@ -121,3 +112,18 @@ def test_an_actor_error_is_raised_after_every_actor_finished(tmp_path: Path) -> 
     trajcore.ray.collect("CartPole-v1", tmp_path / "ds", num_actors=1, steps=5).close()
     with pytest.raises(trajcore.InvalidArgumentError, match="holds recordings of another"):
         trajcore.ray.collect("Acrobot-v1", tmp_path / "ds", num_actors=2, steps=5)
+
+
+def assert_each_actor_recorded_exactly(ds: trajcore.Dataset, seed: int, num_envs: int, steps: int) -> None:
+    """Each recording of `ds` holds exactly what its actor's envs produced (`captured` of the
+    seed `collect` gave the actor)."""
+    for r in range(ds.num_recordings):
+        k = ds.meta(r)["metadata"]["ray"]["actor_index"]
+        want = captured(seed + num_envs * k, num_envs, steps)
+        for i in range(num_envs):
+            got = [ep for ep in ds.episodes if ep.recording == r and ep.env_index == i]
+            expected = [e for e in want if e.env_index == i]
+            assert len(got) == len(expected) > 3, f"actor {k} sub-env {i}"
+            for n, (g, w) in enumerate(zip(got, expected, strict=True)):
+                assert_episode(g, w, NESTED_OBS, f"actor {k} sub-env {i} episode {n}")
+                assert_actions(g.actions, w.actions, f"actor {k} sub-env {i} episode {n}")

@@ -9,6 +9,7 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from trajcore._store_io import local_only
 from trajcore.errors import InvalidArgumentError
 
 __all__ = ["check_destination", "staged"]
@@ -18,8 +19,9 @@ def check_destination(out: str, force: bool) -> None:
     """Refuses an existing destination unless `force`.
 
     Raises:
-        InvalidArgumentError: `out` exists and `force` is False.
+        InvalidArgumentError: `out` exists and `force` is False, or is a store URL.
     """
+    local_only(out, "the output")
     if os.path.lexists(out) and not force:
         raise InvalidArgumentError(f"{out} already exists; pass force=True (--force) to overwrite it")
 

@@ -488,10 +488,13 @@ def _view_target(ds: Any, args: argparse.Namespace) -> Any:
 def _plot(args: argparse.Namespace) -> int:
     import trajcore
     from trajcore._selection import apply_select, parse_select
+    from trajcore._store_io import local_only
     from trajcore.plots import load_timelog, write_plots
 
     if args.path is None and args.timelog is None:
         raise UsageError("give a dataset PATH, --timelog FILE, or both")
+    local_only(args.timelog, "--timelog")
+    local_only(args.out, "plot's output (-o)")
     timelog = load_timelog(args.timelog) if args.timelog is not None else None
     out = args.out or f"plots-{os.path.basename(os.path.normpath(args.path or 'timelog'))}"
     if args.path is None:
@@ -803,6 +806,9 @@ def _examples(prog: str, *lines: str) -> str:
     return "examples:\n" + "\n".join(f"  {prog} {line}" for line in lines)
 
 
+_DATASET_HELP = "a dataset directory or one shard file, or a URL (s3://bucket/prefix, https://host/NAME.trj)"
+
+
 def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
     import trajcore
     from trajcore._selection import SELECT_HELP
@@ -843,7 +849,7 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
         )
 
     def dataset_arg(parser: argparse.ArgumentParser, **kwargs: Any) -> None:
-        parser.add_argument("path", metavar="PATH", help="a dataset directory or one shard file", **kwargs)
+        parser.add_argument("path", metavar="PATH", help=_DATASET_HELP, **kwargs)
 
     def select_arg(parser: argparse.ArgumentParser, verb: str) -> None:
         help = f"{verb} only some episodes: {SELECT_HELP} (default: all)"
@@ -851,7 +857,7 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
 
     def copy_args(parser: argparse.ArgumentParser) -> None:
         """SRC and DST of a command that writes a new dataset from an existing one."""
-        parser.add_argument("src", metavar="SRC", help="a dataset directory or one shard file")
+        parser.add_argument("src", metavar="SRC", help=_DATASET_HELP)
         parser.add_argument("dst", metavar="DST", help="the new dataset directory (must not exist, or be empty)")
 
     def json_arg(parser: argparse.ArgumentParser) -> None:
@@ -872,7 +878,7 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
         "LunarLander-v3 --policy mypolicy:act --metadata '{\"run\": 3}' runs/ll",
     )
     r.add_argument("env_id", metavar="ENV_ID", help="any registered gymnasium env id, e.g. CartPole-v1")
-    r.add_argument("path", metavar="PATH", help="directory to write shards into (created if missing)")
+    r.add_argument("path", metavar="PATH", help="directory to write shards into (created if missing), or s3:// prefix")
     r.add_argument("--num-envs", type=int, default=1, help="sub-envs of the vector env")
     r.add_argument("--steps", type=int, default=10_000, help="vector steps to take (env steps = steps x num-envs)")
     r.add_argument("--vectorization", choices=["sync", "async"], default="sync", help="vector env kind")
@@ -1020,7 +1026,7 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
         "~/.minari/datasets/D4RL/door/human-v2 runs/door",
     )
     m.add_argument("source", metavar="NAME_OR_PATH", help="a minari dataset id found locally, or its directory")
-    m.add_argument("dst", metavar="DST", help="the trajcore dataset directory to create")
+    m.add_argument("dst", metavar="DST", help="the trajcore dataset directory (or s3:// prefix) to create")
     m.add_argument("--zstd-level", type=int, default=3, help="zstd level of every column")
     m.add_argument("--force", action="store_true", help="replace DST if it exists")
     m.set_defaults(func=_import_minari)
@@ -1028,7 +1034,8 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
     c = command(
         "convert",
         "rewrite a dataset with other codecs (e.g. raw columns for zero-copy training reads)",
-        "Copy a dataset (or some of its episodes) into a new directory with other storage per column.",
+        "Copy a dataset (or some of its episodes) into a new directory with other storage per column. DST may "
+        "be a store prefix holding no shard (s3://bucket/prefix): the copy is written locally and uploaded.",
         "runs/cp16 runs/cp16-raw --codecs raw",
         'runs/cp16 runs/cp16-obs --codecs \'{"obs": {"zstd_level": 9}}\' --select complete=true',
     )

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from trajcore._output import staged
+from trajcore._store import configure, is_store_url
 from trajcore.dataset import Dataset
 from trajcore.episodes import Episodes
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
@@ -72,13 +73,15 @@ def export(
     force: bool = False,
     batch_rows: int | None = None,
     progress: Progress | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Writes a dataset, or a selection of its episodes, in another format, one episode (or one
     batch of rows) at a time: memory stays bounded whatever the size of the dataset.
 
     Args:
-        src: a dataset (path or `Dataset`), or `Episodes` (e.g. ``ds.select(complete=True)``).
-        dst: the file to write (csv, jsonl, parquet), or for minari the dataset id
+        src: a dataset (path or URL, or `Dataset`), or `Episodes` (e.g.
+            ``ds.select(complete=True)``).
+        dst: the file to write (csv, jsonl, parquet; a local path), or for minari the dataset id
             (``namespace/name-v0``) created under Minari's local datasets root
             (``MINARI_DATASETS_PATH``, else ``~/.minari/datasets``).
         format: ``"csv"``, ``"jsonl"``, ``"parquet"`` or ``"minari"``; None: from `dst`'s
@@ -92,13 +95,15 @@ def export(
         batch_rows: csv: rows formatted per write; parquet: rows per row group. Default: about
             8 MiB of values (at most 16k rows) for csv, 32 MiB (at most 64k rows) for parquet.
         progress: called with the number of steps written, as they are.
+        storage_options: options of `src`'s store (a URL) over the environment's (see
+            `trajcore.open`).
 
     Returns:
         ``{"format", "out", "episodes", "steps", "left_out": [leaf names], "skipped": episodes
         not written (minari: episodes of no step)}``.
 
     Raises:
-        InvalidArgumentError: `dst` exists and `force` is False, an unknown format, `columns`
+        InvalidArgumentError: `dst` exists and `force` is False or is a URL, an unknown format, `columns`
             given for jsonl or minari or naming no value, recordings with different spaces.
         MissingDependencyError: pyarrow (parquet), or minari, h5py, Pillow (minari) missing.
     """
@@ -110,6 +115,8 @@ def export(
     if isinstance(src, Dataset | Episodes):
         ds, indices = src._members()
     else:
+        if is_store_url(src):
+            configure(os.fspath(src), storage_options)
         # A chunk cache that holds the chunks a read in dataset order has in use at once.
         with open_for_pass(os.fspath(src)) as opened:
             return export(

@@ -22,6 +22,8 @@ import numpy as np
 
 from trajcore._output import staged
 from trajcore._replay import PlaybackEnv, replay, value_row
+from trajcore._store import is_store_url
+from trajcore._store_io import local_only, shards_under, written_to_store
 from trajcore.errors import InvalidArgumentError, TrajcoreFileNotFoundError
 from trajcore.formats._fields import given_at
 from trajcore.formats._read import Progress
@@ -100,6 +102,7 @@ def import_minari(
     force: bool = False,
     zstd_level: int | None = 3,
     progress: Progress | None = None,
+    storage_options: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Writes a local Minari dataset as a trajcore dataset (see the module docstring).
 
@@ -108,27 +111,32 @@ def import_minari(
             (``MINARI_DATASETS_PATH`` or ``~/.minari/datasets``), or the dataset's directory (or
             its ``data`` directory).
         dst: the trajcore dataset directory to create; written beside it and renamed into place
-            when complete.
-        force: replace `dst` if it exists.
+            when complete. Or a store prefix holding no shard yet (``s3://bucket/prefix``):
+            written locally, its shards uploaded once complete.
+        force: replace `dst` if it exists (a directory; a store's shards are never replaced).
         zstd_level: zstd level of every column (None: raw).
         progress: called with the steps of each episode once written.
+        storage_options: options of `dst`'s store over the environment's (see `trajcore.open`).
 
     Returns:
-        ``{"episodes": int, "steps": int, "shards": [paths]}``.
+        ``{"episodes": int, "steps": int, "shards": [paths or URLs]}``.
 
     Raises:
         MissingDependencyError: minari, h5py or Pillow is not installed.
         TrajcoreFileNotFoundError: no such local dataset.
-        InvalidArgumentError: `dst` exists and `force` is False.
+        InvalidArgumentError: `dst` exists and `force` is False, or is a prefix holding shards;
+            `name_or_path` is a URL (Minari's datasets are local).
+        TrajcoreIOError: an upload to `dst` failed, naming the URL.
         SchemaError: a space trajcore cannot record (Sequence, Graph).
     """
+    local_only(os.fspath(name_or_path), "a Minari dataset to import")
     minari = minari_module("import-minari")
     dataset = _open(minari, os.fspath(name_or_path))
     out = os.fspath(dst)
     playback = PlaybackEnv(dataset.observation_space, dataset.action_space, dataset.env_spec)
     episodes = steps = 0
     with (
-        staged(out, force) as tmp,
+        written_to_store(out, storage_options) if is_store_url(out) else staged(out, force) as tmp,
         RecordEpisodes(playback, tmp, _dataset_metadata(dataset), zstd_level=zstd_level) as rec,
     ):
         metas = dataset.storage.get_episode_metadata(dataset.episode_indices)
@@ -139,8 +147,8 @@ def import_minari(
             steps += played.length
             if progress is not None:
                 progress(played.length)
-        names = [os.path.basename(p) for p in rec.shard_paths]
-    return {"episodes": episodes, "steps": steps, "shards": [os.path.join(out, n) for n in names]}
+        shards = shards_under(out, rec.shard_paths)
+    return {"episodes": episodes, "steps": steps, "shards": shards}
 
 
 class _MinariEpisode:

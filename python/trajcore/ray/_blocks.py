@@ -21,6 +21,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 
+from trajcore._store import configure
 from trajcore.dataset import Dataset
 from trajcore.formats._columns import INDEX_COLUMNS, Leaf, Plan
 from trajcore.formats._read import iter_batches, open_for_pass, plan_of, read_episode
@@ -72,6 +73,8 @@ class ReadSpec:
         cache_bytes: the chunk cache a task's worker opens the dataset with (`pass_cache_bytes`
             of the dataset as planned; 0: `open_for_pass` works it out).
         recordings: the recordings of the episodes read, when not all (one agent's).
+        storage_options: for a URL, its store's options (the worker's process is configured
+            with them before it opens the dataset).
     """
 
     path: str
@@ -83,6 +86,7 @@ class ReadSpec:
     metrics: tuple[str, ...] = ()
     cache_bytes: int = 0
     recordings: tuple[int, ...] | None = None  # the read's episodes' (None: all), whose columns count
+    storage_options: tuple[tuple[str, str], ...] = ()
 
 
 def mask_name(leaf: Leaf) -> str:
@@ -114,6 +118,7 @@ class _Opened:
     step-table plan and, per shard, the episodes listed there."""
 
     def __init__(self, spec: ReadSpec) -> None:
+        configure(spec.path, dict(spec.storage_options))
         # Its tasks read in dataset order: a cache that holds the chunks such a read has in use.
         if spec.cache_bytes:
             self.ds = Dataset(spec.path, strict=spec.strict, cache_bytes=spec.cache_bytes)

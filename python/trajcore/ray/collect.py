@@ -9,6 +9,11 @@ of the directory, including shards still being written. Each recording's metadat
 
 Any other set of processes can do the same: give each a `RecordVectorEpisodes` (or
 `RecordEpisodes`) on the shared directory, with ``metadata={"ray": process_identity()}``.
+
+Into a store (``s3://bucket/prefix``) nodes need share nothing but the store: each actor records
+into a staging directory of its own (under its ``$TMPDIR``) and uploads its shards there, with
+the `storage_options` it was given (its process has none of the driver's); the driver then opens
+the prefix.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ import gymnasium as gym
 import ray
 
 from trajcore._recording import RecordingOptions
+from trajcore._store import configure, is_store_url
+from trajcore._store_io import shards_under
 from trajcore.bench import make_env
 from trajcore.dataset import Dataset
 from trajcore.errors import InvalidArgumentError, TrajcoreFileNotFoundError
@@ -40,13 +47,15 @@ class Collector:
 
     Args:
         env_fn: a registered gymnasium id, "module:callable", or a callable returning a `gym.Env`.
-        path: the dataset directory (shared by every actor).
+        path: the dataset directory (shared by every actor), or a store prefix (a URL).
         actor_index: this actor's number (0 .. N-1), stored in the metadata.
         num_envs: sub-envs of its (sync) vector env.
         seed: its sub-envs are reset with ``seed`` .. ``seed + num_envs - 1``, and random actions
             drawn from the action space seeded with ``seed``; None: unseeded.
         metadata: dataset metadata of its recording; ``"ray"`` is added.
         options: `RecordingOptions` of its recorder.
+        storage_options: for a URL, options of its store over those of this process's
+            environment (see `trajcore.open`).
     """
 
     def __init__(
@@ -58,9 +67,11 @@ class Collector:
         seed: int | None,
         metadata: Mapping[str, Any],
         options: Mapping[str, Any],
+        storage_options: Mapping[str, str] | None = None,
     ) -> None:
         self.env_fn, self.path, self.actor_index, self.num_envs = env_fn, path, actor_index, num_envs
         self.seed, self.metadata, self.options = seed, dict(metadata), dict(options)
+        self.storage_options = dict(storage_options) if storage_options else None
 
     def run(self, steps: int, policy: Policy | None = None) -> dict[str, Any]:
         """Steps the vector env `steps` times (random actions, or `policy` from the batched
@@ -68,8 +79,12 @@ class Collector:
 
         Returns:
             ``{"actor_index", "identity", "env_steps", "episodes", "shards", "seconds"}``:
-            seconds from the reset to the close (everything written).
+            seconds from the reset to the close (everything written; for a URL, uploaded),
+            shards as paths or URLs.
         """
+        store = is_store_url(self.path)
+        if store:
+            configure(self.path, self.storage_options)
         identity = {"actor_index": self.actor_index, **process_identity()}
         envs = make_env(self.env_fn, self.num_envs, "sync")
         started = time.perf_counter()
@@ -86,7 +101,7 @@ class Collector:
             "identity": identity,
             "env_steps": steps * self.num_envs,
             "episodes": int(stats.get("episodes", 0)),
-            "shards": rec.shard_paths,
+            "shards": shards_under(self.path, rec.shard_paths) if store else rec.shard_paths,
             "seconds": seconds,
         }
 
@@ -108,19 +123,23 @@ def collect(
     seed: int | None = 0,
     metadata: Mapping[str, Any] | None = None,
     actor_options: Mapping[str, Any] | None = None,
+    storage_options: Mapping[str, str] | None = None,
     **options: Unpack[RecordingOptions],
 ) -> Dataset:
-    """Records with `num_actors` Ray actors into one dataset directory and opens it.
+    """Records with `num_actors` Ray actors into one dataset directory (or store prefix) and
+    opens it.
 
     Each actor makes a sync vector env of `num_envs_per_actor` sub-envs from `env_fn`, steps it
     `steps` times and records every sub-env episode (its own recording, its own shards). Ray is
     started (``ray.init()``) if it is not running. On a cluster `path` must be on a filesystem
-    every node shares.
+    every node shares, or a store URL (``s3://bucket/prefix``): each actor then records into a
+    local staging directory of its own and uploads its shards (see `RecordVectorEpisodes`).
 
     Args:
         env_fn: a registered gymnasium id (``"CartPole-v1"``), ``"module:callable"``, or a
             callable returning a `gym.Env` (pickled to the actors).
-        path: the dataset directory (created if missing; recordings already there are kept).
+        path: the dataset directory (created if missing; recordings already there are kept), or
+            a store prefix (``s3://bucket/prefix``).
         num_actors: actors recording at once.
         num_envs_per_actor: sub-envs of each actor's vector env.
         steps: vector steps per actor (so ``num_actors * num_envs_per_actor * steps`` env steps).
@@ -131,6 +150,10 @@ def collect(
         metadata: dataset metadata of every recording; each gets ``"ray"`` added (actor index
             and id, host, node, pid, start time).
         actor_options: Ray actor options (default ``{"num_cpus": 1}``).
+        storage_options: for a URL, options of its store (see `trajcore.open`), handed to every
+            actor and to the driver's open; without them each process takes its own environment's
+            ``AWS_*`` variables (on a cluster, give them to the workers, e.g. in
+            ``actor_options={"runtime_env": {"env_vars": ...}}``).
         **options: `trajcore.RecordingOptions` of every actor's recorder.
 
     Returns:
@@ -139,7 +162,8 @@ def collect(
     Raises:
         InvalidArgumentError: a bad argument or recording option.
         TrajcoreFileNotFoundError: a shard an actor wrote is not visible here (`path` is not on
-            a shared filesystem).
+            a shared filesystem, or not in the store the driver reads).
+        RecorderError: an actor's upload to the store failed (naming the URL).
         Any error an actor raised (after every actor finished), e.g. `SchemaError`.
     """
     _positive("num_actors", num_actors, 1)
@@ -154,7 +178,10 @@ def collect(
         raise InvalidArgumentError(f"unknown recording option(s) {unknown}")
     if metadata is not None and not isinstance(metadata, Mapping):
         raise InvalidArgumentError(f"metadata must be a mapping, got {type(metadata).__name__}")
-    directory = os.path.abspath(os.fspath(path))
+    store = is_store_url(path)
+    directory = str(path).rstrip("/") if store else os.path.abspath(os.fspath(path))
+    if store:
+        configure(directory, storage_options)  # a bad option fails here, before any actor starts
     actor_class = ray.remote(Collector).options(**{"num_cpus": 1, **(actor_options or {})})
     actors = [
         actor_class.remote(
@@ -165,6 +192,7 @@ def collect(
             None if seed is None else seed + k * num_envs_per_actor,
             dict(metadata or {}),
             dict(options),
+            storage_options,
         )
         for k in range(num_actors)
     ]
@@ -179,11 +207,17 @@ def collect(
         ray.kill(a)
     if errors:
         raise errors[0]
+    # In a store the driver sees what the listing shows; in a directory, what exists.
+    ds = Dataset(directory, storage_options=storage_options) if store else None
+    listed = set(ds.shards) if ds is not None else set()
     for result in results:
         for shard in result["shards"]:
-            if not os.path.exists(shard):
+            if shard not in listed and not (ds is None and os.path.exists(shard)):
+                if ds is not None:
+                    ds.close()
                 raise TrajcoreFileNotFoundError(
                     f"{shard}, written by actor {result['actor_index']} on {result['identity']['host']}, is not "
-                    f"visible here: on a cluster the dataset directory must be on a filesystem every node shares"
+                    f"visible here: on a cluster the dataset must be in a store (a URL) or on a filesystem every "
+                    "node shares"
                 )
-    return Dataset(directory)
+    return ds if ds is not None else Dataset(directory)

@@ -7,6 +7,10 @@ which episodes, which leaves, and the keys that let each task find its episodes 
 asks for read tasks: one per shard at least, more for a shard with more steps than a task should
 read (`trajcore.ray._plan`); each task opens the directory in its worker and yields blocks of
 numpy columns (`trajcore.ray._blocks`).
+
+A dataset in a store (``s3://bucket/prefix``) is read the same way: the tasks carry the store's
+options (a worker process has none of the driver's), and a worker opens the prefix once for the
+tasks it runs (a listing and the shards' indexes), then fetches the chunks its ranges need.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import os
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -29,6 +33,7 @@ from ray.data.datasource import Datasource, ReadTask
 
 from trajcore._agents import agent_names
 from trajcore._core import SHARD_EXTENSION
+from trajcore._store import is_store_url
 from trajcore.dataset import Dataset
 from trajcore.episodes import Episodes
 from trajcore.errors import InvalidArgumentError
@@ -67,6 +72,9 @@ class TrajcoreDatasource(Datasource):  # type: ignore[misc]  # ray has no type s
             "reward"]``); default all. The index columns (and for episodes the summaries) are
             always there.
         strict: open the dataset with ``strict=True`` (damage raises instead of warning).
+        storage_options: for a URL, options of its store over those of the environment (see
+            `trajcore.open`), handed to every read task; a `Dataset` opened with options
+            carries its own.
 
     Raises:
         TrajcoreFileNotFoundError: the path does not exist.
@@ -82,6 +90,7 @@ class TrajcoreDatasource(Datasource):  # type: ignore[misc]  # ray has no type s
         kind: Kind = "transitions",
         columns: Iterable[str] | None = None,
         strict: bool = False,
+        storage_options: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__()
         if kind not in ("transitions", "episodes"):
@@ -90,7 +99,7 @@ class TrajcoreDatasource(Datasource):  # type: ignore[misc]  # ray has no type s
         if isinstance(source, Episodes | Dataset):
             self._planned = _Planned.of(source, kind, wanted, strict)
         else:
-            self._planned = _planned_path(os.fspath(source), kind, wanted, strict)
+            self._planned = _planned_path(os.fspath(source), kind, wanted, strict, storage_options)
         self._spec = self._planned.spec
         self._tasks: dict[tuple[int, int], list[TaskPlan]] = {}
 
@@ -133,7 +142,7 @@ class TrajcoreDatasource(Datasource):  # type: ignore[misc]  # ray has no type s
             metadata = BlockMetadata(
                 num_rows=rows,
                 size_bytes=int(task.steps * row_bytes),
-                input_files=[os.path.join(spec.path, task.shard) if os.path.isdir(spec.path) else spec.path],
+                input_files=[_shard_file(spec.path, task.shard)],
                 exec_stats=None,
             )
             tasks.append(ReadTask(_reader(spec, task), metadata, per_task_row_limit=per_task_row_limit))
@@ -166,19 +175,21 @@ class _Planned:
             columns = None if columns is None else [c for c in columns if c not in SUMMARY_FIELDS]
         chosen, _ = choose(leaves, columns, 1 << 62)
         shard_names = [os.path.basename(p) for p in ds.shards]
+        options = ds._storage_options
         summary = ds._summary()
         keys = key_arrays(shard_names, summary)
         metrics = tuple(ds.metrics()) if kind == "episodes" else ()
         spec = ReadSpec(
             path=ds.path,
             strict=ds._strict or strict,
-            token=token or files_token(ds.shards),
+            token=token or dataset_token(ds),
             kind=kind,
             leaves=tuple(chosen),
             block_steps=1,  # set by get_read_tasks, from Ray Data's block size
             metrics=metrics,
             cache_bytes=pass_cache_bytes(ds._core.column_stats(), summary["recording"], summary["env_index"]),
             recordings=recordings_of(ds, indices),
+            storage_options=tuple(sorted(options.items())) if options else (),
         )
         return cls(
             episodes=keys if indices is None else keys.take(np.asarray(indices, dtype=np.int64)),
@@ -193,23 +204,31 @@ _PLANNED_LOCK = threading.Lock()
 _KEEP_PLANNED = 2  # plans of paths the driver keeps for later reads of the same files
 
 
-def _planned_path(path: str, kind: Kind, wanted: tuple[str, ...] | None, strict: bool) -> _Planned:
+def _planned_path(
+    path: str, kind: Kind, wanted: tuple[str, ...] | None, strict: bool, storage_options: Mapping[str, str] | None
+) -> _Planned:
     """The plan of a read of the dataset at `path`, made once while its files stay as they are
     (`files_of`, `files_token`): opening lists every episode of every shard, which for a large
     dataset costs as much as a read task's share of the read, and an epoch loop reads the same
-    files again and again. Workers key what they opened on the same token."""
-    token = files_token(files_of(path))
-    key = (os.path.abspath(path), strict, token, kind, wanted)
-    with _PLANNED_LOCK:
-        planned = _PLANNED.get(key)
-        if planned is not None:
-            _PLANNED.move_to_end(key)
-            return planned
-    ds = Dataset(path, strict=strict)
+    files again and again. Workers key what they opened on the same token. A store's objects
+    are known from its listing, so a URL is opened first (again: the process's cache holds what
+    it fetched, and a listing is one request) and its token is that of the objects listed."""
+    store = is_store_url(path)
+    ds = Dataset(path, strict=strict, storage_options=storage_options) if store else None
     try:
+        token = dataset_token(ds) if ds is not None else files_token(files_of(path))
+        key = (path if store else os.path.abspath(path), strict, token, kind, wanted)
+        with _PLANNED_LOCK:
+            planned = _PLANNED.get(key)
+            if planned is not None:
+                _PLANNED.move_to_end(key)
+                return planned
+        if ds is None:
+            ds = Dataset(path, strict=strict)
         planned = _Planned.of(ds, kind, wanted, strict, token)
     finally:
-        ds.close()
+        if ds is not None:
+            ds.close()
     with _PLANNED_LOCK:
         _PLANNED[key] = planned
         while len(_PLANNED) > _KEEP_PLANNED:
@@ -241,6 +260,25 @@ def files_token(shards: Iterable[str]) -> str:
     except OSError:
         return uuid.uuid4().hex
     return digest.hexdigest()
+
+
+def dataset_token(ds: Dataset) -> str:
+    """`files_token` of an opened dataset's shards; in a store, of the objects its listing gave
+    (name and size: a store's objects are replaced whole, and a reader of a URL reads them as
+    listed when it opened)."""
+    if not is_store_url(ds.path):
+        return files_token(ds.shards)
+    digest = hashlib.blake2b(digest_size=16)
+    for url, size in zip(ds.shards, ds.shard_sizes, strict=True):
+        digest.update(f"{url}\0{size}\0".encode())
+    return digest.hexdigest()
+
+
+def _shard_file(path: str, shard: str) -> str:
+    """The file (or object) of `shard` in the dataset at `path`, for Ray's metadata."""
+    if is_store_url(path):
+        return path if path.endswith(f".{SHARD_EXTENSION}") else f"{path.rstrip('/')}/{shard}"
+    return os.path.join(path, shard) if os.path.isdir(path) else path
 
 
 def _reader(spec: ReadSpec, task: TaskPlan) -> Callable[[], Iterator[Block]]:

@@ -23,7 +23,7 @@ as in the exports. Text leaves are str columns.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import ray.data
@@ -38,7 +38,12 @@ Source = str | os.PathLike[str] | Dataset | Episodes
 
 
 def read_transitions(
-    source: Source, *, columns: Iterable[str] | None = None, strict: bool = False, **read_args: Any
+    source: Source,
+    *,
+    columns: Iterable[str] | None = None,
+    strict: bool = False,
+    storage_options: Mapping[str, str] | None = None,
+    **read_args: Any,
 ) -> ray.data.Dataset:
     """A `ray.data.Dataset` of transitions, one row per step, read by one task per shard (or per
     run of episodes of a big shard). Each episode is read whole by one task, even one that runs
@@ -46,11 +51,14 @@ def read_transitions(
     order within each task.
 
     Args:
-        source: a dataset path, a `Dataset`, or `Episodes` (``ds.select(complete=True)``).
+        source: a dataset path or URL (``s3://bucket/prefix``), a `Dataset`, or `Episodes`
+            (``ds.select(complete=True)``).
         columns: the leaves wanted, by name or '/'-bounded prefix (``["obs", "next_obs",
             "action", "reward", "terminated"]``); default all. ``episode``, ``env_index`` and
             ``step`` are always there.
         strict: damage raises `CorruptFileError` instead of warning.
+        storage_options: for a URL, options of its store over the environment's (see
+            `trajcore.open`), handed to every read task (a `Dataset` carries its own).
         **read_args: passed to `ray.data.read_datasource` (``override_num_blocks``,
             ``concurrency``, ``ray_remote_args``, ...).
 
@@ -58,16 +66,25 @@ def read_transitions(
         TrajcoreFileNotFoundError: the path does not exist.
         InvalidArgumentError: `columns` names no leaf; recordings of other spaces in one dataset.
     """
-    return _read(TrajcoreDatasource(source, columns=columns, strict=strict), read_args)
+    datasource = TrajcoreDatasource(source, columns=columns, strict=strict, storage_options=storage_options)
+    return _read(datasource, read_args)
 
 
 def read_episodes(
-    source: Source, *, columns: Iterable[str] | None = None, strict: bool = False, **read_args: Any
+    source: Source,
+    *,
+    columns: Iterable[str] | None = None,
+    strict: bool = False,
+    storage_options: Mapping[str, str] | None = None,
+    **read_args: Any,
 ) -> ray.data.Dataset:
     """A `ray.data.Dataset` of episodes, one row per episode (see the module docstring for its
     columns); arguments as `read_transitions`. Each cell of a leaf column is the episode's whole
     column, so rows differ in length (Ray Data's variable-shaped tensors)."""
-    return _read(TrajcoreDatasource(source, kind="episodes", columns=columns, strict=strict), read_args)
+    datasource = TrajcoreDatasource(
+        source, kind="episodes", columns=columns, strict=strict, storage_options=storage_options
+    )
+    return _read(datasource, read_args)
 
 
 def _read(source: TrajcoreDatasource, read_args: dict[str, Any]) -> ray.data.Dataset:
