@@ -19,7 +19,7 @@
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::{FileExt, MetadataExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use object_store::path::Path as ObjectPath;
 
@@ -208,7 +208,7 @@ pub fn recover_segments(url: &str, staging: &Path) -> Result<Vec<Rejoined>> {
 
 /// Writes the segments that follow each other from offset 0 into the file `local`; returns its
 /// size and how many segments were left out past a gap.
-fn join(segments: &[(Location, u64, Option<String>)], local: &PathBuf) -> Result<(u64, usize)> {
+fn join(segments: &[(Location, u64, Option<String>)], local: &Path) -> Result<(u64, usize)> {
     use std::io::Write;
     let mut file = File::create(local).map_err(|e| Error::io(local, e))?;
     let mut at = 0u64;
