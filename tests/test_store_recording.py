@@ -7,6 +7,7 @@ loopback) is retried, or gives `RecorderError` naming the URL, in bounded time."
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import signal
@@ -46,6 +47,17 @@ def no_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
             monkeypatch.delenv(key)
 
 
+_BUCKETS = itertools.count()
+
+
+def new_bucket(s3: S3) -> str:
+    """A bucket of a name no other test module uses: the options a store was configured with
+    stay for the process, keyed by bucket, and other modules' servers have buckets too."""
+    name = f"recording-{next(_BUCKETS)}"
+    s3.client.create_bucket(Bucket=name)
+    return name
+
+
 def keys(s3: S3, bucket: str) -> dict[str, tuple[int, str]]:
     """Every object in the bucket: key -> (size, entity tag)."""
     listed = s3.client.list_objects_v2(Bucket=bucket).get("Contents", [])
@@ -76,7 +88,7 @@ def assert_same_episodes(got: trajcore.Dataset, want: trajcore.Dataset) -> None:
 
 
 def test_the_open_shard_reaches_the_store_in_segments_of_whole_records(s3: S3, no_aws_env: None) -> None:
-    bucket = s3.bucket()
+    bucket = new_bucket(s3)
     url = f"s3://{bucket}/run"
     rec = trajcore.RecordVectorEpisodes(
         gym.make_vec("CartPole-v1", num_envs=16, vectorization_mode="sync"),
@@ -140,7 +152,7 @@ while True:
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
 def test_a_recorder_killed_mid_shard_loses_at_most_the_last_intervals(s3: S3, no_aws_env: None, tmp_path: Path) -> None:
-    bucket = s3.bucket()
+    bucket = new_bucket(s3)
     url = f"s3://{bucket}/run"
     child = subprocess.Popen(
         [sys.executable, "-c", KILLED_CHILD, url, json.dumps(s3.options)], stdout=subprocess.PIPE, text=True
@@ -219,12 +231,12 @@ def test_storage_options_configure_the_recorders_store(s3: S3, tmp_path: Path, m
     monkeypatch.setenv("AWS_REGION", "eu-west-3")
     local = record_cartpole(tmp_path / "local", 300)
     assert local.stats().get("bytes_uploaded") is None
-    env_url = f"s3://{s3.bucket()}/env"
+    env_url = f"s3://{new_bucket(s3)}/env"
     with pytest.raises(trajcore.RecorderError, match=env_url):
         record_cartpole(env_url, 50)  # the environment's store alone: not there
-    vector_url = f"s3://{s3.bucket()}/vector"
+    vector_url = f"s3://{new_bucket(s3)}/vector"
     record_cartpole(vector_url, 300, storage_options=s3.options)
-    single_url = f"s3://{s3.bucket()}/single"
+    single_url = f"s3://{new_bucket(s3)}/single"
     rec = trajcore.RecordEpisodes(gym.make("CartPole-v1"), single_url, storage_options=s3.options)
     rec.reset(seed=1)
     for _ in range(200):
@@ -242,7 +254,7 @@ def test_storage_options_configure_the_recorders_store(s3: S3, tmp_path: Path, m
 
 def test_transient_failures_are_retried_and_the_recording_completes(s3: S3, no_aws_env: None, tmp_path: Path) -> None:
     record_cartpole(tmp_path / "local", 3000, flush_interval=INTERVAL, max_shard_bytes=64 << 10)
-    bucket = s3.bucket()
+    bucket = new_bucket(s3)
     url = f"s3://{bucket}/run"
     with s3_proxy(s3.endpoint) as proxy:
         options = {**s3.options, "endpoint": proxy.endpoint, "max_retries": "3", "retry_timeout": "10"}
@@ -274,7 +286,7 @@ def test_transient_failures_are_retried_and_the_recording_completes(s3: S3, no_a
 def test_a_store_that_keeps_failing_is_a_recorder_error_naming_the_url(
     s3: S3, no_aws_env: None, tmp_path: Path, how: str
 ) -> None:
-    bucket = s3.bucket()
+    bucket = new_bucket(s3)
     url = f"s3://{bucket}/run"
     with s3_proxy(s3.endpoint) as proxy:
         options = {**s3.options, "endpoint": proxy.endpoint, "max_retries": "1", "retry_timeout": "2"}
@@ -296,3 +308,29 @@ def test_a_store_that_keeps_failing_is_a_recorder_error_naming_the_url(
     record_cartpole(tmp_path / "local", 500)
     with trajcore.open(shard) as got, trajcore.open(tmp_path / "local") as want:
         assert_same_episodes(got, want)  # every step recorded, kept whole
+
+
+def test_recover_joins_the_segments_that_follow_each_other_and_finishes_what_it_started(
+    s3: S3, no_aws_env: None, tmp_path: Path
+) -> None:
+    record_cartpole(tmp_path / "local", 400)
+    (shard,) = (tmp_path / "local").glob("*.trj")
+    data = shard.read_bytes()
+    bucket = new_bucket(s3)
+    # A killed recorder's segments, and one past a gap (which nothing can follow on from).
+    cut = len(data) // 3
+    for offset, part in [(0, data[:cut]), (cut, data[cut:]), (len(data) + 8, b"past a gap")]:
+        s3.client.put_object(Bucket=bucket, Key=f"run/{shard.name}.open/{offset:020}", Body=part)
+    # A shard that went up whole before its recorder, killed, removed its segments.
+    s3.client.put_object(Bucket=bucket, Key="run/other.trj", Body=data)
+    s3.client.put_object(Bucket=bucket, Key=f"run/other.trj.open/{0:020}", Body=data[:cut])
+    url = f"s3://{bucket}/run"
+    done = trajcore.recover(url, storage_options=s3.options)["shards"]
+    assert done == [
+        {"url": f"{url}/{shard.name}", "segments": 3, "bytes": len(data), "already_up": False, "left_out": 1},
+        {"url": f"{url}/other.trj", "segments": 1, "bytes": 0, "already_up": True, "left_out": 0},
+    ]
+    assert sorted(keys(s3, bucket)) == [f"run/{shard.name}", "run/other.trj"]
+    assert s3.client.get_object(Bucket=bucket, Key=f"run/{shard.name}")["Body"].read() == data
+    with pytest.raises(trajcore.InvalidArgumentError, match="name the new dataset directory"):
+        trajcore.recover(tmp_path / "local")

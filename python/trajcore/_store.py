@@ -99,9 +99,11 @@ class ShardUploader:
 
     def _put_segment(self, name: str) -> None:
         identity, start = self._segments.get(name, (0, 0))
-        end, identity = _core.put_segment(os.path.join(self.staging, name), identity, start, f"{self.url}/{name}")
+        end, now = _core.put_segment(os.path.join(self.staging, name), identity, start, f"{self.url}/{name}")
         self.bytes_uploaded += end - start
-        self._segments[name] = (identity, end)
+        # A file replaced since (compacted: finished) is not the one the segments come from: the
+        # identity kept never matches it, so it goes up only whole.
+        self._segments[name] = (identity or now, end)
 
     def close(self) -> None:
         """Uploads what is left (the recorder is closed: every shard is sealed) and removes the

@@ -144,6 +144,7 @@ pub fn remove_segments(url: &str) -> Result<()> {
     for (segment, _, _) in super::remote::list(&folder, url)? {
         let key = ObjectPath::from(segment.key.as_str());
         run(&folder.store, &segment.url(), |c| async move { c.delete(&key).await })?;
+        super::remote::count(1, 0);
     }
     Ok(())
 }
