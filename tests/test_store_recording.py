@@ -271,12 +271,16 @@ def test_transient_failures_are_retried_and_the_recording_completes(s3: S3, no_a
         for t in range(3000):
             rec.step(rng.integers(0, 2, 4))
             if t == 1000:
-                proxy.fail(-1)  # an outage longer than the retries: tried again later
-            if t == 2000:
+                # An outage longer than the client's retries (about 0.7 s of backoff): the
+                # uploads of those intervals fail, and go up at a later one.
+                proxy.fail(-1)
+                time.sleep(2.0)
+                refused, proxy_requests = proxy.refused, proxy.requests
                 proxy.fail(0)
+                assert refused >= 6, "the uploads were tried during the outage"
             time.sleep(0.0005)
         rec.close()
-        assert proxy.refused > 2
+        assert proxy.requests > proxy_requests + 2
     with trajcore.open(tmp_path / "local") as want, trajcore.open(url, storage_options=s3.options) as got:
         assert not [k for k in keys(s3, bucket) if ".open/" in k]
         assert_same_episodes(got, want)
