@@ -136,15 +136,30 @@ pub(crate) fn put_file(file: &mut File, len: u64, local: &Path, url: &str) -> Re
     done.map(|_| ())
 }
 
+/// Deletes in flight at once: a long recording's shard has a segment per flush interval, and
+/// one at a time they would hold up the next segments for as many round trips.
+const PARALLEL_DELETES: usize = 16;
+
 /// Deletes the segments of the shard object `url` (once the shard is up whole).
 ///
 /// Errors: `Io` (the store, naming the URL and why), `Invalid` (a bad URL).
 pub fn remove_segments(url: &str) -> Result<()> {
     let folder = locate(&format!("{url}{OPEN_SUFFIX}"))?;
-    for (segment, _, _) in super::remote::list(&folder, url)? {
-        let key = ObjectPath::from(segment.key.as_str());
-        run(&folder.store, &segment.url(), |c| async move { c.delete(&key).await })?;
-        super::remote::count(1, 0);
+    let listed = super::remote::list(&folder, url)?;
+    for batch in listed.chunks(PARALLEL_DELETES) {
+        let keys: Vec<ObjectPath> = batch.iter().map(|(s, _, _)| ObjectPath::from(s.key.as_str())).collect();
+        super::remote::count(keys.len() as u64, 0);
+        run(&folder.store, &folder.url(), |c| async move {
+            let mut set = tokio::task::JoinSet::new();
+            for key in keys {
+                let c = c.clone();
+                set.spawn(async move { c.delete(&key).await });
+            }
+            while let Some(done) = set.join_next().await {
+                done.map_err(|e| object_store::Error::Generic { store: "delete", source: Box::new(e) })??;
+            }
+            Ok(())
+        })?;
     }
     Ok(())
 }
