@@ -110,6 +110,8 @@ class RecordingOptions(TypedDict, total=False):
             of it: a slow env's recording then takes the same bytes as the same steps recorded
             fast (default True). `stats` reports ``shards_compacted``, ``bytes_compacted`` and
             ``compaction_error`` (a shard that could not be rewritten stays as it was).
+        storage_options: recording to a store URL (``s3://...``): its client's options, over the
+            environment's, as `trajcore.open` takes them (docs/object-storage.md).
     """
 
     episode_metadata: EpisodeMetadataFn | None
@@ -128,6 +130,7 @@ class RecordingOptions(TypedDict, total=False):
     render_frames: bool
     timelog: bool
     compact_shards: bool
+    storage_options: Mapping[str, str] | None
 
 
 _DEFAULTS: RecordingOptions = {
@@ -147,6 +150,7 @@ _DEFAULTS: RecordingOptions = {
     "render_frames": False,
     "timelog": True,
     "compact_shards": True,
+    "storage_options": None,
 }
 
 

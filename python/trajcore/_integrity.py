@@ -12,7 +12,8 @@ import numpy as np
 import numpy.typing as npt
 
 from trajcore import _core
-from trajcore._store import configure
+from trajcore._store import configure, is_store_url, recover_store
+from trajcore.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
     from trajcore.dataset import Dataset
@@ -150,7 +151,12 @@ def _invalid_spaces(ds: Dataset) -> list[tuple[int, str]]:
     return found
 
 
-def recover(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> dict[str, Any]:
+def recover(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str] | None = None,
+    *,
+    storage_options: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """Writes what of a damaged dataset still reads into a new dataset `dst`: every intact
     episode whole, and of each damaged one the steps before its first unreadable row (in any
     column), marked incomplete. `src` is only read; `dst` is written beside its final place and
@@ -159,9 +165,16 @@ def recover(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> dict[st
     becomes "disabled" (the original's, its env steps asked, the source and the time are kept
     in ``ds.meta()["user"]["recovered_from"]``) and recordings come out one after another.
 
+    Without `dst`, `src` is a store prefix (``s3://bucket/run``) a recorder was killed while
+    recording to: each shard it was writing is made, in the store, of the segments it uploaded
+    (every whole record up to about a flush interval before the kill; docs/object-storage.md),
+    and they are removed. Returns ``{"shards": [dicts: url, segments, bytes, already_up,
+    left_out]}``; a store that fails raises `TrajcoreIOError` naming the URL.
+
     Args:
         src: the damaged dataset (directory or shard file).
         dst: the new dataset directory; it must not exist, or be empty.
+        storage_options: the store's options (see `trajcore.open`), without `dst`.
 
     Returns:
         ``{"whole": int, "cut": int, "lost": int, "steps": int, "shards": [paths],
@@ -176,6 +189,10 @@ def recover(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> dict[st
         InvalidArgumentError: `dst` exists and is not empty.
     """
     s = os.fspath(src)
+    if dst is None:
+        if not is_store_url(s):
+            raise InvalidArgumentError(f"recover {s}: name the new dataset directory (only a store URL needs none)")
+        return {"shards": recover_store(s, storage_options)}
     out: dict[str, Any] = _core.recover(s, os.fspath(dst), _invalid_spaces_at(s)[0])
     out["source"] = _report(s, out["source"])
     out["recordings_lost"] = [tuple(p) for p in out["recordings_lost"]]

@@ -64,6 +64,7 @@ class Recording:
         ``render()`` gives the frames (checked only with ``render_frames=True``). Without
         `check_existing`, the caller compared the recordings already in `path` itself."""
         o = resolve_options(options)
+        storage_options = o.pop("storage_options")
         metadata = env.metadata
         if metadata is not None and not isinstance(metadata, Mapping):
             raise InvalidArgumentError(
@@ -85,9 +86,11 @@ class Recording:
         # The core hands out the episodes a step ended only for the callback that reads them.
         report_ended = o["episode_metadata"] is not None
         allow_mixed = bool(o["allow_mixed_spaces"])
+        if storage_options and not is_store_url(path):
+            raise InvalidArgumentError(f"storage_options are for a store URL (s3://...), not the path {path}")
         if is_store_url(path):
             # Recorded into a local staging directory; sealed shards go up as they are sealed.
-            self._uploader = ShardUploader(os.fspath(path), float(o["flush_interval"]))
+            self._uploader = ShardUploader(os.fspath(path), float(o["flush_interval"]), storage_options)
             path = self._uploader.staging
         if check_existing:
             check_existing_recordings(
@@ -218,8 +221,11 @@ class Recording:
         encode_s, compress_s, write_s, fsync_s, idle_s), the counts of that second (messages,
         steps, bytes_raw, bytes_written, ring_waits, backlog_waits), the producer's waiting time
         (producer_wait_s) and the ring's fill (ring_fill, ring_fill_max, fractions). It is also
-        stored in the files (unless ``timelog=False``): `Dataset.timelog` reads it back."""
+        stored in the files (unless ``timelog=False``): `Dataset.timelog` reads it back.
+        Recording to a store, also bytes_uploaded: bytes put so far (segments and whole shards)."""
         stats: dict[str, Any] = self._recorder.stats()
+        if self._uploader is not None:
+            stats["bytes_uploaded"] = self._uploader.bytes_uploaded
         return stats
 
     @property

@@ -683,6 +683,13 @@ def _recover(args: argparse.Namespace) -> int:
 
     start = time.perf_counter()
     result = trajcore.recover(args.src, args.dst)
+    if args.dst is None:  # a store URL: shards made of a killed recorder's segments
+        for shard in result["shards"]:
+            done = "was up whole already" if shard["already_up"] else f"{shard['bytes']:,} bytes"
+            gap = f", {shard['left_out']} left out past a gap" if shard["left_out"] else ""
+            print(f"{shard['url']}: {shard['segments']} segment(s){gap}: {done}", file=sys.stderr)
+        print(f"recovered {len(result['shards'])} shard(s) in {args.src}", file=sys.stderr)
+        return 0
     source = result["source"]
     for d in source.damage:
         print(f"{args.src}: {d.file} at byte {d.offset}: {d.why} ({_episodes_text(d.episodes)})", file=sys.stderr)
@@ -1064,10 +1071,15 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
         "copy what of a damaged dataset still reads into a new one",
         "Write every intact episode, and the intact prefix of each damaged one (cut before its first unreadable "
         "row, marked incomplete), into a new dataset directory. SRC is only read; DST is written beside its "
-        "place and renamed into it when complete, and verifies intact.",
+        "place and renamed into it when complete, and verifies intact. With a store URL alone (no DST): make "
+        "the shards a killed recorder was writing there of the segments it uploaded, and remove those.",
         "runs/damaged runs/saved",
+        "s3://bucket/run",
     )
-    copy_args(rc)
+    rc.add_argument("src", metavar="SRC", help="a dataset directory or one shard file, or a store URL")
+    rc.add_argument(
+        "dst", metavar="DST", nargs="?", help="the new dataset directory (must not exist, or be empty); none for a URL"
+    )
     rc.set_defaults(func=_recover)
 
     b = command(

@@ -60,6 +60,7 @@ mod rows;
 mod salvage;
 mod sampling;
 mod scan;
+pub mod segments;
 mod shard;
 mod shared_chunks;
 mod source;

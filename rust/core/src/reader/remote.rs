@@ -134,7 +134,7 @@ pub fn stats() -> RemoteStats {
     }
 }
 
-fn count(requests: u64, bytes: u64) {
+pub(crate) fn count(requests: u64, bytes: u64) {
     REQUESTS.fetch_add(requests, Ordering::Relaxed);
     BYTES.fetch_add(bytes, Ordering::Relaxed);
 }
@@ -450,53 +450,13 @@ pub(crate) fn list(location: &Location, url: &str) -> Result<Vec<(Location, u64,
     Ok(objects)
 }
 
-/// What one request of an upload carries at most: the file is read a part at a time, so an
-/// upload holds one part in memory whatever the file's size (S3's parts are 5 MiB at least).
-const PART_BYTES: usize = 8 << 20;
-
-/// Puts the local file `local` as the object `url`: one request, or a multipart upload of
-/// `PART_BYTES` parts completed only once every part is in (and aborted when one fails), so the
-/// object appears whole or not at all. Counted in `stats`.
+/// Puts the local file `local` as the object `url`, whole or not at all (see
+/// `segments::put_file`: one part in memory at a time). Counted in `stats`.
 ///
 /// Errors: `Io` (reading the file, or the store, naming the URL and why), `Invalid` (a bad URL).
 pub fn upload(local: &Path, url: &str) -> Result<()> {
-    use std::io::Read;
-    let location = locate(url)?;
-    let key = ObjectPath::from(location.key.as_str());
     let mut file = std::fs::File::open(local).map_err(|e| Error::io(local, e))?;
-    let part = |file: &mut std::fs::File| -> Result<Vec<u8>> {
-        let mut buf = Vec::with_capacity(PART_BYTES);
-        file.take(PART_BYTES as u64).read_to_end(&mut buf).map_err(|e| Error::io(local, e))?;
-        Ok(buf)
-    };
-    let first = part(&mut file)?;
-    let store = &location.store;
-    if first.len() < PART_BYTES {
-        count(1, 0);
-        let key = &key;
-        return run(store, url, |c| async move { c.put(key, first.into()).await }).map(|_| ());
-    }
-    let mut upload = run(store, url, |c| async move { c.put_multipart(&key).await })?;
-    count(1, 0);
-    let mut next = first;
-    let done = loop {
-        if next.is_empty() {
-            count(1, 0);
-            break run(store, url, |_| upload.complete());
-        }
-        count(1, 0);
-        if let Err(e) = run(store, url, |_| upload.put_part(next.into())) {
-            break Err(e);
-        }
-        next = match part(&mut file) {
-            Ok(next) => next,
-            Err(e) => break Err(e),
-        };
-    };
-    if done.is_err() {
-        let _ = run(store, url, |_| upload.abort()); // nothing partial stays behind
-    }
-    done.map(|_| ())
+    super::segments::put_file(&mut file, u64::MAX, local, url)
 }
 
 #[cfg(test)]

@@ -1,0 +1,115 @@
+"""An HTTP proxy on loopback in front of the S3 server, for tests of a store that fails: it
+forwards each request to the server and its answer back, unless told to answer 503 (S3's
+"SlowDown") instead for the next N requests, or to stall (hold requests without answering until
+released). Real HTTP both ways: the core's client talks to it as to any S3 endpoint."""
+
+from __future__ import annotations
+
+import http.client
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+SLOW_DOWN = (
+    b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+    b"<Message>Please reduce your request rate.</Message></Error>"
+)
+
+
+class Proxy:
+    """The proxy's endpoint and its switches: `fail(n)` answers 503 to the next `n` requests
+    (-1: every request until `fail(0)`), `stall()` holds requests until `release()`.
+    `requests` and `refused` count what it saw and what it answered 503."""
+
+    def __init__(self, target: str) -> None:
+        self.target = urlsplit(target)
+        self.endpoint = ""
+        self.requests = 0
+        self.refused = 0
+        self._failing = 0
+        self._go = threading.Event()
+        self._go.set()
+        self._lock = threading.Lock()
+
+    def fail(self, n: int) -> None:
+        with self._lock:
+            self._failing = n
+
+    def stall(self) -> None:
+        self._go.clear()
+
+    def release(self) -> None:
+        self._go.set()
+
+    def _refuses(self) -> bool:
+        with self._lock:
+            self.requests += 1
+            if self._failing == 0:
+                return False
+            if self._failing > 0:
+                self._failing -= 1
+            self.refused += 1
+            return True
+
+    def handler(self) -> type[BaseHTTPRequestHandler]:
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive, as the client expects of S3
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+            def _any(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                # A stalled proxy holds the request; the client's timeout is what ends it.
+                while not proxy._go.wait(0.05):
+                    pass
+                if proxy._refuses():
+                    self._answer(503, {"Content-Type": "application/xml"}, SLOW_DOWN)
+                    return
+                conn = http.client.HTTPConnection(proxy.target.hostname, proxy.target.port, timeout=30)
+                try:
+                    headers = {k: v for k, v in self.headers.items() if k.lower() != "connection"}
+                    conn.request(self.command, self.path, body=body, headers=headers)
+                    got = conn.getresponse()
+                    payload = got.read()
+                    keep = {k: v for k, v in got.getheaders() if k.lower() not in ("transfer-encoding", "connection")}
+                    self._answer(got.status, keep, payload)
+                finally:
+                    conn.close()
+
+            def _answer(self, status: int, headers: dict[str, str], payload: bytes) -> None:
+                self.send_response(status)
+                head = self.command == "HEAD"  # its Content-Length is the object's: kept
+                for k, v in headers.items():
+                    if head or k.lower() != "content-length":
+                        self.send_header(k, v)
+                if not head:
+                    self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                if not head:
+                    self.wfile.write(payload)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _any
+
+        return Handler
+
+
+@contextmanager
+def s3_proxy(target: str) -> Iterator[Proxy]:
+    """A proxy on a free loopback port forwarding to `target` (the S3 server's endpoint)."""
+    proxy = Proxy(target)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), proxy.handler())
+    server.daemon_threads = True
+    proxy.endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    thread = threading.Thread(target=server.serve_forever, name="s3-proxy", daemon=True)
+    thread.start()
+    try:
+        yield proxy
+    finally:
+        proxy.release()
+        server.shutdown()
+        server.server_close()

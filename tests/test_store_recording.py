@@ -1,0 +1,340 @@
+"""Recording to object storage (issue 24): a real S3 server on loopback (moto's standalone
+server), real requests through the core's client. While a shard is open its whole records reach
+the store as segments within about the flush interval; a recorder killed with SIGKILL leaves
+them, and `trajcore recover URL` makes a shard of them holding every episode that ended before;
+`storage_options` configure a recorder's store; a store that refuses or stalls (a proxy on
+loopback) is retried, or gives `RecorderError` naming the URL, in bounded time."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import trajcore
+from test_vector_kill import N, replay
+
+pytest.importorskip("boto3", reason="the object storage tests need boto3 and moto[server] (pip install '.[test]')")
+pytest.importorskip("moto.server", reason="the object storage tests need moto[server] (pip install '.[test]')")
+from s3_proxy import s3_proxy
+from s3_server import S3, free_port, s3_server
+
+INTERVAL = 0.25
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3]:
+    with s3_server() as server:
+        yield server
+
+
+@pytest.fixture
+def no_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An environment that names no store: what a recorder uses comes from its options."""
+    for key in list(os.environ):
+        if key.startswith("AWS_"):
+            monkeypatch.delenv(key)
+
+
+_BUCKETS = itertools.count()
+
+
+def new_bucket(s3: S3) -> str:
+    """A bucket of a name no other test module uses: the options a store was configured with
+    stay for the process, keyed by bucket, and other modules' servers have buckets too."""
+    name = f"recording-{next(_BUCKETS)}"
+    s3.client.create_bucket(Bucket=name)
+    return name
+
+
+def keys(s3: S3, bucket: str) -> dict[str, tuple[int, str]]:
+    """Every object in the bucket: key -> (size, entity tag)."""
+    listed = s3.client.list_objects_v2(Bucket=bucket).get("Contents", [])
+    return {o["Key"]: (o["Size"], o["ETag"]) for o in listed}
+
+
+def record_cartpole(path: str | Path, steps: int, num_envs: int = 4, **options: Any) -> Any:
+    """A seeded CartPole vector env recorded to `path` for `steps` steps; the closed wrapper."""
+    rec = trajcore.RecordVectorEpisodes(
+        gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode="sync"), path, **options
+    )
+    rng = np.random.default_rng(0)
+    rec.reset(seed=0)
+    for _ in range(steps):
+        rec.step(rng.integers(0, 2, num_envs))
+    rec.close()
+    return rec
+
+
+def assert_same_episodes(got: trajcore.Dataset, want: trajcore.Dataset) -> None:
+    assert got.num_episodes == want.num_episodes > 0
+    assert got.num_steps == want.num_steps
+    for a, b in zip(got.episodes, want.episodes, strict=True):
+        assert (a.env_index, a.complete) == (b.env_index, b.complete)
+        np.testing.assert_array_equal(a.observations, b.observations)
+        np.testing.assert_array_equal(a.actions, b.actions)
+        np.testing.assert_array_equal(a.rewards, b.rewards)
+
+
+def test_the_open_shard_reaches_the_store_in_segments_of_whole_records(s3: S3, no_aws_env: None) -> None:
+    bucket = new_bucket(s3)
+    url = f"s3://{bucket}/run"
+    rec = trajcore.RecordVectorEpisodes(
+        gym.make_vec("CartPole-v1", num_envs=16, vectorization_mode="sync"),
+        url,
+        storage_options=s3.options,
+        flush_interval=INTERVAL,
+    )
+    rng = np.random.default_rng(0)
+    rec.reset(seed=0)
+    start = time.monotonic()
+    while time.monotonic() - start < 8 * INTERVAL:
+        rec.step(rng.integers(0, 2, 16))
+    listed = keys(s3, bucket)
+    (staged,) = Path(rec._uploader.staging).glob("*.trj")
+    # Nothing listed as a shard: the open shard is there only as segments, named by offset.
+    assert not [k for k in listed if k.endswith(".trj")]
+    segments = sorted(k for k in listed if k.startswith(f"run/{staged.name}.open/"))
+    assert len(segments) >= 3, f"a segment about every flush interval, got {segments}"
+    joined = b"".join(s3.client.get_object(Bucket=bucket, Key=k)["Body"].read() for k in segments)
+    offsets = [int(k.rsplit("/", 1)[1]) for k in segments]
+    sizes = [listed[k][0] for k in segments]
+    assert offsets == [sum(sizes[:i]) for i in range(len(sizes))]
+    # The bytes the file holds, cut at a record boundary: they read as a shard.
+    assert joined == staged.read_bytes()[: len(joined)]
+    cut = Path(rec._uploader.staging).parent / f"{staged.name}.cut"
+    try:
+        cut.write_bytes(joined)
+        with trajcore.open(cut) as ds:
+            assert ds.num_episodes > 0 and not ds.problems
+    finally:
+        cut.unlink()
+    rec.close()
+    after = keys(s3, bucket)
+    assert list(after) == [f"run/{staged.name}"], "sealed: the shard whole, its segments removed"
+    # Each byte goes up about twice (a segment, then the sealed shard), never a growing prefix.
+    assert rec.stats()["bytes_uploaded"] <= 2.2 * after[f"run/{staged.name}"][0]
+
+
+KILLED_CHILD = f"""
+import json, sys, time
+import gymnasium as gym
+import numpy as np
+import trajcore
+envs = trajcore.RecordVectorEpisodes(
+    gym.make_vec("CartPole-v1", num_envs={N}, vectorization_mode="sync"), sys.argv[1],
+    storage_options=json.loads(sys.argv[2]), flush_interval={INTERVAL}, max_shard_bytes=48 << 10,
+    compact_shards=False,
+)
+rng = np.random.default_rng(0)
+envs.reset(seed=0)
+step = 0
+while True:
+    _, _, term, trunc, _ = envs.step(rng.integers(0, 2, {N}))
+    step += 1
+    ended = np.flatnonzero(term | trunc)
+    if len(ended):
+        print("ENDED", time.time(), step, *ended, flush=True)
+    time.sleep(0.002)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL is POSIX")
+def test_a_recorder_killed_mid_shard_loses_at_most_the_last_intervals(s3: S3, no_aws_env: None, tmp_path: Path) -> None:
+    bucket = new_bucket(s3)
+    url = f"s3://{bucket}/run"
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_CHILD, url, json.dumps(s3.options)], stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    ended: list[tuple[float, int, list[int]]] = []
+
+    def read_lines() -> None:
+        assert child.stdout is not None
+        for line in child.stdout:
+            _, t, step, *envs = line.split()
+            ended.append((float(t), int(step), [int(e) for e in envs]))
+
+    reader = threading.Thread(target=read_lines, daemon=True)
+    reader.start()
+    # While it records: every object listed as a shard is a sealed one (never replaced later).
+    seen: dict[str, tuple[int, str]] = {}
+    start = time.monotonic()
+    enough = None  # then a second more: the kill lands in a shard some of which is up
+    while enough is None or time.monotonic() < enough + 1.0:
+        for key, identity in keys(s3, bucket).items():
+            if key.endswith(".trj"):
+                assert seen.setdefault(key, identity) == identity, f"{key} changed after it was listed"
+        if enough is None and len(seen) >= 2 and len(ended) >= 40:
+            enough = time.monotonic()
+        assert time.monotonic() - start < 120, "the child records too slowly"
+        time.sleep(0.1)
+    killed_at = time.time()
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=30)
+    reader.join(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+    before = keys(s3, bucket)
+    assert len(seen) >= 2, "sealed shards went up while recording"
+    assert [k for k in before if ".trj.open/" in k], "the open shard's segments are in the store"
+
+    env = {**os.environ, "AWS_ENDPOINT_URL": s3.endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1"}
+    env |= {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    done = subprocess.run(
+        [sys.executable, "-m", "trajcore", "recover", url], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "recovered 1 shard(s)" in done.stderr
+    after = keys(s3, bucket)
+    assert not [k for k in after if ".open/" in k], "the segments are removed"
+    for key, identity in seen.items():
+        assert after[key] == identity
+    assert len(after) == len(seen) + 1  # the shard the kill cut, made of its segments
+
+    # Every episode that ended two flush intervals (and a little) before the kill is there,
+    # value for value what the seeded sub-envs produced.
+    cutoff = killed_at - 2 * INTERVAL - 0.5
+    must = [sum(i in envs for t, _, envs in ended if t < cutoff) for i in range(N)]
+    assert sum(must) >= 20, f"the child recorded too little before the kill: {must}"
+    want = replay(steps=ended[-1][1] + 10)
+    options = s3.options
+    assert trajcore.verify(url, storage_options=options).intact
+    with trajcore.open(url, storage_options=options) as ds:
+        for i in range(N):
+            got = [e for e in ds.select(env_index=i) if e.complete]
+            assert must[i] <= len(got) <= len(want[i]), f"env {i}"
+            for e, w in zip(got, want[i], strict=False):
+                np.testing.assert_array_equal(e.observations, np.array(w["obs"]))
+                np.testing.assert_array_equal(e.actions, np.array(w["act"]))
+                np.testing.assert_array_equal(e.rewards, np.array(w["rew"]))
+    # Run again, recovery finds nothing left to do.
+    assert trajcore.recover(url, storage_options=options) == {"shards": []}
+
+
+def test_storage_options_configure_the_recorders_store(s3: S3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The environment points at a server that is not there, with other credentials.
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{free_port()}")
+    monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "nobody")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "nothing")
+    monkeypatch.setenv("AWS_REGION", "eu-west-3")
+    local = record_cartpole(tmp_path / "local", 300)
+    assert local.stats().get("bytes_uploaded") is None
+    env_url = f"s3://{new_bucket(s3)}/env"
+    with pytest.raises(trajcore.RecorderError, match=env_url):
+        record_cartpole(env_url, 50)  # the environment's store alone: not there
+    vector_url = f"s3://{new_bucket(s3)}/vector"
+    record_cartpole(vector_url, 300, storage_options=s3.options)
+    single_url = f"s3://{new_bucket(s3)}/single"
+    rec = trajcore.RecordEpisodes(gym.make("CartPole-v1"), single_url, storage_options=s3.options)
+    rec.reset(seed=1)
+    for _ in range(200):
+        _, _, term, trunc, _ = rec.step(rec.action_space.sample())
+        if term or trunc:
+            rec.reset()
+    rec.close()
+    with trajcore.open(tmp_path / "local") as want, trajcore.open(vector_url, storage_options=s3.options) as got:
+        assert_same_episodes(got, want)
+    with trajcore.open(single_url, storage_options=s3.options) as got:
+        assert got.num_steps == 200
+    with pytest.raises(trajcore.InvalidArgumentError, match="storage_options"):
+        record_cartpole(tmp_path / "local2", 1, storage_options=s3.options)
+
+
+def test_transient_failures_are_retried_and_the_recording_completes(s3: S3, no_aws_env: None, tmp_path: Path) -> None:
+    record_cartpole(tmp_path / "local", 3000, flush_interval=INTERVAL, max_shard_bytes=64 << 10)
+    bucket = new_bucket(s3)
+    url = f"s3://{bucket}/run"
+    with s3_proxy(s3.endpoint) as proxy:
+        options = {**s3.options, "endpoint": proxy.endpoint, "max_retries": "3", "retry_timeout": "10"}
+        rec = trajcore.RecordVectorEpisodes(
+            gym.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync"),
+            url,
+            storage_options=options,
+            flush_interval=INTERVAL,
+            max_shard_bytes=64 << 10,
+        )
+        rng = np.random.default_rng(0)
+        rec.reset(seed=0)
+        proxy.fail(2)  # within the client's retries
+        for t in range(3000):
+            rec.step(rng.integers(0, 2, 4))
+            if t == 1000:
+                # An outage longer than the client's retries (about 0.7 s of backoff): the
+                # uploads of those intervals fail, and go up at a later one.
+                proxy.fail(-1)
+                time.sleep(2.0)
+                refused, proxy_requests = proxy.refused, proxy.requests
+                proxy.fail(0)
+                assert refused >= 6, "the uploads were tried during the outage"
+            time.sleep(0.0005)
+        rec.close()
+        assert proxy.requests > proxy_requests + 2
+    with trajcore.open(tmp_path / "local") as want, trajcore.open(url, storage_options=s3.options) as got:
+        assert not [k for k in keys(s3, bucket) if ".open/" in k]
+        assert_same_episodes(got, want)
+
+
+@pytest.mark.parametrize("how", ["refuses", "stalls"])
+def test_a_store_that_keeps_failing_is_a_recorder_error_naming_the_url(
+    s3: S3, no_aws_env: None, tmp_path: Path, how: str
+) -> None:
+    bucket = new_bucket(s3)
+    url = f"s3://{bucket}/run"
+    with s3_proxy(s3.endpoint) as proxy:
+        options = {**s3.options, "endpoint": proxy.endpoint, "max_retries": "1", "retry_timeout": "2"}
+        options |= {"timeout": "1s", "connect_timeout": "1s"}
+        if how == "refuses":
+            proxy.fail(-1)
+        else:
+            proxy.stall()
+        start = time.monotonic()
+        with pytest.raises(trajcore.RecorderError, match=f"{url}: uploading the shards failed") as e:
+            record_cartpole(url, 500, storage_options=options, flush_interval=INTERVAL)
+        assert time.monotonic() - start < 60, "no call waits forever"
+    why = str(e.value)
+    # The cause as the client gave it, after its retries: the answer, or the request that got none.
+    assert "after 1 retries" in why and ("503" in why or "SlowDown" in why or how == "stalls"), why
+    staging = Path(why.rsplit(" ", 1)[-1])
+    (shard,) = staging.glob("*.trj")
+    assert "trajcore-staging-" in staging.name and bucket in staging.name
+    record_cartpole(tmp_path / "local", 500)
+    with trajcore.open(shard) as got, trajcore.open(tmp_path / "local") as want:
+        assert_same_episodes(got, want)  # every step recorded, kept whole
+
+
+def test_recover_joins_the_segments_that_follow_each_other_and_finishes_what_it_started(
+    s3: S3, no_aws_env: None, tmp_path: Path
+) -> None:
+    record_cartpole(tmp_path / "local", 400)
+    (shard,) = (tmp_path / "local").glob("*.trj")
+    data = shard.read_bytes()
+    bucket = new_bucket(s3)
+    # A killed recorder's segments, and one past a gap (which nothing can follow on from).
+    cut = len(data) // 3
+    for offset, part in [(0, data[:cut]), (cut, data[cut:]), (len(data) + 8, b"past a gap")]:
+        s3.client.put_object(Bucket=bucket, Key=f"run/{shard.name}.open/{offset:020}", Body=part)
+    # A shard that went up whole before its recorder, killed, removed its segments.
+    s3.client.put_object(Bucket=bucket, Key="run/other.trj", Body=data)
+    s3.client.put_object(Bucket=bucket, Key=f"run/other.trj.open/{0:020}", Body=data[:cut])
+    url = f"s3://{bucket}/run"
+    done = trajcore.recover(url, storage_options=s3.options)["shards"]
+    assert done == [
+        {"url": f"{url}/{shard.name}", "segments": 3, "bytes": len(data), "already_up": False, "left_out": 1},
+        {"url": f"{url}/other.trj", "segments": 1, "bytes": 0, "already_up": True, "left_out": 0},
+    ]
+    assert sorted(keys(s3, bucket)) == [f"run/{shard.name}", "run/other.trj"]
+    assert s3.client.get_object(Bucket=bucket, Key=f"run/{shard.name}")["Body"].read() == data
+    with pytest.raises(trajcore.InvalidArgumentError, match="name the new dataset directory"):
+        trajcore.recover(tmp_path / "local")
