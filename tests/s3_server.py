@@ -3,6 +3,7 @@ server (real HTTP, the core's own client talking to it), with a boto3 client to 
 
 from __future__ import annotations
 
+import itertools
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import boto3
 from moto.server import ThreadedMotoServer
+
+_BUCKETS = itertools.count(1)
 
 
 def free_port() -> int:
@@ -41,8 +44,10 @@ class S3:
         self.buckets = 0
 
     def bucket(self) -> str:
+        # Unique in the process: the core's client keeps each bucket's options for the process,
+        # so a name reused by another module's server would reach the first server.
         self.buckets += 1
-        name = f"bucket-{self.buckets}"
+        name = f"bucket-{next(_BUCKETS)}"
         self.client.create_bucket(Bucket=name)
         return name
 

@@ -290,8 +290,9 @@ pub(crate) struct RemoteObject {
     /// While set (opening the shard), reads the cache cannot serve look for the copies of the
     /// records opening reads (`keep_copy`) before fetching.
     opening: AtomicBool,
-    /// Why a fetch failed, for the caller that can say so (`take_error`): reads through
-    /// `Source::bytes` can only say that the bytes are missing.
+    /// Why a fetch failed, for the callers that can say so (`failure`): reads through
+    /// `Source::bytes` can only say that the bytes are missing (and the source reads nothing
+    /// more after a failure: every later read says why).
     failed: Mutex<Option<String>>,
 }
 
@@ -404,9 +405,9 @@ impl RemoteObject {
 }
 
 impl RemoteObject {
-    /// The failure of a fetch since the last call, as the error it was.
-    pub fn take_error(&self) -> Option<Error> {
-        let why = lock(&self.failed).take()?;
+    /// The failure of a fetch, as the error it was.
+    pub fn failure(&self) -> Option<Error> {
+        let why = lock(&self.failed).clone()?;
         let why = why.strip_prefix(&format!("{}: ", self.url)).unwrap_or(&why).to_string();
         Some(Error::Io { path: self.url.clone().into(), source: std::io::Error::other(why) })
     }

@@ -119,6 +119,10 @@ impl DatasetView<'_> {
         let shard = &self.store.shards[loc.shard];
         let c = &loc.chunk;
         shard.source.bytes(c.data_offset, c.stored_len).ok_or_else(|| {
+            // A store that failed or an object replaced since opening: its error, not damage.
+            if let Some(e) = shard.source.remote_object().and_then(|o| o.failure()) {
+                return e;
+            }
             let why =
                 if shard.source.is_unreadable() || c.data_offset.saturating_add(c.stored_len) <= shard.source.len() {
                     "chunk data could not be read (the file changed since it was opened?)"

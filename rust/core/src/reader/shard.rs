@@ -304,7 +304,7 @@ impl Shard {
         found.metas.sort_by_key(|m| m.0);
         found.columns.sort_by_key(|c| c.0);
         found.episodes.sort_by_key(|e| (e.record_offset, e.position));
-        if let Some(e) = self.source.remote_object().and_then(|o| o.take_error()) {
+        if let Some(e) = self.source.remote_object().and_then(|o| o.failure()) {
             return Err(e); // a store that failed is not damage
         }
         Ok(found)
