@@ -286,6 +286,24 @@ def test_values_that_cannot_be_recorded_are_named_and_training_goes_on(tmp_path:
         assert [ep.metadata["rllib"]["env_index"] for ep in ds.episodes] == [0, 1, 2, 3]
 
 
+def test_the_callback_records_into_a_store(s3: Any) -> None:
+    """An s3:// path stays a URL (each EnvRunner stages and uploads), with its storage_options."""
+    url = f"s3://{s3.bucket()}/rllib"
+    callback = trajcore.ray.RecordRLlibEpisodes(url, storage_options=s3.options)
+    runner = SimpleNamespace(config=None, worker_index=1, num_envs=1, stop=lambda: None)
+    good = [np.zeros(2, np.float32), np.ones(2, np.float32), np.full(2, 0.5, np.float32)]
+    episode = finished_episode(good, [{"x": 1.5}, {"x": 2.5}])
+    callback.on_episode_end(episode=episode, prev_episode_chunks=[], env_runner=runner, env_index=0)
+    callback.on_sample_end(env_runner=runner, samples=[episode])
+    runner.stop()
+    callback.close()
+    assert not os.path.exists("s3:"), "no local directory named after the URL"
+    with trajcore.open(url, storage_options=s3.options) as ds:
+        (recorded,) = ds.episodes
+        np.testing.assert_array_equal(recorded.observations, np.stack(good))
+        assert recorded.data["x"].tolist() == [1.5, 2.5]
+
+
 @pytest.mark.usefixtures("ray_local")
 def test_multi_agent_ppo_records_an_episode_per_agent(tmp_path: Path) -> None:
     from ray_envs import echo_multi_agent_env

@@ -123,7 +123,6 @@ def collect(
     seed: int | None = 0,
     metadata: Mapping[str, Any] | None = None,
     actor_options: Mapping[str, Any] | None = None,
-    storage_options: Mapping[str, str] | None = None,
     **options: Unpack[RecordingOptions],
 ) -> Dataset:
     """Records with `num_actors` Ray actors into one dataset directory (or store prefix) and
@@ -150,11 +149,11 @@ def collect(
         metadata: dataset metadata of every recording; each gets ``"ray"`` added (actor index
             and id, host, node, pid, start time).
         actor_options: Ray actor options (default ``{"num_cpus": 1}``).
-        storage_options: for a URL, options of its store (see `trajcore.open`), handed to every
-            actor and to the driver's open; without them each process takes its own environment's
-            ``AWS_*`` variables (on a cluster, give them to the workers, e.g. in
+        **options: `trajcore.RecordingOptions` of every actor's recorder. Among them, for a URL,
+            `storage_options` (its store's client options, see `trajcore.open`) go to every
+            actor and to the driver's open; without them each process takes its own
+            environment's ``AWS_*`` variables (on a cluster, give them to the workers, e.g. in
             ``actor_options={"runtime_env": {"env_vars": ...}}``).
-        **options: `trajcore.RecordingOptions` of every actor's recorder.
 
     Returns:
         The dataset (`trajcore.open(path)`), every actor's recording in it.
@@ -180,6 +179,7 @@ def collect(
         raise InvalidArgumentError(f"metadata must be a mapping, got {type(metadata).__name__}")
     store = is_store_url(path)
     directory = str(path).rstrip("/") if store else os.path.abspath(os.fspath(path))
+    storage_options = options.get("storage_options")
     if store:
         configure(directory, storage_options)  # a bad option fails here, before any actor starts
     actor_class = ray.remote(Collector).options(**{"num_cpus": 1, **(actor_options or {})})

@@ -48,6 +48,7 @@ from ray.rllib.utils.spaces.space_utils import clip_action, get_base_struct_from
 from trajcore._config import to_json
 from trajcore._recording import RecordingOptions
 from trajcore._replay import PlaybackEnv, replay
+from trajcore._store import is_store_url
 from trajcore.errors import InvalidArgumentError, SchemaError, TrajcoreWarning
 from trajcore.ray._identity import process_identity
 from trajcore.ray._rllib_agents import RLlibAgents
@@ -60,7 +61,8 @@ __all__ = ["RecordRLlibEpisodes", "record_step", "set_episode_metadata"]
 
 class RecordRLlibEpisodes(RLlibCallback):  # type: ignore[misc]  # ray has no type stubs
     """Records every episode each EnvRunner completes into the dataset directory `path` (on a
-    cluster, a filesystem every node shares). RLlib makes its callbacks without arguments: give
+    cluster, a filesystem every node shares, or a store URL, ``s3://bucket/prefix``, with its
+    `storage_options` among the options). RLlib makes its callbacks without arguments: give
     it ``functools.partial(RecordRLlibEpisodes, path, ...)``.
 
     Args:
@@ -97,7 +99,10 @@ class RecordRLlibEpisodes(RLlibCallback):  # type: ignore[misc]  # ray has no ty
         if unknown or refused:
             raise InvalidArgumentError(f"RecordRLlibEpisodes: option(s) {unknown + refused} cannot be used here")
         to_json(dict(metadata or {}), "metadata")
-        self.path = os.path.abspath(os.fspath(path))
+        # A store URL stays one (each EnvRunner records into staging and uploads: see
+        # `RecordEpisodes`); a directory is made absolute (the EnvRunners' working directories
+        # may differ).
+        self.path = str(path).rstrip("/") if is_store_url(path) else os.path.abspath(os.fspath(path))
         self.metadata = dict(metadata or {})
         self.record_evaluation = record_evaluation
         self.extra_model_outputs = extra_model_outputs
