@@ -9,7 +9,7 @@ import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from trajcore._store_io import local_only
+from trajcore._store import local_only
 from trajcore.errors import InvalidArgumentError
 
 __all__ = ["check_destination", "staged"]

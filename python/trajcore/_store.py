@@ -15,9 +15,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from trajcore import _core
-from trajcore.errors import RecorderError
+from trajcore.errors import InvalidArgumentError, RecorderError
 
-__all__ = ["ShardUploader", "configure", "is_store_url", "recover_store"]
+__all__ = ["ShardUploader", "configure", "is_store_url", "local_only", "recover_store"]
 
 _STORE_SCHEMES = ("s3://", "s3a://", "http://", "https://")
 
@@ -133,3 +133,14 @@ def recover_store(url: str, storage_options: Mapping[str, str] | None = None) ->
     configure(url, storage_options)
     with tempfile.TemporaryDirectory(prefix="trajcore-recover-") as staging:
         return _core.recover_segments(url.rstrip("/"), staging)
+
+
+def local_only(path: str | os.PathLike[str] | None, what: str) -> None:
+    """Refuses a store URL where `what` (``"the output"``, ``"import-minari's SOURCE"``) must be
+    a local path.
+
+    Raises:
+        InvalidArgumentError: `path` is an s3:// or http(s):// URL; the message names it.
+    """
+    if path is not None and is_store_url(path):
+        raise InvalidArgumentError(f"{path}: {what} needs a local path, not a store URL")

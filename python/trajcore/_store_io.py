@@ -12,22 +12,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from trajcore import _core
-from trajcore._store import configure, is_store_url
+from trajcore._store import configure
 from trajcore.dataset import Dataset
 from trajcore.errors import InvalidArgumentError, TrajcoreFileNotFoundError
 
-__all__ = ["local_only", "shards_under", "written_to_store"]
-
-
-def local_only(path: str | os.PathLike[str] | None, what: str) -> None:
-    """Refuses a store URL where `what` (``"the output"``, ``"import-minari's SOURCE"``) must be
-    a local path.
-
-    Raises:
-        InvalidArgumentError: `path` is an s3:// or http(s):// URL; the message names it.
-    """
-    if path is not None and is_store_url(path):
-        raise InvalidArgumentError(f"{path}: {what} needs a local path, not a store URL")
+__all__ = ["shards_under", "written_to_store"]
 
 
 def _refuse_existing(url: str) -> None:

@@ -488,7 +488,7 @@ def _view_target(ds: Any, args: argparse.Namespace) -> Any:
 def _plot(args: argparse.Namespace) -> int:
     import trajcore
     from trajcore._selection import apply_select, parse_select
-    from trajcore._store_io import local_only
+    from trajcore._store import local_only
     from trajcore.plots import load_timelog, write_plots
 
     if args.path is None and args.timelog is None:

@@ -22,8 +22,8 @@ import numpy as np
 
 from trajcore._output import staged
 from trajcore._replay import PlaybackEnv, replay, value_row
-from trajcore._store import is_store_url
-from trajcore._store_io import local_only, shards_under, written_to_store
+from trajcore._store import is_store_url, local_only
+from trajcore._store_io import shards_under, written_to_store
 from trajcore.errors import InvalidArgumentError, TrajcoreFileNotFoundError
 from trajcore.formats._fields import given_at
 from trajcore.formats._read import Progress
