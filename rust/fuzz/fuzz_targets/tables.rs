@@ -1,11 +1,12 @@
 //! Any bytes as a Chunks payload and as an Index payload, each with its table plain and packed
-//! (record required flag `PACKED_TABLE`): decoding gives references inside the payload or an
-//! error, never panics or allocates past the packed table's bound. Reaches the packed-table
+//! (record required flag `PACKED_TABLE`), and as an Opening Copies payload: decoding gives
+//! references inside the payload or an error, never panics or allocates past the packed table's
+//! bound. Reaches the packed-table
 //! decoder directly, which the file targets only reach behind a valid checksum.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use trajcore_core::format::chunks;
+use trajcore_core::format::{chunks, copies};
 use trajcore_core::format::index::IndexDelta;
 
 fuzz_target!(|data: &[u8]| {
@@ -20,4 +21,9 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let _ = IndexDelta::decode(payload, packed);
+    if let Ok(entries) = copies::decode(payload) {
+        for (_, bytes) in entries {
+            assert!(bytes.end <= payload.len());
+        }
+    }
 });

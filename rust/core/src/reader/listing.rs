@@ -70,7 +70,7 @@ pub(crate) fn shards_under(url: &str) -> Result<Vec<PathBuf>> {
 pub(crate) fn object(url: &str) -> Result<RemoteObject> {
     let listed = LISTED.lock().unwrap_or_else(|p| p.into_inner()).as_ref().and_then(|m| m.get(url).cloned());
     match listed {
-        Some((size, e_tag)) => Ok(RemoteObject::new(remote::locate(url)?, size, e_tag.as_deref())),
+        Some((size, e_tag)) => RemoteObject::listed(remote::locate(url)?, size, e_tag.as_deref()),
         None => RemoteObject::open(url),
     }
 }

@@ -52,7 +52,13 @@ mod pieces;
 mod plan;
 mod pool;
 mod read_damage;
+// Object storage, or (without the `remote` feature) URLs refused by name.
+#[cfg(feature = "remote")]
 pub mod remote;
+#[cfg(not(feature = "remote"))]
+#[path = "remote_off.rs"]
+pub mod remote;
+#[cfg(feature = "remote")]
 mod remote_cache;
 mod remote_reads;
 mod request;
@@ -60,12 +66,14 @@ mod rows;
 mod salvage;
 mod sampling;
 mod scan;
+#[cfg(feature = "remote")]
 pub mod segments;
 mod shard;
 mod shared_chunks;
 mod source;
 mod steps;
 mod store;
+mod store_url;
 mod stream;
 mod tail;
 mod unfinished;

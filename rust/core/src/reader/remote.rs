@@ -31,10 +31,9 @@ use object_store::path::Path as ObjectPath;
 use object_store::{ClientConfigKey, ClientOptions, GetOptions, GetRange, ObjectStore, RetryConfig};
 
 use super::remote_cache::ExtentCache;
+pub use super::store_url::local_path;
+pub(crate) use super::store_url::{locate, url_of, Location};
 use crate::error::{Error, Result};
-
-/// The URL schemes read as object storage (`file://` is a local path: see `local_path`).
-const SCHEMES: &[&str] = &["s3", "s3a", "http", "https"];
 
 /// A read the cache cannot serve fetches at least this much (the index records and record
 /// headers opening reads lie close together; chunk reads come through `prefetch`, exact).
@@ -59,51 +58,6 @@ const DEFAULTS: Defaults = Defaults {
     max_retries: 3,
     retry_timeout: Duration::from_secs(60),
 };
-
-/// Where an object lives: the store (`scheme://bucket-or-host`) and its key in it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Location {
-    pub store: String,
-    pub key: String,
-}
-
-impl Location {
-    pub fn url(&self) -> String {
-        format!("{}/{}", self.store, self.key)
-    }
-}
-
-/// The URL `path` holds, when it names object storage rather than a local path.
-pub(crate) fn url_of(path: &Path) -> Option<&str> {
-    let text = path.to_str()?;
-    let (scheme, _) = text.split_once("://")?;
-    SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()).then_some(text)
-}
-
-/// A local path given as a `file://` URL, as a path (anything else as it is).
-pub fn local_path(path: &Path) -> &Path {
-    match path.to_str().and_then(|t| t.strip_prefix("file://")) {
-        Some(rest) => Path::new(rest),
-        None => path,
-    }
-}
-
-/// Splits an object storage URL into its store and key (no leading or trailing `/`).
-pub(crate) fn locate(url: &str) -> Result<Location> {
-    let invalid = |why: &str| Error::Invalid(format!("{url}: {why}"));
-    let parsed = url::Url::parse(url).map_err(|e| invalid(&format!("not a URL ({e})")))?;
-    let scheme = parsed.scheme();
-    if !SCHEMES.contains(&scheme) {
-        return Err(invalid("the scheme is none of s3, http, https"));
-    }
-    let host = parsed.host_str().filter(|h| !h.is_empty()).ok_or_else(|| invalid("the URL names no bucket or host"))?;
-    let authority = match parsed.port() {
-        Some(port) => format!("{host}:{port}"),
-        None => host.to_string(),
-    };
-    let key = parsed.path().trim_matches('/').to_string();
-    Ok(Location { store: format!("{scheme}://{authority}"), key })
-}
 
 /// Requests made and bytes fetched by this process so far (listings and HEADs included), the
 /// stored bytes of the chunks reads fetched them for (what a read needed, to set against what it
@@ -304,6 +258,17 @@ impl RemoteObject {
         let meta = run(&location.store, url, |c| async move { c.head(&key).await })?;
         count(1, 0);
         Ok(RemoteObject::new(location, meta.size, meta.e_tag.as_deref()))
+    }
+
+    /// An object whose size (and entity tag) a listing gave (as `new`; a build without the
+    /// `remote` feature refuses it).
+    pub fn listed(location: Location, len: u64, e_tag: Option<&str>) -> Result<RemoteObject> {
+        Ok(RemoteObject::new(location, len, e_tag))
+    }
+
+    /// The object's size when opened.
+    pub fn size(&self) -> u64 {
+        self.len
     }
 
     /// An object whose size (and entity tag) a listing gave.

@@ -62,7 +62,7 @@ impl Source {
         match &self.kind {
             Kind::Mapped(map) => map.len() as u64,
             Kind::Read { len, .. } => *len,
-            Kind::Remote(object) => object.len,
+            Kind::Remote(object) => object.size(),
         }
     }
 
