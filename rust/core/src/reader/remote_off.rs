@@ -1,6 +1,8 @@
 //! `remote` in a build without the `remote` feature (the fuzz targets: local bytes only, built
 //! without the network client and its hundred crates). URLs are still recognised, so each is
-//! refused by name instead of being read as a local path; no `RemoteObject` is ever made.
+//! refused by name instead of being read as a local path; no `RemoteObject` is ever made. Only
+//! what the reader calls is here (the bindings, which configure stores and count requests,
+//! always build with the feature).
 
 use std::ops::Range;
 
@@ -15,24 +17,7 @@ fn refused(url: &str) -> Error {
     Error::Unsupported { path: url.into(), why }
 }
 
-/// As `remote::RemoteStats`: nothing is ever fetched.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct RemoteStats {
-    pub requests: u64,
-    pub bytes: u64,
-    pub chunk_bytes: u64,
-    pub cached_bytes: u64,
-}
-
-pub fn stats() -> RemoteStats {
-    RemoteStats::default()
-}
-
 pub(crate) fn count_chunk_bytes(_bytes: u64) {}
-
-pub fn configure(url: &str, _options: &[(String, String)]) -> Result<()> {
-    Err(refused(url))
-}
 
 pub(crate) fn list(_location: &Location, url: &str) -> Result<Vec<(Location, u64, Option<String>)>> {
     Err(refused(url))
