@@ -5,8 +5,6 @@
 
 use std::collections::HashSet;
 
-use bytes::Bytes;
-
 use super::shard::frame;
 use super::source::Source;
 use crate::format::copies;
@@ -22,21 +20,24 @@ pub(crate) fn copies_range(last: &IndexDelta, final_index: u64) -> Option<std::o
 }
 
 /// Fetches the copies in `range` of a shard in a store and keeps each in the fetch cache for the
-/// reads of opening (`RemoteObject::keep_copy`); returns their records' offsets. A copies record that is damaged or unreadable gives
-/// none: the records are then fetched themselves (`verify` reports the damage).
+/// reads of opening (`RemoteObject::keep_copy`); returns their records' offsets. A copies
+/// record that is damaged or unreadable gives none: the records are then fetched themselves
+/// (`verify` reports the damage).
 pub(crate) fn fetch_copies(map: &Source, range: std::ops::Range<u64>) -> HashSet<u64> {
     let Some(object) = map.remote_object() else { return HashSet::new() };
     if map.prefetch(std::slice::from_ref(&range)).is_err() {
         return HashSet::new(); // `scan` reports the store's error
     }
     let Ok(rec) = frame(map, range.start) else { return HashSet::new() };
-    if rec.header.record_kind() != Some(RecordKind::OpeningCopies)
-        || rec.header.unknown_required() != 0
-        || !rec.payload_ok(map)
-    {
+    if rec.header.record_kind() != Some(RecordKind::OpeningCopies) || rec.header.unknown_required() != 0 {
         return HashSet::new();
     }
-    let payload = Bytes::from(rec.payload(map).into_owned());
+    // The payload as the cache holds it (no copy): each copy is kept as a slice of it.
+    let len = (rec.payload_end - rec.payload_start) as u64;
+    let Ok(payload) = object.read(rec.payload_start as u64, len) else { return HashSet::new() };
+    if crc32c::crc32c(&payload) != rec.header.payload_crc {
+        return HashSet::new();
+    }
     let Ok(entries) = copies::decode(&payload) else { return HashSet::new() };
     entries
         .into_iter()

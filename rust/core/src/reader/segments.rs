@@ -18,7 +18,7 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use object_store::path::Path as ObjectPath;
@@ -62,8 +62,8 @@ pub fn whole_records_end(mut read_at: impl FnMut(u64, &mut [u8]) -> usize, from:
 /// A file's identity (device, inode): a shard the writer compacts is replaced by a rename, and
 /// segments of two files must not be mixed.
 fn identity(file: &File, path: &Path) -> Result<u64> {
-    let meta = file.metadata().map_err(|e| Error::io(path, e))?;
-    Ok(meta.dev().rotate_left(32) ^ meta.ino())
+    let (dev, ino) = super::shard::identity_of(&file.metadata().map_err(|e| Error::io(path, e))?);
+    Ok(dev.rotate_left(32) ^ ino)
 }
 
 /// Uploads the shard file `local`'s whole records past `from` (where its previous segment

@@ -824,7 +824,7 @@ fn file_identity(file: &File) -> std::io::Result<(u64, u64)> {
     Ok(identity_of(&m))
 }
 
-fn identity_of(m: &std::fs::Metadata) -> (u64, u64) {
+pub(crate) fn identity_of(m: &std::fs::Metadata) -> (u64, u64) {
     use std::os::unix::fs::MetadataExt;
     (m.dev(), m.ino())
 }
