@@ -13,6 +13,7 @@ pub mod convert;
 pub mod copy_origin;
 pub mod dtype;
 pub mod error;
+mod file_identity;
 pub mod format;
 pub mod layout;
 pub mod process;

@@ -99,10 +99,10 @@ pub fn remote_stats() -> (u64, u64, u64, u64) {
 }
 
 /// Puts the local file `local` as the object `url` (GIL released; see the core's
-/// `remote::upload`).
+/// `segments::upload`).
 #[pyfunction]
 pub fn upload_file(py: Python<'_>, local: PathBuf, url: &str) -> PyResult<()> {
-    py.detach(|| trajcore_core::reader::remote::upload(&local, url)).py_err(py)
+    py.detach(|| trajcore_core::reader::segments::upload(&local, url)).py_err(py)
 }
 
 /// Uploads the shard file `local`'s new whole records as a segment of the shard object `url`

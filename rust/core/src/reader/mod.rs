@@ -38,6 +38,7 @@ mod damage;
 mod dataset;
 mod dataset_view;
 mod frames_of;
+mod framing;
 mod gather;
 mod int_map;
 mod integrity;

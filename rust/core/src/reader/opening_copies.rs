@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use super::shard::frame;
+use super::framing::frame;
 use super::source::Source;
 use crate::format::copies;
 use crate::format::index::IndexDelta;

@@ -19,7 +19,6 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -414,15 +413,6 @@ pub(crate) fn list(location: &Location, url: &str) -> Result<Vec<(Location, u64,
         .collect();
     objects.sort_by(|a, b| a.0.key.cmp(&b.0.key));
     Ok(objects)
-}
-
-/// Puts the local file `local` as the object `url`, whole or not at all (see
-/// `segments::put_file`: one part in memory at a time). Counted in `stats`.
-///
-/// Errors: `Io` (reading the file, or the store, naming the URL and why), `Invalid` (a bad URL).
-pub fn upload(local: &Path, url: &str) -> Result<()> {
-    let mut file = std::fs::File::open(local).map_err(|e| Error::io(local, e))?;
-    super::segments::put_file(&mut file, u64::MAX, local, url)
 }
 
 #[cfg(test)]

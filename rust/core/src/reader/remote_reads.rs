@@ -10,7 +10,7 @@ use std::ops::Range;
 
 use super::chunk_list::Located;
 use super::dataset_view::DatasetView;
-use super::shard::frame;
+use super::framing::frame;
 use crate::error::Result;
 
 impl DatasetView<'_> {

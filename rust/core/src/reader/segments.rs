@@ -62,7 +62,7 @@ pub fn whole_records_end(mut read_at: impl FnMut(u64, &mut [u8]) -> usize, from:
 /// A file's identity (device, inode): a shard the writer compacts is replaced by a rename, and
 /// segments of two files must not be mixed.
 fn identity(file: &File, path: &Path) -> Result<u64> {
-    let (dev, ino) = super::shard::identity_of(&file.metadata().map_err(|e| Error::io(path, e))?);
+    let (dev, ino) = crate::file_identity::identity_of(&file.metadata().map_err(|e| Error::io(path, e))?);
     Ok(dev.rotate_left(32) ^ ino)
 }
 
@@ -247,6 +247,15 @@ fn join(segments: &[(Location, u64, Option<String>)], local: &Path) -> Result<(u
     }
     file.sync_all().map_err(|e| Error::io(local, e))?;
     Ok((at, 0))
+}
+
+/// Puts the local file `local` as the object `url`, whole or not at all (see
+/// `segments::put_file`: one part in memory at a time). Counted in `stats`.
+///
+/// Errors: `Io` (reading the file, or the store, naming the URL and why), `Invalid` (a bad URL).
+pub fn upload(local: &Path, url: &str) -> Result<()> {
+    let mut file = std::fs::File::open(local).map_err(|e| Error::io(local, e))?;
+    put_file(&mut file, u64::MAX, local, url)
 }
 
 #[cfg(test)]
