@@ -16,6 +16,7 @@ pub mod error;
 mod file_identity;
 pub mod format;
 pub mod layout;
+pub mod objstore;
 pub mod process;
 pub mod reader;
 pub mod recover;

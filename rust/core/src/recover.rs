@@ -51,7 +51,7 @@ pub fn recover_leaving_out(src: &Path, dst: &Path, left_out: &[(usize, String)])
         crate::writer::leftovers::remove_leftovers(src);
     }
     let ds = Dataset::open(src, OpenOptions::default())?;
-    crate::reader::no_shard::check_dataset(&ds)?;
+    crate::reader::store::no_shard::check_dataset(&ds)?;
     let report = verify(&ds);
     let plan = ds.salvage(&report);
     let written = into_place(dst, "recovering", |tmp| write_plan(&ds, &plan, left_out, tmp))?;

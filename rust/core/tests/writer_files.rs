@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::json;
 use trajcore_core::format::header::FileHeader;
 use trajcore_core::format::record::{RecordHeader, RecordKind};
-use trajcore_core::reader::{ColumnData, Dataset, OpenOptions};
+use trajcore_core::reader::{verify, ColumnData, Dataset, OpenOptions};
 use trajcore_core::Timeline;
 use writer_util::*;
 
@@ -279,7 +279,6 @@ fn closing_never_leaves_an_empty_shard() {
 #[test]
 fn a_closed_shard_copies_what_opening_reads_before_its_final_index() {
     use trajcore_core::format::copies;
-    use trajcore_core::reader::verify;
     let dir = tempfile::tempdir().unwrap();
     // Small chunks: each seal writes the episodes it ends, so the shard has many Episode records.
     let extra = json!({"chunk_bytes": 128, "compact_shards": false});

@@ -87,14 +87,14 @@ pub fn layout_leaves<'py>(
 /// `remote::configure`).
 #[pyfunction]
 pub fn configure_store(py: Python<'_>, url: &str, options: Vec<(String, String)>) -> PyResult<()> {
-    trajcore_core::reader::remote::configure(url, &options).py_err(py)
+    trajcore_core::objstore::remote::configure(url, &options).py_err(py)
 }
 
 /// (requests, bytes fetched, chunk bytes fetched for, bytes cached) from object storage by this
 /// process so far.
 #[pyfunction]
 pub fn remote_stats() -> (u64, u64, u64, u64) {
-    let s = trajcore_core::reader::remote::stats();
+    let s = trajcore_core::objstore::remote::stats();
     (s.requests, s.bytes, s.chunk_bytes, s.cached_bytes)
 }
 
@@ -102,26 +102,26 @@ pub fn remote_stats() -> (u64, u64, u64, u64) {
 /// `segments::upload`).
 #[pyfunction]
 pub fn upload_file(py: Python<'_>, local: PathBuf, url: &str) -> PyResult<()> {
-    py.detach(|| trajcore_core::reader::segments::upload(&local, url)).py_err(py)
+    py.detach(|| trajcore_core::objstore::segments::upload(&local, url)).py_err(py)
 }
 
 /// Uploads the shard file `local`'s new whole records as a segment of the shard object `url`
 /// (GIL released; see the core's `segments::put_segment`): (where they end, file identity).
 #[pyfunction]
 pub fn put_segment(py: Python<'_>, local: PathBuf, identity: u64, start: u64, url: &str) -> PyResult<(u64, u64)> {
-    py.detach(|| trajcore_core::reader::segments::put_segment(&local, identity, start, url)).py_err(py)
+    py.detach(|| trajcore_core::objstore::segments::put_segment(&local, identity, start, url)).py_err(py)
 }
 
 /// Deletes the segments of the shard object `url` (GIL released).
 #[pyfunction]
 pub fn remove_segments(py: Python<'_>, url: &str) -> PyResult<()> {
-    py.detach(|| trajcore_core::reader::segments::remove_segments(url)).py_err(py)
+    py.detach(|| trajcore_core::objstore::segments::remove_segments(url)).py_err(py)
 }
 
 /// Makes shards of the segments under the prefix `url`, through files in `staging` (GIL
 /// released; see the core's `segments::recover_segments`): a list of dicts.
 #[pyfunction]
 pub fn recover_segments<'py>(py: Python<'py>, url: &str, staging: PathBuf) -> PyResult<Bound<'py, PyAny>> {
-    let done = py.detach(|| trajcore_core::reader::segments::recover_segments(url, &staging)).py_err(py)?;
+    let done = py.detach(|| trajcore_core::objstore::segments::recover_segments(url, &staging)).py_err(py)?;
     from_json(py, serde_json::to_string(&done))
 }

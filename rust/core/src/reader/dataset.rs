@@ -6,13 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use super::cache::ChunkCache;
 use super::catalog::Catalog;
 use super::dataset_view::DatasetView;
-use super::integrity::Exclusions;
-use super::read_damage::ReadDamage;
-use super::rows::EpisodeColumn;
-use super::steps::EpisodeSet;
 use super::store::Store;
 use super::{
     BatchOut, BatchPlan, CacheStats, ColumnData, Damage, Draw, Field, FrameTable, IndexOut, Out, RangeRead, Request,
@@ -22,6 +17,11 @@ use super::{OpenOptions, Problem};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::layout::Layout;
+use crate::reader::integrity::exclusions::Exclusions;
+use crate::reader::integrity::found_damage::ReadDamage;
+use crate::reader::reads::rows::EpisodeColumn;
+use crate::reader::reads::steps::EpisodeSet;
+use crate::reader::store::cache::ChunkCache;
 use crate::schema::ColumnId;
 
 pub use super::catalog::{ColumnStats, EpisodeRef, Recording, SkippedRecord};
@@ -50,8 +50,8 @@ impl Dataset {
 
     /// `open`, with what is known of damage beyond the files (see `integrity`).
     pub(super) fn open_with(path: &Path, opts: OpenOptions, exclusions: Exclusions) -> Result<Dataset> {
-        let path = super::remote::local_path(path);
-        let is_dir = super::listing::is_dir(path)?;
+        let path = crate::objstore::url::local_path(path);
+        let is_dir = crate::reader::store::find_shards::is_dir(path)?;
         let mut ds = Dataset {
             path: path.to_path_buf(),
             is_dir,
@@ -62,7 +62,8 @@ impl Dataset {
             problems: Vec::new(),
         };
         ds.update()?;
-        let (lru_bytes, store) = super::shared_chunks::plan_for(&ds.catalog, &ds.store.shards, ds.opts.cache_bytes);
+        let (lru_bytes, store) =
+            crate::reader::store::shared_chunks::plan_for(&ds.catalog, &ds.store.shards, ds.opts.cache_bytes);
         ds.store.cache = ChunkCache::with_store(lru_bytes, store);
         Ok(ds)
     }
@@ -91,7 +92,7 @@ impl Dataset {
             None if verify => super::open_verified(path, opts).map(|(ds, _)| ds),
             None => Dataset::open(path, opts),
         }?;
-        super::no_shard::check_dataset(&ds)?;
+        crate::reader::store::no_shard::check_dataset(&ds)?;
         Ok(ds)
     }
 

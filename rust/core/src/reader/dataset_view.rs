@@ -6,12 +6,12 @@
 use std::path::Path;
 
 use super::catalog::{Catalog, EpisodeRef, Recording};
-use super::integrity::EpisodeKey;
-use super::read_damage::ReadDamage;
-use super::steps::EpisodeSet;
 use super::store::Store;
 use super::OpenOptions;
 use crate::error::{Error, Result};
+use crate::reader::integrity::exclusions::EpisodeKey;
+use crate::reader::integrity::found_damage::ReadDamage;
+use crate::reader::reads::steps::EpisodeSet;
 use crate::schema::ColumnId;
 
 #[derive(Clone, Copy)]

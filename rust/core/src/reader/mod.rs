@@ -25,88 +25,42 @@
 //! Everything read from a file is untrusted: every offset and length is bounds-checked with
 //! checked arithmetic, and damage becomes a `Problem` (or `Error::Corrupt`), never a panic.
 
-mod among;
-mod batch;
-mod bulk;
-mod cache;
 mod catalog;
-mod checks;
-mod chunk_bytes;
-mod chunk_list;
-mod column_names;
-mod damage;
 mod dataset;
 mod dataset_view;
-mod frames_of;
-mod framing;
-mod gather;
 mod int_map;
 mod integrity;
-mod lane_scan;
-mod lenient;
-mod listing;
-mod metrics;
-pub(crate) mod no_shard;
-mod opening_copies;
-mod parts;
-mod pieces;
-mod plan;
-mod pool;
-mod read_damage;
-// Object storage, or (without the `remote` feature) URLs refused by name.
-#[cfg(feature = "remote")]
-pub mod remote;
-#[cfg(not(feature = "remote"))]
-#[path = "remote_off.rs"]
-pub mod remote;
-#[cfg(feature = "remote")]
-mod remote_cache;
-mod remote_reads;
-mod request;
-mod rows;
-mod salvage;
-mod sampling;
-mod scan;
-#[cfg(feature = "remote")]
-pub mod segments;
-mod shard;
-mod shared_chunks;
-mod source;
-mod steps;
-mod store;
-mod store_url;
-mod stream;
-mod tail;
-mod unfinished;
-mod verified;
-mod verify;
+mod reads;
+pub(crate) mod store;
 
 use std::path::{Path, PathBuf};
 
-pub use batch::BatchOut;
-pub use bulk::{set_scan_block_bytes, IndexOut};
-pub use dataset::{ColumnStats, Dataset, EpisodeRef, Recording, SkippedRecord};
-pub use frames_of::FrameTable;
-pub use gather::{
+pub use crate::reader::catalog::metrics::{episode_metrics, episode_summaries, MetricColumn, Values};
+pub use crate::reader::reads::batch::BatchOut;
+pub use crate::reader::reads::frames_of::FrameTable;
+pub use crate::reader::reads::gather::{
     max_threads, set_gather_hold_bytes, set_max_threads, set_parallel_thresholds, Field, Out, Run, Window,
 };
-pub use metrics::{episode_metrics, episode_summaries, MetricColumn, Values};
-pub use plan::{BatchPlan, PlanCache, DEFAULT_KEYS};
-pub use pool::{ArenaLayout, BlockPool, BATCH_BLOCKS};
-pub use request::Request;
-pub use rows::{ColumnData, RowsView};
-pub use sampling::{sample_steps, sample_windows, SplitMix64};
-pub use scan::RangeRead;
-pub use shared_chunks::{available_memory, cache_plan, CachePlan, CacheStats, CACHE_AUTO, CACHE_FLOOR, RAM_SHARE};
-pub use steps::{resolve_index, EpisodeSet, StepIndex, WindowIndex};
-pub use stream::set_stream_from_bytes;
+pub use crate::reader::reads::plan::{BatchPlan, PlanCache, DEFAULT_KEYS};
+pub use crate::reader::reads::pool::{ArenaLayout, BlockPool, BATCH_BLOCKS};
+pub use crate::reader::reads::request::Request;
+pub use crate::reader::reads::rows::{ColumnData, RowsView};
+pub use crate::reader::reads::sampling::{sample_steps, sample_windows, SplitMix64};
+pub use crate::reader::reads::scan::runs::{set_scan_block_bytes, IndexOut};
+pub use crate::reader::reads::scan::RangeRead;
+pub use crate::reader::reads::steps::{resolve_index, EpisodeSet, StepIndex, WindowIndex};
+pub use crate::reader::reads::stream::set_stream_from_bytes;
+pub use crate::reader::store::shared_chunks::{
+    available_memory, cache_plan, CachePlan, CacheStats, CACHE_AUTO, CACHE_FLOOR, RAM_SHARE,
+};
+pub use dataset::{ColumnStats, Dataset, EpisodeRef, Recording, SkippedRecord};
 
-pub(crate) use checks::episode_span;
-pub use damage::Damage;
-pub use integrity::{EpisodeKey, Exclusions};
-pub use lenient::{Draw, Redraw, WindowKind};
-pub use salvage::{Salvage, SalvagePlan};
-pub use verify::{open_verified, verify, verify_path, VerifyReport};
+pub(crate) use crate::reader::catalog::trust::episode_span;
+pub use crate::reader::integrity::damage::Damage;
+pub use crate::reader::integrity::exclusions::{EpisodeKey, Exclusions};
+pub use crate::reader::integrity::lenient::{Draw, Redraw, WindowKind};
+pub use crate::reader::integrity::salvage::{Salvage, SalvagePlan};
+pub use crate::reader::integrity::verify::{open_verified, verify, verify_path, VerifyReport};
 
 pub use crate::format::episode::EpisodeSummary;
 

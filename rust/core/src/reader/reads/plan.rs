@@ -1,0 +1,299 @@
+//! The plan of a batch: which columns (fields) make up each output key, and how they nest.
+//!
+//! Output keys: `observations`, `actions`, `rewards`, `next_observations`, `terminations`,
+//! `truncations` (nested like the recorded spaces), any column named verbatim (`info/<key>`,
+//! `data/<name>`, masks `info/_<key>`), or named with `next:` before it for the row of the next
+//! observation (`next:info/<key>`: the info a step returned, beside `next_observations`; the step
+//! tables of the exports and Ray Data read those); `episode_index`, `step_index` and `mask` are
+//! always there and name no field.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+
+use super::gather::Field;
+use crate::layout::Layout;
+use crate::reader::dataset_view::DatasetView;
+use crate::reader::integrity::lenient::WindowKind;
+use crate::{DType, Error, Result};
+
+pub const DEFAULT_KEYS: [&str; 6] =
+    ["observations", "actions", "rewards", "next_observations", "terminations", "truncations"];
+
+/// Before a column's name in a key: its row of the next observation (an observation-timeline
+/// column only).
+pub const NEXT_ROW: &str = "next:";
+
+/// What an output key reads: a column, or a tree of columns (observations and actions).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Source {
+    /// (column, on the next observation row).
+    Column(&'static str, bool),
+    /// (which layout of the Meta record, on the next observation row).
+    Tree(&'static str, bool),
+    Named,
+    /// A column named after `NEXT_ROW`: on the next observation row.
+    NamedNext,
+    /// `episode_index`, `step_index`, `mask`: every batch has them.
+    Index,
+}
+
+/// Where output key `key` comes from.
+fn source(key: &str) -> Source {
+    match key {
+        "observations" => Source::Tree("observation", false),
+        "next_observations" => Source::Tree("observation", true),
+        "actions" => Source::Tree("action", false),
+        "rewards" => Source::Column("reward", false),
+        "terminations" => Source::Column("terminated", false),
+        "truncations" => Source::Column("truncated", false),
+        "episode_index" | "step_index" | "mask" => Source::Index,
+        _ if key.starts_with(NEXT_ROW) => Source::NamedNext,
+        _ => Source::Named,
+    }
+}
+
+/// The fields behind a set of output keys, each read once however many keys name it.
+#[derive(Debug)]
+pub struct BatchPlan {
+    pub fields: Vec<Field>,
+    /// Output keys in order, each a tree over indexes into `fields`.
+    pub entries: Vec<(String, Layout<usize>)>,
+}
+
+impl BatchPlan {
+    /// Resolves `keys` (`DEFAULT_KEYS` when `None`) against `ds`, over the recordings flagged
+    /// in `among` (None: every one; see `Dataset::recordings_among`): layouts come from the
+    /// first of them's Meta record; columns are matched by name in each of them.
+    ///
+    /// Errors: `Invalid` (no recording; a layout damaged or missing), those of `Dataset::field`.
+    pub(crate) fn among(ds: &DatasetView<'_>, keys: Option<&[String]>, among: Option<&[bool]>) -> Result<BatchPlan> {
+        let keys: Vec<String> = match keys {
+            Some(k) => k.to_vec(),
+            None => DEFAULT_KEYS.iter().map(|s| s.to_string()).collect(),
+        };
+        let first = among.map_or(Some(0), |a| a.iter().position(|&x| x));
+        let rec = first
+            .and_then(|r| ds.recordings().get(r))
+            .ok_or_else(|| Error::Invalid("the dataset has no recording".into()))?;
+        let mut plan = BatchPlan { fields: Vec::new(), entries: Vec::new() };
+        let mut index: HashMap<(String, bool), usize> = HashMap::new();
+        let mut field = |name: &str, next: bool| -> Result<usize> {
+            if let Some(&i) = index.get(&(name.to_string(), next)) {
+                return Ok(i);
+            }
+            plan.fields.push(ds.field_among(name, next, among)?);
+            index.insert((name.to_string(), next), plan.fields.len() - 1);
+            Ok(plan.fields.len() - 1)
+        };
+        let mut entries = Vec::with_capacity(keys.len());
+        for key in keys {
+            let node = match source(&key) {
+                Source::Tree(which, next) => {
+                    let layout = meta_layout(&rec.meta_json, which, &|_| true).map_err(|why| {
+                        let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
+                        Error::Invalid(format!(
+                            "the Meta record of the first recording is damaged or missing: its {which}s cannot be rebuilt{why}"
+                        ))
+                    })?;
+                    layout.try_map(&mut |name| field(name, next), &mut |k| Ok(k.clone()))?
+                }
+                Source::Column(name, next) => Layout::Leaf(field(name, next)?),
+                Source::Named => Layout::Leaf(field(&key, false)?),
+                Source::NamedNext => Layout::Leaf(field(&key[NEXT_ROW.len()..], true)?),
+                Source::Index => continue,
+            };
+            entries.push((key, node));
+        }
+        plan.entries = entries;
+        Ok(plan)
+    }
+
+    /// The shape of each fixed-size output of a batch of `b` windows of `kind`: the fields
+    /// stored fixed-size (str fields come back as lists), then episode_index, step_index and,
+    /// for padded sequences, mask.
+    pub fn batch_shapes(&self, b: usize, kind: WindowKind) -> Vec<Vec<usize>> {
+        let fixed = self.fields.iter().filter(|f| f.dtype != DType::Utf8).map(|f| f.shape.as_slice());
+        batch_shapes(fixed, b, kind)
+    }
+
+    /// A list of `b * kind.length` empty strings per str field: where a batch's str values go.
+    pub fn string_lists(&self, b: usize, kind: WindowKind) -> Vec<Vec<String>> {
+        let strs = self.fields.iter().filter(|f| f.dtype == DType::Utf8);
+        strs.map(|_| vec![String::new(); b * kind.length]).collect()
+    }
+}
+
+/// `BatchPlan::batch_shapes` over the row shapes of the fixed-size fields.
+fn batch_shapes<'a>(rows: impl Iterator<Item = &'a [usize]>, b: usize, kind: WindowKind) -> Vec<Vec<usize>> {
+    let lead: Vec<usize> = if kind.sequence { vec![b, kind.length] } else { vec![b] };
+    let mut shapes: Vec<Vec<usize>> = rows.map(|row| lead.iter().chain(row).copied().collect()).collect();
+    shapes.push(vec![b]);
+    shapes.push(lead.clone());
+    if kind.sequence && kind.pad {
+        shapes.push(lead);
+    }
+    shapes
+}
+
+/// Plans (or what a caller makes of one) by key set (`None`: the default keys), made on first
+/// use. A training loop uses a few sets; past `PlanCache::CAPACITY` the oldest made goes, so a
+/// caller asking for ever new sets does not grow it without bound.
+pub struct PlanCache<T> {
+    plans: Mutex<Vec<Keyed<T>>>,
+}
+
+/// A plan and the key set it was made for.
+type Keyed<T> = (Option<Vec<String>>, Arc<T>);
+
+impl<T> Default for PlanCache<T> {
+    fn default() -> Self {
+        PlanCache { plans: Mutex::new(Vec::new()) }
+    }
+}
+
+impl<T> PlanCache<T> {
+    pub const CAPACITY: usize = 16;
+
+    /// The plan of `keys`, made by `make` if there is none yet.
+    pub fn get_or_make<E>(
+        &self,
+        keys: Option<Vec<String>>,
+        make: impl FnOnce(Option<&[String]>) -> Result<T, E>,
+    ) -> Result<Arc<T>, E> {
+        let mut plans = self.plans.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, plan)) = plans.iter().find(|(k, _)| *k == keys) {
+            return Ok(plan.clone());
+        }
+        let plan = Arc::new(make(keys.as_deref())?);
+        if plans.len() >= Self::CAPACITY {
+            plans.remove(0);
+        }
+        plans.push((keys, plan.clone()));
+        Ok(plan)
+    }
+
+    /// Forgets every plan (the dataset's recordings changed).
+    pub fn clear(&self) {
+        self.plans.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+}
+
+/// The `which` ("observation" or "action") layout tree of a Meta record, each leaf accepted by
+/// `is_column`: `Err(None)` when the record holds none, `Err(Some(why))` when it is malformed.
+fn meta_layout(meta_json: &str, which: &str, is_column: &dyn Fn(&str) -> bool) -> Result<Layout, Option<String>> {
+    let meta: Value = serde_json::from_str(meta_json).unwrap_or(Value::Null);
+    let tree = meta.get("layout").and_then(|l| l.get(which)).ok_or(None)?;
+    Layout::parse(tree, is_column).map_err(Some)
+}
+
+impl DatasetView<'_> {
+    /// The `which` ("observation" or "action") layout of episode `episode`'s recording, over
+    /// columns the recording has: how to nest the episode's leaf columns like its space.
+    ///
+    /// Errors: `OutOfRange`; `Unsupported` (a corrupt file to Python) when the Meta record
+    /// holds no such tree or a malformed one.
+    pub fn episode_layout(&self, episode: i64, which: &str) -> Result<Layout> {
+        let episode = self.episode_index(episode)?;
+        let recording = self.episode(episode)?.recording;
+        let rec = self.recording(recording)?;
+        meta_layout(&rec.meta_json, which, &|name| rec.columns.iter().any(|c| c.name == name)).map_err(|why| {
+            let why = why.unwrap_or_else(|| "it is damaged or missing".into());
+            Error::Unsupported {
+                path: self.path().to_path_buf(),
+                why: format!(
+                    "the {which} layout in the Meta record of recording {recording} is invalid ({why}): \
+                     episode {episode}'s {which}s cannot be rebuilt"
+                ),
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meta_layouts_are_found_checked_or_missing() {
+        let meta = r#"{"layout": {"observation": {"dict": [["a", {"leaf": "x"}]]}, "action": {"leaf": "nope"}}}"#;
+        let is_column = |name: &str| name == "x";
+        type Want = Result<Layout, Option<&'static str>>;
+        let table: &[(&str, &str, Want)] = &[
+            (meta, "observation", Ok(Layout::Dict(vec![("a".into(), Layout::Leaf("x".into()))]))),
+            (meta, "action", Err(Some("leaf 'nope' names no column"))),
+            (r#"{"layout": {}}"#, "action", Err(None)),
+            ("{}", "observation", Err(None)),
+            ("not json", "observation", Err(None)),
+        ];
+        for (meta, which, want) in table {
+            let got = meta_layout(meta, which, &is_column);
+            assert_eq!(got.as_ref().map_err(|e| e.as_deref()), want.as_ref().map_err(|e| *e), "{meta} {which}");
+        }
+    }
+
+    #[test]
+    fn plans_are_made_once_per_key_set_and_the_oldest_goes_first() {
+        let cache = PlanCache::<String>::default();
+        let made = std::cell::Cell::new(0);
+        let get = |keys: Option<Vec<String>>| {
+            cache
+                .get_or_make(keys, |k| {
+                    made.set(made.get() + 1);
+                    Ok::<_, ()>(format!("{k:?}"))
+                })
+                .unwrap()
+        };
+        let a = get(None);
+        assert!(Arc::ptr_eq(&a, &get(None)), "made once");
+        assert_eq!((a.as_str(), made.get()), ("None", 1));
+        for i in 0..PlanCache::<String>::CAPACITY {
+            get(Some(vec![i.to_string()]));
+        }
+        assert_eq!(made.get(), 17);
+        get(Some(vec!["15".into()]));
+        assert_eq!(made.get(), 17, "still held");
+        get(None);
+        assert_eq!(made.get(), 18, "the oldest (None) went");
+        assert_eq!(cache.get_or_make(Some(vec![]), |_| Err("no")), Err("no"), "an error is not kept");
+        cache.clear();
+        get(None);
+        assert_eq!(made.get(), 19);
+    }
+
+    #[test]
+    fn batch_shapes_lead_with_the_windows() {
+        let rows: [&[usize]; 2] = [&[3, 2], &[]];
+        let seq = |pad| WindowKind { length: 4, sequence: true, pad };
+        let table: [(WindowKind, &[&[usize]]); 3] = [
+            (WindowKind::TRANSITION, &[&[5, 3, 2], &[5], &[5], &[5]]),
+            (seq(false), &[&[5, 4, 3, 2], &[5, 4], &[5], &[5, 4]]),
+            (seq(true), &[&[5, 4, 3, 2], &[5, 4], &[5], &[5, 4], &[5, 4]]),
+        ];
+        for (kind, want) in table {
+            assert_eq!(batch_shapes(rows.into_iter(), 5, kind), want, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn keys_name_their_sources() {
+        let table = [
+            ("observations", Source::Tree("observation", false)),
+            ("next_observations", Source::Tree("observation", true)),
+            ("actions", Source::Tree("action", false)),
+            ("rewards", Source::Column("reward", false)),
+            ("terminations", Source::Column("terminated", false)),
+            ("truncations", Source::Column("truncated", false)),
+            ("episode_index", Source::Index),
+            ("step_index", Source::Index),
+            ("mask", Source::Index),
+            ("info/x", Source::Named),
+            ("next:info/x", Source::NamedNext),
+            ("reward", Source::Named),
+        ];
+        for (key, want) in table {
+            assert_eq!(source(key), want, "{key}");
+        }
+    }
+}

@@ -1,0 +1,378 @@
+//! Step and window numbering over an ordered set of episodes, for random access by training code.
+//!
+//! - `StepIndex`: prefix sums of episode lengths, so the global step number `g` (0 ..
+//!   `num_steps`, episodes in order, steps in order within each) is located by a binary search.
+//!   A dataset keeps one over all its episodes and extends it on `refresh` (episodes are only
+//!   ever appended, so numbers handed out stay valid).
+//! - `EpisodeSet`: the episodes a sampler draws from: every episode of a dataset, or a subset
+//!   chosen by a filter (a `select`), with its own step index.
+//! - `WindowIndex`: numbering of the windows of `length` consecutive steps that lie inside one
+//!   episode (with `pad`, an episode shorter than the window counts as one window, padded at
+//!   its end). Built on first use for a given length and cached on the set.
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::error::{Error, Result};
+
+/// `index` of `len` things called `what` ("episode", "step", "window"), negative from the end
+/// as in Python: `-1` is the last.
+///
+/// Errors: `OutOfRange` outside `-len .. len`.
+pub fn resolve_index(index: i64, len: u64, what: &str) -> Result<u64> {
+    let resolved = if index < 0 { len.checked_sub(index.unsigned_abs()) } else { Some(index as u64) };
+    resolved
+        .filter(|&i| i < len)
+        .ok_or_else(|| Error::OutOfRange(format!("{what} {index} is out of range ({len} {what}s)")))
+}
+
+/// Prefix sums of episode lengths: `starts[k]` is the number of steps in episodes `0..k`.
+///
+/// Locating a step is a binary search, narrowed by a table built on first use: for every
+/// bucket of `1 << shift` steps (a bucket at least as long as an average episode), the episode
+/// holding its first step. A search then looks at the few episodes overlapping one bucket
+/// instead of walking ~log2(episodes) dependent loads through a large array, which for random
+/// steps of a large dataset are cache misses.
+#[derive(Debug, Clone)]
+pub struct StepIndex {
+    starts: Vec<u64>,
+    buckets: OnceLock<Buckets>,
+}
+
+#[derive(Debug, Clone)]
+struct Buckets {
+    shift: u32,
+    /// `first[b]`: the member holding step `b << shift`.
+    first: Vec<usize>,
+}
+
+impl Default for StepIndex {
+    fn default() -> Self {
+        StepIndex { starts: vec![0], buckets: OnceLock::new() }
+    }
+}
+
+impl StepIndex {
+    pub fn from_lengths(lengths: impl IntoIterator<Item = u64>) -> Self {
+        let mut index = StepIndex::default();
+        for length in lengths {
+            index.push(length);
+        }
+        index
+    }
+
+    /// Appends an episode of `length` steps.
+    pub fn push(&mut self, length: u64) {
+        let last = *self.starts.last().unwrap_or(&0);
+        self.starts.push(last.saturating_add(length));
+        self.buckets = OnceLock::new();
+    }
+
+    fn buckets(&self) -> &Buckets {
+        self.buckets.get_or_init(|| {
+            let total = self.num_steps();
+            let average = total / self.len().max(1) as u64;
+            let shift = average.max(16).next_power_of_two().trailing_zeros();
+            let n = usize::try_from((total >> shift) + 1).unwrap_or(usize::MAX);
+            let mut first = Vec::with_capacity(n);
+            let mut k = 0usize;
+            for b in 0..n as u64 {
+                let step = b << shift;
+                while k + 1 < self.len() && self.starts[k + 1] <= step {
+                    k += 1;
+                }
+                first.push(k);
+            }
+            Buckets { shift, first }
+        })
+    }
+
+    /// Number of episodes.
+    pub fn len(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn num_steps(&self) -> u64 {
+        *self.starts.last().unwrap_or(&0)
+    }
+
+    /// The global number of the first step of member `k`.
+    pub fn first_step(&self, k: usize) -> u64 {
+        self.starts[k]
+    }
+
+    /// Steps of member `k`.
+    pub fn length(&self, k: usize) -> u64 {
+        self.starts[k + 1] - self.starts[k]
+    }
+
+    /// `locate` for many steps at once: each phase's loads are issued for all steps before any
+    /// is used, so the cache misses of a random batch overlap instead of queuing.
+    pub fn locate_many(&self, steps: &[u64]) -> Option<Vec<(usize, u64)>> {
+        if steps.iter().any(|&s| s >= self.num_steps()) {
+            return None;
+        }
+        let buckets = self.buckets();
+        for &step in steps {
+            crate::reader::prefetch((&buckets.first[(step >> buckets.shift) as usize] as *const usize).cast());
+        }
+        let ranges: Vec<(usize, usize)> = steps
+            .iter()
+            .map(|&step| {
+                let b = (step >> buckets.shift) as usize;
+                let lo = buckets.first[b];
+                crate::reader::prefetch((&self.starts[lo] as *const u64).cast());
+                (lo, buckets.first.get(b + 1).map_or(self.len() - 1, |&h| h))
+            })
+            .collect();
+        Some(
+            steps
+                .iter()
+                .zip(ranges)
+                .map(|(&step, (lo, hi))| {
+                    let k = lo + self.starts[lo + 1..=hi].partition_point(|&s| s <= step);
+                    (k, step - self.starts[k])
+                })
+                .collect(),
+        )
+    }
+
+    /// (member, step within it) of global step `step`; `None` past the end.
+    pub fn locate(&self, step: u64) -> Option<(usize, u64)> {
+        if step >= self.num_steps() {
+            return None;
+        }
+        // The last start <= step; episodes of length 0 (never listed) would share a start, and
+        // the search then lands on the last of them, which is the one holding the step. It lies
+        // between the members holding the first steps of this bucket and of the next.
+        let buckets = self.buckets();
+        let b = (step >> buckets.shift) as usize;
+        let lo = buckets.first[b];
+        let hi = buckets.first.get(b + 1).map_or(self.len() - 1, |&h| h);
+        let k = lo + self.starts[lo + 1..=hi].partition_point(|&s| s <= step);
+        Some((k, step - self.starts[k]))
+    }
+}
+
+/// Windows of `length` steps inside single episodes of a set, numbered member by member.
+#[derive(Debug)]
+pub struct WindowIndex {
+    pub length: u64,
+    pub pad: bool,
+    /// Windows per member, as prefix sums.
+    windows: StepIndex,
+}
+
+impl WindowIndex {
+    fn build(steps: &StepIndex, length: u64, pad: bool) -> Self {
+        let windows = (0..steps.len()).map(|k| {
+            let t = steps.length(k);
+            if t >= length {
+                t - length + 1
+            } else {
+                u64::from(pad && t > 0)
+            }
+        });
+        WindowIndex { length, pad, windows: StepIndex::from_lengths(windows) }
+    }
+
+    /// Number of members it was built over.
+    fn members(&self) -> usize {
+        self.windows.len()
+    }
+
+    pub fn num_windows(&self) -> u64 {
+        self.windows.num_steps()
+    }
+
+    /// (member, first step of the window) of window `w`; `None` past the end.
+    pub fn locate(&self, w: u64) -> Option<(usize, u64)> {
+        self.windows.locate(w)
+    }
+}
+
+/// Episodes a sampler draws from, in dataset order (or the caller's order, for a subset).
+#[derive(Debug, Default)]
+pub struct EpisodeSet {
+    /// Dataset episode index of each member; `None`: member k is dataset episode k.
+    ids: Option<Vec<usize>>,
+    steps: StepIndex,
+    windows: Mutex<Option<Arc<WindowIndex>>>,
+    /// The members come lane by lane, each lane's in row order (`Dataset::file_order` made it).
+    by_lane: bool,
+    /// The same members in file order, made on first use (`Dataset::file_order`).
+    pub(in crate::reader) file_order: OnceLock<Arc<EpisodeSet>>,
+}
+
+impl EpisodeSet {
+    /// Every episode of a dataset; extend it with `push` as the dataset grows.
+    pub(crate) fn all() -> Self {
+        EpisodeSet::default()
+    }
+
+    /// A subset: `ids[k]` is the dataset index of member k, `lengths[k]` its length.
+    pub(crate) fn subset(ids: Vec<usize>, lengths: impl IntoIterator<Item = u64>) -> Self {
+        EpisodeSet { ids: Some(ids), steps: StepIndex::from_lengths(lengths), ..Default::default() }
+    }
+
+    /// The same set, marked as coming lane by lane (the file order).
+    pub(crate) fn by_lane(self) -> Self {
+        EpisodeSet { by_lane: true, ..self }
+    }
+
+    /// Whether the members come lane by lane, each lane's in row order (the file order).
+    pub fn is_by_lane(&self) -> bool {
+        self.by_lane
+    }
+
+    pub(crate) fn push(&mut self, length: u64) {
+        debug_assert!(self.ids.is_none(), "a subset does not grow");
+        self.steps.push(length);
+        self.file_order = OnceLock::new();
+    }
+
+    /// Number of episodes.
+    pub fn len(&self) -> usize {
+        self.steps.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    /// The dataset index of member `k`.
+    pub fn episode(&self, k: usize) -> usize {
+        match &self.ids {
+            Some(ids) => ids[k],
+            None => k,
+        }
+    }
+
+    /// Dataset indexes of the members, in order.
+    pub fn episodes(&self) -> Vec<usize> {
+        (0..self.len()).map(|k| self.episode(k)).collect()
+    }
+
+    pub fn steps(&self) -> &StepIndex {
+        &self.steps
+    }
+
+    pub fn num_steps(&self) -> u64 {
+        self.steps.num_steps()
+    }
+
+    /// `locate_step` for many steps (faster than one at a time for random steps).
+    pub fn locate_steps(&self, steps: &[u64]) -> Result<Vec<(usize, u64)>> {
+        let found = self.steps.locate_many(steps).ok_or_else(|| {
+            let bad = steps.iter().find(|&&s| s >= self.num_steps()).copied().unwrap_or_default();
+            Error::OutOfRange(format!("step {bad} is out of range (the episodes hold {} steps)", self.num_steps()))
+        })?;
+        Ok(found.into_iter().map(|(k, t)| (self.episode(k), t)).collect())
+    }
+
+    /// `locate_steps` of step numbers, negative from the end.
+    ///
+    /// Errors: `OutOfRange`.
+    pub fn locate_numbers(&self, numbers: &[i64]) -> Result<Vec<(usize, u64)>> {
+        let steps = numbers.iter().map(|&s| resolve_index(s, self.num_steps(), "step")).collect::<Result<Vec<_>>>()?;
+        self.locate_steps(&steps)
+    }
+
+    /// (dataset episode, step within it) of step `step` of the set.
+    pub fn locate_step(&self, step: u64) -> Result<(usize, u64)> {
+        let (k, t) = self.steps.locate(step).ok_or_else(|| {
+            Error::OutOfRange(format!("step {step} is out of range (the episodes hold {} steps)", self.num_steps()))
+        })?;
+        Ok((self.episode(k), t))
+    }
+
+    /// The window numbering for `length` and `pad`, built once and cached (rebuilt when the
+    /// length, `pad` or the number of members changed).
+    pub fn windows(&self, length: u64, pad: bool) -> Result<Arc<WindowIndex>> {
+        if length == 0 {
+            return Err(Error::Invalid("a sequence length must be at least 1".into()));
+        }
+        let mut cached = self.windows.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(w) = cached.as_ref() {
+            if w.length == length && w.pad == pad && w.members() == self.len() {
+                return Ok(w.clone());
+            }
+        }
+        let built = Arc::new(WindowIndex::build(&self.steps, length, pad));
+        *cached = Some(built.clone());
+        Ok(built)
+    }
+
+    /// (dataset episode, first step) of window `w` of `length` steps.
+    pub fn locate_window(&self, windows: &WindowIndex, w: u64) -> Result<(usize, u64)> {
+        let (k, t) = windows.locate(w).ok_or_else(|| {
+            Error::OutOfRange(format!(
+                "window {w} is out of range (the episodes hold {} windows of {} steps)",
+                windows.num_windows(),
+                windows.length
+            ))
+        })?;
+        Ok((self.episode(k), t))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucketed_search_matches_a_plain_one() {
+        let mut lengths = Vec::new();
+        let mut x = 7u64;
+        for _ in 0..3000 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            lengths.push(if x.is_multiple_of(7) { 1 + (x >> 50) % 2000 } else { 1 + (x >> 40) % 40 });
+        }
+        let mut index = StepIndex::from_lengths(lengths.iter().copied());
+        let check = |index: &StepIndex| {
+            for step in (0..index.num_steps()).step_by(7).chain([index.num_steps() - 1]) {
+                let k = index.starts.partition_point(|&s| s <= step) - 1;
+                assert_eq!(index.locate(step), Some((k, step - index.starts[k])), "step {step}");
+            }
+            assert_eq!(index.locate(index.num_steps()), None);
+        };
+        check(&index);
+        index.push(5000); // the table is rebuilt for the new length
+        check(&index);
+        let steps: Vec<u64> = (0..index.num_steps()).rev().step_by(13).collect();
+        let one_by_one: Vec<_> = steps.iter().map(|&s| index.locate(s).unwrap()).collect();
+        assert_eq!(index.locate_many(&steps).unwrap(), one_by_one);
+        assert_eq!(index.locate_many(&[index.num_steps()]), None);
+        let one = StepIndex::from_lengths([1]);
+        assert_eq!(one.locate(0), Some((0, 0)));
+    }
+
+    #[test]
+    fn locate_steps_across_episodes() {
+        let index = StepIndex::from_lengths([3, 1, 2]);
+        assert_eq!(index.num_steps(), 6);
+        let got: Vec<_> = (0..6).map(|g| index.locate(g).unwrap()).collect();
+        assert_eq!(got, [(0, 0), (0, 1), (0, 2), (1, 0), (2, 0), (2, 1)]);
+        assert_eq!(index.locate(6), None);
+        assert_eq!(StepIndex::default().locate(0), None);
+    }
+
+    #[test]
+    fn windows_skip_or_pad_short_episodes() {
+        let set = EpisodeSet::subset(vec![4, 7, 9], [5, 2, 3]);
+        let w = set.windows(3, false).unwrap();
+        assert_eq!(w.num_windows(), 3 + 1);
+        let all: Vec<_> = (0..4).map(|i| set.locate_window(&w, i).unwrap()).collect();
+        assert_eq!(all, [(4, 0), (4, 1), (4, 2), (9, 0)]);
+        let padded = set.windows(3, true).unwrap();
+        assert_eq!(padded.num_windows(), 5);
+        assert_eq!(set.locate_window(&padded, 3).unwrap(), (7, 0));
+        assert!(set.locate_window(&padded, 5).is_err());
+        assert!(set.windows(0, false).is_err());
+        // Cached while the key is unchanged.
+        assert!(Arc::ptr_eq(&padded, &set.windows(3, true).unwrap()));
+    }
+}

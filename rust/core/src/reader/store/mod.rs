@@ -1,0 +1,228 @@
+//! The dataset's bytes: its shard files, found in its directory, opened, scanned as they grow
+//! and checked for changes under the reader (each read through a `Source`), the cache of decoded
+//! chunks, and the set of checksum-verified records. The catalog (what the records say) does no
+//! I/O; everything read from the files goes through here.
+
+pub(in crate::reader) mod cache;
+pub(in crate::reader) mod checksummed;
+pub(in crate::reader) mod chunk_bytes;
+pub(in crate::reader) mod find_shards;
+pub(in crate::reader) mod framing;
+pub(crate) mod no_shard;
+pub(in crate::reader) mod opening_copies;
+pub(in crate::reader) mod remote_reads;
+pub(in crate::reader) mod shard;
+pub(in crate::reader) mod shared_chunks;
+pub(in crate::reader) mod source;
+pub(in crate::reader) mod tail;
+
+use std::collections::HashSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use super::catalog::{Catalog, ShardFacts};
+use super::{OpenOptions, Problem, SHARD_EXTENSION};
+use crate::error::{Error, Result};
+use crate::format::episode::{DecodedEpisode, EpisodeSummary};
+use crate::reader::store::cache::ChunkCache;
+use crate::reader::store::checksummed::VerifiedRecords;
+use crate::reader::store::shard::{Found, Opened, Shard};
+use crate::reader::store::shared_chunks::{layout_of, CacheStats, SharedChunks};
+
+/// The Episode record decoded last: (shard, record offset) and its episodes.
+type EpisodeBatch = ((usize, u64), Arc<Vec<DecodedEpisode>>);
+
+pub(crate) struct Store {
+    /// In the order the catalog registered them (its shard indexes are theirs).
+    pub shards: Vec<Shard>,
+    /// Files opened, or left out for good (a duplicate shard, a file that is not a shard).
+    known_files: HashSet<PathBuf>,
+    /// Files replaced or deleted under the reader since opening (it reads what it opened).
+    pub notices: Vec<Problem>,
+    pub cache: ChunkCache,
+    pub verified: VerifiedRecords,
+    last_episode_record: Mutex<Option<EpisodeBatch>>,
+}
+
+impl Store {
+    pub fn new(cache: ChunkCache) -> Store {
+        Store {
+            shards: Vec::new(),
+            known_files: HashSet::new(),
+            notices: Vec::new(),
+            cache,
+            verified: VerifiedRecords::default(),
+            last_episode_record: Mutex::new(None),
+        }
+    }
+
+    /// Opens the shard files not opened yet (in file name order). In a directory, a file that is
+    /// not a trajcore shard is left out with a problem (one damaged header must not hide the
+    /// other shards), unless `strict`.
+    pub fn open_new(&mut self, root: &Path, is_dir: bool, opts: &OpenOptions) -> Result<(Vec<Shard>, Vec<Problem>)> {
+        let (mut opened, mut problems) = (Vec::new(), Vec::new());
+        for path in self.discover(root, is_dir)? {
+            match Shard::open(&path, is_dir, opts.mmap) {
+                Ok(Opened::Shard(shard)) => opened.push(*shard),
+                Ok(Opened::NotStarted) => {}
+                Err(Error::NotTrajcore { why, .. }) if is_dir && !opts.strict => {
+                    let why = format!("not a trajcore file ({why}): the file is left out");
+                    problems.push(Problem::new(&path, 0, why));
+                    self.known_files.insert(path);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((opened, problems))
+    }
+
+    /// Shard files not opened yet, in file name order.
+    fn discover(&self, root: &Path, is_dir: bool) -> Result<Vec<PathBuf>> {
+        if !is_dir {
+            let new = self.shards.is_empty() && !self.known_files.contains(root);
+            return Ok(if new { vec![root.to_path_buf()] } else { Vec::new() });
+        }
+        if let Some(url) = crate::objstore::url::url_of(root) {
+            let listed = crate::reader::store::find_shards::shards_under(url)?;
+            return Ok(listed.into_iter().filter(|p| !self.known_files.contains(p)).collect());
+        }
+        let io = |e| Error::io(root, e);
+        let mut paths = Vec::new();
+        for entry in fs::read_dir(root).map_err(io)? {
+            let path = entry.map_err(io)?.path();
+            let is_shard = path.extension().is_some_and(|ext| ext == SHARD_EXTENSION);
+            if is_shard && !self.known_files.contains(&path) && path.is_file() {
+                paths.push(path);
+            }
+        }
+        paths.sort();
+        Ok(paths)
+    }
+
+    /// Files changed under the reader: notices are kept (`notices`), damage is returned.
+    pub fn check_changed(&mut self) -> Vec<Problem> {
+        let mut damage = Vec::new();
+        for shard in &mut self.shards {
+            match shard.check_changed() {
+                Some((problem, true)) => damage.push(problem),
+                Some((notice, false)) => self.notices.push(notice),
+                None => {}
+            }
+        }
+        damage
+    }
+
+    /// Scans the shards still being written, then the ones just `opened`, each taken in if
+    /// `register` gives it an index. A scan that fails (an I/O error) leaves its shard as it
+    /// was and stops; what the others found is returned with the error, to be taken in.
+    pub fn scan(
+        &mut self,
+        opened: Vec<Shard>,
+        mut register: impl FnMut(ShardFacts) -> Option<usize>,
+    ) -> (Vec<(usize, Found)>, Option<Error>) {
+        let mut found = Vec::new();
+        for (i, shard) in self.shards.iter_mut().enumerate() {
+            if !shard.finished {
+                match shard.scan() {
+                    Ok(f) => found.push((i, f)),
+                    Err(e) => return (found, Some(e)),
+                }
+            }
+        }
+        for mut shard in opened {
+            match shard.scan() {
+                Ok(f) => {
+                    self.known_files.insert(shard.path.clone());
+                    let facts = ShardFacts {
+                        path: shard.path.clone(),
+                        recording_id: shard.header.recording_id,
+                        seq: shard.header.shard_seq,
+                    };
+                    if let Some(index) = register(facts) {
+                        debug_assert_eq!(index, self.shards.len());
+                        self.shards.push(shard);
+                        found.push((index, f));
+                    }
+                }
+                Err(e) => return (found, Some(e)),
+            }
+        }
+        (found, None)
+    }
+
+    /// Per shard, the offset of the first damage its scans found.
+    pub fn first_damage(&self) -> Vec<Option<u64>> {
+        self.shards.iter().map(|s| s.problems.iter().chain(&s.tail).map(|p| p.offset).min()).collect()
+    }
+
+    /// The damage the shards' scans found, shard by shard.
+    pub fn problems(&self) -> impl Iterator<Item = &Problem> {
+        self.shards.iter().flat_map(|s| s.problems.iter().chain(&s.tail))
+    }
+
+    /// An episode's metadata JSON ("{}" if none), read from its Episode record. The last record
+    /// decoded is kept: an Episode record holds a batch of episodes (one compressed body), and
+    /// reading metadata in order (`convert`, filters) would otherwise decode each record once per
+    /// episode in it.
+    pub fn episode_metadata(&self, shard: usize, summary: &EpisodeSummary) -> Result<String> {
+        let file = &self.shards[shard];
+        let key = (shard, summary.record_offset);
+        let mut last = self.last_episode_record.lock().unwrap_or_else(|p| p.into_inner());
+        let batch = match last.as_ref() {
+            Some((k, batch)) if *k == key => batch.clone(),
+            _ => {
+                let batch = Arc::new(file.episode_record(summary.record_offset)?);
+                *last = Some((key, batch.clone()));
+                batch
+            }
+        };
+        drop(last);
+        file.metadata_in(&batch, summary)
+    }
+
+    /// The timelog samples stored in `shards` (in order), and the damage that left samples out.
+    pub fn timelog(&self, shards: &[usize]) -> (Vec<crate::format::timelog::Sample>, Vec<Problem>) {
+        let (mut samples, mut problems) = (Vec::new(), Vec::new());
+        for &shard in shards {
+            let shard = &self.shards[shard];
+            for &offset in &shard.timelog_records {
+                match shard.timelog_record(offset) {
+                    Ok(s) => samples.extend(s),
+                    Err(why) => problems.push(Problem::new(&shard.path, offset, why)),
+                }
+            }
+        }
+        (samples, problems)
+    }
+
+    pub fn cache_stats(&self) -> CacheStats {
+        let shared_bytes = self.cache.store().map_or(0, |s| s.size());
+        CacheStats { lru_bytes: self.cache.capacity(), shared_bytes, decodes: self.cache.decodes() }
+    }
+
+    /// The shared store's descriptor, for a spawned process to `adopt_shared_chunks`.
+    pub fn shared_chunks_fd(&self) -> Option<i32> {
+        self.cache.store().map(SharedChunks::fd)
+    }
+
+    /// Uses the shared store of the process that handed over `fd` (taking ownership of it)
+    /// instead of this one's, when laid out for the same chunks (those `catalog` lists); else
+    /// closes it. Returns whether it was adopted.
+    ///
+    /// # Safety
+    /// `fd` must be an open descriptor this process owns and uses nowhere else.
+    pub unsafe fn adopt_shared_chunks(&mut self, catalog: &Catalog, fd: i32) -> bool {
+        use std::os::fd::FromRawFd;
+        // SAFETY: the caller hands over ownership of an open descriptor.
+        let file = unsafe { fs::File::from_raw_fd(fd) };
+        let layout = || layout_of(catalog, &self.shards);
+        match self.cache.store().and_then(|_| SharedChunks::adopt(file, layout())) {
+            Some(store) => {
+                self.cache = ChunkCache::with_store(self.cache.capacity(), Some(store));
+                true
+            }
+            None => false,
+        }
+    }
+}
