@@ -161,7 +161,7 @@ fn write_all(src: &Dataset, dir: &Path, opts: &ConvertOptions) -> Result<Convert
         let mut replay = Replay::start(src, recording, dir, opts, "convert")?;
         for &i in &mine {
             let s = &src.episodes()[i].summary;
-            replay.episode(src, recording, s, &src.episode_metadata(i)?, &format!("episode {i}"))?;
+            replay.episode(src, recording, s, &src.view().episode_metadata(i)?, &format!("episode {i}"))?;
             out.episodes += 1;
             out.steps += s.length;
         }
@@ -435,14 +435,14 @@ fn read_span(src: &Dataset, recording: usize, lane: u32, spec: &ColumnSpec, s: &
     let (first, n) = episode_span(s, spec.timeline)
         .ok_or_else(|| Error::Invalid(format!("episode {}: row numbers overflow", s.episode_id)))?;
     let Some(row_bytes) = spec.row_bytes() else {
-        return Ok(ColumnData::Strings(src.read_strings(recording, lane, spec.id, first, n)?));
+        return Ok(ColumnData::Strings(src.view().read_strings(recording, lane, spec.id, first, n)?));
     };
     let too_large = || Error::Invalid(format!("column '{}': {n} rows are too large to read at once", spec.name));
     let rows = usize::try_from(n).map_err(|_| too_large())?;
     let mut bytes = Vec::new();
     bytes.try_reserve_exact(rows.checked_mul(row_bytes).ok_or_else(too_large)?).map_err(|_| too_large())?;
     bytes.resize(rows * row_bytes, 0);
-    src.read_rows(recording, lane, spec.id, first, n, &mut bytes)?;
+    src.view().read_rows(recording, lane, spec.id, first, n, &mut bytes)?;
     let shape = std::iter::once(Ok(rows))
         .chain(spec.shape.iter().map(|&d| usize::try_from(d).map_err(|_| too_large())))
         .collect::<Result<Vec<_>>>()?;

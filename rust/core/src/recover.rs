@@ -53,7 +53,7 @@ pub fn recover_leaving_out(src: &Path, dst: &Path, left_out: &[(usize, String)])
     let ds = Dataset::open(src, OpenOptions::default())?;
     crate::reader::store::no_shard::check_dataset(&ds)?;
     let report = verify(&ds);
-    let plan = ds.salvage(&report);
+    let plan = ds.view().salvage(&report);
     let written = into_place(dst, "recovering", |tmp| write_plan(&ds, &plan, left_out, tmp))?;
     Ok(Recovered { shards: moved(&written.shards, dst), source: report, ..written })
 }

@@ -5,7 +5,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::format::codec::RowLayout;
 
 pub type ColumnId = u32;
 
@@ -25,6 +24,17 @@ pub enum Role {
     Reward,
     Terminated,
     Truncated,
+}
+
+/// How a column's rows are laid out, as the encoder needs it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RowLayout {
+    /// Bytes of a row; `None` for variable-length columns.
+    pub row_bytes: Option<usize>,
+    /// Frames along axis 0 for the frame-stack filter to look for shifts in (`None`: do not).
+    pub stack: Option<usize>,
+    /// Small integer rows: try delta and keep it where it compresses smaller.
+    pub try_delta: bool,
 }
 
 /// How a column's chunks are stored. Applied in order when writing, undone in reverse when reading.

@@ -43,10 +43,14 @@ fn same_episodes(src: &Dataset, dst: &Dataset, picked: &[usize], ids_kept: bool)
         let (a, b) = (&src.episodes()[i], &dst.episodes()[j]);
         assert_eq!(key(&a.summary, ids_kept), key(&b.summary, ids_kept), "episode {i}");
         for c in &src.recordings()[a.recording].columns {
-            let want = src.read_episode_column(i, &c.name).unwrap();
-            assert_eq!(dst.read_episode_column(j, &c.name).unwrap(), want, "episode {i} column {}", c.name);
+            let want = src.view().read_episode_column(i, &c.name).unwrap();
+            assert_eq!(dst.view().read_episode_column(j, &c.name).unwrap(), want, "episode {i} column {}", c.name);
         }
-        assert_eq!(dst.episode_metadata(j).unwrap(), src.episode_metadata(i).unwrap(), "episode {i} metadata");
+        assert_eq!(
+            dst.view().episode_metadata(j).unwrap(),
+            src.view().episode_metadata(i).unwrap(),
+            "episode {i} metadata"
+        );
     }
 }
 
@@ -57,7 +61,7 @@ fn converted_dataset_reads_back_identical() {
     let src = open(src_dir.path());
     assert_eq!(src.episodes().len(), expected.len(), "{:?}", src.problems());
     assert!(expected.iter().any(|e| !e.complete), "incomplete episodes exercised");
-    assert!((0..src.episodes().len()).any(|i| src.episode_metadata(i).unwrap() != "{}"), "metadata exercised");
+    assert!((0..src.episodes().len()).any(|i| src.view().episode_metadata(i).unwrap() != "{}"), "metadata exercised");
 
     let out = tempfile::tempdir().unwrap();
     let dst_path = out.path().join("raw");
@@ -79,7 +83,7 @@ fn converted_dataset_reads_back_identical() {
     assert_eq!(meta["user"]["converted_from"]["autoreset_mode"], "next_step");
     // Raw observation rows are now seen in place.
     let i = (0..dst.episodes().len()).find(|&i| dst.episodes()[i].summary.length > 2).unwrap();
-    assert!(dst.view_episode_column(i, "obs").unwrap().is_some());
+    assert!(dst.view().view_episode_column(i, "obs").unwrap().is_some());
 
     // A subset, into a directory that exists but is empty; a non-empty one is refused.
     let subset = out.path().join("subset");

@@ -62,7 +62,7 @@ fn check(path: &Path, expected: &Value) {
         assert_eq!(got, exp, "{} episode {i}", path.display());
         for (column, key) in [("obs", "observations"), ("action", "actions"), ("reward", "rewards")] {
             assert_eq!(
-                floats(ds.read_episode_column(i, column).unwrap()),
+                floats(ds.view().read_episode_column(i, column).unwrap()),
                 flat(&w[key]),
                 "{} episode {i} {column}",
                 path.display()

@@ -312,7 +312,7 @@ fn chunks_that_pass_their_checksum_but_do_not_decode_are_found() {
         let mut failed = false;
         for spec in &sim.columns {
             if ds.column_id(ds.episodes()[i].recording, &spec.name).is_some() {
-                match ds.read_episode_column(i, &spec.name) {
+                match ds.view().read_episode_column(i, &spec.name) {
                     Ok(_) => {}
                     Err(Error::Corrupt { path, offset, .. }) => {
                         assert!(want.contains(&(path, offset)));
@@ -398,7 +398,11 @@ fn open_verified_leaves_damaged_episodes_out() {
 }
 
 fn fields(ds: &Dataset) -> Vec<Field> {
-    vec![ds.field("obs", false).unwrap(), ds.field("obs", true).unwrap(), ds.field("action", false).unwrap()]
+    vec![
+        ds.view().field("obs", false).unwrap(),
+        ds.view().field("obs", true).unwrap(),
+        ds.view().field("action", false).unwrap(),
+    ]
 }
 
 /// Gathers `windows` leniently into fresh buffers; returns the buffers and the damage found.
@@ -413,7 +417,7 @@ fn gather(
     let mut bufs: Vec<Vec<u8>> = fields.iter().map(|f| vec![0xEE; rows * f.row_bytes.unwrap()]).collect();
     let mut outs: Vec<Out<'_>> = bufs.iter_mut().map(|b| Out::Fixed(b)).collect();
     let draw = Draw { set: ds.all_episodes(), redraw, kind, fields: &fields };
-    let found = ds.gather_lenient(draw, windows, &mut outs, None)?;
+    let found = ds.view().gather_lenient(draw, windows, &mut outs, None)?;
     Ok((bufs, found))
 }
 
@@ -463,8 +467,8 @@ fn lenient_sampling_leaves_damaged_episodes_out_and_goes_on() {
         check_rows(&sim, &ds, PAIRS, &seqs, &bufs);
     }
     assert_eq!(first_seen, Some(0), "the first batch found it");
-    assert_eq!(ds.damaged_episodes(), bad);
-    assert_eq!(ds.read_damage().len(), 1);
+    assert_eq!(ds.view().damaged_episodes(), bad);
+    assert_eq!(ds.view().read_damage().len(), 1);
 
     // Deterministic: a seed gives the same batch on a dataset that has seen nothing yet.
     let fresh = Dataset::open(dir.path(), lenient()).unwrap();
@@ -504,7 +508,7 @@ fn lenient_sampling_leaves_damaged_episodes_out_and_goes_on() {
         })
         .count();
     assert!(failures > 0);
-    assert!(strict.damaged_episodes().is_empty());
+    assert!(strict.view().damaged_episodes().is_empty());
 }
 
 #[test]
@@ -538,18 +542,18 @@ fn a_lost_column_description_is_a_damaged_file_not_a_wrong_name() {
     let ds = Dataset::open(&path, lenient()).unwrap();
     assert!(ds.column_id(0, &name).is_none());
     let last = ds.episodes().len() - 1;
-    match ds.read_episode_column(last, &name) {
+    match ds.view().read_episode_column(last, &name) {
         Err(Error::Corrupt { path: p, offset, why }) => {
             assert_eq!(p, path);
             assert!(offset > 0 && why.contains(&format!("column '{name}' is unreadable")), "{offset} {why}");
         }
         other => panic!("{other:?}"),
     }
-    assert!(matches!(ds.field(&name, false), Err(Error::Corrupt { .. })));
+    assert!(matches!(ds.view().field(&name, false), Err(Error::Corrupt { .. })));
     // A name no recording ever had, in an intact file, is still a wrong name.
     let (_, good) = small_sim(true);
     write(&path, &good);
     let ds = Dataset::open(&path, STRICT).unwrap();
-    assert!(matches!(ds.read_episode_column(0, "no/such"), Err(Error::Schema { .. })));
-    assert!(matches!(ds.field("no/such", false), Err(Error::Schema { .. })));
+    assert!(matches!(ds.view().read_episode_column(0, "no/such"), Err(Error::Schema { .. })));
+    assert!(matches!(ds.view().field("no/such", false), Err(Error::Schema { .. })));
 }

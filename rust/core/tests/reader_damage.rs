@@ -23,7 +23,7 @@ fn lenient() -> OpenOptions {
 fn read_all(ds: &Dataset, sim: &Sim) -> bool {
     let mut failed = check_values_or_corrupt(ds, sim);
     for i in 0..ds.episodes().len() {
-        match ds.episode_metadata(i) {
+        match ds.view().episode_metadata(i) {
             Ok(_) => {}
             Err(Error::Corrupt { .. }) => failed = true,
             Err(e) => panic!("metadata of episode {i}: {e}"),
@@ -109,7 +109,7 @@ fn flipped_bytes_are_caught_and_earlier_data_survives() {
                 for (i, e) in intact.iter().enumerate() {
                     for spec in &sim.columns {
                         if ds.column_id(0, &spec.name).is_some() {
-                            let got = ds.read_episode_column(i, &spec.name).unwrap();
+                            let got = ds.view().read_episode_column(i, &spec.name).unwrap();
                             assert_eq!(got, sim.expected(e, spec), "flip at {at}: episode {i} {}", spec.name);
                         }
                     }
@@ -152,14 +152,14 @@ fn damaged_chunk_fails_at_read_time_naming_file_and_offset() {
             if ds.column_id(0, &spec.name).is_none() {
                 continue;
             }
-            match ds.read_episode_column(i, &spec.name) {
+            match ds.view().read_episode_column(i, &spec.name) {
                 Ok(data) => assert_eq!(data, sim.expected(sim.listed()[i], spec)),
                 Err(Error::Corrupt { path: p, offset, why }) => {
                     assert_eq!((p.as_path(), offset), (path.as_path(), chunk.data_offset));
                     assert!(why.contains("checksum"), "{why}");
                     failures += 1;
                     // And again: still refused.
-                    assert!(ds.read_episode_column(i, &spec.name).is_err());
+                    assert!(ds.view().read_episode_column(i, &spec.name).is_err());
                 }
                 Err(e) => panic!("{e}"),
             }
@@ -346,19 +346,19 @@ fn hostile_records_with_valid_checksums_never_panic() {
                 opened += 1;
                 damaged += usize::from(!ds.problems().is_empty());
                 for i in 0..ds.episodes().len() {
-                    let _ = ds.episode_metadata(i);
+                    let _ = ds.view().episode_metadata(i);
                     for spec in &sim.columns {
-                        let _ = ds.read_episode_column(i, &spec.name);
-                        let _ = ds.view_episode_column(i, &spec.name);
+                        let _ = ds.view().read_episode_column(i, &spec.name);
+                        let _ = ds.view().view_episode_column(i, &spec.name);
                     }
                 }
                 for rec in 0..ds.recordings().len() {
                     for (col, spec) in ds.recordings()[rec].columns.iter().enumerate() {
                         if let Some(row) = spec.row_bytes().filter(|&r| r < 1 << 16) {
                             let mut out = vec![0u8; row * 9];
-                            let _ = ds.read_rows(rec, 0, col as u32, 3, 9, &mut out);
+                            let _ = ds.view().read_rows(rec, 0, col as u32, 3, 9, &mut out);
                         } else {
-                            let _ = ds.read_strings(rec, 0, col as u32, 3, 9);
+                            let _ = ds.view().read_strings(rec, 0, col as u32, 3, 9);
                         }
                     }
                 }
@@ -396,7 +396,7 @@ fn random_garbage_after_a_valid_header_never_panics() {
         write(&path, &buf);
         if let Ok(ds) = Dataset::open(&path, lenient()) {
             for i in 0..ds.episodes().len() {
-                let _ = ds.episode_metadata(i);
+                let _ = ds.view().episode_metadata(i);
             }
         }
     }

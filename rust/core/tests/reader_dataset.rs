@@ -30,7 +30,7 @@ fn check_recording(ds: &Dataset, recording: usize, sim: &Sim, expected: &[&SimEp
             (e.lane, e.obs_first_row, e.step_first_row, e.length)
         );
         for spec in &sim.columns {
-            assert_eq!(ds.read_episode_column(i, &spec.name).unwrap(), sim.expected(e, spec), "{}", spec.name);
+            assert_eq!(ds.view().read_episode_column(i, &spec.name).unwrap(), sim.expected(e, spec), "{}", spec.name);
         }
     }
 }
@@ -113,7 +113,7 @@ fn recordings_are_grouped_and_episodes_follow_file_name_order() {
     assert_eq!(order, vec![(0, 0), (1, 1), (0, 2), (0, 2), (0, 3), (0, 3), (0, 3)]);
     check_recording(&ds, 0, &a, &a.listed());
     check_recording(&ds, 1, &b, &b.listed());
-    assert_eq!(ds.episode_metadata(1).unwrap(), r#"{"b": 1}"#);
+    assert_eq!(ds.view().episode_metadata(1).unwrap(), r#"{"b": 1}"#);
     let steps: u64 = a.listed().iter().chain(b.listed().iter()).map(|e| e.length).sum();
     assert_eq!(ds.num_steps(), steps);
 }
@@ -226,7 +226,7 @@ fn views_survive_a_refresh() {
     let path = dir.path().join("views.trj");
     append(&path, &bytes[..cut]);
     let mut ds = Dataset::open(&path, lenient()).unwrap();
-    let (_, _, view) = ds.view_episode_column(0, "reward").unwrap().unwrap();
+    let (_, _, view) = ds.view().view_episode_column(0, "reward").unwrap().unwrap();
     let before = view.bytes().to_vec();
     append(&path, &bytes[cut..]);
     assert_eq!(ds.refresh().unwrap(), 1);

@@ -42,11 +42,11 @@ fn dataset(dir: &std::path::Path, id: u8) -> Dataset {
 fn fields(ds: &Dataset) -> Vec<Field> {
     let mut out = Vec::new();
     for name in ["obs", "obs/img", "info/msg", "info/extra", "info/_extra"] {
-        out.push(ds.field(name, false).unwrap());
-        out.push(ds.field(name, true).unwrap());
+        out.push(ds.view().field(name, false).unwrap());
+        out.push(ds.view().field(name, true).unwrap());
     }
     for name in ["action", "reward", "terminated"] {
-        out.push(ds.field(name, false).unwrap());
+        out.push(ds.view().field(name, false).unwrap());
     }
     out
 }
@@ -74,7 +74,7 @@ fn gather(ds: &Dataset, fields: &[Field], windows: &[Window], length: usize, pad
             Buf::Strings(v) => Out::Strings(v),
         })
         .collect();
-    ds.gather(fields, windows, length, pad, &mut outs, Some(&mut mask)).unwrap();
+    ds.view().gather(fields, windows, length, pad, &mut outs, Some(&mut mask)).unwrap();
     (bufs, mask)
 }
 
@@ -87,7 +87,7 @@ fn expected(ds: &Dataset, field: &Field, w: Window, length: usize) -> Buf {
     let t = e.summary.length as usize;
     let rows: Vec<usize> = (w.start as usize..w.start as usize + length).map(|r| r + shift).collect();
     let valid = |r: usize| r - shift < t;
-    match (field.row_bytes, known.then(|| ds.read_episode_column(w.episode, &field.column).unwrap())) {
+    match (field.row_bytes, known.then(|| ds.view().read_episode_column(w.episode, &field.column).unwrap())) {
         (Some(rb), Some(ColumnData::Fixed { bytes, .. })) => Buf::Fixed(
             rows.iter()
                 .flat_map(|&r| if valid(r) { bytes[r * rb..(r + 1) * rb].to_vec() } else { vec![0; rb] })
@@ -164,24 +164,24 @@ fn gathered_rows_equal_episode_reads() {
 fn windows_past_the_end_need_pad() {
     let dir = tempfile::tempdir().unwrap();
     let ds = dataset(dir.path(), 2);
-    let fields = [ds.field("reward", false).unwrap()];
+    let fields = [ds.view().field("reward", false).unwrap()];
     let e = (0..ds.episodes().len()).find(|&i| ds.episodes()[i].summary.length == 2).unwrap();
     let mut buf = vec![0u8; 8 * 3];
     let window = [Window { episode: e, start: 0 }];
-    let err = ds.gather(&fields, &window, 3, false, &mut [Out::Fixed(&mut buf)], None).unwrap_err();
+    let err = ds.view().gather(&fields, &window, 3, false, &mut [Out::Fixed(&mut buf)], None).unwrap_err();
     assert!(matches!(err, Error::Invalid(ref m) if m.contains("pad")), "{err}");
-    ds.gather(&fields, &window, 3, true, &mut [Out::Fixed(&mut buf)], None).unwrap();
+    ds.view().gather(&fields, &window, 3, true, &mut [Out::Fixed(&mut buf)], None).unwrap();
     let bad = [Window { episode: e, start: 2 }];
     assert!(matches!(
-        ds.gather(&fields, &bad, 1, true, &mut [Out::Fixed(&mut buf[..8])], None),
+        ds.view().gather(&fields, &bad, 1, true, &mut [Out::Fixed(&mut buf[..8])], None),
         Err(Error::OutOfRange(_))
     ));
     let bad = [Window { episode: ds.episodes().len(), start: 0 }];
-    assert!(ds.gather(&fields, &bad, 1, false, &mut [Out::Fixed(&mut buf[..8])], None).is_err());
+    assert!(ds.view().gather(&fields, &bad, 1, false, &mut [Out::Fixed(&mut buf[..8])], None).is_err());
     // A buffer of the wrong size is refused, not written past.
-    assert!(ds.gather(&fields, &window[..], 1, false, &mut [Out::Fixed(&mut buf[..7])], None).is_err());
-    assert!(matches!(ds.field("nope", false), Err(Error::Schema { .. })));
-    assert!(matches!(ds.field("reward", true), Err(Error::Invalid(_))));
+    assert!(ds.view().gather(&fields, &window[..], 1, false, &mut [Out::Fixed(&mut buf[..7])], None).is_err());
+    assert!(matches!(ds.view().field("nope", false), Err(Error::Schema { .. })));
+    assert!(matches!(ds.view().field("reward", true), Err(Error::Invalid(_))));
 }
 
 #[test]
@@ -193,7 +193,7 @@ fn subsets_and_several_recordings() {
     let fields = fields(&ds);
     let n = ds.episodes().len();
     let picked: Vec<usize> = (0..n).filter(|i| i % 3 != 1).collect();
-    let set = ds.episode_set(&picked).unwrap();
+    let set = ds.view().episode_set(&picked).unwrap();
     assert_eq!(set.num_steps(), picked.iter().map(|&i| ds.episodes()[i].summary.length).sum::<u64>());
     let windows = sample_steps(&set, 300, 1).unwrap();
     assert!(windows.iter().all(|w| w.episode % 3 != 1));
@@ -207,7 +207,7 @@ fn subsets_and_several_recordings() {
     let windows = sample_windows(cold.all_episodes(), 64, 2, false, 5).unwrap();
     check(&cold, &fields, &windows, 2, false);
     set_max_threads(0);
-    assert!(ds.episode_set(&[n]).is_err());
+    assert!(ds.view().episode_set(&[n]).is_err());
 }
 
 #[test]
@@ -221,7 +221,7 @@ fn uninitialized_outputs_are_written_whole() {
         let (Some(rb), Buf::Fixed(want)) = (field.row_bytes, want) else { continue };
         // Junk, not uninitialized memory, so reading back is defined whatever the gather did.
         let mut raw = vec![std::mem::MaybeUninit::new(0xAAu8); windows.len() * 6 * rb];
-        ds.gather(std::slice::from_ref(field), &windows, 6, true, &mut [Out::Uninit(&mut raw)], None).unwrap();
+        ds.view().gather(std::slice::from_ref(field), &windows, 6, true, &mut [Out::Uninit(&mut raw)], None).unwrap();
         // SAFETY: every byte was initialized (to junk) before the gather.
         let got: Vec<u8> = raw.iter().map(|b| unsafe { b.assume_init() }).collect();
         assert_eq!(&got, want, "{}", field.column);
@@ -253,12 +253,12 @@ fn check_range(ds: &Dataset, set: &EpisodeSet, fields: &[Field], first: u64, n: 
     let windows: Vec<Window> =
         set.locate_steps(&steps).unwrap().into_iter().map(|(episode, start)| Window { episode, start }).collect();
     let mut want = outputs(fields, n as usize);
-    ds.gather(fields, &windows, 1, false, &mut outs(&mut want), None).unwrap();
+    ds.view().gather(fields, &windows, 1, false, &mut outs(&mut want), None).unwrap();
     let mut got = outputs(fields, n as usize);
     let (mut episodes, mut steps) =
         (vec![MaybeUninit::new(0xAA); n as usize * 8], vec![MaybeUninit::new(0xAA); n as usize * 8]);
     let indexes = IndexOut { episodes: &mut episodes, steps: &mut steps };
-    let (read, damage) = ds.read_range(set, fields, first, n, &mut outs(&mut got), Some(indexes)).unwrap();
+    let (read, damage) = ds.view().read_range(set, fields, first, n, &mut outs(&mut got), Some(indexes)).unwrap();
     assert!(damage.is_empty());
     let int64s = |b: &[MaybeUninit<u8>]| -> Vec<u64> {
         // SAFETY: every byte was initialized above, and written since.
@@ -295,9 +295,10 @@ fn range_reads_equal_step_by_step_gathers() {
     let fields = fields(&ds);
     let n = ds.episodes().len();
     let picked: Vec<usize> = (0..n).filter(|i| i % 4 != 2).rev().collect();
-    let subset = ds.episode_set(&picked).unwrap();
+    let subset = ds.view().episode_set(&picked).unwrap();
     // Lane by lane: the reads that are cut into parts for several threads.
-    let (in_file, subset_in_file) = (ds.file_order(ds.all_episodes()).unwrap(), ds.file_order(&subset).unwrap());
+    let (in_file, subset_in_file) =
+        (ds.view().file_order(ds.all_episodes()).unwrap(), ds.view().file_order(&subset).unwrap());
     assert!(in_file.is_by_lane() && !subset.is_by_lane());
     let mut rng = SplitMix64::new(11);
     let configs = [(1, usize::MAX, 64 << 20, usize::MAX), (3, 1, 64 << 20, 1), (3, 1, 1, usize::MAX), (2, 1, 2000, 1)];
@@ -315,7 +316,7 @@ fn range_reads_equal_step_by_step_gathers() {
                 check_range(&ds, set, &fields, first, 1 + rng.below(total - first));
             }
             let mut bufs = outputs(&fields, 2);
-            let err = ds.read_range(set, &fields, total - 1, 2, &mut outs(&mut bufs), None).unwrap_err();
+            let err = ds.view().read_range(set, &fields, total - 1, 2, &mut outs(&mut bufs), None).unwrap_err();
             assert!(matches!(err, Error::OutOfRange(ref m) if m.contains("out of range")), "{err}");
         }
     }
@@ -341,7 +342,7 @@ fn chunk_prefixes_serve_only_the_rows_they_hold() {
     let ds = Dataset::open(dir.path(), OpenOptions::default()).unwrap();
     let fields: Vec<Field> = [("obs", false), ("obs", true), ("obs/img", true), ("info/msg", false), ("action", false)]
         .iter()
-        .map(|&(name, next)| ds.field(name, next).unwrap())
+        .map(|&(name, next)| ds.view().field(name, next).unwrap())
         .collect();
     for (episode, start) in [(0, 0), (0, 1), (0, 3), (0, 70), (0, 40), (0, 127), (0, 149), (1, 0), (1, 39), (1, 5)] {
         check(&ds, &fields, &[Window { episode, start }], 1, false);

@@ -24,11 +24,11 @@ fn every_regression_file_reads_or_errors() {
         for (strict, mmap) in [(false, true), (true, true), (false, false)] {
             let Ok(ds) = Dataset::open(&path, OpenOptions { strict, cache_bytes: 8 << 20, mmap }) else { continue };
             for episode in 0..ds.episodes().len() {
-                let _ = ds.episode_metadata(episode);
+                let _ = ds.view().episode_metadata(episode);
                 let recording = ds.episodes()[episode].recording;
                 let names: Vec<String> = ds.recordings()[recording].columns.iter().map(|c| c.name.clone()).collect();
                 for name in names {
-                    let _ = ds.read_episode_column(episode, &name);
+                    let _ = ds.view().read_episode_column(episode, &name);
                 }
             }
             if strict {

@@ -109,14 +109,14 @@ fn rows_across_chunks_lanes_and_ranges() {
         for lane in 0..3u32 {
             for (first, n) in [(0u64, 1u64), (0, 40), (5, 9), (6, 1), (13, 20), (30, 60), (1000, 3), (7, 0)] {
                 if spec.dtype == "str" {
-                    let got = ds.read_strings(0, lane, spec.id, first, n).unwrap();
+                    let got = ds.view().read_strings(0, lane, spec.id, first, n).unwrap();
                     assert_eq!(got.len() as u64, n);
                     if first >= 1000 {
                         assert!(got.iter().all(String::is_empty), "rows never written read as empty strings");
                     }
                 } else {
                     let mut out = vec![0xAAu8; n as usize * spec.row_bytes().unwrap()];
-                    ds.read_rows(0, lane, spec.id, first, n, &mut out).unwrap();
+                    ds.view().read_rows(0, lane, spec.id, first, n, &mut out).unwrap();
                     if first >= 1000 {
                         assert!(out.iter().all(|&b| b == 0), "rows never written read as zeros");
                     }
@@ -146,27 +146,27 @@ fn read_rows_matches_raw_rows() {
             for n in [1u64, 5, 13, total - first] {
                 let n = n.min(total - first);
                 if spec.dtype == "str" {
-                    let got = ds.read_strings(0, 0, spec.id, first, n).unwrap();
+                    let got = ds.view().read_strings(0, 0, spec.id, first, n).unwrap();
                     let want: Vec<String> = (first..first + n).map(|r| str_row(spec, 0, r)).collect();
                     assert_eq!(got, want);
                 } else {
                     let mut out = vec![0u8; n as usize * spec.row_bytes().unwrap()];
-                    ds.read_rows(0, 0, spec.id, first, n, &mut out).unwrap();
+                    ds.view().read_rows(0, 0, spec.id, first, n, &mut out).unwrap();
                     assert_eq!(out, raw_rows(spec, 0, first, n), "{} rows {first}+{n}", spec.name);
                 }
             }
         }
         // Past the end: zeros / empty strings.
         if spec.dtype == "str" {
-            assert_eq!(ds.read_strings(0, 0, spec.id, total - 1, 3).unwrap()[1..], ["", ""]);
+            assert_eq!(ds.view().read_strings(0, 0, spec.id, total - 1, 3).unwrap()[1..], ["", ""]);
         } else {
             let row = spec.row_bytes().unwrap();
             let mut out = vec![1u8; 3 * row];
-            ds.read_rows(0, 0, spec.id, total - 1, 3, &mut out).unwrap();
+            ds.view().read_rows(0, 0, spec.id, total - 1, 3, &mut out).unwrap();
             assert_eq!(out[..row], raw_rows(spec, 0, total - 1, 1)[..]);
             assert!(out[row..].iter().all(|&b| b == 0));
             // A lane with no rows at all.
-            ds.read_rows(0, 5, spec.id, 0, 3, &mut out).unwrap();
+            ds.view().read_rows(0, 5, spec.id, 0, 3, &mut out).unwrap();
             assert!(out.iter().all(|&b| b == 0));
         }
     }
@@ -184,14 +184,14 @@ fn raw_columns_are_viewed_in_place() {
     let path = dir.path().join("view.trj");
     write(&path, &bytes);
     let ds = open(&path);
-    let (dtype, shape, view) = ds.view_episode_column(1, "action").unwrap().expect("raw column is viewable");
+    let (dtype, shape, view) = ds.view().view_episode_column(1, "action").unwrap().expect("raw column is viewable");
     assert_eq!(dtype.name(), "int64");
     assert_eq!(shape, vec![5]);
-    let ColumnData::Fixed { bytes, .. } = ds.read_episode_column(1, "action").unwrap() else { panic!() };
+    let ColumnData::Fixed { bytes, .. } = ds.view().read_episode_column(1, "action").unwrap() else { panic!() };
     assert_eq!(view.bytes(), &bytes[..]);
     assert_eq!(view.bytes().as_ptr() as usize % 8, 0, "aligned for int64");
-    assert!(ds.view_episode_column(1, "obs").unwrap().is_none(), "zstd column is not viewable");
-    assert!(ds.view_episode_column(1, "info/msg").unwrap().is_none(), "str column is not viewable");
+    assert!(ds.view().view_episode_column(1, "obs").unwrap().is_none(), "zstd column is not viewable");
+    assert!(ds.view().view_episode_column(1, "info/msg").unwrap().is_none(), "str column is not viewable");
     // The view outlives the dataset.
     drop(ds);
     assert_eq!(view.bytes(), &bytes[..]);
@@ -205,16 +205,16 @@ fn read_errors_name_the_problem() {
     write(&path, &bytes);
     let ds = open(&path);
     let mut out = vec![0u8; 5];
-    assert!(matches!(ds.read_rows(0, 0, 0, 0, 1, &mut out), Err(Error::Invalid(_))));
-    assert!(matches!(ds.read_rows(0, 0, 5, 0, 1, &mut out), Err(Error::Schema { .. })), "str column");
-    assert!(matches!(ds.read_strings(0, 0, 0, 0, 1), Err(Error::Schema { .. })), "fixed column");
-    assert!(matches!(ds.read_rows(1, 0, 0, 0, 1, &mut out), Err(Error::OutOfRange(_))), "recording");
-    assert!(matches!(ds.read_rows(0, 0, 99, 0, 1, &mut out), Err(Error::Invalid(_))), "column");
-    assert!(matches!(ds.read_episode_column(0, "nope"), Err(Error::Schema { .. })));
-    assert!(matches!(ds.read_episode_column(99, "obs"), Err(Error::OutOfRange(_))));
-    assert!(matches!(ds.episode_metadata(99), Err(Error::OutOfRange(_))));
-    assert!(matches!(ds.read_rows(0, 0, 0, u64::MAX, 1, &mut [0u8; 12]), Err(Error::Invalid(_))));
-    assert!(matches!(ds.read_strings(0, 0, 5, 0, u64::MAX), Err(Error::Invalid(_))));
+    assert!(matches!(ds.view().read_rows(0, 0, 0, 0, 1, &mut out), Err(Error::Invalid(_))));
+    assert!(matches!(ds.view().read_rows(0, 0, 5, 0, 1, &mut out), Err(Error::Schema { .. })), "str column");
+    assert!(matches!(ds.view().read_strings(0, 0, 0, 0, 1), Err(Error::Schema { .. })), "fixed column");
+    assert!(matches!(ds.view().read_rows(1, 0, 0, 0, 1, &mut out), Err(Error::OutOfRange(_))), "recording");
+    assert!(matches!(ds.view().read_rows(0, 0, 99, 0, 1, &mut out), Err(Error::Invalid(_))), "column");
+    assert!(matches!(ds.view().read_episode_column(0, "nope"), Err(Error::Schema { .. })));
+    assert!(matches!(ds.view().read_episode_column(99, "obs"), Err(Error::OutOfRange(_))));
+    assert!(matches!(ds.view().episode_metadata(99), Err(Error::OutOfRange(_))));
+    assert!(matches!(ds.view().read_rows(0, 0, 0, u64::MAX, 1, &mut [0u8; 12]), Err(Error::Invalid(_))));
+    assert!(matches!(ds.view().read_strings(0, 0, 5, 0, u64::MAX), Err(Error::Invalid(_))));
     assert_eq!(ds.column_id(0, "reward"), Some(3));
     assert_eq!(ds.column_id(0, "nope"), None);
     assert_eq!(ds.column_id(7, "reward"), None);
@@ -268,7 +268,7 @@ fn dataset_is_send_and_sync_and_reads_from_threads() {
                 for round in 0..3 {
                     for i in (0..listed.len()).rev().skip((t + round) % 3) {
                         for spec in &sim.columns {
-                            let got = ds.read_episode_column(i, &spec.name).unwrap();
+                            let got = ds.view().read_episode_column(i, &spec.name).unwrap();
                             assert_eq!(got, sim.expected(listed[i], spec));
                         }
                     }

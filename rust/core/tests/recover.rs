@@ -98,12 +98,12 @@ fn rows(ds: &Dataset, lane: u32, spec: &ColumnSpec, first: u64, n: u64) -> Colum
     match spec.row_bytes() {
         Some(rb) => {
             let mut bytes = vec![0; n as usize * rb];
-            ds.read_rows(0, lane, spec.id, first, n, &mut bytes).unwrap();
+            ds.view().read_rows(0, lane, spec.id, first, n, &mut bytes).unwrap();
             let mut shape = vec![n as usize];
             shape.extend(spec.shape.iter().map(|&d| d as usize));
             ColumnData::Fixed { dtype: spec.dtype().unwrap(), shape, bytes }
         }
-        None => ColumnData::Strings(ds.read_strings(0, lane, spec.id, first, n).unwrap()),
+        None => ColumnData::Strings(ds.view().read_strings(0, lane, spec.id, first, n).unwrap()),
     }
 }
 
@@ -184,9 +184,14 @@ fn intact_episodes_whole_and_the_intact_prefix_of_damaged_ones() {
                     Timeline::Step => (a.step_first_row, k),
                 };
                 let want = rows(&source, a.lane, spec, first, n);
-                assert_eq!(out.read_episode_column(j, &spec.name).unwrap(), want, "episode {i} column {}", spec.name);
+                assert_eq!(
+                    out.view().read_episode_column(j, &spec.name).unwrap(),
+                    want,
+                    "episode {i} column {}",
+                    spec.name
+                );
             }
-            assert_eq!(out.episode_metadata(j).unwrap(), source.episode_metadata(i).unwrap());
+            assert_eq!(out.view().episode_metadata(j).unwrap(), source.view().episode_metadata(i).unwrap());
         }
         // The destination must be new (or empty: when nothing was left to write, it is).
         if !expected.is_empty() {
@@ -244,7 +249,10 @@ fn an_intact_dataset_comes_out_the_same() {
     assert!(done.source.is_intact());
     for i in 0..a.episodes().len() {
         for c in &a.recordings()[0].columns {
-            assert_eq!(a.read_episode_column(i, &c.name).unwrap(), b.read_episode_column(i, &c.name).unwrap());
+            assert_eq!(
+                a.view().read_episode_column(i, &c.name).unwrap(),
+                b.view().read_episode_column(i, &c.name).unwrap()
+            );
         }
     }
 }

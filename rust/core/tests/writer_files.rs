@@ -101,8 +101,13 @@ fn small_shards_split_a_recording_and_read_back_identical() {
                 let Some(col) = ds.column_id(0, name) else { continue };
                 let timeline = ds.recordings()[0].columns[col as usize].timeline;
                 let rows = e.summary.length as usize + (timeline == Timeline::Obs) as usize;
-                let want = slice_rows(ds.read_episode_column(i, name).unwrap(), skip, rows);
-                assert_eq!(alone.read_episode_column(j, name).unwrap(), want, "{}: episode {j} {name}", f.display());
+                let want = slice_rows(ds.view().read_episode_column(i, name).unwrap(), skip, rows);
+                assert_eq!(
+                    alone.view().read_episode_column(j, name).unwrap(),
+                    want,
+                    "{}: episode {j} {name}",
+                    f.display()
+                );
             }
         }
     }
@@ -247,7 +252,7 @@ fn check_ids_per_recording(ds: &Dataset, expected: &[ExpEpisode]) {
             (want.lane, want.len(), want.complete),
             "episode {i}"
         );
-        let obs = ds.read_episode_column(i, "obs").unwrap();
+        let obs = ds.view().read_episode_column(i, "obs").unwrap();
         let trajcore_core::reader::ColumnData::Fixed { bytes, .. } = obs else { panic!() };
         assert_eq!(bytes, want.obs.iter().flat_map(obs_bytes).collect::<Vec<_>>(), "episode {i}");
     }

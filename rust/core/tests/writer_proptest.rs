@@ -197,7 +197,7 @@ fn run(cols: &[Col], lengths: &[usize], last_complete: bool, chunk_bytes: usize,
         assert_eq!(s.episode_return, want.rewards.iter().sum::<f64>(), "episode {i}");
         for (c, name) in names.iter().enumerate() {
             let rows = &want.rows[c];
-            match ds.read_episode_column(i, name).unwrap() {
+            match ds.view().read_episode_column(i, name).unwrap() {
                 ColumnData::Fixed { shape, bytes, .. } => {
                     let mut want_shape = vec![rows.len()];
                     want_shape.extend(cols[c].shape.iter().map(|&d| d as usize));

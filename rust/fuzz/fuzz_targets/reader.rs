@@ -27,11 +27,11 @@ fuzz_target!(|data: &[u8]| {
         let _ = ds.column_stats();
         let _ = ds.timelog(0);
         for episode in 0..ds.episodes().len().min(32) {
-            let _ = ds.episode_metadata(episode);
+            let _ = ds.view().episode_metadata(episode);
             let recording = ds.episodes()[episode].recording;
             let names: Vec<String> = ds.recordings()[recording].columns.iter().map(|c| c.name.clone()).collect();
             for name in names {
-                let _ = ds.read_episode_column(episode, &name);
+                let _ = ds.view().read_episode_column(episode, &name);
             }
         }
     }

@@ -7,11 +7,10 @@ use numpy::{PyArrayDescr, PyUntypedArray};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use trajcore_core::layout::Layout;
-use trajcore_core::reader::{BatchOut, BatchPlan, Damage, Dataset, EpisodeSet, Out, Request, WindowKind};
+use trajcore_core::reader::{BatchOut, BatchPlan, Damage, Dataset, Field, Out, Window, WindowKind};
 use trajcore_core::DType;
 
 use crate::arrays::{arena, descr, empty, scalar, uninit_mut, Arena};
-use crate::dataset::PyDataset;
 use crate::errors::IntoPy;
 
 /// A layout tree over field indexes, its keys interned for Python.
@@ -31,7 +30,7 @@ pub struct Plan {
 
 impl Plan {
     pub fn new(py: Python<'_>, ds: &Dataset, keys: Option<&[String]>, among: Option<&[bool]>) -> PyResult<Plan> {
-        let core = ds.batch_plan(keys, among).py_err(py)?;
+        let core = BatchPlan::among(&ds.view(), keys, among).py_err(py)?;
         let descrs = core
             .fields
             .iter()
@@ -84,15 +83,15 @@ pub fn nest<'py>(py: Python<'py>, node: &Tree, leaves: &[Bound<'py, PyAny>]) -> 
 
 /// A batch: `[B, ...]` per field for transitions, `[B, L, ...]` for sequences; and the damage
 /// found (lenient reads leave the episodes it affects out, see `Dataset::gather_lenient`).
+/// `read` fills the outputs (the dataset's `read_batch` over the request, with the GIL released).
 pub fn batch<'py>(
     py: Python<'py>,
-    ds: &PyDataset,
     plan: &Plan,
-    set: Option<&EpisodeSet>,
-    request: Request,
+    rows: usize,
     kind: WindowKind,
+    read: impl FnOnce(&[Field], BatchOut<'_>) -> PyResult<Vec<Damage>>,
 ) -> PyResult<(Bound<'py, PyDict>, Vec<Damage>)> {
-    let (b, l) = (request.len(), kind.length);
+    let (b, l) = (rows, kind.length);
     // Every numpy output in one allocation (see `arrays::arena`), shaped as the core says:
     // the fields stored fixed-size, then episode_index, step_index and (padded sequences) mask.
     let i64_descr = descr(py, DType::I64)?;
@@ -107,7 +106,7 @@ pub fn batch<'py>(
         // parts, which the read writes whole (or it fails, and the arena is dropped unseen).
         let memory = unsafe { uninit_mut(&mut memory_owner) };
         let out = BatchOut::new(&plan.core, layout.split(memory), &mut strings);
-        ds.over(py, set, |d, set| d.read_batch(set, &plan.core.fields, request, kind, out))?
+        read(&plan.core.fields, out)?
     };
     let mut views = views.into_iter();
     let mut strings = strings.into_iter();
@@ -136,13 +135,12 @@ pub fn batch<'py>(
 }
 
 /// One step, without a batch axis: arrays of the row shape, numpy scalars for scalar columns,
-/// str for str columns; `episode_index` and `step_index` as int.
+/// str for str columns; `episode_index` and `step_index` as int. `read` fills the outputs (the
+/// dataset's `read_step`).
 pub fn one_step<'py>(
     py: Python<'py>,
-    ds: &PyDataset,
     plan: &Plan,
-    set: Option<&EpisodeSet>,
-    number: i64,
+    read: impl FnOnce(&[Field], &mut [Out<'_>]) -> PyResult<Window>,
 ) -> PyResult<Bound<'py, PyDict>> {
     enum One<'py> {
         Array(Bound<'py, PyUntypedArray>),
@@ -168,7 +166,7 @@ pub fn one_step<'py>(
                 One::Strings(v) => Out::Strings(v),
             })
             .collect();
-        ds.over(py, set, |d, set| d.read_step(set, &plan.core.fields, number, &mut outs))?
+        read(&plan.core.fields, &mut outs)?
     };
     let leaves: Vec<Bound<'py, PyAny>> = buffers
         .into_iter()

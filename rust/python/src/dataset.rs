@@ -75,7 +75,10 @@ impl PyDataset {
         kind: WindowKind,
     ) -> PyResult<Bound<'py, PyDict>> {
         let plan = self.plan(py, keys, selection)?;
-        let (out, damage) = batch::batch(py, self, &plan, set_of(selection), request, kind)?;
+        let set = set_of(selection);
+        let (out, damage) = batch::batch(py, &plan, request.len(), kind, |fields, out| {
+            self.over(py, set, |d, set| d.view().read_batch(set, fields, request, kind, out))
+        })?;
         for d in damage {
             warn(py, &d.warning())?;
         }
@@ -153,7 +156,7 @@ impl PyDataset {
 
     /// Episodes reads found damaged (lenient mode), ascending.
     fn damaged_episodes<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
-        PyArray1::from_vec(py, self.read(|d| d.damaged_episodes().into_iter().map(|e| e as i64).collect()))
+        PyArray1::from_vec(py, self.read(|d| d.view().damaged_episodes().into_iter().map(|e| e as i64).collect()))
     }
 
     #[getter]
@@ -240,14 +243,14 @@ impl PyDataset {
     }
 
     fn episode_metadata_json(&self, py: Python<'_>, episode: i64) -> PyResult<String> {
-        py.detach(|| self.read(|d| d.episode_metadata(d.episode_index(episode)?))).py_err(py)
+        py.detach(|| self.read(|d| d.view().episode_metadata(d.view().episode_index(episode)?))).py_err(py)
     }
 
     /// All rows of one column of one episode (T+1 on the observation timeline, T on the step
     /// timeline); str columns come back as a list of str.
     /// Rows stored raw in one chunk come back as a read-only view of the memory map (no copy).
     fn read_column<'py>(&self, py: Python<'py>, episode: i64, column: &str) -> PyResult<Bound<'py, PyAny>> {
-        match py.detach(|| self.read(|d| d.episode_column(episode, column))).py_err(py)? {
+        match py.detach(|| self.read(|d| d.view().episode_column(episode, column))).py_err(py)? {
             Ok(ColumnData::Fixed { dtype, shape, bytes }) => {
                 let typed = PyArray1::<u8>::from_vec(py, bytes).call_method1("view", (dtype.name(),))?;
                 typed.call_method1("reshape", (shape,))
@@ -260,7 +263,7 @@ impl PyDataset {
     /// An episode's observations or actions (`which`: "observation" or "action"), its leaf
     /// columns read as `read_column` does and nested like the recorded space.
     fn read_layout<'py>(&self, py: Python<'py>, episode: i64, which: &str) -> PyResult<Bound<'py, PyAny>> {
-        let layout = self.read(|d| d.episode_layout(episode, which)).py_err(py)?;
+        let layout = self.read(|d| d.view().episode_layout(episode, which)).py_err(py)?;
         let mut leaves = Vec::new();
         let tree = layout.try_map(
             &mut |column| {
@@ -274,7 +277,7 @@ impl PyDataset {
 
     /// A subset of episodes (dataset indexes) to sample from, with its own step numbering.
     fn selection(&self, py: Python<'_>, episodes: PyReadonlyArray1<'_, i64>) -> PyResult<PySelection> {
-        let set = self.read(|d| d.episode_set_at(&episodes.as_array().to_vec())).py_err(py)?;
+        let set = self.read(|d| d.view().episode_set_at(&episodes.as_array().to_vec())).py_err(py)?;
         Ok(self.read(|d| PySelection::of(d, Arc::new(set))))
     }
 
@@ -283,7 +286,7 @@ impl PyDataset {
     /// whole chunks (`Transitions.blocks(order="file")`).
     #[pyo3(signature = (selection=None))]
     fn file_order(&self, py: Python<'_>, selection: Option<&Bound<'_, PySelection>>) -> PyResult<PySelection> {
-        let set = self.over(py, set_of(selection), |d, set| d.file_order(set))?;
+        let set = self.over(py, set_of(selection), |d, set| d.view().file_order(set))?;
         Ok(self.read(|d| PySelection::of(d, set)))
     }
 
@@ -385,7 +388,10 @@ impl PyDataset {
         selection: Option<&Bound<'py, PySelection>>,
     ) -> PyResult<Bound<'py, PyDict>> {
         let plan = self.plan(py, keys, selection)?;
-        batch::one_step(py, self, &plan, set_of(selection), index)
+        let set = set_of(selection);
+        batch::one_step(py, &plan, |fields, outs| {
+            self.over(py, set, |d, set| d.view().read_step(set, fields, index, outs))
+        })
     }
 
     /// Re-reads shards that grew or appeared; returns how many episodes were added.
@@ -421,7 +427,7 @@ impl PyDataset {
         max_bytes: u64,
         selection: Option<&Bound<'py, PySelection>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        let t = self.over(py, set_of(selection), |d, set| d.frames_of(column, set, max_bytes))?;
+        let t = self.over(py, set_of(selection), |d, set| d.view().frames_of(column, set, max_bytes))?;
         (PyArray1::from_vec(py, t.frames), PyArray1::from_vec(py, t.ids), t.stack).into_pyobject(py)
     }
 }

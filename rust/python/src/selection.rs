@@ -20,7 +20,7 @@ pub struct PySelection {
 
 impl PySelection {
     pub fn of(d: &Dataset, set: Arc<EpisodeSet>) -> Self {
-        PySelection { among: d.recordings_among(&set), set, plans: PlanCache::default() }
+        PySelection { among: d.view().recordings_among(&set), set, plans: PlanCache::default() }
     }
 }
 

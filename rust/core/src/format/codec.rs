@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use super::stack;
-use crate::schema::CodecSpec;
+use crate::schema::{CodecSpec, RowLayout};
 
 pub const CODEC_ZSTD: u8 = 1;
 /// Byte-wise wrapping difference to the same byte of the previous row (first row kept as is).
@@ -31,17 +31,6 @@ pub fn pipeline(ids: &[u8]) -> u32 {
     let mut bytes = [0u8; 4];
     bytes[..ids.len()].copy_from_slice(ids);
     u32::from_le_bytes(bytes)
-}
-
-/// How a column's rows are laid out, as the encoder needs it.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RowLayout {
-    /// Bytes of a row; `None` for variable-length columns.
-    pub row_bytes: Option<usize>,
-    /// Frames along axis 0 for the frame-stack filter to look for shifts in (`None`: do not).
-    pub stack: Option<usize>,
-    /// Small integer rows: try delta and keep it where it compresses smaller.
-    pub try_delta: bool,
 }
 
 /// Encodes one chunk's raw rows.

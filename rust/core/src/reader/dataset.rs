@@ -4,22 +4,15 @@
 //! Reads (`rows`, `gather`, `scan`, `bulk`, ...) look up the catalog and read through the store.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use super::catalog::Catalog;
 use super::dataset_view::DatasetView;
 use super::store::Store;
-use super::{
-    BatchOut, BatchPlan, CacheStats, ColumnData, Damage, Draw, Field, FrameTable, IndexOut, Out, RangeRead, Request,
-    RowsView, SalvagePlan, VerifyReport, Window, WindowKind,
-};
+use super::CacheStats;
 use super::{OpenOptions, Problem};
-use crate::dtype::DType;
 use crate::error::Result;
-use crate::layout::Layout;
 use crate::reader::integrity::exclusions::Exclusions;
 use crate::reader::integrity::found_damage::ReadDamage;
-use crate::reader::reads::rows::EpisodeColumn;
 use crate::reader::reads::steps::EpisodeSet;
 use crate::reader::store::cache::ChunkCache;
 use crate::schema::ColumnId;
@@ -97,7 +90,9 @@ impl Dataset {
     }
 
     /// The dataset as reads see it (see `dataset_view`).
-    pub(crate) fn view(&self) -> DatasetView<'_> {
+    /// The dataset as reads see it: every read (rows, batches, scans, frame tables, damage,
+    /// salvage) is a method of the view, which borrows the dataset.
+    pub fn view(&self) -> DatasetView<'_> {
         DatasetView {
             root: &self.path,
             catalog: &self.catalog,
@@ -215,12 +210,6 @@ impl Dataset {
         &self.catalog.all
     }
 
-    /// A subset of the episodes (dataset indexes, in the order given; repeats allowed) to sample
-    /// from, with its own step numbering. It does not follow `refresh`.
-    pub fn episode_set(&self, episodes: &[usize]) -> Result<EpisodeSet> {
-        self.view().episode_set(episodes)
-    }
-
     /// (episode, step within it) of global step `step`.
     pub fn locate_step(&self, step: u64) -> Result<(usize, u64)> {
         self.catalog.all.locate_step(step)
@@ -229,11 +218,6 @@ impl Dataset {
     /// Errors: `OutOfRange`.
     pub fn recording(&self, recording: usize) -> Result<&Recording> {
         self.catalog.recording(recording)
-    }
-
-    /// The episode's metadata JSON ("{}" if none), read from its Episode record.
-    pub fn episode_metadata(&self, episode: usize) -> Result<String> {
-        self.view().episode_metadata(episode)
     }
 
     pub fn column_id(&self, recording: usize, name: &str) -> Option<ColumnId> {
@@ -246,18 +230,6 @@ impl Dataset {
         self.catalog.episode_rows(episode, column)
     }
 
-    /// Resolves `keys` (`DEFAULT_KEYS` when `None`) to the fields and output layout of a batch
-    /// (see `BatchPlan::among`).
-    /// `among`: plan over the recordings it flags only (see `BatchPlan::among`).
-    pub fn batch_plan(&self, keys: Option<&[String]>, among: Option<&[bool]>) -> Result<BatchPlan> {
-        BatchPlan::among(&self.view(), keys, among)
-    }
-
-    /// Which recordings the episodes of `set` come from (see `among`).
-    pub fn recordings_among(&self, set: &EpisodeSet) -> Option<Vec<bool>> {
-        self.view().recordings_among(set)
-    }
-
     // The reads, each documented where it is built (see `dataset_view`).
 
     /// How this process keeps the decoded chunks (see `CacheStats`).
@@ -265,158 +237,15 @@ impl Dataset {
         self.store.cache_stats()
     }
 
-    /// See the view's `frames_of` (`reader/frames_of.rs`).
-    pub fn frames_of(&self, column: &str, set: &EpisodeSet, max_bytes: u64) -> Result<FrameTable> {
-        self.view().frames_of(column, set, max_bytes)
-    }
-
-    /// See the view's `salvage` (`reader/salvage.rs`).
-    pub fn salvage(&self, report: &VerifyReport) -> SalvagePlan {
-        self.view().salvage(report)
-    }
-
-    /// See the view's `damaged_episodes` (`reader/lenient.rs`).
-    pub fn damaged_episodes(&self) -> Vec<usize> {
-        self.view().damaged_episodes()
-    }
-
-    /// See the view's `read_rows` (`reader/rows.rs`).
-    pub fn read_rows(
-        &self,
-        recording: usize,
-        lane: u32,
-        column: ColumnId,
-        first_row: u64,
-        n_rows: u64,
-        out: &mut [u8],
-    ) -> Result<()> {
-        self.view().read_rows(recording, lane, column, first_row, n_rows, out)
-    }
-
-    /// See the view's `episode_column` (`reader/rows.rs`).
-    pub fn episode_column(&self, episode: i64, column: &str) -> Result<EpisodeColumn> {
-        self.view().episode_column(episode, column)
-    }
-
-    /// See the view's `gather_lenient` (`reader/lenient.rs`).
-    pub fn gather_lenient(
-        &self,
-        draw: Draw<'_>,
-        windows: &mut [Window],
-        outs: &mut [Out<'_>],
-        mask: Option<&mut [bool]>,
-    ) -> Result<Vec<Damage>> {
-        self.view().gather_lenient(draw, windows, outs, mask)
-    }
-
     /// The shared store's descriptor, for a spawned process to `adopt_shared_chunks`.
     pub fn shared_chunks_fd(&self) -> Option<i32> {
         self.store.shared_chunks_fd()
-    }
-
-    /// See the view's `view_episode_column` (`reader/rows.rs`).
-    pub fn view_episode_column(
-        &self,
-        episode: usize,
-        column_name: &str,
-    ) -> Result<Option<(DType, Vec<usize>, RowsView)>> {
-        self.view().view_episode_column(episode, column_name)
-    }
-
-    /// See the view's `read_episode_column` (`reader/rows.rs`).
-    pub fn read_episode_column(&self, episode: usize, column_name: &str) -> Result<ColumnData> {
-        self.view().read_episode_column(episode, column_name)
-    }
-
-    /// See the view's `episode_index` (`reader/batch.rs`).
-    pub fn episode_index(&self, index: i64) -> Result<usize> {
-        self.view().episode_index(index)
-    }
-
-    /// See the view's `read_batch` (`reader/batch.rs`).
-    pub fn read_batch(
-        &self,
-        set: &EpisodeSet,
-        fields: &[Field],
-        request: Request,
-        kind: WindowKind,
-        out: BatchOut<'_>,
-    ) -> Result<Vec<Damage>> {
-        self.view().read_batch(set, fields, request, kind, out)
-    }
-
-    /// See the view's `file_order` (`reader/lane_scan.rs`).
-    pub fn file_order(&self, set: &EpisodeSet) -> Result<Arc<EpisodeSet>> {
-        self.view().file_order(set)
-    }
-
-    /// See the view's `gather` (`reader/gather.rs`).
-    pub fn gather(
-        &self,
-        fields: &[Field],
-        windows: &[Window],
-        length: usize,
-        pad: bool,
-        outs: &mut [Out<'_>],
-        mask: Option<&mut [bool]>,
-    ) -> Result<()> {
-        self.view().gather(fields, windows, length, pad, outs, mask)
-    }
-
-    /// See the view's `episode_layout` (`reader/plan.rs`).
-    pub fn episode_layout(&self, episode: i64, which: &str) -> Result<Layout> {
-        self.view().episode_layout(episode, which)
-    }
-
-    /// See the view's `read_damage` (`reader/lenient.rs`).
-    pub fn read_damage(&self) -> Vec<Damage> {
-        self.view().read_damage()
-    }
-
-    /// See the view's `read_range` (`reader/scan.rs`).
-    pub fn read_range(
-        &self,
-        set: &EpisodeSet,
-        fields: &[Field],
-        first: u64,
-        n: u64,
-        outs: &mut [Out<'_>],
-        indexes: Option<IndexOut<'_>>,
-    ) -> Result<(RangeRead, Vec<Damage>)> {
-        self.view().read_range(set, fields, first, n, outs, indexes)
-    }
-
-    /// See the view's `read_strings` (`reader/rows.rs`).
-    pub fn read_strings(
-        &self,
-        recording: usize,
-        lane: u32,
-        column: ColumnId,
-        first_row: u64,
-        n_rows: u64,
-    ) -> Result<Vec<String>> {
-        self.view().read_strings(recording, lane, column, first_row, n_rows)
     }
 
     /// The listings this dataset was opened without (see `open_excluding`).
     /// The listings this dataset was opened without (see `open_excluding`).
     pub fn exclusions(&self) -> &Exclusions {
         &self.catalog.exclusions
-    }
-
-    /// See the view's `field` (`reader/gather.rs`).
-    pub fn field(&self, column: &str, next: bool) -> Result<Field> {
-        self.view().field(column, next)
-    }
-
-    /// See the view's `read_step` (`reader/batch.rs`).
-    pub fn read_step(&self, set: &EpisodeSet, fields: &[Field], number: i64, out: &mut [Out<'_>]) -> Result<Window> {
-        self.view().read_step(set, fields, number, out)
-    }
-
-    /// See the view's `episode_set_at` (`reader/batch.rs`).
-    pub fn episode_set_at(&self, indexes: &[i64]) -> Result<EpisodeSet> {
-        self.view().episode_set_at(indexes)
     }
 
     /// Each shard's size in bytes, in `shard_paths` order (an object's as its store listed it).

@@ -1,7 +1,8 @@
 //! A dataset as reads see it: the catalog to look up where rows are, the store to read them
-//! through. Every read (`rows`, `gather`, `scan`, `bulk`, `batch`, `lenient`, `salvage`, ...)
-//! is a method of this view, so none of them depends on `Dataset`, the façade that owns the two
-//! and hands the view out.
+//! through. Every read (`rows`, `gather`, `scan`, `batch`, `lenient`, `salvage`, ...) is a
+//! method of this view, so none of them depends on `Dataset`, the façade that owns the two and
+//! hands the view out (`Dataset::view`); users of the core call the reads on the view too: one
+//! signature per read, no forwarding layer.
 
 use std::path::Path;
 
@@ -15,13 +16,13 @@ use crate::reader::reads::steps::EpisodeSet;
 use crate::schema::ColumnId;
 
 #[derive(Clone, Copy)]
-pub(crate) struct DatasetView<'d> {
+pub struct DatasetView<'d> {
     /// The dataset's path (a shard file, or a directory of them).
-    pub root: &'d Path,
-    pub catalog: &'d Catalog,
-    pub store: &'d Store,
-    pub read_damage: &'d ReadDamage,
-    pub opts: &'d OpenOptions,
+    pub(crate) root: &'d Path,
+    pub(crate) catalog: &'d Catalog,
+    pub(crate) store: &'d Store,
+    pub(crate) read_damage: &'d ReadDamage,
+    pub(crate) opts: &'d OpenOptions,
 }
 
 impl<'d> DatasetView<'d> {

@@ -54,6 +54,7 @@ pub use crate::reader::store::shared_chunks::{
     available_memory, cache_plan, CachePlan, CacheStats, CACHE_AUTO, CACHE_FLOOR, RAM_SHARE,
 };
 pub use dataset::{ColumnStats, Dataset, EpisodeRef, Recording, SkippedRecord};
+pub use dataset_view::DatasetView;
 
 pub(crate) use crate::reader::catalog::trust::episode_span;
 pub use crate::reader::integrity::damage::Damage;

@@ -4,11 +4,11 @@
 use serde_json::{Map, Value};
 
 use crate::format::chunks::PendingChunk;
-use crate::format::codec::{Encoder, RowLayout};
+use crate::format::codec::Encoder;
 use crate::format::episode::EpisodeSummary;
 use crate::format::metrics::MetricsAcc;
 use crate::format::stack::RowKinds;
-use crate::schema::{ColumnSpec, Timeline};
+use crate::schema::{ColumnSpec, RowLayout, Timeline};
 
 /// When a column's buffered rows (of one lane) are sealed into a chunk.
 #[derive(Debug, Clone, Copy)]

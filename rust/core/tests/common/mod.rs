@@ -529,13 +529,13 @@ pub fn check_values(ds: &Dataset, sim: &Sim, listed: &[&SimEpisode]) {
         for spec in &sim.columns {
             match ds.column_id(ds.episodes()[i].recording, &spec.name) {
                 Some(_) => {
-                    let data = ds.read_episode_column(i, &spec.name).unwrap();
+                    let data = ds.view().read_episode_column(i, &spec.name).unwrap();
                     assert_eq!(data, sim.expected(e, spec), "episode {i} column {}", spec.name);
                 }
                 None => assert!(sim.predates(e, spec), "episode {i}: column {} unknown", spec.name),
             }
         }
-        let meta = ds.episode_metadata(i).unwrap();
+        let meta = ds.view().episode_metadata(i).unwrap();
         assert_eq!(meta, if e.metadata.is_empty() { "{}" } else { &e.metadata });
     }
 }
@@ -559,7 +559,7 @@ pub fn check_values_or_corrupt(ds: &Dataset, sim: &Sim) -> bool {
             if ds.column_id(got.recording, &spec.name).is_none() {
                 continue;
             }
-            match ds.read_episode_column(i, &spec.name) {
+            match ds.view().read_episode_column(i, &spec.name) {
                 Ok(data) => assert_eq!(data, sim.expected(e, spec), "episode {i} column {}", spec.name),
                 Err(trajcore_core::Error::Corrupt { .. }) => failed = true,
                 Err(other) => panic!("episode {i} column {}: unexpected error {other}", spec.name),

@@ -590,36 +590,36 @@ pub fn check_listed(ds: &Dataset, expected: &[ExpEpisode]) {
         assert_eq!(s.episode_return.to_bits(), sum.to_bits(), "episode {i}: return");
         assert!(s.start_ns <= s.end_ns);
 
-        let (shape, bytes) = fixed(ds.read_episode_column(i, "obs").unwrap());
+        let (shape, bytes) = fixed(ds.view().read_episode_column(i, "obs").unwrap());
         assert_eq!(shape, vec![t + 1, OBS_DIM], "episode {i}: obs shape");
         assert_eq!(bytes, exp.obs.iter().flat_map(obs_bytes).collect::<Vec<_>>(), "episode {i}: obs");
-        let (shape, bytes) = fixed(ds.read_episode_column(i, "action").unwrap());
+        let (shape, bytes) = fixed(ds.view().read_episode_column(i, "action").unwrap());
         assert_eq!(shape, vec![t]);
         assert_eq!(bytes, exp.actions.iter().flat_map(|a| a.to_le_bytes()).collect::<Vec<_>>(), "episode {i}: action");
-        let (_, bytes) = fixed(ds.read_episode_column(i, "reward").unwrap());
+        let (_, bytes) = fixed(ds.view().read_episode_column(i, "reward").unwrap());
         assert_eq!(bytes, exp.rewards.iter().flat_map(|r| r.to_le_bytes()).collect::<Vec<_>>(), "episode {i}: reward");
-        let (_, bytes) = fixed(ds.read_episode_column(i, "terminated").unwrap());
+        let (_, bytes) = fixed(ds.view().read_episode_column(i, "terminated").unwrap());
         assert_eq!(bytes, exp.terminated.iter().map(|&b| b as u8).collect::<Vec<_>>(), "episode {i}: terminated");
-        let (_, bytes) = fixed(ds.read_episode_column(i, "truncated").unwrap());
+        let (_, bytes) = fixed(ds.view().read_episode_column(i, "truncated").unwrap());
         assert_eq!(bytes, exp.truncated.iter().map(|&b| b as u8).collect::<Vec<_>>(), "episode {i}: truncated");
 
         if ds.column_id(got.recording, "info/n").is_some() {
-            let (shape, bytes) = fixed(ds.read_episode_column(i, "info/n").unwrap());
+            let (shape, bytes) = fixed(ds.view().read_episode_column(i, "info/n").unwrap());
             assert_eq!(shape, vec![t + 1]);
             let want: Vec<u8> = exp.info_n.iter().flat_map(|v| v.unwrap_or(0).to_le_bytes()).collect();
             assert_eq!(bytes, want, "episode {i}: info/n");
-            let (_, mask) = fixed(ds.read_episode_column(i, "info/_n").unwrap());
+            let (_, mask) = fixed(ds.view().read_episode_column(i, "info/_n").unwrap());
             assert_eq!(mask, exp.info_n.iter().map(|v| v.is_some() as u8).collect::<Vec<_>>(), "episode {i}: info/_n");
-            let text = strings(ds.read_episode_column(i, "info/s").unwrap());
+            let text = strings(ds.view().read_episode_column(i, "info/s").unwrap());
             let want: Vec<String> = exp.info_s.iter().map(|v| v.clone().unwrap_or_default()).collect();
             assert_eq!(text, want, "episode {i}: info/s");
-            let (_, mask) = fixed(ds.read_episode_column(i, "info/_s").unwrap());
+            let (_, mask) = fixed(ds.view().read_episode_column(i, "info/_s").unwrap());
             assert_eq!(mask, exp.info_s.iter().map(|v| v.is_some() as u8).collect::<Vec<_>>(), "episode {i}: info/_s");
         } else {
             assert!(exp.info_n.iter().all(Option::is_none), "episode {i}: info/n missing from the file");
         }
 
-        let meta: Value = serde_json::from_str(&ds.episode_metadata(i).unwrap()).unwrap();
+        let meta: Value = serde_json::from_str(&ds.view().episode_metadata(i).unwrap()).unwrap();
         assert_eq!(meta, Value::Object(exp.metadata.clone()), "episode {i}: metadata");
     }
 }

@@ -68,7 +68,7 @@ impl BatchPlan {
     /// first of them's Meta record; columns are matched by name in each of them.
     ///
     /// Errors: `Invalid` (no recording; a layout damaged or missing), those of `Dataset::field`.
-    pub(crate) fn among(ds: &DatasetView<'_>, keys: Option<&[String]>, among: Option<&[bool]>) -> Result<BatchPlan> {
+    pub fn among(ds: &DatasetView<'_>, keys: Option<&[String]>, among: Option<&[bool]>) -> Result<BatchPlan> {
         let keys: Vec<String> = match keys {
             Some(k) => k.to_vec(),
             None => DEFAULT_KEYS.iter().map(|s| s.to_string()).collect(),
