@@ -5,6 +5,7 @@
 mod common;
 
 use std::mem::MaybeUninit;
+use std::sync::{Mutex, MutexGuard};
 
 use common::*;
 use trajcore_core::reader::{
@@ -13,6 +14,27 @@ use trajcore_core::reader::{
     RangeRead, SplitMix64, Window,
 };
 use trajcore_core::{Error, Timeline};
+
+/// The reader's tuning (threads, thresholds, block sizes) is process-wide, and cargo runs this
+/// file's tests on parallel threads: every test here holds this lock, so none reads under
+/// another's settings, and the guard puts the defaults back when the test ends, failed or not.
+static TUNING: Mutex<()> = Mutex::new(());
+
+struct Tuned(#[allow(dead_code)] MutexGuard<'static, ()>);
+
+fn tuned() -> Tuned {
+    Tuned(TUNING.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))
+}
+
+impl Drop for Tuned {
+    fn drop(&mut self) {
+        set_max_threads(0);
+        set_parallel_thresholds(256 << 10, 2 << 20);
+        set_gather_hold_bytes(512 << 20);
+        set_scan_block_bytes(64 << 20);
+        set_stream_from_bytes(32 << 20);
+    }
+}
 
 /// Three lanes, interleaved episodes of lengths 1..9, chunks of 4 rows, three shards, a column
 /// added midway.
@@ -129,6 +151,7 @@ fn check(ds: &Dataset, fields: &[Field], windows: &[Window], length: usize, pad:
 
 #[test]
 fn gathered_rows_equal_episode_reads() {
+    let _tuning = tuned();
     let dir = tempfile::tempdir().unwrap();
     let ds = dataset(dir.path(), 1);
     assert!(ds.problems().is_empty(), "{:?}", ds.problems());
@@ -155,13 +178,11 @@ fn gathered_rows_equal_episode_reads() {
             check(&ds, &fields, &windows, length as usize, pad);
         }
     }
-    set_max_threads(0);
-    set_parallel_thresholds(256 << 10, 2 << 20);
-    set_gather_hold_bytes(512 << 20);
 }
 
 #[test]
 fn windows_past_the_end_need_pad() {
+    let _tuning = tuned();
     let dir = tempfile::tempdir().unwrap();
     let ds = dataset(dir.path(), 2);
     let fields = [ds.view().field("reward", false).unwrap()];
@@ -186,6 +207,7 @@ fn windows_past_the_end_need_pad() {
 
 #[test]
 fn subsets_and_several_recordings() {
+    let _tuning = tuned();
     let dir = tempfile::tempdir().unwrap();
     dataset(dir.path(), 4);
     let ds = dataset(dir.path(), 5);
@@ -206,12 +228,12 @@ fn subsets_and_several_recordings() {
     let cold = Dataset::open(dir.path(), OpenOptions { cache_bytes: 0, ..Default::default() }).unwrap();
     let windows = sample_windows(cold.all_episodes(), 64, 2, false, 5).unwrap();
     check(&cold, &fields, &windows, 2, false);
-    set_max_threads(0);
     assert!(ds.view().episode_set(&[n]).is_err());
 }
 
 #[test]
 fn uninitialized_outputs_are_written_whole() {
+    let _tuning = tuned();
     let dir = tempfile::tempdir().unwrap();
     let ds = dataset(dir.path(), 6);
     let fields = fields(&ds);
@@ -289,6 +311,7 @@ fn check_range(ds: &Dataset, set: &EpisodeSet, fields: &[Field], first: u64, n: 
 /// one and several threads.
 #[test]
 fn range_reads_equal_step_by_step_gathers() {
+    let _tuning = tuned();
     let dir = tempfile::tempdir().unwrap();
     dataset(dir.path(), 7);
     let ds = dataset(dir.path(), 8);
@@ -320,16 +343,13 @@ fn range_reads_equal_step_by_step_gathers() {
             assert!(matches!(err, Error::OutOfRange(ref m) if m.contains("out of range")), "{err}");
         }
     }
-    set_max_threads(0);
-    set_parallel_thresholds(256 << 10, 2 << 20);
-    set_scan_block_bytes(64 << 20);
-    set_stream_from_bytes(32 << 20);
 }
 
 /// Random rows decode a zstd chunk only as far as they need; a cached prefix is decoded again,
 /// further or whole, for rows past it (gathers) and for episode reads.
 #[test]
 fn chunk_prefixes_serve_only_the_rows_they_hold() {
+    let _tuning = tuned();
     let dir = tempfile::tempdir().unwrap();
     let mut sim = Sim::new(9, 1, standard_columns(), 64);
     sim.steps(0, 150);

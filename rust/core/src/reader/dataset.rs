@@ -7,9 +7,10 @@ use std::path::{Path, PathBuf};
 
 use super::catalog::Catalog;
 use super::dataset_view::DatasetView;
+use super::integrity::problem::Problem;
 use super::store::Store;
 use super::CacheStats;
-use super::{OpenOptions, Problem};
+use super::CACHE_AUTO;
 use crate::error::Result;
 use crate::reader::integrity::exclusions::Exclusions;
 use crate::reader::integrity::found_damage::ReadDamage;
@@ -18,6 +19,26 @@ use crate::reader::store::cache::ChunkCache;
 use crate::schema::ColumnId;
 
 pub use super::catalog::{ColumnStats, EpisodeRef, Recording, SkippedRecord};
+
+/// How a dataset is opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OpenOptions {
+    /// Raise `Error::Corrupt` on any damage instead of keeping what is intact and listing a `Problem`.
+    pub strict: bool,
+    /// Upper bound on the bytes of decoded (decompressed) chunks kept in memory; `CACHE_AUTO`
+    /// (the default): sized from the dataset and the memory available (see `cache_plan`).
+    pub cache_bytes: usize,
+    /// Read shards through memory maps (raw chunks viewed without a copy). Without: positioned
+    /// reads through the cache, so a file truncated by another process gives an error, never
+    /// a SIGBUS.
+    pub mmap: bool,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions { strict: false, cache_bytes: CACHE_AUTO, mmap: true }
+    }
+}
 
 pub struct Dataset {
     path: PathBuf,

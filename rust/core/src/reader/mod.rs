@@ -1,26 +1,31 @@
-//! Reading shards and datasets.
-//!
-//! Layers, each depending only on those below it (no import circle):
-//! - `dataset`: the façade users hold: open, refresh, the listing, and one-line forwards to the
-//!   reads. It owns a `Store`, a `Catalog` and the damage reads found, and hands reads a
-//!   `DatasetView` of them (`dataset_view`): every read is a method of the view.
-//! - `store`: all I/O: shard files found in the directory, opened, scanned as they grow and
-//!   checked for changes (`shard`, reading through `source`: a memory map or positioned reads),
-//!   the cache of decoded chunks (`cache`, `chunk_bytes`, `shared_chunks`: one copy per machine
-//!   for data-loader workers) and the checksum-verified records (`verified`).
-//! - `catalog`: recordings, chunk lists (`chunk_list`) and episodes, built without I/O from the
-//!   records the store's scans decode; its decisions are pure functions with table tests:
-//!   `checks` (is a chunk sane, do a column and its mask agree, which rows no chunk holds),
-//!   `parts` (episodes over a shard rollover), `tail` (an unfinished record is not damage).
-//! - The reads: `rows` (a column's rows, one walk over the chunks of `[a, b)`), `gather`
-//!   (batched windows into caller buffers, copying `pieces`), `scan` and `bulk` (consecutive
-//!   steps), `lane_scan` (the file's order), `frames_of` (frame tables for device stacking),
+//! Reading shards and datasets, in rooms. No module imports another that imports it back
+//! (`.ci/import_cycles.py` checks it), and the object storage wing (`crate::objstore`) imports
+//! nothing of the reader. The rooms, roughly from the bytes up (a room may still use a type of a
+//! later one: the catalog takes the store's scans, and lists episodes as `reads::steps` sets):
+//! - `store/`: every byte read. Shard files found in a directory or under a store prefix
+//!   (`find_shards`), opened and scanned as they grow (`shard`, with record `framing` and the
+//!   `tail` rule for an unfinished last record), read through a `source` (a memory map,
+//!   positioned reads, or a remote object), a store's shard opened from its `opening_copies`
+//!   and its chunks fetched together (`remote_reads`); the cache of decoded chunks (`cache`,
+//!   `chunk_bytes`, `shared_chunks`: one copy per machine for data-loader workers) and the
+//!   Chunks records whose checksum passed (`checksummed`).
+//! - `catalog/`: recordings, chunk lists (`chunk_list`) and episodes, built without I/O from
+//!   the records the store's scans decode; its decisions are pure functions with table tests:
+//!   `trust` (is a chunk sane, do a column and its mask agree, which rows no chunk holds),
+//!   `parts` (episodes over a shard rollover), `column_names`, `metrics` (per-episode values
+//!   from the index, for filters and tables).
+//! - `reads/`: `rows` (a column's rows, one walk over the chunks of `[a, b)`), `gather`
+//!   (batched windows into caller buffers, copying `pieces`), `scan/` (consecutive steps: a
+//!   range, as runs, in the file's order), `frames_of` (frame tables for device stacking),
 //!   `batch` (a batch whole: `plan` keys -> fields, `request` -> windows), `steps` (step and
-//!   window numbering, the one rule for negative indexes), `sampling`, `metrics`, `pool`.
-//! - Damage: `verify` (every record checksummed, every chunk decoded), `damage` (which episodes
-//!   a damaged spot affects), `integrity` (listings left out after a verification),
-//!   `read_damage` and `lenient` (training reads that leave damaged episodes out and go on),
-//!   `salvage` (what of each episode still reads: the plan `recover` writes).
+//!   window numbering, the one rule for negative indexes), `sampling`, `pool`, `among`.
+//! - `integrity/`: damage. `problem` (what opening left out), `verify` (every checksum, every
+//!   chunk decoded) and `unfinished` (a shard without its End), `damage` (which episodes a
+//!   damaged spot affects), `exclusions` (listings left out after a verification), `lenient`
+//!   and `found_damage` (training reads that leave damaged episodes out and go on), `salvage`
+//!   (what of each episode still reads: the plan `recover` writes).
+//! - `dataset` (the façade users hold: open, refresh, the listing) hands out a `DatasetView`
+//!   (`dataset_view`) of its store and catalog: every read is a method of the view.
 //!
 //! Everything read from a file is untrusted: every offset and length is bounds-checked with
 //! checked arithmetic, and damage becomes a `Problem` (or `Error::Corrupt`), never a panic.
@@ -53,15 +58,17 @@ pub use crate::reader::reads::stream::set_stream_from_bytes;
 pub use crate::reader::store::shared_chunks::{
     available_memory, cache_plan, CachePlan, CacheStats, CACHE_AUTO, CACHE_FLOOR, RAM_SHARE,
 };
-pub use dataset::{ColumnStats, Dataset, EpisodeRef, Recording, SkippedRecord};
+pub use dataset::{ColumnStats, Dataset, EpisodeRef, OpenOptions, Recording, SkippedRecord};
 pub use dataset_view::DatasetView;
 
 pub(crate) use crate::reader::catalog::trust::episode_span;
 pub use crate::reader::integrity::damage::Damage;
 pub use crate::reader::integrity::exclusions::{EpisodeKey, Exclusions};
-pub use crate::reader::integrity::lenient::{Draw, Redraw, WindowKind};
+pub use crate::reader::integrity::lenient::{Draw, Redraw};
+pub use crate::reader::integrity::problem::Problem;
 pub use crate::reader::integrity::salvage::{Salvage, SalvagePlan};
 pub use crate::reader::integrity::verify::{open_verified, verify, verify_path, VerifyReport};
+pub use crate::reader::reads::steps::WindowKind;
 
 pub use crate::format::episode::EpisodeSummary;
 
@@ -82,50 +89,6 @@ pub(crate) fn prefetch(p: *const u8) {
 
 pub use crate::format::SHARD_EXTENSION;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OpenOptions {
-    /// Raise `Error::Corrupt` on any damage instead of keeping what is intact and listing a `Problem`.
-    pub strict: bool,
-    /// Upper bound on the bytes of decoded (decompressed) chunks kept in memory; `CACHE_AUTO`
-    /// (the default): sized from the dataset and the memory available (see `cache_plan`).
-    pub cache_bytes: usize,
-    /// Read shards through memory maps (raw chunks viewed without a copy). Without: positioned
-    /// reads through the cache, so a file truncated by another process gives an error, never
-    /// a SIGBUS.
-    pub mmap: bool,
-}
-
-impl Default for OpenOptions {
-    fn default() -> Self {
-        OpenOptions { strict: false, cache_bytes: CACHE_AUTO, mmap: true }
-    }
-}
-
-/// Damage found while opening (or refreshing): what was left out, and where.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    pub file: PathBuf,
-    pub offset: u64,
-    pub why: String,
-    /// Episodes this damage took out of the listing (a damaged Episode record's): the count its
-    /// own header claims, so approximate.
-    pub unlisted: u64,
-}
-
-impl Problem {
-    /// (file, byte offset, why): how the bindings hand a problem out.
-    pub fn parts(&self) -> (String, u64, String) {
-        (self.file.display().to_string(), self.offset, self.why.clone())
-    }
-}
-
-/// As its `parts`, a (file, byte offset, why) list.
-impl serde::Serialize for Problem {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        self.parts().serialize(s)
-    }
-}
-
 /// A path as reports hand it out: its text, lossy where it is not UTF-8 (serde's own refuses
 /// such a path, and a report must not fail for a file's name).
 pub(crate) fn path_text<S: serde::Serializer>(path: &Path, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -140,26 +103,4 @@ pub(crate) fn hex(id: &[u8; 16]) -> String {
 /// `path_text` of each path.
 pub(crate) fn paths_text<S: serde::Serializer>(paths: &[PathBuf], s: S) -> std::result::Result<S::Ok, S::Error> {
     s.collect_seq(paths.iter().map(|p| p.display().to_string()))
-}
-
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: byte offset {}: {}", self.file.display(), self.offset, self.why)
-    }
-}
-
-impl Problem {
-    pub(crate) fn new(file: impl Into<PathBuf>, offset: u64, why: impl Into<String>) -> Self {
-        Problem { file: file.into(), offset, why: why.into(), unlisted: 0 }
-    }
-
-    /// A problem that took `unlisted` episodes out of the listing.
-    pub(crate) fn unlisting(mut self, unlisted: u64) -> Self {
-        self.unlisted = unlisted;
-        self
-    }
-
-    pub(crate) fn to_error(&self) -> crate::Error {
-        crate::Error::corrupt(&self.file, self.offset, &self.why)
-    }
 }

@@ -30,7 +30,7 @@ use crate::reader::dataset_view::DatasetView;
 use crate::reader::reads::gather::{Field, Out, Window};
 use crate::reader::reads::rows::overlapping;
 use crate::reader::reads::sampling::SplitMix64;
-use crate::reader::reads::steps::EpisodeSet;
+use crate::reader::reads::steps::{EpisodeSet, WindowKind};
 
 /// Draws of one window that may land in damaged episodes before giving up (the episodes left
 /// are then too few to sample from).
@@ -56,28 +56,6 @@ pub enum Redraw {
     /// Window i was asked for by number `numbers[i]` (a step or window number of the set): it is
     /// redrawn from a stream of that number.
     Numbers(Vec<u64>),
-}
-
-/// What the windows of a batch are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WindowKind {
-    /// Steps per window (1 for transitions).
-    pub length: usize,
-    /// Windows of `length` steps inside episodes (drawn from the set's windows); `false`:
-    /// transitions (drawn from its steps).
-    pub sequence: bool,
-    /// Sequences only: shorter episodes count as one padded window.
-    pub pad: bool,
-}
-
-impl WindowKind {
-    /// One step a row: transitions.
-    pub const TRANSITION: WindowKind = WindowKind { length: 1, sequence: false, pad: false };
-
-    /// Sequences of `length` steps (padded with `pad`); `None`: transitions.
-    pub fn of(length: Option<usize>, pad: bool) -> WindowKind {
-        length.map_or(WindowKind::TRANSITION, |length| WindowKind { length, sequence: true, pad })
-    }
 }
 
 /// Two numbers mixed into one seed (SplitMix64's output function over both).

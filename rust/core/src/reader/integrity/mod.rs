@@ -8,6 +8,7 @@ pub(in crate::reader) mod damage;
 pub(in crate::reader) mod exclusions;
 pub(in crate::reader) mod found_damage;
 pub(in crate::reader) mod lenient;
+pub(in crate::reader) mod problem;
 pub(in crate::reader) mod salvage;
 pub(in crate::reader) mod unfinished;
 pub(in crate::reader) mod verify;

@@ -11,8 +11,9 @@ use super::steps::{resolve_index, EpisodeSet};
 use super::stream::put_i64s;
 use crate::reader::dataset_view::DatasetView;
 use crate::reader::integrity::damage::Damage;
-use crate::reader::integrity::lenient::{Draw, Redraw, WindowKind};
+use crate::reader::integrity::lenient::{Draw, Redraw};
 use crate::reader::reads::scan::runs::IndexOut;
+use crate::reader::reads::steps::WindowKind;
 use crate::{DType, Result};
 
 /// Where a batch goes: one output per field (`len * kind.length` rows each), the episode of

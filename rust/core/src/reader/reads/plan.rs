@@ -15,7 +15,7 @@ use serde_json::Value;
 use super::gather::Field;
 use crate::layout::Layout;
 use crate::reader::dataset_view::DatasetView;
-use crate::reader::integrity::lenient::WindowKind;
+use crate::reader::reads::steps::WindowKind;
 use crate::{DType, Error, Result};
 
 pub const DEFAULT_KEYS: [&str; 6] =

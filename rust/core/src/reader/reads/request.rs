@@ -5,7 +5,8 @@
 use super::gather::Window;
 use super::sampling::{sample_steps, sample_windows};
 use super::steps::{resolve_index, EpisodeSet};
-use crate::reader::integrity::lenient::{Redraw, WindowKind};
+use crate::reader::integrity::lenient::Redraw;
+use crate::reader::reads::steps::WindowKind;
 use crate::{Error, Result};
 
 /// Which windows a batch holds.

@@ -319,6 +319,28 @@ impl EpisodeSet {
     }
 }
 
+/// What the windows of a batch are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WindowKind {
+    /// Steps per window (1 for transitions).
+    pub length: usize,
+    /// Windows of `length` steps inside episodes (drawn from the set's windows); `false`:
+    /// transitions (drawn from its steps).
+    pub sequence: bool,
+    /// Sequences only: shorter episodes count as one padded window.
+    pub pad: bool,
+}
+
+impl WindowKind {
+    /// One step a row: transitions.
+    pub const TRANSITION: WindowKind = WindowKind { length: 1, sequence: false, pad: false };
+
+    /// Sequences of `length` steps (padded with `pad`); `None`: transitions.
+    pub fn of(length: Option<usize>, pad: bool) -> WindowKind {
+        length.map_or(WindowKind::TRANSITION, |length| WindowKind { length, sequence: true, pad })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

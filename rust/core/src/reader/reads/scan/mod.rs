@@ -17,8 +17,9 @@ use super::steps::EpisodeSet;
 use crate::error::{Error, Result};
 use crate::reader::dataset_view::DatasetView;
 use crate::reader::integrity::damage::Damage;
-use crate::reader::integrity::lenient::{Draw, Redraw, WindowKind};
+use crate::reader::integrity::lenient::{Draw, Redraw};
 use crate::reader::reads::scan::runs::IndexOut;
+use crate::reader::reads::steps::WindowKind;
 
 /// The windows a range read holds: its runs, or (damage redrawn) one window per step.
 #[derive(Debug, Clone, PartialEq, Eq)]
