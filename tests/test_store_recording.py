@@ -86,7 +86,7 @@ def test_the_open_shard_reaches_the_store_in_segments_of_whole_records(s3: S3, n
     )
     rng = np.random.default_rng(0)
     rec.reset(seed=0)
-    (staged,) = Path(rec._uploader.staging).glob("*.trj")
+    (staged,) = Path(rec._staging.staging).glob("*.trj")
     # Record until three segments are up (a loaded machine runs the writer and the uploader
     # late: how often they go up is measured in benches/test_store_recording.py).
     deadline = time.monotonic() + 60
@@ -105,7 +105,7 @@ def test_the_open_shard_reaches_the_store_in_segments_of_whole_records(s3: S3, n
     assert offsets == [sum(sizes[:i]) for i in range(len(sizes))]
     # The bytes the file holds, cut at a record boundary: they read as a shard.
     assert joined == staged.read_bytes()[: len(joined)]
-    cut = Path(rec._uploader.staging).parent / f"{staged.name}.cut"
+    cut = Path(rec._staging.staging).parent / f"{staged.name}.cut"
     try:
         cut.write_bytes(joined)
         with trajcore.open(cut) as ds:

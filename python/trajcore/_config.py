@@ -240,11 +240,13 @@ def build_config(
     *,
     render_fps: float | None = None,
     frame_bytes: int = 0,
+    upload_to: str | None = None,
     **options: Unpack[RecordingOptions],
 ) -> str:
     """The config JSON `_core.Recorder` takes (see `_core.pyi`) for the recording `options`
     (those not given at their defaults). `frame_bytes`: bytes of one sub-env's rendered frame,
-    which the default ring size counts in a step.
+    which the default ring size counts in a step. `upload_to`: the store prefix the shards go
+    up to (the recorder's path is then a local staging directory).
 
     Raises:
         SchemaError: a space cannot be recorded.
@@ -314,6 +316,8 @@ def build_config(
         "data_codec": checked.get("data", checked.get("info", default)),
         "flags_codec": _codec_for("reward", checked, default),
     }
+    if upload_to is not None:
+        config["upload_to"] = upload_to
     # Rendered frames (if the recorder is given any): the longest codecs key wins, as for columns.
     frames = [checked[k] for k in FRAME_CODEC_KEYS if k in checked]
     config["frame_codec"] = frames[-1] if frames else _check_codec("render", default_frame_codec(default["zstd_level"]))

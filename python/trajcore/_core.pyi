@@ -26,11 +26,9 @@ __all__ = [
     "escape_key",
     "layout_leaves",
     "num_threads",
-    "put_segment",
     "recover",
     "recover_segments",
     "remote_stats",
-    "remove_segments",
     "set_num_threads",
     "unescape_key",
     "upload_file",
@@ -61,7 +59,9 @@ class Recorder:
             block_when_full (bool), index_interval_bytes, timelog (bool: store the timelog in
             the file), info_codec / data_codec / frame_codec /
             flags_codec ({"delta": bool, "zstd_level": int | None, "chunk_bytes"?: int}; flags_codec
-            covers reward, terminated, truncated; frame_codec the rendered frames, `render/frame`).
+            covers reward, terminated, truncated; frame_codec the rendered frames, `render/frame`),
+            upload_to (a store prefix: the shards go up there as the writer writes them, the
+            recorder's path being a local staging directory).
         test_no_info_plans: tests only: walk every info dict key by key, as a dict that matches
             no plan of its shape (tests record both ways and compare).
 
@@ -123,6 +123,8 @@ class Recorder:
     def closed(self) -> bool: ...
     @property
     def shard_paths(self) -> list[str]: ...
+    @property
+    def bytes_uploaded(self) -> int: ...
     @property
     def num_envs(self) -> int: ...
     def columns(self) -> list[dict[str, Any]]:
@@ -400,6 +402,4 @@ def layout_leaves(layout_json: str, columns: set[str] | None = None) -> list[lis
 def configure_store(url: str, options: list[tuple[str, str]]) -> None: ...
 def remote_stats() -> tuple[int, int, int, int]: ...
 def upload_file(local: str, url: str) -> None: ...
-def put_segment(local: str, identity: int, start: int, url: str) -> tuple[int, int]: ...
-def remove_segments(url: str) -> None: ...
 def recover_segments(url: str, staging: str) -> list[dict[str, Any]]: ...

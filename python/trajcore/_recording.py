@@ -27,7 +27,7 @@ from trajcore._config import (
     to_json,
 )
 from trajcore._frames import check_renders_frames
-from trajcore._store import ShardUploader, is_store_url
+from trajcore._store import StoreStaging, is_store_url
 from trajcore.errors import InvalidArgumentError, TrajcoreError, TrajcoreWarning
 from trajcore.spaces import space_columns, space_from_json, space_from_json_text, space_to_json
 
@@ -48,8 +48,8 @@ class Recording:
     _episode_metadata: EpisodeMetadataFn | None = None
     _step_data: Callable[..., Mapping[str, Any]] | None = None
     _render_frames = False
-    # Recording to a store (a URL): the staging directory's uploader.
-    _uploader: ShardUploader | None = None
+    # Recording to a store (a URL): the local staging directory the core uploads from.
+    _staging: StoreStaging | None = None
 
     def _start_recording(
         self,
@@ -89,9 +89,11 @@ class Recording:
         if storage_options and not is_store_url(path):
             raise InvalidArgumentError(f"storage_options are for a store URL (s3://...), not the path {path}")
         if is_store_url(path):
-            # Recorded into a local staging directory; sealed shards go up as they are sealed.
-            self._uploader = ShardUploader(os.fspath(path), float(o["flush_interval"]), storage_options)
-            path = self._uploader.staging
+            # Recorded into a local staging directory; the core's writer puts the shards up.
+            self._staging = StoreStaging(os.fspath(path), storage_options)
+            make_config = functools.partial(make_config, upload_to=self._staging.url)
+            config = make_config()
+            path = self._staging.staging
         if check_existing:
             check_existing_recordings(
                 path, env.observation_space, env.action_space, allow_mixed=allow_mixed, agent=env.agent
@@ -224,8 +226,8 @@ class Recording:
         stored in the files (unless ``timelog=False``): `Dataset.timelog` reads it back.
         Recording to a store, also bytes_uploaded: bytes put so far (segments and whole shards)."""
         stats: dict[str, Any] = self._recorder.stats()
-        if self._uploader is not None:
-            stats["bytes_uploaded"] = self._uploader.bytes_uploaded
+        if self._staging is not None:
+            stats["bytes_uploaded"] = self._recorder.bytes_uploaded
         return stats
 
     @property
@@ -258,13 +260,11 @@ class Recording:
         self._deferred = None
         try:
             if self._native is not None:
-                self._native.close()
+                self._native.close()  # the core's uploads finish here (an error names the staging)
+            if self._staging is not None:
+                self._staging.done()
         finally:
-            try:
-                if self._uploader is not None:
-                    self._uploader.close()
-            finally:
-                close_env()
+            close_env()
 
     def __enter__(self) -> Any:
         return self

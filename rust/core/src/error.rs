@@ -58,6 +58,11 @@ pub enum Error {
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
 
+    /// Uploading a recording to a store failed past the store client's retries; `why` says
+    /// what failed and where the shards are kept.
+    #[error("{url}: {why}")]
+    Upload { url: String, why: String },
+
     #[error("{path}: file not found")]
     NotFound { path: PathBuf },
 

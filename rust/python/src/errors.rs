@@ -63,9 +63,11 @@ pub fn to_py(py: Python<'_>, error: Error) -> PyErr {
         Error::Schema { .. } => new_err(py, &c.schema, message),
         Error::Invalid(_) => new_err(py, &c.invalid, message),
         Error::OutOfRange(_) => new_err(py, &c.out_of_range, message),
-        Error::RingFull { .. } | Error::WriterStopped(_) | Error::ForeignProcess { .. } | Error::Interrupted(_) => {
-            new_err(py, &c.recorder, message)
-        }
+        Error::RingFull { .. }
+        | Error::WriterStopped(_)
+        | Error::ForeignProcess { .. }
+        | Error::Interrupted(_)
+        | Error::Upload { .. } => new_err(py, &c.recorder, message),
         Error::Io { source, .. } => match source.raw_os_error() {
             Some(errno) => instance(c.io.bind(py), (errno, message.clone()), || PyOSError::new_err(message)),
             None => new_err(py, &c.io, message), // no "[Errno 0]" before a store's error

@@ -105,19 +105,6 @@ pub fn upload_file(py: Python<'_>, local: PathBuf, url: &str) -> PyResult<()> {
     py.detach(|| trajcore_core::objstore::segments::upload(&local, url)).py_err(py)
 }
 
-/// Uploads the shard file `local`'s new whole records as a segment of the shard object `url`
-/// (GIL released; see the core's `segments::put_segment`): (where they end, file identity).
-#[pyfunction]
-pub fn put_segment(py: Python<'_>, local: PathBuf, identity: u64, start: u64, url: &str) -> PyResult<(u64, u64)> {
-    py.detach(|| trajcore_core::objstore::segments::put_segment(&local, identity, start, url)).py_err(py)
-}
-
-/// Deletes the segments of the shard object `url` (GIL released).
-#[pyfunction]
-pub fn remove_segments(py: Python<'_>, url: &str) -> PyResult<()> {
-    py.detach(|| trajcore_core::objstore::segments::remove_segments(url)).py_err(py)
-}
-
 /// Makes shards of the segments under the prefix `url`, through files in `staging` (GIL
 /// released; see the core's `segments::recover_segments`): a list of dicts.
 #[pyfunction]

@@ -41,8 +41,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::configure_store, m)?)?;
     m.add_function(wrap_pyfunction!(functions::remote_stats, m)?)?;
     m.add_function(wrap_pyfunction!(functions::upload_file, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::put_segment, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::remove_segments, m)?)?;
     m.add_function(wrap_pyfunction!(functions::recover_segments, m)?)?;
     m.add_function(wrap_pyfunction!(keys::escape_key, m)?)?;
     m.add_function(wrap_pyfunction!(keys::unescape_key, m)?)?;

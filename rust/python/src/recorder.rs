@@ -290,6 +290,10 @@ impl PyRecorder {
         if let Some(warning) = st.rec.unrecorded_warning() {
             warn(py, &warning)?;
         }
+        // An upload to a store that failed (it is tried again): said once, at the next step.
+        if let Some(failure) = st.rec.upload_failure() {
+            warn(py, &failure)?;
+        }
         let ended = st.rec.episodes_ended();
         if ended.is_empty() {
             return Ok(None);
@@ -368,6 +372,12 @@ impl PyRecorder {
     #[getter]
     fn shard_paths(&self, py: Python<'_>) -> PyResult<Vec<String>> {
         Ok(self.lock(py)?.rec.shard_paths().iter().map(|p| p.display().to_string()).collect())
+    }
+
+    /// Bytes put to the store so far, when recording to one (segments and whole shards).
+    #[getter]
+    fn bytes_uploaded(&self, py: Python<'_>) -> PyResult<u64> {
+        Ok(self.lock(py)?.rec.bytes_uploaded())
     }
 
     #[getter]

@@ -102,6 +102,10 @@ pub struct RecorderConfig {
     /// Codec of the reward, terminated and truncated columns.
     #[serde(default)]
     pub flags_codec: CodecSpec,
+    /// A store prefix (`s3://bucket/prefix`) the shards go up to, from the recorder's directory
+    /// (then a local staging directory) as the writer writes them (see `objstore::uploads`).
+    #[serde(default)]
+    pub upload_to: Option<String>,
     /// Where shard file names and the Meta record say which program wrote them.
     #[serde(default)]
     pub writer_version: String,

@@ -21,6 +21,7 @@ use super::skips::unrecorded_warning;
 use super::thread::{Faults, WriterSetup, WriterThread};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
+use crate::objstore::uploads::Uploads;
 use crate::schema::{CodecSpec, ColumnId, ColumnSpec, Role, Timeline, MAX_CHUNK_BYTES};
 
 /// A column the caller adds once recording runs (an info key seen for the first time).
@@ -99,6 +100,8 @@ pub struct Recorder {
     /// Messages pushed so far (the writer counts the same way, see `Shared::written_through`).
     pushed: u64,
     pace: Pace,
+    /// The uploads of a recording to a store (`RecorderConfig::upload_to`).
+    uploads: Option<Uploads>,
 }
 
 /// At most this many bytes of the ring are prefetched after a message (see `prefetch_next`).
@@ -198,6 +201,10 @@ impl Recorder {
         super::leftovers::remove_leftovers(dir);
         let recording_id = new_recording_id();
         let shard = ShardWriter::create(dir, recording_id, 0, &meta_json, &columns, config.durability()?)?;
+        let uploads = match &config.upload_to {
+            Some(url) => Some(Uploads::start(url, dir, config.flush_interval())?),
+            None => None,
+        };
         let (producer, consumer) = rtrb::RingBuffer::new(config.ring_bytes);
         let shared = Arc::new(Shared::default());
         let setup = WriterSetup {
@@ -208,6 +215,7 @@ impl Recorder {
             shard,
             reward: roles[0],
             faults,
+            uploads: uploads.as_ref().map(Uploads::queue),
         };
         let writer = WriterThread::new(setup, consumer, shared.clone())?;
         let thread = std::thread::Builder::new()
@@ -238,6 +246,7 @@ impl Recorder {
             interrupted: None,
             pushed: 0,
             pace: Pace::default(),
+            uploads,
         })
     }
 
@@ -918,7 +927,20 @@ impl Recorder {
         if self.shared.dead.load(Ordering::Acquire) {
             return Err(Error::WriterStopped(self.shared.error_message()));
         }
-        Ok(())
+        // Every shard is sealed now: the uploads put up what is left, whole.
+        self.uploads.as_mut().map_or(Ok(()), Uploads::close)
+    }
+
+    /// The first upload failure since the last call, once, for the caller to warn of (the upload
+    /// is tried again); `None` when the recording does not go to a store or nothing failed.
+    pub fn upload_failure(&self) -> Option<String> {
+        self.uploads.as_ref().and_then(Uploads::failure)
+    }
+
+    /// Bytes sent to the store so far (each recorded byte goes up about twice: as a segment,
+    /// then in its sealed shard).
+    pub fn bytes_uploaded(&self) -> u64 {
+        self.uploads.as_ref().map_or(0, Uploads::bytes_uploaded)
     }
 
     pub fn stats(&self) -> Stats {

@@ -2,7 +2,8 @@
 //! compressed chunks (here, off the caller's thread), appending them and the ended episodes'
 //! records to the shard, handing bytes to the OS (and fsync, as the durability says), rolling
 //! over to a new shard past the size limit, compacting closed shards on threads of their own, and
-//! the timelog records.
+//! the timelog records. When the recording goes up to a store, it tells the uploads what it did
+//! (a shard opened, records flushed, a shard sealed and compacted): it knows, so nothing guesses.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -20,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::format::chunks::PendingChunk;
 use crate::format::codec::Encoder;
 use crate::format::episode::{EpisodeSummary, FLAG_CONTINUES, FLAG_DISCARDED};
+use crate::objstore::uploads::UploadQueue;
 use crate::schema::ColumnSpec;
 
 /// Timelog samples (about a second each) stored per Timelog record.
@@ -51,6 +53,7 @@ pub struct Sink {
     /// here too).
     pub clock: Clock,
     shared: Arc<Shared>,
+    uploads: Option<UploadQueue>,
 }
 
 impl Sink {
@@ -61,9 +64,13 @@ impl Sink {
         recording_id: [u8; 16],
         shard: ShardWriter,
         shared: Arc<Shared>,
+        uploads: Option<UploadQueue>,
     ) -> Result<Self> {
         let durability = config.durability()?;
         shared.shard_paths.lock().unwrap_or_else(|p| p.into_inner()).push(shard.path().to_path_buf());
+        if let Some(uploads) = &uploads {
+            uploads.opened(shard.path());
+        }
         Ok(Sink {
             max_shard_bytes: config.max_shard_bytes,
             index_interval_bytes: config.index_interval_bytes,
@@ -87,6 +94,7 @@ impl Sink {
             timelog_unwritten: Vec::new(),
             clock: Clock::new(now_ns()),
             shared,
+            uploads,
         })
     }
 
@@ -150,6 +158,7 @@ impl Sink {
         self.clock.time(Stage::Encode, || shard.append_chunks(chunks));
         self.clock.time_write(|| shard.flush_to_os())?;
         self.shared.bytes_written.fetch_add(shard.size() - before, Ordering::Relaxed);
+        self.flushed();
         Ok(())
     }
 
@@ -196,6 +205,7 @@ impl Sink {
         self.shared.episodes.fetch_add(listed as u64, Ordering::Relaxed);
         self.clock.time_write(|| shard.flush_to_os())?;
         self.shared.bytes_written.fetch_add(shard.size() - before, Ordering::Relaxed);
+        self.flushed();
         Ok(())
     }
 
@@ -217,6 +227,7 @@ impl Sink {
         self.write_pending_episodes(episodes)?;
         if let Some(old) = self.shard.take() {
             let path = self.clock.time_write(|| old.finish())?;
+            self.flushed();
             self.compact_closed(&path);
         }
         self.shard_seq += 1;
@@ -231,6 +242,9 @@ impl Sink {
             )
         })?;
         self.shared.shard_paths.lock().unwrap_or_else(|p| p.into_inner()).push(shard.path().to_path_buf());
+        if let Some(uploads) = &self.uploads {
+            uploads.opened(shard.path());
+        }
         self.shard = Some(shard);
         self.append_chunks(repeats)?;
         episodes.start_parts(self.shard_seq);
@@ -256,6 +270,7 @@ impl Sink {
             let path = self.clock.time_write(|| shard.finish())?;
             let after = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(before);
             self.shared.bytes_written.fetch_add(after.saturating_sub(before), Ordering::Relaxed);
+            self.flushed();
             self.compact_closed(&path);
         }
         self.join_compactions();
@@ -266,8 +281,12 @@ impl Sink {
     /// (`compact`), on a thread of its own so the rows arriving meanwhile are not held up; `finish`
     /// waits for every such thread. A failure leaves the shard as it was, every row in it, and is
     /// reported in the stats: only its size is not what it could be.
+    /// Then (compacted or not) it is sealed: the uploads take it whole.
     fn compact_closed(&mut self, path: &Path) {
         if !self.compact_shards {
+            if let Some(uploads) = &self.uploads {
+                uploads.sealed(path);
+            }
             return;
         }
         let settings = self.compaction;
@@ -275,13 +294,28 @@ impl Sink {
         let (done, running) = std::mem::take(&mut self.compactions).into_iter().partition(|h| h.is_finished());
         self.compactions = running;
         self.join_each(done);
-        let (shared, owned) = (self.shared.clone(), path.to_path_buf());
+        let (shared, owned, uploads) = (self.shared.clone(), path.to_path_buf(), self.uploads.clone());
         let spawned = std::thread::Builder::new().name("trajcore-compact".into()).spawn(move || {
-            note_compaction(&shared, &owned, compact::compact(&owned, &settings, &mut Encoder::default()))
+            note_compaction(&shared, &owned, compact::compact(&owned, &settings, &mut Encoder::default()));
+            if let Some(uploads) = uploads {
+                uploads.sealed(&owned);
+            }
         });
         match spawned {
             Ok(handle) => self.compactions.push(handle),
-            Err(e) => note_compaction(&self.shared, path, Err(Error::io(path, e))),
+            Err(e) => {
+                note_compaction(&self.shared, path, Err(Error::io(path, e)));
+                if let Some(uploads) = &self.uploads {
+                    uploads.sealed(path);
+                }
+            }
+        }
+    }
+
+    /// Records went to the OS: the uploads may send them as a segment.
+    fn flushed(&self) {
+        if let Some(uploads) = &self.uploads {
+            uploads.flushed();
         }
     }
 

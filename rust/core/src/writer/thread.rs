@@ -17,6 +17,7 @@ use super::shared::Shared;
 use super::sink::Sink;
 use super::timelog::{self, Stage};
 use crate::error::{Error, Result};
+use crate::objstore::uploads::UploadQueue;
 use crate::schema::{ColumnId, ColumnSpec};
 
 const IDLE_SLEEP: Duration = Duration::from_millis(1);
@@ -40,6 +41,8 @@ pub struct WriterSetup {
     pub shard: ShardWriter,
     pub reward: ColumnId,
     pub faults: Faults,
+    /// Where the sink says what it wrote, when the recording goes up to a store.
+    pub uploads: Option<UploadQueue>,
 }
 
 pub struct WriterThread {
@@ -58,7 +61,7 @@ impl WriterThread {
     pub fn new(setup: WriterSetup, consumer: rtrb::Consumer<u8>, shared: Arc<Shared>) -> Result<Self> {
         let config = setup.config;
         let episodes = Episodes::new(config.num_envs, setup.columns, setup.reward, config.chunk_bytes);
-        let sink = Sink::new(&config, setup.meta_json, setup.recording_id, setup.shard, shared.clone())?;
+        let sink = Sink::new(&config, setup.meta_json, setup.recording_id, setup.shard, shared.clone(), setup.uploads)?;
         Ok(WriterThread {
             flush_interval: config.flush_interval(),
             episodes,

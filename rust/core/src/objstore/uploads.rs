@@ -1,0 +1,243 @@
+//! A recording's uploads to a store, made on a thread of their own from what the writer thread
+//! says it did (it knows; nothing here guesses from file names or times): each shard it opens
+//! and each flush of records to it, and each shard it seals, once its compaction (which rewrites
+//! it) is done.
+//!
+//! - About once an interval, the new whole records of each shard that was flushed to go up as
+//!   a segment (`segments::put_segment`), so a recorder killed mid-shard loses from the store
+//!   only its last interval or so; `segments::recover_segments` makes a shard of them.
+//! - A sealed shard goes up whole (one 8 MiB part in memory at a time), then its segments are
+//!   removed. An object appears only once its upload is complete.
+//! - The writer never waits on the network: it only sends messages. A failure (after the store
+//!   client's retries) leaves what failed to be tried again at the next interval; the first
+//!   failure since the last look is handed out once (`failure`, which the recorder turns into a
+//!   warning at its next call), and `close` retries what is left and fails by name, the staging
+//!   directory named (its shards are whole, and kept).
+//!
+//! Memory: the thread holds the names of the shards not yet up whole and one upload part.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::segments;
+use super::url::locate;
+use crate::error::{Error, Result};
+
+enum Event {
+    /// The writer flushed records to the shard it writes (`Opened` named it).
+    Flushed,
+    /// A new shard, written from now on.
+    Opened(PathBuf),
+    /// A shard the writer finished (and compacted, if it does): it goes up whole.
+    Sealed(PathBuf),
+    Close,
+}
+
+/// What the writer holds: where it says what it did. Sending never blocks.
+#[derive(Clone)]
+pub struct UploadQueue(mpsc::Sender<Event>);
+
+impl UploadQueue {
+    pub fn opened(&self, shard: &Path) {
+        let _ = self.0.send(Event::Opened(shard.to_path_buf()));
+    }
+
+    pub fn flushed(&self) {
+        let _ = self.0.send(Event::Flushed);
+    }
+
+    pub fn sealed(&self, shard: &Path) {
+        let _ = self.0.send(Event::Sealed(shard.to_path_buf()));
+    }
+}
+
+/// What the caller's side reads of the uploads while they run.
+#[derive(Default)]
+struct Status {
+    bytes: AtomicU64,
+    /// Set with `failure`: a failure nobody was told of yet.
+    unreported: AtomicBool,
+    failure: Mutex<Option<String>>,
+}
+
+impl Status {
+    fn note(&self, why: String) {
+        let mut slot = self.failure.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.is_none() {
+            *slot = Some(why);
+            self.unreported.store(true, Ordering::Release);
+        }
+    }
+}
+
+pub struct Uploads {
+    url: String,
+    staging: PathBuf,
+    queue: UploadQueue,
+    status: Arc<Status>,
+    thread: Option<JoinHandle<Result<()>>>,
+}
+
+impl Uploads {
+    /// Starts uploading the shards a recorder writes in `staging` to the store prefix `url`,
+    /// segments about every `interval`. The URL is checked now (a bad one fails here, not at
+    /// the first upload).
+    ///
+    /// Errors: `Invalid` (not a store URL, or an HTTP(S) one: plain HTTP has no uploads),
+    /// `Io` (the thread could not be started).
+    pub fn start(url: &str, staging: &Path, interval: Duration) -> Result<Uploads> {
+        let url = url.trim_end_matches('/').to_string();
+        locate(&url)?;
+        if !url.to_ascii_lowercase().starts_with("s3") {
+            return Err(Error::Invalid(format!("{url}: recording needs an s3:// store (HTTP(S) URLs are read-only)")));
+        }
+        let (sender, events) = mpsc::channel();
+        let status = Arc::new(Status::default());
+        let mut worker = Worker { url: url.clone(), status: status.clone(), open: BTreeMap::new(), sealed: Vec::new() };
+        let thread = std::thread::Builder::new()
+            .name("trajcore-upload".into())
+            .spawn(move || worker.run(events, interval))
+            .map_err(|e| Error::io(staging, e))?;
+        Ok(Uploads { url, staging: staging.to_path_buf(), queue: UploadQueue(sender), status, thread: Some(thread) })
+    }
+
+    pub fn queue(&self) -> UploadQueue {
+        self.queue.clone()
+    }
+
+    /// Bytes sent so far (segments and whole shards).
+    pub fn bytes_uploaded(&self) -> u64 {
+        self.status.bytes.load(Ordering::Relaxed)
+    }
+
+    /// The first upload failure since the last call, once (`None` almost always: one atomic
+    /// load). The upload is tried again at the next interval.
+    pub fn failure(&self) -> Option<String> {
+        if !self.status.unreported.swap(false, Ordering::AcqRel) {
+            return None;
+        }
+        let why = self.status.failure.lock().unwrap_or_else(|p| p.into_inner()).take()?;
+        Some(format!("{}: an upload failed, and is tried again at the next flush interval: {why}", self.url))
+    }
+
+    /// Once the writer has sealed every shard: uploads what is left, whole, and stops the
+    /// thread. Idempotent.
+    ///
+    /// Errors: `Upload`, naming the URL, why, and the staging directory (its shards are whole,
+    /// and kept).
+    pub fn close(&mut self) -> Result<()> {
+        let Some(thread) = self.thread.take() else { return Ok(()) };
+        let _ = self.queue.0.send(Event::Close);
+        let done = thread.join().unwrap_or_else(|_| Err(Error::Invalid("the upload thread panicked".into())));
+        done.map_err(|e| Error::Upload {
+            url: self.url.clone(),
+            why: format!("uploading the shards failed ({e}); they are in {}", self.staging.display()),
+        })
+    }
+}
+
+impl Drop for Uploads {
+    fn drop(&mut self) {
+        // A recorder dropped without close: the thread ends after one last try.
+        let _ = self.queue.0.send(Event::Close);
+    }
+}
+
+/// The upload thread's state: the shards not yet up whole.
+struct Worker {
+    url: String,
+    status: Arc<Status>,
+    /// Shards written and not yet up whole: (file identity, where the records uploaded end,
+    /// flushed since).
+    open: BTreeMap<PathBuf, (u64, u64, bool)>,
+    /// Shards sealed and not yet up whole (a failed upload stays here), in order.
+    sealed: Vec<PathBuf>,
+}
+
+impl Worker {
+    fn run(&mut self, events: mpsc::Receiver<Event>, interval: Duration) -> Result<()> {
+        let mut next = Instant::now() + interval;
+        let mut current: Option<PathBuf> = None;
+        loop {
+            match events.recv_timeout(next.saturating_duration_since(Instant::now())) {
+                Ok(Event::Opened(path)) => {
+                    self.open.insert(path.clone(), (0, 0, false));
+                    current = Some(path);
+                }
+                Ok(Event::Flushed) => {
+                    if let Some(entry) = current.as_ref().and_then(|p| self.open.get_mut(p)) {
+                        entry.2 = true;
+                    }
+                }
+                Ok(Event::Sealed(path)) => {
+                    if !self.sealed.contains(&path) {
+                        self.sealed.push(path);
+                    }
+                }
+                Ok(Event::Close) | Err(RecvTimeoutError::Disconnected) => return self.finish(),
+                Err(RecvTimeoutError::Timeout) => {
+                    self.tick();
+                    next = Instant::now() + interval;
+                }
+            }
+        }
+    }
+
+    fn shard_url(&self, path: &Path) -> String {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        format!("{}/{name}", self.url)
+    }
+
+    /// The flushed records of each shard as segments, then the sealed shards whole.
+    fn tick(&mut self) {
+        let flushed: Vec<PathBuf> = self.open.iter().filter(|(_, e)| e.2).map(|(p, _)| p.clone()).collect();
+        for path in flushed {
+            if let Err(e) = self.put_segment(&path) {
+                self.status.note(e.to_string());
+            }
+        }
+        if let Err(e) = self.put_sealed() {
+            self.status.note(e.to_string());
+        }
+    }
+
+    fn put_segment(&mut self, path: &Path) -> Result<()> {
+        let url = self.shard_url(path);
+        let Some(&(identity, from, _)) = self.open.get(path) else { return Ok(()) };
+        let (end, now) = segments::put_segment(path, identity, from, &url)?;
+        self.status.bytes.fetch_add(end - from, Ordering::Relaxed);
+        // A file replaced since (compacted: sealed) keeps the identity of the one its segments
+        // come from, so it never mixes with them: it goes up only whole.
+        self.open.insert(path.to_path_buf(), (if identity == 0 { now } else { identity }, end, false));
+        Ok(())
+    }
+
+    /// Each sealed shard up whole, then its segments removed; the first failure stops the
+    /// round (the rest go at the next).
+    fn put_sealed(&mut self) -> Result<()> {
+        while let Some(path) = self.sealed.first().cloned() {
+            let url = self.shard_url(&path);
+            segments::upload(&path, &url)?;
+            let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+            self.status.bytes.fetch_add(size, Ordering::Relaxed);
+            if self.open.remove(&path).is_some_and(|(_, end, _)| end > 0) {
+                segments::remove_segments(&url)?;
+            }
+            self.sealed.remove(0);
+        }
+        Ok(())
+    }
+
+    /// At close: every shard goes up whole (the writer sealed each by now; one it could not,
+    /// having failed, goes up as it is); one that fails again fails the close.
+    fn finish(&mut self) -> Result<()> {
+        let unsealed: Vec<PathBuf> = self.open.keys().filter(|p| !self.sealed.contains(p)).cloned().collect();
+        self.sealed.extend(unsealed);
+        self.put_sealed()
+    }
+}
