@@ -125,6 +125,19 @@ pub fn configure(url: &str, options: &[(String, String)]) -> Result<()> {
     Ok(())
 }
 
+/// Serves the store `url` is in (its scheme and bucket or host) with `client` instead of one
+/// built from the environment and options: any `object_store` implementation (an in-memory or
+/// throttled store in tests, a caller's own client). Until `configure` is called for that store,
+/// or the process forks (a child builds its clients from the options again).
+///
+/// Errors: `Invalid` (not an object storage URL), `Io` (the runtime could not start).
+pub fn use_store(url: &str, client: Arc<dyn ObjectStore>) -> Result<()> {
+    let location = locate(url)?;
+    let mut clients = clients()?;
+    clients.as_mut().expect("made by clients()").stores.insert(location.store, client);
+    Ok(())
+}
+
 /// A client for `store` from the environment and `options`.
 fn build(store: &str, options: &[(String, String)]) -> Result<Arc<dyn ObjectStore>> {
     let invalid = |why: String| Error::Invalid(format!("{store}: {why}"));
@@ -175,8 +188,8 @@ fn build(store: &str, options: &[(String, String)]) -> Result<Arc<dyn ObjectStor
     built.map_err(|e| invalid(e.to_string()))
 }
 
-/// This process's runtime and the client for `store`, made on first use (again after a fork).
-fn client(store: &str) -> Result<(Arc<tokio::runtime::Runtime>, Arc<dyn ObjectStore>)> {
+/// This process's clients, the runtime made on first use (again after a fork).
+fn clients() -> Result<MutexGuard<'static, Option<Clients>>> {
     let mut clients = lock(&CLIENTS);
     let pid = std::process::id();
     if clients.as_ref().is_some_and(|c| c.pid != pid) {
@@ -189,10 +202,16 @@ fn client(store: &str) -> Result<(Arc<tokio::runtime::Runtime>, Arc<dyn ObjectSt
             .thread_name("trajcore-io")
             .enable_all()
             .build()
-            .map_err(|e| Error::io(store, e))?;
+            .map_err(|e| Error::Io { path: "the object storage runtime".into(), source: e })?;
         *clients = Some(Clients { pid, runtime: Arc::new(runtime), stores: HashMap::new() });
     }
-    let clients = clients.as_mut().expect("made above");
+    Ok(clients)
+}
+
+/// This process's runtime and the client for `store`, made on first use.
+fn client(store: &str) -> Result<(Arc<tokio::runtime::Runtime>, Arc<dyn ObjectStore>)> {
+    let mut clients = clients()?;
+    let clients = clients.as_mut().expect("made by clients()");
     let made = match clients.stores.get(store) {
         Some(s) => s.clone(),
         None => {

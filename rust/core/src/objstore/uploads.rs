@@ -63,15 +63,22 @@ struct Status {
     /// Set with `failure`: a failure nobody was told of yet.
     unreported: AtomicBool,
     failure: Mutex<Option<String>>,
+    /// A failure was noted since the last upload that went through: an outage is said once,
+    /// not at every interval it lasts.
+    failing: AtomicBool,
 }
 
 impl Status {
     fn note(&self, why: String) {
-        let mut slot = self.failure.lock().unwrap_or_else(|p| p.into_inner());
-        if slot.is_none() {
-            *slot = Some(why);
-            self.unreported.store(true, Ordering::Release);
+        if self.failing.swap(true, Ordering::AcqRel) {
+            return;
         }
+        *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+        self.unreported.store(true, Ordering::Release);
+    }
+
+    fn went_through(&self) {
+        self.failing.store(false, Ordering::Release);
     }
 }
 
@@ -115,8 +122,9 @@ impl Uploads {
         self.status.bytes.load(Ordering::Relaxed)
     }
 
-    /// The first upload failure since the last call, once (`None` almost always: one atomic
-    /// load). The upload is tried again at the next interval.
+    /// The first upload failure of an outage (one since the last upload that went through),
+    /// once (`None` almost always: one atomic load). The upload is tried again at the next
+    /// interval.
     pub fn failure(&self) -> Option<String> {
         if !self.status.unreported.swap(false, Ordering::AcqRel) {
             return None;
@@ -210,6 +218,7 @@ impl Worker {
         let url = self.shard_url(path);
         let Some(&(identity, from, _)) = self.open.get(path) else { return Ok(()) };
         let (end, now) = segments::put_segment(path, identity, from, &url)?;
+        self.status.went_through();
         self.status.bytes.fetch_add(end - from, Ordering::Relaxed);
         // A file replaced since (compacted: sealed) keeps the identity of the one its segments
         // come from, so it never mixes with them: it goes up only whole.
@@ -223,6 +232,7 @@ impl Worker {
         while let Some(path) = self.sealed.first().cloned() {
             let url = self.shard_url(&path);
             segments::upload(&path, &url)?;
+            self.status.went_through();
             let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
             self.status.bytes.fetch_add(size, Ordering::Relaxed);
             if self.open.remove(&path).is_some_and(|(_, end, _)| end > 0) {

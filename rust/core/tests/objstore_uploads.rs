@@ -1,0 +1,170 @@
+//! A recording's uploads to a store, against `object_store`'s own stores: an in-memory store
+//! behind its throttling wrapper (every request slow), and a store that fails (an endpoint
+//! nothing listens on) then recovers. What the store holds is compared byte for byte with the
+//! staging directory, and read back through the reader value for value.
+#![cfg(feature = "remote")]
+
+mod writer_util;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use object_store::memory::InMemory;
+use object_store::path::Path as ObjectPath;
+use object_store::throttle::{ThrottleConfig, ThrottledStore};
+use object_store::ObjectStore;
+use serde_json::json;
+use trajcore_core::objstore::remote::{configure, use_store};
+use trajcore_core::reader::{Dataset, OpenOptions};
+use trajcore_core::Error;
+use writer_util::*;
+
+/// One env, episodes of lengths 1..23, `flush` every few (as the flush timer would), several
+/// shards; `between` runs at each flush. Returns what the reader should list.
+fn record(dir: &Path, url: &str, mut between: impl FnMut(&Harness)) -> (Harness, usize) {
+    let extra = json!({"upload_to": url, "max_shard_bytes": 6000, "flush_interval_s": 0.05});
+    let mut h = Harness::new(dir, config(1, false, "disabled", extra));
+    let mut tick = 0u64;
+    h.reset(&[env_step(0, tick)], None);
+    let episodes = 40;
+    for k in 0..episodes {
+        let len = 1 + (k * 7) % 23;
+        for t in 1..=len {
+            tick += 1;
+            let mut s = env_step(0, tick);
+            s.terminated = t == len;
+            h.step(&[s]);
+        }
+        tick += 1;
+        h.reset(&[env_step(0, tick)], None);
+        if k % 4 == 3 {
+            h.rec.flush().unwrap();
+            between(&h);
+        }
+    }
+    (h, episodes)
+}
+
+/// Every object under `prefix` of `store`: (key, bytes), sorted by key.
+fn objects(store: &dyn ObjectStore, prefix: &str) -> Vec<(String, Vec<u8>)> {
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    runtime.block_on(async {
+        use futures::TryStreamExt;
+        let metas: Vec<_> = store.list(Some(&ObjectPath::from(prefix))).try_collect().await.unwrap();
+        let mut out = Vec::new();
+        for m in metas {
+            let bytes = store.get(&m.location).await.unwrap().bytes().await.unwrap();
+            out.push((m.location.to_string(), bytes.to_vec()));
+        }
+        out.sort();
+        out
+    })
+}
+
+/// The staging directory's shards: (file name, bytes), sorted.
+fn staged(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "trj"))
+        .map(|p| (p.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&p).unwrap()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The store under `bucket`'s `prefix` holds each staged shard whole (no segment left) and
+/// reads back as `expected`.
+fn check_up(store: &dyn ObjectStore, bucket: &str, prefix: &str, dir: &Path, expected: &[ExpEpisode]) {
+    let local = staged(dir);
+    assert!(local.len() >= 2, "the recording rolled over: {} shards", local.len());
+    let up = objects(store, prefix);
+    let named: Vec<(String, Vec<u8>)> = local.iter().map(|(n, b)| (format!("{prefix}/{n}"), b.clone())).collect();
+    // Every shard whole, byte for byte, and no segment left behind.
+    assert_eq!(
+        up.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
+        named.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>()
+    );
+    assert!(up == named, "a shard in the store differs from its staged file");
+    let ds = Dataset::open(Path::new(&format!("{bucket}/{prefix}")), OpenOptions::default()).unwrap();
+    check(&ds, expected);
+}
+
+#[test]
+fn a_recording_goes_up_whole_through_a_slow_store_and_reads_back_equal() {
+    let slow = ThrottledStore::new(
+        InMemory::new(),
+        ThrottleConfig { wait_put_per_call: Duration::from_millis(5), ..ThrottleConfig::default() },
+    );
+    let store: Arc<dyn ObjectStore> = Arc::new(slow);
+    const BUCKET: &str = "s3://uploads-slow";
+    use_store(BUCKET, store.clone()).unwrap();
+    let staging = tempfile::tempdir().unwrap();
+    let (h, _) = record(staging.path(), "s3://uploads-slow/run", |_| {});
+    let expected = h.close();
+    check_up(&*store, BUCKET, "run", staging.path(), &expected);
+}
+
+/// Waits (checking every millisecond, for at most a minute) until `done`.
+fn wait_for(mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !done() {
+        assert!(Instant::now() < deadline, "not within a minute");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// A store nothing answers: every request fails at once (connection refused, no retries).
+fn dead_store(url: &str) {
+    let options: Vec<(String, String)> = [
+        ("endpoint", "http://127.0.0.1:1"),
+        ("allow_http", "true"),
+        ("region", "us-east-1"),
+        ("aws_access_key_id", "test"),
+        ("aws_secret_access_key", "test"),
+        ("max_retries", "0"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    configure(url, &options).unwrap();
+}
+
+#[test]
+fn a_failed_upload_is_said_once_and_retried_when_the_store_is_back() {
+    const BUCKET: &str = "s3://uploads-back";
+    dead_store(BUCKET);
+    let staging = tempfile::tempdir().unwrap();
+    let mut failures = Vec::new();
+    let (mut h, _) = record(staging.path(), "s3://uploads-back/run", |h| {
+        failures.extend(h.rec.upload_failure());
+        if failures.is_empty() {
+            wait_for(|| {
+                failures.extend(h.rec.upload_failure());
+                !failures.is_empty()
+            });
+        }
+    });
+    assert!(failures[0].starts_with("s3://uploads-back/run: an upload failed"), "{}", failures[0]);
+    // Said once for the outage, however many intervals it lasts (the uploads went on failing).
+    assert_eq!(failures.len(), 1);
+    h.rec.flush().unwrap();
+    assert_eq!(h.rec.upload_failure(), None);
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    use_store(BUCKET, store.clone()).unwrap();
+    let expected = h.close();
+    check_up(&*store, BUCKET, "run", staging.path(), &expected);
+}
+
+#[test]
+fn a_store_that_stays_down_fails_the_close_by_name_and_keeps_the_shards() {
+    dead_store("s3://uploads-down");
+    let staging = tempfile::tempdir().unwrap();
+    let (mut h, _) = record(staging.path(), "s3://uploads-down/run", |_| {});
+    let err = h.rec.close().unwrap_err();
+    let Error::Upload { url, why } = &err else { panic!("{err}") };
+    assert_eq!(url, "s3://uploads-down/run");
+    assert!(why.contains(&staging.path().display().to_string()), "{why}");
+    assert!(staged(staging.path()).len() >= 2, "the shards stay whole in the staging directory");
+}
