@@ -10,13 +10,15 @@ Reported in one run, each against the memmap:
 - random 256-transition batches over the first pass (cold: a fresh open, an empty trajcore
   cache, and the OS page cache dropped first where this process may, root on Linux; the report
   says whether it was), one epoch of all transitions in random order, and warm (after a pass);
-- a `DataLoader` with 0 and 2 workers (fork), batches of 256 through a `BatchSampler`;
-- the PSS (proportional set size: shared pages counted once in all) of the 2 workers;
+- a `DataLoader` with 0 and 2 workers (fork; `TRAJCORE_SCALE_WORKERS`), batches of 256 through
+  a `BatchSampler`;
+- the PSS (proportional set size: shared pages counted once in all) of the workers;
 - bytes per step on disk (EnvLogger's only where `envlogger` is installed).
 
 Run by hand at full size:
 `python -m pytest benches/test_read_scale.py -p no:cacheprovider --benchmark-only -s`;
-`TRAJCORE_SCALE_STEPS=8000` runs it small. For a memmap larger than memory (480,000 steps make
+`TRAJCORE_SCALE_STEPS=8000` runs it small; `TRAJCORE_SCALE_WORKERS=0,8,15` sets the loaders'
+worker counts (default 0,2). For a memmap larger than memory (480,000 steps make
 26 GB), set `TRAJCORE_SCALE_COLD_BATCHES=200`: the memmap's first pass reads from disk.
 """
 
@@ -37,6 +39,8 @@ STEPS = int(os.environ.get("TRAJCORE_SCALE_STEPS", "160000"))
 # Batches of the first pass measured (default: a whole epoch). A memmap larger than memory reads
 # every row from disk, so an epoch of it takes long: cap it for that size.
 COLD_BATCHES = int(os.environ.get("TRAJCORE_SCALE_COLD_BATCHES", "0")) or None
+# The DataLoader worker counts measured (0: in the main process); the 16-core machine runs 8 and 15.
+WORKERS = tuple(int(w) for w in os.environ.get("TRAJCORE_SCALE_WORKERS", "0,2").split(","))
 NUM_ENVS = 8
 BATCH = 256
 KEYS = ("observations", "next_observations", "actions", "rewards")
@@ -207,7 +211,7 @@ def test_read_scale(benchmark: Any, report: list[dict[str, Any]], tmp_path: Path
         return DataLoader(data, batch_size=None, sampler=sampler, num_workers=workers, multiprocessing_context=ctx)
 
     loaders = {}
-    for workers in (0, 2):
+    for workers in WORKERS:
         tc_rate, tc_pss = _loader_rate(tc_loader, workers, loader_batches)
         mm_rate, mm_pss = _loader_rate(mm_loader, workers, loader_batches)
         loaders[workers] = (tc_rate, mm_rate, tc_pss, mm_pss)
