@@ -1,4 +1,4 @@
-"""trajcore.bench.measure_overhead and `python -m trajcore bench` (tiny runs: keys and sanity)."""
+"""trajcore.tools.bench.measure_overhead and `python -m trajcore bench` (tiny runs: keys and sanity)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import gymnasium as gym
 import pytest
 import trajcore
-from trajcore.bench import make_env, measure_overhead, peak_rss_bytes, rss_bytes
 from trajcore.cli import main
+from trajcore.tools.bench import make_env, measure_overhead, peak_rss_bytes, rss_bytes
 
 SPREAD = ("median", "min", "max")
 

@@ -116,12 +116,14 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_graph_sees_the_package() -> None:
     graph = import_graph()
-    assert {"trajcore.dataset", "trajcore.episode", "trajcore.viewer", "trajcore.formats.frames"} <= set(graph)
-    assert "trajcore.episodes" in graph["trajcore.dataset"]
+    assert {"trajcore.read.dataset", "trajcore.read.episode", "trajcore.viewer", "trajcore.formats.frames"} <= set(
+        graph
+    )
+    assert "trajcore.read.episodes" in graph["trajcore.read.dataset"]
     # A lazy import counts: the notebook hook of an episode imports the viewer.
-    assert "trajcore.viewer" in graph["trajcore.episode"]
+    assert "trajcore.viewer" in graph["trajcore.read.episode"]
     # An import under TYPE_CHECKING does not.
-    assert "trajcore.dataset" not in graph["trajcore.episode"]
+    assert "trajcore.read.dataset" not in graph["trajcore.read.episode"]
 
 
 def test_the_checker_finds_a_circle() -> None:

@@ -18,7 +18,7 @@ from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
 from helpers import SpaceEnv
-from trajcore import _infos as infos_module
+from trajcore.read import infos as infos_module
 
 MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]
 

@@ -248,9 +248,9 @@ def _split_stats(values: np.ndarray[Any, Any], complete: np.ndarray[Any, Any]) -
 
 def _info(args: argparse.Namespace) -> int:
     import trajcore
-    from trajcore._agents import agent_counts, agent_spaces
-    from trajcore._meta import env_ids
     from trajcore.formats.summaries import env_step_bounds
+    from trajcore.read.agents import agent_counts, agent_spaces
+    from trajcore.read.meta import env_ids
 
     with trajcore.open(args.path) as ds:
         s = ds.summaries()
@@ -406,8 +406,8 @@ def _env_steps_line(stored: int, least: int, most: int, asked: int | None, next_
 
 def _ls(args: argparse.Namespace) -> int:
     import trajcore
-    from trajcore._selection import apply_select, parse_select
     from trajcore.formats.summaries import METRIC_STATS, metric_column, summary_columns
+    from trajcore.read.selection import apply_select, parse_select
 
     selection = parse_select(args.select)
     with trajcore.open(args.path) as ds:
@@ -487,9 +487,9 @@ def _view_target(ds: Any, args: argparse.Namespace) -> Any:
 
 def _plot(args: argparse.Namespace) -> int:
     import trajcore
-    from trajcore._selection import apply_select, parse_select
     from trajcore._store import local_only
     from trajcore.plots import load_timelog, write_plots
+    from trajcore.read.selection import apply_select, parse_select
 
     if args.path is None and args.timelog is None:
         raise UsageError("give a dataset PATH, --timelog FILE, or both")
@@ -518,10 +518,10 @@ def _columns_arg(text: str | None) -> list[str] | None:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from trajcore._output import check_destination
-    from trajcore._selection import apply_select, parse_select
     from trajcore.formats import export, format_of
     from trajcore.formats._read import open_for_pass
+    from trajcore.read.selection import apply_select, parse_select
+    from trajcore.tools.output import check_destination
 
     fmt = format_of(args.out, args.format)
     if args.columns is not None and fmt not in ("csv", "parquet"):
@@ -585,7 +585,7 @@ def _import_minari(args: argparse.Namespace) -> int:
 
 def _convert(args: argparse.Namespace) -> int:
     import trajcore
-    from trajcore._selection import apply_select, parse_select
+    from trajcore.read.selection import apply_select, parse_select
 
     codecs: Any = None
     if args.codecs == "raw":
@@ -710,7 +710,7 @@ def _recover(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from trajcore.bench import measure_overhead
+    from trajcore.tools.bench import measure_overhead
 
     vectorization = None if args.vectorization == "none" else args.vectorization
     if vectorization is None and args.num_envs > 1:
@@ -818,8 +818,8 @@ _DATASET_HELP = "a dataset directory or one shard file, or a URL (s3://bucket/pr
 
 def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
     import trajcore
-    from trajcore._selection import SELECT_HELP
     from trajcore.formats import DEFAULT_MAX_VALUES, FORMATS
+    from trajcore.read.selection import SELECT_HELP
 
     p = argparse.ArgumentParser(
         prog=prog,

@@ -18,15 +18,15 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from trajcore._output import staged
 from trajcore._store import configure, is_store_url
-from trajcore.dataset import Dataset
-from trajcore.episodes import Episodes
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
 from trajcore.formats._columns import DEFAULT_MAX_VALUES, choose
 from trajcore.formats._read import EXPORT_CACHE_BYTES, Progress, StepTable, open_for_pass, plan_of
 from trajcore.formats.frames import left_out_note, summaries_frame, to_pandas
 from trajcore.formats.from_minari import import_minari
+from trajcore.read.dataset import Dataset
+from trajcore.read.episodes import Episodes
+from trajcore.tools.output import staged
 
 __all__ = [
     "DEFAULT_MAX_VALUES",

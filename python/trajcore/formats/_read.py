@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from trajcore._agents import agent_names
-from trajcore._infos import widen
-from trajcore.dataset import Dataset
 from trajcore.errors import CorruptFileError
 from trajcore.formats._columns import Leaf, Plan, RecordingColumns, make_plan
-from trajcore.transitions import int64
+from trajcore.read.agents import agent_names
+from trajcore.read.dataset import Dataset
+from trajcore.read.infos import widen
+from trajcore.read.transitions import int64
 
 __all__ = [
     "EXPORT_CACHE_BYTES",
@@ -160,7 +160,7 @@ def read_episode(ds: Dataset, index: int, plan: Plan, leaves: Sequence[Leaf], *,
 
 def merged(leaf: Leaf, values: Values, mask: Any, wider: Sequence[tuple[Any, Any]]) -> tuple[Values, Any]:
     """A leaf's rows with those of the columns that widen it (`Leaf.wider`, those read), merged
-    as the reader merges them (`trajcore._infos`), all in the leaf's dtype: a recording whose
+    as the reader merges them (`trajcore.read.infos`), all in the leaf's dtype: a recording whose
     values never outgrew the first type reads in the type another recording widened it to.
 
     Raises:

@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from trajcore._agents import agent_names
 from trajcore.formats._columns import INDEX_COLUMNS, Leaf, flat_names
 from trajcore.formats._read import Batch, StepTable
+from trajcore.read.agents import agent_names
 
 __all__ = ["write_csv"]
 

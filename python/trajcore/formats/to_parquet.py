@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from trajcore._agents import agent_names
-from trajcore.dataset import Dataset
 from trajcore.formats._columns import GROUPS, Leaf
 from trajcore.formats._deps import require
 from trajcore.formats._read import Batch, StepTable
+from trajcore.read.agents import agent_names
+from trajcore.read.dataset import Dataset
 
 __all__ = ["METADATA_KEY", "file_metadata", "write_parquet"]
 

@@ -19,13 +19,13 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from trajcore._meta import env_ids
-from trajcore.dataset import Dataset
-from trajcore.episodes import Episodes
 from trajcore.errors import InvalidArgumentError
 from trajcore.formats.summaries import flatten_metadata, summary_columns
 from trajcore.plots import _figures
 from trajcore.plots._series import default_window, episode_series, numeric_metadata, timelog_series
+from trajcore.read.dataset import Dataset
+from trajcore.read.episodes import Episodes
+from trajcore.read.meta import env_ids
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

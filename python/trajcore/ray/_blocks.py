@@ -22,11 +22,11 @@ import numpy as np
 import numpy.typing as npt
 
 from trajcore._store import configure
-from trajcore.dataset import Dataset
 from trajcore.formats._columns import INDEX_COLUMNS, Leaf, Plan
 from trajcore.formats._read import iter_batches, open_for_pass, plan_of, read_episode
 from trajcore.formats.summaries import METRIC_STATS, SUMMARY_FIELDS, metric_column, summary_columns
 from trajcore.ray._plan import Keys, TaskPlan, key_arrays, locate
+from trajcore.read.dataset import Dataset
 
 __all__ = [
     "EPISODE_FIELDS",

@@ -8,12 +8,12 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from trajcore._agents import ENV_EPISODE_KEY
 from trajcore.errors import InvalidArgumentError, SchemaError, TrajcoreWarning
 from trajcore.ray._identity import process_identity
 from trajcore.ray._rllib_episode import RLlibEpisode
 from trajcore.ray._runner import close_on_stop, runner_metadata
-from trajcore.writer import Writer
+from trajcore.read.agents import ENV_EPISODE_KEY
+from trajcore.record.manual import Writer
 
 if TYPE_CHECKING:
     from trajcore.ray.rllib import RecordRLlibEpisodes

@@ -31,17 +31,17 @@ from ray.data.block import Block, BlockAccessor, BlockMetadata
 from ray.data.context import DataContext
 from ray.data.datasource import Datasource, ReadTask
 
-from trajcore._agents import agent_names
 from trajcore._core import SHARD_EXTENSION
 from trajcore._store import is_store_url
-from trajcore.dataset import Dataset
-from trajcore.episodes import Episodes
 from trajcore.errors import InvalidArgumentError
 from trajcore.formats._columns import choose
 from trajcore.formats._read import pass_cache_bytes, plan_of, recordings_of, row_bytes
 from trajcore.formats.summaries import SUMMARY_FIELDS
 from trajcore.ray._blocks import EPISODE_LEFT_OUT, Kind, ReadSpec, column_names, read_batches
 from trajcore.ray._plan import Keys, TaskPlan, key_arrays, plan_tasks
+from trajcore.read.agents import agent_names
+from trajcore.read.dataset import Dataset
+from trajcore.read.episodes import Episodes
 
 __all__ = ["TrajcoreDatasource"]
 

@@ -10,7 +10,7 @@ import numpy as np
 from trajcore.viewer._content import EpisodeArrays, Leaf
 
 if TYPE_CHECKING:
-    from trajcore.episode import Episode
+    from trajcore.read.episode import Episode
 
 __all__ = ["read_episode"]
 

@@ -29,10 +29,10 @@ from typing import Any, Literal
 import gymnasium as gym
 from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv, VectorEnv
 
-from trajcore._config import SMALL_RING_BYTES
 from trajcore.errors import InvalidArgumentError
-from trajcore.recorder import RecordEpisodes
-from trajcore.vector import RecordVectorEpisodes
+from trajcore.record.env_wrapper import RecordEpisodes
+from trajcore.record.options import SMALL_RING_BYTES
+from trajcore.record.vector_wrapper import RecordVectorEpisodes
 
 __all__ = [
     "EnvLoop",

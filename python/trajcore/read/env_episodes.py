@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any, overload
 import numpy as np
 import numpy.typing as npt
 
-from trajcore._agents import ENV_STEP, agent_names
-from trajcore.episode import Episode
 from trajcore.errors import InvalidArgumentError, TrajcoreIndexError
+from trajcore.read.agents import ENV_STEP, agent_names
+from trajcore.read.episode import Episode
 
 if TYPE_CHECKING:
-    from trajcore.dataset import Dataset
+    from trajcore.read.dataset import Dataset
 
 __all__ = ["EnvEpisode", "EnvEpisodes"]
 

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from trajcore._agents import ENV_EPISODE_KEY, agent_of_recording
-from trajcore._frames import FRAME_COLUMN, FRAME_MASK
-from trajcore._infos import with_masks
+from trajcore.read.agents import ENV_EPISODE_KEY, agent_of_recording
+from trajcore.read.infos import with_masks
+from trajcore.record.frames import FRAME_COLUMN, FRAME_MASK
 
 if TYPE_CHECKING:
-    from trajcore.dataset import Dataset
+    from trajcore.read.dataset import Dataset
 
 __all__ = ["Episode"]
 

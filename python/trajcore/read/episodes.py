@@ -6,13 +6,13 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Unpack, overload
 
 from trajcore import _core
-from trajcore._filters import EpisodeFilters, select_indices
-from trajcore.episode import Episode
 from trajcore.errors import TrajcoreIndexError
-from trajcore.transitions import _Sampling, int64
+from trajcore.read.episode import Episode
+from trajcore.read.filters import EpisodeFilters, select_indices
+from trajcore.read.transitions import _Sampling, int64
 
 if TYPE_CHECKING:
-    from trajcore.dataset import Dataset
+    from trajcore.read.dataset import Dataset
 
 __all__ = ["Episodes"]
 

@@ -17,17 +17,17 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 from trajcore import _core
-from trajcore._agents import agents_of
-from trajcore._filters import EpisodeFilters, select_indices
-from trajcore._infos import Field, column_fields, nest
-from trajcore._meta import rebuild_space
 from trajcore._store import configure
-from trajcore.episodes import Episodes
+from trajcore.read.agents import agents_of
+from trajcore.read.episodes import Episodes
+from trajcore.read.filters import EpisodeFilters, select_indices
+from trajcore.read.infos import Field, column_fields, nest
+from trajcore.read.meta import rebuild_space
 
 if TYPE_CHECKING:
-    from trajcore.env_episodes import EnvEpisodes
+    from trajcore.read.env_episodes import EnvEpisodes
 from trajcore.errors import CorruptFileError, InvalidArgumentError, TrajcoreError, TrajcoreWarning
-from trajcore.transitions import _Sampling
+from trajcore.read.transitions import _Sampling
 
 __all__ = ["Dataset", "open"]
 
@@ -451,14 +451,14 @@ class Dataset(_Sampling):
     @property
     def agents(self) -> list[str]:
         """The agents of a multi-agent dataset, in recording order (empty for single-agent data):
-        ``select(agent=...)`` picks their episodes (see `trajcore._agents`)."""
+        ``select(agent=...)`` picks their episodes (see `trajcore.read.agents`)."""
         return agents_of(self)
 
     @property
     def env_episodes(self) -> EnvEpisodes:
         """The env episodes of a multi-agent dataset, each its agents aligned on the env's steps
-        (`trajcore.env_episodes.EnvEpisode`)."""
-        from trajcore.env_episodes import EnvEpisodes
+        (`trajcore.read.env_episodes.EnvEpisode`)."""
+        from trajcore.read.env_episodes import EnvEpisodes
 
         return EnvEpisodes(self, range(self.num_episodes))
 

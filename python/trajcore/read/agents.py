@@ -15,7 +15,7 @@ from trajcore.errors import InvalidArgumentError
 from trajcore.spaces import space_from_json_text
 
 if TYPE_CHECKING:
-    from trajcore.dataset import Dataset
+    from trajcore.read.dataset import Dataset
 
 __all__ = [
     "ENV_EPISODE_KEY",

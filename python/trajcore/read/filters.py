@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 import numpy as np
 
-from trajcore._agents import agent_keep
-from trajcore._metrics import metric_keep
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
+from trajcore.read.agents import agent_keep
+from trajcore.read.metrics import metric_keep
 
 if TYPE_CHECKING:
-    from trajcore.dataset import Dataset
+    from trajcore.read.dataset import Dataset
 
 __all__ = ["BOUND_FILTERS", "FILTER_KEYS", "FLAG_FILTERS", "EpisodeFilters", "select_indices"]
 
