@@ -30,9 +30,9 @@ from trajcore._store import configure, is_store_url
 from trajcore.errors import InvalidArgumentError, TrajcoreFileNotFoundError
 from trajcore.ray._identity import process_identity
 from trajcore.read.dataset import Dataset
+from trajcore.record.make_env import make_env
 from trajcore.record.session import RecordingOptions
 from trajcore.record.vector_wrapper import RecordVectorEpisodes
-from trajcore.tools.bench import make_env
 from trajcore.tools.to_store import shards_under
 
 __all__ = ["Collector", "collect"]
