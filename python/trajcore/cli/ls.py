@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
                 for m in metric_names
                 if cols[metric_column(m, "count")][i] > 0
             }
-            meta = ds._episode_metadata(row["episode"])
+            meta = ds._reads.episode_metadata(row["episode"])
             if args.json:
                 line = {**row, "metrics": metrics, "metadata": meta}
                 print(json.dumps(strict_json(line), separators=(",", ":"), allow_nan=False))

@@ -45,12 +45,12 @@ def summary_columns(ds: Dataset, indices: Sequence[int]) -> dict[str, npt.NDArra
     This is the one place per-episode figures are gathered, so that `summaries_frame`,
     `trajcore ls` and the exports all show the same ones.
     """
-    s = ds._summary()
+    s = ds._reads.summary()
     idx = np.asarray(indices, dtype=np.int64).reshape(-1)
     out: dict[str, npt.NDArray[Any]] = {"episode": idx}
     for name in SUMMARY_FIELDS:
         out[name] = s[name][idx]
-    names = agent_names(ds)
+    names = agent_names(ds._reads)
     if names is not None:
         out["agent"] = names[idx]  # multi-agent datasets: whose episode each is
     for name, stats in ds.metrics().items():

@@ -65,7 +65,7 @@ def write_csv(table: StepTable, path: str, batch_rows: int | None = None) -> int
     Returns:
         The number of rows written (steps).
     """
-    header = list(INDEX_COLUMNS) + (["agent"] if agent_names(table.ds) is not None else [])
+    header = list(INDEX_COLUMNS) + (["agent"] if agent_names(table.ds._reads) is not None else [])
     for leaf in table.leaves:
         header.extend(flat_names(leaf))
     rows = 0

@@ -104,7 +104,7 @@ def _recordings_of(ds: Dataset, indices: Sequence[int]) -> list[int]:
     """The recordings the episodes come from (all, for none), ascending."""
     if not len(indices):
         return list(range(ds.num_recordings))
-    return sorted(set(np.unique(ds._summary()["recording"][np.asarray(indices, dtype=np.int64)]).tolist()))
+    return sorted(set(np.unique(ds._reads.summary()["recording"][np.asarray(indices, dtype=np.int64)]).tolist()))
 
 
 def _check_spaces(ds: Dataset, used: Sequence[int]) -> None:

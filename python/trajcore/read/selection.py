@@ -173,7 +173,7 @@ def apply_select(ds: Dataset, sel: Selection) -> Episodes:
         keep = set(sel.recording)
         indices = [i for i in indices if int(recording[i]) in keep]
     for path, value in sel.metadata:
-        indices = [i for i in indices if _equal(_lookup(ds._episode_metadata(i), path), value)]
+        indices = [i for i in indices if _equal(_lookup(ds._reads.episode_metadata(i), path), value)]
     return Episodes(ds, indices)
 
 

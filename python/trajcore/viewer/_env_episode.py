@@ -82,7 +82,7 @@ def read_env_episode(joint: EnvEpisode) -> tuple[list[EpisodeArrays], str, dict[
         steps = np.asarray(ep.data[ENV_STEP], dtype=np.int64)
         parts.append(_aligned(read_episode(ep), agent, steps, joint.length))
     first = next(iter(joint.episodes.values()))
-    env_id = (first._dataset.meta(first.recording).get("user") or {}).get("env_id")
+    env_id = (first._reads.meta(first.recording).get("user") or {}).get("env_id")
     summary: dict[str, Any] = {"env_episode": joint.id, "env": env_id, "env_steps": joint.length}
     for agent, ep in joint.episodes.items():  # which episode of the dataset each agent's part is
         summary[agent] = f"episode {ep.index}, {ep.length} steps, return {ep.episode_return:g}"
