@@ -38,7 +38,10 @@ def _check(r: dict[str, Any], num_envs: int, steps: int) -> None:
     assert r["bytes_raw"] > 0
     assert r["compression_ratio"] == pytest.approx(r["bytes_raw"] / r["bytes_written"])
     assert r["episodes"] > 0
-    assert r["peak_rss_growth_bytes"] >= 0
+    # In bytes, and bounded: the recorder's ring and the writer's buffers for these tiny runs (a
+    # unit mixed up, KiB for bytes or a count of pages, or a recorder that kept its steps, is far
+    # above). It is never negative by construction (`max(0, ...)`): nothing to check there.
+    assert r["peak_rss_growth_bytes"] < 256 << 20
     json.dumps(r)  # plain numbers only
 
 
