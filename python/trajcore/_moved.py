@@ -29,14 +29,20 @@ MOVED = {
 }
 
 
+def _internal(module: str) -> bool:
+    """A frame of the import machinery, of this module, or of `trajcore.__getattr__`."""
+    return module in ("trajcore", __name__, "importlib") or module.startswith("importlib.")
+
+
 def warn_moved(old: str) -> None:
     """The warning an import of `old` gives, pointed at the code that imported it (the first frame
-    outside the import machinery and this module)."""
-    level, frame = 1, sys._getframe(1)
-    while frame.f_back is not None and (
-        frame.f_code.co_filename.startswith("<frozen importlib") or frame.f_code.co_filename == __file__
-    ):
-        level, frame = level + 1, frame.f_back
+    outside the import machinery and trajcore's own)."""
+    level, frame = 2, sys._getframe(1)  # level 1 is this function's own frame
+    while frame.f_back is not None and _internal(frame.f_globals.get("__name__", "")):
+        frame = frame.f_back
+        # `warnings` itself does not count the frames of importlib's bootstrap.
+        bootstrap = "importlib" in frame.f_code.co_filename and "_bootstrap" in frame.f_code.co_filename
+        level += 0 if bootstrap else 1
     warnings.warn(
         f"{old} moved to {MOVED[old]}: import it from there (or use trajcore's own names); "
         f"the old path goes in the next version",

@@ -273,6 +273,10 @@ class Dataset(_Sampling):
         nothing is decompressed."""
         return dict(self._reads.summary())
 
+    def _summary(self) -> dict[str, npt.NDArray[Any]]:
+        """`summaries` without the copy of the dict (its arrays are read-only)."""
+        return self._reads.summary()
+
     def metrics(self) -> dict[str, dict[str, npt.NDArray[Any]]]:
         """Episode metrics: for every numeric scalar info entry and custom-data column, its
         statistics over each episode's steps, computed by the writer as it recorded (RLlib's
