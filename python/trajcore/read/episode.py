@@ -36,6 +36,11 @@ class Episode:
         """Position of the episode in its dataset."""
         self._cache: dict[str, Any] = {}
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # As its dataset (path and options) and its index: the unpickled episode reads through
+        # the reopened dataset's reads, not a second reader of its own.
+        return (Episode, (self._dataset, self.index))
+
     def _s(self, name: str) -> Any:
         return self._reads.summary()[name][self.index]
 
