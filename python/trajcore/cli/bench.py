@@ -1,4 +1,4 @@
-"""``trajcore bench``."""
+"""``trajcore bench``: measure the recording overhead on an env (with vs without, interleaved)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,7 @@ import json
 import sys
 from typing import Any
 
-from trajcore.cli._common import (
-    Commands,
-    Progress,
-    UsageError,
-    fmt_bytes,
-    load_policy,
-)
+from trajcore.cli._common import Commands, Progress, UsageError, fmt_bytes, load_policy
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""``trajcore convert``."""
+"""``trajcore convert``: rewrite a dataset with other codecs (e.g. raw columns for zero-copy training reads)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,7 @@ import sys
 import time
 from typing import Any
 
-from trajcore.cli._common import (
-    Commands,
-    UsageError,
-)
+from trajcore.cli._common import Commands, UsageError
 
 
 def run(args: argparse.Namespace) -> int:

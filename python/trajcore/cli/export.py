@@ -1,4 +1,4 @@
-"""``trajcore export``."""
+"""``trajcore export``: write a dataset as csv, jsonl (RLlib), parquet or a minari dataset."""
 
 from __future__ import annotations
 
@@ -7,12 +7,7 @@ import os
 import sys
 import time
 
-from trajcore.cli._common import (
-    Commands,
-    Progress,
-    UsageError,
-    fmt_bytes,
-)
+from trajcore.cli._common import Commands, Progress, UsageError, fmt_bytes
 
 
 def _columns_arg(text: str | None) -> list[str] | None:

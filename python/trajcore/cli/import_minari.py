@@ -1,4 +1,4 @@
-"""``trajcore import-minari``."""
+"""``trajcore import-minari``: write a local minari dataset as a trajcore dataset."""
 
 from __future__ import annotations
 
@@ -6,10 +6,7 @@ import argparse
 import sys
 import time
 
-from trajcore.cli._common import (
-    Commands,
-    Progress,
-)
+from trajcore.cli._common import Commands, Progress
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""``trajcore info``."""
+"""``trajcore info``: summarize a dataset (directory or shard file)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from trajcore.cli._common import (
-    Commands,
-    fmt_bytes,
-    strict_json,
-)
+from trajcore.cli._common import Commands, fmt_bytes, strict_json
 
 
 def run(args: argparse.Namespace) -> int:

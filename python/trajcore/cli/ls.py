@@ -1,14 +1,11 @@
-"""``trajcore ls``."""
+"""``trajcore ls``: list episodes: index, env, length, return, complete, metadata."""
 
 from __future__ import annotations
 
 import argparse
 import json
 
-from trajcore.cli._common import (
-    Commands,
-    strict_json,
-)
+from trajcore.cli._common import Commands, strict_json
 
 
 def run(args: argparse.Namespace) -> int:

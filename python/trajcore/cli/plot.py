@@ -1,14 +1,11 @@
-"""``trajcore plot``."""
+"""``trajcore plot``: write PNG plots: return/length per episode, histograms, metrics, metadata, timelog."""
 
 from __future__ import annotations
 
 import argparse
 import os
 
-from trajcore.cli._common import (
-    Commands,
-    UsageError,
-)
+from trajcore.cli._common import Commands, UsageError
 
 
 def run(args: argparse.Namespace) -> int:

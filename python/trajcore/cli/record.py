@@ -1,4 +1,4 @@
-"""``trajcore record``."""
+"""``trajcore record``: record a (vectorized) gymnasium env into a directory."""
 
 from __future__ import annotations
 
@@ -10,13 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from trajcore.cli._common import (
-    Commands,
-    Progress,
-    UsageError,
-    fmt_bytes,
-    load_policy,
-)
+from trajcore.cli._common import Commands, Progress, UsageError, fmt_bytes, load_policy
 
 
 def run(args: argparse.Namespace) -> int:

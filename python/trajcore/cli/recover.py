@@ -1,4 +1,4 @@
-"""``trajcore recover``."""
+"""``trajcore recover``: copy what of a damaged dataset still reads into a new one."""
 
 from __future__ import annotations
 
@@ -6,10 +6,7 @@ import argparse
 import sys
 import time
 
-from trajcore.cli._common import (
-    Commands,
-    episodes_text,
-)
+from trajcore.cli._common import Commands, episodes_text
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""``trajcore verify``."""
+"""``trajcore verify``: check every checksum and decode every chunk; exit 1 if damaged."""
 
 from __future__ import annotations
 
@@ -6,13 +6,7 @@ import argparse
 import json
 import sys
 
-from trajcore.cli._common import (
-    EXIT_DAMAGED,
-    Commands,
-    episodes_text,
-    fmt_bytes,
-    prog_name,
-)
+from trajcore.cli._common import EXIT_DAMAGED, Commands, episodes_text, fmt_bytes, prog_name
 
 
 def run(args: argparse.Namespace) -> int:

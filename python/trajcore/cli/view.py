@@ -1,4 +1,4 @@
-"""``trajcore view``."""
+"""``trajcore view``: look at an episode in the browser: frames, slider, values, plots (one HTML file)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,7 @@ import os
 import sys
 from typing import Any
 
-from trajcore.cli._common import (
-    Commands,
-    UsageError,
-    fmt_bytes,
-)
+from trajcore.cli._common import Commands, UsageError, fmt_bytes
 
 
 def run(args: argparse.Namespace) -> int:
