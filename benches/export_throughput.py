@@ -51,8 +51,8 @@ def _size(path: str) -> int:
 def one(fmt: str, src: str, workdir: str) -> dict[str, Any]:
     """Runs one export in this process and returns its figures."""
     import trajcore
-    from trajcore.bench import peak_rss_bytes, peak_rss_reset, rss_bytes
     from trajcore.formats import EXPORT_CACHE_BYTES
+    from trajcore.tools.bench import peak_rss_bytes, peak_rss_reset, rss_bytes
 
     if fmt in ("parquet",):
         import pyarrow.parquet  # noqa: F401  (imported before the baseline, as a user's process has it)

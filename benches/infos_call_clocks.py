@@ -23,7 +23,7 @@ import time
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from test_recording_round2 import _replayed, real_env_calls, recorder_calls
-from trajcore import bench
+from trajcore.tools import bench
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import trajcore
-from trajcore.bench import peak_rss_bytes, peak_rss_reset, rss_bytes
+from trajcore.tools.bench import peak_rss_bytes, peak_rss_reset, rss_bytes
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ import trajcore
 from gymnasium import spaces
 from timing import interleaved as _interleaved
 from trajcore import _core
-from trajcore._config import RecordedEnv, build_config
+from trajcore.record.options import RecordedEnv, build_config
 
 LANES = 16
 BATCH = 256

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import trajcore
 from baselines import BASELINES, envlogger_list, minari_list, peer_missing
-from trajcore.bench import EnvLoop, measure_overhead, run_interleaved
+from trajcore.tools.bench import EnvLoop, measure_overhead, run_interleaved
 from workloads import CARTPOLE_STEP_BYTES, cartpole_vector, dir_bytes
 
 

@@ -22,7 +22,7 @@ import numpy as np
 import trajcore
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
 from trajcore import _core
-from trajcore.bench import EnvLoop, _Replay
+from trajcore.tools.bench import EnvLoop, _Replay
 from workloads import OBS_BYTES, PixelEnv, pixel_vector
 
 GROUP = "recording round 2"

@@ -21,7 +21,7 @@ from pettingzoo import ParallelEnv
 from pettingzoo.butterfly import knights_archers_zombies_v11
 from pettingzoo.classic import connect_four_v3, tictactoe_v3
 from pettingzoo.test import api_test, parallel_api_test
-from trajcore.env_episodes import EnvEpisodes
+from trajcore.read.env_episodes import EnvEpisodes
 
 
 class Want(Episode):

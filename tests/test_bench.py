@@ -1,4 +1,4 @@
-"""trajcore.bench.measure_overhead and `python -m trajcore bench` (tiny runs: keys and sanity)."""
+"""trajcore.tools.bench.measure_overhead and `python -m trajcore bench` (tiny runs: keys and sanity)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import gymnasium as gym
 import pytest
 import trajcore
-from trajcore.bench import make_env, measure_overhead, peak_rss_bytes, rss_bytes
 from trajcore.cli import main
+from trajcore.tools.bench import make_env, measure_overhead, peak_rss_bytes, rss_bytes
 
 SPREAD = ("median", "min", "max")
 
@@ -38,7 +38,10 @@ def _check(r: dict[str, Any], num_envs: int, steps: int) -> None:
     assert r["bytes_raw"] > 0
     assert r["compression_ratio"] == pytest.approx(r["bytes_raw"] / r["bytes_written"])
     assert r["episodes"] > 0
-    assert r["peak_rss_growth_bytes"] >= 0
+    # In bytes, and bounded: the recorder's ring and the writer's buffers for these tiny runs (a
+    # unit mixed up, KiB for bytes or a count of pages, or a recorder that kept its steps, is far
+    # above). It is never negative by construction (`max(0, ...)`): nothing to check there.
+    assert r["peak_rss_growth_bytes"] < 256 << 20
     json.dumps(r)  # plain numbers only
 
 

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import pytest
 import trajcore
-from trajcore._selection import parse_select
 from trajcore.cli import _prog_name
 from trajcore.formats._columns import Leaf, RecordingColumns, choose, flat_names, make_plan
 from trajcore.formats.summaries import env_step_bounds, flatten_metadata
+from trajcore.read.selection import parse_select
 
 
 def col(name: str, dtype: str, shape: list[int], timeline: str = "obs", **extra: Any) -> dict[str, Any]:

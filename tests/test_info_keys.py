@@ -24,7 +24,7 @@ from helpers import assert_infos_equal, expected_infos
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from trajcore import _core
-from trajcore.vector import _env_info
+from trajcore.record.vector_wrapper import _env_info
 
 N = 3
 # "_x" is a value of its own (no "x" beside it); masks are drawn separately.

@@ -7,7 +7,7 @@ from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
-from trajcore._config import DEFAULT_RING_BYTES, RING_STEPS, SMALL_RING_BYTES, default_ring_bytes
+from trajcore.record.options import DEFAULT_RING_BYTES, RING_STEPS, SMALL_RING_BYTES, default_ring_bytes
 
 columns = st.lists(
     st.fixed_dictionaries(

@@ -119,8 +119,13 @@ def test_workers_share_one_decoded_copy(stacks: Path, context: str) -> None:
             assert np.array_equal(got[key], want[key]), key
 
 
-def _read_forever(ds: trajcore.Dataset, seed: int) -> None:
+def _read_forever(ds: trajcore.Dataset, seed: int, reading: Any) -> None:
+    """Gathers forever; sets `reading` after its first `1 + seed` batches (the parent kills it
+    then, somewhere in the batches that follow, maybe mid-write of a slot)."""
     rng = np.random.default_rng(seed)
+    for _ in range(1 + seed):
+        ds.transitions.gather(rng.integers(0, ds.num_steps, 64))
+    reading.set()
     while True:
         ds.transitions.gather(rng.integers(0, ds.num_steps, 64))
 
@@ -130,9 +135,10 @@ def test_a_killed_reader_leaves_the_store_usable(stacks: Path) -> None:
     fork = multiprocessing.get_context("fork")
     for seed in range(3):
         with trajcore.open(stacks) as ds:
-            child = fork.Process(target=_read_forever, args=(ds, seed))
+            reading = fork.Event()
+            child = fork.Process(target=_read_forever, args=(ds, seed, reading))
             child.start()
-            time.sleep(0.05 + 0.05 * seed)  # somewhere in its reads, maybe mid-write of a slot
+            assert reading.wait(timeout=120), "the child reads"
             assert child.pid is not None
             os.kill(child.pid, signal.SIGKILL)
             child.join()

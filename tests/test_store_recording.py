@@ -138,7 +138,7 @@ while True:
     ended = np.flatnonzero(term | trunc)
     if len(ended):
         print("ENDED", time.time(), step, *ended, flush=True)
-    time.sleep(0.002)
+    time.sleep(0.002)  # the env's own pace (a real env takes time per step): no wait on anything
 """
 
 
@@ -163,15 +163,19 @@ def test_a_recorder_killed_mid_shard_loses_at_most_the_last_intervals(s3: S3, no
     # While it records: every object listed as a shard is a sealed one (never replaced later).
     seen: dict[str, tuple[int, str]] = {}
     start = time.monotonic()
-    enough = None  # then a second more: the kill lands in a shard some of which is up
-    while enough is None or time.monotonic() < enough + 1.0:
-        for key, identity in keys(s3, bucket).items():
+    while True:
+        listed = keys(s3, bucket)
+        for key, identity in listed.items():
             if key.endswith(".trj"):
                 assert seen.setdefault(key, identity) == identity, f"{key} changed after it was listed"
-        if enough is None and len(seen) >= 2 and len(ended) >= 40:
-            enough = time.monotonic()
+        # Kill once two shards are sealed, 40 steps ended episodes longer ago than the loss the
+        # test allows (two flush intervals and a little), and the open shard has segments up:
+        # the kill lands in a shard some of which is in the store.
+        settled = [e for e in ended if e[0] < time.time() - 2 * INTERVAL - 0.5]
+        if len(seen) >= 2 and len(settled) >= 40 and any(".trj.open/" in k for k in listed):
+            break
         assert time.monotonic() - start < 120, "the child records too slowly"
-        time.sleep(0.1)
+        time.sleep(0.1)  # the period of the poll above (each poll lists the bucket)
     killed_at = time.time()
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=30)
@@ -264,13 +268,15 @@ def test_transient_failures_are_retried_and_the_recording_completes(s3: S3, no_a
             rec.step(rng.integers(0, 2, 4))
             if t == 1000:
                 # An outage longer than the client's retries (about 0.7 s of backoff): the
-                # uploads of those intervals fail, and go up at a later one.
+                # uploads of those intervals fail, and go up at a later one. It lasts until the
+                # proxy refused six requests (more than one upload's retries).
                 proxy.fail(-1)
-                time.sleep(2.0)
+                deadline = time.monotonic() + 60
+                while proxy.refused < 6 and time.monotonic() < deadline:
+                    time.sleep(INTERVAL / 10)  # the period of the poll of the proxy's count
                 refused, proxy_requests = proxy.refused, proxy.requests
                 proxy.fail(0)
                 assert refused >= 6, "the uploads were tried during the outage"
-            time.sleep(0.0005)
         rec.close()
         assert proxy.requests > proxy_requests + 2
     with trajcore.open(tmp_path / "local") as want, trajcore.open(url, storage_options=s3.options) as got:

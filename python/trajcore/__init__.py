@@ -24,23 +24,28 @@ the exports and pandas tables. `trajcore.torch` (needs torch) wraps datasets for
 """
 
 # plots and viewer: looking at episodes (matplotlib is imported only when a figure is drawn).
+import importlib
 from typing import Any
 
-from trajcore import _core, errors, plots, viewer
-from trajcore._convert import convert
-from trajcore._integrity import Damage, VerifyReport, recover, verify
-from trajcore._recording import EpisodeInfo, RecordingOptions
-from trajcore.dataset import Dataset, open
-from trajcore.episode import Episode
-from trajcore.episodes import Episodes
+from trajcore import _core, _moved, errors, plots, viewer
 
 # The error classes: `trajcore.errors` names them once, and every one is public here too.
 from trajcore.errors import *  # noqa: F403
 from trajcore.formats import export, import_minari, summaries_frame, to_pandas
-from trajcore.recorder import RecordEpisodes
-from trajcore.transitions import Batch, Sequences, Transitions
-from trajcore.vector import RecordVectorEpisodes
-from trajcore.writer import Writer
+from trajcore.read.dataset import Dataset, open
+from trajcore.read.episode import Episode
+from trajcore.read.episodes import Episodes
+from trajcore.read.integrity import Damage, VerifyReport, recover, verify
+from trajcore.read.transitions import Batch, Sequences, Transitions
+from trajcore.record.env_wrapper import RecordEpisodes
+from trajcore.record.manual import Writer
+from trajcore.record.session import EpisodeInfo, RecordingOptions
+from trajcore.record.vector_wrapper import RecordVectorEpisodes
+from trajcore.tools.convert import convert
+
+# The module paths of the previous version (`trajcore.dataset`, `trajcore.bench`, ...) import
+# their new homes, with a DeprecationWarning.
+_moved.install()
 
 __version__: str = _core.__version__
 FORMAT_VERSION: tuple[int, int] = _core.FORMAT_VERSION
@@ -79,9 +84,13 @@ __all__ += errors.__all__
 def __getattr__(name: str) -> Any:
     # The PettingZoo recorders import pettingzoo: only when asked for.
     if name in ("RecordParallelEpisodes", "RecordAECEpisodes"):
-        from trajcore import agents
+        from trajcore.record import pettingzoo
 
-        return getattr(agents, name)
+        return getattr(pettingzoo, name)
+    # A module of the previous version's path as an attribute (``trajcore.dataset``), as its
+    # import made it: the module, with the DeprecationWarning of its path.
+    if f"trajcore.{name}" in _moved.MOVED:
+        return importlib.import_module(f"trajcore.{name}")
     raise AttributeError(f"module 'trajcore' has no attribute {name!r}")
 
 

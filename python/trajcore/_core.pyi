@@ -133,7 +133,7 @@ class Recorder:
         """Counters: steps, episodes, bytes_raw, bytes_written, ring_capacity, ring_waits,
         backlog_waits, steps_not_recorded, values_not_recorded ({column: count}), and timelog
         (a list of per-second dicts of the writer thread's timings, see `Recorder.stats` in
-        trajcore._recording)."""
+        trajcore.record.session)."""
     def __enter__(self) -> Self: ...
     def __exit__(
         self, t: type[BaseException] | None, v: BaseException | None, tb: TracebackType | None, /

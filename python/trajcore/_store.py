@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from trajcore import _core
-from trajcore.errors import InvalidArgumentError, RecorderError
+from trajcore.errors import InvalidArgumentError
 
 __all__ = ["StoreStaging", "configure", "is_store_url", "local_only", "recover_store"]
 

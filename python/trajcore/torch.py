@@ -34,9 +34,9 @@ except ImportError as e:  # pragma: no cover - exercised only without torch
 import numpy as np
 
 import trajcore
-from trajcore.dataset import Dataset
-from trajcore.episodes import Episodes
-from trajcore.transitions import Batch, _Sampling
+from trajcore.read.dataset import Dataset
+from trajcore.read.episodes import Episodes
+from trajcore.read.transitions import Batch, _Sampling
 
 __all__ = ["SequenceDataset", "SequenceStream", "TransitionDataset", "TransitionStream", "loader", "to_tensors"]
 
@@ -239,6 +239,6 @@ def loader(
     return DataLoader(dataset, batch_size=None, sampler=sampler, **kwargs)
 
 
-from trajcore._device import DeviceTransitions  # noqa: E402  (needs the torch imported above)
+from trajcore.read.device import DeviceTransitions  # noqa: E402  (needs the torch imported above)
 
 __all__ += ["DeviceTransitions"]

@@ -18,15 +18,15 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from trajcore._output import staged
 from trajcore._store import configure, is_store_url
-from trajcore.dataset import Dataset
-from trajcore.episodes import Episodes
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
 from trajcore.formats._columns import DEFAULT_MAX_VALUES, choose
 from trajcore.formats._read import EXPORT_CACHE_BYTES, Progress, StepTable, open_for_pass, plan_of
 from trajcore.formats.frames import left_out_note, summaries_frame, to_pandas
 from trajcore.formats.from_minari import import_minari
+from trajcore.read.dataset import Dataset, members
+from trajcore.read.episodes import Episodes
+from trajcore.tools.output import staged
 
 __all__ = [
     "DEFAULT_MAX_VALUES",
@@ -113,7 +113,7 @@ def export(
     if batch_rows is not None and batch_rows < 1:
         raise InvalidArgumentError(f"batch_rows must be >= 1, got {batch_rows}")
     if isinstance(src, Dataset | Episodes):
-        ds, indices = src._members()
+        ds, indices = members(src)
     else:
         if is_store_url(src):
             configure(os.fspath(src), storage_options)

@@ -23,12 +23,12 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from trajcore._agents import agent_names
-from trajcore._infos import widen
-from trajcore.dataset import Dataset
 from trajcore.errors import CorruptFileError
 from trajcore.formats._columns import Leaf, Plan, RecordingColumns, make_plan
-from trajcore.transitions import int64
+from trajcore.read.agents import agent_names
+from trajcore.read.dataset import Dataset
+from trajcore.read.infos import widen
+from trajcore.read.transitions import int64
 
 __all__ = [
     "EXPORT_CACHE_BYTES",
@@ -69,7 +69,7 @@ def recordings_of(ds: Dataset, indices: Sequence[int] | None) -> tuple[int, ...]
     """The recordings the episodes `indices` come from, ascending (None: every one)."""
     if indices is None or not len(indices):
         return None
-    return tuple(np.unique(ds._summary()["recording"][np.asarray(indices, dtype=np.int64)]).tolist())
+    return tuple(np.unique(ds._reads.summary()["recording"][np.asarray(indices, dtype=np.int64)]).tolist())
 
 
 def plan_of(ds: Dataset, indices: Sequence[int] | None = None, *, among: Sequence[int] | None = None) -> Plan:
@@ -125,7 +125,7 @@ def read_episode(ds: Dataset, index: int, plan: Plan, leaves: Sequence[Leaf], *,
     Raises:
         CorruptFileError: the episode's data is damaged.
     """
-    summary = ds._summary()
+    summary = ds._reads.summary()
     length = int(summary["length"][index])
     present = plan.columns_of[int(summary["recording"][index])] if plan.columns_of else frozenset()
     cache: dict[str, Values] = {}
@@ -135,7 +135,7 @@ def read_episode(ds: Dataset, index: int, plan: Plan, leaves: Sequence[Leaf], *,
             return None
         values = cache.get(column)
         if values is None:
-            values = cache[column] = ds._read(index, column)
+            values = cache[column] = ds._reads.column(index, column)
         return values if whole else values[first : first + length]
 
     out = EpisodeRows(index, int(summary["env_index"][index]), length)
@@ -160,7 +160,7 @@ def read_episode(ds: Dataset, index: int, plan: Plan, leaves: Sequence[Leaf], *,
 
 def merged(leaf: Leaf, values: Values, mask: Any, wider: Sequence[tuple[Any, Any]]) -> tuple[Values, Any]:
     """A leaf's rows with those of the columns that widen it (`Leaf.wider`, those read), merged
-    as the reader merges them (`trajcore._infos`), all in the leaf's dtype: a recording whose
+    as the reader merges them (`trajcore.read.infos`), all in the leaf's dtype: a recording whose
     values never outgrew the first type reads in the type another recording widened it to.
 
     Raises:
@@ -282,7 +282,7 @@ def iter_batches(
         if keys is None
         else _bulk(ds, indices, plan, leaves, keys, rows)
     )
-    names = agent_names(ds)
+    names = agent_names(ds._reads)
     for batch in batches:
         if names is not None:
             batch.agent = names[batch.episode]
@@ -322,7 +322,7 @@ def _bulk(
     every = isinstance(indices, range) and indices == range(ds.num_episodes)
     members = int64(indices)
     selection = None if every else core.selection(members)
-    summary = ds._summary()
+    summary = ds._reads.summary()
     lengths = summary["length"][members]
     ends = np.cumsum(lengths)
     total = int(ends[-1]) if len(ends) else 0
@@ -409,7 +409,7 @@ def open_for_pass(path: str, *, strict: bool = False) -> Dataset:
         TrajcoreFileNotFoundError: the path does not exist.
     """
     ds = Dataset(path, strict=strict, cache_bytes=EXPORT_CACHE_BYTES)
-    summary = ds._summary()
+    summary = ds._reads.summary()
     need = pass_cache_bytes(ds._core.column_stats(), summary["recording"], summary["env_index"])
     if need <= EXPORT_CACHE_BYTES:
         return ds

@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from trajcore.dataset import Dataset
-from trajcore.episode import Episode
-from trajcore.episodes import Episodes
 from trajcore.errors import TrajcoreWarning
 from trajcore.formats._columns import DEFAULT_MAX_VALUES, Leaf, choose, flat_names
 from trajcore.formats._deps import require
 from trajcore.formats._read import Batch, iter_batches, plan_of
 from trajcore.formats.summaries import flatten_metadata, summary_columns
+from trajcore.read.dataset import Dataset, members
+from trajcore.read.episode import Episode
+from trajcore.read.episodes import Episodes
 
 __all__ = ["leaf_columns", "left_out_note", "summaries_frame", "to_pandas"]
 
@@ -101,13 +101,13 @@ def to_pandas(source: Source, columns: Sequence[str] | None = None, *, max_value
         InvalidArgumentError: a name in `columns` matches no value.
     """
     pd = require("pandas", "trajcore.to_pandas")
-    ds, indices = source._members()
+    ds, indices = members(source)
     max_values = DEFAULT_MAX_VALUES if max_values is None else max_values
     plan = plan_of(ds, indices)
     leaves, left_out = choose(plan.leaves, columns, max_values)
     if left_out:
         warnings.warn(left_out_note(left_out, max_values, "columns=[...]"), TrajcoreWarning, stacklevel=3)
-    total = int(np.sum(ds._summary()["length"][np.asarray(indices, dtype=np.int64)])) if len(indices) else 0
+    total = int(np.sum(ds._reads.summary()["length"][np.asarray(indices, dtype=np.int64)])) if len(indices) else 0
     frames = [
         pd.DataFrame(_batch_columns(b, leaves), copy=False)
         for b in iter_batches(ds, indices, plan, leaves, rows=max(total, 1))
@@ -146,12 +146,12 @@ def summaries_frame(source: Source) -> Any:
         MissingDependencyError: pandas is not installed (an `ImportError`).
     """
     pd = require("pandas", "trajcore.summaries_frame")
-    ds, indices = source._members()
+    ds, indices = members(source)
     cols: dict[str, Any] = dict(summary_columns(ds, indices))
     cols["start_time"] = pd.to_datetime(cols["start_ns"], unit="ns", utc=True)
     cols["end_time"] = pd.to_datetime(cols["end_ns"], unit="ns", utc=True)
     frame = pd.DataFrame(cols)
-    metadata = [flatten_metadata(ds._episode_metadata(int(i))) for i in indices]
+    metadata = [flatten_metadata(ds._reads.episode_metadata(int(i))) for i in indices]
     if any(metadata):
         meta = pd.DataFrame.from_records(metadata, index=frame.index)
         frame = pd.concat([frame, meta], axis=1)

@@ -2,7 +2,7 @@
 trajcore's training reads (sampling, sequences, zero-copy views) on the data they have.
 
 Each Minari episode becomes one trajcore episode (a single env, env index 0), recorded step by
-step through `RecordEpisodes` from an env that plays the episode back (`trajcore._replay`):
+step through `RecordEpisodes` from an env that plays the episode back (`trajcore.record.replay`):
 observations, actions, rewards, terminations, truncations and infos (a key with a ``_key`` mask
 is given only where its mask is true, as trajcore exports them; without a mask, at every row). A dataset trajcore
 exported comes back whole: its custom data (``infos["trajcore_data"]``), dataset metadata and
@@ -20,15 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from trajcore._output import staged
-from trajcore._replay import PlaybackEnv, replay, value_row
 from trajcore._store import is_store_url, local_only
-from trajcore._store_io import shards_under, written_to_store
 from trajcore.errors import InvalidArgumentError, TrajcoreFileNotFoundError
 from trajcore.formats._fields import given_at
 from trajcore.formats._read import Progress
 from trajcore.formats.to_minari import DATA_KEY, minari_module
-from trajcore.recorder import RecordEpisodes
+from trajcore.record.env_wrapper import RecordEpisodes
+from trajcore.record.replay import PlaybackEnv, replay, value_row
+from trajcore.tools.output import staged
+from trajcore.tools.to_store import shards_under, written_to_store
 
 __all__ = ["import_minari"]
 

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from trajcore._agents import agent_names
-from trajcore._metrics import STATS as METRIC_STATS
-from trajcore.dataset import Dataset
+from trajcore.read.agents import agent_names
+from trajcore.read.dataset import Dataset
+from trajcore.read.metrics import STATS as METRIC_STATS
 from trajcore.spaces import escape_key
 
 __all__ = ["METRIC_STATS", "SUMMARY_FIELDS", "env_step_bounds", "flatten_metadata", "metric_column", "summary_columns"]
@@ -45,12 +45,12 @@ def summary_columns(ds: Dataset, indices: Sequence[int]) -> dict[str, npt.NDArra
     This is the one place per-episode figures are gathered, so that `summaries_frame`,
     `trajcore ls` and the exports all show the same ones.
     """
-    s = ds._summary()
+    s = ds._reads.summary()
     idx = np.asarray(indices, dtype=np.int64).reshape(-1)
     out: dict[str, npt.NDArray[Any]] = {"episode": idx}
     for name in SUMMARY_FIELDS:
         out[name] = s[name][idx]
-    names = agent_names(ds)
+    names = agent_names(ds._reads)
     if names is not None:
         out["agent"] = names[idx]  # multi-agent datasets: whose episode each is
     for name, stats in ds.metrics().items():

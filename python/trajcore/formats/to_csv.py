@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from trajcore._agents import agent_names
 from trajcore.formats._columns import INDEX_COLUMNS, Leaf, flat_names
 from trajcore.formats._read import Batch, StepTable
+from trajcore.read.agents import agent_names
 
 __all__ = ["write_csv"]
 
@@ -65,7 +65,7 @@ def write_csv(table: StepTable, path: str, batch_rows: int | None = None) -> int
     Returns:
         The number of rows written (steps).
     """
-    header = list(INDEX_COLUMNS) + (["agent"] if agent_names(table.ds) is not None else [])
+    header = list(INDEX_COLUMNS) + (["agent"] if agent_names(table.ds._reads) is not None else [])
     for leaf in table.leaves:
         header.extend(flat_names(leaf))
     rows = 0

@@ -29,10 +29,10 @@ from typing import Any, TextIO
 
 import numpy as np
 
-from trajcore.dataset import Dataset
-from trajcore.episode import Episode
 from trajcore.formats._fields import given_at
 from trajcore.formats._read import Progress
+from trajcore.read.dataset import Dataset
+from trajcore.read.episode import Episode
 
 __all__ = ["RESERVED_KEYS", "episode_batch", "write_jsonl"]
 

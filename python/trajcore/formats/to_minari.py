@@ -30,12 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from trajcore._meta import rebuild_space
-from trajcore.dataset import Dataset
-from trajcore.episode import Episode
 from trajcore.errors import InvalidArgumentError
 from trajcore.formats._deps import require
 from trajcore.formats._read import Progress, plan_of
+from trajcore.read.dataset import Dataset
+from trajcore.read.episode import Episode
+from trajcore.read.meta import rebuild_space
 
 __all__ = ["DATA_KEY", "episode_infos", "minari_module", "write_minari"]
 
@@ -104,7 +104,7 @@ def _recordings_of(ds: Dataset, indices: Sequence[int]) -> list[int]:
     """The recordings the episodes come from (all, for none), ascending."""
     if not len(indices):
         return list(range(ds.num_recordings))
-    return sorted(set(np.unique(ds._summary()["recording"][np.asarray(indices, dtype=np.int64)]).tolist()))
+    return sorted(set(np.unique(ds._reads.summary()["recording"][np.asarray(indices, dtype=np.int64)]).tolist()))
 
 
 def _check_spaces(ds: Dataset, used: Sequence[int]) -> None:

@@ -28,11 +28,11 @@ from typing import Any
 
 import numpy as np
 
-from trajcore._agents import agent_names
-from trajcore.dataset import Dataset
 from trajcore.formats._columns import GROUPS, Leaf
 from trajcore.formats._deps import require
 from trajcore.formats._read import Batch, StepTable
+from trajcore.read.agents import agent_names
+from trajcore.read.dataset import Dataset
 
 __all__ = ["METADATA_KEY", "file_metadata", "write_parquet"]
 
@@ -145,7 +145,7 @@ def write_parquet(table: StepTable, path: str, batch_rows: int | None = None) ->
     import pyarrow.parquet as pq
 
     leaves = table.leaves
-    agents = agent_names(table.ds) is not None
+    agents = agent_names(table.ds._reads) is not None
     schema = _schema(leaves, agents).with_metadata({METADATA_KEY: json.dumps(file_metadata(table.ds, leaves)).encode()})
     rows = 0
     # Dictionary encoding pays on the index columns (few distinct values, long runs); on

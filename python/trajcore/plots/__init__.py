@@ -19,13 +19,13 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from trajcore._meta import env_ids
-from trajcore.dataset import Dataset
-from trajcore.episodes import Episodes
 from trajcore.errors import InvalidArgumentError
 from trajcore.formats.summaries import flatten_metadata, summary_columns
 from trajcore.plots import _figures
 from trajcore.plots._series import default_window, episode_series, numeric_metadata, timelog_series
+from trajcore.read.dataset import Dataset, members
+from trajcore.read.episodes import Episodes
+from trajcore.read.meta import env_ids
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -53,7 +53,7 @@ def _title(ds: Dataset) -> str:
 
 
 def _series(source: Dataset | Episodes) -> tuple[Dataset, list[int], Any]:
-    ds, indices = source._members()
+    ds, indices = members(source)
     if not indices:
         raise InvalidArgumentError(f"{ds.path}: no episodes to plot")
     return ds, indices, episode_series(summary_columns(ds, indices))
@@ -91,7 +91,7 @@ def metadata(source: Dataset | Episodes) -> Figure:
     """Every numeric episode-metadata value (nested keys as ``metadata/a/b``) against the episode
     index, one panel per key."""
     ds, indices, s = _series(source)
-    flat = [flatten_metadata(ds._episode_metadata(i)) for i in indices]
+    flat = [flatten_metadata(ds._reads.episode_metadata(i)) for i in indices]
     return _figures.metadata_figure(s, numeric_metadata(flat), _title(ds))
 
 
@@ -185,7 +185,7 @@ def write_plots(
         figures.append(("lengths", _figures.per_episode_figure(s, "length", max(1, int(w)), title)))
         figures.append(("histograms", _figures.histograms_figure(s, title)))
         figures.append(("metrics", _figures.metrics_figure(s, title)))
-        numeric = numeric_metadata([flatten_metadata(ds._episode_metadata(i)) for i in indices])
+        numeric = numeric_metadata([flatten_metadata(ds._reads.episode_metadata(i)) for i in indices])
         if numeric:
             figures.append(("metadata", _figures.metadata_figure(s, numeric, title)))
     if timelog is not None:

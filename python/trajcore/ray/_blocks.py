@@ -22,11 +22,11 @@ import numpy as np
 import numpy.typing as npt
 
 from trajcore._store import configure
-from trajcore.dataset import Dataset
 from trajcore.formats._columns import INDEX_COLUMNS, Leaf, Plan
 from trajcore.formats._read import iter_batches, open_for_pass, plan_of, read_episode
 from trajcore.formats.summaries import METRIC_STATS, SUMMARY_FIELDS, metric_column, summary_columns
 from trajcore.ray._plan import Keys, TaskPlan, key_arrays, locate
+from trajcore.read.dataset import Dataset
 
 __all__ = [
     "EPISODE_FIELDS",
@@ -131,7 +131,7 @@ class _Opened:
     def locate(self, task: TaskPlan) -> list[int]:
         listed = self._listed.get(task.shard)
         if listed is None:
-            summary = self.ds._summary()
+            summary = self.ds._reads.summary()
             at = self._shard_names.index(task.shard) if task.shard in self._shard_names else -1
             among = np.flatnonzero(summary["shard"] == at)  # none if the shard is gone (at -1)
             listed = self._listed[task.shard] = key_arrays(self._shard_names, summary, among)
@@ -238,7 +238,7 @@ def episode_columns(ds: Dataset, current: Sequence[int], planned: Sequence[int],
             # more): count 0 and NaN, as `Dataset.metrics` gives it for an episode without it.
             absent = np.zeros(len(current), np.int64) if stat == "count" else np.full(len(current), np.nan)
             out[column] = summaries.get(column, absent)
-    summary = ds._summary()
+    summary = ds._reads.summary()
     out["continued"] = summary["continued"][list(current)]
     out["continues"] = summary["continues"][list(current)]
     out["metadata"] = np.array([ds._core.episode_metadata_json(i) for i in current], dtype=object)

@@ -6,25 +6,35 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from trajcore._agents import ENV_EPISODE_KEY
 from trajcore.errors import InvalidArgumentError, SchemaError, TrajcoreWarning
 from trajcore.ray._identity import process_identity
 from trajcore.ray._rllib_episode import RLlibEpisode
 from trajcore.ray._runner import close_on_stop, runner_metadata
-from trajcore.writer import Writer
-
-if TYPE_CHECKING:
-    from trajcore.ray.rllib import RecordRLlibEpisodes
+from trajcore.read.agents import ENV_EPISODE_KEY
+from trajcore.record.manual import Writer
+from trajcore.record.session import RecordingOptions
 
 __all__ = ["RLlibAgents"]
+
+
+class Callback(Protocol):
+    """What the writers read of their callback, `trajcore.ray.RecordRLlibEpisodes` (read when used:
+    the callback's attributes are the truth)."""
+
+    path: str
+    metadata: dict[str, Any]
+    options: RecordingOptions
+    extra_model_outputs: bool
+
+    def close(self) -> None: ...
 
 
 class RLlibAgents:
     """The writers of one EnvRunner's multi-agent episodes, one per agent, made at its first episode."""
 
-    def __init__(self, callback: RecordRLlibEpisodes) -> None:
+    def __init__(self, callback: Callback) -> None:
         self._callback = callback
         self.writers: dict[Any, Writer] = {}
 

@@ -4,7 +4,7 @@
 Reading: an episode an EnvRunner completes may have been returned in chunks by earlier
 ``sample()`` calls (RLlib cuts running episodes at the end of each call); `RLlibEpisode` joins
 the chunks (``prev_episode_chunks`` of ``on_episode_end``, then the last one) into the rows
-`trajcore._replay.replay` records: observations and infos 0 .. T, actions, rewards and extra
+`trajcore.record.replay.replay` records: observations and infos 0 .. T, actions, rewards and extra
 model outputs 0 .. T-1, and the custom data and metadata a user's callback gave.
 
 Writing: `record_step` and `set_episode_metadata` keep the user's per-step ("running") and
@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from trajcore._config import to_json
-from trajcore._replay import value_row
 from trajcore.errors import InvalidArgumentError, SchemaError
+from trajcore.record.options import to_json
+from trajcore.record.replay import value_row
 
 __all__ = ["CUSTOM_DATA_KEY", "MODULE_ACTION", "RLlibEpisode", "record_step", "set_episode_metadata"]
 
@@ -99,7 +99,7 @@ def _rows(batch: Any, n: int) -> list[Any]:
 
 
 class RLlibEpisode:
-    """A finished RLlib episode as the rows `replay` records (a `trajcore._replay.PlayedEpisode`).
+    """A finished RLlib episode as the rows `replay` records (a `trajcore.record.replay.PlayedEpisode`).
 
     Args:
         chunks: the episode's chunks in order (``prev_episode_chunks`` then the last one).

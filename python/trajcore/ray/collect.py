@@ -26,14 +26,14 @@ from typing import Any, Unpack
 import gymnasium as gym
 import ray
 
-from trajcore._recording import RecordingOptions
 from trajcore._store import configure, is_store_url
-from trajcore._store_io import shards_under
-from trajcore.bench import make_env
-from trajcore.dataset import Dataset
 from trajcore.errors import InvalidArgumentError, TrajcoreFileNotFoundError
 from trajcore.ray._identity import process_identity
-from trajcore.vector import RecordVectorEpisodes
+from trajcore.read.dataset import Dataset
+from trajcore.record.make_env import make_env
+from trajcore.record.session import RecordingOptions
+from trajcore.record.vector_wrapper import RecordVectorEpisodes
+from trajcore.tools.to_store import shards_under
 
 __all__ = ["Collector", "collect"]
 

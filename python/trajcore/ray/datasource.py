@@ -31,17 +31,17 @@ from ray.data.block import Block, BlockAccessor, BlockMetadata
 from ray.data.context import DataContext
 from ray.data.datasource import Datasource, ReadTask
 
-from trajcore._agents import agent_names
 from trajcore._core import SHARD_EXTENSION
 from trajcore._store import is_store_url
-from trajcore.dataset import Dataset
-from trajcore.episodes import Episodes
 from trajcore.errors import InvalidArgumentError
 from trajcore.formats._columns import choose
 from trajcore.formats._read import pass_cache_bytes, plan_of, recordings_of, row_bytes
 from trajcore.formats.summaries import SUMMARY_FIELDS
 from trajcore.ray._blocks import EPISODE_LEFT_OUT, Kind, ReadSpec, column_names, read_batches
 from trajcore.ray._plan import Keys, TaskPlan, key_arrays, plan_tasks
+from trajcore.read.agents import agent_names
+from trajcore.read.dataset import Dataset, members
+from trajcore.read.episodes import Episodes
 
 __all__ = ["TrajcoreDatasource"]
 
@@ -165,7 +165,7 @@ class _Planned:
     ) -> _Planned:
         """The plan of a read of `source` (`token`: of the files it was opened from, else of
         its shards now)."""
-        ds, indices = (source._dataset, list(source.indices)) if isinstance(source, Episodes) else (source, None)
+        ds, indices = (members(source)[0], list(source.indices)) if isinstance(source, Episodes) else (source, None)
         plan = plan_of(ds, indices)
         leaves, columns = plan.leaves, None if wanted is None else list(wanted)
         if kind == "episodes":
@@ -176,7 +176,7 @@ class _Planned:
         chosen, _ = choose(leaves, columns, 1 << 62)
         shard_names = [os.path.basename(p) for p in ds.shards]
         options = ds._storage_options
-        summary = ds._summary()
+        summary = ds._reads.summary()
         keys = key_arrays(shard_names, summary)
         metrics = tuple(ds.metrics()) if kind == "episodes" else ()
         spec = ReadSpec(
@@ -195,7 +195,7 @@ class _Planned:
             episodes=keys if indices is None else keys.take(np.asarray(indices, dtype=np.int64)),
             spec=spec,
             row_bytes=row_bytes(chosen),
-            columns=tuple(column_names(kind, chosen, metrics, agents=agent_names(ds) is not None)),
+            columns=tuple(column_names(kind, chosen, metrics, agents=agent_names(ds._reads) is not None)),
         )
 
 

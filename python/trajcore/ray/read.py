@@ -28,9 +28,9 @@ from typing import Any
 
 import ray.data
 
-from trajcore.dataset import Dataset
-from trajcore.episodes import Episodes
 from trajcore.ray.datasource import TrajcoreDatasource
+from trajcore.read.dataset import Dataset
+from trajcore.read.episodes import Episodes
 
 __all__ = ["read_episodes", "read_transitions"]
 

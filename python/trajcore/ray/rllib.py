@@ -45,16 +45,16 @@ from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.spaces.space_utils import clip_action, get_base_struct_from_space, unsquash_action
 
-from trajcore._config import to_json
-from trajcore._recording import RecordingOptions
-from trajcore._replay import PlaybackEnv, replay
 from trajcore._store import is_store_url
 from trajcore.errors import InvalidArgumentError, SchemaError, TrajcoreWarning
 from trajcore.ray._identity import process_identity
 from trajcore.ray._rllib_agents import RLlibAgents
 from trajcore.ray._rllib_episode import RLlibEpisode, record_step, set_episode_metadata
 from trajcore.ray._runner import close_on_stop, in_evaluation, runner_metadata
-from trajcore.recorder import RecordEpisodes
+from trajcore.record.env_wrapper import RecordEpisodes
+from trajcore.record.options import to_json
+from trajcore.record.replay import PlaybackEnv, replay
+from trajcore.record.session import RecordingOptions
 
 __all__ = ["RecordRLlibEpisodes", "record_step", "set_episode_metadata"]
 

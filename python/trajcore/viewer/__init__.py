@@ -25,15 +25,15 @@ import webbrowser
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from trajcore._output import staged
+from trajcore.tools.output import staged
 from trajcore.viewer._content import PageContent, env_page_content, page_content
 from trajcore.viewer._env_episode import read_env_episode
 from trajcore.viewer._episode import read_episode
 from trajcore.viewer._page import page_overhead, render_page
 
 if TYPE_CHECKING:
-    from trajcore.env_episodes import EnvEpisode
-    from trajcore.episode import Episode
+    from trajcore.read.env_episodes import EnvEpisode
+    from trajcore.read.episode import Episode
 
 __all__ = ["NOTEBOOK_MAX_BYTES", "episode_html", "notebook_html", "view", "write_html"]
 
@@ -43,8 +43,8 @@ NOTEBOOK_MAX_BYTES = 8 << 20
 
 def _env_episode(episode: Episode | EnvEpisode) -> EnvEpisode | None:
     """`episode` if it is an `EnvEpisode` (its agents' episodes by name), else None; told apart
-    without importing its module: `trajcore.episode` imports this package, and
-    `trajcore.env_episodes` imports that."""
+    without importing its module: `trajcore.read.episode` imports this package, and
+    `trajcore.read.env_episodes` imports that."""
     return cast("EnvEpisode", episode) if isinstance(getattr(episode, "episodes", None), dict) else None
 
 

@@ -10,7 +10,7 @@ import numpy as np
 from trajcore.viewer._content import EpisodeArrays, Leaf
 
 if TYPE_CHECKING:
-    from trajcore.episode import Episode
+    from trajcore.read.episode import Episode
 
 __all__ = ["read_episode"]
 
@@ -41,15 +41,14 @@ def _masked_leaves(values: dict[str, Any], masks: dict[str, Any], prefix: str) -
 
 def _fps(ep: Episode) -> float:
     """Playback speed at 1x: the env's ``render_fps`` when the recording stored it, else 30."""
-    user = ep._dataset.meta(ep.recording).get("user") or {}
+    user = ep._reads.meta(ep.recording).get("user") or {}
     fps = user.get("render_fps")
     return float(fps) if isinstance(fps, int | float) and fps > 0 else DEFAULT_FPS
 
 
 def read_episode(ep: Episode) -> EpisodeArrays:
     """Every value of `ep` the page shows, read (frames too: the whole episode is in memory)."""
-    ds = ep._dataset
-    meta = ds.meta(ep.recording)
+    meta = ep._reads.meta(ep.recording)
     env_id = (meta.get("user") or {}).get("env_id")
     start = datetime.datetime.fromtimestamp(ep.start_ns / 1e9, tz=datetime.UTC)
     summary = {

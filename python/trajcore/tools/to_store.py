@@ -13,8 +13,8 @@ from contextlib import contextmanager
 
 from trajcore import _core
 from trajcore._store import configure
-from trajcore.dataset import Dataset
 from trajcore.errors import InvalidArgumentError, TrajcoreFileNotFoundError
+from trajcore.read.dataset import Dataset
 
 __all__ = ["shards_under", "written_to_store"]
 

@@ -16,7 +16,7 @@ from trajcore._store import configure, is_store_url, recover_store
 from trajcore.errors import InvalidArgumentError
 
 if TYPE_CHECKING:
-    from trajcore.dataset import Dataset
+    from trajcore.read.dataset import Dataset
 
 __all__ = ["Damage", "VerifyReport", "recover", "verify"]
 
@@ -118,8 +118,8 @@ def _space_damage(path: str) -> tuple[Damage, ...]:
 def _invalid_spaces_at(path: str) -> tuple[list[tuple[int, str]], npt.NDArray[np.int64]]:
     """`_invalid_spaces` of the dataset at `path`, and each episode's recording; none when it does
     not open (what opening trips on, the core's verification or open reports)."""
-    from trajcore.dataset import Dataset
     from trajcore.errors import TrajcoreError
+    from trajcore.read.dataset import Dataset
 
     try:
         ds = Dataset(path)
@@ -133,8 +133,8 @@ def _invalid_spaces_at(path: str) -> tuple[list[tuple[int, str]], npt.NDArray[np
 def _invalid_spaces(ds: Dataset) -> list[tuple[int, str]]:
     """(recording, why) for each recording whose Meta record describes a space its columns
     contradict (see `_space_damage`)."""
-    from trajcore._meta import rebuild_space
     from trajcore.errors import CorruptFileError
+    from trajcore.read.meta import rebuild_space
 
     found = []
     for r in range(ds.num_recordings):

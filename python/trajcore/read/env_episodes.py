@@ -10,17 +10,15 @@ rows, with a mask per agent of the rows where it acted, and `order` says who act
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, overload
 
 import numpy as np
 import numpy.typing as npt
 
-from trajcore._agents import ENV_STEP, agent_names
-from trajcore.episode import Episode
 from trajcore.errors import InvalidArgumentError, TrajcoreIndexError
-
-if TYPE_CHECKING:
-    from trajcore.dataset import Dataset
+from trajcore.read.agents import ENV_STEP, agent_names
+from trajcore.read.episode import Episode
+from trajcore.read.reads import EpisodeSource
 
 __all__ = ["EnvEpisode", "EnvEpisodes"]
 
@@ -146,8 +144,8 @@ class EnvEpisodes(Sequence[EnvEpisode]):
     """The env episodes of a multi-agent dataset (or of a selection of its episodes), in the order
     their first episode comes; each an `EnvEpisode`."""
 
-    def __init__(self, dataset: Dataset, indices: Sequence[int]) -> None:
-        names = agent_names(dataset)
+    def __init__(self, dataset: EpisodeSource, indices: Sequence[int]) -> None:
+        names = agent_names(dataset._reads)
         groups: dict[Any, dict[str, Episode]] = {}
         for index in indices:
             agent = None if names is None else names[index]

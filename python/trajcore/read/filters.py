@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
 
 import numpy as np
 
-from trajcore._agents import agent_keep
-from trajcore._metrics import metric_keep
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
-
-if TYPE_CHECKING:
-    from trajcore.dataset import Dataset
+from trajcore.read.agents import agent_keep
+from trajcore.read.metrics import metric_keep
+from trajcore.read.reads import DatasetReads
 
 __all__ = ["BOUND_FILTERS", "FILTER_KEYS", "FLAG_FILTERS", "EpisodeFilters", "select_indices"]
 
@@ -57,7 +55,7 @@ FILTER_KEYS: tuple[str, ...] = tuple(EpisodeFilters.__annotations__)
 """Every key `select` takes, in the order of `EpisodeFilters`."""
 
 
-def select_indices(ds: Dataset, candidates: Sequence[int], filters: Mapping[str, Any]) -> list[int]:
+def select_indices(reads: DatasetReads, candidates: Sequence[int], filters: Mapping[str, Any]) -> list[int]:
     """The candidates (dataset indexes, order kept) passing every filter.
 
     Raises:
@@ -67,8 +65,8 @@ def select_indices(ds: Dataset, candidates: Sequence[int], filters: Mapping[str,
     unknown = [key for key in filters if key not in FILTER_KEYS]
     if unknown:
         raise InvalidArgumentError(f"select: unknown filter {unknown[0]!r} (filters: {', '.join(FILTER_KEYS)})")
-    s = ds._summary()
-    keep = np.ones(ds.num_episodes, dtype=np.bool_)
+    s = reads.summary()
+    keep = np.ones(reads.num_episodes, dtype=np.bool_)
     env_index = filters.get("env_index")
     if env_index is not None:
         keep &= np.isin(s["env_index"], np.atleast_1d(np.asarray(env_index)))
@@ -99,12 +97,12 @@ def select_indices(ds: Dataset, candidates: Sequence[int], filters: Mapping[str,
     chosen = np.asarray(candidates, dtype=np.int64)
     metrics = filters.get("metrics")
     if metrics is not None:
-        keep &= metric_keep(ds._metric_arrays(), metrics, chosen, stacklevel=4)
+        keep &= metric_keep(reads.metric_arrays(), metrics, chosen, stacklevel=4)
     agent = filters.get("agent")
     if agent is not None:
-        keep &= agent_keep(ds, agent, s["recording"])
+        keep &= agent_keep(reads, agent, s["recording"])
     indices: list[int] = chosen[keep[chosen]].tolist() if len(chosen) else []
     where = filters.get("where")
     if where is not None:
-        indices = [i for i in indices if where(ds._episode_metadata(i))]
+        indices = [i for i in indices if where(reads.episode_metadata(i))]
     return indices

@@ -1,35 +1,32 @@
 """Reading recordings back: `trajcore.open` -> `Dataset` (its `Episodes`, each an `Episode`;
-its `transitions`). What a recording's Meta record and column specs say is read here once per
-recording; the episode, the episodes and the training reads live in their own modules."""
+its `transitions`). The dataset opens the core's reader and hands its `DatasetReads` to its
+episodes; the episode, the episodes and the training reads live in their own modules."""
 
 from __future__ import annotations
 
-import json
 import multiprocessing.context
 import multiprocessing.reduction
 import os
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import Any, Unpack, cast
 
 import numpy.typing as npt
 from gymnasium import spaces
 
 from trajcore import _core
-from trajcore._agents import agents_of
-from trajcore._filters import EpisodeFilters, select_indices
-from trajcore._infos import Field, column_fields, nest
-from trajcore._meta import rebuild_space
 from trajcore._store import configure
-from trajcore.episodes import Episodes
+from trajcore.errors import CorruptFileError, InvalidArgumentError, TrajcoreWarning
+from trajcore.read.agents import agents_of
+from trajcore.read.env_episodes import EnvEpisodes
+from trajcore.read.episode import Episode
+from trajcore.read.episodes import Episodes
+from trajcore.read.filters import EpisodeFilters, select_indices
+from trajcore.read.meta import rebuild_space
+from trajcore.read.reads import DatasetReads
+from trajcore.read.transitions import _Sampling
 
-if TYPE_CHECKING:
-    from trajcore.env_episodes import EnvEpisodes
-from trajcore.errors import CorruptFileError, InvalidArgumentError, TrajcoreError, TrajcoreWarning
-from trajcore.transitions import _Sampling
-
-__all__ = ["Dataset", "open"]
+__all__ = ["Dataset", "members", "open"]
 
 DEFAULT_CACHE_BYTES = None
 
@@ -97,16 +94,6 @@ def open(
     )
 
 
-@dataclass
-class _Recording:
-    """What a reader needs from one recording's Meta record and column specs."""
-
-    meta: dict[str, Any]
-    infos: list[Field] = field(default_factory=list)
-    data: list[Field] = field(default_factory=list)
-    column_names: frozenset[str] = frozenset()
-
-
 class Dataset(_Sampling):
     """Every episode of a directory of shards (or of one shard file), memory-mapped.
 
@@ -132,15 +119,12 @@ class Dataset(_Sampling):
         self._mmap = mmap
         self._storage_options = dict(storage_options) if storage_options else None
         configure(self._path, self._storage_options)
-        self._ds: _core.Dataset | None = _core.Dataset(
-            self._path, strict, cache_bytes, verify, _exclusions, mmap, _shared_fd
-        )
-        self._warned = len(self._ds.problems)
+        core = _core.Dataset(self._path, strict, cache_bytes, verify, _exclusions, mmap, _shared_fd)
+        # What its episodes read through (see `trajcore.read.reads`).
+        self._reads = DatasetReads(self._path, core)
+        self._warned = len(core.problems)
         self._notices = 0
-        self._recordings: dict[int, _Recording] = {}
-        self._summaries: dict[str, npt.NDArray[Any]] | None = None
-        self._metrics: dict[str, dict[str, npt.NDArray[Any]]] | None = None
-        for file, offset, why in self._ds.problems:
+        for file, offset, why in core.problems:
             warnings.warn(
                 f"{file}: damaged at byte offset {offset} ({why}); what is intact is read",
                 TrajcoreWarning,
@@ -151,41 +135,7 @@ class Dataset(_Sampling):
 
     @property
     def _core(self) -> _core.Dataset:
-        if self._ds is None:
-            raise TrajcoreError(f"{self._path}: the dataset is closed")
-        return self._ds
-
-    def _recording(self, index: int) -> _Recording:
-        rec = self._recordings.get(index)
-        if rec is None:
-            meta = json.loads(self._core.meta_json(index))
-            meta = meta if isinstance(meta, dict) else {}
-            columns = self._core.columns(index)
-            rec = _Recording(
-                meta=meta,
-                infos=column_fields(columns, "info/"),
-                data=column_fields(columns, "data/"),
-                column_names=frozenset(c["name"] for c in columns),
-            )
-            self._recordings[index] = rec
-        return rec
-
-    def _summary(self) -> dict[str, npt.NDArray[Any]]:
-        if self._summaries is None:
-            s = self._core.summaries()
-            for a in s.values():
-                a.flags.writeable = False
-            self._summaries = s
-        return self._summaries
-
-    def _metric_arrays(self) -> dict[str, dict[str, npt.NDArray[Any]]]:
-        if self._metrics is None:
-            m = self._core.metrics()
-            for stats in m.values():
-                for a in stats.values():
-                    a.flags.writeable = False
-            self._metrics = m
-        return self._metrics
+        return self._reads.core
 
     @property
     def cache_info(self) -> dict[str, int]:
@@ -279,7 +229,7 @@ class Dataset(_Sampling):
 
     def meta(self, recording: int = 0) -> dict[str, Any]:
         """The Meta record of a recording: metadata, layout, num_envs, autoreset_mode, user, ..."""
-        return self._recording(recording).meta
+        return self._reads.meta(recording)
 
     @property
     def metadata(self) -> Any:
@@ -321,7 +271,11 @@ class Dataset(_Sampling):
         env_index, length, episode_return, complete, terminated, truncated, start_ns, end_ns,
         episode_id, shard, continued, continues (see `Episode.is_part`). Read from the index:
         nothing is decompressed."""
-        return dict(self._summary())
+        return dict(self._reads.summary())
+
+    def _summary(self) -> dict[str, npt.NDArray[Any]]:
+        """`summaries` without the copy of the dict (its arrays are read-only)."""
+        return self._reads.summary()
 
     def metrics(self) -> dict[str, dict[str, npt.NDArray[Any]]]:
         """Episode metrics: for every numeric scalar info entry and custom-data column, its
@@ -338,7 +292,7 @@ class Dataset(_Sampling):
         The info columns hold the infos of the steps and of the reset, so an info entry's
         metrics count the reset's value too.
         """
-        return {name: dict(stats) for name, stats in self._metric_arrays().items()}
+        return {name: dict(stats) for name, stats in self._reads.metric_arrays().items()}
 
     def select(self, **filters: Unpack[EpisodeFilters]) -> Episodes:
         """The episodes that pass every given filter (bounds are inclusive), in dataset order.
@@ -358,7 +312,7 @@ class Dataset(_Sampling):
                 dataset does not have (the message lists those it has), an unknown statistic,
                 or bounds that are not a pair.
         """
-        return Episodes(self, select_indices(self, range(self.num_episodes), filters))
+        return Episodes(self, select_indices(self._reads, range(self.num_episodes), filters))
 
     def refresh(self) -> int:
         """Picks up shards that grew or appeared since opening (a recorder still writing);
@@ -374,8 +328,7 @@ class Dataset(_Sampling):
         `strict`); one replaced (renamed over) or deleted is said with a `TrajcoreWarning`, and
         the dataset goes on reading the file it opened."""
         added = self._core.refresh()
-        self._summaries = None
-        self._metrics = None
+        self._reads.forget()
         problems, notices = self._core.problems, self._core.notices
         for file, offset, why in problems[self._warned :]:
             warnings.warn(f"{file}: byte offset {offset}: {why}", TrajcoreWarning, stacklevel=2)
@@ -386,10 +339,7 @@ class Dataset(_Sampling):
 
     def close(self) -> None:
         """Lets go of the memory maps (once no array read from them is alive)."""
-        self._ds = None
-        self._recordings.clear()
-        self._summaries = None
-        self._metrics = None
+        self._reads.close()
 
     def __enter__(self) -> Dataset:
         return self
@@ -397,70 +347,34 @@ class Dataset(_Sampling):
     def __exit__(self, *args: object) -> None:
         self.close()
 
-    def _members(self) -> tuple[Dataset, list[int]]:
-        """Itself and every episode index (see `Episode._members`)."""
-        return self, list(range(self.num_episodes))
-
     def __repr__(self) -> str:
-        if self._ds is None:
+        if self._reads.closed:
             return f"<trajcore.Dataset {self._path!r} (closed)>"
         return f"<trajcore.Dataset {self._path!r}: {self.num_episodes} episodes, {self.num_steps} steps>"
-
-    # --- per-episode reads (used by Episode) ----------------------------------------------
-
-    def _episode_metadata(self, index: int) -> dict[str, Any]:
-        text = self._core.episode_metadata_json(index)
-        value = json.loads(text) if text else {}
-        return value if isinstance(value, dict) else {"value": value}
-
-    def _read(self, index: int, column: str) -> Any:
-        return self._core.read_column(index, column)
-
-    def _optional(self, index: int, recording: int, column: str) -> Any:
-        """A column of the episode, or None when its recording has no such column."""
-        if column not in self._recording(recording).column_names:
-            return None
-        return self._read(index, column)
-
-    def _tree(self, index: int, which: str) -> Any:
-        """Episode `index`'s observations or actions, nested like the recorded space.
-
-        Raises:
-            CorruptFileError: the recording's layout of them is missing or invalid.
-        """
-        return self._core.read_layout(index, which)
-
-    def _fields(self, index: int, recording: int, which: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(values, masks) of the info or custom-data columns, nested like the keys. A key never
-        present in this episode is left out of both.
-
-        Raises:
-            CorruptFileError: a column name nests deeper than the recorder allows, or damage lost
-                column descriptions of the recording.
-        """
-        rec = self._recording(recording)
-        lost = self._core.schema_damage(recording)
-        if lost is not None:
-            # Some info or data columns (or their masks) may be among those lost: what reads
-            # would be incomplete or unmasked.
-            file, offset, why = lost
-            raise CorruptFileError(f"{file}: corrupt at byte offset {offset}: episode {index}'s {which}: {why}")
-        fields = rec.infos if which == "infos" else rec.data
-        return nest(fields, lambda column: self._read(index, column), self._path)
 
     @property
     def agents(self) -> list[str]:
         """The agents of a multi-agent dataset, in recording order (empty for single-agent data):
-        ``select(agent=...)`` picks their episodes (see `trajcore._agents`)."""
-        return agents_of(self)
+        ``select(agent=...)`` picks their episodes (see `trajcore.read.agents`)."""
+        return agents_of(self._reads)
 
     @property
     def env_episodes(self) -> EnvEpisodes:
         """The env episodes of a multi-agent dataset, each its agents aligned on the env's steps
-        (`trajcore.env_episodes.EnvEpisode`)."""
-        from trajcore.env_episodes import EnvEpisodes
-
+        (`trajcore.read.env_episodes.EnvEpisode`)."""
         return EnvEpisodes(self, range(self.num_episodes))
+
+
+def members(source: Dataset | Episodes | Episode) -> tuple[Dataset, list[int]]:
+    """The dataset of `source` (a dataset, some of its episodes, or one) and the indexes of the
+    episodes it holds: what the functions over any of them read (`trajcore.to_pandas`, the
+    plots, the exports)."""
+    if isinstance(source, Dataset):
+        return source, list(range(source.num_episodes))
+    # Episodes hold their dataset typed by what they read of it (`EpisodeSource`); only a
+    # `Dataset` makes them.
+    dataset = cast(Dataset, source._dataset)
+    return dataset, source.indices if isinstance(source, Episodes) else [source.index]
 
 
 def _reopen(

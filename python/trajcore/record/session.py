@@ -16,7 +16,10 @@ import numpy as np
 from gymnasium import spaces
 
 from trajcore import _core
-from trajcore._config import (
+from trajcore._store import StoreStaging, is_store_url
+from trajcore.errors import InvalidArgumentError, TrajcoreError, TrajcoreWarning
+from trajcore.record.frames import check_renders_frames
+from trajcore.record.options import (
     EndedEpisode,
     EpisodeInfo,
     EpisodeMetadataFn,
@@ -26,9 +29,6 @@ from trajcore._config import (
     resolve_options,
     to_json,
 )
-from trajcore._frames import check_renders_frames
-from trajcore._store import StoreStaging, is_store_url
-from trajcore.errors import InvalidArgumentError, TrajcoreError, TrajcoreWarning
 from trajcore.spaces import space_columns, space_from_json, space_from_json_text, space_to_json
 
 __all__ = ["EpisodeInfo", "EpisodeMetadataFn", "RecordingOptions"]
@@ -318,7 +318,7 @@ def check_existing_recordings(
     directory = Path(path)
     if not directory.is_dir() or not any(directory.glob(f"*.{_core.SHARD_EXTENSION}")):
         return
-    from trajcore.dataset import open as open_dataset
+    from trajcore.read.dataset import open as open_dataset
 
     ours = {"observation_space": space_to_json(observation_space), "action_space": space_to_json(action_space)}
     try:

@@ -22,15 +22,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trajcore._filters import BOUND_FILTERS, FLAG_FILTERS, EpisodeFilters
-from trajcore._metrics import STATS as METRIC_STATS
-from trajcore.dataset import Dataset
-from trajcore.episodes import Episodes
 from trajcore.errors import InvalidArgumentError, TrajcoreIndexError
+from trajcore.read.dataset import Dataset
+from trajcore.read.episodes import Episodes
+from trajcore.read.filters import BOUND_FILTERS, FLAG_FILTERS, EpisodeFilters
+from trajcore.read.metrics import STATS as METRIC_STATS
 
 __all__ = ["SELECT_HELP", "Selection", "apply_select", "parse_select"]
 
-# The keys `select` takes are named once (`trajcore._filters`); the command line adds recording,
+# The keys `select` takes are named once (`trajcore.read.filters`); the command line adds recording,
 # episodes, metadata.KEY and metric.NAME.STAT (for `select`'s metrics and where).
 SELECT_HELP = (
     "KEY=VALUE, repeatable, all must hold: env_index=0,3  recording=0  agent=NAME,NAME  "
@@ -173,7 +173,7 @@ def apply_select(ds: Dataset, sel: Selection) -> Episodes:
         keep = set(sel.recording)
         indices = [i for i in indices if int(recording[i]) in keep]
     for path, value in sel.metadata:
-        indices = [i for i in indices if _equal(_lookup(ds._episode_metadata(i), path), value)]
+        indices = [i for i in indices if _equal(_lookup(ds._reads.episode_metadata(i), path), value)]
     return Episodes(ds, indices)
 
 

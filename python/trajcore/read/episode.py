@@ -1,20 +1,18 @@
 """One episode of a dataset (`Episode`): its summary from the index, its arrays read on first
-access."""
+access, all through the `DatasetReads` its dataset hands it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from trajcore._agents import ENV_EPISODE_KEY, agent_of_recording
-from trajcore._frames import FRAME_COLUMN, FRAME_MASK
-from trajcore._infos import with_masks
-
-if TYPE_CHECKING:
-    from trajcore.dataset import Dataset
+from trajcore.read.agents import ENV_EPISODE_KEY
+from trajcore.read.infos import with_masks
+from trajcore.read.reads import EpisodeSource
+from trajcore.record.frames import FRAME_COLUMN, FRAME_MASK
 
 __all__ = ["Episode"]
 
@@ -31,19 +29,20 @@ class Episode:
     after the dataset is closed. Copy one (``a.copy()``) to modify it.
     """
 
-    def __init__(self, dataset: Dataset, index: int) -> None:
+    def __init__(self, dataset: EpisodeSource, index: int) -> None:
         self._dataset = dataset
+        self._reads = dataset._reads
         self.index = index
         """Position of the episode in its dataset."""
         self._cache: dict[str, Any] = {}
 
-    def _members(self) -> tuple[Dataset, list[int]]:
-        """Its dataset and its index, as `Dataset` and `Episodes` say theirs (for the functions
-        over any of them: `trajcore.to_pandas`, the plots)."""
-        return self._dataset, [self.index]
+    def __reduce__(self) -> tuple[Any, ...]:
+        # As its dataset (path and options) and its index: the unpickled episode reads through
+        # the reopened dataset's reads, not a second reader of its own.
+        return (Episode, (self._dataset, self.index))
 
     def _s(self, name: str) -> Any:
-        return self._dataset._summary()[name][self.index]
+        return self._reads.summary()[name][self.index]
 
     @property
     def recording(self) -> int:
@@ -123,7 +122,7 @@ class Episode:
         """The episode's metrics (see `Dataset.metrics`): ``{name: {"count", "mean", "sum",
         "min", "max"}}`` for the columns with a value in it. From the index: nothing is read."""
         out: dict[str, dict[str, float]] = {}
-        for name, stats in self._dataset._metric_arrays().items():
+        for name, stats in self._reads.metric_arrays().items():
             if stats["count"][self.index] > 0:
                 out[name] = {k: (int if k == "count" else float)(a[self.index]) for k, a in stats.items()}
         return out
@@ -138,35 +137,35 @@ class Episode:
     @property
     def metadata(self) -> dict[str, Any]:
         """The episode's metadata (callback results and `set_episode_metadata` values)."""
-        return self._cached("metadata", lambda: self._dataset._episode_metadata(self.index))  # type: ignore[no-any-return]
+        return self._cached("metadata", lambda: self._reads.episode_metadata(self.index))  # type: ignore[no-any-return]
 
     @property
     def observations(self) -> Any:
         """T+1 observations, nested like the observation space (dicts/tuples of arrays; a Text
         leaf is a list of str)."""
-        return self._cached("observations", lambda: self._dataset._tree(self.index, "observation"))
+        return self._cached("observations", lambda: self._reads.tree(self.index, "observation"))
 
     @property
     def actions(self) -> Any:
         """T actions, nested like the action space."""
-        return self._cached("actions", lambda: self._dataset._tree(self.index, "action"))
+        return self._cached("actions", lambda: self._reads.tree(self.index, "action"))
 
     @property
     def rewards(self) -> npt.NDArray[np.float64]:
         """T rewards, float64, exactly as the env returned them."""
-        return self._cached("rewards", lambda: self._dataset._read(self.index, "reward"))  # type: ignore[no-any-return]
+        return self._cached("rewards", lambda: self._reads.column(self.index, "reward"))  # type: ignore[no-any-return]
 
     @property
     def terminations(self) -> npt.NDArray[np.bool_]:
-        return self._cached("terminations", lambda: self._dataset._read(self.index, "terminated"))  # type: ignore[no-any-return]
+        return self._cached("terminations", lambda: self._reads.column(self.index, "terminated"))  # type: ignore[no-any-return]
 
     @property
     def truncations(self) -> npt.NDArray[np.bool_]:
-        return self._cached("truncations", lambda: self._dataset._read(self.index, "truncated"))  # type: ignore[no-any-return]
+        return self._cached("truncations", lambda: self._reads.column(self.index, "truncated"))  # type: ignore[no-any-return]
 
     def _values_and_masks(self, which: str) -> tuple[dict[str, Any], dict[str, Any]]:
         return self._cached(  # type: ignore[no-any-return]
-            "fields:" + which, lambda: self._dataset._fields(self.index, self.recording, which)
+            "fields:" + which, lambda: self._reads.fields(self.index, self.recording, which)
         )
 
     @property
@@ -204,7 +203,7 @@ class Episode:
         Rows without a frame (see `frame_mask`) read as zeros. None when the episode's recorder
         did not record frames."""
         return self._cached(  # type: ignore[no-any-return]
-            "frames", lambda: self._dataset._optional(self.index, self.recording, FRAME_COLUMN)
+            "frames", lambda: self._reads.optional_column(self.index, self.recording, FRAME_COLUMN)
         )
 
     @property
@@ -214,13 +213,13 @@ class Episode:
         ended inside a step never has one (the sub-env was already reset when it could be
         rendered). None when frames were not recorded."""
         return self._cached(  # type: ignore[no-any-return]
-            "frame_mask", lambda: self._dataset._optional(self.index, self.recording, FRAME_MASK)
+            "frame_mask", lambda: self._reads.optional_column(self.index, self.recording, FRAME_MASK)
         )
 
     @property
     def agent(self) -> str | None:
         """The agent whose part of an env episode this is (multi-agent recordings), else None."""
-        return agent_of_recording(self._dataset, self.recording)
+        return self._reads.agent_of_recording(self.recording)
 
     @property
     def env_episode(self) -> Any:

@@ -12,9 +12,9 @@ import numpy as np
 from gymnasium import spaces
 
 from trajcore import _core
-from trajcore._frames import CODEC_KEYS as FRAME_CODEC_KEYS
-from trajcore._frames import default_frame_codec
 from trajcore.errors import InvalidArgumentError
+from trajcore.record.frames import CODEC_KEYS as FRAME_CODEC_KEYS
+from trajcore.record.frames import default_frame_codec
 from trajcore.spaces import ColumnDict, space_columns, space_to_json
 
 __all__ = [

@@ -6,16 +6,14 @@ some agents. Each agent's part of an env episode is an episode of the dataset; s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from trajcore.errors import InvalidArgumentError
+from trajcore.read.reads import DatasetReads
 from trajcore.spaces import space_from_json_text
-
-if TYPE_CHECKING:
-    from trajcore.dataset import Dataset
 
 __all__ = [
     "ENV_EPISODE_KEY",
@@ -24,7 +22,6 @@ __all__ = [
     "agent_keep",
     "agent_spaces",
     "agent_names",
-    "agent_of_recording",
     "agents_of",
 ]
 
@@ -35,66 +32,59 @@ ENV_STEP = "env_step"
 """The custom-data column of each agent step: the env step (Parallel) or turn (AEC) of the action."""
 
 
-def agent_of_recording(ds: Dataset, recording: int) -> str | None:
-    """The agent whose episodes `recording` holds, or None for a single-agent recording."""
-    user = ds.meta(recording).get("user")
-    agent = user.get("agent") if isinstance(user, dict) else None
-    return agent if isinstance(agent, str) else None
-
-
-def agents_of(ds: Dataset) -> list[str]:
+def agents_of(reads: DatasetReads) -> list[str]:
     """The agents of a dataset's recordings, each once, in the order their recordings come."""
     seen: dict[str, None] = {}
-    for r in range(ds.num_recordings):
-        agent = agent_of_recording(ds, r)
+    for r in range(reads.num_recordings):
+        agent = reads.agent_of_recording(r)
         if agent is not None:
             seen.setdefault(agent)
     return list(seen)
 
 
-def agent_keep(ds: Dataset, agent: str | Sequence[str], recordings: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
+def agent_keep(reads: DatasetReads, agent: str | Sequence[str], recordings: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
     """Per episode (given its recording), whether it is an episode of `agent` (one name or several).
 
     Raises:
         InvalidArgumentError: a name is no agent of the dataset (the message lists them).
     """
     names = [agent] if isinstance(agent, str) else list(agent)
-    known = agents_of(ds)
+    known = agents_of(reads)
     unknown = [a for a in names if a not in known]
     if unknown:
         raise InvalidArgumentError(
             f"select: no agent {unknown[0]!r} in this dataset (agents: {', '.join(known) or 'none'})"
         )
-    chosen = [r for r in range(ds.num_recordings) if agent_of_recording(ds, r) in names]
+    chosen = [r for r in range(reads.num_recordings) if reads.agent_of_recording(r) in names]
     return np.isin(recordings, np.asarray(chosen, dtype=np.int64))
 
 
-def agent_names(ds: Dataset) -> npt.NDArray[np.object_] | None:
+def agent_names(reads: DatasetReads) -> npt.NDArray[np.object_] | None:
     """The agent of every episode of the dataset (str, None where single-agent), in dataset
     order; None when no recording is an agent's (the tables then have no agent column)."""
-    names = [agent_of_recording(ds, r) for r in range(ds.num_recordings)]
+    names = [reads.agent_of_recording(r) for r in range(reads.num_recordings)]
     if all(n is None for n in names):
         return None
     per_recording = np.array(names, dtype=object)
-    out: npt.NDArray[np.object_] = per_recording[ds._summary()["recording"]]
+    out: npt.NDArray[np.object_] = per_recording[reads.summary()["recording"]]
     return out
 
 
-def agent_counts(ds: Dataset) -> dict[str, int]:
+def agent_counts(reads: DatasetReads) -> dict[str, int]:
     """Each agent's number of episodes, in the order of `agents_of` (empty: single-agent)."""
-    names = agent_names(ds)
+    names = agent_names(reads)
     if names is None:
         return {}
-    return {agent: int(np.count_nonzero(names == agent)) for agent in agents_of(ds)}
+    return {agent: int(np.count_nonzero(names == agent)) for agent in agents_of(reads)}
 
 
-def agent_spaces(ds: Dataset) -> dict[str, tuple[str, str]]:
+def agent_spaces(reads: DatasetReads) -> dict[str, tuple[str, str]]:
     """Each agent's (observation space, action space) as text, from its first recording."""
     out: dict[str, tuple[str, str]] = {}
-    for r in range(ds.num_recordings):
-        agent = agent_of_recording(ds, r)
+    for r in range(reads.num_recordings):
+        agent = reads.agent_of_recording(r)
         if agent is not None and agent not in out:
-            user = ds.meta(r)["user"]
+            user = reads.meta(r)["user"]
             out[agent] = (
                 space_from_json_text(user.get("observation_space")),
                 space_from_json_text(user.get("action_space")),

@@ -8,8 +8,8 @@ from typing import Any, SupportsFloat, Unpack
 
 import gymnasium as gym
 
-from trajcore._config import RecordedEnv, env_id_of
-from trajcore._recording import EpisodeInfo, Recording, RecordingOptions
+from trajcore.record.options import RecordedEnv, env_id_of
+from trajcore.record.session import EpisodeInfo, Recording, RecordingOptions
 
 __all__ = ["EpisodeInfo", "RecordEpisodes"]
 

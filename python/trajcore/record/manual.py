@@ -18,11 +18,11 @@ from typing import Any, Unpack
 import numpy as np
 from gymnasium import spaces
 
-from trajcore._agents import ENV_EPISODE_KEY
-from trajcore._config import RecordedEnv
-from trajcore._recording import Recording, RecordingOptions
 from trajcore.errors import InvalidArgumentError, SchemaError, TrajcoreError
-from trajcore.vector import _env_info, _env_item
+from trajcore.read.agents import ENV_EPISODE_KEY
+from trajcore.record.options import RecordedEnv
+from trajcore.record.session import Recording, RecordingOptions
+from trajcore.record.vector_wrapper import _env_info, _env_item
 
 __all__ = ["Writer"]
 

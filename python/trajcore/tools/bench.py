@@ -17,22 +17,22 @@ Two overheads are reported:
 from __future__ import annotations
 
 import copy
-import importlib
 import os
 import resource
 import statistics
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import gymnasium as gym
-from gymnasium.vector import AsyncVectorEnv, SyncVectorEnv, VectorEnv
+from gymnasium.vector import VectorEnv
 
-from trajcore._config import SMALL_RING_BYTES
 from trajcore.errors import InvalidArgumentError
-from trajcore.recorder import RecordEpisodes
-from trajcore.vector import RecordVectorEpisodes
+from trajcore.record.env_wrapper import RecordEpisodes
+from trajcore.record.make_env import Vectorization, make_env
+from trajcore.record.options import SMALL_RING_BYTES
+from trajcore.record.vector_wrapper import RecordVectorEpisodes
 
 __all__ = [
     "EnvLoop",
@@ -44,59 +44,10 @@ __all__ = [
     "run_interleaved",
 ]
 
-Vectorization = Literal["sync", "async"] | None
 Progress = Callable[[int, int], None]
 
 # Distinct pre-drawn actions (cycled): enough to look random, few enough to cost no memory.
 _ACTIONS = 1024
-
-
-def _factory(env: str | Callable[[], gym.Env[Any, Any]]) -> Callable[[], gym.Env[Any, Any]] | None:
-    """The env factory of `env` ("module:callable" or a callable), or None for a registered id."""
-    if callable(env):
-        return env
-    module_name, sep, attr = env.partition(":")
-    if not sep:
-        return None
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as e:
-        raise InvalidArgumentError(f"env {env!r}: cannot import module {module_name!r}: {e}") from e
-    for part in attr.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            # gymnasium's own "module:EnvId-v0" form: importing the module registered the id.
-            return None
-    if not callable(obj):
-        raise InvalidArgumentError(f"env {env!r} is not callable")
-    factory: Callable[[], gym.Env[Any, Any]] = obj
-    return factory
-
-
-def make_env(env: str | Callable[[], gym.Env[Any, Any]], num_envs: int = 1, vectorization: Vectorization = None) -> Any:
-    """A single env (`vectorization` None and `num_envs` 1) or a gymnasium vector env.
-
-    Args:
-        env: a registered gymnasium id, "module:callable" (a function returning a `gym.Env`),
-            or such a callable.
-        num_envs: sub-envs of the vector env.
-        vectorization: "sync", "async", or None (a single env; "sync" when `num_envs` > 1).
-
-    Raises:
-        InvalidArgumentError: an argument is invalid or the callable cannot be imported.
-    """
-    if num_envs < 1:
-        raise InvalidArgumentError(f"num_envs must be >= 1, got {num_envs}")
-    if vectorization not in ("sync", "async", None):
-        raise InvalidArgumentError(f"vectorization must be 'sync', 'async' or None, got {vectorization!r}")
-    factory = _factory(env)
-    if vectorization is None and num_envs == 1:
-        return factory() if factory is not None else gym.make(str(env))
-    mode = vectorization or "sync"
-    if factory is None:
-        return gym.make_vec(str(env), num_envs=num_envs, vectorization_mode=mode)
-    cls = SyncVectorEnv if mode == "sync" else AsyncVectorEnv
-    return cls([factory] * num_envs)
 
 
 def rss_bytes() -> int:

@@ -13,7 +13,7 @@ episodes following the env's autoreset mode:
 
 With ``render_frames=True`` the frames of every sub-env (``envs.render()``, sync or async) go to
 the core in the same call; in ``SAME_STEP`` mode an ended sub-env's final row has no frame (see
-`trajcore._frames`).
+`trajcore.record.frames`).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ from typing import Any, Unpack
 from gymnasium import spaces
 from gymnasium.vector import VectorEnv, VectorWrapper
 
-from trajcore._config import RecordedEnv, env_id_of
-from trajcore._recording import Recording, RecordingOptions
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
+from trajcore.record.options import RecordedEnv, env_id_of
+from trajcore.record.session import Recording, RecordingOptions
 
 __all__ = ["RecordVectorEpisodes", "autoreset_mode_of"]
 

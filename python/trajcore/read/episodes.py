@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Unpack, overload
+from typing import Any, Unpack, overload
 
 from trajcore import _core
-from trajcore._filters import EpisodeFilters, select_indices
-from trajcore.episode import Episode
 from trajcore.errors import TrajcoreIndexError
-from trajcore.transitions import _Sampling, int64
-
-if TYPE_CHECKING:
-    from trajcore.dataset import Dataset
+from trajcore.read.episode import Episode
+from trajcore.read.filters import EpisodeFilters, select_indices
+from trajcore.read.reads import EpisodeSource
+from trajcore.read.transitions import _Sampling, int64
 
 __all__ = ["Episodes"]
 
@@ -23,16 +21,16 @@ class Episodes(_Sampling, Sequence["Episode"]):
     (``sample_transitions``, ``sample_sequences``, ``transitions``, ``num_steps``),
     and pickles as its dataset (path and options) plus the episode indexes."""
 
-    def __init__(self, dataset: Dataset, indices: Sequence[int]) -> None:
+    def __init__(self, dataset: EpisodeSource, indices: Sequence[int]) -> None:
         self._dataset = dataset
         self._indices = indices
         self._sel: _core.Selection | None = None
 
     def _reader(self) -> _core.Dataset:
-        return self._dataset._core
+        return self._dataset._reads.core
 
     def _selection(self) -> _core.Selection | None:
-        if isinstance(self._indices, range) and self._indices == range(self._dataset.num_episodes):
+        if isinstance(self._indices, range) and self._indices == range(self._dataset._reads.num_episodes):
             return None  # every episode, in order: the dataset's own (growing) step index
         if self._sel is None:
             self._sel = self._reader().selection(int64(self._indices))
@@ -43,7 +41,7 @@ class Episodes(_Sampling, Sequence["Episode"]):
 
     def select(self, **filters: Unpack[EpisodeFilters]) -> Episodes:
         """Those of these episodes passing the filters (see `Dataset.select`), order kept."""
-        return Episodes(self._dataset, select_indices(self._dataset, self._indices, filters))
+        return Episodes(self._dataset, select_indices(self._dataset._reads, self._indices, filters))
 
     def __len__(self) -> int:
         return len(self._indices)
@@ -69,10 +67,6 @@ class Episodes(_Sampling, Sequence["Episode"]):
     def indices(self) -> list[int]:
         """The dataset indexes of these episodes."""
         return [int(i) for i in self._indices]
-
-    def _members(self) -> tuple[Dataset, list[int]]:
-        """Their dataset and their indexes (see `Episode._members`)."""
-        return self._dataset, self.indices
 
     def __repr__(self) -> str:
         return f"<trajcore.Episodes: {len(self)} episodes>"

@@ -15,7 +15,7 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from trajcore.errors import SchemaError
-from trajcore.recorder import RecordEpisodes
+from trajcore.record.env_wrapper import RecordEpisodes
 
 __all__ = ["PlaybackEnv", "PlayedEpisode", "replay", "value_row"]
 

@@ -23,10 +23,10 @@ from typing import Any, Unpack
 from pettingzoo.utils.env import AECEnv, ParallelEnv
 from pettingzoo.utils.wrappers import BaseParallelWrapper, BaseWrapper
 
-from trajcore._agents import ENV_EPISODE_KEY, ENV_STEP
-from trajcore._recording import RecordingOptions, check_existing_recordings
 from trajcore.errors import InvalidArgumentError
-from trajcore.writer import Writer
+from trajcore.read.agents import ENV_EPISODE_KEY, ENV_STEP
+from trajcore.record.manual import Writer
+from trajcore.record.session import RecordingOptions, check_existing_recordings
 
 __all__ = ["RecordAECEpisodes", "RecordParallelEpisodes"]
 

@@ -8,11 +8,11 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from trajcore import _core
-from trajcore._config import Codec, _check_codec
 from trajcore._store import is_store_url
-from trajcore._store_io import shards_under, written_to_store
-from trajcore.dataset import Dataset
-from trajcore.episodes import Episodes
+from trajcore.read.dataset import Dataset, members
+from trajcore.read.episodes import Episodes
+from trajcore.record.options import Codec, _check_codec
+from trajcore.tools.to_store import shards_under, written_to_store
 
 __all__ = ["convert"]
 
@@ -68,7 +68,7 @@ def convert(
     episodes: list[int] | None = None
     if isinstance(src, Episodes):
         episodes = src.indices
-        dataset = src._dataset
+        dataset = members(src)[0]
     elif isinstance(src, Dataset):
         dataset = src
     else:

@@ -1,0 +1,182 @@
+"""What the commands share: the usage error, the progress line, number formats, and the shapes
+of their help and arguments (`Commands`)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+EXIT_USAGE = 2
+# `verify`: the dataset is damaged (0: intact).
+EXIT_DAMAGED = 1
+
+
+def prog_name(argv0: str) -> str:
+    """The name the usage line shows: the console script's (``trajcore``) or ``python -m
+    trajcore`` when run as a module."""
+    base = os.path.basename(argv0 or "")
+    if not base or base in ("__main__.py", "-c", "-m") or base.endswith(".py"):
+        return "python -m trajcore"
+    return base
+
+
+def episodes_text(episodes: Sequence[int], shown: int = 10) -> str:
+    """'episodes 3, 4, 9' (the first few of a long list), or 'no listed episode'."""
+    if not episodes:
+        return "no listed episode"
+    head = ", ".join(str(e) for e in episodes[:shown])
+    more = f" and {len(episodes) - shown:,} more" if len(episodes) > shown else ""
+    return f"episode{'s' if len(episodes) > 1 else ''} {head}{more}"
+
+
+class UsageError(Exception):
+    """A bad argument value: printed as one line, exit status 2."""
+
+
+def load_policy(spec: str) -> Callable[[Any], Any]:
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise UsageError(f"--policy must be module:callable, got {spec!r}")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as e:
+        raise UsageError(f"--policy {spec!r}: cannot import {module_name!r}: {e}") from None
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise UsageError(f"--policy {spec!r}: {module_name!r} has no attribute {attr!r}") from None
+    if not callable(obj):
+        raise UsageError(f"--policy {spec!r} is not callable")
+    return obj  # type: ignore[no-any-return]
+
+
+class Progress:
+    """tqdm when it is installed, else a line on stderr about once a second (total 0: unknown).
+    Nothing is shown before the first step, so a command that fails while checking its
+    arguments prints its one error line only."""
+
+    def __init__(self, total: int, unit: str) -> None:
+        self.total = total
+        self.done = 0
+        self.start = time.perf_counter()
+        self.last = self.start
+        self.unit = unit
+        self.bar: Any = None
+        self._tqdm: Any = None
+        try:
+            from tqdm import tqdm
+
+            self._tqdm = tqdm
+        except ImportError:
+            pass
+
+    def update(self, n: int) -> None:
+        if n <= 0:
+            return
+        self.done += n
+        if self._tqdm is not None:
+            if self.bar is None:
+                self.bar = self._tqdm(total=self.total or None, unit=self.unit, unit_scale=True, file=sys.stderr)
+            self.bar.update(n)
+            return
+        now = time.perf_counter()
+        if now - self.last >= 1.0 or (self.total and self.done >= self.total):
+            self.last = now
+            rate = self.done / max(now - self.start, 1e-9)
+            of = f"/{self.total} {self.unit} ({100.0 * self.done / self.total:.0f}%)" if self.total else f" {self.unit}"
+            print(f"  {self.done}{of}, {rate:,.0f} {self.unit}/s", file=sys.stderr)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
+
+
+def strict_json(value: Any) -> Any:
+    """`value` with non-finite floats as None: JSON has no NaN or infinity, and a report that
+    prints them is not JSON any tool can read."""
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [strict_json(v) for v in value]
+    return value
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Epilogs as written (examples), and every option's default in its help: appended unless
+    the help already says it or the option is required; flags are off by default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if not action.option_strings or action.required or "default" in text or action.default is argparse.SUPPRESS:
+            return text
+        if isinstance(action, argparse._StoreTrueAction):
+            return text + " (default: off)"
+        return text + " (default: %(default)s)"
+
+
+def examples_text(prog: str, *lines: str) -> str:
+    return "examples:\n" + "\n".join(f"  {prog} {line}" for line in lines)
+
+
+DATASET_HELP = "a dataset directory or one shard file, or a URL (s3://bucket/prefix, https://host/NAME.trj)"
+
+
+class Commands:
+    """Adds the commands to the parser, each with the same shapes of help and arguments."""
+
+    def __init__(self, sub: Any, prog: str) -> None:
+        self._sub = sub
+        self._prog = prog
+
+    def command(self, name: str, help: str, description: str, *examples: str) -> argparse.ArgumentParser:
+        parser: argparse.ArgumentParser = self._sub.add_parser(
+            name,
+            help=help,
+            description=textwrap.fill(description, 100),
+            formatter_class=HelpFormatter,
+            epilog=examples_text(f"{self._prog} {name}", *examples),
+        )
+        return parser
+
+    def dataset_arg(self, parser: argparse.ArgumentParser, **kwargs: Any) -> None:
+        parser.add_argument("path", metavar="PATH", help=DATASET_HELP, **kwargs)
+
+    def select_arg(self, parser: argparse.ArgumentParser, verb: str) -> None:
+        from trajcore.read.selection import SELECT_HELP
+
+        help = f"{verb} only some episodes: {SELECT_HELP} (default: all)"
+        parser.add_argument("--select", action="append", metavar="KEY=VALUE", help=help)
+
+    def copy_args(self, parser: argparse.ArgumentParser) -> None:
+        """SRC and DST of a command that writes a new dataset from an existing one."""
+        parser.add_argument("src", metavar="SRC", help=DATASET_HELP)
+        parser.add_argument("dst", metavar="DST", help="the new dataset directory (must not exist, or be empty)")
+
+    def json_arg(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--json", action="store_true", help="print a JSON report")
+
+    def report_command(self, name: str, help: str, description: str, func: Callable[[argparse.Namespace], int]) -> None:
+        """A command that reports on one dataset, as text or (--json) as JSON."""
+        parser = self.command(name, help, description, "runs/cp16", "runs/cp16 --json")
+        self.dataset_arg(parser)
+        self.json_arg(parser)
+        parser.set_defaults(func=func)

@@ -1,0 +1,62 @@
+"""``trajcore convert``: rewrite a dataset with other codecs (e.g. raw columns for zero-copy training reads)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from trajcore.cli._common import Commands, UsageError
+
+
+def run(args: argparse.Namespace) -> int:
+    import trajcore
+    from trajcore.read.selection import apply_select, parse_select
+
+    codecs: Any = None
+    if args.codecs == "raw":
+        codecs = "raw"
+    elif args.codecs:
+        try:
+            codecs = json.loads(args.codecs)
+        except ValueError as e:
+            raise UsageError(f"--codecs is neither 'raw' nor valid JSON ({e}): {args.codecs!r}") from None
+        if not isinstance(codecs, dict):
+            raise UsageError(f"--codecs must be 'raw' or a JSON object, got {args.codecs!r}")
+    selection = parse_select(args.select)
+    with trajcore.open(args.src) as ds:
+        episodes = apply_select(ds, selection)
+        start = time.perf_counter()
+        result = trajcore.convert(
+            episodes, args.dst, codecs=codecs, chunk_bytes=args.chunk_bytes, max_shard_bytes=args.max_shard_bytes
+        )
+    print(
+        f"converted {result['episodes']:,} episodes, {result['steps']:,} steps into {len(result['shards'])} shard(s) "
+        f"in {time.perf_counter() - start:.1f} s",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def add_to(commands: Commands) -> None:
+    """Adds the command to the parser."""
+    c = commands.command(
+        "convert",
+        "rewrite a dataset with other codecs (e.g. raw columns for zero-copy training reads)",
+        "Copy a dataset (or some of its episodes) into a new directory with other storage per column. DST may "
+        "be a store prefix holding no shard (s3://bucket/prefix): the copy is written locally and uploaded.",
+        "runs/cp16 runs/cp16-raw --codecs raw",
+        'runs/cp16 runs/cp16-obs --codecs \'{"obs": {"zstd_level": 9}}\' --select complete=true',
+    )
+    commands.copy_args(c)
+    c.add_argument(
+        "--codecs",
+        help="'raw' (every column uncompressed) or a JSON object of per-column codecs "
+        "(default: keep each column's codec)",
+    )
+    c.add_argument("--chunk-bytes", type=int, help="target raw size of a chunk (default: the writer's, 1 MiB)")
+    c.add_argument("--max-shard-bytes", type=int, help="a new shard file starts past this size (default: 1 GiB)")
+    commands.select_arg(c, "copy")
+    c.set_defaults(func=run)
