@@ -61,7 +61,10 @@ class Recorder:
             block_when_full (bool), index_interval_bytes, timelog (bool: store the timelog in
             the file), info_codec / data_codec / frame_codec /
             flags_codec ({"delta": bool, "zstd_level": int | None, "chunk_bytes"?: int}; flags_codec
-            covers reward, terminated, truncated; frame_codec the rendered frames, `render/frame`).
+            covers reward, terminated, truncated; frame_codec the rendered frames, `render/frame`),
+            value_bounds ({column: {"low": [int], "high": [int], "space": str}}: the inclusive
+            bounds of a discrete space's values, one pair or one per element; a value outside
+            them is refused with SchemaError).
         test_no_info_plans: tests only: walk every info dict key by key, as a dict that matches
             no plan of its shape (tests record both ways and compare).
 
