@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use crate::convert::{into_place, moved, ConvertOptions, Replay};
 use crate::error::{Error, Result};
-use crate::reader::{verify, Dataset, OpenOptions, Problem, SalvagePlan, VerifyReport};
+use crate::reader::{verify_store, Dataset, OpenOptions, Problem, SalvagePlan, VerifyReport};
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Recovered {
@@ -54,7 +54,7 @@ pub fn recover_leaving_out(src: &Path, dst: &Path, left_out: &[(usize, String)])
     }
     let ds = Dataset::open(src, OpenOptions::default())?;
     crate::reader::no_shard::check_dataset(&ds)?;
-    let report = verify(&ds);
+    let report = verify_store(&ds)?;
     let plan = ds.salvage(&report);
     let written = into_place(dst, "recovering", |tmp| {
         let written = write_plan(&ds, &plan, left_out, tmp)?;

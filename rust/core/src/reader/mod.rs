@@ -105,7 +105,7 @@ pub use damage::Damage;
 pub use integrity::{EpisodeKey, Exclusions};
 pub use lenient::{Draw, Redraw, WindowKind};
 pub use salvage::{Salvage, SalvagePlan};
-pub use verify::{open_verified, verify, verify_path, VerifyReport};
+pub use verify::{open_verified, verify, verify_path, verify_store, VerifyReport};
 
 pub use crate::format::episode::EpisodeSummary;
 
