@@ -451,7 +451,9 @@ def test_recover_with_nothing_readable_fails_by_name_and_writes_nothing(tmp_path
     _flip_chunk_data(_shard(path), 0)
     assert list(trajcore.verify(path).damaged_episodes) == [0]
     out = tmp_path / "out"
-    with pytest.raises(trajcore.InvalidArgumentError, match=r"nothing to recover: none of its 1 episode\(s\) has an intact step"):
+    with pytest.raises(
+        trajcore.InvalidArgumentError, match=r"nothing to recover: none of its 1 episode\(s\) has an intact step"
+    ):
         trajcore.recover(path, out)
     done = run_cli("recover", str(path), str(out))
     assert done.returncode == 2, done.stderr

@@ -198,7 +198,9 @@ def test_a_value_outside_its_discrete_space_is_refused_by_name(tmp_path: Path) -
     """Issue 33, point 3: an action 7 of a Discrete(3) is no action of it."""
     _refused_by_every_recorder(tmp_path, DICT, GOOD, 7, 0.0, r"column 'action': .*value 7 is not in Discrete\(3\)")
     bad = {"pos": np.zeros(2, np.float32), "door": 2}
-    _refused_by_every_recorder(tmp_path / "obs", DICT, bad, 0, 0.0, r"column 'obs/door': .*value 2 is not in Discrete\(2\)")
+    _refused_by_every_recorder(
+        tmp_path / "obs", DICT, bad, 0, 0.0, r"column 'obs/door': .*value 2 is not in Discrete\(2\)"
+    )
 
 
 def test_a_float_beyond_its_column_is_refused_by_name(tmp_path: Path) -> None:

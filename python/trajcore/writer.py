@@ -210,10 +210,13 @@ class Writer(Recording):
 
         Raises:
             InvalidArgumentError: a length is not T+1 (observations, infos, frames) or T (the
-                rest), a step before the last is terminated or truncated, or metadata is not a
-                JSON mapping. Nothing is written.
-            SchemaError: a value does not fit its column (the message names it and the row).
-                Nothing of the episode is listed.
+                rest; T is what most arguments give, and the one that differs is named), a step
+                before the last is terminated or truncated, data or metadata is not a mapping.
+                Nothing is written.
+            SchemaError: a value does not fit its column (the message names it and the row:
+                outside its discrete space, beyond its float type's range, a key the Dict space
+                lacks), or rewards are not numbers, flags not bools. Nothing of the episode is
+                listed.
         """
         n = _steps(self.observation_space, observations, self.action_space, actions, rewards, terminations, truncations)
         if n == 0:
@@ -223,8 +226,10 @@ class Writer(Recording):
         _check_rows(self.action_space, actions, n, "actions", "T")
         # Numbers as given: the core casts them into the reward column by its one rule.
         rewards = _numbers(rewards, n, "rewards", "biuf", "numbers")
-        ends = [_numbers(v, n, name, "biu", "bools").astype(np.bool_) for v, name in
-                ((terminations, "terminations"), (truncations, "truncations"))]
+        ends = [
+            _numbers(v, n, name, "biu", "bools").astype(np.bool_)
+            for v, name in ((terminations, "terminations"), (truncations, "truncations"))
+        ]
         for name, flags, given in (("terminations", ends[0], terminations), ("truncations", ends[1], truncations)):
             if not np.array_equal(flags, np.asarray(given)):
                 raise SchemaError(f"add_episode: {name} must be bools (or 0 and 1), got {_short(given)}")
@@ -351,7 +356,9 @@ def _steps(
             why = f"T = {n} as {', '.join(agree)} give it"
             if name in ("actions", "observations"):
                 count = "T+1" if extra else "T"
-                raise InvalidArgumentError(f"add_episode: {name} has {rows} rows, expected {count} = {n + extra} ({why})")
+                raise InvalidArgumentError(
+                    f"add_episode: {name} has {rows} rows, expected {count} = {n + extra} ({why})"
+                )
             raise InvalidArgumentError(f"add_episode: {name} must be {n} values ({why}), got {rows}")
     return n
 
@@ -360,9 +367,9 @@ def _leaf_rows(space: spaces.Space[Any], tree: Any, what: str) -> int | None:
     """The row count of the first leaf of `tree` (nested like `space`); None when the nesting
     does not match (`_check_rows` says how)."""
     while isinstance(space, spaces.Dict | spaces.Tuple) and len(space.spaces):
-        first = next(iter(space.spaces)) if isinstance(space, spaces.Dict) else 0
+        first: Any = next(iter(space.spaces)) if isinstance(space, spaces.Dict) else 0
         try:
-            tree, space = tree[first], space[first]
+            tree, space = tree[first], space.spaces[first]
         except (KeyError, IndexError, TypeError):
             return None
     if isinstance(space, spaces.Dict | spaces.Tuple):

@@ -59,7 +59,9 @@ pub fn put_value(value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, c
     };
     if let Some(bounds) = &col.bounds {
         let elements = col.shape.iter().product();
-        bounds.check(col.dtype, coll.slice(src), elements, rows.is_some()).map_err(|why| col.refused(value.py(), why))?;
+        bounds
+            .check(col.dtype, coll.slice(src), elements, rows.is_some())
+            .map_err(|why| col.refused(value.py(), why))?;
     }
     Ok(src)
 }
@@ -193,7 +195,9 @@ impl Put<'_> {
         };
         if !fits {
             let why = match rule {
-                Cast::IfValuesFit => format!("expected dtype {}, got {} with values it does not hold", dtype.name(), from.str()?),
+                Cast::IfValuesFit => {
+                    format!("expected dtype {}, got {} with values it does not hold", dtype.name(), from.str()?)
+                }
                 _ => format!("expected dtype {}, got {} which does not cast safely", dtype.name(), from.str()?),
             };
             return Err(col.refused(py, why));
@@ -212,11 +216,8 @@ impl Put<'_> {
             np.call_method1("count_nonzero", (np.call_method1("isinf", (a,))?,))?.extract()
         };
         if infinite(&cast)? > infinite(array.as_any())? {
-            let why = format!(
-                "values of {} beyond the range of {} (they would be stored as inf)",
-                from.str()?,
-                dtype.name()
-            );
+            let why =
+                format!("values of {} beyond the range of {} (they would be stored as inf)", from.str()?, dtype.name());
             return Err(col.refused(py, why));
         }
         Ok(cast.cast_into::<PyUntypedArray>()?)

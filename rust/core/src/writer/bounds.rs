@@ -61,10 +61,7 @@ impl IntBounds {
 }
 
 fn integer(dtype: DType) -> bool {
-    matches!(
-        dtype,
-        DType::I8 | DType::I16 | DType::I32 | DType::I64 | DType::U8 | DType::U16 | DType::U32 | DType::U64
-    )
+    matches!(dtype, DType::I8 | DType::I16 | DType::I32 | DType::I64 | DType::U8 | DType::U16 | DType::U32 | DType::U64)
 }
 
 /// A little-endian integer of 1, 2, 4 or 8 bytes.
@@ -133,8 +130,18 @@ mod tests {
             (bounds(&[0], &[2], "D"), DType::I64, 1, Ok(())),
             (bounds(&[0], &[2], "D"), DType::I64, 4, Ok(())),
             (bounds(&[0, 0], &[2, 2], "M"), DType::I64, 2, Ok(())),
-            (bounds(&[0, 0], &[2, 2], "M"), DType::I64, 3, Err("bounds have 2 low and 2 high values for rows of 3 elements")),
-            (bounds(&[0], &[2, 2], "M"), DType::I64, 2, Err("bounds have 1 low and 2 high values for rows of 2 elements")),
+            (
+                bounds(&[0, 0], &[2, 2], "M"),
+                DType::I64,
+                3,
+                Err("bounds have 2 low and 2 high values for rows of 3 elements"),
+            ),
+            (
+                bounds(&[0], &[2, 2], "M"),
+                DType::I64,
+                2,
+                Err("bounds have 1 low and 2 high values for rows of 2 elements"),
+            ),
             (bounds(&[0], &[1], "B"), DType::F32, 1, Err("bounds are for integer columns, not float32")),
         ];
         for (b, dtype, elements, want) in table {

@@ -197,7 +197,9 @@ impl RecorderConfig {
             let column = self.columns.iter().find(|c| &c.name == name);
             let column = column.ok_or_else(|| Error::Invalid(format!("value_bounds: '{name}' names no column")))?;
             let elements = column.row_elements() as usize;
-            bounds.check_spec(column.dtype()?, elements).map_err(|why| Error::Invalid(format!("value_bounds of '{name}': {why}")))?;
+            bounds
+                .check_spec(column.dtype()?, elements)
+                .map_err(|why| Error::Invalid(format!("value_bounds of '{name}': {why}")))?;
         }
         Ok(())
     }

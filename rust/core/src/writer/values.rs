@@ -488,7 +488,8 @@ mod tests {
         let why = "value 1e40 is out of range for float32 (it would be stored as inf)";
         assert_eq!(put_float(DType::F32, 1e40, &mut out), Err(why.to_string()));
         assert_eq!(put_float(DType::F16, 7e4, &mut out), Err(overflow(7e4, DType::F16)));
-        for (dtype, v) in [(DType::F32, f64::INFINITY), (DType::F32, f64::NAN), (DType::F16, 6e4), (DType::F64, 1e300)] {
+        for (dtype, v) in [(DType::F32, f64::INFINITY), (DType::F32, f64::NAN), (DType::F16, 6e4), (DType::F64, 1e300)]
+        {
             assert_eq!(put_float(dtype, v, &mut out), Ok(()), "{dtype:?} {v}");
         }
         let items: Vec<u8> = [1.0f64, 1e40, f64::NEG_INFINITY].iter().flat_map(|v| v.to_ne_bytes()).collect();
