@@ -20,7 +20,7 @@ from gymnasium import spaces
 
 from trajcore._agents import ENV_EPISODE_KEY
 from trajcore._config import RecordedEnv
-from trajcore._recording import Recording, RecordingOptions
+from trajcore._recording import Recording, RecordingOptions, _short
 from trajcore.errors import InvalidArgumentError, SchemaError, TrajcoreError
 from trajcore.vector import _env_info, _env_item
 
@@ -318,11 +318,6 @@ def _numbers(value: Any, n: int, what: str, kinds: str, expected: str) -> np.nda
     if a.dtype.kind not in kinds:
         raise SchemaError(f"add_episode: {what} must be {expected}, got {a.dtype} values: {_short(value)}")
     return a
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _steps(
