@@ -217,8 +217,8 @@ def test_complex_rewards_are_refused_by_name(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("space", "values", "bad", "match"),
     [
-        (spaces.MultiDiscrete([3, 5]), [[2, 4], [0, 0]], [2, 5], r"element 1 value 5 is not in MultiDiscrete"),
-        (spaces.MultiBinary(3), [[0, 1, 1]], [0, 2, 1], r"element 1 value 2 is not in MultiBinary\(3\)"),
+        (spaces.MultiDiscrete([3, 5]), [[2, 4], [0, 0]], [2, 5], r"element 1: value 5 is not in MultiDiscrete"),
+        (spaces.MultiBinary(3), [[0, 1, 1]], [0, 2, 1], r"element 1: value 2 is not in MultiBinary\(3\)"),
         (spaces.Discrete(3, start=-1), [-1, 1], 2, r"value 2 is not in Discrete\(3, start=-1\)"),
         (spaces.Box(0, 10, (2,), np.int32), [[0, 1]], np.array([2**40, 0]), r"int64 with values it does not hold"),
         (spaces.Box(-1, 1, (), np.float16), [0.5], np.float32(7e4), r"beyond the range of float16"),

@@ -167,8 +167,7 @@ def _walk(
             )
         shape = [] if isinstance(space, spaces.Discrete) else [int(d) for d in space.shape]
         out.append({"name": name, "dtype": dtype.name, "shape": shape, "timeline": timeline})
-        leaf_bounds = _leaf_bounds(space) if bounds is not None else None
-        if leaf_bounds is not None and bounds is not None:
+        if bounds is not None and (leaf_bounds := _leaf_bounds(space)) is not None:
             bounds[name] = leaf_bounds
         return {"leaf": name}
     declared = _declared_leaf(space)

@@ -53,7 +53,7 @@ impl IntBounds {
                 continue;
             }
             let env = if batched { format!("env {}: ", i / elements.max(1)) } else { String::new() };
-            let element = if elements > 1 { format!("element {} ", i % elements) } else { String::new() };
+            let element = if elements > 1 { format!("element {}: ", i % elements) } else { String::new() };
             return Err(format!("{env}{element}value {v} is not in {} (it takes {lo} to {hi})", self.space));
         }
         Ok(())
@@ -105,10 +105,10 @@ mod tests {
             (&discrete, DType::U8, vec![255], 1, false, Some("value 255 is not in Discrete(3)")),
             (&discrete, DType::U64, u64::MAX.to_le_bytes().to_vec(), 1, false, Some("value 18446744073709551615")),
             (&multi, DType::I64, le(&[2, 4], 8), 2, false, None),
-            (&multi, DType::I64, le(&[2, 5], 8), 2, false, Some("element 1 value 5 is not in MultiDiscrete([3 5])")),
-            (&multi, DType::I32, le(&[0, 0, 3, 0], 4), 2, true, Some("env 1: element 0 value 3 is not in")),
+            (&multi, DType::I64, le(&[2, 5], 8), 2, false, Some("element 1: value 5 is not in MultiDiscrete([3 5])")),
+            (&multi, DType::I32, le(&[0, 0, 3, 0], 4), 2, true, Some("env 1: element 0: value 3 is not in")),
             (&binary, DType::I8, le(&[0, 1, 1], 1), 3, false, None),
-            (&binary, DType::I8, le(&[0, 2, 1], 1), 3, false, Some("element 1 value 2 is not in MultiBinary(3)")),
+            (&binary, DType::I8, le(&[0, 2, 1], 1), 3, false, Some("element 1: value 2 is not in MultiBinary(3)")),
             (&discrete, DType::I64, Vec::new(), 1, true, None),
             (&discrete, DType::F32, 7.0f32.to_le_bytes().to_vec(), 1, false, None), // not an integer column
         ];
