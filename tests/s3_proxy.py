@@ -20,7 +20,8 @@ SLOW_DOWN = (
 
 class Proxy:
     """The proxy's endpoint and its switches: `fail(n)` answers 503 to the next `n` requests
-    (-1: every request until `fail(0)`), `stall()` holds requests until `release()`.
+    (-1: every request until `fail(0)`; with `only`, the requests whose method and path start
+    so, "GET /bucket/run/"), `stall()` holds requests until `release()`.
     `requests` and `refused` count what it saw and what it answered 503."""
 
     def __init__(self, target: str) -> None:
@@ -29,13 +30,14 @@ class Proxy:
         self.requests = 0
         self.refused = 0
         self._failing = 0
+        self._only = ""
         self._go = threading.Event()
         self._go.set()
         self._lock = threading.Lock()
 
-    def fail(self, n: int) -> None:
+    def fail(self, n: int, only: str = "") -> None:
         with self._lock:
-            self._failing = n
+            self._failing, self._only = n, only
 
     def stall(self) -> None:
         self._go.clear()
@@ -43,10 +45,10 @@ class Proxy:
     def release(self) -> None:
         self._go.set()
 
-    def _refuses(self) -> bool:
+    def _refuses(self, request: str) -> bool:
         with self._lock:
             self.requests += 1
-            if self._failing == 0:
+            if self._failing == 0 or not request.startswith(self._only):
                 return False
             if self._failing > 0:
                 self._failing -= 1
@@ -67,7 +69,7 @@ class Proxy:
                 # A stalled proxy holds the request; the client's timeout is what ends it.
                 while not proxy._go.wait(0.05):
                     pass
-                if proxy._refuses():
+                if proxy._refuses(f"{self.command} {self.path}"):
                     self._answer(503, {"Content-Type": "application/xml"}, SLOW_DOWN)
                     return
                 conn = http.client.HTTPConnection(proxy.target.hostname, proxy.target.port, timeout=30)

@@ -436,3 +436,27 @@ def test_verify_of_a_single_file_that_is_not_a_shard(tmp_path: Path) -> None:
     assert not report.intact and report.damage[0].offset == 0
     done = run_cli("verify", str(junk))
     assert done.returncode == 1 and "not a trajcore file" in done.stdout
+
+
+def test_recover_with_nothing_readable_fails_by_name_and_writes_nothing(tmp_path: Path) -> None:
+    """Issue 33, point 11: one episode whose first chunk is damaged has no intact step; recover
+    says so (CLI: exit 2, one line) and leaves no output folder, rather than an empty folder
+    that verify rejects."""
+    path = tmp_path / "one"
+    env = trajcore.RecordEpisodes(gym.make("CartPole-v1"), path)
+    env.reset(seed=0)
+    for _ in range(5):
+        env.step(0)
+    env.close()
+    _flip_chunk_data(_shard(path), 0)
+    assert list(trajcore.verify(path).damaged_episodes) == [0]
+    out = tmp_path / "out"
+    with pytest.raises(
+        trajcore.InvalidArgumentError, match=r"nothing to recover: none of its 1 episode\(s\) has an intact step"
+    ):
+        trajcore.recover(path, out)
+    done = run_cli("recover", str(path), str(out))
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert f"{path}: nothing to recover" in line and f"{out} was not written" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["one"], "no output folder, no temporary one"

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import trajcore
@@ -431,3 +432,68 @@ def test_a_large_shard_goes_up_in_parts_and_arrives_whole(s3: S3, tmp_path: Path
     assert _core.remote_stats()[0] - before == 4  # create, two parts, complete
     got = s3.client.get_object(Bucket=bucket, Key=f"up/{shard.name}")["Body"].read()
     assert got == shard.read_bytes()
+
+
+def test_a_plain_http_endpoint_without_allow_http_is_refused_by_name(
+    s3: S3, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33, point 14: the S3 client refuses plain HTTP unless allowed, and said so only at the
+    first request ("HTTP error: builder error"), for a recorder at close(). The option is named,
+    and a recorder fails when it is made."""
+    bucket = s3.bucket()
+    s3.upload(recorded_cartpole(tmp_path / "cp"), bucket, "run")
+    plain = {k: v for k, v in s3.options.items() if k != "allow_http"}
+    named = r"the endpoint http://127\.0\.0\.1:\d+ is plain HTTP.*allow_http"
+    with pytest.raises(trajcore.InvalidArgumentError, match=named):
+        trajcore.open(f"s3://{bucket}/run", storage_options=plain)
+    with pytest.raises(trajcore.InvalidArgumentError, match=named):
+        trajcore.RecordEpisodes(gym.make("CartPole-v1"), f"s3://{bucket}/rec", storage_options=plain)
+    # The same from the environment, with no storage_options at all.
+    for key, value in aws_env(s3).items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("AWS_ALLOW_HTTP")
+    with pytest.raises(trajcore.InvalidArgumentError, match=named):
+        trajcore.RecordEpisodes(gym.make("CartPole-v1"), f"s3://{s3.bucket()}/rec")
+    # Allowed: it reads, and records.
+    with trajcore.open(f"s3://{bucket}/run", storage_options=s3.options) as ds:
+        assert ds.num_episodes > 0
+    monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
+    record_nested(f"s3://{s3.bucket()}/rec", 30)
+
+
+def recorded_cartpole(path: Path) -> Path:
+    env = trajcore.RecordEpisodes(gym.make("CartPole-v1"), path)
+    env.reset(seed=0)
+    for _ in range(200):
+        _, _, term, trunc, _ = env.step(env.action_space.sample())
+        if term or trunc:
+            env.reset()
+    env.close()
+    return path
+
+
+def test_a_store_that_fails_while_verifying_is_an_error_naming_the_url(s3: S3, tmp_path: Path) -> None:
+    """Issue 33, point 15: chunk fetches that fail at ``open(verify=True)`` (or ``verify``,
+    ``recover``) are the store's failure, not damage: the error names the shard's URL, instead of
+    an open that lists no episode and a later "the 0 episodes hold no step"."""
+    from s3_proxy import s3_proxy
+
+    record_pixels(tmp_path / "px", episodes=5)  # larger than the opening's reads: chunks are fetched apart
+    bucket = s3.bucket()
+    s3.upload(tmp_path / "px", bucket, "run")
+    url = f"s3://{bucket}/run"
+    with s3_proxy(s3.endpoint) as proxy:
+        options = {**s3.options, "endpoint": proxy.endpoint, "max_retries": "1", "retry_timeout": "3"}
+        trajcore.open(url, storage_options=options).close()  # the opening ranges are cached now
+        proxy.fail(-1, only=f"GET /{bucket}/run/")  # every fetch of the shard's chunks
+        shard = rf"{url}/[^ ]+\.trj: .*503"
+        with pytest.raises(TrajcoreIOError, match=shard):
+            trajcore.open(url, storage_options=options, verify=True)
+        with pytest.raises(TrajcoreIOError, match=shard):
+            trajcore.verify(url, storage_options=options)
+        with pytest.raises(TrajcoreIOError, match=shard):
+            trajcore.recover(url, tmp_path / "saved", storage_options=options)
+        assert not (tmp_path / "saved").exists()
+        proxy.fail(0)
+        with trajcore.open(url, storage_options=options, verify=True) as ds:  # the store answers again
+            assert ds.num_episodes > 0 and not ds.problems

@@ -182,10 +182,11 @@ def _good(n: int = 3) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("change", "error", "match"),
     [
+        # Blamed on the argument whose length differs from the others' (issue 33, point 13).
         (
             {"rewards": np.ones(2)},
             trajcore.InvalidArgumentError,
-            r"observations\['image'\] has 4 rows, expected T\+1 = 3",
+            r"rewards must be 3 values \(T = 3 as actions, terminations, truncations, observations give it\), got 2",
         ),
         ({"truncations": np.zeros(4, bool)}, trajcore.InvalidArgumentError, r"truncations must be 3 values"),
         ({"actions": {"move": np.zeros(3, np.int64)}}, trajcore.InvalidArgumentError, r"actions has no key 'force'"),

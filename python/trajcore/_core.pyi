@@ -61,7 +61,10 @@ class Recorder:
             flags_codec ({"delta": bool, "zstd_level": int | None, "chunk_bytes"?: int}; flags_codec
             covers reward, terminated, truncated; frame_codec the rendered frames, `render/frame`),
             upload_to (a store prefix: the shards go up there as the writer writes them, the
-            recorder's path being a local staging directory).
+            recorder's path being a local staging directory),
+            value_bounds ({column: {"low": [int], "high": [int], "space": str}}: the inclusive
+            bounds of a discrete space's values, one pair or one per element; a value outside
+            them is refused with SchemaError).
         test_no_info_plans: tests only: walk every info dict key by key, as a dict that matches
             no plan of its shape (tests record both ways and compare).
 

@@ -24,15 +24,18 @@ def is_store_url(path: str | os.PathLike[str]) -> bool:
     return isinstance(path, str) and path.lower().startswith(_STORE_SCHEMES)
 
 
-def configure(path: str, storage_options: Mapping[str, str] | None) -> None:
-    """Sets `storage_options` for the store `path` (a URL) is in; nothing without options.
+def configure(path: str, storage_options: Mapping[str, str] | None, *, check: bool = False) -> None:
+    """Sets `storage_options` for the store `path` (a URL) is in; nothing without options, unless
+    `check`: then the client the store's options so far and the environment make is checked (as
+    options are when given), for a caller that would otherwise make its first request late (a
+    recorder, at its first upload).
 
     Raises:
         InvalidArgumentError: `path` is not an s3:// or http(s):// URL, an option is unknown or
-            its value bad.
+            its value bad, or an S3 endpoint is plain HTTP without ``allow_http``.
     """
-    if storage_options:
-        _core.configure_store(path, [(str(k), str(v)) for k, v in storage_options.items()])
+    if storage_options or check:
+        _core.configure_store(path, [(str(k), str(v)) for k, v in (storage_options or {}).items()])
 
 
 class StoreStaging:
@@ -47,7 +50,7 @@ class StoreStaging:
 
     def __init__(self, url: str, storage_options: Mapping[str, str] | None = None) -> None:
         self.url = url.rstrip("/")
-        configure(self.url, storage_options)
+        configure(self.url, storage_options, check=True)  # a bad store fails now, not at close()
         slug = re.sub(r"[^A-Za-z0-9.-]+", "_", self.url.split("://", 1)[-1])[:80]
         self.staging = tempfile.mkdtemp(prefix=f"trajcore-staging-{slug}-")
 

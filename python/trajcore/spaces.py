@@ -29,6 +29,7 @@ from trajcore.errors import SchemaError, TrajcoreError
 __all__ = [
     "ColumnDict",
     "escape_key",
+    "space_bounds",
     "space_columns",
     "space_from_json",
     "space_to_json",
@@ -109,16 +110,51 @@ def space_columns(space: spaces.Space[Any], prefix: str, timeline: str) -> tuple
     return columns, tree
 
 
-def _walk(space: spaces.Space[Any], name: str, timeline: str, out: list[ColumnDict]) -> Any:
+def space_bounds(space: spaces.Space[Any], prefix: str) -> dict[str, dict[str, Any]]:
+    """The inclusive bounds of the values of each discrete leaf of `space` (Discrete,
+    MultiDiscrete, MultiBinary), by column name, as the core's ``value_bounds`` takes them
+    (``{"low": [...], "high": [...], "space": text}``, one pair or one per element): the core
+    refuses a value outside them (an action 7 for a ``Discrete(3)``). Box bounds are not
+    enforced (an env's values outside its Box are its real values)."""
+    bounds: dict[str, dict[str, Any]] = {}
+    _walk(space, prefix, "obs", [], bounds)
+    return bounds
+
+
+def _leaf_bounds(space: spaces.Space[Any]) -> dict[str, Any] | None:
+    """A discrete leaf's bounds (see `space_bounds`), or None: not discrete, or bounds beyond int64."""
+    if isinstance(space, spaces.Discrete):
+        low, high = [int(space.start)], [int(space.start) + int(space.n) - 1]
+    elif isinstance(space, spaces.MultiDiscrete):
+        start = np.broadcast_to(np.asarray(space.start), np.shape(space.nvec)).ravel()
+        nvec = np.asarray(space.nvec).ravel()
+        low = [int(v) for v in start]
+        high = [int(a) + int(n) - 1 for a, n in zip(start, nvec, strict=True)]
+    elif isinstance(space, spaces.MultiBinary):
+        low, high = [0], [1]
+    else:
+        return None
+    if not low or any(not -(2**63) <= v < 2**63 for v in low + high):
+        return None
+    return {"low": low, "high": high, "space": str(space)}
+
+
+def _walk(
+    space: spaces.Space[Any],
+    name: str,
+    timeline: str,
+    out: list[ColumnDict],
+    bounds: dict[str, dict[str, Any]] | None = None,
+) -> Any:
     if isinstance(space, spaces.Dict):
         items = []
         for key, sub in space.spaces.items():
             if not isinstance(key, str):
                 raise SchemaError(f"'{name}': Dict space keys must be str, got {key!r}")
-            items.append([key, _walk(sub, f"{name}/{escape_key(key)}", timeline, out)])
+            items.append([key, _walk(sub, f"{name}/{escape_key(key)}", timeline, out, bounds)])
         return {"dict": items}
     if isinstance(space, spaces.Tuple):
-        return {"tuple": [_walk(sub, f"{name}/{i}", timeline, out) for i, sub in enumerate(space.spaces)]}
+        return {"tuple": [_walk(sub, f"{name}/{i}", timeline, out, bounds) for i, sub in enumerate(space.spaces)]}
     if isinstance(space, spaces.Text):
         out.append({"name": name, "dtype": "str", "shape": [], "timeline": timeline})
         return {"leaf": name}
@@ -131,6 +167,8 @@ def _walk(space: spaces.Space[Any], name: str, timeline: str, out: list[ColumnDi
             )
         shape = [] if isinstance(space, spaces.Discrete) else [int(d) for d in space.shape]
         out.append({"name": name, "dtype": dtype.name, "shape": shape, "timeline": timeline})
+        if bounds is not None and (leaf_bounds := _leaf_bounds(space)) is not None:
+            bounds[name] = leaf_bounds
         return {"leaf": name}
     declared = _declared_leaf(space)
     if declared is not None:

@@ -98,6 +98,8 @@ def verify(path: str | os.PathLike[str], *, storage_options: Mapping[str, str] |
     Raises:
         TrajcoreFileNotFoundError: `path` does not exist.
         CorruptFileError: a file of another major format version.
+        TrajcoreIOError: a store failed (after its retries) while checking: its error, naming the
+            URL (a chunk the store did not give is no damage).
     """
     p = os.fspath(path)
     configure(p, storage_options)
@@ -186,13 +188,16 @@ def recover(
     Raises:
         TrajcoreFileNotFoundError: `src` does not exist.
         CorruptFileError: `src` is one file that is not a trajcore file.
-        InvalidArgumentError: `dst` exists and is not empty.
+        InvalidArgumentError: `dst` exists and is not empty; or nothing of `src` reads (no
+            episode has an intact step): no `dst` is written.
     """
     s = os.fspath(src)
     if dst is None:
         if not is_store_url(s):
             raise InvalidArgumentError(f"recover {s}: name the new dataset directory (only a store URL needs none)")
         return {"shards": recover_store(s, storage_options)}
+    if is_store_url(s):
+        configure(s, storage_options)
     out: dict[str, Any] = _core.recover(s, os.fspath(dst), _invalid_spaces_at(s)[0])
     out["source"] = _report(s, out["source"])
     out["recordings_lost"] = [tuple(p) for p in out["recordings_lost"]]

@@ -21,7 +21,7 @@ from gymnasium import spaces
 from trajcore.errors import InvalidArgumentError, SchemaError, TrajcoreError
 from trajcore.read.agents import ENV_EPISODE_KEY
 from trajcore.record.options import RecordedEnv
-from trajcore.record.session import Recording, RecordingOptions
+from trajcore.record.session import Recording, RecordingOptions, _short
 from trajcore.record.vector_wrapper import _env_info, _env_item
 
 __all__ = ["Writer"]
@@ -210,27 +210,38 @@ class Writer(Recording):
 
         Raises:
             InvalidArgumentError: a length is not T+1 (observations, infos, frames) or T (the
-                rest), a step before the last is terminated or truncated, or metadata is not a
-                JSON mapping. Nothing is written.
-            SchemaError: a value does not fit its column (the message names it and the row).
-                Nothing of the episode is listed.
+                rest; T is what most arguments give, and the one that differs is named), a step
+                before the last is terminated or truncated, data or metadata is not a mapping.
+                Nothing is written.
+            SchemaError: a value does not fit its column (the message names it and the row:
+                outside its discrete space, beyond its float type's range, a key the Dict space
+                lacks), or rewards are not numbers, flags not bools. Nothing of the episode is
+                listed.
         """
-        n = _length(rewards, "rewards")
+        n = _steps(self.observation_space, observations, self.action_space, actions, rewards, terminations, truncations)
         if n == 0:
             # The core lists episodes of at least one step (a reset alone is not an episode).
             raise InvalidArgumentError("add_episode: an episode needs at least one step (rewards is empty)")
         _check_rows(self.observation_space, observations, n + 1, "observations", "T+1")
         _check_rows(self.action_space, actions, n, "actions", "T")
-        rewards = _flat(rewards, n, "rewards")
+        # Numbers as given: the core casts them into the reward column by its one rule.
+        rewards = _numbers(rewards, n, "rewards", "biuf", "numbers")
         ends = [
-            _flat(v, n, name).astype(np.bool_)
+            _numbers(v, n, name, "biu", "bools").astype(np.bool_)
             for v, name in ((terminations, "terminations"), (truncations, "truncations"))
         ]
+        for name, flags, given in (("terminations", ends[0], terminations), ("truncations", ends[1], truncations)):
+            if not np.array_equal(flags, np.asarray(given)):
+                raise SchemaError(f"add_episode: {name} must be bools (or 0 and 1), got {_short(given)}")
         early = np.flatnonzero(ends[0][:-1] | ends[1][:-1])
         if len(early):
             raise InvalidArgumentError(
                 f"add_episode: step {int(early[0])} of {n} is terminated or truncated: an episode ends at its last "
                 "step (split the arrays into episodes there)"
+            )
+        if data is not None and not isinstance(data, Mapping):
+            raise InvalidArgumentError(
+                f"add_episode: data must be a mapping of name -> T rows, got {type(data).__name__}: {_short(data)}"
             )
         info_at = _rows_of_infos(infos, n + 1)
         data_rows = _data_rows(data or {}, n)
@@ -252,7 +263,7 @@ class Writer(Recording):
                 self.step(
                     _env_item(actions, t, self.action_space),
                     _env_item(observations, t + 1, self.observation_space),
-                    float(rewards[t]),
+                    rewards[t],
                     bool(ends[0][t]),
                     bool(ends[1][t]),
                     info_at(t + 1),
@@ -287,8 +298,78 @@ def _length(value: Any, what: str) -> int:
 def _flat(value: Any, n: int, what: str) -> np.ndarray[Any, Any]:
     a = np.asarray(value)
     if a.shape != (n,):
-        raise InvalidArgumentError(f"add_episode: {what} must be {n} values (T, as rewards), got shape {a.shape}")
+        raise InvalidArgumentError(f"add_episode: {what} must be {n} values (T), got shape {a.shape}")
     return a
+
+
+def _numbers(value: Any, n: int, what: str, kinds: str, expected: str) -> np.ndarray[Any, Any]:
+    """`value` as T values of numpy kinds `kinds` (`expected` says what they are).
+
+    Raises:
+        InvalidArgumentError: not T values.
+        SchemaError: values of another kind (strings, dicts, complex numbers), naming `what`.
+    """
+    try:
+        a = _flat(value, n, what)
+    except (TypeError, ValueError) as e:
+        if isinstance(e, TrajcoreError):
+            raise
+        raise SchemaError(f"add_episode: {what} must be {n} {expected}, got {_short(value)} ({e})") from None
+    if a.dtype.kind not in kinds:
+        raise SchemaError(f"add_episode: {what} must be {expected}, got {a.dtype} values: {_short(value)}")
+    return a
+
+
+def _steps(
+    observation_space: spaces.Space[Any],
+    observations: Any,
+    action_space: spaces.Space[Any],
+    actions: Any,
+    rewards: Any,
+    terminations: Any,
+    truncations: Any,
+) -> int:
+    """T, the episode's step count, as most of the arguments give it (observations T+1 rows, the
+    rest T), so that the one whose length differs is the one named.
+
+    Raises:
+        InvalidArgumentError: an argument is not a sequence of rows, or its length differs from
+            what the others give (naming it, its length and the others').
+    """
+    given = {
+        "rewards": (_length(rewards, "rewards"), 0),
+        "actions": (_leaf_rows(action_space, actions, "actions"), 0),
+        "terminations": (_length(terminations, "terminations"), 0),
+        "truncations": (_length(truncations, "truncations"), 0),
+        "observations": (_leaf_rows(observation_space, observations, "observations"), 1),
+    }
+    implied = [rows - extra for rows, extra in given.values() if rows is not None]
+    n = max(implied, key=implied.count)  # the most common; the first of those on a tie (rewards)
+    for name, (rows, extra) in given.items():
+        if rows is not None and rows - extra != n:
+            agree = [k for k, (r, x) in given.items() if r is not None and r - x == n]
+            why = f"T = {n} as {', '.join(agree)} give it"
+            if name in ("actions", "observations"):
+                count = "T+1" if extra else "T"
+                raise InvalidArgumentError(
+                    f"add_episode: {name} has {rows} rows, expected {count} = {n + extra} ({why})"
+                )
+            raise InvalidArgumentError(f"add_episode: {name} must be {n} values ({why}), got {rows}")
+    return n
+
+
+def _leaf_rows(space: spaces.Space[Any], tree: Any, what: str) -> int | None:
+    """The row count of the first leaf of `tree` (nested like `space`); None when the nesting
+    does not match (`_check_rows` says how)."""
+    while isinstance(space, spaces.Dict | spaces.Tuple) and len(space.spaces):
+        first: Any = next(iter(space.spaces)) if isinstance(space, spaces.Dict) else 0
+        try:
+            tree, space = tree[first], space.spaces[first]
+        except (KeyError, IndexError, TypeError):
+            return None
+    if isinstance(space, spaces.Dict | spaces.Tuple):
+        return None
+    return _length(tree, what)
 
 
 def _check_rows(space: spaces.Space[Any], tree: Any, n: int, what: str, count: str) -> None:
@@ -306,6 +387,13 @@ def _check_rows(space: spaces.Space[Any], tree: Any, n: int, what: str, count: s
         missing = [k for k in space.spaces if k not in tree]
         if missing:
             raise InvalidArgumentError(f"add_episode: {what} has no key {missing[0]!r} of the space")
+        extra = [k for k in tree if k not in space.spaces]
+        if extra:
+            # As the recorders refuse it: a key the space lacks would otherwise be dropped.
+            raise SchemaError(
+                f"add_episode: {what} has the key {extra[0]!r}, which is not in the space (keys "
+                f"{', '.join(map(repr, space.spaces))}): add it to the space, or give it as data or infos"
+            )
         for key, sub in space.spaces.items():
             _check_rows(sub, tree[key], n, f"{what}[{key!r}]", count)
         return

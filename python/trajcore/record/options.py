@@ -15,7 +15,7 @@ from trajcore import _core
 from trajcore.errors import InvalidArgumentError
 from trajcore.record.frames import CODEC_KEYS as FRAME_CODEC_KEYS
 from trajcore.record.frames import default_frame_codec
-from trajcore.spaces import ColumnDict, space_columns, space_to_json
+from trajcore.spaces import ColumnDict, space_bounds, space_columns, space_to_json
 
 __all__ = [
     "Codec",
@@ -315,6 +315,8 @@ def build_config(
         "info_codec": checked.get("info", default),
         "data_codec": checked.get("data", checked.get("info", default)),
         "flags_codec": _codec_for("reward", checked, default),
+        # Values a discrete space does not take are refused by name (an action 7 of a Discrete(3)).
+        "value_bounds": {**space_bounds(env.observation_space, "obs"), **space_bounds(env.action_space, "action")},
     }
     if upload_to is not None:
         config["upload_to"] = upload_to

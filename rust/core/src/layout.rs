@@ -155,8 +155,11 @@ pub trait ValueAccess<K> {
     type Error;
     /// The item of `key` in `value`; `None` when it has none (or is no mapping at all).
     fn item(&self, value: &Self::Value, key: &K) -> Result<Option<Self::Value>, Self::Error>;
-    /// The number of items of a sequence; `None` when `value` is no sequence.
+    /// The number of items of a sequence (or of a mapping's keys); `None` when it has no length.
     fn len(&self, value: &Self::Value) -> Option<usize>;
+    /// The keys of a mapping, as errors show them (asked only of a mapping with more keys than
+    /// its tree declares, to name one).
+    fn keys(&self, value: &Self::Value) -> Result<Vec<String>, Self::Error>;
     /// Item `index` of a sequence of more items.
     fn at(&self, value: &Self::Value, index: usize) -> Result<Self::Value, Self::Error>;
     /// How errors name `value`'s type.
@@ -232,6 +235,20 @@ impl<L, K> Layout<L, K> {
                         return Err(Misfit::Shape(Vec::new(), why));
                     };
                     sub.walk_at(access, &item, leaf).map_err(|m| m.under(PathItem::Key(access.key_text(key))))?;
+                }
+                // Every declared key was found: more keys than that are keys the space lacks,
+                // which would otherwise be dropped without a word. One length asked per dict.
+                if access.len(value).is_some_and(|n| n > items.len()) {
+                    let declared: Vec<String> = items.iter().map(|(k, _)| access.key_text(k)).collect();
+                    let keys = access.keys(value).map_err(Misfit::Raised)?;
+                    if let Some(extra) = keys.iter().find(|k| !declared.contains(k)) {
+                        let why = format!(
+                            "the key '{extra}' is not in the space, whose keys are '{}': add it to the space, \
+                             or record it as custom data (record) or in the info",
+                            declared.join("', '")
+                        );
+                        return Err(Misfit::Shape(Vec::new(), why));
+                    }
                 }
                 Ok(())
             }
@@ -363,7 +380,10 @@ mod tests {
             Ok(value.get(key).cloned())
         }
         fn len(&self, value: &Value) -> Option<usize> {
-            value.as_array().map(Vec::len)
+            value.as_array().map(Vec::len).or(value.as_object().map(|o| o.len()))
+        }
+        fn keys(&self, value: &Value) -> Result<Vec<String>, String> {
+            Ok(value.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default())
         }
         fn at(&self, value: &Value, index: usize) -> Result<Value, String> {
             Ok(value[index].clone())
@@ -401,9 +421,12 @@ mod tests {
                 WalkError::Misfit(e) => e.to_string(),
             })
         };
-        let got = walk(json!({"a": 1, "b": [2, 3], "extra": 4})).unwrap();
+        let got = walk(json!({"b": [2, 3], "a": 1})).unwrap();
         assert_eq!(got, [("x".into(), json!(1)), ("y".into(), json!(2)), ("z".into(), json!(3))]);
+        let extra = "the key 'extra' is not in the space, whose keys are 'a', 'b': add it to the space, or record it \
+                     as custom data (record) or in the info";
         let table = [
+            (json!({"a": 1, "b": [2, 3], "extra": 4}), "obs", extra),
             (json!({"b": [2, 3]}), "obs", "expected a dict with key 'a', got dict"),
             (json!(5), "obs", "expected a dict with key 'a', got scalar"),
             (json!({"a": 1, "b": 2}), "obs/b", "expected a tuple, got scalar"),

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use crate::convert::{into_place, moved, ConvertOptions, Replay};
 use crate::error::{Error, Result};
-use crate::reader::{verify, Dataset, OpenOptions, Problem, SalvagePlan, VerifyReport};
+use crate::reader::{verify_store, Dataset, OpenOptions, Problem, SalvagePlan, VerifyReport};
 
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Recovered {
@@ -38,7 +38,9 @@ pub struct Recovered {
 /// must not exist, or be empty).
 ///
 /// Errors: `NotFound`, `NotTrajcore` (`src` is one file that is not a trajcore shard), `Version`,
-/// `Invalid` (`dst` is not empty), `Io`, and those of the writer.
+/// `Invalid` (`dst` is not empty; or nothing of `src` reads: no episode has a step to copy, and
+/// `dst` is left as it was rather than made a folder that is no dataset), `Io`, and those of the
+/// writer.
 pub fn recover(src: &Path, dst: &Path) -> Result<Recovered> {
     recover_leaving_out(src, dst, &[])
 }
@@ -52,10 +54,26 @@ pub fn recover_leaving_out(src: &Path, dst: &Path, left_out: &[(usize, String)])
     }
     let ds = Dataset::open(src, OpenOptions::default())?;
     crate::reader::store::no_shard::check_dataset(&ds)?;
-    let report = verify(&ds);
+    let report = verify_store(&ds)?;
     let plan = ds.view().salvage(&report);
-    let written = into_place(dst, "recovering", |tmp| write_plan(&ds, &plan, left_out, tmp))?;
+    let written = into_place(dst, "recovering", |tmp| {
+        let written = write_plan(&ds, &plan, left_out, tmp)?;
+        if written.shards.is_empty() {
+            return Err(nothing_to_recover(src, dst, &written));
+        }
+        Ok(written)
+    })?;
     Ok(Recovered { shards: moved(&written.shards, dst), source: report, ..written })
+}
+
+/// The error of a recovery that wrote no shard: why nothing of `src` was copied.
+fn nothing_to_recover(src: &Path, dst: &Path, written: &Recovered) -> Error {
+    let why = match (written.recordings_lost.first(), written.lost) {
+        (Some(p), _) => format!("its recordings cannot be written again ({}: {})", p.file.display(), p.why),
+        (None, 0) => "it holds no episode".to_string(),
+        (None, lost) => format!("none of its {lost} episode(s) has an intact step"),
+    };
+    Error::Invalid(format!("{}: nothing to recover: {why}; {} was not written", src.display(), dst.display()))
 }
 
 fn write_plan(ds: &Dataset, plan: &SalvagePlan, left_out: &[(usize, String)], dir: &Path) -> Result<Recovered> {

@@ -31,6 +31,17 @@ impl<'py> ValueAccess<Py<PyString>> for Access<'py> {
         value.len().ok()
     }
 
+    fn keys(&self, value: &Self::Value) -> PyResult<Vec<String>> {
+        let text = |k: Bound<'py, PyAny>| match k.cast::<PyString>() {
+            Ok(s) => s.to_string(),
+            Err(_) => k.repr().map(|r| r.to_string()).unwrap_or_default(),
+        };
+        match value.cast::<PyDict>() {
+            Ok(dict) => Ok(dict.keys().into_iter().map(text).collect()),
+            Err(_) => value.call_method0("keys")?.try_iter()?.map(|k| k.map(text)).collect(),
+        }
+    }
+
     fn at(&self, value: &Self::Value, index: usize) -> PyResult<Self::Value> {
         value.get_item(index)
     }

@@ -203,7 +203,11 @@ impl PyRecorder {
             rec.report_ended();
         }
         rec.set_interrupt_check(Box::new(|| Python::attach(|py| py.check_signals()).map_err(|e| Box::new(e) as _)));
-        let fixed: Vec<ColInfo> = rec.columns().iter().map(|spec| ColInfo::new(py, spec)).collect::<PyResult<_>>()?;
+        let mut fixed: Vec<ColInfo> =
+            rec.columns().iter().map(|spec| ColInfo::new(py, spec)).collect::<PyResult<_>>()?;
+        for col in &mut fixed {
+            col.bounds = rec.config().value_bounds.get(&col.name).cloned();
+        }
         let index = |name: &str| fixed.iter().position(|c| c.name == name);
         let parse = |tree| Layout::parse(py, tree, &index);
         let trees = [(parse(&rec.config().observation)?, "observation"), (parse(&rec.config().action)?, "action")];

@@ -5,9 +5,10 @@
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
+use pyo3::types::{IntoPyDict, PyBool, PyFloat, PyInt, PyString};
 use trajcore_core::{ColumnSpec, DType};
 
+use trajcore_core::writer::bounds::IntBounds;
 use trajcore_core::writer::values::{
     cast_rule, check_shape, float_cast, ints_fit, put_scalar, put_str, scalar_read, scalar_wrong, shape_text, Cast,
     Scalar, ScalarMisfit, ScalarRead,
@@ -26,6 +27,8 @@ pub struct ColInfo {
     pub descr: Option<Py<PyArrayDescr>>,
     /// The arrays whose bytes are the rows as they are (none for str columns).
     pub exact: Option<ExactArray>,
+    /// The values a discrete space's column takes (see the core's `bounds`).
+    pub bounds: Option<IntBounds>,
 }
 
 impl ColInfo {
@@ -38,7 +41,7 @@ impl ColInfo {
         let shape: Vec<usize> = spec.shape.iter().map(|&d| d as usize).collect();
         let exact =
             descr.as_ref().zip(dtype.size()).map(|(d, size)| ExactArray::new(py, d.clone_ref(py), &shape, size));
-        Ok(ColInfo { id: spec.id, name: spec.name.clone(), dtype, shape, descr, exact })
+        Ok(ColInfo { id: spec.id, name: spec.name.clone(), dtype, shape, descr, exact, bounds: None })
     }
 
     /// The error for a value that does not fit, naming the column.
@@ -48,11 +51,19 @@ impl ColInfo {
 }
 
 /// Encodes `value` for `col`: `rows` is the env count for batched values, `None` for one row.
+/// A discrete space's values are checked against its bounds, however they came.
 pub fn put_value(value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, coll: &mut Collector) -> PyResult<Src> {
-    if let Some((data, len)) = col.exact.as_ref().and_then(|e| e.data(value, rows)) {
-        return Ok(borrow_data(coll, value, data, len));
+    let src = match col.exact.as_ref().and_then(|e| e.data(value, rows)) {
+        Some((data, len)) => borrow_data(coll, value, data, len),
+        None => Put { col, rows, coll: &mut *coll }.value(value)?,
+    };
+    if let Some(bounds) = &col.bounds {
+        let elements = col.shape.iter().product();
+        bounds
+            .check(col.dtype, coll.slice(src), elements, rows.is_some())
+            .map_err(|why| col.refused(value.py(), why))?;
     }
-    Put { col, rows, coll }.value(value)
+    Ok(src)
 }
 
 /// A boolean mask over `n` envs as one byte per env: borrowed when it is already a contiguous
@@ -126,7 +137,7 @@ impl Put<'_> {
         }
         if !same && array.is_c_contiguous() {
             if let Some(src) = self.cast_to_float(array, &dtype) {
-                return Ok(src);
+                return src.map_err(|why| col.refused(py, why));
             }
         }
         let mut array = array.clone();
@@ -140,8 +151,13 @@ impl Put<'_> {
         Ok(borrow_array(self.coll, &array))
     }
 
-    /// Numbers into a float32 or float64 column without numpy, where the core's `float_cast` can.
-    fn cast_to_float(&mut self, array: &Bound<'_, PyUntypedArray>, from: &Bound<'_, PyArrayDescr>) -> Option<Src> {
+    /// Numbers into a float32 or float64 column without numpy, where the core's `float_cast` can;
+    /// why not when a value is beyond the column's range.
+    fn cast_to_float(
+        &mut self,
+        array: &Bound<'_, PyUntypedArray>,
+        from: &Bound<'_, PyArrayDescr>,
+    ) -> Option<Result<Src, String>> {
         let cast = float_cast(from.kind(), from.itemsize(), self.col.dtype)?;
         if from.is_native_byteorder() == Some(false) {
             return None;
@@ -152,10 +168,13 @@ impl Put<'_> {
             0 => &[],
             len => unsafe { std::slice::from_raw_parts((*array.as_array_ptr()).fields.data as *const u8, len) },
         };
-        Some(self.coll.own_with(|out| cast.put(data, out)))
+        let mut put = Ok(());
+        let src = self.coll.own_with(|out| put = cast.put(data, out));
+        Some(put.map(|()| src))
     }
 
-    /// Casts by the core's rule (`cast_rule`); integers are checked to fit where it says so.
+    /// Casts by the core's rule (`cast_rule`); integers are checked to fit, and floats to stay
+    /// finite, where it says so.
     fn cast<'py>(
         &self,
         array: &Bound<'py, PyUntypedArray>,
@@ -163,8 +182,9 @@ impl Put<'_> {
     ) -> PyResult<Bound<'py, PyUntypedArray>> {
         let (py, col, dtype) = (array.py(), self.col, self.col.dtype);
         let from = array.dtype();
-        let fits = match cast_rule(from.kind(), dtype) {
-            Cast::Safe => true,
+        let rule = cast_rule(from.kind(), from.itemsize(), dtype);
+        let fits = match rule {
+            Cast::Safe | Cast::IfFinite => true,
             Cast::Refused => false,
             Cast::IfValuesFit if array.len() == 0 => true,
             Cast::IfValuesFit => {
@@ -174,10 +194,33 @@ impl Put<'_> {
             }
         };
         if !fits {
-            let why = format!("expected dtype {}, got {} which does not cast safely", dtype.name(), from.str()?);
+            let why = match rule {
+                Cast::IfValuesFit => {
+                    format!("expected dtype {}, got {} with values it does not hold", dtype.name(), from.str()?)
+                }
+                _ => format!("expected dtype {}, got {} which does not cast safely", dtype.name(), from.str()?),
+            };
             return Err(col.refused(py, why));
         }
-        Ok(array.call_method1("astype", (target,))?.cast_into::<PyUntypedArray>()?)
+        if rule != Cast::IfFinite {
+            return Ok(array.call_method1("astype", (target,))?.cast_into::<PyUntypedArray>()?);
+        }
+        // An overflow is refused below, by name: numpy's own warning about it would only repeat it.
+        let np = py.import("numpy")?;
+        let quiet = np.call_method("errstate", (), Some(&[("over", "ignore")].into_py_dict(py)?))?;
+        quiet.call_method0("__enter__")?;
+        let cast = array.call_method1("astype", (target,));
+        quiet.call_method1("__exit__", (py.None(), py.None(), py.None()))?;
+        let cast = cast?;
+        let infinite = |a: &Bound<'py, PyAny>| -> PyResult<usize> {
+            np.call_method1("count_nonzero", (np.call_method1("isinf", (a,))?,))?.extract()
+        };
+        if infinite(&cast)? > infinite(array.as_any())? {
+            let why =
+                format!("values of {} beyond the range of {} (they would be stored as inf)", from.str()?, dtype.name());
+            return Err(col.refused(py, why));
+        }
+        Ok(cast.cast_into::<PyUntypedArray>()?)
     }
 
     fn scalar(&mut self, value: &Bound<'_, PyAny>) -> PyResult<Src> {

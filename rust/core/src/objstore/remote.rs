@@ -112,11 +112,18 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Sets the options of the store `url` is in (its scheme and bucket or host), over the
 /// environment's: for S3 any `object_store` S3 key (`aws_access_key_id`, `endpoint`, `region`,
 /// `allow_http`, ...), for both `timeout` and `connect_timeout` ("30s"), `max_retries` and
-/// `retry_timeout` (seconds). The client is built now, so a bad key fails here.
+/// `retry_timeout` (seconds). The client is built now, so a bad key fails here; without
+/// options, nothing is set and the client the store's options so far (and the environment) make
+/// is checked the same way.
 ///
-/// Errors: `Invalid` (not an object storage URL, an unknown key, a bad value).
+/// Errors: `Invalid` (not an object storage URL, an unknown key, a bad value, a plain HTTP S3
+/// endpoint without `allow_http`).
 pub fn configure(url: &str, options: &[(String, String)]) -> Result<()> {
     let location = locate(url)?;
+    if options.is_empty() {
+        let kept = lock(&OPTIONS).as_ref().and_then(|o| o.get(&location.store).cloned()).unwrap_or_default();
+        return build(&location.store, &kept).map(drop);
+    }
     build(&location.store, options)?;
     lock(&OPTIONS).get_or_insert_with(HashMap::new).insert(location.store.clone(), options.to_vec());
     if let Some(clients) = lock(&CLIENTS).as_mut() {
@@ -175,6 +182,16 @@ fn build(store: &str, options: &[(String, String)]) -> Result<Arc<dyn ObjectStor
         for (key, value) in rest {
             b = b.with_config(key.parse::<AmazonS3ConfigKey>().map_err(|_| unknown(&key))?, value);
         }
+        // The client refuses plain HTTP unless allowed, and only at the first request, with a
+        // "builder error" that names nothing: said here, by the option's name.
+        let endpoint = b.get_config_value(&AmazonS3ConfigKey::Endpoint).unwrap_or_default();
+        let allow_http = b.get_config_value(&AmazonS3ConfigKey::Client(ClientConfigKey::AllowHttp));
+        if endpoint.to_ascii_lowercase().starts_with("http://") && !allow_http.as_deref().is_some_and(truthy) {
+            return Err(invalid(format!(
+                "the endpoint {endpoint} is plain HTTP, which the S3 client refuses unless the storage option \
+                 allow_http is \"true\" (or AWS_ALLOW_HTTP=true)"
+            )));
+        }
         b.build().map(|s| Arc::new(s) as Arc<dyn ObjectStore>)
     } else {
         // An http:// URL asks for plain HTTP (the S3 client needs `allow_http` for its endpoint).
@@ -186,6 +203,11 @@ fn build(store: &str, options: &[(String, String)]) -> Result<Arc<dyn ObjectStor
         b.build().map(|s| Arc::new(s) as Arc<dyn ObjectStore>)
     };
     built.map_err(|e| invalid(e.to_string()))
+}
+
+/// Whether a configuration value says yes, as `object_store` reads it.
+fn truthy(value: &str) -> bool {
+    matches!(value.trim().to_ascii_lowercase().as_str(), "1" | "true" | "on" | "yes" | "y")
 }
 
 /// This process's clients, the runtime made on first use (again after a fork).
@@ -450,6 +472,24 @@ mod tests {
         for &(spans, gap, want) in cases {
             assert_eq!(merge(&ranges(spans), gap), ranges(want), "{spans:?} {gap}");
         }
+    }
+
+    #[test]
+    fn a_plain_http_endpoint_needs_allow_http() {
+        let endpoint = |allow: Option<&str>| {
+            let mut options = vec![("endpoint".to_string(), "http://127.0.0.1:9".to_string())];
+            options.extend(allow.map(|v| ("allow_http".to_string(), v.to_string())));
+            configure("s3://plain-http-bucket/x", &options)
+        };
+        for allow in [None, Some("false")] {
+            let e = endpoint(allow).unwrap_err().to_string();
+            assert!(e.starts_with("s3://plain-http-bucket: the endpoint http://127.0.0.1:9 is plain HTTP"), "{e}");
+            assert!(e.contains("allow_http"), "{e}");
+        }
+        for allow in ["true", "True", "1"] {
+            assert!(endpoint(Some(allow)).is_ok(), "{allow}");
+        }
+        assert!(configure("s3://plain-http-bucket/x", &[]).is_ok(), "the options kept are checked");
     }
 
     #[test]

@@ -1,12 +1,15 @@
 //! What a recorder is asked to do: columns, layout, limits and durability. Deserialized from the
 //! JSON the Python side builds, so every field has a default a user would expect.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::schema::{CodecSpec, ColumnSpec};
+
+use super::bounds::IntBounds;
 
 /// How a vector env starts the next episode of a sub-env, as gymnasium's `AutoresetMode` says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -109,6 +112,9 @@ pub struct RecorderConfig {
     /// Where shard file names and the Meta record say which program wrote them.
     #[serde(default)]
     pub writer_version: String,
+    /// Inclusive bounds of the values of discrete spaces' columns, by column name (see `bounds`).
+    #[serde(default)]
+    pub value_bounds: BTreeMap<String, IntBounds>,
 }
 
 fn one() -> u32 {
@@ -191,6 +197,14 @@ impl RecorderConfig {
             )));
         }
         self.durability()?;
+        for (name, bounds) in &self.value_bounds {
+            let column = self.columns.iter().find(|c| &c.name == name);
+            let column = column.ok_or_else(|| Error::Invalid(format!("value_bounds: '{name}' names no column")))?;
+            let elements = column.row_elements() as usize;
+            bounds
+                .check_spec(column.dtype()?, elements)
+                .map_err(|why| Error::Invalid(format!("value_bounds of '{name}': {why}")))?;
+        }
         Ok(())
     }
 

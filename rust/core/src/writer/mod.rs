@@ -6,6 +6,7 @@
 //! (sealing, writing, rollover, compaction); `sink` on `episodes`, `shard` and `compact`.
 
 pub mod autoreset;
+pub mod bounds;
 pub mod collect;
 pub mod compact;
 pub mod config;

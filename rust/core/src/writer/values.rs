@@ -5,24 +5,32 @@
 use crate::schema::MAX_STR_BYTES;
 use crate::DType;
 
-/// How an array of numpy kind `from` (its dtype's kind character) goes into a column of type
-/// `to`: as numpy's same-kind cast goes (bool into anything, integers into integers and floats,
-/// floats into floats), and signed integers into unsigned ones only when every value fits.
+/// How an array of numpy kind `from` (its dtype's kind character) and item size `itemsize` goes
+/// into a column of type `to`: as numpy's same-kind cast goes (bool into anything, integers into
+/// integers and floats, floats into floats), but a cast that could change a value is made only
+/// when it does not: integers into a type that does not hold every value of theirs only when
+/// every value fits, numbers into a float type of a smaller range only when no finite value
+/// becomes infinite. Rounding to the nearest float of the column's type is no change of value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cast {
     Safe,
     IfValuesFit,
+    IfFinite,
     Refused,
 }
 
-pub fn cast_rule(from: u8, to: DType) -> Cast {
+pub fn cast_rule(from: u8, itemsize: usize, to: DType) -> Cast {
+    let source = super::widen::make(from, itemsize);
     match (from, to) {
         (_, DType::Utf8) => Cast::Refused,
         (b'b', _) => Cast::Safe,
-        (b'i', DType::U8 | DType::U16 | DType::U32 | DType::U64) => Cast::IfValuesFit,
         (b'i' | b'u', DType::Bool) => Cast::Refused,
-        (b'i' | b'u', _) => Cast::Safe,
-        (b'f', DType::F16 | DType::F32 | DType::F64) => Cast::Safe,
+        (b'i' | b'u', DType::F16) if itemsize > 1 => Cast::IfFinite,
+        (b'i' | b'u', DType::F16 | DType::F32 | DType::F64) => Cast::Safe,
+        (b'i' | b'u', _) if source.is_some_and(|s| super::widen::casts_safely(s, to)) => Cast::Safe,
+        (b'i' | b'u', _) => Cast::IfValuesFit,
+        (b'f', DType::F16 | DType::F32 | DType::F64) if to.size().is_some_and(|size| size >= itemsize) => Cast::Safe,
+        (b'f', DType::F16 | DType::F32 | DType::F64) => Cast::IfFinite,
         _ => Cast::Refused,
     }
 }
@@ -64,13 +72,33 @@ pub fn put_int(dtype: DType, v: i128, out: &mut Vec<u8>) -> Result<(), String> {
     Ok(())
 }
 
-/// Number `v` as a value of float column type `dtype` (float16, float32, float64).
-pub fn put_float(dtype: DType, v: f64, out: &mut Vec<u8>) {
-    match dtype {
-        DType::F16 => out.extend_from_slice(&f64_to_f16_bits(v).to_le_bytes()),
-        DType::F32 => out.extend_from_slice(&(v as f32).to_le_bytes()),
-        _ => out.extend_from_slice(&v.to_le_bytes()),
+/// Number `v` as a value of float column type `dtype` (float16, float32, float64); why not when
+/// it is finite and the type's range is not large enough for it (it would be stored as inf).
+pub fn put_float(dtype: DType, v: f64, out: &mut Vec<u8>) -> Result<(), String> {
+    let overflows = match dtype {
+        DType::F16 => {
+            let bits = f64_to_f16_bits(v);
+            out.extend_from_slice(&bits.to_le_bytes());
+            bits & 0x7fff == 0x7c00
+        }
+        DType::F32 => {
+            out.extend_from_slice(&(v as f32).to_le_bytes());
+            (v as f32).is_infinite()
+        }
+        _ => {
+            out.extend_from_slice(&v.to_le_bytes());
+            false
+        }
+    };
+    if overflows && v.is_finite() {
+        return Err(overflow(v, dtype));
     }
+    Ok(())
+}
+
+/// The message for a finite value beyond the range of float type `dtype`.
+pub fn overflow(v: f64, dtype: DType) -> String {
+    format!("value {v:e} is out of range for {} (it would be stored as inf)", dtype.name())
 }
 
 /// How a Python scalar (a number, or an object that converts to one) is read for a column.
@@ -116,7 +144,9 @@ pub fn put_scalar(dtype: DType, value: Option<Scalar>, out: &mut Vec<u8>) -> Res
     match (dtype, value) {
         (DType::Bool, Some(Scalar::Int(v @ (0 | 1)))) => out.push(v as u8),
         (DType::Bool, _) => return Err(ScalarMisfit::Wrong("bool")),
-        (DType::F16 | DType::F32 | DType::F64, Some(Scalar::Float(v))) => put_float(dtype, v, out),
+        (DType::F16 | DType::F32 | DType::F64, Some(Scalar::Float(v))) => {
+            put_float(dtype, v, out).map_err(ScalarMisfit::Value)?
+        }
         (DType::F16 | DType::F32 | DType::F64, _) => return Err(ScalarMisfit::Wrong("number")),
         (DType::Utf8, _) => return Err(ScalarMisfit::Wrong("str")),
         (int, Some(Scalar::Int(v))) => put_int(int, v, out).map_err(ScalarMisfit::Value)?,
@@ -204,14 +234,23 @@ pub fn float_cast(kind: u8, itemsize: usize, to: DType) -> Option<FloatCast> {
 }
 
 impl FloatCast {
-    /// Appends the column's bytes of `data`, the array's items in native byte order.
-    pub fn put(self, data: &[u8], out: &mut Vec<u8>) {
+    /// Appends the column's bytes of `data`, the array's items in native byte order; why not
+    /// when a finite item is beyond float32's range (see `cast_rule`).
+    pub fn put(self, data: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
+        let mut beyond = None;
         macro_rules! convert {
             ($t:ty) => {{
                 let items = data.chunks_exact(std::mem::size_of::<$t>());
                 let read = |c: &[u8]| <$t>::from_ne_bytes(c.try_into().expect("chunks of the item size"));
                 match self.to {
-                    DType::F32 => items.for_each(|c| out.extend_from_slice(&(read(c) as f32).to_le_bytes())),
+                    DType::F32 => items.for_each(|c| {
+                        let (v, stored) = (read(c), read(c) as f32);
+                        // Only float64 reaches past float32's range; one compare an item otherwise.
+                        if stored.is_infinite() && (v as f64).is_finite() {
+                            beyond.get_or_insert(v as f64);
+                        }
+                        out.extend_from_slice(&stored.to_le_bytes())
+                    }),
                     _ => items.for_each(|c| out.extend_from_slice(&(read(c) as f64).to_le_bytes())),
                 }
             }};
@@ -229,6 +268,7 @@ impl FloatCast {
             DType::U64 => convert!(u64),
             DType::F16 | DType::Utf8 => unreachable!("`float_cast` converts neither"),
         }
+        beyond.map_or(Ok(()), |v| Err(overflow(v, self.to)))
     }
 }
 
@@ -331,7 +371,7 @@ mod tests {
         for (kind, size, data, to, want) in table {
             let got = float_cast(kind, size, to).map(|cast| {
                 let mut out = Vec::new();
-                cast.put(&data, &mut out);
+                cast.put(&data, &mut out).unwrap();
                 out
             });
             assert_eq!(got, want, "{} {size} -> {to:?}", kind as char);
@@ -405,28 +445,60 @@ mod tests {
     }
 
     #[test]
-    fn casts_follow_numpy_same_kind() {
+    fn casts_follow_numpy_same_kind_unless_a_value_would_change() {
         use Cast::*;
-        let kinds = [b'b', b'i', b'u', b'f', b'c', b'M', b'm', b'O', b'U', b'S', b'V'];
+        // (numpy kind, item size, column type, the rule)
         let table = [
-            (
-                DType::Bool,
-                [Safe, Refused, Refused, Refused, Refused, Refused, Refused, Refused, Refused, Refused, Refused],
-            ),
-            (DType::I8, [Safe, Safe, Safe, Refused, Refused, Refused, Refused, Refused, Refused, Refused, Refused]),
-            (
-                DType::U64,
-                [Safe, IfValuesFit, Safe, Refused, Refused, Refused, Refused, Refused, Refused, Refused, Refused],
-            ),
-            (DType::F16, [Safe, Safe, Safe, Safe, Refused, Refused, Refused, Refused, Refused, Refused, Refused]),
-            (DType::Utf8, [Refused; 11]),
+            (b'b', 1, DType::Bool, Safe),
+            (b'b', 1, DType::F16, Safe),
+            (b'i', 8, DType::Bool, Refused),
+            (b'u', 1, DType::Bool, Refused),
+            (b'i', 1, DType::I8, Safe),
+            (b'i', 4, DType::I64, Safe),
+            (b'u', 4, DType::I64, Safe),
+            (b'i', 8, DType::I32, IfValuesFit), // 2**40 would wrap
+            (b'u', 8, DType::I64, IfValuesFit), // 2**63 would wrap
+            (b'i', 2, DType::U64, IfValuesFit), // -1 would wrap
+            (b'u', 1, DType::U64, Safe),
+            (b'i', 1, DType::F16, Safe),
+            (b'u', 2, DType::F16, IfFinite), // 65535 is beyond float16
+            (b'i', 8, DType::F32, Safe),     // rounded, never beyond float32
+            (b'f', 4, DType::F64, Safe),
+            (b'f', 8, DType::F32, IfFinite), // 1e40 is beyond float32
+            (b'f', 4, DType::F16, IfFinite),
+            (b'f', 2, DType::F32, Safe),
+            (b'f', 8, DType::I64, Refused),
+            (b'c', 16, DType::F64, Refused), // the imaginary part would be lost
+            (b'M', 8, DType::I64, Refused),
+            (b'm', 8, DType::I64, Refused),
+            (b'O', 8, DType::F64, Refused),
+            (b'U', 4, DType::Utf8, Refused),
+            (b'S', 1, DType::U8, Refused),
+            (b'V', 4, DType::I32, Refused),
         ];
-        for (to, rules) in table {
-            for (from, rule) in kinds.iter().zip(rules) {
-                assert_eq!(cast_rule(*from, to), rule, "{} -> {to:?}", *from as char);
-            }
+        for (from, size, to, rule) in table {
+            assert_eq!(cast_rule(from, size, to), rule, "{}{size} -> {to:?}", from as char);
         }
         assert!(ints_fit(DType::U8, 0, 255) && !ints_fit(DType::U8, -1, 3) && !ints_fit(DType::I16, 0, 1 << 15));
+    }
+
+    #[test]
+    fn floats_beyond_their_column_are_refused() {
+        let mut out = Vec::new();
+        let why = "value 1e40 is out of range for float32 (it would be stored as inf)";
+        assert_eq!(put_float(DType::F32, 1e40, &mut out), Err(why.to_string()));
+        assert_eq!(put_float(DType::F16, 7e4, &mut out), Err(overflow(7e4, DType::F16)));
+        for (dtype, v) in [(DType::F32, f64::INFINITY), (DType::F32, f64::NAN), (DType::F16, 6e4), (DType::F64, 1e300)]
+        {
+            assert_eq!(put_float(dtype, v, &mut out), Ok(()), "{dtype:?} {v}");
+        }
+        let items: Vec<u8> = [1.0f64, 1e40, f64::NEG_INFINITY].iter().flat_map(|v| v.to_ne_bytes()).collect();
+        let cast = float_cast(b'f', 8, DType::F32).unwrap();
+        assert_eq!(cast.put(&items[..8], &mut out), Ok(()));
+        assert_eq!(cast.put(&items[16..], &mut out), Ok(())); // inf stays inf
+        assert_eq!(cast.put(&items, &mut out), Err(overflow(1e40, DType::F32)));
+        let ints: Vec<u8> = u64::MAX.to_ne_bytes().to_vec();
+        assert_eq!(float_cast(b'u', 8, DType::F32).unwrap().put(&ints, &mut out), Ok(()));
     }
 
     #[test]
@@ -458,7 +530,7 @@ mod tests {
             assert_eq!(f64_to_f16_bits(v), bits, "{v}");
         }
         let mut out = Vec::new();
-        put_float(DType::F32, 0.5, &mut out);
+        put_float(DType::F32, 0.5, &mut out).unwrap();
         assert_eq!(out, 0.5f32.to_le_bytes());
     }
 

@@ -312,13 +312,22 @@ fn check_chunk_data(
     Ok(data.len() as u64)
 }
 
+/// `verify`, for a caller that must not take a store's failure for damage: the error of a shard
+/// whose fetches failed (naming its URL and why), rather than a report of every chunk it could
+/// not fetch as damaged (which would leave every episode out of a listing, unexplained).
+pub fn verify_store(dataset: &Dataset) -> Result<VerifyReport> {
+    let report = verify(dataset);
+    let failed = dataset.view().store.shards.iter().find_map(|s| s.source.remote_object().and_then(|o| o.failure()));
+    failed.map_or(Ok(report), Err)
+}
+
 /// Opens a dataset (one shard file that is not a trajcore file counts as damage at its first
 /// byte) and verifies it.
 ///
 /// Errors: `NotFound`, `Version`, `Unsupported`, `Io` (as `Dataset::open`).
 pub fn verify_path(path: &Path) -> Result<VerifyReport> {
     match Dataset::open(path, OpenOptions::default()) {
-        Ok(ds) => crate::reader::store::no_shard::check_dataset(&ds).map(|()| verify(&ds)),
+        Ok(ds) => crate::reader::store::no_shard::check_dataset(&ds).and_then(|()| verify_store(&ds)),
         Err(Error::NotTrajcore { path, why }) => Ok(VerifyReport {
             damage: vec![Damage {
                 file: path,
@@ -343,7 +352,7 @@ pub fn verify_path(path: &Path) -> Result<VerifyReport> {
 /// Errors: those of `Dataset::open`; `Corrupt` with `strict` for the first damage found.
 pub fn open_verified(path: &Path, opts: OpenOptions) -> Result<(Dataset, VerifyReport)> {
     let ds = Dataset::open(path, opts.clone())?;
-    let report = verify(&ds);
+    let report = verify_store(&ds)?;
     if opts.strict {
         return match report.damage.first() {
             Some(d) => Err(Error::corrupt(&d.file, d.offset, &d.why)),

@@ -688,8 +688,13 @@ impl Shard {
     fn open_remote(path: &Path, url: &str, in_directory: bool) -> Result<Opened> {
         let source = Source::remote(crate::reader::store::find_shards::object(url)?);
         source.prefetch(&crate::reader::store::find_shards::opening_ranges(source.len()))?;
-        let head = source.bytes(0, source.len().min(HEADER_LEN as u64)).unwrap_or_default();
-        let Some(header) = check_head(path, &head, in_directory)? else { return Ok(Opened::NotStarted) };
+        let head = source.bytes(0, source.len().min(HEADER_LEN as u64));
+        if let Some(e) = head.is_none().then(|| source.remote_object().and_then(|o| o.failure())).flatten() {
+            return Err(e); // a store that failed, not a shard whose header is not written yet
+        }
+        let Some(header) = check_head(path, &head.unwrap_or_default(), in_directory)? else {
+            return Ok(Opened::NotStarted);
+        };
         Ok(Opened::Shard(Box::new(Shard::new(path, header, source, None, (0, 0)))))
     }
 }
