@@ -73,13 +73,7 @@ class RecordEpisodes(Recording, gym.Wrapper[Any, Any, Any, Any]):
             RecorderError: the recorder is closed, or its writer thread failed (or, with
                 `block_when_full=False`, the ring is full: the episode ends there, incomplete).
         """
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        self._record_step_data(action, obs, reward, terminated, truncated, info)
-        ended = self._recorder.step(action, obs, reward, terminated, truncated, info, self._frame())
-        # After the step: the episode it ended is the one metadata reaches now.
-        if ended is not None:
-            self._report_ended(ended, obs, info)
-        return obs, reward, terminated, truncated, info
+        return self._record_step(action, self.env.step(action))
 
     def _final(self, i: int, obs: Any, info: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         """The final observation and info of the episode the step that returned them ended."""

@@ -10,7 +10,7 @@ import os
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 from gymnasium import spaces
@@ -32,6 +32,10 @@ from trajcore.record.options import (
 from trajcore.spaces import space_columns, space_from_json, space_from_json_text, space_to_json
 
 __all__ = ["EpisodeInfo", "EpisodeMetadataFn", "RecordingOptions"]
+
+# What a wrapper's env step returned: (observation, reward, terminated, truncated, info), each
+# batched for a vector env.
+StepResult = TypeVar("StepResult", bound=tuple[Any, Any, Any, Any, dict[str, Any]])
 
 
 class Recording:
@@ -137,6 +141,17 @@ class Recording:
                 )
             raise InvalidArgumentError("this recorder was not constructed")
         return self._native
+
+    def _record_step(self, action: Any, result: StepResult) -> StepResult:
+        """Records what the env's step returned with one call into the core (after the step's
+        custom data), then hands the episodes it ended to `episode_metadata`; returns `result`."""
+        obs, reward, terminated, truncated, info = result
+        self._record_step_data(action, obs, reward, terminated, truncated, info)
+        ended = self._recorder.step(action, obs, reward, terminated, truncated, info, self._frame())
+        # After the step: the episodes it ended are the ones metadata reaches now.
+        if ended is not None:
+            self._report_ended(ended, obs, info)
+        return result
 
     def _record_step_data(self, *step: Any) -> None:
         """Runs the `step_data` callback and records what it returns, for the step being taken.

@@ -183,13 +183,7 @@ class RecordVectorEpisodes(Recording, VectorWrapper[Any, Any, Any, Any, Any]):
                 incomplete; each sub-env resumes recording at its next reset.
             RecorderError: the recorder is closed, or its writer thread failed.
         """
-        obs, rewards, terminations, truncations, infos = self.env.step(actions)
-        self._record_step_data(actions, obs, rewards, terminations, truncations, infos)
-        ended = self._recorder.step(actions, obs, rewards, terminations, truncations, infos, self._frame())
-        # After the step: the episodes it ended are the ones metadata reaches now.
-        if ended is not None:
-            self._report_ended(ended, obs, infos)
-        return obs, rewards, terminations, truncations, infos
+        return self._record_step(actions, self.env.step(actions))
 
     def _final(self, i: int, obs: Any, infos: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         """The final observation and info of the episode sub-env `i` ended at the step that

@@ -3,23 +3,12 @@
 //! parsers (chunk tables, episode records, index deltas, codecs, column specs, JSON).
 #![no_main]
 
-use std::path::PathBuf;
-use std::sync::OnceLock;
+mod shard_input;
 
 use libfuzzer_sys::fuzz_target;
 use trajcore_core::format::header::HEADER_LEN;
 use trajcore_core::format::record::{RecordHeader, RECORD_HEADER_LEN};
 use trajcore_core::format::{u32_at, u64_at};
-use trajcore_core::reader::{Dataset, OpenOptions};
-
-fn path() -> &'static PathBuf {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("trajcore-fuzz-resealed-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        dir.join("input.trj")
-    })
-}
 
 /// Recomputes every record's payload and header checksums, walking the lengths as written.
 fn reseal(bytes: &mut [u8]) {
@@ -41,20 +30,7 @@ fn reseal(bytes: &mut [u8]) {
 fuzz_target!(|data: &[u8]| {
     let mut bytes = data.to_vec();
     reseal(&mut bytes);
-    let path = path();
+    let path = shard_input::path("reader_resealed");
     std::fs::write(path, &bytes).expect("write the input");
-    // Through a map and through positioned reads alike.
-    for (strict, mmap) in [(false, true), (true, true), (false, false)] {
-        let Ok(ds) = Dataset::open(path, OpenOptions { strict, cache_bytes: 8 << 20, mmap }) else { continue };
-        let _ = ds.column_stats();
-        let _ = ds.timelog(0);
-        for episode in 0..ds.episodes().len().min(32) {
-            let _ = ds.view().episode_metadata(episode);
-            let recording = ds.episodes()[episode].recording;
-            let names: Vec<String> = ds.recordings()[recording].columns.iter().map(|c| c.name.clone()).collect();
-            for name in names {
-                let _ = ds.view().read_episode_column(episode, &name);
-            }
-        }
-    }
+    shard_input::read_everything(path);
 });

@@ -6,8 +6,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use trajcore_core::format::{chunks, copies};
 use trajcore_core::format::index::IndexDelta;
+use trajcore_core::format::{chunks, copies};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&packed, payload)) = data.split_first() else { return };

@@ -250,14 +250,13 @@ impl DatasetView<'_> {
                 out.len()
             )));
         }
-        let end = first_row.checked_add(n_rows).ok_or_else(|| Error::Invalid("row numbers overflow".into()))?;
-        let mut cursor = first_row;
         let mut pos = 0usize;
-        for (loc, from, to) in overlapping(self.chunk_list(recording, lane, column), first_row, end) {
+        self.walk_rows(recording, lane, column, first_row, n_rows, |gap, chunk| {
             // Row counts below fit in usize: they are at most n_rows, which did.
-            let gap = (from - cursor) as usize * row_bytes;
+            let gap = gap as usize * row_bytes;
             out[pos..pos + gap].fill(0);
             pos += gap;
+            let Some((loc, from, to)) = chunk else { return Ok(()) };
             let data = self.chunk_data(loc, Some(row_bytes))?;
             let (at, n) = ((from - loc.first_row()) as usize, (to - from) as usize);
             let whole = data.rows(row_bytes, at, n, |rows| {
@@ -271,10 +270,29 @@ impl DatasetView<'_> {
                     "chunk shorter than its rows",
                 ));
             }
+            Ok(())
+        })
+    }
+
+    /// The one walk over the chunks holding rows `[first_row, first_row + n_rows)` of a column
+    /// of one lane: `each(gap, Some((chunk, from, to)))` for each chunk in row order (`gap`: the
+    /// rows before it that no chunk holds), then `each(gap, None)` for those after the last.
+    fn walk_rows(
+        &self,
+        recording: usize,
+        lane: u32,
+        column: ColumnId,
+        first_row: u64,
+        n_rows: u64,
+        mut each: impl FnMut(u64, Option<(&Located, u64, u64)>) -> Result<()>,
+    ) -> Result<()> {
+        let end = first_row.checked_add(n_rows).ok_or_else(|| Error::Invalid("row numbers overflow".into()))?;
+        let mut cursor = first_row;
+        for (loc, from, to) in overlapping(self.chunk_list(recording, lane, column), first_row, end) {
+            each(from - cursor, Some((loc, from, to)))?;
             cursor = to;
         }
-        out[pos..].fill(0);
-        Ok(())
+        each(end - cursor, None)
     }
 
     /// Reads `n_rows` rows from `first_row` of a str column of one lane. Rows no chunk holds
@@ -291,23 +309,20 @@ impl DatasetView<'_> {
         if spec.row_bytes().is_some() {
             return Err(Error::schema(&spec.name, format!("holds {} values, not strings", spec.dtype)));
         }
-        let end = first_row.checked_add(n_rows).ok_or_else(|| Error::Invalid("row numbers overflow".into()))?;
         let mut out = Vec::new();
         usize::try_from(n_rows).ok().and_then(|n| out.try_reserve_exact(n).ok()).ok_or_else(|| {
             Error::Invalid(format!("column '{}': {n_rows} rows are too many to read at once", spec.name))
         })?;
-        let mut cursor = first_row;
-        for (loc, from, to) in overlapping(self.chunk_list(recording, lane, column), first_row, end) {
-            out.resize(out.len() + (from - cursor) as usize, String::new());
+        self.walk_rows(recording, lane, column, first_row, n_rows, |gap, chunk| {
+            out.resize(out.len() + gap as usize, String::new());
+            let Some((loc, from, to)) = chunk else { return Ok(()) };
             let data = self.chunk_data(loc, None)?;
             let skip = (from - loc.first_row()) as usize;
             let text = data.contiguous().unwrap_or_default();
             chunk_strings(text, loc.chunk.n_rows, skip, skip + (to - from) as usize, &mut out).map_err(|why| {
                 Error::corrupt(&self.store.shards[loc.shard].path, loc.chunk.data_offset, format!("str chunk: {why}"))
-            })?;
-            cursor = to;
-        }
-        out.resize(out.len() + (end - cursor) as usize, String::new());
+            })
+        })?;
         Ok(out)
     }
 
