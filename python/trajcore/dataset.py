@@ -25,6 +25,7 @@ from trajcore._store import configure
 from trajcore.episodes import Episodes
 
 if TYPE_CHECKING:
+    from trajcore._joint_plan import JointPlan
     from trajcore.env_episodes import EnvEpisodes
 from trajcore.errors import CorruptFileError, InvalidArgumentError, TrajcoreError, TrajcoreWarning
 from trajcore.transitions import _Sampling
@@ -140,6 +141,8 @@ class Dataset(_Sampling):
         self._recordings: dict[int, _Recording] = {}
         self._summaries: dict[str, npt.NDArray[Any]] | None = None
         self._metrics: dict[str, dict[str, npt.NDArray[Any]]] | None = None
+        # Multi-agent env episodes' plans (`trajcore._joint_plan`), by the episodes they cover.
+        self._joint_plans: dict[Any, JointPlan] = {}
         for file, offset, why in self._ds.problems:
             warnings.warn(
                 f"{file}: damaged at byte offset {offset} ({why}); what is intact is read",
@@ -376,6 +379,7 @@ class Dataset(_Sampling):
         added = self._core.refresh()
         self._summaries = None
         self._metrics = None
+        self._joint_plans.clear()
         problems, notices = self._core.problems, self._core.notices
         for file, offset, why in problems[self._warned :]:
             warnings.warn(f"{file}: byte offset {offset}: {why}", TrajcoreWarning, stacklevel=2)
@@ -390,6 +394,7 @@ class Dataset(_Sampling):
         self._recordings.clear()
         self._summaries = None
         self._metrics = None
+        self._joint_plans.clear()
 
     def __enter__(self) -> Dataset:
         return self
