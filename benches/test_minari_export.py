@@ -32,6 +32,7 @@ from trajcore.episode import Episode
 from trajcore.formats.to_minari import _episode_metadata, episode_infos
 
 minari = pytest.importorskip("minari", reason="the Minari export needs minari (pip install '.[minari]')")
+pytest.importorskip("jax", reason="Minari's DataCollector needs minari[create] (docs/BENCHMARKS.md)")
 
 STEPS = int(os.environ.get("TRAJCORE_MINARI_STEPS", "20000"))
 GROUP = "minari export"

@@ -190,7 +190,7 @@ class EnvEpisodes(Sequence[EnvEpisode]):
         if total == 0:
             raise InvalidArgumentError("sample_transitions: these env episodes hold no env step")
         drawn = np.random.default_rng(seed).integers(0, total, size=int(n))
-        which = np.searchsorted(plan.ends, drawn, side="right")
+        which = plan.env_episode_of_row[drawn].astype(np.int64)
         numbers = plan.number_table[:, drawn]  # a row per agent
         acted = numbers >= 0
         got = self._read(plan, numbers, acted, drawn)
@@ -199,18 +199,20 @@ class EnvEpisodes(Sequence[EnvEpisode]):
             for key in _JOINT_KEYS[:-1]:
                 out[key][agent] = _spread(got[k][key], acted[k])
             out["acted"][agent] = acted[k]
-        out["env_episode"] = which.astype(np.int64)
+        out["env_episode"] = which
         out["env_step"] = (drawn - plan.starts[which]).astype(np.int64)
         return out
 
-    def _read(self, plan: JointPlan, numbers: Ints, acted: npt.NDArray[np.bool_], drawn: Ints) -> list[dict[str, Any]]:
+    def _read(
+        self, plan: JointPlan, numbers: npt.NDArray[np.signedinteger[Any]], acted: npt.NDArray[np.bool_], drawn: Ints
+    ) -> list[dict[str, Any]]:
         """Each agent's transitions at the joint rows drawn where it acted (`numbers`: the
         dataset's step numbers, a row per agent): one gather for every agent where their
         columns agree, else one gather each (agents of different spaces)."""
         core = self._dataset._core
         if plan.together is not False:
             try:
-                batch = core.gather(numbers[acted])  # agent by agent, in the order of plan.agents
+                batch = core.gather(numbers[acted].astype(np.int64))  # agent by agent, as plan.agents
             except SchemaError:
                 plan.together = False
             else:
@@ -220,7 +222,7 @@ class EnvEpisodes(Sequence[EnvEpisode]):
                 return [{key: _rows(v, part) for key, v in batch.items()} for part in parts]
         out = []
         for k, agent in enumerate(plan.agents):
-            steps = plan.step_table[k][drawn][acted[k]]
+            steps = plan.step_table[k][drawn][acted[k]].astype(np.int64)
             if agent not in plan.selections:
                 plan.selections[agent] = core.selection(plan.episodes[agent])
             # An agent that acted at none of the rows drawn: one of its steps read for the shapes.
