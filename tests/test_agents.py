@@ -22,6 +22,7 @@ from pettingzoo.butterfly import knights_archers_zombies_v11
 from pettingzoo.classic import connect_four_v3, tictactoe_v3
 from pettingzoo.test import api_test, parallel_api_test
 from trajcore.read.env_episodes import EnvEpisodes
+from trajcore.read.joint_plan import group_env_episodes, plan_joint
 
 
 class Want(Episode):
@@ -475,3 +476,50 @@ def test_joint_transitions_are_drawn_from_the_aligned_env_episodes(tmp_path: Pat
             assert_tree_equal(batch["actions"]["scout"][i], t["actions"]["scout"][s], "scout action")
         with pytest.raises(trajcore.InvalidArgumentError, match="no env step"):
             EnvEpisodes(ds, []).sample_transitions(1, seed=0)
+
+
+def test_the_joint_plan_from_plain_values() -> None:
+    """Env episodes laid end to end; each agent's step numbers count within its own episodes."""
+    steps = {0: np.array([0, 1, 2]), 1: np.array([1, 2]), 2: np.array([0]), 3: np.array([0, 2, 3])}
+    listed = [(0, "a", 7), (1, "b", 7), (2, "a", 8), (3, "b", 8), (4, None, 8), (5, "a", None)]
+    ids, members = group_env_episodes(listed)
+    assert ids == [7, 8] and members == [{"a": 0, "b": 1}, {"a": 2, "b": 3}]
+    plan = plan_joint(members, ids, steps, np.array([0, 3, 5, 6, 9, 9]))
+    assert plan.agents == ["a", "b"]
+    assert plan.lengths.tolist() == [3, 4] and plan.starts.tolist() == [0, 3] and plan.num_rows == 7
+    assert plan.episodes["a"].tolist() == [0, 2] and plan.episodes["b"].tolist() == [1, 3]
+    # a: episode 0's steps are 0..2, episode 2's step is 3; b: episode 1's 0..1, episode 3's 2..4.
+    assert plan.steps["a"].tolist() == [0, 1, 2, 3, -1, -1, -1]
+    assert plan.steps["b"].tolist() == [-1, 0, 1, 2, -1, 3, 4]
+    assert plan.numbers["a"].tolist() == [0, 1, 2, 5, -1, -1, -1]  # as the dataset numbers them
+    assert plan.numbers["b"].tolist() == [-1, 3, 4, 6, -1, 7, 8]
+    with pytest.raises(trajcore.InvalidArgumentError, match="one env step twice"):
+        plan_joint([{"a": 0}], [7], {0: np.array([0, 0])}, np.array([0]))
+    empty = plan_joint([], [], {}, np.zeros(0, dtype=np.int64))
+    assert empty.num_rows == 0 and empty.agents == []
+
+
+def test_the_joint_plan_is_made_once_and_again_after_refresh(tmp_path: Path) -> None:
+    def record(episodes: int, seed: int) -> None:
+        env = trajcore.RecordParallelEpisodes(simple_spread_v3.parallel_env(max_cycles=4), tmp_path / "spread")
+        run_parallel(env, episodes=episodes, seed=seed)
+        env.close()
+
+    record(2, seed=0)
+    with trajcore.open(tmp_path / "spread") as ds:
+        joint = ds.env_episodes
+        assert len(joint) == 2 and ds.env_episodes._plan is joint._plan  # planned once
+        record(3, seed=5)
+        assert len(ds.env_episodes) == 2  # the dataset as opened, until refresh
+        assert ds.refresh() == 9
+        again = ds.env_episodes
+        assert len(again) == 5 and again._plan is not joint._plan
+        batch = again.sample_transitions(200, seed=1)
+        assert set(batch["env_episode"].tolist()) == set(range(5))
+        for i, (k, s) in enumerate(zip(batch["env_episode"].tolist(), batch["env_step"].tolist(), strict=True)):
+            t = again[k].transitions()
+            for agent in t["acted"]:
+                assert batch["acted"][agent][i] == t["acted"][agent][s]
+                np.testing.assert_array_equal(batch["observations"][agent][i], t["observations"][agent][s])
+                np.testing.assert_array_equal(batch["next_observations"][agent][i], t["next_observations"][agent][s])
+                assert batch["rewards"][agent][i] == t["rewards"][agent][s]

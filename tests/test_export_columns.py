@@ -136,6 +136,19 @@ def test_choose_by_size_and_by_name() -> None:
         choose(plan.leaves, ["obs/po"], 4)
 
 
+def test_an_empty_info_or_data_group_selects_nothing() -> None:
+    """A dataset whose env gave no info and that recorded no custom data (CartPole): asking for
+    every info or data value asks for none, as the exports page's own example does; a name inside
+    a group, or a group name misspelt, still names no value."""
+    plan = make_plan([recording(NESTED, NESTED_COLUMNS)])
+    assert not [leaf for leaf in plan.leaves if leaf.group in ("info", "data")]
+    kept, _ = choose(plan.leaves, ["reward", "info", "data"], 4)
+    assert [leaf.name for leaf in kept] == ["reward"]
+    for name in ("info/episode", "infos", "data/logp"):
+        with pytest.raises(trajcore.InvalidArgumentError, match=f"'{name}' names no value"):
+            choose(plan.leaves, [name], 4)
+
+
 def test_leaf_describe() -> None:
     assert Leaf("obs", (), "obs", "uint8", (64, 64, 3), 0, None).describe() == "64x64x3 uint8"
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -127,3 +129,63 @@ def assert_each_actor_recorded_exactly(ds: trajcore.Dataset, seed: int, num_envs
             for n, (g, w) in enumerate(zip(got, expected, strict=True)):
                 assert_episode(g, w, NESTED_OBS, f"actor {k} sub-env {i} episode {n}")
                 assert_actions(g.actions, w.actions, f"actor {k} sub-env {i} episode {n}")
+
+
+def test_more_actors_than_cpus_take_turns_and_finish(tmp_path: Path) -> None:
+    """8 actors on the 2 CPUs of `ray_local`: actors that finished give their CPU back, so the
+    others start. Run in a thread with a deadline, so a regression fails instead of hanging."""
+    done: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            path = tmp_path / "cp"
+            done["ds"] = trajcore.ray.collect("CartPole-v1", path, num_actors=8, num_envs_per_actor=2, steps=60)
+        except BaseException as e:
+            done["error"] = e
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout=300)
+    assert not thread.is_alive(), "collect with 8 actors on 2 CPUs did not finish in 300 s"
+    assert "error" not in done, done.get("error")
+    with done["ds"] as ds:
+        assert ds.problems == []
+        assert ds.num_recordings == 8
+        assert sorted(ds.meta(r)["metadata"]["ray"]["actor_index"] for r in range(8)) == list(range(8))
+        for r in range(8):
+            k = ds.meta(r)["metadata"]["ray"]["actor_index"]
+            got = {i: [ep.length for ep in ds.episodes if ep.recording == r and ep.env_index == i] for i in (0, 1)}
+            assert got == cartpole_lengths(seed=2 * k, num_envs=2, steps=60), f"actor {k}"
+
+
+def cartpole_lengths(seed: int, num_envs: int, steps: int) -> dict[int, list[int]]:
+    """Each sub-env's episode lengths in an actor's run of CartPole (its seeds and random
+    actions, gymnasium's NEXT_STEP autoreset), counted without trajcore; an episode cut by the
+    end of the run counts, one that had no step yet does not."""
+    envs = gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode="sync")
+    envs.reset(seed=seed)
+    envs.action_space.seed(seed)
+    lengths: dict[int, list[int]] = {i: [] for i in range(num_envs)}
+    running, resetting = [0] * num_envs, [False] * num_envs
+    for _ in range(steps):
+        _, _, terms, truncs, _ = envs.step(envs.action_space.sample())
+        for i in range(num_envs):
+            if resetting[i]:  # this step was the autoreset's, not the env's
+                resetting[i] = False
+                continue
+            running[i] += 1
+            if terms[i] or truncs[i]:
+                lengths[i].append(running[i])
+                running[i], resetting[i] = 0, True
+    envs.close()
+    for i in range(num_envs):
+        if running[i]:
+            lengths[i].append(running[i])
+    return lengths
+
+
+def test_actors_the_cluster_cannot_hold_are_refused_at_once(tmp_path: Path) -> None:
+    for options, name in (({"num_cpus": 3}, "3 CPU"), ({"num_cpus": 1, "num_gpus": 1}, "1 GPU")):
+        with pytest.raises(trajcore.InvalidArgumentError, match=f"asks for {name} .*no actor could start"):
+            trajcore.ray.collect("CartPole-v1", tmp_path / "never", num_actors=1, steps=5, actor_options=options)
+    assert not (tmp_path / "never").exists()

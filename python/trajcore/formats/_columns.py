@@ -259,14 +259,16 @@ def choose(leaves: Sequence[Leaf], columns: Sequence[str] | None, max_values: in
         columns: None for every leaf of at most `max_values` values; else the leaves wanted, each
             named by a leaf name or a '/'-bounded prefix of one (``"obs"``, ``"info"``,
             ``"next_obs/image"``, ``"data/logp"``), whatever their size. The index columns are
-            always kept.
+            always kept. ``"info"`` and ``"data"`` (the groups a recording may have no value of)
+            select nothing in a dataset that has none.
         max_values: the size bound applied when `columns` is None.
 
     Returns:
         (kept, left out), both in table order. Nothing is left out when `columns` is given.
 
     Raises:
-        InvalidArgumentError: a name matches no leaf; the message lists the leaf names.
+        InvalidArgumentError: a name matches no leaf (but for an empty ``"info"`` or ``"data"``
+            group); the message lists the leaf names.
     """
     if columns is None:
         kept = [leaf for leaf in leaves if leaf.size <= max_values]
@@ -274,12 +276,17 @@ def choose(leaves: Sequence[Leaf], columns: Sequence[str] | None, max_values: in
     wanted = [str(c).strip().strip("/") for c in columns]
     wanted = [w for w in wanted if w and w not in INDEX_COLUMNS]
     for w in wanted:
-        if not any(_matches(leaf.name, w) for leaf in leaves):
+        if w not in _MAY_BE_EMPTY and not any(_matches(leaf.name, w) for leaf in leaves):
             raise InvalidArgumentError(
                 f"column {w!r} names no value of this dataset (names: {', '.join(leaf.name for leaf in leaves)}; "
                 f"a '/'-bounded prefix such as 'obs' or 'info' takes every value below it)"
             )
     return [leaf for leaf in leaves if any(_matches(leaf.name, w) for w in wanted)], []
+
+
+# Groups whose values depend on what the env gave and what was recorded: asking for every value
+# of one selects none where a dataset has none.
+_MAY_BE_EMPTY = ("info", "data")
 
 
 def _matches(name: str, selector: str) -> bool:

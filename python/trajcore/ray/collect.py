@@ -106,6 +106,39 @@ class Collector:
         }
 
 
+def _run_all(actors: list[Any], steps: int, policy: Policy | None) -> tuple[list[dict[str, Any]], list[Exception]]:
+    """Runs every actor and waits for all (each closes its recording before an error is raised),
+    killing each as soon as its run ended: a finished actor gives its resources back, so actors
+    Ray could not place yet (more actors than the cluster's CPUs) start as others finish."""
+    running = {a.run.remote(steps, policy): a for a in actors}
+    results: list[dict[str, Any]] = []
+    errors: list[Exception] = []
+    while running:
+        [done], _ = ray.wait(list(running), num_returns=1)
+        actor = running.pop(done)
+        try:
+            results.append(ray.get(done))
+        except Exception as e:
+            errors.append(e)
+        ray.kill(actor)
+    results.sort(key=lambda r: r["actor_index"])
+    return results, errors
+
+
+def _check_fits(actor_options: Mapping[str, Any]) -> None:
+    """Refuses actors that no node of the cluster, as it is now, could ever place (Ray would
+    wait for them forever): one actor's resources above the cluster's whole."""
+    wanted = {"CPU": actor_options.get("num_cpus"), "GPU": actor_options.get("num_gpus")}
+    wanted.update(actor_options.get("resources") or {})
+    have = ray.cluster_resources()
+    for name, amount in wanted.items():
+        if amount and amount > have.get(name, 0):
+            raise InvalidArgumentError(
+                f"each actor asks for {amount} {name} (actor_options), but the Ray cluster has "
+                f"{have.get(name, 0)} {name} in all: no actor could start"
+            )
+
+
 def _positive(name: str, value: Any, least: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < least:
         raise InvalidArgumentError(f"{name} must be an int >= {least}, got {value!r}")
@@ -139,7 +172,9 @@ def collect(
             callable returning a `gym.Env` (pickled to the actors).
         path: the dataset directory (created if missing; recordings already there are kept), or
             a store prefix (``s3://bucket/prefix``).
-        num_actors: actors recording at once.
+        num_actors: actors, each recording its own env: as many at once as the cluster's
+            resources hold (each holds its `actor_options` resources, 1 CPU by default, while it
+            runs), the others as earlier ones finish.
         num_envs_per_actor: sub-envs of each actor's vector env.
         steps: vector steps per actor (so ``num_actors * num_envs_per_actor * steps`` env steps).
         policy: maps a batch of observations to a batch of actions (pickled to the actors);
@@ -159,7 +194,9 @@ def collect(
         The dataset (`trajcore.open(path)`), every actor's recording in it.
 
     Raises:
-        InvalidArgumentError: a bad argument or recording option.
+        InvalidArgumentError: a bad argument or recording option; an actor's resources
+            (`actor_options`) above the whole cluster's (an autoscaling cluster: start its nodes
+            first).
         TrajcoreFileNotFoundError: a shard an actor wrote is not visible here (`path` is not on
             a shared filesystem, or not in the store the driver reads).
         RecorderError: an actor's upload to the store failed (naming the URL).
@@ -182,7 +219,11 @@ def collect(
     storage_options = options.get("storage_options")
     if store:
         configure(directory, storage_options)  # a bad option fails here, before any actor starts
-    actor_class = ray.remote(Collector).options(**{"num_cpus": 1, **(actor_options or {})})
+    wanted = {"num_cpus": 1, **(actor_options or {})}
+    if not ray.is_initialized():
+        ray.init()
+    _check_fits(wanted)
+    actor_class = ray.remote(Collector).options(**wanted)
     actors = [
         actor_class.remote(
             env_fn,
@@ -196,15 +237,7 @@ def collect(
         )
         for k in range(num_actors)
     ]
-    runs = [a.run.remote(steps, policy) for a in actors]
-    results, errors = [], []
-    for run in runs:  # every actor finishes (and closes its recording) before an error is raised
-        try:
-            results.append(ray.get(run))
-        except Exception as e:
-            errors.append(e)
-    for a in actors:
-        ray.kill(a)
+    results, errors = _run_all(actors, steps, policy)
     if errors:
         raise errors[0]
     # In a store the driver sees what the listing shows; in a directory, what exists.

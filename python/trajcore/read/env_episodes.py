@@ -15,9 +15,10 @@ from typing import Any, overload
 import numpy as np
 import numpy.typing as npt
 
-from trajcore.errors import InvalidArgumentError, TrajcoreIndexError
-from trajcore.read.agents import ENV_STEP, agent_names
+from trajcore.errors import InvalidArgumentError, SchemaError, TrajcoreIndexError
+from trajcore.read.agents import ENV_STEP
 from trajcore.read.episode import Episode
+from trajcore.read.joint_plan import JointPlan, joint_plan
 from trajcore.read.reads import EpisodeSource
 
 __all__ = ["EnvEpisode", "EnvEpisodes"]
@@ -142,24 +143,20 @@ def _scatter(tree: Any, at: npt.NDArray[np.int64], length: int) -> Any:
 
 class EnvEpisodes(Sequence[EnvEpisode]):
     """The env episodes of a multi-agent dataset (or of a selection of its episodes), in the order
-    their first episode comes; each an `EnvEpisode`."""
+    their first episode comes; each an `EnvEpisode`. Which episodes make each env episode, and
+    where each agent acted in it, is planned once per dataset (`trajcore.read.joint_plan`: each
+    episode's metadata and env steps read once, again after `Dataset.refresh`)."""
 
     def __init__(self, dataset: EpisodeSource, indices: Sequence[int]) -> None:
-        names = agent_names(dataset._reads)
-        groups: dict[Any, dict[str, Episode]] = {}
-        for index in indices:
-            agent = None if names is None else names[index]
-            if agent is None:
-                continue
-            ep = Episode(dataset, int(index))
-            key = ep.env_episode
-            if key is None:
-                continue
-            groups.setdefault(key if not isinstance(key, list | dict) else repr(key), {})[agent] = ep
-        self._groups = list(groups.items())
+        self._dataset = dataset
+        self._plan = joint_plan(dataset._reads, indices)
 
     def __len__(self) -> int:
-        return len(self._groups)
+        return len(self._plan.ids)
+
+    def _env_episode(self, k: int) -> EnvEpisode:
+        members = self._plan.members[k]
+        return EnvEpisode(self._plan.ids[k], {a: Episode(self._dataset, i) for a, i in members.items()})
 
     @overload
     def __getitem__(self, k: int) -> EnvEpisode: ...
@@ -167,71 +164,93 @@ class EnvEpisodes(Sequence[EnvEpisode]):
     def __getitem__(self, k: slice) -> list[EnvEpisode]: ...
     def __getitem__(self, k: int | slice) -> EnvEpisode | list[EnvEpisode]:
         if isinstance(k, slice):
-            return [EnvEpisode(key, eps) for key, eps in self._groups[k]]
-        try:
-            key, eps = self._groups[k]
-        except IndexError:
-            raise TrajcoreIndexError(f"env episode {k} out of range ({len(self._groups)} env episodes)") from None
-        return EnvEpisode(key, eps)
+            return [self._env_episode(i) for i in range(len(self))[k]]
+        if not -len(self) <= k < len(self):
+            raise TrajcoreIndexError(f"env episode {k} out of range ({len(self)} env episodes)")
+        return self._env_episode(k % len(self))
 
     def __iter__(self) -> Iterator[EnvEpisode]:
-        for key, eps in self._groups:
-            yield EnvEpisode(key, eps)
+        for k in range(len(self)):
+            yield self._env_episode(k)
 
     def sample_transitions(self, n: int, seed: int | None = None) -> dict[str, Any]:
         """`n` joint transitions drawn uniformly with replacement over every env step of these env
         episodes (the same `seed`, the same batch): each key of `EnvEpisode.transitions` with
         every agent's rows stacked ([n, ...], zeros where it did not act, see ``acted``), plus
-        ``env_episode`` (indexes into these env episodes) and ``env_step``.
+        ``env_episode`` (indexes into these env episodes) and ``env_step``. Each agent's rows
+        are one gather of the (episode, step) pairs it acted at.
 
         Raises:
             InvalidArgumentError: no env step to draw from.
         """
-        lengths = np.array([EnvEpisode(key, eps).length for key, eps in self._groups], dtype=np.int64)
-        ends = np.cumsum(lengths)
-        if not len(ends) or ends[-1] == 0:
+        plan = self._plan
+        total = plan.num_rows
+        if total == 0:
             raise InvalidArgumentError("sample_transitions: these env episodes hold no env step")
-        drawn = np.random.default_rng(seed).integers(0, int(ends[-1]), size=int(n))
-        which = np.searchsorted(ends, drawn, side="right")
-        steps = drawn - (ends[which] - lengths[which])
-        agents = list(dict.fromkeys(a for _, eps in self._groups for a in eps))
-        rows: dict[int, dict[str, Any]] = {int(k): self[int(k)].transitions() for k in np.unique(which)}
-        out: dict[str, Any] = {}
-        for key in ("observations", "actions", "rewards", "next_observations", "terminations", "truncations", "acted"):
-            out[key] = {}
-            for agent in agents:
-                # An agent absent from a drawn env episode reads as zeros there (not acted).
-                template = next(t[key][agent] for t in rows.values() if agent in t[key])
-                picked = [
-                    _pick(t[key][agent], s) if agent in t[key] else _pick(template, None)
-                    for t, s in ((rows[int(k)], int(s)) for k, s in zip(which, steps, strict=True))
-                ]
-                out[key][agent] = _stack(picked)
-        out["env_episode"] = which.astype(np.int64)
-        out["env_step"] = steps.astype(np.int64)
+        drawn = np.random.default_rng(seed).integers(0, total, size=int(n))
+        which = plan.env_episode_of_row[drawn].astype(np.int64)
+        numbers = plan.number_table[:, drawn]  # a row per agent
+        acted = numbers >= 0
+        got = self._read(plan, numbers, acted, drawn)
+        out: dict[str, Any] = {key: {} for key in _JOINT_KEYS}
+        for k, agent in enumerate(plan.agents):
+            for key in _JOINT_KEYS[:-1]:
+                out[key][agent] = _spread(got[k][key], acted[k])
+            out["acted"][agent] = acted[k]
+        out["env_episode"] = which
+        out["env_step"] = (drawn - plan.starts[which]).astype(np.int64)
+        return out
+
+    def _read(
+        self, plan: JointPlan, numbers: npt.NDArray[np.signedinteger[Any]], acted: npt.NDArray[np.bool_], drawn: Ints
+    ) -> list[dict[str, Any]]:
+        """Each agent's transitions at the joint rows drawn where it acted (`numbers`: the
+        dataset's step numbers, a row per agent): one gather for every agent where their
+        columns agree, else one gather each (agents of different spaces)."""
+        core = self._dataset._reads.core
+        if plan.together is not False:
+            try:
+                batch = core.gather(numbers[acted].astype(np.int64))  # agent by agent, as plan.agents
+            except SchemaError:
+                plan.together = False
+            else:
+                plan.together = True
+                bounds = np.cumsum([0, *acted.sum(axis=1).tolist()]).tolist()
+                parts = [slice(bounds[k], bounds[k + 1]) for k in range(len(plan.agents))]
+                return [{key: _rows(v, part) for key, v in batch.items()} for part in parts]
+        out = []
+        for k, agent in enumerate(plan.agents):
+            steps = plan.step_table[k][drawn][acted[k]].astype(np.int64)
+            if agent not in plan.selections:
+                plan.selections[agent] = core.selection(plan.episodes[agent])
+            # An agent that acted at none of the rows drawn: one of its steps read for the shapes.
+            wanted = steps if len(steps) else np.zeros(1, dtype=np.int64)
+            one = core.gather(wanted, selection=plan.selections[agent])
+            out.append(one if len(steps) else {key: _rows(v, slice(0, 0)) for key, v in one.items()})
         return out
 
     def __repr__(self) -> str:
         return f"<trajcore.EnvEpisodes: {len(self)} env episodes>"
 
 
-def _pick(tree: Any, row: int | None) -> Any:
-    """Row `row` of an aligned tree (None: a zero row of its kind)."""
+Ints = npt.NDArray[np.int64]
+_JOINT_KEYS = ("observations", "actions", "rewards", "next_observations", "terminations", "truncations", "acted")
+
+
+def _spread(tree: Any, acted: npt.NDArray[np.bool_]) -> Any:
+    """`tree`'s rows put at the rows where `acted` (zeros, or "" for str, elsewhere)."""
+    if acted.all():  # an agent that acted at every row drawn: its rows as read
+        return tree
     if isinstance(tree, dict):
-        return {k: _pick(v, row) for k, v in tree.items()}
+        return {k: _spread(v, acted) for k, v in tree.items()}
     if isinstance(tree, tuple):
-        return tuple(_pick(v, row) for v in tree)
+        return tuple(_spread(v, acted) for v in tree)
     if isinstance(tree, list):
-        return "" if row is None else tree[row]
-    return np.zeros_like(tree[0]) if row is None else tree[row]
-
-
-def _stack(rows: list[Any]) -> Any:
-    first = rows[0]
-    if isinstance(first, dict):
-        return {k: _stack([r[k] for r in rows]) for k in first}
-    if isinstance(first, tuple):
-        return tuple(_stack([r[i] for r in rows]) for i in range(len(first)))
-    if isinstance(first, str):
-        return list(rows)
-    return np.stack(rows)
+        out_list = [""] * len(acted)
+        for k, value in zip(np.flatnonzero(acted).tolist(), tree, strict=True):
+            out_list[k] = value
+        return out_list
+    a = np.asarray(tree)
+    out = np.zeros((len(acted), *a.shape[1:]), dtype=a.dtype)
+    out[acted] = a
+    return out

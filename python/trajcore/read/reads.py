@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy.typing as npt
 
 from trajcore import _core
 from trajcore.errors import CorruptFileError, TrajcoreError
 from trajcore.read.infos import Field, column_fields, nest
+
+if TYPE_CHECKING:
+    from trajcore.read.joint_plan import JointPlan
 
 __all__ = ["DatasetReads", "EpisodeSource", "RecordingSpecs"]
 
@@ -39,6 +42,8 @@ class DatasetReads:
         self._recordings: dict[int, RecordingSpecs] = {}
         self._summaries: dict[str, npt.NDArray[Any]] | None = None
         self._metrics: dict[str, dict[str, npt.NDArray[Any]]] | None = None
+        # Multi-agent env episodes' plans (`read.joint_plan`), by the episodes they cover.
+        self.joint_plans: dict[Any, JointPlan] = {}
 
     @property
     def core(self) -> _core.Dataset:
@@ -62,9 +67,11 @@ class DatasetReads:
         self.forget()
 
     def forget(self) -> None:
-        """Drops the summaries and metrics read so far (the listing grew: `Dataset.refresh`)."""
+        """Drops the summaries, metrics and env episode plans made so far (the listing grew:
+        `Dataset.refresh`)."""
         self._summaries = None
         self._metrics = None
+        self.joint_plans.clear()
 
     @property
     def num_episodes(self) -> int:
