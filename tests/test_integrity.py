@@ -73,6 +73,47 @@ def damaged(clean: Path, tmp_path: Path) -> tuple[Path, int, list[int]]:
     return path, offset, list(d.episodes)
 
 
+def _reseal_record(shard: Path, record: fd.Record) -> None:
+    """Writes the record's payload checksum (and its header's) for the bytes it holds now: damage
+    under a valid record checksum, as a writer bug or a deliberate edit would leave it."""
+    buf = bytearray(shard.read_bytes())
+    start = record.payload_start
+    buf[record.offset + 4 : record.offset + 8] = fd.crc32c(buf[start : start + record.payload_len]).to_bytes(4, "little")
+    buf[record.offset + 20 : record.offset + 24] = fd.crc32c(buf[record.offset : record.offset + 20]).to_bytes(
+        4, "little"
+    )
+    shard.write_bytes(bytes(buf))
+
+
+def test_verify_checks_a_chunks_own_checksum_under_a_valid_record_checksum(clean: Path, tmp_path: Path) -> None:
+    """Issue 33, point 9: verify checks every checksum there is, so it finds what a read finds."""
+    path = tmp_path / "resealed"
+    shutil.copytree(clean, path)
+    shard = _shard(path)
+    records = [r for r in fd.hop(shard.read_bytes())[0] if r.kind == fd.KIND_CHUNKS]
+    which = len(records) // 2
+    offset, _ = _flip_chunk_data(shard, which)
+    _reseal_record(shard, records[which])
+    buf = shard.read_bytes()
+    assert fd.frame(buf, records[which].offset).payload_ok, "the record's checksum is valid again"
+    report = trajcore.verify(path)
+    assert not report.intact
+    (d,) = report.damage
+    assert (Path(d.file), d.offset) == (shard, offset) and "fails its checksum" in d.why
+    assert d.episodes
+    with trajcore.open(path, strict=True) as ds:
+        raising = []
+        for ep in ds.episodes:
+            try:
+                ep.observations  # noqa: B018
+                ep.actions  # noqa: B018
+                ep.rewards  # noqa: B018
+            except trajcore.CorruptFileError as e:
+                assert "fails its checksum" in str(e)
+                raising.append(ep.index)
+    assert raising == list(d.episodes)
+
+
 def _same_rows(clean_ds: trajcore.Dataset, batch: dict[str, Any]) -> None:
     """Every row of a transitions batch equals the clean dataset's row at its (episode, step)."""
     want = clean_ds._core.gather_windows(batch["episode_index"], batch["step_index"])
