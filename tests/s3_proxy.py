@@ -1,7 +1,7 @@
 """An HTTP proxy on loopback in front of the S3 server, for tests of a store that fails: it
 forwards each request to the server and its answer back, unless told to answer 503 (S3's
-"SlowDown") instead for the next N requests, or to stall (hold requests without answering until
-released). Real HTTP both ways: the core's client talks to it as to any S3 endpoint."""
+"SlowDown") instead for the next N requests, to flip a byte in the body of the next N range
+reads (a flip in transit), or to stall (hold requests without answering until released). Real HTTP both ways: the core's client talks to it as to any S3 endpoint."""
 
 from __future__ import annotations
 
@@ -20,15 +20,19 @@ SLOW_DOWN = (
 
 class Proxy:
     """The proxy's endpoint and its switches: `fail(n)` answers 503 to the next `n` requests
-    (-1: every request until `fail(0)`), `stall()` holds requests until `release()`.
-    `requests` and `refused` count what it saw and what it answered 503."""
+    (-1: every request until `fail(0)`), `flip(n)` flips the middle byte of the body of the next
+    `n` answers to range reads (-1: every one until `flip(0)`), `stall()` holds requests until
+    `release()`. `requests`, `refused` and `flipped` count what it saw, what it answered 503 and
+    the bodies it flipped."""
 
     def __init__(self, target: str) -> None:
         self.target = urlsplit(target)
         self.endpoint = ""
         self.requests = 0
         self.refused = 0
+        self.flipped = 0
         self._failing = 0
+        self._flipping = 0
         self._go = threading.Event()
         self._go.set()
         self._lock = threading.Lock()
@@ -36,6 +40,21 @@ class Proxy:
     def fail(self, n: int) -> None:
         with self._lock:
             self._failing = n
+
+    def flip(self, n: int) -> None:
+        with self._lock:
+            self._flipping = n
+
+    def _flips(self, payload: bytes) -> bytes:
+        with self._lock:
+            if self._flipping == 0 or not payload:
+                return payload
+            if self._flipping > 0:
+                self._flipping -= 1
+            self.flipped += 1
+        body = bytearray(payload)
+        body[len(body) // 2] ^= 0x20
+        return bytes(body)
 
     def stall(self) -> None:
         self._go.clear()
@@ -76,6 +95,8 @@ class Proxy:
                     conn.request(self.command, self.path, body=body, headers=headers)
                     got = conn.getresponse()
                     payload = got.read()
+                    if self.command == "GET" and "range" in {k.lower() for k in self.headers}:
+                        payload = proxy._flips(payload)
                     keep = {k: v for k, v in got.getheaders() if k.lower() not in ("transfer-encoding", "connection")}
                     self._answer(got.status, keep, payload)
                 finally:

@@ -26,6 +26,7 @@ from trajcore.errors import CorruptFileError, TrajcoreError, TrajcoreIOError, Tr
 
 pytest.importorskip("boto3", reason="the object storage tests need boto3 and moto[server] (pip install '.[test]')")
 pytest.importorskip("moto.server", reason="the object storage tests need moto[server] (pip install '.[test]')")
+from s3_proxy import s3_proxy
 from s3_server import S3, free_port, s3_server
 
 
@@ -191,6 +192,67 @@ def test_verify_and_damage_as_on_local_files(s3: S3, tmp_path: Path) -> None:
         ds.episodes[damaged].observations  # noqa: B018
     with trajcore.open(url) as ds, pytest.warns(TrajcoreWarning):
         ds.sample_transitions(4 * ds.num_steps, seed=0)
+
+
+def test_a_read_that_failed_asks_again_once_the_store_answers(s3: S3, tmp_path: Path) -> None:
+    """Issue 33, point 7: a failure ends with its cause. After the client's retries ran out on
+    503s, the next read of the same shard asks the store again (and reads), as reopening would."""
+    record_pixels(tmp_path / "px", episodes=20)
+    bucket = s3.bucket()
+    s3.upload(tmp_path / "px", bucket, "run")
+    url = f"s3://{bucket}/run"
+    with s3_proxy(s3.endpoint) as proxy:
+        options = {**s3.options, "endpoint": proxy.endpoint, "max_retries": "2", "retry_timeout": "5"}
+        with trajcore.open(tmp_path / "px") as local, trajcore.open(url, storage_options=options, cache_bytes=0) as ds:
+            last = ds.num_episodes - 1
+            proxy.fail(-1)
+            for _ in range(2):
+                with pytest.raises(TrajcoreIOError, match=url):
+                    ds.episodes[last].observations  # noqa: B018
+            assert proxy.refused >= 6, "each read tried again, with its retries"
+            proxy.fail(0)
+            asked = proxy.requests
+            for i in (last, 0, last // 2):
+                assert_tree_equal(ds.episodes[i].observations, local.episodes[i].observations, f"episode {i}")
+            assert proxy.requests > asked
+            batch = ds.sample_transitions(64, seed=0)
+            assert_tree_equal(batch, local.sample_transitions(64, seed=0), "a batch")
+
+
+def test_a_flip_in_transit_is_fetched_again_and_never_kept(s3: S3, tmp_path: Path) -> None:
+    """Issue 33, point 8: bytes that fail their checksum over the network are fetched once more
+    before the object counts as damaged, and never stay in the per-process cache."""
+    record_pixels(tmp_path / "px", episodes=20)
+    bucket = s3.bucket()
+    s3.upload(tmp_path / "px", bucket, "run")
+    url = f"s3://{bucket}/run"
+    with s3_proxy(s3.endpoint) as proxy:
+        options = {**s3.options, "endpoint": proxy.endpoint}
+        with trajcore.open(tmp_path / "px") as local, trajcore.open(url, storage_options=options, cache_bytes=0) as ds:
+            last = ds.num_episodes - 1
+            proxy.flip(1)
+            asked = proxy.requests
+            assert_tree_equal(ds.episodes[last].observations, local.episodes[last].observations, "flipped once")
+            assert proxy.flipped == 1 and proxy.requests >= asked + 2, "fetched once more"
+            # Flipped every time: damage, by name; the bytes are not kept, so once the
+            # transit is clean the same read fetches and reads.
+            proxy.flip(-1)
+            with pytest.raises(CorruptFileError, match="checksum"):
+                ds.episodes[0].observations  # noqa: B018
+            proxy.flip(0)
+            asked = proxy.requests
+            assert_tree_equal(ds.episodes[0].observations, local.episodes[0].observations, "clean again")
+            assert proxy.requests > asked
+        # Nor after reopening: what the cache holds passed its check.
+        with trajcore.open(url, storage_options=options) as ds:
+            for i in range(ds.num_episodes):
+                assert_tree_equal(ds.episodes[i].observations, local_observations(tmp_path / "px", i), f"episode {i}")
+    assert trajcore.verify(url, storage_options=s3.options).intact
+
+
+def local_observations(path: Path, i: int) -> Any:
+    with trajcore.open(path) as ds:
+        return ds.episodes[i].observations
 
 
 class Stall:

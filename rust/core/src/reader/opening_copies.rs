@@ -36,6 +36,7 @@ pub(crate) fn fetch_copies(map: &Source, range: std::ops::Range<u64>) -> HashSet
     let len = (rec.payload_end - rec.payload_start) as u64;
     let Ok(payload) = object.read(rec.payload_start as u64, len) else { return HashSet::new() };
     if crc32c::crc32c(&payload) != rec.header.payload_crc {
+        object.forget(range); // never kept: `verify` fetches it again
         return HashSet::new();
     }
     let Ok(entries) = copies::decode(&payload) else { return HashSet::new() };

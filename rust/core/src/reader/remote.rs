@@ -212,8 +212,23 @@ pub(crate) fn run<T, F>(store: &str, url: &str, f: impl FnOnce(Arc<dyn ObjectSto
 where
     F: std::future::Future<Output = object_store::Result<T>>,
 {
+    run_raw(store, f)?.map_err(|e| store_error(url, e))
+}
+
+/// `run`, with the store's own error (`Err` only when no client could be made).
+fn run_raw<T, F>(store: &str, f: impl FnOnce(Arc<dyn ObjectStore>) -> F) -> Result<object_store::Result<T>>
+where
+    F: std::future::Future<Output = object_store::Result<T>>,
+{
     let (runtime, client) = client(store)?;
-    runtime.block_on(f(client)).map_err(|e| store_error(url, e))
+    Ok(runtime.block_on(f(client)))
+}
+
+/// Whether a failed request ends the object's reads for good: only when it was replaced since
+/// opening (its entity tag changed); anything else (a 503, a timeout, a refused connection)
+/// passes, and the next read asks again.
+fn fails_for_good(e: &object_store::Error) -> bool {
+    matches!(e, object_store::Error::Precondition { .. })
 }
 
 /// An `object_store` error as the core's, naming the URL.
@@ -244,10 +259,12 @@ pub(crate) struct RemoteObject {
     /// While set (opening the shard), reads the cache cannot serve look for the copies of the
     /// records opening reads (`keep_copy`) before fetching.
     opening: AtomicBool,
-    /// Why a fetch failed, for the callers that can say so (`failure`): reads through
-    /// `Source::bytes` can only say that the bytes are missing (and the source reads nothing
-    /// more after a failure: every later read says why).
+    /// Why the last fetch failed, for the callers that can say so (`failure`): reads through
+    /// `Source::bytes` can only say that the bytes are missing. Cleared by a fetch that succeeds:
+    /// a failure ends with its cause, and the next read asks the store again.
     failed: Mutex<Option<String>>,
+    /// The object was replaced since opening (see `fails_for_good`): nothing more is read.
+    replaced: AtomicBool,
 }
 
 impl RemoteObject {
@@ -281,7 +298,16 @@ impl RemoteObject {
         let id = *ids.entry(identity).or_insert(next);
         // A weak tag (`W/"..."`) never matches `If-Match` (a strong comparison): not asked for.
         let e_tag = e_tag.filter(|t| !t.starts_with("W/")).map(str::to_string);
-        RemoteObject { location, url, len, id, e_tag, opening: AtomicBool::new(false), failed: Mutex::new(None) }
+        RemoteObject {
+            location,
+            url,
+            len,
+            id,
+            e_tag,
+            opening: AtomicBool::new(false),
+            failed: Mutex::new(None),
+            replaced: AtomicBool::new(false),
+        }
     }
 
     /// `len` bytes from `offset`, from the cache or fetched (with `READ_AHEAD`).
@@ -316,6 +342,11 @@ impl RemoteObject {
     /// The cache's key for this object's copies (ids count up from 0: the top bit is free).
     fn copies_id(&self) -> u64 {
         self.id | 1 << 63
+    }
+
+    /// Drops the cached bytes that hold any of `range` (they failed a check).
+    pub fn forget(&self, range: Range<u64>) {
+        cache().forget(self.id, range.start, range.end);
     }
 
     /// Whether the cache holds `range`.
@@ -353,7 +384,7 @@ impl RemoteObject {
         let ranges = ranges.to_vec();
         let n = ranges.len() as u64;
         let e_tag = self.e_tag.clone();
-        let fetched = run(&self.location.store, &self.url, |c| async move {
+        let fetched = run_raw(&self.location.store, |c| async move {
             let get = |r: Range<u64>| {
                 let options =
                     GetOptions { range: Some(GetRange::Bounded(r)), if_match: e_tag.clone(), ..Default::default() };
@@ -363,9 +394,30 @@ impl RemoteObject {
             // Already merged: the crate's own coalescing (gap 0) only runs them in parallel.
             object_store::coalesce_ranges(&ranges, get, 0).await
         })
-        .inspect_err(|e| *lock(&self.failed) = Some(e.to_string()))?;
-        count(n, fetched.iter().map(|b| b.len() as u64).sum());
-        Ok(fetched)
+        .and_then(|r| {
+            r.map_err(|e| {
+                if fails_for_good(&e) {
+                    self.replaced.store(true, Ordering::Relaxed);
+                }
+                store_error(&self.url, e)
+            })
+        });
+        match fetched {
+            Ok(fetched) => {
+                *lock(&self.failed) = None;
+                count(n, fetched.iter().map(|b| b.len() as u64).sum());
+                Ok(fetched)
+            }
+            Err(e) => {
+                *lock(&self.failed) = Some(e.to_string());
+                Err(e)
+            }
+        }
+    }
+
+    /// Whether the object was replaced since opening: its reads fail for good.
+    pub fn is_replaced(&self) -> bool {
+        self.replaced.load(Ordering::Relaxed)
     }
 }
 

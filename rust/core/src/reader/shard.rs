@@ -58,7 +58,9 @@ impl RecordAt {
 
     pub fn payload_ok(&self, src: &Source) -> bool {
         let len = (self.payload_end - self.payload_start) as u64;
-        src.bytes(self.payload_start as u64, len).is_some_and(|p| crc32c::crc32c(&p) == self.header.payload_crc)
+        let crc = self.header.payload_crc;
+        let check = |p: &[u8]| if crc32c::crc32c(p) == crc { Ok(()) } else { Err(()) };
+        src.checked(self.payload_start as u64, len, check).is_some_and(|r| r.is_ok())
     }
 
     fn kind(&self) -> Option<RecordKind> {
@@ -96,8 +98,8 @@ pub(crate) fn frame(src: &Source, offset: u64) -> Result<RecordAt, FrameError> {
     let len = src.len();
     let header_end = offset.checked_add(RECORD_HEADER_LEN as u64).filter(|&e| e <= len);
     let Some(header_end) = header_end else { return Err(FrameError::PartialHeader) };
-    let bytes = src.bytes(offset, RECORD_HEADER_LEN as u64).ok_or(FrameError::Unreadable)?;
-    let header = RecordHeader::decode(&bytes).ok_or(FrameError::BadHeader)?;
+    let decoded = src.checked(offset, RECORD_HEADER_LEN as u64, |b| RecordHeader::decode(b).ok_or(FrameError::BadHeader));
+    let header = decoded.ok_or(FrameError::Unreadable)??;
     let past_end = FrameError::PastEnd { payload_len: header.payload_len };
     let payload_end = header_end.checked_add(header.payload_len).filter(|&e| e <= len).ok_or(past_end)?;
     let next = offset.checked_add(header.total_len()).filter(|&e| e <= len).ok_or(past_end)?;
@@ -659,7 +661,8 @@ impl Shard {
         let intact: Vec<ChunkRef> = refs
             .into_iter()
             .filter(|c| {
-                c.has_checksum() && map.bytes(c.data_offset, c.stored_len).is_some_and(|d| c.checksum_matches(&d))
+                let check = |d: &[u8]| if c.checksum_matches(d) { Ok(()) } else { Err(()) };
+                c.has_checksum() && map.checked(c.data_offset, c.stored_len, check).is_some_and(|r| r.is_ok())
             })
             .collect();
         let kept = intact.len();
