@@ -477,3 +477,63 @@ def test_verify_of_a_single_file_that_is_not_a_shard(tmp_path: Path) -> None:
     assert not report.intact and report.damage[0].offset == 0
     done = run_cli("verify", str(junk))
     assert done.returncode == 1 and "not a trajcore file" in done.stdout
+
+
+def _zero_header(shard: Path, record: fd.Record) -> None:
+    buf = bytearray(shard.read_bytes())
+    buf[record.offset : record.offset + fd.RECORD_HEADER_LEN] = bytes(fd.RECORD_HEADER_LEN)
+    shard.write_bytes(bytes(buf))
+
+
+def test_a_zeroed_chunks_record_header_costs_nothing_its_chunks_own_checksums_vouch_for(
+    clean: Path, tmp_path: Path
+) -> None:
+    """Issue 33, point 10: the index lists the chunks of a Chunks record whose header is zeroed,
+    and each carries its own checksum: verify reports the damage, every episode reads as in the
+    clean file, and recover and convert copy them all."""
+    path = tmp_path / "zeroed"
+    shutil.copytree(clean, path)
+    shard = _shard(path)
+    records = [r for r in fd.hop(shard.read_bytes())[0] if r.kind == fd.KIND_CHUNKS]
+    _zero_header(shard, records[len(records) // 2])
+    report = trajcore.verify(path)
+    assert not report.intact and report.episodes_lost == 0
+    assert report.damage[0].offset == records[len(records) // 2].offset
+    with trajcore.open(clean) as want, trajcore.open(path) as got:
+        n = want.num_episodes
+        assert got.num_episodes == n
+        for a, b in zip(got.episodes, want.episodes, strict=True):
+            assert_tree_equal(a.observations, b.observations)
+            assert_tree_equal(a.actions, b.actions)
+    recovered = trajcore.recover(path, tmp_path / "rec")
+    assert (recovered["whole"], recovered["cut"], recovered["lost"]) == (n, 0, 0)
+    assert trajcore.convert(path, tmp_path / "conv")["episodes"] == n
+
+
+def test_a_zeroed_chunks_record_header_counts_the_episodes_it_takes(tmp_path: Path) -> None:
+    """Issue 33, point 10: chunks with no checksum of their own (files of format 1.0) are lost with
+    their record's header. The episode that needed them is counted lost by verify, and recover
+    keeps its intact prefix."""
+    golden = Path(__file__).parent / "golden" / "across-rollover"
+    path = tmp_path / "zeroed"
+    shutil.copytree(golden, path)
+    shard = sorted(path.glob("*.trj"))[0]
+    buf = shard.read_bytes()
+    records = [r for r in fd.hop(buf)[0] if r.kind == fd.KIND_CHUNKS]
+    assert not any(ref.flags & 2 for ref in fd.decode_chunk_refs(buf, records[3])), "no checksums of their own"
+    _zero_header(shard, records[3])
+    with trajcore.open(golden) as ds:
+        (whole,) = ds.episodes
+        want = (np.asarray(whole.observations), np.asarray(whole.actions), whole.length)
+    with pytest.warns(trajcore.TrajcoreWarning, match="left out"):
+        report = trajcore.verify(path)
+    assert not report.intact
+    assert report.episodes_lost == 1
+    with pytest.warns(trajcore.TrajcoreWarning):
+        recovered = trajcore.recover(path, tmp_path / "rec")
+    assert (recovered["whole"], recovered["cut"], recovered["lost"]) == (0, 1, 0)
+    with trajcore.open(tmp_path / "rec") as ds:
+        (ep,) = ds.episodes
+        assert 0 < ep.length < want[2] and not ep.complete
+        np.testing.assert_array_equal(ep.observations, want[0][: ep.length + 1])
+        np.testing.assert_array_equal(ep.actions, want[1][: ep.length])

@@ -354,7 +354,7 @@ def _info(args: argparse.Namespace) -> int:
         print(f"  problem: {file} at byte {offset}: {why}", file=out)
     if report["episodes_unlisted"]:
         lost = report["episodes_unlisted"]
-        print(f"  lost: {lost:,} episode(s) no longer listed (damaged Episode records)", file=out)
+        print(f"  lost: {lost:,} episode(s) no longer listed (damaged Episode records, or rows lost)", file=out)
     return 0
 
 
@@ -698,7 +698,7 @@ def _recover(args: argparse.Namespace) -> int:
     unlisted = source.episodes_lost - len(source.damaged_episodes)
     state = "intact" if source.intact else f"damaged ({len(source.damage)} problem(s))"
     if unlisted:
-        state += f"; {unlisted:,} episode(s) were no longer listed (damaged Episode records) and are lost"
+        state += f"; {unlisted:,} episode(s) were no longer listed (damaged Episode records, or rows lost)"
     print(
         f"recovered {result['whole']:,} episodes whole and {result['cut']:,} intact prefixes (incomplete), "
         f"{result['steps']:,} steps, into {args.dst} ({len(result['shards'])} shard(s)) in "
