@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 import trajcore
+import format_decoder as fd
 from export_data import NAMES, steps
 from gymnasium import spaces
 from helpers import SpaceEnv, assert_tree_equal
@@ -162,6 +163,53 @@ def test_opening_fetches_the_episode_records_in_one_request(s3: S3, tmp_path: Pa
     report = trajcore.verify(url, storage_options=s3.options)
     ((d,),) = [report.damage]
     assert d.offset == copies.offset and "checksum" in d.why and not d.episodes
+
+
+def test_opening_a_frame_stack_dataset_reads_no_chunk_data(s3: S3, tmp_path: Path) -> None:
+    """Issue 33, point 17: opening reads indexes, never chunk data, also where the decoded cache
+    is sized for frame stacks: requests and bytes as for the same frames recorded unstacked."""
+    import gymnasium as gym
+    from gymnasium.wrappers import FrameStackObservation
+
+    frame = spaces.Box(0, 3, (84, 84), np.uint8)
+
+    def make(stacked: bool) -> Any:
+        env = SpaceEnv(frame, max_steps=60, p_terminate=0.02, infos=False)
+        return FrameStackObservation(env, 4) if stacked else env
+
+    measured = {}
+    for stacked in (True, False):
+        path = tmp_path / ("stacked" if stacked else "plain")
+        envs = gym.vector.SyncVectorEnv([lambda: make(stacked) for _ in range(8)])
+        with trajcore.RecordVectorEpisodes(envs, path, max_shard_bytes=1 << 20) as rec:
+            rec.reset(seed=0)
+            for _ in range(400):
+                rec.step(rec.action_space.sample())
+        if stacked:
+            assert fd.CODEC_STACK | fd.CODEC_ZSTD << 8 in {ref.codec for ref, _ in frame_chunks(path)}
+        shards = len(list(path.glob("*.trj")))
+        assert shards >= 3
+        before = _core.remote_stats()
+        local, remote, _ = open_both(s3, path)
+        with local, remote:
+            after = _core.remote_stats()
+            measured[stacked] = (after[0] - before[0], after[1] - before[1], shards)
+            assert remote.num_episodes == local.num_episodes > 0
+            last = remote.num_episodes - 1
+            assert_tree_equal(remote.episodes[last].observations, local.episodes[last].observations, "read")
+    (requests, fetched, shards), plain = measured[True], measured[False]
+    assert requests <= 4 * shards + 1, measured
+    assert requests <= plain[0] * plain[2] // shards + shards, measured
+
+
+def frame_chunks(path: Path) -> list[tuple[fd.ChunkRef, bytes]]:
+    out = []
+    for shard in sorted(path.glob("*.trj")):
+        buf = shard.read_bytes()
+        for r in fd.hop(buf)[0]:
+            if r.kind == fd.KIND_CHUNKS:
+                out.extend((ref, b"") for ref in fd.decode_chunk_refs(buf, r))
+    return out
 
 
 def flip_byte_in_chunk_data(path: Path) -> None:

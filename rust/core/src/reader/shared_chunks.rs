@@ -2,7 +2,8 @@
 //! process of a machine that reads it (data-loader workers, forked or spawned).
 //!
 //! - `cache_plan` decides the cache's bound from the dataset's decoded total (known from the
-//!   index and each zstd frame's header, without decoding) and the memory available: the whole
+//!   index alone: opening reads no chunk data; a frame-stack chunk counts the most its frames
+//!   may take, an upper bound) and the memory available: the whole
 //!   dataset when it takes at most `RAM_SHARE` of it, else that share; never below the
 //!   `CACHE_FLOOR` a fixed default used to give.
 //! - When the whole dataset fits that bound, its decoded chunks go to a `SharedChunks` store:
@@ -82,6 +83,17 @@ impl Shape {
         match *self {
             Shape::Rows(n) => n,
             Shape::Frames { rows, filtered, .. } => rows * std::mem::size_of::<usize>() + filtered,
+        }
+    }
+
+    /// Whether parts of these lengths fill its slot: rows exactly; frames as their row ends
+    /// (a word a row), then at most `filtered` bytes (the most they may take, not what they do).
+    fn fits(&self, mut lens: impl Iterator<Item = usize>) -> bool {
+        match *self {
+            Shape::Rows(n) => lens.sum::<usize>() == n,
+            Shape::Frames { rows, filtered, .. } => {
+                lens.next() == Some(rows * std::mem::size_of::<usize>()) && lens.sum::<usize>() <= filtered
+            }
         }
     }
 }
@@ -299,11 +311,12 @@ impl SharedChunks {
         }
     }
 
-    /// Fills a claimed slot with `parts` (their lengths adding up to its size) and publishes
-    /// it; with other lengths, gives the slot back empty. Returns whether it was published.
+    /// Fills a claimed slot with `parts` (their lengths adding up to its size, or for frames
+    /// the row ends then at most the most frames it may hold) and publishes it; with other
+    /// lengths, gives the slot back empty. Returns whether it was published.
     pub fn publish(&self, slot: &Slot, parts: &[&[u8]]) -> bool {
         let state = self.state(slot);
-        if parts.iter().map(|p| p.len()).sum::<usize>() != slot.shape.slot_bytes() {
+        if !slot.shape.fits(parts.iter().map(|p| p.len())) {
             state.store(EMPTY, Ordering::Release);
             return false;
         }
@@ -350,12 +363,12 @@ pub fn available_memory() -> Option<u64> {
     kb.checked_mul(1024)
 }
 
-/// What a chunk decodes to, from its index entry and (frame stacks) its zstd frame's header:
-/// `None` for chunks never cached (empty ones, raw ones read in place) and frames whose header
-/// does not declare a size the reader accepts.
-fn shape_of(shards: &[Shard], loc: &Located, row_bytes: Option<usize>) -> Option<Shape> {
+/// What a chunk decodes to, from its index entry alone (opening reads no chunk data, from a
+/// disk or a store): `None` for chunks never cached (empty ones, raw ones read in place). A
+/// frame-stack chunk's frames take at most what its zstd stage may give (`zstd_output_limit`),
+/// which its slot is sized for: the store's pages take memory only where written.
+fn shape_of(mapped: bool, loc: &Located, row_bytes: Option<usize>) -> Option<Shape> {
     let c = &loc.chunk;
-    let mapped = shards[loc.shard].source.is_mapped();
     if c.stored_len == 0 || (c.codec == 0 && mapped) {
         return None;
     }
@@ -366,11 +379,8 @@ fn shape_of(shards: &[Shard], loc: &Located, row_bytes: Option<usize>) -> Option
     if c.codec != codec::pipeline(&[CODEC_STACK, CODEC_ZSTD]) {
         return Some(Shape::Rows(raw_len));
     }
-    // A zstd frame header is at most 18 bytes.
-    let head = shards[loc.shard].source.bytes(c.data_offset, c.stored_len.min(18))?;
-    let declared = zstd::zstd_safe::get_frame_content_size(&head).ok().flatten()?;
     let (limit, _) = codec::zstd_output_limit(c.codec, row_bytes, c.raw_len);
-    (declared <= limit).then(|| Shape::Frames { row, rows: raw_len / row, filtered: declared as usize })
+    Some(Shape::Frames { row, rows: raw_len / row, filtered: usize::try_from(limit).ok()? })
 }
 
 /// The layout of the chunks the catalog lists now (the same in every process that opened the
@@ -381,7 +391,7 @@ pub(super) fn layout_of(catalog: &Catalog, shards: &[Shard]) -> Layout {
         let spec = catalog.recordings.get(recording).and_then(|r| r.columns.get(column as usize));
         let row_bytes = spec.and_then(|s| s.row_bytes());
         for loc in &list.chunks {
-            if let Some(shape) = shape_of(shards, loc, row_bytes) {
+            if let Some(shape) = shape_of(shards[loc.shard].source.is_mapped(), loc, row_bytes) {
                 chunks.push(((loc.shard, loc.chunk.data_offset), shape));
             }
         }
@@ -441,7 +451,9 @@ impl SharedChunk {
         // SAFETY: `ends` starts at the slot's 64-byte aligned offset and holds `rows` words
         // written from a `&[usize]` (see `publish`); any bit pattern is a valid usize.
         let ends = unsafe { std::slice::from_raw_parts(ends.as_ptr() as *const usize, rows) };
-        Some((data, ends, row))
+        // The slot holds the most the frames may take; they end where the last row does.
+        let end = ends.last().map_or(0, |&e| e.min(data.len()));
+        Some((&data[..end], ends, row))
     }
 }
 
@@ -479,6 +491,26 @@ mod tests {
         ];
         for &(total, explicit, avail, can, want) in cases {
             assert_eq!(cache_plan(total, explicit, avail, can), want, "{total} {explicit:?} {avail:?} {can}");
+        }
+    }
+
+    #[test]
+    fn parts_fill_a_slot_of_rows_exactly_and_of_frames_up_to_their_bound() {
+        let w = std::mem::size_of::<usize>();
+        let frames = Shape::Frames { row: 12, rows: 3, filtered: 30 };
+        // (shape, part lengths, fits)
+        let cases: &[(Shape, &[usize], bool)] = &[
+            (Shape::Rows(100), &[100], true),
+            (Shape::Rows(100), &[60, 40], true),
+            (Shape::Rows(100), &[99], false),
+            (frames, &[3 * w, 30], true),
+            (frames, &[3 * w, 20], true), // frames take less than the most they may
+            (frames, &[3 * w, 31], false),
+            (frames, &[2 * w, 20], false), // a prefix of the rows is no whole chunk
+            (frames, &[], false),
+        ];
+        for &(shape, lens, fits) in cases {
+            assert_eq!(shape.fits(lens.iter().copied()), fits, "{shape:?} {lens:?}");
         }
     }
 
