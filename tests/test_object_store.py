@@ -165,6 +165,48 @@ def test_opening_fetches_the_episode_records_in_one_request(s3: S3, tmp_path: Pa
     assert d.offset == copies.offset and "checksum" in d.why and not d.episodes
 
 
+def test_a_damaged_episode_record_reads_the_same_from_disk_and_store(s3: S3, tmp_path: Path) -> None:
+    """Issue 33, point 12: a closed shard's damaged Episode record whose copy in the Opening
+    Copies record is intact lists the same episodes locally and through a store (read from the
+    copy, metadata included), and verify reports the same damage with no episode lost."""
+    import gymnasium as gym
+    from format_decoder import KIND_EPISODE, hop
+
+    path = tmp_path / "spread"
+    space = spaces.Box(0, 255, (16, 16), np.uint8)
+    envs = gym.vector.SyncVectorEnv([lambda: SpaceEnv(space, infos=False) for _ in range(8)])
+    with trajcore.RecordVectorEpisodes(envs, path, compact_shards=False) as rec:
+        rec.reset(seed=0)
+        for t in range(1500):
+            rec.step(rec.action_space.sample())
+            if t % 50 == 49:
+                rec.set_episode_metadata(t % 8, {"t": t})
+                rec.flush()  # a record each time: enough of them for the copies
+    with trajcore.open(path) as ds:
+        want = [(ep.env_index, ep.length, ep.metadata, np.asarray(ep.rewards)) for ep in ds.episodes]
+    (shard,) = path.glob("*.trj")
+    data = bytearray(shard.read_bytes())
+    records, _ = hop(bytes(data))
+    episode_records = [r for r in records if r.kind == KIND_EPISODE]
+    damaged = episode_records[len(episode_records) // 2]
+    data[damaged.payload_start + damaged.payload_len // 2] ^= 0x40
+    shard.write_bytes(bytes(data))
+    local, remote, url = open_both(s3, path)
+    with local, remote:
+        for ds in (local, remote):
+            got = [(ep.env_index, ep.length, ep.metadata, np.asarray(ep.rewards)) for ep in ds.episodes]
+            assert len(got) == len(want)
+            for g, w in zip(got, want, strict=True):
+                assert g[:3] == w[:3]
+                np.testing.assert_array_equal(g[3], w[3])
+    reports = [trajcore.verify(path), trajcore.verify(url, storage_options=s3.options)]
+    for report in reports:
+        ((d,),) = [report.damage]
+        assert d.offset == damaged.offset and "copy" in d.why and not d.episodes
+        assert report.episodes_lost == 0
+    assert reports[0].damage[0].why == reports[1].damage[0].why
+
+
 def test_opening_a_frame_stack_dataset_reads_no_chunk_data(s3: S3, tmp_path: Path) -> None:
     """Issue 33, point 17: opening reads indexes, never chunk data, also where the decoded cache
     is sized for frame stacks: requests and bytes as for the same frames recorded unstacked."""

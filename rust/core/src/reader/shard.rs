@@ -161,6 +161,9 @@ pub(crate) struct Shard {
     pub tail: Option<Problem>,
     /// Offsets of its Timelog records, in file order (read only when asked for).
     pub timelog_records: Vec<u64>,
+    /// Where its Opening Copies record lies (a closed shard of format 1.2): a damaged Episode
+    /// record is read from its copy there.
+    copies: Option<std::ops::Range<u64>>,
 }
 
 impl Shard {
@@ -200,6 +203,7 @@ impl Shard {
             problems: Vec::new(),
             tail: None,
             timelog_records: Vec::new(),
+            copies: None,
         }
     }
 
@@ -360,7 +364,8 @@ impl Shard {
             limit = at;
             at = delta.prev_index;
             if deltas.is_empty() {
-                let copies = super::opening_copies::copies_range(&delta, final_index);
+                self.copies = super::opening_copies::copies_range(&delta, final_index);
+                let copies = self.copies.clone();
                 copied = copies.map(|range| super::opening_copies::fetch_copies(map, range)).unwrap_or_default();
             }
             deltas.push(delta);
@@ -619,6 +624,15 @@ impl Shard {
             let mut unlisted = 0;
             let why = match kind {
                 Some(RecordKind::Chunks) => self.salvage_chunks(map, rec, found, why),
+                Some(RecordKind::Episode) if self.episode_copy(map, rec.offset).is_some() => {
+                    let copy = self.episode_copy(map, rec.offset).unwrap_or_default();
+                    match episode::decode_batch(&copy, rec.offset) {
+                        Ok(batch) => found.episodes.extend(batch.into_iter().map(|(summary, _, _)| summary)),
+                        Err(e) => return self.problems.push(self.problem(rec.offset, format!("{why}; its copy: {e}"))),
+                    }
+                    self.problems.push(self.problem(rec.offset, format!("{why}: {}", super::opening_copies::COPY_READ_INSTEAD)));
+                    return;
+                }
                 Some(RecordKind::Episode) => match episode::claimed_count(&rec.payload(map)) {
                     Some(n) => {
                         unlisted = n;
@@ -703,17 +717,32 @@ impl Shard {
 
     /// The decoded batch of an Episode record (checksum verified): each episode's fixed part,
     /// metadata bytes and metrics blob.
+    /// A damaged one is read from its intact copy in the Opening Copies record, if there is one.
     pub(crate) fn episode_record(&self, offset: u64) -> Result<Vec<episode::DecodedEpisode>> {
         let corrupt = |why: String| Error::corrupt(&self.path, offset, why);
         let map: &Source = &self.source;
-        let rec = frame(map, offset).map_err(|e| corrupt(format!("episode record: {e}")))?;
-        if rec.kind() != Some(RecordKind::Episode) {
-            return Err(corrupt(format!("expected an episode record, found a {} record", kind_name(rec.header.kind))));
+        let checked = frame(map, offset).map_err(|e| format!("episode record: {e}")).and_then(|rec| {
+            if rec.kind() != Some(RecordKind::Episode) {
+                return Err(format!("expected an episode record, found a {} record", kind_name(rec.header.kind)));
+            }
+            if !rec.payload_ok(map) {
+                return Err("episode record payload checksum mismatch".into());
+            }
+            Ok(rec.payload(map))
+        });
+        match checked {
+            Ok(payload) => episode::decode_batch(&payload, offset).map_err(corrupt),
+            Err(why) => match self.episode_copy(map, offset) {
+                Some(copy) => episode::decode_batch(&copy, offset).map_err(corrupt),
+                None => Err(corrupt(why)),
+            },
         }
-        if !rec.payload_ok(map) {
-            return Err(corrupt("episode record payload checksum mismatch".into()));
-        }
-        episode::decode_batch(&rec.payload(map), offset).map_err(corrupt)
+    }
+
+    /// The payload of the intact copy of the Episode record at `offset`, if this shard keeps one.
+    pub(crate) fn episode_copy(&self, map: &Source, offset: u64) -> Option<Vec<u8>> {
+        let range = self.copies.clone()?;
+        super::opening_copies::copy_payload(map, range, offset)
     }
 
     /// The samples of the Timelog record at `offset` (checksum verified), or why not.
