@@ -1,7 +1,8 @@
 """An HTTP proxy on loopback in front of the S3 server, for tests of a store that fails: it
 forwards each request to the server and its answer back, unless told to answer 503 (S3's
 "SlowDown") instead for the next N requests, to flip a byte in the body of the next N range
-reads (a flip in transit), or to stall (hold requests without answering until released). Real HTTP both ways: the core's client talks to it as to any S3 endpoint."""
+reads (a flip in transit), or to stall (hold requests without answering until released). Real
+HTTP both ways: the core's client talks to it as to any S3 endpoint."""
 
 from __future__ import annotations
 

@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import format_decoder as fd
 import numpy as np
 import pytest
 import trajcore
-import format_decoder as fd
 from export_data import NAMES, steps
 from gymnasium import spaces
 from helpers import SpaceEnv, assert_tree_equal
@@ -222,7 +222,7 @@ def test_opening_a_frame_stack_dataset_reads_no_chunk_data(s3: S3, tmp_path: Pat
     measured = {}
     for stacked in (True, False):
         path = tmp_path / ("stacked" if stacked else "plain")
-        envs = gym.vector.SyncVectorEnv([lambda: make(stacked) for _ in range(8)])
+        envs = gym.vector.SyncVectorEnv([lambda stacked=stacked: make(stacked) for _ in range(8)])
         with trajcore.RecordVectorEpisodes(envs, path, max_shard_bytes=1 << 20) as rec:
             rec.reset(seed=0)
             for _ in range(400):
@@ -241,6 +241,7 @@ def test_opening_a_frame_stack_dataset_reads_no_chunk_data(s3: S3, tmp_path: Pat
             assert_tree_equal(remote.episodes[last].observations, local.episodes[last].observations, "read")
     (requests, fetched, shards), plain = measured[True], measured[False]
     assert requests <= 4 * shards + 1, measured
+    assert fetched <= plain[1] * shards / plain[2] * 1.5, measured
     assert requests <= plain[0] * plain[2] // shards + shards, measured
 
 

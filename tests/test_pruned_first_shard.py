@@ -96,8 +96,15 @@ def _parts(ds: trajcore.Dataset) -> list[tuple[Any, ...]]:
     """The parts listed on their own (incomplete, ended by the env): their rows and flags."""
     return sorted(
         (
-            (ep.env_index, ep.length, np.asarray(ep.observations).tobytes(), ep.terminated, ep.truncated)
-            + (np.asarray(ep.terminations).tolist(), np.asarray(ep.truncations).tolist())
+            (
+                ep.env_index,
+                ep.length,
+                np.asarray(ep.observations).tobytes(),
+                ep.terminated,
+                ep.truncated,
+                np.asarray(ep.terminations).tolist(),
+                np.asarray(ep.truncations).tolist(),
+            )
             for ep in ds.episodes
             if not ep.complete and (ep.terminated or ep.truncated)
         ),

@@ -65,7 +65,8 @@ pub(crate) fn copy_payload(map: &Source, range: std::ops::Range<u64>, offset: u6
     let (_, bytes) = copies::decode(&payload).ok()?.into_iter().find(|(at, _)| *at == offset)?;
     let copy = payload.get(bytes)?;
     let header = RecordHeader::decode(copy.get(..RECORD_HEADER_LEN)?)?;
-    let body = copy.get(RECORD_HEADER_LEN..RECORD_HEADER_LEN.checked_add(usize::try_from(header.payload_len).ok()?)?)?;
+    let body =
+        copy.get(RECORD_HEADER_LEN..RECORD_HEADER_LEN.checked_add(usize::try_from(header.payload_len).ok()?)?)?;
     (crc32c::crc32c(body) == header.payload_crc).then(|| body.to_vec())
 }
 

@@ -98,7 +98,8 @@ pub(crate) fn frame(src: &Source, offset: u64) -> Result<RecordAt, FrameError> {
     let len = src.len();
     let header_end = offset.checked_add(RECORD_HEADER_LEN as u64).filter(|&e| e <= len);
     let Some(header_end) = header_end else { return Err(FrameError::PartialHeader) };
-    let decoded = src.checked(offset, RECORD_HEADER_LEN as u64, |b| RecordHeader::decode(b).ok_or(FrameError::BadHeader));
+    let decoded =
+        src.checked(offset, RECORD_HEADER_LEN as u64, |b| RecordHeader::decode(b).ok_or(FrameError::BadHeader));
     let header = decoded.ok_or(FrameError::Unreadable)??;
     let past_end = FrameError::PastEnd { payload_len: header.payload_len };
     let payload_end = header_end.checked_add(header.payload_len).filter(|&e| e <= len).ok_or(past_end)?;
@@ -630,7 +631,8 @@ impl Shard {
                         Ok(batch) => found.episodes.extend(batch.into_iter().map(|(summary, _, _)| summary)),
                         Err(e) => return self.problems.push(self.problem(rec.offset, format!("{why}; its copy: {e}"))),
                     }
-                    self.problems.push(self.problem(rec.offset, format!("{why}: {}", super::opening_copies::COPY_READ_INSTEAD)));
+                    self.problems
+                        .push(self.problem(rec.offset, format!("{why}: {}", super::opening_copies::COPY_READ_INSTEAD)));
                     return;
                 }
                 Some(RecordKind::Episode) => match episode::claimed_count(&rec.payload(map)) {

@@ -225,7 +225,9 @@ fn check_record(
             None => format!("unknown kind {}", rec.header.kind),
         };
         let why = format!("{kind} record payload checksum mismatch");
-        if rec.header.record_kind() == Some(RecordKind::Episode) && ds.store.shards[s].episode_copy(map, offset).is_some() {
+        if rec.header.record_kind() == Some(RecordKind::Episode)
+            && ds.store.shards[s].episode_copy(map, offset).is_some()
+        {
             out.damage.push((offset, format!("{why}: {}", super::opening_copies::COPY_READ_INSTEAD)));
             out.copied.push(offset);
             return out;

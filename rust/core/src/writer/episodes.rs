@@ -309,7 +309,9 @@ impl Episodes {
                 ep.start_lost = true;
                 Ok(())
             }
-            None => Err(Error::WriterStopped(format!("internal error: lane {lane} has no episode whose start is lost"))),
+            None => {
+                Err(Error::WriterStopped(format!("internal error: lane {lane} has no episode whose start is lost")))
+            }
         }
     }
 
