@@ -186,3 +186,8 @@ def test_a_part_keeps_its_flags_through_minari(tmp_path: Path, monkeypatch: Any)
                 assert got.terminations[-1]
                 assert bool(meta["trajcore"]["terminated"]) and not bool(meta["trajcore"]["complete"])
         assert parts > 0
+        want = _parts(ds)
+    # And back: a part again, not a whole episode (one env: the sub-env index is not kept).
+    trajcore.import_minari("trajcore-test/parts-v0", tmp_path / "back")
+    with trajcore.open(tmp_path / "back") as back:
+        assert sorted(p[1:] for p in _parts(back)) == sorted(p[1:] for p in want)
