@@ -137,7 +137,8 @@ mod tests {
     #[test]
     fn forgets_every_extent_holding_a_byte_of_the_range() {
         // (forgotten range) -> the extents left, of (object 1: 0..40, 100..140, 200..240; object 2: 100..140)
-        let cases: &[((u64, u64), &[(u64, u64)])] = &[
+        type Keys = &'static [(u64, u64)];
+        let cases: &[((u64, u64), Keys)] = &[
             ((110, 120), &[(1, 0), (1, 200), (2, 100)]),
             ((40, 100), &[(1, 0), (1, 100), (1, 200), (2, 100)]), // touches none
             ((39, 101), &[(1, 200), (2, 100)]),
