@@ -530,6 +530,20 @@ mod tests {
     }
 
     #[test]
+    fn only_a_replaced_object_fails_for_good() {
+        let source = || Box::new(std::io::Error::other("cause")) as Box<dyn std::error::Error + Send + Sync>;
+        let cases: Vec<(object_store::Error, bool)> = vec![
+            (object_store::Error::Precondition { path: "k".into(), source: source() }, true),
+            (object_store::Error::NotFound { path: "k".into(), source: source() }, false),
+            (object_store::Error::Generic { store: "S3", source: source() }, false), // a 503 after the retries
+            (object_store::Error::NotModified { path: "k".into(), source: source() }, false),
+        ];
+        for (e, final_) in cases {
+            assert_eq!(fails_for_good(&e), final_, "{e}");
+        }
+    }
+
+    #[test]
     fn bad_options_are_refused_naming_the_key() {
         let bad = [("no_such_key", "1"), ("max_retries", "many"), ("retry_timeout", "-1")];
         for (key, value) in bad {
