@@ -621,20 +621,13 @@ impl Shard {
             return;
         }
         if !rec.payload_ok(map) {
+            if kind == Some(RecordKind::Episode) && self.take_copy(map, rec.offset, found) {
+                return;
+            }
             let why = format!("{} record payload checksum mismatch", kind_name(rec.header.kind));
             let mut unlisted = 0;
             let why = match kind {
                 Some(RecordKind::Chunks) => self.salvage_chunks(map, rec, found, why),
-                Some(RecordKind::Episode) if self.episode_copy(map, rec.offset).is_some() => {
-                    let copy = self.episode_copy(map, rec.offset).unwrap_or_default();
-                    match episode::decode_batch(&copy, rec.offset) {
-                        Ok(batch) => found.episodes.extend(batch.into_iter().map(|(summary, _, _)| summary)),
-                        Err(e) => return self.problems.push(self.problem(rec.offset, format!("{why}; its copy: {e}"))),
-                    }
-                    self.problems
-                        .push(self.problem(rec.offset, format!("{why}: {}", super::opening_copies::COPY_READ_INSTEAD)));
-                    return;
-                }
                 Some(RecordKind::Episode) => match episode::claimed_count(&rec.payload(map)) {
                     Some(n) => {
                         unlisted = n;
@@ -665,6 +658,18 @@ impl Shard {
             self.problems.push(self.problem(rec.offset, format!("{} record: {why}", kind_name(rec.header.kind))));
             self.bad_records.insert(rec.offset);
         }
+    }
+
+    /// Takes in the episodes of the damaged Episode record at `offset` from its intact copy, if
+    /// this shard keeps one: as a reader of the object in a store does, which reads the copies
+    /// at open and never the record, so both list the same episodes and neither says more at
+    /// open (nothing is lost); `verify` reports the damage. Returns whether it did.
+    fn take_copy(&self, map: &Source, offset: u64, found: &mut Found) -> bool {
+        let Some(Ok(batch)) = self.episode_copy(map, offset).map(|copy| episode::decode_batch(&copy, offset)) else {
+            return false;
+        };
+        found.episodes.extend(batch.into_iter().map(|(summary, _, _)| summary));
+        true
     }
 
     /// The chunks of a damaged Chunks record that carry their own checksum and pass it: they are
