@@ -1,7 +1,7 @@
 """An HTTP proxy on loopback in front of the S3 server, for tests of a store that fails: it
 forwards each request to the server and its answer back, unless told to answer 503 (S3's
-"SlowDown") instead for the next N requests, to flip a byte in the body of the next N range
-reads (a flip in transit), or to stall (hold requests without answering until released). Real
+"SlowDown") instead for the next N requests, to flip bytes in the body of the next N range
+reads (damage in transit), or to stall (hold requests without answering until released). Real
 HTTP both ways: the core's client talks to it as to any S3 endpoint."""
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ SLOW_DOWN = (
 
 class Proxy:
     """The proxy's endpoint and its switches: `fail(n)` answers 503 to the next `n` requests
-    (-1: every request until `fail(0)`), `flip(n)` flips the middle byte of the body of the next
-    `n` answers to range reads (-1: every one until `flip(0)`), `stall()` holds requests until
-    `release()`. `requests`, `refused` and `flipped` count what it saw, what it answered 503 and
-    the bodies it flipped."""
+    (-1: every request until `fail(0)`), `flip(n)` flips a byte in every 256 of the body of the
+    next `n` answers to range reads, so every chunk in it fails its checksum (-1: every one until
+    `flip(0)`), `stall()` holds requests until `release()`. `requests`, `refused` and `flipped`
+    count what it saw, what it answered 503 and the bodies it flipped."""
 
     def __init__(self, target: str) -> None:
         self.target = urlsplit(target)
@@ -54,7 +54,8 @@ class Proxy:
                 self._flipping -= 1
             self.flipped += 1
         body = bytearray(payload)
-        body[len(body) // 2] ^= 0x20
+        for at in range(len(body) // 2 % 256, len(body), 256):
+            body[at] ^= 0x20
         return bytes(body)
 
     def stall(self) -> None:

@@ -246,7 +246,7 @@ def test_opening_a_frame_stack_dataset_reads_no_chunk_data(s3: S3, tmp_path: Pat
     (requests, fetched, shards), plain = measured[True], measured[False]
     assert requests <= 4 * shards + 1, measured
     assert fetched <= plain[1] * shards / plain[2] * 1.5, measured
-    assert requests <= plain[0] * plain[2] // shards + shards, measured
+    assert requests / shards <= plain[0] / plain[2] + 1, measured  # about four a shard, as unstacked
 
 
 def frame_chunks(path: Path) -> list[tuple[fd.ChunkRef, bytes]]:
@@ -315,8 +315,9 @@ def test_a_read_that_failed_asks_again_once_the_store_answers(s3: S3, tmp_path: 
 
 
 def test_a_flip_in_transit_is_fetched_again_and_never_kept(s3: S3, tmp_path: Path) -> None:
-    """Issue 33, point 8: bytes that fail their checksum over the network are fetched once more
-    before the object counts as damaged, and never stay in the per-process cache."""
+    """Issue 33, point 8: bytes that fail their checksum over the network (flipped in transit by
+    the proxy) are fetched once more before the object counts as damaged, and never stay in the
+    per-process cache."""
     record_pixels(tmp_path / "px", episodes=20)
     bucket = s3.bucket()
     s3.upload(tmp_path / "px", bucket, "run")
