@@ -2,8 +2,8 @@
 //! process of a machine that reads it (data-loader workers, forked or spawned).
 //!
 //! - `cache_plan` decides the cache's bound from the dataset's decoded total (known from the
-//!   index alone: opening reads no chunk data; a frame-stack chunk counts the most its frames
-//!   may take, an upper bound) and the memory available: the whole
+//!   index and the episodes' rows alone: opening reads no chunk data, see `shape_of`) and the
+//!   memory available: the whole
 //!   dataset when it takes at most `RAM_SHARE` of it, else that share; never below the
 //!   `CACHE_FLOOR` a fixed default used to give.
 //! - When the whole dataset fits that bound, its decoded chunks go to a `SharedChunks` store:
@@ -20,6 +20,7 @@
 //!
 //! Where the decoded total exceeds the bound, or off Linux, each process keeps its own LRU.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::hash::Hasher;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -33,6 +34,7 @@ use super::chunk_list::Located;
 use super::int_map::{ChunkKey, IntHasher, IntMap};
 use super::shard::Shard;
 use crate::format::codec::{self, CODEC_STACK, CODEC_ZSTD};
+use crate::format::stack;
 
 /// `OpenOptions::cache_bytes` meaning "sized by `cache_plan`".
 pub const CACHE_AUTO: usize = usize::MAX;
@@ -365,9 +367,11 @@ pub fn available_memory() -> Option<u64> {
 
 /// What a chunk decodes to, from its index entry alone (opening reads no chunk data, from a
 /// disk or a store): `None` for chunks never cached (empty ones, raw ones read in place). A
-/// frame-stack chunk's frames take at most what its zstd stage may give (`zstd_output_limit`),
-/// which its slot is sized for: the store's pages take memory only where written.
-fn shape_of(mapped: bool, loc: &Located, row_bytes: Option<usize>) -> Option<Shape> {
+/// frame-stack chunk's slot holds what its frames take when each row shifts the one before but
+/// for its first and those starting an episode (`starts`, after its first row; see
+/// `frames_estimate`), as the frame-stack filter writes a recorded stack; a chunk whose frames
+/// turn out larger (rows that are no shifts) is kept in the reader's own cache instead.
+fn shape_of(mapped: bool, loc: &Located, row_bytes: Option<usize>, stack: usize, starts: usize) -> Option<Shape> {
     let c = &loc.chunk;
     if c.stored_len == 0 || (c.codec == 0 && mapped) {
         return None;
@@ -379,19 +383,40 @@ fn shape_of(mapped: bool, loc: &Located, row_bytes: Option<usize>) -> Option<Sha
     if c.codec != codec::pipeline(&[CODEC_STACK, CODEC_ZSTD]) {
         return Some(Shape::Rows(raw_len));
     }
+    let rows = raw_len / row;
     let (limit, _) = codec::zstd_output_limit(c.codec, row_bytes, c.raw_len);
-    Some(Shape::Frames { row, rows: raw_len / row, filtered: usize::try_from(limit).ok()? })
+    let filtered = frames_estimate(rows, row, stack, starts).min(usize::try_from(limit).ok()?);
+    Some(Shape::Frames { row, rows, filtered })
+}
+
+/// The bytes the frame-stack filter writes for `rows` rows of `row` bytes (`stack` frames each)
+/// when all but the first and `starts` more (episodes starting after the first row) shift the
+/// row before by one frame: a header, a kind a row, whole rows, and a frame for each shift.
+fn frames_estimate(rows: usize, row: usize, stack: usize, starts: usize) -> usize {
+    let frame = row / stack.max(1);
+    let whole = rows.min(1 + starts);
+    stack::HEADER_LEN + rows + whole * row + (rows - whole) * frame
 }
 
 /// The layout of the chunks the catalog lists now (the same in every process that opened the
 /// same index).
 pub(super) fn layout_of(catalog: &Catalog, shards: &[Shard]) -> Layout {
+    // Where episodes start on each lane's observation rows, for frame-stack chunks.
+    let mut starts: HashMap<(usize, u32), Vec<u64>> = HashMap::new();
+    for l in &catalog.locs {
+        starts.entry((l.recording as usize, l.lane)).or_default().push(l.obs_first_row);
+    }
+    starts.values_mut().for_each(|v| v.sort_unstable());
     let mut chunks = Vec::new();
-    for (&(recording, _lane, column), list) in &catalog.chunk_lists {
+    for (&(recording, lane, column), list) in &catalog.chunk_lists {
         let spec = catalog.recordings.get(recording).and_then(|r| r.columns.get(column as usize));
         let row_bytes = spec.and_then(|s| s.row_bytes());
+        let stack = spec.and_then(|s| s.row_layout().stack).unwrap_or(1);
+        let lane_starts = starts.get(&(recording, lane)).map_or(&[][..], Vec::as_slice);
         for loc in &list.chunks {
-            if let Some(shape) = shape_of(shards[loc.shard].source.is_mapped(), loc, row_bytes) {
+            let (first, end) = (loc.first_row(), loc.end_row());
+            let inside = lane_starts.partition_point(|&r| r < end) - lane_starts.partition_point(|&r| r <= first);
+            if let Some(shape) = shape_of(shards[loc.shard].source.is_mapped(), loc, row_bytes, stack, inside) {
                 chunks.push(((loc.shard, loc.chunk.data_offset), shape));
             }
         }
@@ -491,6 +516,21 @@ mod tests {
         ];
         for &(total, explicit, avail, can, want) in cases {
             assert_eq!(cache_plan(total, explicit, avail, can), want, "{total} {explicit:?} {avail:?} {can}");
+        }
+    }
+
+    #[test]
+    fn frame_stack_chunks_take_a_frame_a_shift_and_whole_rows_where_episodes_start() {
+        // (rows, row bytes, stack, episode starts after the first row) -> bytes
+        let cases = [
+            (1, 40, 4, 0, 4 + 1 + 40),
+            (5, 40, 4, 0, 4 + 5 + 40 + 4 * 10),
+            (5, 40, 4, 2, 4 + 5 + 3 * 40 + 2 * 10),
+            (5, 40, 4, 9, 4 + 5 + 5 * 40), // never more whole rows than rows
+            (3, 40, 1, 0, 4 + 3 + 40 + 2 * 40),
+        ];
+        for (rows, row, stack, starts, want) in cases {
+            assert_eq!(frames_estimate(rows, row, stack, starts), want, "{rows} {row} {stack} {starts}");
         }
     }
 
