@@ -89,7 +89,7 @@ impl Shape {
     }
 
     /// Whether parts of these lengths fill its slot: rows exactly; frames as their row ends
-    /// (a word a row), then at most `filtered` bytes (the most they may take, not what they do).
+    /// (a word a row), then at most `filtered` bytes (what the index says they take, see `shape_of`).
     fn fits(&self, mut lens: impl Iterator<Item = usize>) -> bool {
         match *self {
             Shape::Rows(n) => lens.sum::<usize>() == n,
@@ -314,7 +314,7 @@ impl SharedChunks {
     }
 
     /// Fills a claimed slot with `parts` (their lengths adding up to its size, or for frames
-    /// the row ends then at most the most frames it may hold) and publishes it; with other
+    /// the row ends then at most the frame bytes it holds) and publishes it; with other
     /// lengths, gives the slot back empty. Returns whether it was published.
     pub fn publish(&self, slot: &Slot, parts: &[&[u8]]) -> bool {
         let state = self.state(slot);
@@ -476,7 +476,7 @@ impl SharedChunk {
         // SAFETY: `ends` starts at the slot's 64-byte aligned offset and holds `rows` words
         // written from a `&[usize]` (see `publish`); any bit pattern is a valid usize.
         let ends = unsafe { std::slice::from_raw_parts(ends.as_ptr() as *const usize, rows) };
-        // The slot holds the most the frames may take; they end where the last row does.
+        // The frames may take less than their slot; they end where the last row does.
         let end = ends.last().map_or(0, |&e| e.min(data.len()));
         Some((&data[..end], ends, row))
     }
