@@ -259,12 +259,9 @@ pub(crate) struct RemoteObject {
     /// While set (opening the shard), reads the cache cannot serve look for the copies of the
     /// records opening reads (`keep_copy`) before fetching.
     opening: AtomicBool,
-    /// Why the last fetch failed, for the callers that can say so (`failure`): reads through
-    /// `Source::bytes` can only say that the bytes are missing. Cleared by a fetch that succeeds:
-    /// a failure ends with its cause, and the next read asks the store again.
-    failed: Mutex<Option<String>>,
-    /// The object was replaced since opening (see `fails_for_good`): nothing more is read.
-    replaced: AtomicBool,
+    /// Why: the object was replaced since opening (see `fails_for_good`): nothing more is read,
+    /// and every later read says so.
+    replaced: std::sync::OnceLock<String>,
 }
 
 impl RemoteObject {
@@ -305,8 +302,7 @@ impl RemoteObject {
             id,
             e_tag,
             opening: AtomicBool::new(false),
-            failed: Mutex::new(None),
-            replaced: AtomicBool::new(false),
+            replaced: std::sync::OnceLock::new(),
         }
     }
 
@@ -370,7 +366,8 @@ impl RemoteObject {
         }
         missing.sort_by_key(|r| r.start);
         let merged = merge(&missing, COALESCE_GAP);
-        let fetched = self.fetch(&merged)?;
+        // Its caller gets the error itself: nothing is left for `failure`.
+        let fetched = self.fetch(&merged).inspect_err(|_| forget_failure())?;
         let mut cache = cache();
         for (r, bytes) in merged.iter().zip(fetched) {
             cache.insert(self.id, r.start, bytes);
@@ -396,20 +393,21 @@ impl RemoteObject {
         })
         .and_then(|r| {
             r.map_err(|e| {
-                if fails_for_good(&e) {
-                    self.replaced.store(true, Ordering::Relaxed);
+                let final_ = fails_for_good(&e);
+                let e = store_error(&self.url, e);
+                if final_ {
+                    let _ = self.replaced.set(e.to_string());
                 }
-                store_error(&self.url, e)
+                e
             })
         });
         match fetched {
             Ok(fetched) => {
-                *lock(&self.failed) = None;
                 count(n, fetched.iter().map(|b| b.len() as u64).sum());
                 Ok(fetched)
             }
             Err(e) => {
-                *lock(&self.failed) = Some(e.to_string());
+                LAST_FAILURE.with(|f| *f.borrow_mut() = Some((self.id, e.to_string())));
                 Err(e)
             }
         }
@@ -417,14 +415,28 @@ impl RemoteObject {
 
     /// Whether the object was replaced since opening: its reads fail for good.
     pub fn is_replaced(&self) -> bool {
-        self.replaced.load(Ordering::Relaxed)
+        self.replaced.get().is_some()
     }
 }
 
+thread_local! {
+    /// Why a read of an object on this thread failed (object id, why), until a caller that can
+    /// say so takes it (`failure`: reads through `Source::bytes` can only say that the bytes are
+    /// missing). Per thread, and taken once: a failure ends with its cause, and another thread's
+    /// read, failing or not, says nothing about this one's.
+    static LAST_FAILURE: std::cell::RefCell<Option<(u64, String)>> = const { std::cell::RefCell::new(None) };
+}
+
+fn forget_failure() {
+    LAST_FAILURE.with(|f| f.borrow_mut().take());
+}
+
 impl RemoteObject {
-    /// The failure of a fetch, as the error it was.
+    /// Why a read of the object on this thread failed, as the error it was (taken: asked again,
+    /// `None`), or for good that it was replaced.
     pub fn failure(&self) -> Option<Error> {
-        let why = lock(&self.failed).clone()?;
+        let taken = || LAST_FAILURE.with(|f| f.borrow_mut().take_if(|(id, _)| *id == self.id)).map(|(_, why)| why);
+        let why = self.replaced.get().cloned().or_else(taken)?;
         let why = why.strip_prefix(&format!("{}: ", self.url)).unwrap_or(&why).to_string();
         Some(Error::Io { path: self.url.clone().into(), source: std::io::Error::other(why) })
     }
