@@ -28,8 +28,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import trajcore
-from trajcore.read.episode import Episode
 from trajcore.formats.to_minari import _episode_metadata, episode_infos
+from trajcore.read.episode import Episode
 
 minari = pytest.importorskip("minari", reason="the Minari export needs minari (pip install '.[minari]')")
 pytest.importorskip("jax", reason="Minari's DataCollector needs minari[create] (docs/BENCHMARKS.md)")

@@ -1,7 +1,8 @@
 """An HTTP proxy on loopback in front of the S3 server, for tests of a store that fails: it
 forwards each request to the server and its answer back, unless told to answer 503 (S3's
-"SlowDown") instead for the next N requests, or to stall (hold requests without answering until
-released). Real HTTP both ways: the core's client talks to it as to any S3 endpoint."""
+"SlowDown") instead for the next N requests, to flip bytes in the body of the next N range
+reads (damage in transit), or to stall (hold requests without answering until released). Real
+HTTP both ways: the core's client talks to it as to any S3 endpoint."""
 
 from __future__ import annotations
 
@@ -21,16 +22,20 @@ SLOW_DOWN = (
 class Proxy:
     """The proxy's endpoint and its switches: `fail(n)` answers 503 to the next `n` requests
     (-1: every request until `fail(0)`; with `only`, the requests whose method and path start
-    so, "GET /bucket/run/"), `stall()` holds requests until `release()`.
-    `requests` and `refused` count what it saw and what it answered 503."""
+    so, "GET /bucket/run/"), `flip(n)` flips a byte in every 256 of the body of the next `n`
+    answers to range reads, so every chunk in it fails its checksum (-1: every one until
+    `flip(0)`), `stall()` holds requests until `release()`. `requests`, `refused` and `flipped`
+    count what it saw, what it answered 503 and the bodies it flipped."""
 
     def __init__(self, target: str) -> None:
         self.target = urlsplit(target)
         self.endpoint = ""
         self.requests = 0
         self.refused = 0
+        self.flipped = 0
         self._failing = 0
         self._only = ""
+        self._flipping = 0
         self._go = threading.Event()
         self._go.set()
         self._lock = threading.Lock()
@@ -38,6 +43,22 @@ class Proxy:
     def fail(self, n: int, only: str = "") -> None:
         with self._lock:
             self._failing, self._only = n, only
+
+    def flip(self, n: int) -> None:
+        with self._lock:
+            self._flipping = n
+
+    def _flips(self, payload: bytes) -> bytes:
+        with self._lock:
+            if self._flipping == 0 or not payload:
+                return payload
+            if self._flipping > 0:
+                self._flipping -= 1
+            self.flipped += 1
+        body = bytearray(payload)
+        for at in range(len(body) // 2 % 256, len(body), 256):
+            body[at] ^= 0x20
+        return bytes(body)
 
     def stall(self) -> None:
         self._go.clear()
@@ -78,6 +99,8 @@ class Proxy:
                     conn.request(self.command, self.path, body=body, headers=headers)
                     got = conn.getresponse()
                     payload = got.read()
+                    if self.command == "GET" and "range" in {k.lower() for k in self.headers}:
+                        payload = proxy._flips(payload)
                     keep = {k: v for k, v in got.getheaders() if k.lower() not in ("transfer-encoding", "connection")}
                     self._answer(got.status, keep, payload)
                 finally:

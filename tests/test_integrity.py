@@ -73,6 +73,45 @@ def damaged(clean: Path, tmp_path: Path) -> tuple[Path, int, list[int]]:
     return path, offset, list(d.episodes)
 
 
+def _reseal_record(shard: Path, record: fd.Record) -> None:
+    """Writes the record's payload checksum (and its header's) for the bytes it holds now: damage
+    under a valid record checksum, as a writer bug or a deliberate edit would leave it."""
+    buf = bytearray(shard.read_bytes())
+    at, start = record.offset, record.payload_start
+    buf[at + 4 : at + 8] = fd.crc32c(buf[start : start + record.payload_len]).to_bytes(4, "little")
+    buf[at + 20 : at + 24] = fd.crc32c(buf[at : at + 20]).to_bytes(4, "little")
+    shard.write_bytes(bytes(buf))
+
+
+def test_verify_checks_a_chunks_own_checksum_under_a_valid_record_checksum(clean: Path, tmp_path: Path) -> None:
+    """Issue 33, point 9: verify checks every checksum there is, so it finds what a read finds."""
+    path = tmp_path / "resealed"
+    shutil.copytree(clean, path)
+    shard = _shard(path)
+    records = [r for r in fd.hop(shard.read_bytes())[0] if r.kind == fd.KIND_CHUNKS]
+    which = len(records) // 2
+    offset, _ = _flip_chunk_data(shard, which)
+    _reseal_record(shard, records[which])
+    buf = shard.read_bytes()
+    assert fd.frame(buf, records[which].offset).payload_ok, "the record's checksum is valid again"
+    report = trajcore.verify(path)
+    assert not report.intact
+    (d,) = report.damage
+    assert (Path(d.file), d.offset) == (shard, offset) and "fails its checksum" in d.why
+    assert d.episodes
+    with trajcore.open(path, strict=True) as ds:
+        raising = {}
+        for ep in ds.episodes:
+            try:
+                ep.observations  # noqa: B018
+                ep.actions  # noqa: B018
+                ep.rewards  # noqa: B018
+            except trajcore.CorruptFileError as e:
+                raising[ep.index] = str(e)
+    assert list(raising) == list(d.episodes)
+    assert all("fails its checksum" in why for why in raising.values())
+
+
 def _same_rows(clean_ds: trajcore.Dataset, batch: dict[str, Any]) -> None:
     """Every row of a transitions batch equals the clean dataset's row at its (episode, step)."""
     want = clean_ds._core.gather_windows(batch["episode_index"], batch["step_index"])
@@ -460,3 +499,63 @@ def test_recover_with_nothing_readable_fails_by_name_and_writes_nothing(tmp_path
     (line,) = done.stderr.strip().splitlines()
     assert f"{path}: nothing to recover" in line and f"{out} was not written" in line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one"], "no output folder, no temporary one"
+
+
+def _zero_header(shard: Path, record: fd.Record) -> None:
+    buf = bytearray(shard.read_bytes())
+    buf[record.offset : record.offset + fd.RECORD_HEADER_LEN] = bytes(fd.RECORD_HEADER_LEN)
+    shard.write_bytes(bytes(buf))
+
+
+def test_a_zeroed_chunks_record_header_costs_nothing_its_chunks_own_checksums_vouch_for(
+    clean: Path, tmp_path: Path
+) -> None:
+    """Issue 33, point 10: the index lists the chunks of a Chunks record whose header is zeroed,
+    and each carries its own checksum: verify reports the damage, every episode reads as in the
+    clean file, and recover and convert copy them all."""
+    path = tmp_path / "zeroed"
+    shutil.copytree(clean, path)
+    shard = _shard(path)
+    records = [r for r in fd.hop(shard.read_bytes())[0] if r.kind == fd.KIND_CHUNKS]
+    _zero_header(shard, records[len(records) // 2])
+    report = trajcore.verify(path)
+    assert not report.intact and report.episodes_lost == 0
+    assert report.damage[0].offset == records[len(records) // 2].offset
+    with trajcore.open(clean) as want, trajcore.open(path) as got:
+        n = want.num_episodes
+        assert got.num_episodes == n
+        for a, b in zip(got.episodes, want.episodes, strict=True):
+            assert_tree_equal(a.observations, b.observations)
+            assert_tree_equal(a.actions, b.actions)
+    recovered = trajcore.recover(path, tmp_path / "rec")
+    assert (recovered["whole"], recovered["cut"], recovered["lost"]) == (n, 0, 0)
+    assert trajcore.convert(path, tmp_path / "conv")["episodes"] == n
+
+
+def test_a_zeroed_chunks_record_header_counts_the_episodes_it_takes(tmp_path: Path) -> None:
+    """Issue 33, point 10: chunks with no checksum of their own (files of format 1.0) are lost with
+    their record's header. The episode that needed them is counted lost by verify, and recover
+    keeps its intact prefix."""
+    golden = Path(__file__).parent / "golden" / "across-rollover"
+    path = tmp_path / "zeroed"
+    shutil.copytree(golden, path)
+    shard = sorted(path.glob("*.trj"))[0]
+    buf = shard.read_bytes()
+    records = [r for r in fd.hop(buf)[0] if r.kind == fd.KIND_CHUNKS]
+    assert not any(ref.flags & 2 for ref in fd.decode_chunk_refs(buf, records[3])), "no checksums of their own"
+    _zero_header(shard, records[3])
+    with trajcore.open(golden) as ds:
+        (whole,) = ds.episodes
+        want = (np.asarray(whole.observations), np.asarray(whole.actions), whole.length)
+    with pytest.warns(trajcore.TrajcoreWarning, match="left out"):
+        report = trajcore.verify(path)
+    assert not report.intact
+    assert report.episodes_lost == 1
+    with pytest.warns(trajcore.TrajcoreWarning):
+        recovered = trajcore.recover(path, tmp_path / "rec")
+    assert (recovered["whole"], recovered["cut"], recovered["lost"]) == (0, 1, 0)
+    with trajcore.open(tmp_path / "rec") as ds:
+        (ep,) = ds.episodes
+        assert 0 < ep.length < want[2] and not ep.complete
+        np.testing.assert_array_equal(ep.observations, want[0][: ep.length + 1])
+        np.testing.assert_array_equal(ep.actions, want[1][: ep.length])

@@ -11,10 +11,12 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import format_decoder as fd
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -27,6 +29,7 @@ from trajcore.errors import CorruptFileError, TrajcoreError, TrajcoreIOError, Tr
 
 pytest.importorskip("boto3", reason="the object storage tests need boto3 and moto[server] (pip install '.[test]')")
 pytest.importorskip("moto.server", reason="the object storage tests need moto[server] (pip install '.[test]')")
+from s3_proxy import s3_proxy
 from s3_server import S3, free_port, s3_server
 
 
@@ -164,6 +167,99 @@ def test_opening_fetches_the_episode_records_in_one_request(s3: S3, tmp_path: Pa
     assert d.offset == copies.offset and "checksum" in d.why and not d.episodes
 
 
+def test_a_damaged_episode_record_reads_the_same_from_disk_and_store(s3: S3, tmp_path: Path) -> None:
+    """Issue 33, point 12: a closed shard's damaged Episode record whose copy in the Opening
+    Copies record is intact lists the same episodes locally and through a store (read from the
+    copy, metadata included), and verify reports the same damage with no episode lost."""
+    import gymnasium as gym
+    from format_decoder import KIND_EPISODE, hop
+
+    path = tmp_path / "spread"
+    space = spaces.Box(0, 255, (16, 16), np.uint8)
+    envs = gym.vector.SyncVectorEnv([lambda: SpaceEnv(space, infos=False) for _ in range(8)])
+    with trajcore.RecordVectorEpisodes(envs, path, compact_shards=False) as rec:
+        rec.reset(seed=0)
+        for t in range(1500):
+            rec.step(rec.action_space.sample())
+            if t % 50 == 49:
+                rec.set_episode_metadata(t % 8, {"t": t})
+                rec.flush()  # a record each time: enough of them for the copies
+    with trajcore.open(path) as ds:
+        want = [(ep.env_index, ep.length, ep.metadata, np.asarray(ep.rewards)) for ep in ds.episodes]
+    (shard,) = path.glob("*.trj")
+    data = bytearray(shard.read_bytes())
+    records, _ = hop(bytes(data))
+    episode_records = [r for r in records if r.kind == KIND_EPISODE]
+    damaged = episode_records[len(episode_records) // 2]
+    data[damaged.payload_start + damaged.payload_len // 2] ^= 0x40
+    shard.write_bytes(bytes(data))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing is lost: neither open says more than the other
+        local, remote, url = open_both(s3, path)
+    with local, remote:
+        assert local.problems == remote.problems == []
+        for ds in (local, remote):
+            got = [(ep.env_index, ep.length, ep.metadata, np.asarray(ep.rewards)) for ep in ds.episodes]
+            assert len(got) == len(want)
+            for g, w in zip(got, want, strict=True):
+                assert g[:3] == w[:3]
+                np.testing.assert_array_equal(g[3], w[3])
+    reports = [trajcore.verify(path), trajcore.verify(url, storage_options=s3.options)]
+    for report in reports:
+        ((d,),) = [report.damage]
+        assert d.offset == damaged.offset and "copy" in d.why and not d.episodes
+        assert report.episodes_lost == 0
+    assert reports[0].damage[0].why == reports[1].damage[0].why
+
+
+def test_opening_a_frame_stack_dataset_reads_no_chunk_data(s3: S3, tmp_path: Path) -> None:
+    """Issue 33, point 17: opening reads indexes, never chunk data, also where the decoded cache
+    is sized for frame stacks: requests and bytes as for the same frames recorded unstacked."""
+    import gymnasium as gym
+    from gymnasium.wrappers import FrameStackObservation
+
+    frame = spaces.Box(0, 3, (84, 84), np.uint8)
+
+    def make(stacked: bool) -> Any:
+        env = SpaceEnv(frame, max_steps=60, p_terminate=0.02, infos=False)
+        return FrameStackObservation(env, 4) if stacked else env
+
+    measured = {}
+    for stacked in (True, False):
+        path = tmp_path / ("stacked" if stacked else "plain")
+        envs = gym.vector.SyncVectorEnv([lambda stacked=stacked: make(stacked) for _ in range(8)])
+        with trajcore.RecordVectorEpisodes(envs, path, max_shard_bytes=1 << 20) as rec:
+            rec.reset(seed=0)
+            for _ in range(400):
+                rec.step(rec.action_space.sample())
+        if stacked:
+            assert fd.CODEC_STACK | fd.CODEC_ZSTD << 8 in {ref.codec for ref, _ in frame_chunks(path)}
+        shards = len(list(path.glob("*.trj")))
+        assert shards >= 3
+        before = _core.remote_stats()
+        local, remote, _ = open_both(s3, path)
+        with local, remote:
+            after = _core.remote_stats()
+            measured[stacked] = (after[0] - before[0], after[1] - before[1], shards)
+            assert remote.num_episodes == local.num_episodes > 0
+            last = remote.num_episodes - 1
+            assert_tree_equal(remote.episodes[last].observations, local.episodes[last].observations, "read")
+    (requests, fetched, shards), plain = measured[True], measured[False]
+    assert requests <= 4 * shards + 1, measured
+    assert fetched <= plain[1] * shards / plain[2] * 1.5, measured
+    assert requests / shards <= plain[0] / plain[2] + 1, measured  # about four a shard, as unstacked
+
+
+def frame_chunks(path: Path) -> list[tuple[fd.ChunkRef, bytes]]:
+    out = []
+    for shard in sorted(path.glob("*.trj")):
+        buf = shard.read_bytes()
+        for r in fd.hop(buf)[0]:
+            if r.kind == fd.KIND_CHUNKS:
+                out.extend((ref, b"") for ref in fd.decode_chunk_refs(buf, r))
+    return out
+
+
 def flip_byte_in_chunk_data(path: Path) -> None:
     """Flips one byte in the middle of the first shard (inside chunk data of a dataset whose
     chunks take nearly all of it)."""
@@ -192,6 +288,68 @@ def test_verify_and_damage_as_on_local_files(s3: S3, tmp_path: Path) -> None:
         ds.episodes[damaged].observations  # noqa: B018
     with trajcore.open(url) as ds, pytest.warns(TrajcoreWarning):
         ds.sample_transitions(4 * ds.num_steps, seed=0)
+
+
+def test_a_read_that_failed_asks_again_once_the_store_answers(s3: S3, tmp_path: Path) -> None:
+    """Issue 33, point 7: a failure ends with its cause. After the client's retries ran out on
+    503s, the next read of the same shard asks the store again (and reads), as reopening would."""
+    record_pixels(tmp_path / "px", episodes=20)
+    bucket = s3.bucket()
+    s3.upload(tmp_path / "px", bucket, "run")
+    url = f"s3://{bucket}/run"
+    with s3_proxy(s3.endpoint) as proxy:
+        options = {**s3.options, "endpoint": proxy.endpoint, "max_retries": "2", "retry_timeout": "5"}
+        with trajcore.open(tmp_path / "px") as local, trajcore.open(url, storage_options=options, cache_bytes=0) as ds:
+            last = ds.num_episodes - 1
+            proxy.fail(-1)
+            for _ in range(2):
+                with pytest.raises(TrajcoreIOError, match=url):
+                    ds.episodes[last].observations  # noqa: B018
+            assert proxy.refused >= 6, "each read tried again, with its retries"
+            proxy.fail(0)
+            asked = proxy.requests
+            for i in (last, 0, last // 2):
+                assert_tree_equal(ds.episodes[i].observations, local.episodes[i].observations, f"episode {i}")
+            assert proxy.requests > asked
+            batch = ds.sample_transitions(64, seed=0)
+            assert_tree_equal(batch, local.sample_transitions(64, seed=0), "a batch")
+
+
+def test_a_flip_in_transit_is_fetched_again_and_never_kept(s3: S3, tmp_path: Path) -> None:
+    """Issue 33, point 8: bytes that fail their checksum over the network (flipped in transit by
+    the proxy) are fetched once more before the object counts as damaged, and never stay in the
+    per-process cache."""
+    record_pixels(tmp_path / "px", episodes=20)
+    bucket = s3.bucket()
+    s3.upload(tmp_path / "px", bucket, "run")
+    url = f"s3://{bucket}/run"
+    with s3_proxy(s3.endpoint) as proxy:
+        options = {**s3.options, "endpoint": proxy.endpoint}
+        with trajcore.open(tmp_path / "px") as local, trajcore.open(url, storage_options=options, cache_bytes=0) as ds:
+            last = ds.num_episodes - 1
+            proxy.flip(1)
+            asked = proxy.requests
+            assert_tree_equal(ds.episodes[last].observations, local.episodes[last].observations, "flipped once")
+            assert proxy.flipped == 1 and proxy.requests >= asked + 2, "fetched once more"
+            # Flipped every time: damage, by name; the bytes are not kept, so once the
+            # transit is clean the same read fetches and reads.
+            proxy.flip(-1)
+            with pytest.raises(CorruptFileError, match="checksum"):
+                ds.episodes[0].observations  # noqa: B018
+            proxy.flip(0)
+            asked = proxy.requests
+            assert_tree_equal(ds.episodes[0].observations, local.episodes[0].observations, "clean again")
+            assert proxy.requests > asked
+        # Nor after reopening: what the cache holds passed its check.
+        with trajcore.open(url, storage_options=options) as ds:
+            for i in range(ds.num_episodes):
+                assert_tree_equal(ds.episodes[i].observations, local_observations(tmp_path / "px", i), f"episode {i}")
+    assert trajcore.verify(url, storage_options=s3.options).intact
+
+
+def local_observations(path: Path, i: int) -> Any:
+    with trajcore.open(path) as ds:
+        return ds.episodes[i].observations
 
 
 class Stall:

@@ -116,6 +116,9 @@ class Recorder:
         ended at the last step (until the next step or reset), else the running one."""
     def discard(self, env_index: int) -> None:
         """Drops an episode of `env_index` (as `set_episode_metadata` picks it); not listed."""
+    def mark_start_lost(self, env_index: int) -> None:
+        """The running episode of `env_index` is a part whose start is lost (a copy of a part
+        listed on its own): it ends incomplete, keeping its terminated/truncated flags."""
     def abort(self, env_index: int | None = None) -> None:
         """Ends running episodes as incomplete; rows are ignored until the env ends them."""
     def flush(self) -> None:

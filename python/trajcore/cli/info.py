@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"  problem: {file} at byte {offset}: {why}", file=out)
     if report["episodes_unlisted"]:
         lost = report["episodes_unlisted"]
-        print(f"  lost: {lost:,} episode(s) no longer listed (damaged Episode records)", file=out)
+        print(f"  lost: {lost:,} episode(s) no longer listed (damaged Episode records, or rows lost)", file=out)
     return 0
 
 

@@ -29,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
     unlisted = source.episodes_lost - len(source.damaged_episodes)
     state = "intact" if source.intact else f"damaged ({len(source.damage)} problem(s))"
     if unlisted:
-        state += f"; {unlisted:,} episode(s) were no longer listed (damaged Episode records) and are lost"
+        state += f"; {unlisted:,} episode(s) were no longer listed (damaged Episode records, or rows lost)"
     print(
         f"recovered {result['whole']:,} episodes whole and {result['cut']:,} intact prefixes (incomplete), "
         f"{result['steps']:,} steps, into {args.dst} ({len(result['shards'])} shard(s)) in "

@@ -95,6 +95,15 @@ def _episode_metadata(meta: Mapping[str, Any]) -> dict[str, Any]:
     return {"minari": _jsonable(meta)}
 
 
+def _start_lost(meta: Mapping[str, Any]) -> bool:
+    """Whether a trajcore export says the episode was a part listed on its own (incomplete, yet
+    ended by the env): imported as such, not as a whole episode."""
+    ours = meta.get("trajcore")
+    if not isinstance(ours, Mapping) or "complete" not in ours:
+        return False
+    return not bool(ours["complete"]) and (bool(ours.get("terminated")) or bool(ours.get("truncated")))
+
+
 def import_minari(
     name_or_path: str | os.PathLike[str],
     dst: str | os.PathLike[str],
@@ -142,7 +151,7 @@ def import_minari(
         metas = dataset.storage.get_episode_metadata(dataset.episode_indices)
         for ep, meta in zip(dataset.iterate_episodes(), metas, strict=True):
             played = _MinariEpisode(ep)
-            replay(rec, playback, played, _episode_metadata(meta))
+            replay(rec, playback, played, _episode_metadata(meta), start_lost=_start_lost(meta))
             episodes += 1
             steps += played.length
             if progress is not None:

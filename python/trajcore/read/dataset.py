@@ -185,7 +185,8 @@ class Dataset(_Sampling):
     @property
     def episodes_unlisted(self) -> int:
         """Episodes the `problems` took out of the listing (damaged Episode records, as their own
-        headers count them): lost, and not among `episodes`."""
+        headers count them, and episodes whose rows a damaged record took): lost, and not among
+        `episodes`."""
         return int(self._core.episodes_unlisted)
 
     def timelog(self, recording: int = 0) -> list[dict[str, Any]]:

@@ -99,11 +99,14 @@ def replay(
     episode: PlayedEpisode,
     metadata: Mapping[str, Any] | None = None,
     on_data_error: DataError | None = None,
+    start_lost: bool = False,
 ) -> None:
     """Records `episode` through `recorder`, which must wrap `playback`.
 
     Args:
         metadata: merged into the episode's metadata.
+        start_lost: the episode is a part whose start is lost (a copy of a trajcore part listed
+            on its own): it is recorded incomplete, keeping the flags its last step ends with.
         on_data_error: called instead of raising when a custom-data value cannot be recorded;
             that value is then left out (its row reads as not given) and the episode goes on.
 
@@ -113,6 +116,8 @@ def replay(
     """
     playback.load(episode)
     recorder.reset()
+    if start_lost and episode.length > 0:
+        recorder._recorder.mark_start_lost(0)
     if metadata:
         recorder.set_episode_metadata(metadata)
     for t in range(episode.length):

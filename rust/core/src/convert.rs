@@ -31,7 +31,7 @@ use serde_json::{json, Value};
 use crate::error::{Error, Result};
 use crate::format::episode::EpisodeSummary;
 use crate::reader::{episode_span, ColumnData, Dataset, Recording};
-use crate::schema::{CodecSpec, ColumnSpec, Role, Timeline};
+use crate::schema::{CodecSpec, ColumnSpec, Timeline};
 use crate::writer::shard::now_ns;
 use crate::writer::{EntryKind, EntryRef, MessageKind, NewColumn, Recorder, RecorderConfig, Slot};
 
@@ -321,7 +321,7 @@ impl<'a> Replay<'a> {
             })
         };
         // A part listed on its own (a shard with its start is missing, pruned or lost) ends as its
-        // episode did but is no whole episode: it is copied as an incomplete one.
+        // episode did but is no whole episode: it is copied as an incomplete one with its flags.
         let part = !s.complete() && (s.terminated() || s.truncated());
         for t in 0..t_len {
             let (terminated, truncated) = (flag("terminated", t), flag("truncated", t));
@@ -338,21 +338,16 @@ impl<'a> Replay<'a> {
             }
         }
 
-        if part && t_len > 0 {
-            // Its last step ending it would make the copy a complete episode of the part's length.
-            for (c, (values, _)) in self.columns.iter().zip(&mut data) {
-                let flag = matches!(c.spec.role, Some(Role::Terminated | Role::Truncated));
-                if let (true, ColumnData::Fixed { bytes, .. }) = (flag, values) {
-                    bytes.get_mut(t_len - 1).into_iter().for_each(|b| *b = 0);
-                }
-            }
-        }
         let mut mask = vec![0u8; self.num_envs as usize];
         mask[lane as usize] = 1;
         self.message(&data, lane, MessageKind::Reset, s.start_ns, Some(&mask), |tl| match tl {
             Timeline::Obs => Some(0),
             Timeline::Step => None,
         })?;
+        if part && t_len > 0 {
+            // Its last step ends it as the episode ended; the copy stays a part (incomplete).
+            self.recorder.mark_start_lost(lane)?;
+        }
         if metadata.trim() != "{}" {
             self.recorder.set_episode_metadata(lane, metadata)?;
         }
@@ -363,7 +358,7 @@ impl<'a> Replay<'a> {
                 Timeline::Step => Some(t),
             })?;
         }
-        if !s.complete() {
+        if !s.complete() && !part {
             self.recorder.abort(Some(lane))?;
             self.recorder.send_ops(s.end_ns)?;
         }

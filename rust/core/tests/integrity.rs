@@ -255,8 +255,21 @@ fn an_unindexed_damaged_record_keeps_its_intact_chunks() {
 
 #[test]
 fn chunks_that_pass_their_checksum_but_do_not_decode_are_found() {
+    damaged_chunks_under_a_valid_record_checksum_are_found(false);
+}
+
+/// Issue 33, point 9: a chunk whose own checksum fails under a valid record checksum (a writer
+/// bug or an edit) is found by `verify` as by the reads, by its own checksum.
+#[test]
+fn a_chunks_own_checksum_is_checked_under_a_valid_record_checksum() {
+    damaged_chunks_under_a_valid_record_checksum_are_found(true);
+}
+
+/// Damages chunks in every Chunks record and reseals the records: chunks without their own
+/// checksum then pass it, and only decoding can tell; those with one fail it.
+fn damaged_chunks_under_a_valid_record_checksum_are_found(own_checksums: bool) {
     let dir = tempfile::tempdir().unwrap();
-    let mut sim = many_sim();
+    let mut sim = many_sim_with(own_checksums);
     let shards = sim.finish(true);
     let ds = Dataset::open(
         &{
@@ -303,7 +316,11 @@ fn chunks_that_pass_their_checksum_but_do_not_decode_are_found() {
     for d in &report.damage {
         let column = &broke.iter().find(|b| paths[b.0] == d.file && b.1 == d.offset).unwrap().2;
         assert!(d.why.starts_with(&format!("chunk of column {column} ('{}')", spec_of(*column).name)), "{}", d.why);
-        assert!(d.why.contains("zstd") || d.why.contains("str chunk"), "{}", d.why);
+        if own_checksums {
+            assert!(d.why.ends_with("fails its checksum"), "{}", d.why);
+        } else {
+            assert!(d.why.contains("zstd") || d.why.contains("str chunk"), "{}", d.why);
+        }
         assert!(!d.episodes.is_empty(), "{d:?}");
     }
     // The reads that hit them fail with the same file and offset.

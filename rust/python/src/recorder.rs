@@ -333,6 +333,13 @@ impl PyRecorder {
         rec.env_index(env_index).and_then(|env| rec.discard(env)).py_err(py)
     }
 
+    /// The running episode of `env_index` is a part whose start is lost (a copy of a part listed
+    /// on its own): it ends incomplete, keeping its terminated/truncated flags.
+    fn mark_start_lost(&self, py: Python<'_>, env_index: i64) -> PyResult<()> {
+        let rec = &mut self.lock(py)?.rec;
+        rec.env_index(env_index).and_then(|env| rec.mark_start_lost(env)).py_err(py)
+    }
+
     #[pyo3(signature = (env_index=None))]
     fn abort(&self, py: Python<'_>, env_index: Option<i64>) -> PyResult<()> {
         let rec = &mut self.lock(py)?.rec;

@@ -7,7 +7,7 @@
 //! that seal their rows, so a 10M-step CartPole recording spreads about 900 of them through its
 //! files, and Index checkpoints lie every 16 MiB; each would cost a store a request at open. The
 //! records stay where they are (a cut file keeps what lies before the cut); the copies are extra
-//! bytes a local reader never reads.
+//! bytes a local reader reads only in place of a damaged Episode record.
 //!
 //! Payload: `count u32, entry_len u16, reserved u16`, then `count` entries (`offset u64, len u64`:
 //! where the record lies in the file and its bytes, header and padding included, `entry_len`

@@ -66,6 +66,22 @@ impl ExtentCache {
         }
     }
 
+    /// Drops every extent of `object` that holds a byte of `start .. end` (bytes that failed
+    /// their check: never kept, so the next read fetches them again).
+    pub fn forget(&mut self, object: u64, start: u64, end: u64) {
+        let overlapping: Vec<(u64, u64)> = self
+            .extents
+            .range((object, 0)..(object, end))
+            .filter(|(&(_, at), e)| at.saturating_add(e.bytes.len() as u64) > start)
+            .map(|(&k, _)| k)
+            .collect();
+        for k in overlapping {
+            if let Some(e) = self.extents.remove(&k) {
+                self.held -= e.bytes.len();
+            }
+        }
+    }
+
     pub fn held(&self) -> usize {
         self.held
     }
@@ -116,5 +132,28 @@ mod tests {
         assert!(!c.holds(1, 5000, 5001));
         c.insert(1, 2000, bytes(10, 5)); // replaces: counted once
         assert_eq!(c.held(), 50);
+    }
+
+    #[test]
+    fn forgets_every_extent_holding_a_byte_of_the_range() {
+        // (forgotten range) -> the extents left, of (object 1: 0..40, 100..140, 200..240; object 2: 100..140)
+        type Keys = &'static [(u64, u64)];
+        let cases: &[((u64, u64), Keys)] = &[
+            ((110, 120), &[(1, 0), (1, 200), (2, 100)]),
+            ((40, 100), &[(1, 0), (1, 100), (1, 200), (2, 100)]), // touches none
+            ((39, 101), &[(1, 200), (2, 100)]),
+            ((0, 1000), &[(2, 100)]),
+            ((139, 140), &[(1, 0), (1, 200), (2, 100)]),
+        ];
+        for &((start, end), left) in cases {
+            let mut c = ExtentCache::new(1 << 20);
+            for (object, at) in [(1, 0), (1, 100), (1, 200), (2, 100)] {
+                c.insert(object, at, bytes(40, 1));
+            }
+            c.forget(1, start, end);
+            let kept: Vec<(u64, u64)> = c.extents.keys().copied().collect();
+            assert_eq!(kept, left, "{start}..{end}");
+            assert_eq!(c.held(), 40 * left.len());
+        }
     }
 }

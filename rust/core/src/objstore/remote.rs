@@ -251,8 +251,23 @@ pub(crate) fn run<T, F>(store: &str, url: &str, f: impl FnOnce(Arc<dyn ObjectSto
 where
     F: std::future::Future<Output = object_store::Result<T>>,
 {
+    run_raw(store, f)?.map_err(|e| store_error(url, e))
+}
+
+/// `run`, with the store's own error (`Err` only when no client could be made).
+fn run_raw<T, F>(store: &str, f: impl FnOnce(Arc<dyn ObjectStore>) -> F) -> Result<object_store::Result<T>>
+where
+    F: std::future::Future<Output = object_store::Result<T>>,
+{
     let (runtime, client) = client(store)?;
-    runtime.block_on(f(client)).map_err(|e| store_error(url, e))
+    Ok(runtime.block_on(f(client)))
+}
+
+/// Whether a failed request ends the object's reads for good: only when it was replaced since
+/// opening (its entity tag changed); anything else (a 503, a timeout, a refused connection)
+/// passes, and the next read asks again.
+fn fails_for_good(e: &object_store::Error) -> bool {
+    matches!(e, object_store::Error::Precondition { .. })
 }
 
 /// An `object_store` error as the core's, naming the URL.
@@ -283,10 +298,9 @@ pub(crate) struct RemoteObject {
     /// While set (opening the shard), reads the cache cannot serve look for the copies of the
     /// records opening reads (`keep_copy`) before fetching.
     opening: AtomicBool,
-    /// Why a fetch failed, for the callers that can say so (`failure`): reads through
-    /// `Source::bytes` can only say that the bytes are missing (and the source reads nothing
-    /// more after a failure: every later read says why).
-    failed: Mutex<Option<String>>,
+    /// Why: the object was replaced since opening (see `fails_for_good`): nothing more is read,
+    /// and every later read says so.
+    replaced: std::sync::OnceLock<String>,
 }
 
 impl RemoteObject {
@@ -320,7 +334,15 @@ impl RemoteObject {
         let id = *ids.entry(identity).or_insert(next);
         // A weak tag (`W/"..."`) never matches `If-Match` (a strong comparison): not asked for.
         let e_tag = e_tag.filter(|t| !t.starts_with("W/")).map(str::to_string);
-        RemoteObject { location, url, len, id, e_tag, opening: AtomicBool::new(false), failed: Mutex::new(None) }
+        RemoteObject {
+            location,
+            url,
+            len,
+            id,
+            e_tag,
+            opening: AtomicBool::new(false),
+            replaced: std::sync::OnceLock::new(),
+        }
     }
 
     /// `len` bytes from `offset`, from the cache or fetched (with `READ_AHEAD`).
@@ -357,6 +379,11 @@ impl RemoteObject {
         self.id | 1 << 63
     }
 
+    /// Drops the cached bytes that hold any of `range` (they failed a check).
+    pub fn forget(&self, range: Range<u64>) {
+        cache().forget(self.id, range.start, range.end);
+    }
+
     /// Whether the cache holds `range`.
     pub fn holds(&self, range: &Range<u64>) -> bool {
         cache().holds(self.id, range.start, range.end)
@@ -378,7 +405,8 @@ impl RemoteObject {
         }
         missing.sort_by_key(|r| r.start);
         let merged = merge(&missing, COALESCE_GAP);
-        let fetched = self.fetch(&merged)?;
+        // Its caller gets the error itself: nothing is left for `failure`.
+        let fetched = self.fetch(&merged).inspect_err(|_| forget_failure())?;
         let mut cache = cache();
         for (r, bytes) in merged.iter().zip(fetched) {
             cache.insert(self.id, r.start, bytes);
@@ -392,7 +420,7 @@ impl RemoteObject {
         let ranges = ranges.to_vec();
         let n = ranges.len() as u64;
         let e_tag = self.e_tag.clone();
-        let fetched = run(&self.location.store, &self.url, |c| async move {
+        let fetched = run_raw(&self.location.store, |c| async move {
             let get = |r: Range<u64>| {
                 let options =
                     GetOptions { range: Some(GetRange::Bounded(r)), if_match: e_tag.clone(), ..Default::default() };
@@ -402,16 +430,52 @@ impl RemoteObject {
             // Already merged: the crate's own coalescing (gap 0) only runs them in parallel.
             object_store::coalesce_ranges(&ranges, get, 0).await
         })
-        .inspect_err(|e| *lock(&self.failed) = Some(e.to_string()))?;
-        count(n, fetched.iter().map(|b| b.len() as u64).sum());
-        Ok(fetched)
+        .and_then(|r| {
+            r.map_err(|e| {
+                let final_ = fails_for_good(&e);
+                let e = store_error(&self.url, e);
+                if final_ {
+                    let _ = self.replaced.set(e.to_string());
+                }
+                e
+            })
+        });
+        match fetched {
+            Ok(fetched) => {
+                count(n, fetched.iter().map(|b| b.len() as u64).sum());
+                Ok(fetched)
+            }
+            Err(e) => {
+                LAST_FAILURE.with(|f| *f.borrow_mut() = Some((self.id, e.to_string())));
+                Err(e)
+            }
+        }
+    }
+
+    /// Whether the object was replaced since opening: its reads fail for good.
+    pub fn is_replaced(&self) -> bool {
+        self.replaced.get().is_some()
     }
 }
 
+thread_local! {
+    /// Why a read of an object on this thread failed (object id, why), until a caller that can
+    /// say so takes it (`failure`: reads through `Source::bytes` can only say that the bytes are
+    /// missing). Per thread, and taken once: a failure ends with its cause, and another thread's
+    /// read, failing or not, says nothing about this one's.
+    static LAST_FAILURE: std::cell::RefCell<Option<(u64, String)>> = const { std::cell::RefCell::new(None) };
+}
+
+fn forget_failure() {
+    LAST_FAILURE.with(|f| f.borrow_mut().take());
+}
+
 impl RemoteObject {
-    /// The failure of a fetch, as the error it was.
+    /// Why a read of the object on this thread failed, as the error it was (taken: asked again,
+    /// `None`), or for good that it was replaced.
     pub fn failure(&self) -> Option<Error> {
-        let why = lock(&self.failed).clone()?;
+        let taken = || LAST_FAILURE.with(|f| f.borrow_mut().take_if(|(id, _)| *id == self.id)).map(|(_, why)| why);
+        let why = self.replaced.get().cloned().or_else(taken)?;
         let why = why.strip_prefix(&format!("{}: ", self.url)).unwrap_or(&why).to_string();
         Some(Error::Io { path: self.url.clone().into(), source: std::io::Error::other(why) })
     }
@@ -490,6 +554,20 @@ mod tests {
             assert!(endpoint(Some(allow)).is_ok(), "{allow}");
         }
         assert!(configure("s3://plain-http-bucket/x", &[]).is_ok(), "the options kept are checked");
+    }
+
+    #[test]
+    fn only_a_replaced_object_fails_for_good() {
+        let source = || Box::new(std::io::Error::other("cause")) as Box<dyn std::error::Error + Send + Sync>;
+        let cases: Vec<(object_store::Error, bool)> = vec![
+            (object_store::Error::Precondition { path: "k".into(), source: source() }, true),
+            (object_store::Error::NotFound { path: "k".into(), source: source() }, false),
+            (object_store::Error::Generic { store: "S3", source: source() }, false), // a 503 after the retries
+            (object_store::Error::NotModified { path: "k".into(), source: source() }, false),
+        ];
+        for (e, final_) in cases {
+            assert_eq!(fails_for_good(&e), final_, "{e}");
+        }
     }
 
     #[test]

@@ -62,4 +62,12 @@ impl RemoteObject {
     pub fn failure(&self) -> Option<Error> {
         match *self {}
     }
+
+    pub fn is_replaced(&self) -> bool {
+        match *self {}
+    }
+
+    pub fn forget(&self, _range: Range<u64>) {
+        match *self {}
+    }
 }

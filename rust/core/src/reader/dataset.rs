@@ -178,7 +178,8 @@ impl Dataset {
     }
 
     /// Episodes the problems took out of the listing (damaged Episode records, as their own
-    /// headers count them): lost, and in no listing.
+    /// headers count them, and episodes whose rows a damaged record took): lost, and in no
+    /// listing.
     pub fn episodes_unlisted(&self) -> u64 {
         self.problems.iter().map(|p| p.unlisted).sum()
     }

@@ -302,6 +302,19 @@ impl Episodes {
         }
     }
 
+    /// The lane's running episode is a part whose start is lost (`MessageKind::StartLost`).
+    pub fn mark_start_lost(&mut self, lane: usize) -> Result<()> {
+        match self.lanes.get_mut(lane).and_then(|l| l.open.as_mut()) {
+            Some(ep) => {
+                ep.start_lost = true;
+                Ok(())
+            }
+            None => {
+                Err(Error::WriterStopped(format!("internal error: lane {lane} has no episode whose start is lost")))
+            }
+        }
+    }
+
     /// Closing: every running episode ends, incomplete, at `time_ns`, and is queued.
     pub fn end_all_open(&mut self, time_ns: u64) {
         for lane in 0..self.lanes.len() {
@@ -403,7 +416,9 @@ impl Episodes {
             ep.piece_return += reward;
         }
         if o & op::END != 0 {
-            let flags = FLAG_COMPLETE
+            // A part whose start is lost ends as its episode did, but is no whole episode.
+            let whole = !self.lanes[lane].open.as_ref().is_some_and(|ep| ep.start_lost);
+            let flags = if whole { FLAG_COMPLETE } else { 0 }
                 | if o & op::TERMINATED != 0 { FLAG_TERMINATED } else { 0 }
                 | if o & op::TRUNCATED != 0 { FLAG_TRUNCATED } else { 0 };
             self.lanes[lane].held = self.end_open(lane, flags, msg.time_ns);
@@ -435,6 +450,7 @@ impl Episodes {
             piece_return: 0.0,
             first_shard_seq: 0,
             parts_written: false,
+            start_lost: false,
             metrics: MetricsAcc::default(),
         });
         Ok(())
@@ -757,6 +773,32 @@ mod tests {
             vec![(0, 2, 2.0, FLAG_COMPLETE | FLAG_TRUNCATED)]
         );
         assert_eq!(obs_rows(&e, 0), vec![0.0, 1.0, 2.0, 100.0, 101.0]);
+    }
+
+    #[test]
+    fn an_episode_whose_start_is_lost_ends_incomplete_with_its_flags() {
+        // (lane marked, ops of its last step) -> its record's flags.
+        let cases: &[(bool, LaneOp, u32)] = &[
+            (false, DONE_T, COMPLETE_T),
+            (true, DONE_T, FLAG_TERMINATED),
+            (true, STEP | END | TRUNCATED, FLAG_TRUNCATED),
+            (true, STEP | END | TERMINATED | TRUNCATED, FLAG_TERMINATED | FLAG_TRUNCATED),
+        ];
+        for &(lost, last, flags) in cases {
+            let mut e = episodes(1);
+            assert!(e.mark_start_lost(0).is_err(), "no running episode");
+            send(&mut e, &reset(&[BEGIN], &[0.0]), 0);
+            if lost {
+                e.mark_start_lost(0).unwrap();
+            }
+            send(&mut e, &step(&[STEP], &[1.0], &[1.0]), 1);
+            send(&mut e, &step(&[last], &[2.0], &[1.0]), 2);
+            assert_eq!(send(&mut e, &control(MessageKind::Flush, &[0]), 3), vec![(0, 2, 2.0, flags)], "{lost} {last}");
+            // The next episode of the lane is whole again.
+            send(&mut e, &reset(&[BEGIN], &[0.0]), 4);
+            send(&mut e, &step(&[DONE_T], &[1.0], &[1.0]), 5);
+            assert_eq!(send(&mut e, &control(MessageKind::Flush, &[0]), 6), vec![(0, 1, 1.0, COMPLETE_T)]);
+        }
     }
 
     #[test]

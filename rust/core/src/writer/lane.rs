@@ -230,6 +230,8 @@ pub struct OpenEpisode {
     pub first_shard_seq: u64,
     /// A part of it was written at a rollover: dropping it must be written too.
     pub parts_written: bool,
+    /// Its start is lost (a copy of a part listed on its own): it ends incomplete, with its flags.
+    pub start_lost: bool,
     /// Its metrics so far (numeric scalar info and custom-data columns).
     pub metrics: MetricsAcc,
 }

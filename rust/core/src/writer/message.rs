@@ -27,6 +27,9 @@ pub enum MessageKind {
     SetMetadata = 4,
     /// Apply the lane ops only (at `time_ns`).
     Ops = 5,
+    /// The running episode of `env` is a part whose start is lost (a copy of a part listed on its
+    /// own): when it ends it is written incomplete, keeping its terminated/truncated flags.
+    StartLost = 6,
     /// Apply the lane ops, seal and write everything, then acknowledge ticket `arg`.
     Flush = 7,
     /// Apply the lane ops, write everything, the incomplete episodes, the index and the end
@@ -42,6 +45,7 @@ impl MessageKind {
             3 => MessageKind::AddColumn,
             4 => MessageKind::SetMetadata,
             5 => MessageKind::Ops,
+            6 => MessageKind::StartLost,
             7 => MessageKind::Flush,
             8 => MessageKind::Close,
             _ => return None,

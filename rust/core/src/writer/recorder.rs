@@ -841,6 +841,20 @@ impl Recorder {
         self.push_control(MessageKind::SetMetadata, env, held, metadata_json.as_bytes(), now_ns())
     }
 
+    /// The running episode of `env` is a part whose start is lost (a copy of a part listed on
+    /// its own, see `convert`): when its last step ends it, it is written incomplete, keeping its
+    /// terminated/truncated flags, instead of as a whole episode.
+    ///
+    /// Errors: `OutOfRange`, `Invalid` (`env` has no running episode), and those of a stopped writer.
+    pub fn mark_start_lost(&mut self, env: u32) -> Result<()> {
+        self.check()?;
+        self.check_env(env)?;
+        if self.splitter.metadata_target(env as usize) != Ok(Target::Open) {
+            return Err(Error::Invalid(format!("env {env} has no running episode whose start could be lost")));
+        }
+        self.push_control(MessageKind::StartLost, env, 0, &[], now_ns())
+    }
+
     /// Drops an episode of `env`: the one that ended at the last step while no step or reset
     /// followed, else the running one (the env's rows are then ignored until that episode ends).
     pub fn discard(&mut self, env: u32) -> Result<()> {

@@ -208,6 +208,7 @@ impl WriterThread {
                 };
                 episodes.set_metadata(msg.env as usize, msg.arg == 1, update)?;
             }
+            MessageKind::StartLost => episodes.mark_start_lost(msg.env as usize)?,
             MessageKind::Ops => {
                 // Time only: no rows, and what ended at the last step stays reachable.
                 episodes.settle(msg.ops, false, false)?;

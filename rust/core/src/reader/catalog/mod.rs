@@ -534,7 +534,10 @@ impl Catalog {
             Err(why) => {
                 self.left_out.push(LeftOut { recording, shard, summary: summary.clone() });
                 let why = format!("episode {} (lane {}) left out: {why}", summary.episode_id, summary.lane);
-                self.own_problems.push(Problem::new(&self.shards[shard].path, summary.record_offset, why));
+                // It counts as lost (`VerifyReport::episodes_lost`): the damage that took its rows
+                // names no listed episode.
+                let problem = Problem::new(&self.shards[shard].path, summary.record_offset, why).unlisting(1);
+                self.own_problems.push(problem);
                 None
             }
         }

@@ -9,8 +9,8 @@ pub struct Problem {
     pub file: PathBuf,
     pub offset: u64,
     pub why: String,
-    /// Episodes this damage took out of the listing (a damaged Episode record's): the count its
-    /// own header claims, so approximate.
+    /// Episodes this damage took out of the listing: a damaged Episode record's (the count its
+    /// own header claims, so approximate), or 1 for an episode left out whose rows are lost.
     pub unlisted: u64,
 }
 

@@ -80,6 +80,8 @@ impl VerifyReport {
 struct Checked {
     /// (offset, why).
     damage: Vec<(u64, String)>,
+    /// Damaged records whose intact copy is read instead: their damage affects no episode.
+    copied: Vec<u64>,
     unreadable: Vec<u64>,
     records: u64,
     chunks: u64,
@@ -129,6 +131,7 @@ pub fn verify(dataset: &Dataset) -> VerifyReport {
         known[e.shard].insert(e.summary.record_offset);
     }
     let mut items: Vec<(usize, u64)> = Vec::new();
+    let mut copied: HashSet<(usize, u64)> = HashSet::new();
     let mut found: Vec<(usize, u64, String)> = Vec::new();
     for (s, (shard, mut offsets)) in ds.store.shards.iter().zip(known).enumerate() {
         let map: &Source = &shard.source;
@@ -178,6 +181,7 @@ pub fn verify(dataset: &Dataset) -> VerifyReport {
         report.chunks += checked.chunks;
         report.decoded_bytes += checked.decoded;
         report.unreadable.extend(checked.unreadable.iter().map(|&o| (s, o)));
+        copied.extend(checked.copied.iter().map(|&o| (s, o)));
         found.extend(checked.damage.into_iter().map(|(offset, why)| (s, offset, why)));
     }
     found.extend(super::unfinished::lost_ends(ds));
@@ -185,7 +189,8 @@ pub fn verify(dataset: &Dataset) -> VerifyReport {
     for (s, offset, why) in found {
         if seen.insert((s, offset)) {
             let file = ds.store.shards[s].path.clone();
-            report.damage.push(Damage { file, offset, why, episodes: affected().at(s, offset), unlisted: 0 });
+            let episodes = if copied.contains(&(s, offset)) { Vec::new() } else { affected().at(s, offset) };
+            report.damage.push(Damage { file, offset, why, episodes, unlisted: 0 });
         }
     }
     report
@@ -219,8 +224,16 @@ fn check_record(
             Some(k) => format!("{k:?}"),
             None => format!("unknown kind {}", rec.header.kind),
         };
+        let why = format!("{kind} record payload checksum mismatch");
+        if rec.header.record_kind() == Some(RecordKind::Episode)
+            && ds.store.shards[s].episode_copy(map, offset).is_some()
+        {
+            out.damage.push((offset, format!("{why}: {}", crate::reader::store::opening_copies::COPY_READ_INSTEAD)));
+            out.copied.push(offset);
+            return out;
+        }
         if !each_checked {
-            out.damage.push((offset, format!("{kind} record payload checksum mismatch")));
+            out.damage.push((offset, why));
             out.unreadable.extend(chunks.iter().map(|(loc, _)| loc.chunk.data_offset));
             return out;
         }
@@ -243,11 +256,13 @@ fn check_record(
     }
     for &(loc, spec) in chunks {
         out.chunks += 1;
-        let checked = if payload_ok {
+        // Every checksum there is: a chunk's own one too when its record's passes (a writer bug
+        // or an edit can leave one wrong under a valid record checksum, and a read checks it).
+        let checked = if loc.chunk.has_checksum() {
+            check_own_checksum(ds, loc)
+        } else {
             ds.store.verified.mark(loc.record);
             Ok(())
-        } else {
-            check_own_checksum(ds, loc)
         };
         match checked.and_then(|()| check_chunk_data(ds, loc, spec, scratch)) {
             Ok(decoded) => out.decoded += decoded,

@@ -112,9 +112,21 @@ impl DatasetView<'_> {
     }
 
     /// A chunk's stored bytes checked against its own checksum, and marked verified.
+    /// Bytes of a store that fail are fetched once more before the failure stands (a flip in
+    /// transit is no damage), and are never kept.
     fn checked_bytes(&self, loc: &Located) -> Result<Cow<'_, [u8]>> {
-        let data = self.stored_unchecked(loc)?;
-        self.store.shards[loc.shard].verify_chunk(&loc.chunk, &data)?;
+        let shard = &self.store.shards[loc.shard];
+        let (offset, len) = (loc.chunk.data_offset, loc.chunk.stored_len);
+        let mut data = self.stored_unchecked(loc)?;
+        if let Err(e) = shard.verify_chunk(&loc.chunk, &data) {
+            if !shard.source.forget(offset, len) {
+                return Err(e);
+            }
+            data = self.stored_unchecked(loc)?;
+            shard.verify_chunk(&loc.chunk, &data).inspect_err(|_| {
+                shard.source.forget(offset, len);
+            })?;
+        }
         self.store.verified.mark(loc.record);
         Ok(data)
     }

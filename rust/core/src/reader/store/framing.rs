@@ -27,7 +27,9 @@ impl RecordAt {
 
     pub fn payload_ok(&self, src: &Source) -> bool {
         let len = (self.payload_end - self.payload_start) as u64;
-        src.bytes(self.payload_start as u64, len).is_some_and(|p| crc32c::crc32c(&p) == self.header.payload_crc)
+        let crc = self.header.payload_crc;
+        let check = |p: &[u8]| if crc32c::crc32c(p) == crc { Ok(()) } else { Err(()) };
+        src.checked(self.payload_start as u64, len, check).is_some_and(|r| r.is_ok())
     }
 
     pub fn kind(&self) -> Option<RecordKind> {
@@ -65,8 +67,9 @@ pub(crate) fn frame(src: &Source, offset: u64) -> Result<RecordAt, FrameError> {
     let len = src.len();
     let header_end = offset.checked_add(RECORD_HEADER_LEN as u64).filter(|&e| e <= len);
     let Some(header_end) = header_end else { return Err(FrameError::PartialHeader) };
-    let bytes = src.bytes(offset, RECORD_HEADER_LEN as u64).ok_or(FrameError::Unreadable)?;
-    let header = RecordHeader::decode(&bytes).ok_or(FrameError::BadHeader)?;
+    let decoded =
+        src.checked(offset, RECORD_HEADER_LEN as u64, |b| RecordHeader::decode(b).ok_or(FrameError::BadHeader));
+    let header = decoded.ok_or(FrameError::Unreadable)??;
     let past_end = FrameError::PastEnd { payload_len: header.payload_len };
     let payload_end = header_end.checked_add(header.payload_len).filter(|&e| e <= len).ok_or(past_end)?;
     let next = offset.checked_add(header.total_len()).filter(|&e| e <= len).ok_or(past_end)?;

@@ -9,7 +9,7 @@ use super::framing::frame;
 use super::source::Source;
 use crate::format::copies;
 use crate::format::index::IndexDelta;
-use crate::format::record::RecordKind;
+use crate::format::record::{RecordHeader, RecordKind, RECORD_HEADER_LEN};
 
 /// The copies record the final index delta lists, and where it ends: a writer writes it just
 /// before its final Index record, at `final_index`.
@@ -36,6 +36,7 @@ pub(crate) fn fetch_copies(map: &Source, range: std::ops::Range<u64>) -> HashSet
     let len = (rec.payload_end - rec.payload_start) as u64;
     let Ok(payload) = object.read(rec.payload_start as u64, len) else { return HashSet::new() };
     if crc32c::crc32c(&payload) != rec.header.payload_crc {
+        object.forget(range); // never kept: `verify` fetches it again
         return HashSet::new();
     }
     let Ok(entries) = copies::decode(&payload) else { return HashSet::new() };
@@ -47,6 +48,32 @@ pub(crate) fn fetch_copies(map: &Source, range: std::ops::Range<u64>) -> HashSet
         })
         .collect()
 }
+
+/// The payload of the copy of the record at `offset` kept in the Opening Copies record at
+/// `range`, when the copies record and the copy both pass their checksums: what a reader reads
+/// instead of a damaged Episode record, on a disk as in a store (where opening reads the
+/// copies anyway), so both list the same episodes.
+pub(crate) fn copy_payload(map: &Source, range: std::ops::Range<u64>, offset: u64) -> Option<Vec<u8>> {
+    let rec = frame(map, range.start).ok()?;
+    if rec.header.record_kind() != Some(RecordKind::OpeningCopies) || rec.header.unknown_required() != 0 {
+        return None;
+    }
+    if !rec.payload_ok(map) {
+        return None;
+    }
+    let payload = rec.payload(map);
+    let (_, bytes) = copies::decode(&payload).ok()?.into_iter().find(|(at, _)| *at == offset)?;
+    let copy = payload.get(bytes)?;
+    let header = RecordHeader::decode(copy.get(..RECORD_HEADER_LEN)?)?;
+    let body =
+        copy.get(RECORD_HEADER_LEN..RECORD_HEADER_LEN.checked_add(usize::try_from(header.payload_len).ok()?)?)?;
+    (crc32c::crc32c(body) == header.payload_crc).then(|| body.to_vec())
+}
+
+/// What a damaged Episode record whose copy is intact costs: nothing (said once, the same on a
+/// disk and from a store).
+pub(crate) const COPY_READ_INSTEAD: &str =
+    "its copy in the Opening Copies record is intact and read instead: no episode is lost";
 
 /// Whether every copy in `payload` (an Opening Copies record's) is the bytes of the record at
 /// its offset (`verify`: a copy that differs from an intact record would mislead a reader of the

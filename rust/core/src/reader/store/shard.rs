@@ -95,6 +95,9 @@ pub(crate) struct Shard {
     pub tail: Option<Problem>,
     /// Offsets of its Timelog records, in file order (read only when asked for).
     pub timelog_records: Vec<u64>,
+    /// Where its Opening Copies record lies (a closed shard of format 1.2): a damaged Episode
+    /// record is read from its copy there.
+    copies: Option<std::ops::Range<u64>>,
 }
 
 impl Shard {
@@ -134,6 +137,7 @@ impl Shard {
             problems: Vec::new(),
             tail: None,
             timelog_records: Vec::new(),
+            copies: None,
         }
     }
 
@@ -294,7 +298,8 @@ impl Shard {
             limit = at;
             at = delta.prev_index;
             if deltas.is_empty() {
-                let copies = super::opening_copies::copies_range(&delta, final_index);
+                self.copies = super::opening_copies::copies_range(&delta, final_index);
+                let copies = self.copies.clone();
                 copied = copies.map(|range| super::opening_copies::fetch_copies(map, range)).unwrap_or_default();
             }
             deltas.push(delta);
@@ -549,6 +554,9 @@ impl Shard {
             return;
         }
         if !rec.payload_ok(map) {
+            if kind == Some(RecordKind::Episode) && self.take_copy(map, rec.offset, found) {
+                return;
+            }
             let why = format!("{} record payload checksum mismatch", kind_name(rec.header.kind));
             let mut unlisted = 0;
             let why = match kind {
@@ -585,6 +593,18 @@ impl Shard {
         }
     }
 
+    /// Takes in the episodes of the damaged Episode record at `offset` from its intact copy, if
+    /// this shard keeps one: as a reader of the object in a store does, which reads the copies
+    /// at open and never the record, so both list the same episodes and neither says more at
+    /// open (nothing is lost); `verify` reports the damage. Returns whether it did.
+    fn take_copy(&self, map: &Source, offset: u64, found: &mut Found) -> bool {
+        let Some(Ok(batch)) = self.episode_copy(map, offset).map(|copy| episode::decode_batch(&copy, offset)) else {
+            return false;
+        };
+        found.episodes.extend(batch.into_iter().map(|(summary, _, _)| summary));
+        true
+    }
+
     /// The chunks of a damaged Chunks record that carry their own checksum and pass it: they are
     /// taken in (checked), the rest is left out. Returns `why` with what was kept said.
     fn salvage_chunks(&mut self, map: &Source, rec: &RecordAt, found: &mut Found, why: String) -> String {
@@ -595,7 +615,8 @@ impl Shard {
         let intact: Vec<ChunkRef> = refs
             .into_iter()
             .filter(|c| {
-                c.has_checksum() && map.bytes(c.data_offset, c.stored_len).is_some_and(|d| c.checksum_matches(&d))
+                let check = |d: &[u8]| if c.checksum_matches(d) { Ok(()) } else { Err(()) };
+                c.has_checksum() && map.checked(c.data_offset, c.stored_len, check).is_some_and(|r| r.is_ok())
             })
             .collect();
         let kept = intact.len();
@@ -636,17 +657,32 @@ impl Shard {
 
     /// The decoded batch of an Episode record (checksum verified): each episode's fixed part,
     /// metadata bytes and metrics blob.
+    /// A damaged one is read from its intact copy in the Opening Copies record, if there is one.
     pub(crate) fn episode_record(&self, offset: u64) -> Result<Vec<episode::DecodedEpisode>> {
         let corrupt = |why: String| Error::corrupt(&self.path, offset, why);
         let map: &Source = &self.source;
-        let rec = frame(map, offset).map_err(|e| corrupt(format!("episode record: {e}")))?;
-        if rec.kind() != Some(RecordKind::Episode) {
-            return Err(corrupt(format!("expected an episode record, found a {} record", kind_name(rec.header.kind))));
+        let checked = frame(map, offset).map_err(|e| format!("episode record: {e}")).and_then(|rec| {
+            if rec.kind() != Some(RecordKind::Episode) {
+                return Err(format!("expected an episode record, found a {} record", kind_name(rec.header.kind)));
+            }
+            if !rec.payload_ok(map) {
+                return Err("episode record payload checksum mismatch".into());
+            }
+            Ok(rec.payload(map))
+        });
+        match checked {
+            Ok(payload) => episode::decode_batch(&payload, offset).map_err(corrupt),
+            Err(why) => match self.episode_copy(map, offset) {
+                Some(copy) => episode::decode_batch(&copy, offset).map_err(corrupt),
+                None => Err(corrupt(why)),
+            },
         }
-        if !rec.payload_ok(map) {
-            return Err(corrupt("episode record payload checksum mismatch".into()));
-        }
-        episode::decode_batch(&rec.payload(map), offset).map_err(corrupt)
+    }
+
+    /// The payload of the intact copy of the Episode record at `offset`, if this shard keeps one.
+    pub(crate) fn episode_copy(&self, map: &Source, offset: u64) -> Option<Vec<u8>> {
+        let range = self.copies.clone()?;
+        super::opening_copies::copy_payload(map, range, offset)
     }
 
     /// The samples of the Timelog record at `offset` (checksum verified), or why not.

@@ -2,7 +2,8 @@
 //! process of a machine that reads it (data-loader workers, forked or spawned).
 //!
 //! - `cache_plan` decides the cache's bound from the dataset's decoded total (known from the
-//!   index and each zstd frame's header, without decoding) and the memory available: the whole
+//!   index and the episodes' rows alone: opening reads no chunk data, see `shape_of`) and the
+//!   memory available: the whole
 //!   dataset when it takes at most `RAM_SHARE` of it, else that share; never below the
 //!   `CACHE_FLOOR` a fixed default used to give.
 //! - When the whole dataset fits that bound, its decoded chunks go to a `SharedChunks` store:
@@ -19,6 +20,7 @@
 //!
 //! Where the decoded total exceeds the bound, or off Linux, each process keeps its own LRU.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::hash::Hasher;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -29,6 +31,7 @@ use memmap2::{MmapOptions, MmapRaw};
 
 use super::shard::Shard;
 use crate::format::codec::{self, CODEC_STACK, CODEC_ZSTD};
+use crate::format::stack;
 use crate::reader::catalog::chunk_list::Located;
 use crate::reader::catalog::Catalog;
 use crate::reader::int_map::{ChunkKey, IntHasher, IntMap};
@@ -82,6 +85,17 @@ impl Shape {
         match *self {
             Shape::Rows(n) => n,
             Shape::Frames { rows, filtered, .. } => rows * std::mem::size_of::<usize>() + filtered,
+        }
+    }
+
+    /// Whether parts of these lengths fill its slot: rows exactly; frames as their row ends
+    /// (a word a row), then at most `filtered` bytes (what the index says they take, see `shape_of`).
+    fn fits(&self, mut lens: impl Iterator<Item = usize>) -> bool {
+        match *self {
+            Shape::Rows(n) => lens.sum::<usize>() == n,
+            Shape::Frames { rows, filtered, .. } => {
+                lens.next() == Some(rows * std::mem::size_of::<usize>()) && lens.sum::<usize>() <= filtered
+            }
         }
     }
 }
@@ -299,11 +313,12 @@ impl SharedChunks {
         }
     }
 
-    /// Fills a claimed slot with `parts` (their lengths adding up to its size) and publishes
-    /// it; with other lengths, gives the slot back empty. Returns whether it was published.
+    /// Fills a claimed slot with `parts` (their lengths adding up to its size, or for frames
+    /// the row ends then at most the frame bytes it holds) and publishes it; with other
+    /// lengths, gives the slot back empty. Returns whether it was published.
     pub fn publish(&self, slot: &Slot, parts: &[&[u8]]) -> bool {
         let state = self.state(slot);
-        if parts.iter().map(|p| p.len()).sum::<usize>() != slot.shape.slot_bytes() {
+        if !slot.shape.fits(parts.iter().map(|p| p.len())) {
             state.store(EMPTY, Ordering::Release);
             return false;
         }
@@ -350,12 +365,14 @@ pub fn available_memory() -> Option<u64> {
     kb.checked_mul(1024)
 }
 
-/// What a chunk decodes to, from its index entry and (frame stacks) its zstd frame's header:
-/// `None` for chunks never cached (empty ones, raw ones read in place) and frames whose header
-/// does not declare a size the reader accepts.
-fn shape_of(shards: &[Shard], loc: &Located, row_bytes: Option<usize>) -> Option<Shape> {
+/// What a chunk decodes to, from its index entry alone (opening reads no chunk data, from a
+/// disk or a store): `None` for chunks never cached (empty ones, raw ones read in place). A
+/// frame-stack chunk's slot holds what its frames take when each row shifts the one before but
+/// for its first and those starting an episode (`starts`, after its first row; see
+/// `frames_estimate`), as the frame-stack filter writes a recorded stack; a chunk whose frames
+/// turn out larger (rows that are no shifts) is kept in the reader's own cache instead.
+fn shape_of(mapped: bool, loc: &Located, row_bytes: Option<usize>, stack: usize, starts: usize) -> Option<Shape> {
     let c = &loc.chunk;
-    let mapped = shards[loc.shard].source.is_mapped();
     if c.stored_len == 0 || (c.codec == 0 && mapped) {
         return None;
     }
@@ -366,22 +383,40 @@ fn shape_of(shards: &[Shard], loc: &Located, row_bytes: Option<usize>) -> Option
     if c.codec != codec::pipeline(&[CODEC_STACK, CODEC_ZSTD]) {
         return Some(Shape::Rows(raw_len));
     }
-    // A zstd frame header is at most 18 bytes.
-    let head = shards[loc.shard].source.bytes(c.data_offset, c.stored_len.min(18))?;
-    let declared = zstd::zstd_safe::get_frame_content_size(&head).ok().flatten()?;
+    let rows = raw_len / row;
     let (limit, _) = codec::zstd_output_limit(c.codec, row_bytes, c.raw_len);
-    (declared <= limit).then(|| Shape::Frames { row, rows: raw_len / row, filtered: declared as usize })
+    let filtered = frames_estimate(rows, row, stack, starts).min(usize::try_from(limit).ok()?);
+    Some(Shape::Frames { row, rows, filtered })
+}
+
+/// The bytes the frame-stack filter writes for `rows` rows of `row` bytes (`stack` frames each)
+/// when all but the first and `starts` more (episodes starting after the first row) shift the
+/// row before by one frame: a header, a kind a row, whole rows, and a frame for each shift.
+fn frames_estimate(rows: usize, row: usize, stack: usize, starts: usize) -> usize {
+    let frame = row / stack.max(1);
+    let whole = rows.min(1 + starts);
+    stack::HEADER_LEN + rows + whole * row + (rows - whole) * frame
 }
 
 /// The layout of the chunks the catalog lists now (the same in every process that opened the
 /// same index).
 pub(in crate::reader) fn layout_of(catalog: &Catalog, shards: &[Shard]) -> Layout {
+    // Where episodes start on each lane's observation rows, for frame-stack chunks.
+    let mut starts: HashMap<(usize, u32), Vec<u64>> = HashMap::new();
+    for l in &catalog.locs {
+        starts.entry((l.recording as usize, l.lane)).or_default().push(l.obs_first_row);
+    }
+    starts.values_mut().for_each(|v| v.sort_unstable());
     let mut chunks = Vec::new();
-    for (&(recording, _lane, column), list) in &catalog.chunk_lists {
+    for (&(recording, lane, column), list) in &catalog.chunk_lists {
         let spec = catalog.recordings.get(recording).and_then(|r| r.columns.get(column as usize));
         let row_bytes = spec.and_then(|s| s.row_bytes());
+        let stack = spec.and_then(|s| s.row_layout().stack).unwrap_or(1);
+        let lane_starts = starts.get(&(recording, lane)).map_or(&[][..], Vec::as_slice);
         for loc in &list.chunks {
-            if let Some(shape) = shape_of(shards, loc, row_bytes) {
+            let (first, end) = (loc.first_row(), loc.end_row());
+            let inside = lane_starts.partition_point(|&r| r < end) - lane_starts.partition_point(|&r| r <= first);
+            if let Some(shape) = shape_of(shards[loc.shard].source.is_mapped(), loc, row_bytes, stack, inside) {
                 chunks.push(((loc.shard, loc.chunk.data_offset), shape));
             }
         }
@@ -445,7 +480,9 @@ impl SharedChunk {
         // SAFETY: `ends` starts at the slot's 64-byte aligned offset and holds `rows` words
         // written from a `&[usize]` (see `publish`); any bit pattern is a valid usize.
         let ends = unsafe { std::slice::from_raw_parts(ends.as_ptr() as *const usize, rows) };
-        Some((data, ends, row))
+        // The frames may take less than their slot; they end where the last row does.
+        let end = ends.last().map_or(0, |&e| e.min(data.len()));
+        Some((&data[..end], ends, row))
     }
 }
 
@@ -483,6 +520,41 @@ mod tests {
         ];
         for &(total, explicit, avail, can, want) in cases {
             assert_eq!(cache_plan(total, explicit, avail, can), want, "{total} {explicit:?} {avail:?} {can}");
+        }
+    }
+
+    #[test]
+    fn frame_stack_chunks_take_a_frame_a_shift_and_whole_rows_where_episodes_start() {
+        // (rows, row bytes, stack, episode starts after the first row) -> bytes
+        let cases = [
+            (1, 40, 4, 0, 4 + 1 + 40),
+            (5, 40, 4, 0, 4 + 5 + 40 + 4 * 10),
+            (5, 40, 4, 2, 4 + 5 + 3 * 40 + 2 * 10),
+            (5, 40, 4, 9, 4 + 5 + 5 * 40), // never more whole rows than rows
+            (3, 40, 1, 0, 4 + 3 + 40 + 2 * 40),
+        ];
+        for (rows, row, stack, starts, want) in cases {
+            assert_eq!(frames_estimate(rows, row, stack, starts), want, "{rows} {row} {stack} {starts}");
+        }
+    }
+
+    #[test]
+    fn parts_fill_a_slot_of_rows_exactly_and_of_frames_up_to_their_bound() {
+        let w = std::mem::size_of::<usize>();
+        let frames = Shape::Frames { row: 12, rows: 3, filtered: 30 };
+        // (shape, part lengths, fits)
+        let cases: &[(Shape, &[usize], bool)] = &[
+            (Shape::Rows(100), &[100], true),
+            (Shape::Rows(100), &[60, 40], true),
+            (Shape::Rows(100), &[99], false),
+            (frames, &[3 * w, 30], true),
+            (frames, &[3 * w, 20], true), // frames take less than the most they may
+            (frames, &[3 * w, 31], false),
+            (frames, &[2 * w, 20], false), // a prefix of the rows is no whole chunk
+            (frames, &[], false),
+        ];
+        for &(shape, lens, fits) in cases {
+            assert_eq!(shape.fits(lens.iter().copied()), fits, "{shape:?} {lens:?}");
         }
     }
 

@@ -104,12 +104,42 @@ impl Source {
             Kind::Remote(object) => match object.read(offset, len) {
                 Ok(b) => Some(Cow::Owned(b.to_vec())),
                 Err(_) => {
-                    // Retried already: each later read would wait as long again.
-                    self.mark_unreadable();
+                    // A failure ends with its cause: the next read asks again (with the client's
+                    // retries), unless the object was replaced, which no retry undoes.
+                    if object.is_replaced() {
+                        self.mark_unreadable();
+                    }
                     None
                 }
             },
         }
+    }
+
+    /// Bytes `offset .. offset + len` failed a check: a store's are dropped from the fetch cache,
+    /// so the next read fetches them again (a flip in transit is no damage, and bytes that failed
+    /// are never kept). Returns whether there was anything to fetch again (a store's object).
+    pub fn forget(&self, offset: u64, len: u64) -> bool {
+        match &self.kind {
+            Kind::Remote(object) => {
+                object.forget(offset..offset.saturating_add(len));
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// `len` bytes from `offset` through `check`; a store's bytes that fail it are fetched once
+    /// more before the failure stands, and are not kept. `None`: the bytes could not be read.
+    pub fn checked<T, E>(&self, offset: u64, len: u64, check: impl Fn(&[u8]) -> Result<T, E>) -> Option<Result<T, E>> {
+        let first = check(&self.bytes(offset, len)?);
+        if first.is_ok() || !self.forget(offset, len) {
+            return Some(first);
+        }
+        let again = check(&self.bytes(offset, len)?);
+        if again.is_err() {
+            self.forget(offset, len);
+        }
+        Some(again)
     }
 
     /// The map, for zero-copy views (none when reading through the file, or once it changed).
@@ -144,7 +174,11 @@ impl Source {
     /// cannot (a read that fails there reads as damage).
     pub fn prefetch(&self, ranges: &[std::ops::Range<u64>]) -> Result<()> {
         match &self.kind {
-            Kind::Remote(object) => object.prefetch(ranges).inspect_err(|_| self.mark_unreadable()),
+            Kind::Remote(object) => object.prefetch(ranges).inspect_err(|_| {
+                if object.is_replaced() {
+                    self.mark_unreadable();
+                }
+            }),
             _ => Ok(()),
         }
     }
