@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import trajcore
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = ["README.md", *(f"docs/{p.name}" for p in sorted((ROOT / "docs").glob("*.md")))]
@@ -150,7 +151,10 @@ def store(s3: Any, cp16: Path) -> tuple[Any, str]:
 
 def _python_env() -> dict[str, str]:
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "python"), str(ROOT / "tests"), env.get("PYTHONPATH", "")])
+    # The trajcore these tests import (an install, or a checkout's python/ with its extension
+    # built in place), first: a bare checkout's python/ has no extension.
+    package_root = str(Path(trajcore.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join([package_root, str(ROOT / "tests"), env.get("PYTHONPATH", "")])
     env["MPLBACKEND"] = "Agg"
     env["BROWSER"] = "true"  # `trajcore view` opens its page with a command that does nothing
     return env
@@ -166,7 +170,7 @@ def test_page_runs(page: str, tmp_path: Path, store: tuple[Any, str], cp16: Path
     work.mkdir()
     if page in READS_CP16:
         shutil.copytree(cp16, work / "runs" / "cp16")
-    bin_dir = tmp_path / "bin"  # `trajcore`: this checkout's CLI
+    bin_dir = tmp_path / "bin"  # `trajcore`: the CLI of the trajcore these tests import
     bin_dir.mkdir()
     (bin_dir / "trajcore").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m trajcore "$@"\n')
     (bin_dir / "trajcore").chmod(0o755)
