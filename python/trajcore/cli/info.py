@@ -18,6 +18,7 @@ def run(args: argparse.Namespace) -> int:
     from trajcore.formats.summaries import env_step_bounds
     from trajcore.read.agents import agent_counts, agent_spaces
     from trajcore.read.meta import env_ids
+    from trajcore.read.provenance import policy_counts
 
     with trajcore.open(args.path) as ds:
         s = ds.summaries()
@@ -51,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
             "env_steps": {"min": least, "max": most},
             "env_steps_asked": _env_steps_asked(ds, metas, origins),
             "copied_from": [o for o in origins if o is not None],
+            "provenance": ds.provenance,
+            "policies": policy_counts(ds._reads),
             "return": _split_stats(s["episode_return"], complete),
             "length": _split_stats(s["length"], complete),
             "observation_space": str(ds.observation_space),
@@ -81,6 +84,16 @@ def run(args: argparse.Namespace) -> int:
         when = datetime.datetime.fromtimestamp(int(origin.get("at_ns") or 0) / 1e9, datetime.UTC)
         how = "recovered" if origin.get("how") == "recover" else "converted"
         print(f"  {how} from {origin.get('path')} on {when:%Y-%m-%d %H:%M:%S} UTC", file=out)
+    for recording, provenance in enumerate(report["provenance"]):
+        for line in provenance_lines(provenance):
+            print(f"  recording {recording}: {line}" if report["recordings"] > 1 else f"  {line}", file=out)
+    for policy in report["policies"]:
+        steps = policy["steps"]
+        print(
+            f"  policy {policy['name'] if policy['name'] is not None else '(no name)'}: {policy['episodes']:,} "
+            "episode(s)" + (f", steps {steps[0]:,} to {steps[1]:,}" if steps else ""),
+            file=out,
+        )
     print(
         f"  episodes: {report['episodes']:,}: {report['complete_episodes']:,} complete ({report['terminated']:,} "
         f"terminated, {report['truncated']:,} truncated), {report['incomplete_episodes']:,} incomplete "
@@ -123,6 +136,40 @@ def run(args: argparse.Namespace) -> int:
         lost = report["episodes_unlisted"]
         print(f"  lost: {lost:,} episode(s) no longer listed (damaged Episode records)", file=out)
     return 0
+
+
+def provenance_lines(p: dict[str, Any]) -> list[str]:
+    """A recording's provenance as short lines of text (what `trajcore info` prints)."""
+    lines: list[str] = []
+    env = p.get("env") or {}
+    spec = env.get("spec") or {}
+    if spec:
+        kwargs = json.dumps(spec.get("kwargs") or {}, separators=(",", ":"))
+        lines.append(
+            f"spec: {spec.get('id')} ({spec.get('entry_point')}, version {spec.get('version')}, kwargs {kwargs})"
+        )
+    if env.get("wrappers"):
+        lines.append("wrappers: " + " > ".join(w["class"].rpartition(".")[2] for w in env["wrappers"]))
+    vector = p.get("vector")
+    if vector:
+        lines.append(f"vector: {vector['kind']} of {vector['num_envs']}, autoreset {vector['autoreset_mode']}")
+    host = p.get("host")
+    versions = p.get("versions") or {}
+    if host or versions:
+        packages = ", ".join(f"{k} {v}" for k, v in versions.items() if k not in ("python", "python_implementation"))
+        where = f"{host['hostname']} ({host['platform']}), " if host else ""
+        lines.append(f"host: {where}Python {versions.get('python', '?')}" + (f"; {packages}" if packages else ""))
+    command = p.get("command")
+    if command:
+        lines.append("command: " + " ".join(command.get("argv") or []))
+    if "git" in p:
+        git = p["git"]
+        if git is None:
+            lines.append("git: not in a git repository")
+        else:
+            dirty = {True: " (dirty)", False: "", None: " (dirty: unknown)"}[git.get("dirty")]
+            lines.append(f"git: {git.get('commit')}{dirty}")
+    return lines
 
 
 def _stats(values: np.ndarray[Any, Any]) -> dict[str, float]:

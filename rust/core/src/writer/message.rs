@@ -25,6 +25,9 @@ pub enum MessageKind {
     /// Merge a JSON object (the single entry's data) into the metadata of an episode of `env`:
     /// the running one (`arg` 0) or the one held since it ended (`arg` 1).
     SetMetadata = 4,
+    /// Merge a JSON object (the single entry's data) into the metadata every episode that
+    /// begins after this message starts with (`env` and `arg` unused).
+    SetDefaults = 6,
     /// Apply the lane ops only (at `time_ns`).
     Ops = 5,
     /// Apply the lane ops, seal and write everything, then acknowledge ticket `arg`.
@@ -42,6 +45,7 @@ impl MessageKind {
             3 => MessageKind::AddColumn,
             4 => MessageKind::SetMetadata,
             5 => MessageKind::Ops,
+            6 => MessageKind::SetDefaults,
             7 => MessageKind::Flush,
             8 => MessageKind::Close,
             _ => return None,
