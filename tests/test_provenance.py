@@ -80,8 +80,9 @@ def test_cartpole_spec_wrapper_chain_versions_and_reset_seeds(tmp_path: Path) ->
 
         episodes = list(ds.episodes)
         assert len(episodes) == 3
-        assert [ep.metadata.get("reset_seed") for ep in episodes] == seeds
-        assert [ep.metadata.get("reset_options") for ep in episodes] == options
+        assert [ep.provenance.get("reset_seed") for ep in episodes] == seeds
+        assert [ep.provenance.get("reset_options") for ep in episodes] == options
+        assert all(ep.metadata == {} for ep in episodes)  # the metadata is the user's
         # The seed is the one that started it: a fresh env reset with it gives its first observation.
         for ep in (episodes[0], episodes[2]):
             fresh = gym.make("CartPole-v1")
@@ -137,7 +138,7 @@ def test_vector_envs_each_autoreset_mode(tmp_path: Path, mode: AutoresetMode) ->
         assert p["env"]["wrappers"][-1]["class"].endswith("SyncVectorEnv")
         for i in range(n):
             mine = ds.select(env_index=i)
-            got = [(ep.metadata["policy"]["step"], ep.metadata.get("reset_seed")) for ep in mine]
+            got = [(ep.metadata["policy"]["step"], ep.provenance.get("reset_seed")) for ep in mine]
             # A lane's episodes are listed in the order they ended, which is the order they began.
             assert got == begun[i][: len(got)], (i, got, begun[i])
             assert len(got) == len(begun[i]) or len(got) == len(begun[i]) - 1  # a begun one may never step
@@ -254,7 +255,7 @@ def test_provenance_off_or_in_parts(tmp_path: Path) -> None:
         with trajcore.open(path) as ds:
             assert "provenance" not in ds.meta(0)["user"] if not parts else True
             assert set(ds.provenance[0]) - {"env_id"} == parts
-            assert ("reset_seed" in ds.episodes[0].metadata) == (option is True)
+            assert ("reset_seed" in ds.episodes[0].provenance) == (option is True)
     for bad in (["env", "passwords"], "env", 3):
         with pytest.raises(InvalidArgumentError, match="provenance"):
             trajcore.RecordEpisodes(gym.make("CartPole-v1"), tmp_path / "bad", provenance=bad)  # type: ignore[arg-type]
@@ -268,7 +269,8 @@ def test_set_policy_before_a_deferred_recorder_starts(tmp_path: Path) -> None:
     env.step(0)
     env.close()
     with trajcore.open(tmp_path / "f") as ds:
-        assert ds.episodes[0].metadata == {"policy": {"name": "early", "step": 1}, "reset_seed": 0}
+        assert ds.episodes[0].metadata == {"policy": {"name": "early", "step": 1}}
+        assert ds.episodes[0].provenance["reset_seed"] == 0
 
 
 def test_pettingzoo_parallel_and_aec(tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ from trajcore.cli._common import Commands, strict_json
 def run(args: argparse.Namespace) -> int:
     import trajcore
     from trajcore.formats.summaries import METRIC_STATS, metric_column, summary_columns
-    from trajcore.read.provenance import POLICY_KEY, policy_label
+    from trajcore.read.provenance import policy_label
+    from trajcore.read.provenance_keys import POLICY_KEY
     from trajcore.read.selection import apply_select, parse_select
 
     selection = parse_select(args.select)

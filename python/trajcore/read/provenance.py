@@ -12,25 +12,16 @@ import numpy as np
 import numpy.typing as npt
 
 from trajcore.errors import InvalidArgumentError
+from trajcore.read.provenance_keys import POLICY_KEY, RESET_KEY
 from trajcore.read.reads import DatasetReads
 
 __all__ = [
-    "EPISODE_KEYS",
-    "POLICY_KEY",
-    "RESET_OPTIONS_KEY",
-    "RESET_SEED_KEY",
     "episode_provenance",
     "policy_counts",
     "policy_label",
     "policy_keep",
     "recording_provenance",
 ]
-
-# The episode metadata keys that are provenance (trajcore.record.provenance writes them).
-RESET_SEED_KEY = "reset_seed"
-RESET_OPTIONS_KEY = "reset_options"
-POLICY_KEY = "policy"
-EPISODE_KEYS = (RESET_SEED_KEY, RESET_OPTIONS_KEY, POLICY_KEY)
 
 
 def recording_provenance(reads: DatasetReads, recording: int) -> dict[str, Any]:
@@ -48,8 +39,12 @@ def episode_provenance(reads: DatasetReads, index: int, recording: int) -> dict[
     """An episode's provenance: its recording's, then the seed and options of the reset that
     started it and the policy behind it, where they were recorded."""
     out = recording_provenance(reads, recording)
-    metadata = reads.episode_metadata(index)
-    out.update({key: metadata[key] for key in EPISODE_KEYS if key in metadata})
+    metadata = reads.stored_episode_metadata(index)
+    reset = metadata.get(RESET_KEY)
+    if isinstance(reset, dict):
+        out.update({f"reset_{key}": value for key, value in reset.items()})
+    if POLICY_KEY in metadata:
+        out[POLICY_KEY] = metadata[POLICY_KEY]
     return out
 
 

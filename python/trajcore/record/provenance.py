@@ -25,13 +25,10 @@ import numpy as np
 
 from trajcore import _core
 from trajcore.errors import InvalidArgumentError
-from trajcore.read.provenance import POLICY_KEY, RESET_OPTIONS_KEY, RESET_SEED_KEY
+from trajcore.read.provenance_keys import POLICY_KEY, RESET_KEY
 
 __all__ = [
     "PARTS",
-    "POLICY_KEY",
-    "RESET_OPTIONS_KEY",
-    "RESET_SEED_KEY",
     "ProvenanceOption",
     "gather",
     "policy_metadata",
@@ -261,22 +258,21 @@ def gather(parts: frozenset[str], env: Any, *, num_envs: int = 1, autoreset_mode
 def reset_metadata(seed: Any, options: Mapping[str, Any] | None, env_index: int, num_envs: int) -> dict[str, Any]:
     """The metadata of the episode sub-env `env_index` starts at a reset given `seed` and
     `options` (gymnasium's rule: an int seed gives sub-env i the seed ``seed + i``, a list its
-    i-th); empty when neither was given."""
+    i-th): ``{RESET_KEY: {"seed": ..., "options": ...}}`` with those given; empty without."""
     out: dict[str, Any] = {}
     if seed is not None:
         if isinstance(seed, int | np.integer):
-            out[RESET_SEED_KEY] = int(seed) + (env_index if num_envs > 1 else 0)
+            out["seed"] = int(seed) + (env_index if num_envs > 1 else 0)
         elif isinstance(seed, Sequence) and len(seed) > env_index:
-            item = seed[env_index]
-            if item is not None:
-                out[RESET_SEED_KEY] = _plain(item)
+            if seed[env_index] is not None:
+                out["seed"] = _plain(seed[env_index])
         else:
-            out[RESET_SEED_KEY] = _plain(seed)
+            out["seed"] = _plain(seed)
     if options:
         kept = {k: v for k, v in options.items() if k != "reset_mask"}  # which sub-envs: not an option of theirs
         if kept:
-            out[RESET_OPTIONS_KEY] = _plain(kept)
-    return out
+            out["options"] = _plain(kept)
+    return {RESET_KEY: out} if out else {}
 
 
 def policy_metadata(name: Any, step: Any, checkpoint: Any, extra: Mapping[str, Any]) -> dict[str, Any]:
