@@ -89,6 +89,11 @@ def test_cartpole_spec_wrapper_chain_versions_and_reset_seeds(tmp_path: Path) ->
             first, _ = fresh.reset(seed=ep.provenance["reset_seed"], options=ep.provenance.get("reset_options"))
             np.testing.assert_array_equal(ep.observations[0], first)
         assert episodes[0].provenance["env"] == p["env"] and "reset_seed" not in episodes[1].provenance
+        want = [ep.provenance for ep in episodes]
+    # A copy keeps it: the recording's in the Meta record, the reset's with each episode.
+    assert main(["convert", str(tmp_path / "cp"), str(tmp_path / "copy")]) == 0
+    with trajcore.open(tmp_path / "copy") as copy:
+        assert [ep.provenance for ep in copy.episodes] == want
 
 
 @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED])

@@ -1056,4 +1056,3 @@ fn check_json_object(json: &str, what: &str) -> Result<()> {
         _ => Err(Error::Invalid(format!("{what} must be a JSON object"))),
     }
 }
-
