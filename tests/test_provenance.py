@@ -141,6 +141,11 @@ def test_vector_envs_each_autoreset_mode(tmp_path: Path, mode: AutoresetMode) ->
             "autoreset_mode": {"NextStep": "next_step", "SameStep": "same_step", "Disabled": "disabled"}[mode.value],
         }
         assert p["env"]["wrappers"][-1]["class"].endswith("SyncVectorEnv")
+        # A sync vector env's sub-envs are in this process: their wrapper chain too.
+        assert p["env"]["sub_env_wrappers"][-1] == {
+            "class": "gymnasium.wrappers.common.TimeLimit",
+            "kwargs": {"max_episode_steps": 9},
+        }
         for i in range(n):
             mine = ds.select(env_index=i)
             got = [(ep.metadata["policy"]["step"], ep.provenance.get("reset_seed")) for ep in mine]
@@ -148,6 +153,23 @@ def test_vector_envs_each_autoreset_mode(tmp_path: Path, mode: AutoresetMode) ->
             assert got == begun[i][: len(got)], (i, got, begun[i])
             assert len(got) == len(begun[i]) or len(got) == len(begun[i]) - 1  # a begun one may never step
             assert all(ep.metadata["policy"]["name"] == "pi" for ep in mine)
+
+
+def test_wrapper_arguments_json_cannot_hold_are_stored_as_text(tmp_path: Path) -> None:
+    env = gym.make("CartPole-v1")
+    space = spaces.Box(-10, 10, (4,), np.float64)
+    wrapped = gym.wrappers.TransformObservation(env, lambda o: o.astype(np.float64) * 2, space)
+    rec = trajcore.RecordEpisodes(wrapped, tmp_path / "t")
+    rec.reset(seed=0)
+    rec.step(0)
+    rec.close()
+    with trajcore.open(tmp_path / "t") as ds:
+        outer = ds.provenance[0]["env"]["wrappers"][-1]
+        assert outer["class"] == "gymnasium.wrappers.transform_observation.TransformObservation"
+        assert (
+            outer["kwargs"]["func"].startswith("<function ")
+            and "Box(-10.0, 10.0, (4,), float64)" in outer["kwargs"]["observation_space"]
+        )
 
 
 def test_set_policy_checks_its_values_and_select_is_exact(tmp_path: Path) -> None:

@@ -39,9 +39,12 @@ def run(args: argparse.Namespace) -> int:
         when = datetime.datetime.fromtimestamp(int(origin.get("at_ns") or 0) / 1e9, datetime.UTC)
         how = "recovered" if origin.get("how") == "recover" else "converted"
         print(f"  {how} from {origin.get('path')} on {when:%Y-%m-%d %H:%M:%S} UTC", file=out)
-    for recording, provenance in enumerate(report["provenance"]):
-        for line in provenance_lines(provenance):
-            print(f"  recording {recording}: {line}" if report["recordings"] > 1 else f"  {line}", file=out)
+    described = [provenance_lines(p) for p in report["provenance"]]
+    if described and all(lines == described[0] for lines in described):
+        described = described[:1]  # the same for every recording (one run, several writers): once
+    for recording, lines in enumerate(described):
+        for line in lines:
+            print(f"  recording {recording}: {line}" if len(described) > 1 else f"  {line}", file=out)
     for policy in report["policies"]:
         steps = policy["steps"]
         print(

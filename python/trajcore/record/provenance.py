@@ -45,6 +45,7 @@ ProvenanceOption = bool | Sequence[str]
 # Packages whose version is recorded when the program already imported them (never imported here).
 _PACKAGES = ("gymnasium", "numpy", "torch", "jax", "ray", "pettingzoo", "stable_baselines3")
 _GIT_TIMEOUT_S = 2.0
+_ARRAY_MAX = 256  # larger arrays among env arguments are described, not stored
 
 
 def resolve_parts(option: Any) -> frozenset[str]:
@@ -74,6 +75,8 @@ def _plain(value: Any, depth: int = 0) -> Any:
     if isinstance(value, np.generic):
         return _plain(value.item(), depth)
     if isinstance(value, np.ndarray):
+        if value.size > _ARRAY_MAX:  # an env argument such as a map: its shape, not its values
+            return f"array(shape={value.shape}, dtype={value.dtype})"
         return _plain(value.tolist(), depth)
     if depth < 8 and isinstance(value, Mapping):
         return {str(k): _plain(v, depth + 1) for k, v in value.items()}
@@ -239,6 +242,9 @@ def gather(parts: frozenset[str], env: Any, *, num_envs: int = 1, autoreset_mode
     out: dict[str, Any] = {}
     if "env" in parts and env is not None:
         out["env"] = {"spec": _spec(env), "wrappers": wrapper_chain(env)}
+        sub_envs = getattr(getattr(env, "unwrapped", None), "envs", None)  # a SyncVectorEnv's own envs
+        if isinstance(sub_envs, list | tuple) and sub_envs:
+            out["env"]["sub_env_wrappers"] = wrapper_chain(sub_envs[0])
         name = (getattr(env, "metadata", None) or {}).get("name")
         if isinstance(name, str):
             out["env"]["name"] = name  # PettingZoo's envs name themselves here, with no spec
