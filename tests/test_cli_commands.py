@@ -70,6 +70,7 @@ def test_every_option_has_help_with_its_default_and_every_command_examples() -> 
         "convert",
         "verify",
         "recover",
+        "card",
         "bench",
     }
     for name, sub in commands.items():

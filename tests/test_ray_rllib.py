@@ -124,7 +124,12 @@ def test_ppo_cartpole_records_every_episode_rllib_completed(tmp_path: Path) -> N
             # RLlib's extra model outputs, one per step.
             assert ep.data["action_logp"].shape == (ep.length,) and ep.data["_action_logp"].all(), where
             assert ep.data["action_dist_inputs"].shape == (ep.length, 2), where
+            # The policy behind it, filled by the callback: the module, and the version of its
+            # weights that took the first action.
+            assert meta["policy"] == {"name": "default_policy", "step": int(ep.data["weights_seq_no"][0])}, where
         assert seen == set(rllib)
+        assert len({ep.metadata["policy"]["step"] for ep in ds.episodes}) >= 2  # weights synced between iterations
+        assert len(ds.select(policy="default_policy", policy_step=(0, None))) == ds.num_episodes
         # Some episodes ran over a sample() call (RLlib returned them in chunks) and were joined.
         assert any(ep.metadata["chunks"] > 1 for ep in ds.episodes)
 
@@ -332,6 +337,7 @@ def test_multi_agent_ppo_records_an_episode_per_agent(tmp_path: Path) -> None:
         for ep in ds.episodes:
             by_env_episode.setdefault(ep.env_episode, []).append(ep)
             assert ep.metadata["rllib"]["module_id"] == "p" + ep.agent
+            assert ep.metadata["policy"]["name"] == "p" + ep.agent
             assert_rows_echo_the_env(ep, f"episode {ep.index} ({ep.agent})")
         assert len(by_env_episode) >= 128 // 8  # every sampled env episode, each agent once
         for parts in by_env_episode.values():

@@ -114,6 +114,9 @@ class Recorder:
     def set_episode_metadata(self, env_index: int, metadata_json: str) -> None:
         """Merges a JSON object into the metadata of an episode of `env_index`: the one that
         ended at the last step (until the next step or reset), else the running one."""
+    def set_episode_defaults(self, metadata_json: str) -> None:
+        """Merges a JSON object into the metadata every episode that begins after this call
+        starts with, in every env; running episodes keep theirs."""
     def discard(self, env_index: int) -> None:
         """Drops an episode of `env_index` (as `set_episode_metadata` picks it); not listed."""
     def mark_start_lost(self, env_index: int) -> None:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
 from typing import Any
 
-from trajcore.cli._common import Commands, UsageError
+from trajcore.cli._common import DATASET_HELP, Commands, UsageError
 
 
 def run(args: argparse.Namespace) -> int:
@@ -26,11 +27,11 @@ def run(args: argparse.Namespace) -> int:
         if not isinstance(codecs, dict):
             raise UsageError(f"--codecs must be 'raw' or a JSON object, got {args.codecs!r}")
     selection = parse_select(args.select)
-    with trajcore.open(args.src) as ds:
-        episodes = apply_select(ds, selection)
+    with contextlib.ExitStack() as stack:
+        sources = [apply_select(stack.enter_context(trajcore.open(src)), selection) for src in args.src]
         start = time.perf_counter()
         result = trajcore.convert(
-            episodes, args.dst, codecs=codecs, chunk_bytes=args.chunk_bytes, max_shard_bytes=args.max_shard_bytes
+            sources, args.dst, codecs=codecs, chunk_bytes=args.chunk_bytes, max_shard_bytes=args.max_shard_bytes
         )
     print(
         f"converted {result['episodes']:,} episodes, {result['steps']:,} steps into {len(result['shards'])} shard(s) "
@@ -45,12 +46,15 @@ def add_to(commands: Commands) -> None:
     c = commands.command(
         "convert",
         "rewrite a dataset with other codecs (e.g. raw columns for zero-copy training reads)",
-        "Copy a dataset (or some of its episodes) into a new directory with other storage per column. DST may "
-        "be a store prefix holding no shard (s3://bucket/prefix): the copy is written locally and uploaded.",
+        "Copy a dataset (or some of its episodes) into a new directory with other storage per column; several "
+        "sources (of the same spaces) are merged into one. DST may be a store prefix holding no shard "
+        "(s3://bucket/prefix): the copy is written locally and uploaded.",
         "runs/cp16 runs/cp16-raw --codecs raw",
         'runs/cp16 runs/cp16-obs --codecs \'{"obs": {"zstd_level": 9}}\' --select complete=true',
+        "runs/a runs/b runs/merged --select policy=ppo",
     )
-    commands.copy_args(c)
+    c.add_argument("src", metavar="SRC", nargs="+", help=DATASET_HELP + "; several are merged")
+    c.add_argument("dst", metavar="DST", help="the new dataset directory (must not exist, or be empty)")
     c.add_argument(
         "--codecs",
         help="'raw' (every column uncompressed) or a JSON object of per-column codecs "

@@ -8,60 +8,18 @@ import json
 import sys
 from typing import Any
 
-import numpy as np
-
 from trajcore.cli._common import Commands, fmt_bytes, strict_json
 
 
 def run(args: argparse.Namespace) -> int:
     import trajcore
-    from trajcore.formats.summaries import env_step_bounds
-    from trajcore.read.agents import agent_counts, agent_spaces
-    from trajcore.read.meta import env_ids
+    from trajcore.tools.report import dataset_report
 
     with trajcore.open(args.path) as ds:
-        s = ds.summaries()
-        disk = sum(ds.shard_sizes)
-        columns, exact = _column_bytes(ds, s)
-        raw_total = sum(c["raw_bytes"] for c in columns)
-        metas = [ds.meta(r) for r in range(ds.num_recordings)]
-        complete = s["complete"].astype(bool)
-        origins = [_copy_origin(m) for m in metas]
-        # A copy was written with autoreset "disabled": how the data was recorded is its origin's.
-        modes = [str((o or m).get("autoreset_mode")) for m, o in zip(metas, origins, strict=True)]
-        least, most = env_step_bounds(
-            s["length"], s["recording"], s["env_index"], complete, [m == "next_step" for m in modes]
-        )
-        report: dict[str, Any] = {
-            "path": ds.path,
-            "shards": len(ds.shards),
-            "recordings": ds.num_recordings,
-            "env_ids": env_ids(metas),
-            "num_envs": sorted({int(m.get("num_envs", 1)) for m in metas}),
-            "autoreset_modes": sorted(set(modes)),
-            "metadata": ds.metadata,
-            "agents": agent_counts(ds._reads),
-            "agent_spaces": agent_spaces(ds._reads),
-            "episodes": ds.num_episodes,
-            "complete_episodes": int(np.count_nonzero(complete)),
-            "incomplete_episodes": int(np.count_nonzero(~complete)),
-            "terminated": int(np.count_nonzero(s["terminated"])),
-            "truncated": int(np.count_nonzero(s["truncated"])),
-            "steps": ds.num_steps,
-            "env_steps": {"min": least, "max": most},
-            "env_steps_asked": _env_steps_asked(ds, metas, origins),
-            "copied_from": [o for o in origins if o is not None],
-            "return": _split_stats(s["episode_return"], complete),
-            "length": _split_stats(s["length"], complete),
-            "observation_space": str(ds.observation_space),
-            "action_space": str(ds.action_space),
-            "bytes_on_disk": disk,
-            "bytes_raw": raw_total,
-            "compression_ratio": raw_total / disk if disk else None,
-            "columns": columns,
-            "problems": [list(p) for p in ds.problems],
-            "episodes_unlisted": ds.episodes_unlisted,
-        }
+        report, exact = dataset_report(ds)
+    least, most = report["env_steps"]["min"], report["env_steps"]["max"]
+    modes, columns = report["autoreset_modes"], report["columns"]
+    disk, raw_total = report["bytes_on_disk"], report["bytes_raw"]
     if args.json:
         print(json.dumps(strict_json(report), indent=2, allow_nan=False))
         return 0
@@ -81,6 +39,19 @@ def run(args: argparse.Namespace) -> int:
         when = datetime.datetime.fromtimestamp(int(origin.get("at_ns") or 0) / 1e9, datetime.UTC)
         how = "recovered" if origin.get("how") == "recover" else "converted"
         print(f"  {how} from {origin.get('path')} on {when:%Y-%m-%d %H:%M:%S} UTC", file=out)
+    described = [provenance_lines(p) for p in report["provenance"]]
+    if described and all(lines == described[0] for lines in described):
+        described = described[:1]  # the same for every recording (one run, several writers): once
+    for recording, lines in enumerate(described):
+        for line in lines:
+            print(f"  recording {recording}: {line}" if len(described) > 1 else f"  {line}", file=out)
+    for policy in report["policies"]:
+        steps = policy["steps"]
+        print(
+            f"  policy {policy['name'] if policy['name'] is not None else '(no name)'}: {policy['episodes']:,} "
+            "episode(s)" + (f", steps {steps[0]:,} to {steps[1]:,}" if steps else ""),
+            file=out,
+        )
     print(
         f"  episodes: {report['episodes']:,}: {report['complete_episodes']:,} complete ({report['terminated']:,} "
         f"terminated, {report['truncated']:,} truncated), {report['incomplete_episodes']:,} incomplete "
@@ -125,86 +96,38 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _stats(values: np.ndarray[Any, Any]) -> dict[str, float]:
-    """Statistics over the finite values; `nan` counts the others (a NaN reward makes a NaN
-    return: trajcore records what the env produced)."""
-    v = values.astype(np.float64)
-    finite = v[np.isfinite(v)]
-    out: dict[str, float] = {"nan": int(np.count_nonzero(np.isnan(v)))} if np.isnan(v).any() else {}
-    if finite.size == 0:
-        return out
-    return {
-        "mean": float(finite.mean()),
-        "std": float(finite.std()),
-        "min": float(finite.min()),
-        "median": float(np.median(finite)),
-        "max": float(finite.max()),
-        **out,
-    }
-
-
-def _column_bytes(ds: Any, summaries: dict[str, np.ndarray[Any, Any]]) -> tuple[list[dict[str, Any]], bool]:
-    """Raw and stored bytes per column: exact from the core when it reports them, else the raw
-    size of the rows episodes cover (fixed-size columns only; stored size unknown per column)."""
-    core = ds._core
-    column_stats = getattr(core, "column_stats", None)
-    if column_stats is not None:
-        merged: dict[str, dict[str, Any]] = {}
-        for entry in column_stats():
-            row = merged.setdefault(entry["name"], {"name": entry["name"], "raw_bytes": 0, "stored_bytes": 0})
-            row["raw_bytes"] += int(entry["raw_bytes"])
-            row["stored_bytes"] += int(entry["stored_bytes"])
-        for row in merged.values():
-            row["ratio"] = row["raw_bytes"] / row["stored_bytes"] if row["stored_bytes"] else None
-        return list(merged.values()), True
-    rows: dict[str, dict[str, Any]] = {}
-    recording = summaries["recording"]
-    length = summaries["length"].astype(np.int64)
-    for r in range(ds.num_recordings):
-        in_rec = recording == r
-        steps = int(length[in_rec].sum())
-        episodes = int(in_rec.sum())
-        for c in core.columns(r):
-            if c["dtype"] == "str":
-                continue
-            n = steps + episodes if c["timeline"] == "obs" else steps
-            raw = n * np.dtype(c["dtype"]).itemsize * int(np.prod(c["shape"], dtype=np.int64))
-            row = rows.setdefault(c["name"], {"name": c["name"], "raw_bytes": 0, "stored_bytes": None, "ratio": None})
-            row["raw_bytes"] += raw
-    return list(rows.values()), False
-
-
-def _split_stats(values: np.ndarray[Any, Any], complete: np.ndarray[Any, Any]) -> dict[str, dict[str, float]]:
-    """Statistics of complete and incomplete episodes apart: an episode cut short when the
-    recorder closed would otherwise pull the mean length and return down."""
-    return {"complete": _stats(values[complete]), "incomplete": _stats(values[~complete])}
-
-
-def _copy_origin(meta: dict[str, Any]) -> dict[str, Any] | None:
-    """What a converted or recovered copy says of the recording it was copied from (None for a
-    recording written by a recorder)."""
-    user = meta.get("user")
-    if not isinstance(user, dict):
-        return None
-    origin = user.get("converted_from") or user.get("recovered_from")
-    return origin if isinstance(origin, dict) else None
-
-
-def _env_steps_asked(ds: Any, metas: list[dict[str, Any]], origins: list[dict[str, Any] | None]) -> int | None:
-    """The env steps the recorders were asked to take: the vector steps each writer's timelog
-    counted, times its sub-envs (for a copy, what its origin says); None when a recording has
-    neither (its timelog lost, or a copy of one without)."""
-    asked = 0
-    for r, (meta, origin) in enumerate(zip(metas, origins, strict=True)):
-        # A copy's own timelog counts the replay's steps: the origin says what was asked.
-        samples = ds.timelog(r) if origin is None else None
-        if samples:
-            asked += sum(int(s["steps"]) for s in samples) * int(meta.get("num_envs", 1))
-        elif origin is not None and isinstance(origin.get("env_steps_asked"), int):
-            asked += origin["env_steps_asked"]
+def provenance_lines(p: dict[str, Any]) -> list[str]:
+    """A recording's provenance as short lines of text (what `trajcore info` prints)."""
+    lines: list[str] = []
+    env = p.get("env") or {}
+    spec = env.get("spec") or {}
+    if spec:
+        kwargs = json.dumps(spec.get("kwargs") or {}, separators=(",", ":"))
+        lines.append(
+            f"spec: {spec.get('id')} ({spec.get('entry_point')}, version {spec.get('version')}, kwargs {kwargs})"
+        )
+    if env.get("wrappers"):
+        lines.append("wrappers: " + " > ".join(w["class"].rpartition(".")[2] for w in env["wrappers"]))
+    vector = p.get("vector")
+    if vector:
+        lines.append(f"vector: {vector['kind']} of {vector['num_envs']}, autoreset {vector['autoreset_mode']}")
+    host = p.get("host")
+    versions = p.get("versions") or {}
+    if host or versions:
+        packages = ", ".join(f"{k} {v}" for k, v in versions.items() if k not in ("python", "python_implementation"))
+        where = f"{host['hostname']} ({host['platform']}), " if host else ""
+        lines.append(f"host: {where}Python {versions.get('python', '?')}" + (f"; {packages}" if packages else ""))
+    command = p.get("command")
+    if command:
+        lines.append("command: " + " ".join(command.get("argv") or []))
+    if "git" in p:
+        git = p["git"]
+        if git is None:
+            lines.append("git: not in a git repository")
         else:
-            return None
-    return asked
+            dirty = {True: " (dirty)", False: "", None: " (dirty: unknown)"}[git.get("dirty")]
+            lines.append(f"git: {git.get('commit')}{dirty}")
+    return lines
 
 
 def _env_steps_line(stored: int, least: int, most: int, asked: int | None, next_step: bool) -> str:

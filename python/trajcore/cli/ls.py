@@ -11,6 +11,8 @@ from trajcore.cli._common import Commands, strict_json
 def run(args: argparse.Namespace) -> int:
     import trajcore
     from trajcore.formats.summaries import METRIC_STATS, metric_column, summary_columns
+    from trajcore.read.provenance import policy_label
+    from trajcore.read.provenance_keys import POLICY_KEY
     from trajcore.read.selection import apply_select, parse_select
 
     selection = parse_select(args.select)
@@ -21,11 +23,15 @@ def run(args: argparse.Namespace) -> int:
         agents = cols.get("agent")  # multi-agent datasets: whose episode each is
         width = max((len(str(a)) for a in ds.agents), default=0)
         metric_names = list(ds.metrics())
+        metas = [ds._reads.episode_metadata(i) for i in episodes.indices]
+        policies = [policy_label(m) for m in metas]
+        policy_width = max((len(p) for p in policies), default=0)
         if not args.json:
             print(
                 (f"{'agent':<{width}}  " if agents is not None else "")
                 + f"{'index':>7} {'env':>4} {'length':>7} {'return':>11} {'complete':>8}  {'end':<10}  "
                 + ("metrics (mean)  " if metric_names else "")
+                + (f"{'policy':<{policy_width}}  " if policy_width else "")
                 + "metadata"
             )
         for i in range(len(episodes)):
@@ -37,9 +43,9 @@ def run(args: argparse.Namespace) -> int:
                 for m in metric_names
                 if cols[metric_column(m, "count")][i] > 0
             }
-            meta = ds._reads.episode_metadata(row["episode"])
+            meta = metas[i]
             if args.json:
-                line = {**row, "metrics": metrics, "metadata": meta}
+                line = {**row, "metrics": metrics, "policy": meta.get(POLICY_KEY), "metadata": meta}
                 print(json.dumps(strict_json(line), separators=(",", ":"), allow_nan=False))
                 continue
             end = "terminated" if row["terminated"] else "truncated" if row["truncated"] else "-"
@@ -49,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
                 + f"{row['episode']:>7} {row['env_index']:>4} {row['length']:>7} {row['episode_return']:>11.5g} "
                 f"{'yes' if row['complete'] else 'no':>8}  {end:<10}  "
                 + (f"{means or '-'}  " if metric_names else "")
+                + (f"{policies[i]:<{policy_width}}  " if policy_width else "")
                 + json.dumps(meta, separators=(",", ":"))
             )
     return 0

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from trajcore.errors import InvalidArgumentError, SchemaError, TrajcoreWarning
 from trajcore.ray._identity import process_identity
-from trajcore.ray._rllib_episode import RLlibEpisode
+from trajcore.ray._rllib_episode import RLlibEpisode, policy_of
 from trajcore.ray._runner import close_on_stop, runner_metadata
 from trajcore.read.agents import ENV_EPISODE_KEY
 from trajcore.record.manual import Writer
@@ -57,6 +57,7 @@ class RLlibAgents:
                 try:
                     writer = self._writer(agent, last, env_runner)
                     episode = RLlibEpisode(parts, None, self._callback.extra_model_outputs)
+                    writer.set_policy(**policy_of(episode, last.module_for(agent)))
                     _play(writer, episode, {"rllib": ours, ENV_EPISODE_KEY: episode_id})
                 except (SchemaError, InvalidArgumentError) as e:  # its values; a failed writer raises
                     warnings.warn(

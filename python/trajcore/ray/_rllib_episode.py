@@ -98,6 +98,31 @@ def _rows(batch: Any, n: int) -> list[Any]:
     return [value_row(batch, i) for i in range(n)]
 
 
+WEIGHTS_SEQ_NO = "weights_seq_no"  # RLlib's extra model output: the weights' version at each step
+
+
+def _first_weights_seq_no(chunks: Sequence[Any]) -> int | None:
+    """The version of the weights (RLlib's ``weights_seq_no``) that took the episode's first
+    action, or None where the EnvRunner gave none."""
+    for chunk in chunks:
+        if len(chunk) == 0 or WEIGHTS_SEQ_NO not in chunk.extra_model_outputs:
+            continue
+        value = _rows(chunk.get_extra_model_outputs(WEIGHTS_SEQ_NO), len(chunk))[0]
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            return None
+    return None
+
+
+def policy_of(episode: RLlibEpisode, module_id: Any) -> dict[str, Any]:
+    """What `set_policy` gets for an RLlib episode: the module's id as the name, and the
+    version of its weights at the first step (``weights_seq_no``: the algorithm raises it at
+    each weight sync, about once a training iteration) as the step."""
+    name = module_id if isinstance(module_id, str) else str(module_id)
+    return {"name": name} if episode.weights_seq_no is None else {"name": name, "step": episode.weights_seq_no}
+
+
 class RLlibEpisode:
     """A finished RLlib episode as the rows `replay` records (a `trajcore.record.replay.PlayedEpisode`).
 
@@ -141,6 +166,7 @@ class RLlibEpisode:
             for column in extras.values():  # a key a chunk lacks: not given at its steps
                 column += [None] * (len(self._rewards) - len(column))
         self.length = len(self._rewards)
+        self.weights_seq_no = _first_weights_seq_no(chunks)
         self.is_terminated = bool(last.is_terminated)
         self.is_truncated = bool(last.is_truncated)
         self.return_ = float(sum(self._rewards))

@@ -41,6 +41,7 @@ from typing import Any, Unpack
 
 from gymnasium import spaces
 from ray.rllib.callbacks.callbacks import RLlibCallback
+from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.spaces.space_utils import clip_action, get_base_struct_from_space, unsquash_action
@@ -49,7 +50,7 @@ from trajcore._store import is_store_url
 from trajcore.errors import InvalidArgumentError, SchemaError, TrajcoreWarning
 from trajcore.ray._identity import process_identity
 from trajcore.ray._rllib_agents import RLlibAgents
-from trajcore.ray._rllib_episode import RLlibEpisode, record_step, set_episode_metadata
+from trajcore.ray._rllib_episode import RLlibEpisode, policy_of, record_step, set_episode_metadata
 from trajcore.ray._runner import close_on_stop, in_evaluation, runner_metadata
 from trajcore.record.env_wrapper import RecordEpisodes
 from trajcore.record.options import to_json
@@ -174,6 +175,8 @@ class RecordRLlibEpisodes(RLlibCallback):  # type: ignore[misc]  # ray has no ty
             episode = RLlibEpisode(chunks, self._env_action, self.extra_model_outputs)
             ours = {"episode_id": episode_id, "env_index": env_index, "env_runner": worker}
             meta = {**episode.metadata, "rllib": ours}
+            # The episode about to be replayed is the next to begin: it carries this policy.
+            recorder.set_policy(**policy_of(episode, getattr(chunks[-1], "module_id", None) or DEFAULT_MODULE_ID))
             assert self._playback is not None
             replay(recorder, self._playback, episode, meta, _warn_data(episode_id))
         except (SchemaError, InvalidArgumentError) as e:  # this episode's values; a failed recorder raises

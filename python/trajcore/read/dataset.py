@@ -23,6 +23,7 @@ from trajcore.read.episode import Episode
 from trajcore.read.episodes import Episodes
 from trajcore.read.filters import EpisodeFilters, select_indices
 from trajcore.read.meta import rebuild_space
+from trajcore.read.provenance import recording_provenance
 from trajcore.read.reads import DatasetReads
 from trajcore.read.transitions import _Sampling
 
@@ -231,6 +232,13 @@ class Dataset(_Sampling):
     def meta(self, recording: int = 0) -> dict[str, Any]:
         """The Meta record of a recording: metadata, layout, num_envs, autoreset_mode, user, ..."""
         return self._reads.meta(recording)
+
+    @property
+    def provenance(self) -> list[dict[str, Any]]:
+        """Where each recording came from, in recording order (docs/provenance.md): the env's
+        spec and wrapper chain, the vector env, the host, the versions, the command line and the
+        git commit, as far as each recorder gathered them (empty for recordings made without)."""
+        return [recording_provenance(self._reads, r) for r in range(self.num_recordings)]
 
     @property
     def metadata(self) -> Any:

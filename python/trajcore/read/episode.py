@@ -11,6 +11,7 @@ import numpy.typing as npt
 
 from trajcore.read.agents import ENV_EPISODE_KEY
 from trajcore.read.infos import with_masks
+from trajcore.read.provenance import episode_provenance
 from trajcore.read.reads import EpisodeSource
 from trajcore.record.frames import FRAME_COLUMN, FRAME_MASK
 
@@ -138,6 +139,13 @@ class Episode:
     def metadata(self) -> dict[str, Any]:
         """The episode's metadata (callback results and `set_episode_metadata` values)."""
         return self._cached("metadata", lambda: self._reads.episode_metadata(self.index))  # type: ignore[no-any-return]
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        """Where the episode came from: its recording's provenance (`Dataset.provenance`), with
+        the seed and options of the reset that started it (``reset_seed``, ``reset_options``)
+        and the policy behind it (``policy``, see `set_policy`) where they were recorded."""
+        return episode_provenance(self._reads, self.index, self.recording)
 
     @property
     def observations(self) -> Any:

@@ -13,6 +13,7 @@ import numpy as np
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
 from trajcore.read.agents import agent_keep
 from trajcore.read.metrics import metric_keep
+from trajcore.read.provenance import policy_keep
 from trajcore.read.reads import DatasetReads
 
 __all__ = ["BOUND_FILTERS", "FILTER_KEYS", "FLAG_FILTERS", "EpisodeFilters", "select_indices"]
@@ -25,7 +26,10 @@ class EpisodeFilters(TypedDict, total=False):
     with a warning that says how many were left out. `metrics` bounds episode metrics (see
     `Dataset.metrics`): ``{"data/logp": {"mean": (-1.0, None)}, "info/lives": {"min": (1, 1)}}``
     (inclusive, None for an open end); an episode without a value in the column passes none.
-    `agent` keeps the episodes of one agent (a name) or of several (a list of names)."""
+    `agent` keeps the episodes of one agent (a name) or of several (a list of names). `policy`
+    keeps the episodes recorded under a policy of that name (or any of a list: see
+    `set_policy`), `policy_step` those whose policy step is within ``(low, high)`` (inclusive,
+    None for an open end); an episode without one passes neither."""
 
     env_index: int | Sequence[int] | None
     complete: bool | None
@@ -38,6 +42,8 @@ class EpisodeFilters(TypedDict, total=False):
     metrics: Mapping[str, Mapping[str, tuple[float | None, float | None]]] | None
     where: Callable[[dict[str, Any]], bool] | None
     agent: str | Sequence[str] | None
+    policy: str | Sequence[str] | None
+    policy_step: tuple[int | None, int | None] | None
 
 
 FLAG_FILTERS = ("complete", "terminated", "truncated")
@@ -101,6 +107,11 @@ def select_indices(reads: DatasetReads, candidates: Sequence[int], filters: Mapp
     agent = filters.get("agent")
     if agent is not None:
         keep &= agent_keep(reads, agent, s["recording"])
+    policy, policy_step = filters.get("policy"), filters.get("policy_step")
+    if policy is not None or policy_step is not None:
+        # Episode metadata, read for the episodes the index filters kept only.
+        kept = chosen[keep[chosen]]
+        chosen = kept[policy_keep(reads, kept, policy, policy_step)]
     indices: list[int] = chosen[keep[chosen]].tolist() if len(chosen) else []
     where = filters.get("where")
     if where is not None:

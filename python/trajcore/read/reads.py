@@ -15,6 +15,7 @@ import numpy.typing as npt
 from trajcore import _core
 from trajcore.errors import CorruptFileError, TrajcoreError
 from trajcore.read.infos import Field, column_fields, nest
+from trajcore.read.provenance_keys import RESET_KEY
 
 if TYPE_CHECKING:
     from trajcore.read.joint_plan import JointPlan
@@ -130,6 +131,13 @@ class DatasetReads:
     # --- one episode -----------------------------------------------------------------------
 
     def episode_metadata(self, index: int) -> dict[str, Any]:
+        """The episode's metadata as the user set it (without the reset's provenance)."""
+        value = self.stored_episode_metadata(index)
+        value.pop(RESET_KEY, None)
+        return value
+
+    def stored_episode_metadata(self, index: int) -> dict[str, Any]:
+        """The episode's metadata as stored, the reset's provenance (`RESET_KEY`) included."""
         text = self.core.episode_metadata_json(index)
         value = json.loads(text) if text else {}
         return value if isinstance(value, dict) else {"value": value}

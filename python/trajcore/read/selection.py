@@ -5,6 +5,8 @@ Keys (every given one must hold):
 
 - ``env_index=0,3`` / ``recording=1``: the sub-env(s) / recording(s);
 - ``agent=NAME`` or ``agent=NAME,NAME``: the agent(s) of a multi-agent dataset;
+- ``policy=NAME`` or ``policy=NAME,NAME``, ``policy_step=LOW:HIGH`` (inclusive integers, either
+  end open): the policy the episodes were recorded under (``set_policy``);
 - ``complete=true``, ``terminated=false``, ``truncated=yes``: the summary flags;
 - ``min_return=``, ``max_return=``, ``min_length=``, ``max_length=``: inclusive bounds;
 - ``episodes=0:100`` (a Python slice over the dataset, negatives from the end) or
@@ -34,6 +36,7 @@ __all__ = ["SELECT_HELP", "Selection", "apply_select", "parse_select"]
 # episodes, metadata.KEY and metric.NAME.STAT (for `select`'s metrics and where).
 SELECT_HELP = (
     "KEY=VALUE, repeatable, all must hold: env_index=0,3  recording=0  agent=NAME,NAME  "
+    "policy=NAME,NAME  policy_step=LOW:HIGH  "
     + "  ".join(f"{key}=true" for key in FLAG_FILTERS)
     + "  "
     + "  ".join(f"{key}={'N' if kind is int else 'X'}" for key, kind in BOUND_FILTERS.items())
@@ -110,6 +113,16 @@ def parse_select(expressions: Sequence[str] | None) -> Selection:
             sel.recording = _ints(key, value)
         elif key == "agent":
             sel.filters["agent"] = [name.strip() for name in value.split(",")]
+        elif key == "policy":
+            sel.filters["policy"] = [name.strip() for name in value.split(",")]
+        elif key == "policy_step":
+            low, sep, high = value.partition(":")
+            if not sep:
+                raise InvalidArgumentError(f"--select {key}={value}: expected LOW:HIGH (an end may be empty)")
+            sel.filters["policy_step"] = (
+                _number(key, low, int) if low.strip() else None,
+                _number(key, high, int) if high.strip() else None,
+            )
         elif key in FLAG_FILTERS:
             flag = _BOOLS.get(value.lower())
             if flag is None:

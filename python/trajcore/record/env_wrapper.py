@@ -58,11 +58,12 @@ class RecordEpisodes(Recording, gym.Wrapper[Any, Any, Any, Any]):
             recorded,
             options=options,
             renderer=env,
+            source=env,
         )
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Resets the env and starts a new episode (a running one is kept as incomplete)."""
-        return self._record_reset(self.env.reset(seed=seed, options=options), None)
+        return self._record_reset(self.env.reset(seed=seed, options=options), None, seed, options)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Steps the env and records the transition with one call into the core.

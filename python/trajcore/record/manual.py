@@ -74,6 +74,7 @@ class Writer(Recording):
         env_id: str | None = None,
         agent: str | None = None,
         _check_existing: bool = True,
+        _source: Any = None,
         **options: Unpack[RecordingOptions],
     ) -> None:
         for what, space in (("observation_space", observation_space), ("action_space", action_space)):
@@ -95,7 +96,9 @@ class Writer(Recording):
             env_id=env_id,
             agent=agent,
         )
-        self._start_recording(path, recorded, options=options, renderer=self._frames, check_existing=_check_existing)
+        self._start_recording(
+            path, recorded, options=options, renderer=self._frames, source=_source, check_existing=_check_existing
+        )
 
     # --- step by step ---------------------------------------------------------------------
 

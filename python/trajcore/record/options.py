@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict, Unpack
 
@@ -112,6 +112,10 @@ class RecordingOptions(TypedDict, total=False):
             ``compaction_error`` (a shard that could not be rewritten stays as it was).
         storage_options: recording to a store URL (``s3://...``): its client's options, over the
             environment's, as `trajcore.open` takes them (docs/object-storage.md).
+        provenance: where the recording came from, gathered once at the start and stored in it
+            (`Dataset.provenance`, `Episode.provenance`; docs/provenance.md): True (the default)
+            for every part, False for none, or a list of parts among "env", "vector", "seeds",
+            "host", "versions", "command" and "git".
     """
 
     episode_metadata: EpisodeMetadataFn | None
@@ -131,6 +135,7 @@ class RecordingOptions(TypedDict, total=False):
     timelog: bool
     compact_shards: bool
     storage_options: Mapping[str, str] | None
+    provenance: bool | Sequence[str]
 
 
 _DEFAULTS: RecordingOptions = {
@@ -151,6 +156,7 @@ _DEFAULTS: RecordingOptions = {
     "timelog": True,
     "compact_shards": True,
     "storage_options": None,
+    "provenance": True,
 }
 
 
@@ -233,6 +239,7 @@ class RecordedEnv:
     metadata: Any
     env_id: str | None
     agent: str | None = None  # the agent whose episodes these are (multi-agent recordings)
+    provenance: Mapping[str, Any] | None = None  # where the recording came from (record.provenance)
 
 
 def build_config(
@@ -327,6 +334,8 @@ def build_config(
         config["user"]["render_fps"] = render_fps  # the viewer plays frames at this speed
     if env.agent is not None:
         config["user"]["agent"] = env.agent  # Episode.agent, Dataset.select(agent=...)
+    if env.provenance:
+        config["user"]["provenance"] = env.provenance  # Dataset.provenance
     # Left out when not given: the core's defaults apply.
     for key, name, cast in (
         ("chunk_bytes", "chunk_bytes", int),

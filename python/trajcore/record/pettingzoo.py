@@ -26,6 +26,7 @@ from pettingzoo.utils.wrappers import BaseParallelWrapper, BaseWrapper
 from trajcore.errors import InvalidArgumentError
 from trajcore.read.agents import ENV_EPISODE_KEY, ENV_STEP
 from trajcore.record.manual import Writer
+from trajcore.record.provenance import policy_metadata, reset_metadata
 from trajcore.record.session import RecordingOptions, check_existing_recordings
 
 __all__ = ["RecordAECEpisodes", "RecordParallelEpisodes"]
@@ -49,6 +50,8 @@ class _AgentWriters:
         self._session = uuid.uuid4().hex[:12]
         self._count = -1
         self.env_episode: str | None = None
+        self._reset: tuple[Any, Any] = (None, None)  # the seed and options of the env episode's reset
+        self._policy: dict[str, Any] | None = None  # what set_policy gave, for agents appearing later
         allow_mixed = bool(options.get("allow_mixed_spaces", False))
         for agent in getattr(env, "possible_agents", None) or []:
             # Each agent's spaces against that agent's recordings already in `path`.
@@ -74,13 +77,18 @@ class _AgentWriters:
                 env_id=self._env_id,
                 agent=str(agent),
                 _check_existing=False,  # checked for every possible agent at construction
+                _source=self._env,
                 **options,
             )
+            if self._policy is not None:
+                w.set_policy(**self._policy)
             self.writers[agent] = w
         return w
 
-    def new_env_episode(self) -> None:
-        """Ends the agents' running episodes (incomplete) and starts the next env episode."""
+    def new_env_episode(self, seed: Any = None, options: Mapping[str, Any] | None = None) -> None:
+        """Ends the agents' running episodes (incomplete) and starts the next env episode, that a
+        reset given `seed` and `options` started."""
+        self._reset = (seed, options)
         for agent in self.running:
             self.writers[agent].end_episode()
         self.running.clear()
@@ -91,7 +99,8 @@ class _AgentWriters:
     def start(self, agent: Any, obs: Any, info: Mapping[str, Any] | None) -> None:
         w = self.writer(agent)
         w.reset(obs, info)
-        w.set_episode_metadata({ENV_EPISODE_KEY: self.env_episode})
+        seeds = reset_metadata(*self._reset, 0, 1) if w._record_seeds else {}
+        w.set_episode_metadata({ENV_EPISODE_KEY: self.env_episode, **seeds})
         self.running.add(agent)
         self.started.add(agent)
 
@@ -100,6 +109,16 @@ class _AgentWriters:
         terminated, truncated, info); an ended episode leaves the running ones."""
         if self.writers[agent].step(action, *step, data={ENV_STEP: at}):
             self.running.discard(agent)
+
+    def set_policy(self, agent: Any, policy: dict[str, Any]) -> None:
+        """Gives the episodes begun from now on the policy (of one agent, or every agent with
+        `agent` None: also those that appear later)."""
+        if agent is None:
+            self._policy = policy
+            for w in self.writers.values():
+                w.set_policy(**policy)
+        else:
+            self.writer(agent).set_policy(**policy)
 
     def end(self, agent: Any) -> None:
         """Ends the agent's running episode as incomplete (it left without ending it)."""
@@ -127,6 +146,25 @@ class _MultiAgentRecording:
         """Merges JSON-able values into the metadata of `agent`'s running episode (or of the one
         its last step ended, until its next step)."""
         self._writer(agent).set_episode_metadata(metadata, **kv)
+
+    def set_policy(
+        self,
+        name: str | None = None,
+        step: int | None = None,
+        checkpoint: Any = None,
+        *,
+        agent: Any = None,
+        **extra: Any,
+    ) -> None:
+        """Names the policy acting from now on (see `RecordEpisodes.set_policy`): of `agent`, or
+        of every agent (`agent` None, the default, agents that appear later included). The
+        episodes each agent begins after this call carry it; running ones keep theirs.
+
+        Raises:
+            InvalidArgumentError: a value of the wrong type, or not JSON.
+        """
+        policy_metadata(name, step, checkpoint, extra)  # checks the values once, for every agent
+        self._rec.set_policy(agent, {"name": name, "step": step, "checkpoint": checkpoint, **extra})
 
     def discard(self, agent: Any) -> None:
         """Drops `agent`'s running episode (or the one its last step ended): it is not listed."""
@@ -197,7 +235,7 @@ class RecordParallelEpisodes(_MultiAgentRecording, BaseParallelWrapper):  # type
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, Any]:
         observations, infos = self.env.reset(seed=seed, options=options)
-        self._rec.new_env_episode()
+        self._rec.new_env_episode(seed, options)
         self._t = 0
         for agent, obs in observations.items():
             self._rec.start(agent, obs, infos.get(agent))
@@ -267,7 +305,7 @@ class RecordAECEpisodes(_MultiAgentRecording, BaseWrapper):  # type: ignore[misc
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
         self.env.reset(seed=seed, options=options)
-        self._rec.new_env_episode()
+        self._rec.new_env_episode(seed, options)
         self._turn = 0
         self._pending.clear()
 

@@ -18,6 +18,7 @@ from gymnasium import spaces
 from trajcore import _core
 from trajcore._store import StoreStaging, is_store_url
 from trajcore.errors import InvalidArgumentError, TrajcoreError, TrajcoreWarning
+from trajcore.record import provenance
 from trajcore.record.frames import check_renders_frames
 from trajcore.record.options import (
     EndedEpisode,
@@ -54,6 +55,10 @@ class Recording:
     _render_frames = False
     # Recording to a store (a URL): the local staging directory the core uploads from.
     _staging: StoreStaging | None = None
+    # Whether each reset's seed and options go to the episodes it starts (provenance "seeds").
+    _record_seeds = False
+    # What `set_policy` gave before a deferred recorder started (sent when it starts).
+    _pending_defaults: str | None = None
 
     def _start_recording(
         self,
@@ -62,13 +67,27 @@ class Recording:
         *,
         options: RecordingOptions,
         renderer: Any,
+        source: Any = None,
         check_existing: bool = True,
     ) -> None:
         """Checks the options and starts the core recorder; `renderer` is the env whose
-        ``render()`` gives the frames (checked only with ``render_frames=True``). Without
-        `check_existing`, the caller compared the recordings already in `path` itself."""
+        ``render()`` gives the frames (checked only with ``render_frames=True``), `source` the
+        env recorded as the user made it (its spec and wrappers go to the provenance; None for
+        the `Writer`). Without `check_existing`, the caller compared the recordings already in
+        `path` itself."""
         o = resolve_options(options)
         storage_options = o.pop("storage_options")
+        parts = provenance.resolve_parts(o.pop("provenance"))
+        self._record_seeds = "seeds" in parts
+        env = dataclasses.replace(
+            env,
+            provenance=provenance.gather(
+                parts,
+                source,
+                num_envs=env.num_envs,
+                autoreset_mode=env.autoreset_mode if env.batched else None,
+            ),
+        )
         metadata = env.metadata
         if metadata is not None and not isinstance(metadata, Mapping):
             raise InvalidArgumentError(
@@ -120,16 +139,53 @@ class Recording:
         frames are not recorded. Handed to the core as is: it copies each frame once."""
         return self._renderer.render() if self._render_frames else None
 
-    def _record_reset(self, reset: tuple[Any, dict[str, Any]], mask: Any) -> tuple[Any, dict[str, Any]]:
+    def _record_reset(
+        self,
+        reset: tuple[Any, dict[str, Any]],
+        mask: Any,
+        seed: Any = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> tuple[Any, dict[str, Any]]:
         """Records what the env's reset returned (`mask`: the sub-envs it started, None for all)
-        with the frame(s) rendered after it (see `_frame`), and returns it. The first reset
-        starts a deferred recorder."""
+        with the frame(s) rendered after it (see `_frame`), and returns it; the `seed` and
+        `options` that reset was given go to the metadata of the episodes it started. The first
+        reset starts a deferred recorder."""
         frame = self._frame()
         if self._native is None and self._deferred is not None:
             self._native = self._deferred(_frame_bytes(frame))
             self._deferred = None
+            if self._pending_defaults is not None:
+                self._native.set_episode_defaults(self._pending_defaults)
+                self._pending_defaults = None
         self._recorder.reset(*reset, mask, frame)
+        if self._record_seeds and (seed is not None or options):
+            n = self._recorder.num_envs
+            started = range(n) if mask is None else np.flatnonzero(np.asarray(mask)).tolist()
+            for i in started:
+                extra = provenance.reset_metadata(seed, options, i, n)
+                if extra:
+                    self._recorder.set_episode_metadata(i, to_json(extra, "reset seed and options"))
         return reset
+
+    def set_policy(
+        self, name: str | None = None, step: int | None = None, checkpoint: Any = None, **extra: Any
+    ) -> None:
+        """Names the policy acting from now on: every episode that starts after this call carries
+        it in its metadata (``ep.metadata["policy"]``, ``ep.provenance["policy"]``), with the
+        values given (a name, a training step, a checkpoint path, and any JSON-able `extra`);
+        episodes already running keep theirs. ``Dataset.select(policy=..., policy_step=(a, b))``
+        filters on it.
+
+        Raises:
+            InvalidArgumentError: `name` is not a str, `step` not an int, `checkpoint` not a str
+                or path, or an `extra` value is not JSON.
+            RecorderError: the recorder is closed, or its writer thread failed.
+        """
+        policy = to_json(provenance.policy_metadata(name, step, checkpoint, extra), "set_policy")
+        if self._native is None and self._deferred is not None:
+            self._pending_defaults = policy  # the recorder starts at the first reset
+            return
+        self._recorder.set_episode_defaults(policy)
 
     @property
     def _recorder(self) -> _core.Recorder:

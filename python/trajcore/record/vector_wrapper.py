@@ -156,6 +156,7 @@ class RecordVectorEpisodes(Recording, VectorWrapper[Any, Any, Any, Any, Any]):
             recorded,
             options=options,
             renderer=self.env,
+            source=env,
         )
 
     @property
@@ -173,7 +174,7 @@ class RecordVectorEpisodes(Recording, VectorWrapper[Any, Any, Any, Any, Any]):
         if options is not None and self._mode == "disabled":
             # Read before the env's reset: gymnasium's vector envs pop it from the options.
             mask = options.get("reset_mask")
-        return self._record_reset(self.env.reset(seed=seed, options=options), mask)
+        return self._record_reset(self.env.reset(seed=seed, options=options), mask, seed, options)
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Steps the sub-envs and records the batch with one call into the core.

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
-from typing import Any, Literal
+import shutil
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal, cast
 
 from trajcore import _core
 from trajcore._store import is_store_url
+from trajcore.errors import InvalidArgumentError
 from trajcore.read.dataset import Dataset, members
 from trajcore.read.episodes import Episodes
 from trajcore.record.options import Codec, _check_codec
@@ -17,14 +21,18 @@ from trajcore.tools.to_store import shards_under, written_to_store
 __all__ = ["convert"]
 
 
+Source = str | os.PathLike[str] | Dataset | Episodes
+
+
 def convert(
-    src: str | os.PathLike[str] | Dataset | Episodes,
+    src: Source | Sequence[Source],
     dst: str | os.PathLike[str],
     *,
     codecs: Mapping[str, Codec] | Literal["raw"] | None = None,
     chunk_bytes: int | None = None,
     max_shard_bytes: int | None = None,
     storage_options: Mapping[str, str] | None = None,
+    select: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Writes a copy of a dataset with other storage: e.g. recorded compressed, converted to raw
     columns for training (raw columns are read as zero-copy views and sampled without decoding).
@@ -42,9 +50,15 @@ def convert(
     (``s3://bucket/prefix``), into a local temporary directory whose shards are uploaded once
     it is complete.
 
+    Several sources (a list) are merged into one dataset: each source's recordings become
+    recordings of the copy, in the order given, with their metadata and provenance. Sources
+    whose observation or action spaces differ are refused (a dataset of both could not be
+    sampled as one). To merge without copying, put the shard files of several recordings in
+    one directory: `trajcore.open` reads them as one dataset.
+
     Args:
         src: a dataset (path or URL, `Dataset`) or a selection of its episodes (`Episodes`,
-            e.g. from `Dataset.select`: only those are copied).
+            e.g. from `Dataset.select`: only those are copied); or a list of them.
         dst: the new dataset directory; it must not exist, or be empty. Or a store prefix
             that holds no shard yet.
         codecs: ``"raw"`` (every column uncompressed), or per-column storage keyed like the
@@ -55,16 +69,51 @@ def convert(
         max_shard_bytes: a new shard file starts past this size (default 1 GiB).
         storage_options: options of the store of `src` (a URL) and of `dst` (a URL), over
             those of the environment (see `trajcore.open`).
+        select: filters of `Dataset.select` (``{"complete": True, "policy": "ppo"}``) applied
+            to each source: only the episodes they keep are copied.
 
     Returns:
         ``{"episodes": int, "steps": int, "shards": [paths or URLs]}``.
 
     Raises:
-        InvalidArgumentError: `dst` is not empty (a prefix that holds shards), or an option is
-            invalid.
+        InvalidArgumentError: `dst` is not empty (a prefix that holds shards), an option is
+            invalid, or the sources' spaces differ (naming both).
         CorruptFileError: the source is damaged where a copied episode needs it.
         TrajcoreIOError: an upload to `dst` failed, naming the URL.
     """
+    sources: list[Source] = list(src) if isinstance(src, list | tuple) else [cast(Source, src)]
+    if not sources:
+        raise InvalidArgumentError("convert: no source given")
+    picked = [_episodes_of(one, storage_options, select) for one in sources]
+    _check_same_spaces(sources, [dataset for dataset, _ in picked])
+    rules: dict[str, Any] | None = None
+    if codecs == "raw":
+        rules = {"default": {"delta": False, "zstd_level": None}}
+    elif codecs is not None:
+        rules = {str(k): _check_codec(str(k), v) for k, v in codecs.items()}
+    rules_json = None if rules is None else json.dumps(rules)
+    out = os.fspath(dst)
+
+    def write(target: str) -> dict[str, Any]:
+        if len(picked) == 1:
+            ((dataset, episodes),) = picked
+            result: dict[str, Any] = _core.convert(
+                dataset._core, target, rules_json, chunk_bytes, max_shard_bytes, episodes
+            )
+            return result
+        return _merge(picked, target, rules_json, chunk_bytes, max_shard_bytes)
+
+    if not is_store_url(out):
+        return write(out)
+    with written_to_store(out, storage_options) as local:
+        result = write(local)
+    return {**result, "shards": shards_under(out, result["shards"])}
+
+
+def _episodes_of(
+    src: Source, storage_options: Mapping[str, str] | None, select: Mapping[str, Any] | None
+) -> tuple[Dataset, list[int] | None]:
+    """The dataset of a source and the episodes of it to copy (None: all)."""
     episodes: list[int] | None = None
     if isinstance(src, Episodes):
         episodes = src.indices
@@ -73,16 +122,66 @@ def convert(
         dataset = src
     else:
         dataset = Dataset(src, storage_options=storage_options if is_store_url(src) else None)
-    rules: dict[str, Any] | None = None
-    if codecs == "raw":
-        rules = {"default": {"delta": False, "zstd_level": None}}
-    elif codecs is not None:
-        rules = {str(k): _check_codec(str(k), v) for k, v in codecs.items()}
-    rules_json = None if rules is None else json.dumps(rules)
-    out = os.fspath(dst)
-    if not is_store_url(out):
-        result: dict[str, Any] = _core.convert(dataset._core, out, rules_json, chunk_bytes, max_shard_bytes, episodes)
-        return result
-    with written_to_store(out, storage_options) as local:
-        result = _core.convert(dataset._core, local, rules_json, chunk_bytes, max_shard_bytes, episodes)
-    return {**result, "shards": shards_under(out, result["shards"])}
+    if select:
+        kept = (dataset.episodes if episodes is None else Episodes(dataset, episodes)).select(**select)
+        episodes = kept.indices
+    return dataset, episodes
+
+
+def _check_same_spaces(sources: list[Any], datasets: list[Dataset]) -> None:
+    """Refuses sources whose recordings have other spaces than the first source's (the agents of
+    a multi-agent dataset are compared agent by agent)."""
+    first: dict[Any, tuple[Any, Any]] = {}
+    for src, dataset in zip(sources, datasets, strict=True):
+        for r in range(dataset.num_recordings):
+            user = dataset.meta(r).get("user") or {}
+            spaces = (user.get("observation_space"), user.get("action_space"))
+            seen = first.setdefault(user.get("agent"), (spaces, src))
+            if seen[0] != spaces:
+                raise InvalidArgumentError(
+                    f"convert: {_name(src)} holds recordings of other spaces than {_name(seen[1])} "
+                    f"({spaces[0]}, {spaces[1]} there; {seen[0][0]}, {seen[0][1]} here): a dataset of both "
+                    "could not be sampled as one"
+                )
+
+
+def _name(src: Any) -> str:
+    if isinstance(src, Episodes):
+        src = members(src)[0]
+    return str(src.path) if isinstance(src, Dataset) else os.fspath(src)
+
+
+def _merge(
+    picked: list[tuple[Dataset, list[int] | None]],
+    out: str,
+    rules_json: str | None,
+    chunk_bytes: int | None,
+    max_shard_bytes: int | None,
+) -> dict[str, Any]:
+    """Converts each source into a part of a sibling temporary directory, moves the parts'
+    shards together and renames it into place at `out` (which must not exist, or be empty)."""
+    target = Path(out)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise InvalidArgumentError(f"convert: {out} exists and is not an empty directory")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.merging-", dir=target.parent))
+    try:
+        episodes = steps = 0
+        names: list[str] = []
+        for i, (dataset, chosen) in enumerate(picked):
+            part = staging / f"part-{i}"
+            result = _core.convert(dataset._core, str(part), rules_json, chunk_bytes, max_shard_bytes, chosen)
+            episodes += result["episodes"]
+            steps += result["steps"]
+            for shard in result["shards"]:
+                name = os.path.basename(shard)
+                os.replace(shard, staging / name)
+                names.append(name)
+            shutil.rmtree(part)
+        if target.exists():
+            target.rmdir()
+        os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return {"episodes": episodes, "steps": steps, "shards": [str(target / name) for name in names]}

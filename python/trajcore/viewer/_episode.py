@@ -62,6 +62,7 @@ def read_episode(ep: Episode) -> EpisodeArrays:
         "truncated": ep.truncated,
         "started": start.isoformat(timespec="seconds").replace("+00:00", "Z"),
         "metadata": ep.metadata,
+        "provenance": ep.provenance,  # a section of its own on the page
     }
     title = f"{env_id or 'episode'} #{ep.index} (env {ep.env_index}): {ep.length} steps, return {ep.episode_return:g}"
     if ep.agent is not None:  # an agent's part of an env episode: say whose, and of which

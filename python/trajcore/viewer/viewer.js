@@ -25,15 +25,25 @@
 
   // --- header -----------------------------------------------------------------------------
   $("title").textContent = model.title;
-  for (const [key, value] of Object.entries(model.summary)) {
-    if (key === "metadata" && value && Object.keys(value).length === 0) continue;
+  const describe = (list, key, value) => {
     const item = document.createElement("div");
     const dt = document.createElement("dt");
     const dd = document.createElement("dd");
     dt.textContent = key;
-    dd.textContent = typeof value === "object" ? JSON.stringify(value) : String(value);
+    dd.textContent = typeof value === "object" && value !== null ? JSON.stringify(value) : String(value);
     item.append(dt, dd);
-    $("summary").append(item);
+    list.append(item);
+  };
+  for (const [key, value] of Object.entries(model.summary)) {
+    if (key === "metadata" && value && Object.keys(value).length === 0) continue;
+    if (key === "provenance") continue; // its own section, below
+    describe($("summary"), key, value);
+  }
+  // Where the episode came from (env spec, wrappers, versions, git, reset seed, policy).
+  const provenance = model.summary.provenance;
+  if (provenance && Object.keys(provenance).length > 0) {
+    for (const [key, value] of Object.entries(provenance)) describe($("provenance-list"), key, value);
+    $("provenance").hidden = false;
   }
   for (const note of model.notes) {
     const li = document.createElement("li");

@@ -328,6 +328,13 @@ impl PyRecorder {
         interrupted(py, rec, result)
     }
 
+    fn set_episode_defaults(&self, py: Python<'_>, metadata_json: &str) -> PyResult<()> {
+        let st = &mut *self.lock(py)?;
+        let rec = &mut st.rec;
+        let result = py.detach(|| rec.set_episode_defaults(metadata_json));
+        interrupted(py, rec, result)
+    }
+
     fn discard(&self, py: Python<'_>, env_index: i64) -> PyResult<()> {
         let rec = &mut self.lock(py)?.rec;
         rec.env_index(env_index).and_then(|env| rec.discard(env)).py_err(py)

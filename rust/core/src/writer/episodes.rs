@@ -88,6 +88,9 @@ pub struct Episodes {
     seal_wanted: bool,
     /// Value bytes taken since `take_raw_bytes` was last called.
     raw_bytes_seen: u64,
+    /// The metadata every episode begun from now on starts with (`set_defaults`: the policy
+    /// behind the episodes); episodes already running keep what they began with.
+    defaults: Map<String, Value>,
 }
 
 impl Episodes {
@@ -110,6 +113,7 @@ impl Episodes {
             str_offsets: Vec::new(),
             seal_wanted: false,
             raw_bytes_seen: 0,
+            defaults: Map::new(),
         };
         for spec in columns {
             me.install_column(spec);
@@ -315,6 +319,11 @@ impl Episodes {
         }
     }
 
+    /// Merges `update` into the metadata every episode begun after this message starts with.
+    pub fn set_defaults(&mut self, update: Map<String, Value>) {
+        self.defaults.extend(update);
+    }
+
     /// Closing: every running episode ends, incomplete, at `time_ns`, and is queued.
     pub fn end_all_open(&mut self, time_ns: u64) {
         for lane in 0..self.lanes.len() {
@@ -435,6 +444,7 @@ impl Episodes {
         }
         let episode_id = self.next_episode_id;
         self.next_episode_id += 1;
+        let metadata = self.defaults.clone();
         let l = &mut self.lanes[lane];
         l.reset_row = stash;
         l.open = Some(OpenEpisode {
@@ -444,7 +454,7 @@ impl Episodes {
             length: 0,
             episode_return: 0.0,
             start_ns: msg.time_ns,
-            metadata: Map::new(),
+            metadata,
             piece_obs_first_row: 0,
             piece_step_first_row: 0,
             piece_return: 0.0,
@@ -820,6 +830,24 @@ mod tests {
         send(&mut e, &step(&[DONE_T, DONE_T], &[1.0, 1.0], &[1.0, 1.0]), 5);
         assert_eq!(send(&mut e, &control(MessageKind::Flush, &[DROP_HELD, 0]), 6), vec![(1, 1, 1.0, COMPLETE_T)]);
         assert!(!e.any_held());
+    }
+
+    #[test]
+    fn defaults_reach_the_episodes_begun_after_them_only() {
+        let mut e = episodes(2);
+        let policy = |v: i64| Map::from_iter([("policy".to_string(), Value::from(v))]);
+        send(&mut e, &reset(&[BEGIN, 0], &[0.0, 0.0]), 0);
+        e.set_defaults(policy(1));
+        let meta = |e: &Episodes, lane: usize| e.lanes[lane].open.as_ref().map(|o| o.metadata.clone());
+        assert_eq!(meta(&e, 0), Some(Map::new()), "lane 0 began before the defaults: it keeps none");
+        send(&mut e, &reset(&[0, BEGIN], &[0.0, 0.0]), 1);
+        assert_eq!(meta(&e, 1), Some(policy(1)));
+        // A later call replaces the key for the episodes begun after it; running ones keep theirs.
+        e.set_defaults(policy(2));
+        send(&mut e, &step(&[DONE_T, STEP], &[1.0, 1.0], &[1.0, 1.0]), 2);
+        send(&mut e, &reset(&[BEGIN, 0], &[0.0, 0.0]), 3);
+        assert_eq!(meta(&e, 0), Some(policy(2)));
+        assert_eq!(meta(&e, 1), Some(policy(1)));
     }
 
     #[test]

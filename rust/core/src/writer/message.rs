@@ -35,6 +35,9 @@ pub enum MessageKind {
     /// Apply the lane ops, write everything, the incomplete episodes, the index and the end
     /// record; stop.
     Close = 8,
+    /// Merge a JSON object (the single entry's data) into the metadata every episode that
+    /// begins after this message starts with (`env` and `arg` unused).
+    SetDefaults = 9,
 }
 
 impl MessageKind {
@@ -46,6 +49,7 @@ impl MessageKind {
             4 => MessageKind::SetMetadata,
             5 => MessageKind::Ops,
             6 => MessageKind::StartLost,
+            9 => MessageKind::SetDefaults,
             7 => MessageKind::Flush,
             8 => MessageKind::Close,
             _ => return None,

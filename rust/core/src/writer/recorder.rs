@@ -810,7 +810,11 @@ impl Recorder {
         let ops = std::mem::take(&mut self.ops_bytes);
         let head = MessageHead { kind, env, time_ns, arg, ops: with_ops.then_some(&ops[..]) };
         let len = message::encoded_len(&head, &entries);
-        let what = if kind == MessageKind::SetMetadata { "episode metadata" } else { "a control message" };
+        let what = match kind {
+            MessageKind::SetMetadata => "episode metadata",
+            MessageKind::SetDefaults => "episode defaults",
+            _ => "a control message",
+        };
         let pushed = ring_fit::check_fits(what, len, self.producer.buffer().capacity())
             .and_then(|()| self.wait_until_fits(len))
             .and_then(|()| self.push(&head, &entries));
@@ -832,10 +836,7 @@ impl Recorder {
     pub fn set_episode_metadata(&mut self, env: u32, metadata_json: &str) -> Result<()> {
         self.check()?;
         self.check_env(env)?;
-        match serde_json::from_str::<serde_json::Value>(metadata_json) {
-            Ok(serde_json::Value::Object(_)) => {}
-            _ => return Err(Error::Invalid("episode metadata must be a JSON object".into())),
-        }
+        check_json_object(metadata_json, "episode metadata")?;
         let target = self.splitter.metadata_target(env as usize).map_err(|r| refusal(env, r, "set metadata of"))?;
         let held = (target == Target::Held) as u64;
         self.push_control(MessageKind::SetMetadata, env, held, metadata_json.as_bytes(), now_ns())
@@ -853,6 +854,14 @@ impl Recorder {
             return Err(Error::Invalid(format!("env {env} has no running episode whose start could be lost")));
         }
         self.push_control(MessageKind::StartLost, env, 0, &[], now_ns())
+    }
+
+    /// Merges a JSON object into the metadata every episode that begins after this call starts
+    /// with, in every env (the policy behind the episodes); running episodes keep theirs.
+    pub fn set_episode_defaults(&mut self, metadata_json: &str) -> Result<()> {
+        self.check()?;
+        check_json_object(metadata_json, "episode defaults")?;
+        self.push_control(MessageKind::SetDefaults, 0, 0, metadata_json.as_bytes(), now_ns())
     }
 
     /// Drops an episode of `env`: the one that ended at the last step while no step or reset
@@ -1052,4 +1061,12 @@ fn check_layout(tree: &serde_json::Value, columns: &HashMap<String, ColumnId>, w
     crate::layout::Layout::parse(tree, &|name| columns.contains_key(name))
         .map(drop)
         .map_err(|why| Error::schema(what, format!("layout: {why}")))
+}
+
+/// Refuses (`Invalid`) JSON that is not an object: what episode metadata must be.
+fn check_json_object(json: &str, what: &str) -> Result<()> {
+    match serde_json::from_str::<serde_json::Value>(json) {
+        Ok(serde_json::Value::Object(_)) => Ok(()),
+        _ => Err(Error::Invalid(format!("{what} must be a JSON object"))),
+    }
 }

@@ -202,13 +202,10 @@ impl WriterThread {
                 episodes.install_column(spec);
             }
             MessageKind::SetMetadata => {
-                let entry = msg.entries.first().ok_or_else(|| Error::WriterStopped("metadata without JSON".into()))?;
-                let Ok(Value::Object(update)) = serde_json::from_slice::<Value>(entry.data) else {
-                    return Err(Error::WriterStopped("episode metadata is not a JSON object".into()));
-                };
-                episodes.set_metadata(msg.env as usize, msg.arg == 1, update)?;
+                episodes.set_metadata(msg.env as usize, msg.arg == 1, json_object(&msg, "episode metadata")?)?;
             }
             MessageKind::StartLost => episodes.mark_start_lost(msg.env as usize)?,
+            MessageKind::SetDefaults => episodes.set_defaults(json_object(&msg, "episode defaults")?),
             MessageKind::Ops => {
                 // Time only: no rows, and what ended at the last step stays reachable.
                 episodes.settle(msg.ops, false, false)?;
@@ -257,6 +254,15 @@ impl WriterThread {
         // The last sample goes in the file too (it leaves out the final index and End record).
         self.end_timelog_sample(0.0);
         self.sink.finish()
+    }
+}
+
+/// The JSON object a SetMetadata or SetDefaults message carries (its single entry's data).
+fn json_object(msg: &Message, what: &str) -> Result<serde_json::Map<String, Value>> {
+    let entry = msg.entries.first().ok_or_else(|| Error::WriterStopped(format!("{what} without JSON")))?;
+    match serde_json::from_slice::<Value>(entry.data) {
+        Ok(Value::Object(update)) => Ok(update),
+        _ => Err(Error::WriterStopped(format!("{what} is not a JSON object"))),
     }
 }
 

@@ -1,0 +1,83 @@
+"""`trajcore.convert` of several sources into one dataset, with `select` (issue 35, item 4): every
+value, metadata and provenance kept, sources of other spaces refused by name."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+import trajcore
+from trajcore.cli import main
+from trajcore.errors import InvalidArgumentError
+
+
+def _record(path: Path, env_id: str, policy: str, episodes: int) -> None:
+    env = trajcore.RecordEpisodes(gym.make(env_id, max_episode_steps=30), path, metadata={"source": policy})
+    env.action_space.seed(len(policy))
+    env.set_policy(name=policy, step=len(policy))
+    for seed in range(episodes):
+        env.reset(seed=seed)
+        done = False
+        while not done:
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            done = terminated or truncated
+        env.set_episode_metadata(n=seed)
+    env.close()
+
+
+def _episodes(path: Path) -> list[tuple[object, ...]]:
+    with trajcore.open(path) as ds:
+        return [
+            (
+                ep.observations.tolist(),
+                ep.actions.tolist(),
+                ep.rewards.tolist(),
+                ep.terminated,
+                ep.truncated,
+                ep.metadata,
+                ep.provenance,
+            )
+            for ep in ds.episodes
+        ]
+
+
+def test_sources_merge_with_every_value_metadata_and_provenance(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    _record(a, "CartPole-v1", "ppo", 3)
+    _record(b, "CartPole-v1", "bc", 4)
+    result = trajcore.convert([a, b], tmp_path / "ab")
+    assert (result["episodes"], len(result["shards"])) == (7, 2)
+    assert _episodes(tmp_path / "ab") == _episodes(a) + _episodes(b)
+    with trajcore.open(tmp_path / "ab") as ds, trajcore.open(a) as da, trajcore.open(b) as db:
+        assert ds.num_recordings == 2
+        assert ds.provenance == da.provenance + db.provenance
+        assert [ds.meta(r)["metadata"] for r in range(2)] == [{"source": "ppo"}, {"source": "bc"}]
+        assert ds.num_steps == da.num_steps + db.num_steps == result["steps"]
+
+    # The filters of select, on every source; the command line does the same.
+    trajcore.convert([a, b], tmp_path / "bc", select={"policy": "bc", "max_length": 20})
+    with trajcore.open(tmp_path / "bc") as ds, trajcore.open(b) as db:
+        want = [ep.rewards.tolist() for ep in db.select(max_length=20)]
+        assert [ep.rewards.tolist() for ep in ds.episodes] == want
+        assert all(ep.metadata["policy"]["name"] == "bc" for ep in ds.episodes)
+    assert main(["convert", str(a), str(b), str(tmp_path / "cli"), "--select", "policy=ppo"]) == 0
+    assert _episodes(tmp_path / "cli") == _episodes(a)
+
+
+def test_sources_of_other_spaces_or_a_full_destination_are_refused(tmp_path: Path) -> None:
+    a, m = tmp_path / "a", tmp_path / "m"
+    _record(a, "CartPole-v1", "ppo", 1)
+    _record(m, "MountainCar-v0", "dqn", 1)
+    with pytest.raises(InvalidArgumentError, match=r"other spaces") as e:
+        trajcore.convert([a, m], tmp_path / "out")
+    assert str(m) in str(e.value) and str(a) in str(e.value)
+    assert not (tmp_path / "out").exists()
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("mine")
+    with pytest.raises(InvalidArgumentError, match="not an empty directory"):
+        trajcore.convert([a, a], tmp_path / "full")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "full", "m"]  # nothing left behind
+    with pytest.raises(InvalidArgumentError, match="no source"):
+        trajcore.convert([], tmp_path / "none")
+    assert len(_episodes(a)) == 1  # the sources are only read
