@@ -109,7 +109,9 @@ def image_keys(ds: Dataset, indices: Sequence[int], keys: Sequence[str] | None =
     def key(name: str) -> ImageKey | None:
         column = candidates[name]
         layout = _layout(specs[column])
-        return None if layout is None else ImageKey(name, column, FRAME_MASK if column == FRAME_COLUMN else None, layout)
+        return (
+            None if layout is None else ImageKey(name, column, FRAME_MASK if column == FRAME_COLUMN else None, layout)
+        )
 
     if keys is None:
         return [k for name in candidates if (k := key(name)) is not None]
