@@ -381,13 +381,13 @@ def _write_grids(
                 live = False
                 for t, stream in enumerate(streams):
                     y, x = divmod(t, cols)
-                    tile = canvas[y * h : (y + 1) * h, x * w : (x + 1) * w]
+                    area = canvas[y * h : (y + 1) * h, x * w : (x + 1) * w]
                     picture = next(stream, _DONE)
                     live = live or picture is not _DONE
                     if isinstance(picture, np.ndarray):
-                        tile[:] = picture
+                        area[:] = picture
                     else:
-                        tile[:] = 0  # no frame at this row, or the sub-env's episodes are over
+                        area[:] = 0  # no frame at this row, or the sub-env's episodes are over
                 if not live:
                     break
                 enc.add(canvas)
