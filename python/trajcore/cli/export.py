@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     if fmt != "mp4" and (args.keys is not None or args.fps is not None or args.grid):
         raise UsageError(f"--keys, --fps and --grid apply to --format mp4, not {fmt}")
     if fmt == "mp4":
-        from trajcore.formats.to_mp4 import av_module
+        from trajcore.video import av_module
 
         av_module("trajcore export --format mp4")  # before reading anything
     if fmt != "minari":

@@ -152,7 +152,8 @@ def export(
         result.update(_minari(ds, indices, os.fspath(dst), force, progress))
         return result
     if fmt == "mp4":
-        from trajcore.formats.to_mp4 import av_module, write_videos
+        from trajcore.formats.to_mp4 import write_videos
+        from trajcore.video import av_module
 
         av_module("the mp4 export")  # before anything is made
         out = os.path.normpath(os.fspath(dst))  # "out/" is the directory "out"

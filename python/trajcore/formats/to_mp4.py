@@ -1,6 +1,6 @@
 """Episodes as video: one MP4 per episode and image key, or with `grid` one MP4 per key that
 tiles the sub-envs of a vector recording side by side. H.264 through PyAV (``pip install
-"trajcore[video]"``), which ships FFmpeg with libx264.
+"trajcore[video]"``), written by `trajcore.video`.
 
 What a file holds:
 
@@ -10,8 +10,7 @@ What a file holds:
   dropped) or (C, H, W) frame stacks of grey frames (their newest frame, the last one), and the
   rendered frames ``render/frame`` (``render_frames=True``); a row without a frame (its mask
   False) is a black frame, counted in the ``trajcore_frames_missing`` tag;
-- yuv420p needs an even width and height: an odd side gets its last row or column repeated once
-  (the video is then one pixel taller or wider than the image);
+- an odd height or width gets its last row or column repeated once (`trajcore.video`);
 - tags (MP4 metadata, read back by ``av.open(path).metadata``): ``title``, ``comment`` (the
   episode, its length and return in words) and ``trajcore_episode``, ``trajcore_env_index``,
   ``trajcore_length``, ``trajcore_return`` (``repr`` of the float64), ``trajcore_key``,
@@ -19,8 +18,8 @@ What a file holds:
   tiles' ``[recording, env_index]`` in order, row by row) and ``trajcore_episodes`` (per
   episode ``[index, tile, first frame, length, return]``, JSON).
 
-Lossy: H.264 at CRF `CRF` keeps smooth images above 35 dB PSNR; the dataset keeps every frame
-exactly (this is for looking and sharing).
+Lossy: H.264 at `trajcore.video.CRF` keeps smooth images above 35 dB PSNR; the dataset keeps
+every frame exactly (this is for looking and sharing).
 """
 
 from __future__ import annotations
@@ -37,32 +36,14 @@ import numpy as np
 import numpy.typing as npt
 
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
-from trajcore.formats._deps import require
 from trajcore.formats._read import Progress, plan_of
 from trajcore.images import image_shape, pictures
 from trajcore.read.dataset import Dataset
 from trajcore.read.meta import render_fps
 from trajcore.record.frames import FRAME_COLUMN, FRAME_MASK
+from trajcore.video import Encoder, av_module, episode_tags, write_mp4
 
-__all__ = ["CODECS", "CRF", "ImageKey", "av_module", "image_keys", "write_mp4", "write_videos"]
-
-CODECS = ("libx264", "h264", "libopenh264", "mpeg4")
-"""Encoders tried in order: the first one the installed FFmpeg has (PyAV's wheels have libx264)."""
-
-CRF = 18
-"""libx264's constant rate factor: visually lossless on rendered frames, about 3 kB an 84x84
-Atari frame (see docs/BENCHMARKS.md)."""
-
-PIP = '"trajcore[video]"'
-
-
-def av_module(purpose: str) -> Any:
-    """PyAV (``import av``).
-
-    Raises:
-        MissingDependencyError: it is not installed; the message names ``pip install "trajcore[video]"``.
-    """
-    return require("av", purpose, pip=PIP)
+__all__ = ["ImageKey", "image_keys", "write_videos"]
 
 
 @dataclass(frozen=True)
@@ -139,53 +120,6 @@ def _file_name(key: str) -> str:
     return key.replace("/", ".")
 
 
-def _even(n: int) -> int:
-    return n + (n & 1)
-
-
-class _Encoder:
-    """One MP4 file being written: frames of one size in, H.264 out."""
-
-    def __init__(self, av: Any, path: str, height: int, width: int, fps: float, tags: dict[str, str], threads: int):
-        # Custom tag names are written only with this muxer option (else FFmpeg keeps the standard ones).
-        self.container = av.open(path, "w", format="mp4", options={"movflags": "use_metadata_tags"})
-        self.container.metadata.update(tags)
-        codec = next((c for c in CODECS if c in av.codecs_available), None)
-        if codec is None:
-            raise InvalidArgumentError(f"this FFmpeg (PyAV {av.__version__}) has none of the encoders {CODECS}")
-        rate = _rate(fps)
-        self.stream = self.container.add_stream(codec, rate=rate)
-        self.stream.width, self.stream.height = _even(width), _even(height)
-        self.stream.pix_fmt = "yuv420p"
-        self.stream.thread_count = threads
-        if codec == "libx264":
-            self.stream.options = {"crf": str(CRF), "preset": "veryfast"}
-        self.height, self.width = height, width
-        self.av = av
-        self.frames = 0
-
-    def add(self, picture: npt.NDArray[np.uint8]) -> None:
-        """One (H, W, 1 or 3) uint8 frame of the file's size."""
-        if self.height & 1 or self.width & 1:
-            picture = np.pad(picture, ((0, self.height & 1), (0, self.width & 1), (0, 0)), mode="edge")
-        grey = picture.shape[2] == 1
-        frame = self.av.VideoFrame.from_ndarray(
-            np.ascontiguousarray(picture[..., 0] if grey else picture), format="gray" if grey else "rgb24"
-        )
-        self.container.mux(self.stream.encode(frame))
-        self.frames += 1
-
-    def close(self) -> None:
-        self.container.mux(self.stream.encode(None))
-        self.container.close()
-
-
-def _rate(fps: float) -> Any:
-    from fractions import Fraction
-
-    return Fraction(fps).limit_denominator(1001)
-
-
 def _episode_pictures(
     ds: Dataset, index: int, key: ImageKey
 ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.bool_]] | None:
@@ -200,44 +134,20 @@ def _episode_pictures(
     return pictures(np.asarray(values), key.layout), present
 
 
-def write_mp4(
-    path: str,
-    frames: npt.NDArray[np.uint8],
-    present: npt.NDArray[np.bool_] | None = None,
-    *,
-    fps: float = 30.0,
-    tags: dict[str, str] | None = None,
-    threads: int = 0,
-) -> int:
-    """Writes frames as one H.264 MP4.
-
-    Args:
-        frames: (N, H, W, 1 or 3) uint8.
-        present: per frame, whether it is one (False: written black); None: all are.
-        tags: container metadata.
-        threads: encoder threads (0: FFmpeg's choice; 1: one core).
-
-    Returns:
-        The number of frames written.
-
-    Raises:
-        MissingDependencyError: PyAV is not installed.
-    """
-    av = av_module("the mp4 export")
-    n, height, width, _ = frames.shape
-    enc = _Encoder(av, path, height, width, fps, tags or {}, threads)
-    try:
-        black = np.zeros(frames.shape[1:], dtype=np.uint8)
-        for i in range(n):
-            enc.add(frames[i] if present is None or present[i] else black)
-    finally:
-        enc.close()
-    return enc.frames
-
-
-def _check_fps(fps: float | None) -> None:
-    if fps is not None and not (isinstance(fps, int | float) and math.isfinite(fps) and fps > 0):
-        raise InvalidArgumentError(f"fps must be a positive number, got {fps!r}")
+def _episode_video(ds: Dataset, index: int, key: ImageKey, path: str, fps: float, threads: int) -> bool:
+    """Writes `key` of episode `index` as one MP4 with the episode's tags; False (nothing written)
+    when its recording has no such column."""
+    read = _episode_pictures(ds, index, key)
+    if read is None:
+        return False
+    frames, present = read
+    summary = ds._reads.summary()
+    length, ret = int(summary["length"][index]), float(summary["episode_return"][index])
+    env_index = int(summary["env_index"][index])
+    title = f"{os.path.basename(ds.path.rstrip('/'))} episode {index} {key.name}"
+    tags = episode_tags(title, index, env_index, length, ret, key.name, present)
+    write_mp4(path, frames, present, fps=fps, tags=tags, threads=threads)
+    return True
 
 
 def write_videos(
@@ -263,7 +173,6 @@ def write_videos(
         MissingDependencyError: PyAV is not installed.
         InvalidArgumentError: a key is not an image (see `image_keys`), or none is to export.
     """
-    _check_fps(fps)
     av_module("the mp4 export")
     if not len(indices):
         raise InvalidArgumentError(f"{ds.path}: no episode to export as video")
@@ -284,27 +193,11 @@ def write_videos(
     for index in indices:
         index = int(index)
         for key in chosen:
-            read = _episode_pictures(ds, index, key)
-            if read is None:
-                skipped += 1
-                continue
-            frames, present = read
             name = f"episode-{index:06d}.{_file_name(key.name)}.mp4"
-            length, ret = int(summary["length"][index]), float(summary["episode_return"][index])
-            env_index = int(summary["env_index"][index])
-            tags = {
-                "title": f"{os.path.basename(ds.path.rstrip('/'))} episode {index} {key.name}",
-                "comment": f"trajcore episode {index} (env {env_index}): {length} steps, return {ret!r}",
-                "trajcore_episode": str(index),
-                "trajcore_env_index": str(env_index),
-                "trajcore_length": str(length),
-                "trajcore_return": repr(ret),
-                "trajcore_key": key.name,
-                "trajcore_frames": str(len(frames)),
-                "trajcore_frames_missing": str(int((~present).sum())),
-            }
-            write_mp4(os.path.join(out_dir, name), frames, present, fps=rate, tags=tags, threads=threads)
-            files.append(name)
+            if _episode_video(ds, index, key, os.path.join(out_dir, name), rate, threads):
+                files.append(name)
+            else:
+                skipped += 1
         steps += int(summary["length"][index])
         if progress is not None:
             progress(int(summary["length"][index]))
@@ -344,7 +237,6 @@ def _write_grids(
 ) -> dict[str, Any]:
     """One video per key: a tile per sub-env (per recording and env_index), its episodes played
     one after another, black where it has no frame; tiles row by row, ceil(sqrt(n)) a row."""
-    av = av_module("the mp4 export")
     summary = ds._reads.summary()
     members: dict[tuple[int, int], list[int]] = {}
     for index in indices:
@@ -375,7 +267,7 @@ def _write_grids(
         }
         canvas = np.zeros((rows * h, cols * w, c), dtype=np.uint8)
         streams = [_tile_stream(ds, m, key, progress if n_key == 0 else None) for m in members.values()]
-        enc = _Encoder(av, os.path.join(out_dir, name), canvas.shape[0], canvas.shape[1], fps, tags, threads)
+        enc = Encoder(os.path.join(out_dir, name), canvas.shape[0], canvas.shape[1], fps, tags, threads)
         try:
             while True:
                 live = False
