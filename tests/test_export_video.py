@@ -270,3 +270,38 @@ def test_cli_export_mp4(tmp_path: Path) -> None:
     assert bad.returncode != 0 and "'obs/joints' is 6 float32, not an image" in bad.stderr
     wrong = subprocess.run([*cmd[:5], str(tmp_path / "c.csv"), "--grid"], capture_output=True, text=True, timeout=300)
     assert wrong.returncode != 0 and "--grid apply to --format mp4" in wrong.stderr
+
+
+def test_recording_without_frames_is_skipped_and_said(tmp_path: Path) -> None:
+    obs_space, act_space = spaces.Box(-1, 1, (2,), np.float32), spaces.Discrete(2)
+    rows = 4
+    with trajcore.Writer(tmp_path / "mixed", obs_space, act_space, render_frames=True) as w:
+        w.add_episode(
+            observations=np.zeros((rows, 2), np.float32),
+            actions=np.zeros(rows - 1, np.int64),
+            rewards=np.ones(rows - 1),
+            terminations=np.arange(rows - 1) == rows - 2,
+            truncations=np.zeros(rows - 1, bool),
+            frames=np.stack([_smooth(t, 16, 16, 3) for t in range(rows)]),
+        )
+    with trajcore.Writer(tmp_path / "mixed", obs_space, act_space) as w:  # a second recording, no frames
+        w.add_episode(
+            observations=np.zeros((3, 2), np.float32),
+            actions=np.zeros(2, np.int64),
+            rewards=np.ones(2),
+            terminations=np.array([False, True]),
+            truncations=np.zeros(2, bool),
+        )
+    ds = trajcore.open(tmp_path / "mixed")
+    assert ds.num_recordings == 2
+    with pytest.warns(trajcore.TrajcoreWarning, match=r"1 episode videos not written.*render/frame"):
+        out = trajcore.export(ds, tmp_path / "v", format="mp4")
+    assert out["files"] == ["episode-000000.render.frame.mp4"] and out["skipped"] == 1
+    grid = trajcore.export(ds, tmp_path / "g", format="mp4", grid=True)
+    frames, tags, size = _decode(tmp_path / "g" / grid["files"][0])
+    assert size == (16, 2 * 16) and len(frames) == rows  # two tiles; the second (no frames) black
+    assert json.loads(tags["trajcore_tiles"]) == [[0, 0], [1, 0]]
+    assert [row[2] for row in json.loads(tags["trajcore_episodes"])] == [0, None]
+    assert all(
+        f[:, 16:].mean() <= 3 and _psnr(f[:, :16], _smooth(t, 16, 16, 3)) >= PSNR_DB for t, f in enumerate(frames)
+    )
