@@ -305,3 +305,15 @@ def test_recording_without_frames_is_skipped_and_said(tmp_path: Path) -> None:
     assert all(
         f[:, 16:].mean() <= 3 and _psnr(f[:, :16], _smooth(t, 16, 16, 3)) >= PSNR_DB for t, f in enumerate(frames)
     )
+
+
+def test_cli_view_writes_the_video_unless_told(tmp_path: Path) -> None:
+    _write_cameras(tmp_path / "cams", [4])
+    view = [sys.executable, "-m", "trajcore", "view", str(tmp_path / "cams"), "--episode", "0", "-o"]
+    done = subprocess.run([*view, str(tmp_path / "a.html")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "save as video" in (tmp_path / "a.html").read_text()
+    assert len(_decode(tmp_path / "a.mp4")[0]) == 5
+    done = subprocess.run([*view, str(tmp_path / "b.html"), "--no-video"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "save as video" not in (tmp_path / "b.html").read_text() and not (tmp_path / "b.mp4").exists()

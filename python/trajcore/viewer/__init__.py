@@ -131,12 +131,14 @@ def view(
     *,
     open_browser: bool | None = None,
     max_bytes: int | None = None,
+    video: bool | None = None,
 ) -> str:
     """Writes the viewer page of `episode` (``ds.episodes[3]``, or ``ds.env_episodes[0]``);
     without `out`, into a temporary file opened in the default browser.
 
     Args:
         open_browser: open the page with `webbrowser` (default: only when `out` is None).
+        max_bytes, video: as `write_html`'s.
 
     Returns:
         The page's path.
@@ -147,7 +149,7 @@ def view(
         name = f"episode-{cast('Episode', episode).index}" if joint is None else f"env-episode-{joint.id}"
         fd, out = tempfile.mkstemp(prefix=f"trajcore-{name}-", suffix=".html")
         os.close(fd)
-    written = write_html(episode, out, max_bytes=max_bytes)
+    written = write_html(episode, out, max_bytes=max_bytes, video=video)
     if temporary if open_browser is None else open_browser:
         webbrowser.open(Path(written).resolve().as_uri())
     return written

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
 __all__ = ["read_episode"]
 
+
 def _leaves(tree: Any, prefix: str) -> list[Leaf]:
     """Every leaf of a nested observation or action, names joined by '/'."""
     if isinstance(tree, dict):
