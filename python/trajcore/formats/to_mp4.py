@@ -110,7 +110,7 @@ def image_keys(ds: Dataset, indices: Sequence[int], keys: Sequence[str] | None =
             shape = "x".join(map(str, spec["shape"])) or "scalar"
             raise InvalidArgumentError(
                 f"key {name!r} is {shape} {spec['dtype']}, not an image: a video key is uint8 of shape (H, W, 3), "
-                "(H, W), (H, W, 1) or a stack (C, H, W) of grey frames"
+                "(H, W), (H, W, 1), (H, W, 4) or a stack (C, H, W) of grey frames"
             )
         out.append(k)
     return out
@@ -182,6 +182,13 @@ def write_videos(
             f"{ds.path}: no image to export as video (no uint8 image observation, no rendered frames); "
             "record with render_frames=True, or name a key"
         )
+    names: dict[str, str] = {}
+    for k in chosen:
+        other = names.setdefault(_file_name(k.name), k.name)
+        if other != k.name:
+            raise InvalidArgumentError(
+                f"keys {other!r} and {k.name!r} would share the file name {_file_name(k.name)!r}; export them apart"
+            )
     rate = fps if fps is not None else render_fps(ds.meta(int(ds._reads.summary()["recording"][indices[0]])))
     os.makedirs(out_dir)
     if grid:
