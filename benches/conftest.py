@@ -82,6 +82,12 @@ def _targets(rows: list[dict[str, Any]]) -> list[str]:
         if r["group"] == "memory" and r["name"].startswith("trajcore") and "1000k steps" in r["name"]:
             mb = r["peak_rss_growth_MB"]
             out.append(f"RSS growth < 50 MB for 1M steps ({r['name']}): {'met' if mb < 50 else 'MISSED'} ({mb:.1f} MB)")
+        if r["group"] == "video export":
+            fps = r["export_frames_per_s"]
+            out.append(
+                f">= 30 fps mp4 export of 84x84 frames on one encoder thread ({r['name']}): "
+                f"{'met' if fps >= 30 else 'MISSED'} ({fps:,.0f} frames/s)"
+            )
     return out
 
 

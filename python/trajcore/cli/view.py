@@ -20,7 +20,7 @@ def run(args: argparse.Namespace) -> int:
             episode = _view_target(ds, args)
         except IndexError as e:
             raise UsageError(str(e)) from None
-        written = view(episode, args.out, max_bytes=max_bytes)
+        written = view(episode, args.out, max_bytes=max_bytes, video=False if args.no_video else None)
     print(f"wrote {written} ({fmt_bytes(os.path.getsize(written))})", file=sys.stderr)
     return 0
 
@@ -85,5 +85,11 @@ def add_to(commands: Commands) -> None:
         "--max-mb",
         type=float,
         help="cap the page at this many MiB: frames are thinned (every k-th kept) to fit (default: every frame)",
+    )
+    v.add_argument(
+        "--no-video",
+        action="store_true",
+        help="write no MP4 beside the page (by default, where PyAV is installed, the page's image is also written "
+        "as FILE.mp4 and the page links to it)",
     )
     v.set_defaults(func=run)

@@ -2,11 +2,11 @@
 ``trajcore.import_minari``).
 
 `export` writes a dataset (or a selection of its episodes) as CSV, JSON Lines in RLlib's shape,
-Parquet or a Minari dataset, streaming episode by episode; `import_minari` reads a Minari dataset
+Parquet, a Minari dataset or MP4 videos, streaming episode by episode; `import_minari` reads a Minari dataset
 back into trajcore; `to_pandas` and `summaries_frame` give a dataset's steps and episodes as
 pandas tables.
 
-One module per format (`to_csv`, `to_jsonl`, `to_parquet`, `to_minari`, `from_minari`), pandas
+One module per format (`to_csv`, `to_jsonl`, `to_parquet`, `to_minari`, `from_minari`, `to_mp4`), pandas
 views in `frames`, and one rule for naming and aligning table columns in `_columns` (used by
 pandas, CSV and Parquet alike).
 """
@@ -39,7 +39,7 @@ __all__ = [
     "to_pandas",
 ]
 
-FORMATS = ("csv", "jsonl", "parquet", "minari")
+FORMATS = ("csv", "jsonl", "parquet", "minari", "mp4")
 
 _SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet"}
 
@@ -74,6 +74,9 @@ def export(
     batch_rows: int | None = None,
     progress: Progress | None = None,
     storage_options: Mapping[str, str] | None = None,
+    keys: Sequence[str] | None = None,
+    fps: float | None = None,
+    grid: bool = False,
 ) -> dict[str, Any]:
     """Writes a dataset, or a selection of its episodes, in another format, one episode (or one
     batch of rows) at a time: memory stays bounded whatever the size of the dataset.
@@ -81,11 +84,12 @@ def export(
     Args:
         src: a dataset (path or URL, or `Dataset`), or `Episodes` (e.g.
             ``ds.select(complete=True)``).
-        dst: the file to write (csv, jsonl, parquet; a local path), or for minari the dataset id
+        dst: the file to write (csv, jsonl, parquet; a local path), for minari the dataset id
             (``namespace/name-v0``) created under Minari's local datasets root
-            (``MINARI_DATASETS_PATH``, else ``~/.minari/datasets``).
-        format: ``"csv"``, ``"jsonl"``, ``"parquet"`` or ``"minari"``; None: from `dst`'s
-            extension.
+            (``MINARI_DATASETS_PATH``, else ``~/.minari/datasets``), for mp4 the directory the
+            videos are written into.
+        format: ``"csv"``, ``"jsonl"``, ``"parquet"``, ``"minari"`` or ``"mp4"``; None: from
+            `dst`'s extension.
         columns: csv and parquet only: the values wanted, by name or '/'-bounded prefix
             (``["obs", "action", "reward"]``); default every value of at most `max_values`
             elements for csv, every value for parquet.
@@ -97,19 +101,29 @@ def export(
         progress: called with the number of steps written, as they are.
         storage_options: options of `src`'s store (a URL) over the environment's (see
             `trajcore.open`).
+        keys: mp4 only: the image values to write as video (``"obs"``, ``"obs/camera"``,
+            ``"render/frame"``); default every uint8 image observation leaf and the rendered
+            frames (see `trajcore.formats.to_mp4`).
+        fps: mp4 only: frames per second (default the recording's ``render_fps``, else 30).
+        grid: mp4 only: one video per key tiling the sub-envs (``grid.<key>.mp4``) instead of
+            one per episode and key (``episode-<index>.<key>.mp4``).
 
     Returns:
         ``{"format", "out", "episodes", "steps", "left_out": [leaf names], "skipped": episodes
-        not written (minari: episodes of no step)}``.
+        not written (minari: episodes of no step; mp4: episode videos of a key their recording
+        has not)}``; mp4 adds ``"files"``, the names written in `dst`.
 
     Raises:
         InvalidArgumentError: `dst` exists and `force` is False or is a URL, an unknown format, `columns`
             given for jsonl or minari or naming no value, recordings with different spaces.
-        MissingDependencyError: pyarrow (parquet), or minari, h5py, Pillow (minari) missing.
+        MissingDependencyError: pyarrow (parquet), or minari, h5py, Pillow (minari), or PyAV
+            (mp4: ``pip install "trajcore[video]"``) missing.
     """
     fmt = format_of(os.fspath(dst), format)
-    if columns is not None and fmt in ("jsonl", "minari"):
-        raise InvalidArgumentError(f"columns apply to csv and parquet; {fmt} exports write every value")
+    if columns is not None and fmt in ("jsonl", "minari", "mp4"):
+        raise InvalidArgumentError(f"columns apply to csv and parquet; {fmt} exports take keys (mp4) or every value")
+    if fmt != "mp4" and (keys is not None or fps is not None or grid):
+        raise InvalidArgumentError(f"keys, fps and grid apply to mp4 exports, not {fmt}")
     if batch_rows is not None and batch_rows < 1:
         raise InvalidArgumentError(f"batch_rows must be >= 1, got {batch_rows}")
     if isinstance(src, Dataset | Episodes):
@@ -128,11 +142,24 @@ def export(
                 force=force,
                 batch_rows=batch_rows,
                 progress=progress,
+                keys=keys,
+                fps=fps,
+                grid=grid,
             )
     result: dict[str, Any] = {"format": fmt, "out": os.fspath(dst), "episodes": len(indices), "left_out": []}
     result["skipped"] = 0
     if fmt == "minari":
         result.update(_minari(ds, indices, os.fspath(dst), force, progress))
+        return result
+    if fmt == "mp4":
+        from trajcore.formats.to_mp4 import write_videos
+        from trajcore.video import av_module
+
+        av_module("the mp4 export")  # before anything is made
+        out = os.path.normpath(os.fspath(dst))  # "out/" is the directory "out"
+        with staged(out, force) as tmp:
+            result.update(write_videos(ds, indices, tmp, keys, fps=fps, grid=grid, progress=progress))
+        result["out"] = out
         return result
     with staged(os.fspath(dst), force) as tmp:
         if fmt == "jsonl":

@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from trajcore._deps import require
 from trajcore.errors import TrajcoreWarning
 from trajcore.formats._columns import DEFAULT_MAX_VALUES, Leaf, choose, flat_names
-from trajcore.formats._deps import require
 from trajcore.formats._read import Batch, iter_batches, plan_of
 from trajcore.formats.summaries import flatten_metadata, summary_columns
 from trajcore.read.dataset import Dataset, members

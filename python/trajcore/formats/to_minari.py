@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from trajcore._deps import require
 from trajcore.errors import InvalidArgumentError
-from trajcore.formats._deps import require
 from trajcore.formats._read import Progress, plan_of
 from trajcore.read.dataset import Dataset
 from trajcore.read.episode import Episode

@@ -28,8 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from trajcore._deps import require
 from trajcore.formats._columns import GROUPS, Leaf
-from trajcore.formats._deps import require
 from trajcore.formats._read import Batch, StepTable
 from trajcore.read.agents import agent_names
 from trajcore.read.dataset import Dataset

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from trajcore.formats._deps import require
+from trajcore._deps import require
 from trajcore.plots._series import STAGES, EpisodeSeries, TimelogSeries, rolling_mean
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trajcore.formats._deps import require
+from trajcore._deps import require
 
 require("ray.data", "trajcore.ray", '"ray[data]"')
 

@@ -12,7 +12,10 @@ from gymnasium import spaces
 from trajcore.errors import CorruptFileError, TrajcoreError
 from trajcore.spaces import space_columns, space_from_json
 
-__all__ = ["rebuild_space"]
+__all__ = ["DEFAULT_FPS", "rebuild_space", "render_fps"]
+
+DEFAULT_FPS = 30.0
+"""Frames per second of a recording that stored no ``render_fps`` (the viewer's 1x, a video's rate)."""
 
 #: Layout trees nest no deeper than this (spaces nest a few levels in practice).
 MAX_LAYOUT_DEPTH = 64
@@ -82,3 +85,11 @@ def env_ids(metas: list[dict[str, Any]]) -> list[str | None]:
     ids = {(m.get("user") or {}).get("env_id") if isinstance(m, dict) else None for m in metas}
     known = sorted(str(i) for i in ids if i is not None)
     return [*known, *([None] if None in ids else [])]
+
+
+def render_fps(meta: dict[str, Any]) -> float:
+    """The frame rate a recording's env declared for its rendering (``render_fps``, stored by
+    the recorder), else `DEFAULT_FPS`: the viewer plays at it, the video export encodes at it."""
+    user = meta.get("user") or {}
+    fps = user.get("render_fps") if isinstance(user, dict) else None
+    return float(fps) if isinstance(fps, int | float) and not isinstance(fps, bool) and fps > 0 else DEFAULT_FPS

@@ -25,8 +25,12 @@ import webbrowser
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+import numpy as np
+
+from trajcore.errors import InvalidArgumentError
 from trajcore.tools.output import staged
-from trajcore.viewer._content import PageContent, env_page_content, page_content
+from trajcore.video import av_module, episode_tags, video_available, write_mp4
+from trajcore.viewer._content import EpisodeArrays, PageContent, env_page_content, image_sources, page_content
 from trajcore.viewer._env_episode import read_env_episode
 from trajcore.viewer._episode import read_episode
 from trajcore.viewer._page import page_overhead, render_page
@@ -48,14 +52,15 @@ def _env_episode(episode: Episode | EnvEpisode) -> EnvEpisode | None:
     return cast("EnvEpisode", episode) if isinstance(getattr(episode, "episodes", None), dict) else None
 
 
-def _content(episode: Episode | EnvEpisode, max_bytes: int | None) -> PageContent:
-    """What the page of `episode` shows, its data fitted to a page of at most `max_bytes`."""
+def _content(episode: Episode | EnvEpisode, max_bytes: int | None, arrays: EpisodeArrays | None = None) -> PageContent:
+    """What the page of `episode` (read already: `arrays`) shows, its data fitted to a page of at
+    most `max_bytes`."""
     data_bytes = None if max_bytes is None else max_bytes - page_overhead()
     joint = _env_episode(episode)
     if joint is not None:
         parts, title, summary = read_env_episode(joint)
         return env_page_content(parts, title, summary, max_bytes=data_bytes)
-    return page_content(read_episode(cast("Episode", episode)), max_bytes=data_bytes)
+    return page_content(arrays or read_episode(cast("Episode", episode)), max_bytes=data_bytes)
 
 
 def episode_html(episode: Episode | EnvEpisode, *, max_bytes: int | None = None) -> str:
@@ -70,14 +75,54 @@ def episode_html(episode: Episode | EnvEpisode, *, max_bytes: int | None = None)
     return render_page(_content(episode, max_bytes))
 
 
-def write_html(episode: Episode | EnvEpisode, path: str | os.PathLike[str], *, max_bytes: int | None = None) -> str:
+def write_html(
+    episode: Episode | EnvEpisode,
+    path: str | os.PathLike[str],
+    *,
+    max_bytes: int | None = None,
+    video: bool | None = None,
+) -> str:
     """Writes the viewer page of an episode (or env episode) to `path` (replacing it; written beside it and
-    renamed into place, so a half-written page never shows). Returns the path."""
+    renamed into place, so a half-written page never shows). Returns the path.
+
+    Args:
+        video: also write the episode's frames (its rendered frames, else its first image
+            observation) as an MP4 beside the page, ``<page name>.mp4``, and link to it from the
+            page ("save as video"). None: when PyAV is installed (``pip install "trajcore[video]"``)
+            and the episode has an image; never for an env episode.
+
+    Raises:
+        MissingDependencyError: `video` is True and PyAV is not installed.
+    """
     out = os.fspath(path)
-    page = episode_html(episode, max_bytes=max_bytes)
+    if video and _env_episode(episode) is not None:
+        raise InvalidArgumentError("video=True: an env episode's page has no video (write each agent's episode)")
+    if video:
+        av_module("the viewer's video")
+    link = arrays = None
+    if video or (video is None and _env_episode(episode) is None and video_available()):
+        arrays = read_episode(cast("Episode", episode))
+        link = _write_video(arrays, out)
+    page = render_page(_content(episode, max_bytes, arrays), video=link)
     with staged(out, force=True) as tmp, open(tmp, "w", encoding="utf-8") as f:
         f.write(page)
     return out
+
+
+def _write_video(arrays: EpisodeArrays, page: str) -> str | None:
+    """Writes the image the page shows large (every row, as the page shows it) as an MP4 beside
+    `page`; its file name, or None when the page shows no image."""
+    sources = image_sources(arrays)
+    if not sources:
+        return None
+    _, what, rows, present = sources[0]
+    name = os.path.splitext(os.path.basename(page))[0] + ".mp4"
+    s = arrays.summary
+    shown = np.ones(len(rows), dtype=np.bool_) if present is None else present
+    tags = episode_tags(arrays.title, s["episode"], s["env_index"], s["length"], s["return"], what, shown)
+    with staged(os.path.join(os.path.dirname(page), name), force=True) as tmp:
+        write_mp4(tmp, rows, shown, fps=arrays.fps, tags=tags)
+    return name
 
 
 def view(
@@ -86,12 +131,14 @@ def view(
     *,
     open_browser: bool | None = None,
     max_bytes: int | None = None,
+    video: bool | None = None,
 ) -> str:
     """Writes the viewer page of `episode` (``ds.episodes[3]``, or ``ds.env_episodes[0]``);
     without `out`, into a temporary file opened in the default browser.
 
     Args:
         open_browser: open the page with `webbrowser` (default: only when `out` is None).
+        max_bytes, video: as `write_html`'s.
 
     Returns:
         The page's path.
@@ -102,7 +149,7 @@ def view(
         name = f"episode-{cast('Episode', episode).index}" if joint is None else f"env-episode-{joint.id}"
         fd, out = tempfile.mkstemp(prefix=f"trajcore-{name}-", suffix=".html")
         os.close(fd)
-    written = write_html(episode, out, max_bytes=max_bytes)
+    written = write_html(episode, out, max_bytes=max_bytes, video=video)
     if temporary if open_browser is None else open_browser:
         webbrowser.open(Path(written).resolve().as_uri())
     return written

@@ -29,7 +29,16 @@ import numpy.typing as npt
 from trajcore.viewer._frames import EncodedFrames, as_image_rows, encode_frames, image_shape, is_code_grid
 from trajcore.viewer._html import block_tags, script_json
 
-__all__ = ["MAX_PLOTS", "EpisodeArrays", "Leaf", "PageContent", "env_page_content", "format_row", "page_content"]
+__all__ = [
+    "MAX_PLOTS",
+    "EpisodeArrays",
+    "Leaf",
+    "PageContent",
+    "env_page_content",
+    "format_row",
+    "image_sources",
+    "page_content",
+]
 
 MAX_PLOTS = 12
 """Plots beyond reward and return; more scalar columns are listed as not plotted."""
@@ -161,7 +170,7 @@ _ImageSource = tuple[str | None, str, npt.NDArray[np.uint8], npt.NDArray[np.bool
 """(agent, what the image is, its rows as (rows, H, W, C) uint8, where present)."""
 
 
-def _image_sources(arrays: EpisodeArrays) -> list[_ImageSource]:
+def image_sources(arrays: EpisodeArrays) -> list[_ImageSource]:
     """The rendered frames if recorded, then every image-shaped leaf of a Dict or Tuple
     observation; an image observation (not in a Dict or Tuple) only without frames: an Atari
     observation is mostly the frame again, and would double the page."""
@@ -267,7 +276,7 @@ def _content(parts: list[EpisodeArrays], title: str, summary: dict[str, Any], ma
     }
     if agents:
         model["agents"] = agents
-    sources = [s for arrays in parts for s in _image_sources(arrays)]
+    sources = [s for arrays in parts for s in image_sources(arrays)]
     if not sources:
         return PageContent(model, [], notes)
     if max_bytes is None:

@@ -7,14 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from trajcore.read.meta import render_fps
 from trajcore.viewer._content import EpisodeArrays, Leaf
 
 if TYPE_CHECKING:
     from trajcore.read.episode import Episode
 
 __all__ = ["read_episode"]
-
-DEFAULT_FPS = 30.0
 
 
 def _leaves(tree: Any, prefix: str) -> list[Leaf]:
@@ -37,13 +36,6 @@ def _masked_leaves(values: dict[str, Any], masks: dict[str, Any], prefix: str) -
         else:
             out.append(Leaf(name, value, mask if isinstance(mask, np.ndarray) else None))
     return out
-
-
-def _fps(ep: Episode) -> float:
-    """Playback speed at 1x: the env's ``render_fps`` when the recording stored it, else 30."""
-    user = ep._reads.meta(ep.recording).get("user") or {}
-    fps = user.get("render_fps")
-    return float(fps) if isinstance(fps, int | float) and fps > 0 else DEFAULT_FPS
 
 
 def read_episode(ep: Episode) -> EpisodeArrays:
@@ -82,5 +74,5 @@ def read_episode(ep: Episode) -> EpisodeArrays:
         data=_masked_leaves(data_values, data_masks, "data"),
         frames=ep.frames,
         frame_mask=ep.frame_mask,
-        fps=_fps(ep),
+        fps=render_fps(meta),
     )

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from trajcore.images import image_shape, pictures
+
 __all__ = ["BLOCK_BYTES", "EncodedFrames", "as_image_rows", "encode_frames", "image_shape", "is_code_grid"]
 
 BLOCK_BYTES = 4 << 20
@@ -31,9 +33,6 @@ BLOCK_BYTES = 4 << 20
 
 MAX_BLOCK_FRAMES = 64
 """Frames per block at most, so small frames do not make long chains to decode."""
-
-SMALL_IMAGE_SIDE = 4
-"""Smallest side of a uint8 HxWx1/3/4 array shown as an image (other images: 8)."""
 
 CODE_MAX = 32
 """uint8 images whose values all stay below this are codes, not intensities (`is_code_grid`)."""
@@ -76,40 +75,14 @@ class EncodedFrames:
         return len(self.present)
 
 
-def image_shape(shape: tuple[int, ...], dtype: np.dtype[Any]) -> str | None:
-    """How a row of this shape and dtype is shown as an image, or None when it is not one.
-
-    Returns:
-        ``"hwc"`` (height, width, 1/3/4 channels), ``"hw"`` (grey) or ``"chw"`` (a stack of
-        grey frames, channels first, as ``FrameStackObservation`` over grey frames gives:
-        the last one is shown).
-    """
-    if dtype.kind not in "uif" or len(shape) not in (2, 3):
-        return None
-    if len(shape) == 2:
-        return "hw" if min(shape) >= 8 else None
-    # uint8 with a channel axis is an image even when small (MiniGrid's 7x7x3 view).
-    if shape[2] in (1, 3, 4) and min(shape[:2]) >= (SMALL_IMAGE_SIDE if dtype == np.uint8 else 8):
-        return "hwc"
-    if shape[0] <= 8 and min(shape[1:]) >= 8:
-        return "chw"
-    return None
-
-
 def as_image_rows(values: npt.NDArray[Any], layout: str) -> npt.NDArray[np.uint8]:
-    """Rows of an image-shaped column as (rows, H, W, 1 or 3) uint8.
+    """Rows of an image-shaped column as (rows, H, W, 1 or 3) uint8 (`pictures`).
 
     uint8 stays as it is, unless it holds small codes only (`is_code_grid`: stretched so they
     can be told apart); other dtypes are scaled to 0..255 over the episode's range (for the
-    eye only: the values beside the image are the recorded ones). RGBA drops its alpha; a
-    channels-first stack shows its last frame.
+    eye only: the values beside the image are the recorded ones).
     """
-    if layout == "hw":
-        values = values[..., None]
-    elif layout == "chw":
-        values = values[:, -1, :, :, None]
-    if values.shape[-1] == 4:
-        values = values[..., :3]
+    values = pictures(values, layout)
     if values.dtype == np.uint8:
         if is_code_grid(values):
             return np.ascontiguousarray(values * np.uint8(255 // max(1, int(values.max()))))

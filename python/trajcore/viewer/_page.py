@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import re
+import urllib.parse
 from functools import cache
 from importlib import resources
 
@@ -14,7 +15,7 @@ from trajcore.viewer._html import block_tags, script_json
 
 __all__ = ["page_overhead", "render_page"]
 
-_SLOT = re.compile(r"\{\{(VERSION|TITLE|CSS|JS|DATA|BLOCKS)\}\}")
+_SLOT = re.compile(r"\{\{(VERSION|TITLE|CSS|JS|DATA|BLOCKS|VIDEO)\}\}")
 
 
 @cache
@@ -27,11 +28,13 @@ def page_overhead() -> int:
     return sum(len(_asset(name).encode("utf-8")) for name in ("template.html", "viewer.css", "viewer.js"))
 
 
-def render_page(content: PageContent) -> str:
-    """The page as one HTML document: no network, no external file.
+def render_page(content: PageContent, video: str | None = None) -> str:
+    """The page as one HTML document: no network, no external file (but the video it links to).
 
     Args:
         content: what to show (`trajcore.viewer._content.page_content`).
+        video: the file name of the episode's video beside the page: the page links to it
+            ("save as video"); None: no link.
 
     Returns:
         The HTML text.
@@ -43,6 +46,14 @@ def render_page(content: PageContent) -> str:
         "JS": _asset("viewer.js"),
         "DATA": script_json(content.model),
         "BLOCKS": block_tags(content.blocks),
+        "VIDEO": _video_link(video),
     }
     # One pass: text put into a slot is never searched for slots itself.
     return _SLOT.sub(lambda m: parts[m.group(1)], _asset("template.html"))
+
+
+def _video_link(video: str | None) -> str:
+    if video is None:
+        return ""
+    href = html.escape(urllib.parse.quote(video), quote=True)
+    return f'<p id="video"><a href="{href}" download>save as video</a> (MP4, beside this page)</p>'
