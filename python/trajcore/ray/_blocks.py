@@ -11,6 +11,7 @@ False the value reads as zeros (or ``""``).
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections import OrderedDict
@@ -27,6 +28,7 @@ from trajcore.formats._read import iter_batches, open_for_pass, plan_of, read_ep
 from trajcore.formats.summaries import METRIC_STATS, SUMMARY_FIELDS, metric_column, summary_columns
 from trajcore.ray._plan import Keys, TaskPlan, key_arrays, locate
 from trajcore.read.dataset import Dataset
+from trajcore.read.provenance_keys import RESET_KEY
 
 __all__ = [
     "EPISODE_FIELDS",
@@ -223,6 +225,15 @@ def _per_episode(rows: list[Any]) -> npt.NDArray[Any]:
     return out
 
 
+def _metadata_json(ds: Dataset, index: int) -> str:
+    """The episode's metadata as `Episode.metadata` has it (the reset's provenance is in
+    `Episode.provenance`), as JSON text: the stored text itself when it holds no such key."""
+    text = ds._core.episode_metadata_json(index)
+    if RESET_KEY not in text:
+        return text
+    return json.dumps(ds._reads.episode_metadata(index))
+
+
 def episode_columns(ds: Dataset, current: Sequence[int], planned: Sequence[int], spec: ReadSpec, plan: Plan) -> Columns:
     """Episodes as rows: their summaries, metrics, part flags and metadata, then per leaf the
     episode's whole column (T + 1 rows for observations and infos, T for the steps)."""
@@ -241,7 +252,7 @@ def episode_columns(ds: Dataset, current: Sequence[int], planned: Sequence[int],
     summary = ds._reads.summary()
     out["continued"] = summary["continued"][list(current)]
     out["continues"] = summary["continues"][list(current)]
-    out["metadata"] = np.array([ds._core.episode_metadata_json(i) for i in current], dtype=object)
+    out["metadata"] = np.array([_metadata_json(ds, i) for i in current], dtype=object)
     rows = [read_episode(ds, i, plan, spec.leaves, whole=True) for i in current]
     for leaf in spec.leaves:
         out[leaf.name] = _per_episode([r.values[leaf.name] for r in rows])

@@ -19,13 +19,14 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::damage::{Affected, Damage};
 use crate::error::{Error, Result};
 use crate::format::header::HEADER_LEN;
 use crate::format::record::RecordKind;
+use crate::objstore::url::url_of;
 use crate::reader::catalog::chunk_list::Located;
 use crate::reader::dataset::Dataset;
 use crate::reader::dataset_view::DatasetView;
@@ -55,6 +56,10 @@ pub struct VerifyReport {
     /// Chunks that cannot be read: (shard, data offset).
     #[serde(skip)]
     pub(crate) unreadable: HashSet<(usize, u64)>,
+    /// The first chunk fetch a store failed (its URL, why): no damage, and `verify_store` fails
+    /// with it.
+    #[serde(skip)]
+    pub(crate) store_failure: Option<(PathBuf, String)>,
 }
 
 impl VerifyReport {
@@ -83,9 +88,26 @@ struct Checked {
     /// Damaged records whose intact copy is read instead: their damage affects no episode.
     copied: Vec<u64>,
     unreadable: Vec<u64>,
+    /// A chunk fetch the store failed (URL, why): not damage.
+    store_failure: Option<(PathBuf, String)>,
     records: u64,
     chunks: u64,
     decoded: u64,
+}
+
+/// Why a chunk did not check out: damage (why), or a store that failed to give its bytes.
+enum Failed {
+    Damage(String),
+    Store(PathBuf, String),
+}
+
+impl From<Error> for Failed {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::Io { path, source } if url_of(&path).is_some() => Failed::Store(path, source.to_string()),
+            other => Failed::Damage(why(other)),
+        }
+    }
 }
 
 /// The chunks the dataset reads from one Chunks record, with their columns.
@@ -181,6 +203,9 @@ pub fn verify(dataset: &Dataset) -> VerifyReport {
         report.chunks += checked.chunks;
         report.decoded_bytes += checked.decoded;
         report.unreadable.extend(checked.unreadable.iter().map(|&o| (s, o)));
+        if report.store_failure.is_none() {
+            report.store_failure = checked.store_failure;
+        }
         copied.extend(checked.copied.iter().map(|&o| (s, o)));
         found.extend(checked.damage.into_iter().map(|(offset, why)| (s, offset, why)));
     }
@@ -266,7 +291,10 @@ fn check_record(
         };
         match checked.and_then(|()| check_chunk_data(ds, loc, spec, scratch)) {
             Ok(decoded) => out.decoded += decoded,
-            Err(why) => {
+            Err(Failed::Store(url, why)) => {
+                out.store_failure.get_or_insert((url, why));
+            }
+            Err(Failed::Damage(why)) => {
                 let c = &loc.chunk;
                 let why = format!(
                     "chunk of column {} ('{}') lane {} (rows {}..{}): {why}",
@@ -293,8 +321,8 @@ fn check_record(
 
 /// A chunk's own checksum against its stored bytes (marked verified when they match, as a read
 /// would mark it).
-fn check_own_checksum(ds: &DatasetView<'_>, loc: &Located) -> Result<(), String> {
-    ds.stored_bytes(loc).map(|_| ()).map_err(why)
+fn check_own_checksum(ds: &DatasetView<'_>, loc: &Located) -> Result<(), Failed> {
+    ds.stored_bytes(loc).map(|_| ()).map_err(Failed::from)
 }
 
 /// What a chunk's check found, as a damage's text (a `Corrupt` error's reason alone).
@@ -311,18 +339,18 @@ fn check_chunk_data(
     loc: &Located,
     spec: &ColumnSpec,
     scratch: &mut Vec<String>,
-) -> Result<u64, String> {
-    let stored = ds.stored_unchecked(loc).map_err(why)?;
+) -> Result<u64, Failed> {
+    let stored = ds.stored_unchecked(loc)?;
     let row_bytes = spec.row_bytes();
     let data: Cow<'_, [u8]> =
-        if loc.chunk.codec == 0 { stored } else { Cow::Owned(ds.decode_stored(loc, &stored, row_bytes).map_err(why)?) };
+        if loc.chunk.codec == 0 { stored } else { Cow::Owned(ds.decode_stored(loc, &stored, row_bytes)?) };
     if data.len() as u64 != loc.chunk.raw_len {
-        return Err(format!("decoded to {} bytes, the chunk says {}", data.len(), loc.chunk.raw_len));
+        return Err(Failed::Damage(format!("decoded to {} bytes, the chunk says {}", data.len(), loc.chunk.raw_len)));
     }
     if row_bytes.is_none() {
         scratch.clear();
         let n = loc.chunk.n_rows as usize;
-        chunk_strings(&data, loc.chunk.n_rows, 0, n, scratch).map_err(|e| format!("str chunk: {e}"))?;
+        chunk_strings(&data, loc.chunk.n_rows, 0, n, scratch).map_err(|e| Failed::Damage(format!("str chunk: {e}")))?;
     }
     Ok(data.len() as u64)
 }
@@ -331,7 +359,10 @@ fn check_chunk_data(
 /// whose fetches failed (naming its URL and why), rather than a report of every chunk it could
 /// not fetch as damaged (which would leave every episode out of a listing, unexplained).
 pub fn verify_store(dataset: &Dataset) -> Result<VerifyReport> {
-    let report = verify(dataset);
+    let mut report = verify(dataset);
+    if let Some((url, why)) = report.store_failure.take() {
+        return Err(Error::Io { path: url, source: std::io::Error::other(why) });
+    }
     let failed = dataset.view().store.shards.iter().find_map(|s| s.source.remote_object().and_then(|o| o.failure()));
     failed.map_or(Ok(report), Err)
 }
