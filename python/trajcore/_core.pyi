@@ -195,6 +195,14 @@ class Dataset:
     @property
     def shard_sizes(self) -> list[int]: ...
     @property
+    def shard_steps(self) -> list[tuple[int, int]]:
+        """(recording, transitions) of each shard, in `shards` order."""
+    @property
+    def evicted_steps(self) -> int:
+        """Transitions the bounded recordings of this directory deleted (their eviction log)."""
+    def evicted_episodes(self) -> npt.NDArray[np.int64]:
+        """Episodes with rows in shards a bounded recording deleted since opening, ascending."""
+    @property
     def num_episodes(self) -> int: ...
     @property
     def num_steps(self) -> int: ...

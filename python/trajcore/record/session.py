@@ -18,6 +18,7 @@ from gymnasium import spaces
 from trajcore import _core
 from trajcore._store import StoreStaging, is_store_url
 from trajcore.errors import InvalidArgumentError, TrajcoreError, TrajcoreWarning
+from trajcore.record.capacity import prior_shards
 from trajcore.record.frames import check_renders_frames
 from trajcore.record.options import (
     EndedEpisode,
@@ -94,6 +95,14 @@ class Recording:
             make_config = functools.partial(make_config, upload_to=self._staging.url)
             config = make_config()
             path = self._staging.staging
+        if o["capacity_steps"] is not None:
+            if self._staging is not None:
+                raise InvalidArgumentError(
+                    f"capacity_steps is for a local directory, not the store URL {self._staging.url}: a recording to "
+                    "a store keeps every shard"
+                )
+            make_config = functools.partial(make_config, prior_shards=prior_shards(path, env.agent))
+            config = make_config()
         if check_existing:
             check_existing_recordings(
                 path, env.observation_space, env.action_space, allow_mixed=allow_mixed, agent=env.agent

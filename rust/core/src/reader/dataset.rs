@@ -138,7 +138,7 @@ impl Dataset {
     fn update(&mut self) -> Result<()> {
         let (opened, problems) = self.store.open_new(&self.path, self.is_dir, &self.opts)?;
         self.catalog.own_problems.extend(problems);
-        let changed = self.store.check_changed();
+        let changed = self.store.check_changed(&self.path);
         self.catalog.own_problems.extend(changed);
         let catalog = &mut self.catalog;
         let (found, failed) = self.store.scan(opened, |facts| catalog.register(facts));
@@ -194,6 +194,30 @@ impl Dataset {
     /// dataset goes on reading the files it opened), but news a reader of a live directory wants.
     pub fn notices(&self) -> &[Problem] {
         &self.store.notices
+    }
+
+    /// Episodes with rows in shards a bounded recording (`capacity_steps`) deleted since this
+    /// dataset opened them, ascending: still readable (the dataset reads the files it opened),
+    /// but no longer in the buffer, so sampling leaves them out.
+    pub fn evicted_episodes(&self) -> Vec<usize> {
+        self.catalog.episodes_in_shards(&self.store.evicted())
+    }
+
+    /// Transitions the bounded recordings of this directory deleted, as their eviction log
+    /// says (0 for a file, a URL, or a directory no bounded recording wrote).
+    ///
+    /// Errors: `Corrupt` (a log that does not parse), `Io`.
+    pub fn evicted_steps(&self) -> Result<u64> {
+        if !self.is_dir || crate::objstore::url::url_of(&self.path).is_some() {
+            return Ok(0);
+        }
+        Ok(crate::writer::capacity::EvictionLog::read(&self.path)?.evicted_steps)
+    }
+
+    /// Transitions (step rows) stored in each shard, in `shard_paths` order, with the
+    /// recording it belongs to: what a bounded recording started on this directory counts.
+    pub fn shard_steps(&self) -> Vec<(usize, u64)> {
+        self.catalog.shard_steps()
     }
 
     /// Records of kinds this version does not know, skipped (a newer minor version wrote them).

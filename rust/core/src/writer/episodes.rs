@@ -125,6 +125,12 @@ impl Episodes {
         self.lanes.len()
     }
 
+    /// Step-timeline rows (transitions) taken in so far, over every lane: what a shard holds is
+    /// the difference between its end and its start.
+    pub fn step_rows(&self) -> u64 {
+        self.lanes.iter().map(|l| l.step_rows).sum()
+    }
+
     /// Whether a buffer filled up since the last `for_each_buffer`.
     pub fn seal_wanted(&self) -> bool {
         self.seal_wanted

@@ -53,6 +53,10 @@ pub struct Stats {
     pub bytes_compacted: u64,
     /// Why a closed shard was left uncompacted (all its rows still in it).
     pub compaction_error: Option<String>,
+    /// Transitions in the shards a bounded recording (`capacity_steps`) deleted, and why an
+    /// eviction failed (those shards stayed).
+    pub evicted_steps: u64,
+    pub eviction_error: Option<String>,
     /// Steps of envs with no running episode (see `skips::unrecorded_warning`).
     pub steps_not_recorded: u64,
     /// Values of dynamic columns left out, by column name: the caller adds them (it holds the
@@ -423,7 +427,9 @@ impl Recorder {
         let unrecorded = unrecorded_warning(&self.splitter, self.warned_unrecorded);
         let compaction = self.shared.compaction_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let compaction = compaction.map(|why| format!("trajcore: {why}"));
-        unrecorded.into_iter().chain(compaction).collect()
+        let eviction = self.shared.eviction_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let eviction = eviction.map(|why| format!("trajcore: {why}"));
+        unrecorded.into_iter().chain(compaction).chain(eviction).collect()
     }
 
     /// Plans a reset of every env, or of those where `mask` is non-zero, carrying `entries`
@@ -956,6 +962,8 @@ impl Recorder {
             shards_compacted: s.shards_compacted.load(Ordering::Relaxed),
             bytes_compacted: s.bytes_compacted.load(Ordering::Relaxed),
             compaction_error: s.compaction_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            evicted_steps: s.evicted_steps.load(Ordering::Relaxed),
+            eviction_error: s.eviction_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             steps_not_recorded: self.splitter.unrecorded_total(),
             values_not_recorded: Default::default(),
             timelog: self.timelog(),

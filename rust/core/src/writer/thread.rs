@@ -255,7 +255,7 @@ impl WriterThread {
         self.sink.write_all(&mut self.episodes)?;
         // The last sample goes in the file too (it leaves out the final index and End record).
         self.end_timelog_sample(0.0);
-        self.sink.finish()
+        self.sink.finish(&self.episodes)
     }
 }
 

@@ -24,6 +24,7 @@
 
 pub(in crate::reader) mod chunk_list;
 pub(in crate::reader) mod column_names;
+pub(in crate::reader) mod evicted;
 pub(in crate::reader) mod metrics;
 pub(in crate::reader) mod parts;
 pub(in crate::reader) mod trust;

@@ -95,6 +95,11 @@ pub(crate) struct Shard {
     pub tail: Option<Problem>,
     /// Offsets of its Timelog records, in file order (read only when asked for).
     pub timelog_records: Vec<u64>,
+    /// `check_changed` found the file deleted under its name (the shard still reads the file
+    /// it opened).
+    pub deleted: bool,
+    /// Deleted by a bounded recording (`writer::capacity`): its episodes are out of sampling.
+    pub evicted: bool,
 }
 
 impl Shard {
@@ -134,6 +139,8 @@ impl Shard {
             problems: Vec::new(),
             tail: None,
             timelog_records: Vec::new(),
+            deleted: false,
+            evicted: false,
         }
     }
 
@@ -181,10 +188,14 @@ impl Shard {
                         .to_string(),
                     false,
                 ),
-                Err(_) => (
-                    "the file was deleted since it was opened: the dataset still reads the file it opened".to_string(),
-                    false,
-                ),
+                Err(_) => {
+                    self.deleted = true;
+                    (
+                        "the file was deleted since it was opened: the dataset still reads the file it opened"
+                            .to_string(),
+                        false,
+                    )
+                }
             },
         };
         self.change_reported = true;
