@@ -19,7 +19,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import trajcore
-from trajcore.errors import InvalidArgumentError, TrajcoreWarning
+from trajcore.errors import InvalidArgumentError, TrajcoreFileNotFoundError, TrajcoreWarning
 
 CAPACITY = 2000
 # A capacity-bound recording rolls over at a tenth of its capacity (`shard_steps_limit`); a
@@ -192,7 +192,10 @@ def test_a_reader_in_another_process_follows_the_evictions(tmp_path: Path) -> No
         ds = None
         while ds is None or ds.num_steps == 0:
             assert time.monotonic() < deadline
-            ds = trajcore.open(path) if ds is None else ds
+            try:
+                ds = trajcore.open(path) if ds is None else ds
+            except TrajcoreFileNotFoundError:
+                continue  # the first shard's header is not written yet
             ds.refresh()
         held = ds.episodes[0].observations  # read before any eviction
         held_copy = held.copy()

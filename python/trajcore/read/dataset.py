@@ -127,6 +127,7 @@ class Dataset(_Sampling):
         self._notices = 0
         # The episodes sampling draws from once a bounded recording evicted some (None: all).
         self._live: _CoreSelection | None = None
+        self._live_key = (0, 0)
         for file, offset, why in core.problems:
             warnings.warn(
                 f"{file}: damaged at byte offset {offset} ({why}); what is intact is read",
@@ -353,9 +354,11 @@ class Dataset(_Sampling):
         added = self._core.refresh()
         self._reads.forget()
         evicted = self._core.evicted_episodes()
-        if len(evicted):
+        # Made again only when the listing or the evictions changed (a refresh per step is cheap).
+        key = (self.num_episodes, len(evicted))
+        if len(evicted) and key != self._live_key:
             live = np.setdiff1d(np.arange(self.num_episodes, dtype=np.int64), evicted, assume_unique=True)
-            self._live = self._core.selection(live)
+            self._live, self._live_key = self._core.selection(live), key
         problems, notices = self._core.problems, self._core.notices
         for file, offset, why in problems[self._warned :]:
             warnings.warn(f"{file}: byte offset {offset}: {why}", TrajcoreWarning, stacklevel=2)

@@ -206,7 +206,7 @@ impl PyDataset {
 
     /// Episodes with rows in shards a bounded recording deleted since opening, ascending.
     fn evicted_episodes<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
-        PyArray1::from_vec(py, self.read(|d| d.evicted_episodes().into_iter().map(|e| e as i64).collect()))
+        PyArray1::from_vec(py, self.read(|d| d.evicted_episodes().iter().map(|&e| e as i64).collect()))
     }
 
     #[getter]

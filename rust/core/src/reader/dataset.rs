@@ -50,6 +50,9 @@ pub struct Dataset {
     read_damage: ReadDamage,
     /// Shard problems, the catalog's and the exclusions', gathered after every open/refresh.
     problems: Vec<Problem>,
+    /// `evicted_episodes`, and the (episodes listed, shards evicted) it was found for: found
+    /// again only when either changed (a refresh per training step must not walk the dataset).
+    evicted: ((usize, usize), Vec<usize>),
 }
 
 impl Dataset {
@@ -74,6 +77,7 @@ impl Dataset {
             read_damage: ReadDamage::default(),
             opts,
             problems: Vec::new(),
+            evicted: ((0, 0), Vec::new()),
         };
         ds.update()?;
         let (lru_bytes, store) =
@@ -147,6 +151,11 @@ impl Dataset {
             return Err(e);
         }
         self.catalog.report_missing_shards();
+        let gone = self.store.evicted();
+        let key = (self.catalog.episodes.len(), gone.iter().filter(|&&g| g).count());
+        if key.1 > 0 && key != self.evicted.0 {
+            self.evicted = (key, self.catalog.episodes_in_shards(&gone));
+        }
         self.problems = self.store.problems().cloned().collect();
         self.problems.extend(self.catalog.own_problems.iter().cloned());
         self.problems.extend(self.catalog.exclusions.problems.iter().cloned());
@@ -199,8 +208,8 @@ impl Dataset {
     /// Episodes with rows in shards a bounded recording (`capacity_steps`) deleted since this
     /// dataset opened them, ascending: still readable (the dataset reads the files it opened),
     /// but no longer in the buffer, so sampling leaves them out.
-    pub fn evicted_episodes(&self) -> Vec<usize> {
-        self.catalog.episodes_in_shards(&self.store.evicted())
+    pub fn evicted_episodes(&self) -> &[usize] {
+        &self.evicted.1
     }
 
     /// Transitions the bounded recordings of this directory deleted, as their eviction log
