@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 from gymnasium import spaces
 
-from trajcore import _core
+from trajcore import _core, _live
 from trajcore._store import configure
 from trajcore.errors import CorruptFileError, InvalidArgumentError, TrajcoreWarning
 from trajcore.read.agents import agents_of
@@ -351,6 +351,7 @@ class Dataset(_Sampling):
         the dataset goes on reading the file it opened. A shard a bounded recording
         (``capacity_steps``) deleted is expected: no warning; its episodes leave sampling
         (`evicted_episodes`) and stay readable."""
+        _live.flush_recorders(self._path)  # a recorder of this process writing here: its rows now
         added = self._core.refresh()
         self._reads.forget()
         evicted = self._core.evicted_episodes()

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import numpy as np
 from gymnasium import spaces
 
-from trajcore import _core
+from trajcore import _core, _live
 from trajcore._store import StoreStaging, is_store_url
 from trajcore.errors import InvalidArgumentError, TrajcoreError, TrajcoreWarning
 from trajcore.record.capacity import prior_shards
@@ -51,6 +51,7 @@ class Recording:
     _render_frames = False
     # Recording to a store (a URL): the local staging directory the core uploads from.
     _staging: StoreStaging | None = None
+    _live_path = ""
 
     def _start_recording(
         self,
@@ -114,6 +115,9 @@ class Recording:
             )
         else:
             self._native = _core.Recorder(os.fspath(path), config, report_ended=report_ended)
+        # A refresh of this directory in this process flushes this recorder first (`_live`).
+        self._live_path = os.fspath(path)
+        _live.register(self._live_path, self)
         self._episode_metadata = o["episode_metadata"]
         self._step_data = o["step_data"]
         self._render_frames = bool(o["render_frames"])
@@ -223,6 +227,12 @@ class Recording:
         """
         self._recorder.flush()
 
+    def _flush_for_readers(self) -> None:
+        """`flush`, for a refresh of this directory in this process (`trajcore._live`); nothing
+        before the recorder started (a deferred one) or after it closed."""
+        if self._native is not None and not self._closed_all:
+            self._native.flush()
+
     def stats(self) -> dict[str, Any]:
         """Counters of the core: steps, episodes, bytes_raw, bytes_written, ring_capacity,
         ring_waits, backlog_waits, steps_not_recorded (steps of envs with no running episode),
@@ -267,6 +277,7 @@ class Recording:
             return
         self._closed_all = True
         self._deferred = None
+        _live.unregister(self._live_path, self)
         try:
             if self._native is not None:
                 self._native.close()  # the core's uploads finish here (an error names the staging)

@@ -228,8 +228,11 @@ pub struct OpenEpisode {
     pub piece_step_first_row: u64,
     pub piece_return: f64,
     pub first_shard_seq: u64,
-    /// A part of it was written at a rollover: dropping it must be written too.
+    /// A part of it was written (at a rollover, or a flush's progress part): dropping it must
+    /// be written too.
     pub parts_written: bool,
+    /// Its length when its last part was written: a flush writes a progress part only past it.
+    pub listed_length: u64,
     /// Its metrics so far (numeric scalar info and custom-data columns).
     pub metrics: MetricsAcc,
 }

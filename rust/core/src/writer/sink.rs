@@ -184,6 +184,10 @@ impl Sink {
         self.seal_chunks(episodes, true)?;
         self.shard_mut()?.check_still_there()?;
         self.append_timelog(false);
+        if !self.closing {
+            // Every row is in the file now: running episodes are listed up to it.
+            episodes.progress_parts(now_ns());
+        }
         self.write_pending_episodes(episodes)?;
         self.roll_over_if_full(episodes)?;
         self.freed_pages.release();
