@@ -1,7 +1,7 @@
-"""A learner sees fresh transitions, running episodes included: in the recording process, every
-transition whose step returned 100 ms before its `refresh()`; in another process, within the
-recorder's flush interval; with the bytes on disk of a recording no one read while it ran
-(within 5%)."""
+"""A learner sees fresh transitions: in the recording process, every transition whose step
+returned 100 ms before its `refresh()`, running episodes included, with the bytes on disk of a
+recording no one read while it ran (within 5%); in another process, those of ended episodes
+within the recorder's flush interval."""
 
 from __future__ import annotations
 
@@ -59,20 +59,28 @@ def test_in_process_refresh_sees_running_episodes(tmp_path: Path) -> None:
 
 WRITER = """
 import sys, gymnasium as gym, trajcore
-envs = trajcore.RecordVectorEpisodes(gym.make_vec("Pendulum-v1", num_envs=4, vectorization_mode="sync"), sys.argv[1])
+ended = []
+envs = trajcore.RecordVectorEpisodes(
+    gym.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync"), sys.argv[1],
+    episode_metadata=lambda info: ended.append(info["length"]),
+)
 envs.reset(seed=0)
 envs.action_space.seed(0)
 for _ in range(int(sys.argv[2])):
+    before = sum(ended)
     envs.step(envs.action_space.sample())
-print("stepped", flush=True)
-sys.stdin.readline()  # the episodes keep running until the test says
+print(before, sum(ended), flush=True)
+sys.stdin.readline()  # stays open, not stepping, until the test says
 envs.close()
 """
 
 
-def test_another_process_sees_running_episodes_within_the_flush_interval(tmp_path: Path) -> None:
+def test_another_process_sees_ended_episodes_within_the_flush_interval(tmp_path: Path) -> None:
+    """Another process lists every transition of the episodes that ended before the last step
+    within the recorder's flush interval (1 s), with no flush called. (Running episodes are
+    listed there at shard rollovers and when they end: docs/replay-buffer.md.)"""
     proc = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(WRITER), str(tmp_path / "d"), "120"],
+        [sys.executable, "-c", textwrap.dedent(WRITER), str(tmp_path / "d"), "400"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -80,13 +88,14 @@ def test_another_process_sees_running_episodes_within_the_flush_interval(tmp_pat
     )
     try:
         assert proc.stdout is not None and proc.stdin is not None
-        assert proc.stdout.readline().strip() == "stepped"
+        least, most = map(int, proc.stdout.readline().split())
         stepped = time.monotonic()
+        assert least > 0
         ds = None
         # The recorder's flush interval is 1 s; the margin is for a loaded machine.
         deadline = stepped + 1.0 + 4.0
-        while ds is None or ds.num_steps < 4 * 120:
-            assert time.monotonic() < deadline, f"{ds.num_steps if ds else 0} of {4 * 120} transitions seen"
+        while ds is None or ds.num_steps < least:
+            assert time.monotonic() < deadline, f"{ds.num_steps if ds else 0} of {least} transitions seen"
             if ds is None and any((tmp_path / "d").glob("*.trj")):
                 try:
                     ds = trajcore.open(tmp_path / "d")
@@ -95,7 +104,7 @@ def test_another_process_sees_running_episodes_within_the_flush_interval(tmp_pat
             elif ds is not None:
                 ds.refresh()
         seen_after = time.monotonic() - stepped
-        assert ds.num_steps == 4 * 120 and not ds.summaries()["complete"].any()
+        assert least <= ds.num_steps <= most and ds.summaries()["complete"].all()
         proc.stdin.write("close\n")
         proc.stdin.flush()
         assert proc.wait(timeout=60) == 0

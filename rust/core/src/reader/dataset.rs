@@ -150,7 +150,15 @@ impl Dataset {
         if let Some(e) = failed {
             return Err(e);
         }
-        self.catalog.report_missing_shards();
+        let log = std::cell::OnceCell::new();
+        let local_dir = self.is_dir && crate::objstore::url::url_of(&self.path).is_none();
+        self.catalog.report_missing_shards(|id, seq| {
+            let log = log.get_or_init(|| {
+                let read = local_dir.then(|| crate::writer::capacity::EvictionLog::read(&self.path).ok()).flatten();
+                read.unwrap_or_default()
+            });
+            log.evicted_seqs.contains(&(*id, seq))
+        });
         let gone = self.store.evicted();
         let key = (self.catalog.episodes.len(), gone.iter().filter(|&&g| g).count());
         if key.1 > 0 && key != self.evicted.0 {

@@ -13,6 +13,8 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::format::header::{FileHeader, HEADER_LEN};
+use std::io::Read;
 
 /// The eviction log's file name, in the recording's directory (not a `.trj`: readers list
 /// shards only).
@@ -46,6 +48,10 @@ pub struct EvictionLog {
     pub evicted_steps: u64,
     /// File names of the shards deleted, oldest first.
     pub evicted_shards: Vec<String>,
+    /// The same shards as (recording id, shard_seq), where known: a reader that never saw them
+    /// finds its hole between a recording's shards explained.
+    #[serde(default)]
+    pub evicted_seqs: Vec<([u8; 16], u64)>,
 }
 
 impl EvictionLog {
@@ -71,16 +77,17 @@ impl EvictionLog {
     /// (a temp file renamed over it), so a reader never sees half of it.
     ///
     /// Errors: those of `read`, `Io`.
-    fn add<'a>(dir: &Path, shards: impl Iterator<Item = (&'a Path, u64)>) -> Result<()> {
+    fn add<'a>(dir: &Path, shards: impl Iterator<Item = (&'a Path, u64, Option<([u8; 16], u64)>)>) -> Result<()> {
         static LOCK: Mutex<()> = Mutex::new(());
         static TEMP: AtomicU64 = AtomicU64::new(0);
         let _held = LOCK.lock().unwrap_or_else(|p| p.into_inner());
         let mut log = EvictionLog::read(dir)?;
-        for (path, steps) in shards {
+        for (path, steps, id) in shards {
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             if !log.evicted_shards.contains(&name) {
                 log.evicted_steps = log.evicted_steps.saturating_add(steps);
                 log.evicted_shards.push(name);
+                log.evicted_seqs.extend(id);
             }
         }
         let path = dir.join(EVICTION_LOG);
@@ -100,6 +107,8 @@ struct Closed {
     /// The writer has finished with the file (its compaction, which renames a rewrite over it,
     /// is done): only such a file may be deleted.
     released: bool,
+    /// (recording id, shard_seq), from its header.
+    id: Option<([u8; 16], u64)>,
 }
 
 /// The capacity of one recording: its closed shards (and those the directory held when it
@@ -120,7 +129,12 @@ impl Capacity {
         if limit == 0 {
             return Err(Error::Invalid("capacity_steps must be at least 1".into()));
         }
-        let closed = prior.iter().map(|(path, steps)| Closed { path: path.clone(), steps: *steps, released: true });
+        let closed = prior.iter().map(|(path, steps)| Closed {
+            path: path.clone(),
+            steps: *steps,
+            released: true,
+            id: header_of(path).map(|h| (h.recording_id, h.shard_seq)),
+        });
         Ok(Capacity { limit, dir: dir.to_path_buf(), closed: closed.collect() })
     }
 
@@ -128,9 +142,10 @@ impl Capacity {
         self.limit
     }
 
-    /// The shard at `path`, holding `steps` transitions, was closed (it may still be compacting).
-    pub fn sealed(&mut self, path: &Path, steps: u64) {
-        self.closed.push_back(Closed { path: path.to_path_buf(), steps, released: false });
+    /// The shard at `path` (shard `seq` of recording `recording`), holding `steps`
+    /// transitions, was closed (it may still be compacting).
+    pub fn sealed(&mut self, path: &Path, steps: u64, recording: [u8; 16], seq: u64) {
+        self.closed.push_back(Closed { path: path.to_path_buf(), steps, released: false, id: Some((recording, seq)) });
     }
 
     /// The writer is finished with the shard at `path`: deletes the oldest shards the capacity
@@ -150,7 +165,7 @@ impl Capacity {
             return Ok(0);
         }
         // Logged before deleting: a reader that sees a shard gone finds it in the log.
-        EvictionLog::add(&self.dir, self.closed.iter().take(count).map(|c| (c.path.as_path(), c.steps)))?;
+        EvictionLog::add(&self.dir, self.closed.iter().take(count).map(|c| (c.path.as_path(), c.steps, c.id)))?;
         let mut deleted = 0;
         for _ in 0..count {
             let Some(c) = self.closed.front() else { break };
@@ -165,6 +180,13 @@ impl Capacity {
         }
         Ok(deleted)
     }
+}
+
+/// The header of the shard at `path`, if it reads as one.
+fn header_of(path: &Path) -> Option<FileHeader> {
+    let mut head = [0u8; HEADER_LEN];
+    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head)).ok()?;
+    FileHeader::decode(&head).ok()
 }
 
 #[cfg(test)]
@@ -211,18 +233,20 @@ mod tests {
             std::fs::write(shard(i), b"x").unwrap();
         }
         let mut capacity = Capacity::new(10, dir.path(), &[(shard(0), 6)]).unwrap();
-        capacity.sealed(&shard(1), 6);
-        capacity.sealed(&shard(2), 6);
+        capacity.sealed(&shard(1), 6, [1; 16], 1);
+        capacity.sealed(&shard(2), 6, [1; 16], 2);
         // Shard 1 is still being compacted: nothing is deleted until the writer is done with it.
         assert_eq!(capacity.released(&shard(2)).unwrap(), 6);
         assert!(!shard(0).exists() && shard(1).exists());
         assert_eq!(capacity.released(&shard(1)).unwrap(), 6);
         assert!(!shard(1).exists() && shard(2).exists());
         let log = EvictionLog::read(dir.path()).unwrap();
-        assert_eq!(log, EvictionLog { evicted_steps: 12, evicted_shards: vec!["s0.trj".into(), "s1.trj".into()] });
+        let names = vec!["s0.trj".to_string(), "s1.trj".to_string()];
+        // s0 is no shard file (its header does not read): known by name only.
+        assert_eq!(log, EvictionLog { evicted_steps: 12, evicted_shards: names, evicted_seqs: vec![([1; 16], 1)] });
         // A later recording on the same directory adds to the log.
         let mut again = Capacity::new(5, dir.path(), &[(shard(2), 6)]).unwrap();
-        again.sealed(&shard(3), 1);
+        again.sealed(&shard(3), 1, [2; 16], 0);
         assert_eq!(again.released(&shard(3)).unwrap(), 6);
         assert_eq!(EvictionLog::read(dir.path()).unwrap().evicted_steps, 18);
         assert!(Capacity::new(0, dir.path(), &[]).is_err());

@@ -892,10 +892,20 @@ impl Recorder {
 
     /// Blocks until everything pushed so far is written (and synced, if the durability says so).
     pub fn flush(&mut self) -> Result<()> {
+        self.flush_with(&[])
+    }
+
+    /// `flush`, for a reader of this process: the flush also writes a progress part of each
+    /// running episode (see `Episodes::progress_parts`), so the reader lists their steps too.
+    pub fn flush_for_readers(&mut self) -> Result<()> {
+        self.flush_with(&[FLUSH_LISTS_RUNNING])
+    }
+
+    fn flush_with(&mut self, data: &[u8]) -> Result<()> {
         self.check()?;
         let ticket = self.next_ticket;
         self.next_ticket += 1;
-        self.push_control(MessageKind::Flush, 0, ticket, &[], now_ns())?;
+        self.push_control(MessageKind::Flush, 0, ticket, data, now_ns())?;
         self.wait_ticket(ticket)
     }
 
@@ -1013,6 +1023,9 @@ fn entry_row<'a>(e: &EntryRef<'a>, lane: usize, row_bytes: usize) -> Option<&'a 
     };
     e.data.get(row * row_bytes..(row + 1) * row_bytes)
 }
+
+/// A Flush message's data byte asking for progress parts of running episodes.
+pub const FLUSH_LISTS_RUNNING: u8 = 1;
 
 fn control_entry(data: &[u8], env: u32) -> EntryRef<'_> {
     EntryRef { column: 0, kind: EntryKind::Dense, slot: Slot::Regular, env, mask: None, data }

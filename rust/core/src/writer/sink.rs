@@ -184,10 +184,6 @@ impl Sink {
         self.seal_chunks(episodes, true)?;
         self.shard_mut()?.check_still_there()?;
         self.append_timelog(false);
-        if !self.closing {
-            // Every row is in the file now: running episodes are listed up to it.
-            episodes.progress_parts(now_ns());
-        }
         self.write_pending_episodes(episodes)?;
         self.roll_over_if_full(episodes)?;
         self.freed_pages.release();
@@ -346,7 +342,8 @@ impl Sink {
     fn count_closed(&mut self, path: &Path, step_rows: u64) {
         if let Some(capacity) = &self.capacity {
             let steps = step_rows - self.shard_first_step;
-            capacity.lock().unwrap_or_else(|p| p.into_inner()).sealed(path, steps);
+            let mut capacity = capacity.lock().unwrap_or_else(|p| p.into_inner());
+            capacity.sealed(path, steps, self.recording_id, self.shard_seq);
         }
     }
 

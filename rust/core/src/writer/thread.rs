@@ -214,7 +214,12 @@ impl WriterThread {
                 episodes.apply(msg.ops, None, msg.time_ns)?;
             }
             MessageKind::Flush => {
+                let lists_running =
+                    msg.entries.first().is_some_and(|e| e.data == [super::recorder::FLUSH_LISTS_RUNNING]);
                 self.settle_control(&msg)?;
+                if lists_running {
+                    self.episodes.progress_parts(now_ns());
+                }
                 self.sink.cycle(&mut self.episodes)?;
                 self.shared.flushed.store(msg.arg, Ordering::Release);
             }

@@ -112,9 +112,14 @@ impl Store {
                 Some((problem, true)) => damage.push(problem),
                 Some((notice, false)) => {
                     if shard.deleted {
-                        let log = log.get_or_insert_with(|| EvictionLog::read(root).unwrap_or_default());
-                        let name = shard.path.file_name().map(|n| n.to_string_lossy().into_owned());
-                        if name.is_some_and(|n| log.evicted_shards.contains(&n)) {
+                        let name = shard.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                        let logged = |log: &EvictionLog| log.evicted_shards.contains(&name);
+                        // The log is written before the deletion: a log read before this file was
+                        // deleted may miss it, one read after it was seen gone does not.
+                        if !log.as_ref().is_some_and(logged) {
+                            log = Some(EvictionLog::read(root).unwrap_or_default());
+                        }
+                        if log.as_ref().is_some_and(logged) {
                             shard.evicted = true;
                             continue;
                         }
