@@ -898,7 +898,7 @@ impl Recorder {
     /// `flush`, for a reader of this process: the flush also writes a progress part of each
     /// running episode (see `Episodes::progress_parts`), so the reader lists their steps too.
     pub fn flush_for_readers(&mut self) -> Result<()> {
-        self.flush_with(&[FLUSH_LISTS_RUNNING])
+        self.flush_with(&[message::FLUSH_LISTS_RUNNING])
     }
 
     fn flush_with(&mut self, data: &[u8]) -> Result<()> {
@@ -1023,9 +1023,6 @@ fn entry_row<'a>(e: &EntryRef<'a>, lane: usize, row_bytes: usize) -> Option<&'a 
     };
     e.data.get(row * row_bytes..(row + 1) * row_bytes)
 }
-
-/// A Flush message's data byte asking for progress parts of running episodes.
-pub const FLUSH_LISTS_RUNNING: u8 = 1;
 
 fn control_entry(data: &[u8], env: u32) -> EntryRef<'_> {
     EntryRef { column: 0, kind: EntryKind::Dense, slot: Slot::Regular, env, mask: None, data }

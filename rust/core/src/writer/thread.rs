@@ -214,8 +214,7 @@ impl WriterThread {
                 episodes.apply(msg.ops, None, msg.time_ns)?;
             }
             MessageKind::Flush => {
-                let lists_running =
-                    msg.entries.first().is_some_and(|e| e.data == [super::recorder::FLUSH_LISTS_RUNNING]);
+                let lists_running = msg.entries.first().is_some_and(|e| e.data == [message::FLUSH_LISTS_RUNNING]);
                 self.settle_control(&msg)?;
                 if lists_running {
                     self.episodes.progress_parts(now_ns());
