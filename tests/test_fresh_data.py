@@ -138,3 +138,32 @@ def test_bytes_stay_within_5_percent_of_a_recording_no_one_read(tmp_path: Path) 
         ds.close()
         sizes.append(_dir_bytes(path))
     assert sizes[1] <= 1.05 * sizes[0], sizes
+
+
+def test_an_episode_discarded_after_a_refresh_listed_it_leaves_sampling(tmp_path: Path) -> None:
+    """A refresh lists the running episode; `discard` drops it: the next refresh samples only
+    what a fresh open lists (the dropped listing stays readable at its index)."""
+    env = trajcore.RecordEpisodes(gym.make("Pendulum-v1"), tmp_path)
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    env.flush()
+    ds = trajcore.open(tmp_path)
+    for _ in range(40):
+        env.step(env.action_space.sample())
+    _wait_until(time.monotonic() + 0.1)
+    ds.refresh()
+    assert ds.num_steps == 40
+    dropped = ds.episodes[0].observations
+    env.discard()
+    env.reset()
+    for _ in range(5):
+        env.step(env.action_space.sample())
+    _wait_until(time.monotonic() + 0.1)
+    ds.refresh()
+    assert ds.num_steps == 5 and ds.evicted_episodes == [0]
+    assert (ds.sample_transitions(32, seed=0)["episode_index"] == 1).all()
+    np.testing.assert_array_equal(ds.episodes[0].observations, dropped)
+    env.close()
+    ds.refresh()
+    with trajcore.open(tmp_path) as fresh:
+        assert fresh.num_steps == ds.num_steps == 5

@@ -190,8 +190,9 @@ class Dataset(_Sampling):
     @property
     def evicted_episodes(self) -> list[int]:
         """Episodes with steps in shards a bounded recording deleted since this dataset opened
-        them (found by `refresh`): still readable through `episodes` (the dataset reads the
-        files it opened), but left out of sampling, `num_steps`, `transitions` and `select`."""
+        them (found by `refresh`), and episodes a refresh listed while they ran that were then
+        discarded: still readable through `episodes` (the dataset reads the files it opened),
+        but left out of sampling, `num_steps`, `transitions` and `select`."""
         return [int(e) for e in self._core.evicted_episodes()]
 
     @property

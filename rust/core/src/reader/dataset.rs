@@ -160,9 +160,14 @@ impl Dataset {
             log.evicted_seqs.contains(&(*id, seq))
         });
         let gone = self.store.evicted();
-        let key = (self.catalog.episodes.len(), gone.iter().filter(|&&g| g).count());
-        if key.1 > 0 && key != self.evicted.0 {
-            self.evicted = (key, self.catalog.episodes_in_shards(&gone));
+        let out = gone.iter().filter(|&&g| g).count() + self.catalog.dropped.len();
+        let key = (self.catalog.episodes.len(), out);
+        if out > 0 && key != self.evicted.0 {
+            let mut episodes = self.catalog.episodes_in_shards(&gone);
+            episodes.extend(&self.catalog.dropped);
+            episodes.sort_unstable();
+            episodes.dedup();
+            self.evicted = (key, episodes);
         }
         self.problems = self.store.problems().cloned().collect();
         self.problems.extend(self.catalog.own_problems.iter().cloned());
@@ -214,8 +219,9 @@ impl Dataset {
     }
 
     /// Episodes with rows in shards a bounded recording (`capacity_steps`) deleted since this
-    /// dataset opened them, ascending: still readable (the dataset reads the files it opened),
-    /// but no longer in the buffer, so sampling leaves them out.
+    /// dataset opened them, and those discarded after a refresh listed them running, ascending:
+    /// still readable (the dataset reads the files it opened), but no longer in the buffer, so
+    /// sampling leaves them out.
     pub fn evicted_episodes(&self) -> &[usize] {
         &self.evicted.1
     }

@@ -169,6 +169,9 @@ pub(crate) struct Catalog {
     listed_parts: HashMap<(usize, u64), ListedParts>,
     /// Episodes discarded after parts of them were written.
     discarded: HashSet<(usize, u64)>,
+    /// Listings of episodes discarded after a refresh listed a part of them (a fresh open does
+    /// not list them): kept in place, so indexes stay valid, but out of sampling.
+    pub dropped: Vec<usize>,
     pub skipped: Vec<SkippedRecord>,
     /// Listings to leave out (see `integrity`).
     pub exclusions: Exclusions,
@@ -195,6 +198,7 @@ impl Catalog {
             chunk_damage: HashMap::new(),
             listed_parts: HashMap::new(),
             discarded: HashSet::new(),
+            dropped: Vec::new(),
             skipped: Vec::new(),
             exclusions,
             left_out: Vec::new(),
@@ -419,6 +423,10 @@ impl Catalog {
             let key = (self.shard_recording[shard], summary.episode_id);
             if summary.discarded() {
                 self.discarded.insert(key);
+                // Listed while it ran (a part): its listings leave sampling.
+                if let Some(parts) = self.listed_parts.remove(&key) {
+                    self.dropped.extend(parts.listed);
+                }
                 continue;
             }
             let g = *group_of.entry(key).or_insert_with(|| {
@@ -433,7 +441,9 @@ impl Catalog {
         let mut relisted = false;
         for (key, parts) in groups {
             if self.discarded.contains(&key) {
-                self.listed_parts.remove(&key);
+                if let Some(parts) = self.listed_parts.remove(&key) {
+                    self.dropped.extend(parts.listed);
+                }
                 continue;
             }
             let seq = |me: &Self, shard: usize| me.shards[shard].seq;
