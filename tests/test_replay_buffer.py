@@ -158,6 +158,9 @@ def test_capacity_is_refused_for_a_store_url() -> None:
         trajcore.RecordEpisodes(gym.make("CartPole-v1"), "s3://bucket/run", capacity_steps=1000)
 
 
+# Shards of 1,600 transitions: 30 in the run, two thirds of them evicted.
+LIVE_CAPACITY = 16_000
+
 WRITER = """
 import sys, gymnasium as gym, trajcore
 envs = trajcore.RecordVectorEpisodes(
@@ -180,7 +183,7 @@ def test_a_reader_in_another_process_follows_the_evictions(tmp_path: Path) -> No
     holds much more than the capacity."""
     path = tmp_path / "live"
     proc = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(WRITER), str(path), str(CAPACITY), "6000"],
+        [sys.executable, "-c", textwrap.dedent(WRITER), str(path), str(LIVE_CAPACITY), "6000"],
         stdout=subprocess.PIPE,
         text=True,
         env={**os.environ},
@@ -199,17 +202,19 @@ def test_a_reader_in_another_process_follows_the_evictions(tmp_path: Path) -> No
             ds.refresh()
         held = ds.episodes[0].observations  # read before any eviction
         held_copy = held.copy()
-        sampled_evicted = rounds = 0
+        sampled_evicted = rounds = max_on_disk = 0
         with warnings.catch_warnings():
             warnings.simplefilter("error", TrajcoreWarning)
             while proc.poll() is None or rounds == 0:
                 assert time.monotonic() < deadline
                 ds.refresh()
                 rounds += 1
-                # Shards of about a tenth of the capacity: at most ten closed ones, the open one,
-                # and those closed since the last compaction finished.
+                # Shards of about a tenth of the capacity: at most ten closed ones and the open
+                # one, plus the closed ones still compacting (deleted once the writer is done with
+                # them: on a loaded machine a few more).
                 on_disk = len(list(path.glob("*.trj")))
-                assert on_disk <= 16, on_disk
+                max_on_disk = max(max_on_disk, on_disk)
+                assert on_disk <= 2 * (10 + 2), on_disk
                 if ds.num_steps == 0:
                     continue
                 evicted = set(ds.evicted_episodes)
@@ -229,7 +234,7 @@ def test_a_reader_in_another_process_follows_the_evictions(tmp_path: Path) -> No
         assert ds.evicted_steps == evicted_total
         live = ds.num_steps
         with trajcore.open(path) as fresh:
-            assert fresh.num_steps <= live + SHARD
+            assert fresh.num_steps <= live + LIVE_CAPACITY // 10 + 8
         ds.close()
     finally:
         if proc.poll() is None:
