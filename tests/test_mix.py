@@ -133,3 +133,19 @@ def test_a_live_source_is_followed_by_refresh(tmp_path: Path, datasets: dict[str
     assert mixture.refresh() > 0 and live.num_steps > before
     batch = mixture.sample_transitions(64, seed=1)
     assert (batch["source"] == "live").sum() == 32
+
+
+def test_a_torch_stream_of_a_mixture_keeps_the_shares(datasets: dict[str, Path]) -> None:
+    torch = pytest.importorskip("torch", reason="trajcore.torch needs torch (the test extra installs it)")
+    from trajcore.torch import TransitionStream
+
+    mixture = trajcore.mix({"offline": datasets["offline"], "online": datasets["online"]}, [0.75, 0.25])
+    loader = torch.utils.data.DataLoader(TransitionStream(mixture, 100, seed=0, batches=3), batch_size=None)
+    batches = list(loader)
+    assert len(batches) == 3
+    for batch in batches:
+        assert isinstance(batch["observations"], torch.Tensor) and batch["observations"].shape == (100, 4)
+        assert batch["source"].count("offline") == 75 and batch["source"].count("online") == 25
+        assert batch["source_index"].tolist() == [0] * 75 + [1] * 25
+    again = list(torch.utils.data.DataLoader(TransitionStream(mixture, 100, seed=0, batches=3), batch_size=None))
+    assert all(torch.equal(a["observations"], b["observations"]) for a, b in zip(batches, again, strict=True))

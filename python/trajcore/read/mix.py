@@ -77,7 +77,7 @@ class Mixture:
         episodes in all."""
         return sum(s.refresh() for s in self.sources if isinstance(s, Dataset))
 
-    def sample_transitions(self, n: int, seed: int | None = None) -> Batch:
+    def sample_transitions(self, n: int, seed: int | None = None, *, keys: Sequence[str] | None = None) -> Batch:
         """`n` transitions: ``shares(weights, n)[i]`` drawn uniformly (with replacement) from
         source i (as its `sample_transitions` draws them), source 0's rows first. The batch
         has the sources' keys (those `keys` named, or the default ones) and ``source``, the
@@ -86,6 +86,7 @@ class Mixture:
         Args:
             seed: the same seed draws the same batch from the same sources (each source draws
                 with a seed derived from it and its position); None: random.
+            keys: the keys wanted (None: those the mixture was made with).
 
         Raises:
             InvalidArgumentError: a source with a share of the batch holds no step.
@@ -100,7 +101,7 @@ class Mixture:
             if count == 0:
                 continue
             sub_seed = int(np.random.SeedSequence([base, i]).generate_state(1, np.uint64)[0])
-            parts.append(source.sample_transitions(count, sub_seed, keys=self.keys))
+            parts.append(source.sample_transitions(count, sub_seed, keys=self.keys if keys is None else keys_of(keys)))
             taken.append(i)
         if not parts:
             raise InvalidArgumentError("a batch of 0 transitions has nothing to mix")
