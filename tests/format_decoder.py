@@ -760,7 +760,9 @@ class DecodedDataset:
             if all(q in seqs for q in range(last.first_shard_seq, last_seq + 1)):
                 self.episodes.append(DecodedEpisode(rid, last_shard, last, meta))
             else:
-                for i, ep, m in parts:
+                # Of several parts in one shard (progress parts), the latest holds what the others do.
+                latest = {i: (i, ep, m) for i, ep, m in parts}
+                for i, ep, m in latest.values():
                     piece = ep.as_piece()
                     if piece.length > 0:  # a part without a step holds only a repeated row
                         self.episodes.append(DecodedEpisode(rid, i, piece, m))

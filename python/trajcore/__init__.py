@@ -36,6 +36,7 @@ from trajcore.read.dataset import Dataset, open
 from trajcore.read.episode import Episode
 from trajcore.read.episodes import Episodes
 from trajcore.read.integrity import Damage, VerifyReport, recover, verify
+from trajcore.read.mix import Mixture, mix
 from trajcore.read.transitions import Batch, Sequences, Transitions
 from trajcore.record.env_wrapper import RecordEpisodes
 from trajcore.record.manual import Writer
@@ -58,6 +59,7 @@ __all__ = [
     "Episode",
     "EpisodeInfo",
     "Episodes",
+    "Mixture",
     "RecordEpisodes",
     "RecordVectorEpisodes",
     "RecordingOptions",
@@ -68,6 +70,7 @@ __all__ = [
     "convert",
     "export",
     "import_minari",
+    "mix",
     "open",
     "plots",
     "recover",

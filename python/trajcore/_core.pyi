@@ -126,6 +126,9 @@ class Recorder:
         """Ends running episodes as incomplete; rows are ignored until the env ends them."""
     def flush(self) -> None:
         """Blocks (GIL released) until everything recorded so far is written to the file."""
+    def flush_for_readers(self) -> None:
+        """`flush`, also writing a progress part of each running episode, so that a reader
+        lists their steps so far (for a `Dataset.refresh` in this process)."""
     def close(self) -> None:
         """Writes incomplete episodes, the index and the end record; idempotent."""
     @property
@@ -203,6 +206,14 @@ class Dataset:
     def shards(self) -> list[str]: ...
     @property
     def shard_sizes(self) -> list[int]: ...
+    @property
+    def shard_steps(self) -> list[tuple[int, int]]:
+        """(recording, transitions) of each shard, in `shards` order."""
+    @property
+    def evicted_steps(self) -> int:
+        """Transitions the bounded recordings of this directory deleted (their eviction log)."""
+    def evicted_episodes(self) -> npt.NDArray[np.int64]:
+        """Episodes with rows in shards a bounded recording deleted since opening, ascending."""
     @property
     def num_episodes(self) -> int: ...
     @property

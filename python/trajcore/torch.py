@@ -36,11 +36,14 @@ import numpy as np
 import trajcore
 from trajcore.read.dataset import Dataset
 from trajcore.read.episodes import Episodes
+from trajcore.read.mix import Mixture
 from trajcore.read.transitions import Batch, _Sampling
 
 __all__ = ["SequenceDataset", "SequenceStream", "TransitionDataset", "TransitionStream", "loader", "to_tensors"]
 
 Source = str | os.PathLike[str] | Dataset | Episodes
+# What a stream draws from: a source, or several mixed (`trajcore.mix`).
+StreamSource = Source | Mixture
 
 _configured_pid: int | None = None
 
@@ -59,12 +62,18 @@ def _open(source: Source) -> _Sampling:
     return trajcore.open(source)
 
 
+def _open_stream(source: StreamSource) -> _Sampling | Mixture:
+    return source if isinstance(source, Mixture) else _open(source)
+
+
 def to_tensors(value: Any) -> Any:
     """numpy arrays (and numpy scalars) in a nested batch as tensors, sharing memory."""
     if isinstance(value, dict):
         return {k: to_tensors(v) for k, v in value.items()}
     if isinstance(value, tuple):
         return tuple(to_tensors(v) for v in value)
+    if isinstance(value, np.ndarray) and value.dtype.kind in "US":
+        return value.tolist()  # text (a mixture's "source"): torch has no str tensors
     if isinstance(value, np.ndarray):
         return torch.from_numpy(value) if value.flags.writeable else torch.as_tensor(value.copy())
     if isinstance(value, np.generic):
@@ -135,8 +144,8 @@ class SequenceDataset(_MapStyle):
 
 
 class _Stream(_TorchIterable[Any]):  # type: ignore[misc, unused-ignore]
-    def __init__(self, source: Source, batch_size: int, seed: int | None, batches: int | None) -> None:
-        self.source = _open(source)
+    def __init__(self, source: _Sampling | Mixture, batch_size: int, seed: int | None, batches: int | None) -> None:
+        self.source = source
         self.batch_size = int(batch_size)
         self.seed = seed
         self.batches = batches
@@ -175,7 +184,9 @@ class _Stream(_TorchIterable[Any]):  # type: ignore[misc, unused-ignore]
 
 
 class TransitionStream(_Stream):
-    """Iterable: batches of `batch_size` transitions sampled uniformly with replacement.
+    """Iterable: batches of `batch_size` transitions sampled uniformly with replacement (from
+    a `trajcore.mix` mixture: each batch with its sources' exact shares, ``source`` as a list
+    of str).
 
     Args:
         batches: batches per epoch over all workers (None: endless).
@@ -184,14 +195,14 @@ class TransitionStream(_Stream):
 
     def __init__(
         self,
-        source: Source,
+        source: StreamSource,
         batch_size: int,
         *,
         seed: int | None = 0,
         batches: int | None = None,
         keys: Sequence[str] | None = None,
     ) -> None:
-        super().__init__(source, batch_size, seed, batches)
+        super().__init__(_open_stream(source), batch_size, seed, batches)
         self.keys = None if keys is None else list(keys)
 
     def _draw(self, seed: int) -> Batch:
@@ -212,13 +223,14 @@ class SequenceStream(_Stream):
         batches: int | None = None,
         keys: Sequence[str] | None = None,
     ) -> None:
-        super().__init__(source, batch_size, seed, batches)
+        self.sequences = _open(source)
+        super().__init__(self.sequences, batch_size, seed, batches)
         self.length = int(length)
         self.pad = pad
         self.keys = None if keys is None else list(keys)
 
     def _draw(self, seed: int) -> Batch:
-        return self.source.sample_sequences(self.batch_size, self.length, seed, pad=self.pad, keys=self.keys)
+        return self.sequences.sample_sequences(self.batch_size, self.length, seed, pad=self.pad, keys=self.keys)
 
 
 def loader(

@@ -60,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
     )
     steps_line = _env_steps_line(report["steps"], least, most, report["env_steps_asked"], "next_step" in modes)
     print(f"  steps: {steps_line}", file=out)
+    if report["evicted_steps"]:
+        print(f"  evicted: {report['evicted_steps']:,} transitions (oldest shards deleted by capacity_steps)", file=out)
     for name in ("return", "length"):
         for part in ("complete", "incomplete"):
             st = report[name][part]

@@ -11,10 +11,11 @@ import warnings
 from collections.abc import Mapping
 from typing import Any, Unpack, cast
 
+import numpy as np
 import numpy.typing as npt
 from gymnasium import spaces
 
-from trajcore import _core
+from trajcore import _core, _live
 from trajcore._store import configure
 from trajcore.errors import CorruptFileError, InvalidArgumentError, TrajcoreWarning
 from trajcore.read.agents import agents_of
@@ -125,6 +126,9 @@ class Dataset(_Sampling):
         self._reads = DatasetReads(self._path, core)
         self._warned = len(core.problems)
         self._notices = 0
+        # The episodes sampling draws from once a bounded recording evicted some (None: all).
+        self._live: _CoreSelection | None = None
+        self._live_key = (0, 0)
         for file, offset, why in core.problems:
             warnings.warn(
                 f"{file}: damaged at byte offset {offset} ({why}); what is intact is read",
@@ -159,7 +163,7 @@ class Dataset(_Sampling):
         return self._core
 
     def _selection(self) -> _CoreSelection | None:
-        return None
+        return self._live
 
     # --- the dataset ----------------------------------------------------------------------
 
@@ -176,6 +180,21 @@ class Dataset(_Sampling):
     def shard_sizes(self) -> list[int]:
         """Each shard's size in bytes, in `shards` order (as its store lists it, for a URL)."""
         return self._core.shard_sizes
+
+    @property
+    def evicted_steps(self) -> int:
+        """Transitions the bounded recordings (``capacity_steps``) of this directory deleted so
+        far, read from their eviction log (``trajcore-evictions.json`` in the directory) when
+        asked: another process's recording counts too (docs/replay-buffer.md)."""
+        return int(self._core.evicted_steps)
+
+    @property
+    def evicted_episodes(self) -> list[int]:
+        """Episodes with steps in shards a bounded recording deleted since this dataset opened
+        them (found by `refresh`), and episodes a refresh listed while they ran that were then
+        discarded: still readable through `episodes` (the dataset reads the files it opened),
+        but left out of sampling, `num_steps`, `transitions` and `select`."""
+        return [int(e) for e in self._core.evicted_episodes()]
 
     @property
     def problems(self) -> list[tuple[str, int, str]]:
@@ -321,11 +340,18 @@ class Dataset(_Sampling):
                 dataset does not have (the message lists those it has), an unknown statistic,
                 or bounds that are not a pair.
         """
-        return Episodes(self, select_indices(self._reads, range(self.num_episodes), filters))
+        return Episodes(self, select_indices(self._reads, self._sampled(), filters))
+
+    def _sampled(self) -> range | list[int]:
+        """The episodes sampling draws from: all, less those evicted (`evicted_episodes`)."""
+        return range(self.num_episodes) if self._live is None else [int(e) for e in self._live.episodes()]
 
     def refresh(self) -> int:
         """Picks up shards that grew or appeared since opening (a recorder still writing);
-        returns the number of new episodes. They come after the episodes already listed, so
+        returns the number of new episodes. A recorder of this process writing into this
+        directory is flushed first (at most every 50 ms), listing the steps of its running
+        episodes too (incomplete, `Episode.is_part`; each is listed whole in the same place once
+        it ends): see docs/replay-buffer.md. They come after the episodes already listed, so
         episode numbers handed out stay valid (selections made before keep their episodes).
         The episodes listed are those a fresh open of the same files lists: an episode listed
         while it went on over a shard rollover grows in place once its end is read (the same
@@ -335,9 +361,18 @@ class Dataset(_Sampling):
         It also checks the files already open: one truncated in place since opening is damage
         (its episodes can no longer be read: a `TrajcoreWarning`, or `CorruptFileError` with
         `strict`); one replaced (renamed over) or deleted is said with a `TrajcoreWarning`, and
-        the dataset goes on reading the file it opened."""
+        the dataset goes on reading the file it opened. A shard a bounded recording
+        (``capacity_steps``) deleted is expected: no warning; its episodes leave sampling
+        (`evicted_episodes`) and stay readable."""
+        _live.flush_recorders(self._path)  # a recorder of this process writing here: its rows now
         added = self._core.refresh()
         self._reads.forget()
+        evicted = self._core.evicted_episodes()
+        # Made again only when the listing or the evictions changed (a refresh per step is cheap).
+        key = (self.num_episodes, len(evicted))
+        if len(evicted) and key != self._live_key:
+            live = np.setdiff1d(np.arange(self.num_episodes, dtype=np.int64), evicted, assume_unique=True)
+            self._live, self._live_key = self._core.selection(live), key
         problems, notices = self._core.problems, self._core.notices
         for file, offset, why in problems[self._warned :]:
             warnings.warn(f"{file}: byte offset {offset}: {why}", TrajcoreWarning, stacklevel=2)

@@ -110,6 +110,12 @@ class RecordingOptions(TypedDict, total=False):
             of it: a slow env's recording then takes the same bytes as the same steps recorded
             fast (default True). `stats` reports ``shards_compacted``, ``bytes_compacted`` and
             ``compaction_error`` (a shard that could not be rewritten stays as it was).
+        capacity_steps: keep at most this many transitions in the directory's closed shards
+            (plus the shard being written), deleting the oldest closed shards first: a replay
+            buffer on disk (docs/replay-buffer.md). Shards then roll over at a tenth of it. A
+            recording started on a directory counts the transitions already there. Not for a
+            store URL. `stats` reports ``evicted_steps``; `Dataset.evicted_steps` and
+            ``trajcore info`` the directory's total (default None: keep everything).
         storage_options: recording to a store URL (``s3://...``): its client's options, over the
             environment's, as `trajcore.open` takes them (docs/object-storage.md).
         provenance: where the recording came from, gathered once at the start and stored in it
@@ -134,6 +140,7 @@ class RecordingOptions(TypedDict, total=False):
     render_frames: bool
     timelog: bool
     compact_shards: bool
+    capacity_steps: int | None
     storage_options: Mapping[str, str] | None
     provenance: bool | Sequence[str]
 
@@ -155,6 +162,7 @@ _DEFAULTS: RecordingOptions = {
     "render_frames": False,
     "timelog": True,
     "compact_shards": True,
+    "capacity_steps": None,
     "storage_options": None,
     "provenance": True,
 }
@@ -248,12 +256,15 @@ def build_config(
     render_fps: float | None = None,
     frame_bytes: int = 0,
     upload_to: str | None = None,
+    prior_shards: list[tuple[str, int]] | None = None,
     **options: Unpack[RecordingOptions],
 ) -> str:
     """The config JSON `_core.Recorder` takes (see `_core.pyi`) for the recording `options`
     (those not given at their defaults). `frame_bytes`: bytes of one sub-env's rendered frame,
     which the default ring size counts in a step. `upload_to`: the store prefix the shards go
-    up to (the recorder's path is then a local staging directory).
+    up to (the recorder's path is then a local staging directory). `prior_shards`: with
+    `capacity_steps`, the closed shards the directory holds, oldest first, with their
+    transitions (see `trajcore.record.capacity`).
 
     Raises:
         SchemaError: a space cannot be recorded.
@@ -327,6 +338,12 @@ def build_config(
     }
     if upload_to is not None:
         config["upload_to"] = upload_to
+    capacity = o["capacity_steps"]
+    if capacity is not None:
+        if isinstance(capacity, bool) or not isinstance(capacity, int | np.integer) or capacity < 1:
+            raise InvalidArgumentError(f"capacity_steps must be a positive number of transitions, got {capacity!r}")
+        config["capacity_steps"] = int(capacity)
+        config["prior_shards"] = [[path, int(steps)] for path, steps in prior_shards or []]
     # Rendered frames (if the recorder is given any): the longest codecs key wins, as for columns.
     frames = [checked[k] for k in FRAME_CODEC_KEYS if k in checked]
     config["frame_codec"] = frames[-1] if frames else _check_codec("render", default_frame_codec(default["zstd_level"]))

@@ -15,10 +15,11 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 from gymnasium import spaces
 
-from trajcore import _core
+from trajcore import _core, _live
 from trajcore._store import StoreStaging, is_store_url
 from trajcore.errors import InvalidArgumentError, TrajcoreError, TrajcoreWarning
 from trajcore.record import provenance
+from trajcore.record.capacity import prior_shards
 from trajcore.record.frames import check_renders_frames
 from trajcore.record.options import (
     EndedEpisode,
@@ -59,6 +60,7 @@ class Recording:
     _record_seeds = False
     # What `set_policy` gave before a deferred recorder started (sent when it starts).
     _pending_defaults: str | None = None
+    _live_path = ""
 
     def _start_recording(
         self,
@@ -117,6 +119,14 @@ class Recording:
             make_config = functools.partial(make_config, upload_to=self._staging.url)
             config = make_config()
             path = self._staging.staging
+        if o["capacity_steps"] is not None:
+            if self._staging is not None:
+                raise InvalidArgumentError(
+                    f"capacity_steps is for a local directory, not the store URL {self._staging.url}: a recording to "
+                    "a store keeps every shard"
+                )
+            make_config = functools.partial(make_config, prior_shards=prior_shards(path, env.agent))
+            config = make_config()
         if check_existing:
             check_existing_recordings(
                 path, env.observation_space, env.action_space, allow_mixed=allow_mixed, agent=env.agent
@@ -128,6 +138,9 @@ class Recording:
             )
         else:
             self._native = _core.Recorder(os.fspath(path), config, report_ended=report_ended)
+        # A refresh of this directory in this process flushes this recorder first (`_live`).
+        self._live_path = os.fspath(path)
+        _live.register(self._live_path, self)
         self._episode_metadata = o["episode_metadata"]
         self._step_data = o["step_data"]
         self._render_frames = bool(o["render_frames"])
@@ -285,6 +298,12 @@ class Recording:
         """
         self._recorder.flush()
 
+    def _flush_for_readers(self) -> None:
+        """`flush`, for a refresh of this directory in this process (`trajcore._live`); nothing
+        before the recorder started (a deferred one) or after it closed."""
+        if self._native is not None and not self._closed_all:
+            self._native.flush_for_readers()
+
     def stats(self) -> dict[str, Any]:
         """Counters of the core: steps, episodes, bytes_raw, bytes_written, ring_capacity,
         ring_waits, backlog_waits, steps_not_recorded (steps of envs with no running episode),
@@ -329,6 +348,7 @@ class Recording:
             return
         self._closed_all = True
         self._deferred = None
+        _live.unregister(self._live_path, self)
         try:
             if self._native is not None:
                 self._native.close()  # the core's uploads finish here (an error names the staging)

@@ -62,6 +62,7 @@ def dataset_report(ds: Dataset) -> tuple[dict[str, Any], bool]:
         "columns": columns,
         "problems": [list(p) for p in ds.problems],
         "episodes_unlisted": ds.episodes_unlisted,
+        "evicted_steps": ds.evicted_steps,
     }
     return report, exact
 

@@ -192,6 +192,23 @@ impl PyDataset {
         self.read(|d| d.shard_sizes())
     }
 
+    /// (recording, transitions) of each shard, in `shards` order.
+    #[getter]
+    fn shard_steps(&self) -> Vec<(usize, u64)> {
+        self.read(|d| d.shard_steps())
+    }
+
+    /// Transitions the bounded recordings of this directory deleted (their eviction log).
+    #[getter]
+    fn evicted_steps(&self, py: Python<'_>) -> PyResult<u64> {
+        self.read(|d| d.evicted_steps()).py_err(py)
+    }
+
+    /// Episodes with rows in shards a bounded recording deleted since opening, ascending.
+    fn evicted_episodes<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
+        PyArray1::from_vec(py, self.read(|d| d.evicted_episodes().iter().map(|&e| e as i64).collect()))
+    }
+
     #[getter]
     fn num_episodes(&self) -> usize {
         self.read(|d| d.episodes().len())

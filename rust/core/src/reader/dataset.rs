@@ -50,6 +50,9 @@ pub struct Dataset {
     read_damage: ReadDamage,
     /// Shard problems, the catalog's and the exclusions', gathered after every open/refresh.
     problems: Vec<Problem>,
+    /// `evicted_episodes`, and the (episodes listed, shards evicted) it was found for: found
+    /// again only when either changed (a refresh per training step must not walk the dataset).
+    evicted: ((usize, usize), Vec<usize>),
 }
 
 impl Dataset {
@@ -74,6 +77,7 @@ impl Dataset {
             read_damage: ReadDamage::default(),
             opts,
             problems: Vec::new(),
+            evicted: ((0, 0), Vec::new()),
         };
         ds.update()?;
         let (lru_bytes, store) =
@@ -138,7 +142,7 @@ impl Dataset {
     fn update(&mut self) -> Result<()> {
         let (opened, problems) = self.store.open_new(&self.path, self.is_dir, &self.opts)?;
         self.catalog.own_problems.extend(problems);
-        let changed = self.store.check_changed();
+        let changed = self.store.check_changed(&self.path);
         self.catalog.own_problems.extend(changed);
         let catalog = &mut self.catalog;
         let (found, failed) = self.store.scan(opened, |facts| catalog.register(facts));
@@ -146,7 +150,25 @@ impl Dataset {
         if let Some(e) = failed {
             return Err(e);
         }
-        self.catalog.report_missing_shards();
+        let log = std::cell::OnceCell::new();
+        let local_dir = self.is_dir && crate::objstore::url::url_of(&self.path).is_none();
+        self.catalog.report_missing_shards(|id, seq| {
+            let log = log.get_or_init(|| {
+                let read = local_dir.then(|| crate::writer::capacity::EvictionLog::read(&self.path).ok()).flatten();
+                read.unwrap_or_default()
+            });
+            log.evicted_seqs.contains(&(*id, seq))
+        });
+        let gone = self.store.evicted();
+        let out = gone.iter().filter(|&&g| g).count() + self.catalog.dropped.len();
+        let key = (self.catalog.episodes.len(), out);
+        if out > 0 && key != self.evicted.0 {
+            let mut episodes = self.catalog.episodes_in_shards(&gone);
+            episodes.extend(&self.catalog.dropped);
+            episodes.sort_unstable();
+            episodes.dedup();
+            self.evicted = (key, episodes);
+        }
         self.problems = self.store.problems().cloned().collect();
         self.problems.extend(self.catalog.own_problems.iter().cloned());
         self.problems.extend(self.catalog.exclusions.problems.iter().cloned());
@@ -195,6 +217,31 @@ impl Dataset {
     /// dataset goes on reading the files it opened), but news a reader of a live directory wants.
     pub fn notices(&self) -> &[Problem] {
         &self.store.notices
+    }
+
+    /// Episodes with rows in shards a bounded recording (`capacity_steps`) deleted since this
+    /// dataset opened them, and those discarded after a refresh listed them running, ascending:
+    /// still readable (the dataset reads the files it opened), but no longer in the buffer, so
+    /// sampling leaves them out.
+    pub fn evicted_episodes(&self) -> &[usize] {
+        &self.evicted.1
+    }
+
+    /// Transitions the bounded recordings of this directory deleted, as their eviction log
+    /// says (0 for a file, a URL, or a directory no bounded recording wrote).
+    ///
+    /// Errors: `Corrupt` (a log that does not parse), `Io`.
+    pub fn evicted_steps(&self) -> Result<u64> {
+        if !self.is_dir || crate::objstore::url::url_of(&self.path).is_some() {
+            return Ok(0);
+        }
+        Ok(crate::writer::capacity::EvictionLog::read(&self.path)?.evicted_steps)
+    }
+
+    /// Transitions (step rows) stored in each shard, in `shard_paths` order, with the
+    /// recording it belongs to: what a bounded recording started on this directory counts.
+    pub fn shard_steps(&self) -> Vec<(usize, u64)> {
+        self.catalog.shard_steps()
     }
 
     /// Records of kinds this version does not know, skipped (a newer minor version wrote them).

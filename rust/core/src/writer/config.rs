@@ -115,6 +115,14 @@ pub struct RecorderConfig {
     /// Inclusive bounds of the values of discrete spaces' columns, by column name (see `bounds`).
     #[serde(default)]
     pub value_bounds: BTreeMap<String, IntBounds>,
+    /// Keep at most this many transitions in the directory's closed shards (plus the open
+    /// shard), deleting the oldest closed shards (see `capacity`). None: keep everything.
+    #[serde(default)]
+    pub capacity_steps: Option<u64>,
+    /// The closed shards the directory held when the recording started, oldest first, with
+    /// their transitions: a capacity counts them too.
+    #[serde(default)]
+    pub prior_shards: Vec<(std::path::PathBuf, u64)>,
 }
 
 fn one() -> u32 {
@@ -195,6 +203,14 @@ impl RecorderConfig {
                 "max_shard_bytes={} is too small (at least 4096)",
                 self.max_shard_bytes
             )));
+        }
+        if self.capacity_steps == Some(0) {
+            return Err(Error::Invalid("capacity_steps must be at least 1".into()));
+        }
+        if self.capacity_steps.is_some() && self.upload_to.is_some() {
+            return Err(Error::Invalid(
+                "capacity_steps is for a local directory: a recording to a store keeps every shard".into(),
+            ));
         }
         self.durability()?;
         for (name, bounds) in &self.value_bounds {

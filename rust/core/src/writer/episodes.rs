@@ -129,6 +129,12 @@ impl Episodes {
         self.lanes.len()
     }
 
+    /// Step-timeline rows (transitions) taken in so far, over every lane: what a shard holds is
+    /// the difference between its end and its start.
+    pub fn step_rows(&self) -> u64 {
+        self.lanes.iter().map(|l| l.step_rows).sum()
+    }
+
     /// Whether a buffer filled up since the last `for_each_buffer`.
     pub fn seal_wanted(&self) -> bool {
         self.seal_wanted
@@ -339,12 +345,13 @@ impl Episodes {
     pub fn parts_at_rollover(&mut self, time_ns: u64) -> Vec<PendingChunk> {
         let mut repeats = Vec::new();
         for lane in 0..self.lanes.len() {
-            let Some(ep) = self.lanes[lane].open.as_ref() else { continue };
+            let Some(ep) = self.lanes[lane].open.as_mut() else { continue };
             if ep.length == 0 {
                 continue; // its reset row is still stashed: it starts in the next shard
             }
             // A part with no step in this shard would add nothing to the one before it.
             if ep.length > ep.piece_step_first_row - ep.step_first_row {
+                ep.listed_length = ep.length;
                 let part = summary_of(lane, ep, FLAG_CONTINUES, time_ns);
                 let metrics = metrics::encode(&part.metrics);
                 self.pending.push_back(EndedEpisode { summary: part, metadata: Map::new(), metrics });
@@ -352,6 +359,24 @@ impl Episodes {
             repeats.extend(self.repeat_last_obs_row(lane));
         }
         repeats
+    }
+
+    /// A flush wrote every buffered row: queues a progress part (`FLAG_CONTINUES`, in the same
+    /// shard) of each running episode that stepped since its last part, so that readers list
+    /// the steps of running episodes too (a replay buffer samples transitions, not finished
+    /// episodes). A reader lists the latest part; the episode's end lists it whole in its place.
+    pub fn progress_parts(&mut self, time_ns: u64) {
+        for lane in 0..self.lanes.len() {
+            let Some(ep) = self.lanes[lane].open.as_mut() else { continue };
+            if ep.length == 0 || ep.length == ep.listed_length {
+                continue;
+            }
+            ep.listed_length = ep.length;
+            ep.parts_written = true;
+            let part = summary_of(lane, ep, FLAG_CONTINUES, time_ns);
+            let metrics = metrics::encode(&part.metrics);
+            self.pending.push_back(EndedEpisode { summary: part, metadata: Map::new(), metrics });
+        }
     }
 
     /// Shard `shard_seq` started with the chunks `parts_at_rollover` returned: each running
@@ -461,6 +486,7 @@ impl Episodes {
             first_shard_seq: 0,
             parts_written: false,
             start_lost: false,
+            listed_length: 0,
             metrics: MetricsAcc::default(),
         });
         Ok(())

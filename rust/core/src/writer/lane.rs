@@ -228,10 +228,13 @@ pub struct OpenEpisode {
     pub piece_step_first_row: u64,
     pub piece_return: f64,
     pub first_shard_seq: u64,
-    /// A part of it was written at a rollover: dropping it must be written too.
+    /// A part of it was written (at a rollover, or a flush's progress part): dropping it must
+    /// be written too.
     pub parts_written: bool,
     /// Its start is lost (a copy of a part listed on its own): it ends incomplete, with its flags.
     pub start_lost: bool,
+    /// Its length when its last part was written: a flush writes a progress part only past it.
+    pub listed_length: u64,
     /// Its metrics so far (numeric scalar info and custom-data columns).
     pub metrics: MetricsAcc,
 }

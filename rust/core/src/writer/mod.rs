@@ -3,10 +3,12 @@
 //!
 //! Modules depend one way: `recorder` (the caller's side) on `autoreset` (its decisions) and
 //! `thread`; `thread` (the loop) on `episodes` (pure: ops to rows and episodes) and `sink`
-//! (sealing, writing, rollover, compaction); `sink` on `episodes`, `shard` and `compact`.
+//! (sealing, writing, rollover, compaction); `sink` on `episodes`, `shard`, `compact` and
+//! `capacity` (which closed shards a bounded recording deletes).
 
 pub mod autoreset;
 pub mod bounds;
+pub mod capacity;
 pub mod collect;
 pub mod compact;
 pub mod config;

@@ -53,6 +53,10 @@ pub struct Stats {
     pub bytes_compacted: u64,
     /// Why a closed shard was left uncompacted (all its rows still in it).
     pub compaction_error: Option<String>,
+    /// Transitions in the shards a bounded recording (`capacity_steps`) deleted, and why an
+    /// eviction failed (those shards stayed).
+    pub evicted_steps: u64,
+    pub eviction_error: Option<String>,
     /// Steps of envs with no running episode (see `skips::unrecorded_warning`).
     pub steps_not_recorded: u64,
     /// Values of dynamic columns left out, by column name: the caller adds them (it holds the
@@ -423,7 +427,9 @@ impl Recorder {
         let unrecorded = unrecorded_warning(&self.splitter, self.warned_unrecorded);
         let compaction = self.shared.compaction_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let compaction = compaction.map(|why| format!("trajcore: {why}"));
-        unrecorded.into_iter().chain(compaction).collect()
+        let eviction = self.shared.eviction_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let eviction = eviction.map(|why| format!("trajcore: {why}"));
+        unrecorded.into_iter().chain(compaction).chain(eviction).collect()
     }
 
     /// Plans a reset of every env, or of those where `mask` is non-zero, carrying `entries`
@@ -909,10 +915,20 @@ impl Recorder {
 
     /// Blocks until everything pushed so far is written (and synced, if the durability says so).
     pub fn flush(&mut self) -> Result<()> {
+        self.flush_with(&[])
+    }
+
+    /// `flush`, for a reader of this process: the flush also writes a progress part of each
+    /// running episode (see `Episodes::progress_parts`), so the reader lists their steps too.
+    pub fn flush_for_readers(&mut self) -> Result<()> {
+        self.flush_with(&[message::FLUSH_LISTS_RUNNING])
+    }
+
+    fn flush_with(&mut self, data: &[u8]) -> Result<()> {
         self.check()?;
         let ticket = self.next_ticket;
         self.next_ticket += 1;
-        self.push_control(MessageKind::Flush, 0, ticket, &[], now_ns())?;
+        self.push_control(MessageKind::Flush, 0, ticket, data, now_ns())?;
         self.wait_ticket(ticket)
     }
 
@@ -979,6 +995,8 @@ impl Recorder {
             shards_compacted: s.shards_compacted.load(Ordering::Relaxed),
             bytes_compacted: s.bytes_compacted.load(Ordering::Relaxed),
             compaction_error: s.compaction_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            evicted_steps: s.evicted_steps.load(Ordering::Relaxed),
+            eviction_error: s.eviction_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             steps_not_recorded: self.splitter.unrecorded_total(),
             values_not_recorded: Default::default(),
             timelog: self.timelog(),

@@ -29,6 +29,10 @@ pub struct Shared {
     pub bytes_compacted: AtomicU64,
     /// Why a closed shard could not be compacted (it was left as it was, every row in it).
     pub compaction_error: Mutex<Option<String>>,
+    /// Transitions in the shards a bounded recording deleted (`capacity`), and why an eviction
+    /// failed (the shards stayed).
+    pub evicted_steps: AtomicU64,
+    pub eviction_error: Mutex<Option<String>>,
     /// Per-second timings of the writer thread (see `timelog`).
     pub timelog: timelog::Live,
 }

@@ -7,8 +7,9 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use super::capacity::{self, Capacity};
 use super::compact;
 use super::config::{Durability, RecorderConfig};
 use super::episodes::Episodes;
@@ -54,6 +55,13 @@ pub struct Sink {
     pub clock: Clock,
     shared: Arc<Shared>,
     uploads: Option<UploadQueue>,
+    /// With `capacity_steps`: the closed shards it counts (shared with the compaction threads,
+    /// which say when the writer is finished with a file).
+    capacity: Option<Arc<Mutex<Capacity>>>,
+    /// A bounded recording rolls over at this many transitions in a shard (`u64::MAX`: never).
+    shard_steps_limit: u64,
+    /// `Episodes::step_rows` when the open shard started.
+    shard_first_step: u64,
 }
 
 impl Sink {
@@ -67,6 +75,11 @@ impl Sink {
         uploads: Option<UploadQueue>,
     ) -> Result<Self> {
         let durability = config.durability()?;
+        let dir = shard.path().parent().map(PathBuf::from).unwrap_or_default();
+        let capacity = match config.capacity_steps {
+            Some(limit) => Some(Arc::new(Mutex::new(Capacity::new(limit, &dir, &config.prior_shards)?))),
+            None => None,
+        };
         shared.shard_paths.lock().unwrap_or_else(|p| p.into_inner()).push(shard.path().to_path_buf());
         if let Some(uploads) = &uploads {
             uploads.opened(shard.path());
@@ -84,7 +97,7 @@ impl Sink {
             durability,
             meta_json,
             recording_id,
-            dir: shard.path().parent().map(PathBuf::from).unwrap_or_default(),
+            dir,
             shard_seq: 0,
             closing: false,
             shard: Some(shard),
@@ -95,6 +108,9 @@ impl Sink {
             clock: Clock::new(now_ns()),
             shared,
             uploads,
+            shard_steps_limit: config.capacity_steps.map_or(u64::MAX, capacity::shard_steps_limit),
+            capacity,
+            shard_first_step: 0,
         })
     }
 
@@ -217,7 +233,9 @@ impl Sink {
     /// is still reachable by `discard`/metadata (until the next row message), and never while
     /// closing (that would start a shard holding nothing but its schema).
     pub fn roll_over_if_full(&mut self, episodes: &mut Episodes) -> Result<()> {
-        let full = self.shard.as_ref().is_some_and(|s| s.size() >= self.max_shard_bytes);
+        let steps = episodes.step_rows() - self.shard_first_step;
+        let full =
+            self.shard.as_ref().is_some_and(|s| s.size() >= self.max_shard_bytes) || steps >= self.shard_steps_limit;
         if !full || self.closing || episodes.any_held() {
             return Ok(());
         }
@@ -228,6 +246,7 @@ impl Sink {
         if let Some(old) = self.shard.take() {
             let path = self.clock.time_write(|| old.finish())?;
             self.flushed();
+            self.count_closed(&path, episodes.step_rows());
             self.compact_closed(&path);
         }
         self.shard_seq += 1;
@@ -246,6 +265,7 @@ impl Sink {
             uploads.opened(shard.path());
         }
         self.shard = Some(shard);
+        self.shard_first_step = episodes.step_rows();
         self.append_chunks(repeats)?;
         episodes.start_parts(self.shard_seq);
         Ok(())
@@ -263,7 +283,7 @@ impl Sink {
 
     /// The second half of closing (after the last timelog sample was kept): the timelog, the
     /// index and the End record, then the compactions finish.
-    pub fn finish(&mut self) -> Result<()> {
+    pub fn finish(&mut self, episodes: &Episodes) -> Result<()> {
         self.append_timelog(true);
         if let Some(shard) = self.shard.take() {
             let before = shard.size();
@@ -271,6 +291,7 @@ impl Sink {
             let after = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(before);
             self.shared.bytes_written.fetch_add(after.saturating_sub(before), Ordering::Relaxed);
             self.flushed();
+            self.count_closed(&path, episodes.step_rows());
             self.compact_closed(&path);
         }
         self.join_compactions();
@@ -287,6 +308,7 @@ impl Sink {
             if let Some(uploads) = &self.uploads {
                 uploads.sealed(path);
             }
+            release_for_capacity(&self.shared, self.capacity.as_deref(), path);
             return;
         }
         let settings = self.compaction;
@@ -295,11 +317,13 @@ impl Sink {
         self.compactions = running;
         self.join_each(done);
         let (shared, owned, uploads) = (self.shared.clone(), path.to_path_buf(), self.uploads.clone());
+        let capacity = self.capacity.clone();
         let spawned = std::thread::Builder::new().name("trajcore-compact".into()).spawn(move || {
             note_compaction(&shared, &owned, compact::compact(&owned, &settings, &mut Encoder::default()));
             if let Some(uploads) = uploads {
                 uploads.sealed(&owned);
             }
+            release_for_capacity(&shared, capacity.as_deref(), &owned);
         });
         match spawned {
             Ok(handle) => self.compactions.push(handle),
@@ -308,7 +332,18 @@ impl Sink {
                 if let Some(uploads) = &self.uploads {
                     uploads.sealed(path);
                 }
+                release_for_capacity(&self.shared, self.capacity.as_deref(), path);
             }
+        }
+    }
+
+    /// A bounded recording counts the shard just closed at `path` (its transitions: those taken
+    /// in since it started, `step_rows` now); it may be deleted once the writer is done with it.
+    fn count_closed(&mut self, path: &Path, step_rows: u64) {
+        if let Some(capacity) = &self.capacity {
+            let steps = step_rows - self.shard_first_step;
+            let mut capacity = capacity.lock().unwrap_or_else(|p| p.into_inner());
+            capacity.sealed(path, steps, self.recording_id, self.shard_seq);
         }
     }
 
@@ -332,6 +367,22 @@ impl Sink {
                 let mut slot = self.shared.compaction_error.lock().unwrap_or_else(|p| p.into_inner());
                 slot.get_or_insert("a shard's compaction panicked (the shard was left as it was)".into());
             }
+        }
+    }
+}
+
+/// The writer is done with the closed shard at `path` (compacted, or not to be): a bounded
+/// recording deletes the oldest shards it no longer holds, counting them in the stats, or says
+/// why it could not (the shards stay; a later release tries again).
+fn release_for_capacity(shared: &Shared, capacity: Option<&Mutex<Capacity>>, path: &Path) {
+    let Some(capacity) = capacity else { return };
+    match capacity.lock().unwrap_or_else(|p| p.into_inner()).released(path) {
+        Ok(steps) => {
+            shared.evicted_steps.fetch_add(steps, Ordering::Relaxed);
+        }
+        Err(e) => {
+            let mut slot = shared.eviction_error.lock().unwrap_or_else(|p| p.into_inner());
+            slot.get_or_insert(format!("shards not evicted: {e}"));
         }
     }
 }

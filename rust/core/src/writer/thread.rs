@@ -212,7 +212,11 @@ impl WriterThread {
                 episodes.apply(msg.ops, None, msg.time_ns)?;
             }
             MessageKind::Flush => {
+                let lists_running = msg.entries.first().is_some_and(|e| e.data == [message::FLUSH_LISTS_RUNNING]);
                 self.settle_control(&msg)?;
+                if lists_running {
+                    self.episodes.progress_parts(now_ns());
+                }
                 self.sink.cycle(&mut self.episodes)?;
                 self.shared.flushed.store(msg.arg, Ordering::Release);
             }
@@ -253,7 +257,7 @@ impl WriterThread {
         self.sink.write_all(&mut self.episodes)?;
         // The last sample goes in the file too (it leaves out the final index and End record).
         self.end_timelog_sample(0.0);
-        self.sink.finish()
+        self.sink.finish(&self.episodes)
     }
 }
 

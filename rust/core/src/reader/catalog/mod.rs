@@ -24,6 +24,7 @@
 
 pub(in crate::reader) mod chunk_list;
 pub(in crate::reader) mod column_names;
+pub(in crate::reader) mod evicted;
 pub(in crate::reader) mod metrics;
 pub(in crate::reader) mod parts;
 pub(in crate::reader) mod trust;
@@ -168,6 +169,9 @@ pub(crate) struct Catalog {
     listed_parts: HashMap<(usize, u64), ListedParts>,
     /// Episodes discarded after parts of them were written.
     discarded: HashSet<(usize, u64)>,
+    /// Listings of episodes discarded after a refresh listed a part of them (a fresh open does
+    /// not list them): kept in place, so indexes stay valid, but out of sampling.
+    pub dropped: Vec<usize>,
     pub skipped: Vec<SkippedRecord>,
     /// Listings to leave out (see `integrity`).
     pub exclusions: Exclusions,
@@ -194,6 +198,7 @@ impl Catalog {
             chunk_damage: HashMap::new(),
             listed_parts: HashMap::new(),
             discarded: HashSet::new(),
+            dropped: Vec::new(),
             skipped: Vec::new(),
             exclusions,
             left_out: Vec::new(),
@@ -418,6 +423,10 @@ impl Catalog {
             let key = (self.shard_recording[shard], summary.episode_id);
             if summary.discarded() {
                 self.discarded.insert(key);
+                // Listed while it ran (a part): its listings leave sampling.
+                if let Some(parts) = self.listed_parts.remove(&key) {
+                    self.dropped.extend(parts.listed);
+                }
                 continue;
             }
             let g = *group_of.entry(key).or_insert_with(|| {
@@ -432,7 +441,9 @@ impl Catalog {
         let mut relisted = false;
         for (key, parts) in groups {
             if self.discarded.contains(&key) {
-                self.listed_parts.remove(&key);
+                if let Some(parts) = self.listed_parts.remove(&key) {
+                    self.dropped.extend(parts.listed);
+                }
                 continue;
             }
             let seq = |me: &Self, shard: usize| me.shards[shard].seq;
@@ -656,14 +667,17 @@ impl Catalog {
     /// two present ones). Shards missing before the first present one are not reported: every
     /// shard stands on its own, and deleting the oldest ones is how old data is pruned. A single
     /// shard opened by name is expected to be alone.
-    pub fn report_missing_shards(&mut self) {
+    pub fn report_missing_shards(&mut self, evicted: impl Fn(&[u8; 16], u64) -> bool) {
         if !self.is_dir {
             return;
         }
         for (recording, state) in self.states.iter().enumerate() {
             let mut expected = None;
+            let id = &self.recordings[recording].id;
             for (&seq, &shard) in &state.seqs {
-                if let Some(from) = expected.filter(|&e| seq > e) {
+                // Shards a bounded recording deleted before this reader saw them: no damage.
+                let hole = expected.filter(|&e| seq > e && !(e..seq).all(|s| evicted(id, s)));
+                if let Some(from) = hole {
                     if self.reported.insert(format!("missing {recording} {from}")) {
                         let why = format!(
                             "shard(s) {from}..{} of recording {} are missing (rows they held cannot be read)",
@@ -874,11 +888,20 @@ mod tests {
         assert_eq!(catalog.register(copy), None);
         assert!(catalog.own_problems[0].why.contains("is also d/0.trj; this file is left out"));
         assert_eq!(catalog.recordings[0].shards, vec![0, 1]);
-        catalog.report_missing_shards();
-        catalog.report_missing_shards(); // said once
+        catalog.report_missing_shards(|_, _| false);
+        catalog.report_missing_shards(|_, _| false); // said once
         let missing: Vec<_> = catalog.own_problems.iter().filter(|p| p.why.contains("are missing")).collect();
         assert_eq!(missing.len(), 1);
         assert!(missing[0].why.starts_with("shard(s) 1..1 of recording"));
+    }
+
+    #[test]
+    fn a_shard_a_bounded_recording_deleted_is_no_hole() {
+        let mut catalog = Catalog::new(Path::new("d"), true, Exclusions::default());
+        catalog.register(facts(0));
+        catalog.register(facts(2));
+        catalog.report_missing_shards(|_, seq| seq == 1);
+        assert!(!catalog.own_problems.iter().any(|p| p.why.contains("are missing")));
     }
 
     #[test]

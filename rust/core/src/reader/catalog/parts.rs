@@ -50,6 +50,8 @@ pub(crate) fn views(parts: &[Part], all_present: impl Fn(u64, u64) -> bool) -> V
     parts
         .iter()
         .enumerate()
+        // A flush's progress parts: the latest of a shard holds what the earlier ones did.
+        .filter(|(i, p)| parts.get(i + 1).is_none_or(|next| next.seq != p.seq))
         .filter(|(_, p)| p.piece_length > 0)
         .map(|(i, p)| {
             let continued = p.seq > p.first_shard_seq;
@@ -108,6 +110,10 @@ mod tests {
             (&[1], vec![part(1, 0, 3)], vec![piece(0, true, 1)]),
             // A shard missing between two: each piece on its own.
             (&[0, 2], vec![part(0, 0, 4), part(2, 0, 6)], vec![piece(0, false, 0), piece(1, true, 2)]),
+            // Progress parts written by flushes: only the latest of a shard counts.
+            (&[1], vec![part(1, 0, 2), part(1, 0, 5), part(1, 0, 9)], vec![piece(2, true, 1)]),
+            (&[0, 1], vec![part(0, 0, 2), part(0, 0, 4)], vec![whole(1, 0)]),
+            (&[0, 2], vec![part(0, 0, 2), part(0, 0, 4), part(2, 0, 6)], vec![piece(1, false, 0), piece(2, true, 2)]),
             // A piece without a step (a repeated row) is not listed.
             (&[0, 2], vec![part(0, 0, 4), part(2, 0, 0)], vec![piece(0, false, 0)]),
             (&[2], vec![part(2, 1, 0)], vec![]),

@@ -29,6 +29,7 @@ use crate::reader::store::cache::ChunkCache;
 use crate::reader::store::checksummed::VerifiedRecords;
 use crate::reader::store::shard::{Found, Opened, Shard};
 use crate::reader::store::shared_chunks::{layout_of, CacheStats, SharedChunks};
+use crate::writer::capacity::EvictionLog;
 
 /// The Episode record decoded last: (shard, record offset) and its episodes.
 type EpisodeBatch = ((usize, u64), Arc<Vec<DecodedEpisode>>);
@@ -100,17 +101,40 @@ impl Store {
         Ok(paths)
     }
 
-    /// Files changed under the reader: notices are kept (`notices`), damage is returned.
-    pub fn check_changed(&mut self) -> Vec<Problem> {
+    /// Files changed under the reader: notices are kept (`notices`), damage is returned. A shard
+    /// deleted by a bounded recording (named in the eviction log of `root`) is marked evicted
+    /// instead: expected, not news.
+    pub fn check_changed(&mut self, root: &Path) -> Vec<Problem> {
         let mut damage = Vec::new();
+        let mut log: Option<EvictionLog> = None;
         for shard in &mut self.shards {
             match shard.check_changed() {
                 Some((problem, true)) => damage.push(problem),
-                Some((notice, false)) => self.notices.push(notice),
+                Some((notice, false)) => {
+                    if shard.deleted {
+                        let name = shard.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+                        let logged = |log: &EvictionLog| log.evicted_shards.contains(&name);
+                        // The log is written before the deletion: a log read before this file was
+                        // deleted may miss it, one read after it was seen gone does not.
+                        if !log.as_ref().is_some_and(logged) {
+                            log = Some(EvictionLog::read(root).unwrap_or_default());
+                        }
+                        if log.as_ref().is_some_and(logged) {
+                            shard.evicted = true;
+                            continue;
+                        }
+                    }
+                    self.notices.push(notice)
+                }
                 None => {}
             }
         }
         damage
+    }
+
+    /// Per shard (in `shards` order), whether a bounded recording deleted it under the reader.
+    pub fn evicted(&self) -> Vec<bool> {
+        self.shards.iter().map(|s| s.evicted).collect()
     }
 
     /// Scans the shards still being written, then the ones just `opened`, each taken in if

@@ -37,6 +37,8 @@ use crate::reader::Problem;
 use crate::schema::ColumnSpec;
 
 const HEADER_END: u64 = HEADER_LEN as u64;
+/// What `check_changed` says of a shard file deleted under the reader.
+const DELETED: &str = "the file was deleted since it was opened: the dataset still reads the file it opened";
 /// An End record: a 24-byte header and an 8-byte payload, already 8-aligned.
 const END_RECORD_LEN: u64 = RECORD_HEADER_LEN as u64 + 8;
 
@@ -98,6 +100,11 @@ pub(crate) struct Shard {
     /// Where its Opening Copies record lies (a closed shard of format 1.2): a damaged Episode
     /// record is read from its copy there.
     copies: Option<std::ops::Range<u64>>,
+    /// `check_changed` found the file deleted under its name (the shard still reads the file
+    /// it opened).
+    pub deleted: bool,
+    /// Deleted by a bounded recording (`writer::capacity`): its episodes are out of sampling.
+    pub evicted: bool,
 }
 
 impl Shard {
@@ -138,6 +145,8 @@ impl Shard {
             tail: None,
             timelog_records: Vec::new(),
             copies: None,
+            deleted: false,
+            evicted: false,
         }
     }
 
@@ -179,16 +188,21 @@ impl Shard {
                 Ok(id) if id == self.identity => return None,
                 // The writer's compaction of this very shard (`writer::compact`): same rows.
                 Ok(_) if self.compacted_under_its_name() => return None,
+                // Gone since: compacted, then deleted by a bounded recording (see below).
+                Ok(_) if !self.path.exists() => {
+                    self.deleted = true;
+                    (DELETED.to_string(), false)
+                }
                 Ok(_) => (
                     "the file was replaced under its name since it was opened: the dataset still reads the file it \
                      opened; reopen it to read the new one"
                         .to_string(),
                     false,
                 ),
-                Err(_) => (
-                    "the file was deleted since it was opened: the dataset still reads the file it opened".to_string(),
-                    false,
-                ),
+                Err(_) => {
+                    self.deleted = true;
+                    (DELETED.to_string(), false)
+                }
             },
         };
         self.change_reported = true;

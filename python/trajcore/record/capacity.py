@@ -1,0 +1,39 @@
+"""A bounded recording (`capacity_steps`) started on a directory that already holds shards
+counts them: the closed shards there, oldest first, with their transitions, as the core's
+writer takes them (`prior_shards` of its config). The writer decides what to delete
+(`writer::capacity` in the core); this only reads what is there."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+from trajcore import _core
+from trajcore.errors import TrajcoreError, TrajcoreWarning
+
+__all__ = ["prior_shards"]
+
+
+def prior_shards(path: str | os.PathLike[str], agent: str | None) -> list[tuple[str, int]]:
+    """The shards in `path` (of `agent`'s recordings, for a multi-agent recorder; of
+    single-agent recordings otherwise) and the transitions each holds, in the reader's order
+    (oldest first). Empty for a new directory; a directory that cannot be read is counted as
+    empty, with a `TrajcoreWarning` (its shards are then never deleted)."""
+    directory = Path(path)
+    if not directory.is_dir() or not any(directory.glob(f"*.{_core.SHARD_EXTENSION}")):
+        return []
+    from trajcore.read.dataset import open as open_dataset
+
+    try:
+        with open_dataset(directory) as existing:
+            agents = [(existing.meta(r).get("user") or {}).get("agent") for r in range(existing.num_recordings)]
+            steps = existing._core.shard_steps
+            return [(file, n) for file, (r, n) in zip(existing.shards, steps, strict=True) if agents[r] == agent]
+    except TrajcoreError as e:
+        warnings.warn(
+            f"trajcore: cannot count the transitions already in {directory} for capacity_steps: {e}",
+            TrajcoreWarning,
+            stacklevel=4,
+        )
+        return []

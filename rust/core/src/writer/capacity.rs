@@ -1,0 +1,254 @@
+//! A recording with a capacity (`capacity_steps`): its directory keeps at most that many
+//! transitions in closed shards, plus the open shard, by deleting the oldest closed shards
+//! first (a replay buffer on disk). The decisions (`evictions`, `shard_steps_limit`) are pure
+//! functions of shard step counts; `Capacity` applies them as the writer seals shards, and
+//! keeps the eviction log (`EVICTION_LOG`) that readers in any process read for the count of
+//! evicted transitions and to tell an evicted shard from one deleted by someone else.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::format::header::{FileHeader, HEADER_LEN};
+use std::io::Read;
+
+/// The eviction log's file name, in the recording's directory (not a `.trj`: readers list
+/// shards only).
+pub const EVICTION_LOG: &str = "trajcore-evictions.json";
+
+/// The shard a capacity-bound recording rolls over at, in transitions: a tenth of the capacity,
+/// so that deleting a whole shard never drops more than about a tenth of the buffer.
+pub fn shard_steps_limit(capacity: u64) -> u64 {
+    capacity.div_ceil(10).max(1)
+}
+
+/// How many of the oldest closed shards to delete, given the transitions of each closed shard
+/// (oldest first) and the capacity: the fewest that leave at most `capacity` transitions. The
+/// newest closed shard is never deleted (a reader of the directory always finds the latest
+/// data), even when it alone holds more than the capacity.
+pub fn evictions(closed_steps: &[u64], capacity: u64) -> usize {
+    let mut total: u64 = closed_steps.iter().fold(0, |sum, &s| sum.saturating_add(s));
+    let mut count = 0;
+    while total > capacity && count + 1 < closed_steps.len() {
+        total -= closed_steps[count];
+        count += 1;
+    }
+    count
+}
+
+/// What the recordings of a directory evicted so far: the count readers show, and the shard
+/// file names (an evicted shard disappearing under a reader is expected, not news).
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvictionLog {
+    /// Transitions (step rows) in the shards deleted.
+    pub evicted_steps: u64,
+    /// File names of the shards deleted, oldest first.
+    pub evicted_shards: Vec<String>,
+    /// The same shards as (recording id, shard_seq), where known: a reader that never saw them
+    /// finds its hole between a recording's shards explained.
+    #[serde(default)]
+    pub evicted_seqs: Vec<([u8; 16], u64)>,
+}
+
+impl EvictionLog {
+    /// The log of `dir` (empty when there is none).
+    ///
+    /// Errors: `Corrupt` (a log that does not parse), `Io`.
+    pub fn read(dir: &Path) -> Result<EvictionLog> {
+        let path = dir.join(EVICTION_LOG);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+                path: path.clone(),
+                offset: 0,
+                why: format!("eviction log: {e}"),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(EvictionLog::default()),
+            Err(e) => Err(Error::io(&path, e)),
+        }
+    }
+
+    /// Adds `shards` (path, transitions) to the log of `dir`, each once (a shard logged before
+    /// whose deletion failed is not counted twice). Read, changed and written under one lock of
+    /// the process (the recorders of a multi-agent env share a directory), whole or not at all
+    /// (a temp file renamed over it), so a reader never sees half of it.
+    ///
+    /// Errors: those of `read`, `Io`.
+    fn add<'a>(dir: &Path, shards: impl Iterator<Item = (&'a Path, u64, Option<([u8; 16], u64)>)>) -> Result<()> {
+        static LOCK: Mutex<()> = Mutex::new(());
+        static TEMP: AtomicU64 = AtomicU64::new(0);
+        let _held = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+        let mut log = EvictionLog::read(dir)?;
+        for (path, steps, id) in shards {
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            if !log.evicted_shards.contains(&name) {
+                log.evicted_steps = log.evicted_steps.saturating_add(steps);
+                log.evicted_shards.push(name);
+                log.evicted_seqs.extend(id);
+            }
+        }
+        let path = dir.join(EVICTION_LOG);
+        let temp =
+            dir.join(format!(".{EVICTION_LOG}.{}.{}.tmp", std::process::id(), TEMP.fetch_add(1, Ordering::Relaxed)));
+        let bytes = serde_json::to_vec(&log).map_err(|e| Error::Invalid(format!("eviction log: {e}")))?;
+        std::fs::write(&temp, bytes).map_err(|e| Error::io(&temp, e))?;
+        std::fs::rename(&temp, &path).map_err(|e| Error::io(&path, e))
+    }
+}
+
+/// A closed shard the capacity counts.
+#[derive(Debug)]
+struct Closed {
+    path: PathBuf,
+    steps: u64,
+    /// The writer has finished with the file (its compaction, which renames a rewrite over it,
+    /// is done): only such a file may be deleted.
+    released: bool,
+    /// (recording id, shard_seq), from its header.
+    id: Option<([u8; 16], u64)>,
+}
+
+/// The capacity of one recording: its closed shards (and those the directory held when it
+/// started), oldest first, and the log of what was evicted.
+#[derive(Debug)]
+pub struct Capacity {
+    limit: u64,
+    dir: PathBuf,
+    closed: VecDeque<Closed>,
+}
+
+impl Capacity {
+    /// A capacity of `limit` transitions over `dir`, which already holds the closed shards
+    /// `prior` (path, transitions), oldest first.
+    ///
+    /// Errors: `Invalid` (a zero limit).
+    pub fn new(limit: u64, dir: &Path, prior: &[(PathBuf, u64)]) -> Result<Capacity> {
+        if limit == 0 {
+            return Err(Error::Invalid("capacity_steps must be at least 1".into()));
+        }
+        let closed = prior.iter().map(|(path, steps)| Closed {
+            path: path.clone(),
+            steps: *steps,
+            released: true,
+            id: header_of(path).map(|h| (h.recording_id, h.shard_seq)),
+        });
+        Ok(Capacity { limit, dir: dir.to_path_buf(), closed: closed.collect() })
+    }
+
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// The shard at `path` (shard `seq` of recording `recording`), holding `steps`
+    /// transitions, was closed (it may still be compacting).
+    pub fn sealed(&mut self, path: &Path, steps: u64, recording: [u8; 16], seq: u64) {
+        self.closed.push_back(Closed { path: path.to_path_buf(), steps, released: false, id: Some((recording, seq)) });
+    }
+
+    /// The writer is finished with the shard at `path`: deletes the oldest shards the capacity
+    /// no longer holds, as far as the writer is finished with them (in order: first in, first
+    /// out). Returns the transitions deleted now. A shard that could not be logged or deleted
+    /// stays counted, so a later release tries again.
+    ///
+    /// Errors: `Io` (the log could not be written, a shard could not be deleted).
+    pub fn released(&mut self, path: &Path) -> Result<u64> {
+        if let Some(c) = self.closed.iter_mut().find(|c| c.path == path) {
+            c.released = true;
+        }
+        let steps: Vec<u64> = self.closed.iter().map(|c| c.steps).collect();
+        let ready = self.closed.iter().take_while(|c| c.released).count();
+        let count = evictions(&steps, self.limit).min(ready);
+        if count == 0 {
+            return Ok(0);
+        }
+        // Logged before deleting: a reader that sees a shard gone finds it in the log.
+        EvictionLog::add(&self.dir, self.closed.iter().take(count).map(|c| (c.path.as_path(), c.steps, c.id)))?;
+        let mut deleted = 0;
+        for _ in 0..count {
+            let Some(c) = self.closed.front() else { break };
+            match std::fs::remove_file(&c.path) {
+                Ok(()) => {}
+                // Someone else deleted it first: gone all the same.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(&c.path, e)),
+            }
+            deleted += c.steps;
+            self.closed.pop_front();
+        }
+        Ok(deleted)
+    }
+}
+
+/// The header of the shard at `path`, if it reads as one.
+fn header_of(path: &Path) -> Option<FileHeader> {
+    let mut head = [0u8; HEADER_LEN];
+    std::fs::File::open(path).and_then(|mut f| f.read_exact(&mut head)).ok()?;
+    FileHeader::decode(&head).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn evictions_table() {
+        // (closed shard steps oldest first, capacity, shards to delete)
+        let cases: &[(&[u64], u64, usize)] = &[
+            (&[], 10, 0),
+            (&[5], 10, 0),
+            (&[5, 5], 10, 0),
+            (&[5, 5, 1], 10, 1),
+            (&[5, 5, 5, 5], 10, 2),
+            (&[3, 3, 3, 3], 10, 1),
+            (&[4, 4, 4, 4], 8, 2),
+            // The newest closed shard stays, even alone over the capacity.
+            (&[50], 10, 0),
+            (&[5, 50], 10, 1),
+            (&[1, 1, 50], 10, 2),
+            // Empty shards at the front go with the first one that must.
+            (&[0, 0, 6, 6], 10, 3),
+            (&[0, 0, 5, 5], 10, 0),
+            (&[u64::MAX, 1], 1, 1),
+        ];
+        for &(steps, capacity, want) in cases {
+            assert_eq!(evictions(steps, capacity), want, "{steps:?} capacity {capacity}");
+        }
+    }
+
+    #[test]
+    fn shard_steps_limit_table() {
+        for (capacity, want) in [(1, 1), (9, 1), (10, 1), (11, 2), (1000, 100), (1_000_001, 100_001)] {
+            assert_eq!(shard_steps_limit(capacity), want, "{capacity}");
+        }
+    }
+
+    #[test]
+    fn released_deletes_in_order_and_logs() {
+        let dir = tempfile::tempdir().unwrap();
+        let shard = |i: usize| dir.path().join(format!("s{i}.trj"));
+        for i in 0..4 {
+            std::fs::write(shard(i), b"x").unwrap();
+        }
+        let mut capacity = Capacity::new(10, dir.path(), &[(shard(0), 6)]).unwrap();
+        capacity.sealed(&shard(1), 6, [1; 16], 1);
+        capacity.sealed(&shard(2), 6, [1; 16], 2);
+        // Shard 1 is still being compacted: nothing is deleted until the writer is done with it.
+        assert_eq!(capacity.released(&shard(2)).unwrap(), 6);
+        assert!(!shard(0).exists() && shard(1).exists());
+        assert_eq!(capacity.released(&shard(1)).unwrap(), 6);
+        assert!(!shard(1).exists() && shard(2).exists());
+        let log = EvictionLog::read(dir.path()).unwrap();
+        let names = vec!["s0.trj".to_string(), "s1.trj".to_string()];
+        // s0 is no shard file (its header does not read): known by name only.
+        assert_eq!(log, EvictionLog { evicted_steps: 12, evicted_shards: names, evicted_seqs: vec![([1; 16], 1)] });
+        // A later recording on the same directory adds to the log.
+        let mut again = Capacity::new(5, dir.path(), &[(shard(2), 6)]).unwrap();
+        again.sealed(&shard(3), 1, [2; 16], 0);
+        assert_eq!(again.released(&shard(3)).unwrap(), 6);
+        assert_eq!(EvictionLog::read(dir.path()).unwrap().evicted_steps, 18);
+        assert!(Capacity::new(0, dir.path(), &[]).is_err());
+    }
+}

@@ -1,0 +1,169 @@
+"""A learner sees fresh transitions: in the recording process, every transition whose step
+returned 100 ms before its `refresh()`, running episodes included, with the bytes on disk of a
+recording no one read while it ran (within 5%); in another process, those of ended episodes
+within the recorder's flush interval."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import trajcore
+
+
+def _wait_until(t: float) -> None:
+    """Polls the clock until `t` (the condition the promise is about is time itself)."""
+    while time.monotonic() < t:
+        pass
+
+
+def test_in_process_refresh_sees_running_episodes(tmp_path: Path) -> None:
+    """Pendulum's episodes run 200 steps: after 150 steps none has ended, and a refresh 100 ms
+    after the last step lists every one of them, each row the env's."""
+    envs = trajcore.RecordVectorEpisodes(gym.make_vec("Pendulum-v1", num_envs=4, vectorization_mode="sync"), tmp_path)
+    obs, _ = envs.reset(seed=0)
+    envs.action_space.seed(0)
+    seen = [obs]
+    envs.flush()
+    ds = trajcore.open(tmp_path)
+    for round_ in range(3):
+        for _ in range(50):
+            obs, *_ = envs.step(envs.action_space.sample())
+            seen.append(obs)
+        stepped = time.monotonic()
+        _wait_until(stepped + 0.1)
+        ds.refresh()
+        steps = 50 * (round_ + 1)
+        assert ds.num_steps == 4 * steps, (round_, ds.num_steps)
+        assert ds.num_episodes == 4
+        s = ds.summaries()
+        assert (s["length"] == steps).all() and not s["complete"].any() and s["continues"].all()
+        for ep in ds.episodes:
+            want = np.stack([o[ep.env_index] for o in seen])
+            np.testing.assert_array_equal(ep.observations, want)
+        batch = ds.sample_transitions(64, seed=round_)
+        assert batch["step_index"].max() < steps
+    envs.close()
+    # Closed: each episode listed once, whole, incomplete (a fresh open lists the same).
+    ds.refresh()
+    with trajcore.open(tmp_path) as fresh:
+        assert fresh.num_episodes == ds.num_episodes == 4
+        assert fresh.num_steps == ds.num_steps == 4 * 150
+
+
+WRITER = """
+import sys, gymnasium as gym, trajcore
+ended = []
+envs = trajcore.RecordVectorEpisodes(
+    gym.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync"), sys.argv[1],
+    episode_metadata=lambda info: ended.append(info["length"]),
+)
+envs.reset(seed=0)
+envs.action_space.seed(0)
+for _ in range(int(sys.argv[2])):
+    before = sum(ended)
+    envs.step(envs.action_space.sample())
+print(before, sum(ended), flush=True)
+sys.stdin.readline()  # stays open, not stepping, until the test says
+envs.close()
+"""
+
+
+def test_another_process_sees_ended_episodes_within_the_flush_interval(tmp_path: Path) -> None:
+    """Another process lists every transition of the episodes that ended before the last step
+    within the recorder's flush interval (1 s), with no flush called. (Running episodes are
+    listed there at shard rollovers and when they end: docs/replay-buffer.md.)"""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(WRITER), str(tmp_path / "d"), "400"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ},
+    )
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        least, most = map(int, proc.stdout.readline().split())
+        stepped = time.monotonic()
+        assert least > 0
+        ds = None
+        # The recorder's flush interval is 1 s; the margin is for a loaded machine.
+        deadline = stepped + 1.0 + 4.0
+        while ds is None or ds.num_steps < least:
+            assert time.monotonic() < deadline, f"{ds.num_steps if ds else 0} of {least} transitions seen"
+            if ds is None and any((tmp_path / "d").glob("*.trj")):
+                try:
+                    ds = trajcore.open(tmp_path / "d")
+                except trajcore.TrajcoreFileNotFoundError:
+                    continue
+            elif ds is not None:
+                ds.refresh()
+        seen_after = time.monotonic() - stepped
+        assert least <= ds.num_steps <= most and ds.summaries()["complete"].all()
+        proc.stdin.write("close\n")
+        proc.stdin.flush()
+        assert proc.wait(timeout=60) == 0
+        print(f"seen {seen_after:.2f} s after the last step")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.glob("*.trj"))
+
+
+def test_bytes_stay_within_5_percent_of_a_recording_no_one_read(tmp_path: Path) -> None:
+    """The same steps recorded twice, once with a learner refreshing after every vector step
+    (a flush, with progress parts, every 50 ms at most): within 5% of the bytes."""
+    sizes = []
+    for read in (False, True):
+        path = tmp_path / ("read" if read else "alone")
+        envs = trajcore.RecordVectorEpisodes(gym.make_vec("Pendulum-v1", num_envs=8, vectorization_mode="sync"), path)
+        envs.reset(seed=0)
+        envs.action_space.seed(0)
+        envs.flush()
+        ds = trajcore.open(path)
+        for _ in range(3000):
+            envs.step(envs.action_space.sample())
+            if read:
+                ds.refresh()
+        envs.close()
+        ds.close()
+        sizes.append(_dir_bytes(path))
+    assert sizes[1] <= 1.05 * sizes[0], sizes
+
+
+def test_an_episode_discarded_after_a_refresh_listed_it_leaves_sampling(tmp_path: Path) -> None:
+    """A refresh lists the running episode; `discard` drops it: the next refresh samples only
+    what a fresh open lists (the dropped listing stays readable at its index)."""
+    env = trajcore.RecordEpisodes(gym.make("Pendulum-v1"), tmp_path)
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    env.flush()
+    ds = trajcore.open(tmp_path)
+    for _ in range(40):
+        env.step(env.action_space.sample())
+    _wait_until(time.monotonic() + 0.1)
+    ds.refresh()
+    assert ds.num_steps == 40
+    dropped = ds.episodes[0].observations
+    env.discard()
+    env.reset()
+    for _ in range(5):
+        env.step(env.action_space.sample())
+    _wait_until(time.monotonic() + 0.1)
+    ds.refresh()
+    assert ds.num_steps == 5 and ds.evicted_episodes == [0]
+    assert (ds.sample_transitions(32, seed=0)["episode_index"] == 1).all()
+    np.testing.assert_array_equal(ds.episodes[0].observations, dropped)
+    env.close()
+    ds.refresh()
+    with trajcore.open(tmp_path) as fresh:
+        assert fresh.num_steps == ds.num_steps == 5
