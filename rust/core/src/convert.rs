@@ -32,7 +32,7 @@ use crate::error::{Error, Result};
 use crate::format::episode::EpisodeSummary;
 use crate::reader::{episode_span, ColumnData, Dataset, Recording};
 use crate::schema::{CodecSpec, ColumnSpec, Timeline};
-use crate::writer::shard::now_ns;
+use crate::writer::files::shard::now_ns;
 use crate::writer::{EntryKind, EntryRef, MessageKind, NewColumn, Recorder, RecorderConfig, Slot};
 
 #[derive(Debug, Clone, Default)]

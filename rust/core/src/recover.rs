@@ -50,7 +50,7 @@ pub fn recover(src: &Path, dst: &Path) -> Result<Recovered> {
 pub fn recover_leaving_out(src: &Path, dst: &Path, left_out: &[(usize, String)]) -> Result<Recovered> {
     if src.is_dir() {
         // What a compaction killed part way left there, which nothing else would remove.
-        crate::writer::leftovers::remove_leftovers(src);
+        crate::writer::files::leftovers::remove_leftovers(src);
     }
     let ds = Dataset::open(src, OpenOptions::default())?;
     crate::reader::store::no_shard::check_dataset(&ds)?;

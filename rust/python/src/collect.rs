@@ -1,11 +1,11 @@
-//! The core's collector (`trajcore_core::writer::collect`) over Python values: numpy arrays are
+//! The core's collector (`trajcore_core::writer::entries::collect`) over Python values: numpy arrays are
 //! borrowed, kept alive by a reference until the message is sent.
 
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-pub use trajcore_core::writer::collect::Src;
+pub use trajcore_core::writer::entries::collect::Src;
 
-pub type Collector = trajcore_core::writer::collect::Collector<Py<PyAny>>;
+pub type Collector = trajcore_core::writer::entries::collect::Collector<Py<PyAny>>;
 
 /// Borrows `len` bytes at `data`, memory of `owner` (an array's data, from its C struct).
 pub fn borrow_data(coll: &mut Collector, owner: &Bound<'_, PyAny>, data: usize, len: usize) -> Src {

@@ -10,7 +10,7 @@ use trajcore_core::writer::EntryKind;
 
 use crate::errors::invalid;
 use crate::infos::{DynamicColumns, Walk};
-use trajcore_core::writer::collect::Place;
+use trajcore_core::writer::entries::collect::Place;
 
 /// The column's name is `render/frame`: the group, then the frame's name in it.
 pub const GROUP: &str = "render";

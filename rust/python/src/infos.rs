@@ -10,26 +10,26 @@
 //! `__key` mask, is a value of its own. Column names escape `/`, `%` and a leading `_` (see
 //! `escape_key`), so a key `_x` never takes the name of the mask column of `x`.
 //!
-//! A dict is walked by a plan of its shape (see the core's `writer::info_keys`) when one
+//! A dict is walked by a plan of its shape (see the core's `writer::entries::info_keys`) when one
 //! matches, else its keys are looked up one by one and kept as a plan; either way its values
 //! are then put by the same code.
 
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
-use trajcore_core::writer::collect::Place;
-use trajcore_core::writer::info_keys::{check_depth, same_column_why, Role};
+use trajcore_core::writer::entries::collect::Place;
+use trajcore_core::writer::entries::info_keys::{check_depth, same_column_why, Role};
 use trajcore_core::writer::{Recorder, Slot};
 use trajcore_core::{CodecSpec, DType, Timeline};
 
 use crate::collect::{borrow_data, Collector, Src};
 use crate::errors::{schema_error, warn, IntoPy};
-use trajcore_core::writer::values::{array_column_type, first_present, present, row_shape};
-use trajcore_core::writer::widen;
+use trajcore_core::writer::entries::values::{array_column_type, first_present, present, row_shape};
+use trajcore_core::writer::entries::widen;
 
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 
-type KeyTree = trajcore_core::writer::info_keys::KeyTree<Py<PyString>>;
+type KeyTree = trajcore_core::writer::entries::info_keys::KeyTree<Py<PyString>>;
 
 /// One call's walk: where its values go, the recorder new columns are added to, and where
 /// the entries are collected.
@@ -42,7 +42,7 @@ pub struct Walk<'a, 'py> {
 
 pub struct DynamicColumns {
     /// The columns by path, the types of values that made none, and the values left out.
-    pub columns: trajcore_core::writer::dynamic::DynamicColumns<ColInfo, Py<PyType>>,
+    pub columns: trajcore_core::writer::entries::dynamic::DynamicColumns<ColInfo, Py<PyType>>,
     keys: KeyTree,
     /// Whether dicts are walked by their plans when they have one (tests compare both ways).
     plans: bool,
@@ -53,7 +53,7 @@ pub struct DynamicColumns {
 
 impl DynamicColumns {
     pub fn new(prefix: &'static str, timeline: Timeline, codec: CodecSpec) -> Self {
-        let columns = trajcore_core::writer::dynamic::DynamicColumns::new(prefix, timeline, codec);
+        let columns = trajcore_core::writer::entries::dynamic::DynamicColumns::new(prefix, timeline, codec);
         DynamicColumns { columns, keys: KeyTree::default(), plans: true, values: Vec::new() }
     }
 

@@ -26,7 +26,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         (trajcore_core::format::header::VERSION_MAJOR, trajcore_core::format::header::VERSION_MINOR),
     )?;
     m.add("SHARD_EXTENSION", trajcore_core::format::SHARD_EXTENSION)?;
-    m.add("MAX_INFO_DEPTH", trajcore_core::writer::info_keys::MAX_DEPTH)?;
+    m.add("MAX_INFO_DEPTH", trajcore_core::writer::entries::info_keys::MAX_DEPTH)?;
     m.add_class::<recorder::PyRecorder>()?;
     m.add_class::<dataset::PyDataset>()?;
     m.add_class::<selection::PySelection>()?;

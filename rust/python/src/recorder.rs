@@ -22,9 +22,9 @@ use crate::frames;
 use crate::infos::{DynamicColumns, Walk};
 use crate::layout::Layout;
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
-use trajcore_core::writer::collect::Place;
-use trajcore_core::writer::dynamic::{data_path, PendingData};
-use trajcore_core::writer::info_keys::info_expected;
+use trajcore_core::writer::entries::collect::Place;
+use trajcore_core::writer::entries::dynamic::{data_path, PendingData};
+use trajcore_core::writer::entries::info_keys::info_expected;
 
 #[pyclass(module = "trajcore._core", name = "Recorder", frozen)]
 pub struct PyRecorder {

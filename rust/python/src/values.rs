@@ -8,8 +8,8 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{IntoPyDict, PyBool, PyFloat, PyInt, PyString};
 use trajcore_core::{ColumnSpec, DType};
 
-use trajcore_core::writer::bounds::IntBounds;
-use trajcore_core::writer::values::{
+use trajcore_core::writer::entries::bounds::IntBounds;
+use trajcore_core::writer::entries::values::{
     cast_rule, check_shape, float_cast, ints_fit, put_scalar, put_str, scalar_read, scalar_wrong, shape_text, Cast,
     Scalar, ScalarMisfit, ScalarRead,
 };

@@ -12,7 +12,7 @@ pub const VERSION_MINOR: u16 = 2;
 /// Required flag: the file may hold records whose table is packed (`record::PACKED_TABLE`). A
 /// 1.0 reader, which would leave those records out and so lose their chunks, refuses the file.
 pub const PACKED_TABLES: u32 = 1;
-/// Compat flag: the writer rewrote this shard after closing it (`writer::compact`); the rows
+/// Compat flag: the writer rewrote this shard after closing it (`writer::files::compact`); the rows
 /// are the ones the shard held before, in chunks sealed again.
 pub const COMPACTED: u32 = 1;
 /// Bits of `required_flags` this reader understands. A file with another bit set needs a

@@ -154,7 +154,8 @@ impl Dataset {
         let local_dir = self.is_dir && crate::objstore::url::url_of(&self.path).is_none();
         self.catalog.report_missing_shards(|id, seq| {
             let log = log.get_or_init(|| {
-                let read = local_dir.then(|| crate::writer::capacity::EvictionLog::read(&self.path).ok()).flatten();
+                let read =
+                    local_dir.then(|| crate::writer::files::capacity::EvictionLog::read(&self.path).ok()).flatten();
                 read.unwrap_or_default()
             });
             log.evicted_seqs.contains(&(*id, seq))
@@ -235,7 +236,7 @@ impl Dataset {
         if !self.is_dir || crate::objstore::url::url_of(&self.path).is_some() {
             return Ok(0);
         }
-        Ok(crate::writer::capacity::EvictionLog::read(&self.path)?.evicted_steps)
+        Ok(crate::writer::files::capacity::EvictionLog::read(&self.path)?.evicted_steps)
     }
 
     /// Transitions (step rows) stored in each shard, in `shard_paths` order, with the

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use crate::error::{Error, Result};
 use crate::schema::{CodecSpec, ColumnSpec};
 
-use super::bounds::IntBounds;
+use crate::writer::entries::bounds::IntBounds;
 
 /// How a vector env starts the next episode of a sub-env, as gymnasium's `AutoresetMode` says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

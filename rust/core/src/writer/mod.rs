@@ -7,29 +7,16 @@
 //! `capacity` (which closed shards a bounded recording deletes).
 
 pub mod autoreset;
-pub mod bounds;
-pub mod capacity;
-pub mod collect;
-pub mod compact;
 pub mod config;
-pub mod dynamic;
+pub mod entries;
 pub mod episodes;
-pub mod info_keys;
+pub mod files;
 pub mod lane;
-pub mod leftovers;
 pub mod message;
 pub mod recorder;
-mod release;
-pub mod ring_fit;
-mod send;
-pub mod shard;
 pub mod shared;
-pub mod sink;
-pub mod skips;
 pub mod thread;
 pub mod timelog;
-pub mod values;
-pub mod widen;
 
 pub use crate::format::SHARD_EXTENSION;
 pub use autoreset::{EpisodeEnd, LaneOp, LaneState, Splitter};

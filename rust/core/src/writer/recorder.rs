@@ -14,15 +14,15 @@ use rtrb::CopyToUninit;
 use super::autoreset::{op, EpisodeEnd, Refusal, Splitter, Tally, Target};
 use super::config::RecorderConfig;
 use super::message::{self, EntryKind, EntryRef, MessageHead, MessageKind, Slot};
-use super::ring_fit;
-use super::shard::{new_recording_id, now_ns, ShardWriter};
 use super::shared::Shared;
-use super::skips::unrecorded_warning;
 use super::thread::{Faults, WriterSetup, WriterThread};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::objstore::uploads::Uploads;
 use crate::schema::{CodecSpec, ColumnId, ColumnSpec, Role, Timeline, MAX_CHUNK_BYTES};
+use crate::writer::entries::ring_fit;
+use crate::writer::entries::skips::unrecorded_warning;
+use crate::writer::files::shard::{new_recording_id, now_ns, ShardWriter};
 
 /// A column the caller adds once recording runs (an info key seen for the first time).
 pub struct NewColumn {
@@ -202,7 +202,7 @@ impl Recorder {
         let meta_json = serde_json::to_vec(&meta).map_err(|e| Error::Invalid(format!("metadata: {e}")))?;
 
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        super::leftovers::remove_leftovers(dir);
+        crate::writer::files::leftovers::remove_leftovers(dir);
         let recording_id = new_recording_id();
         let shard = ShardWriter::create(dir, recording_id, 0, &meta_json, &columns, config.durability()?)?;
         let uploads = match &config.upload_to {
@@ -343,7 +343,8 @@ impl Recorder {
         let mut described = Vec::with_capacity(specs.len());
         for s in &specs {
             let json = serde_json::to_vec(s).map_err(|e| Error::Invalid(e.to_string()))?;
-            let what = format!("the description of column '{}'", super::values::short_text(s.name.clone()));
+            let what =
+                format!("the description of column '{}'", crate::writer::entries::values::short_text(s.name.clone()));
             ring_fit::check_fits(&what, control_len(json.len()), capacity)?;
             described.push(json);
         }

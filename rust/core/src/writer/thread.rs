@@ -12,13 +12,13 @@ use serde_json::Value;
 use super::config::RecorderConfig;
 use super::episodes::Episodes;
 use super::message::{self, Message, MessageKind};
-use super::shard::{now_ns, ShardWriter};
 use super::shared::Shared;
-use super::sink::Sink;
 use super::timelog::{self, Stage};
 use crate::error::{Error, Result};
 use crate::objstore::uploads::UploadQueue;
 use crate::schema::{ColumnId, ColumnSpec};
+use crate::writer::files::shard::{now_ns, ShardWriter};
+use crate::writer::files::sink::Sink;
 
 const IDLE_SLEEP: Duration = Duration::from_millis(1);
 

@@ -29,7 +29,7 @@ use crate::reader::store::cache::ChunkCache;
 use crate::reader::store::checksummed::VerifiedRecords;
 use crate::reader::store::shard::{Found, Opened, Shard};
 use crate::reader::store::shared_chunks::{layout_of, CacheStats, SharedChunks};
-use crate::writer::capacity::EvictionLog;
+use crate::writer::files::capacity::EvictionLog;
 
 /// The Episode record decoded last: (shard, record offset) and its episodes.
 type EpisodeBatch = ((usize, u64), Arc<Vec<DecodedEpisode>>);

@@ -103,7 +103,7 @@ pub(crate) struct Shard {
     /// `check_changed` found the file deleted under its name (the shard still reads the file
     /// it opened).
     pub deleted: bool,
-    /// Deleted by a bounded recording (`writer::capacity`): its episodes are out of sampling.
+    /// Deleted by a bounded recording (`writer::files::capacity`): its episodes are out of sampling.
     pub evicted: bool,
 }
 
@@ -186,7 +186,7 @@ impl Shard {
             }
             _ => match std::fs::metadata(&self.path).map(|m| identity_of(&m)) {
                 Ok(id) if id == self.identity => return None,
-                // The writer's compaction of this very shard (`writer::compact`): same rows.
+                // The writer's compaction of this very shard (`writer::files::compact`): same rows.
                 Ok(_) if self.compacted_under_its_name() => return None,
                 // Gone since: compacted, then deleted by a bounded recording (see below).
                 Ok(_) if !self.path.exists() => {

@@ -2,7 +2,7 @@
 //! still writing.
 //!
 //! A recorder holds an exclusive advisory lock (`flock`) on the shard it writes for as long as it
-//! writes it (`writer::shard`); the kernel drops it when the process ends, however it ends. So a
+//! writes it (`writer::files::shard`); the kernel drops it when the process ends, however it ends. So a
 //! record cut short by the end of the file is:
 //! - with the lock held, the record being written: not read yet, not damage (a later refresh
 //!   reads it once it is complete);

@@ -6,7 +6,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use super::config::Durability;
 use crate::error::{Error, Result};
 use crate::format::chunks::{self, ChunkRef, PendingChunk};
 use crate::format::copies;
@@ -17,6 +16,7 @@ use crate::format::record::{padding_after, RecordHeader, RecordKind, PACKED_TABL
 use crate::format::DATA_ALIGN;
 use crate::format::SHARD_EXTENSION;
 use crate::schema::ColumnSpec;
+use crate::writer::config::Durability;
 
 /// The most episodes an Episode record holds: a damaged record loses its episodes, so a fast
 /// recording (tens of thousands of short episodes a second) must not batch them all in one.
@@ -269,7 +269,7 @@ impl ShardWriter {
         let started = Instant::now();
         self.file.sync_data().map_err(|e| Error::io(&self.path, e))?;
         self.last_sync = Instant::now();
-        super::timelog::note_fsync(self.last_sync - started);
+        crate::writer::timelog::note_fsync(self.last_sync - started);
         Ok(())
     }
 

@@ -7,8 +7,8 @@
 
 use std::collections::HashMap;
 
-use super::message::Slot;
 use crate::schema::escape_key;
+use crate::writer::message::Slot;
 
 /// Plans kept per dict (its key node): a few shapes, such as the steps with and without an
 /// episode's statistics.

@@ -11,19 +11,20 @@ use std::sync::{Arc, Mutex};
 
 use super::capacity::{self, Capacity};
 use super::compact;
-use super::config::{Durability, RecorderConfig};
-use super::episodes::Episodes;
-use super::lane::EndedEpisode;
 use super::release::FreedPages;
 use super::shard::{now_ns, ShardWriter};
-use super::shared::Shared;
-use super::timelog::{self, Clock, Stage};
 use crate::error::{Error, Result};
 use crate::format::chunks::PendingChunk;
 use crate::format::codec::Encoder;
 use crate::format::episode::{EpisodeSummary, FLAG_CONTINUES, FLAG_DISCARDED};
 use crate::objstore::uploads::UploadQueue;
 use crate::schema::ColumnSpec;
+use crate::writer::config::{Durability, RecorderConfig};
+use crate::writer::episodes::Episodes;
+use crate::writer::lane::EndedEpisode;
+use crate::writer::shared::Shared;
+use crate::writer::timelog;
+use crate::writer::timelog::{Clock, Stage};
 
 /// Timelog samples (about a second each) stored per Timelog record.
 const TIMELOG_BATCH: usize = 60;

@@ -3,8 +3,8 @@
 //! borrowed (the bindings release the GIL there, so a borrowed array could change meanwhile).
 
 use super::collect::Collector;
-use super::message::MessageKind;
-use super::recorder::Recorder;
+use crate::writer::message::MessageKind;
+use crate::writer::recorder::Recorder;
 use crate::Result;
 
 impl Recorder {
@@ -39,7 +39,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::writer::collect::Place;
+    use crate::writer::entries::collect::Place;
     use crate::writer::{Faults, RecorderConfig};
 
     #[test]

@@ -7,8 +7,8 @@
 use std::collections::HashMap;
 
 use super::skips::Skips;
-use super::NewColumn;
 use crate::schema::escape_key;
+use crate::writer::NewColumn;
 use crate::{CodecSpec, DType, Error, Result, Timeline};
 
 /// The path of custom data `name` (`record`): names starting with `_` are kept for masks.

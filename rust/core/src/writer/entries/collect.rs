@@ -2,7 +2,7 @@
 //! are borrowed while an owner of theirs (`K`, a Python object in the bindings) is kept alive,
 //! and small values are encoded into one reused buffer.
 
-use super::message::{EntryKind, EntryRef, Slot};
+use crate::writer::message::{EntryKind, EntryRef, Slot};
 
 /// Where a call's values go: how their rows map to envs, and which observation row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,8 +23,6 @@ use std::path::{Path, PathBuf};
 
 use memmap2::Mmap;
 
-use super::config::Durability;
-use super::lane::{ChunkLimit, ColumnBuffer};
 use super::shard::{ShardWriter, EPISODES_PER_RECORD};
 use crate::error::{Error, Result};
 use crate::format::chunks::{self, ChunkRef, PendingChunk};
@@ -34,6 +32,8 @@ use crate::format::header::{FileHeader, COMPACTED, HEADER_LEN};
 use crate::format::record::{known_required_flags, RecordHeader, RecordKind, RECORD_HEADER_LEN};
 use crate::format::stack;
 use crate::schema::ColumnSpec;
+use crate::writer::config::Durability;
+use crate::writer::lane::{ChunkLimit, ColumnBuffer};
 
 /// A rewrite must save at least this fraction of the file (a fast recording's few cuts are not
 /// worth copying its file for).

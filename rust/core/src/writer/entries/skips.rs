@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::autoreset::Splitter;
+use crate::writer::autoreset::Splitter;
 
 /// The values of one key that were not recorded.
 #[derive(Debug)]
