@@ -138,13 +138,14 @@ def cp16(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def store(s3: Any, cp16: Path) -> tuple[Any, str]:
     """The bucket the pages' ``s3://my-bucket`` stands for, holding runs/cp16 and, for the
-    README's plain HTTP example, one of its shards under cp16/ (under the README's name)."""
+    object storage page's plain HTTP example, one of its shards under cp16/ (under the page's
+    name)."""
     bucket = s3.bucket()
     s3.upload(cp16, bucket, "runs/cp16")
     first = sorted(cp16.glob("*.trj"))[0]
-    readme = (ROOT / "README.md").read_text()
-    name = re.search(r"https://example\.org/cp16/(\S+?\.trj)", readme)
-    assert name is not None, "the README's plain HTTP example moved: update this fixture"
+    page = (ROOT / "docs" / "object-storage.md").read_text()
+    name = re.search(r"https://example\.org/cp16/(\S+?\.trj)", page)
+    assert name is not None, "the object storage page's plain HTTP example moved: update this fixture"
     s3.client.upload_file(str(first), bucket, f"cp16/{name.group(1)}", ExtraArgs={"ACL": "public-read"})
     return s3, bucket
 
