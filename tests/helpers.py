@@ -6,10 +6,12 @@ import os
 import time
 import zlib
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
+from format_decoder import HEADER_LEN
 from gymnasium import spaces
 
 
@@ -211,3 +213,15 @@ class StartTogether(SpaceEnv):
             while len(os.listdir(self._meeting)) < self._parties and time.monotonic() < deadline:
                 time.sleep(0.01)
         return super().reset(seed=seed, options=options)
+
+
+def a_shard_started(directory: Path) -> bool:
+    """Whether a shard file in `directory` has its header written (the writer creates the file,
+    then writes its header: a directory whose only file has none yet holds no shard)."""
+    for path in directory.glob("*.trj") if directory.exists() else ():
+        try:
+            if path.stat().st_size >= HEADER_LEN:
+                return True
+        except FileNotFoundError:  # replaced by its compaction just now
+            continue
+    return False

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import trajcore
-from helpers import assert_tree_equal
+from helpers import a_shard_started, assert_tree_equal
 
 # Incompressible 48x48x3 frames in 256 KiB chunks: Chunks records of about 1 MiB, so a refresh
 # often lands in the middle of one; 1.5 MB shards, so episodes run over rollovers.
@@ -76,7 +76,9 @@ def test_refresh_during_rollovers_equals_a_fresh_open(tmp_path: Path) -> None:
     proc = _start_writer(live_dir, 1200)
     deadline = time.monotonic() + 120
     try:
-        while not (live_dir.exists() and any(live_dir.glob("*.trj"))):
+        # Until the first shard has its header: the writer creates the file, then writes the
+        # header, and a directory whose only file has none yet holds no shard (NoShard).
+        while not a_shard_started(live_dir):
             assert time.monotonic() < deadline and proc.poll() in (None, 0)
             time.sleep(0.005)
         with warnings.catch_warnings():

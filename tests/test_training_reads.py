@@ -21,7 +21,7 @@ import pytest
 import trajcore
 from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
-from helpers import SpaceEnv, assert_infos_equal, assert_tree_equal
+from helpers import SpaceEnv, a_shard_started, assert_infos_equal, assert_tree_equal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -379,7 +379,7 @@ def test_reader_follows_a_recording_being_written(tmp_path: Path) -> None:
     proc = subprocess.Popen([sys.executable, "-c", textwrap.dedent(WRITER), str(path), str(episodes)], env=env)
     try:
         deadline = time.monotonic() + 60
-        while not (path.exists() and any(path.glob("*.trj"))):
+        while not a_shard_started(path):
             assert time.monotonic() < deadline and proc.poll() in (None, 0)
             time.sleep(0.02)
         live = trajcore.open(path)
