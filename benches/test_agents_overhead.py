@@ -7,53 +7,11 @@ from __future__ import annotations
 import statistics
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-import numpy as np
 import pytest
 import trajcore
-from gymnasium import spaces
-from pettingzoo import ParallelEnv
-
-
-class Swarm(ParallelEnv[str, Any, Any]):
-    """`n` agents with 8 float32 observations and 5 actions each, episodes of `length` steps;
-    the observations are drawn once, so a step costs a few dict builds."""
-
-    metadata: ClassVar[dict[str, Any]] = {"name": "swarm_v0"}
-
-    def __init__(self, n: int, length: int = 100) -> None:
-        self.possible_agents = [f"agent_{i}" for i in range(n)]
-        self.agents: list[str] = []
-        self.length = length
-        self.t = 0
-        rng = np.random.default_rng(0)
-        self._obs = {a: rng.standard_normal(8).astype(np.float32) for a in self.possible_agents}
-        self._space = spaces.Box(-np.inf, np.inf, (8,), np.float32)
-
-    def observation_space(self, agent: str) -> spaces.Space[Any]:
-        return self._space
-
-    def action_space(self, agent: str) -> spaces.Space[Any]:
-        return spaces.Discrete(5)
-
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, Any]:
-        self.t = 0
-        self.agents = list(self.possible_agents)
-        return dict(self._obs), {a: {} for a in self.agents}
-
-    def step(self, actions: dict[str, Any]) -> tuple[Any, Any, Any, Any, Any]:
-        self.t += 1
-        done = self.t >= self.length
-        agents = self.agents
-        self.agents = [] if done else agents
-        return (
-            {a: self._obs[a] for a in agents},
-            dict.fromkeys(agents, 1.0),
-            dict.fromkeys(agents, False),
-            dict.fromkeys(agents, done),
-            {a: {} for a in agents},
-        )
+from agents_env import Swarm
 
 
 def _run(env: Any, steps: int, actions: dict[str, Any]) -> float:

@@ -16,13 +16,11 @@ from __future__ import annotations
 import statistics
 import time
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-import numpy as np
 import pytest
 import trajcore
-from gymnasium import spaces
-from pettingzoo import ParallelEnv
+from agents_env import Swarm
 from timing import interleaved
 
 BATCH = 256
@@ -30,46 +28,13 @@ LENGTH = 10
 GROUP = "joint sampling"
 
 
-class Trio(ParallelEnv[str, Any, Any]):
-    """3 agents for `LENGTH` env steps, the third leaving after 4; observations drawn once."""
-
-    metadata: ClassVar[dict[str, Any]] = {"name": "trio_v0"}
-
-    def __init__(self) -> None:
-        self.possible_agents = ["a", "b", "c"]
-        self.agents: list[str] = []
-        self.t = 0
-        rng = np.random.default_rng(0)
-        self._obs = {a: rng.standard_normal(8).astype(np.float32) for a in self.possible_agents}
-        self._space = spaces.Box(-np.inf, np.inf, (8,), np.float32)
-
-    def observation_space(self, agent: str) -> spaces.Space[Any]:
-        return self._space
-
-    def action_space(self, agent: str) -> spaces.Space[Any]:
-        return spaces.Discrete(5)
-
-    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, Any]:
-        self.t = 0
-        self.agents = list(self.possible_agents)
-        return dict(self._obs), {a: {} for a in self.agents}
-
-    def step(self, actions: dict[str, Any]) -> tuple[Any, Any, Any, Any, Any]:
-        self.t += 1
-        acting = self.agents
-        ended = {a: self.t >= LENGTH or (a == "c" and self.t >= 4) for a in acting}
-        self.agents = [a for a in acting if not ended[a]]
-        return (
-            {a: self._obs[a] for a in acting},
-            dict.fromkeys(acting, 1.0),
-            dict.fromkeys(acting, False),
-            ended,
-            {a: {} for a in acting},
-        )
+def _trio() -> Swarm:
+    """3 agents for `LENGTH` env steps, the third leaving after 4."""
+    return Swarm(length=LENGTH, names=["a", "b", "c"], leaves={"c": 4})
 
 
 def _record(path: Path, env_episodes: int) -> None:
-    env = trajcore.RecordParallelEpisodes(Trio(), path)
+    env = trajcore.RecordParallelEpisodes(_trio(), path)
     actions = {a: 0 for a in env.possible_agents}
     for _ in range(env_episodes):
         env.reset()

@@ -101,13 +101,15 @@ class Recording:
                 raise InvalidArgumentError(f"{name} must be callable, got {type(o[name]).__name__}")
         if o["render_frames"]:
             check_renders_frames(renderer, env.env_id or type(renderer).__name__)
-        make_config = functools.partial(
+        base_config = functools.partial(
             build_config,
             dataclasses.replace(env, metadata=dict(metadata) if metadata is not None else None),
             render_fps=_render_fps(renderer),
             **o,
         )
-        config = make_config()  # checks every option now, whenever the core starts
+        base_config()  # checks every option now, before a staging directory is made
+        # What the core's config takes beyond the options: where it uploads, what it holds already.
+        placement: dict[str, Any] = {}
         # The core hands out the episodes a step ended only for the callback that reads them.
         report_ended = o["episode_metadata"] is not None
         allow_mixed = bool(o["allow_mixed_spaces"])
@@ -116,8 +118,7 @@ class Recording:
         if is_store_url(path):
             # Recorded into a local staging directory; the core's writer puts the shards up.
             self._staging = StoreStaging(os.fspath(path), storage_options)
-            make_config = functools.partial(make_config, upload_to=self._staging.url)
-            config = make_config()
+            placement["upload_to"] = self._staging.url
             path = self._staging.staging
         if o["capacity_steps"] is not None:
             if self._staging is not None:
@@ -125,8 +126,8 @@ class Recording:
                     f"capacity_steps is for a local directory, not the store URL {self._staging.url}: a recording to "
                     "a store keeps every shard"
                 )
-            make_config = functools.partial(make_config, prior_shards=prior_shards(path, env.agent))
-            config = make_config()
+            placement["prior_shards"] = prior_shards(path, env.agent)
+        make_config = functools.partial(base_config, **placement)
         if check_existing:
             check_existing_recordings(
                 path, env.observation_space, env.action_space, allow_mixed=allow_mixed, agent=env.agent
@@ -137,7 +138,7 @@ class Recording:
                 os.fspath(path), make_config(frame_bytes=frame_bytes), report_ended=report_ended
             )
         else:
-            self._native = _core.Recorder(os.fspath(path), config, report_ended=report_ended)
+            self._native = _core.Recorder(os.fspath(path), make_config(), report_ended=report_ended)
         # A refresh of this directory in this process flushes this recorder first (`_live`).
         self._live_path = os.fspath(path)
         _live.register(self._live_path, self)
