@@ -28,8 +28,8 @@ warm figure is what a training run sees after its first pass.
 
     python -m pytest benches/test_torchrl_peer.py -p no:cacheprovider --benchmark-only -s
 
-`TRAJCORE_TORCHRL_ROWS=20000 TRAJCORE_TORCHRL_STACKS=8000` runs it small. TorchRL comes from
-the `bench` extra (``pip install ".[bench]"``).
+`TRAJCORE_TORCHRL_ROWS=20000 TRAJCORE_TORCHRL_STACKS=8000` runs it small. TorchRL (and
+tensordict) come with the test extra (``pip install ".[test]"``).
 """
 
 from __future__ import annotations
@@ -265,7 +265,6 @@ def _compare(tmp: Path, workload: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("workload", ["their benchmark", "their shapes at scale", "stacks"])
 def test_against_torchrl_memmap(benchmark: Any, report: list[dict[str, Any]], tmp_path: Path, workload: str) -> None:
-    pytest.importorskip("torchrl", reason="TorchRL is in the bench extra: pip install '.[bench]'")
     r = benchmark.pedantic(_compare, args=(tmp_path / "w", workload), rounds=1, iterations=1)
     name = {"their benchmark": "TorchRL's benchmark: 10,000 rows of zeros, 5 float32 + 3x32x32 uint8",
             "their shapes at scale": f"their shapes, {ROWS:,} rows of images",

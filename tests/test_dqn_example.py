@@ -16,7 +16,7 @@ import pytest
 import trajcore
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "dqn.py"
-STEPS, CAPACITY, NUM_ENVS = 12_000, 2_000, 4
+STEPS, CAPACITY, NUM_ENVS = 16_000, 2_000, 4
 
 
 def _run(tmp_path: Path, buffer: str) -> list[tuple[int, float]]:
