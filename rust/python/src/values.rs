@@ -183,35 +183,22 @@ impl Put<'_> {
         }
     }
 
-    /// A numpy scalar of the column's own dtype: its bytes, read through numpy's C API without a
-    /// 0-d array. `None` for anything else (the caller goes through numpy, which checks casts).
+    /// A numpy scalar of the column's own type (an env's `np.int64` action, `np.float32` info):
+    /// its number, stored as the column stores it, without a 0-d array. `None` for anything else
+    /// (the caller goes through numpy, which checks casts).
     fn numpy_scalar(&mut self, value: &Bound<'_, PyAny>) -> Option<Src> {
-        use numpy::npyffi::{get_type_object, NpyTypes, PY_ARRAY_API};
-        let py = value.py();
-        let target = self.col.descr.as_ref()?.bind(py);
-        // SAFETY: the GIL is held and `value` is a live object; numpy's API table is loaded by the
-        // numpy crate on first use.
-        unsafe {
-            let generic = get_type_object(py, NpyTypes::PyGenericArrType_Type);
-            if pyo3::ffi::PyObject_TypeCheck(value.as_ptr(), generic) == 0 {
-                return None;
-            }
-            let descr = PY_ARRAY_API.PyArray_DescrFromScalar(py, value.as_ptr());
-            if descr.is_null() {
-                drop(PyErr::take(py));
-                return None;
-            }
-            let descr = Bound::from_owned_ptr(py, descr.cast()).cast_into_unchecked::<PyArrayDescr>();
-            let size = descr.itemsize();
-            if !(descr.as_ptr() == target.as_ptr() || descr.is_equiv_to(target)) || size != target.itemsize() {
-                return None;
-            }
-            Some(self.coll.own_with(|out| {
-                let at = out.len();
-                out.resize(at + size, 0);
-                PY_ARRAY_API.PyArray_ScalarAsCtype(py, value.as_ptr(), out[at..].as_mut_ptr().cast());
-            }))
+        let descr = self.col.descr.as_ref()?.bind(value.py());
+        if !value.get_type().is(descr.typeobj()) {
+            return None;
         }
+        let read = match self.col.dtype {
+            DType::F16 | DType::F32 | DType::F64 => Scalar::Float(value.extract().ok()?),
+            _ => Scalar::Int(value.extract().ok()?),
+        };
+        // Every value of the column's own type fits it.
+        let mut fits = false;
+        let src = self.coll.own_with(|out| fits = put_scalar(self.col.dtype, Some(read), out).is_ok());
+        fits.then_some(src)
     }
 
     /// Str rows as `u32 len` + UTF-8 bytes; batched values are any sequence of str (or None
