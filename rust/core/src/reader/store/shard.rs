@@ -43,7 +43,7 @@ const DELETED: &str = "the file was deleted since it was opened: the dataset sti
 const END_RECORD_LEN: u64 = RECORD_HEADER_LEN as u64 + 8;
 
 fn kind_name(kind: u32) -> String {
-    match RecordKind::from_u32(kind) {
+    match RecordKind::from_repr(kind) {
         Some(k) => format!("{k:?}"),
         None => format!("unknown kind {kind}"),
     }
@@ -445,7 +445,7 @@ impl Shard {
             if !is_new(self, offset) {
                 continue;
             }
-            match RecordKind::from_u32(other.kind) {
+            match RecordKind::from_repr(other.kind) {
                 // Checked when read (`timelog`): opening does not read them (in a store, a
                 // request each).
                 Some(RecordKind::Timelog) => {
