@@ -43,7 +43,7 @@ from trajcore.read.meta import render_fps
 from trajcore.record.frames import FRAME_COLUMN, FRAME_MASK
 from trajcore.video import Encoder, av_module, episode_tags, write_mp4
 
-__all__ = ["ImageKey", "image_keys", "write_videos"]
+__all__ = ["ImageKey", "episode_pictures", "image_keys", "write_videos"]
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def _file_name(key: str) -> str:
     return key.replace("/", ".")
 
 
-def _episode_pictures(
+def episode_pictures(
     ds: Dataset, index: int, key: ImageKey
 ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.bool_]] | None:
     """The T + 1 pictures of `key` in episode `index` and where they are present, or None when
@@ -137,7 +137,7 @@ def _episode_pictures(
 def _episode_video(ds: Dataset, index: int, key: ImageKey, path: str, fps: float, threads: int) -> bool:
     """Writes `key` of episode `index` as one MP4 with the episode's tags; False (nothing written)
     when its recording has no such column."""
-    read = _episode_pictures(ds, index, key)
+    read = episode_pictures(ds, index, key)
     if read is None:
         return False
     frames, present = read
@@ -224,7 +224,7 @@ def _tile_stream(
     """A tile's episodes' pictures one after another, read one episode at a time (None where a
     row has no frame)."""
     for index in indices:
-        read = _episode_pictures(ds, index, key)
+        read = episode_pictures(ds, index, key)
         if read is not None:
             frames, present = read
             for i in range(len(frames)):
