@@ -18,7 +18,7 @@ import sys
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 
 def load(repo_id: str, root: str, out: str, backend: str | None) -> None:

@@ -212,19 +212,30 @@ def from_lerobot(
     tasks_table = pq.read_table(os.path.join(root, TASKS_PATH)).to_pylist()
     task_text = {int(r["task_index"]): str(r.get("__index_level_0__", r.get("task", ""))) for r in tasks_table}
     episodes = _episodes_table(pa, pq, root)
-    videos = _Videos(root, str(info.get("video_path") or "")) if any(
-        ft["dtype"] == "video" for ft in features.values()
-    ) else None
-    pil = require("PIL.Image", "import-lerobot (image features)", pip="Pillow") if any(
-        ft["dtype"] == "image" for ft in features.values()
-    ) else None
+    videos = (
+        _Videos(root, str(info.get("video_path") or ""))
+        if any(ft["dtype"] == "video" for ft in features.values())
+        else None
+    )
+    pil = (
+        require("PIL.Image", "import-lerobot (image features)", pip="Pillow")
+        if any(ft["dtype"] == "image" for ft in features.values())
+        else None
+    )
     steps = 0
     data_cache: dict[str, Any] = {}
     try:
-        with staged(os.fspath(dst), force) as tmp, Writer(
-            tmp, obs_space, action_space, metadata, env_id=f"lerobot/{metadata[METADATA_KEY]['repo_dir']}",
-            zstd_level=zstd_level,
-        ) as w:
+        with (
+            staged(os.fspath(dst), force) as tmp,
+            Writer(
+                tmp,
+                obs_space,
+                action_space,
+                metadata,
+                env_id=f"lerobot/{metadata[METADATA_KEY]['repo_dir']}",
+                zstd_level=zstd_level,
+            ) as w,
+        ):
             for ep in episodes:
                 rows = _episode_rows(pq, root, info, ep, data_cache)
                 length = len(rows["frame_index"])
@@ -241,16 +252,22 @@ def from_lerobot(
                     if ft["dtype"] == "video":
                         assert videos is not None
                         values: Any = videos.frames(
-                            name, int(ep[f"videos/{name}/chunk_index"]), int(ep[f"videos/{name}/file_index"]),
-                            float(ep[f"videos/{name}/from_timestamp"]), length, fps,
+                            name,
+                            int(ep[f"videos/{name}/chunk_index"]),
+                            int(ep[f"videos/{name}/file_index"]),
+                            float(ep[f"videos/{name}/from_timestamp"]),
+                            length,
+                            fps,
                         )
                     elif ft["dtype"] == "image":
                         values = _images(pil, root, rows[name], name)
                     else:
                         values = _column(rows[name], ft)
                     obs[name[len(_OBS) :]] = np.concatenate([values, values[-1:]])
-                done = _column(rows["next.done"], features["next.done"]).reshape(length) if "next.done" in rows else (
-                    np.zeros(length, np.bool_)
+                done = (
+                    _column(rows["next.done"], features["next.done"]).reshape(length)
+                    if "next.done" in rows
+                    else (np.zeros(length, np.bool_))
                 )
                 truncated = (
                     _column(rows["next.truncated"], features["next.truncated"]).reshape(length)
@@ -262,7 +279,9 @@ def from_lerobot(
                     if "next.reward" in rows
                     else np.zeros(length)
                 )
-                data = {k: _column(rows[k], ft) for k, ft in data_features.items() if ft["dtype"] not in ("image", "video")}
+                data = {
+                    k: _column(rows[k], ft) for k, ft in data_features.items() if ft["dtype"] not in ("image", "video")
+                }
                 task = task_text.get(int(task_indices.pop()), "")
                 w.add_episode(
                     observations=obs,
@@ -271,8 +290,13 @@ def from_lerobot(
                     terminations=done & ~truncated,
                     truncations=truncated,
                     data=data or None,
-                    metadata={"task": task, METADATA_KEY: {"episode_index": int(ep["episode_index"]),
-                                                           "tasks": list(ep.get("tasks") or [task])}},
+                    metadata={
+                        "task": task,
+                        METADATA_KEY: {
+                            "episode_index": int(ep["episode_index"]),
+                            "tasks": list(ep.get("tasks") or [task]),
+                        },
+                    },
                 )
                 steps += length
                 if progress is not None:
@@ -295,9 +319,7 @@ def _column(values: Any, ft: Mapping[str, Any]) -> npt.NDArray[Any]:
 
 def _episodes_table(pa: Any, pq: Any, root: str) -> list[dict[str, Any]]:
     folder = os.path.join(root, "meta", "episodes")
-    paths = sorted(
-        os.path.join(d, f) for d, _, files in os.walk(folder) for f in files if f.endswith(".parquet")
-    )
+    paths = sorted(os.path.join(d, f) for d, _, files in os.walk(folder) for f in files if f.endswith(".parquet"))
     if not paths:
         raise TrajcoreFileNotFoundError(f"{root}: no episodes table under meta/episodes")
     rows: list[dict[str, Any]] = []
@@ -311,7 +333,8 @@ def _episodes_table(pa: Any, pq: Any, root: str) -> list[dict[str, Any]]:
 def _episode_rows(pq: Any, root: str, info: Mapping[str, Any], ep: Mapping[str, Any], cache: dict[str, Any]) -> Any:
     """The episode's rows of its data file, in frame order, as columns (name -> list or array)."""
     path = os.path.join(
-        root, str(info["data_path"]).format(chunk_index=int(ep["data/chunk_index"]), file_index=int(ep["data/file_index"]))
+        root,
+        str(info["data_path"]).format(chunk_index=int(ep["data/chunk_index"]), file_index=int(ep["data/file_index"])),
     )
     if cache.get("path") != path:
         if not os.path.exists(path):
@@ -326,7 +349,13 @@ def _episode_rows(pq: Any, root: str, info: Mapping[str, Any], ep: Mapping[str, 
     out: dict[str, Any] = {}
     for name in table.column_names:
         column = table.column(name)
-        out[name] = column.to_pylist() if column.type.num_fields or str(column.type).startswith("struct") else (
-            np.asarray(column.to_pylist()) if str(column.type).startswith(("list", "fixed_size_list")) else column.to_numpy()
+        out[name] = (
+            column.to_pylist()
+            if column.type.num_fields or str(column.type).startswith("struct")
+            else (
+                np.asarray(column.to_pylist())
+                if str(column.type).startswith(("list", "fixed_size_list"))
+                else column.to_numpy()
+            )
         )
     return out

@@ -1,6 +1,6 @@
-"""LeRobot v3.0 export (``trajcore.to_lerobot``, ``trajcore export PATH OUT --format lerobot``): a
-dataset `lerobot.datasets.lerobot_dataset.LeRobotDataset(repo_id, root=OUT)` loads, and a card
-(``README.md``) for the Hugging Face Hub.
+"""LeRobot v3.0 export: the dataset's files, which `lerobot.datasets.lerobot_dataset.LeRobotDataset(repo_id,
+root=OUT)` loads. `trajcore.to_lerobot` (`trajcore.tools.lerobot`) writes them into a staged
+directory with the Hub's card (``README.md``).
 
 What a row is: LeRobot's rows are frames, an observation and the action taken on it, with the
 step's outcome under ``next.``: row t of an episode of T steps is observation t, action t, reward
@@ -56,16 +56,14 @@ import numpy.typing as npt
 from trajcore._deps import require
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
 from trajcore.formats._columns import Leaf
-from trajcore.formats._read import Progress, open_for_pass, plan_of, read_episode
+from trajcore.formats._read import Progress, plan_of, read_episode
 from trajcore.formats.lerobot_stats import aggregate, feature_stats, image_sample, image_stats, jsonable
 from trajcore.formats.to_mp4 import ImageKey, episode_pictures, image_keys
 from trajcore.images import pictures
-from trajcore.read.dataset import Dataset, members
-from trajcore.read.episodes import Episodes
+from trajcore.read.dataset import Dataset
 from trajcore.read.meta import render_fps
 from trajcore.record.frames import FRAME_COLUMN
-from trajcore.tools.output import staged
-from trajcore.video import Encoder, av_module
+from trajcore.video import Encoder
 
 __all__ = [
     "CODEBASE_VERSION",
@@ -80,7 +78,6 @@ __all__ = [
     "TASKS_PATH",
     "VIDEO_PATH",
     "default_mapping",
-    "to_lerobot",
     "write_lerobot",
 ]
 
@@ -204,11 +201,12 @@ def _features(
             if not _is_rgb_or_grey(ds, key):
                 raise InvalidArgumentError(
                     f"{name} ({key.layout} {leaves[name].describe() if name in leaves else ''}) is not an RGB or "
-                    "grey image: LeRobot images are (H, W, 3); leave it out (mapping {name!r}: None)"
+                    f"grey image: LeRobot images are (H, W, 3); leave it out (mapping {name!r}: None)"
                 )
             if target in features:
-                raise InvalidArgumentError(f"{name} and {features[target].image and features[target].image.name} "
-                                           f"both map to the image feature {target!r}")
+                raise InvalidArgumentError(
+                    f"{name} maps to the image feature {target!r}, which another image already fills"
+                )
             features[target] = _Feature(target, "image", image=key)
             continue
         leaf = leaves[name]
@@ -268,8 +266,17 @@ class _Files:
     """The data file and the video files being written: a new file (same index for all) once
     one is past its size."""
 
-    def __init__(self, root: str, features: list[_Feature], schema: Any, video: bool, fps: float,
-                 data_mb: float, video_mb: float, pix_fmt: str) -> None:
+    def __init__(
+        self,
+        root: str,
+        features: list[_Feature],
+        schema: Any,
+        video: bool,
+        fps: float,
+        data_mb: float,
+        video_mb: float,
+        pix_fmt: str,
+    ) -> None:
         self.pq = require("pyarrow.parquet", "the lerobot export", pip='"trajcore[parquet]"')
         self.root, self.features, self.schema, self.video, self.fps = root, features, schema, video, fps
         self.data_mb, self.video_mb, self.pix_fmt = data_mb, video_mb, pix_fmt
@@ -298,8 +305,14 @@ class _Files:
                 if f.kind == "image" and f.image is not None:
                     h, w, _ = _image_shape(ds, f.image)
                     self.encoders[f.name] = Encoder(
-                        self.path(VIDEO_PATH, video_key=f.name), h, w, self.fps, crf=LEROBOT_CRF, gop=LEROBOT_GOP,
-                        pix_fmt=self.pix_fmt, tune="psnr",
+                        self.path(VIDEO_PATH, video_key=f.name),
+                        h,
+                        w,
+                        self.fps,
+                        crf=LEROBOT_CRF,
+                        gop=LEROBOT_GOP,
+                        pix_fmt=self.pix_fmt,
+                        tune="psnr",
                     )
 
     def full(self) -> bool:
@@ -422,7 +435,7 @@ def write_lerobot(
             columns[f.name] = stacked
             stats[f.name] = feature_stats(stacked)
         frame_index = np.arange(length, dtype=np.int64)
-        index_values = {
+        index_values: dict[str, npt.NDArray[Any]] = {
             "timestamp": (frame_index / rate).astype(np.float32),
             "frame_index": frame_index,
             "episode_index": np.full(length, episode_index, np.int64),
@@ -446,8 +459,21 @@ def write_lerobot(
     files.close()
     _write_tables(pa, files.pq, root, episode_rows, tasks)
     _write_json(os.path.join(root, STATS_PATH), {k: jsonable(aggregate(v)) for k, v in episode_stats.items()})
-    info = _info(ds, features, video, rate, robot_type, len(episode_rows), row, len(tasks), files.number + 1, root,
-                 data_file_mb, video_file_mb, pix_fmt)
+    info = _info(
+        ds,
+        features,
+        video,
+        rate,
+        robot_type,
+        len(episode_rows),
+        row,
+        len(tasks),
+        files.number + 1,
+        root,
+        data_file_mb,
+        video_file_mb,
+        pix_fmt,
+    )
     _write_json(os.path.join(root, INFO_PATH), info)
     _warn(left_out, rounded, missing_frames, row, len(episode_rows), plan)
     return {
@@ -492,8 +518,9 @@ def _table(pa: Any, schema: Any, features: list[_Feature], columns: dict[str, An
     for fld in schema:
         v = columns[fld.name]
         if pa.types.is_fixed_size_list(fld.type):
-            arrays.append(pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(v).reshape(-1)),
-                                                            fld.type.list_size))
+            arrays.append(
+                pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(v).reshape(-1)), fld.type.list_size)
+            )
         elif pa.types.is_struct(fld.type):
             arrays.append(pa.array(v, type=fld.type))
         else:
@@ -506,17 +533,38 @@ def _write_tables(pa: Any, pq: Any, root: str, episode_rows: list[dict[str, Any]
     os.makedirs(os.path.dirname(path), exist_ok=True)
     pq.write_table(pa.Table.from_pylist(episode_rows), path)
     # The tasks table as pandas writes a frame indexed by the task text (LeRobot reads it with pandas).
-    table = pa.table({"task_index": pa.array(list(tasks.values()), pa.int64()),
-                      "__index_level_0__": pa.array(list(tasks), pa.string())})
+    table = pa.table(
+        {
+            "task_index": pa.array(list(tasks.values()), pa.int64()),
+            "__index_level_0__": pa.array(list(tasks), pa.string()),
+        }
+    )
     pandas_meta = {
         "index_columns": ["__index_level_0__"],
-        "column_indexes": [{"name": None, "field_name": None, "pandas_type": "unicode", "numpy_type": "object",
-                            "metadata": {"encoding": "UTF-8"}}],
+        "column_indexes": [
+            {
+                "name": None,
+                "field_name": None,
+                "pandas_type": "unicode",
+                "numpy_type": "object",
+                "metadata": {"encoding": "UTF-8"},
+            }
+        ],
         "columns": [
-            {"name": "task_index", "field_name": "task_index", "pandas_type": "int64", "numpy_type": "int64",
-             "metadata": None},
-            {"name": None, "field_name": "__index_level_0__", "pandas_type": "unicode", "numpy_type": "object",
-             "metadata": None},
+            {
+                "name": "task_index",
+                "field_name": "task_index",
+                "pandas_type": "int64",
+                "numpy_type": "int64",
+                "metadata": None,
+            },
+            {
+                "name": None,
+                "field_name": "__index_level_0__",
+                "pandas_type": "unicode",
+                "numpy_type": "object",
+                "metadata": None,
+            },
         ],
         "attributes": {},
         "creator": {"library": "pyarrow", "version": pa.__version__},
@@ -533,19 +581,39 @@ def _write_json(path: str, value: Any) -> None:
 
 
 def _info(
-    ds: Dataset, features: list[_Feature], video: bool, fps: float, robot_type: str | None, episodes: int, frames: int,
-    tasks: int, files: int, root: str, data_mb: float, video_mb: float, pix_fmt: str,
+    ds: Dataset,
+    features: list[_Feature],
+    video: bool,
+    fps: float,
+    robot_type: str | None,
+    episodes: int,
+    frames: int,
+    tasks: int,
+    files: int,
+    root: str,
+    data_mb: float,
+    video_mb: float,
+    pix_fmt: str,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for f in features:
         if f.kind == "image" and f.image is not None:
             h, w, c = _image_shape(ds, f.image)
-            entry: dict[str, Any] = {"dtype": "video" if video else "image", "shape": [h, w, c],
-                                     "names": ["height", "width", "channels"]}
+            entry: dict[str, Any] = {
+                "dtype": "video" if video else "image",
+                "shape": [h, w, c],
+                "names": ["height", "width", "channels"],
+            }
             if video:
                 entry["info"] = {
-                    "video.height": h, "video.width": w, "video.codec": "h264", "video.pix_fmt": pix_fmt,
-                    "video.is_depth_map": False, "video.fps": fps, "video.channels": c, "has_audio": False,
+                    "video.height": h,
+                    "video.width": w,
+                    "video.codec": "h264",
+                    "video.pix_fmt": pix_fmt,
+                    "video.is_depth_map": False,
+                    "video.fps": fps,
+                    "video.channels": c,
+                    "has_audio": False,
                 }
             out[f.name] = entry
         else:
@@ -568,104 +636,3 @@ def _info(
         "video_path": VIDEO_PATH if has_video else None,
         "features": out,
     }
-
-
-def _card(ds: Dataset, result: dict[str, Any], root: str, license: str) -> str:
-    from trajcore.tools.card import dataset_card
-
-    repo_id = result["repo_id"]
-    intro = [
-        f"A [LeRobot](https://github.com/huggingface/lerobot) {CODEBASE_VERSION} dataset exported by trajcore: "
-        f"{result['episodes']:,} episodes, {result['steps']:,} frames, features "
-        + ", ".join(f"`{f}`" for f in result["features"])
-        + f"; tasks: {', '.join(repr(t) for t in result['tasks'])}. The trajcore recording it came from:",
-    ]
-    loading = [
-        "With LeRobot (`pip install lerobot`):",
-        "",
-        "```python",
-        "from lerobot.datasets.lerobot_dataset import LeRobotDataset",
-        f'ds = LeRobotDataset("{repo_id}")',
-        "```",
-        "",
-        "Back into trajcore (no LeRobot needed):",
-        "",
-        "```bash",
-        f"python -m trajcore import-lerobot {os.path.basename(os.path.normpath(root))} runs/imported",
-        "```",
-    ]
-    header = {
-        "task_categories": ["robotics", "reinforcement-learning"],
-        "configs": [{"config_name": "default", "data_files": "data/*/*.parquet"}],
-    }
-    return dataset_card(ds, license=license, tags=["LeRobot"], header=header, intro=intro, loading=loading)
-
-
-def to_lerobot(
-    src: str | os.PathLike[str] | Dataset | Episodes,
-    root: str | os.PathLike[str],
-    *,
-    repo_id: str,
-    fps: float | None = None,
-    video: bool = True,
-    pix_fmt: str = "yuv444p",
-    task: str | None = None,
-    task_key: str | None = "task",
-    mapping: Mapping[str, str | None] | None = None,
-    robot_type: str | None = None,
-    license: str = "unknown",
-    force: bool = False,
-    data_file_mb: float = 100.0,
-    video_file_mb: float = 200.0,
-    progress: Progress | None = None,
-) -> dict[str, Any]:
-    """Writes a dataset, or a selection of its episodes, as a LeRobot v3.0 dataset with its
-    dataset card (``README.md``): what the module docstring describes.
-
-    Args:
-        src: a dataset (path, or `Dataset`), or `Episodes` (``ds.select(...)``).
-        root: the directory to create (written beside it, renamed into place when complete).
-        repo_id: the Hub id the dataset will have (``user/name``): in the card.
-        fps: frames per second (default the recording's ``render_fps``, else 30).
-        video: camera features as MP4 video (True) or as PNG images in the Parquet rows (False).
-        pix_fmt: the videos' pixel format, one of `PIX_FMTS`.
-        task: the task text of every episode whose metadata has no `task_key` (default: the
-            recording's env id).
-        task_key: the episode metadata key holding an episode's task text (None: `task` only).
-        mapping: leaf name -> LeRobot feature name, or None to leave a leaf out (over the default).
-        robot_type: ``robot_type`` of ``meta/info.json``.
-        license: the card's license identifier (``mit``, ``cc-by-4.0``, ...).
-        force: replace `root` if it exists.
-        data_file_mb, video_file_mb: sizes past which a new data file / video file starts.
-        progress: called with the number of steps written, as they are.
-
-    Returns:
-        ``{"episodes", "steps", "features", "left_out", "tasks", "repo_id", "out"}``.
-
-    Raises:
-        InvalidArgumentError: `root` exists (without `force`), no episode, a bad `fps`, a
-            mapping naming no value or a value LeRobot cannot hold (strings, frame stacks).
-        MissingDependencyError: pyarrow, PyAV (video) or Pillow (images) is not installed.
-    """
-    if isinstance(src, Dataset | Episodes):
-        ds, indices = members(src)
-    else:
-        with open_for_pass(os.fspath(src)) as opened:
-            return to_lerobot(
-                opened, root, repo_id=repo_id, fps=fps, video=video, pix_fmt=pix_fmt, task=task, task_key=task_key, mapping=mapping,
-                robot_type=robot_type, license=license, force=force, data_file_mb=data_file_mb,
-                video_file_mb=video_file_mb, progress=progress,
-            )
-    if video:
-        av_module("the lerobot export with video=True")  # before anything is made
-    out = os.path.normpath(os.fspath(root))
-    with staged(out, force) as tmp:
-        result = write_lerobot(
-            ds, indices, tmp, repo_id=repo_id, fps=fps, video=video, pix_fmt=pix_fmt, task=task, task_key=task_key,
-            mapping=mapping, robot_type=robot_type, data_file_mb=data_file_mb, video_file_mb=video_file_mb,
-            progress=progress,
-        )
-        with open(os.path.join(tmp, "README.md"), "w", encoding="utf-8") as f:
-            f.write(_card(ds, result, out, license))
-    result["out"] = out
-    return result
