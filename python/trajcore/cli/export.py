@@ -164,7 +164,11 @@ def add_to(commands: Commands) -> None:
     e.add_argument("--task", help="lerobot: the task text of episodes whose metadata has none (default: the env id)")
     e.add_argument("--task-key", help="lerobot: the episode metadata key holding the task text (default: task)")
     e.add_argument("--images", action="store_true", help="lerobot: cameras as PNG in the Parquet rows, not video")
-    e.add_argument("--pix-fmt", choices=("yuv444p", "yuv420p"), help="lerobot: the videos' pixel format (default: yuv444p; yuv420p plays in browsers)")
+    e.add_argument(
+        "--pix-fmt",
+        choices=("yuv444p", "yuv420p"),
+        help="lerobot: the videos' pixel format (default: yuv444p; yuv420p plays in browsers)",
+    )
     e.add_argument("--license", help="lerobot: the card's license (mit, cc-by-4.0, ...; default: unknown)")
     e.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
     e.set_defaults(func=run)

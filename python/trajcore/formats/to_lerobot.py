@@ -118,6 +118,8 @@ class _Feature:
     kind: str  # "image" (images, video or PNG) or "vector"
     leaves: list[Leaf] = field(default_factory=list)
     image: ImageKey | None = None
+    # Images: as video (True) or as PNG in the rows (False).
+    video: bool = False
     dtype: str = "float32"
     shape: tuple[int, ...] = ()
     names: list[str] | None = None
@@ -145,11 +147,18 @@ def _is_rgb_or_grey(ds: Dataset, key: ImageKey) -> bool:
     return False
 
 
+def _imported(ds: Dataset, indices: Sequence[int]) -> dict[str, Any]:
+    """What `from_lerobot` recorded of the LeRobot dataset the episodes came from (empty if none)."""
+    meta = ds.meta(int(ds._reads.summary()["recording"][indices[0]])) if len(indices) else {}
+    metadata = meta.get("metadata")
+    imported = metadata.get(METADATA_KEY) if isinstance(metadata, dict) else None
+    return imported if isinstance(imported, dict) else {}
+
+
 def default_mapping(ds: Dataset, indices: Sequence[int]) -> dict[str, str | None]:
     """The default leaf -> feature mapping (the module docstring), or the one a dataset imported
     from LeRobot recorded in its metadata."""
-    meta = ds.meta(int(ds._reads.summary()["recording"][indices[0]])) if len(indices) else {}
-    imported = (meta.get("metadata") or {}).get(METADATA_KEY) if isinstance(meta.get("metadata"), dict) else None
+    imported = _imported(ds, indices)
     out: dict[str, str | None] = {}
     keys = image_keys(ds, indices)
     images = {k.name: k for k in keys if _is_rgb_or_grey(ds, k)}
@@ -171,13 +180,13 @@ def default_mapping(ds: Dataset, indices: Sequence[int]) -> dict[str, str | None
             out[leaf.name] = None
     if FRAME_COLUMN in images:
         out[FRAME_COLUMN] = _image_name(images[FRAME_COLUMN])
-    if isinstance(imported, dict) and isinstance(imported.get("features"), dict):
+    if isinstance(imported.get("features"), dict):
         out.update({str(k): None if v is None else str(v) for k, v in imported["features"].items() if k in out})
     return out
 
 
 def _features(
-    ds: Dataset, indices: Sequence[int], mapping: Mapping[str, str | None] | None
+    ds: Dataset, indices: Sequence[int], mapping: Mapping[str, str | None] | None, video: bool
 ) -> tuple[list[_Feature], list[str]]:
     """The features to write and the leaves left out."""
     chosen = default_mapping(ds, indices)
@@ -228,6 +237,16 @@ def _features(
                     for leaf in feature.leaves
                     for k in range(leaf.size)
                 ]
+    # A dataset imported from LeRobot keeps its features' element names, and its images stay
+    # images (PNG, lossless) where they were.
+    info = _imported(ds, indices).get("info_features") or {}
+    names = {k: v.get("names") for k, v in info.items()}
+    for feature in features.values():
+        if feature.kind == "image":
+            feature.video = video and (info.get(feature.name) or {}).get("dtype") != "image"
+        given = names.get(feature.name)
+        if feature.kind == "vector" and isinstance(given, list) and len(given) == feature.shape[0]:
+            feature.names = [str(n) for n in given]
     if "next.done" in features:
         truncated = [leaf for leaf in features["next.done"].leaves if leaf.group == "truncated"]
         if truncated:
@@ -300,20 +319,19 @@ class _Files:
         self.number += 1
         self.writer = self.pq.ParquetWriter(self.path(DATA_PATH), self.schema)
         self.frames = 0
-        if self.video:
-            for f in self.features:
-                if f.kind == "image" and f.image is not None:
-                    h, w, _ = _image_shape(ds, f.image)
-                    self.encoders[f.name] = Encoder(
-                        self.path(VIDEO_PATH, video_key=f.name),
-                        h,
-                        w,
-                        self.fps,
-                        crf=LEROBOT_CRF,
-                        gop=LEROBOT_GOP,
-                        pix_fmt=self.pix_fmt,
-                        tune="psnr",
-                    )
+        for f in self.features:
+            if f.video and f.image is not None:
+                h, w, _ = _image_shape(ds, f.image)
+                self.encoders[f.name] = Encoder(
+                    self.path(VIDEO_PATH, video_key=f.name),
+                    h,
+                    w,
+                    self.fps,
+                    crf=LEROBOT_CRF,
+                    gop=LEROBOT_GOP,
+                    pix_fmt=self.pix_fmt,
+                    tune="psnr",
+                )
 
     def full(self) -> bool:
         if self.writer is None:
@@ -364,17 +382,23 @@ def write_lerobot(
         "files": [paths under root]}``.
     """
     pa = require("pyarrow", "the lerobot export", pip='"trajcore[parquet]"')
-    pil = None if video else require("PIL.Image", "the lerobot export with video=False", pip="Pillow")
+    pil = require("PIL.Image", "the lerobot export of images (PNG)", pip="Pillow")
     if not indices:
         raise InvalidArgumentError("no episode to export")
     summary = ds._reads.summary()
-    rate = float(fps) if fps is not None else render_fps(ds.meta(int(summary["recording"][indices[0]])))
+    imported_fps = _imported(ds, indices).get("fps")
+    if fps is not None:
+        rate = float(fps)
+    elif isinstance(imported_fps, int | float) and not isinstance(imported_fps, bool):
+        rate = float(imported_fps)
+    else:
+        rate = render_fps(ds.meta(int(summary["recording"][indices[0]])))
     if not (np.isfinite(rate) and rate > 0):
         raise InvalidArgumentError(f"fps must be a positive number, got {fps!r}")
-    features, left_out = _features(ds, indices, mapping)
+    features, left_out = _features(ds, indices, mapping, video)
     plan = plan_of(ds, indices)
     vector_leaves = list({leaf.name: leaf for f in features for leaf in f.leaves}.values())
-    schema = _schema(pa, features, video)
+    schema = _schema(pa, features)
     os.makedirs(root)
     if pix_fmt not in PIX_FMTS:
         raise InvalidArgumentError(f"pix_fmt must be one of {', '.join(PIX_FMTS)}, got {pix_fmt!r}")
@@ -408,7 +432,7 @@ def write_lerobot(
                     frames, present = _rgb(read[0][:length], f.image.layout), read[1][:length]
                 frames = np.where(present[:, None, None, None], frames, np.uint8(0)) if not present.all() else frames
                 missing_frames += int((~present).sum())
-                if video:
+                if f.video:
                     enc = files.encoders[f.name]
                     meta_row[f"videos/{f.name}/chunk_index"], meta_row[f"videos/{f.name}/file_index"] = chunk, file
                     meta_row[f"videos/{f.name}/from_timestamp"] = files.frames / rate
@@ -498,11 +522,11 @@ def _warn(left_out: list[str], rounded: set[str], missing: int, rows: int, episo
     warnings.warn(message, TrajcoreWarning, stacklevel=4)
 
 
-def _schema(pa: Any, features: list[_Feature], video: bool) -> Any:
+def _schema(pa: Any, features: list[_Feature]) -> Any:
     fields = []
     for f in features:
         if f.kind == "image":
-            if not video:
+            if not f.video:
                 fields.append(pa.field(f.name, pa.struct([("bytes", pa.binary()), ("path", pa.string())])))
         elif f.shape == (1,):
             fields.append(pa.field(f.name, pa.bool_() if f.dtype == "bool" else pa.float32()))
@@ -600,11 +624,11 @@ def _info(
         if f.kind == "image" and f.image is not None:
             h, w, c = _image_shape(ds, f.image)
             entry: dict[str, Any] = {
-                "dtype": "video" if video else "image",
+                "dtype": "video" if f.video else "image",
                 "shape": [h, w, c],
                 "names": ["height", "width", "channels"],
             }
-            if video:
+            if f.video:
                 entry["info"] = {
                     "video.height": h,
                     "video.width": w,
@@ -620,7 +644,7 @@ def _info(
             out[f.name] = {"dtype": f.dtype, "shape": list(f.shape), "names": f.names}
     out["timestamp"] = {"dtype": "float32", "shape": [1], "names": None}
     out.update({name: {"dtype": "int64", "shape": [1], "names": None} for name in _INDEX_FEATURES[1:]})
-    has_video = video and any(f.kind == "image" for f in features)
+    has_video = any(f.video for f in features)
     return {
         "codebase_version": CODEBASE_VERSION,
         "robot_type": robot_type,

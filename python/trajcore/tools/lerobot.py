@@ -74,8 +74,10 @@ def to_lerobot(
         src: a dataset (path, or `Dataset`), or `Episodes` (``ds.select(...)``).
         root: the directory to create (written beside it, renamed into place when complete).
         repo_id: the Hub id the dataset will have (``user/name``): in the card.
-        fps: frames per second (default the recording's ``render_fps``, else 30).
-        video: camera features as MP4 video (True) or as PNG images in the Parquet rows (False).
+        fps: frames per second (default: a dataset imported from LeRobot's own, else the
+            recording's ``render_fps``, else 30).
+        video: camera features as MP4 video (True) or as PNG images in the Parquet rows (False;
+            a dataset imported from LeRobot keeps its ``image`` features as images either way).
         pix_fmt: the videos' pixel format, one of `PIX_FMTS`.
         task: the task text of every episode whose metadata has no `task_key` (default: the
             recording's env id).
