@@ -3,13 +3,14 @@ dataset with ``LeRobotDataset(repo_id, root=root)`` offline, or writes one with 
 writer, and hands the values back as an .npz file.
 
     python lerobot_probe.py load REPO_ID ROOT OUT.npz [VIDEO_BACKEND]
-    python lerobot_probe.py write REPO_ID ROOT SPEC.npz [VIDEO]
+    python lerobot_probe.py write REPO_ID ROOT SPEC.npz [VIDEO [VCODEC]]
 
 load: every row's every feature, stacked (images as uint8 (N, H, W, 3)), ``task`` texts, and a
 JSON summary (``__meta__``): the dataset's fps, features, counts, stats keys, tasks.
 write: LeRobotDataset.create + add_frame + save_episode + finalize from the arrays in SPEC.npz
 (``features`` a JSON string of LeRobot features; per feature ``<name>`` rows; ``episode_ends``;
-``tasks`` a JSON list of each episode's task).
+``tasks`` a JSON list of each episode's task), with VCODEC (default h264; LeRobot's own default
+is libsvtav1); prints the seconds that took (``seconds=...``).
 """
 
 import json
@@ -49,7 +50,9 @@ def load(repo_id: str, root: str, out: str, backend: str | None) -> None:
     np.savez(out, __meta__=np.array(json.dumps(meta)), **arrays)
 
 
-def write(repo_id: str, root: str, spec_path: str, video: bool) -> None:
+def write(repo_id: str, root: str, spec_path: str, video: bool, vcodec: str) -> None:
+    import time
+
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     spec = np.load(spec_path)
@@ -58,14 +61,17 @@ def write(repo_id: str, root: str, spec_path: str, video: bool) -> None:
         ft["shape"] = tuple(ft["shape"])
     tasks = json.loads(str(spec["tasks"]))
     fps = int(spec["fps"])
-    ds = LeRobotDataset.create(repo_id, fps=fps, root=root, features=features, use_videos=video, vcodec="h264")
-    start = 0
+    columns = {k: spec[k] for k in features}
+    start = time.perf_counter()
+    ds = LeRobotDataset.create(repo_id, fps=fps, root=root, features=features, use_videos=video, vcodec=vcodec)
+    first = 0
     for episode, end in enumerate(spec["episode_ends"].tolist()):
-        for t in range(start, end):
-            ds.add_frame({**{k: spec[k][t] for k in features}, "task": tasks[episode]})
+        for t in range(first, end):
+            ds.add_frame({**{k: v[t] for k, v in columns.items()}, "task": tasks[episode]})
         ds.save_episode()
-        start = end
+        first = end
     ds.finalize()
+    print(f"seconds={time.perf_counter() - start}")
 
 
 if __name__ == "__main__":
@@ -73,4 +79,4 @@ if __name__ == "__main__":
     if command == "load":
         load(repo_id, root, path, rest[0] if rest else None)
     else:
-        write(repo_id, root, path, bool(int(rest[0])) if rest else True)
+        write(repo_id, root, path, bool(int(rest[0])) if rest else True, rest[1] if len(rest) > 1 else "h264")

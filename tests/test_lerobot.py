@@ -46,15 +46,17 @@ def lerobot_python() -> str:
     return python
 
 
-def _probe(python: str, *args: str) -> None:
+def probe(python: str, *args: str) -> str:
+    """Runs tests/lerobot_probe.py with LeRobot's python; its stdout."""
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     done = subprocess.run([python, str(PROBE), *args], capture_output=True, text=True, env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout
 
 
 def load(python: str, repo_id: str, root: Path, out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """LeRobotDataset(repo_id, root=root)'s every row (PyAV decoding its videos), and its summary."""
-    _probe(python, "load", repo_id, str(root), str(out), "pyav")
+    probe(python, "load", repo_id, str(root), str(out), "pyav")
     with np.load(out) as got:
         arrays = {k: got[k] for k in got.files if k != "__meta__"}
         return arrays, json.loads(str(got["__meta__"]))
@@ -289,7 +291,7 @@ def native(tmp_path_factory: pytest.TempPathFactory, lerobot_python: str) -> Pat
         fps=np.array(15),
         **spec,
     )
-    _probe(lerobot_python, "write", "someone/native", str(tmp / "native"), str(tmp / "spec.npz"), "1")
+    probe(lerobot_python, "write", "someone/native", str(tmp / "native"), str(tmp / "spec.npz"), "1")
     return tmp / "native"
 
 

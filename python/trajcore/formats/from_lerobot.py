@@ -163,8 +163,8 @@ def from_lerobot(
             frames a video does not have, or `dst` exists (without `force`).
         MissingDependencyError: pyarrow, PyAV (videos) or Pillow (images) is not installed.
     """
-    pa = require("pyarrow", "import-lerobot", pip='"trajcore[parquet]"')
-    pq = require("pyarrow.parquet", "import-lerobot", pip='"trajcore[parquet]"')
+    pa = require("pyarrow", "import-lerobot", pip='"trajcore[lerobot]"')
+    pq = require("pyarrow.parquet", "import-lerobot", pip='"trajcore[lerobot]"')
     root = os.fspath(root)
     info_path = os.path.join(root, INFO_PATH)
     if not os.path.isfile(info_path):
@@ -218,7 +218,7 @@ def from_lerobot(
         else None
     )
     pil = (
-        require("PIL.Image", "import-lerobot (image features)", pip="Pillow")
+        require("PIL.Image", "import-lerobot (image features)", pip='"trajcore[lerobot]"')
         if any(ft["dtype"] == "image" for ft in features.values())
         else None
     )

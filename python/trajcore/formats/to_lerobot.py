@@ -296,7 +296,7 @@ class _Files:
         video_mb: float,
         pix_fmt: str,
     ) -> None:
-        self.pq = require("pyarrow.parquet", "the lerobot export", pip='"trajcore[parquet]"')
+        self.pq = require("pyarrow.parquet", "the lerobot export", pip='"trajcore[lerobot]"')
         self.root, self.features, self.schema, self.video, self.fps = root, features, schema, video, fps
         self.data_mb, self.video_mb, self.pix_fmt = data_mb, video_mb, pix_fmt
         self.number = -1
@@ -381,8 +381,8 @@ def write_lerobot(
         ``{"episodes", "steps", "features": [names], "left_out": [leaf names], "tasks": [texts],
         "files": [paths under root]}``.
     """
-    pa = require("pyarrow", "the lerobot export", pip='"trajcore[parquet]"')
-    pil = require("PIL.Image", "the lerobot export of images (PNG)", pip="Pillow")
+    pa = require("pyarrow", "the lerobot export", pip='"trajcore[lerobot]"')
+    pil = require("PIL.Image", "the lerobot export of images (PNG)", pip='"trajcore[lerobot]"')
     if not indices:
         raise InvalidArgumentError("no episode to export")
     summary = ds._reads.summary()
