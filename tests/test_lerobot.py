@@ -54,9 +54,23 @@ def probe(python: str, *args: str) -> str:
     return done.stdout
 
 
-def load(python: str, repo_id: str, root: Path, out: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """LeRobotDataset(repo_id, root=root)'s every row (PyAV decoding its videos), and its summary."""
-    probe(python, "load", repo_id, str(root), str(out), "pyav")
+# FFmpeg's libraries (Debian bookworm's) that LeRobot's default decoder, torchcodec, loads.
+FFMPEG_DEBIAN = "libavdevice59 libavfilter8 libavformat59 libavcodec59 libavutil57 libswscale6 libswresample4"
+
+
+def skip_without_torchcodec(python: str) -> None:
+    """torchcodec loads FFmpeg from the system, which pip cannot install: without it, skip naming
+    the Debian packages."""
+    done = subprocess.run([python, "-c", "import torchcodec.decoders"], capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        pytest.skip(f"needs the Debian packages {FFMPEG_DEBIAN} (torchcodec: {done.stderr.strip()[-300:]})")
+
+
+def load(
+    python: str, repo_id: str, root: Path, out: Path, backend: str = "pyav"
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """LeRobotDataset(repo_id, root=root)'s every row (`backend` decoding its videos), and its summary."""
+    probe(python, "load", repo_id, str(root), str(out), backend)
     with np.load(out) as got:
         arrays = {k: got[k] for k in got.files if k != "__meta__"}
         return arrays, json.loads(str(got["__meta__"]))
@@ -127,9 +141,12 @@ def steps(ds: trajcore.Dataset, get: Any) -> npt.NDArray[Any]:
     return np.concatenate([get(ep) for ep in ds.episodes])
 
 
+@pytest.mark.parametrize("backend", ["torchcodec", "pyav"])
 def test_export_loads_in_lerobot_with_equal_values_and_video_within_40_db(
-    two_cameras: Path, tmp_path: Path, lerobot_python: str
+    two_cameras: Path, tmp_path: Path, lerobot_python: str, backend: str
 ) -> None:
+    if backend == "torchcodec":
+        skip_without_torchcodec(lerobot_python)  # LeRobot's default decoder
     out = tmp_path / "robot-lerobot"
     with pytest.warns(TrajcoreWarning, match="3 final observation"):
         result = trajcore.to_lerobot(two_cameras, out, repo_id="trajcore/two-cameras", fps=10)
@@ -142,9 +159,10 @@ def test_export_loads_in_lerobot_with_equal_values_and_video_within_40_db(
         "next.done",
         "next.truncated",
     ]
-    got, meta = load(lerobot_python, "trajcore/two-cameras", out, tmp_path / "got.npz")
+    got, meta = load(lerobot_python, "trajcore/two-cameras", out, tmp_path / "got.npz", backend)
     ds = trajcore.open(two_cameras)
     n = sum(LENGTHS)
+    assert meta["video_backend"] == backend
     assert meta["num_frames"] == n and meta["num_episodes"] == 3 and meta["fps"] == 10
     assert meta["video_keys"] == ["observation.images.cam_a", "observation.images.cam_b"]
     # Non-video values: exactly trajcore's, as float32.
@@ -373,3 +391,4 @@ def test_bad_input_is_refused_by_name(two_cameras: Path, tmp_path: Path) -> None
         )  # fmt: skip
     assert "observation.images.cam_b" not in result["features"]
     assert "observation.environment_state" in result["features"] and "observation.state" not in result["features"]
+

@@ -346,16 +346,17 @@ def _episode_rows(pq: Any, root: str, info: Mapping[str, Any], ep: Mapping[str, 
     table = cache["table"].take(where)
     order = np.argsort(table.column("frame_index").to_numpy(), kind="stable")
     table = table.take(order)
-    out: dict[str, Any] = {}
-    for name in table.column_names:
-        column = table.column(name)
-        out[name] = (
-            column.to_pylist()
-            if column.type.num_fields or str(column.type).startswith("struct")
-            else (
-                np.asarray(column.to_pylist())
-                if str(column.type).startswith(("list", "fixed_size_list"))
-                else column.to_numpy()
-            )
-        )
-    return out
+    return {name: _values(table.column(name)) for name in table.column_names}
+
+
+def _values(column: Any) -> Any:
+    """A Parquet column as numpy (numbers, vectors as (rows, n)) or a list (images, nested lists)."""
+    kind = str(column.type)
+    if kind.startswith("fixed_size_list") and kind.count("list") == 1:
+        flat = column.combine_chunks().flatten().to_numpy(zero_copy_only=False)
+        return flat.reshape(len(column), -1)
+    if kind.startswith("struct"):
+        return column.to_pylist()  # images: {"bytes", "path"}
+    if "list" in kind:
+        return np.asarray(column.to_pylist())
+    return column.to_numpy()

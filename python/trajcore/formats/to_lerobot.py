@@ -378,14 +378,17 @@ def write_lerobot(
     `root` (see the module docstring; `trajcore.to_lerobot` documents the arguments).
 
     Returns:
-        ``{"episodes", "steps", "features": [names], "left_out": [leaf names], "tasks": [texts],
-        "files": [paths under root]}``.
+        ``{"episodes", "steps", "features": [names], "left_out": [leaf names], "skipped":
+        episodes of no step, "tasks": [texts], "repo_id"}``.
     """
     pa = require("pyarrow", "the lerobot export", pip='"trajcore[lerobot]"')
     pil = require("PIL.Image", "the lerobot export of images (PNG)", pip='"trajcore[lerobot]"')
-    if not indices:
-        raise InvalidArgumentError("no episode to export")
     summary = ds._reads.summary()
+    # LeRobot has no episode of no frame: an episode of no step (a reset, then nothing) has no row.
+    empty = sum(1 for i in indices if int(summary["length"][int(i)]) == 0)
+    indices = [int(i) for i in indices if int(summary["length"][int(i)]) > 0]
+    if not indices:
+        raise InvalidArgumentError("no episode of at least one step to export")
     imported_fps = _imported(ds, indices).get("fps")
     if fps is not None:
         rate = float(fps)
@@ -499,19 +502,22 @@ def write_lerobot(
         pix_fmt,
     )
     _write_json(os.path.join(root, INFO_PATH), info)
-    _warn(left_out, rounded, missing_frames, row, len(episode_rows), plan)
+    _warn(left_out, rounded, missing_frames, len(episode_rows), empty)
     return {
         "episodes": len(episode_rows),
         "steps": row,
         "features": list(info["features"]),
         "left_out": left_out,
+        "skipped": empty,
         "tasks": list(tasks),
         "repo_id": repo_id,
     }
 
 
-def _warn(left_out: list[str], rounded: set[str], missing: int, rows: int, episodes: int, plan: Any) -> None:
+def _warn(left_out: list[str], rounded: set[str], missing: int, episodes: int, empty: int) -> None:
     notes = [f"{episodes} final observation(s) (after each episode's last step: LeRobot rows are steps)"]
+    if empty:
+        notes.append(f"{empty} episode(s) of no step")
     if left_out:
         notes.append(f"the values {', '.join(left_out)} (no LeRobot feature; map them with mapping=)")
     if missing:
@@ -635,7 +641,7 @@ def _info(
                     "video.codec": "h264",
                     "video.pix_fmt": pix_fmt,
                     "video.is_depth_map": False,
-                    "video.fps": fps,
+                    "video.fps": int(fps) if float(fps).is_integer() else fps,
                     "video.channels": c,
                     "has_audio": False,
                 }

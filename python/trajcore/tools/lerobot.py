@@ -90,7 +90,8 @@ def to_lerobot(
         progress: called with the number of steps written, as they are.
 
     Returns:
-        ``{"episodes", "steps", "features", "left_out", "tasks", "repo_id", "out"}``.
+        ``{"episodes", "steps", "features": [LeRobot names], "left_out": [trajcore values
+        with no feature], "skipped": episodes of no step (not written), "tasks", "repo_id", "out"}``.
 
     Raises:
         InvalidArgumentError: `root` exists (without `force`), no episode, a bad `fps`, a
