@@ -392,3 +392,20 @@ def test_bad_input_is_refused_by_name(two_cameras: Path, tmp_path: Path) -> None
     assert "observation.images.cam_b" not in result["features"]
     assert "observation.environment_state" in result["features"] and "observation.state" not in result["features"]
 
+
+
+def test_files_roll_over_and_read_back(two_cameras: Path, tmp_path: Path, lerobot_python: str) -> None:
+    out = tmp_path / "rolled"
+    with pytest.warns(TrajcoreWarning):
+        trajcore.to_lerobot(two_cameras, out, repo_id="x/rolled", fps=10, data_file_mb=0.001, video_file_mb=0.001)
+    assert len(list((out / "data").rglob("*.parquet"))) == 3  # a file an episode, past the tiny sizes
+    assert len(list((out / "videos" / "observation.images.cam_b").rglob("*.mp4"))) == 3
+    got, _ = load(lerobot_python, "x/rolled", out, tmp_path / "got.npz")
+    ds = trajcore.open(two_cameras)
+    np.testing.assert_array_equal(got["observation.state"], steps(ds, lambda e: e.observations["joints"][:-1]))
+    assert psnr(got["observation.images.cam_b"], steps(ds, lambda e: e.observations["cam_b"][:-1])).min() >= 40
+    with pytest.warns(TrajcoreWarning):
+        trajcore.from_lerobot(out, tmp_path / "back")
+    back = trajcore.open(tmp_path / "back")
+    decoded = steps(back, lambda e: e.observations["images.cam_b"][:-1])  # PyAV here, PyAV in LeRobot
+    np.testing.assert_array_equal(decoded, got["observation.images.cam_b"])

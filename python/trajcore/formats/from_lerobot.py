@@ -72,50 +72,45 @@ def _box(spaces: Any, ft: Mapping[str, Any]) -> Any:
 
 
 class _Videos:
-    """Reads episodes' frames out of LeRobot's MP4 files, in order: one decoder per camera kept
-    open while the next episode is in the same file (episodes follow one another there)."""
+    """Reads episodes' frames out of LeRobot's MP4 files: one decoder per camera, kept open while
+    the next episode follows in the same file (episodes lie one after another there), reopened
+    for another file or an episode that starts before where the decoder is."""
 
     def __init__(self, root: str, template: str) -> None:
         self.av = av_module("reading LeRobot videos")
         self.root, self.template = root, template
-        self.open: dict[str, tuple[str, Any, Iterator[Any]]] = {}
+        # key -> (path, container, frame iterator, time of the next frame it gives)
+        self.open: dict[str, tuple[str, Any, Iterator[Any], float]] = {}
 
     def frames(self, key: str, chunk: int, file: int, start: float, n: int, fps: float) -> npt.NDArray[np.uint8]:
+        """The `n` frames of `key`'s file (`chunk`, `file`) from `start` seconds on.
+
+        Raises:
+            TrajcoreFileNotFoundError: the file is missing.
+            InvalidArgumentError: it has fewer frames from `start` on.
+        """
         path = os.path.join(self.root, self.template.format(video_key=key, chunk_index=chunk, file_index=file))
-        half = 0.5 / fps
+        half = 0.5 / fps  # a frame's time may be off by rounding: it is the one nearest
         current = self.open.get(key)
-        if current is None or current[0] != path or current[2] is None:
-            current = self._reopen(key, path)
+        if current is None or current[0] != path or start < current[3] - half:
+            self.close(key)
+            if not os.path.exists(path):
+                raise TrajcoreFileNotFoundError(f"LeRobot video {path} is missing")
+            container = self.av.open(path)
+            current = (path, container, container.decode(video=0), 0.0)
         out: list[npt.NDArray[np.uint8]] = []
+        after = current[3]
         for frame in current[2]:
-            t = float(frame.time)
-            if t < start - half:
+            after = float(frame.time) + 1.0 / fps
+            if float(frame.time) < start - half:
                 continue
             out.append(frame.to_ndarray(format="rgb24"))
             if len(out) == n:
                 break
+        self.open[key] = (current[0], current[1], current[2], after)
         if len(out) < n:
-            # The episode starts before where this decoder is (episodes out of order): from the top.
-            if out or self.open.get(key, ("", None, None))[0] == path:
-                self._reopen(key, path)
-                return self._from_top(key, path, start, n, half)
-            raise InvalidArgumentError(f"{path}: {len(out)} frames from {start:.4f} s, the episode has {n}")
+            raise InvalidArgumentError(f"{path}: {len(out)} frames from {start:.4f} s on, the episode has {n}")
         return np.stack(out)
-
-    def _from_top(self, key: str, path: str, start: float, n: int, half: float) -> npt.NDArray[np.uint8]:
-        out = [f.to_ndarray(format="rgb24") for f in self.open[key][2] if float(f.time) >= start - half][:n]
-        if len(out) < n:
-            raise InvalidArgumentError(f"{path}: {len(out)} frames from {start:.4f} s, the episode has {n}")
-        self._reopen(key, path)
-        return np.stack(out)
-
-    def _reopen(self, key: str, path: str) -> tuple[str, Any, Iterator[Any]]:
-        self.close(key)
-        if not os.path.exists(path):
-            raise TrajcoreFileNotFoundError(f"LeRobot video {path} is missing")
-        container = self.av.open(path)
-        self.open[key] = (path, container, container.decode(video=0))
-        return self.open[key]
 
     def close(self, key: str | None = None) -> None:
         for k in [key] if key is not None else list(self.open):
