@@ -259,7 +259,7 @@ def test_mujoco_rendered_frames(tmp_path: Path, lerobot_python: str) -> None:
     env = gym.make("InvertedPendulum-v5", render_mode="rgb_array", width=64, height=64)
     _record_single(env, tmp_path / "pendulum", episodes=2, max_steps=20)
     out = tmp_path / "pendulum-lerobot"
-    with pytest.warns(TrajcoreWarning, match="info/reward_survive .*; rounded to float32: obs$"):
+    with pytest.warns(TrajcoreWarning, match="info/reward_survive .*; rounded to float32 \\(LeRobot's type\\): obs$"):
         result = trajcore.to_lerobot(tmp_path / "pendulum", out, repo_id="trajcore/pendulum", task="balance")
     assert {"observation.state", "observation.images.render", "action"} <= set(result["features"])
     got, meta = load(lerobot_python, "trajcore/pendulum", out, tmp_path / "got.npz")

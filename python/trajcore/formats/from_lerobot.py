@@ -14,7 +14,9 @@ Each LeRobot episode of L frames becomes one trajcore episode of L steps (`trajc
   (terminated = done and not truncated). A dataset without them (most robot datasets) gets
   rewards 0 and no flags (its episodes are incomplete, as far as trajcore can tell), listed in
   metadata ``lerobot.absent`` and in a warning;
-- other features (``complementary_info.*``, ...): the step's custom data (``ep.data[name]``);
+- other numeric features (``complementary_info.*``, ...): the step's custom data
+  (``ep.data[name]``); texts and images outside ``observation.`` are not read (named in the
+  warning and the result's ``unread``);
 - the episode's task: episode metadata ``task`` (its text) and ``lerobot`` (``episode_index``,
   ``tasks``); an episode whose frames name several tasks is refused (InvalidArgumentError);
 - dataset metadata ``lerobot``: the repo directory, fps, robot type, codebase version, the
@@ -150,7 +152,8 @@ def from_lerobot(
         progress: called with the steps of each episode once written.
 
     Returns:
-        ``{"episodes", "steps", "features": {trajcore value: LeRobot feature}, "absent": [...]}``.
+        ``{"episodes", "steps", "features": {trajcore value: LeRobot feature}, "absent": [step
+        features not in the dataset], "unread": [features not read]}``.
 
     Raises:
         TrajcoreFileNotFoundError: `root` has no ``meta/info.json``, or a file it names is missing.
@@ -175,8 +178,16 @@ def from_lerobot(
     features: dict[str, dict[str, Any]] = info["features"]
     fps = float(info["fps"])
     spaces = _spaces()
-    obs_features = {k: ft for k, ft in features.items() if k.startswith(_OBS)}
-    data_features = {k: ft for k, ft in features.items() if k not in obs_features and k not in _INDEX + _STEP}
+    # What trajcore cannot hold as it is: texts, and images outside the observation (named, not read).
+    unread = [
+        k
+        for k, ft in features.items()
+        if not _readable(ft) or (ft["dtype"] in ("image", "video") and not k.startswith(_OBS))
+    ]
+    obs_features = {k: ft for k, ft in features.items() if k.startswith(_OBS) and k not in unread}
+    data_features = {
+        k: ft for k, ft in features.items() if k not in obs_features and k not in _INDEX + _STEP and k not in unread
+    }
     if "action" not in features:
         raise InvalidArgumentError(f"{root}: no 'action' feature (features: {', '.join(features)})")
     if not obs_features:
@@ -301,9 +312,20 @@ def from_lerobot(
             videos.close()
     notes = [f"{len(episodes)} final observation(s) are copies of each episode's last frame (LeRobot keeps none)"]
     if absent:
-        notes.append(f"no {', '.join(absent)} in the dataset: rewards 0, flags False (metadata lerobot.absent)")
+        notes.append(f"not in the dataset: {', '.join(absent)} (rewards 0, flags False; metadata lerobot.absent)")
+    if unread:
+        notes.append(f"features not read: {', '.join(unread)} (texts, or images outside the observation)")
     warnings.warn("LeRobot import: " + "; ".join(notes), TrajcoreWarning, stacklevel=2)
-    return {"episodes": len(episodes), "steps": steps, "features": mapping, "absent": absent}
+    return {"episodes": len(episodes), "steps": steps, "features": mapping, "absent": absent, "unread": unread}
+
+
+def _readable(ft: Mapping[str, Any]) -> bool:
+    if ft["dtype"] in ("image", "video"):
+        return True
+    try:
+        return np.dtype(ft["dtype"]).kind in "biuf"
+    except TypeError:
+        return False
 
 
 def _column(values: Any, ft: Mapping[str, Any]) -> npt.NDArray[Any]:

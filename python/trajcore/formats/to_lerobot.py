@@ -108,6 +108,8 @@ METADATA_KEY = "lerobot"
 mapping back that this export uses by default."""
 
 _INDEX_FEATURES = ("timestamp", "frame_index", "episode_index", "index", "task_index")
+_FLAGS = ("next.done", "next.truncated")
+_NUMERIC = ("float32", "float64", "float16", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "bool")
 
 
 @dataclass
@@ -228,7 +230,7 @@ def _features(
     for feature in features.values():
         if feature.kind == "vector":
             size = sum(leaf.size for leaf in feature.leaves)
-            if feature.name == "next.done":
+            if feature.name in _FLAGS:
                 feature.dtype, feature.shape = "bool", (1,)
             else:
                 feature.shape = (size,)
@@ -237,13 +239,16 @@ def _features(
                     for leaf in feature.leaves
                     for k in range(leaf.size)
                 ]
-    # A dataset imported from LeRobot keeps its features' element names, and its images stay
-    # images (PNG, lossless) where they were.
+    # A dataset imported from LeRobot keeps its features' element names and numeric types, and
+    # its images stay images (PNG, lossless) where they were.
     info = _imported(ds, indices).get("info_features") or {}
     names = {k: v.get("names") for k, v in info.items()}
     for feature in features.values():
         if feature.kind == "image":
             feature.video = video and (info.get(feature.name) or {}).get("dtype") != "image"
+        dtype = (info.get(feature.name) or {}).get("dtype")
+        if feature.kind == "vector" and dtype in _NUMERIC and feature.name not in _FLAGS:
+            feature.dtype = str(dtype)
         given = names.get(feature.name)
         if feature.kind == "vector" and isinstance(given, list) and len(given) == feature.shape[0]:
             feature.names = [str(n) for n in given]
@@ -449,16 +454,16 @@ def write_lerobot(
             parts = []
             for leaf in f.leaves:
                 v = np.asarray(values.values[leaf.name]).reshape(length, -1)
-                if f.dtype == "float32":
-                    as32 = v.astype(np.float32)
-                    if v.dtype != np.float32 and not np.array_equal(as32, v, equal_nan=v.dtype.kind == "f"):
+                if f.name not in _FLAGS:
+                    cast = v.astype(f.dtype)
+                    if v.dtype != cast.dtype and not np.array_equal(cast, v, equal_nan=v.dtype.kind == "f"):
                         rounded.add(leaf.name)
-                    v = as32
+                    v = cast
                 parts.append(v)
-            if f.dtype == "bool":
-                stacked = np.logical_or.reduce(parts) if parts else np.zeros((length, 1), np.bool_)
+            if f.name in _FLAGS:  # terminated or truncated
+                stacked = np.logical_or.reduce([p.astype(np.bool_) for p in parts])
             else:
-                stacked = np.concatenate(parts, axis=1) if parts else np.zeros((length, 0), np.float32)
+                stacked = np.concatenate(parts, axis=1) if parts else np.zeros((length, 0), f.dtype)
             columns[f.name] = stacked
             stats[f.name] = feature_stats(stacked)
         frame_index = np.arange(length, dtype=np.int64)
@@ -524,7 +529,7 @@ def _warn(left_out: list[str], rounded: set[str], missing: int, episodes: int, e
         notes.append(f"{missing} rendered frame(s) not recorded (written black)")
     message = "LeRobot export: not written: " + "; ".join(notes)
     if rounded:
-        message += f"; rounded to float32: {', '.join(sorted(rounded))}"
+        message += f"; rounded to float32 (LeRobot's type): {', '.join(sorted(rounded))}"
     warnings.warn(message, TrajcoreWarning, stacklevel=4)
 
 
@@ -535,9 +540,9 @@ def _schema(pa: Any, features: list[_Feature]) -> Any:
             if not f.video:
                 fields.append(pa.field(f.name, pa.struct([("bytes", pa.binary()), ("path", pa.string())])))
         elif f.shape == (1,):
-            fields.append(pa.field(f.name, pa.bool_() if f.dtype == "bool" else pa.float32()))
+            fields.append(pa.field(f.name, pa.from_numpy_dtype(np.dtype(f.dtype))))
         else:
-            fields.append(pa.field(f.name, pa.list_(pa.float32(), f.shape[0])))
+            fields.append(pa.field(f.name, pa.list_(pa.from_numpy_dtype(np.dtype(f.dtype)), f.shape[0])))
     fields.append(pa.field("timestamp", pa.float32()))
     fields += [pa.field(name, pa.int64()) for name in _INDEX_FEATURES[1:]]
     return pa.schema(fields)
