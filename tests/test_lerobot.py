@@ -281,6 +281,7 @@ NATIVE_FEATURES = {
     "action": {"dtype": "float32", "shape": [3], "names": None},
     "next.reward": {"dtype": "float32", "shape": [1], "names": None},
     "next.done": {"dtype": "bool", "shape": [1], "names": None},
+    "complementary_info.grasp": {"dtype": "int64", "shape": [2], "names": None},
 }
 
 
@@ -300,6 +301,7 @@ def native(tmp_path_factory: pytest.TempPathFactory, lerobot_python: str) -> Pat
         "action": rng.uniform(-1, 1, (n, 3)).astype(np.float32),
         "next.reward": rng.normal(size=(n, 1)).astype(np.float32),
         "next.done": done[:, None],
+        "complementary_info.grasp": rng.integers(-(2**40), 2**40, (n, 2)),
     }
     np.savez(
         tmp / "spec.npz",
@@ -329,6 +331,7 @@ def test_import_then_export_keeps_every_non_video_value(native: Path, tmp_path: 
     np.testing.assert_array_equal(ep.observations["images.wrist"][:-1], want["observation.images.wrist"][12:32])
     np.testing.assert_array_equal(ep.actions, want["action"][12:32])
     np.testing.assert_array_equal(ep.rewards, want["next.reward"][12:32])
+    np.testing.assert_array_equal(ep.data["complementary_info.grasp"], want["complementary_info.grasp"][12:32])
     # The video as LeRobot decodes it, frame by frame.
     np.testing.assert_array_equal(ep.observations["images.top"][:-1], want["observation.images.top"][12:32])
 
