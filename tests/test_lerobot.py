@@ -302,7 +302,7 @@ def native(tmp_path_factory: pytest.TempPathFactory, lerobot_python: str) -> Pat
         "action": rng.uniform(-1, 1, (n, 3)).astype(np.float32),
         "next.reward": rng.normal(size=(n, 1)).astype(np.float32),
         "next.done": done[:, None],
-        "complementary_info.grasp": rng.integers(-(2**40), 2**40, (n, 2)),
+        "complementary_info.grasp": rng.integers(-(2**30), 2**30, (n, 2)),  # past float32, squares in int64
     }
     np.savez(
         tmp / "spec.npz",
@@ -341,6 +341,23 @@ def test_import_then_export_keeps_every_non_video_value(native: Path, tmp_path: 
     got, meta = load(lerobot_python, "someone/again", tmp_path / "again", tmp_path / "got.npz")
     assert set(got) == set(want) and meta["fps"] == 15 and meta["tasks"] == want_meta["tasks"]
     assert meta["features"]["observation.state"]["names"] == ["x", "y", "z", "grip"]
+    # The statistics: LeRobot's writer's and the export's, of the same values.
+    theirs = json.loads((native / "meta" / "stats.json").read_text())
+    ours = json.loads((tmp_path / "again" / "meta" / "stats.json").read_text())
+    assert set(ours) == set(theirs)
+    for key, stats in theirs.items():
+        if key.startswith("observation.images."):
+            assert np.asarray(ours[key]["mean"]).shape == (3, 1, 1)
+            continue
+        span = np.asarray(stats["max"], np.float64) - np.asarray(stats["min"], np.float64)
+        for name, value in stats.items():
+            want_value, got_value = np.asarray(value, np.float64), np.asarray(ours[key][name], np.float64)
+            if name == "count":
+                np.testing.assert_array_equal(got_value, want_value, err_msg=f"{key} {name}")
+            elif name in ("min", "max", "mean", "std"):  # LeRobot's timestamps are float64, ours float32
+                np.testing.assert_allclose(got_value, want_value, rtol=1e-6, atol=1e-9, err_msg=f"{key} {name}")
+            else:  # quantiles: LeRobot's histogram has 5000 bins
+                np.testing.assert_allclose(got_value, want_value, rtol=0, atol=span.max() / 4000 + 1e-9)
     for key in want:
         if key == "observation.images.top":
             assert got[key].shape == want[key].shape and psnr(got[key], want[key]).min() >= 40.0
