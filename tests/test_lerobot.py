@@ -430,3 +430,28 @@ def test_files_roll_over_and_read_back(two_cameras: Path, tmp_path: Path, lerobo
     back = trajcore.open(tmp_path / "back")
     decoded = steps(back, lambda e: e.observations["images.cam_b"][:-1])  # PyAV here, PyAV in LeRobot
     np.testing.assert_array_equal(decoded, got["observation.images.cam_b"])
+
+
+def test_statistics_functions() -> None:
+    """LeRobot's statistics as plain functions: the images' from histograms equal those over
+    every pixel; the episodes' aggregate equals the statistics of all rows (quantiles excepted:
+    LeRobot averages the episodes' by count)."""
+    from trajcore.formats.lerobot_stats import aggregate, feature_stats, image_sample, image_stats
+
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (7, 9, 11, 3), dtype=np.uint8)
+    frames[..., 1] //= 3
+    by_histogram, by_pixel = image_stats(frames), feature_stats(frames.reshape(-1, 3))
+    for name, value in by_pixel.items():
+        if name != "count":
+            np.testing.assert_allclose(by_histogram[name].ravel(), np.asarray(value, np.float64) / 255, rtol=1e-12)
+    assert by_histogram["count"].tolist() == [7] and by_histogram["mean"].shape == (3, 1, 1)
+    rows = rng.normal(size=(50, 4))
+    parts = [feature_stats(rows[:10]), feature_stats(rows[10:35]), feature_stats(rows[35:])]
+    whole, joined = feature_stats(rows), aggregate(parts)
+    for name in ("min", "max", "mean", "std", "count"):
+        np.testing.assert_allclose(joined[name], whole[name], rtol=1e-12)
+    one = feature_stats(rows[:1])  # one row: LeRobot's quantiles are the mean
+    assert np.array_equal(one["q10"], one["mean"]) and one["count"].tolist() == [1]
+    np.testing.assert_array_equal(feature_stats(np.array([[True], [False], [False]]))["max"], [True])
+    assert image_sample(5).tolist() == [0, 1, 2, 3, 4] and len(image_sample(1000)) == 177  # LeRobot's sample

@@ -55,7 +55,7 @@ import numpy.typing as npt
 
 from trajcore._deps import require
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
-from trajcore.formats._columns import Leaf
+from trajcore.formats._columns import Leaf, Plan
 from trajcore.formats._read import Progress, plan_of, read_episode
 from trajcore.formats.lerobot_stats import aggregate, feature_stats, image_sample, image_stats, jsonable
 from trajcore.formats.to_mp4 import ImageKey, episode_pictures, image_keys
@@ -157,16 +157,17 @@ def _imported(ds: Dataset, indices: Sequence[int]) -> dict[str, Any]:
     return imported if isinstance(imported, dict) else {}
 
 
-def default_mapping(ds: Dataset, indices: Sequence[int]) -> dict[str, str | None]:
+def default_mapping(ds: Dataset, indices: Sequence[int], plan: Plan | None = None) -> dict[str, str | None]:
     """The default leaf -> feature mapping (the module docstring), or the one a dataset imported
-    from LeRobot recorded in its metadata."""
+    from LeRobot recorded in its metadata (`plan`: the episodes' `plan_of`, when known)."""
     imported = _imported(ds, indices)
     out: dict[str, str | None] = {}
-    keys = image_keys(ds, indices)
+    plan = plan or plan_of(ds, indices)
+    keys = image_keys(ds, indices, plan=plan)
     images = {k.name: k for k in keys if _is_rgb_or_grey(ds, k)}
     # Frame stacks and RGBA: LeRobot has no feature for them (left out, named).
     stacks = {k.name for k in keys if k.name not in images}
-    for leaf in plan_of(ds, indices).leaves:
+    for leaf in plan.leaves:
         if leaf.group == "obs":
             if leaf.name in images:
                 out[leaf.name] = _image_name(images[leaf.name])
@@ -188,18 +189,18 @@ def default_mapping(ds: Dataset, indices: Sequence[int]) -> dict[str, str | None
 
 
 def _features(
-    ds: Dataset, indices: Sequence[int], mapping: Mapping[str, str | None] | None, video: bool
+    ds: Dataset, indices: Sequence[int], plan: Plan, mapping: Mapping[str, str | None] | None, video: bool
 ) -> tuple[list[_Feature], list[str]]:
     """The features to write and the leaves left out."""
-    chosen = default_mapping(ds, indices)
+    chosen = default_mapping(ds, indices, plan)
     for name, target in (mapping or {}).items():
         if name not in chosen:
             raise InvalidArgumentError(
                 f"mapping names {name!r}, no value of this dataset (values: {', '.join(chosen)})"
             )
         chosen[name] = target
-    leaves = {leaf.name: leaf for leaf in plan_of(ds, indices).leaves}
-    images = {k.name: k for k in image_keys(ds, indices)}
+    leaves = {leaf.name: leaf for leaf in plan.leaves}
+    images = {k.name: k for k in image_keys(ds, indices, plan=plan)}
     features: dict[str, _Feature] = {}
     left_out = [name for name, target in chosen.items() if target is None]
     for name, target in chosen.items():
@@ -403,8 +404,8 @@ def write_lerobot(
         rate = render_fps(ds.meta(int(summary["recording"][indices[0]])))
     if not (np.isfinite(rate) and rate > 0):
         raise InvalidArgumentError(f"fps must be a positive number, got {fps!r}")
-    features, left_out = _features(ds, indices, mapping, video)
     plan = plan_of(ds, indices)
+    features, left_out = _features(ds, indices, plan, mapping, video)
     vector_leaves = list({leaf.name: leaf for f in features for leaf in f.leaves}.values())
     schema = _schema(pa, features)
     os.makedirs(root)

@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
+from trajcore.formats._columns import Plan
 from trajcore.formats._read import Progress, plan_of
 from trajcore.images import image_shape, pictures
 from trajcore.read.dataset import Dataset
@@ -73,9 +74,14 @@ def _layout(spec: dict[str, Any]) -> str | None:
     return image_shape(tuple(int(d) for d in spec["shape"]), np.dtype(np.uint8))
 
 
-def image_keys(ds: Dataset, indices: Sequence[int], keys: Sequence[str] | None = None) -> list[ImageKey]:
+def image_keys(
+    ds: Dataset, indices: Sequence[int], keys: Sequence[str] | None = None, *, plan: Plan | None = None
+) -> list[ImageKey]:
     """The image keys to export: `keys`, checked, or by default every image observation leaf
     (uint8, see the module docstring) and the rendered frames when recorded.
+
+    Args:
+        plan: the episodes' step-table plan, when the caller has it (`plan_of`).
 
     Raises:
         InvalidArgumentError: a key names no observation leaf nor ``render/frame``, or names a
@@ -83,7 +89,8 @@ def image_keys(ds: Dataset, indices: Sequence[int], keys: Sequence[str] | None =
     """
     recordings = sorted({int(r) for r in ds._reads.summary()["recording"][np.asarray(indices, dtype=np.int64)]})
     specs = _columns(ds, recordings or range(ds.num_recordings))
-    candidates = {leaf.name: leaf.column for leaf in plan_of(ds, indices).leaves if leaf.group == "obs"}
+    leaves = (plan or plan_of(ds, indices)).leaves
+    candidates = {leaf.name: leaf.column for leaf in leaves if leaf.group == "obs"}
     if FRAME_COLUMN in specs:
         candidates[FRAME_COLUMN] = FRAME_COLUMN
 
