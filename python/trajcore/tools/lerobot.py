@@ -13,7 +13,7 @@ from trajcore.formats._read import Progress, open_for_pass
 from trajcore.formats.to_lerobot import CODEBASE_VERSION, write_lerobot
 from trajcore.read.dataset import Dataset, members
 from trajcore.read.episodes import Episodes
-from trajcore.tools.card import CARD_NAME, dataset_card
+from trajcore.tools.card import CARD_NAME, dataset_card, size_category
 from trajcore.tools.output import staged
 from trajcore.video import av_module
 
@@ -44,6 +44,7 @@ def _card(ds: Dataset, result: dict[str, Any], root: str, license: str) -> str:
     ]
     header = {
         "task_categories": ["robotics", "reinforcement-learning"],
+        "size_categories": [size_category(int(result["steps"]))],  # the rows exported
         "configs": [{"config_name": "default", "data_files": "data/*/*.parquet"}],
     }
     return dataset_card(ds, license=license, tags=["LeRobot"], header=header, intro=intro, loading=loading)
