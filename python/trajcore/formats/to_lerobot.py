@@ -28,12 +28,12 @@ A mapping entry names a LeRobot feature for a leaf (``{"obs/joints": "observatio
 or None to leave it out; leaves mapped to the same name are concatenated. Leaves of no feature
 (infos, custom data, frame stacks, strings) are listed in the result's ``left_out`` and a
 `TrajcoreWarning`. A dataset `trajcore.from_lerobot` made maps its leaves back to the features
-they came from.
+they came from, with their types, names and fps, its ``image`` features kept as images.
 
 Values: float32, LeRobot's type for states and actions: a value float32 cannot hold exactly
-(float64 with more precision) is rounded, with a `TrajcoreWarning` naming the leaf. Video frames
-are H.264 at `LEROBOT_CRF`, a keyframe every `LEROBOT_GOP` frames (LeRobot's default: its
-loader seeks to every frame it reads).
+(float64 with more precision, integers past 2^24) is rounded, with a `TrajcoreWarning` naming the
+leaf. Video frames are H.264 at `LEROBOT_CRF`, a keyframe every `LEROBOT_GOP` frames (LeRobot's
+default: its loader seeks to every frame it reads), `PIX_FMTS`.
 
 Layout: LeRobot's (``meta/info.json`` ``data_path`` / ``video_path``): Parquet data files and one
 MP4 per camera per file, episodes one after another; a new file starts once a data file passes
