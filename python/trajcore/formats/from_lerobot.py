@@ -255,8 +255,7 @@ def from_lerobot(
                     )
                 obs: dict[str, Any] = {}
                 for name, ft in obs_features.items():
-                    if ft["dtype"] == "video":
-                        assert videos is not None
+                    if ft["dtype"] == "video" and videos is not None:  # (there is one when a feature is video)
                         values: Any = videos.frames(
                             name,
                             int(ep[f"videos/{name}/chunk_index"]),
@@ -273,7 +272,7 @@ def from_lerobot(
                 done = (
                     _column(rows["next.done"], features["next.done"]).reshape(length)
                     if "next.done" in rows
-                    else (np.zeros(length, np.bool_))
+                    else np.zeros(length, np.bool_)
                 )
                 truncated = (
                     _column(rows["next.truncated"], features["next.truncated"]).reshape(length)
@@ -285,9 +284,7 @@ def from_lerobot(
                     if "next.reward" in rows
                     else np.zeros(length)
                 )
-                data = {
-                    k: _column(rows[k], ft) for k, ft in data_features.items() if ft["dtype"] not in ("image", "video")
-                }
+                data = {k: _column(rows[k], ft) for k, ft in data_features.items()}
                 task = task_text.get(int(task_indices.pop()), "")
                 w.add_episode(
                     observations=obs,
