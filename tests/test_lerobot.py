@@ -391,6 +391,8 @@ def test_cli_export_and_import(two_cameras: Path, tmp_path: Path) -> None:
 
 
 def test_bad_input_is_refused_by_name(two_cameras: Path, tmp_path: Path) -> None:
+    with pytest.raises(InvalidArgumentError, match=r"trajcore\.to_lerobot"):
+        trajcore.export(two_cameras, tmp_path / "z", format="lerobot")
     with pytest.raises(InvalidArgumentError, match="obs/nothing"):
         trajcore.to_lerobot(two_cameras, tmp_path / "a", repo_id="x/y", mapping={"obs/nothing": "observation.x"})
     with pytest.raises(InvalidArgumentError, match="pix_fmt"):

@@ -55,6 +55,11 @@ def format_of(out: str, format: str | None) -> str:
         InvalidArgumentError: an unknown format, or none given and none implied.
     """
     if format is not None:
+        if format == "lerobot":
+            raise InvalidArgumentError(
+                "a LeRobot dataset is written by trajcore.to_lerobot(src, root, repo_id=...) (with its card), "
+                "or `trajcore export PATH OUT --format lerobot`"
+            )
         if format not in FORMATS:
             raise InvalidArgumentError(f"unknown export format {format!r} (formats: {', '.join(FORMATS)})")
         return format
