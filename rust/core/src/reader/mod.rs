@@ -34,6 +34,7 @@ mod catalog;
 mod dataset;
 mod dataset_view;
 mod int_map;
+mod live;
 mod integrity;
 mod reads;
 pub(crate) mod store;
