@@ -164,7 +164,11 @@ impl Dataset {
             log.evicted_seqs.contains(&(*id, seq))
         });
         let regrown = std::mem::take(&mut self.catalog.regrown);
-        self.live.update(&self.catalog, self.store.evicted(), &regrown, gone_rows_found);
+        let gone = self.store.evicted();
+        if self.live.update(&self.catalog, gone.clone(), &regrown, gone_rows_found) {
+            // Sampling reads them no more: their decoded chunks make room for the new ones.
+            self.store.cache.forget_shards(&gone);
+        }
         self.problems = self.store.problems().cloned().collect();
         self.problems.extend(self.catalog.own_problems.iter().cloned());
         self.problems.extend(self.catalog.exclusions.problems.iter().cloned());

@@ -32,13 +32,21 @@ impl Live {
     /// Takes in a refresh of `catalog`: `gone` marks the shards deleted (`Store::evicted`),
     /// `regrown` the listings that grew in place (`Catalog::regrown`), `gone_rows_found` whether
     /// the refresh read rows of a deleted shard (from the copy this reader still holds open),
-    /// which moves what it held.
-    pub fn update(&mut self, catalog: &Catalog, gone: Vec<bool>, regrown: &[(usize, u64)], gone_rows_found: bool) {
+    /// which moves what it held. Returns whether shards were deleted (or listings dropped)
+    /// since the last update.
+    pub fn update(
+        &mut self,
+        catalog: &Catalog,
+        gone: Vec<bool>,
+        regrown: &[(usize, u64)],
+        gone_rows_found: bool,
+    ) -> bool {
         let out = gone.iter().filter(|&&g| g).count() + catalog.dropped.len();
         let listed = catalog.episodes.len();
+        let changed = out != self.out;
         if out == 0 {
             self.listed = listed;
-            return;
+            return changed;
         }
         let same = out == self.out && !gone_rows_found && self.set.is_some();
         let regrown_out = same && regrown.iter().any(|&(at, _)| catalog.evicted_by(&self.gone, at));
@@ -74,6 +82,7 @@ impl Live {
         }
         self.out = out;
         self.listed = listed;
+        changed
     }
 }
 

@@ -445,6 +445,57 @@ mod tests {
     }
 
     #[test]
+    fn an_index_grown_and_resized_in_place_locates_as_one_built_whole() {
+        // Appends and in-place resizes (listings that grew), with the bucket table built in
+        // between: every step lands where an index built from the final lengths puts it.
+        let mut lengths: Vec<u64> = Vec::new();
+        let mut index = StepIndex::default();
+        let mut x = 11u64;
+        for round in 0..400u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            match x % 5 {
+                0 if !lengths.is_empty() => {
+                    // Resize one of the last few (where running episodes are listed), or any.
+                    let k = if x % 3 == 0 { (x >> 20) as usize % lengths.len() } else { lengths.len() - 1 };
+                    let length = (x >> 33) % 300; // shorter too (and 0)
+                    lengths[k] = length;
+                    index.set_length(k, length);
+                }
+                _ => {
+                    let length = if round % 50 == 0 { 5000 } else { 1 + (x >> 40) % 40 };
+                    lengths.push(length);
+                    index.push(length);
+                }
+            }
+            if round % 7 == 0 {
+                let _ = index.locate(0); // builds the table, which later changes patch
+            }
+            if round % 25 == 24 {
+                let whole = StepIndex::from_lengths(lengths.iter().copied());
+                assert_eq!(index.starts, whole.starts, "round {round}");
+                for step in (0..whole.num_steps()).step_by(3) {
+                    assert_eq!(index.locate(step), whole.locate(step), "round {round} step {step}");
+                }
+                assert_eq!(index.locate(whole.num_steps()), None);
+            }
+        }
+    }
+
+    #[test]
+    fn a_subset_grows_and_finds_its_members() {
+        let mut set = EpisodeSet::subset(vec![1, 4], [3, 2]);
+        let w = set.windows(2, false).unwrap();
+        assert_eq!(w.num_windows(), 2 + 1);
+        set.push_member(7, 5);
+        set.set_length(0, 1);
+        assert_eq!(set.episodes(), [1, 4, 7]);
+        assert_eq!(set.num_steps(), 1 + 2 + 5);
+        assert_eq!(set.locate_step(3).unwrap(), (7, 0));
+        assert_eq!(set.windows(2, false).unwrap().num_windows(), 1 + 4, "windows made again after a resize");
+        assert_eq!((set.member_of(4), set.member_of(7), set.member_of(5)), (Some(1), Some(2), None));
+    }
+
+    #[test]
     fn locate_steps_across_episodes() {
         let index = StepIndex::from_lengths([3, 1, 2]);
         assert_eq!(index.num_steps(), 6);
