@@ -11,7 +11,6 @@ import warnings
 from collections.abc import Mapping
 from typing import Any, Unpack, cast
 
-import numpy as np
 import numpy.typing as npt
 from gymnasium import spaces
 

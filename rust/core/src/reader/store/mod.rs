@@ -143,6 +143,7 @@ impl Store {
                         }
                         if log.as_ref().is_some_and(logged) {
                             shard.evicted = true;
+                            shard.source.release_pages();
                             continue;
                         }
                     }
