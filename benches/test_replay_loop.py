@@ -13,8 +13,9 @@ update: the figure is the buffer's cost beside the env's).
   Both buffers are filled past their capacity first (the ring wraps, the recording evicts), so
   the rounds run in the steady state. Beside the ratio: the buffer's bytes on disk against the
   ring's RAM, and the peak RSS of a process running the trajcore loop alone with a cache of
-  256 MiB (`cache_bytes`), at half, one and two capacities' worth of transitions: bounded by
-  the cache, not by the capacity (the same loop's decoded frames alone would take 0.7 GB).
+  256 MiB (`cache_bytes`), at half, one and one and a half capacities' worth of transitions
+  (anonymous and file-backed apart; the same loop's decoded frames alone would take 0.7 GB),
+  and the disk it holds: the directory's bytes and those of evicted shards it still has open.
 """
 
 from __future__ import annotations
@@ -173,6 +174,17 @@ def _probe(out: str, vector_steps: list[int]) -> None:
         with open("/proc/self/status") as f:
             return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field))
 
+    def deleted_but_open() -> int:
+        """Disk bytes of the deleted files this process holds open (shards evicted under it)."""
+        held = 0
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                if os.readlink(f"/proc/self/fd/{fd}").endswith(" (deleted)"):
+                    held += os.fstat(int(fd)).st_blocks * 512
+            except OSError:
+                pass  # closed meanwhile
+        return held
+
     envs = trajcore.RecordVectorEpisodes(_pixels(), out, capacity_steps=CAPACITY)
     envs.action_space.seed(0)
     envs.reset(seed=0)
@@ -182,14 +194,16 @@ def _probe(out: str, vector_steps: list[int]) -> None:
     for i, until in enumerate(vector_steps):
         _trajcore_loop(envs, ds, until - done, i * until)
         done = until
-        print(json.dumps({"transitions": until * NUM_ENVS, "rss": status("VmRSS:"), "peak_rss": status("VmHWM:")}))
+        point = {"transitions": until * NUM_ENVS, "peak_rss": status("VmHWM:"), "rss_anon": status("RssAnon:")}
+        point.update(rss_file=status("RssFile:"), deleted_open=deleted_but_open(), on_disk=dir_bytes(out))
+        print(json.dumps(point))
     envs.close()
     ds.close()
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads /proc/self/status (Linux)")
 def test_pixel_loop_memory(benchmark: Any, report: list[dict[str, Any]], tmp_path: Path) -> None:
-    checkpoints = [CAPACITY // 2 // NUM_ENVS, CAPACITY // NUM_ENVS, 2 * CAPACITY // NUM_ENVS]
+    checkpoints = [CAPACITY // 2 // NUM_ENVS, CAPACITY // NUM_ENVS, 3 * CAPACITY // 2 // NUM_ENVS]
     code = f"import test_replay_loop as t; t._probe({str(tmp_path / 'buffer')!r}, {checkpoints!r})"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), *sys.path])}
 
@@ -200,7 +214,10 @@ def test_pixel_loop_memory(benchmark: Any, report: list[dict[str, Any]], tmp_pat
     points = benchmark.pedantic(run, rounds=1, iterations=1)
     row: dict[str, Any] = {"group": "replay buffer", "name": f"pixel loop memory, cache {PROBE_CACHE >> 20} MiB"}
     for p in points:
-        row[f"peak_rss_mb_at_{p['transitions']:,}"] = p["peak_rss"] / 2**20
+        at = f"{p['transitions'] // 1000}k"
+        row[f"peak_rss_mb_{at}"] = p["peak_rss"] / 2**20
+        row[f"anon_file_mb_{at}"] = f"{p['rss_anon'] / 2**20:.0f}+{p['rss_file'] / 2**20:.0f}"
+        row[f"disk_mb_{at}"] = f"{p['on_disk'] / 2**20:.0f}+{p['deleted_open'] / 2**20:.0f} deleted"
     row["load_average"] = f"{os.getloadavg()[0]:.1f}"
     benchmark.extra_info.update(row)
     report.append(row)

@@ -429,7 +429,10 @@ impl PyDataset {
     /// The episodes sampling draws from once a bounded recording evicted some (see the core's
     /// `live_episodes`); None while none is.
     fn live_selection(&self) -> Option<PySelection> {
-        self.read(|d| d.live_episodes().map(|set| PySelection::of(d, set.clone())))
+        self.read(|d| {
+            let set = d.live_episodes()?.clone();
+            Some(PySelection { set, among: d.live_recordings(), plans: PlanCache::default() })
+        })
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use super::catalog::Catalog;
 use super::dataset_view::DatasetView;
-use super::live::Live;
 use super::integrity::problem::Problem;
+use super::live::Live;
 use super::store::Store;
 use super::CacheStats;
 use super::CACHE_AUTO;
@@ -232,6 +232,12 @@ impl Dataset {
     /// `refresh` at the cost of what it found (see `live`).
     pub fn live_episodes(&self) -> Option<&std::sync::Arc<EpisodeSet>> {
         self.live.set.as_ref()
+    }
+
+    /// The recordings `live_episodes` come from, when not all (see
+    /// `DatasetView::recordings_among`), kept as the set is.
+    pub fn live_recordings(&self) -> Option<Vec<bool>> {
+        self.live.among(self.catalog.recordings.len())
     }
 
     /// Changes whenever what batch plans are made of changes (recordings, their Meta records

@@ -26,6 +26,8 @@ pub(crate) struct Live {
     pub set: Option<Arc<EpisodeSet>>,
     /// Episodes listed when last updated.
     listed: usize,
+    /// Members of `set` per recording.
+    per_recording: Vec<u64>,
 }
 
 impl Live {
@@ -63,6 +65,7 @@ impl Live {
                         self.evicted.push(e);
                     } else {
                         set.push_member(e, catalog.episodes[e].summary.length);
+                        count_member(&mut self.per_recording, catalog.episodes[e].recording);
                     }
                 }
                 true
@@ -78,12 +81,34 @@ impl Live {
             evicted.sort_unstable();
             evicted.dedup();
             self.evicted = evicted;
-            self.set = Some(Arc::new(live_set(catalog, &self.evicted)));
+            let set = live_set(catalog, &self.evicted);
+            self.per_recording.clear();
+            for k in 0..set.len() {
+                count_member(&mut self.per_recording, catalog.episodes[set.episode(k)].recording);
+            }
+            self.set = Some(Arc::new(set));
         }
         self.out = out;
         self.listed = listed;
         changed
     }
+
+    /// Which of the dataset's `recordings` the set's episodes come from, one flag each; None
+    /// when that is all of them or none (as `DatasetView::recordings_among` says it, without
+    /// walking the set: a buffer resumed by a second recording samples from both).
+    pub fn among(&self, recordings: usize) -> Option<Vec<bool>> {
+        let flags: Vec<bool> = (0..recordings).map(|r| self.per_recording.get(r).is_some_and(|&n| n > 0)).collect();
+        let count = flags.iter().filter(|&&f| f).count();
+        (count > 0 && count < recordings).then_some(flags)
+    }
+}
+
+/// Counts a member of `recording` in `per_recording`.
+fn count_member(per_recording: &mut Vec<u64>, recording: usize) {
+    if per_recording.len() <= recording {
+        per_recording.resize(recording + 1, 0);
+    }
+    per_recording[recording] += 1;
 }
 
 /// The listing of `catalog` less `evicted` (ascending).

@@ -34,8 +34,8 @@ mod catalog;
 mod dataset;
 mod dataset_view;
 mod int_map;
-mod live;
 mod integrity;
+mod live;
 mod reads;
 pub(crate) mod store;
 

@@ -75,7 +75,8 @@ impl StepIndex {
             return;
         }
         for start in &mut self.starts[k + 1..] {
-            *start = if new_end > old_end { start.saturating_add(new_end - old_end) } else { *start - (old_end - new_end) };
+            *start =
+                if new_end > old_end { start.saturating_add(new_end - old_end) } else { *start - (old_end - new_end) };
         }
         self.patch_buckets(k);
     }
