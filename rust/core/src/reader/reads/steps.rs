@@ -457,7 +457,7 @@ mod tests {
             match x % 5 {
                 0 if !lengths.is_empty() => {
                     // Resize one of the last few (where running episodes are listed), or any.
-                    let k = if x % 3 == 0 { (x >> 20) as usize % lengths.len() } else { lengths.len() - 1 };
+                    let k = if x.is_multiple_of(3) { (x >> 20) as usize % lengths.len() } else { lengths.len() - 1 };
                     let length = (x >> 33) % 300; // shorter too (and 0)
                     lengths[k] = length;
                     index.set_length(k, length);
