@@ -2,13 +2,29 @@
 `envs.step`, then a batch of 256 transitions, with trajcore as the replay buffer (a recorder
 with `capacity_steps`, `ds.refresh()` and `ds.sample_transitions(256)`) against an in-memory
 numpy ring buffer of the same capacity filled by hand (obs, next obs, action, reward, done).
-CartPole x8, capacity 100,000 transitions; the two loops interleaved in rounds on the same
-machine, the ratio in one run (no learner update: the figure is the buffer's cost beside the
-env's)."""
+The two loops run interleaved in rounds on the same machine, the ratio in one run (no learner
+update: the figure is the buffer's cost beside the env's).
+
+- CartPole x8, capacity 100,000 transitions.
+- Atari-like pixels: 8 sub-envs of (4, 84, 84) uint8 stacks (`workloads.PixelEnv`, drawn frames
+  replayed at almost no cost, so the figure is the buffer's, not an emulator's), capacity
+  100,000 transitions. The issue asks for 1M: a numpy ring storing obs and next_obs then takes
+  2 x 1M x 28,224 bytes = 56 GB, more than this 24 GB machine has; at 100,000 it takes 5.6 GB.
+  Both buffers are filled past their capacity first (the ring wraps, the recording evicts), so
+  the rounds run in the steady state. Beside the ratio: the buffer's bytes on disk against the
+  ring's RAM, and the peak RSS of a process running the trajcore loop alone with a cache of
+  256 MiB (`cache_bytes`), at half, one and one and a half capacities' worth of transitions
+  (anonymous and file-backed apart; the same loop's decoded frames alone would take 0.7 GB),
+  and the disk it holds: the directory's bytes and those of evicted shards it still has open.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -17,23 +33,29 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import trajcore
+from workloads import dir_bytes, pixel_vector
 
 NUM_ENVS = 8
 CAPACITY = 100_000
 BATCH = 256
+PROBE_CACHE = 256 << 20
 
 
 class NumpyRing:
     """CleanRL's buffer: preallocated arrays written at a cursor, sampled uniformly."""
 
-    def __init__(self, capacity: int, obs_shape: tuple[int, ...]) -> None:
-        self.obs = np.zeros((capacity, *obs_shape), np.float32)
-        self.next_obs = np.zeros((capacity, *obs_shape), np.float32)
+    def __init__(self, capacity: int, obs_shape: tuple[int, ...], dtype: Any = np.float32) -> None:
+        self.obs = np.zeros((capacity, *obs_shape), dtype)
+        self.next_obs = np.zeros((capacity, *obs_shape), dtype)
         self.actions = np.zeros(capacity, np.int64)
         self.rewards = np.zeros(capacity, np.float32)
         self.dones = np.zeros(capacity, bool)
         self.capacity, self.pos, self.full = capacity, 0, False
         self.rng = np.random.default_rng(0)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(a.nbytes for a in (self.obs, self.next_obs, self.actions, self.rewards, self.dones))
 
     def add(self, obs: Any, next_obs: Any, actions: Any, rewards: Any, dones: Any) -> None:
         n = len(obs)
@@ -45,17 +67,24 @@ class NumpyRing:
 
     def sample(self, n: int) -> dict[str, Any]:
         idx = self.rng.integers(0, self.capacity if self.full else self.pos, n)
-        return {"observations": self.obs[idx], "next_observations": self.next_obs[idx], "actions": self.actions[idx]}
+        return {
+            "observations": self.obs[idx],
+            "next_observations": self.next_obs[idx],
+            "actions": self.actions[idx],
+            "rewards": self.rewards[idx],
+            "dones": self.dones[idx],
+        }
 
 
-def _numpy_loop(envs: Any, ring: NumpyRing, obs: Any, steps: int) -> tuple[float, Any]:
+def _numpy_loop(envs: Any, ring: NumpyRing, obs: Any, steps: int, sample: bool = True) -> tuple[float, Any]:
     start = time.perf_counter()
     for _ in range(steps):
         actions = envs.action_space.sample()
         next_obs, rewards, term, trunc, _ = envs.step(actions)
         ring.add(obs, next_obs, actions, rewards, term | trunc)
         obs = next_obs
-        ring.sample(BATCH)
+        if sample:
+            ring.sample(BATCH)
     return (time.perf_counter() - start) / steps, obs
 
 
@@ -69,19 +98,21 @@ def _trajcore_loop(envs: Any, ds: trajcore.Dataset, steps: int, seed: int) -> fl
     return (time.perf_counter() - start) / steps
 
 
-def _compare(out: Path, steps: int, rounds: int = 6) -> dict[str, Any]:
-    plain = gym.make_vec("CartPole-v1", num_envs=NUM_ENVS, vectorization_mode="sync")
-    recorded = trajcore.RecordVectorEpisodes(
-        gym.make_vec("CartPole-v1", num_envs=NUM_ENVS, vectorization_mode="sync"), out, capacity_steps=CAPACITY
-    )
+def _compare(make_env: Any, out: Path, steps: int, fill: int, dtype: Any, rounds: int = 6) -> dict[str, Any]:
+    plain = make_env()
+    recorded = trajcore.RecordVectorEpisodes(make_env(), out, capacity_steps=CAPACITY)
     for e in (plain, recorded):
         e.action_space.seed(0)
     obs, _ = plain.reset(seed=0)
     recorded.reset(seed=0)
-    ring = NumpyRing(CAPACITY, plain.single_observation_space.shape)
+    ring = NumpyRing(CAPACITY, plain.single_observation_space.shape, dtype)
+    # Both buffers past their capacity (the ring wraps, the recording evicts) before timing.
+    _, obs = _numpy_loop(plain, ring, obs, fill, sample=False)
+    for _ in range(fill):
+        recorded.step(recorded.action_space.sample())
     recorded.flush()
     ds = trajcore.open(out)
-    # Warm both (and fill some of each buffer).
+    # Warm both.
     _, obs = _numpy_loop(plain, ring, obs, steps)
     _trajcore_loop(recorded, ds, steps, 0)
     ring_s, traj_s = [], []
@@ -95,6 +126,8 @@ def _compare(out: Path, steps: int, rounds: int = 6) -> dict[str, Any]:
                 traj_s.append(_trajcore_loop(recorded, ds, steps, r * steps))
     recorded.close()
     plain.close()
+    ds.refresh()
+    on_disk, buffered = dir_bytes(out), ds.num_steps
     ds.close()
     ring_med, traj_med = statistics.median(ring_s), statistics.median(traj_s)
     return {
@@ -103,14 +136,88 @@ def _compare(out: Path, steps: int, rounds: int = 6) -> dict[str, Any]:
         "speed_ratio": ring_med / traj_med,  # the issue asks >= 0.9
         "ratio_spread": f"{min(ring_s) / max(traj_s):.2f}..{max(ring_s) / min(traj_s):.2f}",
         "evicted_steps": recorded.stats()["evicted_steps"],
+        "transitions_on_disk": buffered,
+        "disk_bytes": on_disk,
+        "numpy_ring_bytes": ring.nbytes,
+        "disk_to_ring_ram": on_disk / ring.nbytes,  # pixels: the issue asks <= 0.1
+        "load_average": f"{os.getloadavg()[0]:.1f}",
     }
 
 
-@pytest.mark.parametrize("steps", [2_000])
-def test_cartpole_loop_against_a_numpy_ring(
-    benchmark: Any, report: list[dict[str, Any]], tmp_path: Path, steps: int
+def _cartpole() -> Any:
+    return gym.make_vec("CartPole-v1", num_envs=NUM_ENVS, vectorization_mode="sync")
+
+
+def _pixels() -> Any:
+    return pixel_vector(NUM_ENVS)
+
+
+@pytest.mark.parametrize(
+    ("name", "make_env", "dtype", "steps"),
+    [("CartPole", _cartpole, np.float32, 2_000), ("Atari-like (4, 84, 84) uint8", _pixels, np.uint8, 300)],
+)
+def test_loop_against_a_numpy_ring(
+    benchmark: Any, report: list[dict[str, Any]], tmp_path: Path, name: str, make_env: Any, dtype: Any, steps: int
 ) -> None:
-    r = benchmark.pedantic(_compare, args=(tmp_path / "buffer", steps), rounds=1, iterations=1)
-    row = {"group": "replay buffer", "name": f"CartPole x{NUM_ENVS}, capacity {CAPACITY:,}, batch {BATCH}", **r}
+    fill = CAPACITY * 5 // 4 // NUM_ENVS
+    r = benchmark.pedantic(_compare, args=(make_env, tmp_path / "buffer", steps, fill, dtype), rounds=1, iterations=1)
+    row = {"group": "replay buffer", "name": f"{name} x{NUM_ENVS}, capacity {CAPACITY:,}, batch {BATCH}", **r}
+    benchmark.extra_info.update(row)
+    report.append(row)
+
+
+def _probe(out: str, vector_steps: list[int]) -> None:
+    """Runs the trajcore loop on pixels (capacity `CAPACITY`, a cache of `PROBE_CACHE`) and
+    prints, at each of `vector_steps`, the transitions so far, this process's RSS and peak RSS."""
+
+    def status(field: str) -> int:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field))
+
+    def deleted_but_open() -> int:
+        """Disk bytes of the deleted files this process holds open (shards evicted under it)."""
+        held = 0
+        for fd in os.listdir("/proc/self/fd"):
+            try:
+                if os.readlink(f"/proc/self/fd/{fd}").endswith(" (deleted)"):
+                    held += os.fstat(int(fd)).st_blocks * 512
+            except OSError:
+                pass  # closed meanwhile
+        return held
+
+    envs = trajcore.RecordVectorEpisodes(_pixels(), out, capacity_steps=CAPACITY)
+    envs.action_space.seed(0)
+    envs.reset(seed=0)
+    envs.flush()
+    ds = trajcore.open(out, cache_bytes=PROBE_CACHE)
+    done = 0
+    for i, until in enumerate(vector_steps):
+        _trajcore_loop(envs, ds, until - done, i * until)
+        done = until
+        point = {"transitions": until * NUM_ENVS, "peak_rss": status("VmHWM:"), "rss_anon": status("RssAnon:")}
+        point.update(rss_file=status("RssFile:"), deleted_open=deleted_but_open(), on_disk=dir_bytes(out))
+        print(json.dumps(point))
+    envs.close()
+    ds.close()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads /proc/self/status (Linux)")
+def test_pixel_loop_memory(benchmark: Any, report: list[dict[str, Any]], tmp_path: Path) -> None:
+    checkpoints = [CAPACITY // 2 // NUM_ENVS, CAPACITY // NUM_ENVS, 3 * CAPACITY // 2 // NUM_ENVS]
+    code = f"import test_replay_loop as t; t._probe({str(tmp_path / 'buffer')!r}, {checkpoints!r})"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), *sys.path])}
+
+    def run() -> list[dict[str, int]]:
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        return [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+
+    points = benchmark.pedantic(run, rounds=1, iterations=1)
+    row: dict[str, Any] = {"group": "replay buffer", "name": f"pixel loop memory, cache {PROBE_CACHE >> 20} MiB"}
+    for p in points:
+        at = f"{p['transitions'] // 1000}k"
+        row[f"peak_rss_mb_{at}"] = p["peak_rss"] / 2**20
+        row[f"anon_file_mb_{at}"] = f"{p['rss_anon'] / 2**20:.0f}+{p['rss_file'] / 2**20:.0f}"
+        row[f"disk_mb_{at}"] = f"{p['on_disk'] / 2**20:.0f}+{p['deleted_open'] / 2**20:.0f} deleted"
+    row["load_average"] = f"{os.getloadavg()[0]:.1f}"
     benchmark.extra_info.update(row)
     report.append(row)

@@ -219,6 +219,13 @@ def test_a_reader_in_another_process_follows_the_evictions(tmp_path: Path) -> No
                     continue
                 evicted = set(ds.evicted_episodes)
                 batch = ds.sample_transitions(64, seed=rounds)
+                # What refresh keeps up to date step by step is the listing less the evicted,
+                # numbered as a selection of those episodes made from scratch numbers them.
+                live = ds.select()
+                assert live.indices == [e for e in range(ds.num_episodes) if e not in evicted]
+                again = live.sample_transitions(64, seed=rounds, keys=["rewards"])
+                np.testing.assert_array_equal(again["episode_index"], batch["episode_index"])
+                np.testing.assert_array_equal(again["step_index"], batch["step_index"])
                 sampled_evicted += sum(int(e) in evicted for e in batch["episode_index"])
                 for e, s, obs in list(
                     zip(batch["episode_index"], batch["step_index"], batch["observations"], strict=True)

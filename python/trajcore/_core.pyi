@@ -214,6 +214,9 @@ class Dataset:
         """Transitions the bounded recordings of this directory deleted (their eviction log)."""
     def evicted_episodes(self) -> npt.NDArray[np.int64]:
         """Episodes with rows in shards a bounded recording deleted since opening, ascending."""
+    def live_selection(self) -> Selection | None:
+        """The episodes sampling draws from once a bounded recording evicted some (every
+        episode less `evicted_episodes`, kept up to date by `refresh`); None while none is."""
     @property
     def num_episodes(self) -> int: ...
     @property

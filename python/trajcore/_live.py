@@ -12,7 +12,7 @@ import time
 import weakref
 from typing import Protocol
 
-__all__ = ["MIN_FLUSH_INTERVAL", "flush_recorders", "register", "unregister"]
+__all__ = ["MIN_FLUSH_INTERVAL", "flush_recorders", "key", "register", "unregister"]
 
 # Half the freshness promised (100 ms): a flush at most this long ago covers every step that
 # returned 100 ms before the refresh.
@@ -28,30 +28,33 @@ _recorders: dict[str, weakref.WeakSet[_Flushable]] = {}
 _last_flush: dict[str, float] = {}
 
 
-def _key(path: str | os.PathLike[str]) -> str:
+def key(path: str | os.PathLike[str]) -> str:
+    """What recorders of the directory `path` are registered under (a reader computes it once:
+    resolving the path at every refresh would cost more than the refresh)."""
     return os.path.realpath(os.fspath(path))
 
 
 def register(path: str | os.PathLike[str], recorder: _Flushable) -> None:
     """`recorder` writes into the directory `path` (until `unregister`)."""
     with _lock:
-        _recorders.setdefault(_key(path), weakref.WeakSet()).add(recorder)
+        _recorders.setdefault(key(path), weakref.WeakSet()).add(recorder)
 
 
 def unregister(path: str | os.PathLike[str], recorder: _Flushable) -> None:
     with _lock:
-        _recorders.get(_key(path), weakref.WeakSet()).discard(recorder)
+        _recorders.get(key(path), weakref.WeakSet()).discard(recorder)
 
 
-def flush_recorders(path: str | os.PathLike[str]) -> None:
-    """Flushes the recorders of this process writing into `path`, unless that was done less
-    than `MIN_FLUSH_INTERVAL` ago."""
-    key = _key(path)
+def flush_recorders(directory_key: str) -> None:
+    """Flushes the recorders of this process writing into the directory whose `key` this is,
+    unless that was done less than `MIN_FLUSH_INTERVAL` ago."""
     with _lock:
-        recorders = list(_recorders.get(key, ()))
         now = time.monotonic()
-        if not recorders or now - _last_flush.get(key, -1e9) < MIN_FLUSH_INTERVAL:
+        if now - _last_flush.get(directory_key, -1e9) < MIN_FLUSH_INTERVAL:
             return
-        _last_flush[key] = now
+        recorders = list(_recorders.get(directory_key, ()))
+        if not recorders:
+            return
+        _last_flush[directory_key] = now
     for recorder in recorders:
         recorder._flush_for_readers()

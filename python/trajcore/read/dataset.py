@@ -11,7 +11,6 @@ import warnings
 from collections.abc import Mapping
 from typing import Any, Unpack, cast
 
-import numpy as np
 import numpy.typing as npt
 from gymnasium import spaces
 
@@ -126,9 +125,8 @@ class Dataset(_Sampling):
         self._reads = DatasetReads(self._path, core)
         self._warned = len(core.problems)
         self._notices = 0
-        # The episodes sampling draws from once a bounded recording evicted some (None: all).
-        self._live: _CoreSelection | None = None
-        self._live_key = (0, 0)
+        # Where this process's recorders writing into the directory are registered (`_live`).
+        self._live_key = _live.key(self._path)
         for file, offset, why in core.problems:
             warnings.warn(
                 f"{file}: damaged at byte offset {offset} ({why}); what is intact is read",
@@ -163,7 +161,8 @@ class Dataset(_Sampling):
         return self._core
 
     def _selection(self) -> _CoreSelection | None:
-        return self._live
+        # The episodes sampling draws from once a bounded recording evicted some (None: all).
+        return self._core.live_selection()
 
     # --- the dataset ----------------------------------------------------------------------
 
@@ -344,7 +343,8 @@ class Dataset(_Sampling):
 
     def _sampled(self) -> range | list[int]:
         """The episodes sampling draws from: all, less those evicted (`evicted_episodes`)."""
-        return range(self.num_episodes) if self._live is None else [int(e) for e in self._live.episodes()]
+        live = self._selection()
+        return range(self.num_episodes) if live is None else [int(e) for e in live.episodes()]
 
     def refresh(self) -> int:
         """Picks up shards that grew or appeared since opening (a recorder still writing);
@@ -364,15 +364,9 @@ class Dataset(_Sampling):
         the dataset goes on reading the file it opened. A shard a bounded recording
         (``capacity_steps``) deleted is expected: no warning; its episodes leave sampling
         (`evicted_episodes`) and stay readable."""
-        _live.flush_recorders(self._path)  # a recorder of this process writing here: its rows now
+        _live.flush_recorders(self._live_key)  # a recorder of this process writing here: its rows now
         added = self._core.refresh()
         self._reads.forget()
-        evicted = self._core.evicted_episodes()
-        # Made again only when the listing or the evictions changed (a refresh per step is cheap).
-        key = (self.num_episodes, len(evicted))
-        if len(evicted) and key != self._live_key:
-            live = np.setdiff1d(np.arange(self.num_episodes, dtype=np.int64), evicted, assume_unique=True)
-            self._live, self._live_key = self._core.selection(live), key
         problems, notices = self._core.problems, self._core.notices
         for file, offset, why in problems[self._warned :]:
             warnings.warn(f"{file}: byte offset {offset}: {why}", TrajcoreWarning, stacklevel=2)

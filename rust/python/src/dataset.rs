@@ -413,9 +413,26 @@ impl PyDataset {
 
     /// Re-reads shards that grew or appeared; returns how many episodes were added.
     fn refresh(&self, py: Python<'_>) -> PyResult<usize> {
-        let added = py.detach(|| self.inner.write().unwrap_or_else(|p| p.into_inner()).refresh()).py_err(py)?;
-        self.plans.clear();
+        let (added, schema_changed) = py
+            .detach(|| {
+                let mut d = self.inner.write().unwrap_or_else(|p| p.into_inner());
+                let before = d.schema_generation();
+                d.refresh().map(|added| (added, d.schema_generation() != before))
+            })
+            .py_err(py)?;
+        if schema_changed {
+            self.plans.clear();
+        }
         Ok(added)
+    }
+
+    /// The episodes sampling draws from once a bounded recording evicted some (see the core's
+    /// `live_episodes`); None while none is.
+    fn live_selection(&self) -> Option<PySelection> {
+        self.read(|d| {
+            let set = d.live_episodes()?.clone();
+            Some(PySelection { set, among: d.live_recordings(), plans: PlanCache::default() })
+        })
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {

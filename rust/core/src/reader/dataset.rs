@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use super::catalog::Catalog;
 use super::dataset_view::DatasetView;
 use super::integrity::problem::Problem;
+use super::live::Live;
 use super::store::Store;
 use super::CacheStats;
 use super::CACHE_AUTO;
@@ -50,9 +51,9 @@ pub struct Dataset {
     read_damage: ReadDamage,
     /// Shard problems, the catalog's and the exclusions', gathered after every open/refresh.
     problems: Vec<Problem>,
-    /// `evicted_episodes`, and the (episodes listed, shards evicted) it was found for: found
-    /// again only when either changed (a refresh per training step must not walk the dataset).
-    evicted: ((usize, usize), Vec<usize>),
+    /// The episodes a bounded recording's buffer holds (a refresh per training step must not
+    /// walk the dataset: see `live`).
+    live: Live,
 }
 
 impl Dataset {
@@ -77,7 +78,7 @@ impl Dataset {
             read_damage: ReadDamage::default(),
             opts,
             problems: Vec::new(),
-            evicted: ((0, 0), Vec::new()),
+            live: Live::default(),
         };
         ds.update()?;
         let (lru_bytes, store) =
@@ -146,6 +147,8 @@ impl Dataset {
         self.catalog.own_problems.extend(changed);
         let catalog = &mut self.catalog;
         let (found, failed) = self.store.scan(opened, |facts| catalog.register(facts));
+        let gone = self.store.evicted();
+        let gone_rows_found = found.iter().any(|(s, f)| gone.get(*s) == Some(&true) && !f.chunks.is_empty());
         self.catalog.take_in(found, self.store.first_damage(), &mut self.store.verified);
         if let Some(e) = failed {
             return Err(e);
@@ -160,15 +163,11 @@ impl Dataset {
             });
             log.evicted_seqs.contains(&(*id, seq))
         });
+        let regrown = std::mem::take(&mut self.catalog.regrown);
         let gone = self.store.evicted();
-        let out = gone.iter().filter(|&&g| g).count() + self.catalog.dropped.len();
-        let key = (self.catalog.episodes.len(), out);
-        if out > 0 && key != self.evicted.0 {
-            let mut episodes = self.catalog.episodes_in_shards(&gone);
-            episodes.extend(&self.catalog.dropped);
-            episodes.sort_unstable();
-            episodes.dedup();
-            self.evicted = (key, episodes);
+        if self.live.update(&self.catalog, gone.clone(), &regrown, gone_rows_found) {
+            // Sampling reads them no more: their decoded chunks make room for the new ones.
+            self.store.cache.forget_shards(&gone);
         }
         self.problems = self.store.problems().cloned().collect();
         self.problems.extend(self.catalog.own_problems.iter().cloned());
@@ -225,7 +224,26 @@ impl Dataset {
     /// still readable (the dataset reads the files it opened), but no longer in the buffer, so
     /// sampling leaves them out.
     pub fn evicted_episodes(&self) -> &[usize] {
-        &self.evicted.1
+        &self.live.evicted
+    }
+
+    /// The episodes sampling draws from: every episode less `evicted_episodes`, with their own
+    /// step numbering; `None` while none is evicted (then `all_episodes`). Kept up to date by
+    /// `refresh` at the cost of what it found (see `live`).
+    pub fn live_episodes(&self) -> Option<&std::sync::Arc<EpisodeSet>> {
+        self.live.set.as_ref()
+    }
+
+    /// The recordings `live_episodes` come from, when not all (see
+    /// `DatasetView::recordings_among`), kept as the set is.
+    pub fn live_recordings(&self) -> Option<Vec<bool>> {
+        self.live.among(self.catalog.recordings.len())
+    }
+
+    /// Changes whenever what batch plans are made of changes (recordings, their Meta records
+    /// and columns): plans made before a refresh that left it alone still hold.
+    pub fn schema_generation(&self) -> u64 {
+        self.catalog.schema_generation()
     }
 
     /// Transitions the bounded recordings of this directory deleted, as their eviction log

@@ -35,6 +35,7 @@ mod dataset;
 mod dataset_view;
 mod int_map;
 mod integrity;
+mod live;
 mod reads;
 pub(crate) mod store;
 

@@ -3,6 +3,7 @@
 //! without I/O. An episode is evicted when any of its steps was in a deleted shard: a lane's
 //! step rows grow with its shards (first in, first out deletes a recording's oldest shards), so
 //! that is when its first step row lies before the end of the lane's rows in deleted shards.
+//! `reader::live` keeps the episodes left in the buffer with it.
 
 use std::collections::HashMap;
 
@@ -11,19 +12,21 @@ use super::Catalog;
 /// An episode as this decision sees it: (recording, lane, first step row, shard of its record).
 pub(crate) type EpisodeAt = (usize, u32, u64, usize);
 
-/// The episodes (indexes into `episodes`) with a step in a deleted shard: their record is in
-/// one (`gone[shard]`), or their first step row is before `gone_end[(recording, lane)]`, the end
-/// of that lane's step rows in deleted shards.
-pub(crate) fn evicted(episodes: &[EpisodeAt], gone: &[bool], gone_end: &HashMap<(usize, u32), u64>) -> Vec<usize> {
-    episodes
-        .iter()
-        .enumerate()
-        .filter(|(_, &(recording, lane, first, shard))| {
-            gone.get(shard).copied().unwrap_or(false)
-                || gone_end.get(&(recording, lane)).is_some_and(|&end| first < end)
-        })
-        .map(|(i, _)| i)
-        .collect()
+/// What bounded recordings deleted, as the decision needs it: which shards (`shards[shard]`),
+/// and per (recording, lane) the end of that lane's step rows in deleted shards.
+#[derive(Debug, Default)]
+pub(crate) struct Gone {
+    pub shards: Vec<bool>,
+    pub ends: HashMap<(usize, u32), u64>,
+}
+
+impl Gone {
+    /// Whether the episode has a step in a deleted shard: its record is in one, or its first
+    /// step row is before the end of its lane's rows in deleted shards.
+    pub fn holds(&self, (recording, lane, first, shard): EpisodeAt) -> bool {
+        self.shards.get(shard).copied().unwrap_or(false)
+            || self.ends.get(&(recording, lane)).is_some_and(|&end| first < end)
+    }
 }
 
 impl Catalog {
@@ -37,21 +40,24 @@ impl Catalog {
             })
     }
 
-    /// The episodes with a step in the shards `gone` marks (see `evicted`), ascending.
-    pub fn episodes_in_shards(&self, gone: &[bool]) -> Vec<usize> {
-        if !gone.iter().any(|&g| g) {
-            return Vec::new();
-        }
-        let mut gone_end: HashMap<(usize, u32), u64> = HashMap::new();
-        for (key, shard, end, _) in self.step_chunks() {
-            if gone.get(shard).copied().unwrap_or(false) {
-                let slot = gone_end.entry(key).or_default();
-                *slot = (*slot).max(end);
+    /// What the shards `shards` marks deleted held (see `Gone`).
+    pub fn gone(&self, shards: Vec<bool>) -> Gone {
+        let mut ends: HashMap<(usize, u32), u64> = HashMap::new();
+        if shards.iter().any(|&g| g) {
+            for (key, shard, end, _) in self.step_chunks() {
+                if shards.get(shard).copied().unwrap_or(false) {
+                    let slot = ends.entry(key).or_default();
+                    *slot = (*slot).max(end);
+                }
             }
         }
-        let at: Vec<EpisodeAt> =
-            self.episodes.iter().map(|e| (e.recording, e.summary.lane, e.summary.step_first_row, e.shard)).collect();
-        evicted(&at, gone, &gone_end)
+        Gone { shards, ends }
+    }
+
+    /// Whether listed episode `i` has a step in a deleted shard.
+    pub fn evicted_by(&self, gone: &Gone, i: usize) -> bool {
+        let e = &self.episodes[i];
+        gone.holds((e.recording, e.summary.lane, e.summary.step_first_row, e.shard))
     }
 
     /// Per shard (in registration order): its recording and the step rows its chunks hold.
@@ -74,8 +80,7 @@ mod tests {
     fn evicted_table() {
         // Recording 0, lanes 0 and 1; shard 0 deleted, which held lane 0's step rows to 10 and
         // lane 1's to 4. Recording 1 lost nothing.
-        let gone = [true, false, false];
-        let gone_end: HashMap<(usize, u32), u64> = [((0, 0), 10), ((0, 1), 4)].into();
+        let gone = Gone { shards: vec![true, false, false], ends: [((0, 0), 10), ((0, 1), 4)].into() };
         let cases: &[(&str, EpisodeAt, bool)] = &[
             ("record in the deleted shard", (0, 0, 0, 0), true),
             ("began in the deleted shard, ended later", (0, 0, 7, 1), true),
@@ -84,11 +89,10 @@ mod tests {
             ("another lane, in its deleted rows", (0, 1, 3, 2), true),
             ("another recording", (1, 0, 0, 2), false),
         ];
-        let episodes: Vec<EpisodeAt> = cases.iter().map(|c| c.1).collect();
-        let got = evicted(&episodes, &gone, &gone_end);
-        for (i, (name, _, want)) in cases.iter().enumerate() {
-            assert_eq!(got.contains(&i), *want, "{name}");
+        for (name, at, want) in cases {
+            assert_eq!(gone.holds(*at), *want, "{name}");
         }
-        assert!(evicted(&episodes, &[false; 3], &HashMap::new()).is_empty());
+        let nothing = Gone { shards: vec![false; 3], ends: HashMap::new() };
+        assert!(cases.iter().all(|(_, at, _)| !nothing.holds(*at)));
     }
 }

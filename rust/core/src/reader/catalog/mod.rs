@@ -177,7 +177,18 @@ pub(crate) struct Catalog {
     pub exclusions: Exclusions,
     /// Episodes left out when listed (some of their rows are lost), for recovery.
     pub left_out: Vec<LeftOut>,
+    /// What batch plans are made of, per recording, as last seen (see `schema_generation`).
+    schema_seen: Vec<SchemaMark>,
+    schema_generation: u64,
+    /// Listings that grew in place in the last `take_in` (an episode listed while it ran, then
+    /// listed whole), with the length each had before: the step numbering after them moved.
+    pub regrown: Vec<(usize, u64)>,
 }
+
+/// What a recording's batch plans depend on, as `take_in` leaves it: the shard its Meta record
+/// came from, its columns listed, those found damaged, and whether descriptions were lost.
+/// Column descriptions are never replaced (the first is kept), so counts tell any change.
+type SchemaMark = (Option<u64>, usize, usize, bool);
 
 impl Catalog {
     pub fn new(root: &Path, is_dir: bool, exclusions: Exclusions) -> Catalog {
@@ -202,6 +213,26 @@ impl Catalog {
             skipped: Vec::new(),
             exclusions,
             left_out: Vec::new(),
+            schema_seen: Vec::new(),
+            schema_generation: 0,
+            regrown: Vec::new(),
+        }
+    }
+
+    /// A number that changes whenever what batch plans are made of changes (a recording
+    /// appeared, its Meta record or its columns changed, or some were found damaged): a reader
+    /// keeps its plans across refreshes that leave it unchanged.
+    pub fn schema_generation(&self) -> u64 {
+        self.schema_generation
+    }
+
+    fn note_schema(&mut self) {
+        let marks: Vec<SchemaMark> = (self.recordings.iter().zip(&self.states))
+            .map(|(r, s)| (s.meta_seq, r.columns.len(), r.damaged_columns.len(), r.schema_damage.is_some()))
+            .collect();
+        if marks != self.schema_seen {
+            self.schema_seen = marks;
+            self.schema_generation += 1;
         }
     }
 
@@ -410,6 +441,7 @@ impl Catalog {
         }
 
         self.list_episodes(found.into_iter().flat_map(|(shard, f)| f.episodes.into_iter().map(move |e| (shard, e))));
+        self.note_schema();
     }
 
     /// Lists the episodes of the Episode records found, in record order. The parts of an
@@ -438,7 +470,6 @@ impl Catalog {
         // An episode is listed where its latest record is (the order episodes ended).
         let last_at = |g: &EpisodeGroup| g.1.iter().map(|(shard, s)| (*shard, s.record_offset, s.position)).max();
         groups.sort_by_key(|g| last_at(g));
-        let mut relisted = false;
         for (key, parts) in groups {
             if self.discarded.contains(&key) {
                 if let Some(parts) = self.listed_parts.remove(&key) {
@@ -465,18 +496,10 @@ impl Catalog {
                 let (shard, record) = &records[view.part];
                 let summary = if view.piece { record.as_piece() } else { record.clone() };
                 let at = self.place_episode(place, key.0, *shard, summary, view.continued, view.from_seq);
-                relisted |= matches!(place, Place::At(_));
                 now_listed.extend(at);
             }
             if records.last().is_some_and(|(_, s)| s.continues()) {
                 self.listed_parts.insert(key, ListedParts { records, listed: now_listed });
-            }
-        }
-        if relisted {
-            // Listings grew in place: the step numbering after them moved.
-            self.all = EpisodeSet::all();
-            for e in &self.episodes {
-                self.all.push(e.summary.length);
             }
         }
     }
@@ -502,6 +525,12 @@ impl Catalog {
         let listing = self.checked_listing(recording, shard, summary, continued, from_seq);
         match (place, listing) {
             (Place::At(at), Some((loc, episode))) => {
+                // Grown in place: the step numbering after it moves (only what comes after).
+                let before = self.episodes[at].summary.length;
+                if episode.summary.length != before {
+                    self.all.set_length(at, episode.summary.length);
+                    self.regrown.push((at, before));
+                }
                 self.locs[at] = loc;
                 self.episodes[at] = episode;
                 Some(at)

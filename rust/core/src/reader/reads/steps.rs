@@ -64,25 +64,52 @@ impl StepIndex {
     pub fn push(&mut self, length: u64) {
         let last = *self.starts.last().unwrap_or(&0);
         self.starts.push(last.saturating_add(length));
-        self.buckets = OnceLock::new();
+        self.patch_buckets(self.len() - 1);
+    }
+
+    /// Sets member `k`'s length (an episode listed while it ran, listed whole): the steps of
+    /// the members after it move by the difference. Costs what comes after `k`, not the index.
+    pub fn set_length(&mut self, k: usize, length: u64) {
+        let (old_end, new_end) = (self.starts[k + 1], self.starts[k].saturating_add(length));
+        if old_end == new_end {
+            return;
+        }
+        for start in &mut self.starts[k + 1..] {
+            *start =
+                if new_end > old_end { start.saturating_add(new_end - old_end) } else { *start - (old_end - new_end) };
+        }
+        self.patch_buckets(k);
+    }
+
+    /// The bucket size (a power of two, as its shift) for the index as it is.
+    fn shift(&self) -> u32 {
+        let average = self.num_steps() / self.len().max(1) as u64;
+        average.max(16).next_power_of_two().trailing_zeros()
+    }
+
+    /// Brings a built bucket table up to date after members from `k` on changed (appended, or
+    /// their starts moved): the buckets from the one holding member `k`'s first step are
+    /// redone, those before hold earlier members, unchanged. A refresh then costs what it
+    /// added, not the index. Once the average length has moved far from the bucket size, the
+    /// table is dropped and built again on first use (rarely: the average must double).
+    fn patch_buckets(&mut self, k: usize) {
+        let shift = self.shift();
+        let Some(buckets) = self.buckets.get_mut() else { return };
+        if buckets.shift.abs_diff(shift) > 1 {
+            self.buckets = OnceLock::new();
+            return;
+        }
+        let from = usize::try_from(self.starts[k] >> buckets.shift).unwrap_or(usize::MAX);
+        buckets.first.truncate(from);
+        let k = buckets.first.last().copied().unwrap_or(0);
+        fill_buckets(&self.starts, buckets, k);
     }
 
     fn buckets(&self) -> &Buckets {
         self.buckets.get_or_init(|| {
-            let total = self.num_steps();
-            let average = total / self.len().max(1) as u64;
-            let shift = average.max(16).next_power_of_two().trailing_zeros();
-            let n = usize::try_from((total >> shift) + 1).unwrap_or(usize::MAX);
-            let mut first = Vec::with_capacity(n);
-            let mut k = 0usize;
-            for b in 0..n as u64 {
-                let step = b << shift;
-                while k + 1 < self.len() && self.starts[k + 1] <= step {
-                    k += 1;
-                }
-                first.push(k);
-            }
-            Buckets { shift, first }
+            let mut buckets = Buckets { shift: self.shift(), first: Vec::new() };
+            fill_buckets(&self.starts, &mut buckets, 0);
+            buckets
         })
     }
 
@@ -154,6 +181,23 @@ impl StepIndex {
         let hi = buckets.first.get(b + 1).map_or(self.len() - 1, |&h| h);
         let k = lo + self.starts[lo + 1..=hi].partition_point(|&s| s <= step);
         Some((k, step - self.starts[k]))
+    }
+}
+
+/// Adds to `buckets.first` the buckets from its length up to the end of `starts` (the prefix
+/// sums of a `StepIndex`), starting the walk at member `k` (at most the member holding the first
+/// new bucket's step).
+fn fill_buckets(starts: &[u64], buckets: &mut Buckets, mut k: usize) {
+    let members = starts.len() - 1;
+    let total = starts[members];
+    let n = usize::try_from((total >> buckets.shift) + 1).unwrap_or(usize::MAX);
+    buckets.first.reserve(n.saturating_sub(buckets.first.len()));
+    for b in buckets.first.len()..n {
+        let step = (b as u64) << buckets.shift;
+        while k + 1 < members && starts[k + 1] <= step {
+            k += 1;
+        }
+        buckets.first.push(k);
     }
 }
 
@@ -229,9 +273,38 @@ impl EpisodeSet {
     }
 
     pub(crate) fn push(&mut self, length: u64) {
-        debug_assert!(self.ids.is_none(), "a subset does not grow");
+        debug_assert!(self.ids.is_none(), "push_member grows a subset");
         self.steps.push(length);
         self.file_order = OnceLock::new();
+    }
+
+    /// Appends dataset episode `episode` (of `length` steps) to a subset.
+    pub(crate) fn push_member(&mut self, episode: usize, length: u64) {
+        match &mut self.ids {
+            Some(ids) => ids.push(episode),
+            None => debug_assert_eq!(episode, self.len(), "members of `all` are the dataset's episodes in order"),
+        }
+        self.steps.push(length);
+        self.file_order = OnceLock::new();
+    }
+
+    /// Sets member `k`'s length (its listing grew in place).
+    pub(crate) fn set_length(&mut self, k: usize, length: u64) {
+        self.steps.set_length(k, length);
+        self.file_order = OnceLock::new();
+        *self.windows.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// The member that is dataset episode `episode`, if any (members of a subset made by
+    /// `Dataset` come in ascending order; others are searched).
+    pub(crate) fn member_of(&self, episode: usize) -> Option<usize> {
+        match &self.ids {
+            None => (episode < self.len()).then_some(episode),
+            Some(ids) => match ids.binary_search(&episode) {
+                Ok(k) => Some(k),
+                Err(_) => ids.iter().position(|&e| e == episode),
+            },
+        }
     }
 
     /// Number of episodes.
@@ -370,6 +443,57 @@ mod tests {
         assert_eq!(index.locate_many(&[index.num_steps()]), None);
         let one = StepIndex::from_lengths([1]);
         assert_eq!(one.locate(0), Some((0, 0)));
+    }
+
+    #[test]
+    fn an_index_grown_and_resized_in_place_locates_as_one_built_whole() {
+        // Appends and in-place resizes (listings that grew), with the bucket table built in
+        // between: every step lands where an index built from the final lengths puts it.
+        let mut lengths: Vec<u64> = Vec::new();
+        let mut index = StepIndex::default();
+        let mut x = 11u64;
+        for round in 0..400u64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            match x % 5 {
+                0 if !lengths.is_empty() => {
+                    // Resize one of the last few (where running episodes are listed), or any.
+                    let k = if x.is_multiple_of(3) { (x >> 20) as usize % lengths.len() } else { lengths.len() - 1 };
+                    let length = (x >> 33) % 300; // shorter too (and 0)
+                    lengths[k] = length;
+                    index.set_length(k, length);
+                }
+                _ => {
+                    let length = if round % 50 == 0 { 5000 } else { 1 + (x >> 40) % 40 };
+                    lengths.push(length);
+                    index.push(length);
+                }
+            }
+            if round % 7 == 0 {
+                let _ = index.locate(0); // builds the table, which later changes patch
+            }
+            if round % 25 == 24 {
+                let whole = StepIndex::from_lengths(lengths.iter().copied());
+                assert_eq!(index.starts, whole.starts, "round {round}");
+                for step in (0..whole.num_steps()).step_by(3) {
+                    assert_eq!(index.locate(step), whole.locate(step), "round {round} step {step}");
+                }
+                assert_eq!(index.locate(whole.num_steps()), None);
+            }
+        }
+    }
+
+    #[test]
+    fn a_subset_grows_and_finds_its_members() {
+        let mut set = EpisodeSet::subset(vec![1, 4], [3, 2]);
+        let w = set.windows(2, false).unwrap();
+        assert_eq!(w.num_windows(), 2 + 1);
+        set.push_member(7, 5);
+        set.set_length(0, 1);
+        assert_eq!(set.episodes(), [1, 4, 7]);
+        assert_eq!(set.num_steps(), 1 + 2 + 5);
+        assert_eq!(set.locate_step(3).unwrap(), (7, 0));
+        assert_eq!(set.windows(2, false).unwrap().num_windows(), 1 + 4, "windows made again after a resize");
+        assert_eq!((set.member_of(4), set.member_of(7), set.member_of(5)), (Some(1), Some(2), None));
     }
 
     #[test]

@@ -198,6 +198,22 @@ impl ChunkCache {
         }
     }
 
+    /// Drops the chunks of the shards `gone` marks (a bounded recording deleted them: sampling
+    /// no longer reads them, and a read of one decodes it again).
+    pub fn forget_shards(&self, gone: &[bool]) {
+        let mut guard = self.lock();
+        let lru = &mut *guard;
+        let mut freed = 0;
+        lru.entries.retain(|&(shard, _), (data, _)| {
+            let keep = !gone.get(shard).copied().unwrap_or(false);
+            if !keep {
+                freed += data.heap_bytes();
+            }
+            keep
+        });
+        lru.bytes -= freed; // their queue items go stale
+    }
+
     #[cfg(test)]
     fn bytes(&self) -> usize {
         self.lock().bytes
@@ -227,6 +243,20 @@ mod tests {
         assert!(cache.get((0, 3)).is_none(), "an entry larger than the cache is not kept");
         cache.insert((0, 2), rows(50, 2));
         assert_eq!(cache.bytes(), 90);
+    }
+
+    #[test]
+    fn forgotten_shards_leave_the_cache() {
+        let cache = ChunkCache::new(100);
+        cache.insert((0, 0), rows(10, 0));
+        cache.insert((1, 0), rows(20, 1));
+        cache.insert((2, 0), rows(30, 2));
+        cache.forget_shards(&[true, false, true]);
+        assert!(cache.get((0, 0)).is_none() && cache.get((2, 0)).is_none());
+        assert!(cache.get((1, 0)).is_some());
+        assert_eq!(cache.bytes(), 20);
+        cache.insert((3, 0), rows(80, 3)); // stale queue items are settled as they reach the front
+        assert_eq!(cache.bytes(), 100);
     }
 
     #[test]

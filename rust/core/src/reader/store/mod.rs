@@ -6,6 +6,7 @@
 pub(in crate::reader) mod cache;
 pub(in crate::reader) mod checksummed;
 pub(in crate::reader) mod chunk_bytes;
+pub(in crate::reader) mod dir_watch;
 pub(in crate::reader) mod find_shards;
 pub(in crate::reader) mod framing;
 pub(crate) mod no_shard;
@@ -27,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::format::episode::{DecodedEpisode, EpisodeSummary};
 use crate::reader::store::cache::ChunkCache;
 use crate::reader::store::checksummed::VerifiedRecords;
+use crate::reader::store::dir_watch::DirWatch;
 use crate::reader::store::shard::{Found, Opened, Shard};
 use crate::reader::store::shared_chunks::{layout_of, CacheStats, SharedChunks};
 use crate::writer::files::capacity::EvictionLog;
@@ -44,6 +46,11 @@ pub(crate) struct Store {
     pub cache: ChunkCache,
     pub verified: VerifiedRecords,
     last_episode_record: Mutex<Option<EpisodeBatch>>,
+    /// What the last listing of a local directory saw (see `dir_watch`).
+    dir_watch: DirWatch,
+    /// The last `open_new` listed the directory (it may have changed): `check_changed` looks
+    /// the shards up by name only then (a file renamed over or deleted changes the directory).
+    dir_listed: bool,
 }
 
 impl Store {
@@ -55,18 +62,30 @@ impl Store {
             cache,
             verified: VerifiedRecords::default(),
             last_episode_record: Mutex::new(None),
+            dir_watch: DirWatch::default(),
+            dir_listed: true,
         }
     }
 
     /// Opens the shard files not opened yet (in file name order). In a directory, a file that is
     /// not a trajcore shard is left out with a problem (one damaged header must not hide the
     /// other shards), unless `strict`.
+    /// A local directory is listed only when it may have changed since (see `dir_watch`).
     pub fn open_new(&mut self, root: &Path, is_dir: bool, opts: &OpenOptions) -> Result<(Vec<Shard>, Vec<Problem>)> {
         let (mut opened, mut problems) = (Vec::new(), Vec::new());
+        let watched = is_dir && crate::objstore::url::url_of(root).is_none();
+        let mtime = if watched { fs::metadata(root).and_then(|m| m.modified()).ok() } else { None };
+        self.dir_listed = !watched || self.dir_watch.must_list(mtime);
+        if !self.dir_listed {
+            return Ok((opened, problems));
+        }
+        let began = std::time::SystemTime::now();
+        self.dir_watch = DirWatch::default(); // until this listing is done
+        let mut complete = true;
         for path in self.discover(root, is_dir)? {
             match Shard::open(&path, is_dir, opts.mmap) {
                 Ok(Opened::Shard(shard)) => opened.push(*shard),
-                Ok(Opened::NotStarted) => {}
+                Ok(Opened::NotStarted) => complete = false,
                 Err(Error::NotTrajcore { why, .. }) if is_dir && !opts.strict => {
                     let why = format!("not a trajcore file ({why}): the file is left out");
                     problems.push(Problem::new(&path, 0, why));
@@ -74,6 +93,9 @@ impl Store {
                 }
                 Err(e) => return Err(e),
             }
+        }
+        if watched {
+            self.dir_watch.listed(mtime, began, complete);
         }
         Ok((opened, problems))
     }
@@ -108,7 +130,7 @@ impl Store {
         let mut damage = Vec::new();
         let mut log: Option<EvictionLog> = None;
         for shard in &mut self.shards {
-            match shard.check_changed() {
+            match shard.check_changed(self.dir_listed) {
                 Some((problem, true)) => damage.push(problem),
                 Some((notice, false)) => {
                     if shard.deleted {
@@ -121,6 +143,7 @@ impl Store {
                         }
                         if log.as_ref().is_some_and(logged) {
                             shard.evicted = true;
+                            shard.source.release_pages();
                             continue;
                         }
                     }

@@ -80,6 +80,9 @@ pub(crate) struct Shard {
     file: Option<File>,
     /// The file's identity when opened: a file replaced under its name (by a rename) is noticed.
     identity: (u64, u64),
+    /// The identity of the file found under its name that is this shard compacted by its
+    /// writer: checked once (reading its header), not at every refresh.
+    compacted_as: Option<(u64, u64)>,
     /// `check_changed` found something (said once).
     change_reported: bool,
     /// Its modification time when its End record was read (a closed shard never changes).
@@ -136,6 +139,7 @@ impl Shard {
             source: Arc::new(source),
             file,
             identity,
+            compacted_as: None,
             change_reported: false,
             modified: None,
             finished: false,
@@ -158,8 +162,9 @@ impl Shard {
     /// cut short) in place, after which nothing more is read from it (through a memory map, the
     /// lost pages would fault); or replaced or deleted under its name, which is harmless (the
     /// reader keeps the file it opened) but worth saying.
-    /// Returns the notice, and whether it is damage (rows lost) rather than news.
-    pub fn check_changed(&mut self) -> Option<(Problem, bool)> {
+    /// Returns the notice, and whether it is damage (rows lost) rather than news. `by_name`:
+    /// the directory may have changed, so look the file up by name too (replaced or deleted).
+    pub fn check_changed(&mut self, by_name: bool) -> Option<(Problem, bool)> {
         let file = self.file.as_ref()?;
         if self.change_reported {
             return None;
@@ -184,10 +189,14 @@ impl Shard {
                     .to_string();
                 (why, true)
             }
+            _ if !by_name => return None,
             _ => match std::fs::metadata(&self.path).map(|m| identity_of(&m)) {
-                Ok(id) if id == self.identity => return None,
+                Ok(id) if id == self.identity || Some(id) == self.compacted_as => return None,
                 // The writer's compaction of this very shard (`writer::files::compact`): same rows.
-                Ok(_) if self.compacted_under_its_name() => return None,
+                Ok(id) if self.compacted_under_its_name() => {
+                    self.compacted_as = Some(id);
+                    return None;
+                }
                 // Gone since: compacted, then deleted by a bounded recording (see below).
                 Ok(_) if !self.path.exists() => {
                     self.deleted = true;

@@ -425,8 +425,10 @@ pub(in crate::reader) fn layout_of(catalog: &Catalog, shards: &[Shard]) -> Layou
 }
 
 /// The cache for a dataset just opened: the bound of its LRU, and its shared store where the
-/// plan says so (the LRU then gets what the store leaves of the bound, for chunks a `refresh`
-/// adds).
+/// plan says so. The LRU keeps the chunks a `refresh` adds: a dataset still being recorded (a
+/// replay buffer opened empty) grows past what it held at open, so a default cache leaves them
+/// room up to the share of the memory available (what a dataset that size at open would get);
+/// an explicit bound is the bound of both together.
 pub(in crate::reader) fn plan_for(
     catalog: &Catalog,
     shards: &[Shard],
@@ -435,10 +437,15 @@ pub(in crate::reader) fn plan_for(
     let layout = layout_of(catalog, shards);
     let total = layout.size - HEADER;
     let explicit = (cache_bytes != CACHE_AUTO).then_some(cache_bytes);
-    let plan = cache_plan(total as u64, explicit, available_memory(), CAN_SHARE);
+    let available = available_memory();
+    let plan = cache_plan(total as u64, explicit, available, CAN_SHARE);
+    let bound = match explicit {
+        Some(_) => plan.bytes,
+        None => plan.bytes.max(cache_plan(u64::MAX, None, available, false).bytes),
+    };
     match plan.shared.then(|| SharedChunks::create(layout)).flatten() {
-        Some(store) => (plan.bytes.saturating_sub(total), Some(store)),
-        None => (plan.bytes, None),
+        Some(store) => (bound.saturating_sub(total), Some(store)),
+        None => (bound, None),
     }
 }
 

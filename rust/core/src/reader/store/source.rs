@@ -72,6 +72,20 @@ impl Source {
         self.sealed_mtime_ns.store(ns, Ordering::Relaxed);
     }
 
+    /// Lets go of the pages of the map this process has touched (a shard a bounded recording
+    /// deleted: sampling reads it no more, and its pages would otherwise stay in the process's
+    /// RSS for as long as the dataset is open). A later read of it maps them back in.
+    pub fn release_pages(&self) {
+        #[cfg(unix)]
+        if let Kind::Mapped(map) = &self.kind {
+            // SAFETY: the map is a shared, read-only map of a file: MADV_DONTNEED drops this
+            // process's mappings of its pages and nothing else; a later access reads the file's
+            // bytes again (unchanged: a closed shard is never rewritten, and a deleted one
+            // cannot be), so every view of the map, handed out or not, keeps its values.
+            let _ = unsafe { map.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+        }
+    }
+
     /// Marks the file as changed under the reader: every later read fails.
     pub fn mark_unreadable(&self) {
         self.unreadable.store(true, Ordering::Relaxed);

@@ -1,0 +1,78 @@
+//! Whether a dataset directory may have changed since it was last listed. A learner refreshes
+//! at every training step; listing the directory and looking up every shard's name each time
+//! would cost more than the refresh finds. A file added, renamed over or deleted changes the
+//! directory's modification time, so an unchanged time says no entry changed, with one catch:
+//! file systems stamp times from a coarse clock (a few milliseconds), so a change in the same
+//! tick as the one seen leaves the time as it was. A time seen is trusted only once it was
+//! `SETTLED` old when the listing began: any later change is then stamped later.
+//!
+//! Changes inside files (a shard growing, or truncated in place) do not touch the directory:
+//! the reader checks the files it holds open for those at every refresh.
+
+use std::time::{Duration, SystemTime};
+
+/// How old a directory's modification time must be when it is listed for an unchanged time to
+/// mean an unchanged directory: well past the coarsest timestamp tick (10 ms at 100 Hz).
+pub(crate) const SETTLED: Duration = Duration::from_millis(50);
+
+/// What the last listing saw.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DirWatch {
+    /// (modification time before the listing, when the listing began), once a listing found
+    /// every shard it listed opened (a file whose header is not written yet is tried again at
+    /// the next refresh, whatever the time says).
+    seen: Option<(SystemTime, SystemTime)>,
+}
+
+impl DirWatch {
+    /// Whether the directory, whose modification time is now `mtime` (None: unknown), must be
+    /// listed again.
+    pub fn must_list(&self, mtime: Option<SystemTime>) -> bool {
+        match (self.seen, mtime) {
+            (Some((seen, listed_at)), Some(now)) => !(now == seen && settled(seen, listed_at)),
+            _ => true,
+        }
+    }
+
+    /// A listing began at `at`, the directory's time being `mtime` just before; `complete`: it
+    /// opened every shard it found.
+    pub fn listed(&mut self, mtime: Option<SystemTime>, at: SystemTime, complete: bool) {
+        self.seen = mtime.filter(|_| complete).map(|m| (m, at));
+    }
+}
+
+/// Whether a modification time `mtime` was at least `SETTLED` old at `at`.
+fn settled(mtime: SystemTime, at: SystemTime) -> bool {
+    at.duration_since(mtime).is_ok_and(|age| age >= SETTLED)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_is_listed_again_unless_its_time_is_unchanged_and_was_settled() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
+        let ms = |n: u64| Duration::from_millis(n);
+        type Row = (&'static str, Option<(SystemTime, SystemTime, bool)>, Option<SystemTime>, bool);
+        let table: &[Row] = &[
+            ("never listed", None, Some(t0), true),
+            ("unchanged, settled when listed", Some((t0, t0 + ms(60), true)), Some(t0), false),
+            ("changed since", Some((t0, t0 + ms(60), true)), Some(t0 + ms(70)), true),
+            ("unchanged but fresh when listed (same tick?)", Some((t0, t0 + ms(5), true)), Some(t0), true),
+            ("a time in the future when listed (clock skew)", Some((t0 + ms(500), t0, true)), Some(t0 + ms(500)), true),
+            ("a file not started yet when listed", Some((t0, t0 + ms(60), false)), Some(t0), true),
+            ("time unknown now", Some((t0, t0 + ms(60), true)), None, true),
+        ];
+        for (name, listed, now, want) in table {
+            let mut watch = DirWatch::default();
+            if let Some((mtime, at, complete)) = listed {
+                watch.listed(Some(*mtime), *at, *complete);
+            }
+            assert_eq!(watch.must_list(*now), *want, "{name}");
+        }
+        let mut watch = DirWatch::default();
+        watch.listed(None, t0, true);
+        assert!(watch.must_list(Some(t0)), "no time when listed");
+    }
+}
