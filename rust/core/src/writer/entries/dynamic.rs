@@ -61,7 +61,7 @@ impl<C, T> DynamicColumns<C, T> {
 
     /// The spec of a new masked column of `path` for values of `dtype` and per-row `shape`
     /// (str columns are not delta-coded: their offsets are, by the format).
-    pub fn spec(&self, path: &str, dtype: DType, shape: &[usize]) -> NewColumn {
+    fn spec(&self, path: &str, dtype: DType, shape: &[usize]) -> NewColumn {
         let codec = CodecSpec { delta: self.codec.delta && dtype != DType::Utf8, ..self.codec.clone() };
         NewColumn {
             name: self.name_of(path),
@@ -76,7 +76,7 @@ impl<C, T> DynamicColumns<C, T> {
 
     /// Keeps `column`, made for `path` as column `id` of the recording, for values of `dtype`
     /// with rows of `shape`; its index.
-    pub fn add(&mut self, path: &str, (dtype, shape): (DType, Vec<usize>), id: u32, column: C) -> usize {
+    fn add(&mut self, path: &str, (dtype, shape): (DType, Vec<usize>), id: u32, column: C) -> usize {
         self.columns.push(column);
         self.wider.push(None);
         self.made.push(Made { path: path.to_owned(), id, dtype, shape });
@@ -86,7 +86,7 @@ impl<C, T> DynamicColumns<C, T> {
     }
 
     /// A value `kind` of `path` could make no column, for reason `why`.
-    pub fn refuse(&mut self, path: &str, kind: T, why: String) {
+    fn refuse(&mut self, path: &str, kind: T, why: String) {
         self.unsupported.insert(path.to_owned(), (kind, why));
     }
 
@@ -95,17 +95,10 @@ impl<C, T> DynamicColumns<C, T> {
         format!("{}/{path}", self.prefix)
     }
 
-    /// The path below the prefix of a column name.
-    pub fn path_of<'a>(&self, name: &'a str) -> &'a str {
-        let path = &name[self.prefix.len() + 1..];
-        // A widened column's name ends in `%W<dtype>` (see `widened_spec`).
-        path.split_once("%W").map_or(path, |(key, _)| key)
-    }
-
     /// The spec of the column that continues `path`'s column `widens` (its id in the recording)
     /// with values of the wider `dtype`. Its name is the key's with `%W<dtype>`, which no key
     /// escapes to (`escape_key` escapes every '%'); readers find it by `widens`, not by name.
-    pub fn widened_spec(&self, path: &str, dtype: DType, shape: &[usize], widens: u32) -> NewColumn {
+    fn widened_spec(&self, path: &str, dtype: DType, shape: &[usize], widens: u32) -> NewColumn {
         let mut spec = self.spec(path, dtype, shape);
         spec.name = format!("{}%W{}", spec.name, dtype.name());
         spec.widens = Some(widens);
@@ -114,7 +107,7 @@ impl<C, T> DynamicColumns<C, T> {
 
     /// Keeps `column`, made by `widened_spec` to continue column `from` (an index): `path`'s
     /// values go to it from now on. Its index.
-    pub fn add_widened(&mut self, from: usize, path: &str, made: (DType, Vec<usize>), id: u32, column: C) -> usize {
+    fn add_widened(&mut self, from: usize, path: &str, made: (DType, Vec<usize>), id: u32, column: C) -> usize {
         let index = self.add(path, made, id, column);
         self.wider[from] = Some(index);
         index
@@ -122,7 +115,7 @@ impl<C, T> DynamicColumns<C, T> {
 
     /// The column that now takes the values of column `index`: itself, or the last that
     /// widened it.
-    pub fn latest(&self, mut index: usize) -> usize {
+    fn latest(&self, mut index: usize) -> usize {
         while let Some(next) = self.wider[index] {
             index = next;
         }
@@ -305,7 +298,7 @@ mod tests {
         assert!(spec.codec.delta && !d.spec("s", DType::Utf8, &[]).codec.delta);
         let i = d.add("a%2Fb", (DType::F32, vec![2, 3]), 3, "column");
         assert_eq!((d.find("a%2Fb"), *d.get(i), d.unsupported("a%2Fb")), (Some(i), "column", None));
-        assert_eq!((d.path_of("info/a%2Fb"), d.name_of("x").as_str()), ("a%2Fb", "info/x"));
+        assert_eq!(d.name_of("x"), "info/x");
     }
 
     #[test]
@@ -317,7 +310,6 @@ mod tests {
         assert_eq!(d.latest(first), first);
         let second = d.add_widened(first, "prob", (DType::F64, vec![]), 8, "float64");
         assert_eq!((d.latest(first), d.latest(second), d.find("prob")), (second, second, Some(second)));
-        assert_eq!(d.path_of("info/prob%Wfloat64"), "prob");
     }
 
     /// A host whose columns are their types: a value fits a column of its own type, or of any
