@@ -24,8 +24,10 @@ use trajcore_core::{CodecSpec, DType, Timeline};
 
 use crate::collect::{borrow_data, Collector, Src};
 use crate::errors::{schema_error, warn, IntoPy};
-use trajcore_core::writer::entries::values::{column_of, first_present, present, Seen};
-use trajcore_core::writer::entries::widen;
+use trajcore_core::writer::entries::dynamic::Host;
+use trajcore_core::writer::entries::value::Value;
+use trajcore_core::writer::entries::values::{first_present, present};
+use trajcore_core::writer::NewColumn;
 
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 
@@ -42,7 +44,7 @@ pub struct Walk<'a, 'py> {
 
 pub struct DynamicColumns {
     /// The columns by path, the types of values that made none, and the values left out.
-    pub columns: trajcore_core::writer::entries::dynamic::DynamicColumns<ColInfo, Py<PyType>>,
+    pub columns: trajcore_core::writer::entries::dynamic::DynamicColumns<ColInfo, TypeOf>,
     keys: KeyTree,
     /// Whether dicts are walked by their plans when they have one (tests compare both ways).
     plans: bool,
@@ -191,138 +193,106 @@ impl DynamicColumns {
             }
         }
         let stacked = stacked_rows(w, value, mask)?;
-        let value = stacked.as_ref().unwrap_or(value);
-        if let Some(column) = known {
-            return self.put_into(w, column, value, mask);
-        }
-        let path = self.keys.node(node).path.clone();
-        match self.column(w, &path, value, mask)? {
+        let host = &mut OneValue { w, value: stacked.as_ref().unwrap_or(value), mask, seen: None };
+        let column = match known {
+            Some(column) => Ok(column),
+            None => self.columns.column(host, &self.keys.node(node).path)?,
+        };
+        let warning = match column {
             Ok(column) => {
                 self.keys.set_column(node, column);
-                self.put_into(w, column, value, mask)
+                self.columns.put_into(host, column)?
             }
-            Err(why) => self.skip(w.py, &path, why),
-        }
+            Err(why) => self.columns.skips.skip(&self.keys.node(node).path, why),
+        };
+        warning.map_or(Ok(()), |warning| warn(host.w.py, &warning))
     }
 
     /// One value under `path` (without the prefix) for every env; a value that cannot be
     /// recorded is skipped with a warning (see `skip`).
     pub fn put_one(&mut self, w: &mut Walk<'_, '_>, path: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
         let stacked = stacked_rows(w, value, None)?;
-        let value = stacked.as_ref().unwrap_or(value);
-        match self.column(w, path, value, None)? {
-            Err(why) => self.skip(w.py, path, why),
-            Ok(column) => self.put_into(w, column, value, None),
-        }
-    }
-
-    /// A value as an entry of column `column` (an index of `columns`), or skipped with a
-    /// warning when it does not fit the type the column's first value gave it.
-    fn put_into(
-        &mut self,
-        w: &mut Walk<'_, '_>,
-        column: usize,
-        value: &Bound<'_, PyAny>,
-        mask: Option<Src>,
-    ) -> PyResult<()> {
-        let column = self.columns.latest(column);
-        let column = self.widen(w, column, value, mask, false)?.unwrap_or(column);
-        let col = self.columns.get(column);
-        match put_value(value, col, w.at.rows, w.coll) {
-            Ok(data) => {
-                w.coll.push(col.id, w.at, mask, data);
-                Ok(())
-            }
-            Err(e) if e.is_instance(w.py, crate::errors::classes(w.py).schema.bind(w.py)) => {
-                if let Some(wider) = self.widen(w, column, value, mask, true)? {
-                    return self.put_into(w, wider, value, mask);
-                }
-                let why = e.value(w.py).to_string();
-                let path = self.columns.path_of(&self.columns.get(column).name).to_owned();
-                self.skip(w.py, &path, format!("{why} (its first value set the column's type)"))
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// The column made now to continue `column` with a wider type, when `value`'s type does not
-    /// cast safely to its own (the core's `widen`); `refused`: the value did not fit, so a Python
-    /// scalar widens it as its numpy type would.
-    fn widen(
-        &mut self,
-        w: &mut Walk<'_, '_>,
-        column: usize,
-        value: &Bound<'_, PyAny>,
-        mask: Option<Src>,
-        refused: bool,
-    ) -> PyResult<Option<usize>> {
-        let (py, col) = (w.py, self.columns.get(column));
-        // A Python scalar the column has not refused widens it by its kind only: mostly not at all.
-        let weak = scalar_type(value).filter(|_| !refused);
-        if weak.is_some_and(|dtype| widen::widened_weak(col.dtype, dtype).is_none()) {
-            return Ok(None);
-        }
-        let Ok((dtype, shape)) = infer(py, value, w.at.rows, mask.map(|m| w.coll.slice(m)))? else { return Ok(None) };
-        let Some(wider) = widen::widen_to(col.dtype, &col.shape, dtype, &shape, weak.is_some()) else {
-            return Ok(None);
-        };
-        let path = self.columns.path_of(&col.name).to_owned();
-        let id = w.recorder.add_column(self.columns.widened_spec(&path, wider, &shape, col.id)).py_err(py)?;
-        Ok(Some(self.columns.add_widened(column, &path, ColInfo::new(py, w.recorder.column(id))?)))
+        let host = &mut OneValue { w, value: stacked.as_ref().unwrap_or(value), mask: None, seen: None };
+        let warning = self.columns.put(host, path)?;
+        warning.map_or(Ok(()), |warning| warn(host.w.py, &warning))
     }
 
     /// Checks a value of the user's own (`record`) now, creating its column on first sight:
     /// a value that cannot be recorded raises `SchemaError` naming the column. The collector is
     /// used as scratch and left empty.
     pub fn check_value(&mut self, w: &mut Walk<'_, '_>, path: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
-        let result = (|| match self.column(w, path, value, None)? {
-            Err(why) => Err(schema_error(w.py, &self.columns.name_of(path), why)),
-            Ok(column) => {
-                let column = self.widen(w, column, value, None, false)?.unwrap_or(column);
-                match put_value(value, self.columns.get(column), w.at.rows, w.coll) {
-                    Err(_) if self.widen(w, column, value, None, true)?.is_some() => Ok(()),
-                    result => result.map(|_| ()),
-                }
-            }
-        })();
-        w.coll.clear();
+        let host = &mut OneValue { w, value, mask: None, seen: None };
+        let result = match self.columns.check(host, path) {
+            Ok(Err(why)) => Err(schema_error(host.w.py, &self.columns.name_of(path), why)),
+            other => other.map(|_| ()),
+        };
+        host.w.coll.clear();
         result
     }
+}
 
-    /// The column of `path` (an index of `columns`), created from `value` on first sight;
-    /// `Err(why)` when `value` cannot make one (a later value may).
-    fn column(
-        &mut self,
-        w: &mut Walk<'_, '_>,
-        path: &str,
-        value: &Bound<'_, PyAny>,
-        mask: Option<Src>,
-    ) -> PyResult<Result<usize, String>> {
-        let py = w.py;
-        if let Some(column) = self.columns.find(path) {
-            return Ok(Ok(column));
+/// One value on its way into a column: the core's `DynamicColumns` decides which column, when
+/// it widens and when the value is left out; this converts the value and writes it.
+struct OneValue<'h, 'a, 'py, 'v> {
+    w: &'h mut Walk<'a, 'py>,
+    value: &'h Bound<'v, PyAny>,
+    mask: Option<Src>,
+    /// The value as the core sees it, once converted.
+    seen: Option<Value>,
+}
+
+impl Host<ColInfo, TypeOf> for OneValue<'_, '_, '_, '_> {
+    type Error = PyErr;
+
+    fn rows(&self) -> Option<usize> {
+        self.w.at.rows
+    }
+
+    fn kind(&self) -> TypeOf {
+        TypeOf(self.value.get_type().unbind())
+    }
+
+    /// Arrays, lists and tuples: the same type may fit where an earlier value did not.
+    fn retries(&mut self) -> PyResult<bool> {
+        let value = self.value;
+        Ok(value.is_instance_of::<PyList>()
+            || value.is_instance_of::<PyTuple>()
+            || value.cast::<PyUntypedArray>().is_ok()
+            || value.is_instance(&self.w.py.import("numpy")?.getattr("generic")?)?)
+    }
+
+    fn value(&mut self) -> PyResult<&Value> {
+        if self.seen.is_none() {
+            let mask = self.mask.map(|m| self.w.coll.slice(m));
+            self.seen = Some(convert(self.w.py, self.value, self.w.at.rows, mask)?);
         }
-        let value_type = value.get_type();
-        if let Some((kind, why)) = self.columns.unsupported(path) {
-            // Arrays, lists and tuples: the same type may fit where an earlier value did not.
-            let sequence_like = value.is_instance_of::<PyList>()
-                || value.is_instance_of::<PyTuple>()
-                || value.cast::<PyUntypedArray>().is_ok()
-                || value.is_instance(&py.import("numpy")?.getattr("generic")?)?;
-            if kind.bind(py).is(&value_type) && !sequence_like {
-                return Ok(Err(why.clone()));
-            }
-        }
-        match infer(py, value, w.at.rows, mask.map(|m| w.coll.slice(m)))? {
-            Ok((dtype, shape)) => {
-                let id = w.recorder.add_column(self.columns.spec(path, dtype, &shape)).py_err(py)?;
-                Ok(Ok(self.columns.add(path, ColInfo::new(py, w.recorder.column(id))?)))
-            }
-            Err(why) => {
-                self.columns.refuse(path, value_type.unbind(), why.clone());
-                Ok(Err(why))
-            }
-        }
+        Ok(self.seen.as_ref().expect("converted"))
+    }
+
+    fn add(&mut self, spec: NewColumn) -> PyResult<(u32, ColInfo)> {
+        let (py, recorder) = (self.w.py, &mut *self.w.recorder);
+        let id = recorder.add_column(spec).py_err(py)?;
+        Ok((id, ColInfo::new(py, recorder.column(id))?))
+    }
+
+    fn put(&mut self, col: &ColInfo) -> PyResult<()> {
+        let data = put_value(self.value, col, self.w.at.rows, self.w.coll)?;
+        self.w.coll.push(col.id, self.w.at, self.mask, data);
+        Ok(())
+    }
+
+    fn misfit(&self, error: &PyErr) -> Option<String> {
+        let py = self.w.py;
+        error.is_instance(py, crate::errors::classes(py).schema.bind(py)).then(|| error.value(py).to_string())
+    }
+}
+
+/// A Python type, the same as another when it is the same object.
+pub struct TypeOf(Py<PyType>);
+
+impl PartialEq for TypeOf {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.is(&other.0)
     }
 }
 
@@ -359,26 +329,20 @@ fn stacked_rows<'py>(
     Ok(np.call_method1("stack", (rows,)).ok())
 }
 
-/// The dtype and per-row shape a first value gives its column (the core's `column_of` decides),
-/// or why it cannot be recorded.
-fn infer(
-    py: Python<'_>,
-    value: &Bound<'_, PyAny>,
-    rows: Option<usize>,
-    mask: Option<&[u8]>,
-) -> PyResult<Result<(DType, Vec<usize>), String>> {
+/// What `value` is, for the column it makes or widens (the core's `Value` decides): `rows`, the
+/// env count of a batched value; `mask`, which envs have it.
+fn convert(py: Python<'_>, value: &Bound<'_, PyAny>, rows: Option<usize>, mask: Option<&[u8]>) -> PyResult<Value> {
+    if let Some(dtype) = scalar_type(value) {
+        return Ok(Value::Scalar(dtype));
+    }
     let np = py.import("numpy")?;
-    let type_name = type_name(value);
     let array = match (rows, value.cast::<PyUntypedArray>()) {
         (_, Ok(array)) => array.clone(),
         (Some(_), Err(_)) => match np.call_method1("asarray", (value,)) {
             Ok(a) => a.cast_into::<PyUntypedArray>()?,
-            Err(e) => return Ok(column_of(Seen::NotOverEnvs { type_name: &type_name, error: &e.to_string() }, rows)),
+            Err(e) => return Ok(Value::NotOverEnvs { type_name: type_name(value), error: e.to_string() }),
         },
         (None, Err(_)) => {
-            if let Some(dtype) = scalar_type(value) {
-                return Ok(column_of(Seen::Scalar(dtype), rows));
-            }
             let numeric = value.is_instance_of::<PyList>()
                 || value.is_instance_of::<PyTuple>()
                 || value.is_instance(&np.getattr("generic")?)?
@@ -387,19 +351,18 @@ fn infer(
             let array = numeric.then(|| np.call_method1("asarray", (value,)).ok()).flatten();
             match array.and_then(|a| a.cast_into::<PyUntypedArray>().ok()) {
                 Some(a) if a.dtype().kind() != b'O' => a,
-                _ => return Ok(column_of(Seen::Unsupported(&type_name), rows)),
+                _ => return Ok(Value::Unsupported(type_name(value))),
             }
         }
     };
-    let (shape, dtype) = (array.shape(), array.dtype());
+    let (shape, dtype) = (array.shape().to_vec(), array.dtype());
     if dtype.kind() == b'O' && rows.is_some() {
         let first = first_present(mask, shape.first().copied().unwrap_or(0)).map(|i| array.get_item(i)).transpose()?;
-        let first = first.map(|item| (crate::values::type_name(&item), item.is_instance_of::<PyString>()));
-        let first = first.as_ref().map(|(name, is_str)| (name.as_str(), *is_str));
-        return Ok(column_of(Seen::Objects { shape, first }, rows));
+        let first = first.map(|item| (type_name(&item), item.is_instance_of::<PyString>()));
+        return Ok(Value::Objects { shape, first });
     }
-    let name: String = np.call_method1("dtype", (&dtype,))?.getattr("name")?.extract()?;
-    Ok(column_of(Seen::Array { kind: dtype.kind(), name: &name, shown: dtype.str()?.to_str()?, shape }, rows))
+    let name = np.call_method1("dtype", (&dtype,))?.getattr("name")?.extract()?;
+    Ok(Value::Array { kind: dtype.kind(), name, shown: dtype.str()?.to_str()?.to_owned(), shape })
 }
 
 /// The column type of Python's own scalars (bool, int, float, str), `None` for other values.

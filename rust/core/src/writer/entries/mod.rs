@@ -1,5 +1,5 @@
 //! What one call's values become, on the caller's thread: the bytes of a value of a column
-//! (`values`, with the discrete spaces' `bounds`, and `cast`: the casts that keep every value), columns
+//! (`value`: what a value is; `values`, with the discrete spaces' `bounds`, and `cast`: the casts that keep every value), columns
 //! made on first sight and widened later (`dynamic`, `widen`, `info_keys`), the values not
 //! recorded and what the user is told (`skips`), the call's entries gathered (`collect`) and
 //! sent as one message through the ring (`send`, `ring_fit`: no call blocks forever).
@@ -12,5 +12,6 @@ pub mod info_keys;
 pub mod ring_fit;
 pub(in crate::writer) mod send;
 pub mod skips;
+pub mod value;
 pub mod values;
 pub mod widen;

@@ -47,45 +47,6 @@ pub fn array_column_type(kind: u8, name: &str, shown: &str, row_shape: &[usize])
     }
 }
 
-/// A first value, as the column it makes sees it: the bindings look at a value once to say
-/// which of these it is, and `column_of` decides.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Seen<'a> {
-    /// Python's own bool, int, float or str: a scalar column of this type.
-    Scalar(DType),
-    /// An array: numpy's, or what numpy made of a list, tuple or number (`kind`, `name`, `shown`:
-    /// its dtype's, see `array_column_type`).
-    Array { kind: u8, name: &'a str, shown: &'a str, shape: &'a [usize] },
-    /// An object array of a batched value (vector infos of strings come so, None where an env
-    /// had no entry): the type of what the first env with a value holds and whether it is a str
-    /// (`None`: no env has one).
-    Objects { shape: &'a [usize], first: Option<(&'a str, bool)> },
-    /// A batched value numpy makes no array of: its type and numpy's error.
-    NotOverEnvs { type_name: &'a str, error: &'a str },
-    /// A value of a type no column takes.
-    Unsupported(&'a str),
-}
-
-/// The column type and per-row shape a first value gives its column (`rows`: the env count of a
-/// batched value, `None` for one row); why not when it cannot make one (a later value may).
-pub fn column_of(seen: Seen<'_>, rows: Option<usize>) -> Result<(DType, Vec<usize>), String> {
-    let unsupported = |type_name: &str| Err(format!("values of type {type_name} are not supported"));
-    match seen {
-        Seen::Scalar(dtype) => Ok((dtype, vec![])),
-        Seen::Unsupported(type_name) => unsupported(type_name),
-        Seen::NotOverEnvs { type_name, error } => Err(format!("{type_name} is not an array over the envs: {error}")),
-        Seen::Objects { shape, first } => match (row_shape(rows, shape)?, first) {
-            (_, None) => Err("no env had a value".into()),
-            ([], Some((_, true))) => Ok((DType::Utf8, vec![])),
-            (_, Some((type_name, _))) => unsupported(type_name),
-        },
-        Seen::Array { kind, name, shown, shape } => {
-            let row_shape = row_shape(rows, shape)?;
-            array_column_type(kind, name, shown, row_shape).map(|dtype| (dtype, row_shape.to_vec()))
-        }
-    }
-}
-
 /// Whether integers from `lo` to `hi` fit integer column type `dtype`.
 pub fn ints_fit(dtype: DType, lo: i128, hi: i128) -> bool {
     let (min, max): (i128, i128) = match dtype {
@@ -460,51 +421,6 @@ mod tests {
         assert_eq!(array_column_type(b'c', "complex64", "<c8", &[]), Err("dtype <c8 is not supported".into()));
         assert_eq!(array_column_type(b'O', "object", "|O", &[]), Err("dtype |O is not supported".into()));
         assert_eq!(array_column_type(b'O', "str", "|O", &[]), Err("dtype |O is not supported".into()));
-    }
-
-    #[test]
-    fn first_values_make_their_columns_or_say_why_not() {
-        let err = |why: &str| Err(why.to_string());
-        let (f4, str_items) = ((b'f', "float32", "<f4"), [4usize]);
-        // (what the value is, the env count of a batched value, the column or why not)
-        type Column = Result<(DType, Vec<usize>), String>;
-        let table: [(Seen<'_>, Option<usize>, Column); 12] = [
-            (Seen::Scalar(DType::I64), None, Ok((DType::I64, vec![]))),
-            (Seen::Array { kind: f4.0, name: f4.1, shown: f4.2, shape: &[2, 3] }, None, Ok((DType::F32, vec![2, 3]))),
-            (Seen::Array { kind: f4.0, name: f4.1, shown: f4.2, shape: &[4, 3] }, Some(4), Ok((DType::F32, vec![3]))),
-            (
-                Seen::Array { kind: f4.0, name: f4.1, shown: f4.2, shape: &[3] },
-                Some(4),
-                err("expected one value per env (4), got shape [3]"),
-            ),
-            (
-                Seen::Array { kind: b'c', name: "complex64", shown: "<c8", shape: &[] },
-                None,
-                err("dtype <c8 is not supported"),
-            ),
-            (Seen::Objects { shape: &str_items, first: Some(("str", true)) }, Some(4), Ok((DType::Utf8, vec![]))),
-            (
-                Seen::Objects { shape: &[4, 2], first: Some(("str", true)) },
-                Some(4),
-                err("values of type str are not supported"),
-            ),
-            (
-                Seen::Objects { shape: &str_items, first: Some(("dict", false)) },
-                Some(4),
-                err("values of type dict are not supported"),
-            ),
-            (Seen::Objects { shape: &str_items, first: None }, Some(4), err("no env had a value")),
-            (Seen::Objects { shape: &[], first: None }, Some(4), err("expected one value per env (4), got shape []")),
-            (
-                Seen::NotOverEnvs { type_name: "list", error: "ragged" },
-                Some(4),
-                err("list is not an array over the envs: ragged"),
-            ),
-            (Seen::Unsupported("set"), None, err("values of type set are not supported")),
-        ];
-        for (seen, rows, want) in table {
-            assert_eq!(column_of(seen, rows), want, "{seen:?} {rows:?}");
-        }
     }
 
     #[test]
