@@ -1,7 +1,8 @@
 //! The background writer thread's loop: takes messages off the ring, hands each to `episodes`
 //! (which turns the lane ops decided by `autoreset` on the caller's side into rows and episodes)
 //! and lets the `sink` seal and write what they made: full chunks as they fill, everything at
-//! each flush interval, and the rest at close. It also keeps the timelog's clock.
+//! each flush interval (with a progress part of each running episode, so readers anywhere list
+//! its steps), and the rest at close. It also keeps the timelog's clock.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -136,8 +137,16 @@ impl WriterThread {
                 }
             }
             if Instant::now() >= next_cycle {
+                // Every row is in the file after this: running episodes are listed up to it, so
+                // another process (or an open after a kill) sees their steps too.
+                self.episodes.progress_parts(now_ns());
                 self.sink.cycle(&mut self.episodes)?;
-                next_cycle = Instant::now() + interval;
+                // On a fixed cadence, not from the end of this cycle: a step waits at most one
+                // interval (plus the write) for its flush.
+                next_cycle += interval;
+                if next_cycle <= Instant::now() {
+                    next_cycle = Instant::now() + interval;
+                }
             }
             if self.sink.clock.due(Instant::now()) {
                 self.end_timelog_sample(consumer.slots() as f64 / capacity);
@@ -212,11 +221,8 @@ impl WriterThread {
                 episodes.apply(msg.ops, None, msg.time_ns)?;
             }
             MessageKind::Flush => {
-                let lists_running = msg.entries.first().is_some_and(|e| e.data == [message::FLUSH_LISTS_RUNNING]);
                 self.settle_control(&msg)?;
-                if lists_running {
-                    self.episodes.progress_parts(now_ns());
-                }
+                self.episodes.progress_parts(now_ns());
                 self.sink.cycle(&mut self.episodes)?;
                 self.shared.flushed.store(msg.arg, Ordering::Release);
             }

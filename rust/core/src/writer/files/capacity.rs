@@ -129,6 +129,7 @@ impl Capacity {
         if limit == 0 {
             return Err(Error::Invalid("capacity_steps must be at least 1".into()));
         }
+        finish_interrupted_evictions(dir);
         let closed = prior.iter().map(|(path, steps)| Closed {
             path: path.clone(),
             steps: *steps,
@@ -179,6 +180,15 @@ impl Capacity {
             self.closed.pop_front();
         }
         Ok(deleted)
+    }
+}
+
+/// Deletes the shards the eviction log of `dir` names that are still there: a recording killed
+/// between logging its evictions and deleting them left them (readers leave them out already).
+/// Best effort: a shard that cannot be deleted now is tried again by the next recording.
+fn finish_interrupted_evictions(dir: &Path) {
+    for name in EvictionLog::read(dir).map(|log| log.evicted_shards).unwrap_or_default() {
+        let _ = std::fs::remove_file(dir.join(name));
     }
 }
 
@@ -250,5 +260,21 @@ mod tests {
         assert_eq!(again.released(&shard(3)).unwrap(), 6);
         assert_eq!(EvictionLog::read(dir.path()).unwrap().evicted_steps, 18);
         assert!(Capacity::new(0, dir.path(), &[]).is_err());
+    }
+
+    #[test]
+    fn a_new_recording_deletes_the_logged_shards_a_kill_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let shard = |i: usize| dir.path().join(format!("s{i}.trj"));
+        for i in 0..3 {
+            std::fs::write(shard(i), b"x").unwrap();
+        }
+        // Killed after logging shards 0 and 1, before deleting shard 1.
+        EvictionLog::add(dir.path(), [(shard(0).as_path(), 4, None), (shard(1).as_path(), 4, None)].into_iter())
+            .unwrap();
+        std::fs::remove_file(shard(0)).unwrap();
+        let _capacity = Capacity::new(10, dir.path(), &[(shard(2), 6)]).unwrap();
+        assert!(!shard(1).exists() && shard(2).exists());
+        assert_eq!(EvictionLog::read(dir.path()).unwrap().evicted_steps, 8); // counted once
     }
 }
