@@ -205,8 +205,8 @@ def transitions_of(ds: trajcore.Dataset, env: int, run: str) -> list[tuple[Any, 
 def check_files_hold(ds: trajcore.Dataset, loop: Loop, run: str, until: float | None) -> list[int]:
     """Per sub-env, `run`'s transitions in `ds` are a stretch of what the loop's steps gave,
     value for value, from the first one not evicted on, holding every one whose step returned
-    more than `FLUSH` before `until` (the kill, or when `ds` was opened) (every one, after a close: `None`). Returns where each
-    sub-env's stretch starts (the transitions before it were evicted)."""
+    more than `FLUSH` before `until` (the kill, or when `ds` was opened; `None` after a close:
+    every one). Returns where each sub-env's stretch starts (those before it were evicted)."""
     starts = []
     for env in range(N):
         said, held = loop.transitions[env], transitions_of(ds, env, run)
