@@ -1,7 +1,7 @@
 //! The background writer thread's loop: takes messages off the ring, hands each to `episodes`
 //! (which turns the lane ops decided by `autoreset` on the caller's side into rows and episodes)
-//! and lets the `sink` seal and write what they made: full chunks as they fill, everything at
-//! each flush interval (with a progress part of each running episode, so readers anywhere list
+//! and lets the `sink` seal and write what they made: full chunks as they fill, everything twice
+//! per flush interval (with a progress part of each running episode, so readers anywhere list
 //! its steps), and the rest at close. It also keeps the timelog's clock.
 
 use std::sync::atomic::Ordering;
@@ -94,7 +94,11 @@ impl WriterThread {
 
     fn run_inner(&mut self) -> Result<()> {
         let mut consumer = self.consumer.take().ok_or_else(|| Error::WriterStopped("the ring is gone".into()))?;
-        let interval = self.flush_interval;
+        // Twice per flush interval, on a fixed cadence (not from the end of the last cycle): a
+        // step waits at most half an interval for its flush, and the writer may fall half an
+        // interval behind (the recorder's pacing stops the env there), so every step is in the
+        // files within one flush interval, even on a machine that holds the writer up a while.
+        let interval = self.flush_interval / 2;
         let mut next_cycle = Instant::now() + interval;
         let mut scratch = Vec::new();
         let capacity = consumer.buffer().capacity().max(1) as f64;
@@ -141,8 +145,6 @@ impl WriterThread {
                 // another process (or an open after a kill) sees their steps too.
                 self.episodes.progress_parts(now_ns());
                 self.sink.cycle(&mut self.episodes)?;
-                // On a fixed cadence, not from the end of this cycle: a step waits at most one
-                // interval (plus the write) for its flush.
                 next_cycle += interval;
                 if next_cycle <= Instant::now() {
                     next_cycle = Instant::now() + interval;
