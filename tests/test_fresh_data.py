@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import gymnasium as gym
@@ -203,3 +204,35 @@ def test_an_episode_discarded_after_a_refresh_listed_it_leaves_sampling(tmp_path
     ds.refresh()
     with trajcore.open(tmp_path) as fresh:
         assert fresh.num_steps == ds.num_steps == 5
+
+
+def test_an_episode_a_timed_flush_listed_then_discarded_at_its_end_is_listed_nowhere(tmp_path: Path) -> None:
+    """Pendulum's 200 steps with a flush every millisecond: a timed flush lists the episode that
+    just ended (held: `discard` still reaches it) as a part, its flag truncated. Discarded at its
+    end, it is listed nowhere: a discard notice follows its part."""
+    import format_decoder as fd
+
+    env = trajcore.RecordEpisodes(gym.make("Pendulum-v1"), tmp_path, flush_interval=0.001)
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    truncated = False
+    while not truncated:
+        *_, truncated, _ = env.step(env.action_space.sample())
+
+    # Read with the test decoder: a refresh in this process would flush, making the episode final.
+    def part_of_the_end() -> bool:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            shards = [fd.open_shard(p) for p in env.shard_paths if a_shard_started(tmp_path)]
+        return any(e.continues and e.length == 200 and e.truncated for s in shards for e, _ in s.episodes)
+
+    deadline = time.monotonic() + 30
+    while not part_of_the_end():
+        assert time.monotonic() < deadline, "no timed flush listed the ended episode"
+    env.discard()
+    env.reset()
+    for _ in range(5):
+        env.step(env.action_space.sample())
+    env.close()
+    with trajcore.open(tmp_path) as fresh:
+        assert fresh.num_episodes == 1 and fresh.num_steps == 5
