@@ -176,10 +176,16 @@ def test_a_reader_holding_the_shard_reads_on_without_a_notice(tmp_path: Path) ->
         warnings.simplefilter("error")
         reader.refresh()
     assert reader.problems == []
-    live = [(e.env_index, e.actions, e.observations) for e in reader.episodes]
+    # The episodes running when the reader opened are listed where it listed them then (their
+    # end listed them whole in place), a reopen lists them where they ended: the same episodes.
+    def ordered(episodes: Any) -> list[Any]:
+        listed = [(e.env_index, e.actions, e.observations) for e in episodes]
+        return sorted(listed, key=lambda e: (e[0], e[2].tobytes()))
+
+    live = ordered(reader.episodes)
     reader.close()
     with trajcore.open(tmp_path / "ds") as ds:
-        reopened = [(e.env_index, e.actions, e.observations) for e in ds.episodes]
+        reopened = ordered(ds.episodes)
     assert len(live) == len(reopened) > 0
     for (a, b, c), (x, y, z) in zip(live, reopened, strict=True):
         assert a == x

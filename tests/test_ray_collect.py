@@ -189,3 +189,51 @@ def test_actors_the_cluster_cannot_hold_are_refused_at_once(tmp_path: Path) -> N
         with pytest.raises(trajcore.InvalidArgumentError, match=f"asks for {name} .*no actor could start"):
             trajcore.ray.collect("CartPole-v1", tmp_path / "never", num_actors=1, steps=5, actor_options=options)
     assert not (tmp_path / "never").exists()
+
+
+def test_bounded_actors_each_keep_their_capacity_in_one_directory(tmp_path: Path) -> None:
+    """`capacity_steps` bounds each actor's recording (one capacity per actor): two actors
+    stepping at the same time into a directory that already holds an older recording each keep
+    at most the capacity of their own newest transitions (plus a shard), never counting or
+    deleting the other's shards, both evict the old recording first, and one eviction log counts
+    everything deleted; what is kept is the newest of what each actor's envs produced."""
+    path = tmp_path / "ds"
+    capacity, num_envs, steps = 300, 3, 400
+    with trajcore.RecordVectorEpisodes(SyncVectorEnv([ENV] * 2), path) as old:
+        old.reset(seed=0)
+        for _ in range(100):
+            old.step(old.action_space.sample())
+    with trajcore.open(path) as before:
+        old_steps = before.num_steps
+    meeting = tmp_path / "meeting"
+    meeting.mkdir()
+    ds = trajcore.ray.collect(
+        functools.partial(StartTogether, str(meeting), 2, *ENV.args, **ENV.keywords),
+        path,
+        num_actors=2,
+        num_envs_per_actor=num_envs,
+        steps=steps,
+        seed=10,
+        capacity_steps=capacity,
+        flush_interval=0.05,
+    )
+    with ds:
+        assert ds.problems == []
+        actors = {ds.meta(r)["metadata"]["ray"]["actor_index"]: r for r in range(ds.num_recordings)}
+        assert sorted(actors) == [0, 1], "the old recording is evicted"
+        kept = [0, 0]
+        for r, n in ds._core.shard_steps:
+            kept[r] += n
+        produced = 0
+        for k, r in actors.items():
+            want = captured(10 + num_envs * k, num_envs, steps)
+            produced += sum(len(w.actions) for w in want)
+            # At most the capacity in closed shards, plus the newest one (never deleted).
+            assert capacity // 2 < kept[r] <= capacity + capacity // 10 + num_envs, (k, kept)
+            for i in range(num_envs):
+                got = [ep for ep in ds.episodes if ep.recording == r and ep.env_index == i and ep.complete]
+                expected = [w for w in want if w.env_index == i and w.complete]
+                assert len(got) >= 2, f"actor {k} sub-env {i}"
+                for n, (g, w) in enumerate(zip(reversed(got), reversed(expected), strict=False)):
+                    assert_episode(g, w, NESTED_OBS, f"actor {k} sub-env {i} episode -{n + 1}")
+        assert ds.evicted_steps == old_steps + produced - sum(kept)

@@ -33,7 +33,7 @@ from ray_envs import Capture, echo_env
 from trajcore.ray._rllib_episode import RLlibEpisode
 
 
-def ppo(env: str, path: Path, out: Path, **env_runners: Any) -> Any:
+def ppo(env: str, path: Path, out: Path, record: dict[str, Any] | None = None, **env_runners: Any) -> Any:
     register_env("echo", echo_env)
     return (
         PPOConfig()
@@ -49,7 +49,7 @@ def ppo(env: str, path: Path, out: Path, **env_runners: Any) -> Any:
         # on_episode_end, so Capture's episode metadata is in.
         .callbacks(
             [
-                functools.partial(trajcore.ray.RecordRLlibEpisodes, str(path), metadata={"exp": "t"}),
+                functools.partial(trajcore.ray.RecordRLlibEpisodes, str(path), metadata={"exp": "t"}, **(record or {})),
                 functools.partial(Capture, str(out)),
             ]
         )
@@ -132,6 +132,39 @@ def test_ppo_cartpole_records_every_episode_rllib_completed(tmp_path: Path) -> N
         assert len(ds.select(policy="default_policy", policy_step=(0, None))) == ds.num_episodes
         # Some episodes ran over a sample() call (RLlib returned them in chunks) and were joined.
         assert any(ep.metadata["chunks"] > 1 for ep in ds.episodes)
+
+
+@pytest.mark.usefixtures("ray_local")
+def test_each_env_runner_keeps_its_capacity(tmp_path: Path) -> None:
+    """`capacity_steps` bounds each EnvRunner's recording (one capacity per EnvRunner): both
+    write into one directory at once, each keeps at most the capacity of its newest transitions
+    (plus a shard), the evictions of both are counted in one log, and what is kept is what
+    RLlib completed, value for value."""
+    path, out = tmp_path / "ds", tmp_path / "accounts"
+    out.mkdir()
+    capacity = 100
+    config = ppo("CartPole-v1", path, out, {"capacity_steps": capacity}, num_env_runners=2, num_envs_per_env_runner=2)
+    algo = config.build_algo()
+    try:
+        for _ in range(3):
+            algo.train()
+    finally:
+        algo.stop()
+    rllib = accounts(out)
+    with trajcore.open(path) as ds:
+        assert ds.problems == []
+        assert ds.num_recordings == 2
+        kept = [0, 0]
+        for r, n in ds._core.shard_steps:
+            kept[r] += n
+        assert all(0 < k <= capacity + capacity // 10 + 2 for k in kept), kept
+        assert ds.evicted_steps > 0
+        assert ds.evicted_steps + sum(kept) == sum(a["length"] for a in rllib.values())
+        for ep in ds.episodes:
+            if ep.complete:
+                want = rllib[ep.metadata["rllib"]["episode_id"]]
+                np.testing.assert_array_equal(ep.observations, want["observations"])
+                np.testing.assert_array_equal(ep.actions, want["actions"])
 
 
 @pytest.mark.usefixtures("ray_local")

@@ -125,10 +125,8 @@ class Recorder:
     def abort(self, env_index: int | None = None) -> None:
         """Ends running episodes as incomplete; rows are ignored until the env ends them."""
     def flush(self) -> None:
-        """Blocks (GIL released) until everything recorded so far is written to the file."""
-    def flush_for_readers(self) -> None:
-        """`flush`, also writing a progress part of each running episode, so that a reader
-        lists their steps so far (for a `Dataset.refresh` in this process)."""
+        """Blocks (GIL released) until everything recorded so far is written to the file,
+        running episodes listed up to it (a progress part of each)."""
     def close(self) -> None:
         """Writes incomplete episodes, the index and the end record; idempotent."""
     @property

@@ -78,9 +78,9 @@ class Collector:
         observations) and closes the recording.
 
         Returns:
-            ``{"actor_index", "identity", "env_steps", "episodes", "shards", "seconds"}``:
-            seconds from the reset to the close (everything written; for a URL, uploaded),
-            shards as paths or URLs.
+            ``{"actor_index", "identity", "env_steps", "episodes", "evicted_steps", "shards",
+            "seconds"}``: seconds from the reset to the close (everything written; for a URL,
+            uploaded), shards as paths or URLs (with `capacity_steps`, those it kept).
         """
         store = is_store_url(self.path)
         if store:
@@ -96,12 +96,16 @@ class Collector:
                 obs, *_ = rec.step(actions)
         seconds = time.perf_counter() - started
         stats = rec.stats()
+        shards = shards_under(self.path, rec.shard_paths) if store else rec.shard_paths
+        if self.options.get("capacity_steps") is not None:
+            shards = [p for p in shards if os.path.exists(p)]  # less the ones it evicted
         return {
             "actor_index": self.actor_index,
             "identity": identity,
             "env_steps": steps * self.num_envs,
             "episodes": int(stats.get("episodes", 0)),
-            "shards": shards_under(self.path, rec.shard_paths) if store else rec.shard_paths,
+            "evicted_steps": int(stats.get("evicted_steps", 0)),
+            "shards": shards,
             "seconds": seconds,
         }
 
@@ -184,7 +188,12 @@ def collect(
         metadata: dataset metadata of every recording; each gets ``"ray"`` added (actor index
             and id, host, node, pid, start time).
         actor_options: Ray actor options (default ``{"num_cpus": 1}``).
-        **options: `trajcore.RecordingOptions` of every actor's recorder. Among them, for a URL,
+        **options: `trajcore.RecordingOptions` of every actor's recorder. `capacity_steps` is
+            one capacity per actor: each actor's recording keeps at most that many transitions
+            (plus a shard), counting its own shards and those recordings no longer running left
+            in the directory (deleted first), never another running actor's; the directory then
+            holds at most ``num_actors * capacity_steps`` (pass ``N // num_actors`` to bound it
+            at N). Among them, for a URL,
             `storage_options` (its store's client options, see `trajcore.open`) go to every
             actor and to the driver's open; without them each process takes its own
             environment's ``AWS_*`` variables (on a cluster, give them to the workers, e.g. in

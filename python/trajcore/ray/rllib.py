@@ -74,7 +74,8 @@ class RecordRLlibEpisodes(RLlibCallback):  # type: ignore[misc]  # ray has no ty
             ``"evaluation": true``).
         extra_model_outputs: record RLlib's extra model outputs as custom data.
         **options: `trajcore.RecordingOptions` of each EnvRunner's recorder (``max_shard_bytes``,
-            ``codecs``, ...; not the callbacks, which RLlib's own replace).
+            ``codecs``, ...; not the callbacks, which RLlib's own replace). ``capacity_steps``
+            bounds each EnvRunner's recording on its own (docs/ray.md).
 
     Raises:
         InvalidArgumentError: no path, a bad option, metadata that is not JSON.

@@ -77,8 +77,9 @@ class RecordingOptions(TypedDict, total=False):
             arrays over the sub-envs for vector envs).
         max_shard_bytes: a new shard file starts past this size (default 1 GiB).
         chunk_bytes: target size of a column chunk before it is sealed (None: the core's default).
-        flush_interval: seconds after which pending rows are sealed and written even if a chunk
-            is not full: a killed process loses at most about this much (default 1.0).
+        flush_interval: seconds within which every step is written even if a chunk is not
+            full, running episodes listed as parts (flushed twice per interval): another process
+            sees, and a killed process keeps, every step at least this old (default 1.0).
         durability: "flush" (write to the OS per chunk, the default), "fsync_close",
             "fsync_chunk" or "fsync_interval" (with `fsync_interval` seconds).
         fsync_interval: seconds between fsyncs with durability "fsync_interval".

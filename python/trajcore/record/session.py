@@ -303,7 +303,7 @@ class Recording:
         """`flush`, for a refresh of this directory in this process (`trajcore._live`); nothing
         before the recorder started (a deferred one) or after it closed."""
         if self._native is not None and not self._closed_all:
-            self._native.flush_for_readers()
+            self._native.flush()
 
     def stats(self) -> dict[str, Any]:
         """Counters of the core: steps, episodes, bytes_raw, bytes_written, ring_capacity,

@@ -361,13 +361,6 @@ impl PyRecorder {
         interrupted(py, rec, result)
     }
 
-    /// `flush`, also listing the steps of running episodes (for a reader of this process).
-    fn flush_for_readers(&self, py: Python<'_>) -> PyResult<()> {
-        let rec = &mut self.lock(py)?.rec;
-        let result = py.detach(|| rec.flush_for_readers());
-        interrupted(py, rec, result)
-    }
-
     /// Writes what is left and stops the writer thread (waiting with the GIL released). An
     /// interrupted close can be called again to finish.
     fn close(&self, py: Python<'_>) -> PyResult<()> {

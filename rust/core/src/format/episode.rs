@@ -313,6 +313,18 @@ pub fn decode_batch(payload: &[u8], record_offset: u64) -> Result<Vec<DecodedEpi
     Ok(out)
 }
 
+/// Which of a shard's episode records (their `episode_id`s, in file order) a later record of
+/// the same episode in the same shard supersedes: a flush writes a progress part of a running
+/// episode at each interval, and each part (or the final record, or a discard notice) describes
+/// the episode from its start, so the latest holds what the earlier ones did. A closed shard's
+/// compaction leaves the superseded ones out.
+pub fn superseded(episode_ids: &[u64]) -> Vec<bool> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out: Vec<bool> = episode_ids.iter().rev().map(|id| !seen.insert(*id)).collect();
+    out.reverse();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -386,6 +398,23 @@ mod tests {
             let mut bad = payload.clone();
             bad[at] ^= 0x5a;
             let _ = decode_batch(&bad, 0);
+        }
+    }
+
+    #[test]
+    fn a_later_record_of_an_episode_supersedes_the_earlier_ones_of_its_shard() {
+        // (episode ids in file order) -> superseded
+        let cases: Vec<(&[u64], Vec<bool>)> = vec![
+            (&[], vec![]),
+            // Episodes that ended without a progress part.
+            (&[0, 1, 2], vec![false, false, false]),
+            // Progress parts of 0 and 1, then 0's end, then another part of 1 (or its rollover part).
+            (&[0, 1, 0, 1, 2], vec![true, true, false, false, false]),
+            // Three progress parts, then a discard notice: only the notice stays.
+            (&[5, 5, 5, 5], vec![true, true, true, false]),
+        ];
+        for (ids, expected) in cases {
+            assert_eq!(superseded(ids), expected, "{ids:?}");
         }
     }
 }

@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use serde_json::{Map, Value};
 
 use super::autoreset::{op, LaneOp};
-use super::lane::{ChunkLimit, ColumnBuffer, EndedEpisode, Lane, OpenEpisode};
+use super::lane::{ChunkLimit, ColumnBuffer, EndedEpisode, HeldEpisode, Lane, OpenEpisode};
 use super::message::{self, EntryKind, EntryRef, Message, Slot};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -220,7 +220,11 @@ impl Episodes {
                 return Err(internal(lane, o, "invalid op"));
             }
             if o & op::DROP_HELD != 0 {
-                self.lanes[lane].held = None;
+                if let Some(dropped) = self.lanes[lane].held.take().filter(|h| h.parts_written) {
+                    // Its earlier parts are in the files: say it is gone.
+                    let notice = EpisodeSummary { flags: FLAG_DISCARDED, ..dropped.ended.summary };
+                    self.pending.push_back(EndedEpisode { summary: notice, metadata: Map::new(), metrics: Vec::new() });
+                }
             }
         }
         if settle {
@@ -232,8 +236,8 @@ impl Episodes {
     /// Queues every held episode: no call can reach it any more.
     pub fn settle_held(&mut self) {
         for lane in &mut self.lanes {
-            if let Some(ended) = lane.held.take() {
-                self.pending.push_back(ended);
+            if let Some(held) = lane.held.take() {
+                self.pending.push_back(held.ended);
             }
         }
     }
@@ -301,8 +305,11 @@ impl Episodes {
             .get_mut(lane)
             .ok_or_else(|| Error::WriterStopped(format!("internal error: metadata for lane {lane}")))?;
         // The caller checked that the episode exists; if it does not, that is a bug to report.
-        let target =
-            if held { l.held.as_mut().map(|e| &mut e.metadata) } else { l.open.as_mut().map(|e| &mut e.metadata) };
+        let target = if held {
+            l.held.as_mut().map(|h| &mut h.ended.metadata)
+        } else {
+            l.open.as_mut().map(|e| &mut e.metadata)
+        };
         match target {
             Some(target) => {
                 target.extend(update);
@@ -361,12 +368,26 @@ impl Episodes {
         repeats
     }
 
-    /// A flush wrote every buffered row: queues a progress part (`FLAG_CONTINUES`, in the same
-    /// shard) of each running episode that stepped since its last part, so that readers list
-    /// the steps of running episodes too (a replay buffer samples transitions, not finished
-    /// episodes). A reader lists the latest part; the episode's end lists it whole in its place.
+    /// A flush (timed or called) is about to write every buffered row: queues a progress part
+    /// (`FLAG_CONTINUES`, in the same shard) of each running episode that stepped since its last
+    /// part, so that readers in any process, and an open after a crash, list the steps of
+    /// running episodes too (a replay buffer samples transitions, not finished episodes). A
+    /// reader lists the latest part; the episode's end lists it whole in its place; a closed
+    /// shard's compaction drops the parts a later record supersedes.
+    /// An episode that ended at the last step, held while `discard` and metadata reach it, gets
+    /// one too (its steps are transitions like any other; its final record follows).
     pub fn progress_parts(&mut self, time_ns: u64) {
         for lane in 0..self.lanes.len() {
+            if let Some(held) = self.lanes[lane].held.as_mut().filter(|h| !h.listed) {
+                held.listed = true;
+                held.parts_written = true;
+                let ended = &held.ended.summary;
+                // How it ended stays on the part, as on any part (`as_piece`).
+                let flags = FLAG_CONTINUES | (ended.flags & (FLAG_TERMINATED | FLAG_TRUNCATED));
+                let part = EpisodeSummary { flags, end_ns: time_ns, ..ended.clone() };
+                let metrics = held.ended.metrics.clone();
+                self.pending.push_back(EndedEpisode { summary: part, metadata: Map::new(), metrics });
+            }
             let Some(ep) = self.lanes[lane].open.as_mut() else { continue };
             if ep.length == 0 || ep.length == ep.listed_length {
                 continue;
@@ -455,7 +476,7 @@ impl Episodes {
             let flags = if whole { FLAG_COMPLETE } else { 0 }
                 | if o & op::TERMINATED != 0 { FLAG_TERMINATED } else { 0 }
                 | if o & op::TRUNCATED != 0 { FLAG_TRUNCATED } else { 0 };
-            self.lanes[lane].held = self.end_open(lane, flags, msg.time_ns);
+            self.lanes[lane].held = self.hold(lane, flags, msg.time_ns);
         }
         Ok(())
     }
@@ -619,6 +640,14 @@ impl Episodes {
 
     /// Ends the lane's open episode with summary `flags`; an episode without a step is dropped
     /// (its reset row was never written).
+    /// Ends the lane's open episode with `flags`, held (see `HeldEpisode`).
+    fn hold(&mut self, lane: usize, flags: u32, time_ns: u64) -> Option<HeldEpisode> {
+        let parts_written = self.lanes[lane].open.as_ref().is_some_and(|ep| ep.parts_written);
+        // Its last step came with its end: no part lists that one yet.
+        let ended = self.end_open(lane, flags, time_ns)?;
+        Some(HeldEpisode { ended, parts_written, listed: false })
+    }
+
     fn end_open(&mut self, lane: usize, flags: u32, time_ns: u64) -> Option<EndedEpisode> {
         let ep = self.lanes[lane].open.take()?;
         if ep.length == 0 {
@@ -856,6 +885,40 @@ mod tests {
         send(&mut e, &step(&[DONE_T, DONE_T], &[1.0, 1.0], &[1.0, 1.0]), 5);
         assert_eq!(send(&mut e, &control(MessageKind::Flush, &[DROP_HELD, 0]), 6), vec![(1, 1, 1.0, COMPLETE_T)]);
         assert!(!e.any_held());
+    }
+
+    #[test]
+    fn a_timed_flush_lists_running_and_held_episodes_once_per_new_step() {
+        let drain = |e: &mut Episodes| -> Vec<(u32, u64, u32)> {
+            e.take_pending().map(|x| (x.summary.lane, x.summary.length, x.summary.flags)).collect()
+        };
+        let mut e = episodes(2);
+        send(&mut e, &reset(&[BEGIN, BEGIN], &[0.0, 0.0]), 0);
+        e.progress_parts(1);
+        assert_eq!(drain(&mut e), vec![], "nothing stepped yet");
+        send(&mut e, &step(&[STEP, STEP], &[1.0, 1.0], &[1.0, 1.0]), 2);
+        e.progress_parts(3);
+        assert_eq!(drain(&mut e), vec![(0, 1, FLAG_CONTINUES), (1, 1, FLAG_CONTINUES)]);
+        e.progress_parts(4);
+        assert_eq!(drain(&mut e), vec![], "no step since");
+        // Lane 0 ends (held: discard and metadata still reach it), lane 1 steps on.
+        send(&mut e, &step(&[DONE_T, STEP], &[2.0, 2.0], &[1.0, 1.0]), 5);
+        e.progress_parts(6);
+        assert_eq!(drain(&mut e), vec![(0, 2, FLAG_CONTINUES | FLAG_TERMINATED), (1, 2, FLAG_CONTINUES)]);
+        e.progress_parts(7);
+        assert_eq!(drain(&mut e), vec![]);
+        // Its final record follows when it settles; discarded instead, a notice says so.
+        assert_eq!(send(&mut e, &control(MessageKind::Flush, &[0, 0]), 8), vec![(0, 2, 2.0, COMPLETE_T)]);
+        send(&mut e, &reset(&[BEGIN, 0], &[0.0, 0.0]), 9);
+        send(&mut e, &step(&[DONE_T, STEP], &[1.0, 3.0], &[1.0, 1.0]), 10);
+        e.progress_parts(11);
+        assert_eq!(drain(&mut e), vec![(0, 1, FLAG_CONTINUES | FLAG_TERMINATED), (1, 3, FLAG_CONTINUES)]);
+        let dropped = send(&mut e, &control(MessageKind::Flush, &[DROP_HELD, 0]), 12);
+        assert_eq!(dropped, vec![(0, 1, 1.0, FLAG_DISCARDED)]);
+        // Lane 1's end: a part with its last step too.
+        send(&mut e, &step(&[0, DONE_T], &[0.0, 4.0], &[0.0, 1.0]), 13);
+        e.progress_parts(14);
+        assert_eq!(drain(&mut e), vec![(1, 4, FLAG_CONTINUES | FLAG_TERMINATED)]);
     }
 
     #[test]

@@ -249,6 +249,17 @@ pub struct EndedEpisode {
     pub metrics: Vec<u8>,
 }
 
+/// An episode that ended at the last row message, while `discard` and metadata reach it.
+#[derive(Debug, Clone)]
+pub struct HeldEpisode {
+    pub ended: EndedEpisode,
+    /// A part of it was written (at a rollover, or a flush's progress part): dropping it must be
+    /// written too.
+    pub parts_written: bool,
+    /// A part lists every step of it already (no progress part is due).
+    pub listed: bool,
+}
+
 /// The reset row of the lane's open episode, kept until its first step: per observation-timeline
 /// row column (in the writer's row order) the value's range in `data`, or `None` if missing.
 #[derive(Debug, Default)]
@@ -286,7 +297,7 @@ pub struct Lane {
     /// The open episode's reset row, until its first step writes it.
     pub reset_row: StashedRow,
     /// The episode that ended at the last row message, while `discard` and metadata reach it.
-    pub held: Option<EndedEpisode>,
+    pub held: Option<HeldEpisode>,
     pub buffers: Vec<ColumnBuffer>,
 }
 

@@ -177,10 +177,6 @@ pub fn decode(bytes: &[u8], num_envs: usize) -> Result<Message<'_>, String> {
     Ok(Message { kind, env: u32_at(bytes, 12), time_ns: u64_at(bytes, 16), arg: u64_at(bytes, 24), ops, entries })
 }
 
-/// A Flush message's data byte asking for progress parts of running episodes (a reader of the
-/// recording process wants their steps listed: `Recorder::flush_for_readers`).
-pub const FLUSH_LISTS_RUNNING: u8 = 1;
-
 #[cfg(test)]
 mod tests {
     use super::*;

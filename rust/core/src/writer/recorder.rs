@@ -914,22 +914,13 @@ impl Recorder {
         }
     }
 
-    /// Blocks until everything pushed so far is written (and synced, if the durability says so).
+    /// Blocks until everything pushed so far is written (and synced, if the durability says so),
+    /// running episodes listed up to it (see `Episodes::progress_parts`).
     pub fn flush(&mut self) -> Result<()> {
-        self.flush_with(&[])
-    }
-
-    /// `flush`, for a reader of this process: the flush also writes a progress part of each
-    /// running episode (see `Episodes::progress_parts`), so the reader lists their steps too.
-    pub fn flush_for_readers(&mut self) -> Result<()> {
-        self.flush_with(&[message::FLUSH_LISTS_RUNNING])
-    }
-
-    fn flush_with(&mut self, data: &[u8]) -> Result<()> {
         self.check()?;
         let ticket = self.next_ticket;
         self.next_ticket += 1;
-        self.push_control(MessageKind::Flush, 0, ticket, data, now_ns())?;
+        self.push_control(MessageKind::Flush, 0, ticket, &[], now_ns())?;
         self.wait_ticket(ticket)
     }
 

@@ -1,7 +1,8 @@
 //! The background writer thread's loop: takes messages off the ring, hands each to `episodes`
 //! (which turns the lane ops decided by `autoreset` on the caller's side into rows and episodes)
-//! and lets the `sink` seal and write what they made: full chunks as they fill, everything at
-//! each flush interval, and the rest at close. It also keeps the timelog's clock.
+//! and lets the `sink` seal and write what they made: full chunks as they fill, everything twice
+//! per flush interval (with a progress part of each running episode, so readers anywhere list
+//! its steps), and the rest at close. It also keeps the timelog's clock.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -93,7 +94,11 @@ impl WriterThread {
 
     fn run_inner(&mut self) -> Result<()> {
         let mut consumer = self.consumer.take().ok_or_else(|| Error::WriterStopped("the ring is gone".into()))?;
-        let interval = self.flush_interval;
+        // Twice per flush interval, on a fixed cadence (not from the end of the last cycle): a
+        // step waits at most half an interval for its flush, and the writer may fall half an
+        // interval behind (the recorder's pacing stops the env there), so every step is in the
+        // files within one flush interval, even on a machine that holds the writer up a while.
+        let interval = self.flush_interval / 2;
         let mut next_cycle = Instant::now() + interval;
         let mut scratch = Vec::new();
         let capacity = consumer.buffer().capacity().max(1) as f64;
@@ -136,8 +141,14 @@ impl WriterThread {
                 }
             }
             if Instant::now() >= next_cycle {
+                // Every row is in the file after this: running episodes are listed up to it, so
+                // another process (or an open after a kill) sees their steps too.
+                self.episodes.progress_parts(now_ns());
                 self.sink.cycle(&mut self.episodes)?;
-                next_cycle = Instant::now() + interval;
+                next_cycle += interval;
+                if next_cycle <= Instant::now() {
+                    next_cycle = Instant::now() + interval;
+                }
             }
             if self.sink.clock.due(Instant::now()) {
                 self.end_timelog_sample(consumer.slots() as f64 / capacity);
@@ -212,11 +223,8 @@ impl WriterThread {
                 episodes.apply(msg.ops, None, msg.time_ns)?;
             }
             MessageKind::Flush => {
-                let lists_running = msg.entries.first().is_some_and(|e| e.data == [message::FLUSH_LISTS_RUNNING]);
                 self.settle_control(&msg)?;
-                if lists_running {
-                    self.episodes.progress_parts(now_ns());
-                }
+                self.episodes.progress_parts(now_ns());
                 self.sink.cycle(&mut self.episodes)?;
                 self.shared.flushed.store(msg.arg, Ordering::Release);
             }

@@ -101,7 +101,7 @@ impl Store {
     }
 
     /// Shard files not opened yet, in file name order.
-    fn discover(&self, root: &Path, is_dir: bool) -> Result<Vec<PathBuf>> {
+    fn discover(&mut self, root: &Path, is_dir: bool) -> Result<Vec<PathBuf>> {
         if !is_dir {
             let new = self.shards.is_empty() && !self.known_files.contains(root);
             return Ok(if new { vec![root.to_path_buf()] } else { Vec::new() });
@@ -120,7 +120,30 @@ impl Store {
             }
         }
         paths.sort();
+        self.leave_out_evicted(root, &mut paths);
         Ok(paths)
+    }
+
+    /// A shard the eviction log of `root` names is evicted, even while its file is still there
+    /// (its recorder was killed between logging and deleting it; the next bounded recording in
+    /// the directory deletes it): left out of `paths`, for good.
+    fn leave_out_evicted(&mut self, root: &Path, paths: &mut Vec<PathBuf>) {
+        if paths.is_empty() {
+            return;
+        }
+        let log = EvictionLog::read(root).unwrap_or_default();
+        if log.evicted_shards.is_empty() {
+            return;
+        }
+        let evicted: HashSet<&str> = log.evicted_shards.iter().map(String::as_str).collect();
+        let known = &mut self.known_files;
+        paths.retain(|p| {
+            let logged = p.file_name().and_then(|n| n.to_str()).is_some_and(|n| evicted.contains(n));
+            if logged {
+                known.insert(p.clone());
+            }
+            !logged
+        });
     }
 
     /// Files changed under the reader: notices are kept (`notices`), damage is returned. A shard

@@ -28,6 +28,9 @@ use super::source::Source;
 use super::tail::{self, Tail};
 use crate::error::{Error, Result};
 use crate::file_identity::identity_of;
+// Whether a writer holds its shard's lock (see `tail`): a writer locks its file before it
+// writes the header, and a file is only scanned once it has one.
+use crate::writer::files::shard::writer_holds_lock;
 use crate::format::chunks::{self, ChunkRef};
 use crate::format::episode::{self, EpisodeSummary};
 use crate::format::header::{FileHeader, HeaderError, HEADER_LEN, MAGIC, VERSION_MAJOR};
@@ -844,20 +847,6 @@ fn parse_column(payload: &[u8]) -> Result<ColumnSpec, String> {
     Ok(spec)
 }
 
-/// Whether a writer holds the lock it takes on the shard it writes (see `tail`). The probe takes
-/// a shared lock without waiting and lets go at once, so it never holds up a writer: a writer
-/// locks its file before it writes the header, and a file is only scanned once it has one.
-fn writer_holds_lock(file: &File) -> bool {
-    use std::os::unix::io::AsRawFd;
-    let fd = file.as_raw_fd();
-    // SAFETY: `fd` is an open descriptor owned by `file`, alive for the whole call.
-    if unsafe { libc::flock(fd, libc::LOCK_SH | libc::LOCK_NB) } == 0 {
-        // SAFETY: as above; this releases only the lock just taken through this descriptor.
-        unsafe { libc::flock(fd, libc::LOCK_UN) };
-        return false;
-    }
-    std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
-}
 
 #[cfg(test)]
 mod tests {

@@ -12,8 +12,11 @@ use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
 
+use super::shard;
 use crate::error::{Error, Result};
 use crate::format::header::{FileHeader, HEADER_LEN};
+use std::collections::HashSet;
+use std::fs::File;
 use std::io::Read;
 
 /// The eviction log's file name, in the recording's directory (not a `.trj`: readers list
@@ -81,6 +84,9 @@ impl EvictionLog {
         static LOCK: Mutex<()> = Mutex::new(());
         static TEMP: AtomicU64 = AtomicU64::new(0);
         let _held = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+        // And across processes (recorders of Ray actors share a directory): a lock on the
+        // directory itself, released when `_dir_lock` closes (or its process dies).
+        let _dir_lock = lock_dir(dir)?;
         let mut log = EvictionLog::read(dir)?;
         for (path, steps, id) in shards {
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -129,11 +135,21 @@ impl Capacity {
         if limit == 0 {
             return Err(Error::Invalid("capacity_steps must be at least 1".into()));
         }
-        let closed = prior.iter().map(|(path, steps)| Closed {
-            path: path.clone(),
-            steps: *steps,
-            released: true,
-            id: header_of(path).map(|h| (h.recording_id, h.shard_seq)),
+        finish_interrupted_evictions(dir);
+        let headers: Vec<Option<FileHeader>> = prior.iter().map(|(path, _)| header_of(path)).collect();
+        // Another recorder writing into the directory now (a Ray actor, another EnvRunner)
+        // counts and deletes its own shards: those of a recording with a shard being written
+        // are not this one's to count. A killed recording's shards are (its lock died with it).
+        let live: HashSet<[u8; 16]> = prior
+            .iter()
+            .zip(&headers)
+            .filter(|((path, _), _)| File::open(path).is_ok_and(|f| shard::writer_holds_lock(&f)))
+            .filter_map(|(_, header)| header.as_ref().map(|h| h.recording_id))
+            .collect();
+        let closed = prior.iter().zip(headers).filter_map(|((path, steps), header)| {
+            let id = header.map(|h| (h.recording_id, h.shard_seq));
+            let others = id.is_some_and(|(recording, _)| live.contains(&recording));
+            (!others).then(|| Closed { path: path.clone(), steps: *steps, released: true, id })
         });
         Ok(Capacity { limit, dir: dir.to_path_buf(), closed: closed.collect() })
     }
@@ -179,6 +195,29 @@ impl Capacity {
             self.closed.pop_front();
         }
         Ok(deleted)
+    }
+}
+
+/// `dir` opened and locked (`flock`, exclusive: waits for the other holder, who only reads,
+/// changes and renames the log).
+///
+/// Errors: `Io`.
+fn lock_dir(dir: &Path) -> Result<File> {
+    use std::os::unix::io::AsRawFd;
+    let file = File::open(dir).map_err(|e| Error::io(dir, e))?;
+    // SAFETY: the descriptor is open and owned by `file` for the whole call.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
+        return Err(Error::io(dir, std::io::Error::last_os_error()));
+    }
+    Ok(file)
+}
+
+/// Deletes the shards the eviction log of `dir` names that are still there: a recording killed
+/// between logging its evictions and deleting them left them (readers leave them out already).
+/// Best effort: a shard that cannot be deleted now is tried again by the next recording.
+fn finish_interrupted_evictions(dir: &Path) {
+    for name in EvictionLog::read(dir).map(|log| log.evicted_shards).unwrap_or_default() {
+        let _ = std::fs::remove_file(dir.join(name));
     }
 }
 
@@ -250,5 +289,43 @@ mod tests {
         assert_eq!(again.released(&shard(3)).unwrap(), 6);
         assert_eq!(EvictionLog::read(dir.path()).unwrap().evicted_steps, 18);
         assert!(Capacity::new(0, dir.path(), &[]).is_err());
+    }
+
+    #[test]
+    fn shards_of_a_recording_another_recorder_is_writing_are_not_counted() {
+        use std::os::unix::io::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let shard = |recording: u8, seq: u64| {
+            let path = dir.path().join(format!("r{recording}-{seq}.trj"));
+            std::fs::write(&path, FileHeader::new([recording; 16], seq, 1).encode()).unwrap();
+            path
+        };
+        // Recording 1 is live (its shard 1 is being written), recording 2 was killed.
+        let (live_closed, live_open, killed) = (shard(1, 0), shard(1, 1), shard(2, 0));
+        let writing = File::open(&live_open).unwrap();
+        // SAFETY: the descriptor is open and owned by `writing` for the whole test.
+        assert_eq!(unsafe { libc::flock(writing.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+        let prior = [(live_closed.clone(), 5), (killed.clone(), 5), (live_open.clone(), 5)];
+        let capacity = Capacity::new(1, dir.path(), &prior).unwrap();
+        let counted: Vec<&Path> = capacity.closed.iter().map(|c| c.path.as_path()).collect();
+        assert_eq!(counted, vec![killed.as_path()]);
+        drop(writing); // the writer is gone: all of them are the next recording's to count
+        assert_eq!(Capacity::new(1, dir.path(), &prior).unwrap().closed.len(), 3);
+    }
+
+    #[test]
+    fn a_new_recording_deletes_the_logged_shards_a_kill_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let shard = |i: usize| dir.path().join(format!("s{i}.trj"));
+        for i in 0..3 {
+            std::fs::write(shard(i), b"x").unwrap();
+        }
+        // Killed after logging shards 0 and 1, before deleting shard 1.
+        EvictionLog::add(dir.path(), [(shard(0).as_path(), 4, None), (shard(1).as_path(), 4, None)].into_iter())
+            .unwrap();
+        std::fs::remove_file(shard(0)).unwrap();
+        let _capacity = Capacity::new(10, dir.path(), &[(shard(2), 6)]).unwrap();
+        assert!(!shard(1).exists() && shard(2).exists());
+        assert_eq!(EvictionLog::read(dir.path()).unwrap().evicted_steps, 8); // counted once
     }
 }

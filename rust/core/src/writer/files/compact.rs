@@ -96,13 +96,16 @@ pub fn compact(path: &Path, settings: &Settings, encoder: &mut Encoder) -> Resul
     let fills: Vec<u64> = layout.chunks.iter().map(|c| fill_of(&map, c)).collect();
     let groups = plan_runs(&layout.chunks, &fills, limits);
     let cuts: usize = layout.chunks.len() - groups.iter().map(|g| g.chunks_after).sum::<usize>();
+    let episodes = latest_episodes(&layout.episode_payloads(&map));
+    let dropped = episodes.as_ref().map_or(0, |e| e.dropped_bytes);
     let bytes_before = map.len() as u64;
-    if ((cuts as u64 * CHUNK_COST) as f64) < bytes_before as f64 * MIN_SAVING {
+    if ((cuts as u64 * CHUNK_COST + dropped) as f64) < bytes_before as f64 * MIN_SAVING {
         return Ok(None);
     }
     let tmp = sibling(path, "compacting");
     let _ = std::fs::remove_file(&tmp); // left by a crash during an earlier compaction
-    let replaced = write_compacted(&map, &layout, &groups, settings, encoder, &tmp)
+    let decoded = episodes.map(|e| e.records);
+    let replaced = write_compacted(&map, &layout, &groups, decoded, settings, encoder, &tmp)
         .and_then(|()| replace_if_smaller(&tmp, path, bytes_before));
     let bytes_after = match replaced {
         Ok(Some(after)) => after,
@@ -137,6 +140,13 @@ fn sibling(path: &Path, suffix: &str) -> PathBuf {
     name.push(".");
     name.push(suffix);
     path.with_file_name(name)
+}
+
+impl Layout {
+    /// The payloads of the Episode records, in file order.
+    fn episode_payloads<'m>(&self, map: &'m [u8]) -> Vec<&'m [u8]> {
+        self.copied.iter().filter(|(kind, _)| *kind == RecordKind::Episode).map(|(_, p)| &map[p.clone()]).collect()
+    }
 }
 
 /// Every record of a closed shard, each checksum checked. `Ok(None)` for records this version
@@ -351,9 +361,9 @@ struct EpisodeQueue<'m> {
 }
 
 impl<'m> EpisodeQueue<'m> {
-    fn new(records: Vec<(u64, &'m [u8])>) -> Self {
-        let payloads: Vec<&[u8]> = records.iter().map(|r| r.1).collect();
-        EpisodeQueue { decoded: episodes_of(&payloads), records, next: 0, waiting: Vec::new() }
+    /// `decoded`: each record's episodes to write (`latest_episodes`), or `None` to copy them.
+    fn new(records: Vec<(u64, &'m [u8])>, decoded: Option<Vec<Vec<episode::DecodedEpisode>>>) -> Self {
+        EpisodeQueue { decoded, records, next: 0, waiting: Vec::new() }
     }
 
     /// Writes the episodes of the old records before `offset` (every chunk before them is in
@@ -398,6 +408,7 @@ fn write_compacted(
     map: &[u8],
     layout: &Layout,
     runs: &[Run],
+    decoded: Option<Vec<Vec<episode::DecodedEpisode>>>,
     settings: &Settings,
     encoder: &mut Encoder,
     tmp: &Path,
@@ -413,7 +424,8 @@ fn write_compacted(
     }
     let (episodes, others): (Vec<_>, Vec<_>) = tails.into_iter().partition(|(kind, _)| *kind == RecordKind::Episode);
     let old_offset = |payload: &Range<usize>| (payload.start - RECORD_HEADER_LEN) as u64;
-    let mut queue = EpisodeQueue::new(episodes.iter().map(|(_, p)| (old_offset(p), &map[p.clone()])).collect());
+    let mut queue =
+        EpisodeQueue::new(episodes.iter().map(|(_, p)| (old_offset(p), &map[p.clone()])).collect(), decoded);
     let mut batch = Batch::default();
     let mut window = 0;
     for run in runs {
@@ -450,6 +462,35 @@ fn write_compacted(
     }
     shard.finish()?;
     Ok(())
+}
+
+/// The episodes of a closed shard's Episode records to write, and the bytes of those left out.
+struct LatestEpisodes {
+    /// Per record (in file order), its episodes no later record of the shard supersedes.
+    records: Vec<Vec<episode::DecodedEpisode>>,
+    /// About what the superseded ones took (their fixed parts, metadata and metrics).
+    dropped_bytes: u64,
+}
+
+/// The episodes of Episode records (`payloads`, in order) without the progress parts a later
+/// record of the same episode supersedes (`episode::superseded`), or `None` to copy the
+/// records as they are (see `episodes_of`).
+fn latest_episodes(payloads: &[&[u8]]) -> Option<LatestEpisodes> {
+    let mut records = episodes_of(payloads)?;
+    let ids: Vec<u64> = records.iter().flatten().map(|(s, _, _)| s.episode_id).collect();
+    let mut superseded = episode::superseded(&ids).into_iter();
+    let mut dropped_bytes = 0;
+    for record in &mut records {
+        record.retain(|(s, m, x)| {
+            let drop = superseded.next().unwrap_or(false);
+            if drop {
+                dropped_bytes += (episode::FIXED_LEN + m.len() + x.len()) as u64;
+                debug_assert!(s.continues(), "only a part is superseded");
+            }
+            !drop
+        });
+    }
+    Some(LatestEpisodes { records, dropped_bytes })
 }
 
 /// The episodes of Episode records (`payloads`, in order), to write in fewer, larger records as

@@ -414,6 +414,21 @@ fn lock_while_writing(file: &File) {
     unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
 }
 
+/// Whether a writer holds the lock it takes on the shard it writes (`lock_while_writing`; also
+/// one of this process: the lock belongs to the writer's open file). The probe takes a shared
+/// lock without waiting and lets go at once, so it never holds up a writer.
+pub fn writer_holds_lock(file: &File) -> bool {
+    use std::os::unix::io::AsRawFd;
+    let fd = file.as_raw_fd();
+    // SAFETY: `fd` is an open descriptor owned by `file`, alive for the whole call.
+    if unsafe { libc::flock(fd, libc::LOCK_SH | libc::LOCK_NB) } == 0 {
+        // SAFETY: as above; this releases only the lock just taken through this descriptor.
+        unsafe { libc::flock(fd, libc::LOCK_UN) };
+        return false;
+    }
+    std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
