@@ -30,7 +30,6 @@ use crate::error::{Error, Result};
 use crate::file_identity::identity_of;
 // Whether a writer holds its shard's lock (see `tail`): a writer locks its file before it
 // writes the header, and a file is only scanned once it has one.
-use crate::writer::files::shard::writer_holds_lock;
 use crate::format::chunks::{self, ChunkRef};
 use crate::format::episode::{self, EpisodeSummary};
 use crate::format::header::{FileHeader, HeaderError, HEADER_LEN, MAGIC, VERSION_MAJOR};
@@ -38,6 +37,7 @@ use crate::format::index::{IndexDelta, NO_PREVIOUS};
 use crate::format::record::{RecordKind, RECORD_HEADER_LEN};
 use crate::reader::Problem;
 use crate::schema::ColumnSpec;
+use crate::writer::files::shard::writer_holds_lock;
 
 const HEADER_END: u64 = HEADER_LEN as u64;
 /// What `check_changed` says of a shard file deleted under the reader.
@@ -846,7 +846,6 @@ fn parse_column(payload: &[u8]) -> Result<ColumnSpec, String> {
     spec.validate().map_err(|e| e.to_string())?;
     Ok(spec)
 }
-
 
 #[cfg(test)]
 mod tests {
