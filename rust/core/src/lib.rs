@@ -9,6 +9,7 @@
 //! - `convert`: rewrites a dataset with other codecs and chunk sizes.
 //! - `recover`: writes what of a damaged dataset still reads into a new one.
 
+pub mod annotation;
 pub mod convert;
 pub mod copy_origin;
 pub mod dtype;

@@ -318,6 +318,17 @@ impl Dataset {
         &self.catalog.exclusions
     }
 
+    /// The annotation sidecars found beside the shards (see `crate::annotation`), in the order
+    /// found, whether readers take each and, if not, why.
+    pub fn annotations(&self) -> Vec<super::catalog::annotations::AnnotationFile> {
+        self.catalog.annotation_files()
+    }
+
+    /// Every sidecar whose name and version are known (see `annotation::next_version`).
+    pub fn annotation_candidates(&self) -> Vec<crate::annotation::Candidate> {
+        self.catalog.annotation_candidates()
+    }
+
     /// Each shard's size in bytes, in `shard_paths` order (an object's as its store listed it).
     pub fn shard_sizes(&self) -> Vec<u64> {
         self.store.shards.iter().map(|s| s.source.len()).collect()
