@@ -85,7 +85,8 @@ def _write(ds: Dataset, name: str, values: Sequence[Any], per: str | None) -> li
         per = "episode" if all(a.ndim == 0 for _, a in given) else "step"
     if per not in ("step", "episode"):
         raise InvalidArgumentError(f"annotation {name!r}: per={per!r}: use 'step' or 'episode'")
-    dtype = np.result_type(*(a.dtype for _, a in given)) if given else np.dtype(np.float64)
+    # One dtype for every entry, as given: a promotion could change values (int64 to float64).
+    dtype = given[0][1].dtype if given else np.dtype(np.float64)
     if dtype.kind not in _KINDS:
         raise InvalidArgumentError(f"annotation {name!r}: dtype {dtype} is not numeric or bool")
     lengths = ds._reads.summary()["length"]
@@ -93,8 +94,10 @@ def _write(ds: Dataset, name: str, values: Sequence[Any], per: str | None) -> li
     episodes: list[int] = []
     rows: list[bytes] = []
     for i, a in given:
-        if a.dtype != dtype and not np.can_cast(a.dtype, dtype, "safe"):
-            raise InvalidArgumentError(f"annotation {name!r} of episode {i}: dtype {a.dtype} differs from {dtype}")
+        if a.dtype != dtype:
+            raise InvalidArgumentError(
+                f"annotation {name!r} of episode {i}: dtype {a.dtype} differs from the first entry's {dtype}"
+            )
         if per == "episode":
             a = np.broadcast_to(a, (int(lengths[i]), *a.shape))
         elif a.ndim == 0:

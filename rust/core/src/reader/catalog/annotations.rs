@@ -13,6 +13,7 @@ use std::path::PathBuf;
 
 use super::trust::check_chunk;
 use super::{Catalog, ShardFacts};
+use crate::annotation::sidecar::COLUMN_PREFIX;
 use crate::annotation::{latest, AnnotationMeta, Candidate};
 use crate::reader::catalog::chunk_list::{ChunkList, ListKey, Located};
 use crate::reader::store::checksummed::VerifiedRecords;
@@ -152,11 +153,22 @@ impl Catalog {
             let columns: Vec<ColumnSpec> = f.columns.iter().map(|(_, c)| c.clone()).collect();
             let described = Sidecar::describe(f.metas.first().map(|(_, m)| m.as_str()), &columns);
             let path = self.shards[shard].path.clone();
-            let (name, version, per, episodes) = match &described {
-                Ok((m, _)) => (m.name.clone(), m.version, m.per.clone(), m.episodes.len()),
-                Err(_) => (String::new(), 0, String::new(), 0),
+            // The header's shard_seq is the version; a sidecar whose Meta record is damaged is
+            // still named by its value column, so that its earlier versions are not read instead.
+            let version = self.shards[shard].seq;
+            let (name, per, episodes) = match &described {
+                Ok((m, _)) => (m.name.clone(), m.per.clone(), m.episodes.len()),
+                Err(_) => {
+                    let named = columns.iter().find(|c| c.id == 0).and_then(|c| c.name.strip_prefix(COLUMN_PREFIX));
+                    (named.unwrap_or_default().to_string(), String::new(), 0)
+                }
             };
             let mut problem = described.as_ref().err().cloned();
+            if let Ok((m, _)) = &described {
+                if m.version != version {
+                    problem = Some(format!("its Meta record says version {}, its header {version}", m.version));
+                }
+            }
             if let Some(offset) = self.shard_damage[shard] {
                 problem.get_or_insert(format!("damaged at byte offset {offset}"));
             }
