@@ -9,7 +9,6 @@ import json
 import shutil
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import trajcore
-from trajcore.tools.annotate import annotations
+from trajcore.tools.annotate import annotations_of
 
 
 def record_cartpole(path: Path, steps: int = 300, **options: Any) -> None:
@@ -101,7 +100,7 @@ def test_every_read_path_sees_the_column_and_no_shard_byte_changes(cp: Path, tmp
         assert plain.num_episodes == ds.num_episodes
         for i, ep in enumerate(plain.episodes):
             np.testing.assert_array_equal(ep.data["score"], values[i])
-        assert annotations(plain) == []
+        assert annotations_of(plain) == []
     assert hashes(cp) == before
     ds.close()
 
@@ -120,7 +119,8 @@ def test_torch_loaders_read_the_column(cp: Path) -> None:
         np.testing.assert_array_equal(got, want)
         seq = SequenceDataset(ds, 3, keys=["data/score"])
         item = seq[np.arange(len(seq))]
-        np.testing.assert_array_equal(item["data/score"].reshape(-1), expected(values, np.repeat(item["episode_index"], 3), item["step_index"]))
+        episodes = np.repeat(item["episode_index"], 3)
+        np.testing.assert_array_equal(item["data/score"].reshape(-1), expected(values, episodes, item["step_index"]))
 
 
 def test_ray_data_reads_the_column(cp: Path, ray_local: None) -> None:
@@ -142,7 +142,7 @@ def test_a_later_annotation_replaces_the_earlier_by_a_new_version(cp: Path) -> N
     second = trajcore.annotate(cp, "score", [v * 2 for v in values])
     assert second != first and Path(first[0]).read_bytes() == first_bytes
     with trajcore.open(cp) as ds:
-        found = {(a["version"], a["taken"]) for a in annotations(ds)}
+        found = {(a["version"], a["taken"]) for a in annotations_of(ds)}
         assert found == {(1, False), (2, True)}
         for i, ep in enumerate(ds.episodes):
             np.testing.assert_array_equal(ep.data["score"], values[i] * 2)
@@ -160,26 +160,28 @@ def test_episodes_left_without_a_value_read_as_no_value(cp: Path) -> None:
 
 
 def test_bad_annotations_are_refused_by_name(cp: Path) -> None:
-    record_cartpole(cp.parent / "own", steps=20)
     with trajcore.open(cp) as ds:
         values = scores(ds)
         n, length = ds.num_episodes, ds.episodes[3].length
+        lengths = [ep.length for ep in ds.episodes]
         with pytest.raises(trajcore.InvalidArgumentError, match=f"{n - 1} entries for the dataset's {n} episodes"):
             trajcore.annotate(ds, "score", values[:-1])
         short = [*values[:3], values[3][:-1], *values[4:]]
-        with pytest.raises(trajcore.InvalidArgumentError, match=f"episode 3: {length - 1} values for its {length} steps"):
+        want = f"episode 3: {length - 1} values for its {length} steps"
+        with pytest.raises(trajcore.InvalidArgumentError, match=want):
             trajcore.annotate(ds, "score", short)
         with pytest.raises(trajcore.InvalidArgumentError, match="annotation name"):
             trajcore.annotate(ds, "a/b", values)
         with pytest.raises(trajcore.InvalidArgumentError, match="not numeric or bool"):
-            trajcore.annotate(ds, "text", [np.array(["x"] * ep.length) for ep in ds.episodes])
+            trajcore.annotate(ds, "text", [np.array(["x"] * k) for k in lengths])
         with pytest.raises(trajcore.InvalidArgumentError, match="episode 2: rows of shape"):
-            trajcore.annotate(ds, "vec", [np.zeros((ep.length, 2 if i != 2 else 3)) for i, ep in enumerate(ds.episodes)])
+            trajcore.annotate(ds, "vec", [np.zeros((k, 2 if i != 2 else 3)) for i, k in enumerate(lengths)])
         with pytest.raises(trajcore.InvalidArgumentError, match="episode 0: one value for its"):
-            trajcore.annotate(ds, "x", [1.0] + [np.zeros(ep.length) for ep in ds.episodes[1:]], per="step")
-        with pytest.raises(trajcore.InvalidArgumentError, match="episode 1: dtype int64 differs from the first entry's float64"):
-            trajcore.annotate(ds, "x", [np.zeros(ep.length) if i != 1 else np.zeros(ep.length, np.int64) for i, ep in enumerate(ds.episodes)])
-        assert annotations(ds) == []
+            trajcore.annotate(ds, "x", [1.0] + [np.zeros(k) for k in lengths[1:]], per="step")
+        mixed = [np.zeros(k) if i != 1 else np.zeros(k, np.int64) for i, k in enumerate(lengths)]
+        with pytest.raises(trajcore.InvalidArgumentError, match="episode 1: dtype int64 differs"):
+            trajcore.annotate(ds, "x", mixed)
+        assert annotations_of(ds) == []
     # A name the recording records as custom data of its own.
     own = cp.parent / "mine"
     with trajcore.Writer(own, gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(2)) as w:
@@ -196,9 +198,9 @@ def test_a_core_refusal_names_an_episode_that_does_not_exist(cp: Path) -> None:
 
     with pytest.raises(trajcore.TrajcoreIndexError, match="episode 9999: no such episode"):
         _core.annotate(str(cp), "x", "float64", [], False, [9999], [b"\0" * 8])
+    with trajcore.open(cp) as ds:
+        n = ds.episodes[0].length
     with pytest.raises(trajcore.InvalidArgumentError, match="episode 0: given twice"):
-        with trajcore.open(cp) as ds:
-            n = ds.episodes[0].length
         _core.annotate(str(cp), "x", "float64", [], False, [0, 0], [b"\0" * 8 * n] * 2)
 
 
@@ -225,10 +227,8 @@ def test_a_damaged_sidecar_is_named_and_never_read(cp: Path) -> None:
     at = data.rindex(b"data/_score") + 400  # past the Column records: chunk data
     data[at] ^= 0xFF
     Path(second).write_bytes(bytes(data))
-    with trajcore.open(cp) as ds:
-        with pytest.raises(trajcore.CorruptFileError, match=Path(second).name):
-            for ep in ds.episodes:
-                ep.data  # noqa: B018
+    with trajcore.open(cp) as ds, pytest.raises(trajcore.CorruptFileError, match=Path(second).name):
+        [ep.data for ep in ds.episodes]
     # A damaged Meta record: the sidecar is left out with a warning naming it, and the earlier
     # version is not read in its place (its values are not the ones asked for).
     data = bytearray(Path(second).read_bytes())
@@ -238,7 +238,7 @@ def test_a_damaged_sidecar_is_named_and_never_read(cp: Path) -> None:
         ds = trajcore.open(cp)
     with ds:
         assert all("score" not in ep.data for ep in ds.episodes)
-        assert [a["taken"] for a in annotations(ds)] == [False, False]
+        assert [a["taken"] for a in annotations_of(ds)] == [False, False]
 
 
 def test_a_live_dataset_sees_an_annotation_at_refresh(cp: Path) -> None:

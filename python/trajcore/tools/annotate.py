@@ -16,7 +16,7 @@ from trajcore import _core
 from trajcore.errors import InvalidArgumentError
 from trajcore.read.dataset import Dataset, open
 
-__all__ = ["annotate", "annotations"]
+__all__ = ["annotate", "annotations_of"]
 
 # Numeric and bool values of a fixed shape: what a column of the format holds as rows.
 _KINDS = "biuf"
@@ -119,7 +119,7 @@ def _write(ds: Dataset, name: str, values: Sequence[Any], per: str | None) -> li
     return [str(p) for p in written]
 
 
-def annotations(dataset: Dataset) -> list[dict[str, Any]]:
+def annotations_of(dataset: Dataset) -> list[dict[str, Any]]:
     """The annotation sidecars beside a dataset's shards: dicts of ``recording``, ``name``,
     ``version``, ``per``, ``episodes`` (how many it holds values of), ``path``, ``taken`` (the
     version readers read) and ``problem`` (why it is not read, else None)."""

@@ -7,8 +7,11 @@
 //! - `reader`: opens shards and datasets (directories of shards), recovers unfinished files and
 //!   reads rows by episode through the index; batched gathers and sampling for training.
 //! - `convert`: rewrites a dataset with other codecs and chunk sizes.
+//! - `annotation`, `annotate`: columns added beside a dataset (sidecars), and the tool that
+//!   writes them.
 //! - `recover`: writes what of a damaged dataset still reads into a new one.
 
+pub mod annotate;
 pub mod annotation;
 pub mod convert;
 pub mod copy_origin;

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
-use trajcore_core::annotation::write::{annotate as write_annotation, Annotation};
+use trajcore_core::annotate::{annotate as write_annotation, Annotation};
 
 use crate::dataset::{from_json, PyDataset};
 use crate::errors::IntoPy;

@@ -9,14 +9,13 @@
 //! shard's (`reader::catalog::annotations`): every read sees the column as custom data.
 //!
 //! The decisions are pure: which rows each given value goes to (`matching`), and which version
-//! of an annotation readers take (`versions`); `write` only moves bytes around them.
+//! of an annotation readers take (`versions`); the tool that writes a sidecar (`crate::annotate`)
+//! and the reader only move bytes around them. Nothing here reads or writes files.
 
 pub mod matching;
 pub mod sidecar;
 pub mod versions;
-pub mod write;
 
 pub use matching::{place, Given, Listed, Placed};
 pub use sidecar::{check_name, AnnotationMeta, Span};
 pub use versions::{latest, next_version, Candidate};
-pub use write::annotate;

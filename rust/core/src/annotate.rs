@@ -1,12 +1,12 @@
-//! Writing an annotation: one sidecar per recording annotated, each written to a hidden
+//! Writing an annotation (`crate::annotation` says what one is): one sidecar per recording annotated, each written to a hidden
 //! temporary file, completed (Index and End records, synced) and then linked under its name, so
 //! a reader never sees half a sidecar and an existing file is never replaced.
 
 use std::path::{Path, PathBuf};
 
-use super::matching::{place, Given, Listed, Placed};
-use super::sidecar::{self, AnnotationMeta, COLUMN_PREFIX};
-use super::versions::next_version;
+use crate::annotation::matching::{place, Given, Listed, Placed};
+use crate::annotation::sidecar::{self, AnnotationMeta};
+use crate::annotation::versions::next_version;
 use crate::error::{Error, Result};
 use crate::format::chunks::PendingChunk;
 use crate::format::codec;
@@ -172,9 +172,4 @@ fn write_sidecar(
 /// The placed entries as runs of consecutive rows of one lane (one run: one stretch of chunks).
 fn runs(placed: &[Placed]) -> impl Iterator<Item = &[Placed]> {
     placed.chunk_by(|a, b| a.span.lane == b.span.lane && a.span.first_row + a.span.rows == b.span.first_row)
-}
-
-/// The name of the column annotation `name` reads as.
-pub fn column_name(name: &str) -> String {
-    format!("{COLUMN_PREFIX}{name}")
 }
