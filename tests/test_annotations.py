@@ -270,3 +270,23 @@ def test_evicted_episodes_keep_their_values_and_the_sidecar_stays(tmp_path: Path
         ds = trajcore.open(path)
     with ds:
         assert all("score" not in ep.data for ep in ds.episodes)
+
+
+def test_the_command_line_annotates_from_npy_and_npz(cp: Path, tmp_path: Path, capsys: Any) -> None:
+    from trajcore.cli import main
+
+    with trajcore.open(cp) as ds:
+        labels = np.array([ep.terminated for ep in ds.episodes])
+        halves = {str(i): np.full(ep.length, i, np.int32) for i, ep in enumerate(ds.episodes) if i % 2 == 0}
+    np.save(tmp_path / "labels.npy", labels)
+    np.savez(tmp_path / "halves.npz", **halves)
+    assert main(["annotate", str(cp), "label", str(tmp_path / "labels.npy")]) == 0
+    assert main(["annotate", str(cp), "half", str(tmp_path / "halves.npz")]) == 0
+    assert "wrote" in capsys.readouterr().out
+    with trajcore.open(cp) as ds:
+        for i, ep in enumerate(ds.episodes):
+            np.testing.assert_array_equal(ep.data["label"], np.full(ep.length, labels[i]))
+            assert ("half" in ep.data) == (i % 2 == 0)
+    np.savez(tmp_path / "bad.npz", **{"9999": np.zeros(3)})
+    assert main(["annotate", str(cp), "bad", str(tmp_path / "bad.npz")]) == 2
+    assert "key '9999' names no episode" in capsys.readouterr().err
