@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +230,13 @@ def test_a_damaged_sidecar_is_named_and_never_read(cp: Path) -> None:
     Path(second).write_bytes(bytes(data))
     with trajcore.open(cp) as ds, pytest.raises(trajcore.CorruptFileError, match=Path(second).name):
         [ep.data for ep in ds.episodes]
+    # `recover` copies what was recorded: every episode, whole, without the annotation.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trajcore.recover(cp, cp.parent / "saved")
+    with trajcore.open(cp.parent / "saved") as saved, trajcore.open(cp) as ds:
+        assert [ep.length for ep in saved.episodes] == [ep.length for ep in ds.episodes]
+        assert all("score" not in ep.data for ep in saved.episodes)
     # A damaged Meta record: the sidecar is left out with a warning naming it, and the earlier
     # version is not read in its place (its values are not the ones asked for).
     data = bytearray(Path(second).read_bytes())

@@ -265,7 +265,10 @@ impl<'a> Replay<'a> {
         let mut recorder = Recorder::create(dir, config)?;
 
         let mut columns = Vec::new();
-        for spec in rec.columns.iter().filter(|c| c.mask_of.is_none()) {
+        // A copy folds annotations in as custom data of its own; `recover` copies what was
+        // recorded (a damaged sidecar must not make it fail, nor cut an episode).
+        let copied = if how == "recover" { rec.own_columns() } else { &rec.columns[..] };
+        for spec in copied.iter().filter(|c| c.mask_of.is_none()) {
             let id = match spec.mask {
                 None => {
                     recorder.column_id(&spec.name).ok_or_else(|| damaged(&format!("column '{}' lost", spec.name)))?
