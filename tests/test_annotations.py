@@ -291,6 +291,8 @@ def test_the_command_line_annotates_from_npy_and_npz(cp: Path, tmp_path: Path, c
     assert main(["annotate", str(cp), "label", str(tmp_path / "labels.npy")]) == 0
     assert main(["annotate", str(cp), "half", str(tmp_path / "halves.npz")]) == 0
     assert "wrote" in capsys.readouterr().out
+    assert main(["info", str(cp)]) == 0
+    assert "annotation data/half v1 (" in capsys.readouterr().out
     with trajcore.open(cp) as ds:
         for i, ep in enumerate(ds.episodes):
             np.testing.assert_array_equal(ep.data["label"], np.full(ep.length, labels[i]))
