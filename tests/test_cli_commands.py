@@ -68,6 +68,7 @@ def test_every_option_has_help_with_its_default_and_every_command_examples() -> 
         "export",
         "import-minari",
         "convert",
+        "annotate",
         "verify",
         "recover",
         "card",
