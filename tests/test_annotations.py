@@ -300,3 +300,35 @@ def test_the_command_line_annotates_from_npy_and_npz(cp: Path, tmp_path: Path, c
     np.savez(tmp_path / "bad.npz", **{"9999": np.zeros(3)})
     assert main(["annotate", str(cp), "bad", str(tmp_path / "bad.npz")]) == 2
     assert "key '9999' names no episode" in capsys.readouterr().err
+
+
+def test_the_independent_decoder_reads_a_sidecar_as_the_format_says(cp: Path) -> None:
+    import format_decoder as fd
+
+    with trajcore.open(cp) as ds:
+        values = scores(ds)
+        spans = {(ep.env_index, ep.episode_id): i for i, ep in enumerate(ds.episodes)}
+        shard = fd.open_shard(ds.shards[0])
+    trajcore.annotate(cp, "score", values)
+    (path,) = trajcore.annotate(cp, "score", [v + 1 for v in values])
+    side = fd.open_shard(path)
+    assert side.header.required_flags == fd.FILE_PACKED_TABLES | fd.FILE_ANNOTATION
+    assert side.header.recording_id == shard.header.recording_id and side.header.shard_seq == 2
+    meta = side.meta["annotation"]
+    assert (meta["name"], meta["version"], meta["per"]) == ("score", 2, "step")
+    assert [side.columns[i]["name"] for i in (0, 1)] == ["data/score", "data/_score"]
+    assert side.columns[0]["mask"] == 1 and side.columns[1]["mask_of"] == 0 and not side.episodes
+    rows: dict[tuple[int, int], float] = {}
+    for ref in side.chunks:
+        assert ref.flags & fd.CHUNK_CHECKSUM
+        spec = side.columns[ref.column]
+        for k, row in enumerate(fd.chunk_rows(fd.decode_chunk(side.buf, ref, spec), ref, spec)):
+            if ref.column == 0:
+                rows[(ref.lane, ref.first_row + k)] = float(np.frombuffer(row, "<f4")[0])
+            else:
+                assert row == b"\x01"
+    for span in meta["episodes"]:
+        i = spans[(span["lane"], span["episode_id"])]
+        got = [rows.pop((span["lane"], span["first_row"] + t)) for t in range(span["rows"])]
+        np.testing.assert_array_equal(got, values[i] + 1)
+    assert not rows  # no row outside the episodes the Meta record lists
