@@ -332,3 +332,39 @@ def test_the_independent_decoder_reads_a_sidecar_as_the_format_says(cp: Path) ->
         got = [rows.pop((span["lane"], span["first_row"] + t)) for t in range(span["rows"])]
         np.testing.assert_array_equal(got, values[i] + 1)
     assert not rows  # no row outside the episodes the Meta record lists
+
+
+def test_a_recording_still_written_keeps_its_annotation_when_it_adds_columns(tmp_path: Path) -> None:
+    path = tmp_path / "live"
+    box, two = gym.spaces.Box(-1, 1, (2,)), gym.spaces.Discrete(2)
+
+    def episode(w: trajcore.Writer, n: int, data: dict[str, Any] | None = None) -> None:
+        w.add_episode(observations=np.zeros((n + 1, 2), np.float32), actions=np.zeros(n, np.int64),
+                      rewards=np.ones(n), terminations=np.arange(n) == n - 1, truncations=np.zeros(n, bool), data=data)
+
+    with trajcore.Writer(path, box, two) as w:
+        for n in (3, 4, 5):
+            episode(w, n)
+        w.flush()
+        ds = trajcore.open(path)
+        assert ds.num_episodes == 3
+        values = [np.arange(n, dtype=np.int32) + 10 * i for i, n in enumerate((3, 4, 5))]
+        trajcore.annotate(ds, "score", values)
+        chosen = ds.select(min_length=4)
+        before = chosen.sample_transitions(50, seed=0, keys=["data/score"])  # plans made, with the ids of now
+        want = expected(values, before["episode_index"], before["step_index"])
+        np.testing.assert_array_equal(before["data/score"], want)
+        # The recording adds columns of its own after the annotation: the annotation's ids move.
+        episode(w, 6, data={"new": np.arange(6, dtype=np.int32) + 100})
+        w.flush()
+        ds.refresh()
+        assert ds.num_episodes == 4
+        for sampler in (chosen, ds):
+            b = sampler.sample_transitions(200, seed=1, keys=["data/score", "data/_score", "data/new"])
+            old = b["episode_index"] < 3
+            want = expected(values, b["episode_index"][old], b["step_index"][old])
+            np.testing.assert_array_equal(b["data/score"][old], want)
+            assert b["data/_score"].tolist() == old.tolist()
+            np.testing.assert_array_equal(b["data/new"][~old], b["step_index"][~old] + 100)
+        assert list(ds.episodes[3].data) == ["new", "_new"]
+        ds.close()

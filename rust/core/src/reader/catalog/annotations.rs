@@ -207,12 +207,20 @@ impl Catalog {
         }
     }
 
-    /// Gives the taken annotations their columns after each recording's own (just listed by
-    /// `list_columns`) and their chunk lists, replacing those of the previous `take_in`.
-    pub(super) fn attach_annotations(&mut self) {
-        for key in self.attached.drain(..) {
-            self.chunk_lists.remove(&key);
+    /// Takes away the chunk lists the annotations were given (`attach_annotations`), before a
+    /// recording's own chunks are taken in: a column it adds may take an annotation's id.
+    /// Returns their keys.
+    pub(super) fn detach_annotations(&mut self) -> Vec<ListKey> {
+        let before: Vec<ListKey> = std::mem::take(&mut self.attached);
+        for key in &before {
+            self.chunk_lists.remove(key);
         }
+        before
+    }
+
+    /// Gives the taken annotations their columns after each recording's own (listed by
+    /// `list_columns`) and their chunk lists; `before`: the keys `detach_annotations` took away.
+    pub(super) fn attach_annotations(&mut self, before: &[ListKey]) {
         for s in &mut self.sidecars {
             s.file.taken = false;
         }
@@ -248,6 +256,11 @@ impl Catalog {
                 self.chunk_lists.insert(key, ChunkList { chunks, ends });
                 self.attached.push(key);
             }
+        }
+        // A batch plan made before holds the old ids: it must be made again.
+        let ids = |keys: &[ListKey]| keys.iter().map(|&(r, _, c)| (r, c)).collect::<std::collections::BTreeSet<_>>();
+        if ids(before) != ids(&self.attached) {
+            self.columns_generation += 1;
         }
     }
 

@@ -193,6 +193,8 @@ pub(crate) struct Catalog {
     /// Annotation sidecars found, and the chunk lists their columns were given (`annotations`).
     pub sidecars: Vec<Sidecar>,
     attached: Vec<ListKey>,
+    /// Changes whenever an annotation column's id does (see `annotations`).
+    pub columns_generation: u64,
 }
 
 impl Catalog {
@@ -220,6 +222,7 @@ impl Catalog {
             left_out: Vec::new(),
             sidecars: Vec::new(),
             attached: Vec::new(),
+            columns_generation: 0,
         }
     }
 
@@ -375,6 +378,7 @@ impl Catalog {
         for recording in 0..self.recordings.len() {
             self.list_columns(recording);
         }
+        let annotated = self.detach_annotations();
 
         let mut new_chunks: HashMap<ListKey, Vec<Located>> = HashMap::new();
         for (shard, f) in &found {
@@ -433,7 +437,7 @@ impl Catalog {
             entry.ends = list.iter().map(Located::end_row).collect();
         }
         self.take_in_sidecars(sidecars, verified);
-        self.attach_annotations();
+        self.attach_annotations(&annotated);
 
         self.list_episodes(found.into_iter().flat_map(|(shard, f)| f.episodes.into_iter().map(move |e| (shard, e))));
     }
