@@ -379,8 +379,10 @@ def convert(
     chunk_bytes: int | None = None,
     max_shard_bytes: int | None = None,
     episodes: list[int] | None = None,
+    keys: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Rewrites `src` (or the given episodes) into the new directory `dst` with other codecs.
+    """Rewrites `src` (or the given episodes) into the new directory `dst` with other codecs;
+    `keys`: the values kept (column names or '/'-bounded prefixes; reward and flags always).
     codecs_json: {"<column, '/'-bounded prefix or 'default'>": {"delta": bool, "zstd_level": int | null}}.
 
     Raises:

@@ -19,6 +19,7 @@ pub mod dtype;
 pub mod error;
 mod file_identity;
 pub mod format;
+pub mod kept_keys;
 pub mod layout;
 pub mod objstore;
 pub mod process;
