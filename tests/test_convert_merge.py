@@ -111,6 +111,10 @@ def test_keys_merge_sources_whose_spaces_differ_on_what_they_share(tmp_path: Pat
             np.testing.assert_array_equal(ep.actions, src.actions)
             np.testing.assert_array_equal(ep.rewards, src.rewards)
             assert ep.data == {}  # data/x was not kept
+    keys = ["--keys", "obs/pos", "--keys", "action"]
+    assert main(["convert", str(a), str(b), str(tmp_path / "cli"), *keys]) == 0
+    with trajcore.open(tmp_path / "cli") as ds:
+        assert ds.observation_space == spaces.Dict({"pos": pos}) and ds.num_episodes == 4
     with pytest.raises(InvalidArgumentError, match="keep no action value"):
         trajcore.convert([a, b], tmp_path / "none", keys=["obs/pos"])
     assert not (tmp_path / "none").exists()
