@@ -52,8 +52,8 @@ def add_to(commands: Commands) -> None:
         "convert",
         "rewrite a dataset with other codecs (e.g. raw columns for zero-copy training reads)",
         "Copy a dataset (or some of its episodes) into a new directory with other storage per column; several "
-        "sources (of the same spaces, or of the same values --keys keeps) are merged into one. DST may be a store prefix holding no shard "
-        "(s3://bucket/prefix): the copy is written locally and uploaded.",
+        "sources (of the same spaces, or of the same values --keys keeps) are merged into one. DST may be a "
+        "store prefix holding no shard (s3://bucket/prefix): the copy is written locally and uploaded.",
         "runs/cp16 runs/cp16-raw --codecs raw",
         'runs/cp16 runs/cp16-obs --codecs \'{"obs": {"zstd_level": 9}}\' --select complete=true',
         "runs/a runs/b runs/merged --select policy=ppo",
