@@ -230,6 +230,15 @@ def test_a_damaged_sidecar_is_named_and_never_read(cp: Path) -> None:
     Path(second).write_bytes(bytes(data))
     with trajcore.open(cp) as ds, pytest.raises(trajcore.CorruptFileError, match=Path(second).name):
         [ep.data for ep in ds.episodes]
+    # Training reads: the annotation's read fails naming the sidecar; reads of recorded values
+    # leave no episode out, before or after it.
+    with trajcore.open(cp) as ds, warnings.catch_warnings():
+        warnings.simplefilter("error")
+        every = set(range(ds.num_episodes))
+        assert set(ds.sample_transitions(20_000, seed=0, keys=["rewards"])["episode_index"].tolist()) == every
+        with pytest.raises(trajcore.CorruptFileError, match=Path(second).name):
+            ds.sample_transitions(20_000, seed=0, keys=["rewards", "data/score"])
+        assert set(ds.sample_transitions(20_000, seed=1, keys=["rewards"])["episode_index"].tolist()) == every
     # `recover` copies what was recorded: every episode, whole, without the annotation.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
