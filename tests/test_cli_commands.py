@@ -67,6 +67,7 @@ def test_every_option_has_help_with_its_default_and_every_command_examples() -> 
         "plot",
         "export",
         "import-minari",
+        "import-lerobot",
         "convert",
         "annotate",
         "verify",

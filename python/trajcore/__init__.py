@@ -31,7 +31,7 @@ from trajcore import _core, _moved, errors, plots, viewer
 
 # The error classes: `trajcore.errors` names them once, and every one is public here too.
 from trajcore.errors import *  # noqa: F403
-from trajcore.formats import export, import_minari, summaries_frame, to_pandas
+from trajcore.formats import export, from_lerobot, import_minari, summaries_frame, to_pandas
 from trajcore.read.dataset import Dataset, open
 from trajcore.read.episode import Episode
 from trajcore.read.episodes import Episodes
@@ -44,6 +44,7 @@ from trajcore.record.session import EpisodeInfo, RecordingOptions
 from trajcore.record.vector_wrapper import RecordVectorEpisodes
 from trajcore.tools.annotate import annotate
 from trajcore.tools.convert import convert
+from trajcore.tools.lerobot import to_lerobot
 
 # The module paths of the previous version (`trajcore.dataset`, `trajcore.bench`, ...) import
 # their new homes, with a DeprecationWarning.
@@ -71,6 +72,7 @@ __all__ = [
     "annotate",
     "convert",
     "export",
+    "from_lerobot",
     "import_minari",
     "mix",
     "open",
@@ -78,6 +80,7 @@ __all__ = [
     "recover",
     "set_num_threads",
     "summaries_frame",
+    "to_lerobot",
     "to_pandas",
     "verify",
     "viewer",

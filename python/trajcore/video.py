@@ -74,13 +74,30 @@ class Encoder:
     """One MP4 file being written: (H, W, 1 or 3) uint8 frames of one size in, H.264 out."""
 
     def __init__(
-        self, path: str, height: int, width: int, fps: float, tags: dict[str, str] | None = None, threads: int = 0
+        self,
+        path: str,
+        height: int,
+        width: int,
+        fps: float,
+        tags: dict[str, str] | None = None,
+        threads: int = 0,
+        *,
+        crf: int = CRF,
+        gop: int | None = None,
+        pix_fmt: str = "yuv420p",
+        tune: str | None = None,
     ) -> None:
         """
         Args:
             fps: frames per second (a positive number).
             tags: container metadata.
             threads: encoder threads (0: FFmpeg's choice; 1: one core).
+            crf: libx264's constant rate factor (lower: larger files, closer to the frames).
+            gop: frames between keyframes (None: the encoder's choice); a short one makes a
+                read of any frame decode few others (LeRobot's loader seeks per frame).
+            pix_fmt: ``yuv420p`` (plays everywhere; colour at half resolution) or ``yuv444p``
+                (colour at full resolution: closer to the frames; not every browser plays it).
+            tune: libx264's tune (``psnr``: spend the bits on fidelity rather than looks).
 
         Raises:
             MissingDependencyError: PyAV is not installed.
@@ -95,17 +112,21 @@ class Encoder:
         self.container = av.open(path, "w", format="mp4", options={"movflags": "use_metadata_tags"})
         self.container.metadata.update(tags or {})
         self.stream = self.container.add_stream(codec, rate=Fraction(fps).limit_denominator(1001))
-        self.stream.width, self.stream.height = _even(width), _even(height)
-        self.stream.pix_fmt = "yuv420p"
+        # Only 4:2:0 halves the colour planes, so only it needs an even width and height.
+        self.pad = pix_fmt == "yuv420p"
+        self.stream.width, self.stream.height = (_even(width), _even(height)) if self.pad else (width, height)
+        self.stream.pix_fmt = pix_fmt
         self.stream.thread_count = threads
+        if gop is not None:
+            self.stream.codec_context.gop_size = gop
         if codec == "libx264":
-            self.stream.options = {"crf": str(CRF), "preset": "veryfast"}
+            self.stream.options = {"crf": str(crf), "preset": "veryfast", **({"tune": tune} if tune else {})}
         self.height, self.width = height, width
         self.frames = 0
 
     def add(self, picture: npt.NDArray[np.uint8]) -> None:
         """Encodes one frame of the file's size."""
-        if self.height & 1 or self.width & 1:
+        if self.pad and (self.height & 1 or self.width & 1):
             picture = np.pad(picture, ((0, self.height & 1), (0, self.width & 1), (0, 0)), mode="edge")
         grey = picture.shape[2] == 1
         frame = self.av.VideoFrame.from_ndarray(

@@ -1,5 +1,5 @@
 """The command line, ``trajcore`` (or ``python -m trajcore``): record, info, ls, view, plot,
-export, import-minari, convert, annotate, verify, recover, card and bench.
+export, import-minari, import-lerobot, convert, annotate, verify, recover, card and bench.
 
 Errors a user can fix (a missing path, an unknown env id, bad JSON, a bad option value) are one
 line on stderr and exit status 2, never a traceback; output piped into ``head`` stops quietly.
@@ -22,6 +22,7 @@ from trajcore.cli import (
     card,
     convert,
     export,
+    import_lerobot,
     import_minari,
     info,
     ls,
@@ -37,7 +38,22 @@ from trajcore.cli._common import prog_name as _prog_name
 __all__ = ["main"]
 
 # In the order `--help` lists them.
-COMMANDS = (record, info, ls, view, plot, export, import_minari, convert, annotate, verify, recover, card, bench)
+COMMANDS = (
+    record,
+    info,
+    ls,
+    view,
+    plot,
+    export,
+    import_minari,
+    import_lerobot,
+    convert,
+    annotate,
+    verify,
+    recover,
+    card,
+    bench,
+)
 
 
 def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:

@@ -1,4 +1,5 @@
-"""``trajcore export``: write a dataset as csv, jsonl (RLlib), parquet, a minari dataset or mp4 videos."""
+"""``trajcore export``: write a dataset as csv, jsonl (RLlib), parquet, a minari dataset, mp4 videos or a
+LeRobot v3.0 dataset."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import os
 import sys
 import time
+from typing import Any
 
 from trajcore.cli._common import Commands, Progress, UsageError, fmt_bytes
 
@@ -26,15 +28,22 @@ def run(args: argparse.Namespace) -> int:
     from trajcore.read.selection import apply_select, parse_select
     from trajcore.tools.output import check_destination
 
-    fmt = format_of(args.out, args.format)
+    fmt = "lerobot" if args.format == "lerobot" else format_of(args.out, args.format)
     if args.columns is not None and fmt not in ("csv", "parquet"):
         raise UsageError(f"--columns applies to csv and parquet; {fmt} exports write every value")
-    if fmt != "mp4" and (args.keys is not None or args.fps is not None or args.grid):
-        raise UsageError(f"--keys, --fps and --grid apply to --format mp4, not {fmt}")
-    if fmt == "mp4":
+    if fmt != "mp4" and (args.keys is not None or args.grid):
+        raise UsageError(f"--keys and --grid apply to --format mp4, not {fmt}")
+    if fmt not in ("mp4", "lerobot") and args.fps is not None:
+        raise UsageError(f"--fps applies to --format mp4 and lerobot, not {fmt}")
+    lerobot = _lerobot_options(args)
+    if fmt != "lerobot" and lerobot:
+        raise UsageError(
+            f"--repo-id, --task, --task-key, --images, --pix-fmt and --license apply to --format lerobot, not {fmt}"
+        )
+    if fmt == "mp4" or (fmt == "lerobot" and not args.images):
         from trajcore.video import av_module
 
-        av_module("trajcore export --format mp4")  # before reading anything
+        av_module(f"trajcore export --format {fmt}")  # before reading anything
     if fmt != "minari":
         check_destination(os.path.normpath(args.out), args.force)  # before reading anything
     selection = parse_select(args.select)
@@ -43,18 +52,26 @@ def run(args: argparse.Namespace) -> int:
         progress = Progress(episodes.num_steps, "steps")
         start = time.perf_counter()
         try:
-            result = export(
-                episodes,
-                args.out,
-                fmt,
-                columns=_names_arg(args.columns),
-                max_values=args.max_values,
-                force=args.force,
-                progress=progress.update,
-                keys=_names_arg(args.keys, "--keys"),
-                fps=args.fps,
-                grid=args.grid,
-            )
+            if fmt == "lerobot":
+                from trajcore.tools.lerobot import to_lerobot
+
+                lerobot.setdefault("repo_id", f"local/{os.path.basename(os.path.normpath(args.out))}")
+                result = to_lerobot(
+                    episodes, args.out, fps=args.fps, force=args.force, progress=progress.update, **lerobot
+                )
+            else:
+                result = export(
+                    episodes,
+                    args.out,
+                    fmt,
+                    columns=_names_arg(args.columns),
+                    max_values=args.max_values,
+                    force=args.force,
+                    progress=progress.update,
+                    keys=_names_arg(args.keys, "--keys"),
+                    fps=args.fps,
+                    grid=args.grid,
+                )
         finally:
             progress.close()
     elapsed = time.perf_counter() - start
@@ -73,6 +90,19 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lerobot_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The lerobot options given (`trajcore.to_lerobot`'s keywords)."""
+    given = {
+        "repo_id": args.repo_id,
+        "task": args.task,
+        "task_key": args.task_key,
+        "pix_fmt": args.pix_fmt,
+        "license": args.license,
+        "video": False if args.images else None,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
 def _size_of(path: str) -> int:
     if os.path.isdir(path):
         return sum(os.path.getsize(os.path.join(d, f)) for d, _, files in os.walk(path) for f in files)
@@ -85,26 +115,30 @@ def add_to(commands: Commands) -> None:
 
     e = commands.command(
         "export",
-        "write a dataset as csv, jsonl (RLlib), parquet, a minari dataset or mp4 videos",
+        "write a dataset as csv, jsonl (RLlib), parquet, a minari dataset, mp4 videos or a LeRobot dataset",
         "Stream a dataset (or some of its episodes) into another format, episode by episode: memory stays bounded. "
         "Rows of csv and parquet are steps (obs before, next_obs/reward/info after); jsonl has one RLlib "
         "SampleBatch per episode; minari writes a dataset minari.load_dataset opens, under MINARI_DATASETS_PATH "
         "(or ~/.minari/datasets); mp4 writes one H.264 video per episode and image key into the directory OUT "
-        '(or, with --grid, one per key tiling the sub-envs); it needs PyAV: pip install "trajcore[video]".',
+        '(or, with --grid, one per key tiling the sub-envs); it needs PyAV: pip install "trajcore[video]". lerobot '
+        "writes a LeRobot v3.0 dataset (Parquet, an H.264 video per camera, meta/, a Hub card README.md) into the "
+        "directory OUT; `huggingface-cli upload REPO_ID OUT --repo-type dataset` publishes it.",
         "runs/cp16 cp16.csv",
         "runs/cp16 cp16.parquet --select complete=true",
         "runs/pixels pixels.csv --columns obs,action,reward",
         "runs/cp16 cp16.jsonl --force",
         "runs/cp16 trajcore/cartpole/random-v0 --format minari",
         "runs/breakout videos --format mp4 --keys render/frame --grid",
+        "runs/robot robot-lerobot --format lerobot --repo-id me/robot --task 'pick the cube'",
     )
     commands.dataset_arg(e)
     e.add_argument(
         "out",
         metavar="OUT",
-        help="the file to write, for minari the dataset id (namespace/name-v0), for mp4 the directory to make",
+        help="the file to write, for minari the dataset id (namespace/name-v0), for mp4 and lerobot the directory "
+        "to make",
     )
-    e.add_argument("--format", choices=FORMATS, help="output format (default: from OUT's extension)")
+    e.add_argument("--format", choices=(*FORMATS, "lerobot"), help="output format (default: from OUT's extension)")
     commands.select_arg(e, "export")
     e.add_argument(
         "--columns",
@@ -124,7 +158,17 @@ def add_to(commands: Commands) -> None:
         help="mp4: image values to write, comma-separated (e.g. render/frame,obs/camera; default: every uint8 "
         "image observation and the rendered frames)",
     )
-    e.add_argument("--fps", type=float, help="mp4: frames per second (default: the env's render_fps, else 30)")
+    e.add_argument("--fps", type=float, help="mp4, lerobot: frames per second (default: the env's render_fps, else 30)")
     e.add_argument("--grid", action="store_true", help="mp4: one video per key, a tile per sub-env")
+    e.add_argument("--repo-id", help="lerobot: the Hub id (user/name; default local/<OUT's name>)")
+    e.add_argument("--task", help="lerobot: the task text of episodes whose metadata has none (default: the env id)")
+    e.add_argument("--task-key", help="lerobot: the episode metadata key holding the task text (default: task)")
+    e.add_argument("--images", action="store_true", help="lerobot: cameras as PNG in the Parquet rows, not video")
+    e.add_argument(
+        "--pix-fmt",
+        choices=("yuv444p", "yuv420p"),
+        help="lerobot: the videos' pixel format (default: yuv444p; yuv420p plays in browsers)",
+    )
+    e.add_argument("--license", help="lerobot: the card's license (mit, cc-by-4.0, ...; default: unknown)")
     e.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
     e.set_defaults(func=run)

@@ -1,12 +1,14 @@
 """Getting data out (``trajcore.export``, ``trajcore.to_pandas``, ``trajcore.summaries_frame``,
-``trajcore.import_minari``).
+``trajcore.import_minari``, ``trajcore.from_lerobot``).
 
 `export` writes a dataset (or a selection of its episodes) as CSV, JSON Lines in RLlib's shape,
-Parquet, a Minari dataset or MP4 videos, streaming episode by episode; `import_minari` reads a Minari dataset
-back into trajcore; `to_pandas` and `summaries_frame` give a dataset's steps and episodes as
-pandas tables.
+Parquet, a Minari dataset or MP4 videos, streaming episode by episode (a LeRobot v3.0 dataset:
+`trajcore.to_lerobot`, with its card); `import_minari` and `from_lerobot` read a Minari or
+LeRobot dataset back into trajcore;
+`to_pandas` and `summaries_frame` give a dataset's steps and episodes as pandas tables.
 
-One module per format (`to_csv`, `to_jsonl`, `to_parquet`, `to_minari`, `from_minari`, `to_mp4`), pandas
+One module per format (`to_csv`, `to_jsonl`, `to_parquet`, `to_minari`, `from_minari`, `to_mp4`,
+`to_lerobot`, `from_lerobot`, with LeRobot's statistics in `lerobot_stats`), pandas
 views in `frames`, and one rule for naming and aligning table columns in `_columns` (used by
 pandas, CSV and Parquet alike).
 """
@@ -23,6 +25,7 @@ from trajcore.errors import InvalidArgumentError, TrajcoreWarning
 from trajcore.formats._columns import DEFAULT_MAX_VALUES, choose
 from trajcore.formats._read import EXPORT_CACHE_BYTES, Progress, StepTable, open_for_pass, plan_of
 from trajcore.formats.frames import left_out_note, summaries_frame, to_pandas
+from trajcore.formats.from_lerobot import from_lerobot
 from trajcore.formats.from_minari import import_minari
 from trajcore.read.dataset import Dataset, members
 from trajcore.read.episodes import Episodes
@@ -34,6 +37,7 @@ __all__ = [
     "FORMATS",
     "export",
     "format_of",
+    "from_lerobot",
     "import_minari",
     "summaries_frame",
     "to_pandas",
@@ -51,6 +55,11 @@ def format_of(out: str, format: str | None) -> str:
         InvalidArgumentError: an unknown format, or none given and none implied.
     """
     if format is not None:
+        if format == "lerobot":
+            raise InvalidArgumentError(
+                "a LeRobot dataset is written by trajcore.to_lerobot(src, root, repo_id=...) (with its card), "
+                "or `trajcore export PATH OUT --format lerobot`"
+            )
         if format not in FORMATS:
             raise InvalidArgumentError(f"unknown export format {format!r} (formats: {', '.join(FORMATS)})")
         return format
@@ -87,7 +96,7 @@ def export(
         dst: the file to write (csv, jsonl, parquet; a local path), for minari the dataset id
             (``namespace/name-v0``) created under Minari's local datasets root
             (``MINARI_DATASETS_PATH``, else ``~/.minari/datasets``), for mp4 the directory the
-            videos are written into.
+            videos are written into (a LeRobot dataset: `trajcore.to_lerobot`).
         format: ``"csv"``, ``"jsonl"``, ``"parquet"``, ``"minari"`` or ``"mp4"``; None: from
             `dst`'s extension.
         columns: csv and parquet only: the values wanted, by name or '/'-bounded prefix

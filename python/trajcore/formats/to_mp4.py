@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
+from trajcore.formats._columns import Plan
 from trajcore.formats._read import Progress, plan_of
 from trajcore.images import image_shape, pictures
 from trajcore.read.dataset import Dataset
@@ -43,7 +44,7 @@ from trajcore.read.meta import render_fps
 from trajcore.record.frames import FRAME_COLUMN, FRAME_MASK
 from trajcore.video import Encoder, av_module, episode_tags, write_mp4
 
-__all__ = ["ImageKey", "image_keys", "write_videos"]
+__all__ = ["ImageKey", "episode_pictures", "image_keys", "write_videos"]
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,14 @@ def _layout(spec: dict[str, Any]) -> str | None:
     return image_shape(tuple(int(d) for d in spec["shape"]), np.dtype(np.uint8))
 
 
-def image_keys(ds: Dataset, indices: Sequence[int], keys: Sequence[str] | None = None) -> list[ImageKey]:
+def image_keys(
+    ds: Dataset, indices: Sequence[int], keys: Sequence[str] | None = None, *, plan: Plan | None = None
+) -> list[ImageKey]:
     """The image keys to export: `keys`, checked, or by default every image observation leaf
     (uint8, see the module docstring) and the rendered frames when recorded.
+
+    Args:
+        plan: the episodes' step-table plan, when the caller has it (`plan_of`).
 
     Raises:
         InvalidArgumentError: a key names no observation leaf nor ``render/frame``, or names a
@@ -83,7 +89,8 @@ def image_keys(ds: Dataset, indices: Sequence[int], keys: Sequence[str] | None =
     """
     recordings = sorted({int(r) for r in ds._reads.summary()["recording"][np.asarray(indices, dtype=np.int64)]})
     specs = _columns(ds, recordings or range(ds.num_recordings))
-    candidates = {leaf.name: leaf.column for leaf in plan_of(ds, indices).leaves if leaf.group == "obs"}
+    leaves = (plan or plan_of(ds, indices)).leaves
+    candidates = {leaf.name: leaf.column for leaf in leaves if leaf.group == "obs"}
     if FRAME_COLUMN in specs:
         candidates[FRAME_COLUMN] = FRAME_COLUMN
 
@@ -120,7 +127,7 @@ def _file_name(key: str) -> str:
     return key.replace("/", ".")
 
 
-def _episode_pictures(
+def episode_pictures(
     ds: Dataset, index: int, key: ImageKey
 ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.bool_]] | None:
     """The T + 1 pictures of `key` in episode `index` and where they are present, or None when
@@ -137,7 +144,7 @@ def _episode_pictures(
 def _episode_video(ds: Dataset, index: int, key: ImageKey, path: str, fps: float, threads: int) -> bool:
     """Writes `key` of episode `index` as one MP4 with the episode's tags; False (nothing written)
     when its recording has no such column."""
-    read = _episode_pictures(ds, index, key)
+    read = episode_pictures(ds, index, key)
     if read is None:
         return False
     frames, present = read
@@ -224,7 +231,7 @@ def _tile_stream(
     """A tile's episodes' pictures one after another, read one episode at a time (None where a
     row has no frame)."""
     for index in indices:
-        read = _episode_pictures(ds, index, key)
+        read = episode_pictures(ds, index, key)
         if read is not None:
             frames, present = read
             for i in range(len(frames)):

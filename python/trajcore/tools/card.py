@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -71,21 +72,38 @@ def _minari_name(env_ids: list[str]) -> str:
     return "".join(c if c.isalnum() else "-" for c in base.lower()) + "/recorded"
 
 
-def dataset_card(ds: Dataset, *, license: str = "unknown", pretty_name: str | None = None) -> str:
-    """The card of an open dataset, as text (YAML header, then markdown)."""
+def dataset_card(
+    ds: Dataset,
+    *,
+    license: str = "unknown",
+    pretty_name: str | None = None,
+    tags: Sequence[str] = (),
+    header: Mapping[str, Any] | None = None,
+    intro: Sequence[str] = (),
+    loading: Sequence[str] | None = None,
+) -> str:
+    """The card of an open dataset, as text (YAML header, then markdown).
+
+    Args:
+        tags: more tags for the header (after trajcore's).
+        header: more header keys (a list's items may be mappings: written as YAML flow mappings).
+        intro: markdown lines after the title (what an export made of the data).
+        loading: the lines of the "Loading" section (default: with trajcore, pandas and Minari).
+    """
     report, _ = dataset_report(ds)
     env_ids = [e for e in report["env_ids"] if e]
     name = pretty_name or (f"{', '.join(env_ids)} trajectories" if env_ids else Path(str(report["path"])).name)
-    tags = ["trajcore", "reinforcement-learning", *env_ids, *(["multi-agent"] if report["agents"] else [])]
-    header = {
+    all_tags = ["trajcore", "reinforcement-learning", *env_ids, *(["multi-agent"] if report["agents"] else []), *tags]
+    yaml_header = {
         "license": license,
         "pretty_name": name,
         "task_categories": ["reinforcement-learning"],
-        "tags": list(dict.fromkeys(tags)),
+        "tags": list(dict.fromkeys(all_tags)),
         "size_categories": [size_category(int(report["steps"]))],
+        **(header or {}),
     }
     where = os.path.basename(str(report["path"]).rstrip("/")) or str(report["path"])
-    out = [f"---\n{_yaml(header)}\n---", f"# {name}", ""]
+    out = [f"---\n{_yaml(yaml_header)}\n---", f"# {name}", "", *intro, *([""] if intro else [])]
     out.append(
         f"Recorded with [trajcore](https://pypi.org/project/trajcore/) (this card by {_core.__version__}): "
         f"{report['episodes']:,} episodes ({report['complete_episodes']:,} complete: {report['terminated']:,} "
@@ -123,6 +141,8 @@ def dataset_card(ds: Dataset, *, license: str = "unknown", pretty_name: str | No
         out += [f"Recording {r}:", "", "```json", json.dumps(prov, indent=2, sort_keys=True), "```", ""]
     if not report["provenance"]:
         out += ["No recording.", ""]
+    if loading is not None:
+        return "\n".join([*out, "## Loading", "", *loading, ""])
     out += [
         "## Loading",
         "",

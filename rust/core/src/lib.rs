@@ -11,6 +11,30 @@
 //!   writes them.
 //! - `recover`: writes what of a damaged dataset still reads into a new one.
 
+/// A fieldless enum whose numbers are written as bytes (records, ring messages), declared with
+/// the one way back from a number (`from_repr`; an unknown number is `None`), so no second list
+/// of its variants can drift from the first.
+macro_rules! numbered_enum {
+    ($(#[$meta:meta])* $vis:vis enum $name:ident: $repr:ident {
+        $($(#[$vmeta:meta])* $variant:ident = $value:literal,)*
+    }) => {
+        $(#[$meta])*
+        #[repr($repr)]
+        $vis enum $name {
+            $($(#[$vmeta])* $variant = $value,)*
+        }
+
+        impl $name {
+            pub fn from_repr(v: $repr) -> Option<Self> {
+                match v {
+                    $($value => Some($name::$variant),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
 pub mod annotate;
 pub mod annotation;
 pub mod convert;

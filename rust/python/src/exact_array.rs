@@ -3,7 +3,9 @@
 //! case, step after step) are checked with a few loads, where numpy's API would look up its
 //! type table, hand out a new reference to the dtype and build a shape slice per value. Any
 //! value that is not exactly such an array (a subclass, another descriptor, a strided view, a
-//! scalar) gets `None` and goes the general way (`values`), which knows every case.
+//! scalar) gets `None` and goes the general way (`values`), which knows every case. It earns its
+//! unsafe reads: the same checks through numpy's safe API make the vector step's recorder call
+//! measurably slower (docs/BENCHMARKS.md, issue 32).
 
 use numpy::npyffi::{get_type_object, NpyTypes, PyArrayObject, NPY_ARRAY_C_CONTIGUOUS};
 use numpy::PyArrayDescr;

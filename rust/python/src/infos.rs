@@ -24,7 +24,7 @@ use trajcore_core::{CodecSpec, DType, Timeline};
 
 use crate::collect::{borrow_data, Collector, Src};
 use crate::errors::{schema_error, warn, IntoPy};
-use trajcore_core::writer::entries::values::{array_column_type, first_present, present, row_shape};
+use trajcore_core::writer::entries::values::{column_of, first_present, present, Seen};
 use trajcore_core::writer::entries::widen;
 
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
@@ -359,7 +359,8 @@ fn stacked_rows<'py>(
     Ok(np.call_method1("stack", (rows,)).ok())
 }
 
-/// The dtype and per-row shape a first value gives its column, or why it cannot be recorded.
+/// The dtype and per-row shape a first value gives its column (the core's `column_of` decides),
+/// or why it cannot be recorded.
 fn infer(
     py: Python<'_>,
     value: &Bound<'_, PyAny>,
@@ -367,16 +368,16 @@ fn infer(
     mask: Option<&[u8]>,
 ) -> PyResult<Result<(DType, Vec<usize>), String>> {
     let np = py.import("numpy")?;
-    let unsupported = |v: &Bound<'_, PyAny>| Ok(Err(format!("values of type {} are not supported", type_name(v))));
+    let type_name = type_name(value);
     let array = match (rows, value.cast::<PyUntypedArray>()) {
         (_, Ok(array)) => array.clone(),
         (Some(_), Err(_)) => match np.call_method1("asarray", (value,)) {
             Ok(a) => a.cast_into::<PyUntypedArray>()?,
-            Err(e) => return Ok(Err(format!("{} is not an array over the envs: {e}", type_name(value)))),
+            Err(e) => return Ok(column_of(Seen::NotOverEnvs { type_name: &type_name, error: &e.to_string() }, rows)),
         },
         (None, Err(_)) => {
             if let Some(dtype) = scalar_type(value) {
-                return Ok(Ok((dtype, vec![])));
+                return Ok(column_of(Seen::Scalar(dtype), rows));
             }
             let numeric = value.is_instance_of::<PyList>()
                 || value.is_instance_of::<PyTuple>()
@@ -386,26 +387,19 @@ fn infer(
             let array = numeric.then(|| np.call_method1("asarray", (value,)).ok()).flatten();
             match array.and_then(|a| a.cast_into::<PyUntypedArray>().ok()) {
                 Some(a) if a.dtype().kind() != b'O' => a,
-                _ => return unsupported(value),
+                _ => return Ok(column_of(Seen::Unsupported(&type_name), rows)),
             }
         }
     };
     let (shape, dtype) = (array.shape(), array.dtype());
-    let row_shape = match row_shape(rows, shape) {
-        Ok(row_shape) => row_shape.to_vec(),
-        Err(why) => return Ok(Err(why)),
-    };
     if dtype.kind() == b'O' && rows.is_some() {
-        // Vector infos of strings are object arrays (None where the env had no entry).
-        let Some(first) = first_present(mask, shape[0]) else { return Ok(Err("no env had a value".into())) };
-        let item = array.get_item(first)?;
-        if !(item.is_instance_of::<PyString>() && row_shape.is_empty()) {
-            return unsupported(&item);
-        }
-        return Ok(Ok((DType::Utf8, vec![])));
+        let first = first_present(mask, shape.first().copied().unwrap_or(0)).map(|i| array.get_item(i)).transpose()?;
+        let first = first.map(|item| (crate::values::type_name(&item), item.is_instance_of::<PyString>()));
+        let first = first.as_ref().map(|(name, is_str)| (name.as_str(), *is_str));
+        return Ok(column_of(Seen::Objects { shape, first }, rows));
     }
     let name: String = np.call_method1("dtype", (&dtype,))?.getattr("name")?.extract()?;
-    Ok(array_column_type(dtype.kind(), &name, dtype.str()?.to_str()?, &row_shape).map(|d| (d, row_shape)))
+    Ok(column_of(Seen::Array { kind: dtype.kind(), name: &name, shown: dtype.str()?.to_str()?, shape }, rows))
 }
 
 /// The column type of Python's own scalars (bool, int, float, str), `None` for other values.

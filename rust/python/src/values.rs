@@ -1,17 +1,17 @@
 //! Turns one Python value into the bytes of one column: the array fast path (matching dtype and
-//! shape, borrowed), safe casts (same kind, like numpy's `casting="same_kind"`, plus integers of
-//! either sign when every value fits), scalars, and strings. Errors name the column.
+//! shape, borrowed), arrays of another dtype (cast by the core's `cast_items`, which decides
+//! what casts and names what does not), scalars, and strings. Errors name the column.
 
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{IntoPyDict, PyBool, PyFloat, PyInt, PyString};
+use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
 use trajcore_core::{ColumnSpec, DType};
 
 use trajcore_core::writer::entries::bounds::IntBounds;
+use trajcore_core::writer::entries::cast::cast_items;
 use trajcore_core::writer::entries::values::{
-    cast_rule, check_shape, float_cast, ints_fit, put_scalar, put_str, scalar_read, scalar_wrong, shape_text, Cast,
-    Scalar, ScalarMisfit, ScalarRead,
+    check_shape, put_scalar, put_str, scalar_read, scalar_wrong, shape_text, Scalar, ScalarMisfit, ScalarRead,
 };
 
 use crate::collect::{borrow_array, borrow_data, Collector, Src};
@@ -132,95 +132,22 @@ impl Put<'_> {
         let dtype = array.dtype();
         // numpy's built-in descriptors are singletons: pointer equality is the common, cheap case.
         let same = dtype.as_ptr() == target.as_ptr() || dtype.is_equiv_to(target);
-        if same && array.is_c_contiguous() {
-            return Ok(borrow_array(self.coll, array));
-        }
-        if !same && array.is_c_contiguous() {
-            if let Some(src) = self.cast_to_float(array, &dtype) {
-                return src.map_err(|why| col.refused(py, why));
-            }
-        }
         let mut array = array.clone();
-        if !same {
-            array = self.cast(&array, target)?;
+        if !array.is_c_contiguous() || dtype.is_native_byteorder() == Some(false) {
+            // The items in C order and native byte order: what the column and the core's cast read.
+            let native = dtype.call_method1("newbyteorder", ("=",))?;
+            array = py.import("numpy")?.call_method1("ascontiguousarray", (array, native))?.cast_into()?;
         }
-        if !array.is_c_contiguous() {
-            let np = py.import("numpy")?;
-            array = np.call_method1("ascontiguousarray", (array,))?.cast_into::<PyUntypedArray>()?;
+        let items = borrow_array(self.coll, &array);
+        if same {
+            return Ok(items);
         }
-        Ok(borrow_array(self.coll, &array))
-    }
-
-    /// Numbers into a float32 or float64 column without numpy, where the core's `float_cast` can;
-    /// why not when a value is beyond the column's range.
-    fn cast_to_float(
-        &mut self,
-        array: &Bound<'_, PyUntypedArray>,
-        from: &Bound<'_, PyArrayDescr>,
-    ) -> Option<Result<Src, String>> {
-        let cast = float_cast(from.kind(), from.itemsize(), self.col.dtype)?;
-        if from.is_native_byteorder() == Some(false) {
-            return None;
-        }
-        // SAFETY: the data of a live, C-contiguous numpy array of `len` bytes, read with the GIL held
-        // and before this call returns.
-        let data = match array.len() * from.itemsize() {
-            0 => &[],
-            len => unsafe { std::slice::from_raw_parts((*array.as_array_ptr()).fields.data as *const u8, len) },
-        };
-        let mut put = Ok(());
-        let src = self.coll.own_with(|out| put = cast.put(data, out));
-        Some(put.map(|()| src))
-    }
-
-    /// Casts by the core's rule (`cast_rule`); integers are checked to fit, and floats to stay
-    /// finite, where it says so.
-    fn cast<'py>(
-        &self,
-        array: &Bound<'py, PyUntypedArray>,
-        target: &Bound<'py, PyArrayDescr>,
-    ) -> PyResult<Bound<'py, PyUntypedArray>> {
-        let (py, col, dtype) = (array.py(), self.col, self.col.dtype);
-        let from = array.dtype();
-        let rule = cast_rule(from.kind(), from.itemsize(), dtype);
-        let fits = match rule {
-            Cast::Safe | Cast::IfFinite => true,
-            Cast::Refused => false,
-            Cast::IfValuesFit if array.len() == 0 => true,
-            Cast::IfValuesFit => {
-                let np = py.import("numpy")?;
-                let (lo, hi) = (np.call_method1("min", (array,))?, np.call_method1("max", (array,))?);
-                ints_fit(dtype, lo.extract()?, hi.extract()?)
-            }
-        };
-        if !fits {
-            let why = match rule {
-                Cast::IfValuesFit => {
-                    format!("expected dtype {}, got {} with values it does not hold", dtype.name(), from.str()?)
-                }
-                _ => format!("expected dtype {}, got {} which does not cast safely", dtype.name(), from.str()?),
-            };
-            return Err(col.refused(py, why));
-        }
-        if rule != Cast::IfFinite {
-            return Ok(array.call_method1("astype", (target,))?.cast_into::<PyUntypedArray>()?);
-        }
-        // An overflow is refused below, by name: numpy's own warning about it would only repeat it.
-        let np = py.import("numpy")?;
-        let quiet = np.call_method("errstate", (), Some(&[("over", "ignore")].into_py_dict(py)?))?;
-        quiet.call_method0("__enter__")?;
-        let cast = array.call_method1("astype", (target,));
-        quiet.call_method1("__exit__", (py.None(), py.None(), py.None()))?;
-        let cast = cast?;
-        let infinite = |a: &Bound<'py, PyAny>| -> PyResult<usize> {
-            np.call_method1("count_nonzero", (np.call_method1("isinf", (a,))?,))?.extract()
-        };
-        if infinite(&cast)? > infinite(array.as_any())? {
-            let why =
-                format!("values of {} beyond the range of {} (they would be stored as inf)", from.str()?, dtype.name());
-            return Err(col.refused(py, why));
-        }
-        Ok(cast.cast_into::<PyUntypedArray>()?)
+        let shown = dtype.str()?;
+        let mut cast = Ok(());
+        let src = self.coll.own_from(items, |data, out| {
+            cast = cast_items(dtype.kind(), dtype.itemsize(), shown.to_str().unwrap_or("?"), col.dtype, data, out)
+        });
+        cast.map(|()| src).map_err(|why| col.refused(py, why))
     }
 
     fn scalar(&mut self, value: &Bound<'_, PyAny>) -> PyResult<Src> {
@@ -256,35 +183,22 @@ impl Put<'_> {
         }
     }
 
-    /// A numpy scalar of the column's own dtype: its bytes, read through numpy's C API without a
-    /// 0-d array. `None` for anything else (the caller goes through numpy, which checks casts).
+    /// A numpy scalar of the column's own type (an env's `np.int64` action, `np.float32` info):
+    /// its number, stored as the column stores it, without a 0-d array. `None` for anything else
+    /// (the caller goes through numpy, which checks casts).
     fn numpy_scalar(&mut self, value: &Bound<'_, PyAny>) -> Option<Src> {
-        use numpy::npyffi::{get_type_object, NpyTypes, PY_ARRAY_API};
-        let py = value.py();
-        let target = self.col.descr.as_ref()?.bind(py);
-        // SAFETY: the GIL is held and `value` is a live object; numpy's API table is loaded by the
-        // numpy crate on first use.
-        unsafe {
-            let generic = get_type_object(py, NpyTypes::PyGenericArrType_Type);
-            if pyo3::ffi::PyObject_TypeCheck(value.as_ptr(), generic) == 0 {
-                return None;
-            }
-            let descr = PY_ARRAY_API.PyArray_DescrFromScalar(py, value.as_ptr());
-            if descr.is_null() {
-                drop(PyErr::take(py));
-                return None;
-            }
-            let descr = Bound::from_owned_ptr(py, descr.cast()).cast_into_unchecked::<PyArrayDescr>();
-            let size = descr.itemsize();
-            if !(descr.as_ptr() == target.as_ptr() || descr.is_equiv_to(target)) || size != target.itemsize() {
-                return None;
-            }
-            Some(self.coll.own_with(|out| {
-                let at = out.len();
-                out.resize(at + size, 0);
-                PY_ARRAY_API.PyArray_ScalarAsCtype(py, value.as_ptr(), out[at..].as_mut_ptr().cast());
-            }))
+        let descr = self.col.descr.as_ref()?.bind(value.py());
+        if !value.get_type().is(descr.typeobj()) {
+            return None;
         }
+        let read = match self.col.dtype {
+            DType::F16 | DType::F32 | DType::F64 => Scalar::Float(value.extract().ok()?),
+            _ => Scalar::Int(value.extract().ok()?),
+        };
+        // Every value of the column's own type fits it.
+        let mut fits = false;
+        let src = self.coll.own_with(|out| fits = put_scalar(self.col.dtype, Some(read), out).is_ok());
+        fits.then_some(src)
     }
 
     /// Str rows as `u32 len` + UTF-8 bytes; batched values are any sequence of str (or None

@@ -133,7 +133,7 @@ pub fn scalar(dtype: DType, bytes: &[u8]) -> Option<f64> {
     })
 }
 
-fn f16_to_f64(h: u16) -> f64 {
+pub(crate) fn f16_to_f64(h: u16) -> f64 {
     let sign = if h >> 15 == 1 { -1.0 } else { 1.0 };
     let exp = ((h >> 10) & 0x1f) as i32;
     let man = (h & 0x3ff) as f64;

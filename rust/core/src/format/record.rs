@@ -8,41 +8,26 @@ pub const RECORD_HEADER_LEN: usize = 24;
 /// No single record may claim more than this; a larger length means damage.
 pub const MAX_PAYLOAD: u64 = 1 << 40;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u32)]
-pub enum RecordKind {
-    /// JSON: dataset metadata and the caller's layout of columns into spaces.
-    Meta = 1,
-    /// JSON: one `ColumnSpec`.
-    Column = 2,
-    /// Binary: a table of column chunks, then their data.
-    Chunks = 3,
-    /// Binary: one finished (or, at close, unfinished) episode.
-    Episode = 4,
-    /// Binary: an index of the records since the previous index record.
-    Index = 5,
-    /// Binary: the offset of the last index record. Only ever the last record of a closed file.
-    End = 6,
-    /// Binary: the writer thread's timings, a sample per second (see `format::timelog`).
-    Timelog = 7,
-    /// Binary: copies of a closed shard's Episode records, to fetch in one range (see
-    /// `format::copies`). Listed by the final Index; a local reader never needs it.
-    OpeningCopies = 8,
-}
-
-impl RecordKind {
-    pub fn from_u32(v: u32) -> Option<Self> {
-        Some(match v {
-            1 => RecordKind::Meta,
-            2 => RecordKind::Column,
-            3 => RecordKind::Chunks,
-            4 => RecordKind::Episode,
-            5 => RecordKind::Index,
-            6 => RecordKind::End,
-            7 => RecordKind::Timelog,
-            8 => RecordKind::OpeningCopies,
-            _ => return None,
-        })
+numbered_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum RecordKind: u32 {
+        /// JSON: dataset metadata and the caller's layout of columns into spaces.
+        Meta = 1,
+        /// JSON: one `ColumnSpec`.
+        Column = 2,
+        /// Binary: a table of column chunks, then their data.
+        Chunks = 3,
+        /// Binary: one finished (or, at close, unfinished) episode.
+        Episode = 4,
+        /// Binary: an index of the records since the previous index record.
+        Index = 5,
+        /// Binary: the offset of the last index record. Only ever the last record of a closed file.
+        End = 6,
+        /// Binary: the writer thread's timings, a sample per second (see `format::timelog`).
+        Timelog = 7,
+        /// Binary: copies of a closed shard's Episode records, to fetch in one range (see
+        /// `format::copies`). Listed by the final Index; a local reader never needs it.
+        OpeningCopies = 8,
     }
 }
 
@@ -55,7 +40,7 @@ pub const PACKED_TABLE: u16 = 1;
 /// Bits of a record's `required_flags` this reader understands, by kind: a record with another
 /// bit set cannot be interpreted and is left out, reported with the bit.
 pub fn known_required_flags(kind: u32) -> u16 {
-    match RecordKind::from_u32(kind) {
+    match RecordKind::from_repr(kind) {
         Some(RecordKind::Chunks | RecordKind::Index) => PACKED_TABLE,
         _ => 0,
     }
@@ -142,7 +127,7 @@ impl RecordHeader {
     }
 
     pub fn record_kind(&self) -> Option<RecordKind> {
-        RecordKind::from_u32(self.kind)
+        RecordKind::from_repr(self.kind)
     }
 
     /// The required flags this reader does not understand (0 when it can interpret the record).

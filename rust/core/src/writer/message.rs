@@ -13,62 +13,47 @@ use crate::format::{u32_at, u64_at};
 pub const HEADER_LEN: usize = 32;
 pub const ENTRY_HEADER_LEN: usize = 20;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum MessageKind {
-    /// Observation rows that start episodes (which lanes: the lane ops).
-    Reset = 1,
-    /// One (vector) step; the lane ops say what each lane's rows are.
-    Step = 2,
-    /// A new column; `arg` is unused, the JSON spec is the single entry's data.
-    AddColumn = 3,
-    /// Merge a JSON object (the single entry's data) into the metadata of an episode of `env`:
-    /// the running one (`arg` 0) or the one held since it ended (`arg` 1).
-    SetMetadata = 4,
-    /// Apply the lane ops only (at `time_ns`).
-    Ops = 5,
-    /// The running episode of `env` is a part whose start is lost (a copy of a part listed on its
-    /// own): when it ends it is written incomplete, keeping its terminated/truncated flags.
-    StartLost = 6,
-    /// Apply the lane ops, seal and write everything, then acknowledge ticket `arg`.
-    Flush = 7,
-    /// Apply the lane ops, write everything, the incomplete episodes, the index and the end
-    /// record; stop.
-    Close = 8,
-    /// Merge a JSON object (the single entry's data) into the metadata every episode that
-    /// begins after this message starts with (`env` and `arg` unused).
-    SetDefaults = 9,
-}
-
-impl MessageKind {
-    fn from_u8(v: u8) -> Option<Self> {
-        Some(match v {
-            1 => MessageKind::Reset,
-            2 => MessageKind::Step,
-            3 => MessageKind::AddColumn,
-            4 => MessageKind::SetMetadata,
-            5 => MessageKind::Ops,
-            6 => MessageKind::StartLost,
-            9 => MessageKind::SetDefaults,
-            7 => MessageKind::Flush,
-            8 => MessageKind::Close,
-            _ => return None,
-        })
+numbered_enum! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum MessageKind: u8 {
+        /// Observation rows that start episodes (which lanes: the lane ops).
+        Reset = 1,
+        /// One (vector) step; the lane ops say what each lane's rows are.
+        Step = 2,
+        /// A new column; `arg` is unused, the JSON spec is the single entry's data.
+        AddColumn = 3,
+        /// Merge a JSON object (the single entry's data) into the metadata of an episode of `env`:
+        /// the running one (`arg` 0) or the one held since it ended (`arg` 1).
+        SetMetadata = 4,
+        /// Apply the lane ops only (at `time_ns`).
+        Ops = 5,
+        /// The running episode of `env` is a part whose start is lost (a copy of a part listed on its
+        /// own): when it ends it is written incomplete, keeping its terminated/truncated flags.
+        StartLost = 6,
+        /// Apply the lane ops, seal and write everything, then acknowledge ticket `arg`.
+        Flush = 7,
+        /// Apply the lane ops, write everything, the incomplete episodes, the index and the end
+        /// record; stop.
+        Close = 8,
+        /// Merge a JSON object (the single entry's data) into the metadata every episode that
+        /// begins after this message starts with (`env` and `arg` unused).
+        SetDefaults = 9,
     }
 }
 
 const FLAG_HAS_OPS: u8 = 1;
 
-/// How an entry's rows map to envs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum EntryKind {
-    /// One row per env (or the single row of an unbatched recorder).
-    Dense = 0,
-    /// One row per env, present only where the mask byte is non-zero.
-    Masked = 1,
-    /// One row for env `env` only.
-    PerEnv = 2,
+numbered_enum! {
+    /// How an entry's rows map to envs.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub enum EntryKind: u8 {
+        /// One row per env (or the single row of an unbatched recorder).
+        Dense = 0,
+        /// One row per env, present only where the mask byte is non-zero.
+        Masked = 1,
+        /// One row for env `env` only.
+        PerEnv = 2,
+    }
 }
 
 /// Which observation row of a step the entry belongs to: the regular one, or (same-step autoreset)
@@ -165,7 +150,7 @@ pub fn decode(bytes: &[u8], num_envs: usize) -> Result<Message<'_>, String> {
     if bytes.len() < HEADER_LEN || u32_at(bytes, 0) as usize != bytes.len() {
         return Err(bad());
     }
-    let kind = MessageKind::from_u8(bytes[4]).ok_or_else(bad)?;
+    let kind = MessageKind::from_repr(bytes[4]).ok_or_else(bad)?;
     let n_entries = u32_at(bytes, 8) as usize;
     let mut at = HEADER_LEN;
     let mut take = |n: usize| -> Result<&[u8], String> {
@@ -177,12 +162,7 @@ pub fn decode(bytes: &[u8], num_envs: usize) -> Result<Message<'_>, String> {
     let mut entries = Vec::with_capacity(n_entries);
     for _ in 0..n_entries {
         let eh = take(ENTRY_HEADER_LEN)?;
-        let kind = match eh[4] {
-            0 => EntryKind::Dense,
-            1 => EntryKind::Masked,
-            2 => EntryKind::PerEnv,
-            _ => return Err(bad()),
-        };
+        let kind = EntryKind::from_repr(eh[4]).ok_or_else(bad)?;
         let slot = if eh[5] == 1 { Slot::Final } else { Slot::Regular };
         let data_len = u64_at(eh, 12) as usize;
         let column = u32_at(eh, 0);

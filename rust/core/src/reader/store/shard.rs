@@ -43,7 +43,7 @@ const DELETED: &str = "the file was deleted since it was opened: the dataset sti
 const END_RECORD_LEN: u64 = RECORD_HEADER_LEN as u64 + 8;
 
 fn kind_name(kind: u32) -> String {
-    match RecordKind::from_u32(kind) {
+    match RecordKind::from_repr(kind) {
         Some(k) => format!("{k:?}"),
         None => format!("unknown kind {kind}"),
     }
@@ -415,7 +415,15 @@ impl Shard {
             FrameError::PartialHeader | FrameError::PastEnd { .. } => Tail::CutShort,
             FrameError::BadHeader | FrameError::Unreadable => Tail::Damaged,
         };
-        if !tail::is_damage(shape, shape == Tail::CutShort && self.file.as_ref().is_some_and(writer_holds_lock)) {
+        // The lock first, then the length (see `tail`): a writer that let go of it wrote its last byte.
+        let (locked, grew) = match &self.file {
+            Some(file) if shape == Tail::CutShort => {
+                let locked = writer_holds_lock(file);
+                (locked, !locked && file.metadata().is_ok_and(|m| m.len() > map.len()))
+            }
+            _ => (false, false),
+        };
+        if !tail::is_damage(shape, locked, grew) {
             return None;
         }
         let why = if zeros {
@@ -445,7 +453,7 @@ impl Shard {
             if !is_new(self, offset) {
                 continue;
             }
-            match RecordKind::from_u32(other.kind) {
+            match RecordKind::from_repr(other.kind) {
                 // Checked when read (`timelog`): opening does not read them (in a store, a
                 // request each).
                 Some(RecordKind::Timelog) => {
@@ -840,4 +848,62 @@ fn writer_holds_lock(file: &File) -> bool {
         return false;
     }
     std::io::Error::last_os_error().raw_os_error() == Some(libc::EWOULDBLOCK)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::os::unix::io::AsRawFd;
+
+    use super::*;
+    use crate::writer::config::Durability;
+    use crate::writer::files::shard::ShardWriter;
+
+    /// The bytes of a complete shard, as the writer writes them.
+    fn whole_shard() -> Vec<u8> {
+        let dir = tempfile::tempdir().unwrap();
+        let writer = ShardWriter::create(dir.path(), [1; 16], 0, b"{}", &[], Durability::Flush).unwrap();
+        std::fs::read(writer.finish().unwrap()).unwrap()
+    }
+
+    fn opened(path: &Path, mmap: bool) -> Shard {
+        match Shard::open(path, true, mmap).unwrap() {
+            Opened::Shard(shard) => *shard,
+            Opened::NotStarted => panic!("the header is written"),
+        }
+    }
+
+    /// A reader reads a record cut short while its writer holds the lock; the writer then ends
+    /// the shard and lets go of the lock before the reader asks for it (the window between a
+    /// scan's read and its lock probe): a live writer's record, not damage. The same bytes
+    /// left by a writer that stopped stay damage.
+    #[test]
+    fn a_record_finished_after_it_was_read_is_not_damage() {
+        let whole = whole_shard();
+        let cut = whole.len() - 8; // inside the End record
+        let dir = tempfile::tempdir().unwrap();
+        for mmap in [true, false] {
+            let path = dir.path().join(format!("live-{mmap}.trj"));
+            let mut file = File::create_new(&path).unwrap();
+            // SAFETY: the descriptor is open and owned by `file` for the whole call.
+            assert_eq!(unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+            file.write_all(&whole[..cut]).unwrap();
+            let mut shard = opened(&path, mmap);
+            file.write_all(&whole[cut..]).unwrap();
+            drop(file); // the shard is complete and its lock gone
+            let mut found = Found::default();
+            shard.scan_forward(&mut found); // the bytes read before the writer finished
+            assert_eq!(shard.tail.as_ref().map(|p| p.why.as_str()), None, "mmap {mmap}");
+            assert!(!shard.finished);
+            shard.scan().unwrap(); // the next scan reads on
+            assert!(shard.finished && shard.tail.is_none() && shard.problems.is_empty(), "mmap {mmap}");
+
+            let stopped = dir.path().join(format!("stopped-{mmap}.trj"));
+            std::fs::write(&stopped, &whole[..cut]).unwrap();
+            let mut shard = opened(&stopped, mmap);
+            shard.scan().unwrap();
+            let why = shard.tail.as_ref().map(|p| p.why.as_str()).unwrap_or_default();
+            assert!(why.contains("unfinished record at end of file (writer stopped)"), "mmap {mmap}: {why}");
+        }
+    }
 }

@@ -87,6 +87,22 @@ impl<K> Collector<K> {
         Src::Own(start, self.bytes.len() - start)
     }
 
+    /// Appends what `fill` makes of the bytes of `src` to the own buffer; returns their range.
+    pub fn own_from(&mut self, src: Src, fill: impl FnOnce(&[u8], &mut Vec<u8>)) -> Src {
+        let mut bytes = std::mem::take(&mut self.bytes);
+        let start = bytes.len();
+        match src {
+            Src::Own(at, len) => {
+                // A copy: `fill` appends to the very buffer they are in.
+                let own = bytes[at..at + len].to_vec();
+                fill(&own, &mut bytes)
+            }
+            external => fill(self.slice(external), &mut bytes),
+        }
+        self.bytes = bytes;
+        Src::Own(start, self.bytes.len() - start)
+    }
+
     /// The entry of a value of `column` at `at`, masked where `mask` says which envs have it.
     pub fn push(&mut self, column: u32, at: Place, mask: Option<Src>, data: Src) {
         let kind = if mask.is_some() { EntryKind::Masked } else { at.kind };
@@ -145,6 +161,10 @@ mod tests {
         // SAFETY: `outside` outlives the collector and is not written.
         let borrowed = unsafe { c.borrow(&outside, outside.as_ptr() as usize, 3) };
         let mask = c.own(&[1, 0, 1]);
+        let doubled = c.own_from(borrowed, |bytes, out| out.extend(bytes.iter().map(|b| b * 2)));
+        assert_eq!(c.slice(doubled), &[14, 16, 18]);
+        let copied = c.own_from(own, |bytes, out| out.extend_from_slice(bytes));
+        assert_eq!(c.slice(copied), &[1, 2]);
         c.push(4, Place::regular(None), None, own);
         c.push(5, Place { slot: Slot::Final, ..Place::regular(None) }, Some(mask), borrowed);
         let e = c.entries();

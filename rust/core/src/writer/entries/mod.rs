@@ -1,10 +1,11 @@
 //! What one call's values become, on the caller's thread: the bytes of a value of a column
-//! (`values`, with the discrete spaces' `bounds` and the casts that keep every value), columns
+//! (`values`, with the discrete spaces' `bounds`, and `cast`: the casts that keep every value), columns
 //! made on first sight and widened later (`dynamic`, `widen`, `info_keys`), the values not
 //! recorded and what the user is told (`skips`), the call's entries gathered (`collect`) and
 //! sent as one message through the ring (`send`, `ring_fit`: no call blocks forever).
 
 pub mod bounds;
+pub mod cast;
 pub mod collect;
 pub mod dynamic;
 pub mod info_keys;

@@ -47,6 +47,45 @@ pub fn array_column_type(kind: u8, name: &str, shown: &str, row_shape: &[usize])
     }
 }
 
+/// A first value, as the column it makes sees it: the bindings look at a value once to say
+/// which of these it is, and `column_of` decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Seen<'a> {
+    /// Python's own bool, int, float or str: a scalar column of this type.
+    Scalar(DType),
+    /// An array: numpy's, or what numpy made of a list, tuple or number (`kind`, `name`, `shown`:
+    /// its dtype's, see `array_column_type`).
+    Array { kind: u8, name: &'a str, shown: &'a str, shape: &'a [usize] },
+    /// An object array of a batched value (vector infos of strings come so, None where an env
+    /// had no entry): the type of what the first env with a value holds and whether it is a str
+    /// (`None`: no env has one).
+    Objects { shape: &'a [usize], first: Option<(&'a str, bool)> },
+    /// A batched value numpy makes no array of: its type and numpy's error.
+    NotOverEnvs { type_name: &'a str, error: &'a str },
+    /// A value of a type no column takes.
+    Unsupported(&'a str),
+}
+
+/// The column type and per-row shape a first value gives its column (`rows`: the env count of a
+/// batched value, `None` for one row); why not when it cannot make one (a later value may).
+pub fn column_of(seen: Seen<'_>, rows: Option<usize>) -> Result<(DType, Vec<usize>), String> {
+    let unsupported = |type_name: &str| Err(format!("values of type {type_name} are not supported"));
+    match seen {
+        Seen::Scalar(dtype) => Ok((dtype, vec![])),
+        Seen::Unsupported(type_name) => unsupported(type_name),
+        Seen::NotOverEnvs { type_name, error } => Err(format!("{type_name} is not an array over the envs: {error}")),
+        Seen::Objects { shape, first } => match (row_shape(rows, shape)?, first) {
+            (_, None) => Err("no env had a value".into()),
+            ([], Some((_, true))) => Ok((DType::Utf8, vec![])),
+            (_, Some((type_name, _))) => unsupported(type_name),
+        },
+        Seen::Array { kind, name, shown, shape } => {
+            let row_shape = row_shape(rows, shape)?;
+            array_column_type(kind, name, shown, row_shape).map(|dtype| (dtype, row_shape.to_vec()))
+        }
+    }
+}
+
 /// Whether integers from `lo` to `hi` fit integer column type `dtype`.
 pub fn ints_fit(dtype: DType, lo: i128, hi: i128) -> bool {
     let (min, max): (i128, i128) = match dtype {
@@ -216,62 +255,6 @@ pub fn short_text(text: String) -> String {
     format!("{}...", &text[..cut])
 }
 
-/// How an array of numbers goes into a float32 or float64 column without numpy (see
-/// `float_cast`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FloatCast {
-    from: DType,
-    to: DType,
-}
-
-/// How an array of numpy kind `kind` and item size `itemsize` (native byte order) goes into a
-/// column of type `to`, converted as numpy's same-kind cast converts it: floats, integers and
-/// bools into float32 or float64, so an env's float32 or integer rewards cost no numpy call.
-/// `None` for any other pair (numpy decides; float16 included).
-pub fn float_cast(kind: u8, itemsize: usize, to: DType) -> Option<FloatCast> {
-    let from = super::widen::make(kind, itemsize).filter(|&d| d != DType::F16)?;
-    matches!(to, DType::F32 | DType::F64).then_some(FloatCast { from, to })
-}
-
-impl FloatCast {
-    /// Appends the column's bytes of `data`, the array's items in native byte order; why not
-    /// when a finite item is beyond float32's range (see `cast_rule`).
-    pub fn put(self, data: &[u8], out: &mut Vec<u8>) -> Result<(), String> {
-        let mut beyond = None;
-        macro_rules! convert {
-            ($t:ty) => {{
-                let items = data.chunks_exact(std::mem::size_of::<$t>());
-                let read = |c: &[u8]| <$t>::from_ne_bytes(c.try_into().expect("chunks of the item size"));
-                match self.to {
-                    DType::F32 => items.for_each(|c| {
-                        let (v, stored) = (read(c), read(c) as f32);
-                        // Only float64 reaches past float32's range; one compare an item otherwise.
-                        if stored.is_infinite() && (v as f64).is_finite() {
-                            beyond.get_or_insert(v as f64);
-                        }
-                        out.extend_from_slice(&stored.to_le_bytes())
-                    }),
-                    _ => items.for_each(|c| out.extend_from_slice(&(read(c) as f64).to_le_bytes())),
-                }
-            }};
-        }
-        match self.from {
-            DType::F32 => convert!(f32),
-            DType::F64 => convert!(f64),
-            DType::I8 => convert!(i8),
-            DType::I16 => convert!(i16),
-            DType::I32 => convert!(i32),
-            DType::I64 => convert!(i64),
-            DType::Bool | DType::U8 => convert!(u8),
-            DType::U16 => convert!(u16),
-            DType::U32 => convert!(u32),
-            DType::U64 => convert!(u64),
-            DType::F16 | DType::Utf8 => unreachable!("`float_cast` converts neither"),
-        }
-        beyond.map_or(Ok(()), |v| Err(overflow(v, self.to)))
-    }
-}
-
 /// Whether an array of `shape` holds a column's rows of `row_shape` (`rows`: the env count of a
 /// batched value, `None` for one row); why not.
 pub fn check_shape(rows: Option<usize>, shape: &[usize], row_shape: &[usize]) -> Result<(), String> {
@@ -351,31 +334,6 @@ mod tests {
         let long = format!("'{}'", "x".repeat(70));
         let text = scalar_wrong(DType::U8, "integer", "str", long);
         assert_eq!(text, format!("expected uint8 (a integer), got str '{}...", "x".repeat(56)));
-    }
-
-    #[test]
-    fn numbers_convert_to_floats_as_numpy() {
-        let bytes = |values: &[u8]| values.to_vec();
-        // (numpy kind, item size, items, column type, the column's bytes)
-        type Case = (u8, usize, Vec<u8>, DType, Option<Vec<u8>>);
-        let table: [Case; 8] = [
-            (b'f', 4, bytes(&1.5f32.to_ne_bytes()), DType::F64, Some(bytes(&1.5f64.to_le_bytes()))),
-            (b'f', 8, bytes(&0.1f64.to_ne_bytes()), DType::F32, Some(bytes(&0.1f32.to_le_bytes()))),
-            (b'i', 2, bytes(&(-3i16).to_ne_bytes()), DType::F32, Some(bytes(&(-3.0f32).to_le_bytes()))),
-            (b'u', 8, bytes(&u64::MAX.to_ne_bytes()), DType::F64, Some(bytes(&(u64::MAX as f64).to_le_bytes()))),
-            (b'b', 1, vec![1, 0], DType::F32, Some([1.0f32.to_le_bytes(), 0.0f32.to_le_bytes()].concat())),
-            (b'f', 2, vec![0, 0], DType::F32, None), // float16: numpy converts
-            (b'f', 4, bytes(&1.5f32.to_ne_bytes()), DType::F16, None),
-            (b'i', 4, bytes(&7i32.to_ne_bytes()), DType::I64, None),
-        ];
-        for (kind, size, data, to, want) in table {
-            let got = float_cast(kind, size, to).map(|cast| {
-                let mut out = Vec::new();
-                cast.put(&data, &mut out).unwrap();
-                out
-            });
-            assert_eq!(got, want, "{} {size} -> {to:?}", kind as char);
-        }
     }
 
     #[test]
@@ -492,13 +450,6 @@ mod tests {
         {
             assert_eq!(put_float(dtype, v, &mut out), Ok(()), "{dtype:?} {v}");
         }
-        let items: Vec<u8> = [1.0f64, 1e40, f64::NEG_INFINITY].iter().flat_map(|v| v.to_ne_bytes()).collect();
-        let cast = float_cast(b'f', 8, DType::F32).unwrap();
-        assert_eq!(cast.put(&items[..8], &mut out), Ok(()));
-        assert_eq!(cast.put(&items[16..], &mut out), Ok(())); // inf stays inf
-        assert_eq!(cast.put(&items, &mut out), Err(overflow(1e40, DType::F32)));
-        let ints: Vec<u8> = u64::MAX.to_ne_bytes().to_vec();
-        assert_eq!(float_cast(b'u', 8, DType::F32).unwrap().put(&ints, &mut out), Ok(()));
     }
 
     #[test]
@@ -509,6 +460,51 @@ mod tests {
         assert_eq!(array_column_type(b'c', "complex64", "<c8", &[]), Err("dtype <c8 is not supported".into()));
         assert_eq!(array_column_type(b'O', "object", "|O", &[]), Err("dtype |O is not supported".into()));
         assert_eq!(array_column_type(b'O', "str", "|O", &[]), Err("dtype |O is not supported".into()));
+    }
+
+    #[test]
+    fn first_values_make_their_columns_or_say_why_not() {
+        let err = |why: &str| Err(why.to_string());
+        let (f4, str_items) = ((b'f', "float32", "<f4"), [4usize]);
+        // (what the value is, the env count of a batched value, the column or why not)
+        type Column = Result<(DType, Vec<usize>), String>;
+        let table: [(Seen<'_>, Option<usize>, Column); 12] = [
+            (Seen::Scalar(DType::I64), None, Ok((DType::I64, vec![]))),
+            (Seen::Array { kind: f4.0, name: f4.1, shown: f4.2, shape: &[2, 3] }, None, Ok((DType::F32, vec![2, 3]))),
+            (Seen::Array { kind: f4.0, name: f4.1, shown: f4.2, shape: &[4, 3] }, Some(4), Ok((DType::F32, vec![3]))),
+            (
+                Seen::Array { kind: f4.0, name: f4.1, shown: f4.2, shape: &[3] },
+                Some(4),
+                err("expected one value per env (4), got shape [3]"),
+            ),
+            (
+                Seen::Array { kind: b'c', name: "complex64", shown: "<c8", shape: &[] },
+                None,
+                err("dtype <c8 is not supported"),
+            ),
+            (Seen::Objects { shape: &str_items, first: Some(("str", true)) }, Some(4), Ok((DType::Utf8, vec![]))),
+            (
+                Seen::Objects { shape: &[4, 2], first: Some(("str", true)) },
+                Some(4),
+                err("values of type str are not supported"),
+            ),
+            (
+                Seen::Objects { shape: &str_items, first: Some(("dict", false)) },
+                Some(4),
+                err("values of type dict are not supported"),
+            ),
+            (Seen::Objects { shape: &str_items, first: None }, Some(4), err("no env had a value")),
+            (Seen::Objects { shape: &[], first: None }, Some(4), err("expected one value per env (4), got shape []")),
+            (
+                Seen::NotOverEnvs { type_name: "list", error: "ragged" },
+                Some(4),
+                err("list is not an array over the envs: ragged"),
+            ),
+            (Seen::Unsupported("set"), None, err("values of type set are not supported")),
+        ];
+        for (seen, rows, want) in table {
+            assert_eq!(column_of(seen, rows), want, "{seen:?} {rows:?}");
+        }
     }
 
     #[test]
