@@ -377,3 +377,14 @@ def test_a_recording_still_written_keeps_its_annotation_when_it_adds_columns(tmp
             np.testing.assert_array_equal(b["data/new"][~old], b["step_index"][~old] + 100)
         assert list(ds.episodes[3].data) == ["new", "_new"]
         ds.close()
+
+
+def test_one_array_per_episode_is_stored_on_each_of_its_steps(cp: Path) -> None:
+    with trajcore.open(cp) as ds:
+        goals = [np.array([i, -i, 2 * i], np.int16) for i in range(ds.num_episodes)]
+        trajcore.annotate(ds, "goal", goals, per="episode")
+        (found,) = annotations_of(ds)
+        assert found["per"] == "episode"
+        for i, ep in enumerate(ds.episodes):
+            assert ep.data["goal"].shape == (ep.length, 3) and ep.data["goal"].dtype == np.int16
+            assert (ep.data["goal"] == goals[i]).all()
