@@ -388,3 +388,19 @@ def test_one_array_per_episode_is_stored_on_each_of_its_steps(cp: Path) -> None:
         for i, ep in enumerate(ds.episodes):
             assert ep.data["goal"].shape == (ep.length, 3) and ep.data["goal"].dtype == np.int16
             assert (ep.data["goal"] == goals[i]).all()
+
+
+def test_sidecars_beside_shards_in_object_storage_are_read(cp: Path, s3: Any) -> None:
+    with trajcore.open(cp) as ds:
+        values = scores(ds)
+    trajcore.annotate(cp, "score", values)
+    trajcore.annotate(cp, "score", [v + 1 for v in values])  # the later version is read
+    bucket = s3.bucket()
+    keys = s3.upload(cp, bucket, "run")
+    assert sum(k.endswith(".trja") for k in keys) == 2
+    with trajcore.open(f"s3://{bucket}/run", storage_options=s3.options) as remote:
+        assert [a["taken"] for a in annotations_of(remote)] == [False, True]
+        for i, ep in enumerate(remote.episodes):
+            np.testing.assert_array_equal(ep.data["score"], values[i] + 1)
+        b = remote.sample_transitions(100, seed=0, keys=["data/score"])
+        np.testing.assert_array_equal(b["data/score"], expected(values, b["episode_index"], b["step_index"]) + 1)

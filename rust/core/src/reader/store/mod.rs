@@ -87,7 +87,9 @@ impl Store {
         }
         if let Some(url) = crate::objstore::url::url_of(root) {
             let listed = crate::reader::store::find_shards::shards_under(url)?;
-            return Ok(listed.into_iter().filter(|p| !self.known_files.contains(p)).collect());
+            let mut paths: Vec<PathBuf> = listed.into_iter().filter(|p| !self.known_files.contains(p)).collect();
+            paths.sort_by_key(|p| p.extension().is_some_and(|ext| ext == ANNOTATION_EXTENSION)); // stable: key order kept
+            return Ok(paths);
         }
         let io = |e| Error::io(root, e);
         let mut paths = Vec::new();
