@@ -55,6 +55,8 @@ STACK_KEEP, STACK_SHIFT = 0, 1
 #: File header required flag: Chunks and Index records may pack their tables; and the record
 #: required flag (on those two kinds) saying this one does.
 FILE_PACKED_TABLES = 1
+#: File header required flag: the file is an annotation sidecar (FORMAT.md "Annotations").
+FILE_ANNOTATION = 2
 RECORD_PACKED_TABLE = 1
 #: A packed table decodes to at most this many bytes per stored byte, plus 1 MiB.
 PACKED_MAX_RATIO = 1024
@@ -275,7 +277,7 @@ def parse_header(buf: bytes) -> FileHeader:
     if crc32c(buf[0:60]) != crc:
         raise FormatError("file header checksum mismatch")
     (required,) = struct.unpack_from("<I", buf, 48)
-    if required & ~FILE_PACKED_TABLES:
+    if required & ~(FILE_PACKED_TABLES | FILE_ANNOTATION):
         raise FormatError(f"the file needs format features {required:#x} this decoder does not know")
     shard_seq, created_ns = struct.unpack_from("<QQ", buf, 32)
     return FileHeader(major, minor, compat, bytes(buf[16:32]), shard_seq, created_ns, required)

@@ -52,9 +52,10 @@ class S3:
         return name
 
     def upload(self, local: Path, bucket: str, prefix: str) -> list[str]:
-        """Puts every shard of the dataset directory `local` under `prefix`; their keys."""
+        """Puts every shard (and annotation sidecar) of the dataset directory `local` under
+        `prefix`; their keys."""
         keys = []
-        for f in sorted(local.glob("*.trj")):
+        for f in sorted([*local.glob("*.trj"), *local.glob("*.trja")]):
             key = f"{prefix}/{f.name}"
             self.client.upload_file(str(f), bucket, key)
             keys.append(key)

@@ -69,6 +69,7 @@ def test_every_option_has_help_with_its_default_and_every_command_examples() -> 
         "import-minari",
         "import-lerobot",
         "convert",
+        "annotate",
         "verify",
         "recover",
         "card",

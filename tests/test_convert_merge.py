@@ -1,5 +1,6 @@
 """`trajcore.convert` of several sources into one dataset, with `select` (issue 35, item 4): every
-value, metadata and provenance kept, sources of other spaces refused by name."""
+value, metadata and provenance kept, sources of other spaces refused by name unless `keys`
+chooses values they share."""
 
 from __future__ import annotations
 
@@ -81,3 +82,39 @@ def test_sources_of_other_spaces_or_a_full_destination_are_refused(tmp_path: Pat
     with pytest.raises(InvalidArgumentError, match="no source"):
         trajcore.convert([], tmp_path / "none")
     assert len(_episodes(a)) == 1  # the sources are only read
+
+
+def test_keys_merge_sources_whose_spaces_differ_on_what_they_share(tmp_path: Path) -> None:
+    import numpy as np
+    from gymnasium import spaces
+
+    pos = spaces.Box(-1, 1, (2,), np.float32)
+    img = spaces.Box(0, 255, (3, 3), np.uint8)
+    shapes = {"a": spaces.Dict({"pos": pos, "vel": pos}), "b": spaces.Dict({"pos": pos, "img": img})}
+    for name, space in shapes.items():
+        with trajcore.Writer(tmp_path / name, space, spaces.Discrete(2)) as w:
+            for n in (3, 5):
+                obs = {k: np.stack([s.sample() for _ in range(n + 1)]) for k, s in space.spaces.items()}
+                w.add_episode(observations=obs, actions=np.arange(n) % 2, rewards=np.ones(n),
+                              terminations=np.arange(n) == n - 1, truncations=np.zeros(n, bool),
+                              data={"x": np.arange(n)})
+    a, b = tmp_path / "a", tmp_path / "b"
+    with pytest.raises(InvalidArgumentError, match=r"other spaces.*keys=\[\.\.\.\] chooses the values to keep"):
+        trajcore.convert([a, b], tmp_path / "out")
+    trajcore.convert([a, b], tmp_path / "out", keys=["obs/pos", "action"])
+    with trajcore.open(tmp_path / "out") as ds, trajcore.open(a) as da, trajcore.open(b) as db:
+        assert ds.observation_space == spaces.Dict({"pos": pos})
+        sources = [*da.episodes, *db.episodes]
+        for ep, src in zip(ds.episodes, sources, strict=True):
+            assert list(ep.observations) == ["pos"]
+            np.testing.assert_array_equal(ep.observations["pos"], src.observations["pos"])
+            np.testing.assert_array_equal(ep.actions, src.actions)
+            np.testing.assert_array_equal(ep.rewards, src.rewards)
+            assert ep.data == {}  # data/x was not kept
+    keys = ["--keys", "obs/pos", "--keys", "action"]
+    assert main(["convert", str(a), str(b), str(tmp_path / "cli"), *keys]) == 0
+    with trajcore.open(tmp_path / "cli") as ds:
+        assert ds.observation_space == spaces.Dict({"pos": pos}) and ds.num_episodes == 4
+    with pytest.raises(InvalidArgumentError, match="keep no action value"):
+        trajcore.convert([a, b], tmp_path / "none", keys=["obs/pos"])
+    assert not (tmp_path / "none").exists()

@@ -42,6 +42,7 @@ from trajcore.record.env_wrapper import RecordEpisodes
 from trajcore.record.manual import Writer
 from trajcore.record.session import EpisodeInfo, RecordingOptions
 from trajcore.record.vector_wrapper import RecordVectorEpisodes
+from trajcore.tools.annotate import annotate
 from trajcore.tools.convert import convert
 from trajcore.tools.lerobot import to_lerobot
 
@@ -68,6 +69,7 @@ __all__ = [
     "Transitions",
     "VerifyReport",
     "__version__",
+    "annotate",
     "convert",
     "export",
     "from_lerobot",

@@ -12,6 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 __all__ = [
+    "ANNOTATION_EXTENSION",
     "FORMAT_VERSION",
     "MAX_INFO_DEPTH",
     "SHARD_EXTENSION",
@@ -21,6 +22,8 @@ __all__ = [
     "Recorder",
     "Selection",
     "__version__",
+    "annotate",
+    "annotations",
     "configure_store",
     "convert",
     "escape_key",
@@ -38,6 +41,7 @@ __all__ = [
 __version__: str
 FORMAT_VERSION: tuple[int, int]
 SHARD_EXTENSION: str
+ANNOTATION_EXTENSION: str
 MAX_INFO_DEPTH: int
 
 @final
@@ -376,13 +380,38 @@ def convert(
     chunk_bytes: int | None = None,
     max_shard_bytes: int | None = None,
     episodes: list[int] | None = None,
+    keys: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Rewrites `src` (or the given episodes) into the new directory `dst` with other codecs.
+    """Rewrites `src` (or the given episodes) into the new directory `dst` with other codecs;
+    `keys`: the values kept (column names or '/'-bounded prefixes; reward and flags always).
     codecs_json: {"<column, '/'-bounded prefix or 'default'>": {"delta": bool, "zstd_level": int | null}}.
 
     Raises:
         InvalidArgumentError: dst is not empty, an episode is out of range, bad codecs.
     """
+
+def annotate(
+    path: str,
+    name: str,
+    dtype: str,
+    shape: list[int],
+    per_episode: bool,
+    episodes: list[int],
+    values: list[bytes],
+) -> list[str]:
+    """Writes annotation `name` of the dataset directory `path` (GIL released): `values[i]`
+    holds the rows of episode `episodes[i]`, little-endian `dtype` of `shape`. Returns the
+    sidecar files written.
+
+    Raises:
+        InvalidArgumentError: a bad name or dtype, values of another length than their episode,
+            an episode given twice, a name the recording records itself, not a local directory.
+        TrajcoreIndexError: an episode the dataset does not have.
+    """
+
+def annotations(dataset: Dataset) -> list[dict[str, Any]]:
+    """The annotation sidecars `dataset` found: recording, name, version, per, episodes, path,
+    taken, problem."""
 
 def verify(path: str) -> dict[str, Any]:
     """Checks every record checksum and decodes every chunk (GIL released): damage (a list of

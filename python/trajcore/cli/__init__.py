@@ -1,5 +1,5 @@
 """The command line, ``trajcore`` (or ``python -m trajcore``): record, info, ls, view, plot,
-export, import-minari, import-lerobot, convert, verify, recover, card and bench.
+export, import-minari, import-lerobot, convert, annotate, verify, recover, card and bench.
 
 Errors a user can fix (a missing path, an unknown env id, bad JSON, a bad option value) are one
 line on stderr and exit status 2, never a traceback; output piped into ``head`` stops quietly.
@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trajcore.cli import (
+    annotate,
     bench,
     card,
     convert,
@@ -37,7 +38,22 @@ from trajcore.cli._common import prog_name as _prog_name
 __all__ = ["main"]
 
 # In the order `--help` lists them.
-COMMANDS = (record, info, ls, view, plot, export, import_minari, import_lerobot, convert, verify, recover, card, bench)
+COMMANDS = (
+    record,
+    info,
+    ls,
+    view,
+    plot,
+    export,
+    import_minari,
+    import_lerobot,
+    convert,
+    annotate,
+    verify,
+    recover,
+    card,
+    bench,
+)
 
 
 def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:

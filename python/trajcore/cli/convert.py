@@ -31,7 +31,12 @@ def run(args: argparse.Namespace) -> int:
         sources = [apply_select(stack.enter_context(trajcore.open(src)), selection) for src in args.src]
         start = time.perf_counter()
         result = trajcore.convert(
-            sources, args.dst, codecs=codecs, chunk_bytes=args.chunk_bytes, max_shard_bytes=args.max_shard_bytes
+            sources,
+            args.dst,
+            codecs=codecs,
+            chunk_bytes=args.chunk_bytes,
+            max_shard_bytes=args.max_shard_bytes,
+            keys=args.keys,
         )
     print(
         f"converted {result['episodes']:,} episodes, {result['steps']:,} steps into {len(result['shards'])} shard(s) "
@@ -47,8 +52,8 @@ def add_to(commands: Commands) -> None:
         "convert",
         "rewrite a dataset with other codecs (e.g. raw columns for zero-copy training reads)",
         "Copy a dataset (or some of its episodes) into a new directory with other storage per column; several "
-        "sources (of the same spaces) are merged into one. DST may be a store prefix holding no shard "
-        "(s3://bucket/prefix): the copy is written locally and uploaded.",
+        "sources (of the same spaces, or of the same values --keys keeps) are merged into one. DST may be a "
+        "store prefix holding no shard (s3://bucket/prefix): the copy is written locally and uploaded.",
         "runs/cp16 runs/cp16-raw --codecs raw",
         'runs/cp16 runs/cp16-obs --codecs \'{"obs": {"zstd_level": 9}}\' --select complete=true',
         "runs/a runs/b runs/merged --select policy=ppo",
@@ -62,5 +67,12 @@ def add_to(commands: Commands) -> None:
     )
     c.add_argument("--chunk-bytes", type=int, help="target raw size of a chunk (default: the writer's, 1 MiB)")
     c.add_argument("--max-shard-bytes", type=int, help="a new shard file starts past this size (default: 1 GiB)")
+    c.add_argument(
+        "--keys",
+        action="append",
+        metavar="KEY",
+        help="keep only this value (a column name or '/'-bounded prefix: obs/pos, action, info; reward and the "
+        "done flags always); repeatable (default: every value)",
+    )
     commands.select_arg(c, "copy")
     c.set_defaults(func=run)

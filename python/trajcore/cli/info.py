@@ -52,6 +52,10 @@ def run(args: argparse.Namespace) -> int:
             "episode(s)" + (f", steps {steps[0]:,} to {steps[1]:,}" if steps else ""),
             file=out,
         )
+    for a in report["annotations"]:
+        state = "read" if a["taken"] else f"not read: {a['problem'] or 'replaced by a later version'}"
+        what = f"v{a['version']} ({a['episodes']:,} episodes, per {a['per']})"
+        print(f"  annotation data/{a['name']} {what}: {state}", file=out)
     print(
         f"  episodes: {report['episodes']:,}: {report['complete_episodes']:,} complete ({report['terminated']:,} "
         f"terminated, {report['truncated']:,} truncated), {report['incomplete_episodes']:,} incomplete "

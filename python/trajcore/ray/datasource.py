@@ -31,7 +31,7 @@ from ray.data.block import Block, BlockAccessor, BlockMetadata
 from ray.data.context import DataContext
 from ray.data.datasource import Datasource, ReadTask
 
-from trajcore._core import SHARD_EXTENSION
+from trajcore._core import ANNOTATION_EXTENSION, SHARD_EXTENSION
 from trajcore._store import is_store_url
 from trajcore.errors import InvalidArgumentError
 from trajcore.formats._columns import choose
@@ -238,13 +238,13 @@ def _planned_path(
 
 def files_of(path: str) -> list[str]:
     """The files a dataset at `path` may open: the shard file itself, or the files with a
-    shard's extension in the directory, in name order (a superset of `Dataset.shards`: any of
-    them changing may change what the dataset lists)."""
+    shard's or an annotation sidecar's extension in the directory, in name order (a superset of
+    `Dataset.shards`: any of them changing may change what the dataset lists or reads)."""
     if not os.path.isdir(path):
         return [path]
-    suffix = "." + SHARD_EXTENSION
+    suffixes = ("." + SHARD_EXTENSION, "." + ANNOTATION_EXTENSION)
     with os.scandir(path) as entries:
-        return sorted(e.path for e in entries if e.name.endswith(suffix) and e.is_file())
+        return sorted(e.path for e in entries if e.name.endswith(suffixes) and e.is_file())
 
 
 def files_token(shards: Iterable[str]) -> str:

@@ -68,8 +68,9 @@ class DatasetReads:
         self.forget()
 
     def forget(self) -> None:
-        """Drops the summaries, metrics and env episode plans made so far (the listing grew:
-        `Dataset.refresh`)."""
+        """Drops the summaries, metrics, column lists and env episode plans made so far (the
+        listing grew, or columns appeared: an annotation; `Dataset.refresh`)."""
+        self._recordings.clear()
         self._summaries = None
         self._metrics = None
         self.joint_plans.clear()

@@ -29,7 +29,13 @@ def prior_shards(path: str | os.PathLike[str], agent: str | None) -> list[tuple[
         with open_dataset(directory) as existing:
             agents = [(existing.meta(r).get("user") or {}).get("agent") for r in range(existing.num_recordings)]
             steps = existing._core.shard_steps
-            return [(file, n) for file, (r, n) in zip(existing.shards, steps, strict=True) if agents[r] == agent]
+            shards = zip(existing.shards, steps, strict=True)
+            # Annotation sidecars hold no transitions of their own: never counted, never deleted.
+            return [
+                (file, n)
+                for file, (r, n) in shards
+                if agents[r] == agent and not file.endswith(f".{_core.ANNOTATION_EXTENSION}")
+            ]
     except TrajcoreError as e:
         warnings.warn(
             f"trajcore: cannot count the transitions already in {directory} for capacity_steps: {e}",

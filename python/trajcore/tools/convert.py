@@ -33,6 +33,7 @@ def convert(
     max_shard_bytes: int | None = None,
     storage_options: Mapping[str, str] | None = None,
     select: Mapping[str, Any] | None = None,
+    keys: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Writes a copy of a dataset with other storage: e.g. recorded compressed, converted to raw
     columns for training (raw columns are read as zero-copy views and sampled without decoding).
@@ -53,8 +54,9 @@ def convert(
     Several sources (a list) are merged into one dataset: each source's recordings become
     recordings of the copy, in the order given, with their metadata and provenance. Sources
     whose observation or action spaces differ are refused (a dataset of both could not be
-    sampled as one). To merge without copying, put the shard files of several recordings in
-    one directory: `trajcore.open` reads them as one dataset.
+    sampled as one), unless `keys` chooses values they share. To merge without copying, put
+    the shard files of several recordings in one directory: `trajcore.open` reads them as one
+    dataset.
 
     Args:
         src: a dataset (path or URL, `Dataset`) or a selection of its episodes (`Episodes`,
@@ -71,13 +73,19 @@ def convert(
             those of the environment (see `trajcore.open`).
         select: filters of `Dataset.select` (``{"complete": True, "policy": "ppo"}``) applied
             to each source: only the episodes they keep are copied.
+        keys: the values to keep, by column name or '/'-bounded prefix (``["obs/pos",
+            "action", "info"]``); reward, terminated and truncated are always kept. The copy's
+            observation and action spaces lose the Dict entries no key keeps (a key may not keep
+            part of a Tuple). Sources whose spaces differ merge when what the keys keep of them
+            is the same. Default: every value.
 
     Returns:
         ``{"episodes": int, "steps": int, "shards": [paths or URLs]}``.
 
     Raises:
         InvalidArgumentError: `dst` is not empty (a prefix that holds shards), an option is
-            invalid, or the sources' spaces differ (naming both).
+            invalid, the sources' spaces differ (naming both; `keys` can choose values they
+            share), or `keys` keep no observation or no action value, or part of a Tuple.
         CorruptFileError: the source is damaged where a copied episode needs it.
         TrajcoreIOError: an upload to `dst` failed, naming the URL.
     """
@@ -85,7 +93,9 @@ def convert(
     if not sources:
         raise InvalidArgumentError("convert: no source given")
     picked = [_episodes_of(one, storage_options, select) for one in sources]
-    _check_same_spaces(sources, [dataset for dataset, _ in picked])
+    kept = _checked_keys(keys)
+    if kept is None:
+        _check_same_spaces(sources, [dataset for dataset, _ in picked])
     rules: dict[str, Any] | None = None
     if codecs == "raw":
         rules = {"default": {"delta": False, "zstd_level": None}}
@@ -98,10 +108,10 @@ def convert(
         if len(picked) == 1:
             ((dataset, episodes),) = picked
             result: dict[str, Any] = _core.convert(
-                dataset._core, target, rules_json, chunk_bytes, max_shard_bytes, episodes
+                dataset._core, target, rules_json, chunk_bytes, max_shard_bytes, episodes, kept
             )
             return result
-        return _merge(picked, target, rules_json, chunk_bytes, max_shard_bytes)
+        return _merge(sources, picked, target, rules_json, chunk_bytes, max_shard_bytes, kept)
 
     if not is_store_url(out):
         return write(out)
@@ -141,7 +151,7 @@ def _check_same_spaces(sources: list[Any], datasets: list[Dataset]) -> None:
                 raise InvalidArgumentError(
                     f"convert: {_name(src)} holds recordings of other spaces than {_name(seen[1])} "
                     f"({spaces[0]}, {spaces[1]} there; {seen[0][0]}, {seen[0][1]} here): a dataset of both "
-                    "could not be sampled as one"
+                    "could not be sampled as one; keys=[...] chooses the values to keep (those they share)"
                 )
 
 
@@ -151,15 +161,26 @@ def _name(src: Any) -> str:
     return str(src.path) if isinstance(src, Dataset) else os.fspath(src)
 
 
+def _checked_keys(keys: Sequence[str] | None) -> list[str] | None:
+    if keys is None:
+        return None
+    if isinstance(keys, str) or not all(isinstance(k, str) and k for k in keys):
+        raise InvalidArgumentError(f"convert: keys={keys!r}: give a list of column names or prefixes")
+    return list(keys)
+
+
 def _merge(
+    sources: list[Source],
     picked: list[tuple[Dataset, list[int] | None]],
     out: str,
     rules_json: str | None,
     chunk_bytes: int | None,
     max_shard_bytes: int | None,
+    keys: list[str] | None,
 ) -> dict[str, Any]:
     """Converts each source into a part of a sibling temporary directory, moves the parts'
-    shards together and renames it into place at `out` (which must not exist, or be empty)."""
+    shards together and renames it into place at `out` (which must not exist, or be empty).
+    With `keys`, the parts' spaces (what the keys kept) must agree."""
     target = Path(out)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
         raise InvalidArgumentError(f"convert: {out} exists and is not an empty directory")
@@ -168,9 +189,13 @@ def _merge(
     try:
         episodes = steps = 0
         names: list[str] = []
+        parts: list[Dataset] = []
         for i, (dataset, chosen) in enumerate(picked):
             part = staging / f"part-{i}"
-            result = _core.convert(dataset._core, str(part), rules_json, chunk_bytes, max_shard_bytes, chosen)
+            result = _core.convert(dataset._core, str(part), rules_json, chunk_bytes, max_shard_bytes, chosen, keys)
+            if keys is not None:
+                parts.append(Dataset(part))
+                _check_same_spaces(sources[: len(parts)], parts)
             episodes += result["episodes"]
             steps += result["steps"]
             for shard in result["shards"]:
@@ -178,10 +203,14 @@ def _merge(
                 os.replace(shard, staging / name)
                 names.append(name)
             shutil.rmtree(part)
+        for opened in parts:
+            opened.close()
         if target.exists():
             target.rmdir()
         os.replace(staging, target)
     except BaseException:
+        for opened in parts:
+            opened.close()
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return {"episodes": episodes, "steps": steps, "shards": [str(target / name) for name in names]}

@@ -12,6 +12,7 @@ from trajcore.read.agents import agent_counts, agent_spaces
 from trajcore.read.dataset import Dataset
 from trajcore.read.meta import env_ids
 from trajcore.read.provenance import policy_counts
+from trajcore.tools.annotate import annotations_of
 
 __all__ = ["dataset_report"]
 
@@ -33,7 +34,7 @@ def dataset_report(ds: Dataset) -> tuple[dict[str, Any], bool]:
     )
     report: dict[str, Any] = {
         "path": ds.path,
-        "shards": len(ds.shards),
+        "shards": len(ds.shards) - len(annotations_of(ds)),
         "recordings": ds.num_recordings,
         "env_ids": env_ids(metas),
         "num_envs": sorted({int(m.get("num_envs", 1)) for m in metas}),
@@ -52,6 +53,7 @@ def dataset_report(ds: Dataset) -> tuple[dict[str, Any], bool]:
         "copied_from": [o for o in origins if o is not None],
         "provenance": ds.provenance,
         "policies": policy_counts(ds._reads),
+        "annotations": annotations_of(ds),
         "return": _split_stats(s["episode_return"], complete),
         "length": _split_stats(s["length"], complete),
         "observation_space": str(ds.observation_space),

@@ -47,6 +47,9 @@ pub struct ConvertOptions {
     pub max_shard_bytes: Option<u64>,
     /// The episodes to convert (dataset indexes, in dataset order); `None`: all of them.
     pub episodes: Option<Vec<usize>>,
+    /// The values to keep (column names or '/'-bounded prefixes, see `kept_keys`); reward and
+    /// the done flags are always kept. `None`: every column.
+    pub keys: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -87,6 +90,31 @@ fn codec_for(opts: &ConvertOptions, spec: &ColumnSpec) -> CodecSpec {
         codec.delta = false; // the delta filter needs a fixed row size
     }
     codec
+}
+
+/// The observation and action layouts restricted to what `keep` keeps, and the spaces the
+/// Meta record's `user` describes (`observation_space`, `action_space`) with them.
+///
+/// Errors: why they cannot be (no observation or no action value kept; see `kept_keys::trim`).
+fn kept_layouts(
+    user: &mut Value,
+    observation: &Value,
+    action: &Value,
+    keep: &dyn Fn(&str) -> bool,
+) -> std::result::Result<(Value, Value), String> {
+    let mut out = Vec::new();
+    for (which, layout) in [("observation", observation), ("action", action)] {
+        let key = format!("{which}_space");
+        let space = user.get(&key).cloned().unwrap_or(Value::Null);
+        let (layout, space) =
+            crate::kept_keys::trim(layout, &space, keep)?.ok_or_else(|| format!("the keys keep no {which} value"))?;
+        if let Some(map) = user.as_object_mut().filter(|m| m.contains_key(&key)) {
+            map.insert(key, space);
+        }
+        out.push(layout);
+    }
+    let action = out.pop().unwrap_or_default();
+    Ok((out.pop().unwrap_or_default(), action))
 }
 
 /// Converts `src` into a new dataset directory `dst` (which must not exist, or be empty).
@@ -220,14 +248,20 @@ impl<'a> Replay<'a> {
         let num_envs = (meta.get("num_envs").and_then(Value::as_u64).unwrap_or(1) as u32).max(max_lane);
         let batched = meta.get("batched").and_then(Value::as_bool).unwrap_or(num_envs > 1) || num_envs > 1;
 
-        let plain = |c: &&ColumnSpec| c.mask.is_none() && c.mask_of.is_none() && c.role.is_none();
+        let mut user = meta.get("user").cloned().unwrap_or(Value::Null);
+        let kept = |name: &str| opts.keys.as_ref().is_none_or(|k| crate::kept_keys::keeps(k, name));
+        let (observation, action) = match &opts.keys {
+            None => (observation, action),
+            Some(keys) => kept_layouts(&mut user, &observation, &action, &kept)
+                .map_err(|why| Error::Invalid(format!("convert keys {keys:?}: recording {recording}: {why}")))?,
+        };
+        let plain = |c: &&ColumnSpec| c.mask.is_none() && c.mask_of.is_none() && c.role.is_none() && kept(&c.name);
         let mut given: Vec<ColumnSpec> = rec.columns.iter().filter(plain).cloned().collect();
         for spec in &mut given {
             spec.codec = codec_for(opts, spec);
             spec.id = 0;
         }
         let reward = rec.columns.iter().find(|c| c.name == "reward").ok_or_else(|| damaged("no reward column"))?;
-        let mut user = meta.get("user").cloned().unwrap_or(Value::Null);
         let (steps, _) = src.timelog(recording);
         let asked = (!steps.is_empty()).then(|| steps.iter().map(|s| s.steps).sum::<u64>() * u64::from(num_envs));
         let origin = crate::copy_origin::origin(src.path(), &rec.id, &meta, asked, how, now_ns());
@@ -265,7 +299,10 @@ impl<'a> Replay<'a> {
         let mut recorder = Recorder::create(dir, config)?;
 
         let mut columns = Vec::new();
-        for spec in rec.columns.iter().filter(|c| c.mask_of.is_none()) {
+        // A copy folds annotations in as custom data of its own; `recover` copies what was
+        // recorded (a damaged sidecar must not make it fail, nor cut an episode).
+        let copied = if how == "recover" { rec.own_columns() } else { &rec.columns[..] };
+        for spec in copied.iter().filter(|c| c.mask_of.is_none() && (c.role.is_some() || kept(&c.name))) {
             let id = match spec.mask {
                 None => {
                     recorder.column_id(&spec.name).ok_or_else(|| damaged(&format!("column '{}' lost", spec.name)))?

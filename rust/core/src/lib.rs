@@ -7,6 +7,8 @@
 //! - `reader`: opens shards and datasets (directories of shards), recovers unfinished files and
 //!   reads rows by episode through the index; batched gathers and sampling for training.
 //! - `convert`: rewrites a dataset with other codecs and chunk sizes.
+//! - `annotation`, `annotate`: columns added beside a dataset (sidecars), and the tool that
+//!   writes them.
 //! - `recover`: writes what of a damaged dataset still reads into a new one.
 
 /// A fieldless enum whose numbers are written as bytes (records, ring messages), declared with
@@ -33,12 +35,15 @@ macro_rules! numbered_enum {
     };
 }
 
+pub mod annotate;
+pub mod annotation;
 pub mod convert;
 pub mod copy_origin;
 pub mod dtype;
 pub mod error;
 mod file_identity;
 pub mod format;
+pub mod kept_keys;
 pub mod layout;
 pub mod objstore;
 pub mod process;

@@ -60,9 +60,12 @@ impl PyDataset {
         keys: Option<Vec<String>>,
         sel: Option<&Bound<'_, PySelection>>,
     ) -> PyResult<Arc<Plan>> {
+        let at = self.read(|d| d.columns_generation());
         match sel.map(|s| s.get()).filter(|s| s.among.is_some()) {
-            Some(s) => s.plans.get_or_make(keys, |keys| self.read(|d| Plan::new(py, d, keys, s.among.as_deref()))),
-            None => self.plans.get_or_make(keys, |keys| self.read(|d| Plan::new(py, d, keys, None))),
+            Some(s) => {
+                s.plans.get_or_make_at(at, keys, |keys| self.read(|d| Plan::new(py, d, keys, s.among.as_deref())))
+            }
+            None => self.plans.get_or_make_at(at, keys, |keys| self.read(|d| Plan::new(py, d, keys, None))),
         }
     }
 

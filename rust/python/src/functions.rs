@@ -16,7 +16,8 @@ use crate::errors::{invalid, IntoPy};
 /// Rewrites `src` into the new dataset directory `dst` with other codecs / chunk sizes.
 /// `codecs_json`: {"<column, prefix or 'default'>": {"delta": bool, "zstd_level": int | null}}.
 #[pyfunction]
-#[pyo3(signature = (src, dst, codecs_json=None, chunk_bytes=None, max_shard_bytes=None, episodes=None))]
+#[pyo3(signature = (src, dst, codecs_json=None, chunk_bytes=None, max_shard_bytes=None, episodes=None, keys=None))]
+#[allow(clippy::too_many_arguments)]
 pub fn convert<'py>(
     py: Python<'py>,
     src: &PyDataset,
@@ -25,9 +26,10 @@ pub fn convert<'py>(
     chunk_bytes: Option<usize>,
     max_shard_bytes: Option<u64>,
     episodes: Option<Vec<usize>>,
+    keys: Option<Vec<String>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     let codecs = codecs_json.map(codecs_from_json).transpose().py_err(py)?.unwrap_or_default();
-    let opts = ConvertOptions { codecs, chunk_bytes, max_shard_bytes, episodes };
+    let opts = ConvertOptions { codecs, chunk_bytes, max_shard_bytes, episodes, keys };
     let done = py.detach(|| src.read(|ds| convert_dataset(ds, &dst, &opts))).py_err(py)?;
     from_json(py, serde_json::to_string(&done))
 }

@@ -3,6 +3,7 @@
 
 use pyo3::prelude::*;
 
+mod annotate;
 mod arrays;
 mod batch;
 mod collect;
@@ -26,6 +27,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         (trajcore_core::format::header::VERSION_MAJOR, trajcore_core::format::header::VERSION_MINOR),
     )?;
     m.add("SHARD_EXTENSION", trajcore_core::format::SHARD_EXTENSION)?;
+    m.add("ANNOTATION_EXTENSION", trajcore_core::format::ANNOTATION_EXTENSION)?;
     m.add("MAX_INFO_DEPTH", trajcore_core::writer::entries::info_keys::MAX_DEPTH)?;
     m.add_class::<recorder::PyRecorder>()?;
     m.add_class::<dataset::PyDataset>()?;
@@ -44,5 +46,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::recover_segments, m)?)?;
     m.add_function(wrap_pyfunction!(keys::escape_key, m)?)?;
     m.add_function(wrap_pyfunction!(keys::unescape_key, m)?)?;
+    m.add_function(wrap_pyfunction!(annotate::annotate, m)?)?;
+    m.add_function(wrap_pyfunction!(annotate::annotations, m)?)?;
     Ok(())
 }

@@ -12,12 +12,16 @@ pub const VERSION_MINOR: u16 = 2;
 /// Required flag: the file may hold records whose table is packed (`record::PACKED_TABLE`). A
 /// 1.0 reader, which would leave those records out and so lose their chunks, refuses the file.
 pub const PACKED_TABLES: u32 = 1;
+/// Required flag: the file is an annotation sidecar (`crate::annotation`): its chunks add a column
+/// to the shards of its recording instead of being a shard of it. A reader that does not know it
+/// would take its chunks for the recording's own columns, so it refuses the file.
+pub const ANNOTATION: u32 = 2;
 /// Compat flag: the writer rewrote this shard after closing it (`writer::files::compact`); the rows
 /// are the ones the shard held before, in chunks sealed again.
 pub const COMPACTED: u32 = 1;
 /// Bits of `required_flags` this reader understands. A file with another bit set needs a
 /// feature this reader lacks: it is refused, naming the bit.
-pub const KNOWN_REQUIRED_FLAGS: u32 = PACKED_TABLES;
+pub const KNOWN_REQUIRED_FLAGS: u32 = PACKED_TABLES | ANNOTATION;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileHeader {

@@ -15,6 +15,9 @@ pub mod timelog;
 
 /// Shard files end with this extension; a directory's other files are not part of the dataset.
 pub const SHARD_EXTENSION: &str = "trj";
+/// Annotation sidecars (`crate::annotation`) end with this one: readers that predate them list
+/// only `trj` files, so they read the dataset as it was recorded.
+pub const ANNOTATION_EXTENSION: &str = "trja";
 
 /// Raw column data starts on a 64-byte file offset so a memory map can be viewed as an array.
 pub const DATA_ALIGN: u64 = 64;

@@ -336,6 +336,24 @@ impl Dataset {
         &self.catalog.exclusions
     }
 
+    /// Changes whenever the id of an annotation column does (a refresh found a new version, or
+    /// a recording still recorded added a column of its own): batch plans hold column ids, and
+    /// are made again (`PlanCache::get_or_make_at`).
+    pub fn columns_generation(&self) -> u64 {
+        self.catalog.columns_generation
+    }
+
+    /// The annotation sidecars found beside the shards (see `crate::annotation`), in the order
+    /// found, whether readers take each and, if not, why.
+    pub fn annotations(&self) -> Vec<super::catalog::annotations::AnnotationFile> {
+        self.catalog.annotation_files()
+    }
+
+    /// Every sidecar whose name and version are known (see `annotation::next_version`).
+    pub fn annotation_candidates(&self) -> Vec<crate::annotation::Candidate> {
+        self.catalog.annotation_candidates()
+    }
+
     /// Each shard's size in bytes, in `shard_paths` order (an object's as its store listed it).
     pub fn shard_sizes(&self) -> Vec<u64> {
         self.store.shards.iter().map(|s| s.source.len()).collect()

@@ -41,6 +41,7 @@ pub(crate) mod store;
 
 use std::path::{Path, PathBuf};
 
+pub use crate::reader::catalog::annotations::AnnotationFile;
 pub use crate::reader::catalog::metrics::{episode_metrics, episode_summaries, MetricColumn, Values};
 pub use crate::reader::reads::batch::BatchOut;
 pub use crate::reader::reads::frames_of::FrameTable;

@@ -22,6 +22,7 @@
 //! An episode failing the check lost data to a damaged or missing shard: it is left out with a
 //! problem. The check relies on the writer writing an episode's chunks before its Episode record.
 
+pub(in crate::reader) mod annotations;
 pub(in crate::reader) mod chunk_list;
 pub(in crate::reader) mod column_names;
 pub(in crate::reader) mod evicted;
@@ -37,6 +38,7 @@ use super::{hex, Problem};
 use crate::error::{Error, Result};
 use crate::format::chunks::ChunkRef;
 use crate::format::episode::EpisodeSummary;
+use crate::reader::catalog::annotations::Sidecar;
 use crate::reader::catalog::chunk_list::{ChunkList, ListKey, Located};
 use crate::reader::catalog::parts::{Part, Place};
 use crate::reader::catalog::trust::{check_chunk, episode_span, first_gap, is_required, mask_pair_problem};
@@ -60,6 +62,15 @@ pub struct Recording {
     pub schema_damage: Option<Problem>,
     /// Columns whose descriptions contradict each other (a mask that is not one): unreadable.
     pub damaged_columns: Vec<(ColumnId, Problem)>,
+    /// How many of `columns` are the recording's own: annotations (`annotations`) follow.
+    pub own_count: usize,
+}
+
+impl Recording {
+    /// The columns its shards describe, without those annotations add.
+    pub fn own_columns(&self) -> &[ColumnSpec] {
+        &self.columns[..self.own_count.min(self.columns.len())]
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -128,6 +139,8 @@ pub(crate) struct ShardFacts {
     pub path: PathBuf,
     pub recording_id: [u8; 16],
     pub seq: u64,
+    /// An annotation sidecar (header flag `ANNOTATION`), not a shard of the recording.
+    pub annotation: bool,
 }
 
 /// The records of one episode found in an update: ((recording, episode id), [(shard, record)]).
@@ -183,6 +196,11 @@ pub(crate) struct Catalog {
     /// Listings that grew in place in the last `take_in` (an episode listed while it ran, then
     /// listed whole), with the length each had before: the step numbering after them moved.
     pub regrown: Vec<(usize, u64)>,
+    /// Annotation sidecars found, and the chunk lists their columns were given (`annotations`).
+    pub sidecars: Vec<Sidecar>,
+    attached: Vec<ListKey>,
+    /// Changes whenever an annotation column's id does (see `annotations`).
+    pub columns_generation: u64,
 }
 
 /// What a recording's batch plans depend on, as `take_in` leaves it: the shard its Meta record
@@ -213,6 +231,9 @@ impl Catalog {
             skipped: Vec::new(),
             exclusions,
             left_out: Vec::new(),
+            sidecars: Vec::new(),
+            attached: Vec::new(),
+            columns_generation: 0,
             schema_seen: Vec::new(),
             schema_generation: 0,
             regrown: Vec::new(),
@@ -296,6 +317,9 @@ impl Catalog {
     /// has a shard with its shard_seq (a copied file): the later file is left out.
     pub fn register(&mut self, shard: ShardFacts) -> Option<usize> {
         let id = shard.recording_id;
+        if shard.annotation {
+            return self.register_sidecar(shard);
+        }
         let recording = match self.recordings.iter().position(|r| r.id == id) {
             Some(r) => r,
             None => {
@@ -307,6 +331,7 @@ impl Catalog {
                     shards: Vec::new(),
                     schema_damage: None,
                     damaged_columns: Vec::new(),
+                    own_count: 0,
                 });
                 self.states.push(RecordingState::default());
                 self.recordings.len() - 1
@@ -351,6 +376,8 @@ impl Catalog {
                 kind,
             }));
         }
+        let (sidecars, found): (Vec<_>, Vec<_>) =
+            found.into_iter().partition(|(shard, _)| self.shards[*shard].annotation);
         // Schemas first: chunks and episodes are checked against them.
         for (shard, f) in &found {
             let recording = self.shard_recording[*shard];
@@ -382,6 +409,7 @@ impl Catalog {
         for recording in 0..self.recordings.len() {
             self.list_columns(recording);
         }
+        let annotated = self.detach_annotations();
 
         let mut new_chunks: HashMap<ListKey, Vec<Located>> = HashMap::new();
         for (shard, f) in &found {
@@ -439,6 +467,8 @@ impl Catalog {
             }
             entry.ends = list.iter().map(Located::end_row).collect();
         }
+        self.take_in_sidecars(sidecars, verified);
+        self.attach_annotations(&annotated);
 
         self.list_episodes(found.into_iter().flat_map(|(shard, f)| f.episodes.into_iter().map(move |e| (shard, e))));
         self.note_schema();
@@ -629,13 +659,15 @@ impl Catalog {
                 self.own_problems.push(problem);
             }
         }
+        self.recordings[recording].own_count = listed.len();
         self.recordings[recording].columns = listed;
     }
 
     /// Whether the episode's rows can all be read (see the module notes); its rows lie in shards
     /// `from_seq` up to `shard`'s.
     fn check_episode(&self, recording: usize, shard: usize, s: &EpisodeSummary, from_seq: u64) -> Result<(), String> {
-        let columns = &self.recordings[recording].columns;
+        // Annotations never decide whether recorded data is listed.
+        let columns = self.recordings[recording].own_columns();
         if !columns.iter().any(is_required) {
             return Err("no description of its columns survived".into());
         }
@@ -798,7 +830,7 @@ mod tests {
     }
 
     fn facts(seq: u64) -> ShardFacts {
-        ShardFacts { path: PathBuf::from(format!("d/{seq}.trj")), recording_id: REC, seq }
+        ShardFacts { path: PathBuf::from(format!("d/{seq}.trj")), recording_id: REC, seq, annotation: false }
     }
 
     struct Case {

@@ -143,6 +143,11 @@ impl DatasetView<'_> {
             return None;
         }
         let shard = self.catalog.shard_of(path)?;
+        // Damage in an annotation sidecar is no damage to the episodes' recorded data: the read
+        // of the annotation fails, naming the sidecar, and nothing is left out of other reads.
+        if self.catalog.shards[shard].annotation {
+            return None;
+        }
         let episodes = Affected::new(self.catalog).at(shard, *offset);
         self.read_damage.add(Damage { file: path.clone(), offset: *offset, why: why.clone(), episodes, unlisted: 0 })
     }
@@ -221,11 +226,13 @@ impl DatasetView<'_> {
         self.episode_chunks(episode)?.into_iter().try_for_each(|loc| self.ensure_verified(loc))
     }
 
-    /// The chunks holding a row of the episode, in any column.
+    /// The chunks holding a row of the episode, in any column it recorded. Annotation columns
+    /// are left out: a damaged sidecar must not take recorded data out of training reads (a
+    /// read of the annotation itself checks its chunk, and names the sidecar).
     pub(in crate::reader) fn episode_chunks(&self, episode: usize) -> Result<Vec<&Located>> {
         let e = self.episode(episode)?;
         let mut chunks = Vec::new();
-        for spec in &self.recording(e.recording)?.columns {
+        for spec in self.recording(e.recording)?.own_columns() {
             let Some((first, n)) = episode_span(&e.summary, spec.timeline) else { continue };
             let list = self.chunk_list(e.recording, e.summary.lane, spec.id);
             chunks.extend(overlapping(list, first, first + n).map(|(loc, _, _)| loc));

@@ -136,7 +136,8 @@ impl DatasetView<'_> {
 
     /// Steps of an episode whose rows all read (`unreadable`: chunks that do not).
     fn intact_steps(&self, recording: usize, s: &EpisodeSummary, unreadable: &HashSet<(usize, u64)>) -> u64 {
-        let columns = &self.catalog.recordings[recording].columns;
+        // Annotations never cut what was recorded (`recover` does not copy them).
+        let columns = self.catalog.recordings[recording].own_columns();
         if !columns.iter().any(is_required) {
             return 0;
         }

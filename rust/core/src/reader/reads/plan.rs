@@ -142,6 +142,8 @@ fn batch_shapes<'a>(rows: impl Iterator<Item = &'a [usize]>, b: usize, kind: Win
 /// caller asking for ever new sets does not grow it without bound.
 pub struct PlanCache<T> {
     plans: Mutex<Vec<Keyed<T>>>,
+    /// The dataset's `columns_generation` the plans were made at.
+    generation: Mutex<u64>,
 }
 
 /// A plan and the key set it was made for.
@@ -149,7 +151,7 @@ type Keyed<T> = (Option<Vec<String>>, Arc<T>);
 
 impl<T> Default for PlanCache<T> {
     fn default() -> Self {
-        PlanCache { plans: Mutex::new(Vec::new()) }
+        PlanCache { plans: Mutex::new(Vec::new()), generation: Mutex::new(0) }
     }
 }
 
@@ -172,6 +174,23 @@ impl<T> PlanCache<T> {
         }
         plans.push((keys, plan.clone()));
         Ok(plan)
+    }
+
+    /// `get_or_make`, forgetting the plans made at another `Dataset::columns_generation` (a
+    /// plan holds column ids, and annotation columns move when a recording adds its own).
+    pub fn get_or_make_at<E>(
+        &self,
+        generation: u64,
+        keys: Option<Vec<String>>,
+        make: impl FnOnce(Option<&[String]>) -> Result<T, E>,
+    ) -> Result<Arc<T>, E> {
+        let mut at = self.generation.lock().unwrap_or_else(|p| p.into_inner());
+        if *at != generation {
+            self.clear();
+            *at = generation;
+        }
+        drop(at);
+        self.get_or_make(keys, make)
     }
 
     /// Forgets every plan (the dataset's recordings changed).

@@ -19,6 +19,7 @@ use crate::format::chunks::HEAD_LEN;
 use crate::format::header::HEADER_LEN;
 use crate::format::index::IndexDelta;
 use crate::format::record::{RecordKind, RECORD_HEADER_LEN};
+use crate::format::ANNOTATION_EXTENSION;
 use crate::objstore::remote::RemoteObject;
 use crate::reader::SHARD_EXTENSION;
 
@@ -48,8 +49,8 @@ fn is_shard_name(name: &str) -> bool {
     name.rsplit('/').next().is_some_and(|n| n.ends_with(&format!(".{SHARD_EXTENSION}")))
 }
 
-/// The shards under the store prefix `url`, as URLs in key order (with their sizes kept for
-/// `object`).
+/// The shards and annotation sidecars under the store prefix `url`, as URLs in key order (with
+/// their sizes kept for `object`).
 ///
 /// Errors: `Invalid` (a bad URL), `Io` (the listing failed: the message names the URL and why).
 pub(crate) fn shards_under(url: &str) -> Result<Vec<PathBuf>> {
@@ -59,7 +60,8 @@ pub(crate) fn shards_under(url: &str) -> Result<Vec<PathBuf>> {
     let mut memo = LISTED.lock().unwrap_or_else(|p| p.into_inner());
     let memo = memo.get_or_insert_with(HashMap::new);
     for (object, size, e_tag) in listed {
-        if is_shard_name(&object.key) {
+        // Annotation sidecars are read from a store too (`crate::annotation`).
+        if is_shard_name(&object.key) || object.key.ends_with(&format!(".{ANNOTATION_EXTENSION}")) {
             let url = object.url();
             memo.insert(url.clone(), (size, e_tag));
             found.push(PathBuf::from(url));

@@ -26,6 +26,7 @@ use super::catalog::{Catalog, ShardFacts};
 use super::{OpenOptions, Problem, SHARD_EXTENSION};
 use crate::error::{Error, Result};
 use crate::format::episode::{DecodedEpisode, EpisodeSummary};
+use crate::format::ANNOTATION_EXTENSION;
 use crate::reader::store::cache::ChunkCache;
 use crate::reader::store::checksummed::VerifiedRecords;
 use crate::reader::store::dir_watch::DirWatch;
@@ -108,18 +109,21 @@ impl Store {
         }
         if let Some(url) = crate::objstore::url::url_of(root) {
             let listed = crate::reader::store::find_shards::shards_under(url)?;
-            return Ok(listed.into_iter().filter(|p| !self.known_files.contains(p)).collect());
+            let mut paths: Vec<PathBuf> = listed.into_iter().filter(|p| !self.known_files.contains(p)).collect();
+            paths.sort_by_key(|p| p.extension().is_some_and(|ext| ext == ANNOTATION_EXTENSION)); // stable: key order kept
+            return Ok(paths);
         }
         let io = |e| Error::io(root, e);
         let mut paths = Vec::new();
         for entry in fs::read_dir(root).map_err(io)? {
             let path = entry.map_err(io)?.path();
-            let is_shard = path.extension().is_some_and(|ext| ext == SHARD_EXTENSION);
+            let is_shard = path.extension().is_some_and(|ext| ext == SHARD_EXTENSION || ext == ANNOTATION_EXTENSION);
             if is_shard && !self.known_files.contains(&path) && path.is_file() {
                 paths.push(path);
             }
         }
-        paths.sort();
+        // Sidecars after the shards: each joins a recording the shards make known.
+        paths.sort_by_key(|p| (p.extension().is_some_and(|ext| ext == ANNOTATION_EXTENSION), p.clone()));
         self.leave_out_evicted(root, &mut paths);
         Ok(paths)
     }
@@ -208,6 +212,7 @@ impl Store {
                         path: shard.path.clone(),
                         recording_id: shard.header.recording_id,
                         seq: shard.header.shard_seq,
+                        annotation: shard.header.required_flags & crate::format::header::ANNOTATION != 0,
                     };
                     if let Some(index) = register(facts) {
                         debug_assert_eq!(index, self.shards.len());
