@@ -154,42 +154,25 @@ impl PyDataset {
         from_json(py, self.recording(py, recording, |r| serde_json::to_string(&r.schema_damage))?)
     }
 
-    /// Episodes reads found damaged (lenient mode), ascending.
-    fn damaged_episodes<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
-        PyArray1::from_vec(py, self.read(|d| d.view().damaged_episodes().into_iter().map(|e| e as i64).collect()))
+    /// The listing as it is now, one dict: problems (damage found at open or by a verification
+    /// at open) and notices (files replaced or deleted since opening), each [file, byte offset,
+    /// what]; episodes_unlisted; shards and shard_sizes; damaged_episodes (found by reads,
+    /// lenient mode) and evicted_episodes (rows in shards a bounded recording deleted), ascending.
+    fn listing<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let shards = |d: &Dataset| d.shard_paths().iter().map(|p| p.display().to_string()).collect::<Vec<_>>();
+        let listing = |d: &Dataset| {
+            serde_json::json!({
+                "problems": d.problems(), "notices": d.notices(), "episodes_unlisted": d.episodes_unlisted(),
+                "shards": shards(d), "shard_sizes": d.shard_sizes(),
+                "damaged_episodes": d.view().damaged_episodes(), "evicted_episodes": d.evicted_episodes(),
+            })
+        };
+        from_json(py, serde_json::to_string(&self.read(listing)))
     }
 
     #[getter]
     fn mmap(&self) -> bool {
         self.read(|d| d.options().mmap)
-    }
-
-    /// Files replaced or deleted under the reader since opening (not damage): [file, 0, what].
-    #[getter]
-    fn notices<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        from_json(py, self.read(|d| serde_json::to_string(d.notices())))
-    }
-
-    /// Damage found while opening (and by a verification at open): [file, byte offset, what
-    /// was wrong].
-    #[getter]
-    fn problems<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        from_json(py, self.read(|d| serde_json::to_string(d.problems())))
-    }
-
-    #[getter]
-    fn episodes_unlisted(&self) -> u64 {
-        self.read(|d| d.episodes_unlisted())
-    }
-
-    #[getter]
-    fn shards(&self) -> Vec<String> {
-        self.read(|d| d.shard_paths().iter().map(|p| p.display().to_string()).collect())
-    }
-
-    #[getter]
-    fn shard_sizes(&self) -> Vec<u64> {
-        self.read(|d| d.shard_sizes())
     }
 
     /// (recording, transitions) of each shard, in `shards` order.
@@ -202,11 +185,6 @@ impl PyDataset {
     #[getter]
     fn evicted_steps(&self, py: Python<'_>) -> PyResult<u64> {
         self.read(|d| d.evicted_steps()).py_err(py)
-    }
-
-    /// Episodes with rows in shards a bounded recording deleted since opening, ascending.
-    fn evicted_episodes<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
-        PyArray1::from_vec(py, self.read(|d| d.evicted_episodes().iter().map(|&e| e as i64).collect()))
     }
 
     #[getter]
