@@ -285,37 +285,23 @@ class Dataset:
         """
     def gather(
         self,
-        numbers: npt.NDArray[np.int64],
+        which: npt.NDArray[np.int64] | tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | range,
         length: int | None = None,
         pad: bool = False,
         keys: list[str] | None = None,
         selection: Selection | None = None,
     ) -> dict[str, Any]:
-        """The windows with these numbers (of the selection, if given; negative from the end):
-        step numbers for transitions (`length=None`), else window numbers (0 ..
-        num_windows(length, pad) - 1).
+        """The windows `which` names (of the selection, if given): `length=None` reads
+        transitions, else windows of `length` steps (padded with `pad`). `which` is an array of
+        numbers (negative from the end): step numbers for transitions, else window numbers
+        (0 .. num_windows(length, pad) - 1); or (dataset episodes, first steps), two arrays; or
+        a `range` of steps, read in bulk (a run per episode; the batch their numbers give,
+        damage included).
 
         Raises:
-            TrajcoreIndexError: a number out of range.
+            TrajcoreIndexError: a number out of range, or the range runs past the steps.
+            InvalidArgumentError: the pairs' arrays differ in length.
         """
-    def read_transitions(
-        self, start: int, stop: int, keys: list[str] | None = None, selection: Selection | None = None
-    ) -> dict[str, Any]:
-        """Steps `start` .. `stop` (of the selection, if given), read in bulk: the batch
-        `gather` gives for those numbers, damage included.
-
-        Raises:
-            TrajcoreIndexError: the range runs past the steps.
-        """
-    def gather_windows(
-        self,
-        episodes: npt.NDArray[np.int64],
-        steps: npt.NDArray[np.int64],
-        length: int | None = None,
-        pad: bool = False,
-        keys: list[str] | None = None,
-    ) -> dict[str, Any]:
-        """Windows given as (episode, first step) pairs; `length=None` gives transitions."""
     def step(self, index: int, keys: list[str] | None = None, selection: Selection | None = None) -> dict[str, Any]:
         """One step by number, without a batch axis (numpy scalars for scalar columns).
 

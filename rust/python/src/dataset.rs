@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyList, PyRange, PyRangeMethods, PyString, PyTuple};
 use trajcore_core::reader::{
     episode_metrics, episode_summaries, ColumnData, Dataset, EpisodeSet, OpenOptions, PlanCache, Recording, Request,
     Values, WindowKind, CACHE_AUTO,
@@ -89,6 +89,25 @@ impl PyDataset {
     fn recording<R>(&self, py: Python<'_>, recording: usize, f: impl FnOnce(&Recording) -> R) -> PyResult<R> {
         self.read(|d| d.recording(recording).map(f)).py_err(py)
     }
+}
+
+/// The core's request for the windows `gather` names: numbers (an int64 array), (episodes, first
+/// steps) as a tuple of two arrays, or a `range` of steps. Type checks come before extractions:
+/// a failed extraction makes an exception, which every batch would pay for.
+fn request_of(which: &Bound<'_, PyAny>) -> PyResult<Request> {
+    let py = which.py();
+    if let Ok(range) = which.cast::<PyRange>() {
+        let (start, stop, step) = (range.start()?, range.stop()?, range.step()?);
+        let (Ok(start), Ok(stop), 1) = (u64::try_from(start), u64::try_from(stop), step) else {
+            return Err(invalid(py, format!("steps are a range of non-negative numbers by 1 (got {range})")));
+        };
+        return Request::range(start, stop).py_err(py);
+    }
+    if which.is_instance_of::<PyTuple>() {
+        let (episodes, steps): (PyReadonlyArray1<i64>, PyReadonlyArray1<i64>) = which.extract()?;
+        return Request::pairs(episodes.as_array().to_vec(), steps.as_array().to_vec()).py_err(py);
+    }
+    Ok(Request::Numbers(which.extract::<PyReadonlyArray1<i64>>()?.as_array().to_vec()))
 }
 
 /// A plain value of the core, made a Python one through its JSON.
@@ -326,51 +345,19 @@ impl PyDataset {
         slf.get().batch(slf.py(), keys, selection, Request::Sample { n, seed }, WindowKind::of(length, pad))
     }
 
-    /// The windows with these numbers (of the selection, if given; negative from the end):
-    /// `length=None` numbers steps (transitions), else windows (0 .. `num_windows(length, pad)`).
-    #[pyo3(signature = (numbers, length=None, pad=false, keys=None, selection=None))]
+    /// The windows `which` names (see `request_of`; numbers of the selection, if given): `length=None`
+    /// reads transitions, else windows of `length` steps (padded with `pad`).
+    #[pyo3(signature = (which, length=None, pad=false, keys=None, selection=None))]
     fn gather<'py>(
         &self,
         py: Python<'py>,
-        numbers: PyReadonlyArray1<'py, i64>,
+        which: &Bound<'py, PyAny>,
         length: Option<usize>,
         pad: bool,
         keys: Option<Vec<String>>,
         selection: Option<&Bound<'py, PySelection>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let request = Request::Numbers(numbers.as_array().to_vec());
-        self.batch(py, keys, selection, request, WindowKind::of(length, pad))
-    }
-
-    /// Steps `start .. stop` (global numbers of the selection, if given), read in bulk: a run
-    /// per episode instead of a window per step; the same batch as `gather` over those
-    /// numbers, damage included.
-    #[pyo3(signature = (start, stop, keys=None, selection=None))]
-    fn read_transitions<'py>(
-        &self,
-        py: Python<'py>,
-        start: u64,
-        stop: u64,
-        keys: Option<Vec<String>>,
-        selection: Option<&Bound<'py, PySelection>>,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let request = Request::range(start, stop).py_err(py)?;
-        self.batch(py, keys, selection, request, WindowKind::TRANSITION)
-    }
-
-    /// Windows given as (episode, first step) pairs; `length=None`: transitions (no window axis).
-    #[pyo3(signature = (episodes, steps, length=None, pad=false, keys=None))]
-    fn gather_windows<'py>(
-        &self,
-        py: Python<'py>,
-        episodes: PyReadonlyArray1<'py, i64>,
-        steps: PyReadonlyArray1<'py, i64>,
-        length: Option<usize>,
-        pad: bool,
-        keys: Option<Vec<String>>,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let request = Request::pairs(episodes.as_array().to_vec(), steps.as_array().to_vec()).py_err(py)?;
-        self.batch(py, keys, None, request, WindowKind::of(length, pad))
+        self.batch(py, keys, selection, request_of(which)?, WindowKind::of(length, pad))
     }
 
     /// One step by global number (of the selection, if given), without a batch axis.
