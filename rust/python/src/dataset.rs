@@ -135,8 +135,8 @@ impl PyDataset {
     /// `exclusions_json`: what an earlier verification left out (`exclusions_json()`), applied
     /// without verifying again (a dataset pickled into a worker).
     /// `mmap`: read through memory maps (else positioned reads: no SIGBUS if a file is truncated).
-    #[new]
     /// `shared_fd`: the shared decoded-chunk store of the process that pickled it (owned now).
+    #[new]
     #[pyo3(signature = (path, strict=false, cache_bytes=None, verify=false, exclusions_json=None, mmap=true, shared_fd=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
