@@ -73,7 +73,7 @@ def compare_with_trajcore(path: Path, *, use_index: bool = True) -> fd.DecodedDa
     """Every episode, summary, metadata and column read by both readers must be identical."""
     dec = fd.DecodedDataset(path, use_index=use_index)
     ds = _core.Dataset(str(path))
-    assert ds.problems == []
+    assert ds.listing()["problems"] == []
     assert ds.num_episodes == len(dec.episodes) > 0
     summaries = ds.summaries()
     rec_ids: dict[int, bytes] = {}

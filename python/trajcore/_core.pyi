@@ -185,37 +185,25 @@ class Dataset:
     def schema_damage(self, recording: int) -> list[Any] | None:
         """Where damage lost descriptions of a recording's columns (so some may be missing from
         `columns`): [file, byte offset, why], or None."""
-    def damaged_episodes(self) -> npt.NDArray[np.int64]:
-        """Episodes reads found damaged (lenient mode), ascending."""
+    def listing(self) -> dict[str, Any]:
+        """The listing as it is now: problems (damage found at open or by a verification at
+        open) and notices (shard files replaced or deleted since opening), each [file, byte
+        offset, what]; episodes_unlisted; shards and shard_sizes; damaged_episodes (found by
+        reads, lenient mode) and evicted_episodes (rows in shards a bounded recording deleted),
+        ascending."""
     @property
     def strict(self) -> bool: ...
     @property
     def cache_bytes(self) -> int | None: ...
     @property
     def mmap(self) -> bool: ...
-    @property
-    def notices(self) -> list[list[Any]]:
-        """Shard files replaced or deleted since opening (not damage; the dataset reads the files
-        it opened): [file, 0, what happened]."""
     def __len__(self) -> int: ...
-    @property
-    def episodes_unlisted(self) -> int: ...
-    @property
-    def problems(self) -> list[list[Any]]:
-        """Damage found while opening (and by a verification at open): [file, byte offset, what
-        was wrong]."""
-    @property
-    def shards(self) -> list[str]: ...
-    @property
-    def shard_sizes(self) -> list[int]: ...
     @property
     def shard_steps(self) -> list[tuple[int, int]]:
         """(recording, transitions) of each shard, in `shards` order."""
     @property
     def evicted_steps(self) -> int:
         """Transitions the bounded recordings of this directory deleted (their eviction log)."""
-    def evicted_episodes(self) -> npt.NDArray[np.int64]:
-        """Episodes with rows in shards a bounded recording deleted since opening, ascending."""
     def live_selection(self) -> Selection | None:
         """The episodes sampling draws from once a bounded recording evicted some (every
         episode less `evicted_episodes`, kept up to date by `refresh`); None while none is."""
@@ -299,37 +287,23 @@ class Dataset:
         """
     def gather(
         self,
-        numbers: npt.NDArray[np.int64],
+        which: npt.NDArray[np.int64] | tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]] | range,
         length: int | None = None,
         pad: bool = False,
         keys: list[str] | None = None,
         selection: Selection | None = None,
     ) -> dict[str, Any]:
-        """The windows with these numbers (of the selection, if given; negative from the end):
-        step numbers for transitions (`length=None`), else window numbers (0 ..
-        num_windows(length, pad) - 1).
+        """The windows `which` names (of the selection, if given): `length=None` reads
+        transitions, else windows of `length` steps (padded with `pad`). `which` is an array of
+        numbers (negative from the end): step numbers for transitions, else window numbers
+        (0 .. num_windows(length, pad) - 1); or (dataset episodes, first steps), two arrays; or
+        a `range` of steps, read in bulk (a run per episode; the batch their numbers give,
+        damage included).
 
         Raises:
-            TrajcoreIndexError: a number out of range.
+            TrajcoreIndexError: a number out of range, or the range runs past the steps.
+            InvalidArgumentError: the pairs' arrays differ in length.
         """
-    def read_transitions(
-        self, start: int, stop: int, keys: list[str] | None = None, selection: Selection | None = None
-    ) -> dict[str, Any]:
-        """Steps `start` .. `stop` (of the selection, if given), read in bulk: the batch
-        `gather` gives for those numbers, damage included.
-
-        Raises:
-            TrajcoreIndexError: the range runs past the steps.
-        """
-    def gather_windows(
-        self,
-        episodes: npt.NDArray[np.int64],
-        steps: npt.NDArray[np.int64],
-        length: int | None = None,
-        pad: bool = False,
-        keys: list[str] | None = None,
-    ) -> dict[str, Any]:
-        """Windows given as (episode, first step) pairs; `length=None` gives transitions."""
     def step(self, index: int, keys: list[str] | None = None, selection: Selection | None = None) -> dict[str, Any]:
         """One step by number, without a batch axis (numpy scalars for scalar columns).
 

@@ -329,7 +329,7 @@ def _bulk(
     env_index = summary["env_index"]
     for start in range(0, total, rows):
         stop = min(total, start + rows)
-        out = core.read_transitions(start, stop, keys, selection)
+        out = core.gather(range(start, stop), None, False, keys, selection)
         episode = out["episode_index"]
         # Without `strict`, the core redraws the steps of an episode it finds damaged from intact
         # ones (right for training, wrong for a table): read such an episode alone, which raises.

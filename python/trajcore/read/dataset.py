@@ -123,11 +123,12 @@ class Dataset(_Sampling):
         core = _core.Dataset(self._path, strict, cache_bytes, verify, _exclusions, mmap, _shared_fd)
         # What its episodes read through (see `trajcore.read.reads`).
         self._reads = DatasetReads(self._path, core)
-        self._warned = len(core.problems)
+        problems = core.listing()["problems"]
+        self._warned = len(problems)
         self._notices = 0
         # Where this process's recorders writing into the directory are registered (`_live`).
         self._live_key = _live.key(self._path)
-        for file, offset, why in core.problems:
+        for file, offset, why in problems:
             warnings.warn(
                 f"{file}: damaged at byte offset {offset} ({why}); what is intact is read",
                 TrajcoreWarning,
@@ -173,12 +174,12 @@ class Dataset(_Sampling):
     @property
     def shards(self) -> list[str]:
         """The shard files, in recording order."""
-        return self._core.shards
+        return cast(list[str], self._core.listing()["shards"])
 
     @property
     def shard_sizes(self) -> list[int]:
         """Each shard's size in bytes, in `shards` order (as its store lists it, for a URL)."""
-        return self._core.shard_sizes
+        return cast(list[int], self._core.listing()["shard_sizes"])
 
     @property
     def evicted_steps(self) -> int:
@@ -193,20 +194,20 @@ class Dataset(_Sampling):
         them (found by `refresh`), and episodes a refresh listed while they ran that were then
         discarded: still readable through `episodes` (the dataset reads the files it opened),
         but left out of sampling, `num_steps`, `transitions` and `select`."""
-        return [int(e) for e in self._core.evicted_episodes()]
+        return cast(list[int], self._core.listing()["evicted_episodes"])
 
     @property
     def problems(self) -> list[tuple[str, int, str]]:
         """Damage found when opening (and by ``verify=True``, with the episodes left out for
         it): (file, byte offset, what was wrong)."""
-        return [tuple(p) for p in self._core.problems]
+        return [tuple(p) for p in self._core.listing()["problems"]]
 
     @property
     def episodes_unlisted(self) -> int:
         """Episodes the `problems` took out of the listing (damaged Episode records, as their own
         headers count them, and episodes whose rows a damaged record took): lost, and not among
         `episodes`."""
-        return int(self._core.episodes_unlisted)
+        return int(self._core.listing()["episodes_unlisted"])
 
     def timelog(self, recording: int = 0) -> list[dict[str, Any]]:
         """The writer's timelog stored in the files of `recording` (see `num_recordings`): one
@@ -237,7 +238,7 @@ class Dataset(_Sampling):
         """Episodes reads found damaged since opening (without `strict`): left out of sampling
         (each was announced by a `TrajcoreWarning`, or by the `CorruptFileError` of a read of
         it)."""
-        return [int(e) for e in self._core.damaged_episodes()]
+        return cast(list[int], self._core.listing()["damaged_episodes"])
 
     @property
     def num_episodes(self) -> int:
@@ -367,7 +368,8 @@ class Dataset(_Sampling):
         _live.flush_recorders(self._live_key)  # a recorder of this process writing here: its rows now
         added = self._core.refresh()
         self._reads.forget()
-        problems, notices = self._core.problems, self._core.notices
+        listing = self._core.listing()
+        problems, notices = listing["problems"], listing["notices"]
         for file, offset, why in problems[self._warned :]:
             warnings.warn(f"{file}: byte offset {offset}: {why}", TrajcoreWarning, stacklevel=2)
         for file, _, why in notices[self._notices :]:

@@ -172,7 +172,7 @@ class Transitions:
     def _slice(self, index: slice, keys: list[str] | None) -> Batch:
         start, stop, step = index.indices(len(self))
         if step == 1:  # consecutive steps: read in bulk, a run per episode
-            return self._reader.read_transitions(start, max(start, stop), keys, self._sel)
+            return self._reader.gather(range(start, max(start, stop)), None, False, keys, self._sel)
         return self._reader.gather(np.arange(start, stop, step, dtype=np.int64), keys=keys, selection=self._sel)
 
     def gather(self, index: Any, *, keys: Sequence[str] | None = None) -> Batch:
@@ -209,7 +209,7 @@ class Transitions:
         n = len(self)
         sel = self._reader.file_order(self._sel) if order == "file" else self._sel
         for start in range(0, n, size):
-            yield self._reader.read_transitions(start, min(n, start + size), wanted, sel)
+            yield self._reader.gather(range(start, min(n, start + size)), None, False, wanted, sel)
 
     def __iter__(self) -> Iterator[Batch]:
         """Every step in order, as ``transitions[i]`` gives it, read an episode (or a block of
@@ -227,7 +227,7 @@ class Transitions:
             for start in range(0, n, _ITER_BLOCK):
                 steps = np.arange(start, min(n, start + _ITER_BLOCK), dtype=np.int64)
                 try:
-                    batch = reader.gather_windows(np.full(len(steps), episode, dtype=np.int64), steps)
+                    batch = reader.gather((np.full(len(steps), episode, dtype=np.int64), steps))
                 except CorruptFileError as e:
                     if reader.strict:
                         raise

@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyDict, PyList, PyRange, PyRangeMethods, PyString, PyTuple};
 use trajcore_core::reader::{
     episode_metrics, episode_summaries, ColumnData, Dataset, EpisodeSet, OpenOptions, PlanCache, Recording, Request,
     Values, WindowKind, CACHE_AUTO,
@@ -94,6 +94,25 @@ impl PyDataset {
     }
 }
 
+/// The core's request for the windows `gather` names: numbers (an int64 array), (episodes, first
+/// steps) as a tuple of two arrays, or a `range` of steps. Type checks come before extractions:
+/// a failed extraction makes an exception, which every batch would pay for.
+fn request_of(which: &Bound<'_, PyAny>) -> PyResult<Request> {
+    let py = which.py();
+    if let Ok(range) = which.cast::<PyRange>() {
+        let (start, stop, step) = (range.start()?, range.stop()?, range.step()?);
+        let (Ok(start), Ok(stop), 1) = (u64::try_from(start), u64::try_from(stop), step) else {
+            return Err(invalid(py, format!("steps are a range of non-negative numbers by 1 (got {range})")));
+        };
+        return Request::range(start, stop).py_err(py);
+    }
+    if which.is_instance_of::<PyTuple>() {
+        let (episodes, steps): (PyReadonlyArray1<i64>, PyReadonlyArray1<i64>) = which.extract()?;
+        return Request::pairs(episodes.as_array().to_vec(), steps.as_array().to_vec()).py_err(py);
+    }
+    Ok(Request::Numbers(which.extract::<PyReadonlyArray1<i64>>()?.as_array().to_vec()))
+}
+
 /// A plain value of the core, made a Python one through its JSON.
 pub fn from_json(py: Python<'_>, json: serde_json::Result<String>) -> PyResult<Bound<'_, PyAny>> {
     let text = json.map_err(|e| invalid(py, e.to_string()))?;
@@ -119,8 +138,8 @@ impl PyDataset {
     /// `exclusions_json`: what an earlier verification left out (`exclusions_json()`), applied
     /// without verifying again (a dataset pickled into a worker).
     /// `mmap`: read through memory maps (else positioned reads: no SIGBUS if a file is truncated).
-    #[new]
     /// `shared_fd`: the shared decoded-chunk store of the process that pickled it (owned now).
+    #[new]
     #[pyo3(signature = (path, strict=false, cache_bytes=None, verify=false, exclusions_json=None, mmap=true, shared_fd=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -157,42 +176,25 @@ impl PyDataset {
         from_json(py, self.recording(py, recording, |r| serde_json::to_string(&r.schema_damage))?)
     }
 
-    /// Episodes reads found damaged (lenient mode), ascending.
-    fn damaged_episodes<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
-        PyArray1::from_vec(py, self.read(|d| d.view().damaged_episodes().into_iter().map(|e| e as i64).collect()))
+    /// The listing as it is now, one dict: problems (damage found at open or by a verification
+    /// at open) and notices (files replaced or deleted since opening), each [file, byte offset,
+    /// what]; episodes_unlisted; shards and shard_sizes; damaged_episodes (found by reads,
+    /// lenient mode) and evicted_episodes (rows in shards a bounded recording deleted), ascending.
+    fn listing<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let shards = |d: &Dataset| d.shard_paths().iter().map(|p| p.display().to_string()).collect::<Vec<_>>();
+        let listing = |d: &Dataset| {
+            serde_json::json!({
+                "problems": d.problems(), "notices": d.notices(), "episodes_unlisted": d.episodes_unlisted(),
+                "shards": shards(d), "shard_sizes": d.shard_sizes(),
+                "damaged_episodes": d.view().damaged_episodes(), "evicted_episodes": d.evicted_episodes(),
+            })
+        };
+        from_json(py, serde_json::to_string(&self.read(listing)))
     }
 
     #[getter]
     fn mmap(&self) -> bool {
         self.read(|d| d.options().mmap)
-    }
-
-    /// Files replaced or deleted under the reader since opening (not damage): [file, 0, what].
-    #[getter]
-    fn notices<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        from_json(py, self.read(|d| serde_json::to_string(d.notices())))
-    }
-
-    /// Damage found while opening (and by a verification at open): [file, byte offset, what
-    /// was wrong].
-    #[getter]
-    fn problems<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        from_json(py, self.read(|d| serde_json::to_string(d.problems())))
-    }
-
-    #[getter]
-    fn episodes_unlisted(&self) -> u64 {
-        self.read(|d| d.episodes_unlisted())
-    }
-
-    #[getter]
-    fn shards(&self) -> Vec<String> {
-        self.read(|d| d.shard_paths().iter().map(|p| p.display().to_string()).collect())
-    }
-
-    #[getter]
-    fn shard_sizes(&self) -> Vec<u64> {
-        self.read(|d| d.shard_sizes())
     }
 
     /// (recording, transitions) of each shard, in `shards` order.
@@ -205,11 +207,6 @@ impl PyDataset {
     #[getter]
     fn evicted_steps(&self, py: Python<'_>) -> PyResult<u64> {
         self.read(|d| d.evicted_steps()).py_err(py)
-    }
-
-    /// Episodes with rows in shards a bounded recording deleted since opening, ascending.
-    fn evicted_episodes<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
-        PyArray1::from_vec(py, self.read(|d| d.evicted_episodes().iter().map(|&e| e as i64).collect()))
     }
 
     #[getter]
@@ -351,51 +348,19 @@ impl PyDataset {
         slf.get().batch(slf.py(), keys, selection, Request::Sample { n, seed }, WindowKind::of(length, pad))
     }
 
-    /// The windows with these numbers (of the selection, if given; negative from the end):
-    /// `length=None` numbers steps (transitions), else windows (0 .. `num_windows(length, pad)`).
-    #[pyo3(signature = (numbers, length=None, pad=false, keys=None, selection=None))]
+    /// The windows `which` names (see `request_of`; numbers of the selection, if given): `length=None`
+    /// reads transitions, else windows of `length` steps (padded with `pad`).
+    #[pyo3(signature = (which, length=None, pad=false, keys=None, selection=None))]
     fn gather<'py>(
         &self,
         py: Python<'py>,
-        numbers: PyReadonlyArray1<'py, i64>,
+        which: &Bound<'py, PyAny>,
         length: Option<usize>,
         pad: bool,
         keys: Option<Vec<String>>,
         selection: Option<&Bound<'py, PySelection>>,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let request = Request::Numbers(numbers.as_array().to_vec());
-        self.batch(py, keys, selection, request, WindowKind::of(length, pad))
-    }
-
-    /// Steps `start .. stop` (global numbers of the selection, if given), read in bulk: a run
-    /// per episode instead of a window per step; the same batch as `gather` over those
-    /// numbers, damage included.
-    #[pyo3(signature = (start, stop, keys=None, selection=None))]
-    fn read_transitions<'py>(
-        &self,
-        py: Python<'py>,
-        start: u64,
-        stop: u64,
-        keys: Option<Vec<String>>,
-        selection: Option<&Bound<'py, PySelection>>,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let request = Request::range(start, stop).py_err(py)?;
-        self.batch(py, keys, selection, request, WindowKind::TRANSITION)
-    }
-
-    /// Windows given as (episode, first step) pairs; `length=None`: transitions (no window axis).
-    #[pyo3(signature = (episodes, steps, length=None, pad=false, keys=None))]
-    fn gather_windows<'py>(
-        &self,
-        py: Python<'py>,
-        episodes: PyReadonlyArray1<'py, i64>,
-        steps: PyReadonlyArray1<'py, i64>,
-        length: Option<usize>,
-        pad: bool,
-        keys: Option<Vec<String>>,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let request = Request::pairs(episodes.as_array().to_vec(), steps.as_array().to_vec()).py_err(py)?;
-        self.batch(py, keys, None, request, WindowKind::of(length, pad))
+        self.batch(py, keys, selection, request_of(which)?, WindowKind::of(length, pad))
     }
 
     /// One step by global number (of the selection, if given), without a batch axis.
