@@ -153,11 +153,6 @@ def test_bad_capacity_is_refused_by_name(tmp_path: Path, bad: Any) -> None:
         trajcore.RecordEpisodes(gym.make("CartPole-v1"), tmp_path / "x", capacity_steps=bad)
 
 
-def test_capacity_is_refused_for_a_store_url() -> None:
-    with pytest.raises(InvalidArgumentError, match="capacity_steps is for a local directory"):
-        trajcore.RecordEpisodes(gym.make("CartPole-v1"), "s3://bucket/run", capacity_steps=1000)
-
-
 # Shards of 1,600 transitions: 30 in the run, two thirds of them evicted.
 LIVE_CAPACITY = 16_000
 

@@ -87,6 +87,10 @@ impl Store {
             match Shard::open(&path, is_dir, opts.mmap) {
                 Ok(Opened::Shard(shard)) => opened.push(*shard),
                 Ok(Opened::NotStarted) => complete = false,
+                // Listed, then evicted by a bounded recording to the store before it was opened.
+                Err(Error::NotFound { .. }) if is_dir && !watched && self.logged_evicted(root, &path)? => {
+                    self.known_files.insert(path);
+                }
                 Err(Error::NotTrajcore { why, .. }) if is_dir && !opts.strict => {
                     let why = format!("not a trajcore file ({why}): the file is left out");
                     problems.push(Problem::new(&path, 0, why));
@@ -111,6 +115,12 @@ impl Store {
             let listed = crate::reader::store::find_shards::shards_under(url)?;
             let mut paths: Vec<PathBuf> = listed.into_iter().filter(|p| !self.known_files.contains(p)).collect();
             paths.sort_by_key(|p| p.extension().is_some_and(|ext| ext == ANNOTATION_EXTENSION)); // stable: key order kept
+                                                                                                 // The log is read whenever shards are new: a failed read fails the call (and the
+                                                                                                 // next call reads it again), so an evicted shard is never taken for a new one.
+            if !paths.is_empty() {
+                let log = EvictionLog::read(root)?;
+                self.leave_out_logged(&log, &mut paths);
+            }
             return Ok(paths);
         }
         let io = |e| Error::io(root, e);
@@ -136,6 +146,11 @@ impl Store {
             return;
         }
         let log = EvictionLog::read(root).unwrap_or_default();
+        self.leave_out_logged(&log, paths);
+    }
+
+    /// Leaves the shards `log` names out of `paths`, for good.
+    fn leave_out_logged(&mut self, log: &EvictionLog, paths: &mut Vec<PathBuf>) {
         if log.evicted_shards.is_empty() {
             return;
         }
@@ -148,6 +163,37 @@ impl Store {
             }
             !logged
         });
+    }
+
+    /// Whether the eviction log of the store prefix `root` names the shard at `path`.
+    ///
+    /// Errors: those of `EvictionLog::read`.
+    fn logged_evicted(&self, root: &Path, path: &Path) -> Result<bool> {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        Ok(EvictionLog::read(root)?.evicted_shards.contains(&name))
+    }
+
+    /// Marks evicted the shards the eviction log of the store prefix `root` names: a bounded
+    /// recording to the store logged them, and deletes (or deleted) their objects. There is no
+    /// file to watch, so the log (one request) is read at every call.
+    ///
+    /// Errors: those of `EvictionLog::read` (the next call asks again).
+    pub fn check_evicted_in_store(&mut self, root: &Path) -> Result<()> {
+        if crate::objstore::url::url_of(root).is_none() || self.shards.iter().all(|s| s.evicted) {
+            return Ok(());
+        }
+        let log = EvictionLog::read(root)?;
+        if log.evicted_shards.is_empty() {
+            return Ok(());
+        }
+        let evicted: HashSet<&str> = log.evicted_shards.iter().map(String::as_str).collect();
+        for shard in &mut self.shards {
+            let name = shard.path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if evicted.contains(name) {
+                shard.evicted = true;
+            }
+        }
+        Ok(())
     }
 
     /// Files changed under the reader: notices are kept (`notices`), damage is returned. A shard
