@@ -203,7 +203,10 @@ fn a_bounded_recording_puts_its_eviction_log_up_and_deletes_the_evicted_shards()
     want.push(("run/trajcore-evictions.json".into(), log));
     want.sort();
     let up = objects(&*store, "run");
-    assert_eq!(up.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(), want.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>());
+    assert_eq!(
+        up.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+        want.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>()
+    );
     assert!(up == want, "an object differs from its staged file");
     let ds = Dataset::open(Path::new(&url), OpenOptions::default()).unwrap();
     assert_eq!(ds.evicted_steps().unwrap(), stats.evicted_steps);
