@@ -12,7 +12,7 @@ from pathlib import Path
 from trajcore import _core
 from trajcore.errors import InvalidArgumentError, TrajcoreError, TrajcoreFileNotFoundError, TrajcoreWarning
 
-__all__ = ["prior_shards", "refuse_filled_prefix"]
+__all__ = ["prior_shards", "refuse_filled_prefix", "refuse_shared_prefix"]
 
 
 def prior_shards(path: str | os.PathLike[str], agent: str | None) -> list[tuple[str, int]]:
@@ -66,3 +66,18 @@ def refuse_filled_prefix(url: str) -> None:
         f"capacity_steps: {url} already holds shards, which a bounded recording into a store does not count: record "
         "into a new prefix (trajcore removes nothing from a store it did not write)"
     )
+
+
+def refuse_shared_prefix(who: str, url: str, capacity_steps: object) -> None:
+    """Refuses `capacity_steps` where several recorders (Ray actors, RLlib EnvRunners) would
+    record into the one store prefix `url`: each would put its own eviction log over the
+    others' (a directory's log is shared under a lock; a store has none).
+
+    Raises:
+        InvalidArgumentError: naming `who`, the URL and the option.
+    """
+    if capacity_steps is not None:
+        raise InvalidArgumentError(
+            f"{who}: capacity_steps with the store URL {url} is refused: several recorders would write one prefix's "
+            "eviction log; record into a (shared) directory, or bound a single recorder's prefix"
+        )
