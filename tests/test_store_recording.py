@@ -419,3 +419,46 @@ def test_a_bounded_recording_to_a_store_evicts_objects_and_readers_follow(
     # Reopened on the prefix, a bounded recording is refused by name (it would not count what is there).
     with pytest.raises(trajcore.InvalidArgumentError, match="already holds shards"):
         trajcore.RecordEpisodes(gym.make("CartPole-v1"), url, capacity_steps=capacity, storage_options=s3.options)
+
+
+def test_a_bounded_recordings_failed_deletions_are_said_and_retried_and_a_failed_log_read_is_not_kept(
+    s3: S3, no_aws_env: None
+) -> None:
+    """The store refuses the first deletions: the recorder warns once, naming the URL, the env
+    is never held up, and the next intervals delete what is left. A reader whose read of the
+    eviction log fails gets the store's error, and the next call asks again (nothing of the
+    failure is kept)."""
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/buffer"
+    with s3_proxy(s3.endpoint) as proxy:
+        options = {**s3.options, "endpoint": proxy.endpoint, "max_retries": "0", "retry_timeout": "5"}
+        proxy.fail(3, only=f"DELETE /{bucket}/buffer/")
+        envs = gym.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync")
+        rec = trajcore.RecordVectorEpisodes(
+            envs, url, capacity_steps=400, flush_interval=INTERVAL, storage_options=options
+        )
+        rng = np.random.default_rng(0)
+        rec.reset(seed=0)
+        deadline = time.monotonic() + 120
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            step = 0
+            while step < 600 or not any("an upload failed" in str(w.message) for w in caught):
+                assert time.monotonic() < deadline
+                rec.step(rng.integers(0, 2, 4))
+                step += 1
+        said = [str(w.message) for w in caught if "an upload failed" in str(w.message)]
+        assert said[0].startswith(f"{url}: an upload failed") and "DELETE" in said[0], said
+        assert len(said) == 1, said  # once per outage
+        rec.close()
+        stats = rec.stats()
+        assert stats["evicted_steps"] > 0 and stats["eviction_error"] is None
+        shards = [k for k in keys(s3, bucket) if k.endswith(".trj")]
+        assert len(shards) <= 400 // 40 + 1, shards
+        proxy.fail(-1, only=f"GET /{bucket}/buffer/trajcore-evictions.json")
+        with pytest.raises(trajcore.TrajcoreIOError, match=r"trajcore-evictions\.json"):
+            trajcore.open(url, storage_options=options)
+        proxy.fail(0)
+        with trajcore.open(url, storage_options=options) as ds:
+            assert ds.evicted_steps == stats["evicted_steps"]
+            assert len(ds.shards) == len(shards) and not ds.problems
