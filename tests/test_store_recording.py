@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -336,3 +337,128 @@ def test_recover_joins_the_segments_that_follow_each_other_and_finishes_what_it_
     assert s3.client.get_object(Bucket=bucket, Key=f"run/{shard.name}")["Body"].read() == data
     with pytest.raises(trajcore.InvalidArgumentError, match="name the new dataset directory"):
         trajcore.recover(tmp_path / "local")
+
+
+def test_a_bounded_recording_to_a_store_evicts_objects_and_readers_follow(
+    s3: S3, no_aws_env: None, tmp_path: Path
+) -> None:
+    """`capacity_steps` on an s3:// URL: the uploads put the eviction log up, then delete the
+    evicted shards' objects, so the prefix keeps at most the capacity plus a shard; a reader of
+    the URL opened during the recording refreshes without error, samples only rows the env gave
+    and drops the evicted episodes; one opened afterwards lists only what survives; the count is
+    the same everywhere (the recorder, both readers, `trajcore info`)."""
+    capacity, shard, num_envs, steps = 2000, 200, 4, 1500  # 6,000 transitions, shards of 200
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/buffer"
+    envs = gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode="sync")
+    rec = trajcore.RecordVectorEpisodes(
+        envs, url, capacity_steps=capacity, flush_interval=INTERVAL, storage_options=s3.options
+    )
+    rng = np.random.default_rng(0)
+    given: set[bytes] = set()  # every (observation, action, next observation) the env gave
+    obs, _ = rec.reset(seed=0)
+    autoreset = np.zeros(num_envs, dtype=bool)
+    ds: trajcore.Dataset | None = None
+    deadline = time.monotonic() + 120
+    sampled_evicted = refreshes = max_shards = 0
+    step = 0
+    while step < steps or ds is None:
+        assert time.monotonic() < deadline
+        if step < steps:
+            actions = rng.integers(0, 2, num_envs)
+            nxt, _, term, trunc, _ = rec.step(actions)
+            for i in range(num_envs):
+                if not (step > 0 and autoreset[i]):
+                    given.add(obs[i].tobytes() + actions[i].tobytes() + nxt[i].tobytes())
+            autoreset = term | trunc
+            obs = nxt
+            step += 1
+        shards = [k for k in keys(s3, bucket) if k.endswith(".trj")]
+        max_shards = max(max_shards, len(shards))
+        if ds is None:
+            if shards:  # the first shard is up whole: the prefix is a dataset
+                ds = trajcore.open(url, storage_options=s3.options)
+            continue
+        if step % 25 == 0:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", trajcore.TrajcoreWarning)
+                ds.refresh()
+            refreshes += 1
+            evicted = set(ds.evicted_episodes)
+            if ds.num_steps:
+                batch = ds.sample_transitions(32, seed=step)
+                sampled_evicted += sum(int(e) in evicted for e in batch["episode_index"])
+                for o, a, n in zip(batch["observations"], batch["actions"], batch["next_observations"], strict=True):
+                    assert o.tobytes() + np.asarray(a, dtype=actions.dtype).tobytes() + n.tobytes() in given
+    rec.close()
+    stats = rec.stats()
+    assert stats["evicted_steps"] > 0 and stats["eviction_error"] is None
+    # At most the capacity's ten closed shards, the one just closed and one being uploaded.
+    assert max_shards <= capacity // shard + 2, max_shards
+    ds.refresh()
+    assert sampled_evicted == 0 and ds.evicted_episodes, (sampled_evicted, refreshes)
+    assert ds.evicted_steps == stats["evicted_steps"]
+    batch = ds.sample_transitions(256, seed=0)
+    assert not set(batch["episode_index"].tolist()) & set(ds.evicted_episodes)
+    ds.close()
+    objects = keys(s3, bucket)
+    assert "buffer/trajcore-evictions.json" in objects
+    assert not [k for k in objects if ".trj.open/" in k]  # no segment of an evicted shard stays
+    with trajcore.open(url, storage_options=s3.options) as fresh:
+        assert fresh.evicted_steps == stats["evicted_steps"]
+        assert fresh.num_steps + fresh.evicted_steps == len(given)  # every transition the env gave
+        assert capacity - shard <= fresh.num_steps <= capacity, fresh.num_steps
+        assert len(fresh.shards) == len([k for k in objects if k.endswith(".trj")])
+        assert not fresh.problems
+    env = {**os.environ, "AWS_ENDPOINT_URL": s3.endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1"}
+    env.update({k.upper(): v for k, v in s3.options.items() if k.startswith("aws_")})
+    info = subprocess.run(
+        [sys.executable, "-m", "trajcore", "info", url], capture_output=True, text=True, env=env, check=True
+    ).stdout
+    assert f"evicted: {stats['evicted_steps']:,} transitions" in info
+    # Reopened on the prefix, a bounded recording is refused by name (it would not count what is there).
+    with pytest.raises(trajcore.InvalidArgumentError, match="already holds shards"):
+        trajcore.RecordEpisodes(gym.make("CartPole-v1"), url, capacity_steps=capacity, storage_options=s3.options)
+
+
+def test_a_bounded_recordings_failed_deletions_are_said_and_retried_and_a_failed_log_read_is_not_kept(
+    s3: S3, no_aws_env: None
+) -> None:
+    """The store refuses the first deletions: the recorder warns once, naming the URL, the env
+    is never held up, and the next intervals delete what is left. A reader whose read of the
+    eviction log fails gets the store's error, and the next call asks again (nothing of the
+    failure is kept)."""
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/buffer"
+    with s3_proxy(s3.endpoint) as proxy:
+        options = {**s3.options, "endpoint": proxy.endpoint, "max_retries": "0", "retry_timeout": "5"}
+        proxy.fail(3, only=f"DELETE /{bucket}/buffer/")
+        envs = gym.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync")
+        rec = trajcore.RecordVectorEpisodes(
+            envs, url, capacity_steps=400, flush_interval=INTERVAL, storage_options=options
+        )
+        rng = np.random.default_rng(0)
+        rec.reset(seed=0)
+        deadline = time.monotonic() + 120
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            step = 0
+            while step < 600 or not any("an upload failed" in str(w.message) for w in caught):
+                assert time.monotonic() < deadline
+                rec.step(rng.integers(0, 2, 4))
+                step += 1
+        said = [str(w.message) for w in caught if "an upload failed" in str(w.message)]
+        assert said[0].startswith(f"{url}: an upload failed") and "DELETE" in said[0], said
+        assert len(said) == 1, said  # once per outage
+        rec.close()
+        stats = rec.stats()
+        assert stats["evicted_steps"] > 0 and stats["eviction_error"] is None
+        shards = [k for k in keys(s3, bucket) if k.endswith(".trj")]
+        assert len(shards) <= 400 // 40 + 1, shards
+        proxy.fail(-1, only=f"GET /{bucket}/buffer/trajcore-evictions.json")
+        with pytest.raises(trajcore.TrajcoreIOError, match=r"trajcore-evictions\.json"):
+            trajcore.open(url, storage_options=options)
+        proxy.fail(0)
+        with trajcore.open(url, storage_options=options) as ds:
+            assert ds.evicted_steps == stats["evicted_steps"]
+            assert len(ds.shards) == len(shards) and not ds.problems

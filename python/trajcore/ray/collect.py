@@ -30,6 +30,7 @@ from trajcore._store import configure, is_store_url
 from trajcore.errors import InvalidArgumentError, TrajcoreFileNotFoundError
 from trajcore.ray._identity import process_identity
 from trajcore.read.dataset import Dataset
+from trajcore.record.capacity import refuse_shared_prefix
 from trajcore.record.make_env import make_env
 from trajcore.record.session import RecordingOptions
 from trajcore.record.vector_wrapper import RecordVectorEpisodes
@@ -227,6 +228,7 @@ def collect(
     directory = str(path).rstrip("/") if store else os.path.abspath(os.fspath(path))
     storage_options = options.get("storage_options")
     if store:
+        refuse_shared_prefix("trajcore.ray.collect", directory, options.get("capacity_steps"))
         configure(directory, storage_options)  # a bad option fails here, before any actor starts
     wanted = {"num_cpus": 1, **(actor_options or {})}
     if not ray.is_initialized():

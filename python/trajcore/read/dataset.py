@@ -183,9 +183,14 @@ class Dataset(_Sampling):
 
     @property
     def evicted_steps(self) -> int:
-        """Transitions the bounded recordings (``capacity_steps``) of this directory deleted so
-        far, read from their eviction log (``trajcore-evictions.json`` in the directory) when
-        asked: another process's recording counts too (docs/replay-buffer.md)."""
+        """Transitions the bounded recordings (``capacity_steps``) of this directory (or store
+        prefix) deleted so far, read from their eviction log (``trajcore-evictions.json`` in the
+        directory, or the object under the prefix) when asked: another process's recording
+        counts too (docs/replay-buffer.md).
+
+        Raises:
+            TrajcoreIOError: for a prefix, the store failed (naming the URL); the next call asks again.
+        """
         return int(self._core.evicted_steps)
 
     @property

@@ -10,9 +10,9 @@ import warnings
 from pathlib import Path
 
 from trajcore import _core
-from trajcore.errors import TrajcoreError, TrajcoreWarning
+from trajcore.errors import InvalidArgumentError, TrajcoreError, TrajcoreFileNotFoundError, TrajcoreWarning
 
-__all__ = ["prior_shards"]
+__all__ = ["prior_shards", "refuse_filled_prefix", "refuse_shared_prefix"]
 
 
 def prior_shards(path: str | os.PathLike[str], agent: str | None) -> list[tuple[str, int]]:
@@ -43,3 +43,41 @@ def prior_shards(path: str | os.PathLike[str], agent: str | None) -> list[tuple[
             stacklevel=4,
         )
         return []
+
+
+def refuse_filled_prefix(url: str) -> None:
+    """Refuses a bounded recording into a store prefix that already holds shards: the writer
+    counts (and deletes) only the shards it wrote, so a prefix's older shards would stay beyond
+    the capacity (a local directory's are counted, `prior_shards`).
+
+    Raises:
+        InvalidArgumentError: the prefix holds shards; the message names it.
+        TrajcoreIOError: the store failed (after its retries), naming the URL and why.
+    """
+    from trajcore.read.dataset import Dataset
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # damage in what is there is not this check's concern
+            Dataset(url).close()
+    except TrajcoreFileNotFoundError:
+        return
+    raise InvalidArgumentError(
+        f"capacity_steps: {url} already holds shards, which a bounded recording into a store does not count: record "
+        "into a new prefix (trajcore removes nothing from a store it did not write)"
+    )
+
+
+def refuse_shared_prefix(who: str, url: str, capacity_steps: object) -> None:
+    """Refuses `capacity_steps` where several recorders (Ray actors, RLlib EnvRunners) would
+    record into the one store prefix `url`: each would put its own eviction log over the
+    others' (a directory's log is shared under a lock; a store has none).
+
+    Raises:
+        InvalidArgumentError: naming `who`, the URL and the option.
+    """
+    if capacity_steps is not None:
+        raise InvalidArgumentError(
+            f"{who}: capacity_steps with the store URL {url} is refused: several recorders would write one prefix's "
+            "eviction log; record into a (shared) directory, or bound a single recorder's prefix"
+        )

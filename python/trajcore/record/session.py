@@ -19,7 +19,7 @@ from trajcore import _core, _live
 from trajcore._store import StoreStaging, is_store_url
 from trajcore.errors import InvalidArgumentError, TrajcoreError, TrajcoreWarning
 from trajcore.record import provenance
-from trajcore.record.capacity import prior_shards
+from trajcore.record.capacity import prior_shards, refuse_filled_prefix
 from trajcore.record.frames import check_renders_frames
 from trajcore.record.options import (
     EndedEpisode,
@@ -122,10 +122,7 @@ class Recording:
             path = self._staging.staging
         if o["capacity_steps"] is not None:
             if self._staging is not None:
-                raise InvalidArgumentError(
-                    f"capacity_steps is for a local directory, not the store URL {self._staging.url}: a recording to "
-                    "a store keeps every shard"
-                )
+                refuse_filled_prefix(self._staging.url)
             placement["prior_shards"] = prior_shards(path, env.agent)
         make_config = functools.partial(base_config, **placement)
         if check_existing:

@@ -168,3 +168,48 @@ fn a_store_that_stays_down_fails_the_close_by_name_and_keeps_the_shards() {
     assert!(why.contains(&staging.path().display().to_string()), "{why}");
     assert!(staged(staging.path()).len() >= 2, "the shards stay whole in the staging directory");
 }
+
+#[test]
+fn a_bounded_recording_puts_its_eviction_log_up_and_deletes_the_evicted_shards() {
+    const BUCKET: &str = "s3://uploads-bounded";
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    use_store(BUCKET, store.clone()).unwrap();
+    let staging = tempfile::tempdir().unwrap();
+    let url = format!("{BUCKET}/run");
+    let extra = json!({"upload_to": url, "capacity_steps": 60, "flush_interval_s": 0.05});
+    let mut h = Harness::new(staging.path(), config(1, false, "disabled", extra));
+    let (mut tick, mut total) = (0u64, 0u64);
+    h.reset(&[env_step(0, tick)], None);
+    for k in 0..40u64 {
+        let len = 1 + (k * 7) % 23;
+        for t in 1..=len {
+            tick += 1;
+            let mut s = env_step(0, tick);
+            s.terminated = t == len;
+            h.step(&[s]);
+        }
+        total += len;
+        tick += 1;
+        h.reset(&[env_step(0, tick)], None);
+    }
+    h.rec.close().unwrap();
+    let stats = h.rec.stats();
+    assert!(stats.evicted_steps > 0 && stats.eviction_error.is_none(), "{:?}", stats.eviction_error);
+    // The store holds what the staging directory kept (the shards the capacity left, whole) and
+    // its eviction log, byte for byte: no evicted shard, no segment.
+    let log = std::fs::read(staging.path().join("trajcore-evictions.json")).unwrap();
+    let mut want: Vec<(String, Vec<u8>)> =
+        staged(staging.path()).into_iter().map(|(n, b)| (format!("run/{n}"), b)).collect();
+    want.push(("run/trajcore-evictions.json".into(), log));
+    want.sort();
+    let up = objects(&*store, "run");
+    assert_eq!(
+        up.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>(),
+        want.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>()
+    );
+    assert!(up == want, "an object differs from its staged file");
+    let ds = Dataset::open(Path::new(&url), OpenOptions::default()).unwrap();
+    assert_eq!(ds.evicted_steps().unwrap(), stats.evicted_steps);
+    assert_eq!(ds.num_steps() + stats.evicted_steps, total);
+    assert!(ds.problems().is_empty(), "{:?}", ds.problems());
+}

@@ -206,7 +206,8 @@ impl PyDataset {
     /// Transitions the bounded recordings of this directory deleted (their eviction log).
     #[getter]
     fn evicted_steps(&self, py: Python<'_>) -> PyResult<u64> {
-        self.read(|d| d.evicted_steps()).py_err(py)
+        // A store prefix's log is a request: other threads run meanwhile.
+        py.detach(|| self.read(|d| d.evicted_steps())).py_err(py)
     }
 
     #[getter]

@@ -504,6 +504,40 @@ fn merge(sorted: &[Range<u64>], gap: u64) -> Vec<Range<u64>> {
     out
 }
 
+/// The whole object at `url` (a small one: an eviction log), asked of the store at every call
+/// (never cached, so a failure ends with its cause); `None` when there is no such object.
+///
+/// Errors: `Io` (the store, naming the URL and why), `Invalid` (a bad URL).
+pub(crate) fn get_whole(url: &str) -> Result<Option<Bytes>> {
+    let location = locate(url)?;
+    let key = ObjectPath::from(location.key.as_str());
+    let got = run_raw(&location.store, |c| async move { c.get(&key).await?.bytes().await })?;
+    match got {
+        Ok(bytes) => {
+            count(1, bytes.len() as u64);
+            Ok(Some(bytes))
+        }
+        Err(object_store::Error::NotFound { .. }) => {
+            count(1, 0);
+            Ok(None)
+        }
+        Err(e) => Err(store_error(url, e)),
+    }
+}
+
+/// Deletes the object at `url`; one already gone is deleted all the same.
+///
+/// Errors: `Io` (the store, naming the URL and why), `Invalid` (a bad URL).
+pub(crate) fn delete(url: &str) -> Result<()> {
+    let location = locate(url)?;
+    let key = ObjectPath::from(location.key.as_str());
+    count(1, 0);
+    match run_raw(&location.store, |c| async move { c.delete(&key).await })? {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(e) => Err(store_error(url, e)),
+    }
+}
+
 /// The objects directly under `prefix` in `location`'s store (one listing request per page), as
 /// (location, size, entity tag), in key order.
 pub(crate) fn list(location: &Location, url: &str) -> Result<Vec<(Location, u64, Option<String>)>> {

@@ -22,6 +22,10 @@ pub(crate) fn list(_location: &Location, url: &str) -> Result<Vec<(Location, u64
     Err(refused(url))
 }
 
+pub(crate) fn get_whole(url: &str) -> Result<Option<Bytes>> {
+    Err(refused(url))
+}
+
 /// No value: every way to one (`open`, `listed`) refuses.
 #[derive(Debug)]
 pub(crate) enum RemoteObject {}

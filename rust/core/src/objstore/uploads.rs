@@ -14,6 +14,11 @@
 //!   warning at its next call), and `close` retries what is left and fails by name, the staging
 //!   directory named (its shards are whole, and kept).
 //!
+//! - A bounded recording (`capacity_steps`) says which shards it evicted, with its eviction log:
+//!   the log goes up first (a reader of the prefix learns of the evictions before the objects
+//!   vanish), then the shards' objects and segments are deleted. A shard still waiting for its
+//!   upload is not uploaded. What fails is tried again at the next interval, as an upload is.
+//!
 //! Memory: the thread holds the names of the shards not yet up whole and one upload part.
 
 use std::collections::BTreeMap;
@@ -35,12 +40,20 @@ enum Event {
     Opened(PathBuf),
     /// A shard the writer finished (and compacted, if it does): it goes up whole.
     Sealed(PathBuf),
+    /// Shards a bounded recording deleted, already named in its eviction log (the file).
+    Evicted(Vec<PathBuf>, PathBuf),
     Close,
 }
 
 /// What the writer holds: where it says what it did. Sending never blocks.
 #[derive(Clone)]
 pub struct UploadQueue(mpsc::Sender<Event>);
+
+impl std::fmt::Debug for UploadQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("UploadQueue")
+    }
+}
 
 impl UploadQueue {
     pub fn opened(&self, shard: &Path) {
@@ -53,6 +66,11 @@ impl UploadQueue {
 
     pub fn sealed(&self, shard: &Path) {
         let _ = self.0.send(Event::Sealed(shard.to_path_buf()));
+    }
+
+    /// The capacity evicted `shards`, which the eviction log at `log` names already.
+    pub fn evicted(&self, shards: &[PathBuf], log: &Path) {
+        let _ = self.0.send(Event::Evicted(shards.to_vec(), log.to_path_buf()));
     }
 }
 
@@ -105,7 +123,15 @@ impl Uploads {
         }
         let (sender, events) = mpsc::channel();
         let status = Arc::new(Status::default());
-        let mut worker = Worker { url: url.clone(), status: status.clone(), open: BTreeMap::new(), sealed: Vec::new() };
+        let mut worker = Worker {
+            url: url.clone(),
+            status: status.clone(),
+            open: BTreeMap::new(),
+            sealed: Vec::new(),
+            evicting: Evicting::default(),
+            closing: false,
+            interval,
+        };
         let thread = std::thread::Builder::new()
             .name("trajcore-upload".into())
             .spawn(move || worker.run(events, interval))
@@ -165,6 +191,21 @@ struct Worker {
     open: BTreeMap<PathBuf, (u64, u64, bool)>,
     /// Shards sealed and not yet up whole (a failed upload stays here), in order.
     sealed: Vec<PathBuf>,
+    evicting: Evicting,
+    /// Set by `finish`.
+    closing: bool,
+    /// Between segments; also how long evicted objects stay after the log that names them.
+    interval: Duration,
+}
+
+/// Evictions not yet done in the store.
+#[derive(Default)]
+struct Evicting {
+    /// The eviction log to put (again: it changed) before any deletion.
+    log: Option<PathBuf>,
+    /// Shard files whose objects (and segments) are to be deleted, oldest first, with when the
+    /// log that names each went up (`None`: not yet).
+    shards: Vec<(PathBuf, Option<Instant>)>,
 }
 
 impl Worker {
@@ -185,6 +226,18 @@ impl Worker {
                 Ok(Event::Sealed(path)) => {
                     if !self.sealed.contains(&path) {
                         self.sealed.push(path);
+                    }
+                }
+                Ok(Event::Evicted(shards, log)) => {
+                    self.sealed.retain(|p| !shards.contains(p));
+                    self.open.retain(|p, _| !shards.contains(p));
+                    if current.as_ref().is_some_and(|c| shards.contains(c)) {
+                        current = None;
+                    }
+                    self.evicting.shards.extend(shards.into_iter().map(|p| (p, None)));
+                    self.evicting.log = Some(log);
+                    if let Err(e) = self.evict() {
+                        self.status.note(e.to_string());
                     }
                 }
                 Ok(Event::Close) | Err(RecvTimeoutError::Disconnected) => return self.finish(),
@@ -212,12 +265,51 @@ impl Worker {
         if let Err(e) = self.put_sealed() {
             self.status.note(e.to_string());
         }
+        if let Err(e) = self.evict() {
+            self.status.note(e.to_string());
+        }
+    }
+
+    /// The eviction log up, then, an interval later, each evicted shard's object and segments
+    /// deleted; the first failure stops (what is left goes at the next interval). The log
+    /// always goes first: a reader of the prefix that finds a shard gone finds it in the log,
+    /// and one that refreshes at least once an interval learns of it before the object goes (a
+    /// reader has no open file to keep reading it, as a local one has).
+    fn evict(&mut self) -> Result<()> {
+        if let Some(log) = self.evicting.log.clone() {
+            let name = log.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            segments::upload(&log, &format!("{}/{name}", self.url))?;
+            self.status.went_through();
+            self.evicting.log = None;
+            let now = Instant::now();
+            for (_, up) in &mut self.evicting.shards {
+                up.get_or_insert(now);
+            }
+        }
+        while let Some((path, Some(up))) = self.evicting.shards.first().cloned() {
+            let grace = (up + self.interval).saturating_duration_since(Instant::now());
+            if !grace.is_zero() {
+                if !self.closing {
+                    return Ok(()); // at a later tick
+                }
+                std::thread::sleep(grace); // at close: at most an interval
+            }
+            let url = self.shard_url(&path);
+            super::remote::delete(&url)?;
+            segments::remove_segments(&url)?;
+            self.status.went_through();
+            self.evicting.shards.remove(0);
+        }
+        Ok(())
     }
 
     fn put_segment(&mut self, path: &Path) -> Result<()> {
         let url = self.shard_url(path);
         let Some(&(identity, from, _)) = self.open.get(path) else { return Ok(()) };
-        let (end, now) = segments::put_segment(path, identity, from, &url)?;
+        let (end, now) = match segments::put_segment(path, identity, from, &url) {
+            Err(_) if self.evicted_locally(path) => return Ok(()),
+            done => done?,
+        };
         self.status.went_through();
         self.status.bytes.fetch_add(end - from, Ordering::Relaxed);
         // A file replaced since (compacted: sealed) keeps the identity of the one its segments
@@ -231,7 +323,11 @@ impl Worker {
     fn put_sealed(&mut self) -> Result<()> {
         while let Some(path) = self.sealed.first().cloned() {
             let url = self.shard_url(&path);
-            segments::upload(&path, &url)?;
+            match segments::upload(&path, &url) {
+                // The capacity deleted it just now: its `Evicted` is on the way, not a failure.
+                Err(_) if self.evicted_locally(&path) => return Ok(()),
+                done => done?,
+            }
             self.status.went_through();
             let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
             self.status.bytes.fetch_add(size, Ordering::Relaxed);
@@ -243,11 +339,20 @@ impl Worker {
         Ok(())
     }
 
+    /// Whether the shard file at `path`, which failed to go up, is gone before close: a bounded
+    /// recording's capacity deleted it, and its `Evicted` is the next event (it is sent before
+    /// the deletion). At close every event is in, so a file gone then is a failure.
+    fn evicted_locally(&self, path: &Path) -> bool {
+        !self.closing && !path.exists()
+    }
+
     /// At close: every shard goes up whole (the writer sealed each by now; one it could not,
     /// having failed, goes up as it is); one that fails again fails the close.
     fn finish(&mut self) -> Result<()> {
+        self.closing = true;
         let unsealed: Vec<PathBuf> = self.open.keys().filter(|p| !self.sealed.contains(p)).cloned().collect();
         self.sealed.extend(unsealed);
-        self.put_sealed()
+        self.put_sealed()?;
+        self.evict()
     }
 }

@@ -144,6 +144,9 @@ impl Dataset {
         let (opened, problems) = self.store.open_new(&self.path, self.is_dir, &self.opts)?;
         self.catalog.own_problems.extend(problems);
         let changed = self.store.check_changed(&self.path);
+        if self.is_dir {
+            self.store.check_evicted_in_store(&self.path)?;
+        }
         self.catalog.own_problems.extend(changed);
         let catalog = &mut self.catalog;
         let (found, failed) = self.store.scan(opened, |facts| catalog.register(facts));
@@ -154,11 +157,10 @@ impl Dataset {
             return Err(e);
         }
         let log = std::cell::OnceCell::new();
-        let local_dir = self.is_dir && crate::objstore::url::url_of(&self.path).is_none();
+        let is_dir = self.is_dir;
         self.catalog.report_missing_shards(|id, seq| {
             let log = log.get_or_init(|| {
-                let read =
-                    local_dir.then(|| crate::writer::files::capacity::EvictionLog::read(&self.path).ok()).flatten();
+                let read = is_dir.then(|| crate::writer::files::capacity::EvictionLog::read(&self.path).ok()).flatten();
                 read.unwrap_or_default()
             });
             log.evicted_seqs.contains(&(*id, seq))
@@ -247,11 +249,11 @@ impl Dataset {
     }
 
     /// Transitions the bounded recordings of this directory deleted, as their eviction log
-    /// says (0 for a file, a URL, or a directory no bounded recording wrote).
+    /// says (0 for a file, or a directory or store prefix no bounded recording wrote).
     ///
-    /// Errors: `Corrupt` (a log that does not parse), `Io`.
+    /// Errors: `Corrupt` (a log that does not parse), `Io` (for a prefix: the store).
     pub fn evicted_steps(&self) -> Result<u64> {
-        if !self.is_dir || crate::objstore::url::url_of(&self.path).is_some() {
+        if !self.is_dir {
             return Ok(0);
         }
         Ok(crate::writer::files::capacity::EvictionLog::read(&self.path)?.evicted_steps)

@@ -207,11 +207,6 @@ impl RecorderConfig {
         if self.capacity_steps == Some(0) {
             return Err(Error::Invalid("capacity_steps must be at least 1".into()));
         }
-        if self.capacity_steps.is_some() && self.upload_to.is_some() {
-            return Err(Error::Invalid(
-                "capacity_steps is for a local directory: a recording to a store keeps every shard".into(),
-            ));
-        }
         self.durability()?;
         for (name, bounds) in &self.value_bounds {
             let column = self.columns.iter().find(|c| &c.name == name);

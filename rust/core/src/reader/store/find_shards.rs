@@ -50,16 +50,22 @@ fn is_shard_name(name: &str) -> bool {
 }
 
 /// The shards and annotation sidecars under the store prefix `url`, as URLs in key order (with
-/// their sizes kept for `object`).
+/// their sizes kept for `object`), and the version (size and entity tag) of the prefix's
+/// eviction log object, if the listing holds one: a bounded recording wrote there.
 ///
 /// Errors: `Invalid` (a bad URL), `Io` (the listing failed: the message names the URL and why).
-pub(crate) fn shards_under(url: &str) -> Result<Vec<PathBuf>> {
+pub(crate) fn shards_under(url: &str) -> Result<(Vec<PathBuf>, Option<String>)> {
     let location = url::locate(url)?;
     let mut found = Vec::new();
+    let mut eviction_log = None;
     let listed = remote::list(&location, url)?;
     let mut memo = LISTED.lock().unwrap_or_else(|p| p.into_inner());
     let memo = memo.get_or_insert_with(HashMap::new);
     for (object, size, e_tag) in listed {
+        if object.key.rsplit('/').next() == Some(crate::writer::files::capacity::EVICTION_LOG) {
+            eviction_log = Some(format!("{size} {}", e_tag.as_deref().unwrap_or("")));
+            continue;
+        }
         // Annotation sidecars are read from a store too (`crate::annotation`).
         if is_shard_name(&object.key) || object.key.ends_with(&format!(".{ANNOTATION_EXTENSION}")) {
             let url = object.url();
@@ -67,7 +73,7 @@ pub(crate) fn shards_under(url: &str) -> Result<Vec<PathBuf>> {
             found.push(PathBuf::from(url));
         }
     }
-    Ok(found)
+    Ok((found, eviction_log))
 }
 
 /// The object at `url`: its size from the listing that found it, else asked of the store.

@@ -49,6 +49,10 @@ pub(crate) struct Store {
     last_episode_record: Mutex<Option<EpisodeBatch>>,
     /// What the last listing of a local directory saw (see `dir_watch`).
     dir_watch: DirWatch,
+    /// A store prefix's eviction log as its last listing showed it (size and entity tag; `None`:
+    /// no log object), and the log last read with the version it was read at (only a log read
+    /// whole is kept: a failed read is asked again at the next call).
+    store_log: (Option<String>, Option<(String, Arc<EvictionLog>)>),
     /// The last `open_new` listed the directory (it may have changed): `check_changed` looks
     /// the shards up by name only then (a file renamed over or deleted changes the directory).
     dir_listed: bool,
@@ -64,6 +68,7 @@ impl Store {
             verified: VerifiedRecords::default(),
             last_episode_record: Mutex::new(None),
             dir_watch: DirWatch::default(),
+            store_log: (None, None),
             dir_listed: true,
         }
     }
@@ -87,6 +92,10 @@ impl Store {
             match Shard::open(&path, is_dir, opts.mmap) {
                 Ok(Opened::Shard(shard)) => opened.push(*shard),
                 Ok(Opened::NotStarted) => complete = false,
+                // Listed, then evicted by a bounded recording to the store before it was opened.
+                Err(Error::NotFound { .. }) if is_dir && !watched && self.logged_evicted(root, &path)? => {
+                    self.known_files.insert(path);
+                }
                 Err(Error::NotTrajcore { why, .. }) if is_dir && !opts.strict => {
                     let why = format!("not a trajcore file ({why}): the file is left out");
                     problems.push(Problem::new(&path, 0, why));
@@ -108,9 +117,16 @@ impl Store {
             return Ok(if new { vec![root.to_path_buf()] } else { Vec::new() });
         }
         if let Some(url) = crate::objstore::url::url_of(root) {
-            let listed = crate::reader::store::find_shards::shards_under(url)?;
+            let (listed, log_version) = crate::reader::store::find_shards::shards_under(url)?;
+            self.store_log.0 = log_version;
             let mut paths: Vec<PathBuf> = listed.into_iter().filter(|p| !self.known_files.contains(p)).collect();
             paths.sort_by_key(|p| p.extension().is_some_and(|ext| ext == ANNOTATION_EXTENSION)); // stable: key order kept
+                                                                                                 // The log is read whenever shards are new: a failed read fails the call (and the
+                                                                                                 // next call reads it again), so an evicted shard is never taken for a new one.
+            if !paths.is_empty() {
+                let log = self.store_eviction_log(root)?;
+                self.leave_out_logged(&log, &mut paths);
+            }
             return Ok(paths);
         }
         let io = |e| Error::io(root, e);
@@ -136,6 +152,11 @@ impl Store {
             return;
         }
         let log = EvictionLog::read(root).unwrap_or_default();
+        self.leave_out_logged(&log, paths);
+    }
+
+    /// Leaves the shards `log` names out of `paths`, for good.
+    fn leave_out_logged(&mut self, log: &EvictionLog, paths: &mut Vec<PathBuf>) {
         if log.evicted_shards.is_empty() {
             return;
         }
@@ -148,6 +169,55 @@ impl Store {
             }
             !logged
         });
+    }
+
+    /// Whether the eviction log of the store prefix `root` names the shard at `path`.
+    ///
+    /// Errors: those of `EvictionLog::read`.
+    fn logged_evicted(&self, root: &Path, path: &Path) -> Result<bool> {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        Ok(EvictionLog::read(root)?.evicted_shards.contains(&name))
+    }
+
+    /// The eviction log of the store prefix `root` as its last listing showed it: read (one
+    /// request) only when that listing holds a log whose version was not read yet; empty when
+    /// it holds none.
+    ///
+    /// Errors: those of `EvictionLog::read` (the next call asks again).
+    fn store_eviction_log(&mut self, root: &Path) -> Result<Arc<EvictionLog>> {
+        let Some(version) = self.store_log.0.clone() else { return Ok(Arc::default()) };
+        if let Some((read_at, log)) = &self.store_log.1 {
+            if *read_at == version {
+                return Ok(log.clone());
+            }
+        }
+        let log = Arc::new(EvictionLog::read(root)?);
+        self.store_log.1 = Some((version, log.clone()));
+        Ok(log)
+    }
+
+    /// Marks evicted the shards the eviction log of the store prefix `root` names: a bounded
+    /// recording to the store logged them, and deletes (or deleted) their objects, at least a
+    /// flush interval later. There is no file to watch: the listing each refresh makes says
+    /// whether the log changed (see `store_eviction_log`).
+    ///
+    /// Errors: those of `EvictionLog::read` (the next call asks again).
+    pub fn check_evicted_in_store(&mut self, root: &Path) -> Result<()> {
+        if crate::objstore::url::url_of(root).is_none() || self.shards.iter().all(|s| s.evicted) {
+            return Ok(());
+        }
+        let log = self.store_eviction_log(root)?;
+        if log.evicted_shards.is_empty() {
+            return Ok(());
+        }
+        let evicted: HashSet<&str> = log.evicted_shards.iter().map(String::as_str).collect();
+        for shard in &mut self.shards {
+            let name = shard.path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if evicted.contains(name) {
+                shard.evicted = true;
+            }
+        }
+        Ok(())
     }
 
     /// Files changed under the reader: notices are kept (`notices`), damage is returned. A shard

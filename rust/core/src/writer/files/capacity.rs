@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::shard;
 use crate::error::{Error, Result};
 use crate::format::header::{FileHeader, HEADER_LEN};
+use crate::objstore::uploads::UploadQueue;
 use std::collections::HashSet;
 use std::fs::File;
 use std::io::Read;
@@ -58,20 +59,34 @@ pub struct EvictionLog {
 }
 
 impl EvictionLog {
-    /// The log of `dir` (empty when there is none).
+    /// The log of `dir` (empty when there is none). A store prefix's log is the object its
+    /// recording's uploads put there, asked of the store at every call (nothing is cached, so a
+    /// failed read ends with its cause).
     ///
-    /// Errors: `Corrupt` (a log that does not parse), `Io`.
+    /// Errors: `Corrupt` (a log that does not parse), `Io` (for a prefix: the store, naming the
+    /// URL and why).
     pub fn read(dir: &Path) -> Result<EvictionLog> {
         let path = dir.join(EVICTION_LOG);
+        if let Some(url) = crate::objstore::url::url_of(dir) {
+            let url = format!("{}/{EVICTION_LOG}", url.trim_end_matches('/'));
+            return match crate::objstore::remote::get_whole(&url)? {
+                Some(bytes) => Self::parse(&bytes, &path),
+                None => Ok(EvictionLog::default()),
+            };
+        }
         match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
-                path: path.clone(),
-                offset: 0,
-                why: format!("eviction log: {e}"),
-            }),
+            Ok(bytes) => Self::parse(&bytes, &path),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(EvictionLog::default()),
             Err(e) => Err(Error::io(&path, e)),
         }
+    }
+
+    fn parse(bytes: &[u8], path: &Path) -> Result<EvictionLog> {
+        serde_json::from_slice(bytes).map_err(|e| Error::Corrupt {
+            path: path.to_path_buf(),
+            offset: 0,
+            why: format!("eviction log: {e}"),
+        })
     }
 
     /// Adds `shards` (path, transitions) to the log of `dir`, each once (a shard logged before
@@ -124,6 +139,8 @@ pub struct Capacity {
     limit: u64,
     dir: PathBuf,
     closed: VecDeque<Closed>,
+    /// A recording to a store: the uploads delete the evicted shards' objects too.
+    uploads: Option<UploadQueue>,
 }
 
 impl Capacity {
@@ -151,7 +168,14 @@ impl Capacity {
             let others = id.is_some_and(|(recording, _)| live.contains(&recording));
             (!others).then(|| Closed { path: path.clone(), steps: *steps, released: true, id })
         });
-        Ok(Capacity { limit, dir: dir.to_path_buf(), closed: closed.collect() })
+        Ok(Capacity { limit, dir: dir.to_path_buf(), closed: closed.collect(), uploads: None })
+    }
+
+    /// The recording goes up to a store through `uploads`: each eviction is told to them (they
+    /// put the eviction log up, then delete the shards' objects).
+    pub fn uploading_to(mut self, uploads: Option<UploadQueue>) -> Capacity {
+        self.uploads = uploads;
+        self
     }
 
     pub fn limit(&self) -> u64 {
@@ -182,6 +206,11 @@ impl Capacity {
         }
         // Logged before deleting: a reader that sees a shard gone finds it in the log.
         EvictionLog::add(&self.dir, self.closed.iter().take(count).map(|c| (c.path.as_path(), c.steps, c.id)))?;
+        if let Some(uploads) = &self.uploads {
+            // Before the files go: a shard the uploads find gone is one this names.
+            let shards: Vec<PathBuf> = self.closed.iter().take(count).map(|c| c.path.clone()).collect();
+            uploads.evicted(&shards, &self.dir.join(EVICTION_LOG));
+        }
         let mut deleted = 0;
         for _ in 0..count {
             let Some(c) = self.closed.front() else { break };

@@ -78,7 +78,10 @@ impl Sink {
         let durability = config.durability()?;
         let dir = shard.path().parent().map(PathBuf::from).unwrap_or_default();
         let capacity = match config.capacity_steps {
-            Some(limit) => Some(Arc::new(Mutex::new(Capacity::new(limit, &dir, &config.prior_shards)?))),
+            Some(limit) => {
+                let capacity = Capacity::new(limit, &dir, &config.prior_shards)?.uploading_to(uploads.clone());
+                Some(Arc::new(Mutex::new(capacity)))
+            }
             None => None,
         };
         shared.shard_paths.lock().unwrap_or_else(|p| p.into_inner()).push(shard.path().to_path_buf());
