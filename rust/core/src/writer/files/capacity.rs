@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::shard;
 use crate::error::{Error, Result};
 use crate::format::header::{FileHeader, HEADER_LEN};
+use crate::format::SHARD_EXTENSION;
 use crate::objstore::uploads::UploadQueue;
 use std::collections::HashSet;
 use std::fs::File;
@@ -157,15 +158,17 @@ impl Capacity {
         // Another recorder writing into the directory now (a Ray actor, another EnvRunner)
         // counts and deletes its own shards: those of a recording with a shard being written
         // are not this one's to count. A killed recording's shards are (its lock died with it).
-        let live: HashSet<[u8; 16]> = prior
+        let mut live: HashSet<[u8; 16]> = prior
             .iter()
             .zip(&headers)
             .filter(|((path, _), _)| File::open(path).is_ok_and(|f| shard::writer_holds_lock(&f)))
             .filter_map(|(_, header)| header.as_ref().map(|h| h.recording_id))
             .collect();
+        let listed: HashSet<&Path> = prior.iter().map(|(path, _)| path.as_path()).collect();
+        let unknown_writer = appeared_since(dir, &listed, &mut live);
         let closed = prior.iter().zip(headers).filter_map(|((path, steps), header)| {
             let id = header.map(|h| (h.recording_id, h.shard_seq));
-            let others = id.is_some_and(|(recording, _)| live.contains(&recording));
+            let others = unknown_writer || id.is_some_and(|(recording, _)| live.contains(&recording));
             (!others).then(|| Closed { path: path.clone(), steps: *steps, released: true, id })
         });
         Ok(Capacity { limit, dir: dir.to_path_buf(), closed: closed.collect(), uploads: None })
@@ -248,6 +251,28 @@ fn finish_interrupted_evictions(dir: &Path) {
     for name in EvictionLog::read(dir).map(|log| log.evicted_shards).unwrap_or_default() {
         let _ = std::fs::remove_file(dir.join(name));
     }
+}
+
+/// Adds to `live` the recordings of the shards in `dir` that `listed` lacks (listed after the
+/// lock probes): a writer makes and locks its next shard before it lets go of the last, so a
+/// recording whose listed shards were all free when probed, and that has a shard since, was
+/// rolling over, not dead. Returns whether a locked shard without its header yet (whose
+/// recording cannot be told) appeared: then no other recording's shards are counted.
+fn appeared_since(dir: &Path, listed: &HashSet<&Path>, live: &mut HashSet<[u8; 16]>) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else { return false };
+    let mut unknown_writer = false;
+    for path in entries.filter_map(|e| e.ok().map(|e| e.path())) {
+        if path.extension().is_none_or(|ext| ext != SHARD_EXTENSION) || listed.contains(path.as_path()) {
+            continue;
+        }
+        match header_of(&path) {
+            Some(header) => {
+                live.insert(header.recording_id);
+            }
+            None => unknown_writer |= File::open(&path).is_ok_and(|f| shard::writer_holds_lock(&f)),
+        }
+    }
+    unknown_writer
 }
 
 /// The header of the shard at `path`, if it reads as one.
@@ -340,6 +365,33 @@ mod tests {
         assert_eq!(counted, vec![killed.as_path()]);
         drop(writing); // the writer is gone: all of them are the next recording's to count
         assert_eq!(Capacity::new(1, dir.path(), &prior).unwrap().closed.len(), 3);
+    }
+
+    /// A recording caught rolling over: the shards listed before are all free when probed, but
+    /// its next shard appeared since (a writer makes it before it lets go of the last), so
+    /// they are not counted; a locked shard with no header yet holds back every other one.
+    #[test]
+    fn shards_of_a_recording_rolling_over_are_not_counted() {
+        use std::os::unix::io::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let shard = |recording: u8, seq: u64| {
+            let path = dir.path().join(format!("r{recording}-{seq}.trj"));
+            std::fs::write(&path, FileHeader::new([recording; 16], seq, 1).encode()).unwrap();
+            path
+        };
+        let (rolled, killed) = (shard(1, 0), shard(2, 0));
+        let prior = [(rolled.clone(), 5), (killed.clone(), 5)];
+        let next = shard(1, 1); // not in `prior`: made after the listing
+        let counted = |c: &Capacity| c.closed.iter().map(|c| c.path.clone()).collect::<Vec<_>>();
+        assert_eq!(counted(&Capacity::new(1, dir.path(), &prior).unwrap()), vec![killed.clone()]);
+        std::fs::remove_file(&next).unwrap();
+        let headless = dir.path().join("r3-0.trj");
+        let writing = File::create(&headless).unwrap();
+        // SAFETY: the descriptor is open and owned by `writing` for the whole test.
+        assert_eq!(unsafe { libc::flock(writing.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) }, 0);
+        assert!(counted(&Capacity::new(1, dir.path(), &prior).unwrap()).is_empty());
+        drop(writing); // a headerless file nobody writes (a kill's leftover) holds nothing back
+        assert_eq!(counted(&Capacity::new(1, dir.path(), &prior).unwrap()), vec![rolled, killed]);
     }
 
     #[test]

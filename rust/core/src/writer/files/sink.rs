@@ -247,23 +247,30 @@ impl Sink {
         let repeats = episodes.parts_at_rollover(now_ns());
         self.append_timelog(true);
         self.write_pending_episodes(episodes)?;
+        // The next shard is made (and locked) before the old one is finished: a recording being
+        // written always holds a shard's lock, so a bounded recorder starting in the directory
+        // never takes it for a dead one whose shards are its to count (`Capacity::new`).
+        let old_seq = self.shard_seq;
+        self.shard_seq += 1;
+        let shard = self
+            .clock
+            .time_write(|| {
+                ShardWriter::create(
+                    &self.dir,
+                    self.recording_id,
+                    self.shard_seq,
+                    &self.meta_json,
+                    episodes.columns(),
+                    self.durability,
+                )
+            })
+            .inspect_err(|_| self.shard_seq = old_seq)?;
         if let Some(old) = self.shard.take() {
             let path = self.clock.time_write(|| old.finish())?;
             self.flushed();
-            self.count_closed(&path, episodes.step_rows());
+            self.count_closed(&path, episodes.step_rows(), old_seq);
             self.compact_closed(&path);
         }
-        self.shard_seq += 1;
-        let shard = self.clock.time_write(|| {
-            ShardWriter::create(
-                &self.dir,
-                self.recording_id,
-                self.shard_seq,
-                &self.meta_json,
-                episodes.columns(),
-                self.durability,
-            )
-        })?;
         self.shared.shard_paths.lock().unwrap_or_else(|p| p.into_inner()).push(shard.path().to_path_buf());
         if let Some(uploads) = &self.uploads {
             uploads.opened(shard.path());
@@ -295,7 +302,7 @@ impl Sink {
             let after = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(before);
             self.shared.bytes_written.fetch_add(after.saturating_sub(before), Ordering::Relaxed);
             self.flushed();
-            self.count_closed(&path, episodes.step_rows());
+            self.count_closed(&path, episodes.step_rows(), self.shard_seq);
             self.compact_closed(&path);
         }
         self.join_compactions();
@@ -343,11 +350,11 @@ impl Sink {
 
     /// A bounded recording counts the shard just closed at `path` (its transitions: those taken
     /// in since it started, `step_rows` now); it may be deleted once the writer is done with it.
-    fn count_closed(&mut self, path: &Path, step_rows: u64) {
+    fn count_closed(&mut self, path: &Path, step_rows: u64, seq: u64) {
         if let Some(capacity) = &self.capacity {
             let steps = step_rows - self.shard_first_step;
             let mut capacity = capacity.lock().unwrap_or_else(|p| p.into_inner());
-            capacity.sealed(path, steps, self.recording_id, self.shard_seq);
+            capacity.sealed(path, steps, self.recording_id, seq);
         }
     }
 
