@@ -100,6 +100,23 @@ class Progress:
             self.bar.close()
 
 
+def run_import(importer: Callable[..., dict[str, Any]], args: argparse.Namespace) -> int:
+    """An `import-*` command: `importer(source, dst, ...)` under a progress bar, then what came in."""
+    start = time.perf_counter()
+    progress = Progress(0, "steps")
+    try:
+        result = importer(args.source, args.dst, force=args.force, zstd_level=args.zstd_level, progress=progress.update)
+    finally:
+        progress.close()
+    elapsed = time.perf_counter() - start
+    print(
+        f"imported {result['episodes']:,} episodes, {result['steps']:,} steps from {args.source} into {args.dst} "
+        f"in {elapsed:.1f} s",
+        file=sys.stderr,
+    )
+    return 0
+
+
 def fmt_bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024 or unit == "GiB":

@@ -3,30 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 
-from trajcore.cli._common import Commands, Progress
+from trajcore.cli._common import Commands, run_import
 
 
 def run(args: argparse.Namespace) -> int:
     from trajcore.formats import from_lerobot
 
-    start = time.perf_counter()
-    progress = Progress(0, "steps")
-    try:
-        result = from_lerobot(
-            args.source, args.dst, force=args.force, zstd_level=args.zstd_level, progress=progress.update
-        )
-    finally:
-        progress.close()
-    elapsed = time.perf_counter() - start
-    print(
-        f"imported {result['episodes']:,} episodes, {result['steps']:,} steps from {args.source} into {args.dst} "
-        f"in {elapsed:.1f} s",
-        file=sys.stderr,
-    )
-    return 0
+    return run_import(from_lerobot, args)
 
 
 def add_to(commands: Commands) -> None:
