@@ -16,7 +16,7 @@ from gymnasium import spaces
 
 from trajcore import _core, _live
 from trajcore._store import configure
-from trajcore.errors import CorruptFileError, InvalidArgumentError, TrajcoreWarning
+from trajcore.errors import CorruptFileError, InvalidArgumentError, TrajcoreFileNotFoundError, TrajcoreWarning
 from trajcore.read.agents import agents_of
 from trajcore.read.env_episodes import EnvEpisodes
 from trajcore.read.episode import Episode
@@ -443,3 +443,15 @@ def _reopen(
         _exclusions=exclusions,
         _shared_fd=fd,
     )
+
+
+def holds_shards(url: str) -> bool:
+    """Whether the prefix `url` already holds a dataset's shards (damage in them is not this
+    question's concern). Errors: `TrajcoreIOError`, the store failed."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            Dataset(url).close()
+    except TrajcoreFileNotFoundError:
+        return False
+    return True

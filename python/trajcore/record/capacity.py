@@ -10,7 +10,7 @@ import warnings
 from pathlib import Path
 
 from trajcore import _core
-from trajcore.errors import InvalidArgumentError, TrajcoreError, TrajcoreFileNotFoundError, TrajcoreWarning
+from trajcore.errors import InvalidArgumentError, TrajcoreError, TrajcoreWarning
 
 __all__ = ["prior_shards", "refuse_filled_prefix", "refuse_shared_prefix"]
 
@@ -54,13 +54,9 @@ def refuse_filled_prefix(url: str) -> None:
         InvalidArgumentError: the prefix holds shards; the message names it.
         TrajcoreIOError: the store failed (after its retries), naming the URL and why.
     """
-    from trajcore.read.dataset import Dataset
+    from trajcore.read.dataset import holds_shards
 
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # damage in what is there is not this check's concern
-            Dataset(url).close()
-    except TrajcoreFileNotFoundError:
+    if not holds_shards(url):
         return
     raise InvalidArgumentError(
         f"capacity_steps: {url} already holds shards, which a bounded recording into a store does not count: record "

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import os
 import tempfile
-import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from trajcore import _core
 from trajcore._store import configure
-from trajcore.errors import InvalidArgumentError, TrajcoreFileNotFoundError
-from trajcore.read.dataset import Dataset
+from trajcore.errors import InvalidArgumentError
+from trajcore.read.dataset import holds_shards
 
 __all__ = ["shards_under", "written_to_store"]
 
@@ -26,11 +25,7 @@ def _refuse_existing(url: str) -> None:
         raise InvalidArgumentError(f"{url}: HTTP(S) URLs are read-only: write to an s3:// prefix")
     if url.lower().endswith(f".{_core.SHARD_EXTENSION}"):
         raise InvalidArgumentError(f"{url}: name a prefix to write the dataset under, not a shard")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # damage in what is there is not this write's concern
-            Dataset(url).close()
-    except TrajcoreFileNotFoundError:
+    if not holds_shards(url):
         return
     raise InvalidArgumentError(
         f"{url} already holds shards: write to a new prefix (trajcore removes nothing from a store)"
