@@ -7,6 +7,7 @@ deletions is said once, retried, and never makes a reader return a row the env d
 
 from __future__ import annotations
 
+import json
 import os
 import time
 import warnings
@@ -58,25 +59,27 @@ def record(
 ) -> tuple[int, dict[str, Any]]:
     """CartPole x4 recorded to `path` with seeded random actions until `until(step)`; each
     (observation, action, next observation) transition the env gave goes into `given`. Returns
-    the steps taken and the recorder's stats after close."""
+    the steps taken and the recorder's stats after close, with the transitions the env gave as
+    `"given"` (a sub-env's autoreset step is none)."""
     envs = gym.make_vec("CartPole-v1", num_envs=NUM_ENVS, vectorization_mode="sync")
     rec = trajcore.RecordVectorEpisodes(envs, path, **options)
     rng = np.random.default_rng(seed)
     obs, _ = rec.reset(seed=seed)
     autoreset = np.zeros(NUM_ENVS, dtype=bool)
-    step = 0
+    step = transitions = 0
     while not until(step):
         actions = rng.integers(0, 2, NUM_ENVS)
         nxt, _, term, trunc, _ = rec.step(actions)
-        if given is not None:
-            for i in range(NUM_ENVS):
-                if not (step > 0 and autoreset[i]):  # a sub-env's reset step is no transition
+        for i in range(NUM_ENVS):
+            if not (step > 0 and autoreset[i]):  # a sub-env's reset step is no transition
+                transitions += 1
+                if given is not None:
                     given.add(obs[i].tobytes() + actions[i].tobytes() + nxt[i].tobytes())
         autoreset, obs = term | trunc, nxt
         step += 1
         each_step(step)
     rec.close()
-    return step, rec.stats()
+    return step, {**rec.stats(), "given": transitions}
 
 
 def assert_same_episodes(got: trajcore.Dataset, want: trajcore.Dataset) -> None:
@@ -123,7 +126,7 @@ def test_a_bounded_recording_reopened_on_a_filled_prefix_evicts_its_oldest_shard
     assert not [o["Key"] for o in objects if ".trj.open/" in o["Key"]]  # no segment stays
     with trajcore.open(url, storage_options=s3.options) as ds, trajcore.open(local) as want:
         assert ds.evicted_steps == first["evicted_steps"] + second["evicted_steps"]
-        assert ds.num_steps + ds.evicted_steps == NUM_ENVS * (1000 + 150)
+        assert ds.num_steps + ds.evicted_steps == first["given"] + second["given"]
         assert ds.num_steps <= 1000 + 100
         assert len(ds.shards) == len(after) and not ds.problems
         assert_same_episodes(ds, want)
@@ -155,6 +158,8 @@ def test_a_reopened_bounded_recordings_failed_deletions_are_said_once_and_retrie
             with warnings.catch_warnings():
                 warnings.simplefilter("error", trajcore.TrajcoreWarning)
                 reader.refresh()
+            if not reader.num_steps:  # the old data evicted, the new not up yet
+                return
             batch = reader.sample_transitions(32, seed=step)
             for o, a, n in zip(batch["observations"], batch["actions"], batch["next_observations"], strict=True):
                 assert o.tobytes() + np.asarray(a, dtype=np.int64).tobytes() + n.tobytes() in given
@@ -184,3 +189,36 @@ def test_a_reopened_bounded_recordings_failed_deletions_are_said_once_and_retrie
     with trajcore.open(url, storage_options=s3.options) as ds, trajcore.open(local) as want:
         assert len(ds.shards) == len(shard_keys(s3, bucket, "buffer")) and not ds.problems
         assert_same_episodes(ds, want)
+
+
+def test_a_killed_recorders_segments_are_made_a_shard_and_counted_when_reopened(
+    s3: S3, no_aws_env: None, tmp_path: Path
+) -> None:
+    """A recorder killed mid-shard leaves its shard in the store as segments (no shard yet: no
+    reader lists it). A bounded recording reopened on the prefix makes them the shard first (as
+    `trajcore recover URL` does) and counts it: here the capacity evicts it with the other old
+    shards, which it would otherwise never have known of."""
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/buffer"
+    store = {"flush_interval": INTERVAL, "storage_options": s3.options}
+    _, first = record(url, 0, lambda s: s == 300, capacity_steps=400, **store)  # about 400 kept
+    # The killed recorder's shard, about 200 transitions, as one segment from offset 0.
+    killed = tmp_path / "killed"
+    _, lost = record(killed, 2, lambda s: s == 50)
+    (shard,) = killed.glob("*.trj")
+    s3.client.upload_file(str(shard), bucket, f"buffer/{shard.name}.open/{0:020d}")
+    with trajcore.open(url, storage_options=s3.options) as ds:
+        assert shard.name not in [Path(s).name for s in ds.shards]
+        kept_before, evicted_before = ds.num_steps, ds.evicted_steps
+    _, stats = record(url, 1, lambda s: s == 100, capacity_steps=400, **store)  # about 400 new transitions
+    names = s3.client.list_objects_v2(Bucket=bucket, Prefix="buffer/").get("Contents", [])
+    assert not [o["Key"] for o in names if ".trj.open/" in o["Key"]]
+    # Counted: evicted with the older shards (the new recording alone fills the capacity).
+    assert f"buffer/{shard.name}" not in [o["Key"] for o in names]
+    assert stats["evicted_steps"] >= kept_before + lost["given"]
+    with trajcore.open(url, storage_options=s3.options) as ds:
+        log = s3.client.get_object(Bucket=bucket, Key="buffer/trajcore-evictions.json")["Body"].read()
+        assert shard.name in json.loads(log)["evicted_shards"]
+        assert ds.evicted_steps == evicted_before + stats["evicted_steps"]
+        assert ds.num_steps + ds.evicted_steps == first["given"] + lost["given"] + stats["given"]
+        assert not ds.problems

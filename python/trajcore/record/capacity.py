@@ -10,6 +10,7 @@ import warnings
 from pathlib import Path
 
 from trajcore import _core
+from trajcore._store import recover_store
 from trajcore.errors import (
     InvalidArgumentError,
     TrajcoreError,
@@ -31,7 +32,9 @@ def prior_shards(
 
     `path` may be a store prefix (`s3://...`) recorded through the local directory `staging`:
     its shards are named as files of `staging` (the core's uploads delete the object of each
-    evicted one by its name). A store that fails is not taken for an empty prefix.
+    evicted one by its name). The segments a killed recorder left there are made into its shard
+    first (as `trajcore recover URL` does), so the capacity counts them as a killed local
+    recording's last shard is counted. A store that fails is not taken for an empty prefix.
 
     Raises:
         TrajcoreIOError: the store failed (after its retries), naming the URL and why.
@@ -42,6 +45,8 @@ def prior_shards(
             return []
     from trajcore.read.dataset import open as open_dataset
 
+    if staging is not None:
+        recover_store(os.fspath(path))
     try:
         with open_dataset(path) as existing:
             agents = [(existing.meta(r).get("user") or {}).get("agent") for r in range(existing.num_recordings)]
