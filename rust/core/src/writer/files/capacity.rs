@@ -202,8 +202,12 @@ impl Capacity {
                 .into_iter()
                 .map(|(object, _, _)| object.key.rsplit('/').next().unwrap_or_default().to_string())
                 .collect();
-            let left: Vec<PathBuf> =
-                log.evicted_shards.iter().filter(|name| listed.contains(*name)).map(|name| self.dir.join(name)).collect();
+            let left: Vec<PathBuf> = log
+                .evicted_shards
+                .iter()
+                .filter(|name| listed.contains(*name))
+                .map(|name| self.dir.join(name))
+                .collect();
             if !left.is_empty() {
                 uploads.evicted(&left, &self.dir.join(EVICTION_LOG));
             }
