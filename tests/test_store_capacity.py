@@ -222,3 +222,30 @@ def test_a_killed_recorders_segments_are_made_a_shard_and_counted_when_reopened(
         assert ds.evicted_steps == evicted_before + stats["evicted_steps"]
         assert ds.num_steps + ds.evicted_steps == first["given"] + lost["given"] + stats["given"]
         assert not ds.problems
+
+
+def test_a_store_failing_while_a_reopened_bounded_recording_counts_fails_it_by_name(
+    s3: S3, no_aws_env: None, tmp_path: Path
+) -> None:
+    """A store that fails while a bounded recording counts the prefix's shards fails the
+    recorder's construction with `TrajcoreIOError` naming the URL (never an uncounted prefix,
+    never a staging directory left); once the store answers, the same call counts them."""
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/buffer"
+    record(url, 0, lambda s: s == 100, capacity_steps=400, storage_options=s3.options)
+    staging = Path(os.environ.get("TMPDIR", "/tmp"))
+    staged_before = set(staging.glob(f"trajcore-staging-{bucket}_buffer-*"))
+    with s3_proxy(s3.endpoint) as proxy:
+        options = {**s3.options, "endpoint": proxy.endpoint, "max_retries": "0", "retry_timeout": "5"}
+        proxy.fail(-1)
+        with pytest.raises(trajcore.TrajcoreIOError, match=url):
+            trajcore.RecordEpisodes(gym.make("CartPole-v1"), url, capacity_steps=400, storage_options=options)
+        assert set(staging.glob(f"trajcore-staging-{bucket}_buffer-*")) == staged_before
+        proxy.fail(0)
+        with trajcore.open(url, storage_options=options) as ds:
+            kept = ds.num_steps
+        _, stats = record(url, 1, lambda s: s == 100, capacity_steps=400, storage_options=options)
+    # The old shards were counted: uncounted, the prefix would hold them and the new ones.
+    assert kept + stats["given"] > 400 + 400 // 10 and stats["evicted_steps"] > 0
+    with trajcore.open(url, storage_options=s3.options) as ds:
+        assert ds.num_steps <= 400 + 400 // 10 and not ds.problems

@@ -1,6 +1,6 @@
-"""A bounded recording (`capacity_steps`) started on a directory that already holds shards
-counts them: the closed shards there, oldest first, with their transitions, as the core's
-writer takes them (`prior_shards` of its config). The writer decides what to delete
+"""A bounded recording (`capacity_steps`) started on a directory (or store prefix) that already
+holds shards counts them: the closed shards there, oldest first, with their transitions, as the
+core's writer takes them (`prior_shards` of its config). The writer decides what to delete
 (`writer::files::capacity` in the core); this only reads what is there."""
 
 from __future__ import annotations

@@ -122,7 +122,11 @@ class Recording:
             path = self._staging.staging
         if o["capacity_steps"] is not None:
             if self._staging is not None:  # the prefix's shards, named as files of the staging directory
-                placement["prior_shards"] = prior_shards(self._staging.url, env.agent, staging=os.fspath(path))
+                try:
+                    placement["prior_shards"] = prior_shards(self._staging.url, env.agent, staging=os.fspath(path))
+                except BaseException:
+                    self._staging.done()  # nothing was recorded into it
+                    raise
             else:
                 placement["prior_shards"] = prior_shards(path, env.agent)
         make_config = functools.partial(base_config, **placement)
