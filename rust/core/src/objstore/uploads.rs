@@ -366,3 +366,35 @@ impl Worker {
         self.evict()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An outage is said once, and ends only when a request of the kind that began it goes
+    /// through: a store refusing deletions while it takes uploads is one outage.
+    #[test]
+    fn an_outage_is_said_once_and_ends_with_its_kind() {
+        let status = Status::default();
+        let said = |status: &Status| status.unreported.swap(false, Ordering::AcqRel);
+        // (what happens, whether a failure is said by it)
+        let steps: &[(&str, Request, bool)] = &[
+            ("fail", Request::Delete, true),
+            ("through", Request::Put, false),
+            ("fail", Request::Delete, false),
+            ("fail", Request::Put, false),
+            ("through", Request::Delete, false),
+            ("fail", Request::Put, true),
+            ("through", Request::Put, false),
+            ("fail", Request::Put, true),
+        ];
+        for (k, &(what, kind, want)) in steps.iter().enumerate() {
+            if what == "fail" {
+                status.note(kind, format!("failure {k}"));
+            } else {
+                status.went_through(kind);
+            }
+            assert_eq!(said(&status), want, "step {k}: {what} {}", kind as u8);
+        }
+    }
+}
