@@ -136,9 +136,9 @@ fn put_array(
 /// core; a numpy scalar, as numpy's 0-d array of it.
 fn number(value: &Bound<'_, PyAny>, col: &ColInfo, coll: &mut Collector) -> PyResult<Src> {
     let py = value.py();
-    let is_float = value.is_instance_of::<PyFloat>();
-    let is_int = value.is_exact_instance_of::<PyInt>() || value.is_instance_of::<PyBool>();
-    if !(is_int || value.is_exact_instance_of::<PyFloat>()) {
+    let exact_float = value.is_exact_instance_of::<PyFloat>();
+    let is_int = !exact_float && (value.is_exact_instance_of::<PyInt>() || value.is_instance_of::<PyBool>());
+    if !(is_int || exact_float) {
         if let Some(src) = numpy_scalar(value, col, coll) {
             return Ok(src);
         }
@@ -149,12 +149,13 @@ fn number(value: &Bound<'_, PyAny>, col: &ColInfo, coll: &mut Collector) -> PyRe
     }
     // Python's own int and float by their value; another object (an IntEnum, a Decimal) as an
     // integer and as a float where it reads so.
-    let int = if value.is_exact_instance_of::<PyFloat>() { None } else { value.extract().ok() };
+    let int = if exact_float { None } else { value.extract().ok() };
     let float = match (is_int, int) {
         (true, Some(v)) => Some(v as f64),
         _ => value.extract().ok(),
     };
     let mut misfit = None;
+    let is_float = exact_float || value.is_instance_of::<PyFloat>();
     let src = coll.own_with(|out| misfit = col.fit.number(Number { int, float, is_float }, out).err());
     match misfit {
         None => Ok(src),

@@ -58,6 +58,8 @@ impl Fit {
     /// How a value for this column is read (`rows`: the env count of a batched value, `None`
     /// for one row): str columns take strs, a one-row value of a scalar column is a number,
     /// anything else an array.
+    // Inlined into the bindings' step path (a call per value), as `check_bounds`.
+    #[inline]
     pub fn reading(&self, rows: Option<usize>) -> Reading {
         match (self.dtype, rows, self.shape.is_empty()) {
             (DType::Utf8, _, _) => Reading::Strs,
@@ -99,6 +101,7 @@ impl Fit {
 
     /// Whether the rows in `data` lie within a discrete space's bounds, when the column has
     /// them (`rows`: batched, which the message names); why not.
+    #[inline]
     pub fn check_bounds(&self, data: &[u8], rows: Option<usize>) -> std::result::Result<(), String> {
         let Some(bounds) = &self.bounds else { return Ok(()) };
         bounds.check(self.dtype, data, self.shape.iter().product(), rows.is_some())
