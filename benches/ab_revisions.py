@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import shutil
 import statistics
@@ -359,6 +360,8 @@ def main() -> None:
 
     sys.path.insert(0, str(BENCHES.parent / "tests"))
     from s3_server import s3_server  # type: ignore[import-not-found]
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # moto's server logs every request
 
     results: dict[str, dict[str, list[Figure]]] = {w: {} for w in workloads}
     loads: dict[str, list[float]] = {w: [] for w in workloads}
