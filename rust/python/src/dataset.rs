@@ -9,8 +9,8 @@ use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyRange, PyRangeMethods, PyString, PyTuple};
 use trajcore_core::reader::{
-    episode_metrics, episode_summaries, ColumnData, Dataset, EpisodeSet, OpenOptions, PlanCache, Recording, Request,
-    Values, WindowKind, CACHE_AUTO,
+    episode_metrics, episode_summaries, ColumnData, Dataset, EpisodeSet, OpenOptions, PlanCache, Report,
+    Request, Values, WindowKind, CACHE_AUTO,
 };
 
 use crate::arrays;
@@ -87,11 +87,6 @@ impl PyDataset {
         }
         Ok(out)
     }
-
-    /// A recording's field, read by `f`.
-    fn recording<R>(&self, py: Python<'_>, recording: usize, f: impl FnOnce(&Recording) -> R) -> PyResult<R> {
-        self.read(|d| d.recording(recording).map(f)).py_err(py)
-    }
 }
 
 /// The core's request for the windows `gather` names: numbers (an int64 array), (episodes, first
@@ -100,11 +95,7 @@ impl PyDataset {
 fn request_of(which: &Bound<'_, PyAny>) -> PyResult<Request> {
     let py = which.py();
     if let Ok(range) = which.cast::<PyRange>() {
-        let (start, stop, step) = (range.start()?, range.stop()?, range.step()?);
-        let (Ok(start), Ok(stop), 1) = (u64::try_from(start), u64::try_from(stop), step) else {
-            return Err(invalid(py, format!("steps are a range of non-negative numbers by 1 (got {range})")));
-        };
-        return Request::range(start, stop).py_err(py);
+        return Request::range(range.start()? as i64, range.stop()? as i64, range.step()? as i64).py_err(py);
     }
     if which.is_instance_of::<PyTuple>() {
         let (episodes, steps): (PyReadonlyArray1<i64>, PyReadonlyArray1<i64>) = which.extract()?;
@@ -159,37 +150,17 @@ impl PyDataset {
         Ok(PyDataset { path, strict, cache_bytes, inner: RwLock::new(dataset), plans: PlanCache::default() })
     }
 
-    /// (LRU bound, shared store bytes, chunks this process decoded), and the store's descriptor.
-    fn cache_stats(&self) -> ((usize, usize, u64), Option<i32>) {
-        let (s, fd) = self.read(|d| (d.cache_stats(), d.shared_chunks_fd()));
-        ((s.lru_bytes, s.shared_bytes, s.decodes), fd)
-    }
-
     /// What a verification at open left out, as JSON (None when nothing was).
     fn exclusions_json(&self) -> Option<String> {
         self.read(|d| (!d.exclusions().is_empty()).then(|| d.exclusions().to_json()))
     }
 
-    /// Where damage lost descriptions of a recording's columns (so columns may be missing
-    /// from `columns`): [file, byte offset, why], or None.
-    fn schema_damage<'py>(&self, py: Python<'py>, recording: usize) -> PyResult<Bound<'py, PyAny>> {
-        from_json(py, self.recording(py, recording, |r| serde_json::to_string(&r.schema_damage))?)
-    }
-
-    /// The listing as it is now, one dict: problems (damage found at open or by a verification
-    /// at open) and notices (files replaced or deleted since opening), each [file, byte offset,
-    /// what]; episodes_unlisted; shards and shard_sizes; damaged_episodes (found by reads,
-    /// lenient mode) and evicted_episodes (rows in shards a bounded recording deleted), ascending.
-    fn listing<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let shards = |d: &Dataset| d.shard_paths().iter().map(|p| p.display().to_string()).collect::<Vec<_>>();
-        let listing = |d: &Dataset| {
-            serde_json::json!({
-                "problems": d.problems(), "notices": d.notices(), "episodes_unlisted": d.episodes_unlisted(),
-                "shards": shards(d), "shard_sizes": d.shard_sizes(),
-                "damaged_episodes": d.view().damaged_episodes(), "evicted_episodes": d.evicted_episodes(),
-            })
-        };
-        from_json(py, serde_json::to_string(&self.read(listing)))
+    /// What the dataset says about itself (see the core's `Report`), with the GIL released:
+    /// a store prefix's eviction log is a request.
+    #[pyo3(signature = (name, recording=None))]
+    fn report<'py>(&self, py: Python<'py>, name: &str, recording: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
+        let report = Report::parse(name, recording).py_err(py)?;
+        from_json(py, Ok(py.detach(|| self.read(|d| d.report(report))).py_err(py)?))
     }
 
     #[getter]
@@ -201,13 +172,6 @@ impl PyDataset {
     #[getter]
     fn shard_steps(&self) -> Vec<(usize, u64)> {
         self.read(|d| d.shard_steps())
-    }
-
-    /// Transitions the bounded recordings of this directory deleted (their eviction log).
-    #[getter]
-    fn evicted_steps(&self, py: Python<'_>) -> PyResult<u64> {
-        // A store prefix's log is a request: other threads run meanwhile.
-        py.detach(|| self.read(|d| d.evicted_steps())).py_err(py)
     }
 
     #[getter]
@@ -225,13 +189,9 @@ impl PyDataset {
         self.read(|d| d.recordings().len())
     }
 
-    fn meta_json(&self, py: Python<'_>, recording: usize) -> PyResult<String> {
-        self.recording(py, recording, |r| r.meta_json.clone())
-    }
-
     /// Column specs of a recording, as dicts.
     fn columns<'py>(&self, py: Python<'py>, recording: usize) -> PyResult<Bound<'py, PyAny>> {
-        from_json(py, self.recording(py, recording, |r| serde_json::to_string(&r.columns))?)
+        from_json(py, self.read(|d| d.recording(recording).map(|r| serde_json::to_string(&r.columns))).py_err(py)?)
     }
 
     /// Storage per column of each recording, from the index (nothing is decoded): dicts with
@@ -253,11 +213,6 @@ impl PyDataset {
             out.set_item(name, arrays_dict(py, m.fields())?)?;
         }
         Ok(out)
-    }
-
-    /// The timelog stored by `recording`'s writer: [samples, damage that left some out].
-    fn timelog<'py>(&self, py: Python<'py>, recording: usize) -> PyResult<Bound<'py, PyAny>> {
-        from_json(py, serde_json::to_string(&self.read(|d| d.timelog(recording))))
     }
 
     fn episode_metadata_json(&self, py: Python<'_>, episode: i64) -> PyResult<String> {
