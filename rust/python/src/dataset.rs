@@ -29,7 +29,8 @@ pub struct PyDataset {
     #[pyo3(get)]
     cache_bytes: Option<usize>,
     inner: RwLock<Dataset>,
-    /// Cleared by `refresh` (recordings may have appeared).
+    /// Batch plans of this dataset and its selections; cleared by `refresh` (recordings may
+    /// have appeared).
     plans: PlanCache<Plan>,
 }
 
@@ -61,12 +62,8 @@ impl PyDataset {
         sel: Option<&Bound<'_, PySelection>>,
     ) -> PyResult<Arc<Plan>> {
         let at = self.read(|d| d.columns_generation());
-        match sel.map(|s| s.get()).filter(|s| s.among.is_some()) {
-            Some(s) => {
-                s.plans.get_or_make_at(at, keys, |keys| self.read(|d| Plan::new(py, d, keys, s.among.as_deref())))
-            }
-            None => self.plans.get_or_make_at(at, keys, |keys| self.read(|d| Plan::new(py, d, keys, None))),
-        }
+        let among = sel.and_then(|s| s.get().among.as_deref());
+        self.plans.get_or_make_at(at, keys, among, |keys, among| self.read(|d| Plan::new(py, d, keys, among)))
     }
 
     fn batch<'py>(
@@ -355,7 +352,7 @@ impl PyDataset {
     fn live_selection(&self) -> Option<PySelection> {
         self.read(|d| {
             let set = d.live_episodes()?.clone();
-            Some(PySelection { set, among: d.live_recordings(), plans: PlanCache::default() })
+            Some(PySelection { set, among: d.live_recordings() })
         })
     }
 
