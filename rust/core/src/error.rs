@@ -177,8 +177,16 @@ mod tests {
             (Error::Interrupted("signal".into()), ErrorKind::Recorder, None),
             (Error::Upload { url: "s3://b".into(), why: "denied".into() }, ErrorKind::Recorder, None),
             (store, ErrorKind::Io, None),
-            (Error::io("f", std::io::Error::from_raw_os_error(libc::ENOENT)), ErrorKind::NotFound, missing(libc::ENOENT, "No such file or directory", "f")),
-            (Error::NoShard { path: "d".into(), why: "no shard below".into() }, ErrorKind::NotFound, missing(libc::ENOENT, "no shard below", "d")),
+            (
+                Error::io("f", std::io::Error::from_raw_os_error(libc::ENOENT)),
+                ErrorKind::NotFound,
+                missing(libc::ENOENT, "No such file or directory", "f"),
+            ),
+            (
+                Error::NoShard { path: "d".into(), why: "no shard below".into() },
+                ErrorKind::NotFound,
+                missing(libc::ENOENT, "no shard below", "d"),
+            ),
         ];
         for (error, kind, os) in cases {
             assert_eq!(error.kind(), kind, "{error}");

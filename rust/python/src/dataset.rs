@@ -9,8 +9,8 @@ use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyRange, PyRangeMethods, PyString, PyTuple};
 use trajcore_core::reader::{
-    episode_metrics, episode_summaries, ColumnData, Dataset, EpisodeSet, OpenOptions, PlanCache, Report,
-    Request, Values, WindowKind, CACHE_AUTO,
+    episode_metrics, episode_summaries, ColumnData, Dataset, EpisodeSet, OpenOptions, PlanCache, Report, Request,
+    Values, WindowKind, CACHE_AUTO,
 };
 
 use crate::arrays;

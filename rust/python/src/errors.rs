@@ -33,7 +33,8 @@ pub fn class<'py>(py: Python<'py>, name: &str) -> Bound<'py, PyType> {
 
 /// An instance of class `name` made from `args` (a RuntimeError with `message` should that fail).
 fn raise(py: Python<'_>, name: &str, args: PyResult<Bound<'_, PyTuple>>, message: String) -> PyErr {
-    args.and_then(|args| class(py, name).call1(args)).map_or_else(|_| PyRuntimeError::new_err(message), PyErr::from_value)
+    args.and_then(|args| class(py, name).call1(args))
+        .map_or_else(|_| PyRuntimeError::new_err(message), PyErr::from_value)
 }
 
 /// Converts a core error to the matching Python exception.
