@@ -206,6 +206,10 @@ class Dataset:
             TrajcoreIndexError: no such recording.
             TrajcoreIOError: evicted_steps of a store prefix: the store failed.
         """
+    def listing(self) -> dict[str, Any]:
+        """`report("listing")`."""
+    def meta_json(self, recording: int) -> str:
+        """The Meta record of a recording (dataset metadata, layout, user JSON), as JSON text."""
     @property
     def strict(self) -> bool: ...
     @property
@@ -421,13 +425,13 @@ def escape_key(key: str) -> str:
 def unescape_key(part: str) -> str:
     """The key of a column name component (the inverse of `escape_key`)."""
 
-def layout_leaves(layout_json: str, columns: set[str] | None = None) -> list[list[Any]]:
+def layout_leaves(layout_json: str) -> list[list[Any]]:
     """The leaves of a layout tree (JSON) in the tree's order: [path, column name], each path
-    item a dict key (str) or a tuple position (int). `columns`: the names a leaf may use (None: any).
+    item a dict key (str) or a tuple position (int).
 
     Raises:
-        InvalidArgumentError: the tree is malformed, nests deeper than 64 levels, or a leaf names
-            no column of `columns`; the message is only what is wrong.
+        InvalidArgumentError: the tree is malformed or nests deeper than 64 levels; the message
+            is only what is wrong.
     """
 
 def configure_store(url: str, options: list[tuple[str, str]]) -> None: ...

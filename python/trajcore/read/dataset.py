@@ -123,7 +123,7 @@ class Dataset(_Sampling):
         core = _core.Dataset(self._path, strict, cache_bytes, verify, _exclusions, mmap, _shared_fd)
         # What its episodes read through (see `trajcore.read.reads`).
         self._reads = DatasetReads(self._path, core)
-        problems = core.report("listing")["problems"]
+        problems = core.listing()["problems"]
         self._warned = len(problems)
         self._notices = 0
         # Where this process's recorders writing into the directory are registered (`_live`).
@@ -174,12 +174,12 @@ class Dataset(_Sampling):
     @property
     def shards(self) -> list[str]:
         """The shard files, in recording order."""
-        return cast(list[str], self._core.report("listing")["shards"])
+        return cast(list[str], self._core.listing()["shards"])
 
     @property
     def shard_sizes(self) -> list[int]:
         """Each shard's size in bytes, in `shards` order (as its store lists it, for a URL)."""
-        return cast(list[int], self._core.report("listing")["shard_sizes"])
+        return cast(list[int], self._core.listing()["shard_sizes"])
 
     @property
     def evicted_steps(self) -> int:
@@ -199,20 +199,20 @@ class Dataset(_Sampling):
         them (found by `refresh`), and episodes a refresh listed while they ran that were then
         discarded: still readable through `episodes` (the dataset reads the files it opened),
         but left out of sampling, `num_steps`, `transitions` and `select`."""
-        return cast(list[int], self._core.report("listing")["evicted_episodes"])
+        return cast(list[int], self._core.listing()["evicted_episodes"])
 
     @property
     def problems(self) -> list[tuple[str, int, str]]:
         """Damage found when opening (and by ``verify=True``, with the episodes left out for
         it): (file, byte offset, what was wrong)."""
-        return [tuple(p) for p in self._core.report("listing")["problems"]]
+        return [tuple(p) for p in self._core.listing()["problems"]]
 
     @property
     def episodes_unlisted(self) -> int:
         """Episodes the `problems` took out of the listing (damaged Episode records, as their own
         headers count them, and episodes whose rows a damaged record took): lost, and not among
         `episodes`."""
-        return int(self._core.report("listing")["episodes_unlisted"])
+        return int(self._core.listing()["episodes_unlisted"])
 
     def timelog(self, recording: int = 0) -> list[dict[str, Any]]:
         """The writer's timelog stored in the files of `recording` (see `num_recordings`): one
@@ -243,7 +243,7 @@ class Dataset(_Sampling):
         """Episodes reads found damaged since opening (without `strict`): left out of sampling
         (each was announced by a `TrajcoreWarning`, or by the `CorruptFileError` of a read of
         it)."""
-        return cast(list[int], self._core.report("listing")["damaged_episodes"])
+        return cast(list[int], self._core.listing()["damaged_episodes"])
 
     @property
     def num_episodes(self) -> int:
@@ -373,7 +373,7 @@ class Dataset(_Sampling):
         _live.flush_recorders(self._live_key)  # a recorder of this process writing here: its rows now
         added = self._core.refresh()
         self._reads.forget()
-        listing = self._core.report("listing")
+        listing = self._core.listing()
         problems, notices = listing["problems"], listing["notices"]
         for file, offset, why in problems[self._warned :]:
             warnings.warn(f"{file}: byte offset {offset}: {why}", TrajcoreWarning, stacklevel=2)

@@ -88,7 +88,7 @@ class DatasetReads:
     def recording(self, index: int) -> RecordingSpecs:
         rec = self._recordings.get(index)
         if rec is None:
-            meta = self.core.report("meta", index)
+            meta = json.loads(self.core.meta_json(index))
             meta = meta if isinstance(meta, dict) else {}
             columns = self.core.columns(index)
             rec = RecordingSpecs(

@@ -160,6 +160,15 @@ impl PyDataset {
         from_json(py, Ok(py.detach(|| self.read(|d| d.report(report))).py_err(py)?))
     }
 
+    /// The listing as it is now (see the core's `Report::Listing`).
+    fn listing<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        self.report(py, "listing", None)
+    }
+
+    fn meta_json(&self, py: Python<'_>, recording: usize) -> PyResult<String> {
+        self.read(|d| d.report(Report::Meta(recording))).py_err(py)
+    }
+
     #[getter]
     fn mmap(&self) -> bool {
         self.read(|d| d.options().mmap)
