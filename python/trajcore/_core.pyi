@@ -177,22 +177,41 @@ class Dataset:
         mmap: bool = True,
         shared_fd: int | None = None,
     ) -> Self: ...
-    def cache_stats(self) -> tuple[tuple[int, int, int], int | None]:
-        """(LRU bound, shared store bytes, chunks this process decoded), and the store's
-        descriptor."""
     def exclusions_json(self) -> str | None:
         """What a verification at open left out, as JSON (None when nothing was)."""
-    def schema_damage(self, recording: int) -> list[Any] | None:
-        """Where damage lost descriptions of a recording's columns (so some may be missing from
-        `columns`): [file, byte offset, why], or None."""
+    def report(
+        self,
+        name: Literal["listing", "cache_stats", "evicted_steps", "meta", "schema_damage", "timelog"],
+        recording: int | None = None,
+    ) -> Any:
+        """What the dataset says about itself, by name (GIL released); `recording` for those
+        about one recording (meta, schema_damage, timelog).
+
+        - listing: {problems (damage found at open or by a verification at open) and notices
+          (shard files replaced or deleted since opening), each [file, byte offset, what];
+          episodes_unlisted; shards and shard_sizes; damaged_episodes (found by reads, lenient
+          mode) and evicted_episodes (rows in shards a bounded recording deleted), ascending}.
+        - cache_stats: {lru_bytes (LRU bound), shared_bytes (shared store bytes), decodes
+          (chunks this process decoded), shared_fd (the store's descriptor, or None)}.
+        - evicted_steps: transitions the bounded recordings of this directory deleted (their
+          eviction log).
+        - meta: the Meta record of a recording (dataset metadata, layout, user JSON).
+        - schema_damage: where damage lost descriptions of a recording's columns (so some may be
+          missing from `columns`): [file, byte offset, why], or None.
+        - timelog: the timelog the recording's writer stored: [samples, [file, offset, why] of
+          damaged timelog records left out].
+
+        Raises:
+            InvalidArgumentError: an unknown name, or a recording missing or given where none is asked.
+            TrajcoreIndexError: no such recording.
+            TrajcoreIOError: evicted_steps of a store prefix: the store failed.
+        """
     def listing(self) -> dict[str, Any]:
-        """The listing as it is now: problems (damage found at open or by a verification at
-        open) and notices (shard files replaced or deleted since opening), each [file, byte
-        offset, what]; episodes_unlisted; shards and shard_sizes; damaged_episodes (found by
-        reads, lenient mode) and evicted_episodes (rows in shards a bounded recording deleted),
-        ascending."""
+        """`report("listing")`."""
     def news_counts(self) -> tuple[int, int]:
         """(problems, notices) as many as `listing` has."""
+    def meta_json(self, recording: int) -> str:
+        """The Meta record of a recording (dataset metadata, layout, user JSON), as JSON text."""
     @property
     def strict(self) -> bool: ...
     @property
@@ -203,9 +222,6 @@ class Dataset:
     @property
     def shard_steps(self) -> list[tuple[int, int]]:
         """(recording, transitions) of each shard, in `shards` order."""
-    @property
-    def evicted_steps(self) -> int:
-        """Transitions the bounded recordings of this directory deleted (their eviction log)."""
     def live_selection(self) -> Selection | None:
         """The episodes sampling draws from once a bounded recording evicted some (every
         episode less `evicted_episodes`, kept up to date by `refresh`); None while none is."""
@@ -213,8 +229,6 @@ class Dataset:
     def num_episodes(self) -> int: ...
     @property
     def num_steps(self) -> int: ...
-    def meta_json(self, recording: int) -> str:
-        """The Meta record of a recording (dataset metadata, layout, user JSON)."""
     @property
     def num_recordings(self) -> int: ...
     def columns(self, recording: int) -> list[dict[str, Any]]:
@@ -228,9 +242,6 @@ class Dataset:
     def metrics(self) -> dict[str, dict[str, npt.NDArray[Any]]]:
         """Episode metrics by column name: {name: {count, sum, mean, min, max}}, one entry per
         episode in dataset order (count 0 and NaN where an episode has no value)."""
-    def timelog(self, recording: int) -> list[Any]:
-        """The timelog `recording`'s writer stored: [samples, [file, offset, why] of damaged
-        timelog records left out]."""
     def episode_metadata_json(self, episode: int) -> str: ...
     def read_column(self, episode: int, column: str) -> np.ndarray | list[str]:
         """All rows of one column of one episode: T+1 rows for observation-timeline columns,
@@ -416,13 +427,13 @@ def escape_key(key: str) -> str:
 def unescape_key(part: str) -> str:
     """The key of a column name component (the inverse of `escape_key`)."""
 
-def layout_leaves(layout_json: str, columns: set[str] | None = None) -> list[list[Any]]:
+def layout_leaves(layout_json: str) -> list[list[Any]]:
     """The leaves of a layout tree (JSON) in the tree's order: [path, column name], each path
-    item a dict key (str) or a tuple position (int). `columns`: the names a leaf may use (None: any).
+    item a dict key (str) or a tuple position (int).
 
     Raises:
-        InvalidArgumentError: the tree is malformed, nests deeper than 64 levels, or a leaf names
-            no column of `columns`; the message is only what is wrong.
+        InvalidArgumentError: the tree is malformed or nests deeper than 64 levels; the message
+            is only what is wrong.
     """
 
 def configure_store(url: str, options: list[tuple[str, str]]) -> None: ...

@@ -146,12 +146,12 @@ class Dataset(_Sampling):
         """How decoded chunks are kept: ``lru_bytes`` (this process's cache bound),
         ``shared_bytes`` (the store every process reading this dataset shares; 0 when there is
         none) and ``decodes`` (chunks this process decompressed so far)."""
-        (lru_bytes, shared_bytes, decodes), _ = self._core.cache_stats()
-        return {"lru_bytes": lru_bytes, "shared_bytes": shared_bytes, "decodes": decodes}
+        stats = self._core.report("cache_stats")
+        return {k: int(stats[k]) for k in ("lru_bytes", "shared_bytes", "decodes")}
 
     def __reduce__(self) -> tuple[Any, ...]:
         args = (self._path, self._strict, self._cache_bytes, self._core.exclusions_json(), self._mmap)
-        fd = self._core.cache_stats()[1]
+        fd = self._core.report("cache_stats")["shared_fd"]
         if fd is not None and multiprocessing.context.get_spawning_popen() is not None:
             # Pickled for a process multiprocessing is starting (a spawned data-loader worker):
             # the shared decoded chunks go with it. Plain pickles reopen without them.
@@ -191,7 +191,7 @@ class Dataset(_Sampling):
         Raises:
             TrajcoreIOError: for a prefix, the store failed (naming the URL); the next call asks again.
         """
-        return int(self._core.evicted_steps)
+        return int(self._core.report("evicted_steps"))
 
     @property
     def evicted_episodes(self) -> list[int]:
@@ -230,7 +230,7 @@ class Dataset(_Sampling):
         if not 0 <= recording < self.num_recordings:
             raise InvalidArgumentError(f"no recording {recording} (the dataset has {self.num_recordings})")
         samples: list[dict[str, Any]]
-        samples, problems = self._core.timelog(recording)
+        samples, problems = self._core.report("timelog", recording)
         for file, offset, why in problems:
             if self._strict:
                 raise CorruptFileError(f"{file}: byte offset {offset}: {why}")

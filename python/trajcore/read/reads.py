@@ -169,7 +169,7 @@ class DatasetReads:
                 column descriptions of the recording.
         """
         rec = self.recording(recording)
-        lost = self.core.schema_damage(recording)
+        lost = self.core.report("schema_damage", recording)
         if lost is not None:
             # Some info or data columns (or their masks) may be among those lost: what reads
             # would be incomplete or unmasked.

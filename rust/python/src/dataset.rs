@@ -9,7 +9,7 @@ use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyRange, PyRangeMethods, PyString, PyTuple};
 use trajcore_core::reader::{
-    episode_metrics, episode_summaries, ColumnData, Dataset, EpisodeSet, OpenOptions, PlanCache, Recording, Request,
+    episode_metrics, episode_summaries, ColumnData, Dataset, EpisodeSet, OpenOptions, PlanCache, Report, Request,
     Values, WindowKind, CACHE_AUTO,
 };
 
@@ -29,7 +29,8 @@ pub struct PyDataset {
     #[pyo3(get)]
     cache_bytes: Option<usize>,
     inner: RwLock<Dataset>,
-    /// Cleared by `refresh` (recordings may have appeared).
+    /// Batch plans of this dataset and its selections; cleared by `refresh` (recordings may
+    /// have appeared).
     plans: PlanCache<Plan>,
 }
 
@@ -61,12 +62,8 @@ impl PyDataset {
         sel: Option<&Bound<'_, PySelection>>,
     ) -> PyResult<Arc<Plan>> {
         let at = self.read(|d| d.columns_generation());
-        match sel.map(|s| s.get()).filter(|s| s.among.is_some()) {
-            Some(s) => {
-                s.plans.get_or_make_at(at, keys, |keys| self.read(|d| Plan::new(py, d, keys, s.among.as_deref())))
-            }
-            None => self.plans.get_or_make_at(at, keys, |keys| self.read(|d| Plan::new(py, d, keys, None))),
-        }
+        let among = sel.and_then(|s| s.get().among.as_deref());
+        self.plans.get_or_make_at(at, keys, among, |keys, among| self.read(|d| Plan::new(py, d, keys, among)))
     }
 
     fn batch<'py>(
@@ -87,11 +84,6 @@ impl PyDataset {
         }
         Ok(out)
     }
-
-    /// A recording's field, read by `f`.
-    fn recording<R>(&self, py: Python<'_>, recording: usize, f: impl FnOnce(&Recording) -> R) -> PyResult<R> {
-        self.read(|d| d.recording(recording).map(f)).py_err(py)
-    }
 }
 
 /// The core's request for the windows `gather` names: numbers (an int64 array), (episodes, first
@@ -100,11 +92,7 @@ impl PyDataset {
 fn request_of(which: &Bound<'_, PyAny>) -> PyResult<Request> {
     let py = which.py();
     if let Ok(range) = which.cast::<PyRange>() {
-        let (start, stop, step) = (range.start()?, range.stop()?, range.step()?);
-        let (Ok(start), Ok(stop), 1) = (u64::try_from(start), u64::try_from(stop), step) else {
-            return Err(invalid(py, format!("steps are a range of non-negative numbers by 1 (got {range})")));
-        };
-        return Request::range(start, stop).py_err(py);
+        return Request::range(range.start()? as i64, range.stop()? as i64, range.step()? as i64).py_err(py);
     }
     if which.is_instance_of::<PyTuple>() {
         let (episodes, steps): (PyReadonlyArray1<i64>, PyReadonlyArray1<i64>) = which.extract()?;
@@ -159,37 +147,26 @@ impl PyDataset {
         Ok(PyDataset { path, strict, cache_bytes, inner: RwLock::new(dataset), plans: PlanCache::default() })
     }
 
-    /// (LRU bound, shared store bytes, chunks this process decoded), and the store's descriptor.
-    fn cache_stats(&self) -> ((usize, usize, u64), Option<i32>) {
-        let (s, fd) = self.read(|d| (d.cache_stats(), d.shared_chunks_fd()));
-        ((s.lru_bytes, s.shared_bytes, s.decodes), fd)
-    }
-
     /// What a verification at open left out, as JSON (None when nothing was).
     fn exclusions_json(&self) -> Option<String> {
         self.read(|d| (!d.exclusions().is_empty()).then(|| d.exclusions().to_json()))
     }
 
-    /// Where damage lost descriptions of a recording's columns (so columns may be missing
-    /// from `columns`): [file, byte offset, why], or None.
-    fn schema_damage<'py>(&self, py: Python<'py>, recording: usize) -> PyResult<Bound<'py, PyAny>> {
-        from_json(py, self.recording(py, recording, |r| serde_json::to_string(&r.schema_damage))?)
+    /// What the dataset says about itself (see the core's `Report`), with the GIL released:
+    /// a store prefix's eviction log is a request.
+    #[pyo3(signature = (name, recording=None))]
+    fn report<'py>(&self, py: Python<'py>, name: &str, recording: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
+        let report = Report::parse(name, recording).py_err(py)?;
+        from_json(py, Ok(py.detach(|| self.read(|d| d.report(report))).py_err(py)?))
     }
 
-    /// The listing as it is now, one dict: problems (damage found at open or by a verification
-    /// at open) and notices (files replaced or deleted since opening), each [file, byte offset,
-    /// what]; episodes_unlisted; shards and shard_sizes; damaged_episodes (found by reads,
-    /// lenient mode) and evicted_episodes (rows in shards a bounded recording deleted), ascending.
+    /// The listing as it is now (see the core's `Report::Listing`).
     fn listing<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let shards = |d: &Dataset| d.shard_paths().iter().map(|p| p.display().to_string()).collect::<Vec<_>>();
-        let listing = |d: &Dataset| {
-            serde_json::json!({
-                "problems": d.problems(), "notices": d.notices(), "episodes_unlisted": d.episodes_unlisted(),
-                "shards": shards(d), "shard_sizes": d.shard_sizes(),
-                "damaged_episodes": d.view().damaged_episodes(), "evicted_episodes": d.evicted_episodes(),
-            })
-        };
-        from_json(py, serde_json::to_string(&self.read(listing)))
+        self.report(py, "listing", None)
+    }
+
+    fn meta_json(&self, py: Python<'_>, recording: usize) -> PyResult<String> {
+        self.read(|d| d.report(Report::Meta(recording))).py_err(py)
     }
 
     /// (problems, notices) as many as `listing` has: a refresh asks for the listing only when
@@ -209,13 +186,6 @@ impl PyDataset {
         self.read(|d| d.shard_steps())
     }
 
-    /// Transitions the bounded recordings of this directory deleted (their eviction log).
-    #[getter]
-    fn evicted_steps(&self, py: Python<'_>) -> PyResult<u64> {
-        // A store prefix's log is a request: other threads run meanwhile.
-        py.detach(|| self.read(|d| d.evicted_steps())).py_err(py)
-    }
-
     #[getter]
     fn num_episodes(&self) -> usize {
         self.read(|d| d.episodes().len())
@@ -231,13 +201,9 @@ impl PyDataset {
         self.read(|d| d.recordings().len())
     }
 
-    fn meta_json(&self, py: Python<'_>, recording: usize) -> PyResult<String> {
-        self.recording(py, recording, |r| r.meta_json.clone())
-    }
-
     /// Column specs of a recording, as dicts.
     fn columns<'py>(&self, py: Python<'py>, recording: usize) -> PyResult<Bound<'py, PyAny>> {
-        from_json(py, self.recording(py, recording, |r| serde_json::to_string(&r.columns))?)
+        from_json(py, self.read(|d| d.recording(recording).map(|r| serde_json::to_string(&r.columns))).py_err(py)?)
     }
 
     /// Storage per column of each recording, from the index (nothing is decoded): dicts with
@@ -259,11 +225,6 @@ impl PyDataset {
             out.set_item(name, arrays_dict(py, m.fields())?)?;
         }
         Ok(out)
-    }
-
-    /// The timelog stored by `recording`'s writer: [samples, damage that left some out].
-    fn timelog<'py>(&self, py: Python<'py>, recording: usize) -> PyResult<Bound<'py, PyAny>> {
-        from_json(py, serde_json::to_string(&self.read(|d| d.timelog(recording))))
     }
 
     fn episode_metadata_json(&self, py: Python<'_>, episode: i64) -> PyResult<String> {
@@ -406,7 +367,7 @@ impl PyDataset {
     fn live_selection(&self) -> Option<PySelection> {
         self.read(|d| {
             let set = d.live_episodes()?.clone();
-            Some(PySelection { set, among: d.live_recordings(), plans: PlanCache::default() })
+            Some(PySelection { set, among: d.live_recordings() })
         })
     }
 

@@ -1,7 +1,6 @@
 //! Module-level functions of `trajcore._core`: `convert`, `verify`, `recover`, the bound on
 //! gather threads, and the leaves of a layout tree.
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
@@ -71,17 +70,11 @@ pub fn num_threads() -> usize {
 }
 
 /// The leaves of a layout tree (JSON), in the tree's order: [path, column name], each path item
-/// a dict key (str) or a tuple position (int). `columns`: the names a leaf may use (None: any).
-/// Raises InvalidArgumentError, its message only what is wrong with the tree.
+/// a dict key (str) or a tuple position (int). Raises InvalidArgumentError, its message only what
+/// is wrong with the tree.
 #[pyfunction]
-#[pyo3(signature = (layout_json, columns=None))]
-pub fn layout_leaves<'py>(
-    py: Python<'py>,
-    layout_json: &str,
-    columns: Option<HashSet<String>>,
-) -> PyResult<Bound<'py, PyAny>> {
-    let tree = Layout::from_json(layout_json, &|name| columns.as_ref().is_none_or(|c| c.contains(name)))
-        .map_err(|why| invalid(py, why))?;
+pub fn layout_leaves<'py>(py: Python<'py>, layout_json: &str) -> PyResult<Bound<'py, PyAny>> {
+    let tree = Layout::from_json(layout_json, &|_| true).map_err(|why| invalid(py, why))?;
     from_json(py, Ok(tree.leaves_json()))
 }
 

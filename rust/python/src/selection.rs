@@ -5,22 +5,19 @@ use std::sync::Arc;
 
 use numpy::PyArray1;
 use pyo3::prelude::*;
-use trajcore_core::reader::{Dataset, EpisodeSet, PlanCache};
-
-use crate::batch::Plan;
+use trajcore_core::reader::{Dataset, EpisodeSet};
 
 #[pyclass(module = "trajcore._core", name = "Selection", frozen)]
 pub struct PySelection {
     pub set: Arc<EpisodeSet>,
     /// The recordings its episodes come from, when not all: its batches are planned over those
-    /// (one agent's, in a multi-agent dataset), in `plans`.
+    /// (one agent's, in a multi-agent dataset).
     pub among: Option<Vec<bool>>,
-    pub plans: PlanCache<Plan>,
 }
 
 impl PySelection {
     pub fn of(d: &Dataset, set: Arc<EpisodeSet>) -> Self {
-        PySelection { among: d.view().recordings_among(&set), set, plans: PlanCache::default() }
+        PySelection { among: d.view().recordings_among(&set), set }
     }
 }
 

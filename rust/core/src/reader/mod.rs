@@ -25,7 +25,8 @@
 //!   and `found_damage` (training reads that leave damaged episodes out and go on), `salvage`
 //!   (what of each episode still reads: the plan `recover` writes).
 //! - `dataset` (the façade users hold: open, refresh, the listing) hands out a `DatasetView`
-//!   (`dataset_view`) of its store and catalog: every read is a method of the view.
+//!   (`dataset_view`) of its store and catalog: every read is a method of the view; `report`
+//!   answers what it says about itself (the listing, the cache, a recording's Meta), by name.
 //!
 //! Everything read from a file is untrusted: every offset and length is bounds-checked with
 //! checked arithmetic, and damage becomes a `Problem` (or `Error::Corrupt`), never a panic.
@@ -37,6 +38,7 @@ mod int_map;
 mod integrity;
 mod live;
 mod reads;
+mod report;
 pub(crate) mod store;
 
 use std::path::{Path, PathBuf};
@@ -62,6 +64,7 @@ pub use crate::reader::store::shared_chunks::{
 };
 pub use dataset::{ColumnStats, Dataset, EpisodeRef, OpenOptions, Recording, SkippedRecord};
 pub use dataset_view::DatasetView;
+pub use report::Report;
 
 pub(crate) use crate::reader::catalog::trust::episode_span;
 pub use crate::reader::integrity::damage::Damage;

@@ -137,17 +137,18 @@ fn batch_shapes<'a>(rows: impl Iterator<Item = &'a [usize]>, b: usize, kind: Win
     shapes
 }
 
-/// Plans (or what a caller makes of one) by key set (`None`: the default keys), made on first
-/// use. A training loop uses a few sets; past `PlanCache::CAPACITY` the oldest made goes, so a
-/// caller asking for ever new sets does not grow it without bound.
+/// Plans (or what a caller makes of one) by key set (`None`: the default keys) and the
+/// recordings they are planned over (`None`: all; see `BatchPlan::among`), made on first use. A
+/// training loop uses a few sets; past `PlanCache::CAPACITY` the oldest made goes, so a caller
+/// asking for ever new sets does not grow it without bound.
 pub struct PlanCache<T> {
     plans: Mutex<Vec<Keyed<T>>>,
     /// The dataset's `columns_generation` the plans were made at.
     generation: Mutex<u64>,
 }
 
-/// A plan and the key set it was made for.
-type Keyed<T> = (Option<Vec<String>>, Arc<T>);
+/// A plan and the key set and recordings it was made for.
+type Keyed<T> = (Option<Vec<String>>, Option<Vec<bool>>, Arc<T>);
 
 impl<T> Default for PlanCache<T> {
     fn default() -> Self {
@@ -158,21 +159,22 @@ impl<T> Default for PlanCache<T> {
 impl<T> PlanCache<T> {
     pub const CAPACITY: usize = 16;
 
-    /// The plan of `keys`, made by `make` if there is none yet.
+    /// The plan of `keys` over `among`, made by `make` if there is none yet.
     pub fn get_or_make<E>(
         &self,
         keys: Option<Vec<String>>,
-        make: impl FnOnce(Option<&[String]>) -> Result<T, E>,
+        among: Option<&[bool]>,
+        make: impl FnOnce(Option<&[String]>, Option<&[bool]>) -> Result<T, E>,
     ) -> Result<Arc<T>, E> {
         let mut plans = self.plans.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, plan)) = plans.iter().find(|(k, _)| *k == keys) {
+        if let Some((_, _, plan)) = plans.iter().find(|(k, a, _)| *k == keys && a.as_deref() == among) {
             return Ok(plan.clone());
         }
-        let plan = Arc::new(make(keys.as_deref())?);
+        let plan = Arc::new(make(keys.as_deref(), among)?);
         if plans.len() >= Self::CAPACITY {
             plans.remove(0);
         }
-        plans.push((keys, plan.clone()));
+        plans.push((keys, among.map(<[bool]>::to_vec), plan.clone()));
         Ok(plan)
     }
 
@@ -182,7 +184,8 @@ impl<T> PlanCache<T> {
         &self,
         generation: u64,
         keys: Option<Vec<String>>,
-        make: impl FnOnce(Option<&[String]>) -> Result<T, E>,
+        among: Option<&[bool]>,
+        make: impl FnOnce(Option<&[String]>, Option<&[bool]>) -> Result<T, E>,
     ) -> Result<Arc<T>, E> {
         let mut at = self.generation.lock().unwrap_or_else(|p| p.into_inner());
         if *at != generation {
@@ -190,7 +193,7 @@ impl<T> PlanCache<T> {
             *at = generation;
         }
         drop(at);
-        self.get_or_make(keys, make)
+        self.get_or_make(keys, among, make)
     }
 
     /// Forgets every plan (the dataset's recordings changed).
@@ -253,20 +256,21 @@ mod tests {
     }
 
     #[test]
-    fn plans_are_made_once_per_key_set_and_the_oldest_goes_first() {
+    fn plans_are_made_once_per_key_set_and_recordings_and_the_oldest_goes_first() {
         let cache = PlanCache::<String>::default();
         let made = std::cell::Cell::new(0);
-        let get = |keys: Option<Vec<String>>| {
+        let get_among = |keys: Option<Vec<String>>, among: Option<&[bool]>| {
             cache
-                .get_or_make(keys, |k| {
+                .get_or_make(keys, among, |k, a| {
                     made.set(made.get() + 1);
-                    Ok::<_, ()>(format!("{k:?}"))
+                    Ok::<_, ()>(format!("{k:?} {a:?}"))
                 })
                 .unwrap()
         };
+        let get = |keys| get_among(keys, None);
         let a = get(None);
         assert!(Arc::ptr_eq(&a, &get(None)), "made once");
-        assert_eq!((a.as_str(), made.get()), ("None", 1));
+        assert_eq!((a.as_str(), made.get()), ("None None", 1));
         for i in 0..PlanCache::<String>::CAPACITY {
             get(Some(vec![i.to_string()]));
         }
@@ -275,10 +279,17 @@ mod tests {
         assert_eq!(made.get(), 17, "still held");
         get(None);
         assert_eq!(made.get(), 18, "the oldest (None) went");
-        assert_eq!(cache.get_or_make(Some(vec![]), |_| Err("no")), Err("no"), "an error is not kept");
+        assert_eq!(cache.get_or_make(Some(vec![]), None, |_, _| Err("no")), Err("no"), "an error is not kept");
         cache.clear();
         get(None);
         assert_eq!(made.get(), 19);
+        // The same keys over other recordings are another plan, made once too.
+        let (one, other): (&[bool], &[bool]) = (&[true, false], &[false, true]);
+        assert_eq!(get_among(None, Some(one)).as_str(), "None Some([true, false])");
+        get_among(None, Some(one));
+        get_among(None, Some(other));
+        get(None);
+        assert_eq!(made.get(), 21);
     }
 
     #[test]

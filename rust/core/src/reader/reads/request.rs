@@ -24,10 +24,16 @@ pub enum Request {
 }
 
 impl Request {
-    /// Steps `start .. stop` (none when `stop <= start`), read in bulk.
+    /// Steps `start .. stop` by `step` (none when `stop <= start`), read in bulk: a Python
+    /// `range` of step numbers, which must count up by 1 from 0 or more.
     ///
-    /// Errors: `Invalid` when they are more than an index can count.
-    pub fn range(start: u64, stop: u64) -> Result<Request> {
+    /// Errors: `Invalid` for another range, or steps more than an index can count.
+    pub fn range(start: i64, stop: i64, step: i64) -> Result<Request> {
+        let (Ok(start), Ok(stop), 1) = (u64::try_from(start), u64::try_from(stop), step) else {
+            let by = if step == 1 { String::new() } else { format!(", {step}") };
+            let got = format!("range({start}, {stop}{by})");
+            return Err(Error::Invalid(format!("steps are a range of non-negative numbers by 1 (got {got})")));
+        };
         let n = usize::try_from(stop.saturating_sub(start))
             .map_err(|_| Error::Invalid(format!("steps {start}..{stop} are too many to read at once")))?;
         Ok(Request::Range { first: start, n })
@@ -115,8 +121,14 @@ mod tests {
 
     #[test]
     fn ranges_and_pairs_are_checked() {
-        assert_eq!(Request::range(3, 7).unwrap(), Request::Range { first: 3, n: 4 });
-        assert_eq!(Request::range(7, 3).unwrap(), Request::Range { first: 7, n: 0 });
+        assert_eq!(Request::range(3, 7, 1).unwrap(), Request::Range { first: 3, n: 4 });
+        assert_eq!(Request::range(7, 3, 1).unwrap(), Request::Range { first: 7, n: 0 });
+        let refused = |start, stop, step| Request::range(start, stop, step).unwrap_err().to_string();
+        let why = "steps are a range of non-negative numbers by 1 (got";
+        assert_eq!(refused(0, 8, 2), format!("{why} range(0, 8, 2))"));
+        assert_eq!(refused(-1, 8, 1), format!("{why} range(-1, 8))"));
+        assert_eq!(refused(0, -8, 1), format!("{why} range(0, -8))"));
+        assert_eq!(refused(8, 0, -1), format!("{why} range(8, 0, -1))"));
         assert_eq!(Request::pairs(vec![0, -1], vec![2, 3]).unwrap(), Request::Pairs(vec![(0, 2), (-1, 3)]));
         assert_eq!(Request::pairs(vec![0], vec![]).unwrap_err().to_string(), "1 episodes for 0 steps");
     }

@@ -1,0 +1,110 @@
+//! What a dataset says about itself, asked by name (`_core.Dataset.report` in Python): which
+//! questions there are, which need a recording, and what each answer holds, decided here so
+//! the binding has one path for all of them. Answers are JSON text.
+
+use serde_json::json;
+
+use crate::reader::Dataset;
+use crate::{Error, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Report {
+    /// The listing as it is now: problems (damage found at open or by a verification at open)
+    /// and notices (files replaced or deleted since opening), each [file, byte offset, what];
+    /// episodes_unlisted; shards and shard_sizes; damaged_episodes (found by reads, lenient
+    /// mode) and evicted_episodes (rows in shards a bounded recording deleted), ascending.
+    Listing,
+    /// The decoded-chunk cache: lru_bytes (its bound), shared_bytes (the shared store's size),
+    /// decodes (chunks this process decoded), shared_fd (the store's descriptor, or null).
+    CacheStats,
+    /// Transitions the bounded recordings of this directory deleted (their eviction log; a
+    /// request for a store prefix).
+    EvictedSteps,
+    /// A recording's Meta record (dataset metadata, layout, user JSON).
+    Meta(usize),
+    /// Where damage lost descriptions of a recording's columns (so columns may be missing):
+    /// [file, byte offset, why], or null.
+    SchemaDamage(usize),
+    /// The timelog a recording's writer stored: [samples, damage that left some out].
+    Timelog(usize),
+}
+
+impl Report {
+    /// The report `name` asks for; `recording` is the recording it is about, for those about one.
+    ///
+    /// Errors: `Invalid` (an unknown name, or a recording missing or given where none is asked).
+    pub fn parse(name: &str, recording: Option<usize>) -> Result<Report> {
+        let report = match name {
+            "listing" => Report::Listing,
+            "cache_stats" => Report::CacheStats,
+            "evicted_steps" => Report::EvictedSteps,
+            "meta" => Report::Meta(recording.unwrap_or_default()),
+            "schema_damage" => Report::SchemaDamage(recording.unwrap_or_default()),
+            "timelog" => Report::Timelog(recording.unwrap_or_default()),
+            _ => return Err(Error::Invalid(format!("no report named '{name}'"))),
+        };
+        let about_one = matches!(report, Report::Meta(_) | Report::SchemaDamage(_) | Report::Timelog(_));
+        if about_one != recording.is_some() {
+            let need = if about_one { "is about one recording: give its index" } else { "takes no recording" };
+            return Err(Error::Invalid(format!("report '{name}' {need}")));
+        }
+        Ok(report)
+    }
+}
+
+impl Dataset {
+    /// The answer to `report`, as JSON.
+    ///
+    /// Errors: `OutOfRange` (no such recording), and `EvictedSteps`' errors.
+    pub fn report(&self, report: Report) -> Result<String> {
+        let value = match report {
+            Report::Listing => json!({
+                "problems": self.problems(),
+                "notices": self.notices(),
+                "episodes_unlisted": self.episodes_unlisted(),
+                "shards": self.shard_paths().iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
+                "shard_sizes": self.shard_sizes(),
+                "damaged_episodes": self.view().damaged_episodes(),
+                "evicted_episodes": self.evicted_episodes(),
+            }),
+            Report::CacheStats => {
+                let s = self.cache_stats();
+                json!({"lru_bytes": s.lru_bytes, "shared_bytes": s.shared_bytes, "decodes": s.decodes,
+                       "shared_fd": self.shared_chunks_fd()})
+            }
+            Report::EvictedSteps => json!(self.evicted_steps()?),
+            Report::Meta(r) => return Ok(self.recording(r)?.meta_json.clone()),
+            Report::SchemaDamage(r) => json!(self.recording(r)?.schema_damage),
+            Report::Timelog(r) => json!(self.timelog(r)),
+        };
+        Ok(value.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_recordings_pick_the_report() {
+        let table: [(&str, Option<usize>, Option<Report>); 10] = [
+            ("listing", None, Some(Report::Listing)),
+            ("cache_stats", None, Some(Report::CacheStats)),
+            ("evicted_steps", None, Some(Report::EvictedSteps)),
+            ("meta", Some(2), Some(Report::Meta(2))),
+            ("schema_damage", Some(0), Some(Report::SchemaDamage(0))),
+            ("timelog", Some(1), Some(Report::Timelog(1))),
+            ("listing", Some(0), None),
+            ("meta", None, None),
+            ("timelog", None, None),
+            ("columns", Some(0), None),
+        ];
+        for (name, recording, want) in table {
+            let got = Report::parse(name, recording);
+            match want {
+                Some(want) => assert_eq!(got.unwrap(), want, "{name} {recording:?}"),
+                None => assert!(matches!(got, Err(Error::Invalid(_))), "{name} {recording:?}: {got:?}"),
+            }
+        }
+    }
+}
