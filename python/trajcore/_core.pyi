@@ -229,6 +229,10 @@ class Dataset:
     def timelog(self, recording: int) -> list[Any]:
         """The timelog `recording`'s writer stored: [samples, [file, offset, why] of damaged
         timelog records left out]."""
+    def pin_episode(self, episode: int) -> object:
+        """Keeps the shards episode `episode` reads open while the returned pin lives (a shard
+        a bounded recording deleted is let go of at the first refresh after which no pin holds
+        it)."""
     def episode_metadata_json(self, episode: int) -> str: ...
     def read_column(self, episode: int, column: str) -> np.ndarray | list[str]:
         """All rows of one column of one episode: T+1 rows for observation-timeline columns,

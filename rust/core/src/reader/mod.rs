@@ -36,6 +36,7 @@ mod dataset_view;
 mod int_map;
 mod integrity;
 mod live;
+mod pin;
 mod reads;
 pub(crate) mod store;
 
@@ -62,6 +63,7 @@ pub use crate::reader::store::shared_chunks::{
 };
 pub use dataset::{ColumnStats, Dataset, EpisodeRef, OpenOptions, Recording, SkippedRecord};
 pub use dataset_view::DatasetView;
+pub use pin::EpisodePin;
 
 pub(crate) use crate::reader::catalog::trust::episode_span;
 pub use crate::reader::integrity::damage::Damage;
