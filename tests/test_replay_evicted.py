@@ -56,20 +56,26 @@ def test_a_loop_that_keeps_no_episode_holds_no_evicted_shard(tmp_path: Path) -> 
     """The training loop (step, refresh, sample) over three capacities: once the recorder is
     done, a refresh leaves no deleted shard open or mapped, and what the reader keeps per chunk
     and per mapped page at three capacities is what it kept at one (the buffer is full at both;
-    before, both grew with every transition recorded)."""
+    before, both grew with every transition recorded). The recorder flushes every 10 vector
+    steps, and only then (no timer), so the chunks it cuts do not depend on the machine's speed."""
     path = tmp_path / "buffer"
     envs = trajcore.RecordVectorEpisodes(
-        gym.make_vec("CartPole-v1", num_envs=8, vectorization_mode="sync"), path, capacity_steps=CAPACITY
+        gym.make_vec("CartPole-v1", num_envs=8, vectorization_mode="sync"),
+        path,
+        capacity_steps=CAPACITY,
+        flush_interval=3600,
     )
     envs.reset(seed=0)
     envs.action_space.seed(0)
     envs.flush()
     ds = trajcore.open(path)
     marks: list[dict[str, int]] = []
-    for capacities in (1, 2, 3):
+    for _ in range(3):
         for i in range(CAPACITY // 8):
             envs.step(envs.action_space.sample())
-            ds.refresh()
+            if i % 10 == 0:
+                envs.flush()
+                ds.refresh()
             if ds.num_steps:
                 ds.sample_transitions(256, seed=i)
         marks.append({"chunks": _chunks(ds), **_held(path)})
@@ -79,11 +85,10 @@ def test_a_loop_that_keeps_no_episode_holds_no_evicted_shard(tmp_path: Path) -> 
     assert _held(path)["evicted"] == 0
     one, three = marks[0], marks[2]
     # At one capacity the buffer just filled; from then on the chunks listed (those of the shards
-    # kept, one entry per lane and column for all the evicted ones) and the shard pages mapped
-    # stay within 2x (how many chunks the flushes cut depends on the machine's speed; holding
-    # what was evicted, they took 3x).
-    assert three["chunks"] <= 2 * one["chunks"], marks
-    assert three["mapped_kb"] <= 2 * one["mapped_kb"] + 1024, marks
+    # kept, and one entry per lane and column for all the evicted ones) and the shard pages
+    # mapped stay within 1.2x (holding what was evicted, they took 3x).
+    assert three["chunks"] <= 1.2 * one["chunks"], marks
+    assert three["mapped_kb"] <= 1.2 * one["mapped_kb"] + 256, marks
     ds.sample_transitions(256, seed=0)  # still samples
     ds.close()
 
@@ -143,7 +148,7 @@ def test_an_episode_taken_before_the_eviction_reads_its_values(tmp_path: Path) -
     kept = ds.episodes[0]  # taken, not read
     with trajcore.open(path) as before:
         want = {k: getattr(before.episodes[0], k).copy() for k in ("observations", "actions", "rewards")}
-    first_shard = ds._core.shard_paths[0]
+    first_shard = min(path.glob("*.trj"))
     for i in range(3 * CAPACITY // 8):
         envs.step(envs.action_space.sample())
         ds.refresh()

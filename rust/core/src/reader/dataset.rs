@@ -174,10 +174,11 @@ impl Dataset {
         // Then lets go of those nothing handed out reads (see `pin`).
         let released = self.store.release_unpinned();
         if !released.is_empty() {
-            let mut mask = vec![false; self.store.shards.len()];
-            released.iter().for_each(|&s| mask[s] = true);
-            self.catalog.release_shards(&mask);
-            self.store.verified.forget_shards(&mask);
+            let mut now = vec![false; self.store.shards.len()];
+            released.iter().for_each(|&s| now[s] = true);
+            self.store.verified.forget_shards(&now);
+            let all: Vec<bool> = self.store.shards.iter().map(|s| s.released).collect();
+            self.catalog.release_shards(&now, &all);
         }
         self.problems = self.store.problems().cloned().collect();
         self.problems.extend(self.catalog.own_problems.iter().cloned());

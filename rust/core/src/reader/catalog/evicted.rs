@@ -8,6 +8,10 @@
 use std::collections::HashMap;
 
 use super::chunk_list::{ChunkList, Located};
+use crate::format::chunks::ChunkRef;
+
+/// The data offset of a merged entry over a released shard's chunks (see `merged_runs`).
+const RELEASED: u64 = u64::MAX;
 use super::Catalog;
 
 /// An episode as this decision sees it: (recording, lane, first step row, shard of its record).
@@ -79,12 +83,13 @@ impl Catalog {
     /// instead of reading zeros where no chunk is. A bounded recording deletes its oldest shards
     /// first, so each list keeps one such entry: what a reader keeps per chunk stays bounded by
     /// what the capacity keeps. (`shard_steps` then counts a run's steps in its first shard.)
-    pub fn release_shards(&mut self, released: &[bool]) {
-        if !released.iter().any(|&r| r) {
+    /// `now`: the shards let go of since the last call; `released`: all of them so far.
+    pub fn release_shards(&mut self, now: &[bool], released: &[bool]) {
+        if !now.iter().any(|&r| r) {
             return;
         }
         for list in self.chunk_lists.values_mut() {
-            if list.chunks.iter().any(|c| released.get(c.shard).copied().unwrap_or(false)) {
+            if list.chunks.iter().any(|c| now.get(c.shard).copied().unwrap_or(false)) {
                 *list = merged_runs(&list.chunks, released);
             }
         }
@@ -117,6 +122,13 @@ fn merged_runs(chunks: &[Located], released: &[bool]) -> ChunkList {
                 last.chunk.raw_len = last.chunk.raw_len.saturating_add(c.chunk.raw_len);
                 last.chunk.stored_len = last.chunk.stored_len.saturating_add(c.chunk.stored_len);
             }
+            _ if is_released(c.shard) => {
+                // At no offset a chunk has, so no cache (this process's or the shared one) holds
+                // it, and never empty (an empty chunk is decoded without reading): a read of it
+                // goes to the shard, which fails naming the eviction.
+                let chunk = ChunkRef { data_offset: RELEASED, stored_len: c.chunk.stored_len.max(1), ..c.chunk };
+                out.push(Located { chunk, ..*c });
+            }
             _ => out.push(*c),
         }
     }
@@ -128,7 +140,6 @@ fn merged_runs(chunks: &[Located], released: &[bool]) -> ChunkList {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::format::chunks::ChunkRef;
 
     #[test]
     fn released_chunks_merge_per_run() {
@@ -159,9 +170,12 @@ mod tests {
             assert_eq!(rows(&list), want, "released {released:?}");
             assert_eq!(list.ends, want.iter().map(|w| w.2).collect::<Vec<_>>());
         }
-        // The merged entry's sizes add up (a read of it fails before they are used).
+        // The merged entry's sizes add up (a read of it fails before they are used), at an
+        // offset no cached chunk has.
         let list = merged_runs(&[at(0, 0, 4), at(0, 4, 4)], &[true]);
         assert_eq!((list.chunks[0].chunk.raw_len, list.chunks[0].chunk.stored_len), (32, 6));
+        assert_eq!(list.chunks[0].chunk.data_offset, RELEASED);
+        assert_eq!(merged_runs(&[at(0, 0, 4), at(1, 4, 4)], &[false, false]).chunks[0].chunk.data_offset, 0);
     }
 
     #[test]
