@@ -150,20 +150,30 @@ mod tests {
         };
         let rows = |l: &ChunkList| l.chunks.iter().map(|c| (c.shard, c.first_row(), c.end_row())).collect::<Vec<_>>();
         // (chunks, released shards) -> (shard, first row, end row) of each entry
-        let cases: Vec<(Vec<Located>, Vec<bool>, Vec<(usize, u64, u64)>)> = vec![
+        type Case = (Vec<Located>, Vec<bool>, Vec<(usize, u64, u64)>);
+        let cases: Vec<Case> = vec![
             // Shard 0 let go of: its three chunks become one; shard 1's stay.
-            (vec![at(0, 0, 4), at(0, 4, 4), at(0, 8, 2), at(1, 10, 5), at(1, 15, 5)], vec![true, false],
-             vec![(0, 0, 10), (1, 10, 15), (1, 15, 20)]),
+            (
+                vec![at(0, 0, 4), at(0, 4, 4), at(0, 8, 2), at(1, 10, 5), at(1, 15, 5)],
+                vec![true, false],
+                vec![(0, 0, 10), (1, 10, 15), (1, 15, 20)],
+            ),
             // A gap in the shard's rows (a masked column) keeps the runs apart.
             (vec![at(0, 0, 4), at(0, 6, 2), at(1, 8, 5)], vec![true, false], vec![(0, 0, 4), (0, 6, 8), (1, 8, 13)]),
             // Nothing let go of: as it was.
             (vec![at(0, 0, 4), at(0, 4, 4)], vec![false], vec![(0, 0, 4), (0, 4, 8)]),
             // Two shards let go of: one entry for both (in the first), the kept one's apart.
-            (vec![at(0, 0, 4), at(0, 4, 4), at(1, 8, 1), at(1, 9, 1), at(2, 10, 3)], vec![true, true, false],
-             vec![(0, 0, 10), (2, 10, 13)]),
+            (
+                vec![at(0, 0, 4), at(0, 4, 4), at(1, 8, 1), at(1, 9, 1), at(2, 10, 3)],
+                vec![true, true, false],
+                vec![(0, 0, 10), (2, 10, 13)],
+            ),
             // Let go of later, the entry made before grows.
-            (vec![at(0, 0, 10), at(2, 10, 3), at(3, 13, 3)], vec![true, false, true, false],
-             vec![(0, 0, 13), (3, 13, 16)]),
+            (
+                vec![at(0, 0, 10), at(2, 10, 3), at(3, 13, 3)],
+                vec![true, false, true, false],
+                vec![(0, 0, 13), (3, 13, 16)],
+            ),
         ];
         for (chunks, released, want) in cases {
             let list = merged_runs(&chunks, &released);

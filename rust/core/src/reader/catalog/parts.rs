@@ -88,7 +88,8 @@ pub(crate) fn listing(parts: &[Part], summaries: &[&EpisodeSummary], view: &View
     }
     let first = summaries[view.from];
     let latest_of_shard = |i: usize| parts.get(i + 1).is_none_or(|next| next.seq != parts[i].seq);
-    let episode_return = (view.from..=view.part).filter(|&i| latest_of_shard(i)).map(|i| summaries[i].piece_return).sum();
+    let episode_return =
+        (view.from..=view.part).filter(|&i| latest_of_shard(i)).map(|i| summaries[i].piece_return).sum();
     EpisodeSummary {
         flags: last.flags & !FLAG_COMPLETE,
         obs_first_row: first.piece_obs_first_row,
@@ -159,10 +160,16 @@ mod tests {
             (&[1, 2], vec![part(1, 0, 2), part(1, 0, 3), part(2, 0, 4)], vec![run(1, 2, 1)]),
             (&[2, 3], vec![part(2, 0, 5), part(3, 0, 1)], vec![run(0, 1, 2)]),
             // Runs on either side of a missing shard: one listing each.
-            (&[0, 1, 3], vec![part(0, 0, 4), part(1, 0, 3), part(3, 0, 2)],
-             vec![View { part: 1, from: 0, continued: false, from_seq: 0 }, piece(2, true, 3)]),
-            (&[1, 2, 4, 5], vec![part(1, 0, 1), part(2, 0, 1), part(4, 0, 1), part(5, 0, 1)],
-             vec![run(0, 1, 1), run(2, 3, 4)]),
+            (
+                &[0, 1, 3],
+                vec![part(0, 0, 4), part(1, 0, 3), part(3, 0, 2)],
+                vec![View { part: 1, from: 0, continued: false, from_seq: 0 }, piece(2, true, 3)],
+            ),
+            (
+                &[1, 2, 4, 5],
+                vec![part(1, 0, 1), part(2, 0, 1), part(4, 0, 1), part(5, 0, 1)],
+                vec![run(0, 1, 1), run(2, 3, 4)],
+            ),
             // A shard missing between two: each piece on its own.
             (&[0, 2], vec![part(0, 0, 4), part(2, 0, 6)], vec![piece(0, false, 0), piece(1, true, 2)]),
             // Progress parts written by flushes: only the latest of a shard counts.

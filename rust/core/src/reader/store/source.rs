@@ -179,11 +179,7 @@ fn mtime_ns(file: &File) -> Option<u64> {
 impl Source {
     /// A source in place of one let go of (`Kind::Released`): `len` as it was, nothing readable.
     pub fn released(len: u64) -> Source {
-        Source {
-            kind: Kind::Released { len },
-            unreadable: AtomicBool::new(true),
-            sealed_mtime_ns: AtomicU64::new(0),
-        }
+        Source { kind: Kind::Released { len }, unreadable: AtomicBool::new(true), sealed_mtime_ns: AtomicU64::new(0) }
     }
 
     pub fn remote(object: RemoteObject) -> Source {
