@@ -169,4 +169,8 @@ def test_an_episode_taken_before_the_eviction_reads_its_values(tmp_path: Path) -
     assert _held(path)["evicted"] == 0
     with pytest.raises(InvalidArgumentError, match="evicted"):
         _ = ds.episodes[0].rewards
+    # So does a batch over a selection that holds it (the buffer itself samples what it keeps).
+    with pytest.raises(InvalidArgumentError, match="evicted"):
+        ds.episodes[0:3].sample_transitions(4, seed=0)
+    assert len(ds.sample_transitions(256, seed=0)["rewards"]) == 256
     ds.close()
