@@ -21,7 +21,8 @@ import os
 import statistics
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,52 @@ def _report(benchmark: Any, report: list[dict[str, Any]], row: dict[str, Any]) -
     report.append(row)
 
 
+@dataclass
+class AgainstLocal:
+    """The same read from the store and from local files, interleaved: the store's requests and
+    bytes summed over its `reads`, and the median seconds of one read on each side."""
+
+    reads: int
+    requests: int
+    fetched: int
+    needed: int
+    s3_s: float
+    local_s: float
+
+    def figures(self, per: str, size: tuple[str, float], time: tuple[str, float]) -> dict[str, Any]:
+        """The figures per read (`per`: "batch", "scan"), bytes in `size` and seconds in `time`
+        units (name, how many in one)."""
+        (size_unit, in_size), (time_unit, in_time) = size, time
+        return {
+            f"requests_per_{per}": self.requests / self.reads,
+            f"{size_unit}_fetched_per_{per}": self.fetched / self.reads / in_size,
+            f"{size_unit}_chunks_needed_per_{per}": self.needed / self.reads / in_size,
+            "fetched_over_needed": self.fetched / max(self.needed, 1),
+            f"s3_{time_unit}_per_{per}": self.s3_s * in_time,
+            f"local_{time_unit}_per_{per}": self.local_s * in_time,
+            "s3_over_local_time": self.s3_s / self.local_s,
+        }
+
+
+def _against_local(
+    benchmark: Any, remote: Callable[[int], Any], local: Callable[[int], Any], **timing: Any
+) -> AgainstLocal:
+    """`remote(i)` against `local(i)`, interleaved (`timing`: `interleaved`'s), counting the
+    store's requests and bytes of each remote read."""
+    counts: list[np.ndarray] = []
+
+    def counted(i: int) -> None:
+        before = _stats()
+        remote(i)
+        counts.append(_stats() - before)
+
+    t = benchmark.pedantic(lambda: interleaved({"s3": counted, "local": local}, **timing), rounds=1, iterations=1)
+    requests, fetched, needed = np.sum(counts, axis=0)
+    return AgainstLocal(
+        len(counts), int(requests), int(fetched), int(needed), statistics.median(t["s3"]), statistics.median(t["local"])
+    )
+
+
 def _both(stored: tuple[Path, str]) -> tuple[trajcore.Dataset, trajcore.Dataset]:
     """The local copy and the store's, without a decoded-chunk cache (every read decodes)."""
     path, url = stored
@@ -129,32 +176,17 @@ def test_random_batches(
 ) -> None:
     local, remote = _both(stored[name])
     batch_bytes = _nbytes(remote.sample_transitions(BATCH, seed=0))
-    counts: list[np.ndarray] = []
-
-    def remote_batch(i: int) -> None:
-        before = _stats()
-        remote.sample_transitions(BATCH, seed=1000 + i)
-        counts.append(_stats() - before)
-
-    def measure() -> dict[str, list[float]]:
-        return interleaved(
-            {"s3": remote_batch, "local": lambda i: local.sample_transitions(BATCH, seed=1000 + i)}, seconds=4.0
-        )
-
-    t = benchmark.pedantic(measure, rounds=1, iterations=1)
-    requests, fetched, needed = np.sum(counts, axis=0)
-    s3_s, local_s = statistics.median(t["s3"]), statistics.median(t["local"])
+    c = _against_local(
+        benchmark,
+        lambda i: remote.sample_transitions(BATCH, seed=1000 + i),
+        lambda i: local.sample_transitions(BATCH, seed=1000 + i),
+        seconds=4.0,
+    )
     row = _row(
         f"random batch of {BATCH}, {name}",
-        batches=len(counts),
-        requests_per_batch=requests / len(counts),
-        KB_fetched_per_batch=fetched / len(counts) / 1e3,
-        KB_chunks_needed_per_batch=needed / len(counts) / 1e3,
-        fetched_over_needed=fetched / max(needed, 1),
+        batches=c.reads,
         batch_payload_KB=batch_bytes / 1e3,
-        s3_ms_per_batch=s3_s * 1e3,
-        local_ms_per_batch=local_s * 1e3,
-        s3_over_local_time=s3_s / local_s,
+        **c.figures("batch", ("KB", 1e3), ("ms", 1e3)),
     )
     _report(benchmark, report, row)
     local.close()
@@ -168,7 +200,6 @@ def test_full_scan(
     local, remote = _both(stored[name])
     path = stored[name][0]
     block = 1024 if name.startswith("pixels") else 65536
-    counts: list[np.ndarray] = []
 
     def scan(ds: trajcore.Dataset) -> int:
         total = 0
@@ -176,29 +207,13 @@ def test_full_scan(
             total += _nbytes(ds.transitions[start : min(start + block, ds.num_steps)])
         return total
 
-    def remote_scan(_: int) -> None:
-        before = _stats()
-        scan(remote)
-        counts.append(_stats() - before)
-
-    def measure() -> dict[str, list[float]]:
-        return interleaved({"s3": remote_scan, "local": lambda _: scan(local)}, seconds=10.0, rounds=3)
-
-    t = benchmark.pedantic(measure, rounds=1, iterations=1)
-    requests, fetched, needed = np.sum(counts, axis=0)
+    c = _against_local(benchmark, lambda _: scan(remote), lambda _: scan(local), seconds=10.0, rounds=3)
     stored_bytes = sum(f.stat().st_size for f in path.glob("*.trj"))
-    s3_s, local_s = statistics.median(t["s3"]), statistics.median(t["local"])
     row = _row(
         f"full scan in order, {name}",
-        scans=len(counts),
-        requests_per_scan=requests / len(counts),
-        MB_fetched_per_scan=fetched / len(counts) / 1e6,
-        MB_chunks_needed_per_scan=needed / len(counts) / 1e6,
+        scans=c.reads,
         dataset_MB=stored_bytes / 1e6,
-        fetched_over_needed=fetched / max(needed, 1),
-        s3_s_per_scan=s3_s,
-        local_s_per_scan=local_s,
-        s3_over_local_time=s3_s / local_s,
+        **c.figures("scan", ("MB", 1e6), ("s", 1)),
     )
     _report(benchmark, report, row)
     local.close()

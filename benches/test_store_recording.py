@@ -66,3 +66,74 @@ def test_segment_bandwidth(benchmark: Any, report: list[dict[str, Any]], s3: S3)
     }
     benchmark.extra_info.update(row)
     report.append(row)
+
+
+@pytest.mark.parametrize("num_shards", [8, 32, 128])
+def test_bounded_reopen_cost(
+    benchmark: Any, report: list[dict[str, Any]], s3: S3, tmp_path_factory: pytest.TempPathFactory, num_shards: int
+) -> None:
+    """A bounded recording reopened on a prefix of `num_shards` shards (issue 34): what making
+    the recorder costs (it opens the prefix to count its shards, reads its eviction log),
+    against making one on an empty prefix, and what evicting three quarters of the prefix
+    costs (the deletions, at the first shard the recorder closes: here at `close`, which waits
+    the flush interval between the log and the deletions, 0.1 s)."""
+    source = tmp_path_factory.getbasetemp() / "reopen-source"
+    if not source.exists():  # CartPole x16, 128 shards of about 16 KiB
+        rec = trajcore.RecordVectorEpisodes(
+            gym.make_vec("CartPole-v1", num_envs=NUM_ENVS, vectorization_mode="sync"), source, max_shard_bytes=16384
+        )
+        rng = np.random.default_rng(0)
+        rec.reset(seed=0)
+        while len(list(source.glob("*.trj"))) <= 128:
+            rec.step(rng.integers(0, 2, NUM_ENVS))
+        rec.close()
+    shards = sorted(source.glob("*.trj"))[:num_shards]
+    bucket = s3.bucket()
+    for shard in shards:
+        s3.client.upload_file(str(shard), bucket, f"buf/{shard.name}")
+    with trajcore.open(source) as ds:
+        held = sum(n for _, n in ds._core.shard_steps[:num_shards])
+    capacity = held // 4
+    url = f"s3://{bucket}/buf"
+
+    def make(at: str) -> tuple[Any, float, int]:
+        requests = _core.remote_stats()[0]
+        start = time.perf_counter()
+        rec = trajcore.RecordVectorEpisodes(
+            gym.make_vec("CartPole-v1", num_envs=NUM_ENVS, vectorization_mode="sync"),
+            at,
+            capacity_steps=capacity,
+            flush_interval=0.1,
+            storage_options=s3.options,
+        )
+        return rec, time.perf_counter() - start, _core.remote_stats()[0] - requests
+
+    empty, empty_s, _ = make(f"s3://{bucket}/empty")
+    empty.close()
+
+    def reopen_and_evict() -> tuple[float, int, float, int]:
+        rec, reopen_s, reopen_requests = make(url)
+        rng = np.random.default_rng(1)
+        rec.reset(seed=1)
+        for _ in range(capacity // 10 // NUM_ENVS + 2):  # one shard closed past the capacity's tenth
+            rec.step(rng.integers(0, 2, NUM_ENVS))
+        requests = _core.remote_stats()[0]
+        start = time.perf_counter()
+        rec.close()
+        return reopen_s, reopen_requests, time.perf_counter() - start, _core.remote_stats()[0] - requests
+
+    reopen_s, reopen_requests, close_s, close_requests = benchmark.pedantic(reopen_and_evict, rounds=1, iterations=1)
+    left = [o["Key"] for o in s3.client.list_objects_v2(Bucket=bucket, Prefix="buf/")["Contents"]]
+    evicted = num_shards - len([k for k in left if k.split("/")[-1] in {s.name for s in shards}])
+    row = {
+        "group": "bounded recording reopened on a store prefix",
+        "name": f"{num_shards} shards, {held:,} transitions, capacity {capacity:,}",
+        "reopen_s": reopen_s,
+        "reopen_requests": reopen_requests,
+        "reopen_per_empty": reopen_s / empty_s,
+        "shards_evicted": evicted,
+        "close_with_evictions_s": close_s,
+        "close_requests": close_requests,
+    }
+    benchmark.extra_info.update(row)
+    report.append(row)

@@ -416,9 +416,6 @@ def test_a_bounded_recording_to_a_store_evicts_objects_and_readers_follow(
         [sys.executable, "-m", "trajcore", "info", url], capture_output=True, text=True, env=env, check=True
     ).stdout
     assert f"evicted: {stats['evicted_steps']:,} transitions" in info
-    # Reopened on the prefix, a bounded recording is refused by name (it would not count what is there).
-    with pytest.raises(trajcore.InvalidArgumentError, match="already holds shards"):
-        trajcore.RecordEpisodes(gym.make("CartPole-v1"), url, capacity_steps=capacity, storage_options=s3.options)
 
 
 def test_a_bounded_recordings_failed_deletions_are_said_and_retried_and_a_failed_log_read_is_not_kept(

@@ -191,6 +191,8 @@ class Dataset:
         offset, what]; episodes_unlisted; shards and shard_sizes; damaged_episodes (found by
         reads, lenient mode) and evicted_episodes (rows in shards a bounded recording deleted),
         ascending."""
+    def news_counts(self) -> tuple[int, int]:
+        """(problems, notices) as many as `listing` has."""
     @property
     def strict(self) -> bool: ...
     @property

@@ -4,6 +4,7 @@ of their help and arguments (`Commands`)."""
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import os
 import sys
@@ -100,8 +101,10 @@ class Progress:
             self.bar.close()
 
 
-def run_import(importer: Callable[..., dict[str, Any]], args: argparse.Namespace) -> int:
-    """An `import-*` command: `importer(source, dst, ...)` under a progress bar, then what came in."""
+def run_import(name: str, args: argparse.Namespace) -> int:
+    """An `import-*` command: `trajcore.formats.<name>(source, dst, ...)` under a progress bar,
+    then what came in."""
+    importer: Callable[..., dict[str, Any]] = getattr(importlib.import_module("trajcore.formats"), name)
     start = time.perf_counter()
     progress = Progress(0, "steps")
     try:
@@ -109,12 +112,15 @@ def run_import(importer: Callable[..., dict[str, Any]], args: argparse.Namespace
     finally:
         progress.close()
     elapsed = time.perf_counter() - start
-    print(
-        f"imported {result['episodes']:,} episodes, {result['steps']:,} steps from {args.source} into {args.dst} "
-        f"in {elapsed:.1f} s",
-        file=sys.stderr,
-    )
+    where = f"from {args.source} into {args.dst}"
+    print(written_text("imported", result["episodes"], result["steps"], where, elapsed), file=sys.stderr)
     return 0
+
+
+def written_text(verb: str, episodes: int, steps: int, where: str, seconds: float) -> str:
+    """What a command that wrote episodes says when done: '<verb> N episodes, M steps <where> in
+    T s'."""
+    return f"{verb} {episodes:,} episodes, {steps:,} steps {where} in {seconds:.1f} s"
 
 
 def fmt_bytes(n: float) -> str:
@@ -190,6 +196,28 @@ class Commands:
 
     def json_arg(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--json", action="store_true", help="print a JSON report")
+
+    def zstd_level_arg(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--zstd-level", type=int, default=3, help="zstd level of every column")
+
+    def num_envs_arg(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--num-envs", type=int, default=1, help="sub-envs of the vector env")
+
+    def policy_arg(self, parser: argparse.ArgumentParser) -> None:
+        """--policy, read by `load_policy`."""
+        parser.add_argument(
+            "--policy", help="module:callable mapping batched observations to batched actions (default: random actions)"
+        )
+
+    def import_args(self, parser: argparse.ArgumentParser, importer: str, source: tuple[str, str], dst: str) -> None:
+        """The arguments of an `import-*` command, run by `run_import` with the importer of
+        `trajcore.formats` named `importer`: SOURCE (metavar, help), DST (help), the level and
+        --force."""
+        parser.add_argument("source", metavar=source[0], help=source[1])
+        parser.add_argument("dst", metavar="DST", help=dst)
+        self.zstd_level_arg(parser)
+        parser.add_argument("--force", action="store_true", help="replace DST if it exists")
+        parser.set_defaults(func=functools.partial(run_import, importer))
 
     def report_command(self, name: str, help: str, description: str, func: Callable[[argparse.Namespace], int]) -> None:
         """A command that reports on one dataset, as text or (--json) as JSON."""

@@ -109,7 +109,7 @@ def add_to(commands: Commands) -> None:
     b.add_argument(
         "--env", required=True, help="a registered gymnasium env id, or module:callable returning an env (required)"
     )
-    b.add_argument("--num-envs", type=int, default=1, help="sub-envs of the vector env")
+    commands.num_envs_arg(b)
     b.add_argument(
         "--vectorization",
         choices=["sync", "async", "none"],
@@ -117,11 +117,9 @@ def add_to(commands: Commands) -> None:
     )
     b.add_argument("--steps", type=int, default=20_000, help="vector steps with recording (and as many without)")
     b.add_argument("--repeats", type=int, default=5, help="interleaved segments per loop")
-    b.add_argument(
-        "--policy", help="module:callable mapping batched observations to batched actions (default: random actions)"
-    )
+    commands.policy_arg(b)
     b.add_argument("--seed", type=int, default=0, help="seed of the envs and of the random actions")
-    b.add_argument("--zstd-level", type=int, default=3, help="zstd level of every column")
+    commands.zstd_level_arg(b)
     b.add_argument("--delta", action="store_true", help="store observations with the delta filter")
     b.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH (default: no file)")
     b.set_defaults(func=run)

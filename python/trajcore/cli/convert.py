@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from trajcore.cli._common import DATASET_HELP, Commands, UsageError
+from trajcore.cli._common import DATASET_HELP, Commands, UsageError, written_text
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,11 +38,9 @@ def run(args: argparse.Namespace) -> int:
             max_shard_bytes=args.max_shard_bytes,
             keys=args.keys,
         )
-    print(
-        f"converted {result['episodes']:,} episodes, {result['steps']:,} steps into {len(result['shards'])} shard(s) "
-        f"in {time.perf_counter() - start:.1f} s",
-        file=sys.stderr,
-    )
+    where = f"into {len(result['shards'])} shard(s)"
+    elapsed = time.perf_counter() - start
+    print(written_text("converted", result["episodes"], result["steps"], where, elapsed), file=sys.stderr)
     return 0
 
 

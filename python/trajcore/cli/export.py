@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-from trajcore.cli._common import Commands, Progress, UsageError, fmt_bytes
+from trajcore.cli._common import Commands, Progress, UsageError, fmt_bytes, written_text
 
 
 def _names_arg(text: str | None, option: str = "--columns") -> list[str] | None:
@@ -83,8 +83,8 @@ def run(args: argparse.Namespace) -> int:
             f", {result['skipped']} episode videos of a key not recorded there skipped" if result["skipped"] else ""
         )
     print(
-        f"exported {len(episodes):,} episodes, {result['steps']:,} steps to {where} ({fmt}) in {elapsed:.1f} s "
-        f"({result['steps'] / max(elapsed, 1e-9):,.0f} steps/s, {fmt_bytes(size)}){skipped}",
+        written_text("exported", len(episodes), result["steps"], f"to {where} ({fmt})", elapsed)
+        + f" ({result['steps'] / max(elapsed, 1e-9):,.0f} steps/s, {fmt_bytes(size)}){skipped}",
         file=sys.stderr,
     )
     return 0

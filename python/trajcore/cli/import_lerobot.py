@@ -2,15 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
-
-from trajcore.cli._common import Commands, run_import
-
-
-def run(args: argparse.Namespace) -> int:
-    from trajcore.formats import from_lerobot
-
-    return run_import(from_lerobot, args)
+from trajcore.cli._common import Commands
 
 
 def add_to(commands: Commands) -> None:
@@ -23,8 +15,9 @@ def add_to(commands: Commands) -> None:
         "metadata; 'trajcore export DST OUT --format lerobot' writes the same features back.",
         "~/.cache/huggingface/lerobot/lerobot/pusht runs/pusht",
     )
-    m.add_argument("source", metavar="ROOT", help="the LeRobot dataset's directory (holding meta/info.json)")
-    m.add_argument("dst", metavar="DST", help="the trajcore dataset directory to create")
-    m.add_argument("--zstd-level", type=int, default=3, help="zstd level of every column")
-    m.add_argument("--force", action="store_true", help="replace DST if it exists")
-    m.set_defaults(func=run)
+    commands.import_args(
+        m,
+        "from_lerobot",
+        source=("ROOT", "the LeRobot dataset's directory (holding meta/info.json)"),
+        dst="the trajcore dataset directory to create",
+    )

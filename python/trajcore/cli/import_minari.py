@@ -2,15 +2,7 @@
 
 from __future__ import annotations
 
-import argparse
-
-from trajcore.cli._common import Commands, run_import
-
-
-def run(args: argparse.Namespace) -> int:
-    from trajcore.formats import import_minari
-
-    return run_import(import_minari, args)
+from trajcore.cli._common import Commands
 
 
 def add_to(commands: Commands) -> None:
@@ -23,8 +15,9 @@ def add_to(commands: Commands) -> None:
         "trajcore/cartpole/random-v0 runs/cp16-back",
         "~/.minari/datasets/D4RL/door/human-v2 runs/door",
     )
-    m.add_argument("source", metavar="NAME_OR_PATH", help="a minari dataset id found locally, or its directory")
-    m.add_argument("dst", metavar="DST", help="the trajcore dataset directory (or s3:// prefix) to create")
-    m.add_argument("--zstd-level", type=int, default=3, help="zstd level of every column")
-    m.add_argument("--force", action="store_true", help="replace DST if it exists")
-    m.set_defaults(func=run)
+    commands.import_args(
+        m,
+        "import_minari",
+        source=("NAME_OR_PATH", "a minari dataset id found locally, or its directory"),
+        dst="the trajcore dataset directory (or s3:// prefix) to create",
+    )

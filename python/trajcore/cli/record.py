@@ -95,16 +95,14 @@ def add_to(commands: Commands) -> None:
     )
     r.add_argument("env_id", metavar="ENV_ID", help="any registered gymnasium env id, e.g. CartPole-v1")
     r.add_argument("path", metavar="PATH", help="directory to write shards into (created if missing), or s3:// prefix")
-    r.add_argument("--num-envs", type=int, default=1, help="sub-envs of the vector env")
+    commands.num_envs_arg(r)
     r.add_argument("--steps", type=int, default=10_000, help="vector steps to take (env steps = steps x num-envs)")
     r.add_argument("--vectorization", choices=["sync", "async"], default="sync", help="vector env kind")
     r.add_argument(
         "--autoreset", choices=["next_step", "same_step", "disabled"], default="next_step", help="vector autoreset mode"
     )
-    r.add_argument(
-        "--policy", help="module:callable mapping batched observations to batched actions (default: random actions)"
-    )
+    commands.policy_arg(r)
     r.add_argument("--seed", type=int, default=0, help="seed of the envs' reset and of the action space")
-    r.add_argument("--zstd-level", type=int, default=3, help="zstd level of every column")
+    commands.zstd_level_arg(r)
     r.add_argument("--metadata", help="JSON object merged into the dataset metadata (default: none)")
     r.set_defaults(func=run)

@@ -23,11 +23,11 @@ from typing import Any
 from trajcore._store import configure, is_store_url
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
 from trajcore.formats._columns import DEFAULT_MAX_VALUES, choose
-from trajcore.formats._read import EXPORT_CACHE_BYTES, Progress, StepTable, open_for_pass, plan_of
+from trajcore.formats._read import EXPORT_CACHE_BYTES, Progress, StepTable, opened_for_pass, plan_of
 from trajcore.formats.frames import left_out_note, summaries_frame, to_pandas
 from trajcore.formats.from_lerobot import from_lerobot
 from trajcore.formats.from_minari import import_minari
-from trajcore.read.dataset import Dataset, members
+from trajcore.read.dataset import Dataset
 from trajcore.read.episodes import Episodes
 from trajcore.tools.output import staged
 
@@ -135,63 +135,47 @@ def export(
         raise InvalidArgumentError(f"keys, fps and grid apply to mp4 exports, not {fmt}")
     if batch_rows is not None and batch_rows < 1:
         raise InvalidArgumentError(f"batch_rows must be >= 1, got {batch_rows}")
-    if isinstance(src, Dataset | Episodes):
-        ds, indices = members(src)
-    else:
-        if is_store_url(src):
-            configure(os.fspath(src), storage_options)
-        # A chunk cache that holds the chunks a read in dataset order has in use at once.
-        with open_for_pass(os.fspath(src)) as opened:
-            return export(
-                opened,
-                dst,
-                fmt,
-                columns=columns,
-                max_values=max_values,
-                force=force,
-                batch_rows=batch_rows,
-                progress=progress,
-                keys=keys,
-                fps=fps,
-                grid=grid,
-            )
-    result: dict[str, Any] = {"format": fmt, "out": os.fspath(dst), "episodes": len(indices), "left_out": []}
-    result["skipped"] = 0
-    if fmt == "minari":
-        result.update(_minari(ds, indices, os.fspath(dst), force, progress))
-        return result
-    if fmt == "mp4":
-        from trajcore.formats.to_mp4 import write_videos
-        from trajcore.video import av_module
-
-        av_module("the mp4 export")  # before anything is made
-        out = os.path.normpath(os.fspath(dst))  # "out/" is the directory "out"
-        with staged(out, force) as tmp:
-            result.update(write_videos(ds, indices, tmp, keys, fps=fps, grid=grid, progress=progress))
-        result["out"] = out
-        return result
-    with staged(os.fspath(dst), force) as tmp:
-        if fmt == "jsonl":
-            from trajcore.formats.to_jsonl import write_jsonl
-
-            with open(tmp, "w", encoding="utf-8") as f:
-                result["steps"] = write_jsonl(ds, indices, f, progress)
+    if not isinstance(src, Dataset | Episodes) and is_store_url(src):
+        configure(os.fspath(src), storage_options)
+    # A path opens with a chunk cache that holds the chunks a read in dataset order has in use at once.
+    with opened_for_pass(src) as (ds, indices):
+        result: dict[str, Any] = {"format": fmt, "out": os.fspath(dst), "episodes": len(indices), "left_out": []}
+        result["skipped"] = 0
+        if fmt == "minari":
+            result.update(_minari(ds, indices, os.fspath(dst), force, progress))
             return result
-        plan = plan_of(ds, indices)
-        leaves, left_out = choose(plan.leaves, columns, max_values if fmt == "csv" else 1 << 62)
-        if left_out:
-            warnings.warn(left_out_note(left_out, max_values, "columns (--columns)"), TrajcoreWarning, stacklevel=2)
-        result["left_out"] = [leaf.name for leaf in left_out]
-        table = StepTable(ds, indices, plan, leaves, progress)
-        if fmt == "csv":
-            from trajcore.formats.to_csv import write_csv
+        if fmt == "mp4":
+            from trajcore.formats.to_mp4 import write_videos
+            from trajcore.video import av_module
 
-            result["steps"] = write_csv(table, tmp, batch_rows)
-        else:
-            from trajcore.formats.to_parquet import write_parquet
+            av_module("the mp4 export")  # before anything is made
+            out = os.path.normpath(os.fspath(dst))  # "out/" is the directory "out"
+            with staged(out, force) as tmp:
+                result.update(write_videos(ds, indices, tmp, keys, fps=fps, grid=grid, progress=progress))
+            result["out"] = out
+            return result
+        with staged(os.fspath(dst), force) as tmp:
+            if fmt == "jsonl":
+                from trajcore.formats.to_jsonl import write_jsonl
 
-            result["steps"] = write_parquet(table, tmp, batch_rows)
-    return result
+                with open(tmp, "w", encoding="utf-8") as f:
+                    result["steps"] = write_jsonl(ds, indices, f, progress)
+                return result
+            plan = plan_of(ds, indices)
+            leaves, left_out = choose(plan.leaves, columns, max_values if fmt == "csv" else 1 << 62)
+            if left_out:
+                warnings.warn(left_out_note(left_out, max_values, "columns (--columns)"), TrajcoreWarning, stacklevel=2)
+            result["left_out"] = [leaf.name for leaf in left_out]
+            table = StepTable(ds, indices, plan, leaves, progress)
+            if fmt == "csv":
+                from trajcore.formats.to_csv import write_csv
+
+                result["steps"] = write_csv(table, tmp, batch_rows)
+            else:
+                from trajcore.formats.to_parquet import write_parquet
+
+                result["steps"] = write_parquet(table, tmp, batch_rows)
+        return result
 
 
 def _minari(

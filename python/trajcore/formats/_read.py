@@ -16,6 +16,8 @@ them (`pass_cache_bytes`).
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +28,8 @@ import numpy.typing as npt
 from trajcore.errors import CorruptFileError
 from trajcore.formats._columns import Leaf, Plan, RecordingColumns, make_plan
 from trajcore.read.agents import agent_names
-from trajcore.read.dataset import Dataset
+from trajcore.read.dataset import Dataset, members
+from trajcore.read.episodes import Episodes
 from trajcore.read.infos import widen
 from trajcore.read.transitions import int64
 
@@ -40,6 +43,7 @@ __all__ = [
     "iter_batches",
     "iter_episodes",
     "open_for_pass",
+    "opened_for_pass",
     "pass_cache_bytes",
     "plan_of",
     "read_episode",
@@ -415,6 +419,22 @@ def open_for_pass(path: str, *, strict: bool = False) -> Dataset:
         return ds
     ds.close()
     return Dataset(path, strict=strict, cache_bytes=need)
+
+
+@contextlib.contextmanager
+def opened_for_pass(src: str | os.PathLike[str] | Dataset | Episodes) -> Iterator[tuple[Dataset, list[int]]]:
+    """The dataset and the episode indexes an export of `src` reads: those of a `Dataset` or
+    `Episodes` as given, or of the dataset at a path, opened with `open_for_pass` for the while
+    (and closed after).
+
+    Raises:
+        TrajcoreFileNotFoundError: the path does not exist.
+    """
+    if isinstance(src, Dataset | Episodes):
+        yield members(src)
+        return
+    with open_for_pass(os.fspath(src)) as ds:
+        yield members(ds)
 
 
 @dataclass

@@ -368,20 +368,20 @@ def write_lerobot(
     root: str,
     *,
     repo_id: str,
-    fps: float | None = None,
-    video: bool = True,
-    pix_fmt: str = "yuv444p",
-    task: str | None = None,
-    task_key: str | None = "task",
-    mapping: Mapping[str, str | None] | None = None,
-    robot_type: str | None = None,
-    license: str = "unknown",
-    data_file_mb: float = 100.0,
-    video_file_mb: float = 200.0,
-    progress: Progress | None = None,
+    fps: float | None,
+    video: bool,
+    pix_fmt: str,
+    task: str | None,
+    task_key: str | None,
+    mapping: Mapping[str, str | None] | None,
+    robot_type: str | None,
+    data_file_mb: float,
+    video_file_mb: float,
+    progress: Progress | None,
 ) -> dict[str, Any]:
     """Writes the episodes `indices` of `ds` as a LeRobot v3.0 dataset in the new directory
-    `root` (see the module docstring; `trajcore.to_lerobot` documents the arguments).
+    `root` (see the module docstring; `trajcore.to_lerobot` documents the arguments and their
+    defaults).
 
     Returns:
         ``{"episodes", "steps", "features": [names], "left_out": [leaf names], "skipped":

@@ -373,6 +373,8 @@ class Dataset(_Sampling):
         _live.flush_recorders(self._live_key)  # a recorder of this process writing here: its rows now
         added = self._core.refresh()
         self._reads.forget()
+        if self._core.news_counts() == (self._warned, self._notices):
+            return added  # nothing to say (the listing costs as much as the dataset)
         listing = self._core.listing()
         problems, notices = listing["problems"], listing["notices"]
         for file, offset, why in problems[self._warned :]:

@@ -19,7 +19,7 @@ from trajcore import _core, _live
 from trajcore._store import StoreStaging, is_store_url
 from trajcore.errors import InvalidArgumentError, TrajcoreError, TrajcoreWarning
 from trajcore.record import provenance
-from trajcore.record.capacity import prior_shards, refuse_filled_prefix
+from trajcore.record.capacity import prior_shards
 from trajcore.record.frames import check_renders_frames
 from trajcore.record.options import (
     EndedEpisode,
@@ -121,9 +121,14 @@ class Recording:
             placement["upload_to"] = self._staging.url
             path = self._staging.staging
         if o["capacity_steps"] is not None:
-            if self._staging is not None:
-                refuse_filled_prefix(self._staging.url)
-            placement["prior_shards"] = prior_shards(path, env.agent)
+            if self._staging is not None:  # the prefix's shards, named as files of the staging directory
+                try:
+                    placement["prior_shards"] = prior_shards(self._staging.url, env.agent, staging=os.fspath(path))
+                except BaseException:
+                    self._staging.done()  # nothing was recorded into it
+                    raise
+            else:
+                placement["prior_shards"] = prior_shards(path, env.agent)
         make_config = functools.partial(base_config, **placement)
         if check_existing:
             check_existing_recordings(

@@ -9,9 +9,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from trajcore.formats._read import Progress, open_for_pass
+from trajcore.formats._read import Progress, opened_for_pass
 from trajcore.formats.to_lerobot import CODEBASE_VERSION, write_lerobot
-from trajcore.read.dataset import Dataset, members
+from trajcore.read.dataset import Dataset
 from trajcore.read.episodes import Episodes
 from trajcore.tools.card import CARD_NAME, dataset_card, size_category
 from trajcore.tools.output import staged
@@ -99,13 +99,15 @@ def to_lerobot(
             mapping naming no value or a value LeRobot cannot hold (strings, frame stacks).
         MissingDependencyError: pyarrow, PyAV (video) or Pillow (images) is not installed.
     """
-    if isinstance(src, Dataset | Episodes):
-        ds, indices = members(src)
-    else:
-        with open_for_pass(os.fspath(src)) as opened:
-            return to_lerobot(
-                opened,
-                root,
+    out = os.path.normpath(os.fspath(root))
+    with opened_for_pass(src) as (ds, indices):
+        if video:
+            av_module("the lerobot export with video=True")  # before anything is made
+        with staged(out, force) as tmp:
+            result = write_lerobot(
+                ds,
+                indices,
+                tmp,
                 repo_id=repo_id,
                 fps=fps,
                 video=video,
@@ -114,33 +116,11 @@ def to_lerobot(
                 task_key=task_key,
                 mapping=mapping,
                 robot_type=robot_type,
-                license=license,
-                force=force,
                 data_file_mb=data_file_mb,
                 video_file_mb=video_file_mb,
                 progress=progress,
             )
-    if video:
-        av_module("the lerobot export with video=True")  # before anything is made
-    out = os.path.normpath(os.fspath(root))
-    with staged(out, force) as tmp:
-        result = write_lerobot(
-            ds,
-            indices,
-            tmp,
-            repo_id=repo_id,
-            fps=fps,
-            video=video,
-            pix_fmt=pix_fmt,
-            task=task,
-            task_key=task_key,
-            mapping=mapping,
-            robot_type=robot_type,
-            data_file_mb=data_file_mb,
-            video_file_mb=video_file_mb,
-            progress=progress,
-        )
-        with open(os.path.join(tmp, CARD_NAME), "w", encoding="utf-8") as f:
-            f.write(_card(ds, result, out, license))
+            with open(os.path.join(tmp, CARD_NAME), "w", encoding="utf-8") as f:
+                f.write(_card(ds, result, out, license))
     result["out"] = out
     return result

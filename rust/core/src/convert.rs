@@ -30,7 +30,7 @@ use serde_json::{json, Value};
 
 use crate::error::{Error, Result};
 use crate::format::episode::EpisodeSummary;
-use crate::reader::{episode_span, ColumnData, Dataset, Recording};
+use crate::reader::{episode_span, ColumnData, ColumnRows, Dataset, Recording};
 use crate::schema::{CodecSpec, ColumnSpec, Timeline};
 use crate::writer::files::shard::now_ns;
 use crate::writer::{EntryKind, EntryRef, MessageKind, NewColumn, Recorder, RecorderConfig, Slot};
@@ -464,17 +464,18 @@ impl<'a> Replay<'a> {
 /// The rows of one column of an episode (T+1 on the observation timeline, T on the step
 /// timeline), read by row range: only the chunks holding them are read.
 fn read_span(src: &Dataset, recording: usize, lane: u32, spec: &ColumnSpec, s: &EpisodeSummary) -> Result<ColumnData> {
-    let (first, n) = episode_span(s, spec.timeline)
+    let (first_row, n) = episode_span(s, spec.timeline)
         .ok_or_else(|| Error::Invalid(format!("episode {}: row numbers overflow", s.episode_id)))?;
+    let span = ColumnRows { recording, lane, column: spec.id, first_row, n_rows: n };
     let Some(row_bytes) = spec.row_bytes() else {
-        return Ok(ColumnData::Strings(src.view().read_strings(recording, lane, spec.id, first, n)?));
+        return Ok(ColumnData::Strings(src.view().read_strings(span)?));
     };
     let too_large = || Error::Invalid(format!("column '{}': {n} rows are too large to read at once", spec.name));
     let rows = usize::try_from(n).map_err(|_| too_large())?;
     let mut bytes = Vec::new();
     bytes.try_reserve_exact(rows.checked_mul(row_bytes).ok_or_else(too_large)?).map_err(|_| too_large())?;
     bytes.resize(rows * row_bytes, 0);
-    src.view().read_rows(recording, lane, spec.id, first, n, &mut bytes)?;
+    src.view().read_rows(span, &mut bytes)?;
     let shape = std::iter::once(Ok(rows))
         .chain(spec.shape.iter().map(|&d| usize::try_from(d).map_err(|_| too_large())))
         .collect::<Result<Vec<_>>>()?;

@@ -169,15 +169,12 @@ fn a_store_that_stays_down_fails_the_close_by_name_and_keeps_the_shards() {
     assert!(staged(staging.path()).len() >= 2, "the shards stay whole in the staging directory");
 }
 
-#[test]
-fn a_bounded_recording_puts_its_eviction_log_up_and_deletes_the_evicted_shards() {
-    const BUCKET: &str = "s3://uploads-bounded";
-    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    use_store(BUCKET, store.clone()).unwrap();
-    let staging = tempfile::tempdir().unwrap();
-    let url = format!("{BUCKET}/run");
-    let extra = json!({"upload_to": url, "capacity_steps": 60, "flush_interval_s": 0.05});
-    let mut h = Harness::new(staging.path(), config(1, false, "disabled", extra));
+/// A bounded recording into the store prefix `url` (staged in `staging`) of 40 episodes of
+/// lengths 1..23 with a capacity of `capacity` over the shards `prior` already there. Returns
+/// the transitions it was given and those it evicted.
+fn record_bounded(staging: &Path, url: &str, capacity: u64, prior: Vec<(std::path::PathBuf, u64)>) -> (u64, u64) {
+    let extra = json!({"upload_to": url, "capacity_steps": capacity, "flush_interval_s": 0.05, "prior_shards": prior});
+    let mut h = Harness::new(staging, config(1, false, "disabled", extra));
     let (mut tick, mut total) = (0u64, 0u64);
     h.reset(&[env_step(0, tick)], None);
     for k in 0..40u64 {
@@ -195,6 +192,17 @@ fn a_bounded_recording_puts_its_eviction_log_up_and_deletes_the_evicted_shards()
     h.rec.close().unwrap();
     let stats = h.rec.stats();
     assert!(stats.evicted_steps > 0 && stats.eviction_error.is_none(), "{:?}", stats.eviction_error);
+    (total, stats.evicted_steps)
+}
+
+#[test]
+fn a_bounded_recording_puts_its_eviction_log_up_and_deletes_the_evicted_shards() {
+    const BUCKET: &str = "s3://uploads-bounded";
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    use_store(BUCKET, store.clone()).unwrap();
+    let staging = tempfile::tempdir().unwrap();
+    let url = format!("{BUCKET}/run");
+    let (total, evicted) = record_bounded(staging.path(), &url, 60, Vec::new());
     // The store holds what the staging directory kept (the shards the capacity left, whole) and
     // its eviction log, byte for byte: no evicted shard, no segment.
     let log = std::fs::read(staging.path().join("trajcore-evictions.json")).unwrap();
@@ -209,7 +217,52 @@ fn a_bounded_recording_puts_its_eviction_log_up_and_deletes_the_evicted_shards()
     );
     assert!(up == want, "an object differs from its staged file");
     let ds = Dataset::open(Path::new(&url), OpenOptions::default()).unwrap();
-    assert_eq!(ds.evicted_steps().unwrap(), stats.evicted_steps);
-    assert_eq!(ds.num_steps() + stats.evicted_steps, total);
+    assert_eq!(ds.evicted_steps().unwrap(), evicted);
+    assert_eq!(ds.num_steps() + evicted, total);
+    assert!(ds.problems().is_empty(), "{:?}", ds.problems());
+}
+
+/// A bounded recording reopened on a prefix that holds shards counts them (as the reader lists
+/// them, oldest first: what the Python side hands over) and evicts the oldest first; the
+/// prefix's eviction log goes on counting, and a shard it names that is still there (a recorder
+/// stopped between the log and the deletion) is deleted.
+#[test]
+fn a_bounded_recording_reopened_on_a_filled_prefix_counts_and_evicts_its_shards() {
+    const BUCKET: &str = "s3://uploads-reopened";
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    use_store(BUCKET, store.clone()).unwrap();
+    let url = format!("{BUCKET}/run");
+    let first = tempfile::tempdir().unwrap();
+    let (total_before, evicted_before) = record_bounded(first.path(), &url, 200, Vec::new());
+    let before = Dataset::open(Path::new(&url), OpenOptions::default()).unwrap();
+    let old_shards: Vec<String> =
+        before.shard_paths().iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
+    assert!(old_shards.len() >= 3, "{old_shards:?}");
+    // An evicted shard the first recording's log names, left in the store.
+    let logged = std::fs::read(first.path().join("trajcore-evictions.json")).unwrap();
+    let logged: serde_json::Value = serde_json::from_slice(&logged).unwrap();
+    let leftover = logged["evicted_shards"][0].as_str().unwrap().to_string();
+    let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    runtime.block_on(store.put(&ObjectPath::from(format!("run/{leftover}")), b"left".to_vec().into())).unwrap();
+
+    let second = tempfile::tempdir().unwrap();
+    let prior: Vec<_> = old_shards
+        .iter()
+        .zip(before.shard_steps())
+        .map(|(name, (_, steps))| (second.path().join(name), steps))
+        .collect();
+    let kept_before: u64 = prior.iter().map(|(_, s)| s).sum();
+    drop(before);
+    let (total, evicted) = record_bounded(second.path(), &url, 60, prior);
+    let up: Vec<String> = objects(&*store, "run").into_iter().map(|(k, _)| k).collect();
+    assert!(!up.contains(&format!("run/{leftover}")), "{up:?}");
+    // The oldest shards went first: the older recording's shards are all gone (the new one
+    // alone holds more than the capacity), the new one's newest are there.
+    assert!(old_shards.iter().all(|n| !up.contains(&format!("run/{n}"))), "{up:?}");
+    assert!(evicted >= kept_before, "{evicted} {kept_before}");
+    let ds = Dataset::open(Path::new(&url), OpenOptions::default()).unwrap();
+    assert_eq!(ds.evicted_steps().unwrap(), evicted_before + evicted, "the log counts over both recordings");
+    assert_eq!(ds.num_steps() + evicted_before + evicted, total_before + total);
+    assert!(ds.num_steps() <= 60 + 60 / 10 * 2, "{}", ds.num_steps());
     assert!(ds.problems().is_empty(), "{:?}", ds.problems());
 }

@@ -9,7 +9,7 @@ use common::*;
 use trajcore_core::format::chunks;
 use trajcore_core::format::header::FileHeader;
 use trajcore_core::format::record::{RecordHeader, RECORD_HEADER_LEN};
-use trajcore_core::reader::{verify, Dataset, OpenOptions};
+use trajcore_core::reader::{verify, ColumnRows, Dataset, OpenOptions};
 use trajcore_core::Error;
 
 const STRICT: OpenOptions = OpenOptions { strict: true, cache_bytes: 1 << 20, mmap: true };
@@ -354,11 +354,12 @@ fn hostile_records_with_valid_checksums_never_panic() {
                 }
                 for rec in 0..ds.recordings().len() {
                     for (col, spec) in ds.recordings()[rec].columns.iter().enumerate() {
+                        let rows = ColumnRows { recording: rec, lane: 0, column: col as u32, first_row: 3, n_rows: 9 };
                         if let Some(row) = spec.row_bytes().filter(|&r| r < 1 << 16) {
                             let mut out = vec![0u8; row * 9];
-                            let _ = ds.view().read_rows(rec, 0, col as u32, 3, 9, &mut out);
+                            let _ = ds.view().read_rows(rows, &mut out);
                         } else {
-                            let _ = ds.view().read_strings(rec, 0, col as u32, 3, 9);
+                            let _ = ds.view().read_strings(rows);
                         }
                     }
                 }

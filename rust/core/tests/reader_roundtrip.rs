@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use trajcore_core::format::codec::{pipeline, CODEC_DELTA, CODEC_ZSTD};
-use trajcore_core::reader::{ColumnData, Dataset, OpenOptions};
+use trajcore_core::reader::{ColumnData, ColumnRows, Dataset, OpenOptions};
 use trajcore_core::{Error, Timeline};
 
 fn open(path: &std::path::Path) -> Dataset {
@@ -108,15 +108,16 @@ fn rows_across_chunks_lanes_and_ranges() {
     for spec in sim.columns.clone() {
         for lane in 0..3u32 {
             for (first, n) in [(0u64, 1u64), (0, 40), (5, 9), (6, 1), (13, 20), (30, 60), (1000, 3), (7, 0)] {
+                let rows = ColumnRows { recording: 0, lane, column: spec.id, first_row: first, n_rows: n };
                 if spec.dtype == "str" {
-                    let got = ds.view().read_strings(0, lane, spec.id, first, n).unwrap();
+                    let got = ds.view().read_strings(rows).unwrap();
                     assert_eq!(got.len() as u64, n);
                     if first >= 1000 {
                         assert!(got.iter().all(String::is_empty), "rows never written read as empty strings");
                     }
                 } else {
                     let mut out = vec![0xAAu8; n as usize * spec.row_bytes().unwrap()];
-                    ds.view().read_rows(0, lane, spec.id, first, n, &mut out).unwrap();
+                    ds.view().read_rows(rows, &mut out).unwrap();
                     if first >= 1000 {
                         assert!(out.iter().all(|&b| b == 0), "rows never written read as zeros");
                     }
@@ -145,28 +146,30 @@ fn read_rows_matches_raw_rows() {
         for first in 0..total {
             for n in [1u64, 5, 13, total - first] {
                 let n = n.min(total - first);
+                let rows = ColumnRows { recording: 0, lane: 0, column: spec.id, first_row: first, n_rows: n };
                 if spec.dtype == "str" {
-                    let got = ds.view().read_strings(0, 0, spec.id, first, n).unwrap();
+                    let got = ds.view().read_strings(rows).unwrap();
                     let want: Vec<String> = (first..first + n).map(|r| str_row(spec, 0, r)).collect();
                     assert_eq!(got, want);
                 } else {
                     let mut out = vec![0u8; n as usize * spec.row_bytes().unwrap()];
-                    ds.view().read_rows(0, 0, spec.id, first, n, &mut out).unwrap();
+                    ds.view().read_rows(rows, &mut out).unwrap();
                     assert_eq!(out, raw_rows(spec, 0, first, n), "{} rows {first}+{n}", spec.name);
                 }
             }
         }
         // Past the end: zeros / empty strings.
+        let past_end = ColumnRows { recording: 0, lane: 0, column: spec.id, first_row: total - 1, n_rows: 3 };
         if spec.dtype == "str" {
-            assert_eq!(ds.view().read_strings(0, 0, spec.id, total - 1, 3).unwrap()[1..], ["", ""]);
+            assert_eq!(ds.view().read_strings(past_end).unwrap()[1..], ["", ""]);
         } else {
             let row = spec.row_bytes().unwrap();
             let mut out = vec![1u8; 3 * row];
-            ds.view().read_rows(0, 0, spec.id, total - 1, 3, &mut out).unwrap();
+            ds.view().read_rows(past_end, &mut out).unwrap();
             assert_eq!(out[..row], raw_rows(spec, 0, total - 1, 1)[..]);
             assert!(out[row..].iter().all(|&b| b == 0));
             // A lane with no rows at all.
-            ds.view().read_rows(0, 5, spec.id, 0, 3, &mut out).unwrap();
+            ds.view().read_rows(ColumnRows { lane: 5, first_row: 0, ..past_end }, &mut out).unwrap();
             assert!(out.iter().all(|&b| b == 0));
         }
     }
@@ -205,16 +208,17 @@ fn read_errors_name_the_problem() {
     write(&path, &bytes);
     let ds = open(&path);
     let mut out = vec![0u8; 5];
-    assert!(matches!(ds.view().read_rows(0, 0, 0, 0, 1, &mut out), Err(Error::Invalid(_))));
-    assert!(matches!(ds.view().read_rows(0, 0, 5, 0, 1, &mut out), Err(Error::Schema { .. })), "str column");
-    assert!(matches!(ds.view().read_strings(0, 0, 0, 0, 1), Err(Error::Schema { .. })), "fixed column");
-    assert!(matches!(ds.view().read_rows(1, 0, 0, 0, 1, &mut out), Err(Error::OutOfRange(_))), "recording");
-    assert!(matches!(ds.view().read_rows(0, 0, 99, 0, 1, &mut out), Err(Error::Invalid(_))), "column");
+    let rows = |recording, column, first_row, n_rows| ColumnRows { recording, lane: 0, column, first_row, n_rows };
+    assert!(matches!(ds.view().read_rows(rows(0, 0, 0, 1), &mut out), Err(Error::Invalid(_))));
+    assert!(matches!(ds.view().read_rows(rows(0, 5, 0, 1), &mut out), Err(Error::Schema { .. })), "str column");
+    assert!(matches!(ds.view().read_strings(rows(0, 0, 0, 1)), Err(Error::Schema { .. })), "fixed column");
+    assert!(matches!(ds.view().read_rows(rows(1, 0, 0, 1), &mut out), Err(Error::OutOfRange(_))), "recording");
+    assert!(matches!(ds.view().read_rows(rows(0, 99, 0, 1), &mut out), Err(Error::Invalid(_))), "column");
     assert!(matches!(ds.view().read_episode_column(0, "nope"), Err(Error::Schema { .. })));
     assert!(matches!(ds.view().read_episode_column(99, "obs"), Err(Error::OutOfRange(_))));
     assert!(matches!(ds.view().episode_metadata(99), Err(Error::OutOfRange(_))));
-    assert!(matches!(ds.view().read_rows(0, 0, 0, u64::MAX, 1, &mut [0u8; 12]), Err(Error::Invalid(_))));
-    assert!(matches!(ds.view().read_strings(0, 0, 5, 0, u64::MAX), Err(Error::Invalid(_))));
+    assert!(matches!(ds.view().read_rows(rows(0, 0, u64::MAX, 1), &mut [0u8; 12]), Err(Error::Invalid(_))));
+    assert!(matches!(ds.view().read_strings(rows(0, 5, 0, u64::MAX)), Err(Error::Invalid(_))));
     assert_eq!(ds.column_id(0, "reward"), Some(3));
     assert_eq!(ds.column_id(0, "nope"), None);
     assert_eq!(ds.column_id(7, "reward"), None);

@@ -9,7 +9,7 @@ use std::path::Path;
 use serde_json::json;
 use trajcore_core::format::chunks::{self, ChunkRef};
 use trajcore_core::format::record::{RecordHeader, RecordKind, RECORD_HEADER_LEN};
-use trajcore_core::reader::{verify, ColumnData, Dataset, OpenOptions};
+use trajcore_core::reader::{verify, ColumnData, ColumnRows, Dataset, OpenOptions};
 use trajcore_core::recover::recover;
 use trajcore_core::{ColumnSpec, Error, Timeline};
 use writer_util::*;
@@ -95,15 +95,16 @@ fn steps_kept(columns: &[ColumnSpec], lost: &[ChunkRef], lane: u32, obs_first: u
 
 /// The rows `first..first + n` of a column, as the source holds them.
 fn rows(ds: &Dataset, lane: u32, spec: &ColumnSpec, first: u64, n: u64) -> ColumnData {
+    let rows = ColumnRows { recording: 0, lane, column: spec.id, first_row: first, n_rows: n };
     match spec.row_bytes() {
         Some(rb) => {
             let mut bytes = vec![0; n as usize * rb];
-            ds.view().read_rows(0, lane, spec.id, first, n, &mut bytes).unwrap();
+            ds.view().read_rows(rows, &mut bytes).unwrap();
             let mut shape = vec![n as usize];
             shape.extend(spec.shape.iter().map(|&d| d as usize));
             ColumnData::Fixed { dtype: spec.dtype().unwrap(), shape, bytes }
         }
-        None => ColumnData::Strings(ds.view().read_strings(0, lane, spec.id, first, n).unwrap()),
+        None => ColumnData::Strings(ds.view().read_strings(rows).unwrap()),
     }
 }
 

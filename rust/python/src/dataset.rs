@@ -196,6 +196,12 @@ impl PyDataset {
         from_json(py, serde_json::to_string(&self.read(listing)))
     }
 
+    /// (problems, notices) as many as `listing` has: a refresh asks for the listing only when
+    /// they grew (it costs as much as the dataset; a learner refreshes at every step).
+    fn news_counts(&self) -> (usize, usize) {
+        self.read(|d| (d.problems().len(), d.notices().len()))
+    }
+
     #[getter]
     fn mmap(&self) -> bool {
         self.read(|d| d.options().mmap)

@@ -206,7 +206,7 @@ impl PyRecorder {
         let mut fixed: Vec<ColInfo> =
             rec.columns().iter().map(|spec| ColInfo::new(py, spec)).collect::<PyResult<_>>()?;
         for col in &mut fixed {
-            col.bounds = rec.config().value_bounds.get(&col.name).cloned();
+            col.fit.bounds = rec.config().value_bounds.get(&col.name).cloned();
         }
         let index = |name: &str| fixed.iter().position(|c| c.name == name);
         let parse = |tree| Layout::parse(py, tree, &index);

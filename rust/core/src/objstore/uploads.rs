@@ -10,8 +10,9 @@
 //!   removed. An object appears only once its upload is complete.
 //! - The writer never waits on the network: it only sends messages. A failure (after the store
 //!   client's retries) leaves what failed to be tried again at the next interval; the first
-//!   failure since the last look is handed out once (`failure`, which the recorder turns into a
-//!   warning at its next call), and `close` retries what is left and fails by name, the staging
+//!   failure of an outage is handed out once (`failure`, which the recorder turns into a
+//!   warning at its next call; the outage ends when a request of the kind that failed goes
+//!   through: a store refusing deletions while it takes uploads is one outage), and `close` retries what is left and fails by name, the staging
 //!   directory named (its shards are whole, and kept).
 //!
 //! - A bounded recording (`capacity_steps`) says which shards it evicted, with its eviction log:
@@ -23,7 +24,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -81,22 +82,33 @@ struct Status {
     /// Set with `failure`: a failure nobody was told of yet.
     unreported: AtomicBool,
     failure: Mutex<Option<String>>,
-    /// A failure was noted since the last upload that went through: an outage is said once,
-    /// not at every interval it lasts.
-    failing: AtomicBool,
+    /// The kind of request (`Request as u8`) whose failure began the outage now, 0 for none:
+    /// an outage is said once, not at every interval it lasts, and ends when a request of that
+    /// kind goes through (a store may refuse deletions while it takes uploads: those going
+    /// through end nothing).
+    failing: AtomicU8,
+}
+
+/// The kinds of request an outage is told apart by.
+#[derive(Clone, Copy)]
+enum Request {
+    /// Segments, shards, the eviction log.
+    Put = 1,
+    /// Evicted shards and segments removed.
+    Delete = 2,
 }
 
 impl Status {
-    fn note(&self, why: String) {
-        if self.failing.swap(true, Ordering::AcqRel) {
+    fn note(&self, kind: Request, why: String) {
+        if self.failing.compare_exchange(0, kind as u8, Ordering::AcqRel, Ordering::Acquire).is_err() {
             return;
         }
         *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
         self.unreported.store(true, Ordering::Release);
     }
 
-    fn went_through(&self) {
-        self.failing.store(false, Ordering::Release);
+    fn went_through(&self, kind: Request) {
+        let _ = self.failing.compare_exchange(kind as u8, 0, Ordering::AcqRel, Ordering::Acquire);
     }
 }
 
@@ -236,9 +248,7 @@ impl Worker {
                     }
                     self.evicting.shards.extend(shards.into_iter().map(|p| (p, None)));
                     self.evicting.log = Some(log);
-                    if let Err(e) = self.evict() {
-                        self.status.note(e.to_string());
-                    }
+                    let _ = self.evict(); // a failure is noted, and tried again at the next tick
                 }
                 Ok(Event::Close) | Err(RecvTimeoutError::Disconnected) => return self.finish(),
                 Err(RecvTimeoutError::Timeout) => {
@@ -254,20 +264,25 @@ impl Worker {
         format!("{}/{name}", self.url)
     }
 
-    /// The flushed records of each shard as segments, then the sealed shards whole.
+    /// The flushed records of each shard as segments, then the sealed shards whole, then the
+    /// evictions. Failures are noted (`outcome`) and tried again at the next tick.
     fn tick(&mut self) {
         let flushed: Vec<PathBuf> = self.open.iter().filter(|(_, e)| e.2).map(|(p, _)| p.clone()).collect();
         for path in flushed {
-            if let Err(e) = self.put_segment(&path) {
-                self.status.note(e.to_string());
-            }
+            let _ = self.put_segment(&path);
         }
-        if let Err(e) = self.put_sealed() {
-            self.status.note(e.to_string());
+        let _ = self.put_sealed();
+        let _ = self.evict();
+    }
+
+    /// `done`, the result of a request of `kind`, noted: a failure begins an outage (said
+    /// once), a success ends one that a request of its kind began.
+    fn outcome<T>(&self, kind: Request, done: Result<T>) -> Result<T> {
+        match &done {
+            Ok(_) => self.status.went_through(kind),
+            Err(e) => self.status.note(kind, e.to_string()),
         }
-        if let Err(e) = self.evict() {
-            self.status.note(e.to_string());
-        }
+        done
     }
 
     /// The eviction log up, then, an interval later, each evicted shard's object and segments
@@ -278,8 +293,7 @@ impl Worker {
     fn evict(&mut self) -> Result<()> {
         if let Some(log) = self.evicting.log.clone() {
             let name = log.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            segments::upload(&log, &format!("{}/{name}", self.url))?;
-            self.status.went_through();
+            self.outcome(Request::Put, segments::upload(&log, &format!("{}/{name}", self.url)))?;
             self.evicting.log = None;
             let now = Instant::now();
             for (_, up) in &mut self.evicting.shards {
@@ -295,9 +309,7 @@ impl Worker {
                 std::thread::sleep(grace); // at close: at most an interval
             }
             let url = self.shard_url(&path);
-            super::remote::delete(&url)?;
-            segments::remove_segments(&url)?;
-            self.status.went_through();
+            self.outcome(Request::Delete, super::remote::delete(&url).and_then(|()| segments::remove_segments(&url)))?;
             self.evicting.shards.remove(0);
         }
         Ok(())
@@ -308,9 +320,8 @@ impl Worker {
         let Some(&(identity, from, _)) = self.open.get(path) else { return Ok(()) };
         let (end, now) = match segments::put_segment(path, identity, from, &url) {
             Err(_) if self.evicted_locally(path) => return Ok(()),
-            done => done?,
+            done => self.outcome(Request::Put, done)?,
         };
-        self.status.went_through();
         self.status.bytes.fetch_add(end - from, Ordering::Relaxed);
         // A file replaced since (compacted: sealed) keeps the identity of the one its segments
         // come from, so it never mixes with them: it goes up only whole.
@@ -326,13 +337,12 @@ impl Worker {
             match segments::upload(&path, &url) {
                 // The capacity deleted it just now: its `Evicted` is on the way, not a failure.
                 Err(_) if self.evicted_locally(&path) => return Ok(()),
-                done => done?,
+                done => self.outcome(Request::Put, done)?,
             }
-            self.status.went_through();
             let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
             self.status.bytes.fetch_add(size, Ordering::Relaxed);
             if self.open.remove(&path).is_some_and(|(_, end, _)| end > 0) {
-                segments::remove_segments(&url)?;
+                self.outcome(Request::Delete, segments::remove_segments(&url))?;
             }
             self.sealed.remove(0);
         }
@@ -354,5 +364,37 @@ impl Worker {
         self.sealed.extend(unsealed);
         self.put_sealed()?;
         self.evict()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An outage is said once, and ends only when a request of the kind that began it goes
+    /// through: a store refusing deletions while it takes uploads is one outage.
+    #[test]
+    fn an_outage_is_said_once_and_ends_with_its_kind() {
+        let status = Status::default();
+        let said = |status: &Status| status.unreported.swap(false, Ordering::AcqRel);
+        // (what happens, whether a failure is said by it)
+        let steps: &[(&str, Request, bool)] = &[
+            ("fail", Request::Delete, true),
+            ("through", Request::Put, false),
+            ("fail", Request::Delete, false),
+            ("fail", Request::Put, false),
+            ("through", Request::Delete, false),
+            ("fail", Request::Put, true),
+            ("through", Request::Put, false),
+            ("fail", Request::Put, true),
+        ];
+        for (k, &(what, kind, want)) in steps.iter().enumerate() {
+            if what == "fail" {
+                status.note(kind, format!("failure {k}"));
+            } else {
+                status.went_through(kind);
+            }
+            assert_eq!(said(&status), want, "step {k}: {what} {}", kind as u8);
+        }
     }
 }

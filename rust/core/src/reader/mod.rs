@@ -52,7 +52,7 @@ pub use crate::reader::reads::gather::{
 pub use crate::reader::reads::plan::{BatchPlan, PlanCache, DEFAULT_KEYS};
 pub use crate::reader::reads::pool::{ArenaLayout, BlockPool, BATCH_BLOCKS};
 pub use crate::reader::reads::request::Request;
-pub use crate::reader::reads::rows::{ColumnData, RowsView};
+pub use crate::reader::reads::rows::{ColumnData, ColumnRows, RowsView};
 pub use crate::reader::reads::sampling::{sample_steps, sample_windows, SplitMix64};
 pub use crate::reader::reads::scan::runs::{set_scan_block_bytes, IndexOut};
 pub use crate::reader::reads::scan::RangeRead;

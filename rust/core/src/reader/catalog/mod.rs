@@ -843,82 +843,53 @@ mod tests {
         problem: Option<&'static str>,
     }
 
+    impl Case {
+        /// Episode 0 (obs rows 0..=4, step rows 0..4: 4 steps; its record at offset 500) over
+        /// `chunks`, no damage: listed, with no problem, unless the case says otherwise.
+        fn new(name: &'static str, chunks: Vec<ChunkRef>) -> Case {
+            Case { name, chunks, episodes: vec![episode(0, 0, 4, 500)], damage: None, listed: vec![0], problem: None }
+        }
+
+        /// The episode is not listed, and `problem` says why.
+        fn refused(self, problem: &'static str) -> Case {
+            Case { listed: vec![], problem: Some(problem), ..self }
+        }
+    }
+
     #[test]
     fn episodes_listed_only_when_every_row_can_be_read() {
-        // Episode 0: obs rows 0..=4, step rows 0..4 (4 steps); its record at offset 500.
         let all = || vec![chunk(0, 0, 5, 100), chunk(1, 0, 4, 100), chunk(2, 0, 4, 100), chunk(3, 0, 4, 100)];
+        // The info key (and its mask) first appears at step row 2.
+        let info_from_2 = || vec![chunk(0, 0, 5, 100), chunk(1, 0, 4, 100), chunk(2, 2, 2, 100), chunk(3, 2, 2, 100)];
         let cases = vec![
+            Case::new("whole", all()),
+            Case::new("a required column lacks rows", vec![chunk(0, 0, 5, 100), chunk(1, 0, 2, 100)])
+                .refused("rows 2..4 of column 'reward' are in no chunk"),
+            Case::new("an info key that appears mid-episode", info_from_2()),
+            Case::new(
+                "a masked column's gap after its first row",
+                vec![chunk(0, 0, 5, 100), chunk(1, 0, 4, 100), chunk(2, 0, 1, 100), chunk(3, 0, 1, 100)],
+            )
+            .refused("rows 1..4 of column 'info/x' are in no chunk"),
             Case {
-                name: "whole",
-                chunks: all(),
-                episodes: vec![episode(0, 0, 4, 500)],
-                damage: None,
-                listed: vec![0],
-                problem: None,
-            },
-            Case {
-                name: "a required column lacks rows",
-                chunks: vec![chunk(0, 0, 5, 100), chunk(1, 0, 2, 100)],
-                episodes: vec![episode(0, 0, 4, 500)],
-                damage: None,
-                listed: vec![],
-                problem: Some("rows 2..4 of column 'reward' are in no chunk"),
-            },
-            Case {
-                name: "an info key that appears mid-episode",
-                chunks: vec![chunk(0, 0, 5, 100), chunk(1, 0, 4, 100), chunk(2, 2, 2, 100), chunk(3, 2, 2, 100)],
-                episodes: vec![episode(0, 0, 4, 500)],
-                damage: None,
-                listed: vec![0],
-                problem: None,
-            },
-            Case {
-                name: "a masked column's gap after its first row",
-                chunks: vec![chunk(0, 0, 5, 100), chunk(1, 0, 4, 100), chunk(2, 0, 1, 100), chunk(3, 0, 1, 100)],
-                episodes: vec![episode(0, 0, 4, 500)],
-                damage: None,
-                listed: vec![],
-                problem: Some("rows 1..4 of column 'info/x' are in no chunk"),
-            },
-            Case {
-                name: "damage before the record may have held an info key's first rows",
-                chunks: vec![chunk(0, 0, 5, 100), chunk(1, 0, 4, 100), chunk(2, 2, 2, 100), chunk(3, 2, 2, 100)],
-                episodes: vec![episode(0, 0, 4, 500)],
                 damage: Some(300),
-                listed: vec![],
-                problem: Some("and the damage at d/0.trj:300 may have held them"),
-            },
+                ..Case::new("damage before the record may have held an info key's first rows", info_from_2())
+            }
+            .refused("and the damage at d/0.trj:300 may have held them"),
+            Case { damage: Some(900), ..Case::new("damage after the record touches nothing", info_from_2()) },
             Case {
-                name: "damage after the record touches nothing",
-                chunks: vec![chunk(0, 0, 5, 100), chunk(1, 0, 4, 100), chunk(2, 2, 2, 100), chunk(3, 2, 2, 100)],
-                episodes: vec![episode(0, 0, 4, 500)],
-                damage: Some(900),
-                listed: vec![0],
-                problem: None,
-            },
-            Case {
-                name: "an overlapping chunk is left out",
-                chunks: [all(), vec![chunk(1, 2, 4, 200)]].concat(),
-                episodes: vec![episode(0, 0, 4, 500)],
-                damage: None,
-                listed: vec![0],
                 problem: Some("overlaps rows another chunk holds"),
+                ..Case::new("an overlapping chunk is left out", [all(), vec![chunk(1, 2, 4, 200)]].concat())
             },
+            Case::new(
+                "a chunk claiming more bytes than its rows is left out, with its episodes",
+                vec![chunk(0, 0, 5, 100), ChunkRef { raw_len: 99, stored_len: 99, ..chunk(1, 0, 4, 100) }],
+            )
+            .refused("99 bytes for 4 rows"),
             Case {
-                name: "a chunk claiming more bytes than its rows is left out, with its episodes",
-                chunks: vec![chunk(0, 0, 5, 100), ChunkRef { raw_len: 99, stored_len: 99, ..chunk(1, 0, 4, 100) }],
-                episodes: vec![episode(0, 0, 4, 500)],
-                damage: None,
-                listed: vec![],
-                problem: Some("99 bytes for 4 rows"),
-            },
-            Case {
-                name: "a discarded episode is not listed",
-                chunks: all(),
                 episodes: vec![EpisodeSummary { flags: FLAG_DISCARDED, ..episode(0, 0, 4, 500) }],
-                damage: None,
                 listed: vec![],
-                problem: None,
+                ..Case::new("a discarded episode is not listed", all())
             },
         ];
         for case in cases {

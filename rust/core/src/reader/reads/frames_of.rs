@@ -13,6 +13,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use super::gather::max_threads;
+use super::rows::ColumnRows;
 use super::steps::EpisodeSet;
 use crate::error::{Error, Result};
 use crate::format::codec::{pipeline, CODEC_STACK, CODEC_ZSTD};
@@ -120,7 +121,7 @@ impl DatasetView<'_> {
         let mut runs: Vec<(ListKey, u64, u64)> = Vec::with_capacity(set.len());
         let mut spec_of = None;
         for k in 0..set.len() {
-            let (recording, lane, id, first, n) = self.locate(set.episode(k), column)?;
+            let ColumnRows { recording, lane, column: id, first_row, n_rows } = self.locate(set.episode(k), column)?;
             let spec = &self.recordings()[recording].columns[id as usize];
             let row = spec.row_bytes().ok_or_else(|| Error::schema(column, "holds str values, not frames"))?;
             match spec_of {
@@ -134,7 +135,7 @@ impl DatasetView<'_> {
                 }
                 Some(_) => {}
             }
-            runs.push(((recording, lane, id), first, n));
+            runs.push(((recording, lane, id), first_row, n_rows));
         }
         let (spec, row) = spec_of.expect("a non-empty set");
         let stack = spec.row_layout().stack.filter(|&s| s as u64 <= MAX_SEALED_STACK).unwrap_or(1);

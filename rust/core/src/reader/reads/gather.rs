@@ -523,7 +523,7 @@ impl DatasetView<'_> {
                     }
                     // A cached prefix too short for these rows is decoded again, further.
                     match get((loc.shard, loc.chunk.data_offset)).filter(|d| d.rows_len(slots[i].1) >= need[i]) {
-                        Some(d) => data[i] = Some(ChunkBytes::Decoded(d)),
+                        Some(d) => data[i] = Some(d),
                         None => wanted.push(i),
                     }
                 }
@@ -622,10 +622,11 @@ fn plan_run(
         let mut row = first;
         while row < end {
             // The chunk holding `row`: the cursor's, else the next one (rows close
-            // together), else a binary search (rows jumped, or went back: windows overlap).
+            // together), else a search from the cursor (rows jumped ahead, or went back:
+            // windows overlap).
             let holds = |c: usize| list.get(c).is_some_and(|l| l.first_row() <= row && row < l.end_row());
             if !holds(c) {
-                c = if holds(c + 1) { c + 1 } else { ends.partition_point(|&e| e <= row) };
+                c = if holds(c + 1) { c + 1 } else { seek(ends, c, row) };
             }
             let Some(loc) = list.get(c).filter(|l| l.first_row() <= row) else {
                 // No chunk holds these rows (a column added later): zeros.
@@ -662,6 +663,23 @@ fn plan_run(
             pieces.push(Piece { slot: ZEROS, chunk_row: 0, rows: item.pad, out_row });
         }
     }
+}
+
+/// The first of `ends` (ascending) past `row`, searched from `from`: a batch's rows, sorted,
+/// mostly move a few chunks ahead at a time, so the search gallops forward from there (a
+/// binary search over the whole list costs as many dependent steps as it has levels).
+fn seek(ends: &[u64], from: usize, row: u64) -> usize {
+    if from >= ends.len() || ends[from] > row {
+        return ends[..from.min(ends.len())].partition_point(|&e| e <= row);
+    }
+    // ends[lo] <= row: the answer lies past lo.
+    let (mut lo, mut step) = (from, 1);
+    while lo + step < ends.len() && ends[lo + step] <= row {
+        lo += step;
+        step *= 2;
+    }
+    let hi = (lo + step).min(ends.len());
+    lo + 1 + ends[lo + 1..hi].partition_point(|&e| e <= row)
 }
 
 /// The most decoded bytes one gather holds at once (beyond the cache's own bound): a batch
@@ -871,7 +889,19 @@ type Fetched = Result<Arc<Decoded>>;
 
 #[cfg(test)]
 mod tests {
-    use super::hold_rounds;
+    use super::{hold_rounds, seek};
+
+    #[test]
+    fn seek_finds_what_a_binary_search_finds_from_any_cursor() {
+        for ends in [vec![], vec![5], vec![2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22], vec![1, 1, 3, 3, 3, 9]] {
+            for from in 0..=ends.len() + 1 {
+                for row in 0..25 {
+                    let want = ends.partition_point(|&e| e <= row);
+                    assert_eq!(seek(&ends, from, row), want, "ends {ends:?} from {from} row {row}");
+                }
+            }
+        }
+    }
 
     #[test]
     fn hold_rounds_stay_within_the_bound_and_cover_every_slot() {

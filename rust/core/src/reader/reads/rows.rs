@@ -48,6 +48,17 @@ impl RowsView {
     }
 }
 
+/// Rows `first_row..first_row + n_rows` of one column of one lane of a recording: what
+/// `read_rows`, `read_strings` and `view_rows` read, and where an episode's column lies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ColumnRows {
+    pub recording: usize,
+    pub lane: u32,
+    pub column: ColumnId,
+    pub first_row: u64,
+    pub n_rows: u64,
+}
+
 impl std::fmt::Debug for RowsView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RowsView").field("start", &self.start).field("len", &self.len).finish()
@@ -240,21 +251,14 @@ impl DatasetView<'_> {
         Ok(ChunkBytes::Decoded(data))
     }
 
-    /// Reads `n_rows` rows from `first_row` of a fixed-size column of one lane into `out`
-    /// (exactly `n_rows * row bytes` long). Rows no chunk holds read as zeros.
+    /// Reads `rows` of a fixed-size column into `out` (exactly `n_rows * row bytes` long). Rows
+    /// no chunk holds read as zeros.
     ///
     /// Errors: `Invalid` (bad recording, column or buffer size), `Schema` (a str column),
     /// `Corrupt` (a chunk fails its checksum or does not decode; names file and offset).
-    pub fn read_rows(
-        &self,
-        recording: usize,
-        lane: u32,
-        column: ColumnId,
-        first_row: u64,
-        n_rows: u64,
-        out: &mut [u8],
-    ) -> Result<()> {
-        let (spec, row_bytes) = self.fixed_column(recording, column)?;
+    pub fn read_rows(&self, rows: ColumnRows, out: &mut [u8]) -> Result<()> {
+        let (spec, row_bytes) = self.fixed_column(rows.recording, rows.column)?;
+        let n_rows = rows.n_rows;
         let expected = usize::try_from(n_rows).ok().and_then(|n| n.checked_mul(row_bytes));
         if expected != Some(out.len()) {
             return Err(Error::Invalid(format!(
@@ -264,7 +268,7 @@ impl DatasetView<'_> {
             )));
         }
         let mut pos = 0usize;
-        self.walk_rows(recording, lane, column, first_row, n_rows, |gap, chunk| {
+        self.walk_rows(rows, |gap, chunk| {
             // Row counts below fit in usize: they are at most n_rows, which did.
             let gap = gap as usize * row_bytes;
             out[pos..pos + gap].fill(0);
@@ -287,18 +291,15 @@ impl DatasetView<'_> {
         })
     }
 
-    /// The one walk over the chunks holding rows `[first_row, first_row + n_rows)` of a column
-    /// of one lane: `each(gap, Some((chunk, from, to)))` for each chunk in row order (`gap`: the
-    /// rows before it that no chunk holds), then `each(gap, None)` for those after the last.
+    /// The one walk over the chunks holding `rows`: `each(gap, Some((chunk, from, to)))` for
+    /// each chunk in row order (`gap`: the rows before it that no chunk holds), then
+    /// `each(gap, None)` for those after the last.
     fn walk_rows(
         &self,
-        recording: usize,
-        lane: u32,
-        column: ColumnId,
-        first_row: u64,
-        n_rows: u64,
+        rows: ColumnRows,
         mut each: impl FnMut(u64, Option<(&Located, u64, u64)>) -> Result<()>,
     ) -> Result<()> {
+        let ColumnRows { recording, lane, column, first_row, n_rows } = rows;
         let end = first_row.checked_add(n_rows).ok_or_else(|| Error::Invalid("row numbers overflow".into()))?;
         let mut cursor = first_row;
         for (loc, from, to) in overlapping(self.chunk_list(recording, lane, column), first_row, end) {
@@ -308,17 +309,10 @@ impl DatasetView<'_> {
         each(end - cursor, None)
     }
 
-    /// Reads `n_rows` rows from `first_row` of a str column of one lane. Rows no chunk holds
-    /// read as "".
-    pub fn read_strings(
-        &self,
-        recording: usize,
-        lane: u32,
-        column: ColumnId,
-        first_row: u64,
-        n_rows: u64,
-    ) -> Result<Vec<String>> {
-        let spec = self.column_spec(recording, column)?;
+    /// Reads `rows` of a str column. Rows no chunk holds read as "".
+    pub fn read_strings(&self, rows: ColumnRows) -> Result<Vec<String>> {
+        let spec = self.column_spec(rows.recording, rows.column)?;
+        let n_rows = rows.n_rows;
         if spec.row_bytes().is_some() {
             return Err(Error::schema(&spec.name, format!("holds {} values, not strings", spec.dtype)));
         }
@@ -326,7 +320,7 @@ impl DatasetView<'_> {
         usize::try_from(n_rows).ok().and_then(|n| out.try_reserve_exact(n).ok()).ok_or_else(|| {
             Error::Invalid(format!("column '{}': {n_rows} rows are too many to read at once", spec.name))
         })?;
-        self.walk_rows(recording, lane, column, first_row, n_rows, |gap, chunk| {
+        self.walk_rows(rows, |gap, chunk| {
             out.resize(out.len() + gap as usize, String::new());
             let Some((loc, from, to)) = chunk else { return Ok(()) };
             let data = self.chunk_data(loc, None)?;
@@ -341,14 +335,8 @@ impl DatasetView<'_> {
 
     /// The rows in place, without a copy, when one raw (uncompressed) chunk holds them all;
     /// `None` otherwise (read them with `read_rows`).
-    pub fn view_rows(
-        &self,
-        recording: usize,
-        lane: u32,
-        column: ColumnId,
-        first_row: u64,
-        n_rows: u64,
-    ) -> Result<Option<RowsView>> {
+    pub fn view_rows(&self, rows: ColumnRows) -> Result<Option<RowsView>> {
+        let ColumnRows { recording, lane, column, first_row, n_rows } = rows;
         let (_, row_bytes) = self.fixed_column(recording, column)?;
         let Some(end) = first_row.checked_add(n_rows).filter(|_| n_rows > 0) else { return Ok(None) };
         let list = self.chunk_list(recording, lane, column);
@@ -376,11 +364,11 @@ impl DatasetView<'_> {
     ///
     /// Errors: `Invalid` (episode out of range), `Schema` (no such column), `Corrupt`.
     pub fn read_episode_column(&self, episode: usize, column_name: &str) -> Result<ColumnData> {
-        let (recording, lane, column, first, n) = self.locate(episode, column_name)?;
-        let spec = &self.catalog.recordings[recording].columns[column as usize];
+        let rows = self.locate(episode, column_name)?;
+        let (spec, n) = (&self.catalog.recordings[rows.recording].columns[rows.column as usize], rows.n_rows);
         let dtype = spec.dtype()?;
         let Some(row_bytes) = spec.row_bytes() else {
-            return Ok(ColumnData::Strings(self.read_strings(recording, lane, column, first, n)?));
+            return Ok(ColumnData::Strings(self.read_strings(rows)?));
         };
         let shape = episode_shape(spec, n)?;
         let too_large = || Error::Invalid(format!("column '{column_name}': {n} rows are too large to read at once"));
@@ -388,7 +376,7 @@ impl DatasetView<'_> {
         let mut bytes = Vec::new();
         bytes.try_reserve_exact(len).map_err(|_| too_large())?;
         bytes.resize(len, 0);
-        self.read_rows(recording, lane, column, first, n, &mut bytes)?;
+        self.read_rows(rows, &mut bytes)?;
         Ok(ColumnData::Fixed { dtype, shape, bytes })
     }
 
@@ -399,13 +387,13 @@ impl DatasetView<'_> {
         episode: usize,
         column_name: &str,
     ) -> Result<Option<(DType, Vec<usize>, RowsView)>> {
-        let (recording, lane, column, first, n) = self.locate(episode, column_name)?;
-        let spec = &self.catalog.recordings[recording].columns[column as usize];
+        let rows = self.locate(episode, column_name)?;
+        let spec = &self.catalog.recordings[rows.recording].columns[rows.column as usize];
         if spec.row_bytes().is_none() {
             return Ok(None);
         }
-        let Some(view) = self.view_rows(recording, lane, column, first, n)? else { return Ok(None) };
-        Ok(Some((spec.dtype()?, episode_shape(spec, n)?, view)))
+        let Some(view) = self.view_rows(rows)? else { return Ok(None) };
+        Ok(Some((spec.dtype()?, episode_shape(spec, rows.n_rows)?, view)))
     }
 
     /// All rows of one column of episode `episode` (negative from the end) as a user asks for
@@ -426,12 +414,8 @@ impl DatasetView<'_> {
         read
     }
 
-    /// (recording, lane, column, first row, rows) of a column of an episode.
-    pub(in crate::reader) fn locate(
-        &self,
-        episode: usize,
-        column_name: &str,
-    ) -> Result<(usize, u32, ColumnId, u64, u64)> {
+    /// The rows of a column of an episode.
+    pub(in crate::reader) fn locate(&self, episode: usize, column_name: &str) -> Result<ColumnRows> {
         let e = self.episode(episode)?;
         let column = self.column_id(e.recording, column_name).ok_or_else(|| {
             match &self.recordings()[e.recording].schema_damage {
@@ -446,8 +430,8 @@ impl DatasetView<'_> {
         if let Some((_, p)) = self.recordings()[e.recording].damaged_columns.iter().find(|(id, _)| *id == column) {
             return Err(Error::corrupt(&p.file, p.offset, format!("column '{column_name}' is unreadable: {}", p.why)));
         }
-        let (first, n) = self.episode_rows(episode, column)?;
-        Ok((e.recording, e.summary.lane, column, first, n))
+        let (first_row, n_rows) = self.episode_rows(episode, column)?;
+        Ok(ColumnRows { recording: e.recording, lane: e.summary.lane, column, first_row, n_rows })
     }
 }
 

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::chunk_bytes::Decoded;
-use super::shared_chunks::{SharedChunk, SharedChunks};
+use super::chunk_bytes::{ChunkBytes, Decoded};
+use super::shared_chunks::{Shape, SharedChunk, SharedChunks};
 use crate::reader::int_map::{ChunkKey, IntMap};
 
 struct Lru {
@@ -149,19 +149,29 @@ impl ChunkCache {
         Some(data.clone())
     }
 
-    /// Runs `f` with a `get` that holds the lock once for many keys.
-    pub fn with_gets<R>(&self, f: impl FnOnce(&mut dyn FnMut(ChunkKey) -> Option<Arc<Decoded>>) -> R) -> R {
+    /// Runs `f` with a `get` that holds the lock once for many keys. A ready shared slot of
+    /// rows comes back as its bytes in the store (published slots never change again, and the
+    /// store lives as long as the cache): a batch of scattered rows hits hundreds of chunks,
+    /// and a handle for each would be an allocation each.
+    pub fn with_gets<'c, R>(&'c self, f: impl FnOnce(&mut dyn FnMut(ChunkKey) -> Option<ChunkBytes<'c>>) -> R) -> R {
         let mut guard: Option<MutexGuard<'_, Lru>> = None;
         f(&mut |key| {
-            if let Some(data) = self.shared_get(key) {
-                return Some(data);
+            if let Some(store) = &self.shared {
+                if let Some(slot) = store.slot(key).filter(|slot| store.ready(slot)) {
+                    return Some(match slot.shape {
+                        Shape::Rows(_) => ChunkBytes::Mapped(store.bytes(&slot)),
+                        Shape::Frames { .. } => {
+                            ChunkBytes::Decoded(Arc::new(Decoded::Shared(SharedChunk { store: store.clone(), slot })))
+                        }
+                    });
+                }
             }
             let lru = &mut **guard.get_or_insert_with(|| self.lock());
             lru.tick += 1;
             let tick = lru.tick;
             lru.entries.get_mut(&key).map(|(data, last)| {
                 *last = tick;
-                data.clone()
+                ChunkBytes::Decoded(data.clone())
             })
         })
     }

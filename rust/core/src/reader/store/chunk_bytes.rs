@@ -42,7 +42,8 @@ impl Decoded {
     }
 }
 
-/// A chunk's decoded rows: in the map (raw) or decoded (or, without a map, read) and shared
+/// A chunk's decoded rows: in a map that outlives the read (a raw chunk in its shard's, a
+/// ready slot of rows in the shared store's) or decoded (or, without a map, read) and shared
 /// with the cache.
 pub(crate) enum ChunkBytes<'a> {
     Mapped(&'a [u8]),
@@ -50,6 +51,14 @@ pub(crate) enum ChunkBytes<'a> {
 }
 
 impl ChunkBytes<'_> {
+    /// The bytes of the whole rows it holds (see `Decoded::rows_len`).
+    pub fn rows_len(&self, row_bytes: Option<usize>) -> usize {
+        match self {
+            ChunkBytes::Mapped(b) => b.len(),
+            ChunkBytes::Decoded(d) => d.rows_len(row_bytes),
+        }
+    }
+
     /// The rows' bytes where they lie contiguous (raw and decoded rows, and str chunks);
     /// `None` for frames.
     pub fn contiguous(&self) -> Option<&[u8]> {

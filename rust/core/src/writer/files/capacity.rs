@@ -98,7 +98,6 @@ impl EvictionLog {
     /// Errors: those of `read`, `Io`.
     fn add<'a>(dir: &Path, shards: impl Iterator<Item = (&'a Path, u64, Option<([u8; 16], u64)>)>) -> Result<()> {
         static LOCK: Mutex<()> = Mutex::new(());
-        static TEMP: AtomicU64 = AtomicU64::new(0);
         let _held = LOCK.lock().unwrap_or_else(|p| p.into_inner());
         // And across processes (recorders of Ray actors share a directory): a lock on the
         // directory itself, released when `_dir_lock` closes (or its process dies).
@@ -112,10 +111,18 @@ impl EvictionLog {
                 log.evicted_seqs.extend(id);
             }
         }
+        log.write(dir)
+    }
+
+    /// Writes the log into `dir`, whole or not at all (a temp file renamed over the old one).
+    ///
+    /// Errors: `Io`.
+    fn write(&self, dir: &Path) -> Result<()> {
+        static TEMP: AtomicU64 = AtomicU64::new(0);
         let path = dir.join(EVICTION_LOG);
         let temp =
             dir.join(format!(".{EVICTION_LOG}.{}.{}.tmp", std::process::id(), TEMP.fetch_add(1, Ordering::Relaxed)));
-        let bytes = serde_json::to_vec(&log).map_err(|e| Error::Invalid(format!("eviction log: {e}")))?;
+        let bytes = serde_json::to_vec(self).map_err(|e| Error::Invalid(format!("eviction log: {e}")))?;
         std::fs::write(&temp, bytes).map_err(|e| Error::io(&temp, e))?;
         std::fs::rename(&temp, &path).map_err(|e| Error::io(&path, e))
     }
@@ -174,11 +181,39 @@ impl Capacity {
         Ok(Capacity { limit, dir: dir.to_path_buf(), closed: closed.collect(), uploads: None })
     }
 
-    /// The recording goes up to a store through `uploads`: each eviction is told to them (they
-    /// put the eviction log up, then delete the shards' objects).
-    pub fn uploading_to(mut self, uploads: Option<UploadQueue>) -> Capacity {
-        self.uploads = uploads;
-        self
+    /// The recording goes up to the store prefix `url` through `uploads` (its directory is the
+    /// staging directory): each eviction is told to them (they put the eviction log up, then
+    /// delete the shards' objects). The prefix's shards are among the prior ones (the caller
+    /// listed them, as staging paths: their files are not here, their objects are), and its log
+    /// is carried on in the staging directory's, which the uploads put over it, so the count adds
+    /// up over the recordings. Shards that log names and the prefix still holds (a recorder
+    /// stopped between putting the log up and deleting them; readers leave them out already)
+    /// are deleted now, as a local directory's are (`finish_interrupted_evictions`).
+    ///
+    /// Errors: `Io` (the store, naming the URL and why; the log could not be written),
+    /// `Corrupt` (the prefix's log does not parse).
+    pub fn uploading_to(mut self, uploads: UploadQueue, url: &str) -> Result<Capacity> {
+        let url = url.trim_end_matches('/');
+        let log = EvictionLog::read(Path::new(url))?;
+        if !log.evicted_shards.is_empty() {
+            log.write(&self.dir)?;
+            let location = crate::objstore::url::locate(url)?;
+            let listed: HashSet<String> = crate::objstore::remote::list(&location, url)?
+                .into_iter()
+                .map(|(object, _, _)| object.key.rsplit('/').next().unwrap_or_default().to_string())
+                .collect();
+            let left: Vec<PathBuf> = log
+                .evicted_shards
+                .iter()
+                .filter(|name| listed.contains(*name))
+                .map(|name| self.dir.join(name))
+                .collect();
+            if !left.is_empty() {
+                uploads.evicted(&left, &self.dir.join(EVICTION_LOG));
+            }
+        }
+        self.uploads = Some(uploads);
+        Ok(self)
     }
 
     pub fn limit(&self) -> u64 {

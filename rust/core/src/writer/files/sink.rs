@@ -79,7 +79,10 @@ impl Sink {
         let dir = shard.path().parent().map(PathBuf::from).unwrap_or_default();
         let capacity = match config.capacity_steps {
             Some(limit) => {
-                let capacity = Capacity::new(limit, &dir, &config.prior_shards)?.uploading_to(uploads.clone());
+                let mut capacity = Capacity::new(limit, &dir, &config.prior_shards)?;
+                if let (Some(uploads), Some(url)) = (&uploads, &config.upload_to) {
+                    capacity = capacity.uploading_to(uploads.clone(), url)?;
+                }
                 Some(Arc::new(Mutex::new(capacity)))
             }
             None => None,

@@ -1,0 +1,251 @@
+"""A bounded recording (`capacity_steps`) reopened on a store prefix that already holds shards
+(issue 34, "a store prefix with capacity"), against the real S3 server on loopback: the
+recorder counts the prefix's shards and evicts the oldest first, deleting their objects; the
+prefix's eviction log goes on counting; a reader of the prefix afterwards lists exactly what a
+local directory recorded the same way keeps, value for value. A store that refuses the
+deletions is said once, retried, and never makes a reader return a row the env did not give."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import trajcore
+
+pytest.importorskip("boto3", reason="the object storage tests need boto3 and moto[server] (pip install '.[test]')")
+pytest.importorskip("moto.server", reason="the object storage tests need moto[server] (pip install '.[test]')")
+from s3_proxy import s3_proxy
+from s3_server import S3, s3_server
+
+INTERVAL = 0.25
+NUM_ENVS = 4
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3]:
+    with s3_server() as server:
+        yield server
+
+
+@pytest.fixture
+def no_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith("AWS_"):
+            monkeypatch.delenv(key)
+
+
+def shard_keys(s3: S3, bucket: str, prefix: str) -> list[str]:
+    """The names of the shard objects under `prefix`, in key order (the reader's order)."""
+    listed = s3.client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/").get("Contents", [])
+    names = [o["Key"].split("/", 1)[1] for o in listed]
+    return sorted(n for n in names if n.endswith(".trj") and "/" not in n)
+
+
+def record(
+    path: str | Path,
+    seed: int,
+    until: Callable[[int], bool],
+    given: set[bytes] | None = None,
+    each_step: Callable[[int], None] = lambda step: None,
+    **options: Any,
+) -> tuple[int, dict[str, Any]]:
+    """CartPole x4 recorded to `path` with seeded random actions until `until(step)`; each
+    (observation, action, next observation) transition the env gave goes into `given`. Returns
+    the steps taken and the recorder's stats after close, with the transitions the env gave as
+    `"given"` (a sub-env's autoreset step is none)."""
+    envs = gym.make_vec("CartPole-v1", num_envs=NUM_ENVS, vectorization_mode="sync")
+    rec = trajcore.RecordVectorEpisodes(envs, path, **options)
+    rng = np.random.default_rng(seed)
+    obs, _ = rec.reset(seed=seed)
+    autoreset = np.zeros(NUM_ENVS, dtype=bool)
+    step = transitions = 0
+    while not until(step):
+        actions = rng.integers(0, 2, NUM_ENVS)
+        nxt, _, term, trunc, _ = rec.step(actions)
+        for i in range(NUM_ENVS):
+            if not (step > 0 and autoreset[i]):  # a sub-env's reset step is no transition
+                transitions += 1
+                if given is not None:
+                    given.add(obs[i].tobytes() + actions[i].tobytes() + nxt[i].tobytes())
+        autoreset, obs = term | trunc, nxt
+        step += 1
+        each_step(step)
+    rec.close()
+    return step, {**rec.stats(), "given": transitions}
+
+
+def assert_same_episodes(got: trajcore.Dataset, want: trajcore.Dataset) -> None:
+    assert got.num_episodes == want.num_episodes > 0
+    assert got.num_steps == want.num_steps
+    assert got.evicted_steps == want.evicted_steps
+    for a, b in zip(got.episodes, want.episodes, strict=True):
+        assert (a.env_index, a.complete, a.continued, a.length) == (b.env_index, b.complete, b.continued, b.length)
+        np.testing.assert_array_equal(a.observations, b.observations)
+        np.testing.assert_array_equal(a.actions, b.actions)
+        np.testing.assert_array_equal(a.rewards, b.rewards)
+        np.testing.assert_array_equal(a.terminations, b.terminations)
+
+
+def test_a_bounded_recording_reopened_on_a_filled_prefix_evicts_its_oldest_shards(
+    s3: S3, no_aws_env: None, tmp_path: Path
+) -> None:
+    """A prefix holding about 2,000 transitions, reopened with a capacity of 1,000: the
+    recording counts them, the oldest shards go first (the survivors are the newest of the old
+    ones and the new ones), the count adds up over both recordings, and a reader of the prefix
+    lists exactly what a local directory recorded the same way keeps."""
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/buffer"
+    local = tmp_path / "buffer"
+    store = {"flush_interval": INTERVAL, "storage_options": s3.options}
+    # 4,000 transitions into a capacity of 2,000 (shards of 200), in the store and locally.
+    _, first = record(url, 0, lambda s: s == 1000, capacity_steps=2000, **store)
+    _, first_local = record(local, 0, lambda s: s == 1000, capacity_steps=2000)
+    assert first["evicted_steps"] == first_local["evicted_steps"] > 0
+    before = shard_keys(s3, bucket, "buffer")
+    with trajcore.open(url, storage_options=s3.options) as ds:
+        assert ds.num_steps >= 1800 and not ds.problems
+    # Reopened with a capacity of 1,000 (shards of 100): 600 new transitions.
+    _, second = record(url, 1, lambda s: s == 150, capacity_steps=1000, **store)
+    _, second_local = record(local, 1, lambda s: s == 150, capacity_steps=1000)
+    assert second["eviction_error"] is None
+    # It evicted the old data it counted (about 1,000 of it): the stats count this recording's.
+    assert second["evicted_steps"] == second_local["evicted_steps"] >= 1000
+    after = shard_keys(s3, bucket, "buffer")
+    survivors = [k for k in before if k in after]
+    assert survivors == before[len(before) - len(survivors) :], "the oldest shards go first"
+    assert len(survivors) < len(before)
+    objects = s3.client.list_objects_v2(Bucket=bucket, Prefix="buffer/").get("Contents", [])
+    assert not [o["Key"] for o in objects if ".trj.open/" in o["Key"]]  # no segment stays
+    with trajcore.open(url, storage_options=s3.options) as ds, trajcore.open(local) as want:
+        assert ds.evicted_steps == first["evicted_steps"] + second["evicted_steps"]
+        assert ds.num_steps + ds.evicted_steps == first["given"] + second["given"]
+        assert ds.num_steps <= 1000 + 100
+        assert len(ds.shards) == len(after) and not ds.problems
+        assert_same_episodes(ds, want)
+
+
+def test_a_reopened_bounded_recordings_failed_deletions_are_said_once_and_retried(
+    s3: S3, no_aws_env: None, tmp_path: Path
+) -> None:
+    """The store refuses the first deletions of the old shards a reopened bounded recording
+    evicts: the recorder warns once, naming the URL, and the next intervals delete them; a
+    reader of the prefix refreshing meanwhile samples only transitions the env gave; afterwards
+    the prefix reads as the same recording into a local directory."""
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/buffer"
+    local = tmp_path / "buffer"
+    given: set[bytes] = set()
+    record(url, 0, lambda s: s == 300, given, capacity_steps=400, flush_interval=INTERVAL, storage_options=s3.options)
+    record(local, 0, lambda s: s == 300, capacity_steps=400)
+    with s3_proxy(s3.endpoint) as proxy:
+        options = {**s3.options, "endpoint": proxy.endpoint, "max_retries": "0", "retry_timeout": "5"}
+        reader = trajcore.open(url, storage_options=options)
+        proxy.fail(3, only=f"DELETE /{bucket}/buffer/")
+        sampled = 0
+
+        def read(step: int) -> None:
+            nonlocal sampled
+            if step % 10:
+                return
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", trajcore.TrajcoreWarning)
+                reader.refresh()
+            if not reader.num_steps:  # the old data evicted, the new not up yet
+                return
+            batch = reader.sample_transitions(32, seed=step)
+            for o, a, n in zip(batch["observations"], batch["actions"], batch["next_observations"], strict=True):
+                assert o.tobytes() + np.asarray(a, dtype=np.int64).tobytes() + n.tobytes() in given
+            sampled += 32
+
+        deadline = time.monotonic() + 120
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+
+            def said() -> list[str]:
+                return [str(w.message) for w in caught if "an upload failed" in str(w.message)]
+
+            def until(step: int) -> bool:
+                assert time.monotonic() < deadline
+                return step >= 200 and bool(said())
+
+            steps, stats = record(
+                url, 1, until, given, read, capacity_steps=400, flush_interval=INTERVAL, storage_options=options
+            )
+        assert said()[0].startswith(f"{url}: an upload failed") and "DELETE" in said()[0], said()
+        assert len(said()) == 1, said()  # once per outage
+        assert stats["evicted_steps"] > 0 and stats["eviction_error"] is None
+        assert proxy.refused >= 1 and sampled > 0
+        reader.close()
+    _, want_stats = record(local, 1, lambda s: s == steps, capacity_steps=400)
+    assert stats["evicted_steps"] == want_stats["evicted_steps"]
+    with trajcore.open(url, storage_options=s3.options) as ds, trajcore.open(local) as want:
+        assert len(ds.shards) == len(shard_keys(s3, bucket, "buffer")) and not ds.problems
+        assert_same_episodes(ds, want)
+
+
+def test_a_killed_recorders_segments_are_made_a_shard_and_counted_when_reopened(
+    s3: S3, no_aws_env: None, tmp_path: Path
+) -> None:
+    """A recorder killed mid-shard leaves its shard in the store as segments (no shard yet: no
+    reader lists it). A bounded recording reopened on the prefix makes them the shard first (as
+    `trajcore recover URL` does) and counts it: here the capacity evicts it with the other old
+    shards, which it would otherwise never have known of."""
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/buffer"
+    store = {"flush_interval": INTERVAL, "storage_options": s3.options}
+    _, first = record(url, 0, lambda s: s == 300, capacity_steps=400, **store)  # about 400 kept
+    # The killed recorder's shard, about 200 transitions, as one segment from offset 0.
+    killed = tmp_path / "killed"
+    _, lost = record(killed, 2, lambda s: s == 50)
+    (shard,) = killed.glob("*.trj")
+    s3.client.upload_file(str(shard), bucket, f"buffer/{shard.name}.open/{0:020d}")
+    with trajcore.open(url, storage_options=s3.options) as ds:
+        assert shard.name not in [Path(s).name for s in ds.shards]
+        kept_before, evicted_before = ds.num_steps, ds.evicted_steps
+    _, stats = record(url, 1, lambda s: s == 100, capacity_steps=400, **store)  # about 400 new transitions
+    names = s3.client.list_objects_v2(Bucket=bucket, Prefix="buffer/").get("Contents", [])
+    assert not [o["Key"] for o in names if ".trj.open/" in o["Key"]]
+    # Counted: evicted with the older shards (the new recording alone fills the capacity).
+    assert f"buffer/{shard.name}" not in [o["Key"] for o in names]
+    assert stats["evicted_steps"] >= kept_before + lost["given"]
+    with trajcore.open(url, storage_options=s3.options) as ds:
+        log = s3.client.get_object(Bucket=bucket, Key="buffer/trajcore-evictions.json")["Body"].read()
+        assert shard.name in json.loads(log)["evicted_shards"]
+        assert ds.evicted_steps == evicted_before + stats["evicted_steps"]
+        assert ds.num_steps + ds.evicted_steps == first["given"] + lost["given"] + stats["given"]
+        assert not ds.problems
+
+
+def test_a_store_failing_while_a_reopened_bounded_recording_counts_fails_it_by_name(
+    s3: S3, no_aws_env: None, tmp_path: Path
+) -> None:
+    """A store that fails while a bounded recording counts the prefix's shards fails the
+    recorder's construction with `TrajcoreIOError` naming the URL (never an uncounted prefix,
+    never a staging directory left); once the store answers, the same call counts them."""
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/buffer"
+    record(url, 0, lambda s: s == 100, capacity_steps=400, storage_options=s3.options)
+    staging = Path(os.environ.get("TMPDIR", "/tmp"))
+    staged_before = set(staging.glob(f"trajcore-staging-{bucket}_buffer-*"))
+    with s3_proxy(s3.endpoint) as proxy:
+        options = {**s3.options, "endpoint": proxy.endpoint, "max_retries": "0", "retry_timeout": "5"}
+        proxy.fail(-1)
+        with pytest.raises(trajcore.TrajcoreIOError, match=url):
+            trajcore.RecordEpisodes(gym.make("CartPole-v1"), url, capacity_steps=400, storage_options=options)
+        assert set(staging.glob(f"trajcore-staging-{bucket}_buffer-*")) == staged_before
+        proxy.fail(0)
+        with trajcore.open(url, storage_options=options) as ds:
+            kept = ds.num_steps
+        _, stats = record(url, 1, lambda s: s == 100, capacity_steps=400, storage_options=options)
+    # The old shards were counted: uncounted, the prefix would hold them and the new ones.
+    assert kept + stats["given"] > 400 + 400 // 10 and stats["evicted_steps"] > 0
+    with trajcore.open(url, storage_options=s3.options) as ds:
+        assert ds.num_steps <= 400 + 400 // 10 and not ds.problems
