@@ -13,9 +13,10 @@ update: the figure is the buffer's cost beside the env's).
   Both buffers are filled past their capacity first (the ring wraps, the recording evicts), so
   the rounds run in the steady state. Beside the ratio: the buffer's bytes on disk against the
   ring's RAM, and the peak RSS of a process running the trajcore loop alone with a cache of
-  256 MiB (`cache_bytes`), at half, one and one and a half capacities' worth of transitions
-  (anonymous and file-backed apart; the same loop's decoded frames alone would take 0.7 GB),
-  and the disk it holds: the directory's bytes and those of evicted shards it still has open.
+  256 MiB (`cache_bytes`), at half, one, one and a half, two and three capacities' worth of
+  transitions (anonymous and file-backed apart; the same loop's decoded frames alone would take
+  0.7 GB), and the disk it holds: the directory's bytes and those of deleted shards it still has
+  open (evicted ones, and the copies of shards it opened before their writer compacted them).
 """
 
 from __future__ import annotations
@@ -218,16 +219,22 @@ def _probe(out: str, vector_steps: list[int]) -> None:
         with open("/proc/self/status") as f:
             return next(int(line.split()[1]) * 1024 for line in f if line.startswith(field))
 
-    def deleted_but_open() -> int:
-        """Disk bytes of the deleted files this process holds open (shards evicted under it)."""
-        held = 0
+    def deleted_but_open() -> tuple[int, int]:
+        """Disk bytes of the deleted files this process holds open: shards evicted under it (no
+        file of that name left) and shards compacted under it (their rewrite took the name)."""
+        evicted = replaced = 0
         for fd in os.listdir("/proc/self/fd"):
             try:
-                if os.readlink(f"/proc/self/fd/{fd}").endswith(" (deleted)"):
-                    held += os.fstat(int(fd)).st_blocks * 512
+                target = os.readlink(f"/proc/self/fd/{fd}")
+                if target.endswith(" (deleted)"):
+                    held = os.fstat(int(fd)).st_blocks * 512
+                    if os.path.exists(target.removesuffix(" (deleted)")):
+                        replaced += held
+                    else:
+                        evicted += held
             except OSError:
                 pass  # closed meanwhile
-        return held
+        return evicted, replaced
 
     envs = trajcore.RecordVectorEpisodes(_pixels(), out, capacity_steps=CAPACITY)
     envs.action_space.seed(0)
@@ -239,7 +246,9 @@ def _probe(out: str, vector_steps: list[int]) -> None:
         _trajcore_loop(envs, ds, until - done, i * until)
         done = until
         point = {"transitions": until * NUM_ENVS, "peak_rss": status("VmHWM:"), "rss_anon": status("RssAnon:")}
-        point.update(rss_file=status("RssFile:"), deleted_open=deleted_but_open(), on_disk=dir_bytes(out))
+        evicted_open, replaced_open = deleted_but_open()
+        point.update(rss_file=status("RssFile:"), evicted_open=evicted_open, replaced_open=replaced_open)
+        point.update(rss=status("VmRSS:"), on_disk=dir_bytes(out))
         print(json.dumps(point))
     envs.close()
     ds.close()
@@ -247,7 +256,7 @@ def _probe(out: str, vector_steps: list[int]) -> None:
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads /proc/self/status (Linux)")
 def test_pixel_loop_memory(benchmark: Any, report: list[dict[str, Any]], tmp_path: Path) -> None:
-    checkpoints = [CAPACITY // 2 // NUM_ENVS, CAPACITY // NUM_ENVS, 3 * CAPACITY // 2 // NUM_ENVS]
+    checkpoints = [k * CAPACITY // 2 // NUM_ENVS for k in (1, 2, 3, 4, 6)]  # 0.5 to 3 capacities
     code = f"import test_replay_loop as t; t._probe({str(tmp_path / 'buffer')!r}, {checkpoints!r})"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.dirname(__file__), *sys.path])}
 
@@ -259,9 +268,10 @@ def test_pixel_loop_memory(benchmark: Any, report: list[dict[str, Any]], tmp_pat
     row: dict[str, Any] = {"group": "replay buffer", "name": f"pixel loop memory, cache {PROBE_CACHE >> 20} MiB"}
     for p in points:
         at = f"{p['transitions'] // 1000}k"
-        row[f"peak_rss_mb_{at}"] = p["peak_rss"] / 2**20
+        row[f"rss_mb_{at}"] = f"{p['rss'] / 2**20:.0f} (peak {p['peak_rss'] / 2**20:.0f})"
         row[f"anon_file_mb_{at}"] = f"{p['rss_anon'] / 2**20:.0f}+{p['rss_file'] / 2**20:.0f}"
-        row[f"disk_mb_{at}"] = f"{p['on_disk'] / 2**20:.0f}+{p['deleted_open'] / 2**20:.0f} deleted"
+        held = f"{p['evicted_open'] / 2**20:.0f} evicted + {p['replaced_open'] / 2**20:.0f} compacted"
+        row[f"disk_mb_{at}"] = f"{p['on_disk'] / 2**20:.0f}, held deleted: {held}"
     row["load_average"] = f"{os.getloadavg()[0]:.1f}"
     benchmark.extra_info.update(row)
     report.append(row)

@@ -242,6 +242,10 @@ class Dataset:
     def metrics(self) -> dict[str, dict[str, npt.NDArray[Any]]]:
         """Episode metrics by column name: {name: {count, sum, mean, min, max}}, one entry per
         episode in dataset order (count 0 and NaN where an episode has no value)."""
+    def pin_episode(self, episode: int) -> object:
+        """Keeps the shards episode `episode` reads open while the returned pin lives (a shard
+        a bounded recording deleted is let go of at the first refresh after which no pin holds
+        it)."""
     def episode_metadata_json(self, episode: int) -> str: ...
     def read_column(self, episode: int, column: str) -> np.ndarray | list[str]:
         """All rows of one column of one episode: T+1 rows for observation-timeline columns,

@@ -36,6 +36,9 @@ class Episode:
         self.index = index
         """Position of the episode in its dataset."""
         self._cache: dict[str, Any] = {}
+        # The shards it reads stay open while it lives, even once a bounded recording deleted
+        # them: it reads the values it was listed with (the dataset lets go of them otherwise).
+        self._pin = self._reads.pin(index)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # As its dataset (path and options) and its index: the unpickled episode reads through

@@ -75,6 +75,15 @@ class DatasetReads:
         self._metrics = None
         self.joint_plans.clear()
 
+    def pin(self, index: int) -> object:
+        """What keeps the shards episode `index` reads open while it is held (a shard a bounded
+        recording deleted is let go of at the first refresh no pin holds it); None for a closed
+        dataset or an index out of range."""
+        core = self._core
+        if core is None or not 0 <= index < core.num_episodes:
+            return None
+        return core.pin_episode(index)
+
     @property
     def num_episodes(self) -> int:
         return self.core.num_episodes

@@ -34,6 +34,10 @@ pub struct PyDataset {
     plans: PlanCache<Plan>,
 }
 
+/// The shards an episode handed out reads, kept while it lives (see `reader::pin`).
+#[pyclass(module = "trajcore._core", name = "EpisodePin", frozen)]
+pub struct PyEpisodePin(#[allow(dead_code)] trajcore_core::reader::EpisodePin);
+
 /// The episodes of a selection, if given.
 fn set_of<'a>(selection: Option<&'a Bound<'_, PySelection>>) -> Option<&'a EpisodeSet> {
     selection.map(|s| &*s.get().set)
@@ -225,6 +229,12 @@ impl PyDataset {
             out.set_item(name, arrays_dict(py, m.fields())?)?;
         }
         Ok(out)
+    }
+
+    /// Keeps the shards episode `episode` reads open while the pin lives (an evicted shard is let
+    /// go of at the first refresh no pin holds it).
+    fn pin_episode(&self, py: Python<'_>, episode: i64) -> PyResult<PyEpisodePin> {
+        self.read(|d| d.pin_episode(d.view().episode_index(episode)?)).map(PyEpisodePin).py_err(py)
     }
 
     fn episode_metadata_json(&self, py: Python<'_>, episode: i64) -> PyResult<String> {

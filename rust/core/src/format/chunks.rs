@@ -68,7 +68,7 @@ impl Identity {
 }
 
 /// Where one chunk's bytes are and how to turn them back into rows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ChunkRef {
     pub lane: u32,
     pub column: u32,

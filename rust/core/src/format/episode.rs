@@ -42,7 +42,7 @@ pub const FLAG_CONTINUES: u32 = 8;
 /// The episode was discarded after parts of it were written: readers drop every part of it.
 pub const FLAG_DISCARDED: u32 = 16;
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct EpisodeSummary {
     /// The sub-env index (0 for a single env).
     pub lane: u32,

@@ -171,6 +171,15 @@ impl Dataset {
             // Sampling reads them no more: their decoded chunks make room for the new ones.
             self.store.cache.forget_shards(&gone);
         }
+        // Then lets go of those nothing handed out reads (see `pin`).
+        let released = self.store.release_unpinned();
+        if !released.is_empty() {
+            let mut now = vec![false; self.store.shards.len()];
+            released.iter().for_each(|&s| now[s] = true);
+            self.store.verified.forget_shards(&now);
+            let all: Vec<bool> = self.store.shards.iter().map(|s| s.released).collect();
+            self.catalog.release_shards(&now, &all);
+        }
         self.problems = self.store.problems().cloned().collect();
         self.problems.extend(self.catalog.own_problems.iter().cloned());
         self.problems.extend(self.catalog.exclusions.problems.iter().cloned());

@@ -37,6 +37,7 @@ mod dataset_view;
 mod int_map;
 mod integrity;
 mod live;
+mod pin;
 mod reads;
 mod report;
 pub(crate) mod store;
@@ -64,6 +65,7 @@ pub use crate::reader::store::shared_chunks::{
 };
 pub use dataset::{ColumnStats, Dataset, EpisodeRef, OpenOptions, Recording, SkippedRecord};
 pub use dataset_view::DatasetView;
+pub use pin::EpisodePin;
 pub use report::Report;
 
 pub(crate) use crate::reader::catalog::trust::episode_span;

@@ -522,9 +522,10 @@ impl Catalog {
                 .collect();
             let views = parts::views(&joined, |from, to| self.shards_present(key.0, from, to));
             let mut now_listed = Vec::with_capacity(views.len());
-            for (view, place) in views.iter().zip(parts::places(&listed, views.len())) {
-                let (shard, record) = &records[view.part];
-                let summary = if view.piece { record.as_piece() } else { record.clone() };
+            let summaries: Vec<&EpisodeSummary> = records.iter().map(|(_, s)| s).collect();
+            let listings: Vec<EpisodeSummary> = views.iter().map(|v| parts::listing(&joined, &summaries, v)).collect();
+            for ((view, summary), place) in views.iter().zip(listings).zip(parts::places(&listed, views.len())) {
+                let (shard, _) = &records[view.part];
                 let at = self.place_episode(place, key.0, *shard, summary, view.continued, view.from_seq);
                 now_listed.extend(at);
             }

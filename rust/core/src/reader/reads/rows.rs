@@ -146,6 +146,7 @@ impl DatasetView<'_> {
     pub(in crate::reader) fn stored_unchecked(&self, loc: &Located) -> Result<Cow<'_, [u8]>> {
         let shard = &self.store.shards[loc.shard];
         let c = &loc.chunk;
+        shard.check_not_released()?;
         shard.source.bytes(c.data_offset, c.stored_len).ok_or_else(|| {
             // A store that failed or an object replaced since opening: its error, not damage.
             if let Some(e) = shard.source.remote_object().and_then(|o| o.failure()) {

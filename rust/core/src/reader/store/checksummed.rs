@@ -26,6 +26,12 @@ impl VerifiedRecords {
         id
     }
 
+    /// Forgets the ids of the records of the shards `gone` marks (the store let go of them):
+    /// their one flag each stays, so ids handed out stay valid.
+    pub fn forget_shards(&mut self, gone: &[bool]) {
+        self.ids.retain(|&(shard, _), _| !gone.get(shard).copied().unwrap_or(false));
+    }
+
     pub fn is_verified(&self, id: u32) -> bool {
         self.flags.get(id as usize).is_some_and(|f| f.load(Ordering::Acquire))
     }

@@ -252,6 +252,28 @@ impl Store {
         damage
     }
 
+    /// Lets go of the evicted shards no `EpisodePin` holds (see `Shard::release`), and of their
+    /// decoded chunks. Returns those let go of now.
+    pub fn release_unpinned(&mut self) -> Vec<usize> {
+        let mut released = Vec::new();
+        for (i, shard) in self.shards.iter_mut().enumerate() {
+            if shard.evicted && !shard.released && Arc::strong_count(&shard.pin) == 1 {
+                shard.release();
+                released.push(i);
+            }
+        }
+        if !released.is_empty() {
+            let mut gone = vec![false; self.shards.len()];
+            released.iter().for_each(|&i| gone[i] = true);
+            self.cache.forget_shards(&gone);
+            let mut last = self.last_episode_record.lock().unwrap_or_else(|p| p.into_inner());
+            if last.as_ref().is_some_and(|((shard, _), _)| gone[*shard]) {
+                *last = None;
+            }
+        }
+        released
+    }
+
     /// Per shard (in `shards` order), whether a bounded recording deleted it under the reader.
     pub fn evicted(&self) -> Vec<bool> {
         self.shards.iter().map(|s| s.evicted).collect()

@@ -111,6 +111,11 @@ pub(crate) struct Shard {
     pub deleted: bool,
     /// Deleted by a bounded recording (`writer::files::capacity`): its episodes are out of sampling.
     pub evicted: bool,
+    /// Held by each `EpisodePin` of an episode with rows here: an evicted shard is let go of
+    /// (`release`) only once the store's is the last.
+    pub pin: Arc<()>,
+    /// Let go of (`release`): its file and map are closed, its chunks' places forgotten.
+    pub released: bool,
 }
 
 impl Shard {
@@ -154,7 +159,34 @@ impl Shard {
             copies: None,
             deleted: false,
             evicted: false,
+            pin: Arc::new(()),
+            released: false,
         }
+    }
+
+    /// `Invalid`, naming the eviction, for a read of a shard let go of (`release`): no listing
+    /// sampling draws from reads it, only an episode listed before its eviction and handed out
+    /// after it was let go of.
+    pub fn check_not_released(&self) -> Result<()> {
+        if !self.released {
+            return Ok(());
+        }
+        Err(Error::Invalid(format!(
+            "{}: the rows read are in shards a bounded recording (capacity_steps) deleted, which this dataset \
+             has let go of (this one and those after it): the episode read is evicted \
+             (`Dataset.evicted_episodes`); an Episode object taken before the eviction keeps its shards readable",
+            self.path.display()
+        )))
+    }
+
+    /// Closes the file and its map (a shard a bounded recording deleted: its disk space is freed
+    /// once no other process holds it either). Nothing is read from it afterwards: reads of its
+    /// rows fail, naming the eviction (`reads::rows`).
+    pub fn release(&mut self) {
+        self.source = Arc::new(Source::released(self.source.len()));
+        self.file = None;
+        self.finished = true;
+        self.released = true;
     }
 
     fn problem(&self, offset: u64, why: impl Into<String>) -> Problem {
@@ -677,6 +709,7 @@ impl Shard {
 
     /// Checks once, before its data is first used, that a Chunks record is intact.
     pub fn verify_chunks_record(&self, offset: u64) -> Result<()> {
+        self.check_not_released()?;
         let map: &Source = &self.source;
         let rec = frame(map, offset).map_err(|e| Error::corrupt(&self.path, offset, format!("chunks record: {e}")))?;
         if rec.kind() != Some(RecordKind::Chunks) {
@@ -693,6 +726,7 @@ impl Shard {
     /// metadata bytes and metrics blob.
     /// A damaged one is read from its intact copy in the Opening Copies record, if there is one.
     pub(crate) fn episode_record(&self, offset: u64) -> Result<Vec<episode::DecodedEpisode>> {
+        self.check_not_released()?;
         let corrupt = |why: String| Error::corrupt(&self.path, offset, why);
         let map: &Source = &self.source;
         let checked = frame(map, offset).map_err(|e| format!("episode record: {e}")).and_then(|rec| {

@@ -34,6 +34,9 @@ enum Kind {
     Read { file: File, len: u64 },
     /// An object in object storage, read by range (see `remote`).
     Remote(RemoteObject),
+    /// Let go of (a shard a bounded recording deleted, that nothing handed out still reads:
+    /// `Shard::release`): nothing reads from it; its length as it was.
+    Released { len: u64 },
 }
 
 impl Source {
@@ -63,6 +66,7 @@ impl Source {
             Kind::Mapped(map) => map.len() as u64,
             Kind::Read { len, .. } => *len,
             Kind::Remote(object) => object.size(),
+            Kind::Released { len } => *len,
         }
     }
 
@@ -115,6 +119,7 @@ impl Source {
                 file.read_exact_at(&mut buf, offset).ok()?;
                 Some(Cow::Owned(buf))
             }
+            Kind::Released { .. } => None,
             Kind::Remote(object) => match object.read(offset, len) {
                 Ok(b) => Some(Cow::Owned(b.to_vec())),
                 Err(_) => {
@@ -172,6 +177,11 @@ fn mtime_ns(file: &File) -> Option<u64> {
 
 /// Object storage (`remote`): a third kind beside the map and positioned reads.
 impl Source {
+    /// A source in place of one let go of (`Kind::Released`): `len` as it was, nothing readable.
+    pub fn released(len: u64) -> Source {
+        Source { kind: Kind::Released { len }, unreadable: AtomicBool::new(true), sealed_mtime_ns: AtomicU64::new(0) }
+    }
+
     pub fn remote(object: RemoteObject) -> Source {
         Source { kind: Kind::Remote(object), unreadable: AtomicBool::new(false), sealed_mtime_ns: AtomicU64::new(0) }
     }
