@@ -77,58 +77,24 @@ def _clocked(figures: dict[str, Figure], name: str, per: int, unit: str, clocks:
         figures[f"{name} [{c}]"] = ((read[c]() - start[c]) / per * scale, unit, c)
 
 
-def _replayed(wrap: bool, steps: int, work: Path) -> tuple[Any, Any]:
-    """(replay alone, the same replay recorded) of 16 CartPole sub-envs, as in
-    `test_recording_round2._replayed`: the captured steps of the real env, replayed at no cost."""
-    import copy
-
-    import gymnasium as gym
-    import trajcore
-    from gymnasium.wrappers.vector import RecordEpisodeStatistics
-
-    try:
-        from trajcore.tools.bench import EnvLoop, _Replay
-    except ImportError:  # before the package's rooms
-        from trajcore.bench import EnvLoop, _Replay  # type: ignore[import-not-found,no-redef]
-
-    env = gym.make_vec("CartPole-v1", num_envs=16, vectorization_mode="sync")
-    if wrap:
-        env = RecordEpisodeStatistics(env)
-    env.action_space.seed(0)
-    reset = copy.deepcopy(env.reset(seed=0))
-    actions = [env.action_space.sample() for _ in range(steps)]
-    captured = EnvLoop(env, False, actions, None, reset[0]).capture(steps)
-    env.close()
-    plain = _Replay(env, False, reset, captured).base
-    recorded = trajcore.RecordVectorEpisodes(_Replay(env, False, reset, captured).base, tempfile.mkdtemp(dir=work))
-    for e in (plain, recorded):
-        e.reset()
-    return EnvLoop(plain, False, actions, None, None), EnvLoop(recorded, False, actions, None, None)
-
-
 def recorder(work: Path, tag: str) -> dict[str, Figure]:
     """The recorder call (µs per vector step, thread clock of the env loop: the writer thread and
     the machine's other load drop out), rounds of 1,000-step segments in alternating order,
     flushed between rounds; then the recorded replay's whole cost, writer thread and close
     included (process clock), minus the replay alone."""
-    import gc
+    # The bench's own harness (imported here: the child runs with the revision's package), timed
+    # by the env loop's thread clock (EnvLoop.run reads time.perf_counter).
+    from test_recording_round2 import _replayed, recorder_calls
 
-    seg, rounds = 1_000, 15
-    loops = {"no infos": _replayed(False, 1_000, work), "RecordEpisodeStatistics infos": _replayed(True, 1_000, work)}
-    for plain, rec in loops.values():
-        plain.run(seg)
-        rec.run(seg)
-    call: dict[str, list[float]] = {k: [] for k in loops}
-    gc.collect()
-    for r in range(rounds):
-        for name, (plain, rec) in loops.items():
-            t = {}
-            for loop in (plain, rec) if r % 2 == 0 else (rec, plain):
-                start = time.thread_time()
-                loop.run(seg)
-                t[id(loop)] = time.thread_time() - start
-            call[name].append((t[id(rec)] - t[id(plain)]) / seg * 1e6)
-            rec.env.flush()
+    loops = {
+        "no infos": _replayed(False, 1_000, work),
+        "RecordEpisodeStatistics infos": _replayed(True, 1_000, work),
+    }
+    perf_counter, time.perf_counter = time.perf_counter, time.thread_time
+    try:
+        call = recorder_calls(loops, 15)
+    finally:
+        time.perf_counter = perf_counter
     figures: dict[str, Figure] = {
         f"recorder call, {name} [thread]": (statistics.median(c), "us/step", "thread") for name, c in call.items()
     }

@@ -22,16 +22,21 @@ import numpy as np
 import trajcore
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
 from trajcore import _core
-from trajcore.tools.bench import EnvLoop, _Replay
+
+try:
+    from trajcore.tools.bench import EnvLoop, _Replay
+except ImportError:  # a revision before the package's rooms (ab_revisions.py runs those too)
+    from trajcore.bench import EnvLoop, _Replay  # type: ignore[import-not-found,no-redef]
 from workloads import OBS_BYTES, PixelEnv, pixel_vector
 
 GROUP = "recording round 2"
 STAGES = ("copy", "encode", "compress", "write")  # the writer's timelog stages shown
 
 
-def _replayed(wrap: bool, steps: int = 1_000) -> tuple[Any, Any]:
-    """(replay env, the same replay recorded by trajcore) of 16 CartPole sub-envs, with
-    `RecordEpisodeStatistics` if `wrap`: the captured steps of the real env, replayed at no cost."""
+def _replayed(wrap: bool, steps: int = 1_000, work: Path | None = None) -> tuple[Any, Any]:
+    """(replay env, the same replay recorded by trajcore into a new directory under `work`) of 16
+    CartPole sub-envs, with `RecordEpisodeStatistics` if `wrap`: the captured steps of the real
+    env, replayed at no cost."""
     env = gym.make_vec("CartPole-v1", num_envs=16, vectorization_mode="sync")
     if wrap:
         env = RecordEpisodeStatistics(env)
@@ -41,7 +46,7 @@ def _replayed(wrap: bool, steps: int = 1_000) -> tuple[Any, Any]:
     captured = EnvLoop(env, False, actions, None, reset[0]).capture(steps)
     env.close()
     plain = _Replay(env, False, reset, captured).base
-    recorded = trajcore.RecordVectorEpisodes(_Replay(env, False, reset, captured).base, tempfile.mkdtemp())
+    recorded = trajcore.RecordVectorEpisodes(_Replay(env, False, reset, captured).base, tempfile.mkdtemp(dir=work))
     for e in (plain, recorded):
         e.reset()
     return EnvLoop(plain, False, actions, None, None), EnvLoop(recorded, False, actions, None, None)
