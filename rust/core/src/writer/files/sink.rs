@@ -79,11 +79,8 @@ impl Sink {
         let dir = shard.path().parent().map(PathBuf::from).unwrap_or_default();
         let capacity = match config.capacity_steps {
             Some(limit) => {
-                let mut capacity = Capacity::new(limit, &dir, &config.prior_shards)?;
-                if let (Some(uploads), Some(url)) = (&uploads, &config.upload_to) {
-                    capacity = capacity.uploading_to(uploads.clone(), url)?;
-                }
-                Some(Arc::new(Mutex::new(capacity)))
+                let capacity = Capacity::new(limit, &dir, &config.prior_shards)?;
+                Some(Arc::new(Mutex::new(evicting_objects(capacity, &uploads, &config.upload_to)?)))
             }
             None => None,
         };
@@ -415,5 +412,15 @@ fn note_compaction(shared: &Shared, path: &Path, outcome: Result<Option<compact:
             let mut slot = shared.compaction_error.lock().unwrap_or_else(|p| p.into_inner());
             slot.get_or_insert(format!("{}: not compacted: {e}", path.display()));
         }
+    }
+}
+
+/// The capacity of a recording to a store also evicts the store's objects (its uploads delete
+/// them). Without the `remote` feature an `UploadQueue` cannot exist, so the first arm is dead.
+#[cfg_attr(not(feature = "remote"), allow(unused_variables, unreachable_code))]
+fn evicting_objects(capacity: Capacity, uploads: &Option<UploadQueue>, url: &Option<String>) -> Result<Capacity> {
+    match (uploads, url) {
+        (Some(uploads), Some(url)) => capacity.uploading_to(uploads.clone(), url),
+        _ => Ok(capacity),
     }
 }
