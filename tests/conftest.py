@@ -67,3 +67,11 @@ def s3() -> Iterator[Any]:
 
     with s3_server() as server:
         yield server
+
+
+@pytest.fixture
+def no_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An environment that names no store: what a recorder uses comes from its options."""
+    for key in list(os.environ):
+        if key.startswith("AWS_"):
+            monkeypatch.delenv(key)

@@ -12,7 +12,6 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +29,7 @@ from trajcore.errors import CorruptFileError, TrajcoreError, TrajcoreIOError, Tr
 pytest.importorskip("boto3", reason="the object storage tests need boto3 and moto[server] (pip install '.[test]')")
 pytest.importorskip("moto.server", reason="the object storage tests need moto[server] (pip install '.[test]')")
 from s3_proxy import s3_proxy
-from s3_server import S3, free_port, s3_server
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3]:
-    with s3_server() as server:
-        yield server
+from s3_server import S3, free_port
 
 
 def open_both(s3: S3, local: Path, **kw: Any) -> tuple[trajcore.Dataset, trajcore.Dataset, str]:

@@ -11,7 +11,7 @@ import json
 import os
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,23 +23,10 @@ import trajcore
 pytest.importorskip("boto3", reason="the object storage tests need boto3 and moto[server] (pip install '.[test]')")
 pytest.importorskip("moto.server", reason="the object storage tests need moto[server] (pip install '.[test]')")
 from s3_proxy import s3_proxy
-from s3_server import S3, s3_server
+from s3_server import S3
 
 INTERVAL = 0.25
 NUM_ENVS = 4
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3]:
-    with s3_server() as server:
-        yield server
-
-
-@pytest.fixture
-def no_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for key in list(os.environ):
-        if key.startswith("AWS_"):
-            monkeypatch.delenv(key)
 
 
 def shard_keys(s3: S3, bucket: str, prefix: str) -> list[str]:

@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,23 +27,9 @@ from test_vector_kill import N, replay
 pytest.importorskip("boto3", reason="the object storage tests need boto3 and moto[server] (pip install '.[test]')")
 pytest.importorskip("moto.server", reason="the object storage tests need moto[server] (pip install '.[test]')")
 from s3_proxy import s3_proxy
-from s3_server import S3, free_port, s3_server
+from s3_server import S3, free_port
 
 INTERVAL = 0.25
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3]:
-    with s3_server() as server:
-        yield server
-
-
-@pytest.fixture
-def no_aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An environment that names no store: what a recorder uses comes from its options."""
-    for key in list(os.environ):
-        if key.startswith("AWS_"):
-            monkeypatch.delenv(key)
 
 
 def keys(s3: S3, bucket: str) -> dict[str, tuple[int, str]]:
