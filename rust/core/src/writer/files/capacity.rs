@@ -321,6 +321,13 @@ fn header_of(path: &Path) -> Option<FileHeader> {
 mod tests {
     use super::*;
 
+    /// A shard file of `recording` (its id: 16 times that byte) numbered `seq`: its header only.
+    fn shard_file(dir: &Path, recording: u8, seq: u64) -> PathBuf {
+        let path = dir.join(format!("r{recording}-{seq}.trj"));
+        std::fs::write(&path, FileHeader::new([recording; 16], seq, 1).encode()).unwrap();
+        path
+    }
+
     #[test]
     fn evictions_table() {
         // (closed shard steps oldest first, capacity, shards to delete)
@@ -384,11 +391,7 @@ mod tests {
     fn shards_of_a_recording_another_recorder_is_writing_are_not_counted() {
         use std::os::unix::io::AsRawFd;
         let dir = tempfile::tempdir().unwrap();
-        let shard = |recording: u8, seq: u64| {
-            let path = dir.path().join(format!("r{recording}-{seq}.trj"));
-            std::fs::write(&path, FileHeader::new([recording; 16], seq, 1).encode()).unwrap();
-            path
-        };
+        let shard = |recording: u8, seq: u64| shard_file(dir.path(), recording, seq);
         // Recording 1 is live (its shard 1 is being written), recording 2 was killed.
         let (live_closed, live_open, killed) = (shard(1, 0), shard(1, 1), shard(2, 0));
         let writing = File::open(&live_open).unwrap();
@@ -409,11 +412,7 @@ mod tests {
     fn shards_of_a_recording_rolling_over_are_not_counted() {
         use std::os::unix::io::AsRawFd;
         let dir = tempfile::tempdir().unwrap();
-        let shard = |recording: u8, seq: u64| {
-            let path = dir.path().join(format!("r{recording}-{seq}.trj"));
-            std::fs::write(&path, FileHeader::new([recording; 16], seq, 1).encode()).unwrap();
-            path
-        };
+        let shard = |recording: u8, seq: u64| shard_file(dir.path(), recording, seq);
         let (rolled, killed) = (shard(1, 0), shard(2, 0));
         let prior = [(rolled.clone(), 5), (killed.clone(), 5)];
         let next = shard(1, 1); // not in `prior`: made after the listing
