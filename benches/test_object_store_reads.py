@@ -22,6 +22,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,11 +78,9 @@ def _stats() -> np.ndarray:
     return np.array(_core.remote_stats()[:3], dtype=np.int64)  # requests, bytes, chunk bytes
 
 
-def _row(name: str, **figures: Any) -> dict[str, Any]:
-    return {"group": GROUP, "name": name, **figures}
-
-
-def _report(benchmark: Any, report: list[dict[str, Any]], row: dict[str, Any]) -> None:
+def _report(benchmark: Any, report: list[dict[str, Any]], name: str, **figures: Any) -> None:
+    """One row of the report, also kept in the benchmark's extra info."""
+    row = {"group": GROUP, "name": name, **figures}
     benchmark.extra_info.update(row)
     report.append(row)
 
@@ -132,10 +131,12 @@ def _against_local(
     )
 
 
-def _both(stored: tuple[Path, str]) -> tuple[trajcore.Dataset, trajcore.Dataset]:
+@contextmanager
+def _both(stored: tuple[Path, str]) -> Iterator[tuple[trajcore.Dataset, trajcore.Dataset]]:
     """The local copy and the store's, without a decoded-chunk cache (every read decodes)."""
     path, url = stored
-    return trajcore.open(path, cache_bytes=0), trajcore.open(url, cache_bytes=0)
+    with trajcore.open(path, cache_bytes=0) as local, trajcore.open(url, cache_bytes=0) as remote:
+        yield local, remote
 
 
 @pytest.mark.parametrize("name", list(DATASETS))
@@ -155,7 +156,9 @@ def test_open(benchmark: Any, report: list[dict[str, Any]], stored: dict[str, tu
 
     t = benchmark.pedantic(measure, rounds=1, iterations=1)
     shards = len(list(path.glob("*.trj")))
-    row = _row(
+    _report(
+        benchmark,
+        report,
         f"open(), {name}",
         steps=t["cold"][3],
         shards=shards,
@@ -167,37 +170,34 @@ def test_open(benchmark: Any, report: list[dict[str, Any]], stored: dict[str, tu
         again_requests=int(t["again"][1]),
         local_ms=t["local"] * 1e3,
     )
-    _report(benchmark, report, row)
 
 
 @pytest.mark.parametrize("name", ["cartpole 1M zstd", "pixels 84x84 raw"])
 def test_random_batches(
     benchmark: Any, report: list[dict[str, Any]], stored: dict[str, tuple[Path, str]], name: str
 ) -> None:
-    local, remote = _both(stored[name])
-    batch_bytes = _nbytes(remote.sample_transitions(BATCH, seed=0))
-    c = _against_local(
+    with _both(stored[name]) as (local, remote):
+        batch_bytes = _nbytes(remote.sample_transitions(BATCH, seed=0))
+        c = _against_local(
+            benchmark,
+            lambda i: remote.sample_transitions(BATCH, seed=1000 + i),
+            lambda i: local.sample_transitions(BATCH, seed=1000 + i),
+            seconds=4.0,
+        )
+    _report(
         benchmark,
-        lambda i: remote.sample_transitions(BATCH, seed=1000 + i),
-        lambda i: local.sample_transitions(BATCH, seed=1000 + i),
-        seconds=4.0,
-    )
-    row = _row(
+        report,
         f"random batch of {BATCH}, {name}",
         batches=c.reads,
         batch_payload_KB=batch_bytes / 1e3,
         **c.figures("batch", ("KB", 1e3), ("ms", 1e3)),
     )
-    _report(benchmark, report, row)
-    local.close()
-    remote.close()
 
 
 @pytest.mark.parametrize("name", ["cartpole 1M zstd", "pixels 84x84 raw"])
 def test_full_scan(
     benchmark: Any, report: list[dict[str, Any]], stored: dict[str, tuple[Path, str]], name: str
 ) -> None:
-    local, remote = _both(stored[name])
     path = stored[name][0]
     block = 1024 if name.startswith("pixels") else 65536
 
@@ -207,14 +207,14 @@ def test_full_scan(
             total += _nbytes(ds.transitions[start : min(start + block, ds.num_steps)])
         return total
 
-    c = _against_local(benchmark, lambda _: scan(remote), lambda _: scan(local), seconds=10.0, rounds=3)
+    with _both(stored[name]) as (local, remote):
+        c = _against_local(benchmark, lambda _: scan(remote), lambda _: scan(local), seconds=10.0, rounds=3)
     stored_bytes = sum(f.stat().st_size for f in path.glob("*.trj"))
-    row = _row(
+    _report(
+        benchmark,
+        report,
         f"full scan in order, {name}",
         scans=c.reads,
         dataset_MB=stored_bytes / 1e6,
         **c.figures("scan", ("MB", 1e6), ("s", 1)),
     )
-    _report(benchmark, report, row)
-    local.close()
-    remote.close()

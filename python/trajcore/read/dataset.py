@@ -4,12 +4,13 @@ episodes; the episode, the episodes and the training reads live in their own mod
 
 from __future__ import annotations
 
+import inspect
 import multiprocessing.context
 import multiprocessing.reduction
 import os
 import warnings
-from collections.abc import Mapping
-from typing import Any, Unpack, cast
+from collections.abc import Callable, Mapping
+from typing import Any, ParamSpec, Unpack, cast
 
 import numpy.typing as npt
 from gymnasium import spaces
@@ -35,64 +36,7 @@ DEFAULT_CACHE_BYTES = None
 _CoreDataset = _core.Dataset
 _CoreSelection = _core.Selection
 
-
-def open(
-    path: str | os.PathLike[str],
-    *,
-    strict: bool = False,
-    cache_bytes: int | None = DEFAULT_CACHE_BYTES,
-    verify: bool = False,
-    mmap: bool = True,
-    storage_options: Mapping[str, str] | None = None,
-) -> Dataset:
-    """Opens a directory of shards (every recording in it) or one shard file.
-
-    `path` may be a URL: ``s3://bucket/prefix`` (every shard under the prefix, or one
-    ``.trj`` object), ``http(s)://host/path/shard.trj`` (read-only), or ``file://``. Data in
-    object storage is read with range requests as reads need it, never downloaded whole (see
-    docs/object-storage.md).
-
-    Opening reads the index, not the data: damage inside chunk data is found by the first read
-    that needs it (or by `verify`). Without `strict`, a read that finds it leaves the damaged
-    episodes out of sampling and goes on, with a `TrajcoreWarning`.
-
-    Args:
-        path: the directory a recorder wrote, or one shard file.
-        strict: raise `CorruptFileError` on any damage instead of warning and reading what is
-            intact.
-        cache_bytes: bound of the cache of decompressed chunks (frame stacks are held as
-            their frames, each frame once: a stack of 4 frames costs a quarter of its bytes).
-            None (the default): the whole dataset's decompressed chunks when they take at most
-            a quarter of the memory available at open, else that quarter, never below 256 MiB;
-            when the whole dataset fits, one copy is shared by every process that reads it
-            (data-loader workers, forked or spawned). See docs/reading.md.
-        verify: check every checksum and decode every chunk now (as `trajcore verify` does):
-            damaged episodes are left out of the listing and the damage is in `problems`
-            (with `strict`, it raises). A data-loader worker that unpickles the dataset gets
-            the same listing without verifying again. Episodes `refresh` adds are not verified
-            (reads still leave damaged ones out of sampling).
-        mmap: read the files through memory maps (the default: raw columns come back as views
-            without a copy). With False, reads are positioned reads through the cache: use it
-            where another process may truncate or rewrite files in place while you read (a
-            `cp` or `rsync --inplace` over a shard), which through a map kills the process with
-            SIGBUS; without a map such a file gives `CorruptFileError` instead.
-        storage_options: for a URL, options of its store over those the environment gives
-            (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``,
-            ``AWS_ENDPOINT_URL``, ``AWS_ALLOW_HTTP``, ...): ``{"endpoint": ...,
-            "aws_access_key_id": ..., "timeout": "30s", "max_retries": "3"}``. Kept for the
-            process (every later open of the same bucket or host uses them) and pickled with
-            the dataset, so data-loader workers use them too.
-
-    Raises:
-        TrajcoreFileNotFoundError: `path` does not exist.
-        CorruptFileError: a file is not a trajcore file (or, with `strict`, any damage).
-        TrajcoreIOError: the store failed (refused the credentials, could not be reached,
-            timed out after its retries); the message names the URL and why.
-        InvalidArgumentError: an unknown storage option or a bad value.
-    """
-    return Dataset(
-        path, strict=strict, cache_bytes=cache_bytes, verify=verify, mmap=mmap, storage_options=storage_options
-    )
+P = ParamSpec("P")
 
 
 class Dataset(_Sampling):
@@ -410,6 +354,73 @@ class Dataset(_Sampling):
         """The env episodes of a multi-agent dataset, each its agents aligned on the env's steps
         (`trajcore.read.env_episodes.EnvEpisode`)."""
         return EnvEpisodes(self, range(self.num_episodes))
+
+
+def _with_options_of(
+    constructor: Callable[P, Dataset],
+) -> Callable[[Callable[..., Dataset]], Callable[P, Dataset]]:
+    """Gives the function it decorates the options of `constructor`, declared once there: mypy
+    checks calls against them, help() shows them with their defaults (less the private ones,
+    named with a leading underscore), and a misspelt one is a `TypeError`."""
+
+    def shared(opener: Callable[..., Dataset]) -> Callable[P, Dataset]:
+        options = inspect.signature(constructor)
+        public = [p for p in options.parameters.values() if not p.name.startswith("_")]
+        returns = inspect.signature(opener).return_annotation
+        cast(Any, opener).__signature__ = options.replace(parameters=public, return_annotation=returns)
+        return opener
+
+    return shared
+
+
+@_with_options_of(Dataset)
+def open(path: str | os.PathLike[str], **options: Any) -> Dataset:
+    """Opens a directory of shards (every recording in it) or one shard file.
+
+    `path` may be a URL: ``s3://bucket/prefix`` (every shard under the prefix, or one
+    ``.trj`` object), ``http(s)://host/path/shard.trj`` (read-only), or ``file://``. Data in
+    object storage is read with range requests as reads need it, never downloaded whole (see
+    docs/object-storage.md).
+
+    Opening reads the index, not the data: damage inside chunk data is found by the first read
+    that needs it (or by `verify`). Without `strict`, a read that finds it leaves the damaged
+    episodes out of sampling and goes on, with a `TrajcoreWarning`.
+
+    Args:
+        path: the directory a recorder wrote, or one shard file.
+        strict: raise `CorruptFileError` on any damage instead of warning and reading what is
+            intact.
+        cache_bytes: bound of the cache of decompressed chunks (frame stacks are held as
+            their frames, each frame once: a stack of 4 frames costs a quarter of its bytes).
+            None (the default): the whole dataset's decompressed chunks when they take at most
+            a quarter of the memory available at open, else that quarter, never below 256 MiB;
+            when the whole dataset fits, one copy is shared by every process that reads it
+            (data-loader workers, forked or spawned). See docs/reading.md.
+        verify: check every checksum and decode every chunk now (as `trajcore verify` does):
+            damaged episodes are left out of the listing and the damage is in `problems`
+            (with `strict`, it raises). A data-loader worker that unpickles the dataset gets
+            the same listing without verifying again. Episodes `refresh` adds are not verified
+            (reads still leave damaged ones out of sampling).
+        mmap: read the files through memory maps (the default: raw columns come back as views
+            without a copy). With False, reads are positioned reads through the cache: use it
+            where another process may truncate or rewrite files in place while you read (a
+            `cp` or `rsync --inplace` over a shard), which through a map kills the process with
+            SIGBUS; without a map such a file gives `CorruptFileError` instead.
+        storage_options: for a URL, options of its store over those the environment gives
+            (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_REGION``,
+            ``AWS_ENDPOINT_URL``, ``AWS_ALLOW_HTTP``, ...): ``{"endpoint": ...,
+            "aws_access_key_id": ..., "timeout": "30s", "max_retries": "3"}``. Kept for the
+            process (every later open of the same bucket or host uses them) and pickled with
+            the dataset, so data-loader workers use them too.
+
+    Raises:
+        TrajcoreFileNotFoundError: `path` does not exist.
+        CorruptFileError: a file is not a trajcore file (or, with `strict`, any damage).
+        TrajcoreIOError: the store failed (refused the credentials, could not be reached,
+            timed out after its retries); the message names the URL and why.
+        InvalidArgumentError: an unknown storage option or a bad value.
+    """
+    return Dataset(path, **options)
 
 
 def members(source: Dataset | Episodes | Episode) -> tuple[Dataset, list[int]]:
