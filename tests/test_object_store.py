@@ -80,15 +80,24 @@ def test_one_shard_object_and_http(s3: S3, recorded: Any) -> None:
                 assert_tree_equal(got, w, f"{url} step {i}")
 
 
-def record_pixels(path: Path, episodes: int) -> None:
+def record_pixels(path: Path, episodes: int, *, record_per_episode: bool = False) -> None:
+    """`episodes` episodes of 40 steps of 3 KiB observations (about 120 KiB of chunk data each).
+
+    With `record_per_episode`, each episode's rows are one Chunks record of their own (flushed
+    as it ends, and no timer flush), however fast the machine records: for tests that need a read
+    the opening's fetches cannot have served. Otherwise the writer cuts records by size and by
+    its timer, so where an episode's bytes lie depends on how long the recording took."""
     env = SpaceEnv(spaces.Box(0, 255, (32, 32, 3), np.uint8), spaces.Discrete(4), max_steps=40, p_terminate=0.0)
-    rec = trajcore.RecordEpisodes(env, path)
+    options = {"flush_interval": 3600.0} if record_per_episode else {}
+    rec = trajcore.RecordEpisodes(env, path, **options)
     rec.reset(seed=1)
     for _ in range(episodes):
         done = False
         while not done:
             _, _, term, trunc, _ = rec.step(rec.action_space.sample())
             done = term or trunc
+        if record_per_episode:
+            rec.flush()
         rec.reset()
     rec.close()
 
@@ -285,23 +294,25 @@ def test_verify_and_damage_as_on_local_files(s3: S3, tmp_path: Path) -> None:
 
 def test_a_read_that_failed_asks_again_once_the_store_answers(s3: S3, tmp_path: Path) -> None:
     """Issue 33, point 7: a failure ends with its cause. After the client's retries ran out on
-    503s, the next read of the same shard asks the store again (and reads), as reopening would."""
-    record_pixels(tmp_path / "px", episodes=20)
+    503s, the next read of the same shard asks the store again (and reads), as reopening would.
+    The episode read first is one the opening's fetches cannot have served (see
+    `record_pixels`)."""
+    record_pixels(tmp_path / "px", episodes=20, record_per_episode=True)
     bucket = s3.bucket()
     s3.upload(tmp_path / "px", bucket, "run")
     url = f"s3://{bucket}/run"
     with s3_proxy(s3.endpoint) as proxy:
         options = {**s3.options, "endpoint": proxy.endpoint, "max_retries": "2", "retry_timeout": "5"}
         with trajcore.open(tmp_path / "px") as local, trajcore.open(url, storage_options=options, cache_bytes=0) as ds:
-            last = ds.num_episodes - 1
+            middle = ds.num_episodes // 2
             proxy.fail(-1)
             for _ in range(2):
                 with pytest.raises(TrajcoreIOError, match=url):
-                    ds.episodes[last].observations  # noqa: B018
+                    ds.episodes[middle].observations  # noqa: B018
             assert proxy.refused >= 6, "each read tried again, with its retries"
             proxy.fail(0)
             asked = proxy.requests
-            for i in (last, 0, last // 2):
+            for i in (middle, 0, ds.num_episodes - 1):
                 assert_tree_equal(ds.episodes[i].observations, local.episodes[i].observations, f"episode {i}")
             assert proxy.requests > asked
             batch = ds.sample_transitions(64, seed=0)
@@ -311,18 +322,19 @@ def test_a_read_that_failed_asks_again_once_the_store_answers(s3: S3, tmp_path: 
 def test_a_flip_in_transit_is_fetched_again_and_never_kept(s3: S3, tmp_path: Path) -> None:
     """Issue 33, point 8: bytes that fail their checksum over the network (flipped in transit by
     the proxy) are fetched once more before the object counts as damaged, and never stay in the
-    per-process cache."""
-    record_pixels(tmp_path / "px", episodes=20)
+    per-process cache. The episode read first is one the opening's fetches cannot have served
+    (see `record_pixels`)."""
+    record_pixels(tmp_path / "px", episodes=20, record_per_episode=True)
     bucket = s3.bucket()
     s3.upload(tmp_path / "px", bucket, "run")
     url = f"s3://{bucket}/run"
     with s3_proxy(s3.endpoint) as proxy:
         options = {**s3.options, "endpoint": proxy.endpoint}
         with trajcore.open(tmp_path / "px") as local, trajcore.open(url, storage_options=options, cache_bytes=0) as ds:
-            last = ds.num_episodes - 1
+            middle = ds.num_episodes // 2
             proxy.flip(1)
             asked = proxy.requests
-            assert_tree_equal(ds.episodes[last].observations, local.episodes[last].observations, "flipped once")
+            assert_tree_equal(ds.episodes[middle].observations, local.episodes[middle].observations, "flipped once")
             assert proxy.flipped == 1 and proxy.requests >= asked + 2, "fetched once more"
             # Flipped every time: damage, by name; the bytes are not kept, so once the
             # transit is clean the same read fetches and reads.
@@ -402,8 +414,13 @@ def test_a_store_that_fails_or_stalls_gives_an_error_naming_the_url(s3: S3, reco
 
 def test_an_object_replaced_while_open_fails_by_name(s3: S3, tmp_path: Path) -> None:
     """Every range request asks for the version opened (`If-Match` with its entity tag): an object
-    replaced under an open dataset gives an error naming it, never bytes of two versions."""
-    record_pixels(tmp_path / "px", episodes=12)
+    replaced under an open dataset gives an error naming it, never bytes of two versions.
+
+    The read after the replacement must be one that asks the store: the middle episode, whose
+    record neither the opening (the index and the last 256 KiB) nor episode 0's read fetched.
+    (The last episode's record lay in the opening's tail fetch whenever a slow recording's
+    timer flush cut it short: the per-process cache served it, rightly, as the version opened.)"""
+    record_pixels(tmp_path / "px", episodes=12, record_per_episode=True)
     (shard,) = (tmp_path / "px").glob("*.trj")
     bucket = s3.bucket()
     (key,) = s3.upload(tmp_path / "px", bucket, "run")
@@ -412,7 +429,7 @@ def test_an_object_replaced_while_open_fails_by_name(s3: S3, tmp_path: Path) -> 
         s3.client.put_object(Bucket=bucket, Key=key, Body=shard.read_bytes()[:-8] + bytes(8))
         replaced = f"s3://{bucket}/run/.*replaced since the dataset was opened"
         with pytest.raises(TrajcoreIOError, match=replaced):
-            ds.episodes[len(ds.episodes) - 1].observations  # noqa: B018
+            ds.episodes[len(ds.episodes) // 2].observations  # noqa: B018
         # The shard reads nothing more, and says why each time.
         with pytest.raises(TrajcoreIOError, match=replaced):
             ds.episodes[0].observations  # noqa: B018
