@@ -180,9 +180,18 @@ impl DynamicColumns {
         value: &Bound<'_, PyAny>,
         mask: Option<Src>,
     ) -> PyResult<()> {
+        let known = self.keys.node(node).column;
+        // The usual value first: an array whose bytes are the rows of its column as they are
+        // (no object array, which `stacked_rows` would take apart).
+        if let Some(col) = known.map(|c| self.columns.get(c)) {
+            if let Some(data) = exact(value, col, w.at.rows, w.coll) {
+                w.coll.push(col.id, w.at, mask, data);
+                return Ok(());
+            }
+        }
         let host = &mut OneValue { recorder: w.recorder, value, rows: w.at.rows, mask, stacks: true };
         let (entry, path) = ((w.at, mask), &self.keys.node(node).path);
-        let warning = match self.keys.node(node).column {
+        let warning = match known {
             Some(column) => self.columns.put_into(host, w.coll, entry, column)?,
             None => match self.columns.column(host, w.coll, w.at.rows, path)? {
                 Ok(column) => {
@@ -243,11 +252,6 @@ impl Host<ColInfo, TypeOf, Py<PyAny>> for OneValue<'_, '_> {
     }
 
     fn read(&mut self, column: Option<&ColInfo>, coll: &mut Collector) -> PyResult<Input> {
-        // The usual value first: an array whose bytes are the rows of its column as they are
-        // (no object array, which `stacked_rows` would take apart).
-        if let Some(rows) = column.and_then(|col| exact(self.value, col, self.rows, coll)) {
-            return Ok(rows);
-        }
         let mask = self.mask.map(|m| coll.slice(m));
         let stacked = if self.stacks { stacked_rows(self.value, self.rows, mask)? } else { None };
         read(stacked.as_ref().unwrap_or(self.value), column, self.rows, self.mask, coll)

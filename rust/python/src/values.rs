@@ -46,8 +46,12 @@ impl ColInfo {
 
 /// Encodes `value` for `col`: `rows` is the env count for batched values, `None` for one row.
 pub fn put_value(value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, coll: &mut Collector) -> PyResult<Src> {
-    let input = read(value, Some(col), rows, None, coll)?;
     let misfit = |misfit| schema_error(value.py(), &col.name, why(value, col.fit.dtype, misfit));
+    // The usual value (every step's arrays) without an `Input`: its bytes are the rows.
+    if let Some(src) = exact(value, col, rows, coll) {
+        return col.fit.check_bounds(coll.slice(src), rows).map(|()| src).map_err(|why| misfit(Misfit::Value(why)));
+    }
+    let input = read(value, Some(col), rows, None, coll)?;
     col.fit.put(coll, rows, &input).map_err(misfit)
 }
 
@@ -64,9 +68,10 @@ pub fn why(value: &Bound<'_, PyAny>, dtype: DType, misfit: Misfit) -> String {
 }
 
 /// `value` as the exact rows of `col`, borrowed, when it is an ndarray of them.
-pub fn exact(value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, coll: &mut Collector) -> Option<Input> {
+#[inline]
+pub fn exact(value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, coll: &mut Collector) -> Option<Src> {
     let (data, len) = col.exact.as_ref()?.data(value, rows)?;
-    Some(Input::Rows(borrow_data(coll, value, data, len)))
+    Some(borrow_data(coll, value, data, len))
 }
 
 /// `value` read once: for `col` as its `Fit` reads values (`rows`: the env count of a batched
@@ -80,8 +85,8 @@ pub fn read(
     coll: &mut Collector,
 ) -> PyResult<Input> {
     let Some(col) = col else { return first(value, rows, mask, coll) };
-    if let Some(input) = exact(value, col, rows, coll) {
-        return Ok(input);
+    if let Some(src) = exact(value, col, rows, coll) {
+        return Ok(Input::Rows(src));
     }
     match (col.fit.reading(rows), value.cast::<PyUntypedArray>()) {
         (Reading::Strs, _) => strings(value, rows, coll),

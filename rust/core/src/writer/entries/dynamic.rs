@@ -50,6 +50,11 @@ impl<C, T> DynamicColumns<C, T> {
         DynamicColumns { prefix, timeline, codec, columns, by_path, unsupported, wider, made, skips }
     }
 
+    /// Column `index` (as `find` and `column` give it).
+    pub fn get(&self, index: usize) -> &C {
+        &self.columns[index]
+    }
+
     /// The column of `path` (below the prefix), if made.
     pub fn find(&self, path: &str) -> Option<usize> {
         self.by_path.get(path).copied()

@@ -111,7 +111,7 @@ impl Input {
                 array_column_type(*kind, *itemsize, shown, row_shape).map(|dtype| (dtype, row_shape.to_vec()))
             }
             Input::Refused(why) => Err(why.clone()),
-            Input::Rows(_) | Input::Strs(_) => Err("rows read for their column".into()),
+            Input::Rows(_) | Input::Strs(_) => Err("rows read for their column".into()), // never a first value
         }
     }
 
@@ -126,6 +126,8 @@ impl Input {
         refused: bool,
     ) -> Option<(DType, Vec<usize>)> {
         let weak = match self {
+            // Read for their column: rows as they are and str rows never widen it.
+            Input::Rows(_) | Input::Strs(_) | Input::Refused(_) => return None,
             Input::Number(_, Like::Weak(value)) if !refused => Some(*value),
             Input::Str if !refused => Some(DType::Utf8),
             _ => None,
