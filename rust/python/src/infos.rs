@@ -16,7 +16,7 @@
 
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyDict, PyList, PyString, PyType};
 use trajcore_core::writer::entries::collect::Place;
 use trajcore_core::writer::entries::dynamic::Host;
 use trajcore_core::writer::entries::info_keys::{check_depth, same_column_why, Role};
@@ -27,7 +27,7 @@ use trajcore_core::{CodecSpec, DType, Timeline};
 
 use crate::collect::{Collector, Src};
 use crate::errors::{schema_error, warn, IntoPy};
-use crate::values::{exact, mask_bytes, read, why, ColInfo};
+use crate::values::{arrayish, exact, mask_bytes, read, why, ColInfo};
 
 type KeyTree = trajcore_core::writer::entries::info_keys::KeyTree<Py<PyString>>;
 
@@ -243,12 +243,7 @@ impl Host<ColInfo, TypeOf, Py<PyAny>> for OneValue<'_, '_> {
     /// Arrays, lists, tuples and numpy scalars: the same type may fit where an earlier value did
     /// not.
     fn kind(&mut self) -> PyResult<Option<TypeOf>> {
-        let value = self.value;
-        let retries = value.is_instance_of::<PyList>()
-            || value.is_instance_of::<PyTuple>()
-            || value.cast::<PyUntypedArray>().is_ok()
-            || value.is_instance(&value.py().import("numpy")?.getattr("generic")?)?;
-        Ok((!retries).then(|| TypeOf(value.get_type().unbind())))
+        Ok((!arrayish(self.value)?).then(|| TypeOf(self.value.get_type().unbind())))
     }
 
     fn read(&mut self, column: Option<&ColInfo>, coll: &mut Collector) -> PyResult<Input> {

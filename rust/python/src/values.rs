@@ -41,7 +41,6 @@ impl ColInfo {
             .map(|(d, size)| ExactArray::new(py, d.clone_ref(py), &fit.shape, size));
         Ok(ColInfo { id: spec.id, name: spec.name.clone(), fit, descr, exact })
     }
-
 }
 
 /// Encodes `value` for `col`: `rows` is the env count for batched values, `None` for one row.
@@ -258,11 +257,7 @@ fn first(value: &Bound<'_, PyAny>, rows: Option<usize>, mask: Option<Src>, coll:
             Err(e) => return Ok(Input::NotOverEnvs { type_name: type_name(value), error: e.to_string() }),
         },
         (None, Err(_)) => {
-            let numeric = value.is_instance_of::<PyList>()
-                || value.is_instance_of::<PyTuple>()
-                || value.is_instance(&np.getattr("generic")?)?
-                || value.is_instance_of::<PyInt>()
-                || value.is_instance_of::<PyFloat>();
+            let numeric = arrayish(value)? || value.is_instance_of::<PyInt>() || value.is_instance_of::<PyFloat>();
             let array = numeric.then(|| np.call_method1("asarray", (value,)).ok()).flatten();
             match array.and_then(|a| a.cast_into::<PyUntypedArray>().ok()) {
                 Some(a) if a.dtype().kind() != b'O' => a,
@@ -278,6 +273,14 @@ fn first(value: &Bound<'_, PyAny>, rows: Option<usize>, mask: Option<Src>, coll:
         return Ok(Input::Objects { shape, first });
     }
     array_of(&array, None, coll)
+}
+
+/// Whether `value` is a list, tuple, ndarray or numpy scalar: what numpy makes arrays of.
+pub fn arrayish(value: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(value.is_instance_of::<PyList>()
+        || value.is_instance_of::<PyTuple>()
+        || value.cast::<PyUntypedArray>().is_ok()
+        || value.is_instance(&numpy(value.py())?.getattr("generic")?)?)
 }
 
 fn numpy(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {

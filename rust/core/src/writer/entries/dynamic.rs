@@ -398,7 +398,8 @@ mod tests {
     #[test]
     fn values_go_to_their_column_widen_it_or_are_left_out() {
         use DType::*;
-        let float = Input::Array(Array { kind: b'f', itemsize: 8, shown: "<f8".into(), shape: vec![], data: Src::Own(0, 0) });
+        let float =
+            Input::Array(Array { kind: b'f', itemsize: 8, shown: "<f8".into(), shape: vec![], data: Src::Own(0, 0) });
         let widened = || vec![("info/x%Wfloat64".to_string(), Some(10))];
         // (the second value of a key whose first was a Python int, the columns it added (name,
         // widens), the column its entry went to, or the warning it was left out with)
@@ -408,10 +409,18 @@ mod tests {
             (number(None, Some(0.5), Like::Weak(F64)), widened(), Ok(20)),
             (float, widened(), Ok(20)),
             // A Python int that does not fit widens the column as an int64 (here: no wider type).
-            (number(Some(1 << 70), Some(1e21), Like::Weak(I64)), vec![], Err("Value(\"value 1180591620717411303424 is out of range for int64\") in int64")),
+            (
+                number(Some(1 << 70), Some(1e21), Like::Weak(I64)),
+                vec![],
+                Err("Value(\"value 1180591620717411303424 is out of range for int64\") in int64"),
+            ),
             // A Decimal reads as no integer.
             (number(None, Some(1.5), Like::Other), vec![], Err("Wrong(\"integer\") in int64")),
-            (Input::Refused("expected numbers, got set".into()), vec![], Err("Value(\"expected numbers, got set\") in int64")),
+            (
+                Input::Refused("expected numbers, got set".into()),
+                vec![],
+                Err("Value(\"expected numbers, got set\") in int64"),
+            ),
         ];
         for (input, added, want) in table {
             let mut d = DynamicColumns::<DType, &str>::new("info", Timeline::Obs, CodecSpec::default());
@@ -427,7 +436,8 @@ mod tests {
                 Some(warning) => Err(warning),
             };
             let lead = "trajcore: info entry 'x': a value is not recorded (its row reads as missing)";
-            let want = want.map_err(|why| format!("{lead}: column 'info/x': {why} (its first value set the column's type)"));
+            let want =
+                want.map_err(|why| format!("{lead}: column 'info/x': {why} (its first value set the column's type)"));
             let went = went.map_err(|w| w.split(". The entry").next().unwrap().to_owned());
             assert_eq!((&host.added, went), (&added, want), "{input:?}");
             assert_eq!(host.reads, 1, "{input:?}: read once for its column");

@@ -62,7 +62,12 @@ impl Fit {
 
     /// The bytes of `input` as rows of this column (`rows`: the env count of a batched value,
     /// `None` for one row), within its bounds; why not.
-    pub fn put<K>(&self, coll: &mut Collector<K>, rows: Option<usize>, input: &Input) -> std::result::Result<Src, Misfit> {
+    pub fn put<K>(
+        &self,
+        coll: &mut Collector<K>,
+        rows: Option<usize>,
+        input: &Input,
+    ) -> std::result::Result<Src, Misfit> {
         let src = match input {
             Input::Rows(src) | Input::Strs(src) => *src,
             Input::Number(number, _) => {
@@ -81,7 +86,12 @@ impl Fit {
     /// The bytes of an array's items as rows of this column: the items themselves when their
     /// dtype is the column's, else cast (see `cast_items`); why not (another shape, a cast
     /// that would change a value).
-    fn items<K>(&self, coll: &mut Collector<K>, rows: Option<usize>, array: &Array) -> std::result::Result<Src, String> {
+    fn items<K>(
+        &self,
+        coll: &mut Collector<K>,
+        rows: Option<usize>,
+        array: &Array,
+    ) -> std::result::Result<Src, String> {
         check_shape(rows, &array.shape, &self.shape)?;
         if make(array.kind, array.itemsize) == Some(self.dtype) {
             return Ok(array.data);
@@ -172,8 +182,24 @@ mod tests {
             (DType::F32, &[2], None, (b'f', 8, "<f8"), &[2], &f64s, Ok(f32s)),
             (DType::F64, &[], Some(3), (b'f', 8, ""), &[2], &f64s, Err("expected shape (3,), got (2,)")),
             (DType::I64, &[2], None, (b'i', 8, ">i8"), &[2], &i64s, Ok(i64s.clone())), // made native
-            (DType::U8, &[], Some(2), (b'i', 8, "<i8"), &[2], &i64s, Err("expected dtype uint8, got <i8 with values it does not hold")),
-            (DType::I64, &[2], None, (b'f', 8, "<f8"), &[2], &f64s, Err("expected dtype int64, got <f8 which does not cast safely")),
+            (
+                DType::U8,
+                &[],
+                Some(2),
+                (b'i', 8, "<i8"),
+                &[2],
+                &i64s,
+                Err("expected dtype uint8, got <i8 with values it does not hold"),
+            ),
+            (
+                DType::I64,
+                &[2],
+                None,
+                (b'f', 8, "<f8"),
+                &[2],
+                &f64s,
+                Err("expected dtype int64, got <f8 which does not cast safely"),
+            ),
         ];
         for (dtype, shape, rows, (kind, itemsize, shown), value_shape, bytes, want) in table {
             let mut coll = Collector::<()>::default();
@@ -195,9 +221,15 @@ mod tests {
         let table: [(Input, std::result::Result<&[u8], Misfit>); 6] = [
             (Input::Rows(two), Ok(&[2, 0, 0, 0, 0, 0, 0, 0])),
             (number(Some(1), Some(1.0), false), Ok(&[1, 0, 0, 0, 0, 0, 0, 0])),
-            (number(Some(3), Some(3.0), false), Err(Misfit::Value("value 3 is not in Discrete(3) (it takes 0 to 2)".into()))),
+            (
+                number(Some(3), Some(3.0), false),
+                Err(Misfit::Value("value 3 is not in Discrete(3) (it takes 0 to 2)".into())),
+            ),
             (number(None, Some(1.5), false), Err(Misfit::Wrong("integer"))), // a Decimal
-            (Input::Refused("expected numbers, got set".into()), Err(Misfit::Value("expected numbers, got set".into()))),
+            (
+                Input::Refused("expected numbers, got set".into()),
+                Err(Misfit::Value("expected numbers, got set".into())),
+            ),
             (Input::Str, Err(Misfit::Value("a value read for no column".into()))),
         ];
         for (input, want) in table {
