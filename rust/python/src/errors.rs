@@ -63,15 +63,6 @@ pub fn recorder_error(py: Python<'_>, why: impl Into<String>) -> PyErr {
     raise(py, class_name(ErrorKind::Recorder), (message.as_str(),).into_pyobject(py), message)
 }
 
-/// The classes the extension checks errors against (see `infos.rs`).
-pub struct Classes {
-    pub schema: Py<PyType>,
-}
-
-pub fn classes(py: Python<'_>) -> Classes {
-    Classes { schema: class(py, class_name(ErrorKind::Schema)).unbind() }
-}
-
 /// Issues a `TrajcoreWarning`.
 pub fn warn(py: Python<'_>, message: &str) -> PyResult<()> {
     let message = std::ffi::CString::new(message.replace('\0', " ")).unwrap_or_default();

@@ -16,20 +16,18 @@
 
 use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
+use pyo3::types::{PyDict, PyList, PyString, PyType};
 use trajcore_core::writer::entries::collect::Place;
+use trajcore_core::writer::entries::dynamic::Host;
 use trajcore_core::writer::entries::info_keys::{check_depth, same_column_why, Role};
-use trajcore_core::writer::{Recorder, Slot};
+use trajcore_core::writer::entries::value::Input;
+use trajcore_core::writer::entries::values::{first_present, present, Misfit};
+use trajcore_core::writer::{NewColumn, Recorder, Slot};
 use trajcore_core::{CodecSpec, DType, Timeline};
 
-use crate::collect::{borrow_data, Collector, Src};
+use crate::collect::{Collector, Src};
 use crate::errors::{schema_error, warn, IntoPy};
-use trajcore_core::writer::entries::dynamic::Host;
-use trajcore_core::writer::entries::value::Value;
-use trajcore_core::writer::entries::values::{first_present, present};
-use trajcore_core::writer::NewColumn;
-
-use crate::values::{mask_bytes, put_value, type_name, ColInfo};
+use crate::values::{arrayish, exact, mask_bytes, read, why, ColInfo};
 
 type KeyTree = trajcore_core::writer::entries::info_keys::KeyTree<Py<PyString>>;
 
@@ -186,104 +184,81 @@ impl DynamicColumns {
         // The usual value first: an array whose bytes are the rows of its column as they are
         // (no object array, which `stacked_rows` would take apart).
         if let Some(col) = known.map(|c| self.columns.get(c)) {
-            if let Some((data, len)) = col.exact.as_ref().and_then(|e| e.data(value, w.at.rows)) {
-                let data = borrow_data(w.coll, value, data, len);
+            if let Some(data) = exact(value, col, w.at.rows, w.coll) {
                 w.coll.push(col.id, w.at, mask, data);
                 return Ok(());
             }
         }
-        let stacked = stacked_rows(w, value, mask)?;
-        let host = &mut OneValue { w, value: stacked.as_ref().unwrap_or(value), mask, seen: None };
-        let column = match known {
-            Some(column) => Ok(column),
-            None => self.columns.column(host, &self.keys.node(node).path)?,
+        let host = &mut OneValue { recorder: w.recorder, value, rows: w.at.rows, mask, stacks: true };
+        let (entry, path) = ((w.at, mask), &self.keys.node(node).path);
+        let warning = match known {
+            Some(column) => self.columns.put_into(host, w.coll, entry, column)?,
+            None => match self.columns.column(host, w.coll, w.at.rows, path)? {
+                Ok(column) => {
+                    self.keys.set_column(node, column);
+                    self.columns.put_into(host, w.coll, entry, column)?
+                }
+                Err(why) => self.columns.skips.skip(path, why),
+            },
         };
-        let warning = match column {
-            Ok(column) => {
-                self.keys.set_column(node, column);
-                self.columns.put_into(host, column)?
-            }
-            Err(why) => self.columns.skips.skip(&self.keys.node(node).path, why),
-        };
-        warning.map_or(Ok(()), |warning| warn(host.w.py, &warning))
+        warning.map_or(Ok(()), |warning| warn(w.py, &warning))
     }
 
     /// One value under `path` (without the prefix) for every env; a value that cannot be
     /// recorded is skipped with a warning (see `skip`).
     pub fn put_one(&mut self, w: &mut Walk<'_, '_>, path: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
-        let stacked = stacked_rows(w, value, None)?;
-        let host = &mut OneValue { w, value: stacked.as_ref().unwrap_or(value), mask: None, seen: None };
-        let warning = self.columns.put(host, path)?;
-        warning.map_or(Ok(()), |warning| warn(host.w.py, &warning))
+        let host = &mut OneValue { recorder: w.recorder, value, rows: w.at.rows, mask: None, stacks: true };
+        let warning = self.columns.put(host, w.coll, (w.at, None), path)?;
+        warning.map_or(Ok(()), |warning| warn(w.py, &warning))
     }
 
-    /// Checks a value of the user's own (`record`) now, creating its column on first sight:
-    /// a value that cannot be recorded raises `SchemaError` naming the column. The collector is
-    /// used as scratch and left empty.
+    /// Checks a value of the user's own (`record`) now, as it is (not stacked), creating its
+    /// column on first sight: a value that cannot be recorded raises `SchemaError` naming the
+    /// column. The collector is used as scratch and left empty.
     pub fn check_value(&mut self, w: &mut Walk<'_, '_>, path: &str, value: &Bound<'_, PyAny>) -> PyResult<()> {
-        let host = &mut OneValue { w, value, mask: None, seen: None };
-        let result = match self.columns.check(host, path) {
-            Ok(Err(why)) => Err(schema_error(host.w.py, &self.columns.name_of(path), why)),
+        let host = &mut OneValue { recorder: w.recorder, value, rows: w.at.rows, mask: None, stacks: false };
+        let result = match self.columns.check(host, w.coll, w.at.rows, path) {
+            Ok(Err((column, why))) => Err(schema_error(w.py, &column, why)),
             other => other.map(|_| ()),
         };
-        host.w.coll.clear();
+        w.coll.clear();
         result
     }
 }
 
 /// One value on its way into a column: the core's `DynamicColumns` decides which column, when
-/// it widens and when the value is left out; this converts the value and writes it.
-struct OneValue<'h, 'a, 'py, 'v> {
-    w: &'h mut Walk<'a, 'py>,
-    value: &'h Bound<'v, PyAny>,
+/// it widens, whether it fits and when it is left out; this reads the value and adds columns.
+struct OneValue<'h, 'py> {
+    recorder: &'h mut Recorder,
+    value: &'h Bound<'py, PyAny>,
+    rows: Option<usize>,
     mask: Option<Src>,
-    /// The value as the core sees it, once converted.
-    seen: Option<Value>,
+    /// Whether an object array of per-env arrays is stacked first (see `stacked_rows`).
+    stacks: bool,
 }
 
-impl Host<ColInfo, TypeOf> for OneValue<'_, '_, '_, '_> {
+impl Host<ColInfo, TypeOf, Py<PyAny>> for OneValue<'_, '_> {
     type Error = PyErr;
 
-    fn rows(&self) -> Option<usize> {
-        self.w.at.rows
+    /// Arrays, lists, tuples and numpy scalars: the same type may fit where an earlier value did
+    /// not.
+    fn kind(&mut self) -> PyResult<Option<TypeOf>> {
+        Ok((!arrayish(self.value)?).then(|| TypeOf(self.value.get_type().unbind())))
     }
 
-    fn kind(&self) -> TypeOf {
-        TypeOf(self.value.get_type().unbind())
-    }
-
-    /// Arrays, lists and tuples: the same type may fit where an earlier value did not.
-    fn retries(&mut self) -> PyResult<bool> {
-        let value = self.value;
-        Ok(value.is_instance_of::<PyList>()
-            || value.is_instance_of::<PyTuple>()
-            || value.cast::<PyUntypedArray>().is_ok()
-            || value.is_instance(&self.w.py.import("numpy")?.getattr("generic")?)?)
-    }
-
-    fn value(&mut self) -> PyResult<&Value> {
-        if self.seen.is_none() {
-            let mask = self.mask.map(|m| self.w.coll.slice(m));
-            self.seen = Some(convert(self.w.py, self.value, self.w.at.rows, mask)?);
-        }
-        Ok(self.seen.as_ref().expect("converted"))
+    fn read(&mut self, column: Option<&ColInfo>, coll: &mut Collector) -> PyResult<Input> {
+        let mask = self.mask.map(|m| coll.slice(m));
+        let stacked = if self.stacks { stacked_rows(self.value, self.rows, mask)? } else { None };
+        read(stacked.as_ref().unwrap_or(self.value), column, self.rows, self.mask, coll)
     }
 
     fn add(&mut self, spec: NewColumn) -> PyResult<(u32, ColInfo)> {
-        let (py, recorder) = (self.w.py, &mut *self.w.recorder);
-        let id = recorder.add_column(spec).py_err(py)?;
-        Ok((id, ColInfo::new(py, recorder.column(id))?))
+        let id = self.recorder.add_column(spec).py_err(self.value.py())?;
+        Ok((id, ColInfo::new(self.value.py(), self.recorder.column(id))?))
     }
 
-    fn put(&mut self, col: &ColInfo) -> PyResult<()> {
-        let data = put_value(self.value, col, self.w.at.rows, self.w.coll)?;
-        self.w.coll.push(col.id, self.w.at, self.mask, data);
-        Ok(())
-    }
-
-    fn misfit(&self, error: &PyErr) -> Option<String> {
-        let py = self.w.py;
-        error.is_instance(py, crate::errors::classes(py).schema.bind(py)).then(|| error.value(py).to_string())
+    fn why(&self, dtype: DType, misfit: Misfit) -> String {
+        why(self.value, dtype, misfit)
     }
 }
 
@@ -297,18 +272,18 @@ impl PartialEq for TypeOf {
 }
 
 /// A vector info of per-env arrays or tuples of numbers (ALE's `seeds`) arrives as an object
-/// array: stacked into one numeric array (zeros where the mask says no value), or `None` when
-/// it is not such an array (strings stay as they are) or the value is not batched.
+/// array: stacked into one numeric array (zeros where `mask` says no value), or `None` when it
+/// is not such an array (strings stay as they are) or the value is not batched (`rows`).
 fn stacked_rows<'py>(
-    w: &Walk<'_, 'py>,
     value: &Bound<'py, PyAny>,
-    mask: Option<Src>,
+    rows: Option<usize>,
+    mask: Option<&[u8]>,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     let Ok(array) = value.cast::<PyUntypedArray>() else { return Ok(None) };
-    if w.at.rows.is_none() || array.dtype().kind() != b'O' || array.ndim() != 1 {
+    if rows.is_none() || array.dtype().kind() != b'O' || array.ndim() != 1 {
         return Ok(None);
     }
-    let (py, n, mask) = (w.py, array.shape()[0], mask.map(|m| w.coll.slice(m)));
+    let (py, n) = (value.py(), array.shape()[0]);
     let np = py.import("numpy")?;
     let Some(first) = first_present(mask, n) else { return Ok(None) };
     let first = array.get_item(first)?;
@@ -327,53 +302,6 @@ fn stacked_rows<'py>(
     }
     // Rows of different shapes do not stack: then the value stays unsupported, and says so.
     Ok(np.call_method1("stack", (rows,)).ok())
-}
-
-/// What `value` is, for the column it makes or widens (the core's `Value` decides): `rows`, the
-/// env count of a batched value; `mask`, which envs have it.
-fn convert(py: Python<'_>, value: &Bound<'_, PyAny>, rows: Option<usize>, mask: Option<&[u8]>) -> PyResult<Value> {
-    if let Some(dtype) = scalar_type(value) {
-        return Ok(Value::Scalar(dtype));
-    }
-    let np = py.import("numpy")?;
-    let array = match (rows, value.cast::<PyUntypedArray>()) {
-        (_, Ok(array)) => array.clone(),
-        (Some(_), Err(_)) => match np.call_method1("asarray", (value,)) {
-            Ok(a) => a.cast_into::<PyUntypedArray>()?,
-            Err(e) => return Ok(Value::NotOverEnvs { type_name: type_name(value), error: e.to_string() }),
-        },
-        (None, Err(_)) => {
-            let numeric = value.is_instance_of::<PyList>()
-                || value.is_instance_of::<PyTuple>()
-                || value.is_instance(&np.getattr("generic")?)?
-                || value.is_instance_of::<PyInt>()
-                || value.is_instance_of::<PyFloat>();
-            let array = numeric.then(|| np.call_method1("asarray", (value,)).ok()).flatten();
-            match array.and_then(|a| a.cast_into::<PyUntypedArray>().ok()) {
-                Some(a) if a.dtype().kind() != b'O' => a,
-                _ => return Ok(Value::Unsupported(type_name(value))),
-            }
-        }
-    };
-    let (shape, dtype) = (array.shape().to_vec(), array.dtype());
-    if dtype.kind() == b'O' && rows.is_some() {
-        let first = first_present(mask, shape.first().copied().unwrap_or(0)).map(|i| array.get_item(i)).transpose()?;
-        let first = first.map(|item| (type_name(&item), item.is_instance_of::<PyString>()));
-        return Ok(Value::Objects { shape, first });
-    }
-    let name = np.call_method1("dtype", (&dtype,))?.getattr("name")?.extract()?;
-    Ok(Value::Array { kind: dtype.kind(), name, shown: dtype.str()?.to_str()?.to_owned(), shape })
-}
-
-/// The column type of Python's own scalars (bool, int, float, str), `None` for other values.
-fn scalar_type(value: &Bound<'_, PyAny>) -> Option<DType> {
-    let scalar = [
-        (value.is_instance_of::<PyBool>(), DType::Bool),
-        (value.is_exact_instance_of::<PyInt>(), DType::I64),
-        (value.is_exact_instance_of::<PyFloat>(), DType::F64),
-        (value.is_instance_of::<PyString>(), DType::Utf8),
-    ];
-    scalar.iter().find(|(is, _)| *is).map(|&(_, dtype)| dtype)
 }
 
 /// A str key of the planned text that is another object (an f-string made each step). Only

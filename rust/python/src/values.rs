@@ -1,14 +1,16 @@
-//! Reads one Python value for a column of fixed type, the way the core's `Fit` says (str rows,
-//! a number, or an array: borrowed when it is exactly the column's rows), and hands it to
-//! `Fit`, which decides whether it fits (shape, cast, range, bounds) and its bytes. Errors name
-//! the column.
+//! Reads a Python value once as a core `Input` (`read`): for a column, the way its `Fit` says
+//! (str rows, a number, or an array: borrowed when it is exactly the column's rows), or for the
+//! column it would make. The core decides everything after: whether it fits (shape, cast,
+//! range, bounds) and its bytes (`Fit::put`), the column it makes or widens (`DynamicColumns`).
+//! Errors name the column.
 
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
-use trajcore_core::writer::entries::fit::{Fit, Items, Number, Reading};
-use trajcore_core::writer::entries::values::{put_str, scalar_wrong, shape_text, ScalarMisfit};
+use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyModule, PyString, PyTuple};
+use trajcore_core::writer::entries::fit::{Fit, Reading};
+use trajcore_core::writer::entries::value::{Array, Input, Like, Number};
+use trajcore_core::writer::entries::values::{first_present, put_str, scalar_wrong, shape_text, Misfit};
 use trajcore_core::{ColumnSpec, DType};
 
 use crate::collect::{borrow_array, borrow_data, Collector, Src};
@@ -39,26 +41,58 @@ impl ColInfo {
             .map(|(d, size)| ExactArray::new(py, d.clone_ref(py), &fit.shape, size));
         Ok(ColInfo { id: spec.id, name: spec.name.clone(), fit, descr, exact })
     }
-
-    /// The error for a value that does not fit, naming the column.
-    fn refused(&self, py: Python<'_>, why: String) -> PyErr {
-        schema_error(py, &self.name, why)
-    }
 }
 
 /// Encodes `value` for `col`: `rows` is the env count for batched values, `None` for one row.
 pub fn put_value(value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, coll: &mut Collector) -> PyResult<Src> {
-    let src = match col.exact.as_ref().and_then(|e| e.data(value, rows)) {
-        Some((data, len)) => borrow_data(coll, value, data, len),
-        None => match (col.fit.reading(rows), value.cast::<PyUntypedArray>()) {
-            (Reading::Strs, _) => strings(value, col, rows, coll)?,
-            (_, Ok(array)) => put_array(array, col, rows, coll)?,
-            (Reading::Number, Err(_)) => number(value, col, coll)?,
-            (Reading::Array, Err(_)) => put_array(&as_array(value, col, rows)?, col, rows, coll)?,
-        },
-    };
-    col.fit.check_bounds(coll.slice(src), rows).map_err(|why| col.refused(value.py(), why))?;
-    Ok(src)
+    let misfit = |misfit| schema_error(value.py(), &col.name, why(value, col.fit.dtype, misfit));
+    // The usual value (every step's arrays) without an `Input`: its bytes are the rows.
+    if let Some(src) = exact(value, col, rows, coll) {
+        return col.fit.check_bounds(coll.slice(src), rows).map(|()| src).map_err(|why| misfit(Misfit::Value(why)));
+    }
+    let input = read(value, Some(col), rows, None, coll)?;
+    col.fit.put(coll, rows, &input).map_err(misfit)
+}
+
+/// `misfit` of `value` into a column of `dtype`, in words: a value that is not what the column
+/// takes is named by its type and text.
+pub fn why(value: &Bound<'_, PyAny>, dtype: DType, misfit: Misfit) -> String {
+    match misfit {
+        Misfit::Wrong(what) => {
+            let text = value.repr().map(|r| r.to_string()).unwrap_or_default();
+            scalar_wrong(dtype, what, &type_name(value), text)
+        }
+        Misfit::Value(why) => why,
+    }
+}
+
+/// `value` as the exact rows of `col`, borrowed, when it is an ndarray of them.
+#[inline]
+pub fn exact(value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, coll: &mut Collector) -> Option<Src> {
+    let (data, len) = col.exact.as_ref()?.data(value, rows)?;
+    Some(borrow_data(coll, value, data, len))
+}
+
+/// `value` read once: for `col` as its `Fit` reads values (`rows`: the env count of a batched
+/// value, `None` for one row), or for the column it would make (`None`; `mask`: which envs
+/// have it). Arrays are borrowed into `coll`.
+pub fn read(
+    value: &Bound<'_, PyAny>,
+    col: Option<&ColInfo>,
+    rows: Option<usize>,
+    mask: Option<Src>,
+    coll: &mut Collector,
+) -> PyResult<Input> {
+    let Some(col) = col else { return first(value, rows, mask, coll) };
+    if let Some(src) = exact(value, col, rows, coll) {
+        return Ok(Input::Rows(src));
+    }
+    match (col.fit.reading(rows), value.cast::<PyUntypedArray>()) {
+        (Reading::Strs, _) => strings(value, rows, coll),
+        (_, Ok(array)) => array_of(array, Some(col), coll),
+        (Reading::Number, Err(_)) => number(value, col, coll),
+        (Reading::Array, Err(_)) => as_array(value, col, rows, coll),
+    }
 }
 
 /// A boolean mask over `n` envs as one byte per env: borrowed when it is already a contiguous
@@ -89,88 +123,76 @@ pub fn mask_bytes(
 }
 
 /// What numpy makes of a list, tuple or number for a column of arrays; refused unless numbers.
-fn as_array<'py>(
-    value: &Bound<'py, PyAny>,
-    col: &ColInfo,
-    rows: Option<usize>,
-) -> PyResult<Bound<'py, PyUntypedArray>> {
-    let py = value.py();
-    let array = py.import("numpy")?.call_method1("asarray", (value,)).map_err(|e| {
-        let expected = shape_text(rows, &col.fit.shape);
-        col.refused(py, format!("expected an array of shape {expected}, got {}: {e}", type_name(value)))
-    })?;
-    let array = array.cast_into::<PyUntypedArray>()?;
+fn as_array(value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, coll: &mut Collector) -> PyResult<Input> {
+    let array = match numpy(value.py())?.call_method1("asarray", (value,)) {
+        Ok(array) => array.cast_into::<PyUntypedArray>()?,
+        Err(e) => {
+            let expected = shape_text(rows, &col.fit.shape);
+            return Ok(Input::Refused(format!("expected an array of shape {expected}, got {}: {e}", type_name(value))));
+        }
+    };
     if array.dtype().kind() == b'O' {
-        return Err(col.refused(py, format!("expected numbers, got {}", type_name(value))));
+        return Ok(Input::Refused(format!("expected numbers, got {}", type_name(value))));
     }
-    Ok(array)
+    array_of(&array, Some(col), coll)
 }
 
-/// An array's items in C order and native byte order (borrowed when they are so already),
-/// put into the column by the core.
-fn put_array(
-    array: &Bound<'_, PyUntypedArray>,
-    col: &ColInfo,
-    rows: Option<usize>,
-    coll: &mut Collector,
-) -> PyResult<Src> {
+/// An array's items in C order and native byte order (borrowed when they are so already).
+fn array_of(array: &Bound<'_, PyUntypedArray>, col: Option<&ColInfo>, coll: &mut Collector) -> PyResult<Input> {
     let py = array.py();
-    let target = col.descr.as_ref().expect("fixed-size column").bind(py);
     let dtype = array.dtype();
     // numpy's built-in descriptors are singletons: pointer equality is the common, cheap case.
-    let same = dtype.as_ptr() == target.as_ptr() || dtype.is_equiv_to(target);
+    let target = col.and_then(|c| c.descr.as_ref()).map(|d| d.bind(py));
+    let own = target.is_some_and(|t| dtype.as_ptr() == t.as_ptr() || dtype.is_equiv_to(t));
     let mut array = array.clone();
     if !array.is_c_contiguous() || dtype.is_native_byteorder() == Some(false) {
         let native = dtype.call_method1("newbyteorder", ("=",))?;
-        array = py.import("numpy")?.call_method1("ascontiguousarray", (array, native))?.cast_into()?;
+        array = numpy(py)?.call_method1("ascontiguousarray", (array, native))?.cast_into()?;
     }
-    // Its text only for a message of the cast (not asked for the column's own dtype).
-    let shown = if same { None } else { Some(dtype.str()?) };
-    let shown = shown.as_ref().map_or(Ok(""), |s| s.to_str())?;
-    let (kind, itemsize, data) = (dtype.kind(), dtype.itemsize(), borrow_array(coll, &array));
-    let items = Items { kind, itemsize, shown, same, shape: array.shape(), data };
-    col.fit.items(coll, rows, items).map_err(|why| col.refused(py, why))
+    // Its text only for a message (not asked for the column's own dtype).
+    let shown = if own { String::new() } else { dtype.str()?.to_str()?.to_owned() };
+    let (kind, itemsize, shape) = (dtype.kind(), dtype.itemsize(), array.shape().to_vec());
+    Ok(Input::Array(Array { kind, itemsize, shown, shape, data: borrow_array(coll, &array) }))
 }
 
-/// A one-row value of a scalar column that is no array: a number, read once and put by the
-/// core; a numpy scalar, as numpy's 0-d array of it.
-fn number(value: &Bound<'_, PyAny>, col: &ColInfo, coll: &mut Collector) -> PyResult<Src> {
-    let py = value.py();
-    let exact_float = value.is_exact_instance_of::<PyFloat>();
-    let is_int = !exact_float && (value.is_exact_instance_of::<PyInt>() || value.is_instance_of::<PyBool>());
-    if !(is_int || exact_float) {
-        if let Some(src) = numpy_scalar(value, col, coll) {
-            return Ok(src);
-        }
-        let np = py.import("numpy")?;
-        if value.is_instance(&np.getattr("generic")?)? {
-            return put_array(&np.call_method1("asarray", (value,))?.cast_into()?, col, None, coll);
-        }
-    }
-    // Python's own int and float by their value; another object (an IntEnum, a Decimal) as an
-    // integer and as a float where it reads so.
-    let int = if exact_float { None } else { value.extract().ok() };
-    let float = match (is_int, int) {
-        (true, Some(v)) => Some(v as f64),
-        _ => value.extract().ok(),
+/// Python's own bool, int or float, read as a number (numpy's weak types); `None` for another
+/// value.
+fn weak(value: &Bound<'_, PyAny>) -> Option<Input> {
+    let dtype = match () {
+        () if value.is_exact_instance_of::<PyFloat>() => DType::F64,
+        () if value.is_instance_of::<PyBool>() => DType::Bool,
+        () if value.is_exact_instance_of::<PyInt>() => DType::I64,
+        () => return None,
     };
-    let mut misfit = None;
-    let is_float = exact_float || value.is_instance_of::<PyFloat>();
-    let src = coll.own_with(|out| misfit = col.fit.number(Number { int, float, is_float }, out).err());
-    match misfit {
-        None => Ok(src),
-        Some(ScalarMisfit::Wrong(what)) => {
-            let text = value.repr().map(|r| r.to_string()).unwrap_or_default();
-            Err(col.refused(py, scalar_wrong(col.fit.dtype, what, &type_name(value), text)))
-        }
-        Some(ScalarMisfit::Value(why)) => Err(col.refused(py, why)),
+    let int = if dtype == DType::F64 { None } else { value.extract().ok() };
+    let float = int.map(|v| v as f64).or_else(|| value.extract().ok());
+    Some(Input::Number(Number { int, float, is_float: dtype == DType::F64 }, Like::Weak(dtype)))
+}
+
+/// A one-row value of a scalar column that is no array: a number, read once; a numpy scalar, as
+/// numpy's 0-d array of it; another object (an IntEnum, a Decimal) as an integer and as a
+/// float where it reads so.
+fn number(value: &Bound<'_, PyAny>, col: &ColInfo, coll: &mut Collector) -> PyResult<Input> {
+    if let Some(input) = weak(value).or_else(|| numpy_scalar(value, col)) {
+        return Ok(input);
     }
+    let np = numpy(value.py())?;
+    if value.is_instance(&np.getattr("generic")?)? {
+        return array_of(&np.call_method1("asarray", (value,))?.cast_into()?, Some(col), coll);
+    }
+    let (int, float) = (value.extract().ok(), value.extract().ok());
+    let like = match () {
+        () if value.is_instance_of::<PyInt>() => Like::Int,
+        () if value.is_instance_of::<PyFloat>() => Like::Float,
+        () => Like::Other,
+    };
+    Ok(Input::Number(Number { int, float, is_float: like == Like::Float }, like))
 }
 
 /// A numpy scalar of the column's own type (an env's `np.int64` action, `np.float32` info),
 /// read as a number without a 0-d array: every value of it fits. `None` for anything else (the
 /// caller goes through numpy, which checks casts).
-fn numpy_scalar(value: &Bound<'_, PyAny>, col: &ColInfo, coll: &mut Collector) -> Option<Src> {
+fn numpy_scalar(value: &Bound<'_, PyAny>, col: &ColInfo) -> Option<Input> {
     let descr = col.descr.as_ref()?.bind(value.py());
     if !value.get_type().is(descr.typeobj()) {
         return None;
@@ -181,40 +203,88 @@ fn numpy_scalar(value: &Bound<'_, PyAny>, col: &ColInfo, coll: &mut Collector) -
         }
         _ => Number { int: Some(value.extract().ok()?), float: None, is_float: false },
     };
-    let mut fits = false;
-    let src = coll.own_with(|out| fits = col.fit.number(number, out).is_ok());
-    fits.then_some(src)
+    Some(Input::Number(number, Like::Typed(col.fit.dtype)))
 }
 
 /// Str rows as `u32 len` + UTF-8 bytes; batched values are any sequence of str (or None
 /// where a mask says the row is missing, which then reads as an empty string).
-fn strings(value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, coll: &mut Collector) -> PyResult<Src> {
-    let py = value.py();
-    let one = |v: &Bound<'_, PyAny>, out: &mut Vec<u8>| -> PyResult<()> {
+fn strings(value: &Bound<'_, PyAny>, rows: Option<usize>, coll: &mut Collector) -> PyResult<Input> {
+    let one = |v: &Bound<'_, PyAny>, out: &mut Vec<u8>| -> PyResult<Result<(), String>> {
         let text = match v.cast::<PyString>() {
             // A lone surrogate cannot be UTF-8: to_str fails with a clear error.
             Ok(s) => s.to_str()?,
             Err(_) if v.is_none() => "",
-            Err(_) => return Err(col.refused(py, format!("expected str, got {}", type_name(v)))),
+            Err(_) => return Ok(Err(format!("expected str, got {}", type_name(v)))),
         };
-        put_str(text, out).map_err(|why| col.refused(py, why))
+        Ok(put_str(text, out))
     };
-    let mut result = Ok(());
-    let src = coll.own_with(|out| {
-        result = match rows {
-            None => one(value, out),
-            Some(n) => (|| {
-                let len = value
-                    .len()
-                    .map_err(|_| col.refused(py, format!("expected {n} strings, got {}", type_name(value))))?;
-                if len != n {
-                    return Err(col.refused(py, format!("expected {n} strings, got {len}")));
+    let start = coll.bytes.len();
+    let fits = match rows {
+        None => one(value, &mut coll.bytes)?,
+        Some(n) => match value.len() {
+            Err(_) => Err(format!("expected {n} strings, got {}", type_name(value))),
+            Ok(len) if len != n => Err(format!("expected {n} strings, got {len}")),
+            Ok(_) => {
+                let mut fits = Ok(());
+                for item in value.try_iter()? {
+                    fits = one(&item?, &mut coll.bytes)?;
+                    if fits.is_err() {
+                        break;
+                    }
                 }
-                value.try_iter()?.try_for_each(|item| one(&item?, out))
-            })(),
+                fits
+            }
+        },
+    };
+    Ok(fits.map_or_else(Input::Refused, |()| Input::Strs(Src::Own(start, coll.bytes.len() - start))))
+}
+
+/// What `value` is for the column it would make: Python's own scalars by their type, arrays by
+/// their dtype, anything else by what numpy makes of it; `rows`, the env count of a batched
+/// value; `mask`, which envs have it.
+fn first(value: &Bound<'_, PyAny>, rows: Option<usize>, mask: Option<Src>, coll: &mut Collector) -> PyResult<Input> {
+    if let Some(input) = weak(value) {
+        return Ok(input);
+    }
+    if value.is_instance_of::<PyString>() {
+        return Ok(Input::Str);
+    }
+    let np = numpy(value.py())?;
+    let array = match (rows, value.cast::<PyUntypedArray>()) {
+        (_, Ok(array)) => array.clone(),
+        (Some(_), Err(_)) => match np.call_method1("asarray", (value,)) {
+            Ok(a) => a.cast_into::<PyUntypedArray>()?,
+            Err(e) => return Ok(Input::NotOverEnvs { type_name: type_name(value), error: e.to_string() }),
+        },
+        (None, Err(_)) => {
+            let numeric = arrayish(value)? || value.is_instance_of::<PyInt>() || value.is_instance_of::<PyFloat>();
+            let array = numeric.then(|| np.call_method1("asarray", (value,)).ok()).flatten();
+            match array.and_then(|a| a.cast_into::<PyUntypedArray>().ok()) {
+                Some(a) if a.dtype().kind() != b'O' => a,
+                _ => return Ok(Input::Unsupported(type_name(value))),
+            }
         }
-    });
-    result.map(|()| src)
+    };
+    if array.dtype().kind() == b'O' && rows.is_some() {
+        let shape = array.shape().to_vec();
+        let at = first_present(mask.map(|m| coll.slice(m)), shape.first().copied().unwrap_or(0));
+        let first = at.map(|i| array.get_item(i)).transpose()?;
+        let first = first.map(|item| (type_name(&item), item.is_instance_of::<PyString>()));
+        return Ok(Input::Objects { shape, first });
+    }
+    array_of(&array, None, coll)
+}
+
+/// Whether `value` is a list, tuple, ndarray or numpy scalar: what numpy makes arrays of.
+pub fn arrayish(value: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(value.is_instance_of::<PyList>()
+        || value.is_instance_of::<PyTuple>()
+        || value.cast::<PyUntypedArray>().is_ok()
+        || value.is_instance(&numpy(value.py())?.getattr("generic")?)?)
+}
+
+fn numpy(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
+    py.import("numpy")
 }
 
 pub fn type_name(value: &Bound<'_, PyAny>) -> String {

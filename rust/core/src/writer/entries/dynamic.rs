@@ -1,15 +1,19 @@
 //! Columns made on first sight (info entries, custom data, rendered frames): the column of each
 //! key path, the spec a new one gets from its first value, the paths whose values could not make
 //! one yet, and the values left out (`Skips`); and what happens to a value (`put`, `put_into`,
-//! `check`): which column takes it, when a column widens, when a value is left out. The caller
-//! (`Host`) only converts the value and writes it. `C` is the caller's column, `T` what it keeps
-//! of a value that made no column (a Python type in the bindings, to refuse the same type again
-//! without asking numpy each step).
+//! `check`): which column takes it, when a column widens, whether it fits (`Fit`), when it is
+//! left out. The caller (`Host`) only reads the value and adds columns. `C` is the caller's
+//! column, `T` what it keeps of a value that made no column (a Python type in the bindings, to
+//! refuse the same type again without asking numpy each step), `K` the owners the collector
+//! keeps alive.
 
 use std::collections::HashMap;
 
+use super::collect::{Collector, Place, Src};
+use super::fit::Fit;
 use super::skips::Skips;
-use super::value::Value;
+use super::value::Input;
+use super::values::Misfit;
 use crate::schema::escape_key;
 use crate::writer::NewColumn;
 use crate::{CodecSpec, DType, Error, Result, Timeline};
@@ -29,10 +33,12 @@ pub struct DynamicColumns<C, T> {
     codec: CodecSpec,
     columns: Vec<C>,
     by_path: HashMap<String, usize>,
-    unsupported: HashMap<String, (T, String)>,
+    /// What the last value of each path that made no column was (`None`: a kind that may fit
+    /// later), and why it made none.
+    unsupported: HashMap<String, (Option<T>, String)>,
     /// For each column, the one that continues it with a wider type, once made (see `widen`).
     wider: Vec<Option<usize>>,
-    /// For each column: its path, its id in the recording, its type and rows.
+    /// For each column: its path, name and id in the recording, how values fit it.
     made: Vec<Made>,
     pub skips: Skips,
 }
@@ -44,7 +50,7 @@ impl<C, T> DynamicColumns<C, T> {
         DynamicColumns { prefix, timeline, codec, columns, by_path, unsupported, wider, made, skips }
     }
 
-    /// Column `index` (as `find` and `add` give it).
+    /// Column `index` (as `find` and `column` give it).
     pub fn get(&self, index: usize) -> &C {
         &self.columns[index]
     }
@@ -55,7 +61,7 @@ impl<C, T> DynamicColumns<C, T> {
     }
 
     /// What the last value of `path` that could make no column was, and why it could not.
-    pub fn unsupported(&self, path: &str) -> Option<&(T, String)> {
+    pub fn unsupported(&self, path: &str) -> Option<&(Option<T>, String)> {
         self.unsupported.get(path)
     }
 
@@ -74,20 +80,16 @@ impl<C, T> DynamicColumns<C, T> {
         }
     }
 
-    /// Keeps `column`, made for `path` as column `id` of the recording, for values of `dtype`
-    /// with rows of `shape`; its index.
-    fn add(&mut self, path: &str, (dtype, shape): (DType, Vec<usize>), id: u32, column: C) -> usize {
+    /// Keeps `column`, made for `path` as column `id` of the recording, named `name`, for values
+    /// of `dtype` with rows of `shape`; its index.
+    fn add(&mut self, path: &str, name: String, (dtype, shape): (DType, Vec<usize>), id: u32, column: C) -> usize {
         self.columns.push(column);
         self.wider.push(None);
-        self.made.push(Made { path: path.to_owned(), id, dtype, shape });
+        let fit = Fit { dtype, shape, bounds: None };
+        self.made.push(Made { path: path.to_owned(), name, id, fit });
         self.by_path.insert(path.to_owned(), self.columns.len() - 1);
         self.unsupported.remove(path);
         self.columns.len() - 1
-    }
-
-    /// A value `kind` of `path` could make no column, for reason `why`.
-    fn refuse(&mut self, path: &str, kind: T, why: String) {
-        self.unsupported.insert(path.to_owned(), (kind, why));
     }
 
     /// The column name of `path`.
@@ -105,14 +107,6 @@ impl<C, T> DynamicColumns<C, T> {
         spec
     }
 
-    /// Keeps `column`, made by `widened_spec` to continue column `from` (an index): `path`'s
-    /// values go to it from now on. Its index.
-    fn add_widened(&mut self, from: usize, path: &str, made: (DType, Vec<usize>), id: u32, column: C) -> usize {
-        let index = self.add(path, made, id, column);
-        self.wider[from] = Some(index);
-        index
-    }
-
     /// The column that now takes the values of column `index`: itself, or the last that
     /// widened it.
     fn latest(&self, mut index: usize) -> usize {
@@ -123,89 +117,146 @@ impl<C, T> DynamicColumns<C, T> {
     }
 
     /// The column of `path` (an index), made from the host's value on first sight; `Err(why)`
-    /// when the value can make none (a later value may). A value of the type refused last is
-    /// refused again without a conversion, unless the host says another of its type may fit.
-    pub fn column<H: Host<C, T>>(&mut self, host: &mut H, path: &str) -> Result<Result<usize, String>, H::Error>
+    /// when the value can make none (a later value may). A value of the kind refused last is
+    /// refused again without reading it, unless the host says another of its kind may fit.
+    pub fn column<H: Host<C, T, K>, K>(
+        &mut self,
+        host: &mut H,
+        coll: &mut Collector<K>,
+        rows: Option<usize>,
+        path: &str,
+    ) -> Result<Result<usize, String>, H::Error>
     where
         T: PartialEq,
     {
         if let Some(column) = self.find(path) {
             return Ok(Ok(column));
         }
-        let kind = host.kind();
-        if let Some((refused, why)) = self.unsupported.get(path) {
-            if *refused == kind && !host.retries()? {
+        let kind = host.kind()?;
+        if let (Some(kind), Some((Some(refused), why))) = (&kind, self.unsupported.get(path)) {
+            if refused == kind {
                 return Ok(Err(why.clone()));
             }
         }
-        let rows = host.rows();
-        match host.value()?.column(rows) {
+        match host.read(None, coll)?.column(rows) {
             Ok((dtype, shape)) => {
-                let (id, column) = host.add(self.spec(path, dtype, &shape))?;
-                Ok(Ok(self.add(path, (dtype, shape), id, column)))
+                let spec = self.spec(path, dtype, &shape);
+                let name = spec.name.clone();
+                let (id, column) = host.add(spec)?;
+                Ok(Ok(self.add(path, name, (dtype, shape), id, column)))
             }
             Err(why) => {
-                self.refuse(path, kind, why.clone());
+                self.unsupported.insert(path.to_owned(), (kind, why.clone()));
                 Ok(Err(why))
             }
         }
     }
 
-    /// The column made now to continue column `index` with a wider type, when the host's value
-    /// asks for one (see `Value::widening`).
-    fn widen<H: Host<C, T>>(&mut self, host: &mut H, index: usize, refused: bool) -> Result<Option<usize>, H::Error> {
-        let (made, rows) = (&self.made[index], host.rows());
-        let Some((dtype, shape)) = host.value()?.widening(made.dtype, &made.shape, rows, refused) else {
+    /// The column made now to continue column `index` with a wider type, when `input` asks for
+    /// one (see `Input::widening`).
+    fn widen<H: Host<C, T, K>, K>(
+        &mut self,
+        host: &mut H,
+        index: usize,
+        input: &Input,
+        rows: Option<usize>,
+        refused: bool,
+    ) -> Result<Option<usize>, H::Error> {
+        let made = &self.made[index];
+        let Some((dtype, shape)) = input.widening(made.fit.dtype, &made.fit.shape, rows, refused) else {
             return Ok(None);
         };
         let path = made.path.clone();
-        let (id, column) = host.add(self.widened_spec(&path, dtype, &shape, made.id))?;
-        Ok(Some(self.add_widened(index, &path, (dtype, shape), id, column)))
+        let spec = self.widened_spec(&path, dtype, &shape, made.id);
+        let name = spec.name.clone();
+        let (id, column) = host.add(spec)?;
+        let wider = self.add(&path, name, (dtype, shape), id, column);
+        self.wider[index] = Some(wider);
+        Ok(Some(wider))
     }
 
-    /// The host's value into `path`'s column, made on first sight; the warning to give when it
-    /// is left out (see `skip`).
-    pub fn put<H: Host<C, T>>(&mut self, host: &mut H, path: &str) -> Result<Option<String>, H::Error>
+    /// The host's value into `path`'s column, made on first sight, as an entry at `at` masked
+    /// by `mask`; the warning to give when it is left out (see `skip`).
+    pub fn put<H: Host<C, T, K>, K>(
+        &mut self,
+        host: &mut H,
+        coll: &mut Collector<K>,
+        (at, mask): (Place, Option<Src>),
+        path: &str,
+    ) -> Result<Option<String>, H::Error>
     where
         T: PartialEq,
     {
-        match self.column(host, path)? {
-            Ok(column) => self.put_into(host, column),
+        match self.column(host, coll, at.rows, path)? {
+            Ok(column) => self.put_into(host, coll, (at, mask), column),
             Err(why) => Ok(self.skips.skip(path, why)),
         }
     }
 
-    /// The host's value into column `index` (or the one that widened it), widened first when
-    /// its type asks for it, or after it did not fit; left out with the warning to give when no
-    /// wider type holds it.
-    pub fn put_into<H: Host<C, T>>(&mut self, host: &mut H, index: usize) -> Result<Option<String>, H::Error> {
+    /// The host's value into column `index` (or the one that widened it), read once for it.
+    pub fn put_into<H: Host<C, T, K>, K>(
+        &mut self,
+        host: &mut H,
+        coll: &mut Collector<K>,
+        entry: (Place, Option<Src>),
+        index: usize,
+    ) -> Result<Option<String>, H::Error> {
         let index = self.latest(index);
-        let index = self.widen(host, index, false)?.unwrap_or(index);
-        let Err(error) = host.put(&self.columns[index]) else { return Ok(None) };
-        let Some(why) = host.misfit(&error) else { return Err(error) };
-        if let Some(wider) = self.widen(host, index, true)? {
-            return self.put_into(host, wider);
+        let input = host.read(Some(&self.columns[index]), coll)?;
+        self.put_input(host, coll, entry, index, &input)
+    }
+
+    /// `input` into column `index`, widened first when its type asks for it, or after it did
+    /// not fit; left out with the warning to give when no wider type holds it.
+    fn put_input<H: Host<C, T, K>, K>(
+        &mut self,
+        host: &mut H,
+        coll: &mut Collector<K>,
+        (at, mask): (Place, Option<Src>),
+        index: usize,
+        input: &Input,
+    ) -> Result<Option<String>, H::Error> {
+        let index = self.widen(host, index, input, at.rows, false)?.unwrap_or(index);
+        let misfit = match self.made[index].fit.put(coll, at.rows, input) {
+            Ok(data) => {
+                coll.push(self.made[index].id, at, mask, data);
+                return Ok(None);
+            }
+            Err(misfit) => misfit,
+        };
+        if let Some(wider) = self.widen(host, index, input, at.rows, true)? {
+            return self.put_input(host, coll, (at, mask), wider, input);
         }
-        let path = self.made[index].path.clone();
+        let made = &self.made[index];
+        let why = Error::schema(&made.name, host.why(made.fit.dtype, misfit));
+        let path = made.path.clone();
         Ok(self.skips.skip(&path, format!("{why} (its first value set the column's type)")))
     }
 
     /// Checks the host's value of `path` now (`record`), making its column on first sight and
-    /// widening it as `put_into` would: `Ok(Err(why))` when it can make no column, the host's
-    /// error when it fits none.
-    pub fn check<H: Host<C, T>>(&mut self, host: &mut H, path: &str) -> Result<Result<(), String>, H::Error>
+    /// widening it as `put_into` would: `Ok(Err((column name, why)))` when it makes no column or
+    /// fits none. The collector is used as scratch.
+    pub fn check<H: Host<C, T, K>, K>(
+        &mut self,
+        host: &mut H,
+        coll: &mut Collector<K>,
+        rows: Option<usize>,
+        path: &str,
+    ) -> Result<Result<(), (String, String)>, H::Error>
     where
         T: PartialEq,
     {
-        let index = match self.column(host, path)? {
-            Ok(index) => index,
-            Err(why) => return Ok(Err(why)),
+        let index = match self.column(host, coll, rows, path)? {
+            Ok(index) => self.latest(index),
+            Err(why) => return Ok(Err((self.name_of(path), why))),
         };
-        let index = self.widen(host, index, false)?.unwrap_or(index);
-        match host.put(&self.columns[index]) {
-            Err(_) if self.widen(host, index, true)?.is_some() => Ok(Ok(())),
-            result => result.map(Ok),
+        let input = host.read(Some(&self.columns[index]), coll)?;
+        let index = self.widen(host, index, &input, rows, false)?.unwrap_or(index);
+        let Err(misfit) = self.made[index].fit.put(coll, rows, &input) else { return Ok(Ok(())) };
+        if self.widen(host, index, &input, rows, true)?.is_some() {
+            return Ok(Ok(()));
         }
+        Ok(Err((self.made[index].name.clone(), host.why(self.made[index].fit.dtype, misfit))))
     }
 }
 
@@ -213,29 +264,26 @@ impl<C, T> DynamicColumns<C, T> {
 #[derive(Debug)]
 struct Made {
     path: String,
+    name: String,
     id: u32,
-    dtype: DType,
-    shape: Vec<usize>,
+    fit: Fit,
 }
 
-/// What `DynamicColumns` asks of its caller for one value: the caller converts and writes, the
-/// core decides.
-pub trait Host<C, T> {
+/// What `DynamicColumns` asks of its caller for one value: the caller reads it and adds
+/// columns, the core decides the rest (which column, when it widens, whether the value fits).
+pub trait Host<C, T, K> {
     type Error;
-    /// The env count of a batched value, `None` for one row.
-    fn rows(&self) -> Option<usize>;
-    /// What is kept of a value that made no column, to refuse the same again.
-    fn kind(&self) -> T;
-    /// Whether a value of a kind refused before may fit now (a sequence may, where another did not).
-    fn retries(&mut self) -> Result<bool, Self::Error>;
-    /// The value as the core sees it (converted once, on the first ask).
-    fn value(&mut self) -> Result<&Value, Self::Error>;
+    /// What is kept of a value that made no column, to refuse one of its kind again without
+    /// reading it; `None` when another value of its kind may fit (a sequence may, where another
+    /// did not).
+    fn kind(&mut self) -> Result<Option<T>, Self::Error>;
+    /// The value read once for `column`, or for the column it would make (`None`); what it
+    /// borrows or converts goes into `coll`.
+    fn read(&mut self, column: Option<&C>, coll: &mut Collector<K>) -> Result<Input, Self::Error>;
     /// Adds a column of `spec` to the recording: its id and the caller's column.
     fn add(&mut self, spec: NewColumn) -> Result<(u32, C), Self::Error>;
-    /// Writes the value as an entry of `column`.
-    fn put(&mut self, column: &C) -> Result<(), Self::Error>;
-    /// Why the value does not fit its column, when `error` says so (else it is a failure).
-    fn misfit(&self, error: &Self::Error) -> Option<String>;
+    /// Why the value does not fit a column of `dtype`, in words (see `Misfit`).
+    fn why(&self, dtype: DType, misfit: Misfit) -> String;
 }
 
 /// Custom data recorded for the coming step (`record`), by path: a path recorded again keeps its
@@ -272,6 +320,7 @@ impl<V> PendingData<V> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::writer::entries::value::{Array, Like, Number};
 
     #[test]
     fn pending_data_keeps_the_last_value_of_each_path_in_first_order() {
@@ -291,108 +340,125 @@ mod tests {
         let codec = CodecSpec { delta: true, ..CodecSpec::default() };
         let mut d = DynamicColumns::<&str, char>::new("info", Timeline::Obs, codec);
         assert_eq!(d.find("a%2Fb"), None);
-        d.refuse("a%2Fb", 's', "why".into());
-        assert_eq!(d.unsupported("a%2Fb"), Some(&('s', "why".to_string())));
+        d.unsupported.insert("a%2Fb".into(), (Some('s'), "why".into()));
+        assert_eq!(d.unsupported("a%2Fb"), Some(&(Some('s'), "why".to_string())));
         let spec = d.spec("a%2Fb", DType::F32, &[2, 3]);
         assert_eq!((spec.name.as_str(), spec.shape.as_slice(), spec.masked), ("info/a%2Fb", &[2u64, 3][..], true));
         assert!(spec.codec.delta && !d.spec("s", DType::Utf8, &[]).codec.delta);
-        let i = d.add("a%2Fb", (DType::F32, vec![2, 3]), 3, "column");
-        assert_eq!((d.find("a%2Fb"), *d.get(i), d.unsupported("a%2Fb")), (Some(i), "column", None));
+        let i = d.add("a%2Fb", spec.name, (DType::F32, vec![2, 3]), 3, "column");
+        assert_eq!((d.find("a%2Fb"), d.columns[i], d.unsupported("a%2Fb")), (Some(i), "column", None));
+        assert_eq!(d.made[i].fit, Fit { dtype: DType::F32, shape: vec![2, 3], bounds: None });
         assert_eq!(d.name_of("x"), "info/x");
+        let spec = d.widened_spec("a%2Fb", DType::F64, &[2, 3], 3);
+        assert_eq!((spec.name.as_str(), spec.widens, spec.masked), ("info/a%2Fb%Wfloat64", Some(3), true));
     }
 
-    #[test]
-    fn widened_columns_take_the_values_from_then_on() {
-        let mut d = DynamicColumns::<&str, char>::new("info", Timeline::Obs, CodecSpec::default());
-        let first = d.add("prob", (DType::I64, vec![]), 7, "int64");
-        let spec = d.widened_spec("prob", DType::F64, &[], 7);
-        assert_eq!((spec.name.as_str(), spec.widens, spec.masked), ("info/prob%Wfloat64", Some(7), true));
-        assert_eq!(d.latest(first), first);
-        let second = d.add_widened(first, "prob", (DType::F64, vec![]), 8, "float64");
-        assert_eq!((d.latest(first), d.latest(second), d.find("prob")), (second, second, Some(second)));
-    }
-
-    /// A host whose columns are their types: a value fits a column of its own type, or of any
-    /// type it is `fits` for; errors are texts, a misfit's starting with "misfit".
+    /// A host whose value is always `input`, whatever it is read for, and whose columns are
+    /// their types, with ids from `next` on.
     struct Fake {
-        value: Value,
-        fits: Vec<DType>,
+        input: Input,
+        reads: usize,
         added: Vec<(String, Option<u32>)>,
-        put: Vec<DType>,
+        next: u32,
     }
 
-    impl Host<DType, &'static str> for Fake {
+    impl Fake {
+        fn of(input: Input, next: u32) -> Self {
+            Fake { input, reads: 0, added: Vec::new(), next }
+        }
+    }
+
+    impl Host<DType, &'static str, ()> for Fake {
         type Error = String;
-        fn rows(&self) -> Option<usize> {
-            None
+        fn kind(&mut self) -> Result<Option<&'static str>, String> {
+            Ok(match self.input {
+                Input::Unsupported(_) => Some("set"),
+                Input::Array(_) => None,
+                _ => Some("other"),
+            })
         }
-        fn kind(&self) -> &'static str {
-            if matches!(self.value, Value::Unsupported(_)) {
-                "set"
-            } else {
-                "other"
-            }
-        }
-        fn retries(&mut self) -> Result<bool, String> {
-            Ok(false)
-        }
-        fn value(&mut self) -> Result<&Value, String> {
-            Ok(&self.value)
+        fn read(&mut self, _: Option<&DType>, _: &mut Collector<()>) -> Result<Input, String> {
+            self.reads += 1;
+            Ok(self.input.clone())
         }
         fn add(&mut self, spec: NewColumn) -> Result<(u32, DType), String> {
             self.added.push((spec.name.clone(), spec.widens));
-            Ok((self.added.len() as u32 + 9, spec.dtype))
+            self.next += 1;
+            Ok((self.next - 1, spec.dtype))
         }
-        fn put(&mut self, column: &DType) -> Result<(), String> {
-            if !self.fits.contains(column) {
-                return Err(format!("misfit {}", column.name()));
-            }
-            self.put.push(*column);
-            Ok(())
+        fn why(&self, dtype: DType, misfit: Misfit) -> String {
+            format!("{misfit:?} in {}", dtype.name())
         }
-        fn misfit(&self, error: &String) -> Option<String> {
-            error.starts_with("misfit").then(|| error.clone())
-        }
+    }
+
+    fn number(int: Option<i128>, float: Option<f64>, like: Like) -> Input {
+        Input::Number(Number { int, float, is_float: like == Like::Weak(DType::F64) }, like)
     }
 
     #[test]
     fn values_go_to_their_column_widen_it_or_are_left_out() {
         use DType::*;
-        let float = || Value::Array { kind: b'f', name: "float64".into(), shown: "<f8".into(), shape: vec![] };
-        // (the value, the column types it fits, the columns added (name, widens), where it went,
-        // whether it was left out)
-        type Case = (Value, Vec<DType>, Vec<(&'static str, Option<u32>)>, Vec<DType>, bool);
-        let table: [Case; 5] = [
-            (Value::Scalar(I64), vec![I64], vec![], vec![I64], false),
-            (Value::Scalar(F64), vec![F64], vec![("info/x%Wfloat64", Some(10))], vec![F64], false),
-            (float(), vec![F64], vec![("info/x%Wfloat64", Some(10))], vec![F64], false),
+        let float =
+            Input::Array(Array { kind: b'f', itemsize: 8, shown: "<f8".into(), shape: vec![], data: Src::Own(0, 0) });
+        let widened = || vec![("info/x%Wfloat64".to_string(), Some(10))];
+        // (the second value of a key whose first was a Python int, the columns it added (name,
+        // widens), the column its entry went to, or the warning it was left out with)
+        type Case = (Input, Vec<(String, Option<u32>)>, Result<u32, &'static str>);
+        let table: [Case; 6] = [
+            (number(Some(2), Some(2.0), Like::Weak(I64)), vec![], Ok(10)),
+            (number(None, Some(0.5), Like::Weak(F64)), widened(), Ok(20)),
+            (float, widened(), Ok(20)),
             // A Python int that does not fit widens the column as an int64 (here: no wider type).
-            (Value::Scalar(I64), vec![], vec![], vec![], true),
-            (Value::Unsupported("set".into()), vec![], vec![], vec![], true),
+            (
+                number(Some(1 << 70), Some(1e21), Like::Weak(I64)),
+                vec![],
+                Err("Value(\"value 1180591620717411303424 is out of range for int64\") in int64"),
+            ),
+            // A Decimal reads as no integer.
+            (number(None, Some(1.5), Like::Other), vec![], Err("Wrong(\"integer\") in int64")),
+            (
+                Input::Refused("expected numbers, got set".into()),
+                vec![],
+                Err("Value(\"expected numbers, got set\") in int64"),
+            ),
         ];
-        for (value, fits, added, put, left_out) in table {
+        for (input, added, want) in table {
             let mut d = DynamicColumns::<DType, &str>::new("info", Timeline::Obs, CodecSpec::default());
-            let mut first = Fake { value: Value::Scalar(I64), fits: vec![I64], added: vec![], put: vec![] };
-            assert_eq!(d.put(&mut first, "x"), Ok(None));
+            let mut coll = Collector::<()>::default();
+            let at = (Place::regular(None), None);
+            let mut first = Fake::of(number(Some(1), Some(1.0), Like::Weak(I64)), 10);
+            assert_eq!(d.put(&mut first, &mut coll, at, "x"), Ok(None));
             assert_eq!(first.added, [("info/x".to_string(), None)]);
-            let mut host = Fake { value: value.clone(), fits, added: vec![], put: vec![] };
-            let warned = d.put(&mut host, "x").unwrap();
-            let added: Vec<_> = added.into_iter().map(|(name, widens)| (name.to_owned(), widens)).collect();
-            assert_eq!((&host.added, &host.put, warned.is_some()), (&added, &put, left_out), "{value:?}");
+            let mut host = Fake::of(input.clone(), 20);
+            let warned = d.put(&mut host, &mut coll, at, "x").unwrap();
+            let went = match warned {
+                None => Ok(coll.entries().last().unwrap().column),
+                Some(warning) => Err(warning),
+            };
+            let lead = "trajcore: info entry 'x': a value is not recorded (its row reads as missing)";
+            let want =
+                want.map_err(|why| format!("{lead}: column 'info/x': {why} (its first value set the column's type)"));
+            let went = went.map_err(|w| w.split(". The entry").next().unwrap().to_owned());
+            assert_eq!((&host.added, went), (&added, want), "{input:?}");
+            assert_eq!(host.reads, 1, "{input:?}: read once for its column");
         }
     }
 
     #[test]
     fn values_that_make_no_column_are_refused_until_one_does() {
         let mut d = DynamicColumns::<DType, &str>::new("data", Timeline::Obs, CodecSpec::default());
-        let set = Value::Unsupported("set".into());
-        let mut host = Fake { value: set, fits: vec![], added: vec![], put: vec![] };
+        let mut coll = Collector::<()>::default();
+        let mut host = Fake::of(Input::Unsupported("set".into()), 10);
         let why = "values of type set are not supported".to_string();
-        assert_eq!(d.check(&mut host, "x"), Ok(Err(why.clone())));
-        assert_eq!(d.unsupported("x"), Some(&("set", why)));
-        let mut host = Fake { value: Value::Scalar(DType::U8), fits: vec![], added: vec![], put: vec![] };
-        // It makes its column, then does not fit it: the host's error.
-        assert_eq!(d.check(&mut host, "x"), Err("misfit uint8".into()));
+        assert_eq!(d.check(&mut host, &mut coll, None, "x"), Ok(Err(("data/x".into(), why.clone()))));
+        assert_eq!(d.unsupported("x"), Some(&(Some("set"), why.clone())));
+        // The same kind again is refused without being read.
+        assert_eq!(d.check(&mut host, &mut coll, None, "x"), Ok(Err(("data/x".into(), why))));
+        assert_eq!(host.reads, 1);
+        // It makes its column, then does not fit it.
+        let mut host = Fake::of(number(Some(300), Some(300.0), Like::Typed(DType::U8)), 10);
+        let misfit = "Value(\"value 300 is out of range for uint8\") in uint8".to_string();
+        assert_eq!(d.check(&mut host, &mut coll, None, "x"), Ok(Err(("data/x".into(), misfit))));
         assert_eq!((d.find("x"), d.unsupported("x")), (Some(0), None));
     }
 

@@ -1,12 +1,14 @@
-//! Whether a value read once fits a column of fixed type, and its bytes there: how the value is
-//! read (`Fit::reading`), a number (`Number`) or an array's items (`Items`) put into the
-//! column's type, and a discrete space's bounds checked on the bytes, however they came. The
-//! bindings read the Python object as `reading` says and call these.
+//! Whether a value read once fits a column, and its bytes there: how the value is read
+//! (`Fit::reading`), a number or an array's items put into the column's type, and a discrete
+//! space's bounds checked on the bytes, however they came (`Fit::put`). The bindings read the
+//! Python object as `reading` says (an `Input`) and hand it to `put`.
 
 use super::bounds::IntBounds;
 use super::cast::cast_items;
 use super::collect::{Collector, Src};
-use super::values::{check_shape, put_scalar, scalar_read, Scalar, ScalarMisfit, ScalarRead};
+use super::value::{Array, Input, Number};
+use super::values::{check_shape, put_scalar, scalar_read, Misfit, Scalar, ScalarRead};
+use super::widen::make;
 use crate::{ColumnSpec, DType, Result};
 
 /// A column's values as they are fitted: its type, its rows' shape, a discrete space's bounds.
@@ -26,27 +28,6 @@ pub enum Reading {
     Number,
     /// As an array (numpy makes one of a list, tuple or number).
     Array,
-}
-
-/// A number as read once: as an integer and as a float, each where the value reads so;
-/// `is_float`: it is a Python float (which never goes into an integer column).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Number {
-    pub int: Option<i128>,
-    pub float: Option<f64>,
-    pub is_float: bool,
-}
-
-/// An array's items in C order and native byte order, with its dtype: numpy's kind character,
-/// item size and text (`shown`), and whether it is the column's own dtype (`same`).
-#[derive(Debug, Clone, Copy)]
-pub struct Items<'a> {
-    pub kind: u8,
-    pub itemsize: usize,
-    pub shown: &'a str,
-    pub same: bool,
-    pub shape: &'a [usize],
-    pub data: Src,
 }
 
 impl Fit {
@@ -70,31 +51,54 @@ impl Fit {
 
     /// `number` as a value of this (scalar) column, appended to `out`: read as the column
     /// reads numbers (see `scalar_read`); why not.
-    pub fn number(&self, number: Number, out: &mut Vec<u8>) -> std::result::Result<(), ScalarMisfit> {
+    pub fn number(&self, number: Number, out: &mut Vec<u8>) -> std::result::Result<(), Misfit> {
         let read = match scalar_read(self.dtype, number.is_float) {
             ScalarRead::Float => number.float.map(Scalar::Float),
             ScalarRead::Int => number.int.map(Scalar::Int),
-            ScalarRead::Refused(what) => return Err(ScalarMisfit::Wrong(what)),
+            ScalarRead::Refused(what) => return Err(Misfit::Wrong(what)),
         };
         put_scalar(self.dtype, read, out)
     }
 
-    /// The bytes of an array's `items` as rows of this column: the items themselves when their
-    /// dtype is the column's, else cast (see `cast_items`); why not (another shape, a cast
-    /// that would change a value).
-    pub fn items<K>(
+    /// The bytes of `input` as rows of this column (`rows`: the env count of a batched value,
+    /// `None` for one row), within its bounds; why not.
+    pub fn put<K>(
         &self,
         coll: &mut Collector<K>,
         rows: Option<usize>,
-        items: Items<'_>,
+        input: &Input,
+    ) -> std::result::Result<Src, Misfit> {
+        let src = match input {
+            Input::Rows(src) | Input::Strs(src) => *src,
+            Input::Number(number, _) => {
+                let mut fits = Ok(());
+                let src = coll.own_with(|out| fits = self.number(*number, out));
+                fits.map(|()| src)?
+            }
+            Input::Array(array) => self.items(coll, rows, array).map_err(Misfit::Value)?,
+            Input::Refused(why) => return Err(Misfit::Value(why.clone())),
+            _ => return Err(Misfit::Value("a value read for no column".into())),
+        };
+        self.check_bounds(coll.slice(src), rows).map_err(Misfit::Value)?;
+        Ok(src)
+    }
+
+    /// The bytes of an array's items as rows of this column: the items themselves when their
+    /// dtype is the column's, else cast (see `cast_items`); why not (another shape, a cast
+    /// that would change a value).
+    fn items<K>(
+        &self,
+        coll: &mut Collector<K>,
+        rows: Option<usize>,
+        array: &Array,
     ) -> std::result::Result<Src, String> {
-        check_shape(rows, items.shape, &self.shape)?;
-        if items.same {
-            return Ok(items.data);
+        check_shape(rows, &array.shape, &self.shape)?;
+        if make(array.kind, array.itemsize) == Some(self.dtype) {
+            return Ok(array.data);
         }
         let mut cast = Ok(());
-        let src = coll.own_from(items.data, |data, out| {
-            cast = cast_items(items.kind, items.itemsize, items.shown, self.dtype, data, out)
+        let src = coll.own_from(array.data, |data, out| {
+            cast = cast_items(array.kind, array.itemsize, &array.shown, self.dtype, data, out)
         });
         cast.map(|()| src)
     }
@@ -111,6 +115,7 @@ impl Fit {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::writer::entries::value::Like;
 
     fn fit(dtype: DType, shape: &[usize]) -> Fit {
         Fit { dtype, shape: shape.to_vec(), bounds: None }
@@ -137,8 +142,8 @@ mod tests {
     fn numbers_fit_as_their_column_reads_them() {
         let int = |v: i128| Number { int: Some(v), float: Some(v as f64), is_float: false };
         let float = |v: f64| Number { int: None, float: Some(v), is_float: true };
-        let wrong = |what| Err(ScalarMisfit::Wrong(what));
-        type Case<'a> = (DType, Number, std::result::Result<&'a [u8], ScalarMisfit>);
+        let wrong = |what| Err(Misfit::Wrong(what));
+        type Case<'a> = (DType, Number, std::result::Result<&'a [u8], Misfit>);
         let table: [Case<'_>; 8] = [
             (DType::F32, int(1), Ok(&[0, 0, 0x80, 0x3f])),
             (DType::F64, float(0.5), Ok(&[0, 0, 0, 0, 0, 0, 0xe0, 0x3f])),
@@ -146,7 +151,7 @@ mod tests {
             (DType::Bool, float(1.0), wrong("bool")), // a float reads as no integer
             (DType::I8, float(1.0), wrong("integer; floats do not cast safely to integers")),
             (DType::I8, int(-1), Ok(&[0xff])),
-            (DType::U8, int(256), Err(ScalarMisfit::Value("value 256 is out of range for uint8".into()))),
+            (DType::U8, int(256), Err(Misfit::Value("value 256 is out of range for uint8".into()))),
             // An int beyond i128 reads only as a float: no integer column takes it.
             (DType::I64, Number { int: None, float: Some(1e60), is_float: false }, wrong("integer")),
         ];
@@ -162,25 +167,26 @@ mod tests {
         let f64s: Vec<u8> = [1.5f64, -2.0].iter().flat_map(|v| v.to_ne_bytes()).collect();
         let i64s: Vec<u8> = [3i64, 300].iter().flat_map(|v| v.to_ne_bytes()).collect();
         let f32s: Vec<u8> = [1.5f32, -2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
-        // (column type and rows, env count, dtype (kind, size, text, same), shape, items, bytes or why)
+        // (column type and rows, env count, dtype (kind, size, text), shape, items, bytes or why)
         type Case<'a> = (
             DType,
             &'a [usize],
             Option<usize>,
-            (u8, usize, &'a str, bool),
+            (u8, usize, &'a str),
             &'a [usize],
             &'a [u8],
             std::result::Result<Vec<u8>, &'a str>,
         );
-        let table: [Case<'_>; 5] = [
-            (DType::F64, &[], Some(2), (b'f', 8, "<f8", true), &[2], &f64s, Ok(f64s.clone())),
-            (DType::F32, &[2], None, (b'f', 8, "<f8", false), &[2], &f64s, Ok(f32s)),
-            (DType::F64, &[], Some(3), (b'f', 8, "<f8", true), &[2], &f64s, Err("expected shape (3,), got (2,)")),
+        let table: [Case<'_>; 6] = [
+            (DType::F64, &[], Some(2), (b'f', 8, ""), &[2], &f64s, Ok(f64s.clone())),
+            (DType::F32, &[2], None, (b'f', 8, "<f8"), &[2], &f64s, Ok(f32s)),
+            (DType::F64, &[], Some(3), (b'f', 8, ""), &[2], &f64s, Err("expected shape (3,), got (2,)")),
+            (DType::I64, &[2], None, (b'i', 8, ">i8"), &[2], &i64s, Ok(i64s.clone())), // made native
             (
                 DType::U8,
                 &[],
                 Some(2),
-                (b'i', 8, "<i8", false),
+                (b'i', 8, "<i8"),
                 &[2],
                 &i64s,
                 Err("expected dtype uint8, got <i8 with values it does not hold"),
@@ -189,18 +195,46 @@ mod tests {
                 DType::I64,
                 &[2],
                 None,
-                (b'f', 8, "<f8", false),
+                (b'f', 8, "<f8"),
                 &[2],
                 &f64s,
                 Err("expected dtype int64, got <f8 which does not cast safely"),
             ),
         ];
-        for (dtype, shape, rows, (kind, itemsize, shown, same), value_shape, bytes, want) in table {
+        for (dtype, shape, rows, (kind, itemsize, shown), value_shape, bytes, want) in table {
             let mut coll = Collector::<()>::default();
             let data = coll.own(bytes);
-            let items = Items { kind, itemsize, shown, same, shape: value_shape, data };
-            let got = fit(dtype, shape).items(&mut coll, rows, items).map(|src| coll.slice(src).to_vec());
-            assert_eq!(got, want.map_err(str::to_owned), "{dtype:?} {shape:?} {shown}");
+            let array = Array { kind, itemsize, shown: shown.into(), shape: value_shape.to_vec(), data };
+            let got = fit(dtype, shape).put(&mut coll, rows, &Input::Array(array)).map(|src| coll.slice(src).to_vec());
+            assert_eq!(got, want.map_err(|why| Misfit::Value(why.to_owned())), "{dtype:?} {shape:?} {shown}");
+        }
+    }
+
+    #[test]
+    fn inputs_read_for_their_column_are_put_or_refused() {
+        let mut column = fit(DType::I64, &[]);
+        column.bounds = Some(IntBounds { low: vec![0], high: vec![2], space: "Discrete(3)".into() });
+        let number = |int, float, is_float| Input::Number(Number { int, float, is_float }, Like::Other);
+        let mut coll = Collector::<()>::default();
+        let two = coll.own(&2i64.to_le_bytes());
+        // (the value as read, its bytes or why not)
+        let table: [(Input, std::result::Result<&[u8], Misfit>); 6] = [
+            (Input::Rows(two), Ok(&[2, 0, 0, 0, 0, 0, 0, 0])),
+            (number(Some(1), Some(1.0), false), Ok(&[1, 0, 0, 0, 0, 0, 0, 0])),
+            (
+                number(Some(3), Some(3.0), false),
+                Err(Misfit::Value("value 3 is not in Discrete(3) (it takes 0 to 2)".into())),
+            ),
+            (number(None, Some(1.5), false), Err(Misfit::Wrong("integer"))), // a Decimal
+            (
+                Input::Refused("expected numbers, got set".into()),
+                Err(Misfit::Value("expected numbers, got set".into())),
+            ),
+            (Input::Str, Err(Misfit::Value("a value read for no column".into()))),
+        ];
+        for (input, want) in table {
+            let got = column.put(&mut coll, None, &input).map(|src| coll.slice(src).to_vec());
+            assert_eq!(got, want.map(<[u8]>::to_vec), "{input:?}");
         }
     }
 

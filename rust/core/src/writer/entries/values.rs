@@ -36,13 +36,13 @@ pub fn cast_rule(from: u8, itemsize: usize, to: DType) -> Cast {
 }
 
 /// The column type of an array's values (rows of `row_shape`), from its numpy dtype: `kind` (its
-/// kind character), `name` (its canonical name, "float32") and `shown` (as numpy prints it);
-/// why not when no column holds them.
-pub fn array_column_type(kind: u8, name: &str, shown: &str, row_shape: &[usize]) -> Result<DType, String> {
-    match (kind, DType::from_name(name)) {
+/// kind character), `itemsize` and `shown` (as numpy prints it); why not when no column holds
+/// them.
+pub fn array_column_type(kind: u8, itemsize: usize, shown: &str, row_shape: &[usize]) -> Result<DType, String> {
+    match (kind, super::widen::make(kind, itemsize)) {
         (b'U', _) if row_shape.is_empty() => Ok(DType::Utf8),
         (b'U', _) => Err("arrays of strings are not supported".into()),
-        (_, Ok(dtype)) if dtype != DType::Utf8 => Ok(dtype),
+        (_, Some(dtype)) => Ok(dtype),
         _ => Err(format!("dtype {shown} is not supported")),
     }
 }
@@ -117,10 +117,11 @@ pub enum Scalar {
     Int(i128),
 }
 
-/// Why a Python scalar is not recorded in a column: it is not what the column takes (`Wrong`,
-/// naming what it takes), or its value does not fit.
+/// Why a value is not recorded in a column: a Python scalar that is not what the column takes
+/// (`Wrong`, naming what it takes; the bindings add the value's type and text), or a value that
+/// does not fit (its shape, a cast, its range, a discrete space's bounds: why, in words).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ScalarMisfit {
+pub enum Misfit {
     Wrong(&'static str),
     Value(String),
 }
@@ -140,23 +141,23 @@ pub fn scalar_read(dtype: DType, is_float: bool) -> ScalarRead {
 
 /// A Python scalar read as `scalar_read` says (`None`: it could not be read so) as a value of
 /// column type `dtype`, appended to `out`.
-pub fn put_scalar(dtype: DType, value: Option<Scalar>, out: &mut Vec<u8>) -> Result<(), ScalarMisfit> {
+pub fn put_scalar(dtype: DType, value: Option<Scalar>, out: &mut Vec<u8>) -> Result<(), Misfit> {
     match (dtype, value) {
         (DType::Bool, Some(Scalar::Int(v @ (0 | 1)))) => out.push(v as u8),
-        (DType::Bool, _) => return Err(ScalarMisfit::Wrong("bool")),
+        (DType::Bool, _) => return Err(Misfit::Wrong("bool")),
         (DType::F16 | DType::F32 | DType::F64, Some(Scalar::Float(v))) => {
-            put_float(dtype, v, out).map_err(ScalarMisfit::Value)?
+            put_float(dtype, v, out).map_err(Misfit::Value)?
         }
-        (DType::F16 | DType::F32 | DType::F64, _) => return Err(ScalarMisfit::Wrong("number")),
-        (DType::Utf8, _) => return Err(ScalarMisfit::Wrong("str")),
-        (int, Some(Scalar::Int(v))) => put_int(int, v, out).map_err(ScalarMisfit::Value)?,
-        (_, _) => return Err(ScalarMisfit::Wrong("integer")),
+        (DType::F16 | DType::F32 | DType::F64, _) => return Err(Misfit::Wrong("number")),
+        (DType::Utf8, _) => return Err(Misfit::Wrong("str")),
+        (int, Some(Scalar::Int(v))) => put_int(int, v, out).map_err(Misfit::Value)?,
+        (_, _) => return Err(Misfit::Wrong("integer")),
     }
     Ok(())
 }
 
 /// The message for a Python scalar that is not what a column of `dtype` takes (`what`, see
-/// `ScalarMisfit::Wrong`): its type's name and its text.
+/// `Misfit::Wrong`): its type's name and its text.
 pub fn scalar_wrong(dtype: DType, what: &str, type_name: &str, text: String) -> String {
     format!("expected {} (a {what}), got {type_name} {}", dtype.name(), short_text(text))
 }
@@ -274,8 +275,8 @@ mod tests {
     #[test]
     fn python_scalars_fit_or_say_why() {
         use Scalar::*;
-        let wrong = |what| Err(ScalarMisfit::Wrong(what));
-        type Case<'a> = (DType, Option<Scalar>, Result<&'a [u8], ScalarMisfit>);
+        let wrong = |what| Err(Misfit::Wrong(what));
+        type Case<'a> = (DType, Option<Scalar>, Result<&'a [u8], Misfit>);
         let table: [Case<'_>; 9] = [
             (DType::Bool, Some(Int(1)), Ok(&[1])),
             (DType::Bool, Some(Int(2)), wrong("bool")),
@@ -283,7 +284,7 @@ mod tests {
             (DType::F32, Some(Float(0.5)), Ok(&[0, 0, 0, 0x3f])),
             (DType::F64, None, wrong("number")),
             (DType::I16, Some(Int(-2)), Ok(&[0xfe, 0xff])),
-            (DType::U8, Some(Int(256)), Err(ScalarMisfit::Value("value 256 is out of range for uint8".into()))),
+            (DType::U8, Some(Int(256)), Err(Misfit::Value("value 256 is out of range for uint8".into()))),
             (DType::I64, None, wrong("integer")),
             (DType::I64, Some(Float(1.0)), wrong("integer")),
         ];
@@ -415,12 +416,15 @@ mod tests {
 
     #[test]
     fn arrays_give_their_column_type() {
-        assert_eq!(array_column_type(b'f', "float32", "<f4", &[2]), Ok(DType::F32));
-        assert_eq!(array_column_type(b'U', "str96", "<U3", &[]), Ok(DType::Utf8));
-        assert_eq!(array_column_type(b'U', "str96", "<U3", &[2]), Err("arrays of strings are not supported".into()));
-        assert_eq!(array_column_type(b'c', "complex64", "<c8", &[]), Err("dtype <c8 is not supported".into()));
-        assert_eq!(array_column_type(b'O', "object", "|O", &[]), Err("dtype |O is not supported".into()));
-        assert_eq!(array_column_type(b'O', "str", "|O", &[]), Err("dtype |O is not supported".into()));
+        assert_eq!(array_column_type(b'f', 4, "<f4", &[2]), Ok(DType::F32));
+        assert_eq!(array_column_type(b'f', 2, "<f2", &[]), Ok(DType::F16));
+        assert_eq!(array_column_type(b'b', 1, "|b1", &[]), Ok(DType::Bool));
+        assert_eq!(array_column_type(b'U', 12, "<U3", &[]), Ok(DType::Utf8));
+        assert_eq!(array_column_type(b'U', 12, "<U3", &[2]), Err("arrays of strings are not supported".into()));
+        assert_eq!(array_column_type(b'c', 8, "<c8", &[]), Err("dtype <c8 is not supported".into()));
+        assert_eq!(array_column_type(b'f', 16, "<f16", &[]), Err("dtype <f16 is not supported".into()));
+        assert_eq!(array_column_type(b'O', 8, "|O", &[]), Err("dtype |O is not supported".into()));
+        assert_eq!(array_column_type(b'S', 1, "|S1", &[]), Err("dtype |S1 is not supported".into()));
     }
 
     #[test]
