@@ -36,6 +36,18 @@ def shard_keys(s3: S3, bucket: str, prefix: str) -> list[str]:
     return sorted(n for n in names if n.endswith(".trj") and "/" not in n)
 
 
+def eviction_logs(s3: S3, bucket: str, prefix: str) -> list[str]:
+    """The shards the eviction log objects under `prefix` name (each bounded recording its own
+    log object), all of them."""
+    listed = s3.client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/").get("Contents", [])
+    keys = [o["Key"] for o in listed if o["Key"].split("/")[-1].startswith("trajcore-evictions")]
+    return [
+        shard
+        for key in keys
+        for shard in json.loads(s3.client.get_object(Bucket=bucket, Key=key)["Body"].read())["evicted_shards"]
+    ]
+
+
 def record(
     path: str | Path,
     seed: int,
@@ -204,8 +216,7 @@ def test_a_killed_recorders_segments_are_made_a_shard_and_counted_when_reopened(
     assert f"buffer/{shard.name}" not in [o["Key"] for o in names]
     assert stats["evicted_steps"] >= kept_before + lost["given"]
     with trajcore.open(url, storage_options=s3.options) as ds:
-        log = s3.client.get_object(Bucket=bucket, Key="buffer/trajcore-evictions.json")["Body"].read()
-        assert shard.name in json.loads(log)["evicted_shards"]
+        assert shard.name in eviction_logs(s3, bucket, "buffer")
         assert ds.evicted_steps == evicted_before + stats["evicted_steps"]
         assert ds.num_steps + ds.evicted_steps == first["given"] + lost["given"] + stats["given"]
         assert not ds.problems
@@ -236,3 +247,139 @@ def test_a_store_failing_while_a_reopened_bounded_recording_counts_fails_it_by_n
     assert kept + stats["given"] > 400 + 400 // 10 and stats["evicted_steps"] > 0
     with trajcore.open(url, storage_options=s3.options) as ds:
         assert ds.num_steps <= 400 + 400 // 10 and not ds.problems
+
+
+def record_spread(
+    path: str | Path, seed: int, episodes: int, given: set[bytes] | None = None, each_cycle: Callable[[], None] = lambda: None, **options: Any
+) -> dict[str, dict[str, Any]]:
+    """`episodes` episodes of the real PettingZoo env simple_spread (3 agents, 25 cycles each)
+    recorded by `RecordParallelEpisodes` into `path`, with seeded random actions; each agent's
+    (observation, action, next observation) transitions go into `given`. Returns each agent's
+    recorder stats after close."""
+    from mpe2 import simple_spread_v3
+
+    env = trajcore.RecordParallelEpisodes(simple_spread_v3.parallel_env(max_cycles=25), path, **options)
+    rng = np.random.default_rng(seed)
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=seed * 1000 + episode)
+        while env.agents:
+            actions = {a: int(rng.integers(0, 5)) for a in env.agents}
+            nxt, *_ = env.step(actions)
+            if given is not None:
+                for a, action in actions.items():
+                    given.add(obs[a].tobytes() + np.int64(action).tobytes() + nxt[a].tobytes())
+            obs = nxt
+            each_cycle()
+    env.close()
+    return {str(a): s for a, s in env.stats().items()}
+
+
+def assert_same_agents(got: trajcore.Dataset, want: trajcore.Dataset) -> None:
+    """Each agent's episodes, in order, the same in both (shards of different agents interleave
+    by their recording ids, which differ between two recordings)."""
+    assert sorted(got.agents) == sorted(want.agents) and got.agents
+    assert got.evicted_steps == want.evicted_steps
+    for agent in got.agents:
+        mine = [e for e in got.episodes if e.agent == agent]
+        theirs = [e for e in want.episodes if e.agent == agent]
+        assert len(mine) == len(theirs) > 0, agent
+        for a, b in zip(mine, theirs, strict=True):
+            assert (a.complete, a.continued, a.length) == (b.complete, b.continued, b.length)
+            np.testing.assert_array_equal(a.observations, b.observations)
+            np.testing.assert_array_equal(a.actions, b.actions)
+            np.testing.assert_array_equal(a.rewards, b.rewards)
+
+
+def test_the_multi_agent_recorders_bound_one_prefix_each_agent_by_its_capacity(
+    s3: S3, no_aws_env: None, tmp_path: Path
+) -> None:
+    """simple_spread's 3 agents, one recorder each, into one prefix with capacity 200 each: every
+    agent's recorder counts and evicts its own agent's shards, with its own eviction log object,
+    and the logs add up. A reader of the prefix following along samples only transitions the
+    env gave; afterwards the prefix reads as the same recording into a local directory, episode
+    for episode, evicted_steps included, and it holds at most 200 plus a shard per agent.
+    Reopened on the prefix, each agent's recorder counts its agent's old shards."""
+    pytest.importorskip("mpe2", reason="needs mpe2 (pip install '.[test]')")
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/spread"
+    local = tmp_path / "spread"
+    store = {"flush_interval": INTERVAL, "storage_options": s3.options}
+    given: set[bytes] = set()
+    # Written once, so the reader following along has a prefix to open.
+    record_spread(url, 0, 1, given, capacity_steps=200, **store)
+    record_spread(local, 0, 1, capacity_steps=200)
+    reader = trajcore.open(url, storage_options=s3.options)
+    sampled = cycles = 0
+
+    def follow() -> None:
+        nonlocal sampled, cycles
+        cycles += 1
+        if cycles % 10:
+            return
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", trajcore.TrajcoreWarning)
+            reader.refresh()
+        for agent in reader.agents:
+            mine = reader.select(agent=agent)
+            if not mine.num_steps:
+                continue
+            batch = mine.sample_transitions(16, seed=cycles)
+            for o, a, n in zip(batch["observations"], batch["actions"], batch["next_observations"], strict=True):
+                assert o.tobytes() + np.asarray(a, dtype=np.int64).tobytes() + n.tobytes() in given
+            sampled += 16
+
+    # 3 agents x 25 x 30 = 2,250 transitions into capacities of 200 (shards of 20) per agent.
+    stats = record_spread(url, 1, 30, given, follow, capacity_steps=200, **store)
+    want = record_spread(local, 1, 30, capacity_steps=200)
+    reader.close()
+    assert sampled > 0
+    for agent, s in stats.items():
+        assert s["eviction_error"] is None
+        assert s["evicted_steps"] == want[agent]["evicted_steps"] > 0, agent
+    objects = s3.client.list_objects_v2(Bucket=bucket, Prefix="spread/").get("Contents", [])
+    logs = [o["Key"] for o in objects if o["Key"].split("/")[-1].startswith("trajcore-evictions")]
+    assert len(logs) == 3, logs  # one per agent's recording (the first recording evicted nothing)
+    assert not [o["Key"] for o in objects if ".trj.open/" in o["Key"]]
+    with trajcore.open(url, storage_options=s3.options) as ds, trajcore.open(local) as mirror:
+        assert ds.evicted_steps == sum(s["evicted_steps"] for s in stats.values())
+        assert ds.num_steps + ds.evicted_steps == 3 * 25 * 31
+        for agent in ds.agents:
+            assert ds.select(agent=agent).num_steps <= 200 + 20, agent
+        assert len(ds.shards) == len(shard_keys(s3, bucket, "spread")) and not ds.problems
+        assert_same_agents(ds, mirror)
+    # Reopened: each agent's recorder counts its agent's old shards (about 200 each) with 75 new.
+    again = record_spread(url, 2, 3, capacity_steps=200, **store)
+    again_local = record_spread(local, 2, 3, capacity_steps=200)
+    for agent, s in again.items():
+        assert s["evicted_steps"] == again_local[agent]["evicted_steps"] > 0, agent
+    with trajcore.open(url, storage_options=s3.options) as ds, trajcore.open(local) as mirror:
+        assert ds.num_steps + ds.evicted_steps == 3 * 25 * 34
+        assert_same_agents(ds, mirror)
+
+
+def test_a_store_failing_while_the_multi_agent_recorders_start_fails_them_by_name(
+    s3: S3, no_aws_env: None, tmp_path: Path
+) -> None:
+    """The multi-agent recorders with a capacity make what a killed recorder left in the prefix
+    into shards before any agent records: a store failing then fails the constructor with
+    `TrajcoreIOError` naming the URL; once the store answers, the same call records, bounded."""
+    pytest.importorskip("mpe2", reason="needs mpe2 (pip install '.[test]')")
+    from mpe2 import simple_spread_v3
+
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/spread"
+    record_spread(url, 0, 10, capacity_steps=100, storage_options=s3.options)
+    with s3_proxy(s3.endpoint) as proxy:
+        options = {**s3.options, "endpoint": proxy.endpoint, "max_retries": "0", "retry_timeout": "5"}
+        proxy.fail(-1)
+        with pytest.raises(trajcore.TrajcoreIOError, match=url):
+            trajcore.RecordParallelEpisodes(
+                simple_spread_v3.parallel_env(), url, capacity_steps=100, storage_options=options
+            )
+        proxy.fail(0)
+        stats = record_spread(url, 1, 2, capacity_steps=100, storage_options=options)
+    assert all(s["evicted_steps"] > 0 for s in stats.values()), stats
+    with trajcore.open(url, storage_options=s3.options) as ds:
+        assert not ds.problems
+        for agent in ds.agents:
+            assert ds.select(agent=agent).num_steps <= 100 + 10, agent

@@ -23,7 +23,7 @@ __all__ = ["prior_shards", "refuse_shared_prefix"]
 
 
 def prior_shards(
-    path: str | os.PathLike[str], agent: str | None, staging: str | None = None
+    path: str | os.PathLike[str], agent: str | None, staging: str | None = None, *, recover: bool = True
 ) -> list[tuple[str, int]]:
     """The shards in `path` (of `agent`'s recordings, for a multi-agent recorder; of
     single-agent recordings otherwise) and the transitions each holds, in the reader's order
@@ -34,7 +34,9 @@ def prior_shards(
     its shards are named as files of `staging` (the core's uploads delete the object of each
     evicted one by its name). The segments a killed recorder left there are made into its shard
     first (as `trajcore recover URL` does), so the capacity counts them as a killed local
-    recording's last shard is counted. A store that fails is not taken for an empty prefix.
+    recording's last shard is counted (unless not `recover`: the caller did it before any of its
+    recorders wrote, as the multi-agent recorders do, whose agents' recorders start one by
+    one). A store that fails is not taken for an empty prefix.
 
     Raises:
         TrajcoreIOError: the store failed (after its retries), naming the URL and why.
@@ -45,7 +47,7 @@ def prior_shards(
             return []
     from trajcore.read.dataset import open as open_dataset
 
-    if staging is not None:
+    if staging is not None and recover:
         recover_store(os.fspath(path))
     try:
         with open_dataset(path) as existing:
