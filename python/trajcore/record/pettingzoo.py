@@ -44,7 +44,7 @@ class _AgentWriters:
             # One recorder per agent, each counting and evicting its agent's shards only, with its
             # own eviction log object. What a killed recorder left is made into shards now, before
             # any agent's recorder writes segments there (they start as their agents appear).
-            recover_store(os.fspath(path), options.get("storage_options"))
+            recover_store(os.fspath(path), options.get("storage_options"), skip_live=True)
         self._env = env
         self._path = path
         self._metadata = metadata

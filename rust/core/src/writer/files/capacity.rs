@@ -272,7 +272,9 @@ impl Capacity {
     }
 
     /// The recording `recording_id` goes up to the store prefix `url` through `uploads` (its
-    /// directory is the staging directory): each eviction is told to them (they put the
+    /// directory is the staging directory). It holds a lease there (`objstore::leases`) while
+    /// it records, so that recorders starting on the prefix meanwhile leave its shards to it.
+    /// Each eviction is told to them (they put the
     /// recording's own eviction log up, `store_log_name`, then delete the shards' objects). The
     /// prefix's shards are among the prior ones (the caller listed them, as staging paths: their
     /// files are not here, their objects are). The logs of the prefix's recordings are left as
@@ -287,6 +289,9 @@ impl Capacity {
     pub fn uploading_to(mut self, uploads: UploadQueue, url: &str, recording_id: &[u8; 16]) -> Result<Capacity> {
         let url = url.trim_end_matches('/');
         self.log_name = store_log_name(recording_id);
+        // Before any object of this recording exists: another recorder that lists one of them
+        // finds the lease too, and leaves the recording's shards to it.
+        uploads.hold_lease(url, recording_id)?;
         let log = EvictionLog::read(Path::new(url))?;
         if !log.evicted_shards.is_empty() {
             let location = crate::objstore::url::locate(url)?;
@@ -358,6 +363,22 @@ impl Capacity {
         }
         Ok(deleted)
     }
+}
+
+/// Which of the shards `names` (the last parts of their keys, under the store prefix `url`)
+/// belong to a recording that holds a fresh lease there now (`objstore::leases`): another
+/// recorder's, live, that a recording starting on the prefix neither counts nor recovers, as a
+/// directory's recorder leaves the shards of a recording whose shard lock is held. Call it
+/// after listing `names`: a recording's lease is put before any of its objects, so one whose
+/// object was listed has its lease seen here.
+///
+/// Errors: `Io` (the store, naming the URL and why), `Invalid` (a bad URL).
+#[cfg(feature = "remote")]
+pub fn of_live_recordings(url: &str, names: &[String]) -> Result<Vec<bool>> {
+    let tag_len = 2 * shard::RECORDING_TAG_BYTES;
+    let live: HashSet<String> =
+        crate::objstore::leases::live_recordings(url)?.into_iter().map(|id| id[..tag_len].to_string()).collect();
+    Ok(names.iter().map(|name| shard::recording_tag_of(name).is_some_and(|tag| live.contains(tag))).collect())
 }
 
 /// `dir` opened and locked (`flock`, exclusive: waits for the other holder, who only reads,
