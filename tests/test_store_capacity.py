@@ -383,3 +383,151 @@ def test_a_store_failing_while_the_multi_agent_recorders_start_fails_them_by_nam
         assert not ds.problems
         for agent in ds.agents:
             assert ds.select(agent=agent).num_steps <= 100 + 10, agent
+
+
+# A bounded CartPole x4 recorder in a process of its own, stepping when told: each line it reads
+# is a number of vector steps to take ("stepped" once done), 0 closes it and prints its stats.
+STEPPER = """
+import json, sys, gymnasium as gym, numpy as np, trajcore
+path, seed, capacity, given_path, options = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+store = {"storage_options": json.loads(options)} if options else {}
+envs = gym.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync")
+rec = trajcore.RecordVectorEpisodes(envs, path, {"who": seed}, capacity_steps=capacity, flush_interval=0.25, **store)
+rng = np.random.default_rng(seed)
+obs, _ = rec.reset(seed=seed)
+autoreset = np.zeros(4, dtype=bool)
+given = open(given_path, "w")
+print("ready", flush=True)
+for line in sys.stdin:
+    if int(line) == 0:
+        break
+    for _ in range(int(line)):
+        actions = rng.integers(0, 2, 4)
+        nxt, _, term, trunc, _ = rec.step(actions)
+        for i in range(4):
+            if not autoreset[i]:
+                given.write((obs[i].tobytes() + actions[i].tobytes() + nxt[i].tobytes()).hex() + "\\n")
+        autoreset, obs = term | trunc, nxt
+    print("stepped", flush=True)
+rec.close()
+given.close()
+print(json.dumps({k: v for k, v in rec.stats().items() if isinstance(v, int | float | None)}), flush=True)
+"""
+
+
+class Stepper:
+    """A `STEPPER` process recording into `path`; `step(n)` waits until it took n vector steps."""
+
+    def __init__(self, path: str | Path, seed: int, capacity: int, given: Path, options: dict[str, str] | None) -> None:
+        import subprocess
+        import sys
+
+        self.given = given
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", STEPPER, str(path), str(seed), str(capacity), str(given), json.dumps(options) if options else ""],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None and self.proc.stdout.readline() == "ready\n"
+
+    def step(self, n: int) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{n}\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline() == "stepped\n"
+
+    def close(self) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("0\n")
+        self.proc.stdin.flush()
+        stats = json.loads(self.proc.stdout.readline())
+        assert self.proc.wait(timeout=60) == 0
+        return dict(stats)
+
+    def count(self) -> int:
+        """The transitions the env gave."""
+        return len(self.given.read_text().split())
+
+    def transitions(self) -> set[bytes]:
+        return {bytes.fromhex(line) for line in self.given.read_text().split()}
+
+
+def test_recorders_in_separate_processes_leave_each_others_shards_alone_in_one_prefix(
+    s3: S3, no_aws_env: None, tmp_path: Path
+) -> None:
+    """Two bounded recorders in processes of their own on one prefix (capacity 400 each, shards
+    of 40): A records, then waits, alive, while B starts on the prefix and records past its
+    capacity. B neither counts nor deletes A's shards (A holds a lease in the prefix, as a
+    directory's recorder holds the lock on its shard); each evicts only its own oldest shards,
+    and their eviction logs add up. A reader of the prefix following along samples only
+    transitions the env gave. Done the same into a local directory, the prefix reads the same,
+    recording for recording, evicted_steps included. A recording started after both stopped
+    counts both (their leases are gone)."""
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/shared"
+    local = tmp_path / "shared"
+    local.mkdir()
+
+    def stepper(path: str | Path, seed: int, options: dict[str, str] | None) -> Stepper:
+        return Stepper(path, seed, 400, tmp_path / f"given-{seed}-{'store' if options else 'local'}.hex", options)
+
+    a, a_local = stepper(url, 0, s3.options), stepper(local, 0, None)
+    for s in (a, a_local):
+        s.step(300)  # 1,200 transitions: A evicts its own oldest shards
+    deadline = time.monotonic() + 60
+    while not shard_keys(s3, bucket, "shared"):  # B must find A's shards: wait for the first upload
+        assert time.monotonic() < deadline, "A's shards never went up"
+        time.sleep(0.05)
+    reader = trajcore.open(url, storage_options=s3.options)
+    b, b_local = stepper(url, 1, s3.options), stepper(local, 1, None)
+    sampled: list[bytes] = []
+    for _ in range(6):
+        for s in (b, b_local):
+            s.step(50)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", trajcore.TrajcoreWarning)
+            reader.refresh()
+        batch = reader.sample_transitions(64, seed=len(sampled))
+        rows = zip(batch["observations"], batch["actions"], batch["next_observations"], strict=True)
+        sampled += [o.tobytes() + np.asarray(x, dtype=np.int64).tobytes() + n.tobytes() for o, x, n in rows]
+    stats = {"b": b.close(), "b_local": b_local.close()}
+    for s in (a, a_local):
+        s.step(100)
+    stats |= {"a": a.close(), "a_local": a_local.close()}
+    reader.close()
+    given = a.transitions() | b.transitions()
+    assert sampled and all(row in given for row in sampled)
+    for who in ("a", "b"):
+        assert stats[who]["evicted_steps"] == stats[f"{who}_local"]["evicted_steps"] > 0, who
+    with trajcore.open(url, storage_options=s3.options) as ds, trajcore.open(local) as want:
+        assert ds.evicted_steps == stats["a"]["evicted_steps"] + stats["b"]["evicted_steps"] == want.evicted_steps
+        assert ds.num_steps + ds.evicted_steps == a.count() + b.count()
+        assert len(ds.shards) == len(shard_keys(s3, bucket, "shared")) and not ds.problems
+        for who in (0, 1):
+
+            def kept(d: trajcore.Dataset) -> tuple[int, list[Any]]:
+                (r,) = [r for r in range(d.num_recordings) if d.meta(r)["metadata"]["who"] == who]
+                return sum(n for q, n in d._core.shard_steps if q == r), [e for e in d.episodes if e.recording == r]
+
+            (steps, mine), (want_steps, theirs) = kept(ds), kept(want)
+            assert steps == want_steps <= 400 + 40, who
+            for x, y in zip(mine, theirs, strict=True):
+                assert (x.env_index, x.complete, x.continued, x.length) == (y.env_index, y.complete, y.continued, y.length)
+                np.testing.assert_array_equal(x.observations, y.observations)
+                np.testing.assert_array_equal(x.actions, y.actions)
+    objects = s3.client.list_objects_v2(Bucket=bucket, Prefix="shared/").get("Contents", [])
+    names = [o["Key"].split("/", 1)[1] for o in objects]
+    # Each recorder evicted only its own shards (their names carry its recording's tag), into
+    # its own log: B never took A's, though it found them in the prefix.
+    logs = [n for n in names if n.startswith("trajcore-evictions-")]
+    assert len(logs) == 2, logs
+    for log in logs:
+        owner = log.removeprefix("trajcore-evictions-")[:8]
+        shards = json.loads(s3.client.get_object(Bucket=bucket, Key=f"shared/{log}")["Body"].read())["evicted_shards"]
+        assert shards and all(shard.split("-")[-2] == owner for shard in shards), (log, shards)
+    assert not [n for n in names if n.startswith(("trajcore-lease-", "trajcore-clock-")) or ".trj.open/" in n], names
+    # Both stopped: a new bounded recording counts what both kept.
+    _, again = record(url, 2, lambda s: s == 100, capacity_steps=400, flush_interval=INTERVAL, storage_options=s3.options)
+    _, again_local = record(local, 2, lambda s: s == 100, capacity_steps=400)
+    assert again["evicted_steps"] == again_local["evicted_steps"] >= 400
