@@ -250,7 +250,12 @@ def test_a_store_failing_while_a_reopened_bounded_recording_counts_fails_it_by_n
 
 
 def record_spread(
-    path: str | Path, seed: int, episodes: int, given: set[bytes] | None = None, each_cycle: Callable[[], None] = lambda: None, **options: Any
+    path: str | Path,
+    seed: int,
+    episodes: int,
+    given: set[bytes] | None = None,
+    each_cycle: Callable[[], None] = lambda: None,
+    **options: Any,
 ) -> dict[str, dict[str, Any]]:
     """`episodes` episodes of the real PettingZoo env simple_spread (3 agents, 25 cycles each)
     recorded by `RecordParallelEpisodes` into `path`, with seeded random actions; each agent's
@@ -415,6 +420,16 @@ print(json.dumps({k: v for k, v in rec.stats().items() if isinstance(v, int | fl
 """
 
 
+def outline(e: Any) -> tuple[int, bool, bool, int]:
+    return (e.env_index, e.complete, e.continued, e.length)
+
+
+def kept_by(ds: trajcore.Dataset, who: int) -> tuple[int, list[Any]]:
+    """The transitions kept of the recording whose metadata says `who`, and its episodes."""
+    (r,) = [r for r in range(ds.num_recordings) if ds.meta(r)["metadata"]["who"] == who]
+    return sum(n for q, n in ds._core.shard_steps if q == r), [e for e in ds.episodes if e.recording == r]
+
+
 class Stepper:
     """A `STEPPER` process recording into `path`; `step(n)` waits until it took n vector steps."""
 
@@ -424,7 +439,16 @@ class Stepper:
 
         self.given = given
         self.proc = subprocess.Popen(
-            [sys.executable, "-c", STEPPER, str(path), str(seed), str(capacity), str(given), json.dumps(options) if options else ""],
+            [
+                sys.executable,
+                "-c",
+                STEPPER,
+                str(path),
+                str(seed),
+                str(capacity),
+                str(given),
+                json.dumps(options) if options else "",
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -505,15 +529,10 @@ def test_recorders_in_separate_processes_leave_each_others_shards_alone_in_one_p
         assert ds.num_steps + ds.evicted_steps == a.count() + b.count()
         assert len(ds.shards) == len(shard_keys(s3, bucket, "shared")) and not ds.problems
         for who in (0, 1):
-
-            def kept(d: trajcore.Dataset) -> tuple[int, list[Any]]:
-                (r,) = [r for r in range(d.num_recordings) if d.meta(r)["metadata"]["who"] == who]
-                return sum(n for q, n in d._core.shard_steps if q == r), [e for e in d.episodes if e.recording == r]
-
-            (steps, mine), (want_steps, theirs) = kept(ds), kept(want)
+            (steps, mine), (want_steps, theirs) = kept_by(ds, who), kept_by(want, who)
             assert steps == want_steps <= 400 + 40, who
             for x, y in zip(mine, theirs, strict=True):
-                assert (x.env_index, x.complete, x.continued, x.length) == (y.env_index, y.complete, y.continued, y.length)
+                assert outline(x) == outline(y)
                 np.testing.assert_array_equal(x.observations, y.observations)
                 np.testing.assert_array_equal(x.actions, y.actions)
     objects = s3.client.list_objects_v2(Bucket=bucket, Prefix="shared/").get("Contents", [])
@@ -528,6 +547,8 @@ def test_recorders_in_separate_processes_leave_each_others_shards_alone_in_one_p
         assert shards and all(shard.split("-")[-2] == owner for shard in shards), (log, shards)
     assert not [n for n in names if n.startswith(("trajcore-lease-", "trajcore-clock-")) or ".trj.open/" in n], names
     # Both stopped: a new bounded recording counts what both kept.
-    _, again = record(url, 2, lambda s: s == 100, capacity_steps=400, flush_interval=INTERVAL, storage_options=s3.options)
+    _, again = record(
+        url, 2, lambda s: s == 100, capacity_steps=400, flush_interval=INTERVAL, storage_options=s3.options
+    )
     _, again_local = record(local, 2, lambda s: s == 100, capacity_steps=400)
     assert again["evicted_steps"] == again_local["evicted_steps"] >= 400

@@ -66,7 +66,8 @@ def prior_shards(
         # Asked after the listing: a recording whose shard was listed put its lease before it.
         names = [file.rsplit("/", 1)[-1] for file, _ in shards]
         live = _core.live_store_shards(os.fspath(path), names) if names else []
-        return [(os.path.join(staging, name), n) for name, (_, n), alive in zip(names, shards, live, strict=True) if not alive]
+        kept = zip(names, shards, live, strict=True)
+        return [(os.path.join(staging, name), n) for name, (_, n), alive in kept if not alive]
     except TrajcoreError as e:
         if staging is not None and isinstance(e, TrajcoreFileNotFoundError):
             return []  # a prefix with no shard yet
