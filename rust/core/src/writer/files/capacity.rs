@@ -607,7 +607,8 @@ mod tests {
             std::fs::write(shard(i), b"x").unwrap();
         }
         // Killed after logging shards 0 and 1, before deleting shard 1.
-        let logged = [(shard(0).as_path(), 4, None), (shard(1).as_path(), 4, None)];
+        let (first, second) = (shard(0), shard(1));
+        let logged = [(first.as_path(), 4, None), (second.as_path(), 4, None)];
         EvictionLog::add(dir.path(), EVICTION_LOG, logged.into_iter()).unwrap();
         std::fs::remove_file(shard(0)).unwrap();
         let _capacity = Capacity::new(10, dir.path(), &[(shard(2), 6)]).unwrap();
