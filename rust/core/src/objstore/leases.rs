@@ -135,7 +135,8 @@ mod tests {
         let (ida, idb) = ("aa".repeat(16), "bb".repeat(16));
         let ttl = Duration::from_secs(60);
         // (leases, now, fresh recordings)
-        let cases: Vec<(Vec<(String, i64)>, i64, Vec<&str>)> = vec![
+        type Case<'a> = (Vec<(String, i64)>, i64, Vec<&'a str>);
+        let cases: Vec<Case> = vec![
             (vec![], 100, vec![]),
             (vec![(a.clone(), 100)], 100, vec![&ida]),
             (vec![(a.clone(), 41)], 100, vec![&ida]),
