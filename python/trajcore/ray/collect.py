@@ -97,7 +97,12 @@ class Collector:
         seconds = time.perf_counter() - started
         stats = rec.stats()
         shards = shards_under(self.path, rec.shard_paths) if store else rec.shard_paths
-        if self.options.get("capacity_steps") is not None:
+        if self.options.get("capacity_steps") is not None and store:
+            # Less the ones it evicted: what the prefix lists (readers leave out what its logs name).
+            with Dataset(self.path, storage_options=self.storage_options) as listing:
+                kept = set(listing.shards)
+            shards = [url for url in shards if url in kept]
+        elif self.options.get("capacity_steps") is not None:
             shards = [p for p in shards if os.path.exists(p)]  # less the ones it evicted
         return {
             "actor_index": self.actor_index,
