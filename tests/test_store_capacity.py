@@ -552,3 +552,47 @@ def test_recorders_in_separate_processes_leave_each_others_shards_alone_in_one_p
     )
     _, again_local = record(local, 2, lambda s: s == 100, capacity_steps=400)
     assert again["evicted_steps"] == again_local["evicted_steps"] >= 400
+
+
+def test_a_killed_recorders_shards_are_left_alone_while_its_lease_is_fresh(
+    s3: S3, no_aws_env: None, tmp_path: Path
+) -> None:
+    """A bounded recorder killed with SIGKILL leaves its lease in the prefix, fresh for 60 s by
+    the store's clock: a bounded recording started within that time takes it for live (a store
+    cannot tell a killed recorder from a slow one sooner), so it neither counts, recovers nor
+    deletes its shards and segments; it bounds its own. (docs/replay-buffer.md, "Several
+    recorders on one store prefix"; a directory's recorder counts them at once, the shard lock
+    having died with the process.)"""
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/killed"
+    a = Stepper(url, 0, 400, tmp_path / "given-a.hex", s3.options)
+    a.step(150)  # 600 transitions: shards of 40, the oldest evicted by A itself
+
+    def objects() -> list[str]:
+        listed = s3.client.list_objects_v2(Bucket=bucket, Prefix="killed/").get("Contents", [])
+        return [o["Key"].split("/", 1)[1] for o in listed]
+
+    deadline = time.monotonic() + 60
+    while not [k for k in objects() if ".trj.open/" in k] or not shard_keys(s3, bucket, "killed"):
+        assert time.monotonic() < deadline, "A's shards and segments never went up"
+        a.step(1)  # the open shard's records go up as segments each flush interval
+    a.proc.kill()
+    assert a.proc.wait(timeout=60) != 0
+    left = objects()
+    (lease,) = [k for k in left if k.startswith("trajcore-lease-")]
+    segments = [k for k in left if ".trj.open/" in k]
+    a_shards = shard_keys(s3, bucket, "killed")
+    _, stats = record(
+        url, 1, lambda s: s == 300, capacity_steps=400, flush_interval=INTERVAL, storage_options=s3.options
+    )
+    after = objects()
+    assert set(a_shards) <= set(after) and set(segments) <= set(after) and lease in after
+    owner = lease.removeprefix("trajcore-lease-")[:8]
+    b_logs = [k for k in after if k.startswith("trajcore-evictions-") and owner not in k]
+    (b_log,) = b_logs
+    evicted = json.loads(s3.client.get_object(Bucket=bucket, Key=f"killed/{b_log}")["Body"].read())["evicted_shards"]
+    assert evicted and all(shard.split("-")[-2] != owner for shard in evicted)
+    with trajcore.open(url, storage_options=s3.options) as ds:
+        b_kept = sum(n for r, n in ds._core.shard_steps if ds.meta(r)["metadata"].get("who") is None)
+        assert 0 < b_kept <= 400 + 40 and stats["evicted_steps"] > 0
+        assert not ds.problems
