@@ -20,6 +20,9 @@
 //!   vanish), then the shards' objects and segments are deleted. A shard still waiting for its
 //!   upload is not uploaded. What fails is tried again at the next interval, as an upload is.
 //!
+//! - A bounded recording holds a lease in the prefix (`leases`): the thread puts it again every
+//!   `LEASE_RENEW` and deletes it at close, once everything is up.
+//!
 //! Memory: the thread holds the names of the shards not yet up whole and one upload part.
 
 use std::collections::BTreeMap;
