@@ -137,3 +137,63 @@ def test_bounded_reopen_cost(
     }
     benchmark.extra_info.update(row)
     report.append(row)
+
+
+@pytest.mark.parametrize("num_recorders", [1, 4])
+def test_shared_prefix_cost(benchmark: Any, report: list[dict[str, Any]], s3: S3, num_recorders: int) -> None:
+    """`num_recorders` bounded recorders at once on one prefix (issue 34; Ray actors, EnvRunners
+    and the agents of a multi-agent recorder share a prefix so), each made while the others
+    record: what making one costs (its lease, the probe of the store's clock that tells the
+    others' leases fresh, the listing and count of the prefix's shards), in time and requests;
+    what a reader's `evicted_steps` costs once each recording has its own eviction log (one
+    listing, one request per log); the same with one recorder in the same run."""
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/shared"
+    capacity = 4_000  # shards of 400 transitions: about 25 vector steps of CartPole x16
+    recorders: list[Any] = []
+    rng = np.random.default_rng(0)
+
+    def make_all() -> tuple[float, float]:
+        spent, requests = 0.0, 0
+        for k in range(num_recorders):
+            before = _core.remote_stats()[0]
+            start = time.perf_counter()
+            rec = trajcore.RecordVectorEpisodes(
+                gym.make_vec("CartPole-v1", num_envs=NUM_ENVS, vectorization_mode="sync"),
+                url,
+                capacity_steps=capacity,
+                flush_interval=0.1,
+                storage_options=s3.options,
+            )
+            spent += time.perf_counter() - start
+            requests += _core.remote_stats()[0] - before
+            rec.reset(seed=k)
+            recorders.append(rec)
+            # The others record on while this one starts: their shards are in the prefix.
+            for _ in range(600 // num_recorders):
+                for r in recorders:
+                    r.step(rng.integers(0, 2, NUM_ENVS))
+        return spent / num_recorders, requests / num_recorders
+
+    make_s, make_requests = benchmark.pedantic(make_all, rounds=1, iterations=1)
+    for rec in recorders:
+        rec.close()
+    with trajcore.open(url, storage_options=s3.options) as ds:
+        before = _core.remote_stats()[0]
+        start = time.perf_counter()
+        evicted = ds.evicted_steps
+        read_s, read_requests = time.perf_counter() - start, _core.remote_stats()[0] - before
+        kept = ds.num_steps
+    row = {
+        "group": "bounded recorders sharing a store prefix",
+        "name": f"{num_recorders} recorder(s), CartPole x{NUM_ENVS}, capacity {capacity:,} each",
+        "make_s": make_s,
+        "make_requests": make_requests,
+        "evicted_steps_read_s": read_s,
+        "evicted_steps_requests": read_requests,
+        "kept": kept,
+        "evicted": evicted,
+        "bounded": kept <= num_recorders * (capacity + capacity // 10 + NUM_ENVS),
+    }
+    benchmark.extra_info.update(row)
+    report.append(row)

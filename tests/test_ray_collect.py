@@ -197,13 +197,18 @@ def test_bounded_actors_each_keep_their_capacity_in_one_directory(tmp_path: Path
     at most the capacity of their own newest transitions (plus a shard), never counting or
     deleting the other's shards, both evict the old recording first, and one eviction log counts
     everything deleted; what is kept is the newest of what each actor's envs produced."""
-    path = tmp_path / "ds"
+    assert_bounded_actors_keep_their_capacity(tmp_path / "ds", tmp_path)
+
+
+def assert_bounded_actors_keep_their_capacity(path: str | Path, tmp_path: Path, **store: Any) -> None:
+    """The test above for the dataset `path` (a directory, or a store prefix with its `store`
+    options: ``storage_options``)."""
     capacity, num_envs, steps = 300, 3, 400
-    with trajcore.RecordVectorEpisodes(SyncVectorEnv([ENV] * 2), path) as old:
+    with trajcore.RecordVectorEpisodes(SyncVectorEnv([ENV] * 2), path, **store) as old:
         old.reset(seed=0)
         for _ in range(100):
             old.step(old.action_space.sample())
-    with trajcore.open(path) as before:
+    with trajcore.open(path, **store) as before:
         old_steps = before.num_steps
     meeting = tmp_path / "meeting"
     meeting.mkdir()
@@ -216,6 +221,7 @@ def test_bounded_actors_each_keep_their_capacity_in_one_directory(tmp_path: Path
         seed=10,
         capacity_steps=capacity,
         flush_interval=0.05,
+        **store,
     )
     with ds:
         assert ds.problems == []

@@ -140,10 +140,24 @@ def test_each_env_runner_keeps_its_capacity(tmp_path: Path) -> None:
     write into one directory at once, each keeps at most the capacity of its newest transitions
     (plus a shard), the evictions of both are counted in one log, and what is kept is what
     RLlib completed, value for value."""
-    path, out = tmp_path / "ds", tmp_path / "accounts"
+    assert_each_env_runner_keeps_its_capacity(tmp_path / "ds", tmp_path)
+
+
+@pytest.mark.usefixtures("ray_local")
+def test_each_env_runner_keeps_its_capacity_in_one_store_prefix(tmp_path: Path, s3: Any) -> None:
+    """The test above with a store prefix: each EnvRunner's recording holds a lease in the prefix
+    while it records, so neither counts or deletes the other's shards, and their eviction logs
+    (one each) add up."""
+    url = f"s3://{s3.bucket()}/bounded"
+    assert_each_env_runner_keeps_its_capacity(url, tmp_path, storage_options=s3.options)
+
+
+def assert_each_env_runner_keeps_its_capacity(path: Any, tmp_path: Path, **store: Any) -> None:
+    out = tmp_path / "accounts"
     out.mkdir()
     capacity = 100
-    config = ppo("CartPole-v1", path, out, {"capacity_steps": capacity}, num_env_runners=2, num_envs_per_env_runner=2)
+    record = {"capacity_steps": capacity, **store}
+    config = ppo("CartPole-v1", path, out, record, num_env_runners=2, num_envs_per_env_runner=2)
     algo = config.build_algo()
     try:
         for _ in range(3):
@@ -151,7 +165,7 @@ def test_each_env_runner_keeps_its_capacity(tmp_path: Path) -> None:
     finally:
         algo.stop()
     rllib = accounts(out)
-    with trajcore.open(path) as ds:
+    with trajcore.open(path, **store) as ds:
         assert ds.problems == []
         assert ds.num_recordings == 2
         kept = [0, 0]

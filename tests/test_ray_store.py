@@ -25,7 +25,7 @@ import trajcore
 import trajcore.ray
 from gymnasium import spaces
 from helpers import SpaceEnv
-from test_ray_collect import ENV, assert_each_actor_recorded_exactly
+from test_ray_collect import ENV, assert_bounded_actors_keep_their_capacity, assert_each_actor_recorded_exactly
 from test_ray_data import assert_episodes, assert_transitions, numpy_rows, record_rollover
 from trajcore import _core
 from trajcore.ray.datasource import TrajcoreDatasource
@@ -92,6 +92,16 @@ def test_collect_into_a_store_records_each_actor_exactly(s3: S3, tmp_path: Path)
         assert ds.num_recordings == 2
         assert all(ds.meta(r)["metadata"]["run"] == "store" for r in range(2))
         assert_each_actor_recorded_exactly(ds, 10, 3, 300)
+
+
+def test_bounded_actors_each_keep_their_capacity_in_one_store_prefix(s3: S3, tmp_path: Path) -> None:
+    """`capacity_steps` with a store prefix, as with a directory (test_ray_collect's test, the
+    same assertions): two actors stepping at the same time into a prefix that holds an older
+    recording each keep at most the capacity of their own newest transitions, never counting
+    or deleting the other's shards (each holds a lease in the prefix while it records), both
+    evict the old recording first, and their eviction logs add up to everything deleted."""
+    url = f"s3://{s3.bucket()}/bounded"
+    assert_bounded_actors_keep_their_capacity(url, tmp_path, storage_options=s3.options)
 
 
 def test_a_bad_storage_option_fails_before_any_actor_starts(s3: S3) -> None:

@@ -153,23 +153,6 @@ def test_bad_capacity_is_refused_by_name(tmp_path: Path, bad: Any) -> None:
         trajcore.RecordEpisodes(gym.make("CartPole-v1"), tmp_path / "x", capacity_steps=bad)
 
 
-def test_capacity_on_a_store_url_shared_by_several_recorders_is_refused_by_name() -> None:
-    """Ray actors, RLlib EnvRunners and the agents of a multi-agent recorder would each put
-    their own eviction log over the others' in one prefix (a bounded recording into a store:
-    tests/test_store_recording.py)."""
-    pytest.importorskip("ray", reason="needs ray (pip install '.[test]')")
-    import trajcore.ray
-
-    with pytest.raises(InvalidArgumentError, match=r"trajcore\.ray\.collect: capacity_steps with the store URL"):
-        trajcore.ray.collect("CartPole-v1", "s3://bucket/run", steps=10, capacity_steps=1000)
-    with pytest.raises(InvalidArgumentError, match="RecordRLlibEpisodes: capacity_steps with the store URL"):
-        trajcore.ray.RecordRLlibEpisodes("s3://bucket/run", capacity_steps=1000)
-    from mpe2 import simple_spread_v3
-
-    with pytest.raises(InvalidArgumentError, match="the multi-agent recorders: capacity_steps with the store URL"):
-        trajcore.RecordParallelEpisodes(simple_spread_v3.parallel_env(), "s3://bucket/run", capacity_steps=1000)
-
-
 # Shards of 1,600 transitions: 30 in the run, two thirds of them evicted.
 LIVE_CAPACITY = 16_000
 

@@ -36,6 +36,18 @@ def shard_keys(s3: S3, bucket: str, prefix: str) -> list[str]:
     return sorted(n for n in names if n.endswith(".trj") and "/" not in n)
 
 
+def eviction_logs(s3: S3, bucket: str, prefix: str) -> list[str]:
+    """The shards the eviction log objects under `prefix` name (each bounded recording its own
+    log object), all of them."""
+    listed = s3.client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/").get("Contents", [])
+    keys = [o["Key"] for o in listed if o["Key"].split("/")[-1].startswith("trajcore-evictions")]
+    return [
+        shard
+        for key in keys
+        for shard in json.loads(s3.client.get_object(Bucket=bucket, Key=key)["Body"].read())["evicted_shards"]
+    ]
+
+
 def record(
     path: str | Path,
     seed: int,
@@ -204,8 +216,7 @@ def test_a_killed_recorders_segments_are_made_a_shard_and_counted_when_reopened(
     assert f"buffer/{shard.name}" not in [o["Key"] for o in names]
     assert stats["evicted_steps"] >= kept_before + lost["given"]
     with trajcore.open(url, storage_options=s3.options) as ds:
-        log = s3.client.get_object(Bucket=bucket, Key="buffer/trajcore-evictions.json")["Body"].read()
-        assert shard.name in json.loads(log)["evicted_shards"]
+        assert shard.name in eviction_logs(s3, bucket, "buffer")
         assert ds.evicted_steps == evicted_before + stats["evicted_steps"]
         assert ds.num_steps + ds.evicted_steps == first["given"] + lost["given"] + stats["given"]
         assert not ds.problems
@@ -236,3 +247,352 @@ def test_a_store_failing_while_a_reopened_bounded_recording_counts_fails_it_by_n
     assert kept + stats["given"] > 400 + 400 // 10 and stats["evicted_steps"] > 0
     with trajcore.open(url, storage_options=s3.options) as ds:
         assert ds.num_steps <= 400 + 400 // 10 and not ds.problems
+
+
+def record_spread(
+    path: str | Path,
+    seed: int,
+    episodes: int,
+    given: set[bytes] | None = None,
+    each_cycle: Callable[[], None] = lambda: None,
+    **options: Any,
+) -> dict[str, dict[str, Any]]:
+    """`episodes` episodes of the real PettingZoo env simple_spread (3 agents, 25 cycles each)
+    recorded by `RecordParallelEpisodes` into `path`, with seeded random actions; each agent's
+    (observation, action, next observation) transitions go into `given`. Returns each agent's
+    recorder stats after close."""
+    from mpe2 import simple_spread_v3
+
+    env = trajcore.RecordParallelEpisodes(simple_spread_v3.parallel_env(max_cycles=25), path, **options)
+    rng = np.random.default_rng(seed)
+    for episode in range(episodes):
+        obs, _ = env.reset(seed=seed * 1000 + episode)
+        while env.agents:
+            actions = {a: int(rng.integers(0, 5)) for a in env.agents}
+            nxt, *_ = env.step(actions)
+            if given is not None:
+                for a, action in actions.items():
+                    given.add(obs[a].tobytes() + np.int64(action).tobytes() + nxt[a].tobytes())
+            obs = nxt
+            each_cycle()
+    env.close()
+    return {str(a): s for a, s in env.stats().items()}
+
+
+def assert_same_agents(got: trajcore.Dataset, want: trajcore.Dataset) -> None:
+    """Each agent's episodes, in order, the same in both (shards of different agents interleave
+    by their recording ids, which differ between two recordings)."""
+    assert sorted(got.agents) == sorted(want.agents) and got.agents
+    assert got.evicted_steps == want.evicted_steps
+    for agent in got.agents:
+        mine = [e for e in got.episodes if e.agent == agent]
+        theirs = [e for e in want.episodes if e.agent == agent]
+        assert len(mine) == len(theirs) > 0, agent
+        for a, b in zip(mine, theirs, strict=True):
+            assert (a.complete, a.continued, a.length) == (b.complete, b.continued, b.length)
+            np.testing.assert_array_equal(a.observations, b.observations)
+            np.testing.assert_array_equal(a.actions, b.actions)
+            np.testing.assert_array_equal(a.rewards, b.rewards)
+
+
+def test_the_multi_agent_recorders_bound_one_prefix_each_agent_by_its_capacity(
+    s3: S3, no_aws_env: None, tmp_path: Path
+) -> None:
+    """simple_spread's 3 agents, one recorder each, into one prefix with capacity 200 each: every
+    agent's recorder counts and evicts its own agent's shards, with its own eviction log object,
+    and the logs add up. A reader of the prefix following along samples only transitions the
+    env gave; afterwards the prefix reads as the same recording into a local directory, episode
+    for episode, evicted_steps included, and it holds at most 200 plus a shard per agent.
+    Reopened on the prefix, each agent's recorder counts its agent's old shards."""
+    pytest.importorskip("mpe2", reason="needs mpe2 (pip install '.[test]')")
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/spread"
+    local = tmp_path / "spread"
+    store = {"flush_interval": INTERVAL, "storage_options": s3.options}
+    given: set[bytes] = set()
+    # Written once, so the reader following along has a prefix to open.
+    record_spread(url, 0, 1, given, capacity_steps=200, **store)
+    record_spread(local, 0, 1, capacity_steps=200)
+    reader = trajcore.open(url, storage_options=s3.options)
+    sampled = cycles = 0
+
+    def follow() -> None:
+        nonlocal sampled, cycles
+        cycles += 1
+        if cycles % 10:
+            return
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", trajcore.TrajcoreWarning)
+            reader.refresh()
+        for agent in reader.agents:
+            mine = reader.select(agent=agent)
+            if not mine.num_steps:
+                continue
+            batch = mine.sample_transitions(16, seed=cycles)
+            for o, a, n in zip(batch["observations"], batch["actions"], batch["next_observations"], strict=True):
+                assert o.tobytes() + np.asarray(a, dtype=np.int64).tobytes() + n.tobytes() in given
+            sampled += 16
+
+    # 3 agents x 25 x 30 = 2,250 transitions into capacities of 200 (shards of 20) per agent.
+    stats = record_spread(url, 1, 30, given, follow, capacity_steps=200, **store)
+    want = record_spread(local, 1, 30, capacity_steps=200)
+    reader.close()
+    assert sampled > 0
+    for agent, s in stats.items():
+        assert s["eviction_error"] is None
+        assert s["evicted_steps"] == want[agent]["evicted_steps"] > 0, agent
+    objects = s3.client.list_objects_v2(Bucket=bucket, Prefix="spread/").get("Contents", [])
+    logs = [o["Key"] for o in objects if o["Key"].split("/")[-1].startswith("trajcore-evictions")]
+    assert len(logs) == 3, logs  # one per agent's recording (the first recording evicted nothing)
+    assert not [o["Key"] for o in objects if ".trj.open/" in o["Key"]]
+    with trajcore.open(url, storage_options=s3.options) as ds, trajcore.open(local) as mirror:
+        assert ds.evicted_steps == sum(s["evicted_steps"] for s in stats.values())
+        assert ds.num_steps + ds.evicted_steps == 3 * 25 * 31
+        for agent in ds.agents:
+            assert ds.select(agent=agent).num_steps <= 200 + 20, agent
+        assert len(ds.shards) == len(shard_keys(s3, bucket, "spread")) and not ds.problems
+        assert_same_agents(ds, mirror)
+    # Reopened: each agent's recorder counts its agent's old shards (about 200 each) with 75 new.
+    again = record_spread(url, 2, 3, capacity_steps=200, **store)
+    again_local = record_spread(local, 2, 3, capacity_steps=200)
+    for agent, s in again.items():
+        assert s["evicted_steps"] == again_local[agent]["evicted_steps"] > 0, agent
+    with trajcore.open(url, storage_options=s3.options) as ds, trajcore.open(local) as mirror:
+        assert ds.num_steps + ds.evicted_steps == 3 * 25 * 34
+        assert_same_agents(ds, mirror)
+
+
+def test_a_store_failing_while_the_multi_agent_recorders_start_fails_them_by_name(
+    s3: S3, no_aws_env: None, tmp_path: Path
+) -> None:
+    """The multi-agent recorders with a capacity make what a killed recorder left in the prefix
+    into shards before any agent records: a store failing then fails the constructor with
+    `TrajcoreIOError` naming the URL; once the store answers, the same call records, bounded."""
+    pytest.importorskip("mpe2", reason="needs mpe2 (pip install '.[test]')")
+    from mpe2 import simple_spread_v3
+
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/spread"
+    record_spread(url, 0, 10, capacity_steps=100, storage_options=s3.options)
+    with s3_proxy(s3.endpoint) as proxy:
+        options = {**s3.options, "endpoint": proxy.endpoint, "max_retries": "0", "retry_timeout": "5"}
+        proxy.fail(-1)
+        with pytest.raises(trajcore.TrajcoreIOError, match=url):
+            trajcore.RecordParallelEpisodes(
+                simple_spread_v3.parallel_env(), url, capacity_steps=100, storage_options=options
+            )
+        proxy.fail(0)
+        stats = record_spread(url, 1, 2, capacity_steps=100, storage_options=options)
+    assert all(s["evicted_steps"] > 0 for s in stats.values()), stats
+    with trajcore.open(url, storage_options=s3.options) as ds:
+        assert not ds.problems
+        for agent in ds.agents:
+            assert ds.select(agent=agent).num_steps <= 100 + 10, agent
+
+
+# A bounded CartPole x4 recorder in a process of its own, stepping when told: each line it reads
+# is a number of vector steps to take ("stepped" once done), 0 closes it and prints its stats.
+STEPPER = """
+import json, sys, gymnasium as gym, numpy as np, trajcore
+path, seed, capacity, given_path, options = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+store = {"storage_options": json.loads(options)} if options else {}
+envs = gym.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync")
+rec = trajcore.RecordVectorEpisodes(envs, path, {"who": seed}, capacity_steps=capacity, flush_interval=0.25, **store)
+rng = np.random.default_rng(seed)
+obs, _ = rec.reset(seed=seed)
+autoreset = np.zeros(4, dtype=bool)
+given = open(given_path, "w")
+print("ready", flush=True)
+for line in sys.stdin:
+    if int(line) == 0:
+        break
+    for _ in range(int(line)):
+        actions = rng.integers(0, 2, 4)
+        nxt, _, term, trunc, _ = rec.step(actions)
+        for i in range(4):
+            if not autoreset[i]:
+                given.write((obs[i].tobytes() + actions[i].tobytes() + nxt[i].tobytes()).hex() + "\\n")
+        autoreset, obs = term | trunc, nxt
+    print("stepped", flush=True)
+rec.close()
+given.close()
+print(json.dumps({k: v for k, v in rec.stats().items() if isinstance(v, int | float | None)}), flush=True)
+"""
+
+
+def outline(e: Any) -> tuple[int, bool, bool, int]:
+    return (e.env_index, e.complete, e.continued, e.length)
+
+
+def kept_by(ds: trajcore.Dataset, who: int) -> tuple[int, list[Any]]:
+    """The transitions kept of the recording whose metadata says `who`, and its episodes."""
+    (r,) = [r for r in range(ds.num_recordings) if ds.meta(r)["metadata"]["who"] == who]
+    return sum(n for q, n in ds._core.shard_steps if q == r), [e for e in ds.episodes if e.recording == r]
+
+
+class Stepper:
+    """A `STEPPER` process recording into `path`; `step(n)` waits until it took n vector steps."""
+
+    def __init__(self, path: str | Path, seed: int, capacity: int, given: Path, options: dict[str, str] | None) -> None:
+        import subprocess
+        import sys
+
+        self.given = given
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                STEPPER,
+                str(path),
+                str(seed),
+                str(capacity),
+                str(given),
+                json.dumps(options) if options else "",
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None and self.proc.stdout.readline() == "ready\n"
+
+    def step(self, n: int) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(f"{n}\n")
+        self.proc.stdin.flush()
+        assert self.proc.stdout.readline() == "stepped\n"
+
+    def close(self) -> dict[str, Any]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("0\n")
+        self.proc.stdin.flush()
+        stats = json.loads(self.proc.stdout.readline())
+        assert self.proc.wait(timeout=60) == 0
+        return dict(stats)
+
+    def count(self) -> int:
+        """The transitions the env gave."""
+        return len(self.given.read_text().split())
+
+    def transitions(self) -> set[bytes]:
+        return {bytes.fromhex(line) for line in self.given.read_text().split()}
+
+
+def test_recorders_in_separate_processes_leave_each_others_shards_alone_in_one_prefix(
+    s3: S3, no_aws_env: None, tmp_path: Path
+) -> None:
+    """Two bounded recorders in processes of their own on one prefix (capacity 400 each, shards
+    of 40): A records, then waits, alive, while B starts on the prefix and records past its
+    capacity. B neither counts nor deletes A's shards (A holds a lease in the prefix, as a
+    directory's recorder holds the lock on its shard); each evicts only its own oldest shards,
+    and their eviction logs add up. A reader of the prefix following along samples only
+    transitions the env gave. Done the same into a local directory, the prefix reads the same,
+    recording for recording, evicted_steps included. A recording started after both stopped
+    counts both (their leases are gone)."""
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/shared"
+    local = tmp_path / "shared"
+    local.mkdir()
+
+    def stepper(path: str | Path, seed: int, options: dict[str, str] | None) -> Stepper:
+        return Stepper(path, seed, 400, tmp_path / f"given-{seed}-{'store' if options else 'local'}.hex", options)
+
+    a, a_local = stepper(url, 0, s3.options), stepper(local, 0, None)
+    for s in (a, a_local):
+        s.step(300)  # 1,200 transitions: A evicts its own oldest shards
+    deadline = time.monotonic() + 60
+    while not shard_keys(s3, bucket, "shared"):  # B must find A's shards: wait for the first upload
+        assert time.monotonic() < deadline, "A's shards never went up"
+        time.sleep(0.05)
+    reader = trajcore.open(url, storage_options=s3.options)
+    b, b_local = stepper(url, 1, s3.options), stepper(local, 1, None)
+    sampled: list[bytes] = []
+    for _ in range(6):
+        for s in (b, b_local):
+            s.step(50)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", trajcore.TrajcoreWarning)
+            reader.refresh()
+        batch = reader.sample_transitions(64, seed=len(sampled))
+        rows = zip(batch["observations"], batch["actions"], batch["next_observations"], strict=True)
+        sampled += [o.tobytes() + np.asarray(x, dtype=np.int64).tobytes() + n.tobytes() for o, x, n in rows]
+    stats = {"b": b.close(), "b_local": b_local.close()}
+    for s in (a, a_local):
+        s.step(100)
+    stats |= {"a": a.close(), "a_local": a_local.close()}
+    reader.close()
+    given = a.transitions() | b.transitions()
+    assert sampled and all(row in given for row in sampled)
+    for who in ("a", "b"):
+        assert stats[who]["evicted_steps"] == stats[f"{who}_local"]["evicted_steps"] > 0, who
+    with trajcore.open(url, storage_options=s3.options) as ds, trajcore.open(local) as want:
+        assert ds.evicted_steps == stats["a"]["evicted_steps"] + stats["b"]["evicted_steps"] == want.evicted_steps
+        assert ds.num_steps + ds.evicted_steps == a.count() + b.count()
+        assert len(ds.shards) == len(shard_keys(s3, bucket, "shared")) and not ds.problems
+        for who in (0, 1):
+            (steps, mine), (want_steps, theirs) = kept_by(ds, who), kept_by(want, who)
+            assert steps == want_steps <= 400 + 40, who
+            for x, y in zip(mine, theirs, strict=True):
+                assert outline(x) == outline(y)
+                np.testing.assert_array_equal(x.observations, y.observations)
+                np.testing.assert_array_equal(x.actions, y.actions)
+    objects = s3.client.list_objects_v2(Bucket=bucket, Prefix="shared/").get("Contents", [])
+    names = [o["Key"].split("/", 1)[1] for o in objects]
+    # Each recorder evicted only its own shards (their names carry its recording's tag), into
+    # its own log: B never took A's, though it found them in the prefix.
+    logs = [n for n in names if n.startswith("trajcore-evictions-")]
+    assert len(logs) == 2, logs
+    for log in logs:
+        owner = log.removeprefix("trajcore-evictions-")[:8]
+        shards = json.loads(s3.client.get_object(Bucket=bucket, Key=f"shared/{log}")["Body"].read())["evicted_shards"]
+        assert shards and all(shard.split("-")[-2] == owner for shard in shards), (log, shards)
+    assert not [n for n in names if n.startswith(("trajcore-lease-", "trajcore-clock-")) or ".trj.open/" in n], names
+    # Both stopped: a new bounded recording counts what both kept.
+    _, again = record(
+        url, 2, lambda s: s == 100, capacity_steps=400, flush_interval=INTERVAL, storage_options=s3.options
+    )
+    _, again_local = record(local, 2, lambda s: s == 100, capacity_steps=400)
+    assert again["evicted_steps"] == again_local["evicted_steps"] >= 400
+
+
+def test_a_killed_recorders_shards_are_left_alone_while_its_lease_is_fresh(
+    s3: S3, no_aws_env: None, tmp_path: Path
+) -> None:
+    """A bounded recorder killed with SIGKILL leaves its lease in the prefix, fresh for 60 s by
+    the store's clock: a bounded recording started within that time takes it for live (a store
+    cannot tell a killed recorder from a slow one sooner), so it neither counts, recovers nor
+    deletes its shards and segments; it bounds its own. (docs/replay-buffer.md, "Several
+    recorders on one store prefix"; a directory's recorder counts them at once, the shard lock
+    having died with the process.)"""
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/killed"
+    a = Stepper(url, 0, 400, tmp_path / "given-a.hex", s3.options)
+    a.step(150)  # 600 transitions: shards of 40, the oldest evicted by A itself
+
+    def objects() -> list[str]:
+        listed = s3.client.list_objects_v2(Bucket=bucket, Prefix="killed/").get("Contents", [])
+        return [o["Key"].split("/", 1)[1] for o in listed]
+
+    deadline = time.monotonic() + 60
+    while not [k for k in objects() if ".trj.open/" in k] or not shard_keys(s3, bucket, "killed"):
+        assert time.monotonic() < deadline, "A's shards and segments never went up"
+        a.step(1)  # the open shard's records go up as segments each flush interval
+    a.proc.kill()
+    assert a.proc.wait(timeout=60) != 0
+    left = objects()
+    (lease,) = [k for k in left if k.startswith("trajcore-lease-")]
+    segments = [k for k in left if ".trj.open/" in k]
+    a_shards = shard_keys(s3, bucket, "killed")
+    _, stats = record(
+        url, 1, lambda s: s == 300, capacity_steps=400, flush_interval=INTERVAL, storage_options=s3.options
+    )
+    after = objects()
+    assert set(a_shards) <= set(after) and set(segments) <= set(after) and lease in after
+    owner = lease.removeprefix("trajcore-lease-")[:8]
+    b_logs = [k for k in after if k.startswith("trajcore-evictions-") and owner not in k]
+    (b_log,) = b_logs
+    evicted = json.loads(s3.client.get_object(Bucket=bucket, Key=f"killed/{b_log}")["Body"].read())["evicted_shards"]
+    assert evicted and all(shard.split("-")[-2] != owner for shard in evicted)
+    with trajcore.open(url, storage_options=s3.options) as ds:
+        b_kept = sum(n for r, n in ds._core.shard_steps if ds.meta(r)["metadata"].get("who") is None)
+        assert 0 < b_kept <= 400 + 40 and stats["evicted_steps"] > 0
+        assert not ds.problems

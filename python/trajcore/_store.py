@@ -58,17 +58,21 @@ class StoreStaging:
         shutil.rmtree(self.staging, ignore_errors=True)
 
 
-def recover_store(url: str, storage_options: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+def recover_store(
+    url: str, storage_options: Mapping[str, str] | None = None, *, skip_live: bool = False
+) -> list[dict[str, Any]]:
     """Makes shards in the store of the segments a killed recorder left under the prefix `url`
     (see the core's `segments::recover_segments`), through files in a temporary directory
-    removed after; what was done, per shard: url, segments, bytes, already_up, left_out.
+    removed after; what was done, per shard: url, segments, bytes, already_up, left_out. With
+    `skip_live`, the segments of recordings that hold a fresh lease in the prefix (bounded
+    recorders still writing there: the core's `objstore::leases`) are left alone.
 
     Raises:
         TrajcoreIOError: the store failed (after its retries), naming the URL and why.
     """
     configure(url, storage_options)
     with tempfile.TemporaryDirectory(prefix="trajcore-recover-") as staging:
-        return _core.recover_segments(url.rstrip("/"), staging)
+        return _core.recover_segments(url.rstrip("/"), staging, skip_live)
 
 
 def local_only(path: str | os.PathLike[str] | None, what: str) -> None:

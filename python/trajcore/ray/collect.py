@@ -30,7 +30,6 @@ from trajcore._store import configure, is_store_url
 from trajcore.errors import InvalidArgumentError, TrajcoreFileNotFoundError
 from trajcore.ray._identity import process_identity
 from trajcore.read.dataset import Dataset
-from trajcore.record.capacity import refuse_shared_prefix
 from trajcore.record.make_env import make_env
 from trajcore.record.session import RecordingOptions
 from trajcore.record.vector_wrapper import RecordVectorEpisodes
@@ -98,7 +97,12 @@ class Collector:
         seconds = time.perf_counter() - started
         stats = rec.stats()
         shards = shards_under(self.path, rec.shard_paths) if store else rec.shard_paths
-        if self.options.get("capacity_steps") is not None:
+        if self.options.get("capacity_steps") is not None and store:
+            # Less the ones it evicted: what the prefix lists (readers leave out what its logs name).
+            with Dataset(self.path, storage_options=self.storage_options) as listing:
+                kept = set(listing.shards)
+            shards = [url for url in shards if url in kept]
+        elif self.options.get("capacity_steps") is not None:
             shards = [p for p in shards if os.path.exists(p)]  # less the ones it evicted
         return {
             "actor_index": self.actor_index,
@@ -194,7 +198,9 @@ def collect(
             (plus a shard), counting its own shards and those recordings no longer running left
             in the directory (deleted first), never another running actor's; the directory then
             holds at most ``num_actors * capacity_steps`` (pass ``N // num_actors`` to bound it
-            at N). Among them, for a URL,
+            at N). A store prefix is bounded the same way: each actor's recording holds a lease
+            there while it records instead of a shard lock (docs/replay-buffer.md, "Several
+            recorders on one store prefix"). Among them, for a URL,
             `storage_options` (its store's client options, see `trajcore.open`) go to every
             actor and to the driver's open; without them each process takes its own
             environment's ``AWS_*`` variables (on a cluster, give them to the workers, e.g. in
@@ -228,7 +234,6 @@ def collect(
     directory = str(path).rstrip("/") if store else os.path.abspath(os.fspath(path))
     storage_options = options.get("storage_options")
     if store:
-        refuse_shared_prefix("trajcore.ray.collect", directory, options.get("capacity_steps"))
         configure(directory, storage_options)  # a bad option fails here, before any actor starts
     wanted = {"num_cpus": 1, **(actor_options or {})}
     if not ray.is_initialized():

@@ -52,7 +52,6 @@ from trajcore.ray._identity import process_identity
 from trajcore.ray._rllib_agents import RLlibAgents
 from trajcore.ray._rllib_episode import RLlibEpisode, policy_of, record_step, set_episode_metadata
 from trajcore.ray._runner import close_on_stop, in_evaluation, runner_metadata
-from trajcore.record.capacity import refuse_shared_prefix
 from trajcore.record.env_wrapper import RecordEpisodes
 from trajcore.record.options import to_json
 from trajcore.record.replay import PlaybackEnv, replay
@@ -106,8 +105,6 @@ class RecordRLlibEpisodes(RLlibCallback):  # type: ignore[misc]  # ray has no ty
         # `RecordEpisodes`); a directory is made absolute (the EnvRunners' working directories
         # may differ).
         self.path = str(path).rstrip("/") if is_store_url(path) else os.path.abspath(os.fspath(path))
-        if is_store_url(path):
-            refuse_shared_prefix("RecordRLlibEpisodes", self.path, options.get("capacity_steps"))
         self.metadata = dict(metadata or {})
         self.record_evaluation = record_evaluation
         self.extra_model_outputs = extra_model_outputs

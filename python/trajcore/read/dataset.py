@@ -129,8 +129,8 @@ class Dataset(_Sampling):
     def evicted_steps(self) -> int:
         """Transitions the bounded recordings (``capacity_steps``) of this directory (or store
         prefix) deleted so far, read from their eviction log (``trajcore-evictions.json`` in the
-        directory, or the object under the prefix) when asked: another process's recording
-        counts too (docs/replay-buffer.md).
+        directory; under a prefix, each recording's own log object, added up) when asked:
+        another process's recording counts too (docs/replay-buffer.md).
 
         Raises:
             TrajcoreIOError: for a prefix, the store failed (naming the URL); the next call asks again.

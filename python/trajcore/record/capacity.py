@@ -12,18 +12,17 @@ from pathlib import Path
 from trajcore import _core
 from trajcore._store import recover_store
 from trajcore.errors import (
-    InvalidArgumentError,
     TrajcoreError,
     TrajcoreFileNotFoundError,
     TrajcoreIOError,
     TrajcoreWarning,
 )
 
-__all__ = ["prior_shards", "refuse_shared_prefix"]
+__all__ = ["prior_shards"]
 
 
 def prior_shards(
-    path: str | os.PathLike[str], agent: str | None, staging: str | None = None
+    path: str | os.PathLike[str], agent: str | None, staging: str | None = None, *, recover: bool = True
 ) -> list[tuple[str, int]]:
     """The shards in `path` (of `agent`'s recordings, for a multi-agent recorder; of
     single-agent recordings otherwise) and the transitions each holds, in the reader's order
@@ -34,7 +33,12 @@ def prior_shards(
     its shards are named as files of `staging` (the core's uploads delete the object of each
     evicted one by its name). The segments a killed recorder left there are made into its shard
     first (as `trajcore recover URL` does), so the capacity counts them as a killed local
-    recording's last shard is counted. A store that fails is not taken for an empty prefix.
+    recording's last shard is counted (unless not `recover`: the caller did it before any of its
+    recorders wrote, as the multi-agent recorders do, whose agents' recorders start one by
+    one). The shards and segments of recordings that hold a fresh lease in the prefix (bounded
+    recorders still writing there: Ray actors, other processes; the core's `objstore::leases`)
+    are left to them, as a directory's recorder leaves those of a recording whose shard lock is
+    held. A store that fails is not taken for an empty prefix.
 
     Raises:
         TrajcoreIOError: the store failed (after its retries), naming the URL and why.
@@ -45,19 +49,25 @@ def prior_shards(
             return []
     from trajcore.read.dataset import open as open_dataset
 
-    if staging is not None:
-        recover_store(os.fspath(path))
+    if staging is not None and recover:
+        recover_store(os.fspath(path), skip_live=True)
     try:
         with open_dataset(path) as existing:
             agents = [(existing.meta(r).get("user") or {}).get("agent") for r in range(existing.num_recordings)]
             steps = existing._core.shard_steps
-            shards = zip(existing.shards, steps, strict=True)
             # Annotation sidecars hold no transitions of their own: never counted, never deleted.
-            return [
-                (file if staging is None else os.path.join(staging, file.rsplit("/", 1)[-1]), n)
-                for file, (r, n) in shards
+            shards = [
+                (file, n)
+                for file, (r, n) in zip(existing.shards, steps, strict=True)
                 if agents[r] == agent and not file.endswith(f".{_core.ANNOTATION_EXTENSION}")
             ]
+        if staging is None:
+            return shards
+        # Asked after the listing: a recording whose shard was listed put its lease before it.
+        names = [file.rsplit("/", 1)[-1] for file, _ in shards]
+        live = _core.live_store_shards(os.fspath(path), names) if names else []
+        kept = zip(names, shards, live, strict=True)
+        return [(os.path.join(staging, name), n) for name, (_, n), alive in kept if not alive]
     except TrajcoreError as e:
         if staging is not None and isinstance(e, TrajcoreFileNotFoundError):
             return []  # a prefix with no shard yet
@@ -70,21 +80,3 @@ def prior_shards(
         )
         return []
 
-
-def refuse_shared_prefix(who: str, url: str, capacity_steps: object) -> None:
-    """Refuses `capacity_steps` where several recorders (Ray actors, RLlib EnvRunners, the
-    agents of a multi-agent env) would record into the one store prefix `url`: a store has no
-    lock a live writer holds (a directory's shard lock tells a recorder still writing from a
-    stopped one), so a recorder could not tell the shards it may count and delete from those of
-    another that is still writing; and each would put its own eviction log over the others'
-    (a directory's log is changed under a lock; a store has none).
-
-    Raises:
-        InvalidArgumentError: naming `who`, the URL and the option.
-    """
-    if capacity_steps is not None:
-        raise InvalidArgumentError(
-            f"{who}: capacity_steps with the store URL {url} is refused: several recorders would share one prefix, "
-            "whose shards and eviction log a store gives no lock to share; record into a (shared) directory, or bound "
-            "a single recorder's prefix"
-        )

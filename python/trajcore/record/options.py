@@ -114,8 +114,9 @@ class RecordingOptions(TypedDict, total=False):
         capacity_steps: keep at most this many transitions in the directory's closed shards
             (plus the shard being written), deleting the oldest closed shards first: a replay
             buffer on disk (docs/replay-buffer.md). Shards then roll over at a tenth of it. A
-            recording started on a directory counts the transitions already there. Not for a
-            store URL. `stats` reports ``evicted_steps``; `Dataset.evicted_steps` and
+            recording started on a directory counts the transitions already there. A store
+            prefix (``s3://...``) is bounded the same way, several recorders at once included
+            (each holds a lease there while it records). `stats` reports ``evicted_steps``; `Dataset.evicted_steps` and
             ``trajcore info`` the directory's total (default None: keep everything).
         storage_options: recording to a store URL (``s3://...``): its client's options, over the
             environment's, as `trajcore.open` takes them (docs/object-storage.md).

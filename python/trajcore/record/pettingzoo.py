@@ -23,10 +23,9 @@ from typing import Any, Unpack
 from pettingzoo.utils.env import AECEnv, ParallelEnv
 from pettingzoo.utils.wrappers import BaseParallelWrapper, BaseWrapper
 
-from trajcore._store import is_store_url
+from trajcore._store import is_store_url, recover_store
 from trajcore.errors import InvalidArgumentError
 from trajcore.read.agents import ENV_EPISODE_KEY, ENV_STEP
-from trajcore.record.capacity import refuse_shared_prefix
 from trajcore.record.manual import Writer
 from trajcore.record.provenance import policy_metadata, reset_metadata
 from trajcore.record.session import RecordingOptions, check_existing_recordings
@@ -41,9 +40,11 @@ class _AgentWriters:
     def __init__(self, env: Any, path: str | os.PathLike[str], metadata: Any, options: RecordingOptions) -> None:
         if options.get("render_frames"):
             raise InvalidArgumentError("render_frames is not supported by the multi-agent recorders (yet)")
-        if is_store_url(path):
-            # One recorder per agent: each would put its own eviction log in the one prefix.
-            refuse_shared_prefix("the multi-agent recorders", os.fspath(path), options.get("capacity_steps"))
+        if is_store_url(path) and options.get("capacity_steps") is not None:
+            # One recorder per agent, each counting and evicting its agent's shards only, with its
+            # own eviction log object. What a killed recorder left is made into shards now, before
+            # any agent's recorder writes segments there (they start as their agents appear).
+            recover_store(os.fspath(path), options.get("storage_options"), skip_live=True)
         self._env = env
         self._path = path
         self._metadata = metadata

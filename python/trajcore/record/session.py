@@ -76,7 +76,8 @@ class Recording:
         ``render()`` gives the frames (checked only with ``render_frames=True``), `source` the
         env recorded as the user made it (its spec and wrappers go to the provenance; None for
         the `Writer`). Without `check_existing`, the caller compared the recordings already in
-        `path` itself."""
+        `path` itself, and for a store prefix made the segments a killed recorder left there
+        into shards (the caller's other recorders may be writing segments there now)."""
         o = resolve_options(options)
         storage_options = o.pop("storage_options")
         parts = provenance.resolve_parts(o.pop("provenance"))
@@ -123,7 +124,9 @@ class Recording:
         if o["capacity_steps"] is not None:
             if self._staging is not None:  # the prefix's shards, named as files of the staging directory
                 try:
-                    placement["prior_shards"] = prior_shards(self._staging.url, env.agent, staging=os.fspath(path))
+                    placement["prior_shards"] = prior_shards(
+                        self._staging.url, env.agent, staging=os.fspath(path), recover=check_existing
+                    )
                 except BaseException:
                     self._staging.done()  # nothing was recorded into it
                     raise

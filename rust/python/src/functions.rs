@@ -101,9 +101,25 @@ pub fn upload_file(py: Python<'_>, local: PathBuf, url: &str) -> PyResult<()> {
 }
 
 /// Makes shards of the segments under the prefix `url`, through files in `staging` (GIL
-/// released; see the core's `segments::recover_segments`): a list of dicts.
+/// released; see the core's `segments::recover_segments`): a list of dicts. With `skip_live`,
+/// the segments of recordings holding a fresh lease there are left alone.
 #[pyfunction]
-pub fn recover_segments<'py>(py: Python<'py>, url: &str, staging: PathBuf) -> PyResult<Bound<'py, PyAny>> {
-    let done = py.detach(|| trajcore_core::objstore::segments::recover_segments(url, &staging)).py_err(py)?;
+#[pyo3(signature = (url, staging, skip_live=false))]
+pub fn recover_segments<'py>(
+    py: Python<'py>,
+    url: &str,
+    staging: PathBuf,
+    skip_live: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    use trajcore_core::writer::files::capacity::of_live_recordings;
+    let live = |names: &[String]| if skip_live { of_live_recordings(url, names) } else { Ok(vec![false; names.len()]) };
+    let done = py.detach(|| trajcore_core::objstore::segments::recover_segments(url, &staging, &live)).py_err(py)?;
     from_json(py, serde_json::to_string(&done))
+}
+
+/// Which of the shards `names` under the store prefix `url` belong to a recording that holds a
+/// fresh lease there (GIL released; see the core's `capacity::of_live_recordings`).
+#[pyfunction]
+pub fn live_store_shards(py: Python<'_>, url: &str, names: Vec<String>) -> PyResult<Vec<bool>> {
+    py.detach(|| trajcore_core::writer::files::capacity::of_live_recordings(url, &names)).py_err(py)
 }

@@ -44,6 +44,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::remote_stats, m)?)?;
     m.add_function(wrap_pyfunction!(functions::upload_file, m)?)?;
     m.add_function(wrap_pyfunction!(functions::recover_segments, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::live_store_shards, m)?)?;
     m.add_function(wrap_pyfunction!(keys::escape_key, m)?)?;
     m.add_function(wrap_pyfunction!(keys::unescape_key, m)?)?;
     m.add_function(wrap_pyfunction!(annotate::annotate, m)?)?;

@@ -186,10 +186,17 @@ pub struct Rejoined {
 /// wholly uploaded and ends without its End record, as a killed local recorder's last shard
 /// does: readers read it as such (and `verify` finds it intact), episodes running over a
 /// rollover from the recording's sealed shards included. Run again after it was stopped, it
-/// finishes what it started (keys, and the shard's bytes, are the same).
+/// finishes what it started (keys, and the shard's bytes, are the same). Shards `live` names
+/// (asked with the names listed, after the listing: which belong to a recorder still writing
+/// them, see `leases`) are left alone.
 ///
-/// Errors: `Io` (the store or the staging files, naming the URL or path and why), `Invalid`.
-pub fn recover_segments(url: &str, staging: &Path) -> Result<Vec<Rejoined>> {
+/// Errors: `Io` (the store or the staging files, naming the URL or path and why), `Invalid`,
+/// those of `live`.
+pub fn recover_segments(
+    url: &str,
+    staging: &Path,
+    live: &dyn Fn(&[String]) -> Result<Vec<bool>>,
+) -> Result<Vec<Rejoined>> {
     let prefix = locate(url)?;
     let dir = ObjectPath::from(prefix.key.as_str());
     let listed = run(&prefix.store, url, |c| async move { c.list_with_delimiter(Some(&dir)).await })?;
@@ -198,6 +205,14 @@ pub fn recover_segments(url: &str, staging: &Path) -> Result<Vec<Rejoined>> {
     let mut open: Vec<String> =
         listed.common_prefixes.iter().map(|p| p.to_string()).filter(|k| k.ends_with(&suffix)).collect();
     open.sort();
+    if !open.is_empty() {
+        let names: Vec<String> = open
+            .iter()
+            .map(|f| f[..f.len() - OPEN_SUFFIX.len()].rsplit('/').next().unwrap_or_default().to_string())
+            .collect();
+        let mut skip = live(&names)?.into_iter();
+        open.retain(|_| !skip.next().unwrap_or(true));
+    }
     let shards: Vec<String> = listed.objects.iter().map(|m| m.location.to_string()).collect();
     let mut out = Vec::new();
     for folder in open {

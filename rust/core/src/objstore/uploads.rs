@@ -20,6 +20,9 @@
 //!   vanish), then the shards' objects and segments are deleted. A shard still waiting for its
 //!   upload is not uploaded. What fails is tried again at the next interval, as an upload is.
 //!
+//! - A bounded recording holds a lease in the prefix (`leases`): the thread puts it again every
+//!   `LEASE_RENEW` and deletes it at close, once everything is up.
+//!
 //! Memory: the thread holds the names of the shards not yet up whole and one upload part.
 
 use std::collections::BTreeMap;
@@ -43,6 +46,8 @@ enum Event {
     Sealed(PathBuf),
     /// Shards a bounded recording deleted, already named in its eviction log (the file).
     Evicted(Vec<PathBuf>, PathBuf),
+    /// The recording holds a lease in the prefix (put already): renewed, and deleted at close.
+    Lease([u8; 16]),
     Close,
 }
 
@@ -72,6 +77,18 @@ impl UploadQueue {
     /// The capacity evicted `shards`, which the eviction log at `log` names already.
     pub fn evicted(&self, shards: &[PathBuf], log: &Path) {
         let _ = self.0.send(Event::Evicted(shards.to_vec(), log.to_path_buf()));
+    }
+
+    /// Puts the lease of the recording `recording_id` in the prefix `url` now (on the caller's
+    /// thread: before any object of the recording exists, and a store that fails fails the
+    /// caller), then has the upload thread renew it every `LEASE_RENEW` and delete it at close
+    /// (see `leases`).
+    ///
+    /// Errors: `Io` (the store, naming the URL and why).
+    pub fn hold_lease(&self, url: &str, recording_id: &[u8; 16]) -> Result<()> {
+        super::leases::put(url, recording_id)?;
+        let _ = self.0.send(Event::Lease(*recording_id));
+        Ok(())
     }
 }
 
@@ -141,6 +158,7 @@ impl Uploads {
             open: BTreeMap::new(),
             sealed: Vec::new(),
             evicting: Evicting::default(),
+            lease: None,
             closing: false,
             interval,
         };
@@ -204,6 +222,8 @@ struct Worker {
     /// Shards sealed and not yet up whole (a failed upload stays here), in order.
     sealed: Vec<PathBuf>,
     evicting: Evicting,
+    /// The recording's lease in the prefix, with when it was last put (see `leases`).
+    lease: Option<([u8; 16], Instant)>,
     /// Set by `finish`.
     closing: bool,
     /// Between segments; also how long evicted objects stay after the log that names them.
@@ -250,6 +270,7 @@ impl Worker {
                     self.evicting.log = Some(log);
                     let _ = self.evict(); // a failure is noted, and tried again at the next tick
                 }
+                Ok(Event::Lease(id)) => self.lease = Some((id, Instant::now())),
                 Ok(Event::Close) | Err(RecvTimeoutError::Disconnected) => return self.finish(),
                 Err(RecvTimeoutError::Timeout) => {
                     self.tick();
@@ -273,6 +294,19 @@ impl Worker {
         }
         let _ = self.put_sealed();
         let _ = self.evict();
+        let _ = self.renew_lease();
+    }
+
+    /// Puts the lease again once `LEASE_RENEW` passed since it was last put (a failure is
+    /// tried again at the next tick).
+    fn renew_lease(&mut self) -> Result<()> {
+        let Some((id, at)) = self.lease else { return Ok(()) };
+        if at.elapsed() < super::leases::LEASE_RENEW {
+            return Ok(());
+        }
+        self.outcome(Request::Put, super::leases::put(&self.url, &id))?;
+        self.lease = Some((id, Instant::now()));
+        Ok(())
     }
 
     /// `done`, the result of a request of `kind`, noted: a failure begins an outage (said
@@ -363,7 +397,13 @@ impl Worker {
         let unsealed: Vec<PathBuf> = self.open.keys().filter(|p| !self.sealed.contains(p)).cloned().collect();
         self.sealed.extend(unsealed);
         self.put_sealed()?;
-        self.evict()
+        self.evict()?;
+        // Everything is up: the recording is stopped, its shards any later recorder's to count.
+        // A lease left by a failure here goes stale (`LEASE_TTL`), as a killed recorder's does.
+        if let Some((id, _)) = self.lease.take() {
+            let _ = super::leases::delete(&self.url, &id);
+        }
+        Ok(())
     }
 }
 

@@ -50,8 +50,9 @@ fn is_shard_name(name: &str) -> bool {
 }
 
 /// The shards and annotation sidecars under the store prefix `url`, as URLs in key order (with
-/// their sizes kept for `object`), and the version (size and entity tag) of the prefix's
-/// eviction log object, if the listing holds one: a bounded recording wrote there.
+/// their sizes kept for `object`), and the version (name, size and entity tag of each) of the
+/// prefix's eviction log objects, if the listing holds any: bounded recordings wrote there
+/// (each its own log: a log added or changed changes the version).
 ///
 /// Errors: `Invalid` (a bad URL), `Io` (the listing failed: the message names the URL and why).
 pub(crate) fn shards_under(url: &str) -> Result<(Vec<PathBuf>, Option<String>)> {
@@ -62,8 +63,10 @@ pub(crate) fn shards_under(url: &str) -> Result<(Vec<PathBuf>, Option<String>)> 
     let mut memo = LISTED.lock().unwrap_or_else(|p| p.into_inner());
     let memo = memo.get_or_insert_with(HashMap::new);
     for (object, size, e_tag) in listed {
-        if object.key.rsplit('/').next() == Some(crate::writer::files::capacity::EVICTION_LOG) {
-            eviction_log = Some(format!("{size} {}", e_tag.as_deref().unwrap_or("")));
+        let name = object.key.rsplit('/').next().unwrap_or_default();
+        if crate::writer::files::capacity::is_eviction_log(name) {
+            let version: &mut String = eviction_log.get_or_insert_with(String::new);
+            version.push_str(&format!("{name} {size} {};", e_tag.as_deref().unwrap_or("")));
             continue;
         }
         // Annotation sidecars are read from a store too (`crate::annotation`).

@@ -22,8 +22,57 @@ use std::fs::File;
 use std::io::Read;
 
 /// The eviction log's file name, in the recording's directory (not a `.trj`: readers list
-/// shards only).
+/// shards only). The recordings of a directory share it, under a lock; in a store prefix,
+/// which has no lock, each recording keeps its own (`store_log_name`) and readers merge them.
 pub const EVICTION_LOG: &str = "trajcore-evictions.json";
+
+/// The eviction log object of the recording `recording_id` in a store prefix: its own, so that
+/// recorders sharing the prefix never write over each other's (a store has no lock and no
+/// atomic read-modify-write); a reader merges every log the prefix holds (`merge`).
+pub fn store_log_name(recording_id: &[u8; 16]) -> String {
+    let id: String = recording_id.iter().map(|b| format!("{b:02x}")).collect();
+    format!("trajcore-evictions-{id}.json")
+}
+
+/// Whether the object `name` (the last part of its key) is an eviction log: the shared one of
+/// a single recorder before logs were per recording, or a recording's own.
+pub fn is_eviction_log(name: &str) -> bool {
+    name == EVICTION_LOG || (name.starts_with("trajcore-evictions-") && name.ends_with(".json"))
+}
+
+/// The eviction logs of a prefix's recordings as one: every shard once (a shard two logs name,
+/// which two recorders that took over one stopped recording's shards both evicted, is counted
+/// once), oldest first within each log, the logs in the order given. A log without per-shard
+/// counts (written before they were kept) adds its total.
+pub fn merge(logs: &[EvictionLog]) -> EvictionLog {
+    let mut merged = EvictionLog::default();
+    let mut seen: HashSet<&str> = HashSet::new();
+    for log in logs {
+        let counted = log.evicted_shard_steps.len() == log.evicted_shards.len();
+        if !counted {
+            merged.evicted_steps = merged.evicted_steps.saturating_add(log.evicted_steps);
+        }
+        for (i, name) in log.evicted_shards.iter().enumerate() {
+            if !seen.insert(name) {
+                continue;
+            }
+            merged.evicted_shards.push(name.clone());
+            if counted {
+                merged.evicted_steps = merged.evicted_steps.saturating_add(log.evicted_shard_steps[i]);
+                merged.evicted_shard_steps.push(log.evicted_shard_steps[i]);
+            }
+        }
+        for id in &log.evicted_seqs {
+            if !merged.evicted_seqs.contains(id) {
+                merged.evicted_seqs.push(*id);
+            }
+        }
+    }
+    if merged.evicted_shard_steps.len() != merged.evicted_shards.len() {
+        merged.evicted_shard_steps.clear(); // some counts unknown: only the total holds
+    }
+    merged
+}
 
 /// The shard a capacity-bound recording rolls over at, in transitions: a tenth of the capacity,
 /// so that deleting a whole shard never drops more than about a tenth of the buffer.
@@ -57,6 +106,10 @@ pub struct EvictionLog {
     /// finds its hole between a recording's shards explained.
     #[serde(default)]
     pub evicted_seqs: Vec<([u8; 16], u64)>,
+    /// The transitions of each shard of `evicted_shards` (empty in a log written before they
+    /// were kept): what lets `merge` count a shard two logs name once.
+    #[serde(default)]
+    pub evicted_shard_steps: Vec<u64>,
 }
 
 impl EvictionLog {
@@ -69,16 +122,40 @@ impl EvictionLog {
     pub fn read(dir: &Path) -> Result<EvictionLog> {
         let path = dir.join(EVICTION_LOG);
         if let Some(url) = crate::objstore::url::url_of(dir) {
-            let url = format!("{}/{EVICTION_LOG}", url.trim_end_matches('/'));
-            return match crate::objstore::remote::get_whole(&url)? {
-                Some(bytes) => Self::parse(&bytes, &path),
-                None => Ok(EvictionLog::default()),
-            };
+            return Self::read_store(url.trim_end_matches('/'));
         }
-        match std::fs::read(&path) {
-            Ok(bytes) => Self::parse(&bytes, &path),
+        Self::read_file(&path)
+    }
+
+    /// The logs of every recording of the store prefix `url`, merged (`merge`): one listing,
+    /// and one request per log object.
+    ///
+    /// Errors: `Corrupt`, `Io` (the store, naming the URL and why).
+    fn read_store(url: &str) -> Result<EvictionLog> {
+        let location = crate::objstore::url::locate(url)?;
+        let mut logs = Vec::new();
+        for (object, _, _) in crate::objstore::remote::list(&location, url)? {
+            let name = object.key.rsplit('/').next().unwrap_or_default();
+            if !is_eviction_log(name) {
+                continue;
+            }
+            let at = format!("{url}/{name}");
+            // A log deleted between the listing and the read (its prefix emptied) holds nothing.
+            if let Some(bytes) = crate::objstore::remote::get_whole(&at)? {
+                logs.push(Self::parse(&bytes, Path::new(&at))?);
+            }
+        }
+        Ok(merge(&logs))
+    }
+
+    /// The log file at `path` (empty when there is none).
+    ///
+    /// Errors: `Corrupt`, `Io`.
+    fn read_file(path: &Path) -> Result<EvictionLog> {
+        match std::fs::read(path) {
+            Ok(bytes) => Self::parse(&bytes, path),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(EvictionLog::default()),
-            Err(e) => Err(Error::io(&path, e)),
+            Err(e) => Err(Error::io(path, e)),
         }
     }
 
@@ -90,38 +167,47 @@ impl EvictionLog {
         })
     }
 
-    /// Adds `shards` (path, transitions) to the log of `dir`, each once (a shard logged before
-    /// whose deletion failed is not counted twice). Read, changed and written under one lock of
-    /// the process (the recorders of a multi-agent env share a directory), whole or not at all
-    /// (a temp file renamed over it), so a reader never sees half of it.
+    /// Adds `shards` (path, transitions) to the log `name` of `dir`, each once (a shard logged
+    /// before whose deletion failed is not counted twice). Read, changed and written under one
+    /// lock of the process (the recorders of a multi-agent env share a directory), whole or not
+    /// at all (a temp file renamed over it), so a reader never sees half of it.
     ///
     /// Errors: those of `read`, `Io`.
-    fn add<'a>(dir: &Path, shards: impl Iterator<Item = (&'a Path, u64, Option<([u8; 16], u64)>)>) -> Result<()> {
+    fn add<'a>(
+        dir: &Path,
+        name: &str,
+        shards: impl Iterator<Item = (&'a Path, u64, Option<([u8; 16], u64)>)>,
+    ) -> Result<()> {
         static LOCK: Mutex<()> = Mutex::new(());
         let _held = LOCK.lock().unwrap_or_else(|p| p.into_inner());
         // And across processes (recorders of Ray actors share a directory): a lock on the
         // directory itself, released when `_dir_lock` closes (or its process dies).
         let _dir_lock = lock_dir(dir)?;
-        let mut log = EvictionLog::read(dir)?;
+        let mut log = EvictionLog::read_file(&dir.join(name))?;
+        // Per-shard counts only where the log had them for every shard (see `merge`).
+        let counted = log.evicted_shard_steps.len() == log.evicted_shards.len();
         for (path, steps, id) in shards {
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            if !log.evicted_shards.contains(&name) {
+            let shard = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            if !log.evicted_shards.contains(&shard) {
                 log.evicted_steps = log.evicted_steps.saturating_add(steps);
-                log.evicted_shards.push(name);
+                log.evicted_shards.push(shard);
                 log.evicted_seqs.extend(id);
+                if counted {
+                    log.evicted_shard_steps.push(steps);
+                }
             }
         }
-        log.write(dir)
+        log.write(dir, name)
     }
 
-    /// Writes the log into `dir`, whole or not at all (a temp file renamed over the old one).
+    /// Writes the log into `dir` as `name`, whole or not at all (a temp file renamed over the
+    /// old one).
     ///
     /// Errors: `Io`.
-    fn write(&self, dir: &Path) -> Result<()> {
+    fn write(&self, dir: &Path, name: &str) -> Result<()> {
         static TEMP: AtomicU64 = AtomicU64::new(0);
-        let path = dir.join(EVICTION_LOG);
-        let temp =
-            dir.join(format!(".{EVICTION_LOG}.{}.{}.tmp", std::process::id(), TEMP.fetch_add(1, Ordering::Relaxed)));
+        let path = dir.join(name);
+        let temp = dir.join(format!(".{name}.{}.{}.tmp", std::process::id(), TEMP.fetch_add(1, Ordering::Relaxed)));
         let bytes = serde_json::to_vec(self).map_err(|e| Error::Invalid(format!("eviction log: {e}")))?;
         std::fs::write(&temp, bytes).map_err(|e| Error::io(&temp, e))?;
         std::fs::rename(&temp, &path).map_err(|e| Error::io(&path, e))
@@ -149,6 +235,9 @@ pub struct Capacity {
     closed: VecDeque<Closed>,
     /// A recording to a store: the uploads delete the evicted shards' objects too.
     uploads: Option<UploadQueue>,
+    /// The eviction log's file name in `dir`: `EVICTION_LOG`, or for a store recording its own
+    /// (`store_log_name`).
+    log_name: String,
 }
 
 impl Capacity {
@@ -178,25 +267,33 @@ impl Capacity {
             let others = unknown_writer || id.is_some_and(|(recording, _)| live.contains(&recording));
             (!others).then(|| Closed { path: path.clone(), steps: *steps, released: true, id })
         });
-        Ok(Capacity { limit, dir: dir.to_path_buf(), closed: closed.collect(), uploads: None })
+        let log_name = EVICTION_LOG.to_string();
+        Ok(Capacity { limit, dir: dir.to_path_buf(), closed: closed.collect(), uploads: None, log_name })
     }
 
-    /// The recording goes up to the store prefix `url` through `uploads` (its directory is the
-    /// staging directory): each eviction is told to them (they put the eviction log up, then
-    /// delete the shards' objects). The prefix's shards are among the prior ones (the caller
-    /// listed them, as staging paths: their files are not here, their objects are), and its log
-    /// is carried on in the staging directory's, which the uploads put over it, so the count adds
-    /// up over the recordings. Shards that log names and the prefix still holds (a recorder
-    /// stopped between putting the log up and deleting them; readers leave them out already)
-    /// are deleted now, as a local directory's are (`finish_interrupted_evictions`).
+    /// The recording `recording_id` goes up to the store prefix `url` through `uploads` (its
+    /// directory is the staging directory). It holds a lease there (`objstore::leases`) while
+    /// it records, so that recorders starting on the prefix meanwhile leave its shards to it.
+    /// Each eviction is told to them (they put the
+    /// recording's own eviction log up, `store_log_name`, then delete the shards' objects). The
+    /// prefix's shards are among the prior ones (the caller listed them, as staging paths: their
+    /// files are not here, their objects are). The logs of the prefix's recordings are left as
+    /// they are (readers merge them), so the count adds up over recordings, and several
+    /// recorders on one prefix never write over each other's log. Shards those logs name and
+    /// the prefix still holds (a recorder stopped between putting its log up and deleting them;
+    /// readers leave them out already) are deleted now, as a local directory's are
+    /// (`finish_interrupted_evictions`).
     ///
     /// Errors: `Io` (the store, naming the URL and why; the log could not be written),
-    /// `Corrupt` (the prefix's log does not parse).
-    pub fn uploading_to(mut self, uploads: UploadQueue, url: &str) -> Result<Capacity> {
+    /// `Corrupt` (a log of the prefix does not parse).
+    pub fn uploading_to(mut self, uploads: UploadQueue, url: &str, recording_id: &[u8; 16]) -> Result<Capacity> {
         let url = url.trim_end_matches('/');
+        self.log_name = store_log_name(recording_id);
+        // Before any object of this recording exists: another recorder that lists one of them
+        // finds the lease too, and leaves the recording's shards to it.
+        uploads.hold_lease(url, recording_id)?;
         let log = EvictionLog::read(Path::new(url))?;
         if !log.evicted_shards.is_empty() {
-            log.write(&self.dir)?;
             let location = crate::objstore::url::locate(url)?;
             let listed: HashSet<String> = crate::objstore::remote::list(&location, url)?
                 .into_iter()
@@ -209,7 +306,9 @@ impl Capacity {
                 .map(|name| self.dir.join(name))
                 .collect();
             if !left.is_empty() {
-                uploads.evicted(&left, &self.dir.join(EVICTION_LOG));
+                // The uploads put this recording's log before deleting: an empty one now.
+                EvictionLog::default().write(&self.dir, &self.log_name)?;
+                uploads.evicted(&left, &self.dir.join(&self.log_name));
             }
         }
         self.uploads = Some(uploads);
@@ -243,11 +342,12 @@ impl Capacity {
             return Ok(0);
         }
         // Logged before deleting: a reader that sees a shard gone finds it in the log.
-        EvictionLog::add(&self.dir, self.closed.iter().take(count).map(|c| (c.path.as_path(), c.steps, c.id)))?;
+        let logged = self.closed.iter().take(count).map(|c| (c.path.as_path(), c.steps, c.id));
+        EvictionLog::add(&self.dir, &self.log_name, logged)?;
         if let Some(uploads) = &self.uploads {
             // Before the files go: a shard the uploads find gone is one this names.
             let shards: Vec<PathBuf> = self.closed.iter().take(count).map(|c| c.path.clone()).collect();
-            uploads.evicted(&shards, &self.dir.join(EVICTION_LOG));
+            uploads.evicted(&shards, &self.dir.join(&self.log_name));
         }
         let mut deleted = 0;
         for _ in 0..count {
@@ -263,6 +363,22 @@ impl Capacity {
         }
         Ok(deleted)
     }
+}
+
+/// Which of the shards `names` (the last parts of their keys, under the store prefix `url`)
+/// belong to a recording that holds a fresh lease there now (`objstore::leases`): another
+/// recorder's, live, that a recording starting on the prefix neither counts nor recovers, as a
+/// directory's recorder leaves the shards of a recording whose shard lock is held. Call it
+/// after listing `names`: a recording's lease is put before any of its objects, so one whose
+/// object was listed has its lease seen here.
+///
+/// Errors: `Io` (the store, naming the URL and why), `Invalid` (a bad URL).
+#[cfg(feature = "remote")]
+pub fn of_live_recordings(url: &str, names: &[String]) -> Result<Vec<bool>> {
+    let tag_len = 2 * shard::RECORDING_TAG_BYTES;
+    let live: HashSet<String> =
+        crate::objstore::leases::live_recordings(url)?.into_iter().map(|id| id[..tag_len].to_string()).collect();
+    Ok(names.iter().map(|name| shard::recording_tag_of(name).is_some_and(|tag| live.contains(tag))).collect())
 }
 
 /// `dir` opened and locked (`flock`, exclusive: waits for the other holder, who only reads,
@@ -354,6 +470,55 @@ mod tests {
     }
 
     #[test]
+    fn merge_table() {
+        let log = |shards: &[(&str, u64)], seqs: &[u64], counted: bool| EvictionLog {
+            evicted_steps: shards.iter().map(|s| s.1).sum(),
+            evicted_shards: shards.iter().map(|s| s.0.to_string()).collect(),
+            evicted_seqs: seqs.iter().map(|&q| ([1; 16], q)).collect(),
+            evicted_shard_steps: if counted { shards.iter().map(|s| s.1).collect() } else { Vec::new() },
+        };
+        // (logs, merged shards, merged steps, per-shard counts kept, merged seqs)
+        type Case = (Vec<EvictionLog>, &'static [&'static str], u64, bool, &'static [u64]);
+        let cases: Vec<Case> = vec![
+            (vec![], &[], 0, true, &[]),
+            (vec![log(&[("a", 3)], &[0], true)], &["a"], 3, true, &[0]),
+            // Two recorders' logs add up, in the order given.
+            (
+                vec![log(&[("a", 3)], &[0], true), log(&[("b", 4), ("c", 5)], &[1], true)],
+                &["a", "b", "c"],
+                12,
+                true,
+                &[0, 1],
+            ),
+            // A shard two logs name (both took over a stopped recording's) is counted once.
+            (
+                vec![log(&[("a", 3), ("b", 4)], &[0, 1], true), log(&[("b", 4), ("c", 5)], &[1, 2], true)],
+                &["a", "b", "c"],
+                12,
+                true,
+                &[0, 1, 2],
+            ),
+            // A log from before per-shard counts adds its total; only the total holds then.
+            (vec![log(&[("a", 3)], &[], false), log(&[("b", 4)], &[], true)], &["a", "b"], 7, false, &[]),
+        ];
+        for (k, (logs, shards, steps, counted, seqs)) in cases.into_iter().enumerate() {
+            let merged = merge(&logs);
+            assert_eq!(merged.evicted_shards, shards.iter().map(|s| s.to_string()).collect::<Vec<_>>(), "case {k}");
+            assert_eq!(merged.evicted_steps, steps, "case {k}");
+            assert_eq!(merged.evicted_shard_steps.len() == merged.evicted_shards.len(), counted, "case {k}");
+            assert_eq!(merged.evicted_seqs, seqs.iter().map(|&q| ([1; 16], q)).collect::<Vec<_>>(), "case {k}");
+        }
+        for (name, log) in [
+            ("trajcore-evictions.json", true),
+            (store_log_name(&[0xab; 16]).as_str(), true),
+            ("trajcore-evictions-x.json.tmp", false),
+            ("a.trj", false),
+        ] {
+            assert_eq!(is_eviction_log(name), log, "{name}");
+        }
+    }
+
+    #[test]
     fn shard_steps_limit_table() {
         for (capacity, want) in [(1, 1), (9, 1), (10, 1), (11, 2), (1000, 100), (1_000_001, 100_001)] {
             assert_eq!(shard_steps_limit(capacity), want, "{capacity}");
@@ -378,7 +543,13 @@ mod tests {
         let log = EvictionLog::read(dir.path()).unwrap();
         let names = vec!["s0.trj".to_string(), "s1.trj".to_string()];
         // s0 is no shard file (its header does not read): known by name only.
-        assert_eq!(log, EvictionLog { evicted_steps: 12, evicted_shards: names, evicted_seqs: vec![([1; 16], 1)] });
+        let want = EvictionLog {
+            evicted_steps: 12,
+            evicted_shards: names,
+            evicted_seqs: vec![([1; 16], 1)],
+            evicted_shard_steps: vec![6, 6],
+        };
+        assert_eq!(log, want);
         // A later recording on the same directory adds to the log.
         let mut again = Capacity::new(5, dir.path(), &[(shard(2), 6)]).unwrap();
         again.sealed(&shard(3), 1, [2; 16], 0);
@@ -436,8 +607,9 @@ mod tests {
             std::fs::write(shard(i), b"x").unwrap();
         }
         // Killed after logging shards 0 and 1, before deleting shard 1.
-        EvictionLog::add(dir.path(), [(shard(0).as_path(), 4, None), (shard(1).as_path(), 4, None)].into_iter())
-            .unwrap();
+        let (first, second) = (shard(0), shard(1));
+        let logged = [(first.as_path(), 4, None), (second.as_path(), 4, None)];
+        EvictionLog::add(dir.path(), EVICTION_LOG, logged.into_iter()).unwrap();
         std::fs::remove_file(shard(0)).unwrap();
         let _capacity = Capacity::new(10, dir.path(), &[(shard(2), 6)]).unwrap();
         assert!(!shard(1).exists() && shard(2).exists());

@@ -360,19 +360,32 @@ pub fn now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
+/// The bytes of the recording id a shard's name carries (as hex).
+pub const RECORDING_TAG_BYTES: usize = 4;
+
 /// `20261121T062507.123456Z-1a2b3c4d-00000.trj`: names sort by start time, then recording and shard.
 pub fn shard_name(created_ns: u64, recording_id: &[u8; 16], shard_seq: u64) -> String {
     let secs = created_ns / 1_000_000_000;
     let micros = (created_ns % 1_000_000_000) / 1000;
     let (y, mo, d) = civil_from_days((secs / 86_400) as i64);
     let s = secs % 86_400;
-    let rec: String = recording_id[..4].iter().map(|b| format!("{b:02x}")).collect();
+    let rec: String = recording_id[..RECORDING_TAG_BYTES].iter().map(|b| format!("{b:02x}")).collect();
     format!(
         "{y:04}{mo:02}{d:02}T{:02}{:02}{:02}.{micros:06}Z-{rec}-{shard_seq:05}.{SHARD_EXTENSION}",
         s / 3600,
         s % 3600 / 60,
         s % 60
     )
+}
+
+/// The recording tag (hex) the shard name `name` carries (`shard_name`); `None` for a name
+/// not made so.
+pub fn recording_tag_of(name: &str) -> Option<&str> {
+    let stem = name.strip_suffix(&format!(".{SHARD_EXTENSION}"))?;
+    let mut parts = stem.rsplitn(3, '-');
+    let (_seq, tag) = (parts.next()?, parts.next()?);
+    parts.next()?;
+    (tag.len() == 2 * RECORDING_TAG_BYTES && tag.bytes().all(|b| b.is_ascii_hexdigit())).then_some(tag)
 }
 
 /// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
@@ -438,6 +451,10 @@ mod tests {
     fn names_sort_by_time() {
         let id = [0xab; 16];
         assert_eq!(shard_name(0, &id, 0), "19700101T000000.000000Z-abababab-00000.trj");
+        assert_eq!(recording_tag_of(&shard_name(0, &id, 7)), Some("abababab"));
+        for other in ["x.trj", "a-b.trj", "19700101T000000.000000Z-abababab-00000.trjx", "Z-zzzzzzzz-00001.trj"] {
+            assert_eq!(recording_tag_of(other), None, "{other}");
+        }
         assert_eq!(shard_name(1_763_706_307_123_456_789, &id, 3), "20251121T062507.123456Z-abababab-00003.trj");
         assert!(shard_name(1_000_000_000, &id, 0) < shard_name(2_000_000_000, &id, 0));
     }

@@ -80,7 +80,7 @@ impl Sink {
         let capacity = match config.capacity_steps {
             Some(limit) => {
                 let capacity = Capacity::new(limit, &dir, &config.prior_shards)?;
-                Some(Arc::new(Mutex::new(evicting_objects(capacity, &uploads, &config.upload_to)?)))
+                Some(Arc::new(Mutex::new(evicting_objects(capacity, &uploads, &config.upload_to, &recording_id)?)))
             }
             None => None,
         };
@@ -418,9 +418,14 @@ fn note_compaction(shared: &Shared, path: &Path, outcome: Result<Option<compact:
 /// The capacity of a recording to a store also evicts the store's objects (its uploads delete
 /// them). Without the `remote` feature an `UploadQueue` cannot exist, so the first arm is dead.
 #[cfg_attr(not(feature = "remote"), allow(unused_variables, unreachable_code))]
-fn evicting_objects(capacity: Capacity, uploads: &Option<UploadQueue>, url: &Option<String>) -> Result<Capacity> {
+fn evicting_objects(
+    capacity: Capacity,
+    uploads: &Option<UploadQueue>,
+    url: &Option<String>,
+    recording_id: &[u8; 16],
+) -> Result<Capacity> {
     match (uploads, url) {
-        (Some(uploads), Some(url)) => capacity.uploading_to(uploads.clone(), url),
+        (Some(uploads), Some(url)) => capacity.uploading_to(uploads.clone(), url, recording_id),
         _ => Ok(capacity),
     }
 }
