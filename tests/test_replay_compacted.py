@@ -1,0 +1,106 @@
+"""A reader following a live recording switches to the compacted rewrite of each shard its
+writer closes (`compact_shards`): at the refresh that finds the rewrite it reads the new file
+(its chunks, about one per lane and column instead of one per flush) and lets go of the one it
+opened. The episodes, their values, the listing's indexes and seeded samples stay what they
+were; an `Episode` taken before keeps reading its values."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import trajcore
+
+pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/self (Linux)")
+
+EPISODES, LENGTH = 6, 200
+FIELDS = ("observations", "actions", "rewards", "terminations", "truncations")
+
+
+def _old_files_held(path: Path) -> int:
+    """Files of `path` this process maps or holds open that are no longer under their name
+    (a shard's pre-compaction file, replaced by its rewrite)."""
+    held: set[str] = set()
+    targets = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            targets.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            continue  # closed meanwhile
+    with open("/proc/self/maps") as f:
+        targets += [" ".join(line.split()[5:]) for line in f if len(line.split()) > 5]
+    for target in targets:
+        if target.startswith(str(path)) and target.endswith(" (deleted)"):
+            held.add(target)
+    return len(held)
+
+
+def _values(ds: trajcore.Dataset) -> dict[int, dict[str, Any]]:
+    return {e.episode_id: {k: getattr(e, k) for k in FIELDS} for e in ds.episodes}
+
+
+def _assert_same(got: dict[int, dict[str, Any]], want: dict[int, dict[str, Any]]) -> None:
+    assert sorted(got) == sorted(want) and len(want) == EPISODES
+    for episode_id, fields in want.items():
+        for k, v in fields.items():
+            np.testing.assert_array_equal(got[episode_id][k], v, err_msg=f"episode {episode_id} {k}")
+
+
+def test_a_live_reader_switches_to_each_compacted_shard(tmp_path: Path) -> None:
+    """Pendulum's 200-step episodes recorded in small shards (episodes run over rollovers),
+    flushed every 5 steps (chunks cut small), read by a reader refreshing every step. Each
+    closed shard is compacted and the reader switches to it: once the recorder is closed, its
+    chunk entries are those of a fresh open, no pre-compaction file is mapped or open, every
+    episode reads the values the fresh open reads, and a seeded sample is the one it drew before
+    the last switch."""
+    path = tmp_path / "live"
+    env = trajcore.RecordEpisodes(
+        gym.make("Pendulum-v1"), path, flush_interval=3600, max_shard_bytes=24 << 10, compact_shards=True
+    )
+    env.action_space.seed(0)
+    env.reset(seed=0)
+    ds = trajcore.open(path)
+    kept = None
+    for t in range(EPISODES * LENGTH):
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if t % 5 == 0:
+            env.flush()
+        ds.refresh()
+        if kept is None and ds.num_episodes:
+            kept = ds.episodes[0]  # taken before its shard was compacted, read after
+        if ds.num_steps:
+            ds.sample_transitions(32, seed=t)  # the loop reads as it goes
+        if terminated or truncated:
+            if t + 1 < EPISODES * LENGTH:
+                env.reset()
+    env.flush()
+    ds.refresh()
+    before = ds.sample_transitions(256, seed=7)  # every episode listed, the last shard not compacted
+    env.close()
+    stats = env.stats()
+    assert stats["shards_compacted"] >= 4, stats
+    ds.refresh()
+    assert ds.problems == []
+    assert _old_files_held(path) == 0
+    after = ds.sample_transitions(256, seed=7)
+    assert sorted(before) == sorted(after)
+    for k in before:
+        np.testing.assert_array_equal(after[k], before[k], err_msg=k)
+    with trajcore.open(path) as fresh:
+        assert ds._core.column_stats() == fresh._core.column_stats()
+        want = _values(fresh)
+    _assert_same(_values(ds), want)
+    assert kept is not None
+    for k in FIELDS:
+        np.testing.assert_array_equal(getattr(kept, k), want[kept.episode_id][k], err_msg=k)
+    # Each sampled row is the fresh open's value of its episode and step.
+    for i in range(256):
+        e = ds.episodes[int(after["episode_index"][i])]
+        step = int(after["step_index"][i])
+        np.testing.assert_array_equal(after["observations"][i], want[e.episode_id]["observations"][step])
+        np.testing.assert_array_equal(after["actions"][i], want[e.episode_id]["actions"][step])
+    ds.close()
