@@ -7,9 +7,12 @@ were; an `Episode` taken before keeps reading its values."""
 from __future__ import annotations
 
 import os
+import struct
+import warnings
 from pathlib import Path
 from typing import Any
 
+import format_decoder as fd
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -18,6 +21,8 @@ import trajcore
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/self (Linux)")
 
 EPISODES, LENGTH = 6, 200
+#: The file header's compat flag of a compacted shard (FORMAT.md).
+COMPACTED = 1
 FIELDS = ("observations", "actions", "rewards", "terminations", "truncations")
 
 
@@ -26,9 +31,9 @@ def _old_files_held(path: Path) -> int:
     (a shard's pre-compaction file, replaced by its rewrite)."""
     held: set[str] = set()
     targets = []
-    for fd in os.listdir("/proc/self/fd"):
+    for n in os.listdir("/proc/self/fd"):
         try:
-            targets.append(os.readlink(f"/proc/self/fd/{fd}"))
+            targets.append(os.readlink(f"/proc/self/fd/{n}"))
         except OSError:
             continue  # closed meanwhile
     with open("/proc/self/maps") as f:
@@ -44,7 +49,12 @@ def _values(ds: trajcore.Dataset) -> dict[int, dict[str, Any]]:
 
 
 def _assert_same(got: dict[int, dict[str, Any]], want: dict[int, dict[str, Any]]) -> None:
-    assert sorted(got) == sorted(want) and len(want) == EPISODES
+    assert len(want) == EPISODES
+    _check_same(got, want)
+
+
+def _check_same(got: dict[int, dict[str, Any]], want: dict[int, dict[str, Any]]) -> None:
+    assert sorted(got) == sorted(want) and want
     for episode_id, fields in want.items():
         for k, v in fields.items():
             np.testing.assert_array_equal(got[episode_id][k], v, err_msg=f"episode {episode_id} {k}")
@@ -74,9 +84,8 @@ def test_a_live_reader_switches_to_each_compacted_shard(tmp_path: Path) -> None:
             kept = ds.episodes[0]  # taken before its shard was compacted, read after
         if ds.num_steps:
             ds.sample_transitions(32, seed=t)  # the loop reads as it goes
-        if terminated or truncated:
-            if t + 1 < EPISODES * LENGTH:
-                env.reset()
+        if (terminated or truncated) and t + 1 < EPISODES * LENGTH:
+            env.reset()
     env.flush()
     ds.refresh()
     before = ds.sample_transitions(256, seed=7)  # every episode listed, the last shard not compacted
@@ -103,4 +112,62 @@ def test_a_live_reader_switches_to_each_compacted_shard(tmp_path: Path) -> None:
         step = int(after["step_index"][i])
         np.testing.assert_array_equal(after["observations"][i], want[e.episode_id]["observations"][step])
         np.testing.assert_array_equal(after["actions"][i], want[e.episode_id]["actions"][step])
+    ds.close()
+
+
+def _pendulum(path: Path, steps: int, seed: int, **options: Any) -> Path:
+    """`steps` of Pendulum recorded in one shard, flushed every 5 steps; its shard file."""
+    env = trajcore.RecordEpisodes(gym.make("Pendulum-v1"), path, flush_interval=3600, **options)
+    env.action_space.seed(seed)
+    env.reset(seed=seed)
+    for t in range(steps):
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if t % 5 == 0:
+            env.flush()
+        if terminated or truncated:
+            env.reset()
+    env.close()
+    (shard,) = path.glob("*.trj")
+    return shard
+
+
+def _as_rewrite_of(shard: Path, other: Path) -> None:
+    """Puts the bytes of `other` under the name of `shard` (by a rename, as the writer's
+    compaction does), with the header of `shard` marked compacted: to the reader, the rewrite
+    of `shard` by its writer."""
+    head = bytearray(shard.read_bytes()[:64])
+    struct.pack_into("<I", head, 12, struct.unpack_from("<I", head, 12)[0] | COMPACTED)
+    struct.pack_into("<I", head, 60, fd.crc32c(head[:60]))
+    tmp = shard.with_name(shard.name + ".compacting")
+    tmp.write_bytes(bytes(head) + other.read_bytes()[64:])
+    os.replace(tmp, shard)
+
+
+def test_a_rewrite_that_holds_other_rows_is_not_read(tmp_path: Path) -> None:
+    """A file put under a shard's name as its compacted rewrite that does not hold the rows the
+    reader listed (here: another recording's, with fewer steps) is not switched to: the reader
+    warns once and reads on the file it opened, the same values. A true rewrite coming under
+    the name later is switched to (the refusal was about that file only)."""
+    shard = _pendulum(tmp_path / "ds", 400, 0, compact_shards=False)
+    original = tmp_path / "original.trj.bin"
+    original.write_bytes(shard.read_bytes())
+    other = _pendulum(tmp_path / "other", 300, 1, compact_shards=True)
+    ds = trajcore.open(tmp_path / "ds")
+    want = _values(ds)
+    stats = ds._core.column_stats()
+    _as_rewrite_of(shard, other)
+    with pytest.warns(trajcore.TrajcoreWarning, match="compacted rewrite, which this dataset does not read"):
+        ds.refresh()
+    _check_same(_values(ds), want)
+    assert ds._core.column_stats() == stats
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds.refresh()  # said once
+    _as_rewrite_of(shard, original)  # the same rows, at the same places: a rewrite to switch to
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds.refresh()
+    assert _old_files_held(tmp_path / "ds") == 0
+    _check_same(_values(ds), want)
+    assert ds.problems == []
     ds.close()
