@@ -74,12 +74,20 @@ def test_a_live_reader_switches_to_each_compacted_shard(tmp_path: Path) -> None:
     env.action_space.seed(0)
     env.reset(seed=0)
     ds = trajcore.open(path)
+    shared = None  # opened with rows to lay its shared store of decoded chunks out for
     kept = None
     for t in range(EPISODES * LENGTH):
         _, _, terminated, truncated, _ = env.step(env.action_space.sample())
         if t % 5 == 0:
             env.flush()
         ds.refresh()
+        if t == LENGTH + 50:
+            shared = trajcore.open(path)
+            assert shared.cache_info["shared_bytes"] > 0
+            _values(shared)  # its chunks decoded into their slots
+        elif shared is not None and t % 50 == 0:
+            shared.refresh()
+            _values(shared)
         if kept is None and ds.num_episodes:
             kept = ds.episodes[0]  # taken before its shard was compacted, read after
         if ds.num_steps:
@@ -93,7 +101,9 @@ def test_a_live_reader_switches_to_each_compacted_shard(tmp_path: Path) -> None:
     stats = env.stats()
     assert stats["shards_compacted"] >= 4, stats
     ds.refresh()
-    assert ds.problems == []
+    assert shared is not None
+    shared.refresh()
+    assert ds.problems == [] and shared.problems == []
     assert _old_files_held(path) == 0
     after = ds.sample_transitions(256, seed=7)
     assert sorted(before) == sorted(after)
@@ -104,6 +114,8 @@ def test_a_live_reader_switches_to_each_compacted_shard(tmp_path: Path) -> None:
         want = _values(fresh)
     _assert_same(_values(ds), want)
     assert kept is not None
+    _assert_same(_values(shared), want)  # the old file's slots are not the rewrite's chunks
+    shared.close()
     for k in FIELDS:
         np.testing.assert_array_equal(getattr(kept, k), want[kept.episode_id][k], err_msg=k)
     # Each sampled row is the fresh open's value of its episode and step.
