@@ -40,7 +40,7 @@ use crate::error::{Error, Result};
 use crate::format::chunks::ChunkRef;
 use crate::format::episode::EpisodeSummary;
 use crate::reader::catalog::annotations::Sidecar;
-use crate::reader::catalog::chunk_list::{ChunkList, ListKey, Located};
+use crate::reader::catalog::chunk_list::{place_chunk, ChunkList, Insert, ListKey, Located};
 use crate::reader::catalog::parts::{Part, Place};
 use crate::reader::catalog::trust::{check_chunk, episode_span, first_gap, is_required, mask_pair_problem};
 use crate::reader::integrity::exclusions::{Exclusions, LeftOut};
@@ -443,10 +443,10 @@ impl Catalog {
             let entry = self.chunk_lists.entry(key).or_default();
             let list = &mut entry.chunks;
             for c in chunks {
-                match rewrite::place_chunk(list, &c) {
-                    rewrite::Insert::At(at) => list.insert(at, c),
-                    rewrite::Insert::Repeat => {}
-                    rewrite::Insert::Clash => {
+                match place_chunk(list, &c) {
+                    Insert::At(at) => list.insert(at, c),
+                    Insert::Repeat => {}
+                    Insert::Clash => {
                         let why = format!(
                             "chunk of column {} lane {} (rows {}..{}) overlaps rows another chunk holds; left out",
                             c.chunk.column,

@@ -8,35 +8,12 @@
 
 use std::collections::HashMap;
 
-use super::chunk_list::{ChunkList, Located};
+use super::chunk_list::{place_chunk, ChunkList, Insert, Located};
 use super::trust::check_chunk;
 use super::Catalog;
 use crate::format::episode::{EpisodeSummary, FLAG_COMPLETE};
 use crate::reader::store::checksummed::VerifiedRecords;
 use crate::reader::store::shard::Found;
-
-/// Where a new chunk goes in a list sorted by first row and free of overlaps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Insert {
-    At(usize),
-    /// Repeated rows (`CHUNK_REPEAT`) another chunk holds: left out.
-    Repeat,
-    /// Rows another chunk holds.
-    Clash,
-}
-
-/// Where `c` goes in `list` (see `Insert`): repeated rows only fill in for a shard the dataset
-/// lacks, so lists stay sorted and a row has at most one chunk.
-pub(crate) fn place_chunk(list: &[Located], c: &Located) -> Insert {
-    let at = list.partition_point(|x| x.first_row() < c.first_row());
-    let clash = (at > 0 && list[at - 1].end_row() > c.first_row())
-        || list.get(at).is_some_and(|next| next.first_row() < c.end_row());
-    match (clash, c.chunk.is_repeat()) {
-        (false, _) => Insert::At(at),
-        (true, true) => Insert::Repeat,
-        (true, false) => Insert::Clash,
-    }
-}
 
 /// `list` with the entries of `shard` replaced by `new` (the rewrite's chunks of the same lane
 /// and column), placed as a scan's are (`place_chunk`). Refused (why) unless the new entries
@@ -307,21 +284,5 @@ mod tests {
         }
         let (a, b, c) = (summary(0, 7, 10, 0, 0), summary(1, 7, 5, 0, 1), summary(0, 7, 20, 9, 0));
         assert_eq!(superseded(&[&a, &b, &c]), vec![true, false, false]);
-    }
-
-    #[test]
-    fn placing_a_chunk() {
-        let l = [at(0, 0, 10, 0), at(0, 10, 5, 0), at(0, 20, 5, 0)];
-        let repeat = Located { chunk: ChunkRef { flags: CHUNK_REPEAT, ..at(0, 12, 3, 0).chunk }, ..at(0, 12, 3, 0) };
-        let cases = [
-            (at(0, 15, 5, 0), Insert::At(2)),
-            (at(0, 25, 1, 0), Insert::At(3)),
-            (at(0, 14, 2, 0), Insert::Clash),
-            (at(0, 19, 2, 0), Insert::Clash),
-            (repeat, Insert::Repeat),
-        ];
-        for (c, want) in cases {
-            assert_eq!(place_chunk(&l, &c), want, "rows {}..{}", c.first_row(), c.end_row());
-        }
     }
 }
