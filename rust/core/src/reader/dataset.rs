@@ -156,6 +156,7 @@ impl Dataset {
         if let Some(e) = failed {
             return Err(e);
         }
+        self.switch_to_rewrites();
         let log = std::cell::OnceCell::new();
         let is_dir = self.is_dir;
         self.catalog.report_missing_shards(|id, seq| {
@@ -186,6 +187,25 @@ impl Dataset {
         match self.problems.first() {
             Some(p) if self.opts.strict => Err(p.to_error()),
             _ => Ok(()),
+        }
+    }
+
+    /// Switches the closed shards its writer compacted under the reader to their rewrites
+    /// (see `store::compacted`): the same rows, in the chunks a fresh open finds.
+    fn switch_to_rewrites(&mut self) {
+        for (shard, new, found) in self.store.rewrites(self.opts.mmap) {
+            // The old file's record ids first: the rewrite's records lie at other offsets,
+            // some at those of the old file's.
+            let mut mask = vec![false; self.store.shards.len()];
+            mask[shard] = true;
+            self.store.verified.forget_shards(&mask);
+            match self.catalog.switch_shard(shard, &found, &mut self.store.verified) {
+                Ok(()) => {
+                    self.store.switch_to(shard, new);
+                    self.read_damage.forget_checked();
+                }
+                Err(why) => self.store.refuse_rewrite(shard, &why),
+            }
         }
     }
 

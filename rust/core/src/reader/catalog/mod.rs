@@ -28,6 +28,7 @@ pub(in crate::reader) mod column_names;
 pub(in crate::reader) mod evicted;
 pub(in crate::reader) mod metrics;
 pub(in crate::reader) mod parts;
+pub(in crate::reader) mod rewrite;
 pub(in crate::reader) mod trust;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -39,7 +40,7 @@ use crate::error::{Error, Result};
 use crate::format::chunks::ChunkRef;
 use crate::format::episode::EpisodeSummary;
 use crate::reader::catalog::annotations::Sidecar;
-use crate::reader::catalog::chunk_list::{ChunkList, ListKey, Located};
+use crate::reader::catalog::chunk_list::{place_chunk, ChunkList, Insert, ListKey, Located};
 use crate::reader::catalog::parts::{Part, Place};
 use crate::reader::catalog::trust::{check_chunk, episode_span, first_gap, is_required, mask_pair_problem};
 use crate::reader::integrity::exclusions::{Exclusions, LeftOut};
@@ -442,27 +443,22 @@ impl Catalog {
             let entry = self.chunk_lists.entry(key).or_default();
             let list = &mut entry.chunks;
             for c in chunks {
-                // Lists stay sorted and free of overlaps, so a row has at most one chunk.
-                let at = list.partition_point(|x| x.first_row() < c.first_row());
-                let clash = (at > 0 && list[at - 1].end_row() > c.first_row())
-                    || list.get(at).is_some_and(|next| next.first_row() < c.end_row());
-                if clash && c.chunk.is_repeat() {
-                    continue;
-                }
-                if clash {
-                    let why = format!(
-                        "chunk of column {} lane {} (rows {}..{}) overlaps rows another chunk holds; left out",
-                        c.chunk.column,
-                        c.chunk.lane,
-                        c.first_row(),
-                        c.end_row()
-                    );
-                    let (shard, offset) = (c.shard, c.chunk.record_offset);
-                    self.own_problems.push(Problem::new(&self.shards[shard].path, offset, why));
-                    let damage = self.chunk_damage.entry(shard).or_insert(offset);
-                    *damage = (*damage).min(offset);
-                } else {
-                    list.insert(at, c);
+                match place_chunk(list, &c) {
+                    Insert::At(at) => list.insert(at, c),
+                    Insert::Repeat => {}
+                    Insert::Clash => {
+                        let why = format!(
+                            "chunk of column {} lane {} (rows {}..{}) overlaps rows another chunk holds; left out",
+                            c.chunk.column,
+                            c.chunk.lane,
+                            c.first_row(),
+                            c.end_row()
+                        );
+                        let (shard, offset) = (c.shard, c.chunk.record_offset);
+                        self.own_problems.push(Problem::new(&self.shards[shard].path, offset, why));
+                        let damage = self.chunk_damage.entry(shard).or_insert(offset);
+                        *damage = (*damage).min(offset);
+                    }
                 }
             }
             entry.ends = list.iter().map(Located::end_row).collect();

@@ -89,6 +89,12 @@ impl ReadDamage {
         read(&self.state).events.iter().find(|d| d.episodes.contains(&episode)).cloned()
     }
 
+    /// Forgets which episodes are known intact (their rows were moved to records not checked
+    /// yet: a shard switched to its compacted rewrite).
+    pub fn forget_checked(&self) {
+        write(&self.checked).clear();
+    }
+
     /// Those of `episodes` whose records are not all known to pass their checksums.
     pub fn unchecked(&self, episodes: impl Iterator<Item = usize>) -> Vec<usize> {
         let bits = read(&self.checked);

@@ -6,6 +6,7 @@
 pub(in crate::reader) mod cache;
 pub(in crate::reader) mod checksummed;
 pub(in crate::reader) mod chunk_bytes;
+pub(in crate::reader) mod compacted;
 pub(in crate::reader) mod dir_watch;
 pub(in crate::reader) mod find_shards;
 pub(in crate::reader) mod framing;
@@ -17,7 +18,7 @@ pub(in crate::reader) mod shared_chunks;
 pub(in crate::reader) mod source;
 pub(in crate::reader) mod tail;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -56,6 +57,8 @@ pub(crate) struct Store {
     /// The last `open_new` listed the directory (it may have changed): `check_changed` looks
     /// the shards up by name only then (a file renamed over or deleted changes the directory).
     dir_listed: bool,
+    /// Per shard, the rewrite it does not read (see `compacted`), by file identity.
+    refused_rewrites: HashMap<usize, (u64, u64)>,
 }
 
 impl Store {
@@ -70,6 +73,7 @@ impl Store {
             dir_watch: DirWatch::default(),
             store_log: (None, None),
             dir_listed: true,
+            refused_rewrites: HashMap::new(),
         }
     }
 

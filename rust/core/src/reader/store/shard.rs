@@ -253,6 +253,45 @@ impl Shard {
         Some((self.problem(0, why), damage))
     }
 
+    /// The identity of the file under this shard's name that is its compaction by its writer,
+    /// while the shard still reads the file it opened (see `store::compacted`).
+    pub fn rewrite(&self) -> Option<(u64, u64)> {
+        self.compacted_as.filter(|_| self.file.is_some())
+    }
+
+    /// Opens and scans the rewrite `rewrite` found. `Ok(None)`: the file under the name is
+    /// another one by now.
+    ///
+    /// Errors: those of `open` and `scan`.
+    pub fn open_rewrite(&self, mmap: bool) -> Result<Option<(Shard, Found)>> {
+        let Opened::Shard(new) = Shard::open(&self.path, true, mmap)? else { return Ok(None) };
+        let mut new = *new;
+        if Some(new.identity) != self.compacted_as || !self.header.compacted_as(&new.header) {
+            return Ok(None);
+        }
+        let found = new.scan()?;
+        Ok(Some((new, found)))
+    }
+
+    /// Reads the rewrite `new` from now on (its file, its map, where its records are), keeping
+    /// what the dataset decided of this shard (its pin, eviction, the notices said). The file
+    /// it read before is closed, and its map unmapped once no view handed out holds it.
+    pub fn take_rewrite(&mut self, new: Shard) {
+        self.header = new.header;
+        self.source = new.source;
+        self.file = new.file;
+        self.identity = new.identity;
+        self.compacted_as = None;
+        self.modified = new.modified;
+        self.finished = new.finished;
+        self.scanned_to = new.scanned_to;
+        self.bad_records = new.bad_records;
+        self.problems = new.problems;
+        self.tail = new.tail;
+        self.timelog_records = new.timelog_records;
+        self.copies = new.copies;
+    }
+
     /// Whether the file now under this shard's name is this shard compacted by its writer
     /// (`FileHeader::compacted_as`): the same rows, so nothing to say.
     fn compacted_under_its_name(&self) -> bool {

@@ -23,7 +23,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::hash::Hasher;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -195,6 +195,9 @@ pub(crate) struct SharedChunks {
     map: MmapRaw,
     file: File,
     layout: Layout,
+    /// Shards this process reads from another file now (the compacted rewrite of the one the
+    /// layout was made from, see `compacted`): their slots are not its chunks.
+    retired: Box<[AtomicBool]>,
 }
 
 // SAFETY: the mapping is only written through slots a process claimed (state word CAS), and
@@ -244,12 +247,22 @@ impl SharedChunks {
             return None;
         }
         let map = MmapOptions::new().len(layout.size).map_raw(&file).ok()?;
-        Some(SharedChunks { map, file, layout })
+        let shards = layout.slots.keys().map(|&(shard, _)| shard + 1).max().unwrap_or(0);
+        let retired = (0..shards).map(|_| AtomicBool::new(false)).collect();
+        Some(SharedChunks { map, file, layout, retired })
     }
 
     /// Its size in bytes (the memory it holds once every slot is filled).
     pub fn size(&self) -> usize {
         self.layout.size
+    }
+
+    /// Stops using the slots of `shard` in this process: it reads another file now, whose
+    /// chunks may lie at the offsets the slots are keyed by (see `compacted`).
+    pub fn retire_shard(&self, shard: usize) {
+        if let Some(r) = self.retired.get(shard) {
+            r.store(true, Ordering::Relaxed);
+        }
     }
 
     /// The descriptor (for a spawned worker to adopt).
@@ -259,6 +272,9 @@ impl SharedChunks {
     }
 
     pub fn slot(&self, key: ChunkKey) -> Option<Slot> {
+        if self.retired.get(key.0).is_some_and(|r| r.load(Ordering::Relaxed)) {
+            return None;
+        }
         self.layout.slot(key).copied()
     }
 
