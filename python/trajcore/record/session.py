@@ -221,8 +221,12 @@ class Recording:
         """Records what the env's step returned with one call into the core (after the step's
         custom data), then hands the episodes it ended to `episode_metadata`; returns `result`."""
         obs, reward, terminated, truncated, info = result
-        self._record_step_data(action, obs, reward, terminated, truncated, info)
-        ended = self._recorder.step(action, obs, reward, terminated, truncated, info, self._frame())
+        # The hot path of both wrappers (a call per env step): no Python call that does nothing.
+        if self._step_data is not None:
+            self._record_step_data(action, obs, reward, terminated, truncated, info)
+        recorder = self._native if self._native is not None else self._recorder
+        frame = self._frame() if self._render_frames else None
+        ended = recorder.step(action, obs, reward, terminated, truncated, info, frame)
         # After the step: the episodes it ended are the ones metadata reaches now.
         if ended is not None:
             self._report_ended(ended, obs, info)
