@@ -73,7 +73,6 @@ impl<K> Collector<K> {
     /// `clear` (the bindings hold the GIL whenever a slice of it is alive).
     pub unsafe fn borrow(&mut self, owner: K, data: usize, len: usize) -> Src {
         self.keep.push(owner);
-        prefetch(data, len);
         Src::External(data, len)
     }
 
@@ -148,27 +147,6 @@ impl<K> Collector<K> {
         };
         self.entries.iter().map(entry).collect()
     }
-}
-
-/// At most this many bytes of a borrowed value are prefetched (see `prefetch`).
-const PREFETCH_MAX: usize = 4 << 10;
-
-/// Asks the CPU to bring the first bytes at `data` into this core's cache. A borrowed value is
-/// read again when the call's message is copied into the ring, after every other value was
-/// put: an array the env made a while ago (a replay's, another thread's) would make that copy
-/// wait for each of its lines in turn. A hint only: nothing is read.
-#[inline]
-fn prefetch(data: usize, len: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        for at in (0..len.min(PREFETCH_MAX)).step_by(64) {
-            // SAFETY: a prefetch reads and writes nothing, whatever the address.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(data.wrapping_add(at) as *const i8) };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (data, len);
 }
 
 #[cfg(test)]
