@@ -159,7 +159,8 @@ def _row(name: str, **figures: Any) -> dict[str, Any]:
 )
 def test_random_batches(benchmark: Any, report: list[dict[str, Any]], datasets: dict[str, Path], name: str) -> None:
     ds = trajcore.open(datasets[name])
-    pairs = [ds._core.locate(np.random.default_rng(i).integers(0, ds.num_steps, BATCH)) for i in range(64)]
+    every = ds._core.all_episodes()
+    pairs = [every.locate(np.random.default_rng(i).integers(0, ds.num_steps, BATCH)) for i in range(64)]
     batch_bytes = _nbytes(ds.sample_transitions(BATCH, seed=0))
     ds.sample_transitions(4096, seed=1)  # warm the page cache and the chunk cache
 
@@ -205,7 +206,7 @@ def test_single_step_latency(benchmark: Any, report: list[dict[str, Any]], datas
 
         def naive_loop(i: int, ds: trajcore.Dataset = ds, index: list[int] = index) -> None:
             start = (i * loop) % len(index)
-            episodes, ts = ds._core.locate(np.asarray(index[start : start + loop // 16]))
+            episodes, ts = ds._core.all_episodes().locate(np.asarray(index[start : start + loop // 16]))
             for e, t in zip(episodes.tolist(), ts.tolist(), strict=True):
                 ep = ds.episodes[e]
                 ep.observations[t], ep.actions[t], ep.rewards[t], ep.observations[t + 1]

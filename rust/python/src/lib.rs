@@ -47,6 +47,5 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(keys::escape_key, m)?)?;
     m.add_function(wrap_pyfunction!(keys::unescape_key, m)?)?;
     m.add_function(wrap_pyfunction!(annotate::annotate, m)?)?;
-    m.add_function(wrap_pyfunction!(annotate::annotations, m)?)?;
     Ok(())
 }
