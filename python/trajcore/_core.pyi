@@ -215,7 +215,6 @@ class Dataset:
     def cache_bytes(self) -> int | None: ...
     @property
     def mmap(self) -> bool: ...
-    def __len__(self) -> int: ...
     @property
     def shard_steps(self) -> list[tuple[int, int]]:
         """(recording, transitions) of each shard, in `shards` order."""
@@ -282,12 +281,6 @@ class Selection:
         order recorded."""
     def num_windows(self, length: int, pad: bool = False) -> int:
         """Windows of `length` steps inside single episodes (with `pad`, each shorter one counts once)."""
-    def locate(self, steps: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """(episode indexes, steps within them) of its step numbers.
-
-        Raises:
-            TrajcoreIndexError: a step number out of range.
-        """
     def sample(
         self, n: int, seed: int, length: int | None = None, pad: bool = False, keys: list[str] | None = None
     ) -> dict[str, Any]:
@@ -341,13 +334,9 @@ class BatchMemory:
     """The owner (numpy base) of a large batch's memory, handed back to a small pool (at most
     2 blocks, 256 MB) for the next large batch when the arrays are gone."""
 
-    def __len__(self) -> int: ...
-
 @final
 class MappedRows:
     """The owner (numpy base) of arrays viewing raw rows of a memory map; keeps the map alive."""
-
-    def __len__(self) -> int: ...
 
 def convert(
     src: Dataset,
@@ -388,7 +377,7 @@ def annotate(
 def verify(path: str) -> dict[str, Any]:
     """Checks every record checksum and decodes every chunk (GIL released): damage (a list of
     {file, offset, why, episodes: [episode indexes]}), shards, bytes, records, chunks,
-    decoded_bytes, seconds (opening included).
+    decoded_bytes.
 
     Raises:
         TrajcoreFileNotFoundError: the path does not exist.

@@ -24,10 +24,12 @@ pub struct PyDataset {
     strict: bool,
     #[pyo3(get)]
     cache_bytes: Option<usize>,
+    #[pyo3(get)]
+    mmap: bool,
     inner: RwLock<Dataset>,
-    /// Batch plans of this dataset and its selections; cleared by `refresh` (recordings may
-    /// have appeared).
-    plans: PlanCache<Plan>,
+    /// Batch plans of this dataset's selections; cleared by `refresh` (recordings may have
+    /// appeared).
+    pub(crate) plans: PlanCache<Plan>,
 }
 
 /// The shards an episode handed out reads, kept while it lives (see `reader::pin`).
@@ -38,17 +40,6 @@ impl PyDataset {
     pub(crate) fn read<R>(&self, f: impl FnOnce(&Dataset) -> R) -> R {
         let guard = self.inner.read().unwrap_or_else(|p| p.into_inner());
         f(&guard)
-    }
-
-    /// The batch plan of `keys` over the recordings `among` (default: all), made on first use.
-    pub(crate) fn plan(
-        &self,
-        py: Python<'_>,
-        keys: Option<Vec<String>>,
-        among: Option<&[bool]>,
-    ) -> PyResult<Arc<Plan>> {
-        let at = self.read(|d| d.columns_generation());
-        self.plans.get_or_make_at(at, keys, among, |keys, among| self.read(|d| Plan::new(py, d, keys, among)))
     }
 }
 
@@ -92,7 +83,7 @@ impl PyDataset {
         let mut dataset = py.detach(|| Dataset::open_choosing(&path, options, verify, exclusions_json)).py_err(py)?;
         // SAFETY: multiprocessing handed this process the descriptor, used nowhere else.
         shared_fd.map(|fd| unsafe { dataset.adopt_shared_chunks(fd) });
-        Ok(PyDataset { path, strict, cache_bytes, inner: RwLock::new(dataset), plans: PlanCache::default() })
+        Ok(PyDataset { path, strict, cache_bytes, mmap, inner: RwLock::new(dataset), plans: PlanCache::default() })
     }
 
     /// What a verification at open left out, as JSON (None when nothing was).
@@ -112,11 +103,6 @@ impl PyDataset {
     /// only when they grew (it costs as much as the dataset; a learner refreshes at every step).
     fn news_counts(&self) -> (usize, usize) {
         self.read(|d| (d.problems().len(), d.notices().len()))
-    }
-
-    #[getter]
-    fn mmap(&self) -> bool {
-        self.read(|d| d.options().mmap)
     }
 
     /// (recording, transitions) of each shard, in `shards` order.
@@ -199,27 +185,21 @@ impl PyDataset {
 
     /// Every episode, as the dataset grows: what reads over all of them are methods of.
     fn all_episodes(slf: &Bound<'_, Self>) -> PySelection {
-        PySelection::every(slf.clone().unbind())
+        PySelection::new(slf.clone().unbind(), None, None)
     }
 
     /// A subset of episodes (dataset indexes) to sample from, with its own step numbering.
     fn selection(slf: &Bound<'_, Self>, episodes: PyReadonlyArray1<'_, i64>) -> PyResult<PySelection> {
-        let (set, among) = slf
-            .get()
-            .read(|d| {
-                let set = d.view().episode_set_at(&episodes.as_array().to_vec())?;
-                let among = d.view().recordings_among(&set);
-                Ok((Arc::new(set), among))
-            })
-            .py_err(slf.py())?;
-        Ok(PySelection::of(slf.clone().unbind(), set, among))
+        let set = slf.get().read(|d| d.view().episode_set_at(&episodes.as_array().to_vec())).py_err(slf.py())?;
+        let among = slf.get().read(|d| d.view().recordings_among(&set));
+        Ok(PySelection::new(slf.clone().unbind(), Some(Arc::new(set)), among))
     }
 
     /// The episodes sampling draws from once a bounded recording evicted some (see the core's
     /// `live_episodes`); None while none is.
     fn live_selection(slf: &Bound<'_, Self>) -> Option<PySelection> {
         let (set, among) = slf.get().read(|d| Some((d.live_episodes()?.clone(), d.live_recordings())))?;
-        Some(PySelection::of(slf.clone().unbind(), set, among))
+        Some(PySelection::new(slf.clone().unbind(), Some(set), among))
     }
 
     /// Re-reads shards that grew or appeared; returns how many episodes were added.
@@ -240,12 +220,8 @@ impl PyDataset {
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
         let py = slf.py();
         let me = slf.get();
-        let args = (me.path.clone(), me.strict, me.cache_bytes, false, me.exclusions_json(), me.mmap());
+        let args = (me.path.clone(), me.strict, me.cache_bytes, false, me.exclusions_json(), me.mmap);
         PyTuple::new(py, [slf.get_type().into_any(), args.into_pyobject(py)?.into_any()])
-    }
-
-    fn __len__(&self) -> usize {
-        self.num_episodes()
     }
 
     fn __repr__(&self) -> String {

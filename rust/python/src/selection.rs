@@ -9,12 +9,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyRange, PyRangeMethods, PyTuple};
 use trajcore_core::reader::{Dataset, EpisodeSet, Request, WindowKind};
 
-use crate::batch;
+use crate::batch::{self, Plan};
 use crate::dataset::PyDataset;
 use crate::errors::{warn, IntoPy};
-
-/// (episode indexes, steps within them).
-type Located<'py> = (Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<i64>>);
 
 #[pyclass(module = "trajcore._core", name = "Selection", frozen)]
 pub struct PySelection {
@@ -28,14 +25,10 @@ pub struct PySelection {
 }
 
 impl PySelection {
-    /// Every episode of `dataset`, as it grows.
-    pub fn every(dataset: Py<PyDataset>) -> Self {
-        PySelection { dataset, set: None, among: None }
-    }
-
-    /// The episodes `set` of `dataset`, planned over the recordings they come from (`among`).
-    pub fn of(dataset: Py<PyDataset>, set: Arc<EpisodeSet>, among: Option<Vec<bool>>) -> Self {
-        PySelection { dataset, set: Some(set), among }
+    /// The episodes `set` of `dataset` (`None`: every one, as it grows), planned over the
+    /// recordings they come from (`among`; `None`: all).
+    pub fn new(dataset: Py<PyDataset>, set: Option<Arc<EpisodeSet>>, among: Option<Vec<bool>>) -> Self {
+        PySelection { dataset, set, among }
     }
 
     /// `f` over the dataset and these episodes.
@@ -52,10 +45,12 @@ impl PySelection {
         py.detach(|| self.read(f)).py_err(py)
     }
 
-    /// The selection of `set` (a subset of these episodes), of the same dataset.
-    fn subset(&self, py: Python<'_>, set: Arc<EpisodeSet>) -> PySelection {
-        let among = self.dataset.get().read(|d| d.view().recordings_among(&set));
-        PySelection::of(self.dataset.clone_ref(py), set, among)
+    /// The batch plan of `keys` over its recordings, made on first use (one cache per dataset).
+    fn plan(&self, py: Python<'_>, keys: Option<Vec<String>>) -> PyResult<Arc<Plan>> {
+        let dataset = self.dataset.get();
+        let at = dataset.read(|d| d.columns_generation());
+        let make = |keys: Option<&[String]>, among: Option<&[bool]>| dataset.read(|d| Plan::new(py, d, keys, among));
+        dataset.plans.get_or_make_at(at, keys, self.among.as_deref(), make)
     }
 
     fn batch<'py>(
@@ -65,7 +60,7 @@ impl PySelection {
         request: Request,
         kind: WindowKind,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let plan = self.dataset.get().plan(py, keys, self.among.as_deref())?;
+        let plan = self.plan(py, keys)?;
         let (out, damage) = batch::batch(py, &plan, request.len(), kind, |fields, out| {
             self.over(py, |d, set| d.view().read_batch(set, fields, request, kind, out))
         })?;
@@ -114,21 +109,17 @@ impl PySelection {
     /// Its episodes in file order: grouped by recording, then by sub-env, each one's in the
     /// order recorded. Reading it in bulk copies whole chunks (`Transitions.blocks(order="file")`).
     fn file_order(&self, py: Python<'_>) -> PyResult<PySelection> {
-        Ok(self.subset(py, self.over(py, |d, set| d.view().file_order(set))?))
+        let (set, among) = self.over(py, |d, set| {
+            let ordered = d.view().file_order(set)?;
+            Ok((ordered.clone(), d.view().recordings_among(&ordered)))
+        })?;
+        Ok(PySelection::new(self.dataset.clone_ref(py), Some(set), among))
     }
 
     /// Windows of `length` steps inside single episodes (with `pad`, shorter episodes count once).
     #[pyo3(signature = (length, pad=false))]
     fn num_windows(&self, py: Python<'_>, length: u64, pad: bool) -> PyResult<u64> {
         self.over(py, |_, set| Ok(set.windows(length, pad)?.num_windows()))
-    }
-
-    /// (episode indexes, steps within them) of its step numbers.
-    fn locate<'py>(&self, py: Python<'py>, steps: PyReadonlyArray1<'py, i64>) -> PyResult<Located<'py>> {
-        let steps = steps.as_array().to_vec();
-        let found = self.over(py, |_, set| set.locate_numbers(&steps))?;
-        let (e, t): (Vec<i64>, Vec<i64>) = found.into_iter().map(|(e, t)| (e as i64, t as i64)).unzip();
-        Ok((PyArray1::from_vec(py, e), PyArray1::from_vec(py, t)))
     }
 
     /// `n` windows drawn uniformly (with replacement), reproducibly from `seed`: of `length`
@@ -163,7 +154,7 @@ impl PySelection {
     /// One step by number, without a batch axis.
     #[pyo3(signature = (index, keys=None))]
     fn step<'py>(&self, py: Python<'py>, index: i64, keys: Option<Vec<String>>) -> PyResult<Bound<'py, PyDict>> {
-        let plan = self.dataset.get().plan(py, keys, self.among.as_deref())?;
+        let plan = self.plan(py, keys)?;
         batch::one_step(py, &plan, |fields, outs| self.over(py, |d, set| d.view().read_step(set, fields, index, outs)))
     }
 
