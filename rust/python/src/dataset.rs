@@ -3,18 +3,19 @@
 //! workers reopen it.
 
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyDict, PyList, PyString, PyTuple};
 use trajcore_core::reader::{
-    episode_metrics, episode_summaries, ColumnData, Dataset, OpenOptions, PlanCache, Report, Values, CACHE_AUTO,
+    episode_metrics, episode_summaries, ColumnData, Dataset, OpenOptions, Report, Values, CACHE_AUTO,
 };
 
 use crate::arrays;
-use crate::batch::{self, Plan};
+use crate::batch;
 use crate::errors::{invalid, IntoPy};
+use crate::open_dataset::OpenDataset;
 use crate::selection::PySelection;
 
 #[pyclass(module = "trajcore._core", name = "Dataset", frozen)]
@@ -26,22 +27,12 @@ pub struct PyDataset {
     cache_bytes: Option<usize>,
     #[pyo3(get)]
     mmap: bool,
-    inner: RwLock<Dataset>,
-    /// Batch plans of this dataset's selections; cleared by `refresh` (recordings may have
-    /// appeared).
-    pub(crate) plans: PlanCache<Plan>,
+    pub(crate) reader: Arc<OpenDataset>,
 }
 
 /// The shards an episode handed out reads, kept while it lives (see `reader::pin`).
 #[pyclass(module = "trajcore._core", name = "EpisodePin", frozen)]
 pub struct PyEpisodePin(#[allow(dead_code)] trajcore_core::reader::EpisodePin);
-
-impl PyDataset {
-    pub(crate) fn read<R>(&self, f: impl FnOnce(&Dataset) -> R) -> R {
-        let guard = self.inner.read().unwrap_or_else(|p| p.into_inner());
-        f(&guard)
-    }
-}
 
 /// A plain value of the core, made a Python one through its JSON.
 pub fn from_json(py: Python<'_>, json: serde_json::Result<String>) -> PyResult<Bound<'_, PyAny>> {
@@ -83,12 +74,12 @@ impl PyDataset {
         let mut dataset = py.detach(|| Dataset::open_choosing(&path, options, verify, exclusions_json)).py_err(py)?;
         // SAFETY: multiprocessing handed this process the descriptor, used nowhere else.
         shared_fd.map(|fd| unsafe { dataset.adopt_shared_chunks(fd) });
-        Ok(PyDataset { path, strict, cache_bytes, mmap, inner: RwLock::new(dataset), plans: PlanCache::default() })
+        Ok(PyDataset { path, strict, cache_bytes, mmap, reader: OpenDataset::new(dataset) })
     }
 
     /// What a verification at open left out, as JSON (None when nothing was).
     fn exclusions_json(&self) -> Option<String> {
-        self.read(|d| (!d.exclusions().is_empty()).then(|| d.exclusions().to_json()))
+        self.reader.read(|d| (!d.exclusions().is_empty()).then(|| d.exclusions().to_json()))
     }
 
     /// What the dataset says about itself (see the core's `Report`), with the GIL released:
@@ -96,69 +87,73 @@ impl PyDataset {
     #[pyo3(signature = (name, recording=None))]
     fn report<'py>(&self, py: Python<'py>, name: &str, recording: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
         let report = Report::parse(name, recording).py_err(py)?;
-        from_json(py, Ok(py.detach(|| self.read(|d| d.report(report))).py_err(py)?))
+        from_json(py, Ok(py.detach(|| self.reader.read(|d| d.report(report))).py_err(py)?))
     }
 
     /// (problems, notices) as many as `report("listing")` has: a refresh asks for the listing
     /// only when they grew (it costs as much as the dataset; a learner refreshes at every step).
     fn news_counts(&self) -> (usize, usize) {
-        self.read(|d| (d.problems().len(), d.notices().len()))
+        self.reader.read(|d| (d.problems().len(), d.notices().len()))
     }
 
     /// (recording, transitions) of each shard, in `shards` order.
     #[getter]
     fn shard_steps(&self) -> Vec<(usize, u64)> {
-        self.read(|d| d.shard_steps())
+        self.reader.read(|d| d.shard_steps())
     }
 
     #[getter]
     fn num_episodes(&self) -> usize {
-        self.read(|d| d.episodes().len())
+        self.reader.read(|d| d.episodes().len())
     }
 
     #[getter]
     fn num_recordings(&self) -> usize {
-        self.read(|d| d.recordings().len())
+        self.reader.read(|d| d.recordings().len())
     }
 
     /// Column specs of a recording, as dicts.
     fn columns<'py>(&self, py: Python<'py>, recording: usize) -> PyResult<Bound<'py, PyAny>> {
-        from_json(py, self.read(|d| d.recording(recording).map(|r| serde_json::to_string(&r.columns))).py_err(py)?)
+        from_json(
+            py,
+            self.reader.read(|d| d.recording(recording).map(|r| serde_json::to_string(&r.columns))).py_err(py)?,
+        )
     }
 
     /// Storage per column of each recording, from the index (nothing is decoded): dicts with
     /// recording, name, chunks, raw_bytes, stored_bytes.
     fn column_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        from_json(py, serde_json::to_string(&self.read(Dataset::column_stats)))
+        from_json(py, serde_json::to_string(&self.reader.read(Dataset::column_stats)))
     }
 
     /// One array per summary field over all episodes, in dataset order.
     fn summaries<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        arrays(py, self.read(episode_summaries))
+        arrays(py, self.reader.read(episode_summaries))
     }
 
     /// Episode metrics by column name: {name: {count, sum, mean, min, max}}, one array entry per
     /// episode in dataset order (count 0 and NaN where an episode has no value).
     fn metrics<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let metrics = self.read(episode_metrics).into_iter().map(|(name, m)| Ok((name, arrays(py, m.fields())?)));
+        let metrics =
+            self.reader.read(episode_metrics).into_iter().map(|(name, m)| Ok((name, arrays(py, m.fields())?)));
         metrics.collect::<PyResult<Vec<_>>>()?.into_py_dict(py)
     }
 
     /// Keeps the shards episode `episode` reads open while the pin lives (an evicted shard is let
     /// go of at the first refresh no pin holds it).
     fn pin_episode(&self, py: Python<'_>, episode: i64) -> PyResult<PyEpisodePin> {
-        self.read(|d| d.pin_episode(d.view().episode_index(episode)?)).map(PyEpisodePin).py_err(py)
+        self.reader.read(|d| d.pin_episode(d.view().episode_index(episode)?)).map(PyEpisodePin).py_err(py)
     }
 
     fn episode_metadata_json(&self, py: Python<'_>, episode: i64) -> PyResult<String> {
-        py.detach(|| self.read(|d| d.view().episode_metadata(d.view().episode_index(episode)?))).py_err(py)
+        py.detach(|| self.reader.read(|d| d.view().episode_metadata(d.view().episode_index(episode)?))).py_err(py)
     }
 
     /// All rows of one column of one episode (T+1 on the observation timeline, T on the step
     /// timeline); str columns come back as a list of str.
     /// Rows stored raw in one chunk come back as a read-only view of the memory map (no copy).
     fn read_column<'py>(&self, py: Python<'py>, episode: i64, column: &str) -> PyResult<Bound<'py, PyAny>> {
-        match py.detach(|| self.read(|d| d.view().episode_column(episode, column))).py_err(py)? {
+        match py.detach(|| self.reader.read(|d| d.view().episode_column(episode, column))).py_err(py)? {
             Ok(ColumnData::Fixed { dtype, shape, bytes }) => {
                 let typed = PyArray1::<u8>::from_vec(py, bytes).call_method1("view", (dtype.name(),))?;
                 typed.call_method1("reshape", (shape,))
@@ -171,7 +166,7 @@ impl PyDataset {
     /// An episode's observations or actions (`which`: "observation" or "action"), its leaf
     /// columns read as `read_column` does and nested like the recorded space.
     fn read_layout<'py>(&self, py: Python<'py>, episode: i64, which: &str) -> PyResult<Bound<'py, PyAny>> {
-        let layout = self.read(|d| d.view().episode_layout(episode, which)).py_err(py)?;
+        let layout = self.reader.read(|d| d.view().episode_layout(episode, which)).py_err(py)?;
         let mut leaves = Vec::new();
         let tree = layout.try_map(
             &mut |column| {
@@ -185,34 +180,34 @@ impl PyDataset {
 
     /// Every episode, as the dataset grows: what reads over all of them are methods of.
     fn all_episodes(slf: &Bound<'_, Self>) -> PySelection {
-        PySelection::new(slf.clone().unbind(), None, None)
+        PySelection::new(slf.get().reader.clone(), None, None)
     }
 
     /// A subset of episodes (dataset indexes) to sample from, with its own step numbering.
     fn selection(slf: &Bound<'_, Self>, episodes: PyReadonlyArray1<'_, i64>) -> PyResult<PySelection> {
-        let set = slf.get().read(|d| d.view().episode_set_at(&episodes.as_array().to_vec())).py_err(slf.py())?;
-        let among = slf.get().read(|d| d.view().recordings_among(&set));
-        Ok(PySelection::new(slf.clone().unbind(), Some(Arc::new(set)), among))
+        let set = slf.get().reader.read(|d| d.view().episode_set_at(&episodes.as_array().to_vec())).py_err(slf.py())?;
+        let among = slf.get().reader.read(|d| d.view().recordings_among(&set));
+        Ok(PySelection::new(slf.get().reader.clone(), Some(Arc::new(set)), among))
     }
 
     /// The episodes sampling draws from once a bounded recording evicted some (see the core's
     /// `live_episodes`); None while none is.
     fn live_selection(slf: &Bound<'_, Self>) -> Option<PySelection> {
-        let (set, among) = slf.get().read(|d| Some((d.live_episodes()?.clone(), d.live_recordings())))?;
-        Some(PySelection::new(slf.clone().unbind(), Some(set), among))
+        let (set, among) = slf.get().reader.read(|d| Some((d.live_episodes()?.clone(), d.live_recordings())))?;
+        Some(PySelection::new(slf.get().reader.clone(), Some(set), among))
     }
 
     /// Re-reads shards that grew or appeared; returns how many episodes were added.
     fn refresh(&self, py: Python<'_>) -> PyResult<usize> {
         let (added, schema_changed) = py
             .detach(|| {
-                let mut d = self.inner.write().unwrap_or_else(|p| p.into_inner());
+                let mut d = self.reader.dataset.write().unwrap_or_else(|p| p.into_inner());
                 let before = d.schema_generation();
                 d.refresh().map(|added| (added, d.schema_generation() != before))
             })
             .py_err(py)?;
         if schema_changed {
-            self.plans.clear();
+            self.reader.plans.clear();
         }
         Ok(added)
     }
@@ -225,7 +220,7 @@ impl PyDataset {
     }
 
     fn __repr__(&self) -> String {
-        let (episodes, steps) = self.read(|d| (d.episodes().len(), d.num_steps()));
+        let (episodes, steps) = self.reader.read(|d| (d.episodes().len(), d.num_steps()));
         format!("<trajcore._core.Dataset {episodes} episodes, {steps} steps at {:?}>", self.path)
     }
 }

@@ -29,7 +29,7 @@ pub fn convert<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let codecs = codecs_json.map(codecs_from_json).transpose().py_err(py)?.unwrap_or_default();
     let opts = ConvertOptions { codecs, chunk_bytes, max_shard_bytes, episodes, keys };
-    let done = py.detach(|| src.read(|ds| convert_dataset(ds, &dst, &opts))).py_err(py)?;
+    let done = py.detach(|| src.reader.read(|ds| convert_dataset(ds, &dst, &opts))).py_err(py)?;
     from_json(py, serde_json::to_string(&done))
 }
 

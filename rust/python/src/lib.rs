@@ -15,6 +15,7 @@ mod functions;
 mod infos;
 mod keys;
 mod layout;
+mod open_dataset;
 mod recorder;
 mod selection;
 mod values;

@@ -9,13 +9,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyRange, PyRangeMethods, PyTuple};
 use trajcore_core::reader::{Dataset, EpisodeSet, Request, WindowKind};
 
-use crate::batch::{self, Plan};
-use crate::dataset::PyDataset;
+use crate::batch;
 use crate::errors::{warn, IntoPy};
+use crate::open_dataset::OpenDataset;
 
 #[pyclass(module = "trajcore._core", name = "Selection", frozen)]
 pub struct PySelection {
-    dataset: Py<PyDataset>,
+    reader: Arc<OpenDataset>,
     /// Its episodes; `None`: every episode of the dataset as it is at each read (a refresh adds
     /// to them).
     set: Option<Arc<EpisodeSet>>,
@@ -25,15 +25,15 @@ pub struct PySelection {
 }
 
 impl PySelection {
-    /// The episodes `set` of `dataset` (`None`: every one, as it grows), planned over the
-    /// recordings they come from (`among`; `None`: all).
-    pub fn new(dataset: Py<PyDataset>, set: Option<Arc<EpisodeSet>>, among: Option<Vec<bool>>) -> Self {
-        PySelection { dataset, set, among }
+    /// The episodes `set` of the dataset `reader` reads (`None`: every one, as it grows),
+    /// planned over the recordings they come from (`among`; `None`: all).
+    pub fn new(reader: Arc<OpenDataset>, set: Option<Arc<EpisodeSet>>, among: Option<Vec<bool>>) -> Self {
+        PySelection { reader, set, among }
     }
 
     /// `f` over the dataset and these episodes.
     fn read<R>(&self, f: impl FnOnce(&Dataset, &EpisodeSet) -> R) -> R {
-        self.dataset.get().read(|d| f(d, self.set.as_deref().unwrap_or_else(|| d.all_episodes())))
+        self.reader.read(|d| f(d, self.set.as_deref().unwrap_or_else(|| d.all_episodes())))
     }
 
     /// `read` of a core call, with the GIL released.
@@ -45,14 +45,6 @@ impl PySelection {
         py.detach(|| self.read(f)).py_err(py)
     }
 
-    /// The batch plan of `keys` over its recordings, made on first use (one cache per dataset).
-    fn plan(&self, py: Python<'_>, keys: Option<Vec<String>>) -> PyResult<Arc<Plan>> {
-        let dataset = self.dataset.get();
-        let at = dataset.read(|d| d.columns_generation());
-        let make = |keys: Option<&[String]>, among: Option<&[bool]>| dataset.read(|d| Plan::new(py, d, keys, among));
-        dataset.plans.get_or_make_at(at, keys, self.among.as_deref(), make)
-    }
-
     fn batch<'py>(
         &self,
         py: Python<'py>,
@@ -60,7 +52,7 @@ impl PySelection {
         request: Request,
         kind: WindowKind,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let plan = self.plan(py, keys)?;
+        let plan = self.reader.plan(py, keys, self.among.as_deref())?;
         let (out, damage) = batch::batch(py, &plan, request.len(), kind, |fields, out| {
             self.over(py, |d, set| d.view().read_batch(set, fields, request, kind, out))
         })?;
@@ -113,7 +105,7 @@ impl PySelection {
             let ordered = d.view().file_order(set)?;
             Ok((ordered.clone(), d.view().recordings_among(&ordered)))
         })?;
-        Ok(PySelection::new(self.dataset.clone_ref(py), Some(set), among))
+        Ok(PySelection::new(self.reader.clone(), Some(set), among))
     }
 
     /// Windows of `length` steps inside single episodes (with `pad`, shorter episodes count once).
@@ -154,7 +146,7 @@ impl PySelection {
     /// One step by number, without a batch axis.
     #[pyo3(signature = (index, keys=None))]
     fn step<'py>(&self, py: Python<'py>, index: i64, keys: Option<Vec<String>>) -> PyResult<Bound<'py, PyDict>> {
-        let plan = self.plan(py, keys)?;
+        let plan = self.reader.plan(py, keys, self.among.as_deref())?;
         batch::one_step(py, &plan, |fields, outs| self.over(py, |d, set| d.view().read_step(set, fields, index, outs)))
     }
 
