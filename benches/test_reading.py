@@ -150,6 +150,14 @@ def _naive_batch(ds: trajcore.Dataset, episodes: np.ndarray, steps: np.ndarray) 
     }
 
 
+def _locate(ends: np.ndarray, steps: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(episodes, steps within them) of global step numbers, from the episodes' cumulative
+    lengths `ends`."""
+    steps = np.asarray(steps)
+    episodes = np.searchsorted(ends, steps, side="right")
+    return episodes, steps - np.concatenate([[0], ends])[episodes]
+
+
 def _row(name: str, **figures: Any) -> dict[str, Any]:
     return {"group": GROUP, "name": name, **figures}
 
@@ -159,7 +167,8 @@ def _row(name: str, **figures: Any) -> dict[str, Any]:
 )
 def test_random_batches(benchmark: Any, report: list[dict[str, Any]], datasets: dict[str, Path], name: str) -> None:
     ds = trajcore.open(datasets[name])
-    pairs = [ds._core.locate(np.random.default_rng(i).integers(0, ds.num_steps, BATCH)) for i in range(64)]
+    ends = np.cumsum(ds.summaries()["length"])
+    pairs = [_locate(ends, np.random.default_rng(i).integers(0, ds.num_steps, BATCH)) for i in range(64)]
     batch_bytes = _nbytes(ds.sample_transitions(BATCH, seed=0))
     ds.sample_transitions(4096, seed=1)  # warm the page cache and the chunk cache
 
@@ -203,9 +212,11 @@ def test_single_step_latency(benchmark: Any, report: list[dict[str, Any]], datas
             for g in index[start : start + loop]:
                 steps[g]
 
-        def naive_loop(i: int, ds: trajcore.Dataset = ds, index: list[int] = index) -> None:
+        ends = np.cumsum(ds.summaries()["length"])
+
+        def naive_loop(i: int, ds: trajcore.Dataset = ds, index: list[int] = index, ends: Any = ends) -> None:
             start = (i * loop) % len(index)
-            episodes, ts = ds._core.locate(np.asarray(index[start : start + loop // 16]))
+            episodes, ts = _locate(ends, index[start : start + loop // 16])
             for e, t in zip(episodes.tolist(), ts.tolist(), strict=True):
                 ep = ds.episodes[e]
                 ep.observations[t], ep.actions[t], ep.rewards[t], ep.observations[t + 1]

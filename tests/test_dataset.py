@@ -166,6 +166,21 @@ def test_closed_dataset_refuses_reads_but_cached_arrays_stay(recorded: Path) -> 
         ds.num_episodes  # noqa: B018
 
 
+def test_a_selection_that_sampled_refuses_reads_once_its_dataset_is_closed(recorded: Path) -> None:
+    """The core's selection an `Episodes` reads through (kept from its first read) holds the
+    reader: closing the dataset lets go of it, and the next read says the dataset is closed."""
+    ds = trajcore.open(recorded)
+    some = ds.episodes[1:3]
+    batch = some.sample_transitions(16, seed=0)
+    assert set(batch["episode_index"].tolist()) <= {1, 2}
+    assert some.transitions[0]["episode_index"] == 1
+    ds.close()
+    with pytest.raises(trajcore.TrajcoreError, match="closed"):
+        some.sample_transitions(16, seed=0)
+    with pytest.raises(trajcore.TrajcoreError, match="closed"):
+        some.num_steps  # noqa: B018
+
+
 def _truncate_tail(path: str, cut: int) -> None:
     size = os.path.getsize(path)
     with open(path, "r+b") as f:

@@ -73,7 +73,7 @@ def compare_with_trajcore(path: Path, *, use_index: bool = True) -> fd.DecodedDa
     """Every episode, summary, metadata and column read by both readers must be identical."""
     dec = fd.DecodedDataset(path, use_index=use_index)
     ds = _core.Dataset(str(path))
-    assert ds.listing()["problems"] == []
+    assert ds.report("listing")["problems"] == []
     assert ds.num_episodes == len(dec.episodes) > 0
     summaries = ds.summaries()
     rec_ids: dict[int, bytes] = {}
@@ -91,7 +91,7 @@ def compare_with_trajcore(path: Path, *, use_index: bool = True) -> fd.DecodedDa
         assert e.metadata == json.loads(ds.episode_metadata_json(i))
         rec = int(summaries["recording"][i])
         assert rec_ids.setdefault(rec, e.recording) == e.recording
-    assert sum(e.fixed.length for e in dec.episodes) == ds.num_steps
+    assert sum(e.fixed.length for e in dec.episodes) == ds.all_episodes().num_steps
     for rec, rid in rec_ids.items():
         core_columns = ds.columns(rec)
         assert [c["name"] for c in core_columns] == dec.column_names(rid)
@@ -100,7 +100,7 @@ def compare_with_trajcore(path: Path, *, use_index: bool = True) -> fd.DecodedDa
             for key in ("id", "dtype", "shape", "timeline"):
                 assert spec[key] == c[key]
             assert spec.get("mask") == c.get("mask") and spec.get("mask_of") == c.get("mask_of")
-        assert json.loads(ds.meta_json(rec)) == dec.recordings[rid]["meta"]
+        assert ds.report("meta", rec) == dec.recordings[rid]["meta"]
     for i, e in enumerate(dec.episodes):
         for name in dec.column_names(e.recording):
             mine = dec.read(i, name)

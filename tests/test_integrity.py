@@ -114,7 +114,7 @@ def test_verify_checks_a_chunks_own_checksum_under_a_valid_record_checksum(clean
 
 def _same_rows(clean_ds: trajcore.Dataset, batch: dict[str, Any]) -> None:
     """Every row of a transitions batch equals the clean dataset's row at its (episode, step)."""
-    want = clean_ds._core.gather((batch["episode_index"], batch["step_index"]))
+    want = clean_ds._core.all_episodes().gather((batch["episode_index"], batch["step_index"]))
     assert_tree_equal(batch, want)
 
 

@@ -23,7 +23,6 @@ __all__ = [
     "Selection",
     "__version__",
     "annotate",
-    "annotations",
     "configure_store",
     "convert",
     "escape_key",
@@ -182,7 +181,7 @@ class Dataset:
         """What a verification at open left out, as JSON (None when nothing was)."""
     def report(
         self,
-        name: Literal["listing", "cache_stats", "evicted_steps", "meta", "schema_damage", "timelog"],
+        name: Literal["listing", "cache_stats", "evicted_steps", "meta", "schema_damage", "timelog", "annotations"],
         recording: int | None = None,
     ) -> Any:
         """What the dataset says about itself, by name (GIL released); `recording` for those
@@ -201,25 +200,22 @@ class Dataset:
           missing from `columns`): [file, byte offset, why], or None.
         - timelog: the timelog the recording's writer stored: [samples, [file, offset, why] of
           damaged timelog records left out].
+        - annotations: the annotation sidecars found: recording, name, version, per, episodes,
+          path, taken, problem.
 
         Raises:
             InvalidArgumentError: an unknown name, or a recording missing or given where none is asked.
             TrajcoreIndexError: no such recording.
             TrajcoreIOError: evicted_steps of a store prefix: the store failed.
         """
-    def listing(self) -> dict[str, Any]:
-        """`report("listing")`."""
     def news_counts(self) -> tuple[int, int]:
-        """(problems, notices) as many as `listing` has."""
-    def meta_json(self, recording: int) -> str:
-        """The Meta record of a recording (dataset metadata, layout, user JSON), as JSON text."""
+        """(problems, notices) as many as `report("listing")` has."""
     @property
     def strict(self) -> bool: ...
     @property
     def cache_bytes(self) -> int | None: ...
     @property
     def mmap(self) -> bool: ...
-    def __len__(self) -> int: ...
     @property
     def shard_steps(self) -> list[tuple[int, int]]:
         """(recording, transitions) of each shard, in `shards` order."""
@@ -228,8 +224,6 @@ class Dataset:
         episode less `evicted_episodes`, kept up to date by `refresh`); None while none is."""
     @property
     def num_episodes(self) -> int: ...
-    @property
-    def num_steps(self) -> int: ...
     @property
     def num_recordings(self) -> int: ...
     def columns(self, recording: int) -> list[dict[str, Any]]:
@@ -263,33 +257,33 @@ class Dataset:
     def refresh(self) -> int:
         """Re-reads shards that grew or appeared; returns the number of new episodes (appended:
         step numbers handed out stay valid)."""
+    def all_episodes(self) -> Selection:
+        """Every episode, as the dataset grows (a refresh adds to them): the selection the reads
+        over all of them are methods of."""
     def selection(self, episodes: npt.NDArray[np.int64]) -> Selection:
         """A subset of episodes (dataset indexes, negative from the end) to sample from.
 
         Raises:
             TrajcoreIndexError: an episode index out of range.
         """
-    def file_order(self, selection: Selection | None = None) -> Selection:
-        """The episodes of the selection (default: every episode) in file order: grouped by
-        recording, then by sub-env, each one's in the order recorded."""
-    def num_windows(self, length: int, pad: bool = False, selection: Selection | None = None) -> int:
-        """Windows of `length` steps inside single episodes (with `pad`, each shorter one counts once)."""
-    def locate(
-        self, steps: npt.NDArray[np.int64], selection: Selection | None = None
-    ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-        """(episode indexes, steps within them) of global step numbers.
 
-        Raises:
-            TrajcoreIndexError: a step number out of range.
-        """
+@final
+class Selection:
+    """Episodes of a dataset (every one, or a fixed subset) with their own step and window
+    numbering, and the training reads over them (GIL released). Holds its dataset."""
+
+    @property
+    def num_steps(self) -> int: ...
+    def episodes(self) -> npt.NDArray[np.int64]:
+        """The dataset indexes of its episodes, in order."""
+    def __len__(self) -> int: ...
+    def file_order(self) -> Selection:
+        """Its episodes in file order: grouped by recording, then by sub-env, each one's in the
+        order recorded."""
+    def num_windows(self, length: int, pad: bool = False) -> int:
+        """Windows of `length` steps inside single episodes (with `pad`, each shorter one counts once)."""
     def sample(
-        self,
-        n: int,
-        seed: int,
-        length: int | None = None,
-        pad: bool = False,
-        keys: list[str] | None = None,
-        selection: Selection | None = None,
+        self, n: int, seed: int, length: int | None = None, pad: bool = False, keys: list[str] | None = None
     ) -> dict[str, Any]:
         """`n` windows drawn uniformly with replacement from a 64-bit `seed` (GIL released):
         transitions (`length=None`: arrays [n, ...], episode_index and step_index int64 [n]), or
@@ -309,31 +303,27 @@ class Dataset:
         length: int | None = None,
         pad: bool = False,
         keys: list[str] | None = None,
-        selection: Selection | None = None,
     ) -> dict[str, Any]:
-        """The windows `which` names (of the selection, if given): `length=None` reads
-        transitions, else windows of `length` steps (padded with `pad`). `which` is an array of
-        numbers (negative from the end): step numbers for transitions, else window numbers
-        (0 .. num_windows(length, pad) - 1); or (dataset episodes, first steps), two arrays; or
-        a `range` of steps, read in bulk (a run per episode; the batch their numbers give,
-        damage included).
+        """The windows `which` names: `length=None` reads transitions, else windows of `length`
+        steps (padded with `pad`). `which` is an array of numbers (negative from the end): step
+        numbers for transitions, else window numbers (0 .. num_windows(length, pad) - 1); or
+        (dataset episodes, first steps), two arrays; or a `range` of steps, read in bulk (a run
+        per episode; the batch their numbers give, damage included).
 
         Raises:
             TrajcoreIndexError: a number out of range, or the range runs past the steps.
             InvalidArgumentError: the pairs' arrays differ in length.
         """
-    def step(self, index: int, keys: list[str] | None = None, selection: Selection | None = None) -> dict[str, Any]:
+    def step(self, index: int, keys: list[str] | None = None) -> dict[str, Any]:
         """One step by number, without a batch axis (numpy scalars for scalar columns).
 
         Raises:
             TrajcoreIndexError: the step number is out of range.
         """
-    def frames_of(
-        self, column: str, max_bytes: int, selection: Selection | None = None
-    ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64], int]:
+    def frames_of(self, column: str, max_bytes: int) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64], int]:
         """(frames as bytes, frame ids, stack): a column's frames each once, in stored order, and
-        `stack` ids per observation row (an episode's T + 1 rows after another's, in the
-        selection's order); a column that is no frame stack gives stack 1, a frame a row.
+        `stack` ids per observation row (an episode's T + 1 rows after another's, in its order);
+        a column that is no frame stack gives stack 1, a frame a row.
 
         Raises:
             InvalidArgumentError: they would take more than `max_bytes` (naming the size).
@@ -341,29 +331,13 @@ class Dataset:
         """
 
 @final
-class Selection:
-    """A fixed subset of a dataset's episodes with its own step and window numbering."""
-
-    @property
-    def num_episodes(self) -> int: ...
-    @property
-    def num_steps(self) -> int: ...
-    def episodes(self) -> npt.NDArray[np.int64]:
-        """The dataset indexes of its episodes, in order."""
-    def __len__(self) -> int: ...
-
-@final
 class BatchMemory:
     """The owner (numpy base) of a large batch's memory, handed back to a small pool (at most
     2 blocks, 256 MB) for the next large batch when the arrays are gone."""
 
-    def __len__(self) -> int: ...
-
 @final
 class MappedRows:
     """The owner (numpy base) of arrays viewing raw rows of a memory map; keeps the map alive."""
-
-    def __len__(self) -> int: ...
 
 def convert(
     src: Dataset,
@@ -401,14 +375,10 @@ def annotate(
         TrajcoreIndexError: an episode the dataset does not have.
     """
 
-def annotations(dataset: Dataset) -> list[dict[str, Any]]:
-    """The annotation sidecars `dataset` found: recording, name, version, per, episodes, path,
-    taken, problem."""
-
 def verify(path: str) -> dict[str, Any]:
     """Checks every record checksum and decodes every chunk (GIL released): damage (a list of
     {file, offset, why, episodes: [episode indexes]}), shards, bytes, records, chunks,
-    decoded_bytes, seconds (opening included).
+    decoded_bytes.
 
     Raises:
         TrajcoreFileNotFoundError: the path does not exist.

@@ -138,8 +138,7 @@ class SequenceDataset(_MapStyle):
         return self.source.num_windows(self.length, pad=self.pad)
 
     def _batch(self, index: Any, single: bool = False) -> Any:
-        sel = self.source._selection()
-        batch = self.source._reader().gather(index, self.length, self.pad, self.keys, sel)
+        batch = self.source._selection().gather(index, self.length, self.pad, self.keys)
         return _first(batch) if single else batch
 
 

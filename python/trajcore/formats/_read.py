@@ -322,10 +322,9 @@ def _bulk(
     ds: Dataset, indices: Sequence[int], plan: Plan, leaves: Sequence[Leaf], keys: list[str], rows: int
 ) -> Iterator[Batch]:
     """`iter_batches` by bulk range reads over a selection of `indices`."""
-    core = ds._core
     every = isinstance(indices, range) and indices == range(ds.num_episodes)
     members = int64(indices)
-    selection = None if every else core.selection(members)
+    selection = ds._reads.every if every else ds._core.selection(members)
     summary = ds._reads.summary()
     lengths = summary["length"][members]
     ends = np.cumsum(lengths)
@@ -333,7 +332,7 @@ def _bulk(
     env_index = summary["env_index"]
     for start in range(0, total, rows):
         stop = min(total, start + rows)
-        out = core.gather(range(start, stop), None, False, keys, selection)
+        out = selection.gather(range(start, stop), None, False, keys)
         episode = out["episode_index"]
         # Without `strict`, the core redraws the steps of an episode it finds damaged from intact
         # ones (right for training, wrong for a table): read such an episode alone, which raises.

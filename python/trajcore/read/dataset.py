@@ -67,7 +67,7 @@ class Dataset(_Sampling):
         core = _core.Dataset(self._path, strict, cache_bytes, verify, _exclusions, mmap, _shared_fd)
         # What its episodes read through (see `trajcore.read.reads`).
         self._reads = DatasetReads(self._path, core)
-        problems = core.listing()["problems"]
+        problems = core.report("listing")["problems"]
         self._warned = len(problems)
         self._notices = 0
         # Where this process's recorders writing into the directory are registered (`_live`).
@@ -105,9 +105,10 @@ class Dataset(_Sampling):
     def _reader(self) -> _CoreDataset:
         return self._core
 
-    def _selection(self) -> _CoreSelection | None:
-        # The episodes sampling draws from once a bounded recording evicted some (None: all).
-        return self._core.live_selection()
+    def _selection(self) -> _CoreSelection:
+        # The episodes sampling draws from: all, less those a bounded recording evicted.
+        live = self._core.live_selection()
+        return self._reads.every if live is None else live
 
     # --- the dataset ----------------------------------------------------------------------
 
@@ -118,12 +119,12 @@ class Dataset(_Sampling):
     @property
     def shards(self) -> list[str]:
         """The shard files, in recording order."""
-        return cast(list[str], self._core.listing()["shards"])
+        return cast(list[str], self._core.report("listing")["shards"])
 
     @property
     def shard_sizes(self) -> list[int]:
         """Each shard's size in bytes, in `shards` order (as its store lists it, for a URL)."""
-        return cast(list[int], self._core.listing()["shard_sizes"])
+        return cast(list[int], self._core.report("listing")["shard_sizes"])
 
     @property
     def evicted_steps(self) -> int:
@@ -143,20 +144,20 @@ class Dataset(_Sampling):
         them (found by `refresh`), and episodes a refresh listed while they ran that were then
         discarded: still readable through `episodes` (the dataset reads the files it opened),
         but left out of sampling, `num_steps`, `transitions` and `select`."""
-        return cast(list[int], self._core.listing()["evicted_episodes"])
+        return cast(list[int], self._core.report("listing")["evicted_episodes"])
 
     @property
     def problems(self) -> list[tuple[str, int, str]]:
         """Damage found when opening (and by ``verify=True``, with the episodes left out for
         it): (file, byte offset, what was wrong)."""
-        return [tuple(p) for p in self._core.listing()["problems"]]
+        return [tuple(p) for p in self._core.report("listing")["problems"]]
 
     @property
     def episodes_unlisted(self) -> int:
         """Episodes the `problems` took out of the listing (damaged Episode records, as their own
         headers count them, and episodes whose rows a damaged record took): lost, and not among
         `episodes`."""
-        return int(self._core.listing()["episodes_unlisted"])
+        return int(self._core.report("listing")["episodes_unlisted"])
 
     def timelog(self, recording: int = 0) -> list[dict[str, Any]]:
         """The writer's timelog stored in the files of `recording` (see `num_recordings`): one
@@ -187,7 +188,7 @@ class Dataset(_Sampling):
         """Episodes reads found damaged since opening (without `strict`): left out of sampling
         (each was announced by a `TrajcoreWarning`, or by the `CorruptFileError` of a read of
         it)."""
-        return cast(list[int], self._core.listing()["damaged_episodes"])
+        return cast(list[int], self._core.report("listing")["damaged_episodes"])
 
     @property
     def num_episodes(self) -> int:
@@ -293,7 +294,7 @@ class Dataset(_Sampling):
 
     def _sampled(self) -> range | list[int]:
         """The episodes sampling draws from: all, less those evicted (`evicted_episodes`)."""
-        live = self._selection()
+        live = self._core.live_selection()
         return range(self.num_episodes) if live is None else [int(e) for e in live.episodes()]
 
     def refresh(self) -> int:
@@ -319,7 +320,7 @@ class Dataset(_Sampling):
         self._reads.forget()
         if self._core.news_counts() == (self._warned, self._notices):
             return added  # nothing to say (the listing costs as much as the dataset)
-        listing = self._core.listing()
+        listing = self._core.report("listing")
         problems, notices = listing["problems"], listing["notices"]
         for file, offset, why in problems[self._warned :]:
             warnings.warn(f"{file}: byte offset {offset}: {why}", TrajcoreWarning, stacklevel=2)

@@ -2,7 +2,7 @@
 
 A frame-stack observation column (``(4, 84, 84)`` from `FrameStackObservation`) is held as its
 frames, each once, plus ``stack`` frame ids per observation row: the core hands both over as its
-chunks store them (`_core.Dataset.frames_of`), without rebuilding a stack. Observations and
+chunks store them (`_core.Selection.frames_of`), without rebuilding a stack. Observations and
 next observations of a transition are rows ``r`` and ``r + 1`` of their episode's observation
 rows, so they share the frames and the ids. Other columns are plain tensors, one row a step.
 A batch is index arithmetic and gathers on the device: no host-to-device copy per batch.
@@ -115,8 +115,7 @@ class DeviceTransitions:
         self._budget = min(limits) if limits else 2**63 - 1
         self._held = 0
 
-        members = np.arange(reader.num_episodes) if sel is None else sel.episodes()
-        lengths = reader.summaries()["length"][members].astype(np.int64)
+        lengths = reader.summaries()["length"][sel.episodes()].astype(np.int64)
         # A step's observation row: its number plus the final observation rows of the episodes
         # before its own.
         rows = np.arange(n, dtype=np.int64) + np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
@@ -129,10 +128,10 @@ class DeviceTransitions:
         self._columns = self._read_steps(src, rest, {k: probe[k] for k in [*rest, *_INDEX_KEYS]})
         if observed:
             # The core's leaves of the layout, in its order: the order a batch's leaves nest in.
-            layout = json.loads(reader.meta_json(0))["layout"]["observation"]
+            layout = reader.report("meta", 0)["layout"]["observation"]
             columns = iter([column for _, column in _core.layout_leaves(json.dumps(layout))])
             self._observations = _map(
-                lambda leaf: self._read_frames(reader, sel, next(columns), leaf, len(lengths) + n),
+                lambda leaf: self._read_frames(sel, next(columns), leaf, len(lengths) + n),
                 probe["observations"],
             )
 
@@ -168,10 +167,10 @@ class DeviceTransitions:
             start = span.stop
         return dict(out)
 
-    def _read_frames(self, reader: Any, sel: Any, column: str, probe: np.ndarray, rows: int) -> _Frames:
+    def _read_frames(self, sel: _core.Selection, column: str, probe: np.ndarray, rows: int) -> _Frames:
         """Observation column `column` as its frames and frame ids on the device."""
         try:
-            frames, ids, stack = reader.frames_of(column, max(0, self._budget - self._held), sel)
+            frames, ids, stack = sel.frames_of(column, max(0, self._budget - self._held))
         except InvalidArgumentError as e:
             raise InvalidArgumentError(
                 f"{e}: what is left of the {self._budget} bytes allowed on {self.device} (max_bytes or its "

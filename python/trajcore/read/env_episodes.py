@@ -207,10 +207,10 @@ class EnvEpisodes(Sequence[EnvEpisode]):
         """Each agent's transitions at the joint rows drawn where it acted (`numbers`: the
         dataset's step numbers, a row per agent): one gather for every agent where their
         columns agree, else one gather each (agents of different spaces)."""
-        core = self._dataset._reads.core
+        reads = self._dataset._reads
         if plan.together is not False:
             try:
-                batch = core.gather(numbers[acted].astype(np.int64))  # agent by agent, as plan.agents
+                batch = reads.every.gather(numbers[acted].astype(np.int64))  # agent by agent, as plan.agents
             except SchemaError:
                 plan.together = False
             else:
@@ -222,10 +222,10 @@ class EnvEpisodes(Sequence[EnvEpisode]):
         for k, agent in enumerate(plan.agents):
             steps = plan.step_table[k][drawn][acted[k]].astype(np.int64)
             if agent not in plan.selections:
-                plan.selections[agent] = core.selection(plan.episodes[agent])
+                plan.selections[agent] = reads.core.selection(plan.episodes[agent])
             # An agent that acted at none of the rows drawn: one of its steps read for the shapes.
             wanted = steps if len(steps) else np.zeros(1, dtype=np.int64)
-            one = core.gather(wanted, selection=plan.selections[agent])
+            one = plan.selections[agent].gather(wanted)
             out.append(one if len(steps) else {key: _rows(v, slice(0, 0)) for key, v in one.items()})
         return out
 

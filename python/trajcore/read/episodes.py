@@ -10,7 +10,7 @@ from trajcore.errors import TrajcoreIndexError
 from trajcore.read.episode import Episode
 from trajcore.read.filters import EpisodeFilters, select_indices
 from trajcore.read.reads import EpisodeSource
-from trajcore.read.transitions import _Sampling, int64
+from trajcore.read.transitions import _Sampling
 
 __all__ = ["Episodes"]
 
@@ -24,17 +24,15 @@ class Episodes(_Sampling, Sequence["Episode"]):
     def __init__(self, dataset: EpisodeSource, indices: Sequence[int]) -> None:
         self._dataset = dataset
         self._indices = indices
-        self._sel: _core.Selection | None = None
 
     def _reader(self) -> _core.Dataset:
         return self._dataset._reads.core
 
-    def _selection(self) -> _core.Selection | None:
-        if isinstance(self._indices, range) and self._indices == range(self._dataset._reads.num_episodes):
-            return None  # every episode, in order: the dataset's own (growing) step index
-        if self._sel is None:
-            self._sel = self._reader().selection(int64(self._indices))
-        return self._sel
+    def _selection(self) -> _core.Selection:
+        reads = self._dataset._reads
+        if isinstance(self._indices, range) and self._indices == range(reads.num_episodes):
+            return reads.every  # every episode, in order: the dataset's own (growing) step index
+        return reads.selection(self, self._indices)
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Episodes, (self._dataset, [int(i) for i in self._indices]))

@@ -194,6 +194,6 @@ def _env_steps(reads: DatasetReads, episodes: list[int]) -> dict[int, Ints]:
             )
     starts = np.repeat(order, lengths)
     steps = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    values = reads.core.gather((starts, steps), keys=[column])[column]
+    values = reads.every.gather((starts, steps), keys=[column])[column]
     split = np.split(np.asarray(values, dtype=np.int64), np.cumsum(lengths)[:-1])
     return dict(zip(order.tolist(), split, strict=True))

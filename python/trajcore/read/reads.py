@@ -7,6 +7,8 @@ theirs."""
 from __future__ import annotations
 
 import json
+import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -16,6 +18,7 @@ from trajcore import _core
 from trajcore.errors import CorruptFileError, TrajcoreError
 from trajcore.read.infos import Field, column_fields, nest
 from trajcore.read.provenance_keys import RESET_KEY
+from trajcore.read.transitions import int64
 
 if TYPE_CHECKING:
     from trajcore.read.joint_plan import JointPlan
@@ -45,6 +48,9 @@ class DatasetReads:
         self._metrics: dict[str, dict[str, npt.NDArray[Any]]] | None = None
         # Multi-agent env episodes' plans (`read.joint_plan`), by the episodes they cover.
         self.joint_plans: dict[Any, JointPlan] = {}
+        # The core's selections handed out (each holds the reader): let go of at `close`.
+        self._every: _core.Selection | None = None
+        self._selections: weakref.WeakKeyDictionary[object, _core.Selection] = weakref.WeakKeyDictionary()
 
     @property
     def core(self) -> _core.Dataset:
@@ -64,6 +70,8 @@ class DatasetReads:
     def close(self) -> None:
         """Lets go of the core's reader (its memory maps, once no array read from them is alive)."""
         self._core = None
+        self._every = None
+        self._selections.clear()
         self._recordings.clear()
         self.forget()
 
@@ -89,6 +97,21 @@ class DatasetReads:
         return self.core.num_episodes
 
     @property
+    def every(self) -> _core.Selection:
+        """Every episode, as the dataset grows: the core's reads over all of them."""
+        if self._every is None:
+            self._every = self.core.all_episodes()
+        return self._every
+
+    def selection(self, owner: object, episodes: Sequence[int]) -> _core.Selection:
+        """The core's selection of `episodes` (dataset indexes), made once for `owner` (an
+        `Episodes`, which holds them) while it lives and the dataset is open."""
+        sel = self._selections.get(owner)
+        if sel is None:
+            sel = self._selections[owner] = self.core.selection(int64(episodes))
+        return sel
+
+    @property
     def num_recordings(self) -> int:
         return self.core.num_recordings
 
@@ -97,7 +120,7 @@ class DatasetReads:
     def recording(self, index: int) -> RecordingSpecs:
         rec = self._recordings.get(index)
         if rec is None:
-            meta = json.loads(self.core.meta_json(index))
+            meta = self.core.report("meta", index)
             meta = meta if isinstance(meta, dict) else {}
             columns = self.core.columns(index)
             rec = RecordingSpecs(

@@ -1,9 +1,9 @@
 """Training reads: steps numbered over a dataset's episodes (or a selection of them) and
 read back one at a time, by batch, in blocks or as windows of consecutive steps.
 
-`_Sampling` is what a `Dataset` and an `Episodes` share (they say which reader and which
-selection); `Transitions` and `Sequences` are views by step and by window number. Batches are
-gathered in Rust with the GIL released.
+`_Sampling` is what a `Dataset` and an `Episodes` share (they say which reader and which of
+its selections: the core's reads are methods of a selection); `Transitions` and `Sequences`
+are views by step and by window number. Batches are gathered in Rust with the GIL released.
 """
 
 from __future__ import annotations
@@ -50,14 +50,13 @@ class _Sampling:
     def _reader(self) -> _core.Dataset:
         raise NotImplementedError
 
-    def _selection(self) -> _core.Selection | None:
+    def _selection(self) -> _core.Selection:
         raise NotImplementedError
 
     @property
     def num_steps(self) -> int:
         """Transitions over these episodes (the sum of their lengths)."""
-        sel = self._selection()
-        return self._reader().num_steps if sel is None else sel.num_steps
+        return self._selection().num_steps
 
     def sample_transitions(self, n: int, seed: int | None = None, *, keys: Sequence[str] | None = None) -> Batch:
         """`n` transitions drawn uniformly, with replacement, from every step of these episodes.
@@ -83,7 +82,7 @@ class _Sampling:
             SchemaError: a key names no column.
             CorruptFileError: with `strict`, damage; without, too few intact episodes left.
         """
-        return self._reader().sample(int(n), _seed(seed), None, False, keys_of(keys), self._selection())
+        return self._selection().sample(int(n), _seed(seed), None, False, keys_of(keys))
 
     @property
     def transitions(self) -> Transitions:
@@ -119,7 +118,7 @@ class _Sampling:
             InvalidArgumentError: no episode holds a window (length too large, and no `pad`).
             CorruptFileError: with `strict`, damage; without, too few intact episodes left.
         """
-        return self._reader().sample(int(n), _seed(seed), int(length), pad, keys_of(keys), self._selection())
+        return self._selection().sample(int(n), _seed(seed), int(length), pad, keys_of(keys))
 
     def sequences(self, length: int, *, pad: bool = False) -> Sequences:
         """The windows of `length` steps by number (see `sample_sequences`): ``len()`` and
@@ -128,7 +127,7 @@ class _Sampling:
 
     def num_windows(self, length: int, *, pad: bool = False) -> int:
         """How many windows of `length` steps lie inside single episodes."""
-        return self._reader().num_windows(int(length), pad, self._selection())
+        return self._selection().num_windows(int(length), pad)
 
 
 _INTEGER = (int, np.integer)
@@ -144,7 +143,7 @@ class Transitions:
         self._owner = owner
         self._reader = owner._reader()
         self._sel = owner._selection()
-        self._step = self._reader.step
+        self._step = self._sel.step
 
     def __len__(self) -> int:
         return self._owner.num_steps
@@ -162,24 +161,24 @@ class Transitions:
             CorruptFileError: one step of a damaged episode (a batch draws its rows again).
         """
         if type(index) is int:  # the hot path: one step
-            return self._step(index, None, self._sel)
+            return self._step(index)
         if isinstance(index, _INTEGER):
-            return self._step(int(index), None, self._sel)
+            return self._step(int(index))
         if isinstance(index, slice):
             return self._slice(index, None)
-        return self._reader.gather(int64(index), selection=self._sel)
+        return self._sel.gather(int64(index))
 
     def _slice(self, index: slice, keys: list[str] | None) -> Batch:
         start, stop, step = index.indices(len(self))
         if step == 1:  # consecutive steps: read in bulk, a run per episode
-            return self._reader.gather(range(start, max(start, stop)), None, False, keys, self._sel)
-        return self._reader.gather(np.arange(start, stop, step, dtype=np.int64), keys=keys, selection=self._sel)
+            return self._sel.gather(range(start, max(start, stop)), None, False, keys)
+        return self._sel.gather(np.arange(start, stop, step, dtype=np.int64), keys=keys)
 
     def gather(self, index: Any, *, keys: Sequence[str] | None = None) -> Batch:
         """Like indexing with an array or slice, with the keys wanted."""
         if isinstance(index, slice):
             return self._slice(index, keys_of(keys))
-        return self._reader.gather(int64(index), keys=keys_of(keys), selection=self._sel)
+        return self._sel.gather(int64(index), keys=keys_of(keys))
 
     def blocks(
         self, size: int = 65_536, *, keys: Sequence[str] | None = None, order: Literal["steps", "file"] = "steps"
@@ -207,9 +206,9 @@ class Transitions:
             raise InvalidArgumentError(f"order is 'steps' or 'file' (got {order!r})")
         wanted = keys_of(keys)
         n = len(self)
-        sel = self._reader.file_order(self._sel) if order == "file" else self._sel
+        sel = self._sel.file_order() if order == "file" else self._sel
         for start in range(0, n, size):
-            yield self._reader.gather(range(start, min(n, start + size)), None, False, wanted, sel)
+            yield sel.gather(range(start, min(n, start + size)), None, False, wanted)
 
     def __iter__(self) -> Iterator[Batch]:
         """Every step in order, as ``transitions[i]`` gives it, read an episode (or a block of
@@ -219,15 +218,14 @@ class Transitions:
         Raises:
             CorruptFileError: with `strict`, at a damaged episode.
         """
-        reader, sel = self._reader, self._sel
-        members = range(reader.num_episodes) if sel is None else sel.episodes().tolist()
+        reader, every = self._reader, self._reader.all_episodes()
         lengths = reader.summaries()["length"]
-        for episode in members:
+        for episode in self._sel.episodes().tolist():
             n = int(lengths[episode])
             for start in range(0, n, _ITER_BLOCK):
                 steps = np.arange(start, min(n, start + _ITER_BLOCK), dtype=np.int64)
                 try:
-                    batch = reader.gather((np.full(len(steps), episode, dtype=np.int64), steps))
+                    batch = every.gather((np.full(len(steps), episode, dtype=np.int64), steps))
                 except CorruptFileError as e:
                     if reader.strict:
                         raise
@@ -260,8 +258,7 @@ class Sequences:
         """
         if isinstance(index, slice):
             index = np.arange(*index.indices(len(self)), dtype=np.int64)
-        owner = self._owner
-        return owner._reader().gather(int64(index), self.length, self.pad, None, owner._selection())
+        return self._owner._selection().gather(int64(index), self.length, self.pad)
 
     def __repr__(self) -> str:
         return f"<trajcore.Sequences: {len(self)} windows of {self.length} steps>"

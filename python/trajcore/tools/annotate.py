@@ -123,5 +123,5 @@ def annotations_of(dataset: Dataset) -> list[dict[str, Any]]:
     """The annotation sidecars beside a dataset's shards: dicts of ``recording``, ``name``,
     ``version``, ``per``, ``episodes`` (how many it holds values of), ``path``, ``taken`` (the
     version readers read) and ``problem`` (why it is not read, else None)."""
-    found: list[dict[str, Any]] = _core.annotations(dataset._core)
+    found: list[dict[str, Any]] = dataset._core.report("annotations")
     return found

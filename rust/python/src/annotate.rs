@@ -1,5 +1,5 @@
 //! Annotations (`trajcore_core::annotation`): `annotate` writes a column beside a dataset
-//! directory, `annotations` lists the sidecars an open dataset found.
+//! directory (an open dataset lists the sidecars it found: `report("annotations")`).
 
 use std::path::PathBuf;
 
@@ -7,7 +7,6 @@ use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use trajcore_core::annotate::{annotate as write_annotation, Annotation};
 
-use crate::dataset::{from_json, PyDataset};
 use crate::errors::IntoPy;
 
 /// Writes annotation `name` of the dataset directory `path` (GIL released): `values[i]` holds
@@ -28,11 +27,4 @@ pub fn annotate(
     let values = episodes.into_iter().zip(values.iter().map(|v| &v[..])).collect();
     let a = Annotation { name, dtype, shape: &shape, per_episode, values };
     py.detach(|| write_annotation(&path, &a)).py_err(py)
-}
-
-/// The sidecars `dataset` found: dicts of recording, name, version, per, episodes, path, taken
-/// and problem.
-#[pyfunction]
-pub fn annotations<'py>(py: Python<'py>, dataset: &PyDataset) -> PyResult<Bound<'py, PyAny>> {
-    from_json(py, serde_json::to_string(&dataset.read(|ds| ds.annotations())))
 }

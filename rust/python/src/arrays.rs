@@ -24,14 +24,6 @@ pub struct MappedRows {
     view: RowsView,
 }
 
-#[pymethods]
-impl MappedRows {
-    /// Bytes viewed.
-    fn __len__(&self) -> usize {
-        self.view.bytes().len()
-    }
-}
-
 /// A large batch's memory (a bulk read's output), handed back to the core's block pool when
 /// numpy lets go of it (see `trajcore_core::reader::BlockPool`).
 #[pyclass(module = "trajcore._core", name = "BatchMemory", frozen)]
@@ -42,15 +34,6 @@ pub struct BatchMemory {
 // SAFETY: the Vec is only touched through `uninit_mut`'s contract (one writer before the array
 // reaches Python) and by `Drop` (no other reference left).
 unsafe impl Sync for BatchMemory {}
-
-#[pymethods]
-impl BatchMemory {
-    /// Bytes held.
-    fn __len__(&self) -> usize {
-        // SAFETY: a shared read of the length; nothing resizes the Vec while it is alive.
-        unsafe { (*self.data.get()).len() }
-    }
-}
 
 impl Drop for BatchMemory {
     fn drop(&mut self) {

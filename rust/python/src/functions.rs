@@ -29,20 +29,16 @@ pub fn convert<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let codecs = codecs_json.map(codecs_from_json).transpose().py_err(py)?.unwrap_or_default();
     let opts = ConvertOptions { codecs, chunk_bytes, max_shard_bytes, episodes, keys };
-    let done = py.detach(|| src.read(|ds| convert_dataset(ds, &dst, &opts))).py_err(py)?;
+    let done = py.detach(|| src.reader.read(|ds| convert_dataset(ds, &dst, &opts))).py_err(py)?;
     from_json(py, serde_json::to_string(&done))
 }
 
 /// Checks every record checksum and decodes every chunk of the dataset at `path` (GIL
 /// released): a dict with damage (dicts: file, offset, why, episodes), shards, bytes, records,
-/// chunks, decoded_bytes, and `seconds`, how long it took, opening included.
+/// chunks, decoded_bytes.
 #[pyfunction]
 pub fn verify<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyAny>> {
-    let start = std::time::Instant::now();
-    let report = py.detach(|| verify_path(&path)).py_err(py)?;
-    let out = from_json(py, serde_json::to_string(&report))?;
-    out.set_item("seconds", start.elapsed().as_secs_f64())?;
-    Ok(out)
+    from_json(py, serde_json::to_string(&py.detach(|| verify_path(&path)).py_err(py)?))
 }
 
 /// Writes what of the dataset at `src` still reads into the new directory `dst` (GIL released).

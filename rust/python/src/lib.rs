@@ -15,6 +15,7 @@ mod functions;
 mod infos;
 mod keys;
 mod layout;
+mod open_dataset;
 mod recorder;
 mod selection;
 mod values;
@@ -48,6 +49,5 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(keys::escape_key, m)?)?;
     m.add_function(wrap_pyfunction!(keys::unescape_key, m)?)?;
     m.add_function(wrap_pyfunction!(annotate::annotate, m)?)?;
-    m.add_function(wrap_pyfunction!(annotate::annotations, m)?)?;
     Ok(())
 }

@@ -1,48 +1,159 @@
-//! `trajcore._core.Selection`: a fixed subset of a dataset's episodes (what a filter kept), with
-//! its own step and window numbering, made once and reused by every batch drawn from it.
+//! `trajcore._core.Selection`: episodes of a dataset (every one, or a fixed subset: what a filter
+//! kept) with their own step and window numbering, and every training read over them. Reads
+//! release the GIL.
 
 use std::sync::Arc;
 
-use numpy::PyArray1;
+use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
-use trajcore_core::reader::{Dataset, EpisodeSet};
+use pyo3::types::{PyDict, PyRange, PyRangeMethods, PyTuple};
+use trajcore_core::reader::{Dataset, EpisodeSet, Request, WindowKind};
+
+use crate::batch;
+use crate::errors::{warn, IntoPy};
+use crate::open_dataset::OpenDataset;
 
 #[pyclass(module = "trajcore._core", name = "Selection", frozen)]
 pub struct PySelection {
-    pub set: Arc<EpisodeSet>,
+    reader: Arc<OpenDataset>,
+    /// Its episodes; `None`: every episode of the dataset as it is at each read (a refresh adds
+    /// to them).
+    set: Option<Arc<EpisodeSet>>,
     /// The recordings its episodes come from, when not all: its batches are planned over those
     /// (one agent's, in a multi-agent dataset).
-    pub among: Option<Vec<bool>>,
+    among: Option<Vec<bool>>,
 }
 
 impl PySelection {
-    pub fn of(d: &Dataset, set: Arc<EpisodeSet>) -> Self {
-        PySelection { among: d.view().recordings_among(&set), set }
+    /// The episodes `set` of the dataset `reader` reads (`None`: every one, as it grows),
+    /// planned over the recordings they come from (`among`; `None`: all).
+    pub fn new(reader: Arc<OpenDataset>, set: Option<Arc<EpisodeSet>>, among: Option<Vec<bool>>) -> Self {
+        PySelection { reader, set, among }
     }
+
+    /// `f` over the dataset and these episodes.
+    fn read<R>(&self, f: impl FnOnce(&Dataset, &EpisodeSet) -> R) -> R {
+        self.reader.read(|d| f(d, self.set.as_deref().unwrap_or_else(|| d.all_episodes())))
+    }
+
+    /// `read` of a core call, with the GIL released.
+    fn over<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Dataset, &EpisodeSet) -> trajcore_core::Result<R> + Send,
+    ) -> PyResult<R> {
+        py.detach(|| self.read(f)).py_err(py)
+    }
+
+    fn batch<'py>(
+        &self,
+        py: Python<'py>,
+        keys: Option<Vec<String>>,
+        request: Request,
+        kind: WindowKind,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let plan = self.reader.plan(py, keys, self.among.as_deref())?;
+        let (out, damage) = batch::batch(py, &plan, request.len(), kind, |fields, out| {
+            self.over(py, |d, set| d.view().read_batch(set, fields, request, kind, out))
+        })?;
+        for d in damage {
+            warn(py, &d.warning())?;
+        }
+        Ok(out)
+    }
+}
+
+/// The core's request for the windows `gather` names: numbers (an int64 array), (episodes, first
+/// steps) as a tuple of two arrays, or a `range` of steps. Type checks come before extractions:
+/// a failed extraction makes an exception, which every batch would pay for.
+fn request_of(which: &Bound<'_, PyAny>) -> PyResult<Request> {
+    let py = which.py();
+    if let Ok(range) = which.cast::<PyRange>() {
+        return Request::range(range.start()? as i64, range.stop()? as i64, range.step()? as i64).py_err(py);
+    }
+    if which.is_instance_of::<PyTuple>() {
+        let (episodes, steps): (PyReadonlyArray1<i64>, PyReadonlyArray1<i64>) = which.extract()?;
+        return Request::pairs(episodes.as_array().to_vec(), steps.as_array().to_vec()).py_err(py);
+    }
+    Ok(Request::Numbers(which.extract::<PyReadonlyArray1<i64>>()?.as_array().to_vec()))
 }
 
 #[pymethods]
 impl PySelection {
     #[getter]
-    fn num_episodes(&self) -> usize {
-        self.set.len()
-    }
-
-    #[getter]
     fn num_steps(&self) -> u64 {
-        self.set.num_steps()
+        self.read(|_, set| set.num_steps())
     }
 
     /// The dataset indexes of its episodes, in order.
     fn episodes<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
-        PyArray1::from_vec(py, self.set.episodes().into_iter().map(|i| i as i64).collect())
+        PyArray1::from_vec(py, self.read(|_, set| set.episodes().into_iter().map(|i| i as i64).collect()))
     }
 
     fn __len__(&self) -> usize {
-        self.set.len()
+        self.read(|_, set| set.len())
     }
 
     fn __repr__(&self) -> String {
-        format!("<trajcore._core.Selection {} episodes, {} steps>", self.set.len(), self.set.num_steps())
+        self.read(|_, set| format!("<trajcore._core.Selection {} episodes, {} steps>", set.len(), set.num_steps()))
+    }
+
+    /// Its episodes in file order: grouped by recording, then by sub-env, each one's in the
+    /// order recorded. Reading it in bulk copies whole chunks (`Transitions.blocks(order="file")`).
+    fn file_order(&self, py: Python<'_>) -> PyResult<PySelection> {
+        let (set, among) = self.over(py, |d, set| {
+            let ordered = d.view().file_order(set)?;
+            Ok((ordered.clone(), d.view().recordings_among(&ordered)))
+        })?;
+        Ok(PySelection::new(self.reader.clone(), Some(set), among))
+    }
+
+    /// Windows of `length` steps inside single episodes (with `pad`, shorter episodes count once).
+    #[pyo3(signature = (length, pad=false))]
+    fn num_windows(&self, py: Python<'_>, length: u64, pad: bool) -> PyResult<u64> {
+        self.over(py, |_, set| Ok(set.windows(length, pad)?.num_windows()))
+    }
+
+    /// `n` windows drawn uniformly (with replacement), reproducibly from `seed`: of `length`
+    /// steps inside single episodes (padded with `pad`), or transitions (`length=None`).
+    #[pyo3(signature = (n, seed, length=None, pad=false, keys=None))]
+    fn sample<'py>(
+        &self,
+        py: Python<'py>,
+        n: usize,
+        seed: u64,
+        length: Option<usize>,
+        pad: bool,
+        keys: Option<Vec<String>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        self.batch(py, keys, Request::Sample { n, seed }, WindowKind::of(length, pad))
+    }
+
+    /// The windows `which` names (see `request_of`): `length=None` reads transitions, else
+    /// windows of `length` steps (padded with `pad`).
+    #[pyo3(signature = (which, length=None, pad=false, keys=None))]
+    fn gather<'py>(
+        &self,
+        py: Python<'py>,
+        which: &Bound<'py, PyAny>,
+        length: Option<usize>,
+        pad: bool,
+        keys: Option<Vec<String>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        self.batch(py, keys, request_of(which)?, WindowKind::of(length, pad))
+    }
+
+    /// One step by number, without a batch axis.
+    #[pyo3(signature = (index, keys=None))]
+    fn step<'py>(&self, py: Python<'py>, index: i64, keys: Option<Vec<String>>) -> PyResult<Bound<'py, PyDict>> {
+        let plan = self.reader.plan(py, keys, self.among.as_deref())?;
+        batch::one_step(py, &plan, |fields, outs| self.over(py, |d, set| d.view().read_step(set, fields, index, outs)))
+    }
+
+    /// A column's frames once, as bytes, and `stack` frame ids per observation row (see the
+    /// core's `FrameTable`); refused past `max_bytes`.
+    fn frames_of<'py>(&self, py: Python<'py>, column: &str, max_bytes: u64) -> PyResult<Bound<'py, PyTuple>> {
+        let t = self.over(py, |d, set| d.view().frames_of(column, set, max_bytes))?;
+        (PyArray1::from_vec(py, t.frames), PyArray1::from_vec(py, t.ids), t.stack).into_pyobject(py)
     }
 }

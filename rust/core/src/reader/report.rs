@@ -27,6 +27,9 @@ pub enum Report {
     SchemaDamage(usize),
     /// The timelog a recording's writer stored: [samples, damage that left some out].
     Timelog(usize),
+    /// The annotation sidecars found (`Dataset::annotations`): recording, name, version, per,
+    /// episodes, path, taken and problem of each.
+    Annotations,
 }
 
 impl Report {
@@ -38,6 +41,7 @@ impl Report {
             "listing" => Report::Listing,
             "cache_stats" => Report::CacheStats,
             "evicted_steps" => Report::EvictedSteps,
+            "annotations" => Report::Annotations,
             "meta" => Report::Meta(recording.unwrap_or_default()),
             "schema_damage" => Report::SchemaDamage(recording.unwrap_or_default()),
             "timelog" => Report::Timelog(recording.unwrap_or_default()),
@@ -76,6 +80,7 @@ impl Dataset {
             Report::Meta(r) => return Ok(self.recording(r)?.meta_json.clone()),
             Report::SchemaDamage(r) => json!(self.recording(r)?.schema_damage),
             Report::Timelog(r) => json!(self.timelog(r)),
+            Report::Annotations => json!(self.annotations()),
         };
         Ok(value.to_string())
     }
@@ -87,13 +92,15 @@ mod tests {
 
     #[test]
     fn names_and_recordings_pick_the_report() {
-        let table: [(&str, Option<usize>, Option<Report>); 10] = [
+        let table: [(&str, Option<usize>, Option<Report>); 12] = [
             ("listing", None, Some(Report::Listing)),
             ("cache_stats", None, Some(Report::CacheStats)),
             ("evicted_steps", None, Some(Report::EvictedSteps)),
             ("meta", Some(2), Some(Report::Meta(2))),
             ("schema_damage", Some(0), Some(Report::SchemaDamage(0))),
             ("timelog", Some(1), Some(Report::Timelog(1))),
+            ("annotations", None, Some(Report::Annotations)),
+            ("annotations", Some(0), None),
             ("listing", Some(0), None),
             ("meta", None, None),
             ("timelog", None, None),

@@ -1,0 +1,34 @@
+//! What a `Dataset` and its `Selection`s read through (shared, so that a selection holds the
+//! reader, not the Python object): the core's dataset behind a lock (`refresh` writes it) and
+//! one cache of batch plans.
+
+use std::sync::{Arc, RwLock};
+
+use pyo3::prelude::*;
+use trajcore_core::reader::{Dataset, PlanCache};
+
+use crate::batch::Plan;
+
+pub struct OpenDataset {
+    pub dataset: RwLock<Dataset>,
+    /// Batch plans of the dataset's selections; cleared by `refresh` (recordings may have
+    /// appeared).
+    pub plans: PlanCache<Plan>,
+}
+
+impl OpenDataset {
+    pub fn new(dataset: Dataset) -> Arc<Self> {
+        Arc::new(OpenDataset { dataset: RwLock::new(dataset), plans: PlanCache::default() })
+    }
+
+    pub fn read<R>(&self, f: impl FnOnce(&Dataset) -> R) -> R {
+        let guard = self.dataset.read().unwrap_or_else(|p| p.into_inner());
+        f(&guard)
+    }
+
+    /// The batch plan of `keys` over the recordings `among` (`None`: all), made on first use.
+    pub fn plan(&self, py: Python<'_>, keys: Option<Vec<String>>, among: Option<&[bool]>) -> PyResult<Arc<Plan>> {
+        let at = self.read(|d| d.columns_generation());
+        self.plans.get_or_make_at(at, keys, among, |keys, among| self.read(|d| Plan::new(py, d, keys, among)))
+    }
+}
