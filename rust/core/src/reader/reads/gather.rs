@@ -517,8 +517,8 @@ impl DatasetView<'_> {
     }
 
     /// The joined run (see `store::joined`) of a field's column in one (recording, lane), grown
-    /// first to the rows `items` need where the chunks after it can be joined; `None` for
-    /// columns of large or str rows, and lists whose first chunks are not joinable.
+    /// first to the rows `items` need where the chunks after it can be joined; `None` for one
+    /// item, columns of large or str rows, and lists whose first chunks are not joinable.
     fn joined_run(
         &self,
         field: &Field,
@@ -526,6 +526,10 @@ impl DatasetView<'_> {
         (list, ends): (&[Located], &[u64]),
         items: &[Item],
     ) -> Option<Arc<JoinedRun>> {
+        // One row of a lane (a single step) costs less from its chunk than the run's lookup.
+        if items.len() < 2 {
+            return None;
+        }
         let rb = field.row_bytes.filter(|&rb| rb <= JOIN_ROW_BYTES)?;
         let end = items.iter().map(|i| field_row(field, i) + i.rows).max()?;
         let cache = &self.store.cache;

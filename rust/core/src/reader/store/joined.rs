@@ -26,6 +26,9 @@ pub(crate) const JOIN_CHUNK_BYTES: u64 = 64 << 10;
 pub(crate) const JOIN_ROW_BYTES: usize = 1 << 10;
 /// The share of the cache's bound the runs may take: 1 / `CACHE_SHARE`.
 pub(crate) const CACHE_SHARE: usize = 4;
+/// The most chunks one read joins to a run: a dataset of many small chunks is joined over
+/// several reads, not all at the first (its other rows are read chunk by chunk meanwhile).
+pub(crate) const JOIN_CHUNKS_PER_READ: usize = 64;
 
 /// Rows `first_row ..` of one (recording, lane, column), `row_bytes` each, contiguous.
 #[derive(Debug, Default, Clone)]
@@ -61,6 +64,14 @@ impl JoinedRun {
         self.bytes.extend_from_slice(rows);
     }
 
+    /// Appends `tail`, rows that go on from its end.
+    fn append(&mut self, tail: JoinedRun) {
+        debug_assert_eq!(tail.first_row, self.end_row());
+        let new_shards = tail.shards.into_iter().skip_while(|&(s, _)| self.shards.last().is_some_and(|&(l, _)| l == s));
+        self.shards.extend(new_shards.collect::<Vec<_>>());
+        self.bytes.extend_from_slice(&tail.bytes);
+    }
+
     /// Drops its rows from the shards `gone` marks. Returns false where they are not all at its
     /// front (then the run is to be dropped whole).
     fn forget(&mut self, gone: &[bool]) -> bool {
@@ -86,7 +97,7 @@ impl JoinedRun {
 /// The chunks of `list` (sorted by first row) that extend a run ending at row `end` (`None`: a
 /// new run, from the list's first chunk), as indexes into `list`: consecutive chunks whose rows
 /// go on from each other, each `ok` (joinable), adding at most `budget` bytes of `row_bytes`
-/// rows. Empty chunks (no rows) are passed over.
+/// rows and `JOIN_CHUNKS_PER_READ` chunks with rows. Empty chunks (no rows) are passed over.
 pub(crate) fn to_join(
     list: &[Located],
     ends: &[u64],
@@ -101,16 +112,18 @@ pub(crate) fn to_join(
         Some(end) => ends.partition_point(|&e| e <= end),
     };
     let mut row = end.or_else(|| list.first().map(Located::first_row));
-    let (mut stop, mut added) = (start, 0usize);
+    let (mut stop, mut added, mut chunks) = (start, 0usize, 0);
     for loc in &list[start..] {
         let bytes = loc.chunk.n_rows as usize * row_bytes;
+        let empty = loc.chunk.n_rows == 0;
         let joins = Some(loc.first_row()) == row
-            && (loc.chunk.n_rows == 0 || (joinable(loc, row_bytes) && ok(loc)))
+            && (empty || (joinable(loc, row_bytes) && ok(loc) && chunks < JOIN_CHUNKS_PER_READ))
             && added + bytes <= budget;
         if !joins {
             break;
         }
         added += bytes;
+        chunks += !empty as usize;
         row = Some(loc.end_row());
         stop += 1;
     }
@@ -143,7 +156,8 @@ impl JoinedRuns {
 
     /// The run of `key` (rows of `row_bytes`), first extended by `extend` when it ends before
     /// row `end`: `extend` gets the run's end row (`None`: no run yet) and the bytes it may add
-    /// under `bound`, and appends chunks to the run. `None` while the run holds no row.
+    /// under `bound`, and pushes the chunks that go on from there. `None` while the run holds
+    /// no row.
     pub fn get(
         &self,
         key: ListKey,
@@ -157,21 +171,23 @@ impl JoinedRuns {
             return Some(run.clone());
         }
         let budget = bound.saturating_sub(self.bytes());
-        let entry = runs.entry(key).or_insert_with(|| Arc::new(JoinedRun { row_bytes, ..Default::default() }));
-        let before = entry.bytes.len();
-        let start = (before > 0).then(|| entry.end_row());
-        // In place when no gather holds it (the usual case), else a copy for the gathers after.
-        if Arc::get_mut(entry).is_none() {
-            *entry = Arc::new((**entry).clone());
+        let mut tail = JoinedRun { row_bytes, ..Default::default() };
+        extend(runs.get(&key).map(|r| r.end_row()), budget, &mut tail);
+        if tail.bytes.is_empty() {
+            // Nothing more to join (most lists of large chunks never hold a row).
+            return runs.get(&key).cloned();
         }
-        let run = Arc::get_mut(entry).expect("held by the map alone");
-        extend(start, budget, run);
-        self.bytes.fetch_add(run.bytes.len() - before, Ordering::Relaxed);
-        if run.bytes.is_empty() {
-            runs.remove(&key);
-            return None;
-        }
-        Some(entry.clone())
+        self.bytes.fetch_add(tail.bytes.len(), Ordering::Relaxed);
+        let run = match runs.get_mut(&key) {
+            Some(run) => {
+                // In place when no gather holds it (the usual case), else a copy for the
+                // gathers after.
+                Arc::make_mut(run).append(tail);
+                run
+            }
+            None => runs.entry(key).or_insert(Arc::new(tail)),
+        };
+        Some(run.clone())
     }
 
     /// Forgets the rows of the shards `gone` marks (evicted: sampling reads them no more); a
@@ -231,6 +247,12 @@ mod tests {
             assert_eq!(got, want, "end {end:?} row bytes {rb} budget {budget}");
         }
         assert_eq!(to_join(&[], &[], None, 4, usize::MAX, all), 0..0);
+        // At most `JOIN_CHUNKS_PER_READ` chunks at a time; the next read goes on from there.
+        let many: Vec<Located> = (0..100).map(|i| at(0, i, 1)).collect();
+        let ends: Vec<u64> = many.iter().map(Located::end_row).collect();
+        let first = to_join(&many, &ends, None, 4, usize::MAX, all);
+        assert_eq!(first, 0..JOIN_CHUNKS_PER_READ);
+        assert_eq!(to_join(&many, &ends, Some(first.end as u64), 4, usize::MAX, all), first.end..100);
     }
 
     fn run_of(parts: &[(usize, u64, &[u8])]) -> JoinedRun {
