@@ -117,9 +117,9 @@ def test_batches_of_a_live_buffer_hold_what_its_episodes_hold(tmp_path: Path, ca
         for j, (e, t) in enumerate(zip(b["episode_index"], b["step_index"], strict=True)):
             ep = ds.episodes[int(e)]
             want = (ep.observations[t], ep.observations[t + 1], ep.actions[t], ep.rewards[t], ep.terminations[t])
-            got = (b["observations"][j], b["next_observations"][j], b["actions"][j], b["rewards"][j], b["terminations"][j])
-            for w, g in zip(want, got, strict=True):
-                np.testing.assert_array_equal(g, w)
+            keys = ("observations", "next_observations", "actions", "rewards", "terminations")
+            for key, w in zip(keys, want, strict=True):
+                np.testing.assert_array_equal(b[key][j], w, err_msg=key)
             checked += 1
     envs.close()
     ds.close()
