@@ -164,7 +164,7 @@ impl Out<'_> {
             4 => copy::<4>(dst, src),
             8 => copy::<8>(dst, src),
             16 => copy::<16>(dst, src),
-            _ => return self.put(at, src),
+            _ => self.put(at, src),
         }
     }
 

@@ -220,7 +220,8 @@ mod tests {
         let all = |_: &Located| true;
         let not_shard_1 = |l: &Located| l.shard != 1;
         // (run end, row bytes, budget, shard 1 joinable) -> chunk indexes joined
-        let cases: &[(Option<u64>, usize, usize, bool, Range<usize>)] = &[
+        type Case = (Option<u64>, usize, usize, bool, Range<usize>);
+        let cases: &[Case] = &[
             // A new run: from the first chunk to the gap at row 12 (the empty chunk passed over).
             (None, 4, usize::MAX, true, 0..4),
             // Extending from each chunk's end.
