@@ -536,7 +536,9 @@ impl DatasetView<'_> {
         cache.joined.get(key, rb, end, cache.joined_bound(), |start, budget, run| {
             // Rows of evicted shards are sampled no more (and may be let go of).
             let live = |loc: &Located| !self.store.shards[loc.shard].evicted;
-            for loc in &list[to_join(list, ends, start, rb, budget, live)] {
+            let joined = &list[to_join(list, ends, start, rb, budget, live)];
+            let mut row = start.or_else(|| joined.first().map(Located::first_row)).unwrap_or(0);
+            for loc in joined {
                 let n = loc.chunk.n_rows as usize * rb;
                 if n == 0 {
                     continue;
@@ -544,8 +546,10 @@ impl DatasetView<'_> {
                 // Checked and decoded as any read of it; a chunk that fails ends the run
                 // (the read of its rows then fails as it would have).
                 let Ok(data) = self.fetch(&[(*loc, Some(rb))], &[n], 1) else { break };
-                let Some(rows) = data[0].contiguous().and_then(|b| b.get(..n)) else { break };
-                run.push(loc.shard, loc.first_row(), rows);
+                let skip = (row - loc.first_row()) as usize * rb; // rows the run holds already
+                let Some(rows) = data[0].contiguous().and_then(|b| b.get(skip..n)) else { break };
+                run.push(loc.shard, row, rows);
+                row = loc.end_row();
             }
         })
     }

@@ -98,6 +98,8 @@ impl JoinedRun {
 /// new run, from the list's first chunk), as indexes into `list`: consecutive chunks whose rows
 /// go on from each other, each `ok` (joinable), adding at most `budget` bytes of `row_bytes`
 /// rows and `JOIN_CHUNKS_PER_READ` chunks with rows. Empty chunks (no rows) are passed over.
+/// The first may hold rows before `end` (the run's chunks were since rewritten into larger
+/// ones, by a compaction): only its rows from `end` on are joined.
 pub(crate) fn to_join(
     list: &[Located],
     ends: &[u64],
@@ -114,9 +116,11 @@ pub(crate) fn to_join(
     let mut row = end.or_else(|| list.first().map(Located::first_row));
     let (mut stop, mut added, mut chunks) = (start, 0usize, 0);
     for loc in &list[start..] {
-        let bytes = loc.chunk.n_rows as usize * row_bytes;
+        let Some(from) = row else { break };
+        let bytes = loc.end_row().saturating_sub(from) as usize * row_bytes;
         let empty = loc.chunk.n_rows == 0;
-        let joins = Some(loc.first_row()) == row
+        let holds = loc.first_row() <= from && (from < loc.end_row() || (empty && loc.first_row() == from));
+        let joins = holds
             && (empty || (joinable(loc, row_bytes) && ok(loc) && chunks < JOIN_CHUNKS_PER_READ))
             && added + bytes <= budget;
         if !joins {
@@ -229,8 +233,9 @@ mod tests {
             (Some(12), 4, usize::MAX, true, 4..4),
             (Some(16), 4, usize::MAX, true, 5..6),
             (Some(20), 4, usize::MAX, true, 6..6),
-            // An end inside a chunk (rows were dropped at its front): nothing lines up.
-            (Some(2), 4, usize::MAX, true, 0..0),
+            // An end inside a chunk (its rows rewritten into a larger one): joined from there.
+            (Some(2), 4, usize::MAX, true, 0..4),
+            (Some(15), 4, usize::MAX, true, 4..6),
             // The budget stops it before the chunk that would exceed it (an empty one fits).
             (None, 4, 32, true, 0..3),
             (None, 4, 31, true, 0..1),
