@@ -85,6 +85,47 @@ def test_capacity_keeps_the_newest_transitions_as_recorded(tmp_path: Path) -> No
     assert f"evicted: {stats['evicted_steps']:,} transitions" in info
 
 
+@pytest.mark.parametrize("cache_bytes", [None, 16 << 10])
+def test_batches_of_a_live_buffer_hold_what_its_episodes_hold(tmp_path: Path, cache_bytes: int | None) -> None:
+    """The training loop over a live buffer, with chunks of a few rows (a flush every 3 vector
+    steps) and evictions: every row of every batch is the row its episode holds, read apart
+    (`Episode`'s own path). A batch reads small chunks' rows from runs joined in memory, grown
+    as chunks come and trimmed as shards go; a cache of 16 KiB leaves those runs room for part
+    of the rows only, so batches mix both paths."""
+    path = tmp_path / "buffer"
+    envs = trajcore.RecordVectorEpisodes(
+        gym.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync"),
+        path,
+        capacity_steps=CAPACITY,
+        flush_interval=3600,
+    )
+    envs.reset(seed=0)
+    envs.action_space.seed(0)
+    envs.flush()
+    ds = trajcore.open(path) if cache_bytes is None else trajcore.open(path, cache_bytes=cache_bytes)
+    checked = 0
+    for i in range(1500):  # 3 capacities
+        envs.step(envs.action_space.sample())
+        if i % 3 == 0:
+            envs.flush()
+        ds.refresh()
+        if not ds.num_steps:
+            continue
+        b = ds.sample_transitions(64, seed=i)
+        if i % 50:
+            continue
+        for j, (e, t) in enumerate(zip(b["episode_index"], b["step_index"], strict=True)):
+            ep = ds.episodes[int(e)]
+            want = (ep.observations[t], ep.observations[t + 1], ep.actions[t], ep.rewards[t], ep.terminations[t])
+            keys = ("observations", "next_observations", "actions", "rewards", "terminations")
+            for key, w in zip(keys, want, strict=True):
+                np.testing.assert_array_equal(b[key][j], w, err_msg=key)
+            checked += 1
+    envs.close()
+    ds.close()
+    assert checked == 30 * 64
+
+
 def test_a_recording_reopened_on_the_directory_counts_what_is_there(tmp_path: Path) -> None:
     path = tmp_path / "buffer"
     first = _record_cartpole(path, 200, capacity_steps=CAPACITY)  # 1600 transitions

@@ -39,11 +39,12 @@ use super::rows::chunk_strings;
 use super::stream::{copy_streamed, fence, streams_rows};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::reader::catalog::chunk_list::Located;
+use crate::reader::catalog::chunk_list::{ListKey, Located};
 use crate::reader::dataset_view::DatasetView;
 use crate::reader::int_map::IntMap;
 use crate::reader::prefetch;
 use crate::reader::store::chunk_bytes::{ChunkBytes, Decoded};
+use crate::reader::store::joined::{to_join, JoinedRun, JOIN_ROW_BYTES};
 use crate::schema::{ColumnId, ColumnSpec, Timeline};
 
 /// `length` consecutive steps of one episode from step `start` (one step for a transition).
@@ -142,6 +143,28 @@ impl Out<'_> {
                 unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr().cast::<u8>(), src.len()) };
             }
             Out::Strings(_) => unreachable!("bytes into a str output"),
+        }
+    }
+
+    /// `put` for a few bytes (a row of a joined run): the sizes of one small row copied as one
+    /// load and store, not a call.
+    fn put_short(&mut self, at: usize, src: &[u8]) {
+        fn copy<const N: usize>(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
+            let src: &[u8; N] = src.try_into().expect("N bytes");
+            let dst: &mut [MaybeUninit<u8>; N] = dst.try_into().expect("N bytes");
+            *dst = src.map(MaybeUninit::new);
+        }
+        let dst = match self {
+            Out::Uninit(b) => &mut b[at..at + src.len()],
+            _ => return self.put(at, src),
+        };
+        match src.len() {
+            1 => copy::<1>(dst, src),
+            2 => copy::<2>(dst, src),
+            4 => copy::<4>(dst, src),
+            8 => copy::<8>(dst, src),
+            16 => copy::<16>(dst, src),
+            _ => self.put(at, src),
         }
     }
 
@@ -341,7 +364,7 @@ impl DatasetView<'_> {
         let mut ends = Vec::with_capacity(fields.len());
         // Step-timeline rows of consecutive runs of a lane (file order) meet: one item each.
         let joined = (!scattered && fields.iter().any(|f| f.timeline == Timeline::Step)).then(|| join_steps(items));
-        for field in fields {
+        for (field, out) in fields.iter().zip(outs.iter_mut()) {
             let field_from = all.len();
             let items = match (&joined, field.timeline) {
                 (Some(joined), Timeline::Step) => joined.as_slice(),
@@ -354,7 +377,15 @@ impl DatasetView<'_> {
                 match self.field_column(field, recording)? {
                     Some(column) => {
                         let list = self.chunk_list_ends(recording, lane, column);
-                        plan_run(field, list, &items[start..end], &mut slots, (&mut all, field_from));
+                        let group = &items[start..end];
+                        // Scattered rows of small chunks: copied from the run they are joined
+                        // into, here and now (no piece, no slot).
+                        let run = match scattered {
+                            true => self.joined_run(field, (recording, lane, column), list, group),
+                            false => None,
+                        };
+                        let joined = run.as_deref().map(|run| (run, &mut *out));
+                        plan_run(field, list, group, &mut slots, (&mut all, field_from), joined);
                     }
                     None => all.extend(items[start..end].iter().map(|item| Piece {
                         slot: ZEROS,
@@ -458,8 +489,14 @@ impl DatasetView<'_> {
                 out_row: out * length as usize,
             });
         }
-        // Within a lane, episodes' rows increase on both timelines together.
-        items.sort_unstable_by_key(|i| (i.recording, i.lane, i.step_row));
+        // Within a lane, episodes' rows increase on both timelines together. The key packed in
+        // one integer where the recording fits 32 bits (always, but for the type): a batch's
+        // sort compares it some thousand times.
+        if self.catalog.recordings.len() <= u32::MAX as usize {
+            items.sort_unstable_by_key(|i| (i.recording as u128) << 96 | (i.lane as u128) << 64 | i.step_row as u128);
+        } else {
+            items.sort_unstable_by_key(|i| (i.recording, i.lane, i.step_row));
+        }
         Ok(items)
     }
 
@@ -477,6 +514,44 @@ impl DatasetView<'_> {
             return Ok(None);
         }
         Err(Error::schema(&field.column, format!("recording {recording} of this dataset has no such column")))
+    }
+
+    /// The joined run (see `store::joined`) of a field's column in one (recording, lane), grown
+    /// first to the rows `items` need where the chunks after it can be joined; `None` for one
+    /// item, columns of large or str rows, and lists whose first chunks are not joinable.
+    fn joined_run(
+        &self,
+        field: &Field,
+        key: ListKey,
+        (list, ends): (&[Located], &[u64]),
+        items: &[Item],
+    ) -> Option<Arc<JoinedRun>> {
+        // One row of a lane (a single step) costs less from its chunk than the run's lookup.
+        if items.len() < 2 {
+            return None;
+        }
+        let rb = field.row_bytes.filter(|&rb| rb <= JOIN_ROW_BYTES)?;
+        let end = items.iter().map(|i| field_row(field, i) + i.rows).max()?;
+        let cache = &self.store.cache;
+        cache.joined.get(key, rb, end, cache.joined_bound(), |start, budget, run| {
+            // Rows of evicted shards are sampled no more (and may be let go of).
+            let live = |loc: &Located| !self.store.shards[loc.shard].evicted;
+            let joined = &list[to_join(list, ends, start, rb, budget, live)];
+            let mut row = start.or_else(|| joined.first().map(Located::first_row)).unwrap_or(0);
+            for loc in joined {
+                let n = loc.chunk.n_rows as usize * rb;
+                if n == 0 {
+                    continue;
+                }
+                // Checked and decoded as any read of it; a chunk that fails ends the run
+                // (the read of its rows then fails as it would have).
+                let Ok(data) = self.fetch(&[(*loc, Some(rb))], &[n], 1) else { break };
+                let skip = (row - loc.first_row()) as usize * rb; // rows the run holds already
+                let Some(rows) = data[0].contiguous().and_then(|b| b.get(skip..n)) else { break };
+                run.push(loc.shard, row, rows);
+                row = loc.end_row();
+            }
+        })
     }
 
     /// Whether a chunk is read where it lies in the memory map (raw, mapped): no decoding.
@@ -603,23 +678,37 @@ impl Slots {
     }
 }
 
-/// Pieces of one field over the items of one (recording, lane), sorted by row.
+/// Pieces of one field over the items of one (recording, lane), sorted by row; an item's rows
+/// that `joined`'s run holds are copied from it into its output instead.
 fn plan_run(
     field: &Field,
     (list, ends): (&[Located], &[u64]),
     items: &[Item],
     slots: &mut Slots,
     (pieces, field_from): (&mut Vec<Piece>, usize),
+    mut joined: Option<(&JoinedRun, &mut Out<'_>)>,
 ) {
+    if let Some((run, _)) = &joined {
+        // Random rows of the run: their loads issued together overlap their misses.
+        for item in items {
+            let first = field_row(field, item);
+            if run.holds(first, first + item.rows) {
+                prefetch(run.bytes[(first - run.first_row) as usize * run.row_bytes..].as_ptr());
+            }
+        }
+    }
     let mut c = 0usize;
     let mut last: Option<(usize, u32)> = None;
     for item in items {
-        let first = match field.timeline {
-            Timeline::Obs => item.obs_row + field.next as u64,
-            Timeline::Step => item.step_row,
-        };
+        let first = field_row(field, item);
         let end = first + item.rows;
         let mut row = first;
+        if let Some((run, out)) = joined.as_mut().filter(|(run, _)| run.holds(first, end)) {
+            let rb = run.row_bytes;
+            let from = (first - run.first_row) as usize * rb;
+            out.put_short(item.out_row * rb, &run.bytes[from..from + item.rows as usize * rb]);
+            row = end;
+        }
         while row < end {
             // The chunk holding `row`: the cursor's, else the next one (rows close
             // together), else a search from the cursor (rows jumped ahead, or went back:
@@ -662,6 +751,14 @@ fn plan_run(
             let out_row = item.out_row + item.rows as usize;
             pieces.push(Piece { slot: ZEROS, chunk_row: 0, rows: item.pad, out_row });
         }
+    }
+}
+
+/// The first row of an item that a field reads.
+fn field_row(field: &Field, item: &Item) -> u64 {
+    match field.timeline {
+        Timeline::Obs => item.obs_row + field.next as u64,
+        Timeline::Step => item.step_row,
     }
 }
 

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::chunk_bytes::{ChunkBytes, Decoded};
+use super::joined::{JoinedRuns, CACHE_SHARE};
 use super::shared_chunks::{Shape, SharedChunk, SharedChunks};
 use crate::reader::int_map::{ChunkKey, IntMap};
 
@@ -34,6 +35,8 @@ pub(crate) struct ChunkCache {
     shared: Option<Arc<SharedChunks>>,
     /// Chunks this process decoded through `fill`.
     decodes: AtomicU64,
+    /// Small chunks joined into runs of rows (see `joined`), within the same bound.
+    pub joined: JoinedRuns,
 }
 
 impl ChunkCache {
@@ -45,12 +48,17 @@ impl ChunkCache {
     pub fn with_store(capacity: usize, shared: Option<SharedChunks>) -> Self {
         let lru = Lru { entries: IntMap::default(), order: BTreeMap::new(), tick: 0, bytes: 0 };
         let shared = shared.map(Arc::new);
-        ChunkCache { capacity, lru: Mutex::new(lru), shared, decodes: AtomicU64::new(0) }
+        ChunkCache { capacity, lru: Mutex::new(lru), shared, decodes: AtomicU64::new(0), joined: JoinedRuns::default() }
     }
 
     /// The bound of the LRU.
     pub fn capacity(&self) -> usize {
         self.capacity
+    }
+
+    /// What the joined runs may hold.
+    pub fn joined_bound(&self) -> usize {
+        self.capacity / CACHE_SHARE
     }
 
     /// The store, if chunks are shared.
@@ -176,7 +184,8 @@ impl ChunkCache {
         })
     }
 
-    /// Keeps `data` unless it alone exceeds the capacity, evicting old entries to make room.
+    /// Keeps `data` unless it alone exceeds the capacity, evicting old entries to make room
+    /// (for the joined runs too).
     pub fn insert(&self, key: ChunkKey, data: Arc<Decoded>) {
         let size = data.heap_bytes();
         if size > self.capacity {
@@ -192,7 +201,7 @@ impl ChunkCache {
         }
         lru.order.insert(tick, key);
         lru.bytes += size;
-        while lru.bytes > self.capacity {
+        while lru.bytes + self.joined.bytes() > self.capacity {
             let Some((queued, oldest)) = lru.order.pop_first() else { break };
             match lru.entries.get(&oldest) {
                 Some(&(_, last)) if last > queued => {
@@ -211,6 +220,7 @@ impl ChunkCache {
     /// Drops the chunks of the shards `gone` marks (a bounded recording deleted them: sampling
     /// no longer reads them, and a read of one decodes it again).
     pub fn forget_shards(&self, gone: &[bool]) {
+        self.joined.forget_shards(gone);
         let mut guard = self.lock();
         let lru = &mut *guard;
         let mut freed = 0;

@@ -10,6 +10,7 @@ pub(in crate::reader) mod compacted;
 pub(in crate::reader) mod dir_watch;
 pub(in crate::reader) mod find_shards;
 pub(in crate::reader) mod framing;
+pub(in crate::reader) mod joined;
 pub(crate) mod no_shard;
 pub(in crate::reader) mod opening_copies;
 pub(in crate::reader) mod remote_reads;
