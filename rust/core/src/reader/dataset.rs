@@ -16,7 +16,7 @@ use crate::error::Result;
 use crate::reader::integrity::exclusions::Exclusions;
 use crate::reader::integrity::found_damage::ReadDamage;
 use crate::reader::reads::steps::EpisodeSet;
-use crate::reader::store::cache::ChunkCache;
+use crate::reader::store::decoded::cache::ChunkCache;
 use crate::schema::ColumnId;
 
 pub use super::catalog::{ColumnStats, EpisodeRef, Recording, SkippedRecord};
@@ -82,7 +82,7 @@ impl Dataset {
         };
         ds.update()?;
         let (lru_bytes, store) =
-            crate::reader::store::shared_chunks::plan_for(&ds.catalog, &ds.store.shards, ds.opts.cache_bytes);
+            crate::reader::store::decoded::shared_chunks::plan_for(&ds.catalog, &ds.store.shards, ds.opts.cache_bytes);
         ds.store.cache = ChunkCache::with_store(lru_bytes, store);
         Ok(ds)
     }

@@ -6,13 +6,16 @@
 //!   (`find_shards`), opened and scanned as they grow (`shard`, with record `framing` and the
 //!   `tail` rule for an unfinished last record), read through a `source` (a memory map,
 //!   positioned reads, or a remote object), a store's shard opened from its `opening_copies`
-//!   and its chunks fetched together (`remote_reads`); the cache of decoded chunks (`cache`,
-//!   `chunk_bytes`, `shared_chunks`: one copy per machine for data-loader workers) and the
-//!   Chunks records whose checksum passed (`checksummed`).
+//!   and its chunks fetched together (`remote_reads`), a closed shard's compacted rewrite
+//!   switched to (`compacted`); decoded chunks in `decoded/` (the per-process `cache`, the
+//!   `joined` runs of small chunks for sampling, `shared_chunks`: one copy per machine for
+//!   data-loader workers), their bytes (`chunk_bytes`) and the Chunks records whose checksum
+//!   passed (`checksummed`).
 //! - `catalog/`: recordings, chunk lists (`chunk_list`) and episodes, built without I/O from
 //!   the records the store's scans decode; its decisions are pure functions with table tests:
 //!   `trust` (is a chunk sane, do a column and its mask agree, which rows no chunk holds),
-//!   `parts` (episodes over a shard rollover), `column_names`, `metrics` (per-episode values
+//!   `parts` (episodes over a shard rollover), `rewrite` (a shard's entries swapped for its
+//!   compacted rewrite's), `evicted`, `column_names`, `metrics` (per-episode values
 //!   from the index, for filters and tables).
 //! - `reads/`: `rows` (a column's rows, one walk over the chunks of `[a, b)`), `gather`
 //!   (batched windows into caller buffers, copying `pieces`), `scan/` (consecutive steps: a
@@ -60,7 +63,7 @@ pub use crate::reader::reads::scan::runs::{set_scan_block_bytes, IndexOut};
 pub use crate::reader::reads::scan::RangeRead;
 pub use crate::reader::reads::steps::{resolve_index, EpisodeSet, StepIndex, WindowIndex};
 pub use crate::reader::reads::stream::set_stream_from_bytes;
-pub use crate::reader::store::shared_chunks::{
+pub use crate::reader::store::decoded::shared_chunks::{
     available_memory, cache_plan, CachePlan, CacheStats, CACHE_AUTO, CACHE_FLOOR, RAM_SHARE,
 };
 pub use dataset::{ColumnStats, Dataset, EpisodeRef, OpenOptions, Recording, SkippedRecord};

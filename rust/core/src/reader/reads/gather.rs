@@ -44,7 +44,7 @@ use crate::reader::dataset_view::DatasetView;
 use crate::reader::int_map::IntMap;
 use crate::reader::prefetch;
 use crate::reader::store::chunk_bytes::{ChunkBytes, Decoded};
-use crate::reader::store::joined::{to_join, JoinedRun, JOIN_ROW_BYTES};
+use crate::reader::store::decoded::joined::{to_join, JoinedRun, JOIN_ROW_BYTES};
 use crate::schema::{ColumnId, ColumnSpec, Timeline};
 
 /// `length` consecutive steps of one episode from step `start` (one step for a transition).
@@ -516,7 +516,7 @@ impl DatasetView<'_> {
         Err(Error::schema(&field.column, format!("recording {recording} of this dataset has no such column")))
     }
 
-    /// The joined run (see `store::joined`) of a field's column in one (recording, lane), grown
+    /// The joined run (see `store::decoded::joined`) of a field's column in one (recording, lane), grown
     /// first to the rows `items` need where the chunks after it can be joined; `None` for one
     /// item, columns of large or str rows, and lists whose first chunks are not joinable.
     fn joined_run(

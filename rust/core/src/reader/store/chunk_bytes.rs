@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::shared_chunks::SharedChunk;
+use super::decoded::shared_chunks::SharedChunk;
 use crate::format::stack::Frames;
 
 /// A decoded chunk (or a prefix of its rows), as the cache keeps it.

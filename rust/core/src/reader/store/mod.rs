@@ -1,21 +1,19 @@
 //! The dataset's bytes: its shard files, found in its directory, opened, scanned as they grow
 //! and checked for changes under the reader (each read through a `Source`), the cache of decoded
-//! chunks, and the set of checksum-verified records. The catalog (what the records say) does no
+//! chunks (`decoded/`), and the set of checksum-verified records. The catalog (what the records say) does no
 //! I/O; everything read from the files goes through here.
 
-pub(in crate::reader) mod cache;
 pub(in crate::reader) mod checksummed;
 pub(in crate::reader) mod chunk_bytes;
 pub(in crate::reader) mod compacted;
+pub(in crate::reader) mod decoded;
 pub(in crate::reader) mod dir_watch;
 pub(in crate::reader) mod find_shards;
 pub(in crate::reader) mod framing;
-pub(in crate::reader) mod joined;
 pub(crate) mod no_shard;
 pub(in crate::reader) mod opening_copies;
 pub(in crate::reader) mod remote_reads;
 pub(in crate::reader) mod shard;
-pub(in crate::reader) mod shared_chunks;
 pub(in crate::reader) mod source;
 pub(in crate::reader) mod tail;
 
@@ -29,11 +27,11 @@ use super::{OpenOptions, Problem, SHARD_EXTENSION};
 use crate::error::{Error, Result};
 use crate::format::episode::{DecodedEpisode, EpisodeSummary};
 use crate::format::ANNOTATION_EXTENSION;
-use crate::reader::store::cache::ChunkCache;
 use crate::reader::store::checksummed::VerifiedRecords;
+use crate::reader::store::decoded::cache::ChunkCache;
+use crate::reader::store::decoded::shared_chunks::{layout_of, CacheStats, SharedChunks};
 use crate::reader::store::dir_watch::DirWatch;
 use crate::reader::store::shard::{Found, Opened, Shard};
-use crate::reader::store::shared_chunks::{layout_of, CacheStats, SharedChunks};
 use crate::writer::files::capacity::EvictionLog;
 
 /// The Episode record decoded last: (shard, record offset) and its episodes.

@@ -29,12 +29,12 @@ use std::time::{Duration, Instant};
 
 use memmap2::{MmapOptions, MmapRaw};
 
-use super::shard::Shard;
 use crate::format::codec::{self, CODEC_STACK, CODEC_ZSTD};
 use crate::format::stack;
 use crate::reader::catalog::chunk_list::Located;
 use crate::reader::catalog::Catalog;
 use crate::reader::int_map::{ChunkKey, IntHasher, IntMap};
+use crate::reader::store::shard::Shard;
 
 /// `OpenOptions::cache_bytes` meaning "sized by `cache_plan`".
 pub const CACHE_AUTO: usize = usize::MAX;

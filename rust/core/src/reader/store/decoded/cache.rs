@@ -11,10 +11,10 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use super::chunk_bytes::{ChunkBytes, Decoded};
 use super::joined::{JoinedRuns, CACHE_SHARE};
 use super::shared_chunks::{Shape, SharedChunk, SharedChunks};
 use crate::reader::int_map::{ChunkKey, IntMap};
+use crate::reader::store::chunk_bytes::{ChunkBytes, Decoded};
 
 struct Lru {
     /// Key -> (data, tick of its last use).
