@@ -78,12 +78,13 @@ impl Store {
     }
 
     /// Reads shard `shard` from its rewrite `new` from now on (the catalog took its records in):
-    /// what this process decoded or checked of the old file is forgotten.
+    /// what this process decoded or checked of the old file is forgotten (the joined runs keep its
+    /// rows: they are the rewrite's too).
     pub fn switch_to(&mut self, shard: usize, new: Shard) {
         self.shards[shard].take_rewrite(new);
         let mut mask = vec![false; self.shards.len()];
         mask[shard] = true;
-        self.cache.forget_shards(&mask);
+        self.cache.forget_chunks_of(&mask);
         if let Some(store) = self.cache.store() {
             store.retire_shard(shard);
         }

@@ -221,6 +221,13 @@ impl ChunkCache {
     /// no longer reads them, and a read of one decodes it again).
     pub fn forget_shards(&self, gone: &[bool]) {
         self.joined.forget_shards(gone);
+        self.forget_chunks_of(gone);
+    }
+
+    /// Drops the decoded chunks of the shards `gone` marks but keeps their rows in the joined
+    /// runs: a shard switched to its compacted rewrite holds the same rows (the catalog checked
+    /// it) in chunks at other offsets, and dropping the runs would cut every run at that shard.
+    pub fn forget_chunks_of(&self, gone: &[bool]) {
         let mut guard = self.lock();
         let lru = &mut *guard;
         let mut freed = 0;
@@ -277,6 +284,25 @@ mod tests {
         assert_eq!(cache.bytes(), 20);
         cache.insert((3, 0), rows(80, 3)); // stale queue items are settled as they reach the front
         assert_eq!(cache.bytes(), 100);
+    }
+
+    #[test]
+    fn a_shard_switched_to_its_rewrite_keeps_its_joined_rows() {
+        let cache = ChunkCache::new(1000);
+        cache.insert((1, 0), rows(10, 1));
+        // One run of rows from shards 0, 1 and 2: shard 1 (in the middle) is then rewritten.
+        cache.joined.get((0, 0, 0), 2, 6, 250, |_, _, run| {
+            run.push(0, 0, &[0, 0]);
+            run.push(1, 1, &[1, 1]);
+            run.push(2, 2, &[2, 2]);
+        });
+        cache.forget_chunks_of(&[false, true, false]);
+        assert!(cache.get((1, 0)).is_none(), "the old file's chunk is gone");
+        let run = cache.joined.get((0, 0, 0), 2, 3, 250, |_, _, _| panic!("rejoined rows it held"));
+        assert_eq!(run.map(|r| (r.first_row, r.bytes.clone())), Some((0, vec![0, 0, 1, 1, 2, 2])));
+        // Evicted, the same shard cuts the run (its rows are no longer sampled).
+        cache.forget_shards(&[false, true, false]);
+        assert_eq!(cache.joined.bytes(), 0);
     }
 
     #[test]
