@@ -35,6 +35,20 @@ def s3() -> Iterator[S3]:
         yield server
 
 
+def _timed_recorder(at: str, capacity: int, s3: S3) -> tuple[Any, float, int]:
+    """A bounded CartPole recorder on `at`, with the seconds and store requests making it took."""
+    requests = _core.remote_stats()[0]
+    start = time.perf_counter()
+    rec = trajcore.RecordVectorEpisodes(
+        gym.make_vec("CartPole-v1", num_envs=NUM_ENVS, vectorization_mode="sync"),
+        at,
+        capacity_steps=capacity,
+        flush_interval=0.1,
+        storage_options=s3.options,
+    )
+    return rec, time.perf_counter() - start, _core.remote_stats()[0] - requests
+
+
 def test_segment_bandwidth(benchmark: Any, report: list[dict[str, Any]], s3: S3) -> None:
     bucket = s3.bucket()
     url = f"s3://{bucket}/cp16"
@@ -96,23 +110,11 @@ def test_bounded_reopen_cost(
     capacity = held // 4
     url = f"s3://{bucket}/buf"
 
-    def make(at: str) -> tuple[Any, float, int]:
-        requests = _core.remote_stats()[0]
-        start = time.perf_counter()
-        rec = trajcore.RecordVectorEpisodes(
-            gym.make_vec("CartPole-v1", num_envs=NUM_ENVS, vectorization_mode="sync"),
-            at,
-            capacity_steps=capacity,
-            flush_interval=0.1,
-            storage_options=s3.options,
-        )
-        return rec, time.perf_counter() - start, _core.remote_stats()[0] - requests
-
-    empty, empty_s, _ = make(f"s3://{bucket}/empty")
+    empty, empty_s, _ = _timed_recorder(f"s3://{bucket}/empty", capacity, s3)
     empty.close()
 
     def reopen_and_evict() -> tuple[float, int, float, int]:
-        rec, reopen_s, reopen_requests = make(url)
+        rec, reopen_s, reopen_requests = _timed_recorder(url, capacity, s3)
         rng = np.random.default_rng(1)
         rec.reset(seed=1)
         for _ in range(capacity // 10 // NUM_ENVS + 2):  # one shard closed past the capacity's tenth
@@ -156,17 +158,9 @@ def test_shared_prefix_cost(benchmark: Any, report: list[dict[str, Any]], s3: S3
     def make_all() -> tuple[float, float]:
         spent, requests = 0.0, 0
         for k in range(num_recorders):
-            before = _core.remote_stats()[0]
-            start = time.perf_counter()
-            rec = trajcore.RecordVectorEpisodes(
-                gym.make_vec("CartPole-v1", num_envs=NUM_ENVS, vectorization_mode="sync"),
-                url,
-                capacity_steps=capacity,
-                flush_interval=0.1,
-                storage_options=s3.options,
-            )
-            spent += time.perf_counter() - start
-            requests += _core.remote_stats()[0] - before
+            rec, seconds, asked = _timed_recorder(url, capacity, s3)
+            spent += seconds
+            requests += asked
             rec.reset(seed=k)
             recorders.append(rec)
             # The others record on while this one starts: their shards are in the prefix.

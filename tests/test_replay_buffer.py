@@ -85,6 +85,21 @@ def test_capacity_keeps_the_newest_transitions_as_recorded(tmp_path: Path) -> No
     assert f"evicted: {stats['evicted_steps']:,} transitions" in info
 
 
+def live_cartpole_buffer(path: Path, num_envs: int, capacity: int) -> trajcore.RecordVectorEpisodes:
+    """A bounded CartPole recording flushed only when asked (no timer: the chunks it cuts do not
+    depend on the machine's speed), reset and flushed once: a reader can open it at once."""
+    envs = trajcore.RecordVectorEpisodes(
+        gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode="sync"),
+        path,
+        capacity_steps=capacity,
+        flush_interval=3600,
+    )
+    envs.reset(seed=0)
+    envs.action_space.seed(0)
+    envs.flush()
+    return envs
+
+
 @pytest.mark.parametrize("cache_bytes", [None, 16 << 10])
 def test_batches_of_a_live_buffer_hold_what_its_episodes_hold(tmp_path: Path, cache_bytes: int | None) -> None:
     """The training loop over a live buffer, with chunks of a few rows (a flush every 3 vector
@@ -93,15 +108,7 @@ def test_batches_of_a_live_buffer_hold_what_its_episodes_hold(tmp_path: Path, ca
     as chunks come and trimmed as shards go; a cache of 16 KiB leaves those runs room for part
     of the rows only, so batches mix both paths."""
     path = tmp_path / "buffer"
-    envs = trajcore.RecordVectorEpisodes(
-        gym.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync"),
-        path,
-        capacity_steps=CAPACITY,
-        flush_interval=3600,
-    )
-    envs.reset(seed=0)
-    envs.action_space.seed(0)
-    envs.flush()
+    envs = live_cartpole_buffer(path, num_envs=4, capacity=CAPACITY)
     ds = trajcore.open(path) if cache_bytes is None else trajcore.open(path, cache_bytes=cache_bytes)
     checked = 0
     for i in range(1500):  # 3 capacities

@@ -14,6 +14,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import trajcore
+from test_replay_buffer import live_cartpole_buffer
 from trajcore.errors import InvalidArgumentError
 
 pytestmark = pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/self (Linux)")
@@ -59,15 +60,7 @@ def test_a_loop_that_keeps_no_episode_holds_no_evicted_shard(tmp_path: Path) -> 
     before, both grew with every transition recorded). The recorder flushes every 10 vector
     steps, and only then (no timer), so the chunks it cuts do not depend on the machine's speed."""
     path = tmp_path / "buffer"
-    envs = trajcore.RecordVectorEpisodes(
-        gym.make_vec("CartPole-v1", num_envs=8, vectorization_mode="sync"),
-        path,
-        capacity_steps=CAPACITY,
-        flush_interval=3600,
-    )
-    envs.reset(seed=0)
-    envs.action_space.seed(0)
-    envs.flush()
+    envs = live_cartpole_buffer(path, num_envs=8, capacity=CAPACITY)
     ds = trajcore.open(path)
     marks: list[dict[str, int]] = []
     for _ in range(3):

@@ -11,7 +11,7 @@ import json
 import os
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -85,8 +85,15 @@ def assert_same_episodes(got: trajcore.Dataset, want: trajcore.Dataset) -> None:
     assert got.num_episodes == want.num_episodes > 0
     assert got.num_steps == want.num_steps
     assert got.evicted_steps == want.evicted_steps
-    for a, b in zip(got.episodes, want.episodes, strict=True):
-        assert (a.env_index, a.complete, a.continued, a.length) == (b.env_index, b.complete, b.continued, b.length)
+    assert [a.env_index for a in got.episodes] == [b.env_index for b in want.episodes]
+    assert_same_values(got.episodes, want.episodes)
+
+
+def assert_same_values(mine: Sequence[trajcore.Episode], theirs: Sequence[trajcore.Episode]) -> None:
+    """The same episodes, in order: how each ended and every value."""
+    assert len(mine) == len(theirs) > 0
+    for a, b in zip(mine, theirs, strict=True):
+        assert (a.complete, a.continued, a.length) == (b.complete, b.continued, b.length)
         np.testing.assert_array_equal(a.observations, b.observations)
         np.testing.assert_array_equal(a.actions, b.actions)
         np.testing.assert_array_equal(a.rewards, b.rewards)
@@ -287,12 +294,7 @@ def assert_same_agents(got: trajcore.Dataset, want: trajcore.Dataset) -> None:
     for agent in got.agents:
         mine = [e for e in got.episodes if e.agent == agent]
         theirs = [e for e in want.episodes if e.agent == agent]
-        assert len(mine) == len(theirs) > 0, agent
-        for a, b in zip(mine, theirs, strict=True):
-            assert (a.complete, a.continued, a.length) == (b.complete, b.continued, b.length)
-            np.testing.assert_array_equal(a.observations, b.observations)
-            np.testing.assert_array_equal(a.actions, b.actions)
-            np.testing.assert_array_equal(a.rewards, b.rewards)
+        assert_same_values(mine, theirs)
 
 
 def test_the_multi_agent_recorders_bound_one_prefix_each_agent_by_its_capacity(
