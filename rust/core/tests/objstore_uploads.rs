@@ -17,6 +17,7 @@ use object_store::ObjectStore;
 use serde_json::json;
 use trajcore_core::objstore::remote::{configure, use_store};
 use trajcore_core::reader::{Dataset, OpenOptions};
+use trajcore_core::writer::files::capacity::is_eviction_log;
 use trajcore_core::Error;
 use writer_util::*;
 
@@ -195,6 +196,19 @@ fn record_bounded(staging: &Path, url: &str, capacity: u64, prior: Vec<(std::pat
     (total, stats.evicted_steps)
 }
 
+/// The eviction log a store recording kept in its staging directory `dir` (named for its
+/// recording: `capacity::store_log_name`), with its bytes.
+fn eviction_log(dir: &Path) -> (String, Vec<u8>) {
+    let mut logs = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| is_eviction_log(name));
+    let name = logs.next().expect("an eviction log in the staging directory");
+    assert!(logs.next().is_none(), "one eviction log per recording");
+    let bytes = std::fs::read(dir.join(&name)).unwrap();
+    (name, bytes)
+}
+
 #[test]
 fn a_bounded_recording_puts_its_eviction_log_up_and_deletes_the_evicted_shards() {
     const BUCKET: &str = "s3://uploads-bounded";
@@ -205,10 +219,10 @@ fn a_bounded_recording_puts_its_eviction_log_up_and_deletes_the_evicted_shards()
     let (total, evicted) = record_bounded(staging.path(), &url, 60, Vec::new());
     // The store holds what the staging directory kept (the shards the capacity left, whole) and
     // its eviction log, byte for byte: no evicted shard, no segment.
-    let log = std::fs::read(staging.path().join("trajcore-evictions.json")).unwrap();
+    let (log_name, log) = eviction_log(staging.path());
     let mut want: Vec<(String, Vec<u8>)> =
         staged(staging.path()).into_iter().map(|(n, b)| (format!("run/{n}"), b)).collect();
-    want.push(("run/trajcore-evictions.json".into(), log));
+    want.push((format!("run/{log_name}"), log));
     want.sort();
     let up = objects(&*store, "run");
     assert_eq!(
@@ -239,7 +253,7 @@ fn a_bounded_recording_reopened_on_a_filled_prefix_counts_and_evicts_its_shards(
         before.shard_paths().iter().map(|p| p.file_name().unwrap().to_string_lossy().into_owned()).collect();
     assert!(old_shards.len() >= 3, "{old_shards:?}");
     // An evicted shard the first recording's log names, left in the store.
-    let logged = std::fs::read(first.path().join("trajcore-evictions.json")).unwrap();
+    let (_, logged) = eviction_log(first.path());
     let logged: serde_json::Value = serde_json::from_slice(&logged).unwrap();
     let leftover = logged["evicted_shards"][0].as_str().unwrap().to_string();
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
