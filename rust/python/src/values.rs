@@ -50,7 +50,7 @@ pub fn put_value(value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, c
     if let Some(src) = exact(value, col, rows, coll) {
         return col.fit.check_bounds(coll.slice(src), rows).map(|()| src).map_err(|why| misfit(Misfit::Value(why)));
     }
-    let input = read(value, Some(col), rows, None, coll)?;
+    let input = read_for(value, col, rows, coll)?;
     col.fit.put(coll, rows, &input).map_err(misfit)
 }
 
@@ -87,6 +87,12 @@ pub fn read(
     if let Some(src) = exact(value, col, rows, coll) {
         return Ok(Input::Rows(src));
     }
+    read_for(value, col, rows, coll)
+}
+
+/// `value` read for `col` as its `Fit` reads values, once it is known not to be the column's
+/// exact rows (`exact`).
+fn read_for(value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, coll: &mut Collector) -> PyResult<Input> {
     match (col.fit.reading(rows), value.cast::<PyUntypedArray>()) {
         (Reading::Strs, _) => strings(value, rows, coll),
         (_, Ok(array)) => array_of(array, Some(col), coll),
