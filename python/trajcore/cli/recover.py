@@ -8,6 +8,15 @@ import time
 
 from trajcore.cli._common import Commands, episodes_text
 
+HELP = "copy what of a damaged dataset still reads into a new one"
+DESCRIPTION = (
+    "Write every intact episode, and the intact prefix of each damaged one (cut before its first unreadable "
+    "row, marked incomplete), into a new dataset directory. SRC is only read; DST is written beside its "
+    "place and renamed into it when complete, and verifies intact. With a store URL alone (no DST): make "
+    "the shards a killed recorder was writing there of the segments it uploaded, and remove those."
+)
+EXAMPLES = ("runs/damaged runs/saved", "s3://bucket/run")
+
 
 def run(args: argparse.Namespace) -> int:
     import trajcore
@@ -40,20 +49,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_to(commands: Commands) -> None:
-    """Adds the command to the parser."""
-    rc = commands.command(
-        "recover",
-        "copy what of a damaged dataset still reads into a new one",
-        "Write every intact episode, and the intact prefix of each damaged one (cut before its first unreadable "
-        "row, marked incomplete), into a new dataset directory. SRC is only read; DST is written beside its "
-        "place and renamed into it when complete, and verifies intact. With a store URL alone (no DST): make "
-        "the shards a killed recorder was writing there of the segments it uploaded, and remove those.",
-        "runs/damaged runs/saved",
-        "s3://bucket/run",
-    )
-    rc.add_argument("src", metavar="SRC", help="a dataset directory or one shard file, or a store URL")
-    rc.add_argument(
+def add_arguments(commands: Commands, parser: argparse.ArgumentParser) -> None:
+    """Adds the command's arguments to its parser."""
+    parser.add_argument("src", metavar="SRC", help="a dataset directory or one shard file, or a store URL")
+    parser.add_argument(
         "dst", metavar="DST", nargs="?", help="the new dataset directory (must not exist, or be empty); none for a URL"
     )
-    rc.set_defaults(func=run)
