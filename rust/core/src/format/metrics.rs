@@ -82,7 +82,7 @@ pub fn decode(blob: &[u8]) -> Result<Vec<Metric>, String> {
     if blob.is_empty() {
         return Ok(Vec::new());
     }
-    Ok(table::entries(blob, ENTRY_LEN, "metrics")?
+    Ok(table::entries(blob, ENTRY_LEN, "metrics table")?
         .map(|e| Metric {
             column: u32_at(e, 0),
             count: u32_at(e, 4),
