@@ -50,9 +50,10 @@ impl LeaseTimes {
     pub fn new(renew_s: Option<f64>, ttl_s: Option<f64>) -> Result<LeaseTimes> {
         let seconds = |value: Option<f64>, default: Duration, name: &str| match value {
             None => Ok(default),
-            Some(s) => Duration::try_from_secs_f64(s).ok().filter(|d| !d.is_zero()).ok_or_else(|| {
-                Error::Invalid(format!("{name}={s} must be a positive number of seconds"))
-            }),
+            Some(s) => Duration::try_from_secs_f64(s)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| Error::Invalid(format!("{name}={s} must be a positive number of seconds"))),
         };
         let renew = seconds(renew_s, LEASE_RENEW, "lease_renew_interval")?;
         let ttl = seconds(ttl_s, LEASE_TTL, "lease_ttl")?;
@@ -202,7 +203,7 @@ mod tests {
         let short = lease_name(&[0xbb; 16], Duration::from_millis(2500));
         let old = format!("trajcore-lease-{ida}.json"); // no ttl in its name: the default
         let s = 1000; // ms
-        // (leases, now, fresh recordings)
+                      // (leases, now, fresh recordings)
         type Case<'a> = (Vec<(String, i64)>, i64, Vec<&'a str>);
         let cases: Vec<Case> = vec![
             (vec![], 100 * s, vec![]),
