@@ -107,6 +107,22 @@ pub fn fresh(leases: &[(String, i64)], now: i64) -> HashSet<String> {
         .collect()
 }
 
+/// The leases among `leases` (as for `fresh`) stale at `now` for at least their ttl again: a
+/// killed recorder's, which nobody else deletes. A recorder that renews its lease after so long
+/// puts it anew. None without a clock (`now` is `i64::MIN`).
+pub fn forgotten(leases: &[(String, i64)], now: i64) -> Vec<&str> {
+    leases
+        .iter()
+        .filter(|(name, at)| {
+            lease_of(name).is_some_and(|(_, ttl)| {
+                let twice = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX).saturating_mul(2);
+                now != i64::MIN && now.saturating_sub(*at) >= twice
+            })
+        })
+        .map(|(name, _)| name.as_str())
+        .collect()
+}
+
 /// Puts (or renews) the lease of `recording_id`, stale `ttl` after, under the prefix `url`.
 ///
 /// Errors: `Io` (the store, naming the URL and why), `Invalid` (a bad URL).
@@ -129,7 +145,8 @@ pub fn delete(url: &str, recording_id: &[u8; 16], ttl: Duration) -> Result<()> {
 /// clock: a probe object of this call is put, the prefix listed (the probe's time is the
 /// store's now), and the probe deleted. Three requests. Deleting the probe is best effort (a
 /// store refusing deletions leaves it; readers list only shards): probes older than
-/// `LEASE_TTL` that a later call lists are deleted then.
+/// `LEASE_TTL` that a later call lists are deleted then, as are the `forgotten` leases (one
+/// request each, once).
 ///
 /// Errors: `Io` (the store, naming the URL and why: the probe could not be put or the prefix
 /// listed), `Invalid` (a bad URL).
@@ -150,10 +167,11 @@ pub fn live_recordings(url: &str) -> Result<HashSet<String>> {
     // a live recorder may own is taken.
     let now = now.unwrap_or(i64::MIN);
     let ttl = i64::try_from(LEASE_TTL.as_millis()).unwrap_or(i64::MAX);
-    for (name, at) in &listed {
-        if name.starts_with(PROBE_PREFIX) && *name != probe && now.saturating_sub(*at) >= ttl {
-            let _ = super::remote::delete(&format!("{url}/{name}"));
-        }
+    let old_probes = listed
+        .iter()
+        .filter(|(name, at)| name.starts_with(PROBE_PREFIX) && *name != probe && now.saturating_sub(*at) >= ttl);
+    for name in old_probes.map(|(name, _)| name.as_str()).chain(forgotten(&listed, now)) {
+        let _ = super::remote::delete(&format!("{url}/{name}"));
     }
     Ok(fresh(&listed, now))
 }
@@ -223,6 +241,27 @@ mod tests {
         for (k, (leases, now, want)) in cases.into_iter().enumerate() {
             let want: HashSet<String> = want.into_iter().map(str::to_string).collect();
             assert_eq!(fresh(&leases, now), want, "case {k}");
+        }
+    }
+
+    #[test]
+    fn forgotten_table() {
+        let a = lease_name(&[0xaa; 16], LEASE_TTL);
+        let short = lease_name(&[0xbb; 16], Duration::from_millis(2500));
+        let s = 1000; // ms
+                      // (leases, now, forgotten)
+        type Case = (Vec<(String, i64)>, i64, Vec<String>);
+        let cases: Vec<Case> = vec![
+            (vec![(a.clone(), 100 * s)], 100 * s, vec![]),
+            (vec![(a.clone(), 40 * s)], 100 * s, vec![]), // stale, not yet for twice its ttl
+            (vec![(a.clone(), -20 * s + 1)], 100 * s, vec![]),
+            (vec![(a.clone(), -20 * s)], 100 * s, vec![a.clone()]),
+            (vec![(a.clone(), 90 * s), (short.clone(), 95 * s)], 100 * s, vec![short.clone()]),
+            (vec![("a.trj".into(), 0), ("trajcore-clock-1.json".into(), 0)], 100 * s, vec![]),
+            (vec![(a.clone(), 0)], i64::MIN, vec![]), // no clock: nothing is stale
+        ];
+        for (k, (leases, now, want)) in cases.into_iter().enumerate() {
+            assert_eq!(forgotten(&leases, now), want, "case {k}");
         }
     }
 
