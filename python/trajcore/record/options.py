@@ -295,7 +295,7 @@ def build_config(
     if not (flush_interval > 0 and math.isfinite(flush_interval)):
         raise InvalidArgumentError(f"flush_interval must be a positive number of seconds, got {flush_interval!r}")
     for name in ("lease_renew_interval", "lease_ttl"):  # their rule is the core's (`leases::LeaseTimes`)
-        value = o[name]  # type: ignore[literal-required]
+        value = o[name]
         number = not isinstance(value, bool) and isinstance(value, int | float | np.number)
         if value is not None and not (number and math.isfinite(value)):
             raise InvalidArgumentError(f"{name} must be a finite number of seconds, got {value!r}")

@@ -287,7 +287,8 @@ mod tests {
     fn lease_times_table() {
         let secs = Duration::from_secs_f64;
         // (lease_renew_interval, lease_ttl, the timings or the option the error names)
-        let cases: &[(Option<f64>, Option<f64>, std::result::Result<(f64, f64), &str>)] = &[
+        type Case = (Option<f64>, Option<f64>, std::result::Result<(f64, f64), &'static str>);
+        let cases: &[Case] = &[
             (None, None, Ok((10.0, 60.0))),
             (Some(0.5), Some(2.5), Ok((0.5, 2.5))),
             (Some(0.5), Some(2.4), Err("lease_ttl=2.4")), // less than 2 s more than a renewal
