@@ -23,8 +23,14 @@ use writer_util::*;
 
 /// One env, episodes of lengths 1..23, `flush` every few (as the flush timer would), several
 /// shards; `between` runs at each flush. Returns what the reader should list.
-fn record(dir: &Path, url: &str, mut between: impl FnMut(&Harness)) -> (Harness, usize) {
-    let extra = json!({"upload_to": url, "max_shard_bytes": 6000, "flush_interval_s": 0.05});
+fn record(dir: &Path, url: &str, between: impl FnMut(&Harness)) -> (Harness, usize) {
+    record_with(dir, url, json!({}), between)
+}
+
+/// `record`, with the config's `more` options.
+fn record_with(dir: &Path, url: &str, more: serde_json::Value, mut between: impl FnMut(&Harness)) -> (Harness, usize) {
+    let mut extra = json!({"upload_to": url, "max_shard_bytes": 6000, "flush_interval_s": 0.05});
+    extra.as_object_mut().unwrap().extend(more.as_object().unwrap().clone());
     let mut h = Harness::new(dir, config(1, false, "disabled", extra));
     let mut tick = 0u64;
     h.reset(&[env_step(0, tick)], None);
@@ -103,6 +109,43 @@ fn a_recording_goes_up_whole_through_a_slow_store_and_reads_back_equal() {
     use_store(BUCKET, store.clone()).unwrap();
     let staging = tempfile::tempdir().unwrap();
     let (h, _) = record(staging.path(), "s3://uploads-slow/run", |_| {});
+    let expected = h.close();
+    check_up(&*store, BUCKET, "run", staging.path(), &expected);
+}
+
+/// Every recording to a store holds a lease in the prefix, bounded or not: whenever anything of
+/// it is up, its lease is (put first, named with its ttl), renewed every `lease_renew_interval`
+/// (its time moves on), and deleted at close (`check_up` finds the shards alone).
+#[test]
+fn a_recording_holds_its_lease_while_anything_of_it_is_up() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    const BUCKET: &str = "s3://uploads-lease";
+    use_store(BUCKET, store.clone()).unwrap();
+    let staging = tempfile::tempdir().unwrap();
+    let lease_put_at = |names: &[String]| {
+        let lease = names.iter().find(|k| k.contains("/trajcore-lease-"))?;
+        assert!(lease.ends_with("-30000ms.json"), "{lease}");
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        Some(runtime.block_on(store.head(&ObjectPath::from(lease.as_str()))).unwrap().last_modified)
+    };
+    let (mut checks, mut renewed) = (0, false);
+    let timings = json!({"lease_renew_interval_s": 0.01, "lease_ttl_s": 30.0});
+    let (h, _) = record_with(staging.path(), "s3://uploads-lease/run", timings, |_| {
+        let names: Vec<String> = objects(&*store, "run").into_iter().map(|(k, _)| k).collect();
+        let Some(at) = lease_put_at(&names) else {
+            assert!(names.is_empty(), "objects of the recording up before its lease: {names:?}");
+            return;
+        };
+        checks += 1;
+        if !renewed {
+            wait_for(|| {
+                let names: Vec<String> = objects(&*store, "run").into_iter().map(|(k, _)| k).collect();
+                lease_put_at(&names).is_some_and(|again| again > at)
+            });
+            renewed = true;
+        }
+    });
+    assert!(checks > 0 && renewed);
     let expected = h.close();
     check_up(&*store, BUCKET, "run", staging.path(), &expected);
 }

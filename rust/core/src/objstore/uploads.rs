@@ -20,8 +20,10 @@
 //!   vanish), then the shards' objects and segments are deleted. A shard still waiting for its
 //!   upload is not uploaded. What fails is tried again at the next interval, as an upload is.
 //!
-//! - A bounded recording holds a lease in the prefix (`leases`): the thread puts it again every
-//!   `LEASE_RENEW` and deletes it at close, once everything is up.
+//! - Every recording holds a lease in the prefix (`leases`), bounded or not, so that a bounded
+//!   recorder sharing the prefix leaves its objects alone: the thread puts it first (nothing
+//!   of the recording goes up before it), again every `LeaseTimes::renew`, and deletes it at
+//!   close, once everything is up.
 //!
 //! Memory: the thread holds the names of the shards not yet up whole and one upload part.
 
@@ -33,6 +35,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::leases::{self, LeaseTimes};
 use super::segments;
 use super::url::locate;
 use crate::error::{Error, Result};
@@ -46,8 +49,6 @@ enum Event {
     Sealed(PathBuf),
     /// Shards a bounded recording deleted, already named in its eviction log (the file).
     Evicted(Vec<PathBuf>, PathBuf),
-    /// The recording holds a lease in the prefix (put already): renewed, and deleted at close.
-    Lease([u8; 16]),
     Close,
 }
 
@@ -77,18 +78,6 @@ impl UploadQueue {
     /// The capacity evicted `shards`, which the eviction log at `log` names already.
     pub fn evicted(&self, shards: &[PathBuf], log: &Path) {
         let _ = self.0.send(Event::Evicted(shards.to_vec(), log.to_path_buf()));
-    }
-
-    /// Puts the lease of the recording `recording_id` in the prefix `url` now (on the caller's
-    /// thread: before any object of the recording exists, and a store that fails fails the
-    /// caller), then has the upload thread renew it every `LEASE_RENEW` and delete it at close
-    /// (see `leases`).
-    ///
-    /// Errors: `Io` (the store, naming the URL and why).
-    pub fn hold_lease(&self, url: &str, recording_id: &[u8; 16]) -> Result<()> {
-        super::leases::put(url, recording_id)?;
-        let _ = self.0.send(Event::Lease(*recording_id));
-        Ok(())
     }
 }
 
@@ -138,13 +127,20 @@ pub struct Uploads {
 }
 
 impl Uploads {
-    /// Starts uploading the shards a recorder writes in `staging` to the store prefix `url`,
-    /// segments about every `interval`. The URL is checked now (a bad one fails here, not at
-    /// the first upload).
+    /// Starts uploading the shards the recording `recording_id` writes in `staging` to the
+    /// store prefix `url`, segments about every `interval`, under a lease with the timings
+    /// `lease` (put by the thread first: starting makes no request). The URL is checked now (a
+    /// bad one fails here, not at the first upload).
     ///
     /// Errors: `Invalid` (not a store URL, or an HTTP(S) one: plain HTTP has no uploads),
     /// `Io` (the thread could not be started).
-    pub fn start(url: &str, staging: &Path, interval: Duration) -> Result<Uploads> {
+    pub fn start(
+        url: &str,
+        staging: &Path,
+        interval: Duration,
+        recording_id: [u8; 16],
+        lease: LeaseTimes,
+    ) -> Result<Uploads> {
         let url = url.trim_end_matches('/').to_string();
         locate(&url)?;
         if !url.to_ascii_lowercase().starts_with("s3") {
@@ -158,7 +154,7 @@ impl Uploads {
             open: BTreeMap::new(),
             sealed: Vec::new(),
             evicting: Evicting::default(),
-            lease: None,
+            lease: Lease { id: recording_id, times: lease, up: false, next: Instant::now() },
             closing: false,
             interval,
         };
@@ -222,12 +218,21 @@ struct Worker {
     /// Shards sealed and not yet up whole (a failed upload stays here), in order.
     sealed: Vec<PathBuf>,
     evicting: Evicting,
-    /// The recording's lease in the prefix, with when it was last put (see `leases`).
-    lease: Option<([u8; 16], Instant)>,
+    lease: Lease,
     /// Set by `finish`.
     closing: bool,
     /// Between segments; also how long evicted objects stay after the log that names them.
     interval: Duration,
+}
+
+/// The recording's lease in the prefix (see `leases`).
+struct Lease {
+    id: [u8; 16],
+    times: LeaseTimes,
+    /// Put at least once: the recording's objects may go up.
+    up: bool,
+    /// When to put it (again).
+    next: Instant,
 }
 
 /// Evictions not yet done in the store.
@@ -245,7 +250,8 @@ impl Worker {
         let mut next = Instant::now() + interval;
         let mut current: Option<PathBuf> = None;
         loop {
-            match events.recv_timeout(next.saturating_duration_since(Instant::now())) {
+            let wake = next.min(self.lease.next);
+            match events.recv_timeout(wake.saturating_duration_since(Instant::now())) {
                 Ok(Event::Opened(path)) => {
                     self.open.insert(path.clone(), (0, 0, false));
                     current = Some(path);
@@ -270,12 +276,16 @@ impl Worker {
                     self.evicting.log = Some(log);
                     let _ = self.evict(); // a failure is noted, and tried again at the next tick
                 }
-                Ok(Event::Lease(id)) => self.lease = Some((id, Instant::now())),
                 Ok(Event::Close) | Err(RecvTimeoutError::Disconnected) => return self.finish(),
-                Err(RecvTimeoutError::Timeout) => {
-                    self.tick();
-                    next = Instant::now() + interval;
-                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            // Checked after every event too: a writer that keeps sending delays neither.
+            if Instant::now() >= self.lease.next {
+                let _ = self.put_lease(); // a failure is noted, and tried again soon
+            }
+            if Instant::now() >= next {
+                self.tick();
+                next = Instant::now() + interval;
             }
         }
     }
@@ -286,27 +296,29 @@ impl Worker {
     }
 
     /// The flushed records of each shard as segments, then the sealed shards whole, then the
-    /// evictions. Failures are noted (`outcome`) and tried again at the next tick.
+    /// evictions. Failures are noted (`outcome`) and tried again at the next tick. Nothing goes
+    /// up before the lease: a recorder that lists one of this recording's objects finds it.
     fn tick(&mut self) {
+        if !self.lease.up {
+            return;
+        }
         let flushed: Vec<PathBuf> = self.open.iter().filter(|(_, e)| e.2).map(|(p, _)| p.clone()).collect();
         for path in flushed {
             let _ = self.put_segment(&path);
         }
         let _ = self.put_sealed();
         let _ = self.evict();
-        let _ = self.renew_lease();
     }
 
-    /// Puts the lease again once `LEASE_RENEW` passed since it was last put (a failure is
-    /// tried again at the next tick).
-    fn renew_lease(&mut self) -> Result<()> {
-        let Some((id, at)) = self.lease else { return Ok(()) };
-        if at.elapsed() < super::leases::LEASE_RENEW {
-            return Ok(());
-        }
-        self.outcome(Request::Put, super::leases::put(&self.url, &id))?;
-        self.lease = Some((id, Instant::now()));
-        Ok(())
+    /// Puts the lease (again), next a renewal interval after this put began, or, failed, an
+    /// upload interval after (at most a renewal interval): the ttl covers a failed renewal.
+    fn put_lease(&mut self) -> Result<()> {
+        let began = Instant::now();
+        let done = self.outcome(Request::Put, leases::put(&self.url, &self.lease.id, self.lease.times.ttl));
+        let renew = self.lease.times.renew;
+        self.lease.next = began + if done.is_ok() { renew } else { renew.min(self.interval) };
+        self.lease.up |= done.is_ok();
+        done
     }
 
     /// `done`, the result of a request of `kind`, noted: a failure begins an outage (said
@@ -325,6 +337,9 @@ impl Worker {
     /// and one that refreshes at least once an interval learns of it before the object goes (a
     /// reader has no open file to keep reading it, as a local one has).
     fn evict(&mut self) -> Result<()> {
+        if !self.lease.up {
+            return Ok(()); // at a tick after the lease is up
+        }
         if let Some(log) = self.evicting.log.clone() {
             let name = log.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             self.outcome(Request::Put, segments::upload(&log, &format!("{}/{name}", self.url)))?;
@@ -394,15 +409,16 @@ impl Worker {
     /// having failed, goes up as it is); one that fails again fails the close.
     fn finish(&mut self) -> Result<()> {
         self.closing = true;
+        if !self.lease.up {
+            self.put_lease()?;
+        }
         let unsealed: Vec<PathBuf> = self.open.keys().filter(|p| !self.sealed.contains(p)).cloned().collect();
         self.sealed.extend(unsealed);
         self.put_sealed()?;
         self.evict()?;
         // Everything is up: the recording is stopped, its shards any later recorder's to count.
-        // A lease left by a failure here goes stale (`LEASE_TTL`), as a killed recorder's does.
-        if let Some((id, _)) = self.lease.take() {
-            let _ = super::leases::delete(&self.url, &id);
-        }
+        // A lease left by a failure here goes stale (its ttl), as a killed recorder's does.
+        let _ = leases::delete(&self.url, &self.lease.id, self.lease.times.ttl);
         Ok(())
     }
 }
