@@ -113,57 +113,37 @@ impl<C, T: PartialEq, S, V> InfoColumns<C, T, S, V> {
         }
         // Its values are pushed on `values` (by a plan, else key by key), then put one by one.
         let start = self.values.len();
-        let result = self.put_values(d, coll, at, (dict, node), mask, depth);
+        let regular = at.slot == Slot::Regular;
+        let result = (|| {
+            let items = || d.items(dict);
+            if !(self.plans
+                && self.keys.push_planned(node, regular, d.len(dict), items, |k, p| d.same(k, p), &mut self.values)?)
+            {
+                self.push_key_by_key(d, dict, node, at)?;
+            }
+            for position in start..self.values.len() {
+                let Role::Value { node: child, mask: mask_at } = self.values[position].1 else { continue };
+                let value = d.value(&self.values[position].0);
+                // Its own `_key` mask, if any, under the parent's `mask` (checked when its dict was
+                // entered: only a mask of the key's own can leave no env).
+                let own_mask = match (at.rows, mask_at) {
+                    (Some(n), Some(m)) => Some(d.mask(&d.value(&self.values[start + m].0), n, coll)?),
+                    _ => None,
+                };
+                let mask = coll.and_masks(mask, own_mask);
+                if own_mask.is_some() && coll.none_set(mask) {
+                    continue; // no env has it at this step
+                }
+                // A nested dict is walked, other values become entries.
+                match d.dict(&value) {
+                    Some(inner) => self.put_dict(d, coll, at, (&inner, child), mask, depth + 1)?,
+                    None => self.put_key(d, coll, (at, mask), child, &value)?,
+                }
+            }
+            Ok(())
+        })();
         self.values.truncate(start);
         result
-    }
-
-    fn put_values<D, K>(
-        &mut self,
-        d: &mut D,
-        coll: &mut Collector<K>,
-        at: Place,
-        (dict, node): (&D::Dict, usize),
-        mask: Option<Src>,
-        depth: usize,
-    ) -> Result<(), D::Error>
-    where
-        D: Dicts<C, T, K, Str = S, Held = V>,
-    {
-        let start = self.values.len();
-        let regular = at.slot == Slot::Regular;
-        let planned = self.plans
-            && self.keys.push_planned(
-                node,
-                regular,
-                d.len(dict),
-                || d.items(dict),
-                |k, p| d.same(k, p),
-                &mut self.values,
-            )?;
-        if !planned {
-            self.push_key_by_key(d, dict, node, at)?;
-        }
-        for position in start..self.values.len() {
-            let Role::Value { node: child, mask: mask_at } = self.values[position].1 else { continue };
-            let value = d.value(&self.values[position].0);
-            // Its own `_key` mask, if any, under the parent's `mask` (checked when its dict was
-            // entered: only a mask of the key's own can leave no env).
-            let own_mask = match (at.rows, mask_at) {
-                (Some(n), Some(m)) => Some(d.mask(&d.value(&self.values[start + m].0), n, coll)?),
-                _ => None,
-            };
-            let mask = coll.and_masks(mask, own_mask);
-            if own_mask.is_some() && coll.none_set(mask) {
-                continue; // no env has it at this step
-            }
-            // A nested dict is walked, other values become entries.
-            match d.dict(&value) {
-                Some(inner) => self.put_dict(d, coll, at, (&inner, child), mask, depth + 1)?,
-                None => self.put_key(d, coll, (at, mask), child, &value)?,
-            }
-        }
-        Ok(())
     }
 
     /// Pushes the values of `dict` with what each key is, found key by key, and keeps that as
