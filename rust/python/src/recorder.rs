@@ -1,11 +1,6 @@
 //! `trajcore._core.Recorder`: the step path. One call per (vector) step walks the values in Rust,
-//! copies them once into the ring and returns; every wait (ring space, flush, close, control
-//! messages) releases the GIL and checks for signals (Ctrl-C) every 20 ms.
-//!
-//! Thread safety: the class is frozen, its state behind one lock, so calls from several threads
-//! (a training thread stepping, a monitor calling `stats()` or `flush()`) take turns; a call that
-//! finds the lock taken waits for it with the GIL released. In a forked child every call raises
-//! `RecorderError`: the writer thread and the file stay with the parent.
+//! copies them once into the ring and returns. The class is frozen, its state behind one lock
+//! (threads and forks: see the class's docstring in `_core.pyi`).
 
 use std::sync::{Mutex, MutexGuard};
 
