@@ -450,9 +450,8 @@ def test_a_bounded_recordings_failed_deletions_are_said_and_retried_and_a_failed
 def test_a_reader_following_a_compacting_prefix_samples_each_row_as_the_env_gave_it(
     s3: S3, no_aws_env: None
 ) -> None:
-    """A bounded live recorder with its defaults (`compact_shards`: each closed shard rewritten
-    on a thread of its own, the compactions ending in any order) rolls over small shards in
-    bursts, while a reader of the prefix, opened as soon as the first shard is up, refreshes and
+    """A live recorder with its defaults (`compact_shards`: each closed shard rewritten on a
+    thread of its own, the compactions ending in any order) rolls over small shards in bursts, while a reader of the prefix, opened as soon as the first shard is up, refreshes and
     samples after each burst, warnings turned into errors. The uploads put the shards up in
     order, so the reader never lists a shard without the one before it (it warned of a missing
     shard, then of a chunk overlapping the next shard's repeat of its last row, left out). Every
@@ -461,8 +460,8 @@ def test_a_reader_following_a_compacting_prefix_samples_each_row_as_the_env_gave
     url = f"s3://{bucket}/live"
     num_envs = 4
     envs = gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode="sync")
-    rec = trajcore.RecordVectorEpisodes(  # shards of 40 transitions: 10 vector steps
-        envs, url, capacity_steps=400, flush_interval=INTERVAL, storage_options=s3.options
+    rec = trajcore.RecordVectorEpisodes(  # small shards: a rollover every few dozen steps
+        envs, url, max_shard_bytes=4096, chunk_bytes=256, flush_interval=INTERVAL, storage_options=s3.options
     )
     rng = np.random.default_rng(0)
     obs, _ = rec.reset(seed=0)
@@ -489,8 +488,7 @@ def test_a_reader_following_a_compacting_prefix_samples_each_row_as_the_env_gave
                 given[running[i]].append((*transition, bool(term[i]), bool(trunc[i])))
             autoreset, obs = term | trunc, nxt
 
-    # Per episode listed: the env's episode and the step its listing starts at (a bounded
-    # recording lists an episode whose first shards it deleted as the part it kept).
+    # Per episode listed: the env's episode and the step its listing starts at.
     starts: dict[int, tuple[tuple[int, bytes], int]] = {}
 
     def check(ds: trajcore.Dataset, n: int, seed: int) -> int:
@@ -515,14 +513,15 @@ def test_a_reader_following_a_compacting_prefix_samples_each_row_as_the_env_gave
     with warnings.catch_warnings():
         warnings.simplefilter("error", trajcore.TrajcoreWarning)
         ds = trajcore.open(url, storage_options=s3.options)
-        for turn in range(40):
-            burst(40)  # four shards, each compacted as the next ones are written
+        for turn in range(30):
+            burst(150)  # a shard or two, compacted as the next ones are written
             ds.refresh()
             sampled += check(ds, 64, seed=turn)
         rec.close()
         ds.refresh()
         sampled += check(ds, 1024, seed=99)
         assert not ds.problems
+        shards = len(ds.shards)
         ds.close()
-    assert rec.stats()["shards_compacted"] >= 40, rec.stats()
-    assert sampled == 40 * 64 + 1024
+    assert rec.stats()["shards_compacted"] > 0 and shards >= 10, (rec.stats(), shards)
+    assert sampled == 30 * 64 + 1024
