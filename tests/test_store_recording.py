@@ -451,10 +451,11 @@ def test_a_reader_following_a_compacting_prefix_samples_each_row_as_the_env_gave
     s3: S3, no_aws_env: None
 ) -> None:
     """A live recorder with its defaults (`compact_shards`: each closed shard rewritten on a
-    thread of its own, the compactions ending in any order) rolls over small shards in bursts, while a reader of the prefix, opened as soon as the first shard is up, refreshes and
-    samples after each burst, warnings turned into errors. The uploads put the shards up in
-    order, so the reader never lists a shard without the one before it (it warned of a missing
-    shard, then of a chunk overlapping the next shard's repeat of its last row, left out). Every
+    thread of its own, the compactions ending in any order) rolls over small shards in bursts,
+    while a reader of the prefix, opened as soon as the first shard is up, refreshes and samples
+    after each burst, warnings turned into errors. The uploads put the shards up in order, so
+    the reader never lists a shard without the one before it (it warned of a missing shard,
+    then of a chunk overlapping the next shard's repeat of its last row, left out). Every
     sampled transition is the env's at its episode and step, value for value."""
     bucket = s3.bucket()
     url = f"s3://{bucket}/live"
