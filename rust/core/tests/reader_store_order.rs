@@ -20,8 +20,11 @@ use trajcore_core::objstore::remote::use_store;
 use trajcore_core::reader::{Dataset, OpenOptions};
 use writer_util::*;
 
-/// Per episode listed: (lane, id, length, complete, its obs and action bytes), sorted.
-fn listing(ds: &Dataset) -> Vec<(u32, u64, u64, bool, Vec<u8>, Vec<u8>)> {
+/// An episode listed: (lane, id, length, complete, its obs and action bytes).
+type Listed = (u32, u64, u64, bool, Vec<u8>, Vec<u8>);
+
+/// Every episode listed, sorted.
+fn listing(ds: &Dataset) -> Vec<Listed> {
     let bytes = |i: usize, column: &str| match ds.view().read_episode_column(i, column).unwrap() {
         trajcore_core::reader::ColumnData::Fixed { bytes, .. } => bytes,
         trajcore_core::reader::ColumnData::Strings(_) => panic!("{column} is fixed-size"),

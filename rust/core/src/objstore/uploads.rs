@@ -439,7 +439,8 @@ mod tests {
     fn sealed_shards_go_up_in_the_order_opened() {
         let p = |names: &[&str]| names.iter().map(PathBuf::from).collect::<Vec<_>>();
         // (opened and not up yet, sealed, the one that goes up next)
-        let cases: &[(&str, &[&str], &[&str], Option<&str>)] = &[
+        type Case = (&'static str, &'static [&'static str], &'static [&'static str], Option<&'static str>);
+        let cases: &[Case] = &[
             ("the first opened is sealed", &["a", "b", "c"], &["a"], Some("a")),
             ("a later one sealed first waits for the one before", &["a", "b", "c"], &["b"], None),
             ("then goes once that one is sealed", &["a", "b", "c"], &["b", "a"], Some("a")),
