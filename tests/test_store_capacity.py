@@ -401,11 +401,8 @@ path, seed, capacity, given_path, options = sys.argv[1], int(sys.argv[2]), int(s
 store = {"storage_options": json.loads(options)} if options else {}
 store |= json.loads(sys.argv[6])  # more recording options
 envs = gym.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync")
-# Shards uncompacted: a live reader of a store prefix that read an open shard's segments
-# warns of overlapping chunks once the sealed object is its compacted rewrite (a known defect,
-# apart from what this test checks: leases and evictions).
 rec = trajcore.RecordVectorEpisodes(
-    envs, path, {"who": seed}, capacity_steps=capacity or None, flush_interval=0.25, compact_shards=False, **store
+    envs, path, {"who": seed}, capacity_steps=capacity or None, flush_interval=0.25, **store
 )
 rng = np.random.default_rng(seed)
 obs, _ = rec.reset(seed=seed)

@@ -8,6 +8,11 @@
 //!   only its last interval or so; `segments::recover_segments` makes a shard of them.
 //! - A sealed shard goes up whole (one 8 MiB part in memory at a time), then its segments are
 //!   removed. An object appears only once its upload is complete.
+//! - Sealed shards go up in the order the writer opened them (`next_up`), although their
+//!   compactions, each on a thread of its own, may finish in another: a reader of the prefix
+//!   never lists a shard without the one before it. A shard's repeat of the last row of the one
+//!   before (`CHUNK_REPEAT`) fills in for a shard the reader lacks, so the one before, listed at
+//!   a later refresh, would overlap it; and the missing shard would read as damage meanwhile.
 //! - The writer never waits on the network: it only sends messages. A failure (after the store
 //!   client's retries) leaves what failed to be tried again at the next interval; the first
 //!   failure of an outage is handed out once (`failure`, which the recorder turns into a
@@ -153,6 +158,7 @@ impl Uploads {
             status: status.clone(),
             open: BTreeMap::new(),
             sealed: Vec::new(),
+            opened: Vec::new(),
             evicting: Evicting::default(),
             lease: Lease { id: recording_id, times: lease, up: false, next: Instant::now() },
             closing: false,
@@ -217,6 +223,9 @@ struct Worker {
     open: BTreeMap<PathBuf, (u64, u64, bool)>,
     /// Shards sealed and not yet up whole (a failed upload stays here), in order.
     sealed: Vec<PathBuf>,
+    /// Shards not yet up whole (nor evicted), in the order the writer opened them: the order
+    /// they go up in (see `next_up`).
+    opened: Vec<PathBuf>,
     evicting: Evicting,
     lease: Lease,
     /// Set by `finish`.
@@ -254,6 +263,7 @@ impl Worker {
             match events.recv_timeout(wake.saturating_duration_since(Instant::now())) {
                 Ok(Event::Opened(path)) => {
                     self.open.insert(path.clone(), (0, 0, false));
+                    self.opened.push(path.clone());
                     current = Some(path);
                 }
                 Ok(Event::Flushed) => {
@@ -269,12 +279,14 @@ impl Worker {
                 Ok(Event::Evicted(shards, log)) => {
                     self.sealed.retain(|p| !shards.contains(p));
                     self.open.retain(|p, _| !shards.contains(p));
+                    self.opened.retain(|p| !shards.contains(p));
                     if current.as_ref().is_some_and(|c| shards.contains(c)) {
                         current = None;
                     }
                     self.evicting.shards.extend(shards.into_iter().map(|p| (p, None)));
+                    // Put up at the next tick, not now: one log put an interval however fast
+                    // the writer evicts, so the queue cannot outgrow the store's answers.
                     self.evicting.log = Some(log);
-                    let _ = self.evict(); // a failure is noted, and tried again at the next tick
                 }
                 Ok(Event::Close) | Err(RecvTimeoutError::Disconnected) => return self.finish(),
                 Err(RecvTimeoutError::Timeout) => {}
@@ -378,10 +390,10 @@ impl Worker {
         Ok(())
     }
 
-    /// Each sealed shard up whole, then its segments removed; the first failure stops the
-    /// round (the rest go at the next).
+    /// Each sealed shard up whole (in the order opened: `next_up`), then its segments removed;
+    /// the first failure stops the round (the rest go at the next).
     fn put_sealed(&mut self) -> Result<()> {
-        while let Some(path) = self.sealed.first().cloned() {
+        while let Some(path) = next_up(&self.opened, &self.sealed).cloned() {
             let url = self.shard_url(&path);
             match segments::upload(&path, &url) {
                 // The capacity deleted it just now: its `Evicted` is on the way, not a failure.
@@ -393,7 +405,8 @@ impl Worker {
             if self.open.remove(&path).is_some_and(|(_, end, _)| end > 0) {
                 self.outcome(Request::Delete, segments::remove_segments(&url))?;
             }
-            self.sealed.remove(0);
+            self.sealed.retain(|p| *p != path);
+            self.opened.retain(|p| *p != path);
         }
         Ok(())
     }
@@ -423,9 +436,40 @@ impl Worker {
     }
 }
 
+/// The sealed shard to put up next, of `sealed` (in the order sealed): the first shard of
+/// `opened` (those not up yet, in the order the writer opened them) once it is sealed, so the
+/// store lists each shard only after the ones before it; `None` while it is not. A shard
+/// sealed that was never said opened holds nothing up and waits for nothing.
+fn next_up<'a>(opened: &[PathBuf], sealed: &'a [PathBuf]) -> Option<&'a PathBuf> {
+    let first = opened.first();
+    sealed.iter().find(|&p| Some(p) == first || !opened.contains(p))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sealed_shards_go_up_in_the_order_opened() {
+        let p = |names: &[&str]| names.iter().map(PathBuf::from).collect::<Vec<_>>();
+        // (opened and not up yet, sealed, the one that goes up next)
+        type Case = (&'static str, &'static [&'static str], &'static [&'static str], Option<&'static str>);
+        let cases: &[Case] = &[
+            ("the first opened is sealed", &["a", "b", "c"], &["a"], Some("a")),
+            ("a later one sealed first waits for the one before", &["a", "b", "c"], &["b"], None),
+            ("then goes once that one is sealed", &["a", "b", "c"], &["b", "a"], Some("a")),
+            ("and after it is up", &["b", "c"], &["b"], Some("b")),
+            ("the open shard holds nothing up", &["a", "b"], &["a"], Some("a")),
+            ("nothing sealed", &["a", "b"], &[], None),
+            ("a shard never said opened", &["a", "b"], &["x", "b"], Some("x")),
+            ("nothing opened (all up or evicted)", &[], &["x"], Some("x")),
+            ("nothing at all", &[], &[], None),
+        ];
+        for &(name, opened, sealed, want) in cases {
+            let sealed = p(sealed);
+            assert_eq!(next_up(&p(opened), &sealed), want.map(PathBuf::from).as_ref(), "{name}");
+        }
+    }
 
     /// An outage is said once, and ends only when a request of the kind that began it goes
     /// through: a store refusing deletions while it takes uploads is one outage.
