@@ -28,7 +28,11 @@ def run(args: argparse.Namespace) -> int:
             done = "was up whole already" if shard["already_up"] else f"{shard['bytes']:,} bytes"
             gap = f", {shard['left_out']} left out past a gap" if shard["left_out"] else ""
             print(f"{shard['url']}: {shard['segments']} segment(s){gap}: {done}", file=sys.stderr)
-        print(f"recovered {len(result['shards'])} shard(s) in {args.src}", file=sys.stderr)
+        # A shard that went up whole before the kill, but not its segments' removal, is not
+        # one recovered: said apart, so the count is of shards made of segments.
+        whole = sum(shard["already_up"] for shard in result["shards"])
+        also = f" ({whole} up whole already: their segments removed)" if whole else ""
+        print(f"recovered {len(result['shards']) - whole} shard(s) in {args.src}{also}", file=sys.stderr)
         return 0
     source = result["source"]
     for d in source.damage:
