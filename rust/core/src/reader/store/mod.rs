@@ -5,6 +5,7 @@
 
 pub(in crate::reader) mod checksummed;
 pub(in crate::reader) mod chunk_bytes;
+pub(in crate::reader) mod closed_checks;
 pub(in crate::reader) mod compacted;
 pub(in crate::reader) mod decoded;
 pub(in crate::reader) mod dir_watch;
@@ -47,8 +48,10 @@ pub(crate) struct Store {
     pub cache: ChunkCache,
     pub verified: VerifiedRecords,
     last_episode_record: Mutex<Option<EpisodeBatch>>,
-    /// What the last listing of a local directory saw (see `dir_watch`).
+    /// What the last listing of a local directory saw, and the directory held open to read its
+    /// time (see `dir_watch`).
     dir_watch: DirWatch,
+    dir_handle: Option<fs::File>,
     /// A store prefix's eviction log as its last listing showed it (size and entity tag; `None`:
     /// no log object), and the log last read with the version it was read at (only a log read
     /// whole is kept: a failed read is asked again at the next call).
@@ -58,6 +61,8 @@ pub(crate) struct Store {
     dir_listed: bool,
     /// Per shard, the rewrite it does not read (see `compacted`), by file identity.
     refused_rewrites: HashMap<usize, (u64, u64)>,
+    /// When a refresh last looked at the closed shards (see `closed_checks`).
+    closed_checked: Option<std::time::Instant>,
 }
 
 impl Store {
@@ -70,9 +75,11 @@ impl Store {
             verified: VerifiedRecords::default(),
             last_episode_record: Mutex::new(None),
             dir_watch: DirWatch::default(),
+            dir_handle: None,
             store_log: (None, None),
             dir_listed: true,
             refused_rewrites: HashMap::new(),
+            closed_checked: None,
         }
     }
 
@@ -83,7 +90,7 @@ impl Store {
     pub fn open_new(&mut self, root: &Path, is_dir: bool, opts: &OpenOptions) -> Result<(Vec<Shard>, Vec<Problem>)> {
         let (mut opened, mut problems) = (Vec::new(), Vec::new());
         let watched = is_dir && crate::objstore::url::url_of(root).is_none();
-        let mtime = if watched { fs::metadata(root).and_then(|m| m.modified()).ok() } else { None };
+        let mtime = if watched { dir_watch::modified(&mut self.dir_handle, root) } else { None };
         self.dir_listed = !watched || self.dir_watch.must_list(mtime);
         if !self.dir_listed {
             return Ok((opened, problems));
@@ -225,11 +232,17 @@ impl Store {
 
     /// Files changed under the reader: notices are kept (`notices`), damage is returned. A shard
     /// deleted by a bounded recording (named in the eviction log of `root`) is marked evicted
-    /// instead: expected, not news.
+    /// instead: expected, not news. The closed shards are looked at only now and then (see
+    /// `closed_checks`).
     pub fn check_changed(&mut self, root: &Path) -> Vec<Problem> {
         let mut damage = Vec::new();
         let mut log: Option<EvictionLog> = None;
-        for shard in &mut self.shards {
+        let now = std::time::Instant::now();
+        let closed_too = closed_checks::check_closed(self.closed_checked, now, self.dir_listed);
+        if closed_too {
+            self.closed_checked = Some(now);
+        }
+        for shard in self.shards.iter_mut().filter(|s| closed_too || !s.finished) {
             match shard.check_changed(self.dir_listed) {
                 Some((problem, true)) => damage.push(problem),
                 Some((notice, false)) => {
