@@ -239,7 +239,9 @@ impl Store {
         let mut log: Option<EvictionLog> = None;
         let now = std::time::Instant::now();
         let closed_too = closed_checks::check_closed(self.closed_checked, now, self.dir_listed);
-        if closed_too {
+        // The time of a look that found closed shards to look at (an open looks at none: its
+        // shards are opened after this).
+        if closed_too && self.shards.iter().any(|s| s.finished) {
             self.closed_checked = Some(now);
         }
         for shard in self.shards.iter_mut().filter(|s| closed_too || !s.finished) {
