@@ -2,11 +2,10 @@
 //! written again: a change to one (truncated, or rewritten by `cp` or `rsync --inplace`) is
 //! someone else's doing, and a refresh says so (`Shard::check_changed`). Looking costs a
 //! `stat` per shard; a learner refreshes at every training step, and a refresh must cost what
-//! it found, not what the dataset holds. So the closed shards are looked at by a refresh when
-//! the directory changed (it is listed then, and each shard is looked up by name anyway), and
-//! otherwise unless a refresh looked less than `CLOSED_CHECK_EVERY` ago: a change in place is
-//! said at most that long after it happened (the first refresh after opening always looks).
-//! The shards still written are looked at by every refresh (their growth is what it reads).
+//! it found, not what the dataset holds. So a refresh looks at the closed shards unless one
+//! looked less than `CLOSED_CHECK_EVERY` ago: a change in place is said at most that long
+//! after it happened (at once by the first refresh after opening, or after a pause). The
+//! shards still written are looked at by every refresh (their growth is what it reads).
 
 use std::time::{Duration, Instant};
 
@@ -15,13 +14,9 @@ use std::time::{Duration, Instant};
 pub(crate) const CLOSED_CHECK_EVERY: Duration = Duration::from_millis(50);
 
 /// Whether a refresh at `now` looks at the closed shards, the last refresh that did having been
-/// at `last` (None: none did since opening), `dir_listed`: this refresh lists the directory.
-pub(crate) fn check_closed(last: Option<Instant>, now: Instant, dir_listed: bool) -> bool {
-    match last {
-        _ if dir_listed => true,
-        Some(at) => now.saturating_duration_since(at) >= CLOSED_CHECK_EVERY,
-        None => true,
-    }
+/// at `last` (None: none did since opening).
+pub(crate) fn check_closed(last: Option<Instant>, now: Instant) -> bool {
+    last.is_none_or(|at| now.saturating_duration_since(at) >= CLOSED_CHECK_EVERY)
 }
 
 #[cfg(test)]
@@ -32,16 +27,15 @@ mod tests {
     fn when_a_refresh_looks_at_the_closed_shards() {
         let t0 = Instant::now();
         let ms = |n: u64| Duration::from_millis(n);
-        let table: &[(&str, Option<Instant>, Instant, bool, bool)] = &[
-            ("the first refresh after opening", None, t0, false, true),
-            ("looked just before, directory unchanged", Some(t0), t0 + ms(1), false, false),
-            ("looked just before, directory listed", Some(t0), t0 + ms(1), true, true),
-            ("looked an interval ago", Some(t0), t0 + CLOSED_CHECK_EVERY, false, true),
-            ("looked long ago", Some(t0), t0 + ms(5_000), false, true),
-            ("a clock that went back (never: Instant is monotonic)", Some(t0 + ms(10)), t0, false, false),
+        let table: &[(&str, Option<Instant>, Instant, bool)] = &[
+            ("the first refresh after opening", None, t0, true),
+            ("looked just before", Some(t0), t0 + ms(1), false),
+            ("looked an interval ago", Some(t0), t0 + CLOSED_CHECK_EVERY, true),
+            ("looked long ago", Some(t0), t0 + ms(5_000), true),
+            ("a clock that went back (never: Instant is monotonic)", Some(t0 + ms(10)), t0, false),
         ];
-        for &(name, last, now, listed, want) in table {
-            assert_eq!(check_closed(last, now, listed), want, "{name}");
+        for &(name, last, now, want) in table {
+            assert_eq!(check_closed(last, now), want, "{name}");
         }
     }
 }

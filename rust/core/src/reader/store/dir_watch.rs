@@ -10,7 +10,10 @@
 //! the reader checks the files it holds open for those (see `closed_checks`).
 //!
 //! The time is read through a handle on the directory held open (`modified`): a `stat` by
-//! descriptor, without walking the path at every refresh.
+//! descriptor, without walking the path at every refresh. A listing gives each name's inode
+//! number: a shard whose name still holds the file it opened (or its writer's compaction of
+//! it, already seen) is not looked up by name (`look_up_by_name`), so a listing costs the
+//! listing, not a `stat` per shard.
 
 use std::fs::File;
 use std::path::Path;
@@ -59,6 +62,15 @@ pub(crate) fn modified(held: &mut Option<File>, root: &Path) -> Option<SystemTim
     held.as_ref()?.metadata().and_then(|m| m.modified()).ok()
 }
 
+/// Whether a shard is looked up by name (a `stat` of its path: replaced, deleted, or compacted
+/// by its writer?), `dir_listed`: the directory was listed (it may have changed);
+/// `listed_ino`: the inode number the listing found under the shard's name (None: no such
+/// name); `known`: the inode numbers of the files it is known as (the one it opened, and its
+/// compaction once seen). The listing is of the shard's own directory, so its device is theirs.
+pub(crate) fn look_up_by_name(dir_listed: bool, listed_ino: Option<u64>, known: &[u64]) -> bool {
+    dir_listed && !listed_ino.is_some_and(|ino| known.contains(&ino))
+}
+
 /// Whether a modification time `mtime` was at least `SETTLED` old at `at`.
 fn settled(mtime: SystemTime, at: SystemTime) -> bool {
     at.duration_since(mtime).is_ok_and(|age| age >= SETTLED)
@@ -92,6 +104,21 @@ mod tests {
         let mut watch = DirWatch::default();
         watch.listed(None, t0, true);
         assert!(watch.must_list(Some(t0)), "no time when listed");
+    }
+
+    #[test]
+    fn which_shards_a_listing_looks_up_by_name() {
+        let table: &[(&str, bool, Option<u64>, &[u64], bool)] = &[
+            ("the directory not listed", false, None, &[7], false),
+            ("listed: the file it opened under its name", true, Some(7), &[7], false),
+            ("listed: its compaction, already seen", true, Some(9), &[7, 9], false),
+            ("listed: another file under its name (replaced, or compacted)", true, Some(8), &[7], true),
+            ("listed: no such name (deleted)", true, None, &[7], true),
+            ("a store prefix (no inode numbers)", true, None, &[], true),
+        ];
+        for &(name, listed, ino, known, want) in table {
+            assert_eq!(look_up_by_name(listed, ino, known), want, "{name}");
+        }
     }
 
     #[test]

@@ -52,6 +52,9 @@ pub(crate) struct Store {
     /// time (see `dir_watch`).
     dir_watch: DirWatch,
     dir_handle: Option<fs::File>,
+    /// The inode number of each shard or sidecar name the last listing of a local directory
+    /// found (see `dir_watch::look_up_by_name`).
+    listed_inos: HashMap<PathBuf, u64>,
     /// A store prefix's eviction log as its last listing showed it (size and entity tag; `None`:
     /// no log object), and the log last read with the version it was read at (only a log read
     /// whole is kept: a failed read is asked again at the next call).
@@ -76,6 +79,7 @@ impl Store {
             last_episode_record: Mutex::new(None),
             dir_watch: DirWatch::default(),
             dir_handle: None,
+            listed_inos: HashMap::new(),
             store_log: (None, None),
             dir_listed: true,
             refused_rewrites: HashMap::new(),
@@ -141,10 +145,16 @@ impl Store {
         }
         let io = |e| Error::io(root, e);
         let mut paths = Vec::new();
+        self.listed_inos.clear();
         for entry in fs::read_dir(root).map_err(io)? {
-            let path = entry.map_err(io)?.path();
+            let entry = entry.map_err(io)?;
+            let path = entry.path();
             let is_shard = path.extension().is_some_and(|ext| ext == SHARD_EXTENSION || ext == ANNOTATION_EXTENSION);
-            if is_shard && !self.known_files.contains(&path) && path.is_file() {
+            if !is_shard {
+                continue;
+            }
+            self.listed_inos.insert(path.clone(), std::os::unix::fs::DirEntryExt::ino(&entry));
+            if !self.known_files.contains(&path) && path.is_file() {
                 paths.push(path);
             }
         }
@@ -232,20 +242,25 @@ impl Store {
 
     /// Files changed under the reader: notices are kept (`notices`), damage is returned. A shard
     /// deleted by a bounded recording (named in the eviction log of `root`) is marked evicted
-    /// instead: expected, not news. The closed shards are looked at only now and then (see
-    /// `closed_checks`).
+    /// instead: expected, not news. A closed shard is looked at only now and then (see
+    /// `closed_checks`), or when a listing found another file under its name, or none.
     pub fn check_changed(&mut self, root: &Path) -> Vec<Problem> {
         let mut damage = Vec::new();
         let mut log: Option<EvictionLog> = None;
         let now = std::time::Instant::now();
-        let closed_too = closed_checks::check_closed(self.closed_checked, now, self.dir_listed);
+        let closed_too = closed_checks::check_closed(self.closed_checked, now);
         // The time of a look that found closed shards to look at (an open looks at none: its
         // shards are opened after this).
         if closed_too && self.shards.iter().any(|s| s.finished) {
             self.closed_checked = Some(now);
         }
-        for shard in self.shards.iter_mut().filter(|s| closed_too || !s.finished) {
-            match shard.check_changed(self.dir_listed) {
+        for shard in &mut self.shards {
+            let listed = self.listed_inos.get(&shard.path).copied().filter(|_| self.dir_listed);
+            let by_name = dir_watch::look_up_by_name(self.dir_listed, listed, &shard.known_inos());
+            if shard.finished && !closed_too && !by_name {
+                continue;
+            }
+            match shard.check_changed(by_name) {
                 Some((problem, true)) => damage.push(problem),
                 Some((notice, false)) => {
                     if shard.deleted {

@@ -259,6 +259,12 @@ impl Shard {
         Some((self.problem(0, why), damage))
     }
 
+    /// The inode numbers of the files this shard is known as under its name: the one it opened,
+    /// and its compaction by its writer once seen (see `dir_watch::look_up_by_name`).
+    pub fn known_inos(&self) -> [u64; 2] {
+        [self.identity.1, self.compacted_as.map_or(self.identity.1, |c| c.1)]
+    }
+
     /// The identity of the file under this shard's name that is its compaction by its writer,
     /// while the shard still reads the file it opened (see `store::compacted`).
     pub fn rewrite(&self) -> Option<(u64, u64)> {
