@@ -108,7 +108,8 @@ mod tests {
 
     #[test]
     fn which_shards_a_listing_looks_up_by_name() {
-        let table: &[(&str, bool, Option<u64>, &[u64], bool)] = &[
+        type Row = (&'static str, bool, Option<u64>, &'static [u64], bool);
+        let table: &[Row] = &[
             ("the directory not listed", false, None, &[7], false),
             ("listed: the file it opened under its name", true, Some(7), &[7], false),
             ("listed: its compaction, already seen", true, Some(9), &[7, 9], false),
