@@ -52,9 +52,9 @@ pub(crate) struct Store {
     /// time (see `dir_watch`).
     dir_watch: DirWatch,
     dir_handle: Option<fs::File>,
-    /// The inode number of each shard or sidecar name the last listing of a local directory
-    /// found (see `dir_watch::look_up_by_name`).
-    listed_inos: HashMap<PathBuf, u64>,
+    /// The inode number under each shard or sidecar file name the last listing of a local
+    /// directory found (see `dir_watch::look_up_by_name`).
+    listed_inos: HashMap<std::ffi::OsString, u64>,
     /// A store prefix's eviction log as its last listing showed it (size and entity tag; `None`:
     /// no log object), and the log last read with the version it was read at (only a log read
     /// whole is kept: a failed read is asked again at the next call).
@@ -153,7 +153,7 @@ impl Store {
             if !is_shard {
                 continue;
             }
-            self.listed_inos.insert(path.clone(), std::os::unix::fs::DirEntryExt::ino(&entry));
+            self.listed_inos.insert(entry.file_name(), std::os::unix::fs::DirEntryExt::ino(&entry));
             if !self.known_files.contains(&path) && path.is_file() {
                 paths.push(path);
             }
@@ -255,8 +255,11 @@ impl Store {
             self.closed_checked = Some(now);
         }
         for shard in &mut self.shards {
-            let listed = self.listed_inos.get(&shard.path).copied().filter(|_| self.dir_listed);
-            let by_name = dir_watch::look_up_by_name(self.dir_listed, listed, &shard.known_inos());
+            // Looked up only after a listing (hashing every shard's name at each refresh costs).
+            let by_name = self.dir_listed && {
+                let listed = shard.path.file_name().and_then(|n| self.listed_inos.get(n)).copied();
+                dir_watch::look_up_by_name(true, listed, &shard.known_inos())
+            };
             if shard.finished && !closed_too && !by_name {
                 continue;
             }

@@ -67,6 +67,19 @@ pub(crate) struct Found {
     pub skipped: Vec<(u64, u32)>,
 }
 
+impl Found {
+    /// Whether the scan found nothing new.
+    pub fn is_empty(&self) -> bool {
+        let Found { metas, columns, chunks, episodes, verified, skipped } = self;
+        metas.is_empty()
+            && columns.is_empty()
+            && chunks.is_empty()
+            && episodes.is_empty()
+            && verified.is_empty()
+            && skipped.is_empty()
+    }
+}
+
 pub(crate) enum Opened {
     Shard(Box<Shard>),
     /// A file in a dataset directory whose header is not written yet (a writer just created it):
