@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Literal, Self, final
 
+from typing_extensions import disjoint_base
+
 import numpy as np
 import numpy.typing as npt
 
@@ -153,9 +155,10 @@ class Recorder:
         self, t: type[BaseException] | None, v: BaseException | None, tb: TracebackType | None, /
     ) -> Literal[False]: ...
 
-@final
+@disjoint_base
 class Dataset:
     """A directory of shards or one shard file, memory-mapped. Pickles as its path and options.
+    Subclassed by `trajcore.read.core_reader.CoreReader`, which unpacks reports.
 
     verify: check every chunk at open and leave damaged episodes out (strict: raise).
     exclusions_json: what an earlier verification left out (`exclusions_json()`), applied
@@ -181,11 +184,22 @@ class Dataset:
         """What a verification at open left out, as JSON (None when nothing was)."""
     def report(
         self,
-        name: Literal["listing", "cache_stats", "evicted_steps", "meta", "schema_damage", "timelog", "annotations"],
+        name: Literal[
+            "listing",
+            "cache_stats",
+            "evicted_steps",
+            "meta",
+            "schema_damage",
+            "timelog",
+            "annotations",
+            "columns",
+            "column_stats",
+            "shard_steps",
+        ],
         recording: int | None = None,
     ) -> Any:
         """What the dataset says about itself, by name (GIL released); `recording` for those
-        about one recording (meta, schema_damage, timelog).
+        about one recording (meta, schema_damage, timelog, columns).
 
         - listing: {problems (damage found at open or by a verification at open) and notices
           (shard files replaced or deleted since opening), each [file, byte offset, what];
@@ -202,6 +216,11 @@ class Dataset:
           damaged timelog records left out].
         - annotations: the annotation sidecars found: recording, name, version, per, episodes,
           path, taken, problem.
+        - columns: the column specs of a recording: name, dtype, shape, timeline, mask, mask_of,
+          role, codec.
+        - column_stats: storage per column of each recording, from the index (nothing is
+          decoded): recording, name, chunks, raw_bytes, stored_bytes.
+        - shard_steps: [recording, transitions] of each shard, in `shards` order.
 
         Raises:
             InvalidArgumentError: an unknown name, or a recording missing or given where none is asked.
@@ -216,9 +235,6 @@ class Dataset:
     def cache_bytes(self) -> int | None: ...
     @property
     def mmap(self) -> bool: ...
-    @property
-    def shard_steps(self) -> list[tuple[int, int]]:
-        """(recording, transitions) of each shard, in `shards` order."""
     def live_selection(self) -> Selection | None:
         """The episodes sampling draws from once a bounded recording evicted some (every
         episode less `evicted_episodes`, kept up to date by `refresh`); None while none is."""
@@ -226,11 +242,6 @@ class Dataset:
     def num_episodes(self) -> int: ...
     @property
     def num_recordings(self) -> int: ...
-    def columns(self, recording: int) -> list[dict[str, Any]]:
-        """Column specs of a recording: name, dtype, shape, timeline, mask, mask_of, role, codec."""
-    def column_stats(self) -> list[dict[str, Any]]:
-        """Storage per column of each recording, from the index (nothing is decoded):
-        recording, name, chunks, raw_bytes, stored_bytes."""
     def summaries(self) -> dict[str, npt.NDArray[Any]]:
         """One array per field over all episodes, in dataset order: recording, env_index, length,
         episode_return, complete, terminated, truncated, start_ns, end_ns, episode_id, shard."""

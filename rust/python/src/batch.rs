@@ -3,14 +3,16 @@
 //! outputs with the GIL, calls the core with it released, and nests the results like the
 //! recorded spaces.
 
-use numpy::{PyArrayDescr, PyUntypedArray};
+use std::mem::MaybeUninit;
+
+use numpy::PyArrayDescr;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use trajcore_core::layout::Layout;
-use trajcore_core::reader::{BatchOut, BatchPlan, Damage, Dataset, Field, Out, Window, WindowKind};
+use trajcore_core::reader::{field_outs, BatchOut, BatchPlan, Damage, Dataset, Field, Out, Window, WindowKind};
 use trajcore_core::DType;
 
-use crate::arrays::{arena, descr, empty, scalar, uninit_mut, Arena};
+use crate::arrays::{arena, descr};
 use crate::errors::IntoPy;
 
 /// A layout tree over field indexes, its keys interned for Python.
@@ -23,10 +25,10 @@ pub struct Plan {
     descrs: Vec<Option<Py<PyArrayDescr>>>,
     /// Output keys in order, each a tree over field indexes.
     entries: Vec<(Py<PyString>, Tree)>,
-    /// A dict with the output keys of one step (values None), copied per step so the result is
-    /// made at its final size.
-    step_template: Py<PyDict>,
 }
+
+/// The outputs `Plan::read` filled: the arrays, then the str lists, in the plan's field order.
+type Filled<'py, R> = (std::vec::IntoIter<Bound<'py, PyAny>>, std::vec::IntoIter<Vec<String>>, R);
 
 impl Plan {
     pub fn new(py: Python<'_>, ds: &Dataset, keys: Option<&[String]>, among: Option<&[bool]>) -> PyResult<Plan> {
@@ -45,21 +47,42 @@ impl Plan {
                 Ok((intern(key), tree))
             })
             .collect::<PyResult<_>>()?;
-        let step_template = PyDict::new(py);
-        for (key, _) in &entries {
-            step_template.set_item(key.bind(py), py.None())?;
-        }
-        step_template.set_item(pyo3::intern!(py, "episode_index"), py.None())?;
-        step_template.set_item(pyo3::intern!(py, "step_index"), py.None())?;
-        Ok(Plan { core, descrs, entries, step_template: step_template.unbind() })
+        Ok(Plan { core, descrs, entries })
     }
 
-    /// Puts each output key, nested over `leaves` (one per field), into `out`.
-    fn nest<'py>(&self, py: Python<'py>, leaves: &[Bound<'py, PyAny>], out: &Bound<'py, PyDict>) -> PyResult<()> {
+    /// Arrays of `shapes` (the fixed-size fields' as the core gives them, then one per `extra`
+    /// dtype) in one arena, and the str lists `strings`, filled by `read` (which releases the
+    /// GIL) through the arena's parts.
+    fn read<'py, R>(
+        &self,
+        py: Python<'py>,
+        shapes: Vec<Vec<usize>>,
+        extra: &[DType],
+        mut strings: Vec<Vec<String>>,
+        read: impl FnOnce(Vec<&mut [MaybeUninit<u8>]>, &mut [Vec<String>]) -> PyResult<R>,
+    ) -> PyResult<Filled<'py, R>> {
+        let fixed = self.descrs.iter().flatten().map(|d| Ok(d.bind(py).clone()));
+        let descrs = fixed.chain(extra.iter().map(|&dtype| descr(py, dtype)));
+        let parts = descrs.zip(shapes).map(|(d, shape)| Ok((d?, shape))).collect::<PyResult<Vec<_>>>()?;
+        let mut arena = arena(py, &parts)?;
+        // SAFETY: the arena was made above and its views are not visible to Python code until
+        // this returns; the read writes the parts whole (or fails, and they are dropped unseen).
+        let done = read(unsafe { arena.parts() }, &mut strings)?;
+        Ok((arena.views.into_iter(), strings.into_iter(), done))
+    }
+
+    /// A dict of each output key nested over `leaves` (one per field).
+    fn nest<'py>(
+        &self,
+        py: Python<'py>,
+        leaves: impl Iterator<Item = PyResult<Bound<'py, PyAny>>>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let leaves = leaves.collect::<PyResult<Vec<_>>>()?;
+        let out = PyDict::new(py);
         for (key, node) in &self.entries {
-            out.set_item(key.bind(py), nest(py, node, leaves)?)?;
+            out.set_item(key.bind(py), nest(py, node, &leaves)?)?;
         }
-        Ok(())
+        Ok(out)
     }
 }
 
@@ -91,41 +114,26 @@ pub fn batch<'py>(
     kind: WindowKind,
     read: impl FnOnce(&[Field], BatchOut<'_>) -> PyResult<Vec<Damage>>,
 ) -> PyResult<(Bound<'py, PyDict>, Vec<Damage>)> {
-    let (b, l) = (rows, kind.length);
-    // Every numpy output in one allocation (see `arrays::arena`), shaped as the core says:
-    // the fields stored fixed-size, then episode_index, step_index and (padded sequences) mask.
-    let i64_descr = descr(py, DType::I64)?;
-    let descrs = plan.descrs.iter().flatten().map(|d| d.bind(py).clone());
-    let descrs = descrs.chain([i64_descr.clone(), i64_descr, descr(py, DType::Bool)?]);
-    let parts: Vec<_> = descrs.zip(plan.core.batch_shapes(b, kind)).collect();
-    let Arena { buffer: mut memory_owner, views, layout } = arena(py, &parts)?;
-    let mut strings = plan.core.string_lists(b, kind);
-    let damage = {
-        // SAFETY: the arena was created above and is not visible to Python code until this
-        // function returns; this is the only slice of it. `split` zeroes the bytes between the
-        // parts, which the read writes whole (or it fails, and the arena is dropped unseen).
-        let memory = unsafe { uninit_mut(&mut memory_owner) };
-        let out = BatchOut::new(&plan.core, layout.split(memory), &mut strings);
-        read(&plan.core.fields, out)?
-    };
-    let mut views = views.into_iter();
-    let mut strings = strings.into_iter();
-    let leaves: Vec<Bound<'py, PyAny>> = plan
-        .descrs
-        .iter()
-        .map(|d| match d {
-            Some(_) => Ok(views.next().expect("a view per fixed field").into_any()),
+    // Shaped as the core says: the fields stored fixed-size, then episode_index, step_index and
+    // (padded sequences) mask.
+    let (shapes, strings) = (plan.core.batch_shapes(rows, kind), plan.core.string_lists(rows, kind));
+    let index_dtypes = [DType::I64, DType::I64, DType::Bool];
+    let (mut views, mut strings, damage) = plan.read(py, shapes, &index_dtypes, strings, |parts, strings| {
+        read(&plan.core.fields, BatchOut::new(&plan.core, parts, strings))
+    })?;
+    let out = plan.nest(
+        py,
+        plan.descrs.iter().map(|d| match d {
+            Some(_) => Ok(views.next().expect("a view per fixed field")),
             // Str values as lists (of lists of `l`, for sequences).
             None if kind.sequence => {
                 let v = strings.next().expect("a list per str field");
-                let rows = v.chunks(l.max(1)).map(|c| PyList::new(py, c)).collect::<PyResult<Vec<_>>>()?;
+                let rows = v.chunks(kind.length.max(1)).map(|c| PyList::new(py, c)).collect::<PyResult<Vec<_>>>()?;
                 Ok(PyList::new(py, rows)?.into_any())
             }
             None => Ok(PyList::new(py, strings.next().expect("a list per str field"))?.into_any()),
-        })
-        .collect::<PyResult<_>>()?;
-    let out = PyDict::new(py);
-    plan.nest(py, &leaves, &out)?;
+        }),
+    )?;
     // In `batch_shapes`' order (mask only for padded sequences).
     let names = [pyo3::intern!(py, "episode_index"), pyo3::intern!(py, "step_index"), pyo3::intern!(py, "mask")];
     for (name, view) in names.into_iter().zip(views) {
@@ -142,43 +150,21 @@ pub fn one_step<'py>(
     plan: &Plan,
     read: impl FnOnce(&[Field], &mut [Out<'_>]) -> PyResult<Window>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    enum One<'py> {
-        Array(Bound<'py, PyUntypedArray>),
-        Scalar(Vec<u8>),
-        Strings(Vec<String>),
-    }
-    let mut buffers = Vec::with_capacity(plan.descrs.len());
-    for (field, d) in plan.core.fields.iter().zip(&plan.descrs) {
-        buffers.push(match (d, field.row_bytes) {
-            (Some(d), _) if !field.shape.is_empty() => One::Array(empty(py, d.bind(py), &field.shape)?),
-            (Some(_), Some(rb)) => One::Scalar(vec![0; rb]),
-            _ => One::Strings(vec![String::new()]),
-        });
-    }
-    let window = {
-        // SAFETY: as in `batch`: fresh arrays, one slice each, not yet visible to Python, and
-        // written whole by the read (or dropped unseen).
-        let mut outs: Vec<Out<'_>> = buffers
-            .iter_mut()
-            .map(|buf| match buf {
-                One::Array(a) => Out::Uninit(unsafe { uninit_mut(a) }),
-                One::Scalar(bytes) => Out::Fixed(bytes),
-                One::Strings(v) => Out::Strings(v),
-            })
-            .collect();
-        read(&plan.core.fields, &mut outs)?
-    };
-    let leaves: Vec<Bound<'py, PyAny>> = buffers
-        .into_iter()
-        .zip(&plan.descrs)
-        .map(|(buf, d)| match buf {
-            One::Array(a) => Ok(a.into_any()),
-            One::Scalar(bytes) => scalar(py, d.as_ref().expect("fixed-size").bind(py), &bytes),
-            One::Strings(mut v) => Ok(PyString::new(py, &v.pop().unwrap_or_default()).into_any()),
-        })
-        .collect::<PyResult<_>>()?;
-    let out = plan.step_template.bind(py).copy()?;
-    plan.nest(py, &leaves, &out)?;
+    let strings = plan.core.string_lists(1, WindowKind::TRANSITION);
+    let (mut views, mut strings, window) = plan.read(py, plan.core.step_shapes(), &[], strings, |parts, strings| {
+        read(&plan.core.fields, &mut field_outs(&plan.core, &mut parts.into_iter(), strings))
+    })?;
+    let out =
+        plan.nest(
+            py,
+            plan.core.fields.iter().zip(&plan.descrs).map(|(field, d)| match d {
+                // A scalar column's value is a numpy scalar: `[()]` of its 0-d array.
+                Some(_) if field.shape.is_empty() => views.next().expect("a view per fixed field").get_item(()),
+                Some(_) => Ok(views.next().expect("a view per fixed field")),
+                None => Ok(PyString::new(py, &strings.next().expect("a list per str field").pop().unwrap_or_default())
+                    .into_any()),
+            }),
+        )?;
     out.set_item(pyo3::intern!(py, "episode_index"), window.episode)?;
     out.set_item(pyo3::intern!(py, "step_index"), window.start)?;
     Ok(out)

@@ -34,19 +34,29 @@ impl<'a> BatchOut<'a> {
     /// Panics if the parts or lists are fewer than the plan's fields need.
     pub fn new(plan: &BatchPlan, parts: Vec<&'a mut [MaybeUninit<u8>]>, strings: &'a mut [Vec<String>]) -> Self {
         let mut parts = parts.into_iter();
-        let mut strings = strings.iter_mut();
-        let fields = plan
-            .fields
-            .iter()
-            .map(|f| match f.dtype {
-                DType::Utf8 => Out::Strings(strings.next().expect("a list per str field")),
-                _ => Out::Uninit(parts.next().expect("a part per fixed-size field")),
-            })
-            .collect();
+        let fields = field_outs(plan, &mut parts, strings);
         let episodes = parts.next().expect("an episode_index part");
         let steps = parts.next().expect("a step_index part");
         BatchOut { fields, episodes, steps, mask: parts.next() }
     }
+}
+
+/// One output per field of `plan`: a list of `strings` per str field, the next of `parts` per
+/// fixed-size one (the memory of one step's outputs, laid out as `BatchPlan::step_shapes`, or
+/// the first parts of a batch's).
+///
+/// Panics if the parts or lists are fewer than the plan's fields need.
+pub fn field_outs<'a>(
+    plan: &BatchPlan,
+    parts: &mut impl Iterator<Item = &'a mut [MaybeUninit<u8>]>,
+    strings: &'a mut [Vec<String>],
+) -> Vec<Out<'a>> {
+    let mut strings = strings.iter_mut();
+    let out = |f: &Field| match f.dtype {
+        DType::Utf8 => Out::Strings(strings.next().expect("a list per str field")),
+        _ => Out::Uninit(parts.next().expect("a part per fixed-size field")),
+    };
+    plan.fields.iter().map(out).collect()
 }
 
 impl DatasetView<'_> {

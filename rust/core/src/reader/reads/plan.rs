@@ -118,6 +118,12 @@ impl BatchPlan {
         batch_shapes(fixed, b, kind)
     }
 
+    /// The shape of each fixed-size output of one step (`read_step`): the fields' row shapes,
+    /// without a batch axis (a scalar column's is `[]`).
+    pub fn step_shapes(&self) -> Vec<Vec<usize>> {
+        self.fields.iter().filter(|f| f.dtype != DType::Utf8).map(|f| f.shape.clone()).collect()
+    }
+
     /// A list of `b * kind.length` empty strings per str field: where a batch's str values go.
     pub fn string_lists(&self, b: usize, kind: WindowKind) -> Vec<Vec<String>> {
         let strs = self.fields.iter().filter(|f| f.dtype == DType::Utf8);
@@ -143,7 +149,7 @@ fn batch_shapes<'a>(rows: impl Iterator<Item = &'a [usize]>, b: usize, kind: Win
 /// asking for ever new sets does not grow it without bound.
 pub struct PlanCache<T> {
     plans: Mutex<Vec<Keyed<T>>>,
-    /// The dataset's `columns_generation` the plans were made at.
+    /// The dataset's `plan_generation` the plans were made at.
     generation: Mutex<u64>,
 }
 
@@ -178,7 +184,7 @@ impl<T> PlanCache<T> {
         Ok(plan)
     }
 
-    /// `get_or_make`, forgetting the plans made at another `Dataset::columns_generation` (a
+    /// `get_or_make`, forgetting the plans made at another `Dataset::plan_generation` (a
     /// plan holds column ids, and annotation columns move when a recording adds its own).
     pub fn get_or_make_at<E>(
         &self,
