@@ -8,10 +8,9 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Literal, Self, final
 
-from typing_extensions import disjoint_base
-
 import numpy as np
 import numpy.typing as npt
+from typing_extensions import disjoint_base
 
 __all__ = [
     "ANNOTATION_EXTENSION",

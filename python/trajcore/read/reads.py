@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy.typing as npt
 
 from trajcore import _core
-from trajcore.read.core_reader import CoreReader
 from trajcore.errors import CorruptFileError, TrajcoreError
+from trajcore.read.core_reader import CoreReader
 from trajcore.read.infos import Field, column_fields, nest
 from trajcore.read.provenance_keys import RESET_KEY
 from trajcore.read.transitions import int64
