@@ -1,15 +1,13 @@
 //! Batches for training: the core plans them (`BatchPlan`: keys -> fields; `Request`: which
-//! windows) and reads them (`Dataset::read_batch`, `read_step`); this file allocates the numpy
+//! windows, or one step) and reads them (`Dataset::read_batch`); this file allocates the numpy
 //! outputs with the GIL, calls the core with it released, and nests the results like the
 //! recorded spaces.
-
-use std::mem::MaybeUninit;
 
 use numpy::PyArrayDescr;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use trajcore_core::layout::Layout;
-use trajcore_core::reader::{field_outs, BatchOut, BatchPlan, Damage, Dataset, Field, Out, Window, WindowKind};
+use trajcore_core::reader::{BatchOut, BatchPlan, Damage, Dataset, Field, WindowKind};
 use trajcore_core::DType;
 
 use crate::arrays::{arena, descr};
@@ -26,9 +24,6 @@ pub struct Plan {
     /// Output keys in order, each a tree over field indexes.
     entries: Vec<(Py<PyString>, Tree)>,
 }
-
-/// The outputs `Plan::read` filled: the arrays, then the str lists, in the plan's field order.
-type Filled<'py, R> = (std::vec::IntoIter<Bound<'py, PyAny>>, std::vec::IntoIter<Vec<String>>, R);
 
 impl Plan {
     pub fn new(py: Python<'_>, ds: &Dataset, keys: Option<&[String]>, among: Option<&[bool]>) -> PyResult<Plan> {
@@ -48,27 +43,6 @@ impl Plan {
             })
             .collect::<PyResult<_>>()?;
         Ok(Plan { core, descrs, entries })
-    }
-
-    /// Arrays of `shapes` (the fixed-size fields' as the core gives them, then one per `extra`
-    /// dtype) in one arena, and the str lists `strings`, filled by `read` (which releases the
-    /// GIL) through the arena's parts.
-    fn read<'py, R>(
-        &self,
-        py: Python<'py>,
-        shapes: Vec<Vec<usize>>,
-        extra: &[DType],
-        mut strings: Vec<Vec<String>>,
-        read: impl FnOnce(Vec<&mut [MaybeUninit<u8>]>, &mut [Vec<String>]) -> PyResult<R>,
-    ) -> PyResult<Filled<'py, R>> {
-        let fixed = self.descrs.iter().flatten().map(|d| Ok(d.bind(py).clone()));
-        let descrs = fixed.chain(extra.iter().map(|&dtype| descr(py, dtype)));
-        let parts = descrs.zip(shapes).map(|(d, shape)| Ok((d?, shape))).collect::<PyResult<Vec<_>>>()?;
-        let mut arena = arena(py, &parts)?;
-        // SAFETY: the arena was made above and its views are not visible to Python code until
-        // this returns; the read writes the parts whole (or fails, and they are dropped unseen).
-        let done = read(unsafe { arena.parts() }, &mut strings)?;
-        Ok((arena.views.into_iter(), strings.into_iter(), done))
     }
 
     /// A dict of each output key nested over `leaves` (one per field).
@@ -106,66 +80,54 @@ pub fn nest<'py>(py: Python<'py>, node: &Tree, leaves: &[Bound<'py, PyAny>]) -> 
 
 /// A batch: `[B, ...]` per field for transitions, `[B, L, ...]` for sequences; and the damage
 /// found (lenient reads leave the episodes it affects out, see `Dataset::gather_lenient`).
+/// `one`: a batch of one transition given without its batch axis (`Selection.step`): arrays of
+/// the row shape, numpy scalars for scalar columns, str for str columns, the indexes as int.
 /// `read` fills the outputs (the dataset's `read_batch` over the request, with the GIL released).
 pub fn batch<'py>(
     py: Python<'py>,
     plan: &Plan,
     rows: usize,
     kind: WindowKind,
+    one: bool,
     read: impl FnOnce(&[Field], BatchOut<'_>) -> PyResult<Vec<Damage>>,
 ) -> PyResult<(Bound<'py, PyDict>, Vec<Damage>)> {
-    // Shaped as the core says: the fields stored fixed-size, then episode_index, step_index and
-    // (padded sequences) mask.
-    let (shapes, strings) = (plan.core.batch_shapes(rows, kind), plan.core.string_lists(rows, kind));
-    let index_dtypes = [DType::I64, DType::I64, DType::Bool];
-    let (mut views, mut strings, damage) = plan.read(py, shapes, &index_dtypes, strings, |parts, strings| {
-        read(&plan.core.fields, BatchOut::new(&plan.core, parts, strings))
-    })?;
+    // Every numpy output in one block, shaped as the core says: the fields stored fixed-size,
+    // then episode_index, step_index and (padded sequences) mask.
+    let fixed = plan.descrs.iter().flatten().map(|d| Ok(d.bind(py).clone()));
+    let descrs = fixed.chain([DType::I64, DType::I64, DType::Bool].map(|dtype| descr(py, dtype)));
+    let shapes = plan.core.batch_shapes(rows, kind);
+    let parts = descrs.zip(shapes).map(|(d, shape)| Ok((d?, shape))).collect::<PyResult<Vec<_>>>()?;
+    let mut arena = arena(py, &parts)?;
+    let mut strings = plan.core.string_lists(rows, kind);
+    // SAFETY: the arena was made above and its views are not visible to Python code until this
+    // function returns; the read writes the parts whole (or fails, and they are dropped unseen).
+    let damage = read(&plan.core.fields, BatchOut::new(&plan.core, unsafe { arena.parts() }, &mut strings))?;
+    let mut views = arena.views.into_iter();
+    let mut strings = strings.into_iter();
+    // Without the batch axis: an array's first row (`[0]`: a numpy scalar for a scalar column).
+    let row = |v: Bound<'py, PyAny>| if one { v.get_item(0) } else { Ok(v) };
     let out = plan.nest(
         py,
         plan.descrs.iter().map(|d| match d {
-            Some(_) => Ok(views.next().expect("a view per fixed field")),
-            // Str values as lists (of lists of `l`, for sequences).
-            None if kind.sequence => {
+            Some(_) => row(views.next().expect("a view per fixed field")),
+            None => {
                 let v = strings.next().expect("a list per str field");
-                let rows = v.chunks(kind.length.max(1)).map(|c| PyList::new(py, c)).collect::<PyResult<Vec<_>>>()?;
-                Ok(PyList::new(py, rows)?.into_any())
+                match (one, kind.sequence) {
+                    (true, _) => Ok(PyString::new(py, v.first().map_or("", String::as_str)).into_any()),
+                    // Lists of lists of `l`, for sequences.
+                    (false, true) => {
+                        let rows = v.chunks(kind.length.max(1)).map(|c| PyList::new(py, c));
+                        Ok(PyList::new(py, rows.collect::<PyResult<Vec<_>>>()?)?.into_any())
+                    }
+                    (false, false) => Ok(PyList::new(py, v)?.into_any()),
+                }
             }
-            None => Ok(PyList::new(py, strings.next().expect("a list per str field"))?.into_any()),
         }),
     )?;
     // In `batch_shapes`' order (mask only for padded sequences).
     let names = [pyo3::intern!(py, "episode_index"), pyo3::intern!(py, "step_index"), pyo3::intern!(py, "mask")];
     for (name, view) in names.into_iter().zip(views) {
-        out.set_item(name, view)?;
+        out.set_item(name, if one { row(view)?.call_method0(pyo3::intern!(py, "item"))? } else { view })?;
     }
     Ok((out, damage))
-}
-
-/// One step, without a batch axis: arrays of the row shape, numpy scalars for scalar columns,
-/// str for str columns; `episode_index` and `step_index` as int. `read` fills the outputs (the
-/// dataset's `read_step`).
-pub fn one_step<'py>(
-    py: Python<'py>,
-    plan: &Plan,
-    read: impl FnOnce(&[Field], &mut [Out<'_>]) -> PyResult<Window>,
-) -> PyResult<Bound<'py, PyDict>> {
-    let strings = plan.core.string_lists(1, WindowKind::TRANSITION);
-    let (mut views, mut strings, window) = plan.read(py, plan.core.step_shapes(), &[], strings, |parts, strings| {
-        read(&plan.core.fields, &mut field_outs(&plan.core, &mut parts.into_iter(), strings))
-    })?;
-    let out =
-        plan.nest(
-            py,
-            plan.core.fields.iter().zip(&plan.descrs).map(|(field, d)| match d {
-                // A scalar column's value is a numpy scalar: `[()]` of its 0-d array.
-                Some(_) if field.shape.is_empty() => views.next().expect("a view per fixed field").get_item(()),
-                Some(_) => Ok(views.next().expect("a view per fixed field")),
-                None => Ok(PyString::new(py, &strings.next().expect("a list per str field").pop().unwrap_or_default())
-                    .into_any()),
-            }),
-        )?;
-    out.set_item(pyo3::intern!(py, "episode_index"), window.episode)?;
-    out.set_item(pyo3::intern!(py, "step_index"), window.start)?;
-    Ok(out)
 }

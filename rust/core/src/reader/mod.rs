@@ -49,7 +49,7 @@ use std::path::{Path, PathBuf};
 
 pub use crate::reader::catalog::annotations::AnnotationFile;
 pub use crate::reader::catalog::metrics::{episode_metrics, episode_summaries, MetricColumn, Values};
-pub use crate::reader::reads::batch::{field_outs, BatchOut};
+pub use crate::reader::reads::batch::BatchOut;
 pub use crate::reader::reads::frames_of::FrameTable;
 pub use crate::reader::reads::gather::{
     max_threads, set_gather_hold_bytes, set_max_threads, set_parallel_thresholds, Field, Out, Run, Window,

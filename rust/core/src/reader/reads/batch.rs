@@ -4,14 +4,14 @@
 
 use std::mem::MaybeUninit;
 
-use super::gather::{Field, Out, Window};
+use super::gather::{Field, Out};
 use super::plan::BatchPlan;
 use super::request::Request;
 use super::steps::{resolve_index, EpisodeSet};
 use super::stream::put_i64s;
 use crate::reader::dataset_view::DatasetView;
 use crate::reader::integrity::damage::Damage;
-use crate::reader::integrity::lenient::{Draw, Redraw};
+use crate::reader::integrity::lenient::Draw;
 use crate::reader::reads::scan::runs::IndexOut;
 use crate::reader::reads::steps::WindowKind;
 use crate::{DType, Result};
@@ -34,29 +34,19 @@ impl<'a> BatchOut<'a> {
     /// Panics if the parts or lists are fewer than the plan's fields need.
     pub fn new(plan: &BatchPlan, parts: Vec<&'a mut [MaybeUninit<u8>]>, strings: &'a mut [Vec<String>]) -> Self {
         let mut parts = parts.into_iter();
-        let fields = field_outs(plan, &mut parts, strings);
+        let mut strings = strings.iter_mut();
+        let fields = plan
+            .fields
+            .iter()
+            .map(|f| match f.dtype {
+                DType::Utf8 => Out::Strings(strings.next().expect("a list per str field")),
+                _ => Out::Uninit(parts.next().expect("a part per fixed-size field")),
+            })
+            .collect();
         let episodes = parts.next().expect("an episode_index part");
         let steps = parts.next().expect("a step_index part");
         BatchOut { fields, episodes, steps, mask: parts.next() }
     }
-}
-
-/// One output per field of `plan`: a list of `strings` per str field, the next of `parts` per
-/// fixed-size one (the memory of one step's outputs, laid out as `BatchPlan::step_shapes`, or
-/// the first parts of a batch's).
-///
-/// Panics if the parts or lists are fewer than the plan's fields need.
-pub fn field_outs<'a>(
-    plan: &BatchPlan,
-    parts: &mut impl Iterator<Item = &'a mut [MaybeUninit<u8>]>,
-    strings: &'a mut [Vec<String>],
-) -> Vec<Out<'a>> {
-    let mut strings = strings.iter_mut();
-    let out = |f: &Field| match f.dtype {
-        DType::Utf8 => Out::Strings(strings.next().expect("a list per str field")),
-        _ => Out::Uninit(parts.next().expect("a part per fixed-size field")),
-    };
-    plan.fields.iter().map(out).collect()
 }
 
 impl DatasetView<'_> {
@@ -90,19 +80,6 @@ impl DatasetView<'_> {
             m.iter_mut().zip(b).for_each(|(m, b)| *m = MaybeUninit::new(b as u8));
         }
         Ok(found)
-    }
-
-    /// Reads step `number` of `set` (negative from the end) into `fields` (one row each).
-    /// Returns (episode, step within it). A step asked for by number is not redrawn: its
-    /// episode's damage is an error (and sampling leaves the episode out).
-    ///
-    /// Errors: `OutOfRange`; those of `gather_lenient`.
-    pub fn read_step(&self, set: &EpisodeSet, fields: &[Field], number: i64, out: &mut [Out<'_>]) -> Result<Window> {
-        let (episode, start) = set.locate_step(resolve_index(number, set.num_steps(), "step")?)?;
-        let mut windows = [Window { episode, start }];
-        let draw = Draw { set, redraw: &Redraw::Never, kind: WindowKind::TRANSITION, fields };
-        self.gather_lenient(draw, &mut windows, out, None)?;
-        Ok(windows[0])
     }
 
     /// The dataset index of episode `index` (negative from the end).

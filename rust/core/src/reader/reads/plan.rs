@@ -118,12 +118,6 @@ impl BatchPlan {
         batch_shapes(fixed, b, kind)
     }
 
-    /// The shape of each fixed-size output of one step (`read_step`): the fields' row shapes,
-    /// without a batch axis (a scalar column's is `[]`).
-    pub fn step_shapes(&self) -> Vec<Vec<usize>> {
-        self.fields.iter().filter(|f| f.dtype != DType::Utf8).map(|f| f.shape.clone()).collect()
-    }
-
     /// A list of `b * kind.length` empty strings per str field: where a batch's str values go.
     pub fn string_lists(&self, b: usize, kind: WindowKind) -> Vec<Vec<String>> {
         let strs = self.fields.iter().filter(|f| f.dtype == DType::Utf8);
