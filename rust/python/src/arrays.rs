@@ -93,11 +93,10 @@ fn dims(shape: &[usize]) -> PyResult<Vec<npy_intp>> {
         .collect()
 }
 
-/// Several arrays in one block (see `trajcore_core::reader::ArenaLayout`), not initialized: a
-/// view of each (`descr`, `shape`) part, writeable, their numpy base a 1-D uint8 buffer over the
-/// block (its base the `BatchMemory` holding it). The caller writes the parts whole, through
-/// `Arena::parts`.
-pub fn arena<'py>(py: Python<'py>, parts: &[(Bound<'py, PyArrayDescr>, Vec<usize>)]) -> PyResult<Arena<'py>> {
+/// Several arrays in one block (see `trajcore_core::reader::ArenaLayout`), not initialized, one
+/// per (`descr`, `shape`) part: the caller writes the parts whole (`Arena::parts`), then takes
+/// each as an array (`Arena::view`) or, one element, as a numpy scalar (`Arena::scalar`).
+pub fn arena<'py>(py: Python<'py>, parts: Vec<(Bound<'py, PyArrayDescr>, Vec<usize>)>) -> PyResult<Arena<'py>> {
     let layout = ArenaLayout::new(parts.iter().map(|(d, shape)| (d.itemsize(), &shape[..])))
         .ok_or_else(|| pyo3::exceptions::PyOverflowError::new_err("batch too large"))?;
     let block = BATCH_BLOCKS.take(layout.len).unwrap_or_else(|| Box::new_uninit_slice(layout.len).into_vec());
@@ -108,38 +107,63 @@ pub fn arena<'py>(py: Python<'py>, parts: &[(Bound<'py, PyArrayDescr>, Vec<usize
     // SAFETY: `base` addresses the block's `layout.len` bytes, owned by `owner`, the buffer's
     // base; uint8 needs no alignment.
     let buffer = unsafe { array_over(py, u8s, len, base.cast(), NPY_ARRAY_WRITEABLE, owner.clone().into_any())? };
-    let mut views = Vec::with_capacity(parts.len());
-    for ((descr, shape), range) in parts.iter().zip(&layout.ranges) {
-        // SAFETY: `base + range.start` addresses `range.len()` bytes inside the block, exactly
-        // `shape` elements of `descr` (the layout's sizes), 64-byte aligned relative to the
-        // block's (malloc-aligned) start; the buffer is the view's base, so the memory outlives it.
-        let view = unsafe {
-            let data = base.add(range.start).cast::<c_void>();
-            array_over(py, descr.clone(), dims(shape)?, data, NPY_ARRAY_WRITEABLE, buffer.clone())?
-        };
-        views.push(view);
-    }
-    Ok(Arena { views, owner, layout })
+    Ok(Arena { parts, owner, buffer, base, layout })
 }
 
-/// What `arena` makes.
+/// What `arena` makes: the block, held by `owner` and viewed whole by `buffer` (the numpy base
+/// of every view of a part, so the block outlives them).
 pub struct Arena<'py> {
-    pub views: Vec<Bound<'py, PyAny>>,
+    parts: Vec<(Bound<'py, PyArrayDescr>, Vec<usize>)>,
     owner: Bound<'py, BatchMemory>,
+    buffer: Bound<'py, PyAny>,
+    base: *mut MaybeUninit<u8>,
     layout: ArenaLayout,
 }
 
-impl Arena<'_> {
+impl<'py> Arena<'py> {
     /// The memory of each part, for writing whole (`ArenaLayout::split` zeroes the bytes
     /// between them).
     ///
     /// # Safety
-    /// Nothing else may touch the block while the slices live: in practice, the views have not
-    /// been handed to Python code yet. The caller must write every byte of every part before
-    /// they are.
+    /// Nothing else may touch the block while the slices live: no `view` of it may have been
+    /// handed to Python code yet.
     pub unsafe fn parts(&mut self) -> Vec<&mut [MaybeUninit<u8>]> {
         // SAFETY: per the contract, these slices are the only access to the block.
         self.layout.split(unsafe { &mut *self.owner.get().data.get() })
+    }
+
+    /// Part `i` as a writeable array over the block.
+    ///
+    /// # Safety
+    /// The part was written whole.
+    pub unsafe fn view(&self, i: usize) -> PyResult<Bound<'py, PyAny>> {
+        let ((descr, shape), range) = (&self.parts[i], &self.layout.ranges[i]);
+        let py = self.buffer.py();
+        // SAFETY: `base + range.start` addresses `range.len()` bytes inside the block, exactly
+        // `shape` elements of `descr` (the layout's sizes), 64-byte aligned relative to the
+        // block's (malloc-aligned) start; the buffer is the view's base, so the memory outlives it.
+        unsafe {
+            let data = self.base.add(range.start).cast::<c_void>();
+            array_over(py, descr.clone(), dims(shape)?, data, NPY_ARRAY_WRITEABLE, self.buffer.clone())
+        }
+    }
+
+    /// The first element of part `i` as a numpy scalar (a copy): a step's value of a scalar
+    /// column, without the cost of an array.
+    ///
+    /// # Safety
+    /// The part was written whole, and holds an element (its shape has none of size 0).
+    pub unsafe fn scalar(&self, i: usize) -> PyResult<Bound<'py, PyAny>> {
+        let py = self.buffer.py();
+        // SAFETY: per the contract the part's first element is written; it lies 64-byte aligned
+        // in the block (see `view`). PyArray_Scalar copies it (a base object is only needed for
+        // void scalars, which trajcore never makes) and does not steal the descriptor reference;
+        // it returns a new reference or NULL with an exception set.
+        unsafe {
+            let data = self.base.add(self.layout.ranges[i].start).cast::<c_void>();
+            let descr = self.parts[i].0.as_ptr().cast::<PyArray_Descr>();
+            Bound::from_owned_ptr_or_err(py, PY_ARRAY_API.PyArray_Scalar(py, data, descr, ptr::null_mut()))
+        }
     }
 }
 

@@ -97,19 +97,33 @@ pub fn batch<'py>(
     let descrs = fixed.chain([DType::I64, DType::I64, DType::Bool].map(|dtype| descr(py, dtype)));
     let shapes = plan.core.batch_shapes(rows, kind);
     let parts = descrs.zip(shapes).map(|(d, shape)| Ok((d?, shape))).collect::<PyResult<Vec<_>>>()?;
-    let mut arena = arena(py, &parts)?;
+    let indexes = parts.len() - plan.descrs.iter().flatten().count();
+    let mut arena = arena(py, parts)?;
     let mut strings = plan.core.string_lists(rows, kind);
-    // SAFETY: the arena was made above and its views are not visible to Python code until this
-    // function returns; the read writes the parts whole (or fails, and they are dropped unseen).
+    // SAFETY: the arena was made above and no view of it exists yet; the read writes the parts
+    // whole (or fails, and the arena is dropped unseen), before any is taken below.
     let damage = read(&plan.core.fields, BatchOut::new(&plan.core, unsafe { arena.parts() }, &mut strings))?;
-    let mut views = arena.views.into_iter();
     let mut strings = strings.into_iter();
-    // Without the batch axis: an array's first row (`[0]`: a numpy scalar for a scalar column).
-    let row = |v: Bound<'py, PyAny>| if one { v.get_item(0) } else { Ok(v) };
+    // Without the batch axis (`one`): a numpy scalar for a scalar column, else the row's array
+    // (`[0]` of the view: a view of the row).
+    let mut next = 0..;
+    let mut part = |scalar: bool| {
+        let i = next.next().expect("counts up");
+        // SAFETY: the read above wrote every part; a batch of one holds an element in each.
+        unsafe {
+            if !one {
+                arena.view(i)
+            } else if scalar {
+                arena.scalar(i)
+            } else {
+                arena.view(i)?.get_item(0)
+            }
+        }
+    };
     let out = plan.nest(
         py,
-        plan.descrs.iter().map(|d| match d {
-            Some(_) => row(views.next().expect("a view per fixed field")),
+        plan.core.fields.iter().zip(&plan.descrs).map(|(field, d)| match d {
+            Some(_) => part(field.shape.is_empty()),
             None => {
                 let v = strings.next().expect("a list per str field");
                 match (one, kind.sequence) {
@@ -124,10 +138,11 @@ pub fn batch<'py>(
             }
         }),
     )?;
-    // In `batch_shapes`' order (mask only for padded sequences).
+    // In `batch_shapes`' order (mask only for padded sequences); one step's indexes as int.
     let names = [pyo3::intern!(py, "episode_index"), pyo3::intern!(py, "step_index"), pyo3::intern!(py, "mask")];
-    for (name, view) in names.into_iter().zip(views) {
-        out.set_item(name, if one { row(view)?.call_method0(pyo3::intern!(py, "item"))? } else { view })?;
+    for name in names.into_iter().take(indexes) {
+        let index = part(true)?;
+        out.set_item(name, if one { index.call_method0(pyo3::intern!(py, "item"))? } else { index })?;
     }
     Ok((out, damage))
 }
