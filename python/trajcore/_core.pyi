@@ -342,9 +342,8 @@ class Selection:
 
 @final
 class BatchMemory:
-    """The owner of a batch's memory (the base of the uint8 buffer its arrays view); a large
-    one is handed back to a small pool (at most 2 blocks, 256 MB) for the next large batch when
-    the arrays are gone."""
+    """The owner (numpy base) of a large batch's memory, handed back to a small pool (at most
+    2 blocks, 256 MB) for the next large batch when the arrays are gone."""
 
 @final
 class MappedRows:

@@ -1,9 +1,9 @@
-//! numpy arrays made from Rust: the outputs of a read, laid out in one block that a gather
-//! writes whole with the GIL released, and read-only views over rows stored raw in a memory map.
-//! Each array's numpy base keeps its memory alive, even after the dataset is closed or
-//! refreshed: a `BatchMemory` (through a uint8 buffer) or a `MappedRows` (the map).
+//! numpy arrays made from Rust: uninitialized outputs that a gather writes whole with the GIL
+//! released (one allocation per batch), numpy scalars, and read-only views over rows stored raw
+//! in a memory map. A view's base is a
+//! `MappedRows` object holding the rows (and through them the map), so the map outlives every
+//! array over it, even after the dataset is closed or refreshed.
 
-use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
 use std::mem::MaybeUninit;
 use std::ptr;
@@ -11,7 +11,7 @@ use std::ptr;
 use numpy::npyffi::{
     get_type_object, npy_intp, NpyTypes, PyArrayObject, PyArray_Descr, NPY_ARRAY_WRITEABLE, PY_ARRAY_API,
 };
-use numpy::{PyArrayDescr, PyArrayDescrMethods};
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use trajcore_core::reader::{ArenaLayout, RowsView, BATCH_BLOCKS};
 use trajcore_core::DType;
@@ -24,15 +24,15 @@ pub struct MappedRows {
     view: RowsView,
 }
 
-/// A read's memory (see `arena`), handed back to the core's block pool when numpy lets go of it
-/// (see `trajcore_core::reader::BlockPool`: a large block is kept for the next large batch).
+/// A large batch's memory (a bulk read's output), handed back to the core's block pool when
+/// numpy lets go of it (see `trajcore_core::reader::BlockPool`).
 #[pyclass(module = "trajcore._core", name = "BatchMemory", frozen)]
 pub struct BatchMemory {
-    data: UnsafeCell<Vec<MaybeUninit<u8>>>,
+    data: std::cell::UnsafeCell<Vec<MaybeUninit<u8>>>,
 }
 
-// SAFETY: the Vec is only touched through `Arena::parts`' contract (one writer before the arrays
-// reach Python) and by `Drop` (no other reference left).
+// SAFETY: the Vec is only touched through `uninit_mut`'s contract (one writer before the array
+// reaches Python) and by `Drop` (no other reference left).
 unsafe impl Sync for BatchMemory {}
 
 impl Drop for BatchMemory {
@@ -42,18 +42,19 @@ impl Drop for BatchMemory {
 }
 
 /// A C-order array of `descr` and `dims` over `data`, with `owner` as its base (which must keep
-/// `data` alive), numpy flags `flags`.
+/// `data` alive), numpy flags `flags`; with NULL `data` (and no owner), over memory numpy
+/// allocates, not initialized.
 ///
 /// # Safety
-/// `data` must address the array's bytes (the product of `dims` times the item size), suitably
-/// aligned for the dtype, for as long as `owner` lives.
+/// A non-NULL `data` must address the array's bytes (the product of `dims` times the item
+/// size), suitably aligned for the dtype, for as long as `owner` lives.
 unsafe fn array_over<'py>(
     py: Python<'py>,
     descr: Bound<'py, PyArrayDescr>,
     mut dims: Vec<npy_intp>,
     data: *mut c_void,
     flags: c_int,
-    owner: Bound<'py, PyAny>,
+    owner: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
     // SAFETY: the caller vouches for `data`. NULL strides: C order. The descriptor reference is
     // stolen (`into_ptr` gives a new one); the call returns a new reference or NULL with an
@@ -72,6 +73,7 @@ unsafe fn array_over<'py>(
         );
         Bound::from_owned_ptr_or_err(py, ptr)?
     };
+    let Some(owner) = owner else { return Ok(array) };
     // SAFETY: `array` is a new ndarray without a base; PyArray_SetBaseObject steals the
     // reference `into_ptr` gives it, also on failure (-1, with an exception set).
     let status =
@@ -93,77 +95,101 @@ fn dims(shape: &[usize]) -> PyResult<Vec<npy_intp>> {
         .collect()
 }
 
-/// Several arrays in one block (see `trajcore_core::reader::ArenaLayout`), not initialized, one
-/// per (`descr`, `shape`) part: the caller writes the parts whole (`Arena::parts`), then takes
-/// each as an array (`Arena::view`) or, one element, as a numpy scalar (`Arena::scalar`).
-pub fn arena<'py>(py: Python<'py>, parts: Vec<(Bound<'py, PyArrayDescr>, Vec<usize>)>) -> PyResult<Arena<'py>> {
+/// A new C-contiguous array whose memory is not initialized, for outputs a gather writes whole
+/// (no zeroing pass first).
+pub fn empty<'py>(
+    py: Python<'py>,
+    descr: &Bound<'py, PyArrayDescr>,
+    shape: &[usize],
+) -> PyResult<Bound<'py, PyUntypedArray>> {
+    // SAFETY: NULL data: numpy allocates the memory (uninitialized for every dtype trajcore
+    // stores), owned by the array. It is only reached through `uninit_mut` (as `MaybeUninit`)
+    // until written whole.
+    let array = unsafe { array_over(py, descr.clone(), dims(shape)?, ptr::null_mut(), 0, None)? };
+    Ok(array.cast_into::<PyUntypedArray>()?)
+}
+
+/// Several arrays in one uninitialized allocation (see `trajcore_core::reader::ArenaLayout`):
+/// a 1-D uint8 buffer, and a view of each (`descr`, `shape`) part, writeable, its numpy base the
+/// buffer. The caller writes the parts whole, through `layout.split` of the buffer's memory.
+pub fn arena<'py>(py: Python<'py>, parts: &[(Bound<'py, PyArrayDescr>, Vec<usize>)]) -> PyResult<Arena<'py>> {
     let layout = ArenaLayout::new(parts.iter().map(|(d, shape)| (d.itemsize(), &shape[..])))
         .ok_or_else(|| pyo3::exceptions::PyOverflowError::new_err("batch too large"))?;
-    let block = BATCH_BLOCKS.take(layout.len).unwrap_or_else(|| Box::new_uninit_slice(layout.len).into_vec());
-    let owner = Bound::new(py, BatchMemory { data: UnsafeCell::new(block) })?;
-    // SAFETY: the block lives as long as `owner`, the base of every array over it.
-    let base = unsafe { (*owner.get().data.get()).as_mut_ptr() };
-    let (u8s, len) = (descr(py, DType::U8)?, dims(&[layout.len])?);
-    // SAFETY: `base` addresses the block's `layout.len` bytes, owned by `owner`, the buffer's
-    // base; uint8 needs no alignment.
-    let buffer = unsafe { array_over(py, u8s, len, base.cast(), NPY_ARRAY_WRITEABLE, owner.clone().into_any())? };
-    Ok(Arena { parts, owner, buffer, base, layout })
-}
-
-/// What `arena` makes: the block, held by `owner` and viewed whole by `buffer` (the numpy base
-/// of every view of a part, so the block outlives them).
-pub struct Arena<'py> {
-    parts: Vec<(Bound<'py, PyArrayDescr>, Vec<usize>)>,
-    owner: Bound<'py, BatchMemory>,
-    buffer: Bound<'py, PyAny>,
-    base: *mut MaybeUninit<u8>,
-    layout: ArenaLayout,
-}
-
-impl<'py> Arena<'py> {
-    /// The memory of each part, for writing whole (`ArenaLayout::split` zeroes the bytes
-    /// between them).
-    ///
-    /// # Safety
-    /// Nothing else may touch the block while the slices live: no `view` of it may have been
-    /// handed to Python code yet.
-    pub unsafe fn parts(&mut self) -> Vec<&mut [MaybeUninit<u8>]> {
-        // SAFETY: per the contract, these slices are the only access to the block.
-        self.layout.split(unsafe { &mut *self.owner.get().data.get() })
-    }
-
-    /// Part `i` as a writeable array over the block.
-    ///
-    /// # Safety
-    /// The part was written whole.
-    pub unsafe fn view(&self, i: usize) -> PyResult<Bound<'py, PyAny>> {
-        let ((descr, shape), range) = (&self.parts[i], &self.layout.ranges[i]);
-        let py = self.buffer.py();
-        // SAFETY: `base + range.start` addresses `range.len()` bytes inside the block, exactly
+    let u8s = descr(py, DType::U8)?;
+    let buffer = match BATCH_BLOCKS.take(layout.len) {
+        None => empty(py, &u8s, &[layout.len])?,
+        // A pooled block, its numpy base a `BatchMemory` that hands it back when numpy lets go.
+        Some(block) => {
+            let owner = Bound::new(py, BatchMemory { data: std::cell::UnsafeCell::new(block) })?;
+            // SAFETY: the block lives as long as `owner`, which becomes the array's base below.
+            let data = unsafe { (*owner.get().data.get()).as_mut_ptr() }.cast::<c_void>();
+            let (dims, owner) = (dims(&[layout.len])?, Some(owner.into_any()));
+            // SAFETY: `data` addresses `layout.len` bytes (the block's length) owned by `owner`,
+            // the array's base; uint8 needs no alignment. Not initialized (see `empty`).
+            unsafe { array_over(py, u8s, dims, data, NPY_ARRAY_WRITEABLE, owner)? }.cast_into::<PyUntypedArray>()?
+        }
+    };
+    // SAFETY: reading the data pointer field of a live ndarray (the buffer, held here).
+    let base = (unsafe { (*buffer.as_array_ptr()).fields.data }).cast::<u8>();
+    let mut views = Vec::with_capacity(parts.len());
+    for ((descr, shape), range) in parts.iter().zip(&layout.ranges) {
+        // SAFETY: `base + range.start` addresses `range.len()` bytes inside the buffer, exactly
         // `shape` elements of `descr` (the layout's sizes), 64-byte aligned relative to the
-        // block's (malloc-aligned) start; the buffer is the view's base, so the memory outlives it.
-        unsafe {
-            let data = self.base.add(range.start).cast::<c_void>();
-            array_over(py, descr.clone(), dims(shape)?, data, NPY_ARRAY_WRITEABLE, self.buffer.clone())
-        }
+        // buffer's (malloc-aligned) start; the buffer is the view's base, so the memory outlives it.
+        let view = unsafe {
+            let data = base.add(range.start).cast::<c_void>();
+            array_over(py, descr.clone(), dims(shape)?, data, NPY_ARRAY_WRITEABLE, Some(buffer.clone().into_any()))?
+        };
+        views.push(view.cast_into::<PyUntypedArray>()?);
     }
+    Ok(Arena { buffer, views, layout })
+}
 
-    /// The first element of part `i` as a numpy scalar (a copy): a step's value of a scalar
-    /// column, without the cost of an array.
-    ///
-    /// # Safety
-    /// The part was written whole, and holds an element (its shape has none of size 0).
-    pub unsafe fn scalar(&self, i: usize) -> PyResult<Bound<'py, PyAny>> {
-        let py = self.buffer.py();
-        // SAFETY: per the contract the part's first element is written; it lies 64-byte aligned
-        // in the block (see `view`). PyArray_Scalar copies it (a base object is only needed for
-        // void scalars, which trajcore never makes) and does not steal the descriptor reference;
-        // it returns a new reference or NULL with an exception set.
-        unsafe {
-            let data = self.base.add(self.layout.ranges[i].start).cast::<c_void>();
-            let descr = self.parts[i].0.as_ptr().cast::<PyArray_Descr>();
-            Bound::from_owned_ptr_or_err(py, PY_ARRAY_API.PyArray_Scalar(py, data, descr, ptr::null_mut()))
-        }
+/// What `arena` makes.
+pub struct Arena<'py> {
+    pub buffer: Bound<'py, PyUntypedArray>,
+    pub views: Vec<Bound<'py, PyUntypedArray>>,
+    pub layout: ArenaLayout,
+}
+
+/// The memory of an array made by `empty`, for writing whole.
+///
+/// # Safety
+///
+/// The array must be C-contiguous and writeable (as `empty` makes them), and nothing else may
+/// touch its memory while the slice lives: in practice, it was just created and has not been
+/// handed to Python code yet. The caller must write every byte before it reaches Python code.
+pub unsafe fn uninit_mut<'a>(array: &'a mut Bound<'_, PyUntypedArray>) -> &'a mut [MaybeUninit<u8>] {
+    let len = array.len() * array.dtype().itemsize();
+    // SAFETY: per the contract, `len` bytes at the (non-NULL) data pointer belong to this slice
+    // alone; `MaybeUninit<u8>` makes no claim that they are initialized.
+    unsafe {
+        let data = (*array.as_array_ptr()).fields.data.cast::<MaybeUninit<u8>>();
+        std::slice::from_raw_parts_mut(data, len)
+    }
+}
+
+/// A numpy scalar of `dtype` from its little-endian bytes (exactly one element).
+pub fn scalar<'py>(py: Python<'py>, descr: &Bound<'py, PyArrayDescr>, bytes: &[u8]) -> PyResult<Bound<'py, PyAny>> {
+    if bytes.len() != descr.itemsize() {
+        return Err(invalid(py, format!("{} bytes for one {}-byte element", bytes.len(), descr.itemsize())));
+    }
+    // Copied into an 8-aligned buffer: numpy may read the element with an aligned load.
+    let mut aligned = [0u64; 2];
+    // SAFETY: `aligned` has 16 bytes, more than any fixed-size dtype trajcore stores (8).
+    let dst = unsafe { std::slice::from_raw_parts_mut(aligned.as_mut_ptr().cast::<u8>(), 16) };
+    dst[..bytes.len()].copy_from_slice(bytes);
+    // SAFETY: `aligned` holds one element of the descriptor's type; PyArray_Scalar copies it
+    // (a base object is only needed for void scalars, which trajcore never makes) and does not
+    // steal the descriptor reference. It returns a new reference or NULL with an exception set.
+    unsafe {
+        let ptr = PY_ARRAY_API.PyArray_Scalar(
+            py,
+            aligned.as_mut_ptr().cast::<c_void>(),
+            descr.as_ptr().cast::<PyArray_Descr>(),
+            ptr::null_mut(),
+        );
+        Bound::from_owned_ptr_or_err(py, ptr)
     }
 }
 
@@ -181,5 +207,5 @@ pub fn mapped<'py>(py: Python<'py>, view: RowsView, dtype: DType, shape: &[usize
     // map; `owner` keeps them mapped (RowsView holds an Arc of the map) and becomes the array's
     // base, so the array never outlives them. No WRITEABLE flag is passed, and the base exposes
     // no buffer, so numpy refuses to make the array writeable (writing would fault).
-    unsafe { array_over(py, descr, dims, data as *mut c_void, 0, owner.into_any()) }
+    unsafe { array_over(py, descr, dims, data as *mut c_void, 0, Some(owner.into_any())) }
 }

@@ -1,16 +1,16 @@
 //! Batches for training: the core plans them (`BatchPlan`: keys -> fields; `Request`: which
-//! windows, or one step) and reads them (`Dataset::read_batch`); this file allocates the numpy
+//! windows) and reads them (`Dataset::read_batch`, `read_step`); this file allocates the numpy
 //! outputs with the GIL, calls the core with it released, and nests the results like the
 //! recorded spaces.
 
-use numpy::PyArrayDescr;
+use numpy::{PyArrayDescr, PyUntypedArray};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use trajcore_core::layout::Layout;
-use trajcore_core::reader::{BatchOut, BatchPlan, Damage, Dataset, Field, WindowKind};
+use trajcore_core::reader::{BatchOut, BatchPlan, Damage, Dataset, Field, Out, Window, WindowKind};
 use trajcore_core::DType;
 
-use crate::arrays::{arena, descr};
+use crate::arrays::{arena, descr, empty, scalar, uninit_mut, Arena};
 use crate::errors::IntoPy;
 
 /// A layout tree over field indexes, its keys interned for Python.
@@ -23,6 +23,9 @@ pub struct Plan {
     descrs: Vec<Option<Py<PyArrayDescr>>>,
     /// Output keys in order, each a tree over field indexes.
     entries: Vec<(Py<PyString>, Tree)>,
+    /// A dict with the output keys of one step (values None), copied per step so the result is
+    /// made at its final size.
+    step_template: Py<PyDict>,
 }
 
 impl Plan {
@@ -42,21 +45,21 @@ impl Plan {
                 Ok((intern(key), tree))
             })
             .collect::<PyResult<_>>()?;
-        Ok(Plan { core, descrs, entries })
+        let step_template = PyDict::new(py);
+        for (key, _) in &entries {
+            step_template.set_item(key.bind(py), py.None())?;
+        }
+        step_template.set_item(pyo3::intern!(py, "episode_index"), py.None())?;
+        step_template.set_item(pyo3::intern!(py, "step_index"), py.None())?;
+        Ok(Plan { core, descrs, entries, step_template: step_template.unbind() })
     }
 
-    /// A dict of each output key nested over `leaves` (one per field).
-    fn nest<'py>(
-        &self,
-        py: Python<'py>,
-        leaves: impl Iterator<Item = PyResult<Bound<'py, PyAny>>>,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let leaves = leaves.collect::<PyResult<Vec<_>>>()?;
-        let out = PyDict::new(py);
+    /// Puts each output key, nested over `leaves` (one per field), into `out`.
+    fn nest<'py>(&self, py: Python<'py>, leaves: &[Bound<'py, PyAny>], out: &Bound<'py, PyDict>) -> PyResult<()> {
         for (key, node) in &self.entries {
-            out.set_item(key.bind(py), nest(py, node, &leaves)?)?;
+            out.set_item(key.bind(py), nest(py, node, leaves)?)?;
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -80,69 +83,103 @@ pub fn nest<'py>(py: Python<'py>, node: &Tree, leaves: &[Bound<'py, PyAny>]) -> 
 
 /// A batch: `[B, ...]` per field for transitions, `[B, L, ...]` for sequences; and the damage
 /// found (lenient reads leave the episodes it affects out, see `Dataset::gather_lenient`).
-/// `one`: a batch of one transition given without its batch axis (`Selection.step`): arrays of
-/// the row shape, numpy scalars for scalar columns, str for str columns, the indexes as int.
 /// `read` fills the outputs (the dataset's `read_batch` over the request, with the GIL released).
 pub fn batch<'py>(
     py: Python<'py>,
     plan: &Plan,
     rows: usize,
     kind: WindowKind,
-    one: bool,
     read: impl FnOnce(&[Field], BatchOut<'_>) -> PyResult<Vec<Damage>>,
 ) -> PyResult<(Bound<'py, PyDict>, Vec<Damage>)> {
-    // Every numpy output in one block, shaped as the core says: the fields stored fixed-size,
-    // then episode_index, step_index and (padded sequences) mask.
-    let fixed = plan.descrs.iter().flatten().map(|d| Ok(d.bind(py).clone()));
-    let descrs = fixed.chain([DType::I64, DType::I64, DType::Bool].map(|dtype| descr(py, dtype)));
-    let shapes = plan.core.batch_shapes(rows, kind);
-    let parts = descrs.zip(shapes).map(|(d, shape)| Ok((d?, shape))).collect::<PyResult<Vec<_>>>()?;
-    let indexes = parts.len() - plan.descrs.iter().flatten().count();
-    let mut arena = arena(py, parts)?;
-    let mut strings = plan.core.string_lists(rows, kind);
-    // SAFETY: the arena was made above and no view of it exists yet; the read writes the parts
-    // whole (or fails, and the arena is dropped unseen), before any is taken below.
-    let damage = read(&plan.core.fields, BatchOut::new(&plan.core, unsafe { arena.parts() }, &mut strings))?;
-    let mut strings = strings.into_iter();
-    // Without the batch axis (`one`): a numpy scalar for a scalar column, else the row's array
-    // (`[0]` of the view: a view of the row).
-    let mut next = 0..;
-    let mut part = |scalar: bool| {
-        let i = next.next().expect("counts up");
-        // SAFETY: the read above wrote every part; a batch of one holds an element in each.
-        unsafe {
-            if !one {
-                arena.view(i)
-            } else if scalar {
-                arena.scalar(i)
-            } else {
-                arena.view(i)?.get_item(0)
-            }
-        }
+    let (b, l) = (rows, kind.length);
+    // Every numpy output in one allocation (see `arrays::arena`), shaped as the core says:
+    // the fields stored fixed-size, then episode_index, step_index and (padded sequences) mask.
+    let i64_descr = descr(py, DType::I64)?;
+    let descrs = plan.descrs.iter().flatten().map(|d| d.bind(py).clone());
+    let descrs = descrs.chain([i64_descr.clone(), i64_descr, descr(py, DType::Bool)?]);
+    let parts: Vec<_> = descrs.zip(plan.core.batch_shapes(b, kind)).collect();
+    let Arena { buffer: mut memory_owner, views, layout } = arena(py, &parts)?;
+    let mut strings = plan.core.string_lists(b, kind);
+    let damage = {
+        // SAFETY: the arena was created above and is not visible to Python code until this
+        // function returns; this is the only slice of it. `split` zeroes the bytes between the
+        // parts, which the read writes whole (or it fails, and the arena is dropped unseen).
+        let memory = unsafe { uninit_mut(&mut memory_owner) };
+        let out = BatchOut::new(&plan.core, layout.split(memory), &mut strings);
+        read(&plan.core.fields, out)?
     };
-    let out = plan.nest(
-        py,
-        plan.core.fields.iter().zip(&plan.descrs).map(|(field, d)| match d {
-            Some(_) => part(field.shape.is_empty()),
-            None => {
+    let mut views = views.into_iter();
+    let mut strings = strings.into_iter();
+    let leaves: Vec<Bound<'py, PyAny>> = plan
+        .descrs
+        .iter()
+        .map(|d| match d {
+            Some(_) => Ok(views.next().expect("a view per fixed field").into_any()),
+            // Str values as lists (of lists of `l`, for sequences).
+            None if kind.sequence => {
                 let v = strings.next().expect("a list per str field");
-                match (one, kind.sequence) {
-                    (true, _) => Ok(PyString::new(py, v.first().map_or("", String::as_str)).into_any()),
-                    // Lists of lists of `l`, for sequences.
-                    (false, true) => {
-                        let rows = v.chunks(kind.length.max(1)).map(|c| PyList::new(py, c));
-                        Ok(PyList::new(py, rows.collect::<PyResult<Vec<_>>>()?)?.into_any())
-                    }
-                    (false, false) => Ok(PyList::new(py, v)?.into_any()),
-                }
+                let rows = v.chunks(l.max(1)).map(|c| PyList::new(py, c)).collect::<PyResult<Vec<_>>>()?;
+                Ok(PyList::new(py, rows)?.into_any())
             }
-        }),
-    )?;
-    // In `batch_shapes`' order (mask only for padded sequences); one step's indexes as int.
+            None => Ok(PyList::new(py, strings.next().expect("a list per str field"))?.into_any()),
+        })
+        .collect::<PyResult<_>>()?;
+    let out = PyDict::new(py);
+    plan.nest(py, &leaves, &out)?;
+    // In `batch_shapes`' order (mask only for padded sequences).
     let names = [pyo3::intern!(py, "episode_index"), pyo3::intern!(py, "step_index"), pyo3::intern!(py, "mask")];
-    for name in names.into_iter().take(indexes) {
-        let index = part(true)?;
-        out.set_item(name, if one { index.call_method0(pyo3::intern!(py, "item"))? } else { index })?;
+    for (name, view) in names.into_iter().zip(views) {
+        out.set_item(name, view)?;
     }
     Ok((out, damage))
+}
+
+/// One step, without a batch axis: arrays of the row shape, numpy scalars for scalar columns,
+/// str for str columns; `episode_index` and `step_index` as int. `read` fills the outputs (the
+/// dataset's `read_step`).
+pub fn one_step<'py>(
+    py: Python<'py>,
+    plan: &Plan,
+    read: impl FnOnce(&[Field], &mut [Out<'_>]) -> PyResult<Window>,
+) -> PyResult<Bound<'py, PyDict>> {
+    enum One<'py> {
+        Array(Bound<'py, PyUntypedArray>),
+        Scalar(Vec<u8>),
+        Strings(Vec<String>),
+    }
+    let mut buffers = Vec::with_capacity(plan.descrs.len());
+    for (field, d) in plan.core.fields.iter().zip(&plan.descrs) {
+        buffers.push(match (d, field.row_bytes) {
+            (Some(d), _) if !field.shape.is_empty() => One::Array(empty(py, d.bind(py), &field.shape)?),
+            (Some(_), Some(rb)) => One::Scalar(vec![0; rb]),
+            _ => One::Strings(vec![String::new()]),
+        });
+    }
+    let window = {
+        // SAFETY: as in `batch`: fresh arrays, one slice each, not yet visible to Python, and
+        // written whole by the read (or dropped unseen).
+        let mut outs: Vec<Out<'_>> = buffers
+            .iter_mut()
+            .map(|buf| match buf {
+                One::Array(a) => Out::Uninit(unsafe { uninit_mut(a) }),
+                One::Scalar(bytes) => Out::Fixed(bytes),
+                One::Strings(v) => Out::Strings(v),
+            })
+            .collect();
+        read(&plan.core.fields, &mut outs)?
+    };
+    let leaves: Vec<Bound<'py, PyAny>> = buffers
+        .into_iter()
+        .zip(&plan.descrs)
+        .map(|(buf, d)| match buf {
+            One::Array(a) => Ok(a.into_any()),
+            One::Scalar(bytes) => scalar(py, d.as_ref().expect("fixed-size").bind(py), &bytes),
+            One::Strings(mut v) => Ok(PyString::new(py, &v.pop().unwrap_or_default()).into_any()),
+        })
+        .collect::<PyResult<_>>()?;
+    let out = plan.step_template.bind(py).copy()?;
+    plan.nest(py, &leaves, &out)?;
+    out.set_item(pyo3::intern!(py, "episode_index"), window.episode)?;
+    out.set_item(pyo3::intern!(py, "step_index"), window.start)?;
+    Ok(out)
 }

@@ -53,8 +53,7 @@ impl PySelection {
         kind: WindowKind,
     ) -> PyResult<Bound<'py, PyDict>> {
         let plan = self.reader.plan(py, keys, self.among.as_deref())?;
-        let one = matches!(request, Request::Step(_));
-        let (out, damage) = batch::batch(py, &plan, request.len(), kind, one, |fields, out| {
+        let (out, damage) = batch::batch(py, &plan, request.len(), kind, |fields, out| {
             self.over(py, |d, set| d.view().read_batch(set, fields, request, kind, out))
         })?;
         for d in damage {
@@ -147,7 +146,8 @@ impl PySelection {
     /// One step by number, without a batch axis.
     #[pyo3(signature = (index, keys=None))]
     fn step<'py>(&self, py: Python<'py>, index: i64, keys: Option<Vec<String>>) -> PyResult<Bound<'py, PyDict>> {
-        self.batch(py, keys, Request::Step(index), WindowKind::TRANSITION)
+        let plan = self.reader.plan(py, keys, self.among.as_deref())?;
+        batch::one_step(py, &plan, |fields, outs| self.over(py, |d, set| d.view().read_step(set, fields, index, outs)))
     }
 
     /// A column's frames once, as bytes, and `stack` frame ids per observation row (see the

@@ -4,14 +4,14 @@
 
 use std::mem::MaybeUninit;
 
-use super::gather::{Field, Out};
+use super::gather::{Field, Out, Window};
 use super::plan::BatchPlan;
 use super::request::Request;
 use super::steps::{resolve_index, EpisodeSet};
 use super::stream::put_i64s;
 use crate::reader::dataset_view::DatasetView;
 use crate::reader::integrity::damage::Damage;
-use crate::reader::integrity::lenient::Draw;
+use crate::reader::integrity::lenient::{Draw, Redraw};
 use crate::reader::reads::scan::runs::IndexOut;
 use crate::reader::reads::steps::WindowKind;
 use crate::{DType, Result};
@@ -80,6 +80,19 @@ impl DatasetView<'_> {
             m.iter_mut().zip(b).for_each(|(m, b)| *m = MaybeUninit::new(b as u8));
         }
         Ok(found)
+    }
+
+    /// Reads step `number` of `set` (negative from the end) into `fields` (one row each).
+    /// Returns (episode, step within it). A step asked for by number is not redrawn: its
+    /// episode's damage is an error (and sampling leaves the episode out).
+    ///
+    /// Errors: `OutOfRange`; those of `gather_lenient`.
+    pub fn read_step(&self, set: &EpisodeSet, fields: &[Field], number: i64, out: &mut [Out<'_>]) -> Result<Window> {
+        let (episode, start) = set.locate_step(resolve_index(number, set.num_steps(), "step")?)?;
+        let mut windows = [Window { episode, start }];
+        let draw = Draw { set, redraw: &Redraw::Never, kind: WindowKind::TRANSITION, fields };
+        self.gather_lenient(draw, &mut windows, out, None)?;
+        Ok(windows[0])
     }
 
     /// The dataset index of episode `index` (negative from the end).

@@ -21,9 +21,6 @@ pub enum Request {
     Pairs(Vec<(i64, i64)>),
     /// Steps `first .. first + n` of the episode set, read in bulk (transitions only).
     Range { first: u64, n: usize },
-    /// One step (a transition) by number, negative from the end, asked for alone: it is not
-    /// redrawn, so its episode's damage is an error (sampling leaves the episode out).
-    Step(i64),
 }
 
 impl Request {
@@ -58,7 +55,6 @@ impl Request {
             Request::Sample { n, .. } | Request::Range { n, .. } => *n,
             Request::Numbers(v) => v.len(),
             Request::Pairs(v) => v.len(),
-            Request::Step(_) => 1,
         }
     }
 
@@ -67,13 +63,12 @@ impl Request {
     }
 
     /// How a window that falls in a damaged episode is replaced (lenient reads): a sample's
-    /// from its seed, a numbered one's from its number; one asked for by (episode, step), or a
-    /// step alone, is not.
+    /// from its seed, a numbered one's from its number; one asked for by (episode, step) is not.
     pub fn redraw(&self) -> Redraw {
         match self {
             Request::Sample { seed, .. } => Redraw::Seed(*seed),
             Request::Numbers(v) => Redraw::Numbers(v.iter().map(|&i| i as u64).collect()),
-            Request::Pairs(_) | Request::Step(_) => Redraw::Never,
+            Request::Pairs(_) => Redraw::Never,
             Request::Range { first, n } => Redraw::Numbers((*first..*first + *n as u64).collect()),
         }
     }
@@ -96,10 +91,6 @@ impl Request {
                     Ok(Window { episode, start })
                 })
                 .collect(),
-            Request::Step(i) => {
-                let (episode, start) = set.locate_step(resolve_index(i, set.num_steps(), "step")?)?;
-                Ok(vec![Window { episode, start }])
-            }
             Request::Range { first, n } => Ok(set
                 .runs(first, n as u64)?
                 .iter()
@@ -189,9 +180,6 @@ mod tests {
             (Request::Numbers(vec![0, 1, -1]), TWO, Ok(vec![(4, 0), (4, 1), (7, 0)])),
             (Request::Numbers(vec![3]), TWO, Err("window 3 is out of range (3 windows)")),
             (Request::Numbers(vec![2, 3]), TWO_PADDED, Ok(vec![(1, 0), (7, 0)])),
-            (Request::Step(3), STEP, Ok(vec![(1, 0)])),
-            (Request::Step(-1), STEP, Ok(vec![(7, 1)])),
-            (Request::Step(6), STEP, Err("step 6 is out of range (6 steps)")),
             (Request::Range { first: 2, n: 3 }, STEP, Ok(vec![(4, 2), (1, 0), (7, 0)])),
             (Request::Range { first: 5, n: 2 }, STEP, Err("steps 5..7 are out of range")),
             (Request::Pairs(vec![(0, 5), (-1, 0)]), STEP, Ok(vec![(0, 5), (8, 0)])),
@@ -238,6 +226,5 @@ mod tests {
         assert_eq!(Request::Numbers(vec![3, 1]).redraw(), Redraw::Numbers(vec![3, 1]));
         assert_eq!(Request::Range { first: 4, n: 2 }.redraw(), Redraw::Numbers(vec![4, 5]));
         assert_eq!(Request::Pairs(vec![(0, 0)]).redraw(), Redraw::Never);
-        assert_eq!(Request::Step(-1).redraw(), Redraw::Never);
     }
 }
