@@ -93,7 +93,7 @@ def compare_with_trajcore(path: Path, *, use_index: bool = True) -> fd.DecodedDa
         assert rec_ids.setdefault(rec, e.recording) == e.recording
     assert sum(e.fixed.length for e in dec.episodes) == ds.all_episodes().num_steps
     for rec, rid in rec_ids.items():
-        core_columns = ds.columns(rec)
+        core_columns = ds.report("columns", rec)
         assert [c["name"] for c in core_columns] == dec.column_names(rid)
         for c in core_columns:
             spec = dec.spec(rid, c["name"])

@@ -10,6 +10,7 @@ from typing import Any, Literal, Self, final
 
 import numpy as np
 import numpy.typing as npt
+from typing_extensions import disjoint_base
 
 __all__ = [
     "ANNOTATION_EXTENSION",
@@ -159,9 +160,10 @@ class Recorder:
         self, t: type[BaseException] | None, v: BaseException | None, tb: TracebackType | None, /
     ) -> Literal[False]: ...
 
-@final
+@disjoint_base
 class Dataset:
     """A directory of shards or one shard file, memory-mapped. Pickles as its path and options.
+    Subclassed by `trajcore.read.core_reader.CoreReader`, which unpacks reports.
 
     verify: check every chunk at open and leave damaged episodes out (strict: raise).
     exclusions_json: what an earlier verification left out (`exclusions_json()`), applied
@@ -187,11 +189,22 @@ class Dataset:
         """What a verification at open left out, as JSON (None when nothing was)."""
     def report(
         self,
-        name: Literal["listing", "cache_stats", "evicted_steps", "meta", "schema_damage", "timelog", "annotations"],
+        name: Literal[
+            "listing",
+            "cache_stats",
+            "evicted_steps",
+            "meta",
+            "schema_damage",
+            "timelog",
+            "annotations",
+            "columns",
+            "column_stats",
+            "shard_steps",
+        ],
         recording: int | None = None,
     ) -> Any:
         """What the dataset says about itself, by name (GIL released); `recording` for those
-        about one recording (meta, schema_damage, timelog).
+        about one recording (meta, schema_damage, timelog, columns).
 
         - listing: {problems (damage found at open or by a verification at open) and notices
           (shard files replaced or deleted since opening), each [file, byte offset, what];
@@ -208,6 +221,11 @@ class Dataset:
           damaged timelog records left out].
         - annotations: the annotation sidecars found: recording, name, version, per, episodes,
           path, taken, problem.
+        - columns: the column specs of a recording: name, dtype, shape, timeline, mask, mask_of,
+          role, codec.
+        - column_stats: storage per column of each recording, from the index (nothing is
+          decoded): recording, name, chunks, raw_bytes, stored_bytes.
+        - shard_steps: [recording, transitions] of each shard, in `shards` order.
 
         Raises:
             InvalidArgumentError: an unknown name, or a recording missing or given where none is asked.
@@ -222,9 +240,6 @@ class Dataset:
     def cache_bytes(self) -> int | None: ...
     @property
     def mmap(self) -> bool: ...
-    @property
-    def shard_steps(self) -> list[tuple[int, int]]:
-        """(recording, transitions) of each shard, in `shards` order."""
     def live_selection(self) -> Selection | None:
         """The episodes sampling draws from once a bounded recording evicted some (every
         episode less `evicted_episodes`, kept up to date by `refresh`); None while none is."""
@@ -232,11 +247,6 @@ class Dataset:
     def num_episodes(self) -> int: ...
     @property
     def num_recordings(self) -> int: ...
-    def columns(self, recording: int) -> list[dict[str, Any]]:
-        """Column specs of a recording: name, dtype, shape, timeline, mask, mask_of, role, codec."""
-    def column_stats(self) -> list[dict[str, Any]]:
-        """Storage per column of each recording, from the index (nothing is decoded):
-        recording, name, chunks, raw_bytes, stored_bytes."""
     def summaries(self) -> dict[str, npt.NDArray[Any]]:
         """One array per field over all episodes, in dataset order: recording, env_index, length,
         episode_return, complete, terminated, truncated, start_ns, end_ns, episode_id, shard."""

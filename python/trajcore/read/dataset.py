@@ -19,6 +19,7 @@ from trajcore import _core, _live
 from trajcore._store import configure
 from trajcore.errors import CorruptFileError, InvalidArgumentError, TrajcoreFileNotFoundError, TrajcoreWarning
 from trajcore.read.agents import agents_of
+from trajcore.read.core_reader import CoreReader
 from trajcore.read.env_episodes import EnvEpisodes
 from trajcore.read.episode import Episode
 from trajcore.read.episodes import Episodes
@@ -64,7 +65,7 @@ class Dataset(_Sampling):
         self._mmap = mmap
         self._storage_options = dict(storage_options) if storage_options else None
         configure(self._path, self._storage_options)
-        core = _core.Dataset(self._path, strict, cache_bytes, verify, _exclusions, mmap, _shared_fd)
+        core = CoreReader(self._path, strict, cache_bytes, verify, _exclusions, mmap, _shared_fd)
         # What its episodes read through (see `trajcore.read.reads`).
         self._reads = DatasetReads(self._path, core)
         problems = core.report("listing")["problems"]
@@ -82,7 +83,7 @@ class Dataset(_Sampling):
     # --- plumbing -------------------------------------------------------------------------
 
     @property
-    def _core(self) -> _core.Dataset:
+    def _core(self) -> CoreReader:
         return self._reads.core
 
     @property

@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from trajcore import _core
 from trajcore.errors import CorruptFileError, TrajcoreError
+from trajcore.read.core_reader import CoreReader
 from trajcore.read.infos import Field, column_fields, nest
 from trajcore.read.provenance_keys import RESET_KEY
 from trajcore.read.transitions import int64
@@ -40,9 +41,9 @@ class DatasetReads:
     """The reads of one open dataset. Summaries and metrics are read from the index once (until
     `forget`), each recording's specs once; episode values on every call (the episode caches)."""
 
-    def __init__(self, path: str, core: _core.Dataset) -> None:
+    def __init__(self, path: str, core: CoreReader) -> None:
         self.path = path
-        self._core: _core.Dataset | None = core
+        self._core: CoreReader | None = core
         self._recordings: dict[int, RecordingSpecs] = {}
         self._summaries: dict[str, npt.NDArray[Any]] | None = None
         self._metrics: dict[str, dict[str, npt.NDArray[Any]]] | None = None
@@ -53,7 +54,7 @@ class DatasetReads:
         self._selections: weakref.WeakKeyDictionary[object, _core.Selection] = weakref.WeakKeyDictionary()
 
     @property
-    def core(self) -> _core.Dataset:
+    def core(self) -> CoreReader:
         """The core's reader.
 
         Raises:

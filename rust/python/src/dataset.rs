@@ -18,7 +18,8 @@ use crate::errors::{invalid, IntoPy};
 use crate::open_dataset::OpenDataset;
 use crate::selection::PySelection;
 
-#[pyclass(module = "trajcore._core", name = "Dataset", frozen)]
+/// `subclass`: `trajcore.read.core_reader` unpacks its reports in Python.
+#[pyclass(module = "trajcore._core", name = "Dataset", frozen, subclass)]
 pub struct PyDataset {
     path: PathBuf,
     #[pyo3(get)]
@@ -96,12 +97,6 @@ impl PyDataset {
         self.reader.read(|d| (d.problems().len(), d.notices().len()))
     }
 
-    /// (recording, transitions) of each shard, in `shards` order.
-    #[getter]
-    fn shard_steps(&self) -> Vec<(usize, u64)> {
-        self.reader.read(|d| d.shard_steps())
-    }
-
     #[getter]
     fn num_episodes(&self) -> usize {
         self.reader.read(|d| d.episodes().len())
@@ -110,20 +105,6 @@ impl PyDataset {
     #[getter]
     fn num_recordings(&self) -> usize {
         self.reader.read(|d| d.recordings().len())
-    }
-
-    /// Column specs of a recording, as dicts.
-    fn columns<'py>(&self, py: Python<'py>, recording: usize) -> PyResult<Bound<'py, PyAny>> {
-        from_json(
-            py,
-            self.reader.read(|d| d.recording(recording).map(|r| serde_json::to_string(&r.columns))).py_err(py)?,
-        )
-    }
-
-    /// Storage per column of each recording, from the index (nothing is decoded): dicts with
-    /// recording, name, chunks, raw_bytes, stored_bytes.
-    fn column_stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        from_json(py, serde_json::to_string(&self.reader.read(Dataset::column_stats)))
     }
 
     /// One array per summary field over all episodes, in dataset order.
@@ -198,18 +179,9 @@ impl PyDataset {
     }
 
     /// Re-reads shards that grew or appeared; returns how many episodes were added.
+    /// Batch plans it made stale are made again at their next use (`Dataset::plan_generation`).
     fn refresh(&self, py: Python<'_>) -> PyResult<usize> {
-        let (added, schema_changed) = py
-            .detach(|| {
-                let mut d = self.reader.dataset.write().unwrap_or_else(|p| p.into_inner());
-                let before = d.schema_generation();
-                d.refresh().map(|added| (added, d.schema_generation() != before))
-            })
-            .py_err(py)?;
-        if schema_changed {
-            self.reader.plans.clear();
-        }
-        Ok(added)
+        py.detach(|| self.reader.dataset.write().unwrap_or_else(|p| p.into_inner()).refresh()).py_err(py)
     }
 
     fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {

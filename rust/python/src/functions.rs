@@ -1,9 +1,12 @@
-//! Module-level functions of `trajcore._core`: `convert`, `verify`, `recover`, the bound on
-//! gather threads, and the leaves of a layout tree.
+//! Module-level functions of `trajcore._core`: `convert`, `verify`, `recover`, `annotate`, the
+//! bound on gather threads, the leaves of a layout tree, and object storage's options, counters,
+//! uploads and recovery.
 
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
+use trajcore_core::annotate::{annotate as write_annotation, Annotation};
 use trajcore_core::convert::{codecs_from_json, convert as convert_dataset, ConvertOptions};
 use trajcore_core::layout::Layout;
 use trajcore_core::reader::verify_path;
@@ -51,6 +54,26 @@ pub fn recover<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let done = py.detach(|| recover_leaving_out(&src, &dst, &left_out)).py_err(py)?;
     from_json(py, serde_json::to_string(&done))
+}
+
+/// Writes annotation `name` of the dataset directory `path` (GIL released): `values[i]` holds
+/// the rows of episode `episodes[i]` (little-endian `dtype` of `shape`, row after row). Returns
+/// the sidecar files written.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+pub fn annotate(
+    py: Python<'_>,
+    path: PathBuf,
+    name: &str,
+    dtype: &str,
+    shape: Vec<u64>,
+    per_episode: bool,
+    episodes: Vec<usize>,
+    values: Vec<PyBackedBytes>,
+) -> PyResult<Vec<PathBuf>> {
+    let values = episodes.into_iter().zip(values.iter().map(|v| &v[..])).collect();
+    let a = Annotation { name, dtype, shape: &shape, per_episode, values };
+    py.detach(|| write_annotation(&path, &a)).py_err(py)
 }
 
 /// Bounds the threads one batched read may use to decode and copy (0: the default, the

@@ -3,7 +3,6 @@
 
 use pyo3::prelude::*;
 
-mod annotate;
 mod arrays;
 mod batch;
 mod collect;
@@ -47,6 +46,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::live_store_shards, m)?)?;
     m.add_function(wrap_pyfunction!(keys::escape_key, m)?)?;
     m.add_function(wrap_pyfunction!(keys::unescape_key, m)?)?;
-    m.add_function(wrap_pyfunction!(annotate::annotate, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::annotate, m)?)?;
     Ok(())
 }

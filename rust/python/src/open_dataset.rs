@@ -11,9 +11,8 @@ use crate::batch::Plan;
 
 pub struct OpenDataset {
     pub dataset: RwLock<Dataset>,
-    /// Batch plans of the dataset's selections; cleared by `refresh` (recordings may have
-    /// appeared).
-    pub plans: PlanCache<Plan>,
+    /// Batch plans of the dataset's selections, made again when a refresh made them stale.
+    plans: PlanCache<Plan>,
 }
 
 impl OpenDataset {
@@ -28,7 +27,7 @@ impl OpenDataset {
 
     /// The batch plan of `keys` over the recordings `among` (`None`: all), made on first use.
     pub fn plan(&self, py: Python<'_>, keys: Option<Vec<String>>, among: Option<&[bool]>) -> PyResult<Arc<Plan>> {
-        let at = self.read(|d| d.columns_generation());
+        let at = self.read(|d| d.plan_generation());
         self.plans.get_or_make_at(at, keys, among, |keys, among| self.read(|d| Plan::new(py, d, keys, among)))
     }
 }

@@ -271,12 +271,6 @@ impl Dataset {
         self.live.among(self.catalog.recordings.len())
     }
 
-    /// Changes whenever what batch plans are made of changes (recordings, their Meta records
-    /// and columns): plans made before a refresh that left it alone still hold.
-    pub fn schema_generation(&self) -> u64 {
-        self.catalog.schema_generation()
-    }
-
     /// Transitions the bounded recordings of this directory deleted, as their eviction log
     /// says (0 for a file, or a directory or store prefix no bounded recording wrote).
     ///
@@ -367,11 +361,13 @@ impl Dataset {
         &self.catalog.exclusions
     }
 
-    /// Changes whenever the id of an annotation column does (a refresh found a new version, or
-    /// a recording still recorded added a column of its own): batch plans hold column ids, and
-    /// are made again (`PlanCache::get_or_make_at`).
-    pub fn columns_generation(&self) -> u64 {
-        self.catalog.columns_generation
+    /// Changes whenever a batch plan made before may no longer hold (`PlanCache::get_or_make_at`
+    /// makes it again): what plans are made of changed (recordings, their Meta records and
+    /// columns), or the id of an annotation column did (a refresh found a new version, or a
+    /// recording still recorded added a column of its own). Both counts only grow, so their sum
+    /// changes whenever either does.
+    pub fn plan_generation(&self) -> u64 {
+        self.catalog.schema_generation() + self.catalog.columns_generation
     }
 
     /// The annotation sidecars found beside the shards (see `crate::annotation`), in the order

@@ -30,6 +30,12 @@ pub enum Report {
     /// The annotation sidecars found (`Dataset::annotations`): recording, name, version, per,
     /// episodes, path, taken and problem of each.
     Annotations,
+    /// A recording's column specs (`ColumnSpec`: name, dtype, shape, timeline, mask, ...).
+    Columns(usize),
+    /// Storage per column of each recording, from the index (`Dataset::column_stats`).
+    ColumnStats,
+    /// [recording, transitions] of each shard, in `shards` order (`Dataset::shard_steps`).
+    ShardSteps,
 }
 
 impl Report {
@@ -42,12 +48,16 @@ impl Report {
             "cache_stats" => Report::CacheStats,
             "evicted_steps" => Report::EvictedSteps,
             "annotations" => Report::Annotations,
+            "column_stats" => Report::ColumnStats,
+            "shard_steps" => Report::ShardSteps,
+            "columns" => Report::Columns(recording.unwrap_or_default()),
             "meta" => Report::Meta(recording.unwrap_or_default()),
             "schema_damage" => Report::SchemaDamage(recording.unwrap_or_default()),
             "timelog" => Report::Timelog(recording.unwrap_or_default()),
             _ => return Err(Error::Invalid(format!("no report named '{name}'"))),
         };
-        let about_one = matches!(report, Report::Meta(_) | Report::SchemaDamage(_) | Report::Timelog(_));
+        let about_one =
+            matches!(report, Report::Meta(_) | Report::SchemaDamage(_) | Report::Timelog(_) | Report::Columns(_));
         if about_one != recording.is_some() {
             let need = if about_one { "is about one recording: give its index" } else { "takes no recording" };
             return Err(Error::Invalid(format!("report '{name}' {need}")));
@@ -81,9 +91,18 @@ impl Dataset {
             Report::SchemaDamage(r) => json!(self.recording(r)?.schema_damage),
             Report::Timelog(r) => json!(self.timelog(r)),
             Report::Annotations => json!(self.annotations()),
+            // Serialized straight from the structs, keeping their field order (a `Value` sorts keys).
+            Report::Columns(r) => return in_field_order(&self.recording(r)?.columns),
+            Report::ColumnStats => return in_field_order(&self.column_stats()),
+            Report::ShardSteps => json!(self.shard_steps()),
         };
         Ok(value.to_string())
     }
+}
+
+/// `value` as JSON, its objects' keys in the order of the struct's fields.
+fn in_field_order(value: &impl serde::Serialize) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::Invalid(format!("a report does not serialize: {e}")))
 }
 
 #[cfg(test)]
@@ -92,7 +111,7 @@ mod tests {
 
     #[test]
     fn names_and_recordings_pick_the_report() {
-        let table: [(&str, Option<usize>, Option<Report>); 12] = [
+        let table: [(&str, Option<usize>, Option<Report>); 16] = [
             ("listing", None, Some(Report::Listing)),
             ("cache_stats", None, Some(Report::CacheStats)),
             ("evicted_steps", None, Some(Report::EvictedSteps)),
@@ -104,7 +123,11 @@ mod tests {
             ("listing", Some(0), None),
             ("meta", None, None),
             ("timelog", None, None),
-            ("columns", Some(0), None),
+            ("columns", Some(3), Some(Report::Columns(3))),
+            ("column_stats", None, Some(Report::ColumnStats)),
+            ("shard_steps", None, Some(Report::ShardSteps)),
+            ("columns", None, None),
+            ("shard_steps", Some(0), None),
         ];
         for (name, recording, want) in table {
             let got = Report::parse(name, recording);

@@ -143,7 +143,7 @@ fn batch_shapes<'a>(rows: impl Iterator<Item = &'a [usize]>, b: usize, kind: Win
 /// asking for ever new sets does not grow it without bound.
 pub struct PlanCache<T> {
     plans: Mutex<Vec<Keyed<T>>>,
-    /// The dataset's `columns_generation` the plans were made at.
+    /// The dataset's `plan_generation` the plans were made at.
     generation: Mutex<u64>,
 }
 
@@ -178,7 +178,7 @@ impl<T> PlanCache<T> {
         Ok(plan)
     }
 
-    /// `get_or_make`, forgetting the plans made at another `Dataset::columns_generation` (a
+    /// `get_or_make`, forgetting the plans made at another `Dataset::plan_generation` (a
     /// plan holds column ids, and annotation columns move when a recording adds its own).
     pub fn get_or_make_at<E>(
         &self,
