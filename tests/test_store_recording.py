@@ -182,7 +182,13 @@ def test_a_recorder_killed_mid_shard_loses_at_most_the_last_intervals(s3: S3, no
     assert not [k for k in after if ".open/" in k], "the segments are removed"
     for key, identity in seen.items():
         assert after[key] == identity
-    assert len(after) == len(seen) + 1  # the shard the kill cut, made of its segments
+    # The killed recorder's lease stays (stale a lease_ttl after its last renewal; bounded
+    # recorders starting on the prefix delete it once it is stale for twice that).
+    assert len([k for k in after if k.split("/")[-1].startswith("trajcore-lease-")]) == 1
+    # and the shard the kill cut, made of its segments, and any that went up whole between the
+    # last listing and the kill (its segments not yet removed: recover removes them)
+    up_whole = done.stderr.count("was up whole already")
+    assert len(after) - 1 == len(seen) + up_whole + 1
 
     # Every episode that ended two flush intervals (and a little) before the kill is there,
     # value for value what the seeded sub-envs produced.
@@ -445,3 +451,84 @@ def test_a_bounded_recordings_failed_deletions_are_said_and_retried_and_a_failed
         with trajcore.open(url, storage_options=options) as ds:
             assert ds.evicted_steps == stats["evicted_steps"]
             assert len(ds.shards) == len(shards) and not ds.problems
+
+
+def test_a_reader_following_a_compacting_prefix_samples_each_row_as_the_env_gave_it(
+    s3: S3, no_aws_env: None
+) -> None:
+    """A live recorder with its defaults (`compact_shards`: each closed shard rewritten on a
+    thread of its own, the compactions ending in any order) rolls over small shards in bursts,
+    while a reader of the prefix, opened as soon as the first shard is up, refreshes and samples
+    after each burst, warnings turned into errors. The uploads put the shards up in order, so
+    the reader never lists a shard without the one before it (it warned of a missing shard,
+    then of a chunk overlapping the next shard's repeat of its last row, left out). Every
+    sampled transition is the env's at its episode and step, value for value."""
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/live"
+    num_envs = 4
+    envs = gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode="sync")
+    rec = trajcore.RecordVectorEpisodes(  # small shards: a rollover every few dozen steps
+        envs, url, max_shard_bytes=4096, chunk_bytes=256, flush_interval=INTERVAL, storage_options=s3.options
+    )
+    rng = np.random.default_rng(0)
+    obs, _ = rec.reset(seed=0)
+    # Each episode the env gave, by (lane, its first observation): its transitions; and where
+    # each observation an episode steps from is, (lane, observation) -> (episode, step).
+    given: dict[tuple[int, bytes], list[tuple[bytes, int, float, bytes, bool, bool]]] = {}
+    at: dict[tuple[int, bytes], tuple[tuple[int, bytes], int]] = {}
+    running = [(i, obs[i].tobytes()) for i in range(num_envs)]
+    given.update({key: [] for key in running})
+    autoreset = np.zeros(num_envs, dtype=bool)
+
+    def burst(steps: int) -> None:
+        nonlocal obs, autoreset
+        for _ in range(steps):
+            actions = rng.integers(0, 2, num_envs)
+            nxt, rewards, term, trunc, _ = rec.step(actions)
+            for i in range(num_envs):
+                if autoreset[i]:  # this step reset the lane: its next episode starts here
+                    running[i] = (i, nxt[i].tobytes())
+                    given[running[i]] = []
+                    continue
+                at[(i, obs[i].tobytes())] = (running[i], len(given[running[i]]))
+                transition = (obs[i].tobytes(), int(actions[i]), float(rewards[i]), nxt[i].tobytes())
+                given[running[i]].append((*transition, bool(term[i]), bool(trunc[i])))
+            autoreset, obs = term | trunc, nxt
+
+    # Per episode listed: the env's episode and the step its listing starts at.
+    starts: dict[int, tuple[tuple[int, bytes], int]] = {}
+
+    def check(ds: trajcore.Dataset, n: int, seed: int) -> int:
+        batch = ds.sample_transitions(n, seed=seed)
+        for k, (e, s) in enumerate(zip(batch["episode_index"].tolist(), batch["step_index"].tolist(), strict=True)):
+            if e not in starts:
+                episode = ds.episodes[e]
+                starts[e] = at[(episode.env_index, episode.observations[0].tobytes())]
+            episode_key, first = starts[e]
+            o, a, r, nx, te, tr = given[episode_key][first + s]
+            assert batch["observations"][k].tobytes() == o, (e, s)
+            assert (int(batch["actions"][k]), float(batch["rewards"][k])) == (a, r), (e, s)
+            assert batch["next_observations"][k].tobytes() == nx, (e, s)
+            assert (bool(batch["terminations"][k]), bool(batch["truncations"][k])) == (te, tr), (e, s)
+        return n
+
+    deadline = time.monotonic() + 120
+    while not [k for k in keys(s3, bucket) if k.endswith(".trj")]:
+        assert time.monotonic() < deadline, "no shard went up"
+        burst(10)
+    sampled = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", trajcore.TrajcoreWarning)
+        ds = trajcore.open(url, storage_options=s3.options)
+        for turn in range(30):
+            burst(150)  # a shard or two, compacted as the next ones are written
+            ds.refresh()
+            sampled += check(ds, 64, seed=turn)
+        rec.close()
+        ds.refresh()
+        sampled += check(ds, 1024, seed=99)
+        assert not ds.problems
+        shards = len(ds.shards)
+        ds.close()
+    assert rec.stats()["shards_compacted"] > 0 and shards >= 10, (rec.stats(), shards)
+    assert sampled == 30 * 64 + 1024

@@ -72,6 +72,11 @@ class Recorder:
         test_no_info_plans: tests only: walk every info dict key by key, as a dict that matches
             no plan of its shape (tests record both ways and compare).
 
+    Calls from several threads (a training thread stepping, a monitor calling `stats()` or
+    `flush()`) take turns; every wait (for ring space, a flush, close, another thread's call)
+    releases the GIL and checks for signals (Ctrl-C) every 20 ms. In a forked child every call
+    raises `RecorderError`: the writer thread and the file stay with the parent.
+
     Raises:
         SchemaError: a column spec or layout is invalid.
         TrajcoreIOError: the directory cannot be created or the shard cannot be opened.
@@ -138,7 +143,8 @@ class Recorder:
     @property
     def shard_paths(self) -> list[str]: ...
     @property
-    def bytes_uploaded(self) -> int: ...
+    def bytes_uploaded(self) -> int:
+        """Bytes put to the store so far, when recording to one (segments and whole shards)."""
     @property
     def num_envs(self) -> int: ...
     def columns(self) -> list[dict[str, Any]]:

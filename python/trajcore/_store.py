@@ -64,8 +64,8 @@ def recover_store(
     """Makes shards in the store of the segments a killed recorder left under the prefix `url`
     (see the core's `segments::recover_segments`), through files in a temporary directory
     removed after; what was done, per shard: url, segments, bytes, already_up, left_out. With
-    `skip_live`, the segments of recordings that hold a fresh lease in the prefix (bounded
-    recorders still writing there: the core's `objstore::leases`) are left alone.
+    `skip_live`, the segments of recordings that hold a fresh lease in the prefix (recorders
+    still writing there: the core's `objstore::leases`) are left alone.
 
     Raises:
         TrajcoreIOError: the store failed (after its retries), naming the URL and why.

@@ -4,8 +4,8 @@ export, import-minari, import-lerobot, convert, annotate, verify, recover, card 
 Errors a user can fix (a missing path, an unknown env id, bad JSON, a bad option value) are one
 line on stderr and exit status 2, never a traceback; output piped into ``head`` stops quietly.
 
-One module per command (`record`, `info`, `ls`, ...: its ``run`` and the parser it adds, ``add_to``);
-`_common` holds what they share."""
+One module per command (`record`, `info`, `ls`, ...: a `_common.Command`, its help, its arguments
+and its ``run``); `_common` holds what they share."""
 
 from __future__ import annotations
 
@@ -32,13 +32,13 @@ from trajcore.cli import (
     verify,
     view,
 )
-from trajcore.cli._common import EXIT_USAGE, Commands, HelpFormatter, UsageError, examples_text
+from trajcore.cli._common import EXIT_USAGE, Command, Commands, HelpFormatter, UsageError, examples_text
 from trajcore.cli._common import prog_name as _prog_name
 
 __all__ = ["main"]
 
 # In the order `--help` lists them.
-COMMANDS = (
+COMMANDS: tuple[Command, ...] = (
     record,
     info,
     ls,
@@ -84,8 +84,8 @@ def _parser(prog: str = "trajcore") -> argparse.ArgumentParser:
     )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands = Commands(sub, prog)
-    for module in COMMANDS:
-        module.add_to(commands)
+    for command in COMMANDS:
+        commands.add(command)
     return p
 
 

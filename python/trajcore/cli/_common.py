@@ -1,17 +1,16 @@
 """What the commands share: the usage error, the progress line, number formats, and the shapes
-of their help and arguments (`Commands`)."""
+of their help and arguments (`Commands`, which adds each `Command` module to the parser)."""
 
 from __future__ import annotations
 
 import argparse
-import functools
 import importlib
 import os
 import sys
 import textwrap
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -163,6 +162,26 @@ def examples_text(prog: str, *lines: str) -> str:
 DATASET_HELP = "a dataset directory or one shard file, or a URL (s3://bucket/prefix, https://host/NAME.trj)"
 
 
+class Command(Protocol):
+    """A command's module (`trajcore.cli.record`, ...), named as the command is (``import_minari``:
+    ``import-minari``): its one-line help, its description, examples of its arguments, the
+    arguments it adds to its parser and the function that runs it (returning the exit status)."""
+
+    # Read-only (properties), so that a module's tuple of two examples is a `tuple[str, ...]`.
+    @property
+    def __name__(self) -> str: ...
+    @property
+    def HELP(self) -> str: ...
+    @property
+    def DESCRIPTION(self) -> str: ...
+    @property
+    def EXAMPLES(self) -> tuple[str, ...]: ...
+
+    def add_arguments(self, commands: Commands, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int: ...
+
+
 class Commands:
     """Adds the commands to the parser, each with the same shapes of help and arguments."""
 
@@ -170,15 +189,19 @@ class Commands:
         self._sub = sub
         self._prog = prog
 
-    def command(self, name: str, help: str, description: str, *examples: str) -> argparse.ArgumentParser:
+    def add(self, command: Command) -> None:
+        """Adds `command` to the parser: its help, description and examples, its arguments, and
+        its `run` as what the parsed arguments call."""
+        name = command.__name__.rpartition(".")[2].replace("_", "-")
         parser: argparse.ArgumentParser = self._sub.add_parser(
             name,
-            help=help,
-            description=textwrap.fill(description, 100),
+            help=command.HELP,
+            description=textwrap.fill(command.DESCRIPTION, 100),
             formatter_class=HelpFormatter,
-            epilog=examples_text(f"{self._prog} {name}", *examples),
+            epilog=examples_text(f"{self._prog} {name}", *command.EXAMPLES),
         )
-        return parser
+        command.add_arguments(self, parser)
+        parser.set_defaults(func=command.run)
 
     def dataset_arg(self, parser: argparse.ArgumentParser, **kwargs: Any) -> None:
         parser.add_argument("path", metavar="PATH", help=DATASET_HELP, **kwargs)
@@ -209,19 +232,30 @@ class Commands:
             "--policy", help="module:callable mapping batched observations to batched actions (default: random actions)"
         )
 
-    def import_args(self, parser: argparse.ArgumentParser, importer: str, source: tuple[str, str], dst: str) -> None:
-        """The arguments of an `import-*` command, run by `run_import` with the importer of
-        `trajcore.formats` named `importer`: SOURCE (metavar, help), DST (help), the level and
-        --force."""
-        parser.add_argument("source", metavar=source[0], help=source[1])
-        parser.add_argument("dst", metavar="DST", help=dst)
-        self.zstd_level_arg(parser)
-        parser.add_argument("--force", action="store_true", help="replace DST if it exists")
-        parser.set_defaults(func=functools.partial(run_import, importer))
-
-    def report_command(self, name: str, help: str, description: str, func: Callable[[argparse.Namespace], int]) -> None:
-        """A command that reports on one dataset, as text or (--json) as JSON."""
-        parser = self.command(name, help, description, "runs/cp16", "runs/cp16 --json")
+    def report_args(self, parser: argparse.ArgumentParser) -> None:
+        """The arguments of a command that reports on one dataset, as text or (--json) as JSON
+        (its examples: `REPORT_EXAMPLES`)."""
         self.dataset_arg(parser)
         self.json_arg(parser)
-        parser.set_defaults(func=func)
+
+
+REPORT_EXAMPLES = ("runs/cp16", "runs/cp16 --json")
+
+
+def import_command(
+    importer: str, source: tuple[str, str], dst: str
+) -> tuple[Callable[[argparse.Namespace], int], Callable[[Commands, argparse.ArgumentParser], None]]:
+    """The ``run`` and ``add_arguments`` of an `import-*` command: `run_import` with the importer
+    of `trajcore.formats` named `importer`; SOURCE (metavar, help), DST (help), the level and
+    --force."""
+
+    def run(args: argparse.Namespace) -> int:
+        return run_import(importer, args)
+
+    def add_arguments(commands: Commands, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("source", metavar=source[0], help=source[1])
+        parser.add_argument("dst", metavar="DST", help=dst)
+        commands.zstd_level_arg(parser)
+        parser.add_argument("--force", action="store_true", help="replace DST if it exists")
+
+    return run, add_arguments

@@ -8,6 +8,15 @@ from typing import Any, Literal
 
 from trajcore.cli._common import Commands, UsageError
 
+HELP = "add a column beside a dataset, without rewriting it"
+DESCRIPTION = (
+    "Writes data/NAME as a sidecar file per recording, beside the shards (trajcore.annotate): from a .npy "
+    "array with one value per episode (its first axis runs over the episodes, in 'ls' order), or a .npz "
+    "archive of one array per episode, keyed by episode index ('0', '1', ... or numpy.savez's arr_0, "
+    "arr_1, ...; an episode it lacks gets no value). Annotating NAME again writes a later version."
+)
+EXAMPLES = ("runs/cp16 success success.npy", "runs/cp16 score scores.npz")
+
 
 def values_from_file(file: str, num_episodes: int) -> list[Any]:
     """One entry per episode from `file`: a ``.npy`` array whose first axis runs over the
@@ -46,25 +55,14 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_to(commands: Commands) -> None:
-    """Adds the command to the parser."""
-    annotate = commands.command(
-        "annotate",
-        "add a column beside a dataset, without rewriting it",
-        "Writes data/NAME as a sidecar file per recording, beside the shards (trajcore.annotate): from a .npy "
-        "array with one value per episode (its first axis runs over the episodes, in 'ls' order), or a .npz "
-        "archive of one array per episode, keyed by episode index ('0', '1', ... or numpy.savez's arr_0, "
-        "arr_1, ...; an episode it lacks gets no value). Annotating NAME again writes a later version.",
-        "runs/cp16 success success.npy",
-        "runs/cp16 score scores.npz",
-    )
-    annotate.add_argument("path", metavar="PATH", help="a dataset directory (local)")
-    annotate.add_argument("name", metavar="NAME", help="the column's name: data/NAME")
-    annotate.add_argument("values", metavar="FILE", help="a .npy or .npz file of the values")
-    annotate.add_argument(
+def add_arguments(commands: Commands, parser: argparse.ArgumentParser) -> None:
+    """Adds the command's arguments to its parser."""
+    parser.add_argument("path", metavar="PATH", help="a dataset directory (local)")
+    parser.add_argument("name", metavar="NAME", help="the column's name: data/NAME")
+    parser.add_argument("values", metavar="FILE", help="a .npy or .npz file of the values")
+    parser.add_argument(
         "--per",
         choices=["step", "episode"],
         default=None,
         help="each entry is a value per step or one per episode (default: episode for .npy, step for .npz)",
     )
-    annotate.set_defaults(func=run)

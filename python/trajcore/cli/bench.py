@@ -9,6 +9,10 @@ from typing import Any
 
 from trajcore.cli._common import Commands, Progress, UsageError, fmt_bytes, load_policy
 
+HELP = "measure the recording overhead on an env (with vs without, interleaved)"
+DESCRIPTION = "Run the env loop with and without recording in alternating segments and compare them."
+EXAMPLES = ("--env CartPole-v1 --num-envs 16 --steps 20000", "--env mymod:make_env --json bench.json")
+
 
 def run(args: argparse.Namespace) -> int:
     from trajcore.tools.bench import measure_overhead
@@ -97,29 +101,21 @@ def _bench_table(r: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def add_to(commands: Commands) -> None:
-    """Adds the command to the parser."""
-    b = commands.command(
-        "bench",
-        "measure the recording overhead on an env (with vs without, interleaved)",
-        "Run the env loop with and without recording in alternating segments and compare them.",
-        "--env CartPole-v1 --num-envs 16 --steps 20000",
-        "--env mymod:make_env --json bench.json",
-    )
-    b.add_argument(
+def add_arguments(commands: Commands, parser: argparse.ArgumentParser) -> None:
+    """Adds the command's arguments to its parser."""
+    parser.add_argument(
         "--env", required=True, help="a registered gymnasium env id, or module:callable returning an env (required)"
     )
-    commands.num_envs_arg(b)
-    b.add_argument(
+    commands.num_envs_arg(parser)
+    parser.add_argument(
         "--vectorization",
         choices=["sync", "async", "none"],
         help="vector env kind (default: none, a single env, for --num-envs 1; else sync)",
     )
-    b.add_argument("--steps", type=int, default=20_000, help="vector steps with recording (and as many without)")
-    b.add_argument("--repeats", type=int, default=5, help="interleaved segments per loop")
-    commands.policy_arg(b)
-    b.add_argument("--seed", type=int, default=0, help="seed of the envs and of the random actions")
-    commands.zstd_level_arg(b)
-    b.add_argument("--delta", action="store_true", help="store observations with the delta filter")
-    b.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH (default: no file)")
-    b.set_defaults(func=run)
+    parser.add_argument("--steps", type=int, default=20_000, help="vector steps with recording (and as many without)")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved segments per loop")
+    commands.policy_arg(parser)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the envs and of the random actions")
+    commands.zstd_level_arg(parser)
+    parser.add_argument("--delta", action="store_true", help="store observations with the delta filter")
+    parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH (default: no file)")

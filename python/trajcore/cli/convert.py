@@ -11,6 +11,18 @@ from typing import Any
 
 from trajcore.cli._common import DATASET_HELP, Commands, UsageError, written_text
 
+HELP = "rewrite a dataset with other codecs (e.g. raw columns for zero-copy training reads)"
+DESCRIPTION = (
+    "Copy a dataset (or some of its episodes) into a new directory with other storage per column; several "
+    "sources (of the same spaces, or of the same values --keys keeps) are merged into one. DST may be a "
+    "store prefix holding no shard (s3://bucket/prefix): the copy is written locally and uploaded."
+)
+EXAMPLES = (
+    "runs/cp16 runs/cp16-raw --codecs raw",
+    'runs/cp16 runs/cp16-obs --codecs \'{"obs": {"zstd_level": 9}}\' --select complete=true',
+    "runs/a runs/b runs/merged --select policy=ppo",
+)
+
 
 def run(args: argparse.Namespace) -> int:
     import trajcore
@@ -44,33 +56,22 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_to(commands: Commands) -> None:
-    """Adds the command to the parser."""
-    c = commands.command(
-        "convert",
-        "rewrite a dataset with other codecs (e.g. raw columns for zero-copy training reads)",
-        "Copy a dataset (or some of its episodes) into a new directory with other storage per column; several "
-        "sources (of the same spaces, or of the same values --keys keeps) are merged into one. DST may be a "
-        "store prefix holding no shard (s3://bucket/prefix): the copy is written locally and uploaded.",
-        "runs/cp16 runs/cp16-raw --codecs raw",
-        'runs/cp16 runs/cp16-obs --codecs \'{"obs": {"zstd_level": 9}}\' --select complete=true',
-        "runs/a runs/b runs/merged --select policy=ppo",
-    )
-    c.add_argument("src", metavar="SRC", nargs="+", help=DATASET_HELP + "; several are merged")
-    c.add_argument("dst", metavar="DST", help="the new dataset directory (must not exist, or be empty)")
-    c.add_argument(
+def add_arguments(commands: Commands, parser: argparse.ArgumentParser) -> None:
+    """Adds the command's arguments to its parser."""
+    parser.add_argument("src", metavar="SRC", nargs="+", help=DATASET_HELP + "; several are merged")
+    parser.add_argument("dst", metavar="DST", help="the new dataset directory (must not exist, or be empty)")
+    parser.add_argument(
         "--codecs",
         help="'raw' (every column uncompressed) or a JSON object of per-column codecs "
         "(default: keep each column's codec)",
     )
-    c.add_argument("--chunk-bytes", type=int, help="target raw size of a chunk (default: the writer's, 1 MiB)")
-    c.add_argument("--max-shard-bytes", type=int, help="a new shard file starts past this size (default: 1 GiB)")
-    c.add_argument(
+    parser.add_argument("--chunk-bytes", type=int, help="target raw size of a chunk (default: the writer's, 1 MiB)")
+    parser.add_argument("--max-shard-bytes", type=int, help="a new shard file starts past this size (default: 1 GiB)")
+    parser.add_argument(
         "--keys",
         action="append",
         metavar="KEY",
         help="keep only this value (a column name or '/'-bounded prefix: obs/pos, action, info; reward and the "
         "done flags always); repeatable (default: every value)",
     )
-    commands.select_arg(c, "copy")
-    c.set_defaults(func=run)
+    commands.select_arg(parser, "copy")

@@ -11,6 +11,26 @@ from typing import Any
 
 from trajcore.cli._common import Commands, Progress, UsageError, fmt_bytes, written_text
 
+HELP = "write a dataset as csv, jsonl (RLlib), parquet, a minari dataset, mp4 videos or a LeRobot dataset"
+DESCRIPTION = (
+    "Stream a dataset (or some of its episodes) into another format, episode by episode: memory stays bounded. "
+    "Rows of csv and parquet are steps (obs before, next_obs/reward/info after); jsonl has one RLlib "
+    "SampleBatch per episode; minari writes a dataset minari.load_dataset opens, under MINARI_DATASETS_PATH "
+    "(or ~/.minari/datasets); mp4 writes one H.264 video per episode and image key into the directory OUT "
+    '(or, with --grid, one per key tiling the sub-envs); it needs PyAV: pip install "trajcore[video]". lerobot '
+    "writes a LeRobot v3.0 dataset (Parquet, an H.264 video per camera, meta/, a Hub card README.md) into the "
+    "directory OUT; `huggingface-cli upload REPO_ID OUT --repo-type dataset` publishes it."
+)
+EXAMPLES = (
+    "runs/cp16 cp16.csv",
+    "runs/cp16 cp16.parquet --select complete=true",
+    "runs/pixels pixels.csv --columns obs,action,reward",
+    "runs/cp16 cp16.jsonl --force",
+    "runs/cp16 trajcore/cartpole/random-v0 --format minari",
+    "runs/breakout videos --format mp4 --keys render/frame --grid",
+    "runs/robot robot-lerobot --format lerobot --repo-id me/robot --task 'pick the cube'",
+)
+
 
 def _names_arg(text: str | None, option: str = "--columns") -> list[str] | None:
     if text is None:
@@ -109,66 +129,51 @@ def _size_of(path: str) -> int:
     return os.path.getsize(path) if os.path.exists(path) else 0
 
 
-def add_to(commands: Commands) -> None:
-    """Adds the command to the parser."""
+def add_arguments(commands: Commands, parser: argparse.ArgumentParser) -> None:
+    """Adds the command's arguments to its parser."""
     from trajcore.formats import DEFAULT_MAX_VALUES, FORMATS
 
-    e = commands.command(
-        "export",
-        "write a dataset as csv, jsonl (RLlib), parquet, a minari dataset, mp4 videos or a LeRobot dataset",
-        "Stream a dataset (or some of its episodes) into another format, episode by episode: memory stays bounded. "
-        "Rows of csv and parquet are steps (obs before, next_obs/reward/info after); jsonl has one RLlib "
-        "SampleBatch per episode; minari writes a dataset minari.load_dataset opens, under MINARI_DATASETS_PATH "
-        "(or ~/.minari/datasets); mp4 writes one H.264 video per episode and image key into the directory OUT "
-        '(or, with --grid, one per key tiling the sub-envs); it needs PyAV: pip install "trajcore[video]". lerobot '
-        "writes a LeRobot v3.0 dataset (Parquet, an H.264 video per camera, meta/, a Hub card README.md) into the "
-        "directory OUT; `huggingface-cli upload REPO_ID OUT --repo-type dataset` publishes it.",
-        "runs/cp16 cp16.csv",
-        "runs/cp16 cp16.parquet --select complete=true",
-        "runs/pixels pixels.csv --columns obs,action,reward",
-        "runs/cp16 cp16.jsonl --force",
-        "runs/cp16 trajcore/cartpole/random-v0 --format minari",
-        "runs/breakout videos --format mp4 --keys render/frame --grid",
-        "runs/robot robot-lerobot --format lerobot --repo-id me/robot --task 'pick the cube'",
-    )
-    commands.dataset_arg(e)
-    e.add_argument(
+    commands.dataset_arg(parser)
+    parser.add_argument(
         "out",
         metavar="OUT",
         help="the file to write, for minari the dataset id (namespace/name-v0), for mp4 and lerobot the directory "
         "to make",
     )
-    e.add_argument("--format", choices=(*FORMATS, "lerobot"), help="output format (default: from OUT's extension)")
-    commands.select_arg(e, "export")
-    e.add_argument(
+    parser.add_argument("--format", choices=(*FORMATS, "lerobot"), help="output format (default: from OUT's extension)")
+    commands.select_arg(parser, "export")
+    parser.add_argument(
         "--columns",
         metavar="NAMES",
         help="csv/parquet: values to write, comma-separated names or prefixes such as obs,action,reward,info "
         "(default: all; csv leaves out arrays of more than --max-values values)",
     )
-    e.add_argument(
+    parser.add_argument(
         "--max-values",
         type=int,
         default=DEFAULT_MAX_VALUES,
         help="csv: largest array written unless named in --columns",
     )
-    e.add_argument(
+    parser.add_argument(
         "--keys",
         metavar="NAMES",
         help="mp4: image values to write, comma-separated (e.g. render/frame,obs/camera; default: every uint8 "
         "image observation and the rendered frames)",
     )
-    e.add_argument("--fps", type=float, help="mp4, lerobot: frames per second (default: the env's render_fps, else 30)")
-    e.add_argument("--grid", action="store_true", help="mp4: one video per key, a tile per sub-env")
-    e.add_argument("--repo-id", help="lerobot: the Hub id (user/name; default local/<OUT's name>)")
-    e.add_argument("--task", help="lerobot: the task text of episodes whose metadata has none (default: the env id)")
-    e.add_argument("--task-key", help="lerobot: the episode metadata key holding the task text (default: task)")
-    e.add_argument("--images", action="store_true", help="lerobot: cameras as PNG in the Parquet rows, not video")
-    e.add_argument(
+    parser.add_argument(
+        "--fps", type=float, help="mp4, lerobot: frames per second (default: the env's render_fps, else 30)"
+    )
+    parser.add_argument("--grid", action="store_true", help="mp4: one video per key, a tile per sub-env")
+    parser.add_argument("--repo-id", help="lerobot: the Hub id (user/name; default local/<OUT's name>)")
+    parser.add_argument(
+        "--task", help="lerobot: the task text of episodes whose metadata has none (default: the env id)"
+    )
+    parser.add_argument("--task-key", help="lerobot: the episode metadata key holding the task text (default: task)")
+    parser.add_argument("--images", action="store_true", help="lerobot: cameras as PNG in the Parquet rows, not video")
+    parser.add_argument(
         "--pix-fmt",
         choices=("yuv444p", "yuv420p"),
         help="lerobot: the videos' pixel format (default: yuv444p; yuv420p plays in browsers)",
     )
-    e.add_argument("--license", help="lerobot: the card's license (mit, cc-by-4.0, ...; default: unknown)")
-    e.add_argument("--force", action="store_true", help="overwrite OUT if it exists")
-    e.set_defaults(func=run)
+    parser.add_argument("--license", help="lerobot: the card's license (mit, cc-by-4.0, ...; default: unknown)")
+    parser.add_argument("--force", action="store_true", help="overwrite OUT if it exists")

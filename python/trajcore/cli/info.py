@@ -8,7 +8,14 @@ import json
 import sys
 from typing import Any
 
-from trajcore.cli._common import Commands, fmt_bytes, strict_json
+from trajcore.cli._common import REPORT_EXAMPLES, Commands, fmt_bytes, strict_json
+
+HELP = "summarize a dataset (directory or shard file)"
+DESCRIPTION = (
+    "Episodes (complete and incomplete apart), stored and env steps, return and length statistics, spaces, "
+    "bytes on disk and per column."
+)
+EXAMPLES = REPORT_EXAMPLES
 
 
 def run(args: argparse.Namespace) -> int:
@@ -155,12 +162,6 @@ def _env_steps_line(stored: int, least: int, most: int, asked: int | None, next_
     return f"{line}: {others} {why}"
 
 
-def add_to(commands: Commands) -> None:
-    """Adds the command to the parser."""
-    commands.report_command(
-        "info",
-        "summarize a dataset (directory or shard file)",
-        "Episodes (complete and incomplete apart), stored and env steps, return and length statistics, spaces, "
-        "bytes on disk and per column.",
-        run,
-    )
+def add_arguments(commands: Commands, parser: argparse.ArgumentParser) -> None:
+    """Adds the command's arguments to its parser."""
+    commands.report_args(parser)

@@ -7,6 +7,10 @@ import json
 
 from trajcore.cli._common import Commands, strict_json
 
+HELP = "list episodes: index, env, length, return, complete, metadata"
+DESCRIPTION = "One line per episode, in dataset order. Reads the index only (and episode metadata)."
+EXAMPLES = ("runs/cp16", "runs/cp16 --select env_index=3 --select complete=true", "runs/cp16 --json | head -1")
+
 
 def run(args: argparse.Namespace) -> int:
     import trajcore
@@ -61,17 +65,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_to(commands: Commands) -> None:
-    """Adds the command to the parser."""
-    ls = commands.command(
-        "ls",
-        "list episodes: index, env, length, return, complete, metadata",
-        "One line per episode, in dataset order. Reads the index only (and episode metadata).",
-        "runs/cp16",
-        "runs/cp16 --select env_index=3 --select complete=true",
-        "runs/cp16 --json | head -1",
-    )
-    commands.dataset_arg(ls)
-    commands.select_arg(ls, "keep")
-    ls.add_argument("--json", action="store_true", help="one JSON object per episode per line (JSON Lines)")
-    ls.set_defaults(func=run)
+def add_arguments(commands: Commands, parser: argparse.ArgumentParser) -> None:
+    """Adds the command's arguments to its parser."""
+    commands.dataset_arg(parser)
+    commands.select_arg(parser, "keep")
+    parser.add_argument("--json", action="store_true", help="one JSON object per episode per line (JSON Lines)")

@@ -7,6 +7,21 @@ import os
 
 from trajcore.cli._common import Commands, UsageError
 
+HELP = "write PNG plots: return/length per episode, histograms, metrics, metadata, timelog"
+DESCRIPTION = (
+    "Plot every episode's return and length against wall time and against the episode index (one colour per "
+    "sub-env, with a rolling mean), their histograms, duration and env steps per second, the mean of every "
+    "episode metric, every numeric episode metadata value, and the recorder's timelog (writer time per stage, "
+    "ring fill, producer waits, vector steps per second) stored in the dataset's files, or one saved with "
+    "trajcore.plots.save_timelog. Needs matplotlib."
+)
+EXAMPLES = (
+    "runs/cp16 -o plots/",
+    "runs/cp16 --select complete=true --window 50",
+    "runs/cp16 --timelog timelog.json -o plots/",
+    "--timelog timelog.json",
+)
+
 
 def run(args: argparse.Namespace) -> int:
     import trajcore
@@ -31,34 +46,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_to(commands: Commands) -> None:
-    """Adds the command to the parser."""
-    pl = commands.command(
-        "plot",
-        "write PNG plots: return/length per episode, histograms, metrics, metadata, timelog",
-        "Plot every episode's return and length against wall time and against the episode index (one colour per "
-        "sub-env, with a rolling mean), their histograms, duration and env steps per second, the mean of every "
-        "episode metric, every numeric episode metadata value, and the recorder's timelog (writer time per stage, "
-        "ring fill, producer waits, vector steps per second) stored in the dataset's files, or one saved with "
-        "trajcore.plots.save_timelog. Needs matplotlib.",
-        "runs/cp16 -o plots/",
-        "runs/cp16 --select complete=true --window 50",
-        "runs/cp16 --timelog timelog.json -o plots/",
-        "--timelog timelog.json",
-    )
-    commands.dataset_arg(pl, nargs="?")
-    pl.add_argument(
+def add_arguments(commands: Commands, parser: argparse.ArgumentParser) -> None:
+    """Adds the command's arguments to its parser."""
+    commands.dataset_arg(parser, nargs="?")
+    parser.add_argument(
         "-o",
         "--out",
         metavar="DIR",
         help="directory of the PNG files, created if missing (default: plots-<PATH's name>)",
     )
-    pl.add_argument(
+    parser.add_argument(
         "--timelog",
         metavar="FILE.json",
         help="plot this timelog, saved by trajcore.plots.save_timelog, instead of the one stored in the dataset "
         "(default: the stored one)",
     )
-    pl.add_argument("--window", type=int, help="rolling-mean window in episodes (default: a twentieth, 1 to 100)")
-    commands.select_arg(pl, "plot")
-    pl.set_defaults(func=run)
+    parser.add_argument("--window", type=int, help="rolling-mean window in episodes (default: a twentieth, 1 to 100)")
+    commands.select_arg(parser, "plot")

@@ -12,6 +12,13 @@ import numpy as np
 
 from trajcore.cli._common import Commands, Progress, UsageError, fmt_bytes, load_policy
 
+HELP = "record a (vectorized) gymnasium env into a directory"
+DESCRIPTION = "Run a vector env with random actions (or a policy) and record every sub-env episode."
+EXAMPLES = (
+    "CartPole-v1 --num-envs 16 --steps 100000 runs/cp16",
+    "LunarLander-v3 --policy mypolicy:act --metadata '{\"run\": 3}' runs/ll",
+)
+
 
 def run(args: argparse.Namespace) -> int:
     from gymnasium.vector import AutoresetMode
@@ -84,25 +91,19 @@ def _make_vec(env_id: str, num_envs: int, vectorization: str, mode: Any) -> Any:
         raise UsageError(f"cannot make env {env_id!r}: {e}") from None
 
 
-def add_to(commands: Commands) -> None:
-    """Adds the command to the parser."""
-    r = commands.command(
-        "record",
-        "record a (vectorized) gymnasium env into a directory",
-        "Run a vector env with random actions (or a policy) and record every sub-env episode.",
-        "CartPole-v1 --num-envs 16 --steps 100000 runs/cp16",
-        "LunarLander-v3 --policy mypolicy:act --metadata '{\"run\": 3}' runs/ll",
+def add_arguments(commands: Commands, parser: argparse.ArgumentParser) -> None:
+    """Adds the command's arguments to its parser."""
+    parser.add_argument("env_id", metavar="ENV_ID", help="any registered gymnasium env id, e.g. CartPole-v1")
+    parser.add_argument(
+        "path", metavar="PATH", help="directory to write shards into (created if missing), or s3:// prefix"
     )
-    r.add_argument("env_id", metavar="ENV_ID", help="any registered gymnasium env id, e.g. CartPole-v1")
-    r.add_argument("path", metavar="PATH", help="directory to write shards into (created if missing), or s3:// prefix")
-    commands.num_envs_arg(r)
-    r.add_argument("--steps", type=int, default=10_000, help="vector steps to take (env steps = steps x num-envs)")
-    r.add_argument("--vectorization", choices=["sync", "async"], default="sync", help="vector env kind")
-    r.add_argument(
+    commands.num_envs_arg(parser)
+    parser.add_argument("--steps", type=int, default=10_000, help="vector steps to take (env steps = steps x num-envs)")
+    parser.add_argument("--vectorization", choices=["sync", "async"], default="sync", help="vector env kind")
+    parser.add_argument(
         "--autoreset", choices=["next_step", "same_step", "disabled"], default="next_step", help="vector autoreset mode"
     )
-    commands.policy_arg(r)
-    r.add_argument("--seed", type=int, default=0, help="seed of the envs' reset and of the action space")
-    commands.zstd_level_arg(r)
-    r.add_argument("--metadata", help="JSON object merged into the dataset metadata (default: none)")
-    r.set_defaults(func=run)
+    commands.policy_arg(parser)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the envs' reset and of the action space")
+    commands.zstd_level_arg(parser)
+    parser.add_argument("--metadata", help="JSON object merged into the dataset metadata (default: none)")

@@ -8,6 +8,15 @@ import time
 
 from trajcore.cli._common import Commands, episodes_text
 
+HELP = "copy what of a damaged dataset still reads into a new one"
+DESCRIPTION = (
+    "Write every intact episode, and the intact prefix of each damaged one (cut before its first unreadable "
+    "row, marked incomplete), into a new dataset directory. SRC is only read; DST is written beside its "
+    "place and renamed into it when complete, and verifies intact. With a store URL alone (no DST): make "
+    "the shards a killed recorder was writing there of the segments it uploaded, and remove those."
+)
+EXAMPLES = ("runs/damaged runs/saved", "s3://bucket/run")
+
 
 def run(args: argparse.Namespace) -> int:
     import trajcore
@@ -19,7 +28,11 @@ def run(args: argparse.Namespace) -> int:
             done = "was up whole already" if shard["already_up"] else f"{shard['bytes']:,} bytes"
             gap = f", {shard['left_out']} left out past a gap" if shard["left_out"] else ""
             print(f"{shard['url']}: {shard['segments']} segment(s){gap}: {done}", file=sys.stderr)
-        print(f"recovered {len(result['shards'])} shard(s) in {args.src}", file=sys.stderr)
+        # A shard that went up whole before the kill, but not its segments' removal, is not
+        # one recovered: said apart, so the count is of shards made of segments.
+        whole = sum(shard["already_up"] for shard in result["shards"])
+        also = f" ({whole} up whole already: their segments removed)" if whole else ""
+        print(f"recovered {len(result['shards']) - whole} shard(s) in {args.src}{also}", file=sys.stderr)
         return 0
     source = result["source"]
     for d in source.damage:
@@ -40,20 +53,9 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_to(commands: Commands) -> None:
-    """Adds the command to the parser."""
-    rc = commands.command(
-        "recover",
-        "copy what of a damaged dataset still reads into a new one",
-        "Write every intact episode, and the intact prefix of each damaged one (cut before its first unreadable "
-        "row, marked incomplete), into a new dataset directory. SRC is only read; DST is written beside its "
-        "place and renamed into it when complete, and verifies intact. With a store URL alone (no DST): make "
-        "the shards a killed recorder was writing there of the segments it uploaded, and remove those.",
-        "runs/damaged runs/saved",
-        "s3://bucket/run",
-    )
-    rc.add_argument("src", metavar="SRC", help="a dataset directory or one shard file, or a store URL")
-    rc.add_argument(
+def add_arguments(commands: Commands, parser: argparse.ArgumentParser) -> None:
+    """Adds the command's arguments to its parser."""
+    parser.add_argument("src", metavar="SRC", help="a dataset directory or one shard file, or a store URL")
+    parser.add_argument(
         "dst", metavar="DST", nargs="?", help="the new dataset directory (must not exist, or be empty); none for a URL"
     )
-    rc.set_defaults(func=run)

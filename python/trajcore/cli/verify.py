@@ -6,7 +6,15 @@ import argparse
 import json
 import sys
 
-from trajcore.cli._common import EXIT_DAMAGED, Commands, episodes_text, fmt_bytes, prog_name
+from trajcore.cli._common import EXIT_DAMAGED, REPORT_EXAMPLES, Commands, episodes_text, fmt_bytes, prog_name
+
+HELP = "check every checksum and decode every chunk; exit 1 if damaged"
+DESCRIPTION = (
+    "Check a dataset byte by byte: every record's checksum, every chunk decoded (lengths, str offsets "
+    "and UTF-8). Damage is listed with its file, byte offset and the episodes it affects (indexes as "
+    "'ls' lists them). Exit status 0: intact, 1: damaged, 2: usage error. Throughput on stderr."
+)
+EXAMPLES = REPORT_EXAMPLES
 
 
 def run(args: argparse.Namespace) -> int:
@@ -66,13 +74,6 @@ def run(args: argparse.Namespace) -> int:
     return 0 if report.intact else EXIT_DAMAGED
 
 
-def add_to(commands: Commands) -> None:
-    """Adds the command to the parser."""
-    commands.report_command(
-        "verify",
-        "check every checksum and decode every chunk; exit 1 if damaged",
-        "Check a dataset byte by byte: every record's checksum, every chunk decoded (lengths, str offsets "
-        "and UTF-8). Damage is listed with its file, byte offset and the episodes it affects (indexes as "
-        "'ls' lists them). Exit status 0: intact, 1: damaged, 2: usage error. Throughput on stderr.",
-        run,
-    )
+def add_arguments(commands: Commands, parser: argparse.ArgumentParser) -> None:
+    """Adds the command's arguments to its parser."""
+    commands.report_args(parser)

@@ -9,6 +9,22 @@ from typing import Any
 
 from trajcore.cli._common import Commands, UsageError, fmt_bytes
 
+HELP = "look at an episode in the browser: frames, slider, values, plots (one HTML file)"
+DESCRIPTION = (
+    "Write one self-contained HTML page for an episode (no network: it opens from any disk): the rendered "
+    "frame, or the observation when it is an image, a slider, play/pause, speed and arrow keys; the step's "
+    "observation, action, reward, flags, infos and custom data beside it; plots of reward, return so far and "
+    "every scalar info and custom-data column, with a cursor. Without -o the page is a temporary file opened "
+    "in the default browser."
+)
+EXAMPLES = (
+    "runs/breakout --episode 3",
+    "runs/breakout --episode -1 -o last.html",
+    "runs/cp16 --episode 0 -o ep0.html --max-mb 20",
+    "runs/spread --env-episode 2 -o joint.html",
+    "runs/spread --env-episode 2 --agent agent_1",
+)
+
 
 def run(args: argparse.Namespace) -> int:
     import trajcore
@@ -45,51 +61,36 @@ def _view_target(ds: Any, args: argparse.Namespace) -> Any:
     return joint.episodes[args.agent]
 
 
-def add_to(commands: Commands) -> None:
-    """Adds the command to the parser."""
-    v = commands.command(
-        "view",
-        "look at an episode in the browser: frames, slider, values, plots (one HTML file)",
-        "Write one self-contained HTML page for an episode (no network: it opens from any disk): the rendered "
-        "frame, or the observation when it is an image, a slider, play/pause, speed and arrow keys; the step's "
-        "observation, action, reward, flags, infos and custom data beside it; plots of reward, return so far and "
-        "every scalar info and custom-data column, with a cursor. Without -o the page is a temporary file opened "
-        "in the default browser.",
-        "runs/breakout --episode 3",
-        "runs/breakout --episode -1 -o last.html",
-        "runs/cp16 --episode 0 -o ep0.html --max-mb 20",
-        "runs/spread --env-episode 2 -o joint.html",
-        "runs/spread --env-episode 2 --agent agent_1",
-    )
-    commands.dataset_arg(v)
-    v.add_argument("--episode", type=int, default=0, help="dataset index of the episode (negative: from the end)")
-    v.add_argument(
+def add_arguments(commands: Commands, parser: argparse.ArgumentParser) -> None:
+    """Adds the command's arguments to its parser."""
+    commands.dataset_arg(parser)
+    parser.add_argument("--episode", type=int, default=0, help="dataset index of the episode (negative: from the end)")
+    parser.add_argument(
         "--env-episode",
         type=int,
         metavar="K",
         help="multi-agent datasets: env episode K (ds.env_episodes[K]), every agent's part aligned on the env's "
         "steps, with a picker to show one (default: the page of --episode)",
     )
-    v.add_argument(
+    parser.add_argument(
         "--agent",
         help="multi-agent datasets: this agent's part of --env-episode K, or with --episode N its N-th episode "
         "(default: every agent)",
     )
-    v.add_argument(
+    parser.add_argument(
         "-o",
         "--out",
         metavar="FILE.html",
         help="write the page here, replacing it (default: a temporary file, opened in the default browser)",
     )
-    v.add_argument(
+    parser.add_argument(
         "--max-mb",
         type=float,
         help="cap the page at this many MiB: frames are thinned (every k-th kept) to fit (default: every frame)",
     )
-    v.add_argument(
+    parser.add_argument(
         "--no-video",
         action="store_true",
         help="write no MP4 beside the page (by default, where PyAV is installed, the page's image is also written "
         "as FILE.mp4 and the page links to it)",
     )
-    v.set_defaults(func=run)

@@ -94,13 +94,18 @@ class Dataset(_Sampling):
         return {k: int(stats[k]) for k in ("lru_bytes", "shared_bytes", "decodes")}
 
     def __reduce__(self) -> tuple[Any, ...]:
-        args = (self._path, self._strict, self._cache_bytes, self._core.exclusions_json(), self._mmap)
+        options = {
+            "strict": self._strict,
+            "cache_bytes": self._cache_bytes,
+            "mmap": self._mmap,
+            "storage_options": self._storage_options,
+            "_exclusions": self._core.exclusions_json(),
+        }
         fd = self._core.report("cache_stats")["shared_fd"]
-        if fd is not None and multiprocessing.context.get_spawning_popen() is not None:
-            # Pickled for a process multiprocessing is starting (a spawned data-loader worker):
-            # the shared decoded chunks go with it. Plain pickles reopen without them.
-            return (_reopen, (*args, multiprocessing.reduction.DupFd(fd), self._storage_options))
-        return (_reopen, (*args, None, self._storage_options))
+        # Pickled for a process multiprocessing is starting (a spawned data-loader worker): the
+        # shared decoded chunks go with it. Plain pickles reopen without them.
+        spawning = fd is not None and multiprocessing.context.get_spawning_popen() is not None
+        return (_reopen, (self._path, options, multiprocessing.reduction.DupFd(fd) if spawning else None))
 
     def _reader(self) -> _CoreDataset:
         return self._core
@@ -436,27 +441,11 @@ def members(source: Dataset | Episodes | Episode) -> tuple[Dataset, list[int]]:
     return dataset, source.indices if isinstance(source, Episodes) else [source.index]
 
 
-def _reopen(
-    path: str,
-    strict: bool,
-    cache_bytes: int | None,
-    exclusions: str | None = None,
-    mmap: bool = True,
-    shared: Any = None,
-    storage_options: dict[str, str] | None = None,
-) -> Dataset:
-    """A pickled dataset, reopened (with the listing a verification at open left it, the shared
-    decoded chunks of the process that pickled it, if passed, and its store's options)."""
-    fd = None if shared is None else shared.detach()
-    return Dataset(
-        path,
-        strict=strict,
-        cache_bytes=cache_bytes,
-        mmap=mmap,
-        storage_options=storage_options,
-        _exclusions=exclusions,
-        _shared_fd=fd,
-    )
+def _reopen(path: str, options: dict[str, Any], shared: Any) -> Dataset:
+    """A pickled dataset, reopened with its options (among them the listing a verification at
+    open left it, and its store's options) and the shared decoded chunks of the process that
+    pickled it, if passed."""
+    return Dataset(path, **options, _shared_fd=None if shared is None else shared.detach())
 
 
 def holds_shards(url: str) -> bool:

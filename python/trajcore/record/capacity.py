@@ -35,8 +35,8 @@ def prior_shards(
     first (as `trajcore recover URL` does), so the capacity counts them as a killed local
     recording's last shard is counted (unless not `recover`: the caller did it before any of its
     recorders wrote, as the multi-agent recorders do, whose agents' recorders start one by
-    one). The shards and segments of recordings that hold a fresh lease in the prefix (bounded
-    recorders still writing there: Ray actors, other processes; the core's `objstore::leases`)
+    one). The shards and segments of recordings that hold a fresh lease in the prefix (recorders
+    still writing there, bounded or not: Ray actors, other processes; the core's `objstore::leases`)
     are left to them, as a directory's recorder leaves those of a recording whose shard lock is
     held. A store that fails is not taken for an empty prefix.
 

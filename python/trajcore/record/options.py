@@ -120,6 +120,13 @@ class RecordingOptions(TypedDict, total=False):
             ``trajcore info`` the directory's total (default None: keep everything).
         storage_options: recording to a store URL (``s3://...``): its client's options, over the
             environment's, as `trajcore.open` takes them (docs/object-storage.md).
+        lease_renew_interval: recording to a store URL, the recorder renews its lease in the
+            prefix this often, in seconds (default None: 10), so that bounded recorders sharing
+            the prefix leave its shards alone (docs/replay-buffer.md).
+        lease_ttl: its lease is stale this long after its last renewal, in seconds (default
+            None: 60): a bounded recorder started on the prefix later than that after a
+            ``kill -9`` counts the killed recording's shards. At least 3 renewal intervals, and
+            2 s more than one.
         provenance: where the recording came from, gathered once at the start and stored in it
             (`Dataset.provenance`, `Episode.provenance`; docs/provenance.md): True (the default)
             for every part, False for none, or a list of parts among "env", "vector", "seeds",
@@ -144,6 +151,8 @@ class RecordingOptions(TypedDict, total=False):
     compact_shards: bool
     capacity_steps: int | None
     storage_options: Mapping[str, str] | None
+    lease_renew_interval: float | None
+    lease_ttl: float | None
     provenance: bool | Sequence[str]
 
 
@@ -166,6 +175,8 @@ _DEFAULTS: RecordingOptions = {
     "compact_shards": True,
     "capacity_steps": None,
     "storage_options": None,
+    "lease_renew_interval": None,
+    "lease_ttl": None,
     "provenance": True,
 }
 
@@ -283,6 +294,11 @@ def build_config(
         )
     if not (flush_interval > 0 and math.isfinite(flush_interval)):
         raise InvalidArgumentError(f"flush_interval must be a positive number of seconds, got {flush_interval!r}")
+    for name in ("lease_renew_interval", "lease_ttl"):  # their rule is the core's (`leases::LeaseTimes`)
+        value = o[name]
+        number = not isinstance(value, bool) and isinstance(value, int | float | np.number)
+        if value is not None and not (number and math.isfinite(value)):
+            raise InvalidArgumentError(f"{name} must be a finite number of seconds, got {value!r}")
 
     obs_columns, obs_tree = space_columns(env.observation_space, "obs", "obs")
     action_columns, action_tree = space_columns(env.action_space, "action", "step")
@@ -360,6 +376,8 @@ def build_config(
         ("chunk_bytes", "chunk_bytes", int),
         ("fsync_interval", "fsync_interval_s", float),
         ("index_interval_bytes", "index_interval_bytes", int),
+        ("lease_renew_interval", "lease_renew_interval_s", float),
+        ("lease_ttl", "lease_ttl_s", float),
     ):
         value = o[key]  # type: ignore[literal-required]
         if value is not None:

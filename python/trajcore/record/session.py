@@ -143,7 +143,12 @@ class Recording:
                 os.fspath(path), make_config(frame_bytes=frame_bytes), report_ended=report_ended
             )
         else:
-            self._native = _core.Recorder(os.fspath(path), make_config(), report_ended=report_ended)
+            try:
+                self._native = _core.Recorder(os.fspath(path), make_config(), report_ended=report_ended)
+            except BaseException:
+                if self._staging is not None:
+                    self._staging.done()  # refused (an option the core checks): nothing recorded into it
+                raise
         # A refresh of this directory in this process flushes this recorder first (`_live`).
         self._live_path = os.fspath(path)
         _live.register(self._live_path, self)

@@ -13,12 +13,14 @@
 
 /// A fieldless enum whose numbers are written as bytes (records, ring messages), declared with
 /// the one way back from a number (`from_repr`; an unknown number is `None`), so no second list
-/// of its variants can drift from the first.
+/// of its variants can drift from the first. Such a value is plain data: copied, compared and
+/// printed like the number it stands for.
 macro_rules! numbered_enum {
     ($(#[$meta:meta])* $vis:vis enum $name:ident: $repr:ident {
         $($(#[$vmeta:meta])* $variant:ident = $value:literal,)*
     }) => {
         $(#[$meta])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         #[repr($repr)]
         $vis enum $name {
             $($(#[$vmeta])* $variant = $value,)*

@@ -10,7 +10,6 @@ mod collect;
 mod dataset;
 mod errors;
 mod exact_array;
-mod frames;
 mod functions;
 mod infos;
 mod keys;

@@ -1,30 +1,25 @@
 //! `trajcore._core.Recorder`: the step path. One call per (vector) step walks the values in Rust,
-//! copies them once into the ring and returns; every wait (ring space, flush, close, control
-//! messages) releases the GIL and checks for signals (Ctrl-C) every 20 ms.
-//!
-//! Thread safety: the class is frozen, its state behind one lock, so calls from several threads
-//! (a training thread stepping, a monitor calling `stats()` or `flush()`) take turns; a call that
-//! finds the lock taken waits for it with the GIL released. In a forked child every call raises
-//! `RecorderError`: the writer thread and the file stay with the parent.
+//! copies them once into the ring and returns. The class is frozen, its state behind one lock
+//! (threads and forks: see the class's docstring in `_core.pyi`).
 
 use std::sync::{Mutex, MutexGuard};
 
+use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyList};
+use trajcore_core::writer::entries::collect::Place;
+use trajcore_core::writer::entries::dynamic::{data_path, PendingData};
+use trajcore_core::writer::entries::info_keys::info_expected;
 use trajcore_core::writer::{AutoresetMode, EntryKind, Faults, MessageKind, Recorder, RecorderConfig, Slot};
 use trajcore_core::{Error, Timeline};
 
 use crate::collect::Collector;
 use crate::dataset::from_json;
-use crate::errors::{invalid, recorder_error, to_py, warn, IntoPy};
-use crate::frames;
-use crate::infos::{DynamicColumns, Walk};
+use crate::errors::{invalid, recorder_error, schema_error, to_py, warn, IntoPy};
+use crate::infos::{warned, DynamicColumns, InfoColumns, Values};
 use crate::layout::Layout;
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
-use trajcore_core::writer::entries::collect::Place;
-use trajcore_core::writer::entries::dynamic::{data_path, PendingData};
-use trajcore_core::writer::entries::info_keys::info_expected;
 
 #[pyclass(module = "trajcore._core", name = "Recorder", frozen)]
 pub struct PyRecorder {
@@ -45,9 +40,10 @@ struct State {
     /// The env count when values carry a leading env axis (vector envs), `None` for one env.
     rows: Option<usize>,
     mode: AutoresetMode,
-    infos: DynamicColumns,
+    infos: InfoColumns,
     data: DynamicColumns,
-    /// Rendered frames (`render/frame`), when the caller passes them.
+    /// Rendered frames (`render/frame`: what `env.render()` returned after each reset and step,
+    /// one per observation row), when the caller passes them: made and masked as an info entry.
     frames: DynamicColumns,
     /// Custom data recorded for the coming step.
     pending_data: PendingData<Py<PyAny>>,
@@ -92,7 +88,7 @@ impl State {
             .cast::<PyDict>()
             .map_err(|_| invalid(py, format!("{}, got {}", info_expected(slot), type_name(info))))?;
         let at = Place { slot, ..Place::regular(self.rows) };
-        self.infos.put_info(&mut Walk { py, at, recorder: &mut self.rec, coll: &mut self.coll }, info)
+        self.infos.put_info(&mut Values { py, recorder: &mut self.rec, stacks: true }, &mut self.coll, at, info)
     }
 
     /// Plans and sends the collected entries as a Reset (with `reset_mask`) or Step message;
@@ -138,9 +134,34 @@ impl State {
     /// The frame(s) rendered after this reset or step, on the regular observation row: in
     /// same-step autoreset, an ended sub-env has already been reset when it is rendered, so its
     /// frame is the new episode's first and the ended episode's final row has none (masked).
-    fn put_frame(&mut self, py: Python<'_>, frame: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-        let w = &mut Walk { py, at: Place::regular(self.rows), recorder: &mut self.rec, coll: &mut self.coll };
-        frames::put(&mut self.frames, w, frame)
+    /// For a vector recorder, a sequence of one frame per sub-env (what `envs.render()` returns)
+    /// is put frame by frame (each copied once, into the ring, not stacked first); `None` (for
+    /// the whole call or one sub-env) leaves those rows masked.
+    fn put_frame(&mut self, py: Python<'_>, frames: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+        let Some(frames) = frames.filter(|f| !f.is_none()) else { return Ok(()) };
+        let whole = frames.cast::<PyUntypedArray>().is_ok_and(|a| a.dtype().kind() != b'O');
+        let n = match self.rows {
+            Some(n) if !whole => n,
+            _ => return self.put_frame_at(py, Place::regular(self.rows), frames),
+        };
+        let given = frames.len()?;
+        if given != n {
+            return Err(invalid(py, format!("render_frames: expected one frame per sub-env ({n}), got {given}")));
+        }
+        for env in 0..n {
+            let frame = frames.get_item(env)?;
+            if !frame.is_none() {
+                let at = Place { kind: EntryKind::PerEnv, env: env as u32, ..Place::regular(None) };
+                self.put_frame_at(py, at, &frame)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn put_frame_at(&mut self, py: Python<'_>, at: Place, frame: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (frames, coll, host) =
+            (&mut self.frames, &mut self.coll, &mut Values { py, recorder: &mut self.rec, stacks: true });
+        warned(py, frames.put(host, frame, coll, (at, None), FRAME)?)
     }
 
     /// Same-step autoreset: the final observation and info of the envs whose episode ended.
@@ -174,14 +195,11 @@ fn put_leaf(col: &ColInfo, value: &Bound<'_, PyAny>, at: Place, coll: &mut Colle
 
 const OBSERVATION: usize = 0;
 const ACTION: usize = 1;
+/// The frames' column is `render/frame`: the group, then the frame's name in it.
+const FRAME: &str = "frame";
 
 #[pymethods]
 impl PyRecorder {
-    /// `report_ended`: `step` returns the episodes it ended (else always None).
-    /// Test-only keywords: `test_faults`, a dict that may hold `panic_at_step` (the writer
-    /// thread panics at that step, counted from 1) and `slow_step_ms` (it sleeps that long per
-    /// step); `test_no_info_plans` walks every info dict key by key, as a dict that matches no
-    /// plan of its shape (tests record both ways and compare).
     #[new]
     #[pyo3(signature = (path, config_json, *, report_ended=false, test_faults=None, test_no_info_plans=false))]
     fn new(
@@ -219,10 +237,9 @@ impl PyRecorder {
             roles,
             rows: config.rows(),
             mode: config.autoreset_mode,
-            infos: DynamicColumns::new("info", Timeline::Obs, config.info_codec.clone())
-                .with_plans(!test_no_info_plans),
+            infos: InfoColumns::new(config.info_codec.clone(), !test_no_info_plans),
             data: DynamicColumns::new("data", Timeline::Step, config.data_codec()),
-            frames: DynamicColumns::new(frames::GROUP, Timeline::Obs, config.frame_codec()),
+            frames: DynamicColumns::new("render", Timeline::Obs, config.frame_codec()),
             pending_data: PendingData::default(),
             coll: Collector::default(),
             rec,
@@ -230,8 +247,6 @@ impl PyRecorder {
         Ok(PyRecorder { state: Mutex::new(state), owner_pid: trajcore_core::process::current_pid() })
     }
 
-    /// Starts episodes: every env, or those where `mask` is true; `frame` is what the env
-    /// rendered after the reset (see `frames::put`).
     #[pyo3(signature = (observation, info, mask=None, frame=None))]
     fn reset(
         &self,
@@ -253,10 +268,7 @@ impl PyRecorder {
         })
     }
 
-    /// Records one (vector) step; `frame` is what the env rendered after it. Returns the
-    /// episodes the step ended complete, as `(env_index, length, episode_return, terminated,
-    /// truncated)` tuples in env order, or None when it ended none (most steps: nothing is
-    /// allocated then).
+    /// Returns None when the step ended no episode (most steps: nothing is allocated then).
     #[allow(clippy::too_many_arguments)] // gymnasium's step tuple, and the frame
     #[pyo3(signature = (action, observation, reward, terminated, truncated, info, frame=None))]
     fn step<'py>(
@@ -283,9 +295,10 @@ impl PyRecorder {
             if let (AutoresetMode::SameStep, Some(n)) = (st.mode, st.rows) {
                 st.collect_final(py, info, n)?;
             }
-            let w = &mut Walk { py, at, recorder: &mut st.rec, coll: &mut st.coll };
+            let (data, coll, host) =
+                (&mut st.data, &mut st.coll, &mut Values { py, recorder: &mut st.rec, stacks: true });
             for (path, value) in st.pending_data.take() {
-                st.data.put_one(w, &path, value.bind(py))?;
+                warned(py, data.put(host, value.bind(py), coll, (at, None), &path)?)?;
             }
             Ok(())
         })?;
@@ -306,20 +319,22 @@ impl PyRecorder {
         Ok(Some(PyList::new(py, items)?))
     }
 
-    /// Custom per-step data for the coming `step` (column `data/<name>`), checked now: a value
-    /// that cannot be recorded raises `SchemaError` here and is not kept.
+    /// Checks the value now (its column made on first sight), as it is (not stacked); the
+    /// collector is used as scratch and left empty.
     fn record(&self, py: Python<'_>, name: &str, value: Py<PyAny>) -> PyResult<()> {
         let st = &mut *self.lock(py)?;
         st.rec.check().py_err(py)?;
         let path = data_path(name).py_err(py)?;
-        let w = &mut Walk { py, at: Place::regular(st.rows), recorder: &mut st.rec, coll: &mut st.coll };
-        st.data.check_value(w, &path, value.bind(py))?;
+        let (data, coll, host) = (&mut st.data, &mut st.coll, &mut Values { py, recorder: &mut st.rec, stacks: false });
+        let checked = data.check(host, value.bind(py), coll, st.rows, &path);
+        coll.clear();
+        if let Err((column, why)) = checked? {
+            return Err(schema_error(py, &column, why));
+        }
         st.pending_data.set(path, value);
         Ok(())
     }
 
-    /// Merges JSON into the metadata of an episode of `env_index`: the one that ended at the last
-    /// step (until the next step or reset), else the running one.
     fn set_episode_metadata(&self, py: Python<'_>, env_index: i64, metadata_json: &str) -> PyResult<()> {
         let st = &mut *self.lock(py)?;
         let rec = &mut st.rec;
@@ -340,8 +355,6 @@ impl PyRecorder {
         rec.env_index(env_index).and_then(|env| rec.discard(env)).py_err(py)
     }
 
-    /// The running episode of `env_index` is a part whose start is lost (a copy of a part listed
-    /// on its own): it ends incomplete, keeping its terminated/truncated flags.
     fn mark_start_lost(&self, py: Python<'_>, env_index: i64) -> PyResult<()> {
         let rec = &mut self.lock(py)?.rec;
         rec.env_index(env_index).and_then(|env| rec.mark_start_lost(env)).py_err(py)
@@ -375,7 +388,7 @@ impl PyRecorder {
             return interrupted(py, rec, result);
         }
         let closed = result.py_err(py);
-        let skipped = [&mut st.infos, &mut st.data, &mut st.frames].map(|c| c.columns.skips.close_warnings());
+        let skipped = [&mut st.infos.columns, &mut st.data, &mut st.frames].map(|c| c.skips.close_warnings());
         for warning in skipped.iter().flatten().chain(&st.rec.close_warnings()) {
             warn(py, warning)?;
         }
@@ -392,7 +405,6 @@ impl PyRecorder {
         Ok(self.lock(py)?.rec.shard_paths().iter().map(|p| p.display().to_string()).collect())
     }
 
-    /// Bytes put to the store so far, when recording to one (segments and whole shards).
     #[getter]
     fn bytes_uploaded(&self, py: Python<'_>) -> PyResult<u64> {
         Ok(self.lock(py)?.rec.bytes_uploaded())
@@ -406,13 +418,12 @@ impl PyRecorder {
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let guard = self.lock(py)?;
         let mut stats = guard.rec.stats();
-        for columns in [&guard.infos, &guard.data, &guard.frames] {
-            stats.values_not_recorded.extend(columns.columns.skips.counts());
+        for columns in [&guard.infos.columns, &guard.data, &guard.frames] {
+            stats.values_not_recorded.extend(columns.skips.counts());
         }
         from_json(py, serde_json::to_string(&stats))
     }
 
-    /// Column specs as dicts (name, dtype, shape, timeline, ...).
     fn columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         from_json(py, serde_json::to_string(self.lock(py)?.rec.columns()))
     }

@@ -4,15 +4,14 @@
 //! summarizes episodes by them without reading any data (RLlib's per-episode custom metrics,
 //! without a callback).
 //!
-//! Blob: empty, or `n u32, entry_len u32`, then `n` entries of `entry_len` bytes (at least 32):
-//! `column u32, count u32, sum f64, min f64, max f64`; readers skip the bytes they do not know.
+//! Blob: empty, or a `format::table` of entries of at least 32 bytes: `column u32, count u32,
+//! sum f64, min f64, max f64`; readers skip the bytes they do not know.
 
-use super::{f64_at, u32_at};
+use super::{f64_at, table, u32_at};
 use crate::dtype::DType;
 use crate::schema::ColumnSpec;
 
 pub const ENTRY_LEN: usize = 32;
-const HEADER_LEN: usize = 8;
 
 /// One column's metric over one episode.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -68,9 +67,7 @@ pub fn encode(metrics: &[Metric]) -> Vec<u8> {
     if metrics.is_empty() {
         return Vec::new();
     }
-    let mut out = Vec::with_capacity(HEADER_LEN + metrics.len() * ENTRY_LEN);
-    out.extend_from_slice(&(metrics.len() as u32).to_le_bytes());
-    out.extend_from_slice(&(ENTRY_LEN as u32).to_le_bytes());
+    let mut out = table::start(metrics.len(), ENTRY_LEN);
     for m in metrics {
         out.extend_from_slice(&m.column.to_le_bytes());
         out.extend_from_slice(&m.count.to_le_bytes());
@@ -85,24 +82,13 @@ pub fn decode(blob: &[u8]) -> Result<Vec<Metric>, String> {
     if blob.is_empty() {
         return Ok(Vec::new());
     }
-    if blob.len() < HEADER_LEN {
-        return Err("metrics shorter than their header".into());
-    }
-    let n = u32_at(blob, 0) as usize;
-    let len = u32_at(blob, 4) as usize;
-    if len < ENTRY_LEN || n.checked_mul(len).and_then(|b| b.checked_add(HEADER_LEN)) != Some(blob.len()) {
-        return Err(format!("metrics of {} bytes for {n} entries of {len} bytes", blob.len()));
-    }
-    Ok((0..n)
-        .map(|i| {
-            let e = &blob[HEADER_LEN + i * len..];
-            Metric {
-                column: u32_at(e, 0),
-                count: u32_at(e, 4),
-                sum: f64_at(e, 8),
-                min: f64_at(e, 16),
-                max: f64_at(e, 24),
-            }
+    Ok(table::entries(blob, ENTRY_LEN, "metrics table")?
+        .map(|e| Metric {
+            column: u32_at(e, 0),
+            count: u32_at(e, 4),
+            sum: f64_at(e, 8),
+            min: f64_at(e, 16),
+            max: f64_at(e, 24),
         })
         .collect())
 }

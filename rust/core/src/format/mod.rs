@@ -11,6 +11,7 @@ pub mod metrics;
 pub mod packed;
 pub mod record;
 pub mod stack;
+pub mod table;
 pub mod timelog;
 
 /// Shard files end with this extension; a directory's other files are not part of the dataset.

@@ -9,7 +9,6 @@ pub const RECORD_HEADER_LEN: usize = 24;
 pub const MAX_PAYLOAD: u64 = 1 << 40;
 
 numbered_enum! {
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum RecordKind: u32 {
         /// JSON: dataset metadata and the caller's layout of columns into spaces.
         Meta = 1,

@@ -1,13 +1,13 @@
 //! Timelog records: the writer thread's timings (see `writer::timelog`), stored in the file as
 //! the recording goes, so they can be plotted after the fact.
 //!
-//! Payload: `n u32, entry_len u32`, then `n` entries of `entry_len` bytes (at least
-//! `ENTRY_LEN`): the fields of `Sample` in declaration order, each 8 bytes little-endian (u64
-//! or f64); readers skip the bytes after those they know.
+//! Payload: a `format::table` of entries of at least `ENTRY_LEN` bytes: the fields of `Sample` in
+//! declaration order, each 8 bytes little-endian (u64 or f64); readers skip the bytes after those
+//! they know.
 
 use serde::Serialize;
 
-use super::{f64_at, u32_at, u64_at};
+use super::{f64_at, table, u64_at};
 
 /// One stretch of a recording: seconds per stage, counts, and the ring's state.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
@@ -82,12 +82,9 @@ macro_rules! count_fields {
 
 /// Bytes of one entry as this version writes it.
 pub const ENTRY_LEN: usize = 8 * sample_fields!(count_fields);
-const HEADER_LEN: usize = 8;
 
 pub fn encode(samples: &[Sample]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(HEADER_LEN + samples.len() * ENTRY_LEN);
-    out.extend_from_slice(&(samples.len() as u32).to_le_bytes());
-    out.extend_from_slice(&(ENTRY_LEN as u32).to_le_bytes());
+    let mut out = table::start(samples.len(), ENTRY_LEN);
     for s in samples {
         macro_rules! put {
             ($($f:ident: $t:ty),*) => { $(out.extend_from_slice(&s.$f.to_le_bytes());)* };
@@ -98,17 +95,8 @@ pub fn encode(samples: &[Sample]) -> Vec<u8> {
 }
 
 pub fn decode(payload: &[u8]) -> Result<Vec<Sample>, String> {
-    if payload.len() < HEADER_LEN {
-        return Err("timelog record shorter than its header".into());
-    }
-    let n = u32_at(payload, 0) as usize;
-    let len = u32_at(payload, 4) as usize;
-    if len < ENTRY_LEN || n.checked_mul(len).and_then(|b| b.checked_add(HEADER_LEN)) != Some(payload.len()) {
-        return Err(format!("timelog record of {} bytes for {n} entries of {len} bytes", payload.len()));
-    }
-    Ok((0..n)
-        .map(|i| {
-            let e = &payload[HEADER_LEN + i * len..];
+    Ok(table::entries(payload, ENTRY_LEN, "timelog record")?
+        .map(|e| {
             let mut at = 0;
             let mut next = || {
                 at += 8;

@@ -3,14 +3,14 @@
 //! store, requests with retries and timeouts, request counts) and a remote object read by range
 //! through the per-process `fetch_cache`; `segments` uploads files and the growing shard of a
 //! recording and joins a killed recorder's segments; `leases` tell the live recordings of a
-//! shared prefix from stopped ones; `uploads` is the thread that uploads a
+//! shared prefix from stopped ones (their timings and rules in every build, their requests
+//! with `remote`); `uploads` is the thread that uploads a
 //! recording as its writer thread says what it wrote. Without the `remote` feature (the fuzz
 //! targets) `remote` and `uploads` are `remote_off.rs` and `uploads_off.rs`: URLs are recognised
 //! and refused by name.
 
 #[cfg(feature = "remote")]
 mod fetch_cache;
-#[cfg(feature = "remote")]
 pub mod leases;
 #[cfg(feature = "remote")]
 pub mod remote;

@@ -8,6 +8,11 @@
 //!   only its last interval or so; `segments::recover_segments` makes a shard of them.
 //! - A sealed shard goes up whole (one 8 MiB part in memory at a time), then its segments are
 //!   removed. An object appears only once its upload is complete.
+//! - Sealed shards go up in the order the writer opened them (`next_up`), although their
+//!   compactions, each on a thread of its own, may finish in another: a reader of the prefix
+//!   never lists a shard without the one before it. A shard's repeat of the last row of the one
+//!   before (`CHUNK_REPEAT`) fills in for a shard the reader lacks, so the one before, listed at
+//!   a later refresh, would overlap it; and the missing shard would read as damage meanwhile.
 //! - The writer never waits on the network: it only sends messages. A failure (after the store
 //!   client's retries) leaves what failed to be tried again at the next interval; the first
 //!   failure of an outage is handed out once (`failure`, which the recorder turns into a
@@ -20,8 +25,10 @@
 //!   vanish), then the shards' objects and segments are deleted. A shard still waiting for its
 //!   upload is not uploaded. What fails is tried again at the next interval, as an upload is.
 //!
-//! - A bounded recording holds a lease in the prefix (`leases`): the thread puts it again every
-//!   `LEASE_RENEW` and deletes it at close, once everything is up.
+//! - Every recording holds a lease in the prefix (`leases`), bounded or not, so that a bounded
+//!   recorder sharing the prefix leaves its objects alone: the thread puts it first (nothing
+//!   of the recording goes up before it), again every `LeaseTimes::renew`, and deletes it at
+//!   close, once everything is up.
 //!
 //! Memory: the thread holds the names of the shards not yet up whole and one upload part.
 
@@ -33,6 +40,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::leases::{self, LeaseTimes};
 use super::segments;
 use super::url::locate;
 use crate::error::{Error, Result};
@@ -46,8 +54,6 @@ enum Event {
     Sealed(PathBuf),
     /// Shards a bounded recording deleted, already named in its eviction log (the file).
     Evicted(Vec<PathBuf>, PathBuf),
-    /// The recording holds a lease in the prefix (put already): renewed, and deleted at close.
-    Lease([u8; 16]),
     Close,
 }
 
@@ -77,18 +83,6 @@ impl UploadQueue {
     /// The capacity evicted `shards`, which the eviction log at `log` names already.
     pub fn evicted(&self, shards: &[PathBuf], log: &Path) {
         let _ = self.0.send(Event::Evicted(shards.to_vec(), log.to_path_buf()));
-    }
-
-    /// Puts the lease of the recording `recording_id` in the prefix `url` now (on the caller's
-    /// thread: before any object of the recording exists, and a store that fails fails the
-    /// caller), then has the upload thread renew it every `LEASE_RENEW` and delete it at close
-    /// (see `leases`).
-    ///
-    /// Errors: `Io` (the store, naming the URL and why).
-    pub fn hold_lease(&self, url: &str, recording_id: &[u8; 16]) -> Result<()> {
-        super::leases::put(url, recording_id)?;
-        let _ = self.0.send(Event::Lease(*recording_id));
-        Ok(())
     }
 }
 
@@ -138,13 +132,20 @@ pub struct Uploads {
 }
 
 impl Uploads {
-    /// Starts uploading the shards a recorder writes in `staging` to the store prefix `url`,
-    /// segments about every `interval`. The URL is checked now (a bad one fails here, not at
-    /// the first upload).
+    /// Starts uploading the shards the recording `recording_id` writes in `staging` to the
+    /// store prefix `url`, segments about every `interval`, under a lease with the timings
+    /// `lease` (put by the thread first: starting makes no request). The URL is checked now (a
+    /// bad one fails here, not at the first upload).
     ///
     /// Errors: `Invalid` (not a store URL, or an HTTP(S) one: plain HTTP has no uploads),
     /// `Io` (the thread could not be started).
-    pub fn start(url: &str, staging: &Path, interval: Duration) -> Result<Uploads> {
+    pub fn start(
+        url: &str,
+        staging: &Path,
+        interval: Duration,
+        recording_id: [u8; 16],
+        lease: LeaseTimes,
+    ) -> Result<Uploads> {
         let url = url.trim_end_matches('/').to_string();
         locate(&url)?;
         if !url.to_ascii_lowercase().starts_with("s3") {
@@ -157,8 +158,9 @@ impl Uploads {
             status: status.clone(),
             open: BTreeMap::new(),
             sealed: Vec::new(),
+            opened: Vec::new(),
             evicting: Evicting::default(),
-            lease: None,
+            lease: Lease { id: recording_id, times: lease, up: false, next: Instant::now() },
             closing: false,
             interval,
         };
@@ -221,13 +223,25 @@ struct Worker {
     open: BTreeMap<PathBuf, (u64, u64, bool)>,
     /// Shards sealed and not yet up whole (a failed upload stays here), in order.
     sealed: Vec<PathBuf>,
+    /// Shards not yet up whole (nor evicted), in the order the writer opened them: the order
+    /// they go up in (see `next_up`).
+    opened: Vec<PathBuf>,
     evicting: Evicting,
-    /// The recording's lease in the prefix, with when it was last put (see `leases`).
-    lease: Option<([u8; 16], Instant)>,
+    lease: Lease,
     /// Set by `finish`.
     closing: bool,
     /// Between segments; also how long evicted objects stay after the log that names them.
     interval: Duration,
+}
+
+/// The recording's lease in the prefix (see `leases`).
+struct Lease {
+    id: [u8; 16],
+    times: LeaseTimes,
+    /// Put at least once: the recording's objects may go up.
+    up: bool,
+    /// When to put it (again).
+    next: Instant,
 }
 
 /// Evictions not yet done in the store.
@@ -245,9 +259,11 @@ impl Worker {
         let mut next = Instant::now() + interval;
         let mut current: Option<PathBuf> = None;
         loop {
-            match events.recv_timeout(next.saturating_duration_since(Instant::now())) {
+            let wake = next.min(self.lease.next);
+            match events.recv_timeout(wake.saturating_duration_since(Instant::now())) {
                 Ok(Event::Opened(path)) => {
                     self.open.insert(path.clone(), (0, 0, false));
+                    self.opened.push(path.clone());
                     current = Some(path);
                 }
                 Ok(Event::Flushed) => {
@@ -263,19 +279,25 @@ impl Worker {
                 Ok(Event::Evicted(shards, log)) => {
                     self.sealed.retain(|p| !shards.contains(p));
                     self.open.retain(|p, _| !shards.contains(p));
+                    self.opened.retain(|p| !shards.contains(p));
                     if current.as_ref().is_some_and(|c| shards.contains(c)) {
                         current = None;
                     }
                     self.evicting.shards.extend(shards.into_iter().map(|p| (p, None)));
+                    // Put up at the next tick, not now: one log put an interval however fast
+                    // the writer evicts, so the queue cannot outgrow the store's answers.
                     self.evicting.log = Some(log);
-                    let _ = self.evict(); // a failure is noted, and tried again at the next tick
                 }
-                Ok(Event::Lease(id)) => self.lease = Some((id, Instant::now())),
                 Ok(Event::Close) | Err(RecvTimeoutError::Disconnected) => return self.finish(),
-                Err(RecvTimeoutError::Timeout) => {
-                    self.tick();
-                    next = Instant::now() + interval;
-                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            // Checked after every event too: a writer that keeps sending delays neither.
+            if Instant::now() >= self.lease.next {
+                let _ = self.put_lease(); // a failure is noted, and tried again soon
+            }
+            if Instant::now() >= next {
+                self.tick();
+                next = Instant::now() + interval;
             }
         }
     }
@@ -286,27 +308,29 @@ impl Worker {
     }
 
     /// The flushed records of each shard as segments, then the sealed shards whole, then the
-    /// evictions. Failures are noted (`outcome`) and tried again at the next tick.
+    /// evictions. Failures are noted (`outcome`) and tried again at the next tick. Nothing goes
+    /// up before the lease: a recorder that lists one of this recording's objects finds it.
     fn tick(&mut self) {
+        if !self.lease.up {
+            return;
+        }
         let flushed: Vec<PathBuf> = self.open.iter().filter(|(_, e)| e.2).map(|(p, _)| p.clone()).collect();
         for path in flushed {
             let _ = self.put_segment(&path);
         }
         let _ = self.put_sealed();
         let _ = self.evict();
-        let _ = self.renew_lease();
     }
 
-    /// Puts the lease again once `LEASE_RENEW` passed since it was last put (a failure is
-    /// tried again at the next tick).
-    fn renew_lease(&mut self) -> Result<()> {
-        let Some((id, at)) = self.lease else { return Ok(()) };
-        if at.elapsed() < super::leases::LEASE_RENEW {
-            return Ok(());
-        }
-        self.outcome(Request::Put, super::leases::put(&self.url, &id))?;
-        self.lease = Some((id, Instant::now()));
-        Ok(())
+    /// Puts the lease (again), next a renewal interval after this put began, or, failed, an
+    /// upload interval after (at most a renewal interval): the ttl covers a failed renewal.
+    fn put_lease(&mut self) -> Result<()> {
+        let began = Instant::now();
+        let done = self.outcome(Request::Put, leases::put(&self.url, &self.lease.id, self.lease.times.ttl));
+        let renew = self.lease.times.renew;
+        self.lease.next = began + if done.is_ok() { renew } else { renew.min(self.interval) };
+        self.lease.up |= done.is_ok();
+        done
     }
 
     /// `done`, the result of a request of `kind`, noted: a failure begins an outage (said
@@ -325,6 +349,9 @@ impl Worker {
     /// and one that refreshes at least once an interval learns of it before the object goes (a
     /// reader has no open file to keep reading it, as a local one has).
     fn evict(&mut self) -> Result<()> {
+        if !self.lease.up {
+            return Ok(()); // at a tick after the lease is up
+        }
         if let Some(log) = self.evicting.log.clone() {
             let name = log.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             self.outcome(Request::Put, segments::upload(&log, &format!("{}/{name}", self.url)))?;
@@ -363,10 +390,10 @@ impl Worker {
         Ok(())
     }
 
-    /// Each sealed shard up whole, then its segments removed; the first failure stops the
-    /// round (the rest go at the next).
+    /// Each sealed shard up whole (in the order opened: `next_up`), then its segments removed;
+    /// the first failure stops the round (the rest go at the next).
     fn put_sealed(&mut self) -> Result<()> {
-        while let Some(path) = self.sealed.first().cloned() {
+        while let Some(path) = next_up(&self.opened, &self.sealed).cloned() {
             let url = self.shard_url(&path);
             match segments::upload(&path, &url) {
                 // The capacity deleted it just now: its `Evicted` is on the way, not a failure.
@@ -378,7 +405,8 @@ impl Worker {
             if self.open.remove(&path).is_some_and(|(_, end, _)| end > 0) {
                 self.outcome(Request::Delete, segments::remove_segments(&url))?;
             }
-            self.sealed.remove(0);
+            self.sealed.retain(|p| *p != path);
+            self.opened.retain(|p| *p != path);
         }
         Ok(())
     }
@@ -394,22 +422,54 @@ impl Worker {
     /// having failed, goes up as it is); one that fails again fails the close.
     fn finish(&mut self) -> Result<()> {
         self.closing = true;
+        if !self.lease.up {
+            self.put_lease()?;
+        }
         let unsealed: Vec<PathBuf> = self.open.keys().filter(|p| !self.sealed.contains(p)).cloned().collect();
         self.sealed.extend(unsealed);
         self.put_sealed()?;
         self.evict()?;
         // Everything is up: the recording is stopped, its shards any later recorder's to count.
-        // A lease left by a failure here goes stale (`LEASE_TTL`), as a killed recorder's does.
-        if let Some((id, _)) = self.lease.take() {
-            let _ = super::leases::delete(&self.url, &id);
-        }
+        // A lease left by a failure here goes stale (its ttl), as a killed recorder's does.
+        let _ = leases::delete(&self.url, &self.lease.id, self.lease.times.ttl);
         Ok(())
     }
+}
+
+/// The sealed shard to put up next, of `sealed` (in the order sealed): the first shard of
+/// `opened` (those not up yet, in the order the writer opened them) once it is sealed, so the
+/// store lists each shard only after the ones before it; `None` while it is not. A shard
+/// sealed that was never said opened holds nothing up and waits for nothing.
+fn next_up<'a>(opened: &[PathBuf], sealed: &'a [PathBuf]) -> Option<&'a PathBuf> {
+    let first = opened.first();
+    sealed.iter().find(|&p| Some(p) == first || !opened.contains(p))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sealed_shards_go_up_in_the_order_opened() {
+        let p = |names: &[&str]| names.iter().map(PathBuf::from).collect::<Vec<_>>();
+        // (opened and not up yet, sealed, the one that goes up next)
+        type Case = (&'static str, &'static [&'static str], &'static [&'static str], Option<&'static str>);
+        let cases: &[Case] = &[
+            ("the first opened is sealed", &["a", "b", "c"], &["a"], Some("a")),
+            ("a later one sealed first waits for the one before", &["a", "b", "c"], &["b"], None),
+            ("then goes once that one is sealed", &["a", "b", "c"], &["b", "a"], Some("a")),
+            ("and after it is up", &["b", "c"], &["b"], Some("b")),
+            ("the open shard holds nothing up", &["a", "b"], &["a"], Some("a")),
+            ("nothing sealed", &["a", "b"], &[], None),
+            ("a shard never said opened", &["a", "b"], &["x", "b"], Some("x")),
+            ("nothing opened (all up or evicted)", &[], &["x"], Some("x")),
+            ("nothing at all", &[], &[], None),
+        ];
+        for &(name, opened, sealed, want) in cases {
+            let sealed = p(sealed);
+            assert_eq!(next_up(&p(opened), &sealed), want.map(PathBuf::from).as_ref(), "{name}");
+        }
+    }
 
     /// An outage is said once, and ends only when a request of the kind that began it goes
     /// through: a store refusing deletions while it takes uploads is one outage.

@@ -26,16 +26,18 @@ impl UploadQueue {
     pub fn evicted(&self, _shards: &[std::path::PathBuf], _log: &Path) {
         match *self {}
     }
-
-    pub fn hold_lease(&self, _url: &str, _recording_id: &[u8; 16]) -> Result<()> {
-        match *self {}
-    }
 }
 
 pub enum Uploads {}
 
 impl Uploads {
-    pub fn start(url: &str, _staging: &Path, _interval: Duration) -> Result<Uploads> {
+    pub fn start(
+        url: &str,
+        _staging: &Path,
+        _interval: Duration,
+        _recording_id: [u8; 16],
+        _lease: super::leases::LeaseTimes,
+    ) -> Result<Uploads> {
         let why = "this trajcore was built without object storage (the core's `remote` feature)".into();
         Err(Error::Unsupported { path: url.into(), why })
     }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
+use crate::objstore::leases::LeaseTimes;
 use crate::schema::{CodecSpec, ColumnSpec};
 
 use crate::writer::entries::bounds::IntBounds;
@@ -123,6 +124,13 @@ pub struct RecorderConfig {
     /// their transitions: a capacity counts them too.
     #[serde(default)]
     pub prior_shards: Vec<(std::path::PathBuf, u64)>,
+    /// A recording to a store renews its lease in the prefix this often (seconds; None: the
+    /// default, see `objstore::leases`).
+    #[serde(default)]
+    pub lease_renew_interval_s: Option<f64>,
+    /// Its lease is stale this long after its last renewal (seconds; None: the default).
+    #[serde(default)]
+    pub lease_ttl_s: Option<f64>,
 }
 
 fn one() -> u32 {
@@ -208,6 +216,7 @@ impl RecorderConfig {
             return Err(Error::Invalid("capacity_steps must be at least 1".into()));
         }
         self.durability()?;
+        self.lease_times()?;
         for (name, bounds) in &self.value_bounds {
             let column = self.columns.iter().find(|c| &c.name == name);
             let column = column.ok_or_else(|| Error::Invalid(format!("value_bounds: '{name}' names no column")))?;
@@ -238,5 +247,12 @@ impl RecorderConfig {
 
     pub fn flush_interval(&self) -> Duration {
         Duration::from_secs_f64(self.flush_interval_s)
+    }
+
+    /// The lease timings of a recording to a store.
+    ///
+    /// Errors: `Invalid`, naming the option.
+    pub fn lease_times(&self) -> Result<LeaseTimes> {
+        LeaseTimes::new(self.lease_renew_interval_s, self.lease_ttl_s)
     }
 }

@@ -14,7 +14,6 @@ pub const HEADER_LEN: usize = 32;
 pub const ENTRY_HEADER_LEN: usize = 20;
 
 numbered_enum! {
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum MessageKind: u8 {
         /// Observation rows that start episodes (which lanes: the lane ops).
         Reset = 1,
@@ -45,7 +44,6 @@ const FLAG_HAS_OPS: u8 = 1;
 
 numbered_enum! {
     /// How an entry's rows map to envs.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub enum EntryKind: u8 {
         /// One row per env (or the single row of an unbatched recorder).
         Dense = 0,
@@ -56,13 +54,13 @@ numbered_enum! {
     }
 }
 
-/// Which observation row of a step the entry belongs to: the regular one, or (same-step autoreset)
-/// the final observation/info of an episode that ended at this step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum Slot {
-    Regular = 0,
-    Final = 1,
+numbered_enum! {
+    /// Which observation row of a step the entry belongs to: the regular one, or (same-step
+    /// autoreset) the final observation/info of an episode that ended at this step.
+    pub enum Slot: u8 {
+        Regular = 0,
+        Final = 1,
+    }
 }
 
 /// An entry as the caller hands it in: borrowed bytes, copied once into the ring.
@@ -163,7 +161,7 @@ pub fn decode(bytes: &[u8], num_envs: usize) -> Result<Message<'_>, String> {
     for _ in 0..n_entries {
         let eh = take(ENTRY_HEADER_LEN)?;
         let kind = EntryKind::from_repr(eh[4]).ok_or_else(bad)?;
-        let slot = if eh[5] == 1 { Slot::Final } else { Slot::Regular };
+        let slot = Slot::from_repr(eh[5]).ok_or_else(bad)?;
         let data_len = u64_at(eh, 12) as usize;
         let column = u32_at(eh, 0);
         let env = u32_at(eh, 8);

@@ -206,7 +206,7 @@ impl Recorder {
         let recording_id = new_recording_id();
         let shard = ShardWriter::create(dir, recording_id, 0, &meta_json, &columns, config.durability()?)?;
         let uploads = match &config.upload_to {
-            Some(url) => Some(Uploads::start(url, dir, config.flush_interval())?),
+            Some(url) => Some(Uploads::start(url, dir, config.flush_interval(), recording_id, config.lease_times()?)?),
             None => None,
         };
         let (producer, consumer) = rtrb::RingBuffer::new(config.ring_bytes);

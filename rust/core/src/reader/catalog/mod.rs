@@ -42,7 +42,7 @@ use crate::error::{Error, Result};
 use crate::format::chunks::ChunkRef;
 use crate::format::episode::EpisodeSummary;
 use crate::reader::catalog::annotations::Sidecar;
-use crate::reader::catalog::chunk_list::{place_chunk, ChunkList, Insert, ListKey, Located};
+use crate::reader::catalog::chunk_list::{place_chunk, put_chunk, ChunkList, Insert, ListKey, Located};
 use crate::reader::catalog::parts::{Part, Place};
 use crate::reader::catalog::trust::{check_chunk, episode_span, first_gap, is_required, mask_pair_problem};
 use crate::reader::integrity::exclusions::{Exclusions, LeftOut};
@@ -195,8 +195,9 @@ pub(crate) struct Catalog {
     /// Per shard, the first Chunks record whose chunks were left out (rows may be lost there).
     chunk_damage: HashMap<usize, u64>,
     /// Episodes whose latest record goes on in a later shard (a rollover while a recorder
-    /// writes): their records so far and where they are listed, so that the record of their end
-    /// lists them as a fresh open would (`parts`).
+    /// writes), or whose first shards are not listed: their records so far and where they are
+    /// listed, so that the record of their end, or a shard listed late, lists them as a fresh
+    /// open would (`parts`).
     listed_parts: HashMap<(usize, u64), ListedParts>,
     /// Episodes discarded after parts of them were written.
     discarded: HashSet<(usize, u64)>,
@@ -460,23 +461,21 @@ impl Catalog {
             let entry = self.chunk_lists.entry(key).or_default();
             let list = &mut entry.chunks;
             for c in chunks {
-                match place_chunk(list, &c) {
-                    Insert::At(at) => list.insert(at, c),
-                    Insert::Repeat => {}
-                    Insert::Clash => {
-                        let why = format!(
-                            "chunk of column {} lane {} (rows {}..{}) overlaps rows another chunk holds; left out",
-                            c.chunk.column,
-                            c.chunk.lane,
-                            c.first_row(),
-                            c.end_row()
-                        );
-                        let (shard, offset) = (c.shard, c.chunk.record_offset);
-                        self.own_problems.push(Problem::new(&self.shards[shard].path, offset, why));
-                        let damage = self.chunk_damage.entry(shard).or_insert(offset);
-                        *damage = (*damage).min(offset);
-                    }
+                let place = place_chunk(list, &c);
+                if place == Insert::Clash {
+                    let why = format!(
+                        "chunk of column {} lane {} (rows {}..{}) overlaps rows another chunk holds; left out",
+                        c.chunk.column,
+                        c.chunk.lane,
+                        c.first_row(),
+                        c.end_row()
+                    );
+                    let (shard, offset) = (c.shard, c.chunk.record_offset);
+                    self.own_problems.push(Problem::new(&self.shards[shard].path, offset, why));
+                    let damage = self.chunk_damage.entry(shard).or_insert(offset);
+                    *damage = (*damage).min(offset);
                 }
+                put_chunk(list, c, place);
             }
             entry.ends = list.iter().map(Located::end_row).collect();
         }
@@ -542,7 +541,12 @@ impl Catalog {
                 let at = self.place_episode(place, key.0, *shard, summary, view.continued, view.from_seq);
                 now_listed.extend(at);
             }
-            if records.last().is_some_and(|(_, s)| s.continues()) {
+            // Kept while more records may come: its end, or those of a shard before it that
+            // is not listed yet (a store's shards may be listed out of order: see `views`).
+            let more = records.last().is_some_and(|(shard, s)| {
+                s.continues() || !self.shards_present(key.0, s.first_shard_seq, seq(self, *shard))
+            });
+            if more {
                 self.listed_parts.insert(key, ListedParts { records, listed: now_listed });
             }
         }

@@ -13,7 +13,8 @@
 //! - a listing without a step is not made (a part's holds nothing but a repeated row).
 //!
 //! A refresh lists an episode again when a later record of it arrives (its end, after a
-//! rollover). It lays the new listings over the ones it made before, in order, so an episode
+//! rollover), or an earlier one (a shard of a store prefix listed after the one that follows
+//! it, which a reader that lists mid-upload may find). It lays the new listings over the ones it made before, in order, so an episode
 //! keeps its index (it grows: the whole episode's first steps are the part's steps) and
 //! listings handed out before stay valid; listings beyond the old ones are appended.
 //!

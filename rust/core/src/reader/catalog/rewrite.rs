@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use super::chunk_list::{place_chunk, ChunkList, Insert, Located};
+use super::chunk_list::{place_chunk, put_chunk, ChunkList, Insert, Located};
 use super::trust::check_chunk;
 use super::Catalog;
 use crate::format::episode::{EpisodeSummary, FLAG_COMPLETE};
@@ -24,15 +24,12 @@ pub(crate) fn switched_list(list: &ChunkList, shard: usize, mut new: Vec<Located
     new.sort_by_key(|c| (c.chunk.is_repeat(), c.first_row()));
     let mut placed = Vec::with_capacity(new.len());
     for c in new {
-        match place_chunk(&chunks, &c) {
-            Insert::At(at) => {
-                chunks.insert(at, c);
-                placed.push(c);
-            }
-            Insert::Repeat => {}
-            Insert::Clash => {
-                return Err(format!("its chunk of rows {}..{} overlaps another", c.first_row(), c.end_row()))
-            }
+        let place = place_chunk(&chunks, &c);
+        if place == Insert::Clash {
+            return Err(format!("its chunk of rows {}..{} overlaps another", c.first_row(), c.end_row()));
+        }
+        if put_chunk(&mut chunks, c, place) {
+            placed.push(c);
         }
     }
     placed.sort_by_key(Located::first_row);

@@ -12,6 +12,10 @@
 //! A rewrite that cannot be opened or scanned now (an I/O error) is tried again at the next
 //! refresh; one that is damaged or holds other rows is not read: a notice says so, and the
 //! shard reads on the file it opened.
+//!
+//! A shard in a store prefix never switches: a reader lists no shard still being written (its
+//! segments are not listed as shards), and a recording's uploads put each shard up once,
+//! sealed and compacted, after the one opened before it (`objstore::uploads`).
 
 use super::shard::{Found, Shard};
 use super::Store;

@@ -55,6 +55,11 @@ impl<C, T> DynamicColumns<C, T> {
         &self.columns[index]
     }
 
+    /// The id in the recording of column `index`.
+    pub fn id(&self, index: usize) -> u32 {
+        self.made[index].id
+    }
+
     /// The column of `path` (below the prefix), if made.
     pub fn find(&self, path: &str) -> Option<usize> {
         self.by_path.get(path).copied()
@@ -116,14 +121,16 @@ impl<C, T> DynamicColumns<C, T> {
         index
     }
 
-    /// The column of `path` (an index), made from the host's value on first sight; `Err(why)`
-    /// when the value can make none (a later value may). A value of the kind refused last is
-    /// refused again without reading it, unless the host says another of its kind may fit.
+    /// The column of `path` (an index), made from `value` on first sight (`rows`: its env count
+    /// when batched; `mask`: which envs have it); `Err(why)` when the value can make none (a
+    /// later value may). A value of the kind refused last is refused again without reading it,
+    /// unless the host says another of its kind may fit.
     pub fn column<H: Host<C, T, K>, K>(
         &mut self,
         host: &mut H,
+        value: &H::Value,
         coll: &mut Collector<K>,
-        rows: Option<usize>,
+        (rows, mask): (Option<usize>, Option<Src>),
         path: &str,
     ) -> Result<Result<usize, String>, H::Error>
     where
@@ -132,13 +139,13 @@ impl<C, T> DynamicColumns<C, T> {
         if let Some(column) = self.find(path) {
             return Ok(Ok(column));
         }
-        let kind = host.kind()?;
+        let kind = host.kind(value)?;
         if let (Some(kind), Some((Some(refused), why))) = (&kind, self.unsupported.get(path)) {
             if refused == kind {
                 return Ok(Err(why.clone()));
             }
         }
-        match host.read(None, coll)?.column(rows) {
+        match host.read(value, None, (rows, mask), coll)?.column(rows) {
             Ok((dtype, shape)) => {
                 let spec = self.spec(path, dtype, &shape);
                 let name = spec.name.clone();
@@ -175,11 +182,12 @@ impl<C, T> DynamicColumns<C, T> {
         Ok(Some(wider))
     }
 
-    /// The host's value into `path`'s column, made on first sight, as an entry at `at` masked
-    /// by `mask`; the warning to give when it is left out (see `skip`).
+    /// `value` into `path`'s column, made on first sight, as an entry at `at` masked by `mask`;
+    /// the warning to give when it is left out (see `skip`).
     pub fn put<H: Host<C, T, K>, K>(
         &mut self,
         host: &mut H,
+        value: &H::Value,
         coll: &mut Collector<K>,
         (at, mask): (Place, Option<Src>),
         path: &str,
@@ -187,23 +195,24 @@ impl<C, T> DynamicColumns<C, T> {
     where
         T: PartialEq,
     {
-        match self.column(host, coll, at.rows, path)? {
-            Ok(column) => self.put_into(host, coll, (at, mask), column),
+        match self.column(host, value, coll, (at.rows, mask), path)? {
+            Ok(column) => self.put_into(host, value, coll, (at, mask), column),
             Err(why) => Ok(self.skips.skip(path, why)),
         }
     }
 
-    /// The host's value into column `index` (or the one that widened it), read once for it.
+    /// `value` into column `index` (or the one that widened it), read once for it.
     pub fn put_into<H: Host<C, T, K>, K>(
         &mut self,
         host: &mut H,
+        value: &H::Value,
         coll: &mut Collector<K>,
-        entry: (Place, Option<Src>),
+        (at, mask): (Place, Option<Src>),
         index: usize,
     ) -> Result<Option<String>, H::Error> {
         let index = self.latest(index);
-        let input = host.read(Some(&self.columns[index]), coll)?;
-        self.put_input(host, coll, entry, index, &input)
+        let input = host.read(value, Some(&self.columns[index]), (at.rows, mask), coll)?;
+        self.put_input(host, value, coll, (at, mask), index, &input)
     }
 
     /// `input` into column `index`, widened first when its type asks for it, or after it did
@@ -211,6 +220,7 @@ impl<C, T> DynamicColumns<C, T> {
     fn put_input<H: Host<C, T, K>, K>(
         &mut self,
         host: &mut H,
+        value: &H::Value,
         coll: &mut Collector<K>,
         (at, mask): (Place, Option<Src>),
         index: usize,
@@ -225,20 +235,21 @@ impl<C, T> DynamicColumns<C, T> {
             Err(misfit) => misfit,
         };
         if let Some(wider) = self.widen(host, index, input, at.rows, true)? {
-            return self.put_input(host, coll, (at, mask), wider, input);
+            return self.put_input(host, value, coll, (at, mask), wider, input);
         }
         let made = &self.made[index];
-        let why = Error::schema(&made.name, host.why(made.fit.dtype, misfit));
+        let why = Error::schema(&made.name, host.why(value, made.fit.dtype, misfit));
         let path = made.path.clone();
         Ok(self.skips.skip(&path, format!("{why} (its first value set the column's type)")))
     }
 
-    /// Checks the host's value of `path` now (`record`), making its column on first sight and
-    /// widening it as `put_into` would: `Ok(Err((column name, why)))` when it makes no column or
-    /// fits none. The collector is used as scratch.
+    /// Checks `value` of `path` now (`record`), making its column on first sight and widening
+    /// it as `put_into` would: `Ok(Err((column name, why)))` when it makes no column or fits
+    /// none. The collector is used as scratch.
     pub fn check<H: Host<C, T, K>, K>(
         &mut self,
         host: &mut H,
+        value: &H::Value,
         coll: &mut Collector<K>,
         rows: Option<usize>,
         path: &str,
@@ -246,17 +257,17 @@ impl<C, T> DynamicColumns<C, T> {
     where
         T: PartialEq,
     {
-        let index = match self.column(host, coll, rows, path)? {
+        let index = match self.column(host, value, coll, (rows, None), path)? {
             Ok(index) => self.latest(index),
             Err(why) => return Ok(Err((self.name_of(path), why))),
         };
-        let input = host.read(Some(&self.columns[index]), coll)?;
+        let input = host.read(value, Some(&self.columns[index]), (rows, None), coll)?;
         let index = self.widen(host, index, &input, rows, false)?.unwrap_or(index);
         let Err(misfit) = self.made[index].fit.put(coll, rows, &input) else { return Ok(Ok(())) };
         if self.widen(host, index, &input, rows, true)?.is_some() {
             return Ok(Ok(()));
         }
-        Ok(Err((self.made[index].name.clone(), host.why(self.made[index].fit.dtype, misfit))))
+        Ok(Err((self.made[index].name.clone(), host.why(value, self.made[index].fit.dtype, misfit))))
     }
 }
 
@@ -269,21 +280,30 @@ struct Made {
     fit: Fit,
 }
 
-/// What `DynamicColumns` asks of its caller for one value: the caller reads it and adds
+/// What `DynamicColumns` asks of its caller for its values: the caller reads them and adds
 /// columns, the core decides the rest (which column, when it widens, whether the value fits).
 pub trait Host<C, T, K> {
+    /// A value as the caller holds it (a Python object in the bindings).
+    type Value;
     type Error;
     /// What is kept of a value that made no column, to refuse one of its kind again without
     /// reading it; `None` when another value of its kind may fit (a sequence may, where another
     /// did not).
-    fn kind(&mut self) -> Result<Option<T>, Self::Error>;
-    /// The value read once for `column`, or for the column it would make (`None`); what it
-    /// borrows or converts goes into `coll`.
-    fn read(&mut self, column: Option<&C>, coll: &mut Collector<K>) -> Result<Input, Self::Error>;
+    fn kind(&mut self, value: &Self::Value) -> Result<Option<T>, Self::Error>;
+    /// `value` read once for `column`, or for the column it would make (`None`), given its env
+    /// count when batched and which envs have it (`at`); what it borrows or converts goes into
+    /// `coll`.
+    fn read(
+        &mut self,
+        value: &Self::Value,
+        column: Option<&C>,
+        at: (Option<usize>, Option<Src>),
+        coll: &mut Collector<K>,
+    ) -> Result<Input, Self::Error>;
     /// Adds a column of `spec` to the recording: its id and the caller's column.
     fn add(&mut self, spec: NewColumn) -> Result<(u32, C), Self::Error>;
-    /// Why the value does not fit a column of `dtype`, in words (see `Misfit`).
-    fn why(&self, dtype: DType, misfit: Misfit) -> String;
+    /// Why `value` does not fit a column of `dtype`, in words (see `Misfit`).
+    fn why(&self, value: &Self::Value, dtype: DType, misfit: Misfit) -> String;
 }
 
 /// Custom data recorded for the coming step (`record`), by path: a path recorded again keeps its
@@ -369,15 +389,22 @@ mod tests {
     }
 
     impl Host<DType, &'static str, ()> for Fake {
+        type Value = ();
         type Error = String;
-        fn kind(&mut self) -> Result<Option<&'static str>, String> {
+        fn kind(&mut self, _: &()) -> Result<Option<&'static str>, String> {
             Ok(match self.input {
                 Input::Unsupported(_) => Some("set"),
                 Input::Array(_) => None,
                 _ => Some("other"),
             })
         }
-        fn read(&mut self, _: Option<&DType>, _: &mut Collector<()>) -> Result<Input, String> {
+        fn read(
+            &mut self,
+            _: &(),
+            _: Option<&DType>,
+            _: (Option<usize>, Option<Src>),
+            _: &mut Collector<()>,
+        ) -> Result<Input, String> {
             self.reads += 1;
             Ok(self.input.clone())
         }
@@ -386,7 +413,7 @@ mod tests {
             self.next += 1;
             Ok((self.next - 1, spec.dtype))
         }
-        fn why(&self, dtype: DType, misfit: Misfit) -> String {
+        fn why(&self, _: &(), dtype: DType, misfit: Misfit) -> String {
             format!("{misfit:?} in {}", dtype.name())
         }
     }
@@ -427,10 +454,10 @@ mod tests {
             let mut coll = Collector::<()>::default();
             let at = (Place::regular(None), None);
             let mut first = Fake::of(number(Some(1), Some(1.0), Like::Weak(I64)), 10);
-            assert_eq!(d.put(&mut first, &mut coll, at, "x"), Ok(None));
+            assert_eq!(d.put(&mut first, &(), &mut coll, at, "x"), Ok(None));
             assert_eq!(first.added, [("info/x".to_string(), None)]);
             let mut host = Fake::of(input.clone(), 20);
-            let warned = d.put(&mut host, &mut coll, at, "x").unwrap();
+            let warned = d.put(&mut host, &(), &mut coll, at, "x").unwrap();
             let went = match warned {
                 None => Ok(coll.entries().last().unwrap().column),
                 Some(warning) => Err(warning),
@@ -450,15 +477,15 @@ mod tests {
         let mut coll = Collector::<()>::default();
         let mut host = Fake::of(Input::Unsupported("set".into()), 10);
         let why = "values of type set are not supported".to_string();
-        assert_eq!(d.check(&mut host, &mut coll, None, "x"), Ok(Err(("data/x".into(), why.clone()))));
+        assert_eq!(d.check(&mut host, &(), &mut coll, None, "x"), Ok(Err(("data/x".into(), why.clone()))));
         assert_eq!(d.unsupported("x"), Some(&(Some("set"), why.clone())));
         // The same kind again is refused without being read.
-        assert_eq!(d.check(&mut host, &mut coll, None, "x"), Ok(Err(("data/x".into(), why))));
+        assert_eq!(d.check(&mut host, &(), &mut coll, None, "x"), Ok(Err(("data/x".into(), why))));
         assert_eq!(host.reads, 1);
         // It makes its column, then does not fit it.
         let mut host = Fake::of(number(Some(300), Some(300.0), Like::Typed(DType::U8)), 10);
         let misfit = "Value(\"value 300 is out of range for uint8\") in uint8".to_string();
-        assert_eq!(d.check(&mut host, &mut coll, None, "x"), Ok(Err(("data/x".into(), misfit))));
+        assert_eq!(d.check(&mut host, &(), &mut coll, None, "x"), Ok(Err(("data/x".into(), misfit))));
         assert_eq!((d.find("x"), d.unsupported("x")), (Some(0), None));
     }
 

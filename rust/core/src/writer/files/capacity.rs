@@ -272,9 +272,9 @@ impl Capacity {
     }
 
     /// The recording `recording_id` goes up to the store prefix `url` through `uploads` (its
-    /// directory is the staging directory). It holds a lease there (`objstore::leases`) while
-    /// it records, so that recorders starting on the prefix meanwhile leave its shards to it.
-    /// Each eviction is told to them (they put the
+    /// directory is the staging directory). The uploads hold its lease there
+    /// (`objstore::leases`), as every recording's to a store, so that recorders starting on the
+    /// prefix meanwhile leave its shards to it. Each eviction is told to them (they put the
     /// recording's own eviction log up, `store_log_name`, then delete the shards' objects). The
     /// prefix's shards are among the prior ones (the caller listed them, as staging paths: their
     /// files are not here, their objects are). The logs of the prefix's recordings are left as
@@ -289,9 +289,6 @@ impl Capacity {
     pub fn uploading_to(mut self, uploads: UploadQueue, url: &str, recording_id: &[u8; 16]) -> Result<Capacity> {
         let url = url.trim_end_matches('/');
         self.log_name = store_log_name(recording_id);
-        // Before any object of this recording exists: another recorder that lists one of them
-        // finds the lease too, and leaves the recording's shards to it.
-        uploads.hold_lease(url, recording_id)?;
         let log = EvictionLog::read(Path::new(url))?;
         if !log.evicted_shards.is_empty() {
             let location = crate::objstore::url::locate(url)?;

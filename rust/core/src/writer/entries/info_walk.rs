@@ -1,0 +1,444 @@
+//! The walk of an info dict: which of its values become entries of which columns, under which
+//! masks. Supported values are numbers, bools, strings and fixed-shape arrays; nested dicts
+//! become nested paths (at most `MAX_DEPTH` levels). A value that cannot be recorded (an
+//! unsupported type, or one that does not fit the column its key got) is left out of its row,
+//! which then reads as missing: one warning per key at the first, a count per key at close, and
+//! the key keeps recording every value that fits.
+//!
+//! Vector infos follow gymnasium's convention: `_key` is the mask of `key` (a nested dict's
+//! mask applies to every entry below it). A key `_key` without a `key` beside it, or with its own
+//! `__key` mask, is a value of its own. Column names escape `/`, `%` and a leading `_` (see
+//! `escape_key`), so a key `_x` never takes the name of the mask column of `x`.
+//!
+//! A dict is walked by a plan of its shape (see `info_keys`) when one matches, else its keys are
+//! looked up one by one and kept as a plan; either way its values are then put by the same code.
+//! The caller (`Dicts`) only reads its dicts, keys and values.
+
+use super::collect::{Collector, Place, Src};
+use super::dynamic::{DynamicColumns, Host};
+use super::info_keys::{check_depth, same_column_why, KeyTree, Role};
+use crate::writer::message::Slot;
+use crate::{CodecSpec, Timeline};
+
+/// What the walk asks of its caller about dicts and keys, beside reading values (`Host`).
+pub trait Dicts<C, T, K>: Host<C, T, K> {
+    /// A value held on the walk's stack while its dict is walked (a Python reference, so what
+    /// a conversion runs cannot free it).
+    type Held;
+    type Dict;
+    type Key;
+    /// The text of a key, as compared with the keys of a dict (an interned Python str).
+    type Str;
+    /// The value of a held one.
+    fn value(&self, held: &Self::Held) -> Self::Value;
+    /// `value` as a dict, when it is one.
+    fn dict(&self, value: &Self::Value) -> Option<Self::Dict>;
+    fn len(&self, dict: &Self::Dict) -> usize;
+    /// The keys and values of `dict`, in its order.
+    fn items(&self, dict: &Self::Dict) -> impl Iterator<Item = (Self::Key, Self::Held)>;
+    /// A key's name (`str(key)` for a key of another type than str) and whether it is a str.
+    fn name(&self, key: &Self::Key) -> Result<(String, bool), Self::Error>;
+    /// Whether `key` is `planned` (the same str object, or an exact str of the same text).
+    fn same(&self, key: &Self::Key, planned: &Self::Str) -> Result<bool, Self::Error>;
+    fn contains(&self, dict: &Self::Dict, key: &Self::Str) -> Result<bool, Self::Error>;
+    fn intern(&self, text: &str) -> Self::Str;
+    /// A str key, as a plan keeps it.
+    fn plan_key(&self, key: &Self::Key) -> Result<Self::Str, Self::Error>;
+    /// A key as messages show it (its repr); `None` when it has none.
+    fn shown(&self, key: &Self::Key) -> Option<String>;
+    /// A `_key` mask over `n` envs, one byte per env (`_key` arrays, as gymnasium makes them).
+    fn mask(&mut self, value: &Self::Value, n: usize, coll: &mut Collector<K>) -> Result<Src, Self::Error>;
+    /// `value` as the rows of `column` as they are (borrowed), when it is exactly them: the usual
+    /// value, put without an `Input`.
+    fn exact(&mut self, value: &Self::Value, column: &C, rows: Option<usize>, coll: &mut Collector<K>) -> Option<Src>;
+    /// Tells the user a value is not recorded.
+    fn warn(&self, warning: &str) -> Result<(), Self::Error>;
+    /// The error of a dict that cannot be walked (`column`: its path's name).
+    fn refuse(&self, column: &str, why: String) -> Self::Error;
+}
+
+/// The info columns: columns by key path, and the keys of the dicts seen so far with their
+/// plans. `S` and `V`: the caller's `Dicts::Str` and `Dicts::Held`.
+#[derive(Debug)]
+pub struct InfoColumns<C, T, S, V> {
+    /// The columns by path, the types of values that made none, and the values left out.
+    pub columns: DynamicColumns<C, T>,
+    keys: KeyTree<S>,
+    /// Whether dicts are walked by their plans when they have one (tests compare both ways).
+    plans: bool,
+    /// The values of the dicts being walked with what each is, a stack (nested dicts push
+    /// above).
+    values: Vec<(V, Role)>,
+}
+
+impl<C, T: PartialEq, S, V> InfoColumns<C, T, S, V> {
+    /// With `plans` false, walks every dict key by key, as a dict that matches no plan.
+    pub fn new(codec: CodecSpec, plans: bool) -> Self {
+        let columns = DynamicColumns::new("info", Timeline::Obs, codec);
+        InfoColumns { columns, keys: KeyTree::default(), plans, values: Vec::new() }
+    }
+
+    /// Adds entries at `at` for every supported value of `info` (vector infos: with their
+    /// `_key` masks).
+    pub fn put_info<D, K>(
+        &mut self,
+        d: &mut D,
+        coll: &mut Collector<K>,
+        at: Place,
+        info: &D::Dict,
+    ) -> Result<(), D::Error>
+    where
+        D: Dicts<C, T, K, Str = S, Held = V>,
+    {
+        self.put_dict(d, coll, at, (info, KeyTree::<S>::ROOT), None, 0)
+    }
+
+    /// Adds entries for the values of `dict`, under key node `node`, where `mask` (the
+    /// parent's) says which envs have it at all.
+    fn put_dict<D, K>(
+        &mut self,
+        d: &mut D,
+        coll: &mut Collector<K>,
+        at: Place,
+        (dict, node): (&D::Dict, usize),
+        mask: Option<Src>,
+        depth: usize,
+    ) -> Result<(), D::Error>
+    where
+        D: Dicts<C, T, K, Str = S, Held = V>,
+    {
+        check_depth(depth).map_err(|why| d.refuse(&self.columns.name_of(&self.keys.node(node).path), why))?;
+        if d.len(dict) == 0 {
+            return Ok(()); // nothing to record, nor to plan (half of CartPole's steps)
+        }
+        // Its values are pushed on `values` (by a plan, else key by key), then put one by one.
+        let start = self.values.len();
+        let regular = at.slot == Slot::Regular;
+        let result = (|| {
+            let items = || d.items(dict);
+            if !(self.plans
+                && self.keys.push_planned(node, regular, d.len(dict), items, |k, p| d.same(k, p), &mut self.values)?)
+            {
+                self.push_key_by_key(d, dict, node, at)?;
+            }
+            for position in start..self.values.len() {
+                let Role::Value { node: child, mask: mask_at } = self.values[position].1 else { continue };
+                let value = d.value(&self.values[position].0);
+                // Its own `_key` mask, if any, under the parent's `mask` (checked when its dict was
+                // entered: only a mask of the key's own can leave no env).
+                let own_mask = match (at.rows, mask_at) {
+                    (Some(n), Some(m)) => Some(d.mask(&d.value(&self.values[start + m].0), n, coll)?),
+                    _ => None,
+                };
+                let mask = coll.and_masks(mask, own_mask);
+                if own_mask.is_some() && coll.none_set(mask) {
+                    continue; // no env has it at this step
+                }
+                // A nested dict is walked, other values become entries.
+                match d.dict(&value) {
+                    Some(inner) => self.put_dict(d, coll, at, (&inner, child), mask, depth + 1)?,
+                    None => self.put_key(d, coll, (at, mask), child, &value)?,
+                }
+            }
+            Ok(())
+        })();
+        self.values.truncate(start);
+        result
+    }
+
+    /// Pushes the values of `dict` with what each key is, found key by key, and keeps that as
+    /// a plan of node `node` when its keys are all str and not too many.
+    fn push_key_by_key<D, K>(&mut self, d: &D, dict: &D::Dict, node: usize, at: Place) -> Result<(), D::Error>
+    where
+        D: Dicts<C, T, K, Str = S, Held = V>,
+    {
+        let mut keys = Vec::with_capacity(d.len(dict));
+        for (key, value) in d.items(dict) {
+            let (name, is_str) = d.name(&key)?;
+            keys.push((key, self.keys.child(node, &name, |text| d.intern(text)), is_str));
+            self.values.push((value, Role::Skip));
+        }
+        let (batched, regular) = (at.rows.is_some(), at.slot == Slot::Regular);
+        let mut seen = Vec::with_capacity(keys.len());
+        for &(_, child, is_str) in &keys {
+            // In vector infos, a mask (read with its key) or same-step autoreset data (taken
+            // apart by the recorder) is no value.
+            let no_value = self.keys.node(child).is_no_value(batched, is_str, regular, |base, own_mask| {
+                Ok(d.contains(dict, base)? && !d.contains(dict, own_mask)?)
+            })?;
+            seen.push((child, is_str, no_value));
+        }
+        let start = self.values.len() - keys.len();
+        let plan_keys = || keys.iter().map(|k| d.plan_key(&k.0)).collect();
+        let values = &mut self.values[start..];
+        for (i, first) in self.keys.set_roles(node, regular, &seen, values, self.plans.then_some(plan_keys))? {
+            let node = self.keys.node(keys[i].1);
+            let shown = |key| d.shown(key).unwrap_or_else(|| node.name.clone());
+            let why = same_column_why(&shown(&keys[first].0), &shown(&keys[i].0));
+            if let Some(warning) = self.columns.skips.skip(&node.path, why) {
+                d.warn(&warning)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The value of the key at `node`: its column is found through the node once made.
+    fn put_key<D, K>(
+        &mut self,
+        d: &mut D,
+        coll: &mut Collector<K>,
+        entry: (Place, Option<Src>),
+        node: usize,
+        value: &D::Value,
+    ) -> Result<(), D::Error>
+    where
+        D: Dicts<C, T, K, Str = S, Held = V>,
+    {
+        let known = self.keys.node(node).column;
+        // The usual value first: an array whose bytes are the rows of its column as they are.
+        if let Some(column) = known {
+            if let Some(data) = d.exact(value, self.columns.get(column), entry.0.rows, coll) {
+                coll.push(self.columns.id(column), entry.0, entry.1, data);
+                return Ok(());
+            }
+        }
+        let path = &self.keys.node(node).path;
+        let warning = match known {
+            Some(column) => self.columns.put_into(d, value, coll, entry, column)?,
+            None => match self.columns.column(d, value, coll, (entry.0.rows, entry.1), path)? {
+                Ok(column) => {
+                    self.keys.set_column(node, column);
+                    self.columns.put_into(d, value, coll, entry, column)?
+                }
+                Err(why) => self.columns.skips.skip(path, why),
+            },
+        };
+        warning.map_or(Ok(()), |warning| d.warn(&warning))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::writer::entries::value::{Array, Input, Like, Number};
+    use crate::writer::entries::values::Misfit;
+    use crate::writer::{EntryKind, NewColumn};
+    use crate::DType;
+    use std::rc::Rc;
+
+    /// A value of a test info: a dict, a number, a mask over the envs or a value no column takes.
+    #[derive(Debug, Clone)]
+    enum V {
+        Dict(Rc<Vec<(Key, V)>>),
+        Int(i128),
+        Mask(Vec<bool>),
+        Set,
+    }
+
+    #[derive(Debug, Clone, PartialEq)]
+    enum Key {
+        Str(&'static str),
+        Int(i64),
+    }
+
+    fn dict(items: &[(&'static str, V)]) -> V {
+        V::Dict(Rc::new(items.iter().map(|(k, v)| (Key::Str(k), v.clone())).collect()))
+    }
+
+    /// The caller over test values: columns are their names; warnings are counted.
+    #[derive(Default)]
+    struct Fake {
+        added: Vec<String>,
+        warnings: std::cell::Cell<usize>,
+    }
+
+    impl Host<String, u8, ()> for Fake {
+        type Value = V;
+        type Error = String;
+        fn kind(&mut self, _: &V) -> Result<Option<u8>, String> {
+            Ok(None)
+        }
+        /// An int is a Python int, or an int64 array over the envs when batched.
+        fn read(
+            &mut self,
+            v: &V,
+            _: Option<&String>,
+            (rows, _): (Option<usize>, Option<Src>),
+            coll: &mut Collector<()>,
+        ) -> Result<Input, String> {
+            Ok(match (v, rows) {
+                (V::Int(i), None) => {
+                    let number = Number { int: Some(*i), float: Some(*i as f64), is_float: false };
+                    Input::Number(number, Like::Weak(DType::I64))
+                }
+                (V::Int(_), Some(n)) => {
+                    let data = coll.own(&vec![0; 8 * n]);
+                    Input::Array(Array { kind: b'i', itemsize: 8, shown: "<i8".into(), shape: vec![n], data })
+                }
+                _ => Input::Unsupported("set".into()),
+            })
+        }
+        fn add(&mut self, spec: NewColumn) -> Result<(u32, String), String> {
+            self.added.push(spec.name.clone());
+            Ok((self.added.len() as u32 - 1, spec.name))
+        }
+        fn why(&self, _: &V, _: DType, misfit: Misfit) -> String {
+            format!("{misfit:?}")
+        }
+    }
+
+    impl Dicts<String, u8, ()> for Fake {
+        type Held = V;
+        type Dict = Rc<Vec<(Key, V)>>;
+        type Key = Key;
+        type Str = String;
+        fn value(&self, held: &V) -> V {
+            held.clone()
+        }
+        fn dict(&self, value: &V) -> Option<Self::Dict> {
+            if let V::Dict(d) = value {
+                Some(d.clone())
+            } else {
+                None
+            }
+        }
+        fn len(&self, dict: &Self::Dict) -> usize {
+            dict.len()
+        }
+        fn items(&self, dict: &Self::Dict) -> impl Iterator<Item = (Key, V)> {
+            dict.iter().cloned()
+        }
+        fn name(&self, key: &Key) -> Result<(String, bool), String> {
+            Ok(match key {
+                Key::Str(s) => (s.to_string(), true),
+                Key::Int(i) => (i.to_string(), false),
+            })
+        }
+        fn same(&self, key: &Key, planned: &String) -> Result<bool, String> {
+            Ok(matches!(key, Key::Str(s) if s == planned))
+        }
+        fn contains(&self, dict: &Self::Dict, key: &String) -> Result<bool, String> {
+            Ok(dict.iter().any(|(k, _)| matches!(k, Key::Str(s) if s == key)))
+        }
+        fn intern(&self, text: &str) -> String {
+            text.to_owned()
+        }
+        fn plan_key(&self, key: &Key) -> Result<String, String> {
+            self.name(key).map(|n| n.0)
+        }
+        fn shown(&self, key: &Key) -> Option<String> {
+            Some(match key {
+                Key::Str(s) => format!("'{s}'"),
+                Key::Int(i) => i.to_string(),
+            })
+        }
+        fn mask(&mut self, value: &V, n: usize, coll: &mut Collector<()>) -> Result<Src, String> {
+            match value {
+                V::Mask(m) if m.len() == n => Ok(coll.own(&m.iter().map(|&b| b as u8).collect::<Vec<_>>())),
+                _ => Err("no mask".into()),
+            }
+        }
+        fn exact(&mut self, _: &V, _: &String, _: Option<usize>, _: &mut Collector<()>) -> Option<Src> {
+            None
+        }
+        fn warn(&self, _: &str) -> Result<(), String> {
+            self.warnings.set(self.warnings.get() + 1);
+            Ok(())
+        }
+        fn refuse(&self, column: &str, why: String) -> String {
+            format!("{column}: {why}")
+        }
+    }
+
+    /// Entries as (column name, masked envs).
+    type Entered = Vec<(String, Option<Vec<u8>>)>;
+
+    /// What the second of two walks of `info` (its env count `rows`) entered, and the paths left
+    /// out with their counts (each warned of once).
+    fn walk(info: &V, rows: Option<usize>, plans: bool) -> (Entered, Vec<(String, u64)>) {
+        let mut columns = InfoColumns::<String, u8, String, V>::new(CodecSpec::default(), plans);
+        let (mut fake, mut coll) = (Fake::default(), Collector::<()>::default());
+        let V::Dict(info) = info else { panic!() };
+        // Twice: the second by the plan the first made (when `plans`).
+        for _ in 0..2 {
+            coll.clear();
+            columns.put_info(&mut fake, &mut coll, Place::regular(rows), info).unwrap();
+        }
+        let entries = coll.entries();
+        let got = entries
+            .iter()
+            .map(|e| {
+                assert_eq!(e.kind == EntryKind::Masked, e.mask.is_some());
+                (fake.added[e.column as usize].clone(), e.mask.map(<[u8]>::to_vec))
+            })
+            .collect();
+        let skipped: Vec<(String, u64)> = columns.columns.skips.counts().collect();
+        assert_eq!(fake.warnings.get(), skipped.len());
+        (got, skipped)
+    }
+
+    #[test]
+    fn vector_infos_become_masked_columns_by_their_keys() {
+        let (t, f) = (true, false);
+        // RecordEpisodeStatistics over 3 envs, env 1 ending: `episode` and its `_episode` mask.
+        let stats = dict(&[
+            ("episode", dict(&[("r", V::Int(9)), ("l", V::Int(9)), ("_r", V::Mask(vec![f, t, f]))])),
+            ("_episode", V::Mask(vec![f, t, t])),
+        ]);
+        let masked = |name: &str, m: &[u8]| (name.to_string(), Some(m.to_vec()));
+        // (the info, its env count, what was entered, the paths left out with their counts)
+        type Case = (V, Option<usize>, Entered, Vec<(String, u64)>);
+        let table: Vec<Case> = vec![
+            (
+                stats.clone(),
+                Some(3),
+                vec![masked("info/episode/r", &[0, 1, 0]), masked("info/episode/l", &[0, 1, 1])],
+                vec![],
+            ),
+            // One env: `_episode` is a value of its own, and no mask is read.
+            (
+                dict(&[("x", V::Int(1)), ("_x", V::Int(2))]),
+                None,
+                vec![("info/x".into(), None), ("info/%5Fx".into(), None)],
+                vec![],
+            ),
+            // `_x` with no `x` beside it: a value of its own, here masked by its `__x`.
+            (
+                dict(&[("_x", V::Int(2)), ("__x", V::Mask(vec![t, f]))]),
+                Some(2),
+                vec![masked("info/%5Fx", &[1, 0])],
+                vec![],
+            ),
+            // A mask with no env set: nothing of its key; same-step autoreset data is no value.
+            (dict(&[("x", V::Int(1)), ("_x", V::Mask(vec![f, f])), ("final_obs", V::Int(3))]), Some(2), vec![], vec![]),
+            // A value no column takes is left out, each time.
+            (dict(&[("s", V::Set)]), None, vec![], vec![("info/s".into(), 2)]),
+            // 1 and "1" name one column: the first is recorded.
+            (
+                V::Dict(Rc::new(vec![(Key::Int(1), V::Int(5)), (Key::Str("1"), V::Int(6))])),
+                None,
+                vec![("info/1".into(), None)],
+                vec![("info/1".into(), 2)],
+            ),
+        ];
+        for (info, rows, entered, skipped) in table {
+            for plans in [true, false] {
+                let (got, left_out) = walk(&info, rows, plans);
+                assert_eq!(got, entered, "{info:?} plans {plans}");
+                assert_eq!(left_out, skipped, "{info:?} plans {plans}");
+            }
+        }
+    }
+
+    #[test]
+    fn dicts_that_contain_themselves_are_refused() {
+        let mut columns = InfoColumns::<String, u8, String, V>::new(CodecSpec::default(), true);
+        let mut info = V::Int(0);
+        for _ in 0..super::super::info_keys::MAX_DEPTH + 1 {
+            info = dict(&[("a", info)]);
+        }
+        let V::Dict(info) = info else { panic!() };
+        let got = columns.put_info(&mut Fake::default(), &mut Collector::default(), Place::regular(None), &info);
+        assert!(got.unwrap_err().starts_with("info/a/a/"), "nested too deep");
+    }
+}
