@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 from pathlib import Path
 
@@ -168,6 +169,50 @@ def test_a_closed_shard_rewritten_in_place_is_noticed(recorded: Path, tmp_path: 
         os.utime(shard, ns=(os.stat(shard).st_atime_ns, os.stat(shard).st_mtime_ns + 10**9))
         with pytest.warns(trajcore.TrajcoreWarning, match="modified in place"):
             ds.refresh()
+
+
+def test_a_learner_refreshing_at_every_step_hears_of_a_closed_shard_changed_in_place(
+    recorded: Path, tmp_path: Path
+) -> None:
+    # A refresh looks at the closed shards at most once per 50 ms unless the directory changed
+    # (`closed_checks`): the change is said by a refresh of the loop soon after, once.
+    work = tmp_path / "d"
+    shutil.copytree(recorded, work)
+    with trajcore.open(work) as ds:
+        ds.refresh()  # the first refresh looks at every shard
+        os.truncate(ds.shards[0], 100)
+        changed = time.monotonic()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            while not caught and time.monotonic() - changed < 10:
+                ds.refresh()
+        assert [w.category for w in caught] == [trajcore.TrajcoreWarning]
+        assert "shrank" in str(caught[0].message)
+        assert time.monotonic() - changed < 2, "said within the interval (and the load's delays)"
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for _ in range(3):
+                ds.refresh()  # said once
+
+
+def test_shards_added_one_after_another_are_each_seen_by_the_refresh_right_after(
+    recorded: Path, tmp_path: Path
+) -> None:
+    # Within one tick of the file system's clock the directory's time may not change: a
+    # listing whose time was that fresh is made again at the next refresh (`dir_watch`).
+    shards = sorted(recorded.glob("*.trj"))
+    assert len(shards) >= 4
+    work = tmp_path / "d"
+    work.mkdir()
+    shutil.copyfile(shards[0], work / shards[0].name)
+    with trajcore.open(work) as ds:
+        for i, shard in enumerate(shards[1:], start=2):
+            before = ds.num_steps
+            shutil.copyfile(shard, work / shard.name)
+            ds.refresh()
+            assert len(ds.shards) == i
+            assert ds.num_steps > before
+        assert ds.problems == []
 
 
 def test_positioned_reads_equal_mapped_reads(recorded: Path) -> None:

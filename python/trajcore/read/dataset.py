@@ -316,8 +316,10 @@ class Dataset(_Sampling):
 
         It also checks the files already open: one truncated in place since opening is damage
         (its episodes can no longer be read: a `TrajcoreWarning`, or `CorruptFileError` with
-        `strict`); one replaced (renamed over) or deleted is said with a `TrajcoreWarning`, and
-        the dataset goes on reading the file it opened. A shard a bounded recording
+        `strict`; a closed shard's change in place is said at most 50 ms after it happened, so
+        that a refresh at every training step costs what it finds); one replaced (renamed over)
+        or deleted is said with a `TrajcoreWarning`, and the dataset goes on reading the file it
+        opened. A shard a bounded recording
         (``capacity_steps``) deleted is expected: no warning; its episodes leave sampling
         (`evicted_episodes`) and stay readable."""
         _live.flush_recorders(self._live_key)  # a recorder of this process writing here: its rows now

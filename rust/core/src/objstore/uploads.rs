@@ -284,9 +284,8 @@ impl Worker {
                         current = None;
                     }
                     self.evicting.shards.extend(shards.into_iter().map(|p| (p, None)));
-                    // Put up at the next tick, not now: one log put an interval however fast
-                    // the writer evicts, so the queue cannot outgrow the store's answers.
                     self.evicting.log = Some(log);
+                    let _ = self.evict(); // a failure is noted, and tried again at the next tick
                 }
                 Ok(Event::Close) | Err(RecvTimeoutError::Disconnected) => return self.finish(),
                 Err(RecvTimeoutError::Timeout) => {}

@@ -387,6 +387,9 @@ impl Catalog {
         verified: &mut VerifiedRecords,
     ) {
         self.shard_damage = shard_damage;
+        if found.iter().all(|(_, f)| f.is_empty()) {
+            return; // a refresh that found nothing new costs nothing here
+        }
         for (shard, f) in &found {
             let file = &self.shards[*shard].path;
             self.skipped.extend(f.skipped.iter().map(|&(offset, kind)| SkippedRecord {

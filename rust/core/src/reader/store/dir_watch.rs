@@ -7,8 +7,16 @@
 //! `SETTLED` old when the listing began: any later change is then stamped later.
 //!
 //! Changes inside files (a shard growing, or truncated in place) do not touch the directory:
-//! the reader checks the files it holds open for those at every refresh.
+//! the reader checks the files it holds open for those (see `closed_checks`).
+//!
+//! The time is read through a handle on the directory held open (`modified`): a `stat` by
+//! descriptor, without walking the path at every refresh. A listing gives each name's inode
+//! number: a shard whose name still holds the file it opened (or its writer's compaction of
+//! it, already seen) is not looked up by name (`look_up_by_name`), so a listing costs the
+//! listing, not a `stat` per shard.
 
+use std::fs::File;
+use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 /// How old a directory's modification time must be when it is listed for an unchanged time to
@@ -39,6 +47,28 @@ impl DirWatch {
     pub fn listed(&mut self, mtime: Option<SystemTime>, at: SystemTime, complete: bool) {
         self.seen = mtime.filter(|_| complete).map(|m| (m, at));
     }
+}
+
+/// The modification time of the directory `root` (None: unknown), through the handle `held`
+/// (opened at the first call). A directory deleted since it was opened (no link left) is
+/// opened again by its path: one made under the same name is then the one watched.
+pub(crate) fn modified(held: &mut Option<File>, root: &Path) -> Option<SystemTime> {
+    use std::os::unix::fs::MetadataExt;
+    let still_there = |m: &std::fs::Metadata| m.nlink() > 0;
+    if let Some(m) = held.as_ref().and_then(|f| f.metadata().ok()).filter(still_there) {
+        return m.modified().ok();
+    }
+    *held = File::open(root).ok();
+    held.as_ref()?.metadata().and_then(|m| m.modified()).ok()
+}
+
+/// Whether a shard is looked up by name (a `stat` of its path: replaced, deleted, or compacted
+/// by its writer?), `dir_listed`: the directory was listed (it may have changed);
+/// `listed_ino`: the inode number the listing found under the shard's name (None: no such
+/// name); `known`: the inode numbers of the files it is known as (the one it opened, and its
+/// compaction once seen). The listing is of the shard's own directory, so its device is theirs.
+pub(crate) fn look_up_by_name(dir_listed: bool, listed_ino: Option<u64>, known: &[u64]) -> bool {
+    dir_listed && !listed_ino.is_some_and(|ino| known.contains(&ino))
 }
 
 /// Whether a modification time `mtime` was at least `SETTLED` old at `at`.
@@ -74,5 +104,39 @@ mod tests {
         let mut watch = DirWatch::default();
         watch.listed(None, t0, true);
         assert!(watch.must_list(Some(t0)), "no time when listed");
+    }
+
+    #[test]
+    fn which_shards_a_listing_looks_up_by_name() {
+        type Row = (&'static str, bool, Option<u64>, &'static [u64], bool);
+        let table: &[Row] = &[
+            ("the directory not listed", false, None, &[7], false),
+            ("listed: the file it opened under its name", true, Some(7), &[7], false),
+            ("listed: its compaction, already seen", true, Some(9), &[7, 9], false),
+            ("listed: another file under its name (replaced, or compacted)", true, Some(8), &[7], true),
+            ("listed: no such name (deleted)", true, None, &[7], true),
+            ("a store prefix (no inode numbers)", true, None, &[], true),
+        ];
+        for &(name, listed, ino, known, want) in table {
+            assert_eq!(look_up_by_name(listed, ino, known), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn the_time_follows_the_directory_under_its_name() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("d");
+        std::fs::create_dir(&root).unwrap();
+        let mut held = None;
+        let mtime = |p: &Path| std::fs::metadata(p).unwrap().modified().unwrap();
+        assert_eq!(modified(&mut held, &root), Some(mtime(&root)));
+        assert!(held.is_some(), "the handle is kept");
+        std::fs::write(root.join("a.trj"), b"x").unwrap();
+        assert_eq!(modified(&mut held, &root), Some(mtime(&root)), "a file added: the new time");
+        // Deleted and made again under the same name: the new directory is the one watched.
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(modified(&mut held, &root), None, "no directory");
+        std::fs::create_dir(&root).unwrap();
+        assert_eq!(modified(&mut held, &root), Some(mtime(&root)));
     }
 }

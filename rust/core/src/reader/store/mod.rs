@@ -5,6 +5,7 @@
 
 pub(in crate::reader) mod checksummed;
 pub(in crate::reader) mod chunk_bytes;
+pub(in crate::reader) mod closed_checks;
 pub(in crate::reader) mod compacted;
 pub(in crate::reader) mod decoded;
 pub(in crate::reader) mod dir_watch;
@@ -47,8 +48,13 @@ pub(crate) struct Store {
     pub cache: ChunkCache,
     pub verified: VerifiedRecords,
     last_episode_record: Mutex<Option<EpisodeBatch>>,
-    /// What the last listing of a local directory saw (see `dir_watch`).
+    /// What the last listing of a local directory saw, and the directory held open to read its
+    /// time (see `dir_watch`).
     dir_watch: DirWatch,
+    dir_handle: Option<fs::File>,
+    /// The inode number under each shard or sidecar file name the last listing of a local
+    /// directory found (see `dir_watch::look_up_by_name`).
+    listed_inos: HashMap<std::ffi::OsString, u64>,
     /// A store prefix's eviction log as its last listing showed it (size and entity tag; `None`:
     /// no log object), and the log last read with the version it was read at (only a log read
     /// whole is kept: a failed read is asked again at the next call).
@@ -58,6 +64,8 @@ pub(crate) struct Store {
     dir_listed: bool,
     /// Per shard, the rewrite it does not read (see `compacted`), by file identity.
     refused_rewrites: HashMap<usize, (u64, u64)>,
+    /// When a refresh last looked at the closed shards (see `closed_checks`).
+    closed_checked: Option<std::time::Instant>,
 }
 
 impl Store {
@@ -70,9 +78,12 @@ impl Store {
             verified: VerifiedRecords::default(),
             last_episode_record: Mutex::new(None),
             dir_watch: DirWatch::default(),
+            dir_handle: None,
+            listed_inos: HashMap::new(),
             store_log: (None, None),
             dir_listed: true,
             refused_rewrites: HashMap::new(),
+            closed_checked: None,
         }
     }
 
@@ -83,7 +94,7 @@ impl Store {
     pub fn open_new(&mut self, root: &Path, is_dir: bool, opts: &OpenOptions) -> Result<(Vec<Shard>, Vec<Problem>)> {
         let (mut opened, mut problems) = (Vec::new(), Vec::new());
         let watched = is_dir && crate::objstore::url::url_of(root).is_none();
-        let mtime = if watched { fs::metadata(root).and_then(|m| m.modified()).ok() } else { None };
+        let mtime = if watched { dir_watch::modified(&mut self.dir_handle, root) } else { None };
         self.dir_listed = !watched || self.dir_watch.must_list(mtime);
         if !self.dir_listed {
             return Ok((opened, problems));
@@ -134,10 +145,16 @@ impl Store {
         }
         let io = |e| Error::io(root, e);
         let mut paths = Vec::new();
+        self.listed_inos.clear();
         for entry in fs::read_dir(root).map_err(io)? {
-            let path = entry.map_err(io)?.path();
+            let entry = entry.map_err(io)?;
+            let path = entry.path();
             let is_shard = path.extension().is_some_and(|ext| ext == SHARD_EXTENSION || ext == ANNOTATION_EXTENSION);
-            if is_shard && !self.known_files.contains(&path) && path.is_file() {
+            if !is_shard {
+                continue;
+            }
+            self.listed_inos.insert(entry.file_name(), std::os::unix::fs::DirEntryExt::ino(&entry));
+            if !self.known_files.contains(&path) && path.is_file() {
                 paths.push(path);
             }
         }
@@ -225,12 +242,28 @@ impl Store {
 
     /// Files changed under the reader: notices are kept (`notices`), damage is returned. A shard
     /// deleted by a bounded recording (named in the eviction log of `root`) is marked evicted
-    /// instead: expected, not news.
+    /// instead: expected, not news. A closed shard is looked at only now and then (see
+    /// `closed_checks`), or when a listing found another file under its name, or none.
     pub fn check_changed(&mut self, root: &Path) -> Vec<Problem> {
         let mut damage = Vec::new();
         let mut log: Option<EvictionLog> = None;
+        let now = std::time::Instant::now();
+        let closed_too = closed_checks::check_closed(self.closed_checked, now);
+        // The time of a look that found closed shards to look at (an open looks at none: its
+        // shards are opened after this).
+        if closed_too && self.shards.iter().any(|s| s.finished) {
+            self.closed_checked = Some(now);
+        }
         for shard in &mut self.shards {
-            match shard.check_changed(self.dir_listed) {
+            // Looked up only after a listing (hashing every shard's name at each refresh costs).
+            let by_name = self.dir_listed && {
+                let listed = shard.path.file_name().and_then(|n| self.listed_inos.get(n)).copied();
+                dir_watch::look_up_by_name(true, listed, &shard.known_inos())
+            };
+            if shard.finished && !closed_too && !by_name {
+                continue;
+            }
+            match shard.check_changed(by_name) {
                 Some((problem, true)) => damage.push(problem),
                 Some((notice, false)) => {
                     if shard.deleted {

@@ -67,6 +67,19 @@ pub(crate) struct Found {
     pub skipped: Vec<(u64, u32)>,
 }
 
+impl Found {
+    /// Whether the scan found nothing new.
+    pub fn is_empty(&self) -> bool {
+        let Found { metas, columns, chunks, episodes, verified, skipped } = self;
+        metas.is_empty()
+            && columns.is_empty()
+            && chunks.is_empty()
+            && episodes.is_empty()
+            && verified.is_empty()
+            && skipped.is_empty()
+    }
+}
+
 pub(crate) enum Opened {
     Shard(Box<Shard>),
     /// A file in a dataset directory whose header is not written yet (a writer just created it):
@@ -92,6 +105,9 @@ pub(crate) struct Shard {
     modified: Option<std::time::SystemTime>,
     /// A valid End record was read: the file is complete and will not change.
     pub finished: bool,
+    /// The file's length as `check_changed` found it, for the `scan` that follows it (one
+    /// `stat` per refresh of a shard still written, not two).
+    len_seen: Option<u64>,
     /// Records before this offset have been taken in; the next scan hops from here.
     scanned_to: u64,
     /// Records found damaged; index entries pointing at them are left out.
@@ -151,6 +167,7 @@ impl Shard {
             change_reported: false,
             modified: None,
             finished: false,
+            len_seen: None,
             scanned_to: HEADER_END,
             bad_records: HashSet::new(),
             problems: Vec::new(),
@@ -204,7 +221,9 @@ impl Shard {
         if self.change_reported {
             return None;
         }
-        let (why, damage) = match file.metadata() {
+        let metadata = file.metadata();
+        self.len_seen = metadata.as_ref().ok().filter(|_| !self.finished).map(|m| m.len());
+        let (why, damage) = match metadata {
             Ok(m) if m.len() < self.source.len() => {
                 self.source.mark_unreadable();
                 let why = format!(
@@ -251,6 +270,12 @@ impl Shard {
         };
         self.change_reported = true;
         Some((self.problem(0, why), damage))
+    }
+
+    /// The inode numbers of the files this shard is known as under its name: the one it opened,
+    /// and its compaction by its writer once seen (see `dir_watch::look_up_by_name`).
+    pub fn known_inos(&self) -> [u64; 2] {
+        [self.identity.1, self.compacted_as.map_or(self.identity.1, |c| c.1)]
     }
 
     /// The identity of the file under this shard's name that is its compaction by its writer,
@@ -306,9 +331,10 @@ impl Shard {
         if self.finished {
             return Ok(found);
         }
-        let len = match &self.file {
-            Some(file) => file.metadata().map_err(|e| Error::io(&self.path, e))?.len(),
-            None => self.source.len(), // an object in a store: whole as listed
+        let len = match (&self.file, self.len_seen.take()) {
+            (Some(_), Some(len)) => len,
+            (Some(file), None) => file.metadata().map_err(|e| Error::io(&self.path, e))?.len(),
+            (None, _) => self.source.len(), // an object in a store: whole as listed
         };
         if self.source.is_unreadable() || len < self.source.len() {
             return Ok(found); // `check_changed` reported it; nothing more is read from it
