@@ -34,6 +34,8 @@ pub(in crate::reader) mod trust;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use serde_json::Value;
+
 use super::int_map::IntMap;
 use super::{hex, Problem};
 use crate::error::{Error, Result};
@@ -52,8 +54,11 @@ use crate::schema::{ColumnId, ColumnSpec};
 #[derive(Debug, Clone)]
 pub struct Recording {
     pub id: [u8; 16],
-    /// The Meta record of its first shard present ("{}" if none survived).
+    /// The Meta record of its first shard present ("{}" if none survived). Set by `set_meta`.
     pub meta_json: String,
+    /// The "layout" object of `meta_json` (Null if it has none), parsed once: every read of an
+    /// episode's observations or actions nests by it, and the whole Meta record is kilobytes.
+    pub layouts: Value,
     /// Index = column id. Only a gap-free run of ids from 0 is listed (a problem names a gap).
     pub columns: Vec<ColumnSpec>,
     /// Its shards (indexes into `Dataset::shard_paths`), by shard_seq.
@@ -68,10 +73,22 @@ pub struct Recording {
 }
 
 impl Recording {
+    /// Takes `json` as its Meta record.
+    pub fn set_meta(&mut self, json: String) {
+        self.layouts = layouts_of(&json);
+        self.meta_json = json;
+    }
+
     /// The columns its shards describe, without those annotations add.
     pub fn own_columns(&self) -> &[ColumnSpec] {
         &self.columns[..self.own_count.min(self.columns.len())]
     }
+}
+
+/// The "layout" object of the Meta record `meta_json`; Null when it has none or is not JSON.
+pub(crate) fn layouts_of(meta_json: &str) -> Value {
+    let mut meta: Value = serde_json::from_str(meta_json).unwrap_or(Value::Null);
+    meta.get_mut("layout").map(Value::take).unwrap_or(Value::Null)
 }
 
 #[derive(Debug, Clone)]
@@ -325,10 +342,10 @@ impl Catalog {
         let recording = match self.recordings.iter().position(|r| r.id == id) {
             Some(r) => r,
             None => {
-                let meta_json = "{}".to_string();
                 self.recordings.push(Recording {
                     id,
-                    meta_json,
+                    meta_json: "{}".to_string(),
+                    layouts: Value::Null,
                     columns: Vec::new(),
                     shards: Vec::new(),
                     schema_damage: None,
@@ -391,7 +408,7 @@ impl Catalog {
             if let Some((_, meta)) = f.metas.first() {
                 if state.meta_seq.is_none_or(|s| seq < s) {
                     state.meta_seq = Some(seq);
-                    self.recordings[recording].meta_json = meta.clone();
+                    self.recordings[recording].set_meta(meta.clone());
                 }
             }
             for (offset, spec) in &f.columns {

@@ -91,7 +91,7 @@ impl BatchPlan {
         for key in keys {
             let node = match source(&key) {
                 Source::Tree(which, next) => {
-                    let layout = meta_layout(&rec.meta_json, which, &|_| true).map_err(|why| {
+                    let layout = meta_layout(&rec.layouts, which, &|_| true).map_err(|why| {
                         let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
                         Error::Invalid(format!(
                             "the Meta record of the first recording is damaged or missing: its {which}s cannot be rebuilt{why}"
@@ -202,11 +202,11 @@ impl<T> PlanCache<T> {
     }
 }
 
-/// The `which` ("observation" or "action") layout tree of a Meta record, each leaf accepted by
-/// `is_column`: `Err(None)` when the record holds none, `Err(Some(why))` when it is malformed.
-fn meta_layout(meta_json: &str, which: &str, is_column: &dyn Fn(&str) -> bool) -> Result<Layout, Option<String>> {
-    let meta: Value = serde_json::from_str(meta_json).unwrap_or(Value::Null);
-    let tree = meta.get("layout").and_then(|l| l.get(which)).ok_or(None)?;
+/// The `which` ("observation" or "action") layout tree of a Meta record's layouts
+/// (`Recording::layouts`), each leaf accepted by `is_column`: `Err(None)` when the record holds
+/// none, `Err(Some(why))` when it is malformed.
+fn meta_layout(layouts: &Value, which: &str, is_column: &dyn Fn(&str) -> bool) -> Result<Layout, Option<String>> {
+    let tree = layouts.get(which).ok_or(None)?;
     Layout::parse(tree, is_column).map_err(Some)
 }
 
@@ -220,7 +220,7 @@ impl DatasetView<'_> {
         let episode = self.episode_index(episode)?;
         let recording = self.episode(episode)?.recording;
         let rec = self.recording(recording)?;
-        meta_layout(&rec.meta_json, which, &|name| rec.columns.iter().any(|c| c.name == name)).map_err(|why| {
+        meta_layout(&rec.layouts, which, &|name| rec.columns.iter().any(|c| c.name == name)).map_err(|why| {
             let why = why.unwrap_or_else(|| "it is damaged or missing".into());
             Error::Unsupported {
                 path: self.path().to_path_buf(),
@@ -236,6 +236,7 @@ impl DatasetView<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::reader::catalog::layouts_of;
 
     #[test]
     fn meta_layouts_are_found_checked_or_missing() {
@@ -250,7 +251,7 @@ mod tests {
             ("not json", "observation", Err(None)),
         ];
         for (meta, which, want) in table {
-            let got = meta_layout(meta, which, &is_column);
+            let got = meta_layout(&layouts_of(meta), which, &is_column);
             assert_eq!(got.as_ref().map_err(|e| e.as_deref()), want.as_ref().map_err(|e| *e), "{meta} {which}");
         }
     }
