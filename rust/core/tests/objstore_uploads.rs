@@ -167,6 +167,7 @@ fn wait_for(mut done: impl FnMut() -> bool) {
 /// chunk was left out with a warning (`test_store_capacity.py`'s two recorders, 1 run in 6).
 #[test]
 fn a_shard_sealed_before_the_one_opened_before_it_goes_up_after_it() {
+    use trajcore_core::objstore::leases::LeaseTimes;
     use trajcore_core::objstore::uploads::Uploads;
     const BUCKET: &str = "s3://uploads-order";
     let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
@@ -179,7 +180,8 @@ fn a_shard_sealed_before_the_one_opened_before_it_goes_up_after_it() {
         path
     };
     let keys = || objects(&*store, "run").into_iter().map(|(k, _)| k).collect::<Vec<_>>();
-    let mut uploads = Uploads::start("s3://uploads-order/run", staging.path(), Duration::from_millis(10)).unwrap();
+    let (url, lease) = ("s3://uploads-order/run", LeaseTimes::default());
+    let mut uploads = Uploads::start(url, staging.path(), Duration::from_millis(10), [7; 16], lease).unwrap();
     let queue = uploads.queue();
     let (first, second) = (file("s-1.trj"), file("s-2.trj"));
     queue.opened(&first);
