@@ -7,8 +7,8 @@
 //! recovery path reads as far as it got.)
 //!
 //! Lost episodes are counted by their ids: a recording numbers its episodes in the order they
-//! started, so ids missing above those of the episodes listed in earlier shards were lost (up to
-//! the discarded episodes, which are not listed either, and other damage's).
+//! started, so ids missing from the first that may have ended in this shard were lost (up to
+//! the discarded episodes, which are not listed either, and other damage's; see `first_lost`).
 
 use std::collections::HashSet;
 
@@ -36,6 +36,20 @@ pub fn missing_ids(ids: &HashSet<u64>, from: u64) -> u64 {
     (last + 1).saturating_sub(from).saturating_sub(present)
 }
 
+/// The first episode id that may have been lost with the end of shard `seq`, of the episodes
+/// `listed` (shard seq, id, whether the episode goes on past the listed rows). An episode still
+/// running when an earlier shard ended has a part there that goes on: the smallest such id. One
+/// that began before it may have no rows there at all (its lane's rows still waiting for a
+/// chunk at the rollover), so ids above every episode that ended earlier are not enough. With
+/// no part that goes on: above every id listed in an earlier shard; with none listed earlier,
+/// the first listed from here on.
+pub fn first_lost(listed: &[(u64, u64, bool)], seq: u64) -> Option<u64> {
+    let earlier = || listed.iter().filter(|&&(q, _, _)| q < seq);
+    let running = earlier().filter(|&&(_, _, goes_on)| goes_on).map(|&(_, id, _)| id).min();
+    let ended = earlier().map(|&(_, id, _)| id + 1).max();
+    running.or(ended).or_else(|| listed.iter().filter(|&&(q, _, _)| q >= seq).map(|&(_, id, _)| id).min())
+}
+
 /// The shards of `ds` that lost their end: (shard index, offset where the file ends, why).
 pub(in crate::reader) fn lost_ends(ds: &DatasetView<'_>) -> Vec<(usize, u64, String)> {
     let mut out = Vec::new();
@@ -47,18 +61,14 @@ pub(in crate::reader) fn lost_ends(ds: &DatasetView<'_>) -> Vec<(usize, u64, Str
                 recording.shards.iter().map(|&o| ds.store.shards[o].header.shard_seq).filter(|&o| o > seq).min();
             let compacted = shard.header.compat_flags & COMPACTED != 0;
             let Some(why) = why_end_lost(shard.finished, compacted, later) else { continue };
-            let listed: Vec<(u64, u64)> = ds
+            let listed: Vec<(u64, u64, bool)> = ds
                 .episodes()
                 .iter()
                 .filter(|e| e.recording == r)
-                .map(|e| (ds.store.shards[e.shard].header.shard_seq, e.summary.episode_id))
+                .map(|e| (ds.store.shards[e.shard].header.shard_seq, e.summary.episode_id, e.continues))
                 .collect();
-            let ids: HashSet<u64> = listed.iter().map(|&(_, id)| id).collect();
-            // The episodes lost started after every episode listed in an earlier shard (one still
-            // running then has a part there); without one, after the first listed from here on.
-            let earlier = listed.iter().filter(|&&(q, _)| q < seq).map(|&(_, id)| id + 1).max();
-            let from = earlier.or_else(|| listed.iter().filter(|&&(q, _)| q >= seq).map(|&(_, id)| id).min());
-            let lost = from.map_or(0, |from| missing_ids(&ids, from));
+            let ids: HashSet<u64> = listed.iter().map(|&(_, id, _)| id).collect();
+            let lost = first_lost(&listed, seq).map_or(0, |from| missing_ids(&ids, from));
             let end = shard.source.len();
             out.push((
                 s,
@@ -89,6 +99,28 @@ mod tests {
         ];
         for (finished, compacted, later, lost) in table {
             assert_eq!(why_end_lost(finished, compacted, later).is_some(), lost, "{finished} {compacted} {later:?}");
+        }
+    }
+
+    #[test]
+    fn lost_episodes_are_counted_from_the_first_that_may_have_ended_in_the_shard() {
+        // (episodes listed: shard seq, id, goes on), the shard that lost its end, the first id
+        let table: [(&[(u64, u64, bool)], u64, Option<u64>); 6] = [
+            // 7 ran at the rollover (its part in shard 1 goes on); 8 began before 9 and 10, which
+            // ended in shard 1, yet its rows all came after the rollover: 8 counts
+            (&[(1, 6, false), (1, 9, false), (1, 10, false), (1, 7, true), (3, 13, false)], 2, Some(7)),
+            // nothing ran at the rollover: above every id that ended earlier
+            (&[(1, 5, false), (1, 6, false), (3, 9, false)], 2, Some(7)),
+            // nothing earlier: the first listed from here on
+            (&[(2, 4, false), (3, 6, false)], 2, Some(4)),
+            (&[], 2, None),
+            // a part that goes on from a later shard does not count
+            (&[(1, 5, false), (3, 2, true)], 2, Some(6)),
+            // the shard's own parts do not either
+            (&[(1, 5, false), (2, 3, true)], 2, Some(6)),
+        ];
+        for (listed, seq, want) in table {
+            assert_eq!(first_lost(listed, seq), want, "{listed:?}");
         }
     }
 
