@@ -523,7 +523,9 @@ impl Catalog {
                 continue;
             }
             let seq = |me: &Self, shard: usize| me.shards[shard].seq;
-            let ListedParts { mut records, listed } = self.listed_parts.remove(&key).unwrap_or_default();
+            // Opening has no parts listed before: no key to hash per episode.
+            let earlier = if self.listed_parts.is_empty() { None } else { self.listed_parts.remove(&key) };
+            let ListedParts { mut records, listed } = earlier.unwrap_or_default();
             records.extend(parts);
             records.sort_by_key(|(shard, s)| (seq(self, *shard), s.record_offset, s.position));
             let joined: Vec<Part> = records
@@ -538,7 +540,7 @@ impl Catalog {
             let views = parts::views(&joined, |from, to| self.shards_present(key.0, from, to));
             let mut now_listed = Vec::with_capacity(views.len());
             let summaries: Vec<&EpisodeSummary> = records.iter().map(|(_, s)| s).collect();
-            let listings: Vec<EpisodeSummary> = views.iter().map(|v| parts::listing(&joined, &summaries, v)).collect();
+            let listings = views.iter().map(|v| parts::listing(&joined, &summaries, v));
             for ((view, summary), place) in views.iter().zip(listings).zip(parts::places(&listed, views.len())) {
                 let (shard, _) = &records[view.part];
                 let at = self.place_episode(place, key.0, *shard, summary, view.continued, view.from_seq);

@@ -96,10 +96,16 @@ pub fn compact(path: &Path, settings: &Settings, encoder: &mut Encoder) -> Resul
     let fills: Vec<u64> = layout.chunks.iter().map(|c| fill_of(&map, c)).collect();
     let groups = plan_runs(&layout.chunks, &fills, limits);
     let cuts: usize = layout.chunks.len() - groups.iter().map(|g| g.chunks_after).sum::<usize>();
-    let episodes = latest_episodes(&layout.episode_payloads(&map));
-    let dropped = episodes.as_ref().map_or(0, |e| e.dropped_bytes);
+    let payloads = layout.episode_payloads(&map);
+    let episodes = latest_episodes(&payloads);
     let bytes_before = map.len() as u64;
-    if ((cuts as u64 * CHUNK_COST + dropped) as f64) < bytes_before as f64 * MIN_SAVING {
+    let worth = |dropped: u64| ((cuts as u64 * CHUNK_COST + dropped) as f64) >= bytes_before as f64 * MIN_SAVING;
+    if !worth(episodes.as_ref().map_or(0, |e| e.dropped_bytes)) {
+        return Ok(None);
+    }
+    // Checked only now (a zstd encode of every record), for a shard worth rewriting: most are not.
+    let episodes = episodes.filter(|_| encode_back(&payloads));
+    if episodes.is_none() && !worth(0) {
         return Ok(None);
     }
     let tmp = sibling(path, "compacting");
@@ -350,7 +356,7 @@ impl Batch {
 
 /// The old file's Episode records, written to the new one as soon as the chunks before them
 /// are (so a cut keeps the episodes whose rows lie before it): decoded and batched as a fast
-/// recording batches them, or copied as they are (`episodes_of`).
+/// recording batches them, or copied as they are (`encode_back`).
 struct EpisodeQueue<'m> {
     /// (old offset, payload), in file order.
     records: Vec<(u64, &'m [u8])>,
@@ -473,10 +479,10 @@ struct LatestEpisodes {
 }
 
 /// The episodes of Episode records (`payloads`, in order) without the progress parts a later
-/// record of the same episode supersedes (`episode::superseded`), or `None` to copy the
-/// records as they are (see `episodes_of`).
+/// record of the same episode supersedes (`episode::superseded`), or `None` (a record does not
+/// decode) to copy the records as they are; written only where `encode_back` holds too.
 fn latest_episodes(payloads: &[&[u8]]) -> Option<LatestEpisodes> {
-    let mut records = episodes_of(payloads)?;
+    let mut records = payloads.iter().map(|p| episode::decode_batch(p, 0).ok()).collect::<Option<Vec<_>>>()?;
     let ids: Vec<u64> = records.iter().flatten().map(|(s, _, _)| s.episode_id).collect();
     let mut superseded = episode::superseded(&ids).into_iter();
     let mut dropped_bytes = 0;
@@ -493,21 +499,18 @@ fn latest_episodes(payloads: &[&[u8]]) -> Option<LatestEpisodes> {
     Some(LatestEpisodes { records, dropped_bytes })
 }
 
-/// The episodes of Episode records (`payloads`, in order), to write in fewer, larger records as
-/// a fast recording batches them; `None` (copy the records as they are) unless every record
-/// encodes back to its own bytes, so nothing a newer writer added is lost.
-fn episodes_of(payloads: &[&[u8]]) -> Option<Vec<Vec<episode::DecodedEpisode>>> {
-    let mut all = Vec::new();
-    for payload in payloads {
-        let decoded = episode::decode_batch(payload, 0).ok()?;
-        let items: Vec<episode::EpisodeItem> =
-            decoded.iter().map(|(s, m, x)| (s.clone(), m.as_slice(), x.as_slice())).collect();
-        if episode::encode_batch(&items) != *payload {
-            return None;
-        }
-        all.push(decoded);
-    }
-    Some(all)
+/// Whether every Episode record (`payloads`, in order) decodes and encodes back to its own
+/// bytes: only then are their episodes written in fewer, larger records as a fast recording
+/// batches them (otherwise the records are copied as they are), so nothing a newer writer added
+/// is lost.
+fn encode_back(payloads: &[&[u8]]) -> bool {
+    payloads.iter().all(|payload| {
+        episode::decode_batch(payload, 0).is_ok_and(|decoded| {
+            let items: Vec<episode::EpisodeItem> =
+                decoded.iter().map(|(s, m, x)| (s.clone(), m.as_slice(), x.as_slice())).collect();
+            episode::encode_batch(&items) == *payload
+        })
+    })
 }
 
 #[cfg(test)]

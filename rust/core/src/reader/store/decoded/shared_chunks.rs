@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use memmap2::{MmapOptions, MmapRaw};
 
+use crate::format::chunks::ChunkRef;
 use crate::format::codec::{self, CODEC_STACK, CODEC_ZSTD};
 use crate::format::stack;
 use crate::reader::catalog::chunk_list::Located;
@@ -396,13 +397,19 @@ fn shape_of(mapped: bool, loc: &Located, row_bytes: Option<usize>, stack: usize,
     let Some(row) = row_bytes.filter(|&r| r > 0 && raw_len.is_multiple_of(r)) else {
         return Some(Shape::Rows(raw_len));
     };
-    if c.codec != codec::pipeline(&[CODEC_STACK, CODEC_ZSTD]) {
+    if !frame_stacked(c) {
         return Some(Shape::Rows(raw_len));
     }
     let rows = raw_len / row;
     let (limit, _) = codec::zstd_output_limit(c.codec, row_bytes, c.raw_len);
     let filtered = frames_estimate(rows, row, stack, starts).min(usize::try_from(limit).ok()?);
     Some(Shape::Frames { row, rows, filtered })
+}
+
+/// Whether a chunk's codec is the frame-stack filter under zstd (its size depends on where
+/// episodes start).
+fn frame_stacked(c: &ChunkRef) -> bool {
+    c.codec == codec::pipeline(&[CODEC_STACK, CODEC_ZSTD])
 }
 
 /// The bytes the frame-stack filter writes for `rows` rows of `row` bytes (`stack` frames each)
@@ -417,10 +424,13 @@ fn frames_estimate(rows: usize, row: usize, stack: usize, starts: usize) -> usiz
 /// The layout of the chunks the catalog lists now (the same in every process that opened the
 /// same index).
 pub(in crate::reader) fn layout_of(catalog: &Catalog, shards: &[Shard]) -> Layout {
-    // Where episodes start on each lane's observation rows, for frame-stack chunks.
+    // Where episodes start on each lane's observation rows, for frame-stack chunks: a pass over
+    // every episode, made only where there are such chunks (opening lists each episode once).
     let mut starts: HashMap<(usize, u32), Vec<u64>> = HashMap::new();
-    for l in &catalog.locs {
-        starts.entry((l.recording as usize, l.lane)).or_default().push(l.obs_first_row);
+    if catalog.chunk_lists.values().any(|list| list.chunks.iter().any(|loc| frame_stacked(&loc.chunk))) {
+        for l in &catalog.locs {
+            starts.entry((l.recording as usize, l.lane)).or_default().push(l.obs_first_row);
+        }
     }
     starts.values_mut().for_each(|v| v.sort_unstable());
     let mut chunks = Vec::new();
