@@ -105,7 +105,8 @@ mod tests {
     #[test]
     fn lost_episodes_are_counted_from_the_first_that_may_have_ended_in_the_shard() {
         // (episodes listed: shard seq, id, goes on), the shard that lost its end, the first id
-        let table: [(&[(u64, u64, bool)], u64, Option<u64>); 6] = [
+        type Case = (&'static [(u64, u64, bool)], u64, Option<u64>);
+        let table: [Case; 6] = [
             // 7 ran at the rollover (its part in shard 1 goes on); 8 began before 9 and 10, which
             // ended in shard 1, yet its rows all came after the rollover: 8 counts
             (&[(1, 6, false), (1, 9, false), (1, 10, false), (1, 7, true), (3, 13, false)], 2, Some(7)),
