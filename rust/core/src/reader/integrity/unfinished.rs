@@ -10,7 +10,7 @@
 //! started, so ids missing from the first that may have ended in this shard were lost (up to
 //! the discarded episodes, which are not listed either, and other damage's; see `first_lost`).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::format::header::COMPACTED;
 use crate::reader::dataset_view::DatasetView;
@@ -37,17 +37,19 @@ pub fn missing_ids(ids: &HashSet<u64>, from: u64) -> u64 {
 }
 
 /// The first episode id that may have been lost with the end of shard `seq`, of the episodes
-/// `listed` (shard seq, id, whether the episode goes on past the listed rows). An episode still
-/// running when an earlier shard ended has a part there that goes on: the smallest such id. One
-/// that began before it may have no rows there at all (its lane's rows still waiting for a
-/// chunk at the rollover), so ids above every episode that ended earlier are not enough. With
-/// no part that goes on: above every id listed in an earlier shard; with none listed earlier,
-/// the first listed from here on.
-pub fn first_lost(listed: &[(u64, u64, bool)], seq: u64) -> Option<u64> {
-    let earlier = || listed.iter().filter(|&&(q, _, _)| q < seq);
-    let running = earlier().filter(|&&(_, _, goes_on)| goes_on).map(|&(_, id, _)| id).min();
-    let ended = earlier().map(|&(_, id, _)| id + 1).max();
-    running.or(ended).or_else(|| listed.iter().filter(|&&(q, _, _)| q >= seq).map(|&(_, id, _)| id).min())
+/// `listed` (shard seq, lane, id). A lane's episodes follow each other, so one lost here began
+/// after the last listed from its lane in an earlier shard: the smallest of those ids, plus one,
+/// over the lanes. (Not above every id listed earlier: an episode may begin before others that
+/// end in an earlier shard and still have all its rows after the rollover, its lane's rows not
+/// yet written as a chunk then.) With none listed earlier, the first listed from here on.
+pub fn first_lost(listed: &[(u64, u32, u64)], seq: u64) -> Option<u64> {
+    let mut last_of_lane: HashMap<u32, u64> = HashMap::new();
+    for &(_, lane, id) in listed.iter().filter(|&&(q, _, _)| q < seq) {
+        let last = last_of_lane.entry(lane).or_insert(id);
+        *last = (*last).max(id);
+    }
+    let earlier = last_of_lane.values().map(|&id| id + 1).min();
+    earlier.or_else(|| listed.iter().filter(|&&(q, _, _)| q >= seq).map(|&(_, _, id)| id).min())
 }
 
 /// The shards of `ds` that lost their end: (shard index, offset where the file ends, why).
@@ -61,13 +63,13 @@ pub(in crate::reader) fn lost_ends(ds: &DatasetView<'_>) -> Vec<(usize, u64, Str
                 recording.shards.iter().map(|&o| ds.store.shards[o].header.shard_seq).filter(|&o| o > seq).min();
             let compacted = shard.header.compat_flags & COMPACTED != 0;
             let Some(why) = why_end_lost(shard.finished, compacted, later) else { continue };
-            let listed: Vec<(u64, u64, bool)> = ds
+            let listed: Vec<(u64, u32, u64)> = ds
                 .episodes()
                 .iter()
                 .filter(|e| e.recording == r)
-                .map(|e| (ds.store.shards[e.shard].header.shard_seq, e.summary.episode_id, e.continues))
+                .map(|e| (ds.store.shards[e.shard].header.shard_seq, e.summary.lane, e.summary.episode_id))
                 .collect();
-            let ids: HashSet<u64> = listed.iter().map(|&(_, id, _)| id).collect();
+            let ids: HashSet<u64> = listed.iter().map(|&(_, _, id)| id).collect();
             let lost = first_lost(&listed, seq).map_or(0, |from| missing_ids(&ids, from));
             let end = shard.source.len();
             out.push((
@@ -104,21 +106,21 @@ mod tests {
 
     #[test]
     fn lost_episodes_are_counted_from_the_first_that_may_have_ended_in_the_shard() {
-        // (episodes listed: shard seq, id, goes on), the shard that lost its end, the first id
-        type Case = (&'static [(u64, u64, bool)], u64, Option<u64>);
+        // (episodes listed: shard seq, lane, id), the shard that lost its end, the first id
+        type Case = (&'static [(u64, u32, u64)], u64, Option<u64>);
         let table: [Case; 6] = [
-            // 7 ran at the rollover (its part in shard 1 goes on); 8 began before 9 and 10, which
-            // ended in shard 1, yet its rows all came after the rollover: 8 counts
-            (&[(1, 6, false), (1, 9, false), (1, 10, false), (1, 7, true), (3, 13, false)], 2, Some(7)),
-            // nothing ran at the rollover: above every id that ended earlier
-            (&[(1, 5, false), (1, 6, false), (3, 9, false)], 2, Some(7)),
+            // lane 2's last episode listed earlier is 6; its next, 8, began before 9 and 10 (lanes
+            // 0 and 1, ended in shard 1), yet its rows all came after the rollover: 7 and up count
+            (&[(1, 2, 6), (1, 0, 9), (1, 1, 10), (3, 0, 13)], 2, Some(7)),
+            // a part running at the rollover (8) is its lane's last: lanes go on at 9 and 8
+            (&[(1, 0, 5), (1, 1, 7), (1, 0, 8), (3, 1, 12)], 2, Some(8)),
+            // one lane: above its last id listed earlier
+            (&[(1, 0, 5), (1, 0, 6), (3, 0, 9)], 2, Some(7)),
             // nothing earlier: the first listed from here on
-            (&[(2, 4, false), (3, 6, false)], 2, Some(4)),
+            (&[(2, 0, 4), (3, 1, 6)], 2, Some(4)),
             (&[], 2, None),
-            // a part that goes on from a later shard does not count
-            (&[(1, 5, false), (3, 2, true)], 2, Some(6)),
-            // the shard's own parts do not either
-            (&[(1, 5, false), (2, 3, true)], 2, Some(6)),
+            // episodes of later shards, or of this one, do not count
+            (&[(1, 0, 5), (2, 0, 3), (3, 1, 2)], 2, Some(6)),
         ];
         for (listed, seq, want) in table {
             assert_eq!(first_lost(listed, seq), want, "{listed:?}");
