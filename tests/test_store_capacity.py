@@ -392,6 +392,17 @@ def test_a_store_failing_while_the_multi_agent_recorders_start_fails_them_by_nam
             assert ds.select(agent=agent).num_steps <= 100 + 10, agent
 
 
+
+def _refresh_and_sample(reader: trajcore.Dataset, seed: int) -> list[bytes]:
+    """A refresh of a live reader, warnings as errors, then 64 transitions sampled with `seed`:
+    each as the bytes of its observation, action and next observation."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", trajcore.TrajcoreWarning)
+        reader.refresh()
+    batch = reader.sample_transitions(64, seed=seed)
+    rows = zip(batch["observations"], batch["actions"], batch["next_observations"], strict=True)
+    return [o.tobytes() + np.asarray(x, dtype=np.int64).tobytes() + n.tobytes() for o, x, n in rows]
+
 # A CartPole x4 recorder in a process of its own (bounded unless its capacity is 0), stepping
 # when told: each line it reads is a number of vector steps to take ("stepped" once done), 0
 # closes it and prints its stats.
@@ -524,12 +535,7 @@ def test_recorders_in_separate_processes_leave_each_others_shards_alone_in_one_p
     for _ in range(6):
         for s in (b, b_local):
             s.step(50)
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", trajcore.TrajcoreWarning)
-            reader.refresh()
-        batch = reader.sample_transitions(64, seed=len(sampled))
-        rows = zip(batch["observations"], batch["actions"], batch["next_observations"], strict=True)
-        sampled += [o.tobytes() + np.asarray(x, dtype=np.int64).tobytes() + n.tobytes() for o, x, n in rows]
+        sampled += _refresh_and_sample(reader, seed=len(sampled))
     stats = {"b": b.close(), "b_local": b_local.close()}
     for s in (a, a_local):
         s.step(100)
@@ -652,12 +658,7 @@ def test_a_bounded_recorder_leaves_a_live_unbounded_recorders_shards_alone(
     sampled: list[bytes] = []
     for _ in range(6):
         b.step(50)  # 1,200 transitions in all: B evicts its own oldest shards
-        with warnings.catch_warnings():
-            warnings.simplefilter("error", trajcore.TrajcoreWarning)
-            reader.refresh()
-        batch = reader.sample_transitions(64, seed=len(sampled))
-        rows = zip(batch["observations"], batch["actions"], batch["next_observations"], strict=True)
-        sampled += [o.tobytes() + np.asarray(x, dtype=np.int64).tobytes() + n.tobytes() for o, x, n in rows]
+        sampled += _refresh_and_sample(reader, seed=len(sampled))
     left = prefix_objects(s3, bucket, "mixed")
     assert set(a_shards) <= set(left), "B deleted a shard of the live unbounded recorder A"
     # B evicted only its own shards (their names carry its recording's tag): a shard it had made

@@ -36,15 +36,7 @@ fn record_with(dir: &Path, url: &str, more: serde_json::Value, mut between: impl
     h.reset(&[env_step(0, tick)], None);
     let episodes = 40;
     for k in 0..episodes {
-        let len = 1 + (k * 7) % 23;
-        for t in 1..=len {
-            tick += 1;
-            let mut s = env_step(0, tick);
-            s.terminated = t == len;
-            h.step(&[s]);
-        }
-        tick += 1;
-        h.reset(&[env_step(0, tick)], None);
+        h.one_env_episode(k as u64, &mut tick);
         if k % 4 == 3 {
             h.rec.flush().unwrap();
             between(&h);
@@ -270,16 +262,7 @@ fn record_bounded(staging: &Path, url: &str, capacity: u64, prior: Vec<(std::pat
     let (mut tick, mut total) = (0u64, 0u64);
     h.reset(&[env_step(0, tick)], None);
     for k in 0..40u64 {
-        let len = 1 + (k * 7) % 23;
-        for t in 1..=len {
-            tick += 1;
-            let mut s = env_step(0, tick);
-            s.terminated = t == len;
-            h.step(&[s]);
-        }
-        total += len;
-        tick += 1;
-        h.reset(&[env_step(0, tick)], None);
+        total += h.one_env_episode(k, &mut tick);
     }
     h.rec.close().unwrap();
     let stats = h.rec.stats();

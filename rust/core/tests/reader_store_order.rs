@@ -56,15 +56,7 @@ fn a_shard_listed_after_the_one_that_follows_it_is_read_whole() {
     let mut tick = 0u64;
     h.reset(&[env_step(0, tick)], None);
     for k in 0..60u64 {
-        let len = 1 + (k * 7) % 23;
-        for t in 1..=len {
-            tick += 1;
-            let mut s = env_step(0, tick);
-            s.terminated = t == len;
-            h.step(&[s]);
-        }
-        tick += 1;
-        h.reset(&[env_step(0, tick)], None);
+        h.one_env_episode(k, &mut tick);
     }
     h.close();
     let whole = open(staging.path());

@@ -403,6 +403,21 @@ impl Harness {
         v
     }
 
+    /// Episode `k` of one env: `1 + (k * 7) % 23` steps after `tick`, the last terminated, then
+    /// a reset (lengths 1..23, most running over a rollover of small shards); returns its length.
+    pub fn one_env_episode(&mut self, k: u64, tick: &mut u64) -> u64 {
+        let len = 1 + (k * 7) % 23;
+        for t in 1..=len {
+            *tick += 1;
+            let mut s = env_step(0, *tick);
+            s.terminated = t == len;
+            self.step(&[s]);
+        }
+        *tick += 1;
+        self.reset(&[env_step(0, *tick)], None);
+        len
+    }
+
     /// Resets every env (`mask` None) or the masked ones; `envs` has one entry per env.
     pub fn reset(&mut self, envs: &[EnvStep], mask: Option<&[bool]>) {
         assert_eq!(envs.len(), self.n);
