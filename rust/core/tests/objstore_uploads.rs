@@ -45,6 +45,13 @@ fn record_with(dir: &Path, url: &str, more: serde_json::Value, mut between: impl
     (h, episodes)
 }
 
+/// An in-memory store, made the one `bucket`'s URLs reach.
+fn memory_store(bucket: &str) -> Arc<dyn ObjectStore> {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    use_store(bucket, store.clone()).unwrap();
+    store
+}
+
 /// Every object under `prefix` of `store`: (key, bytes), sorted by key.
 fn objects(store: &dyn ObjectStore, prefix: &str) -> Vec<(String, Vec<u8>)> {
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
@@ -110,9 +117,8 @@ fn a_recording_goes_up_whole_through_a_slow_store_and_reads_back_equal() {
 /// (its time moves on), and deleted at close (`check_up` finds the shards alone).
 #[test]
 fn a_recording_holds_its_lease_while_anything_of_it_is_up() {
-    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     const BUCKET: &str = "s3://uploads-lease";
-    use_store(BUCKET, store.clone()).unwrap();
+    let store = memory_store(BUCKET);
     let staging = tempfile::tempdir().unwrap();
     let lease_put_at = |names: &[String]| {
         let lease = names.iter().find(|k| k.contains("/trajcore-lease-"))?;
@@ -162,8 +168,7 @@ fn a_shard_sealed_before_the_one_opened_before_it_goes_up_after_it() {
     use trajcore_core::objstore::leases::LeaseTimes;
     use trajcore_core::objstore::uploads::Uploads;
     const BUCKET: &str = "s3://uploads-order";
-    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    use_store(BUCKET, store.clone()).unwrap();
+    let store = memory_store(BUCKET);
     let staging = tempfile::tempdir().unwrap();
     // The uploads read no record of a sealed shard: any bytes do.
     let file = |name: &str| {
@@ -235,8 +240,7 @@ fn a_failed_upload_is_said_once_and_retried_when_the_store_is_back() {
     assert_eq!(failures.len(), 1);
     h.rec.flush().unwrap();
     assert_eq!(h.rec.upload_failure(), None);
-    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    use_store(BUCKET, store.clone()).unwrap();
+    let store = memory_store(BUCKET);
     let expected = h.close();
     check_up(&*store, BUCKET, "run", staging.path(), &expected);
 }
@@ -286,8 +290,7 @@ fn eviction_log(dir: &Path) -> (String, Vec<u8>) {
 #[test]
 fn a_bounded_recording_puts_its_eviction_log_up_and_deletes_the_evicted_shards() {
     const BUCKET: &str = "s3://uploads-bounded";
-    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    use_store(BUCKET, store.clone()).unwrap();
+    let store = memory_store(BUCKET);
     let staging = tempfile::tempdir().unwrap();
     let url = format!("{BUCKET}/run");
     let (total, evicted) = record_bounded(staging.path(), &url, 60, Vec::new());
@@ -317,8 +320,7 @@ fn a_bounded_recording_puts_its_eviction_log_up_and_deletes_the_evicted_shards()
 #[test]
 fn a_bounded_recording_reopened_on_a_filled_prefix_counts_and_evicts_its_shards() {
     const BUCKET: &str = "s3://uploads-reopened";
-    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    use_store(BUCKET, store.clone()).unwrap();
+    let store = memory_store(BUCKET);
     let url = format!("{BUCKET}/run");
     let first = tempfile::tempdir().unwrap();
     let (total_before, evicted_before) = record_bounded(first.path(), &url, 200, Vec::new());
