@@ -56,6 +56,8 @@ class _AgentWriters:
         self._session = uuid.uuid4().hex[:12]
         self._count = -1
         self.env_episode: str | None = None
+        self.at = 0  # the env step (Parallel) or turn (AEC) of the env episode: ``ep.data["env_step"]``
+        self.pending: dict[Any, tuple[Any, int]] = {}  # AEC: each agent's action and its turn, awaiting its outcome
         self._reset: tuple[Any, Any] = (None, None)  # the seed and options of the env episode's reset
         self._policy: dict[str, Any] | None = None  # what set_policy gave, for agents appearing later
         allow_mixed = bool(options.get("allow_mixed_spaces", False))
@@ -101,6 +103,8 @@ class _AgentWriters:
         self.started.clear()
         self._count += 1
         self.env_episode = f"{self._session}-{self._count}"
+        self.at = 0
+        self.pending.clear()
 
     def start(self, agent: Any, obs: Any, info: Mapping[str, Any] | None) -> None:
         w = self.writer(agent)
@@ -134,9 +138,20 @@ class _AgentWriters:
 
 class _MultiAgentRecording:
     """What both recorders offer beside the env's API: custom data, metadata, discard, flush,
-    stats and close, per agent."""
+    stats and close, per agent. Its constructor is both recorders': the PettingZoo wrapper after it
+    in the MRO wraps `env`."""
 
-    _rec: _AgentWriters
+    env: Any  # the env recorded (the PettingZoo wrapper's)
+
+    def __init__(
+        self,
+        env: ParallelEnv | AECEnv,
+        path: str | os.PathLike[str],
+        metadata: Mapping[str, Any] | None = None,
+        **options: Unpack[RecordingOptions],
+    ) -> None:
+        super().__init__(env)  # type: ignore[call-arg]  # the PettingZoo wrapper's
+        self._rec = _AgentWriters(env, path, metadata, options)
 
     def _writer(self, agent: Any) -> Writer:
         try:
@@ -190,21 +205,25 @@ class _MultiAgentRecording:
     def shard_paths(self) -> list[str]:
         return [p for w in self._rec.writers.values() for p in w.shard_paths]
 
-    def _close_writers(self) -> None:
-        errors = []
-        for w in self._rec.writers.values():
-            try:
-                w.close()
-            except Exception as e:  # every writer is closed; the first failure is raised
-                errors.append(e)
-        if errors:
-            raise errors[0]
+    def close(self) -> None:
+        """Writes the running episodes (incomplete), closes every writer, then the env."""
+        try:
+            errors = []
+            for w in self._rec.writers.values():
+                try:
+                    w.close()
+                except Exception as e:  # every writer is closed; the first failure is raised
+                    errors.append(e)
+            if errors:
+                raise errors[0]
+        finally:
+            self.env.close()
 
     def __enter__(self) -> Any:
         return self
 
     def __exit__(self, *args: object) -> None:
-        self.close()  # type: ignore[attr-defined]  # both recorders define it
+        self.close()
 
 
 class RecordParallelEpisodes(_MultiAgentRecording, BaseParallelWrapper):  # type: ignore[misc]  # untyped base
@@ -228,21 +247,9 @@ class RecordParallelEpisodes(_MultiAgentRecording, BaseParallelWrapper):  # type
             or `path` holds recordings of an agent with other spaces.
     """
 
-    def __init__(
-        self,
-        env: ParallelEnv,
-        path: str | os.PathLike[str],
-        metadata: Mapping[str, Any] | None = None,
-        **options: Unpack[RecordingOptions],
-    ) -> None:
-        super().__init__(env)
-        self._rec = _AgentWriters(env, path, metadata, options)
-        self._t = 0
-
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, Any]:
         observations, infos = self.env.reset(seed=seed, options=options)
         self._rec.new_env_episode(seed, options)
-        self._t = 0
         for agent, obs in observations.items():
             self._rec.start(agent, obs, infos.get(agent))
         return observations, infos
@@ -251,7 +258,7 @@ class RecordParallelEpisodes(_MultiAgentRecording, BaseParallelWrapper):  # type
         result: tuple[Any, Any, Any, Any, Any] = self.env.step(actions)
         observations, rewards, terminations, truncations, infos = result
         rec = self._rec
-        running, writers, data = rec.running, rec.writers, {ENV_STEP: self._t}
+        running, writers, data = rec.running, rec.writers, {ENV_STEP: rec.at}
         for agent, action in actions.items():  # a call per agent step: kept lean
             if agent not in running:
                 continue  # no episode of it runs (it ended, or never started): nothing to record
@@ -272,15 +279,8 @@ class RecordParallelEpisodes(_MultiAgentRecording, BaseParallelWrapper):  # type
         for agent, obs in observations.items():
             if agent not in rec.started:
                 rec.start(agent, obs, infos.get(agent))  # joined at this step
-        self._t += 1
+        rec.at += 1
         return result
-
-    def close(self) -> None:
-        """Writes the running episodes (incomplete), closes every writer, then the env."""
-        try:
-            self._close_writers()
-        finally:
-            self.env.close()
 
 
 class RecordAECEpisodes(_MultiAgentRecording, BaseWrapper):  # type: ignore[misc]  # untyped base
@@ -297,41 +297,20 @@ class RecordAECEpisodes(_MultiAgentRecording, BaseWrapper):  # type: ignore[misc
     Args and Raises: as `RecordParallelEpisodes`.
     """
 
-    def __init__(
-        self,
-        env: AECEnv,
-        path: str | os.PathLike[str],
-        metadata: Mapping[str, Any] | None = None,
-        **options: Unpack[RecordingOptions],
-    ) -> None:
-        super().__init__(env)
-        self._rec = _AgentWriters(env, path, metadata, options)
-        self._turn = 0
-        self._pending: dict[Any, tuple[Any, int]] = {}
-
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
         self.env.reset(seed=seed, options=options)
         self._rec.new_env_episode(seed, options)
-        self._turn = 0
-        self._pending.clear()
 
     def step(self, action: Any) -> None:
         agent = self.env.agent_selection
         obs, reward, terminated, truncated, info = self.env.last()
         rec = self._rec
-        pending = self._pending.pop(agent, None)
+        pending = rec.pending.pop(agent, None)
         if pending is not None and agent in rec.running:
             rec.step(agent, pending[0], pending[1], obs, reward, terminated, truncated, info)
         elif agent not in rec.started and not (terminated or truncated):
             rec.start(agent, obs, info)  # its first turn of this env episode
         if agent in rec.running and action is not None:
-            self._pending[agent] = (action, self._turn)
-        self._turn += 1
+            rec.pending[agent] = (action, rec.at)
+        rec.at += 1
         self.env.step(action)
-
-    def close(self) -> None:
-        """Writes the running episodes (incomplete), closes every writer, then the env."""
-        try:
-            self._close_writers()
-        finally:
-            self.env.close()

@@ -176,9 +176,7 @@ fn write_all(src: &Dataset, dir: &Path, opts: &ConvertOptions) -> Result<Convert
     };
     let mut order: Vec<usize> = Vec::new(); // recordings, by first appearance
     for &i in &episodes {
-        let e = src.episodes().get(i).ok_or_else(|| {
-            Error::OutOfRange(format!("episode {i} is out of range (the dataset has {})", src.episodes().len()))
-        })?;
+        let e = src.view().episode(i)?;
         if !order.contains(&e.recording) {
             order.push(e.recording);
         }

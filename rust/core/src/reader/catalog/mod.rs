@@ -277,9 +277,13 @@ impl Catalog {
     }
 
     pub fn episode(&self, episode: usize) -> Result<&EpisodeRef> {
-        self.episodes.get(episode).ok_or_else(|| {
-            Error::OutOfRange(format!("episode {episode} is out of range (the dataset has {})", self.episodes.len()))
-        })
+        listed(&self.episodes, episode)
+    }
+
+    /// The rows of episode `episode` (see `EpisodeLoc`).
+    #[inline]
+    pub fn loc(&self, episode: usize) -> Result<&EpisodeLoc> {
+        listed(&self.locs, episode)
     }
 
     pub fn recording(&self, recording: usize) -> Result<&Recording> {
@@ -787,6 +791,13 @@ impl Catalog {
         let why = format!("the description of column {} (lane {} has chunks of it) was lost", chunk.column, chunk.lane);
         rec.schema_damage = Some(Problem::new(&self.shards[shard].path, chunk.record_offset, why));
     }
+}
+
+/// Entry `episode` of a list kept per listed episode (`episodes`, `locs`), or the error naming it.
+#[inline]
+fn listed<T>(list: &[T], episode: usize) -> Result<&T> {
+    list.get(episode)
+        .ok_or_else(|| Error::OutOfRange(format!("episode {episode} is out of range (the dataset has {})", list.len())))
 }
 
 #[cfg(test)]

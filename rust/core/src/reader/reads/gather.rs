@@ -453,13 +453,7 @@ impl DatasetView<'_> {
             }
         }
         for (out, w) in windows.iter().enumerate() {
-            let e = self.catalog.locs.get(w.episode).ok_or_else(|| {
-                Error::OutOfRange(format!(
-                    "episode {} is out of range (the dataset has {})",
-                    w.episode,
-                    self.catalog.locs.len()
-                ))
-            })?;
+            let e = self.catalog.loc(w.episode)?;
             let t = e.length;
             if w.start >= t {
                 return Err(Error::OutOfRange(format!(

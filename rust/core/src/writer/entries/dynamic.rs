@@ -1,8 +1,7 @@
 //! Columns made on first sight (info entries, custom data, rendered frames): the column of each
 //! key path, the spec a new one gets from its first value, the paths whose values could not make
-//! one yet, and the values left out (`Skips`); and what happens to a value (`put`, `put_into`,
-//! `check`): which column takes it, when a column widens, whether it fits (`Fit`), when it is
-//! left out. The caller (`Host`) only reads the value and adds columns. `C` is the caller's
+//! one yet, and the values left out (`Skips`); and what happens to a value (`put`, `check`):
+//! which column takes it, when a column widens, whether it fits (`Fit`), when it is left out. The caller (`Host`) only reads the value and adds columns. `C` is the caller's
 //! column, `T` what it keeps of a value that made no column (a Python type in the bindings, to
 //! refuse the same type again without asking numpy each step), `K` the owners the collector
 //! keeps alive.
@@ -24,6 +23,21 @@ pub fn data_path(name: &str) -> Result<String> {
         return Err(Error::Invalid(format!("custom data name '{name}' must be non-empty and not start with '_'")));
     }
     Ok(escape_key(name))
+}
+
+/// The column a value goes to (`put`): that of a path (below the prefix), made on first sight,
+/// or one found before (as `find` and `column` give it), or in both cases the one that widened
+/// it. A path converts from `&str` or `&String`.
+#[derive(Debug, Clone, Copy)]
+pub enum To<'p> {
+    Path(&'p str),
+    Column(usize),
+}
+
+impl<'p, S: AsRef<str> + ?Sized> From<&'p S> for To<'p> {
+    fn from(path: &'p S) -> Self {
+        To::Path(path.as_ref())
+    }
 }
 
 #[derive(Debug)]
@@ -182,61 +196,44 @@ impl<C, T> DynamicColumns<C, T> {
         Ok(Some(wider))
     }
 
-    /// `value` into `path`'s column, made on first sight, as an entry at `at` masked by `mask`;
-    /// the warning to give when it is left out (see `skip`).
-    pub fn put<H: Host<C, T, K>, K>(
+    /// `value` into the column `to` names (see `To`), as an entry at `at` masked by `mask`,
+    /// read once for it; widened first when its type asks for it, or after it did not fit. The
+    /// warning to give when it is left out (see `skip`): it makes no column, or no wider type
+    /// holds it.
+    pub fn put<'p, H: Host<C, T, K>, K>(
         &mut self,
         host: &mut H,
         value: &H::Value,
         coll: &mut Collector<K>,
         (at, mask): (Place, Option<Src>),
-        path: &str,
+        to: impl Into<To<'p>>,
     ) -> Result<Option<String>, H::Error>
     where
         T: PartialEq,
     {
-        match self.column(host, value, coll, (at.rows, mask), path)? {
-            Ok(column) => self.put_into(host, value, coll, (at, mask), column),
-            Err(why) => Ok(self.skips.skip(path, why)),
-        }
-    }
-
-    /// `value` into column `index` (or the one that widened it), read once for it.
-    pub fn put_into<H: Host<C, T, K>, K>(
-        &mut self,
-        host: &mut H,
-        value: &H::Value,
-        coll: &mut Collector<K>,
-        (at, mask): (Place, Option<Src>),
-        index: usize,
-    ) -> Result<Option<String>, H::Error> {
-        let index = self.latest(index);
-        let input = host.read(value, Some(&self.columns[index]), (at.rows, mask), coll)?;
-        self.put_input(host, value, coll, (at, mask), index, &input)
-    }
-
-    /// `input` into column `index`, widened first when its type asks for it, or after it did
-    /// not fit; left out with the warning to give when no wider type holds it.
-    fn put_input<H: Host<C, T, K>, K>(
-        &mut self,
-        host: &mut H,
-        value: &H::Value,
-        coll: &mut Collector<K>,
-        (at, mask): (Place, Option<Src>),
-        index: usize,
-        input: &Input,
-    ) -> Result<Option<String>, H::Error> {
-        let index = self.widen(host, index, input, at.rows, false)?.unwrap_or(index);
-        let misfit = match self.made[index].fit.put(coll, at.rows, input) {
-            Ok(data) => {
-                coll.push(self.made[index].id, at, mask, data);
-                return Ok(None);
-            }
-            Err(misfit) => misfit,
+        let made = match to.into() {
+            To::Column(index) => index,
+            To::Path(path) => match self.column(host, value, coll, (at.rows, mask), path)? {
+                Ok(index) => index,
+                Err(why) => return Ok(self.skips.skip(path, why)),
+            },
         };
-        if let Some(wider) = self.widen(host, index, input, at.rows, true)? {
-            return self.put_input(host, value, coll, (at, mask), wider, input);
-        }
+        let mut index = self.latest(made);
+        let input = host.read(value, Some(&self.columns[index]), (at.rows, mask), coll)?;
+        let misfit = loop {
+            index = self.widen(host, index, &input, at.rows, false)?.unwrap_or(index);
+            let misfit = match self.made[index].fit.put(coll, at.rows, &input) {
+                Ok(data) => {
+                    coll.push(self.made[index].id, at, mask, data);
+                    return Ok(None);
+                }
+                Err(misfit) => misfit,
+            };
+            match self.widen(host, index, &input, at.rows, true)? {
+                Some(wider) => index = wider,
+                None => break misfit,
+            }
+        };
         let made = &self.made[index];
         let why = Error::schema(&made.name, host.why(value, made.fit.dtype, misfit));
         let path = made.path.clone();
@@ -244,7 +241,7 @@ impl<C, T> DynamicColumns<C, T> {
     }
 
     /// Checks `value` of `path` now (`record`), making its column on first sight and widening
-    /// it as `put_into` would: `Ok(Err((column name, why)))` when it makes no column or fits
+    /// it as `put` would: `Ok(Err((column name, why)))` when it makes no column or fits
     /// none. The collector is used as scratch.
     pub fn check<H: Host<C, T, K>, K>(
         &mut self,

@@ -15,7 +15,7 @@
 //! The caller (`Dicts`) only reads its dicts, keys and values.
 
 use super::collect::{Collector, Place, Src};
-use super::dynamic::{DynamicColumns, Host};
+use super::dynamic::{DynamicColumns, Host, To};
 use super::info_keys::{check_depth, same_column_why, KeyTree, Role};
 use crate::writer::message::Slot;
 use crate::{CodecSpec, Timeline};
@@ -204,11 +204,11 @@ impl<C, T: PartialEq, S, V> InfoColumns<C, T, S, V> {
         }
         let path = &self.keys.node(node).path;
         let warning = match known {
-            Some(column) => self.columns.put_into(d, value, coll, entry, column)?,
+            Some(column) => self.columns.put(d, value, coll, entry, To::Column(column))?,
             None => match self.columns.column(d, value, coll, (entry.0.rows, entry.1), path)? {
                 Ok(column) => {
                     self.keys.set_column(node, column);
-                    self.columns.put_into(d, value, coll, entry, column)?
+                    self.columns.put(d, value, coll, entry, To::Column(column))?
                 }
                 Err(why) => self.columns.skips.skip(path, why),
             },

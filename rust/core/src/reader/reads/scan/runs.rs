@@ -214,13 +214,7 @@ impl DatasetView<'_> {
             if let Some(e) = runs.get(k + 16).and_then(|r| self.catalog.locs.get(r.episode)) {
                 prefetch((e as *const EpisodeLoc).cast());
             }
-            let e = self.catalog.locs.get(run.episode).ok_or_else(|| {
-                Error::OutOfRange(format!(
-                    "episode {} is out of range (the dataset has {})",
-                    run.episode,
-                    self.catalog.locs.len()
-                ))
-            })?;
+            let e = self.catalog.loc(run.episode)?;
             if run.start.checked_add(run.steps).is_none_or(|end| end > e.length) {
                 return Err(Error::OutOfRange(format!(
                     "steps {}..{} are out of range: episode {} has {} steps",
