@@ -1,10 +1,10 @@
 //! Columns made on first sight (info entries, custom data, rendered frames): the column of each
 //! key path, the spec a new one gets from its first value, the paths whose values could not make
 //! one yet, and the values left out (`Skips`); and what happens to a value (`put`, `check`):
-//! which column takes it, when a column widens, whether it fits (`Fit`), when it is left out. The caller (`Host`) only reads the value and adds columns. `C` is the caller's
-//! column, `T` what it keeps of a value that made no column (a Python type in the bindings, to
-//! refuse the same type again without asking numpy each step), `K` the owners the collector
-//! keeps alive.
+//! which column takes it, when a column widens, whether it fits (`Fit`), when it is left out.
+//! The caller (`Host`) only reads the value and adds columns. `C` is the caller's column, `T`
+//! what it keeps of a value that made no column (a Python type in the bindings, to refuse the
+//! same type again without asking numpy each step), `K` the owners the collector keeps alive.
 
 use std::collections::HashMap;
 
@@ -211,14 +211,14 @@ impl<C, T> DynamicColumns<C, T> {
     where
         T: PartialEq,
     {
-        let made = match to.into() {
+        let found = match to.into() {
             To::Column(index) => index,
             To::Path(path) => match self.column(host, value, coll, (at.rows, mask), path)? {
                 Ok(index) => index,
                 Err(why) => return Ok(self.skips.skip(path, why)),
             },
         };
-        let mut index = self.latest(made);
+        let mut index = self.latest(found);
         let input = host.read(value, Some(&self.columns[index]), (at.rows, mask), coll)?;
         let misfit = loop {
             index = self.widen(host, index, &input, at.rows, false)?.unwrap_or(index);
