@@ -132,7 +132,7 @@ pub fn arena<'py, 'a>(
 }
 
 /// The part `range` of an arena's `buffer`, once written: an array of `dtype` and `shape` over
-/// it, writeable, its base the buffer; for shape `[]`, a numpy scalar.
+/// it, writeable, its base the buffer; for shape `[]`, a numpy scalar of it.
 pub fn part<'py>(
     py: Python<'py>,
     buffer: &Bound<'py, PyUntypedArray>,
@@ -142,16 +142,23 @@ pub fn part<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     // SAFETY: reading the data pointer field of a live ndarray (the buffer, held by the caller);
     // `range` lies inside it (its layout's).
-    let data = unsafe { (*buffer.as_array_ptr()).fields.data.cast::<u8>().add(range.start) };
+    let data = unsafe { (*buffer.as_array_ptr()).fields.data.cast::<u8>().add(range.start) }.cast::<c_void>();
+    let descr = descr(py, dtype)?;
     if shape.is_empty() {
-        // SAFETY: the part's bytes, written whole (initialized), inside the live buffer.
-        return scalar(py, &descr(py, dtype)?, unsafe { std::slice::from_raw_parts(data, range.len()) });
+        // SAFETY: `data` addresses one element of `descr`'s type, written, inside the live buffer
+        // and aligned (see below). PyArray_Scalar copies it (a base object is only needed for
+        // void scalars, which trajcore never makes) and does not steal the descriptor reference.
+        // It returns a new reference or NULL with an exception set.
+        return unsafe {
+            let scalar = PY_ARRAY_API.PyArray_Scalar(py, data, descr.as_ptr().cast::<PyArray_Descr>(), ptr::null_mut());
+            Bound::from_owned_ptr_or_err(py, scalar)
+        };
     }
     // SAFETY: `data` addresses `range.len()` bytes inside the buffer, exactly `shape` elements of
     // `dtype` (the layout's sizes), 64-byte aligned relative to the buffer's (malloc-aligned)
     // start; the buffer is the view's base, so the memory outlives it.
     let owner = Some(buffer.clone().into_any());
-    unsafe { array_over(py, descr(py, dtype)?, dims(shape)?, data.cast(), NPY_ARRAY_WRITEABLE, owner) }
+    unsafe { array_over(py, descr, dims(shape)?, data, NPY_ARRAY_WRITEABLE, owner) }
 }
 
 /// The memory of a buffer made by `arena`, for writing whole.
@@ -168,30 +175,6 @@ pub unsafe fn uninit_mut<'a>(array: &'a mut Bound<'_, PyUntypedArray>) -> &'a mu
     unsafe {
         let data = (*array.as_array_ptr()).fields.data.cast::<MaybeUninit<u8>>();
         std::slice::from_raw_parts_mut(data, len)
-    }
-}
-
-/// A numpy scalar of `dtype` from its little-endian bytes (exactly one element).
-pub fn scalar<'py>(py: Python<'py>, descr: &Bound<'py, PyArrayDescr>, bytes: &[u8]) -> PyResult<Bound<'py, PyAny>> {
-    if bytes.len() != descr.itemsize() {
-        return Err(invalid(py, format!("{} bytes for one {}-byte element", bytes.len(), descr.itemsize())));
-    }
-    // Copied into an 8-aligned buffer: numpy may read the element with an aligned load.
-    let mut aligned = [0u64; 2];
-    // SAFETY: `aligned` has 16 bytes, more than any fixed-size dtype trajcore stores (8).
-    let dst = unsafe { std::slice::from_raw_parts_mut(aligned.as_mut_ptr().cast::<u8>(), 16) };
-    dst[..bytes.len()].copy_from_slice(bytes);
-    // SAFETY: `aligned` holds one element of the descriptor's type; PyArray_Scalar copies it
-    // (a base object is only needed for void scalars, which trajcore never makes) and does not
-    // steal the descriptor reference. It returns a new reference or NULL with an exception set.
-    unsafe {
-        let ptr = PY_ARRAY_API.PyArray_Scalar(
-            py,
-            aligned.as_mut_ptr().cast::<c_void>(),
-            descr.as_ptr().cast::<PyArray_Descr>(),
-            ptr::null_mut(),
-        );
-        Bound::from_owned_ptr_or_err(py, ptr)
     }
 }
 

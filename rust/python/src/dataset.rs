@@ -1,15 +1,15 @@
 //! `trajcore._core.Dataset`: a read-only, memory-mapped view of a directory of shards (or one
-//! shard). Reads release the GIL; the object pickles as its path and options so data-loader
-//! workers reopen it.
+//! shard). Reads release the GIL. `trajcore.Dataset` pickles as its path and options (data-loader
+//! workers reopen it), this object never alone.
 
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
-use pyo3::types::{IntoPyDict, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{IntoPyDict, PyDict, PyList, PyString};
 use trajcore_core::reader::{
-    episode_metrics, episode_summaries, ColumnData, Dataset, OpenOptions, Report, Values, CACHE_AUTO,
+    episode_metrics, episode_summaries, ColumnData, Dataset, OpenOptions, Report, Subset, Values, CACHE_AUTO,
 };
 
 use crate::arrays;
@@ -91,12 +91,6 @@ impl PyDataset {
         from_json(py, Ok(py.detach(|| self.reader.read(|d| d.report(report))).py_err(py)?))
     }
 
-    /// (problems, notices) as many as `report("listing")` has: a refresh asks for the listing
-    /// only when they grew (it costs as much as the dataset; a learner refreshes at every step).
-    fn news_counts(&self) -> (usize, usize) {
-        self.reader.read(|d| (d.problems().len(), d.notices().len()))
-    }
-
     #[getter]
     fn num_episodes(&self) -> usize {
         self.reader.read(|d| d.episodes().len())
@@ -160,35 +154,32 @@ impl PyDataset {
     }
 
     /// Every episode, as the dataset grows: what reads over all of them are methods of.
-    fn all_episodes(slf: &Bound<'_, Self>) -> PySelection {
-        PySelection::new(slf.get().reader.clone(), None, None)
+    fn all_episodes(&self) -> PySelection {
+        PySelection::new(self.reader.clone(), Subset::default())
     }
 
     /// A subset of episodes (dataset indexes) to sample from, with its own step numbering.
-    fn selection(slf: &Bound<'_, Self>, episodes: PyReadonlyArray1<'_, i64>) -> PyResult<PySelection> {
-        let set = slf.get().reader.read(|d| d.view().episode_set_at(&episodes.as_array().to_vec())).py_err(slf.py())?;
-        let among = slf.get().reader.read(|d| d.view().recordings_among(&set));
-        Ok(PySelection::new(slf.get().reader.clone(), Some(Arc::new(set)), among))
+    fn selection(&self, py: Python<'_>, episodes: PyReadonlyArray1<'_, i64>) -> PyResult<PySelection> {
+        let subset = self.reader.read(|d| d.subset_at(&episodes.as_array().to_vec())).py_err(py)?;
+        Ok(PySelection::new(self.reader.clone(), subset))
     }
 
     /// The episodes sampling draws from once a bounded recording evicted some (see the core's
     /// `live_episodes`); None while none is.
-    fn live_selection(slf: &Bound<'_, Self>) -> Option<PySelection> {
-        let (set, among) = slf.get().reader.read(|d| Some((d.live_episodes()?.clone(), d.live_recordings())))?;
-        Some(PySelection::new(slf.get().reader.clone(), Some(set), among))
+    fn live_selection(&self) -> Option<PySelection> {
+        Some(PySelection::new(self.reader.clone(), self.reader.read(Dataset::live_subset)?))
     }
 
-    /// Re-reads shards that grew or appeared; returns how many episodes were added.
-    /// Batch plans it made stale are made again at their next use (`Dataset::plan_generation`).
-    fn refresh(&self, py: Python<'_>) -> PyResult<usize> {
-        py.detach(|| self.reader.dataset.write().unwrap_or_else(|p| p.into_inner()).refresh()).py_err(py)
-    }
-
-    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyTuple>> {
-        let py = slf.py();
-        let me = slf.get();
-        let args = (me.path.clone(), me.strict, me.cache_bytes, false, me.exclusions_json(), me.mmap);
-        PyTuple::new(py, [slf.get_type().into_any(), args.into_pyobject(py)?.into_any()])
+    /// Re-reads shards that grew or appeared: (episodes added, problems, notices), the last two
+    /// as many as `report("listing")` has (a refresh asks for the listing only when they grew:
+    /// it costs as much as the dataset, and a learner refreshes at every step). Batch plans it
+    /// made stale are made again at their next use (`Dataset::plan_generation`).
+    fn refresh(&self, py: Python<'_>) -> PyResult<(usize, usize, usize)> {
+        py.detach(|| {
+            let mut d = self.reader.dataset.write().unwrap_or_else(|p| p.into_inner());
+            Ok((d.refresh()?, d.problems().len(), d.notices().len()))
+        })
+        .py_err(py)
     }
 
     fn __repr__(&self) -> String {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyRange, PyRangeMethods, PyTuple};
-use trajcore_core::reader::{Dataset, EpisodeSet, Request, WindowKind};
+use trajcore_core::reader::{Dataset, EpisodeSet, Request, Subset, WindowKind};
 
 use crate::batch;
 use crate::errors::{warn, IntoPy};
@@ -16,24 +16,17 @@ use crate::open_dataset::OpenDataset;
 #[pyclass(module = "trajcore._core", name = "Selection", frozen)]
 pub struct PySelection {
     reader: Arc<OpenDataset>,
-    /// Its episodes; `None`: every episode of the dataset as it is at each read (a refresh adds
-    /// to them).
-    set: Option<Arc<EpisodeSet>>,
-    /// The recordings its episodes come from, when not all: its batches are planned over those
-    /// (one agent's, in a multi-agent dataset).
-    among: Option<Vec<bool>>,
+    subset: Subset,
 }
 
 impl PySelection {
-    /// The episodes `set` of the dataset `reader` reads (`None`: every one, as it grows),
-    /// planned over the recordings they come from (`among`; `None`: all).
-    pub fn new(reader: Arc<OpenDataset>, set: Option<Arc<EpisodeSet>>, among: Option<Vec<bool>>) -> Self {
-        PySelection { reader, set, among }
+    pub fn new(reader: Arc<OpenDataset>, subset: Subset) -> Self {
+        PySelection { reader, subset }
     }
 
     /// `f` over the dataset and these episodes.
     fn read<R>(&self, f: impl FnOnce(&Dataset, &EpisodeSet) -> R) -> R {
-        self.reader.read(|d| f(d, self.set.as_deref().unwrap_or_else(|| d.all_episodes())))
+        self.reader.read(|d| f(d, self.subset.episodes(d)))
     }
 
     /// `read` of a core call, with the GIL released.
@@ -52,7 +45,7 @@ impl PySelection {
         request: Request,
         kind: WindowKind,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let plan = self.reader.plan(py, keys, self.among.as_deref())?;
+        let plan = self.reader.plan(py, keys, self.subset.among.as_deref())?;
         let (out, damage) = batch::batch(py, &plan, request.len(), kind, |fields, out| {
             self.over(py, |d, set| d.view().read_batch(set, fields, request, kind, out))
         })?;
@@ -101,11 +94,8 @@ impl PySelection {
     /// Its episodes in file order: grouped by recording, then by sub-env, each one's in the
     /// order recorded. Reading it in bulk copies whole chunks (`Transitions.blocks(order="file")`).
     fn file_order(&self, py: Python<'_>) -> PyResult<PySelection> {
-        let (set, among) = self.over(py, |d, set| {
-            let ordered = d.view().file_order(set)?;
-            Ok((ordered.clone(), d.view().recordings_among(&ordered)))
-        })?;
-        Ok(PySelection::new(self.reader.clone(), Some(set), among))
+        let subset = py.detach(|| self.reader.read(|d| d.subset_in_file_order(&self.subset))).py_err(py)?;
+        Ok(PySelection::new(self.reader.clone(), subset))
     }
 
     /// Windows of `length` steps inside single episodes (with `pad`, shorter episodes count once).
@@ -146,7 +136,7 @@ impl PySelection {
     /// One step by number, without a batch axis.
     #[pyo3(signature = (index, keys=None))]
     fn step<'py>(&self, py: Python<'py>, index: i64, keys: Option<Vec<String>>) -> PyResult<Bound<'py, PyDict>> {
-        let plan = self.reader.plan(py, keys, self.among.as_deref())?;
+        let plan = self.reader.plan(py, keys, self.subset.among.as_deref())?;
         batch::one_step(py, &plan, |fields, outs| self.over(py, |d, set| d.view().read_step(set, fields, index, outs)))
     }
 

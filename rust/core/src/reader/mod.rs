@@ -49,6 +49,7 @@ use std::path::{Path, PathBuf};
 
 pub use crate::reader::catalog::annotations::AnnotationFile;
 pub use crate::reader::catalog::metrics::{episode_metrics, episode_summaries, MetricColumn, Values};
+pub use crate::reader::reads::among::Subset;
 pub use crate::reader::reads::batch::BatchOut;
 pub use crate::reader::reads::frames_of::FrameTable;
 pub use crate::reader::reads::gather::{
