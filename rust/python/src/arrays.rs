@@ -15,8 +15,8 @@ use numpy::npyffi::{
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use trajcore_core::reader::{ArenaLayout, RowsView, BATCH_BLOCKS};
 use trajcore_core::dtype::ALL_DTYPES;
+use trajcore_core::reader::{ArenaLayout, RowsView, BATCH_BLOCKS};
 use trajcore_core::DType;
 
 use crate::errors::invalid;

@@ -6,7 +6,9 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use trajcore_core::layout::Layout;
-use trajcore_core::reader::{BatchOut, BatchPlan, Damage, Dataset, Field, Out, OutputSpec, Window, WindowKind, INDEX_KEYS};
+use trajcore_core::reader::{
+    BatchOut, BatchPlan, Damage, Dataset, Field, Out, OutputSpec, Window, WindowKind, INDEX_KEYS,
+};
 use trajcore_core::DType;
 
 use crate::arrays::{arena, part, uninit_mut};

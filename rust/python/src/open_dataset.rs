@@ -27,7 +27,11 @@ impl OpenDataset {
     }
 
     /// `read` of a core call, with the GIL released.
-    pub fn over<R: Send>(&self, py: Python<'_>, f: impl FnOnce(&Dataset) -> trajcore_core::Result<R> + Send) -> PyResult<R> {
+    pub fn over<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Dataset) -> trajcore_core::Result<R> + Send,
+    ) -> PyResult<R> {
         py.detach(|| self.read(f)).py_err(py)
     }
 

@@ -127,7 +127,11 @@ impl BatchPlan {
 pub const INDEX_KEYS: [&str; 3] = ["episode_index", "step_index", "mask"];
 
 /// `BatchPlan::outputs` over the fields' (dtype, row shape).
-fn batch_outputs<'a>(fields: impl Iterator<Item = (DType, &'a [usize])>, b: usize, kind: WindowKind) -> Vec<OutputSpec> {
+fn batch_outputs<'a>(
+    fields: impl Iterator<Item = (DType, &'a [usize])>,
+    b: usize,
+    kind: WindowKind,
+) -> Vec<OutputSpec> {
     let lead: Vec<usize> = if kind.sequence { vec![b, kind.length] } else { vec![b] };
     let mut outputs: Vec<OutputSpec> =
         fields.map(|(dtype, row)| OutputSpec { dtype, shape: lead.iter().chain(row).copied().collect() }).collect();
@@ -305,17 +309,18 @@ mod tests {
 
     #[test]
     fn outputs_lead_with_the_windows_then_the_indexes() {
-        let fields: [(DType, &[usize]); 2] = [(DType::F32, &[3, 2]), (DType::Utf8, &[])];
+        type Outputs<'a> = &'a [(DType, &'a [usize])];
+        let fields: Outputs = &[(DType::F32, &[3, 2]), (DType::Utf8, &[])];
         let seq = |pad| WindowKind { length: 4, sequence: true, pad };
         let (f32, str, i64, bool) = (DType::F32, DType::Utf8, DType::I64, DType::Bool);
-        let table: [(WindowKind, &[(DType, &[usize])]); 3] = [
+        let table: [(WindowKind, Outputs<'_>); 3] = [
             (WindowKind::TRANSITION, &[(f32, &[5, 3, 2]), (str, &[5]), (i64, &[5]), (i64, &[5])]),
             (seq(false), &[(f32, &[5, 4, 3, 2]), (str, &[5, 4]), (i64, &[5]), (i64, &[5, 4])]),
             (seq(true), &[(f32, &[5, 4, 3, 2]), (str, &[5, 4]), (i64, &[5]), (i64, &[5, 4]), (bool, &[5, 4])]),
         ];
         for (kind, want) in table {
             let want: Vec<_> = want.iter().map(|&(dtype, shape)| OutputSpec { dtype, shape: shape.to_vec() }).collect();
-            assert_eq!(batch_outputs(fields.into_iter(), 5, kind), want, "{kind:?}");
+            assert_eq!(batch_outputs(fields.iter().copied(), 5, kind), want, "{kind:?}");
         }
     }
 
