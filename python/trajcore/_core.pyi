@@ -162,7 +162,7 @@ class Recorder:
 
 @disjoint_base
 class Dataset:
-    """A directory of shards or one shard file, memory-mapped. Pickles as its path and options.
+    """A directory of shards or one shard file, memory-mapped.
     Subclassed by `trajcore.read.core_reader.CoreReader`, which unpacks reports.
 
     verify: check every chunk at open and leave damaged episodes out (strict: raise).
@@ -232,8 +232,6 @@ class Dataset:
             TrajcoreIndexError: no such recording.
             TrajcoreIOError: evicted_steps of a store prefix: the store failed.
         """
-    def news_counts(self) -> tuple[int, int]:
-        """(problems, notices) as many as `report("listing")` has."""
     @property
     def strict(self) -> bool: ...
     @property
@@ -270,9 +268,9 @@ class Dataset:
             CorruptFileError: the recording's layout of them is missing or invalid.
             TrajcoreIndexError: an episode index out of range.
         """
-    def refresh(self) -> int:
-        """Re-reads shards that grew or appeared; returns the number of new episodes (appended:
-        step numbers handed out stay valid)."""
+    def refresh(self) -> tuple[int, int, int]:
+        """Re-reads shards that grew or appeared: (new episodes (appended: step numbers handed
+        out stay valid), problems, notices), the last two as many as `report("listing")` has."""
     def all_episodes(self) -> Selection:
         """Every episode, as the dataset grows (a refresh adds to them): the selection the reads
         over all of them are methods of."""

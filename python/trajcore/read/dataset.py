@@ -324,9 +324,9 @@ class Dataset(_Sampling):
         (``capacity_steps``) deleted is expected: no warning; its episodes leave sampling
         (`evicted_episodes`) and stay readable."""
         _live.flush_recorders(self._live_key)  # a recorder of this process writing here: its rows now
-        added = self._core.refresh()
+        added, problems, notices = self._core.refresh()
         self._reads.forget()
-        if self._core.news_counts() == (self._warned, self._notices):
+        if (problems, notices) == (self._warned, self._notices):
             return added  # nothing to say (the listing costs as much as the dataset)
         listing = self._core.report("listing")
         problems, notices = listing["problems"], listing["notices"]

@@ -1,11 +1,12 @@
-//! numpy arrays made from Rust: uninitialized outputs that a gather writes whole with the GIL
-//! released (one allocation per batch), numpy scalars, and read-only views over rows stored raw
-//! in a memory map. A view's base is a
-//! `MappedRows` object holding the rows (and through them the map), so the map outlives every
-//! array over it, even after the dataset is closed or refreshed.
+//! numpy arrays made from Rust: uninitialized outputs that a read writes whole with the GIL
+//! released (one allocation per read), numpy scalars, and read-only views over rows stored raw
+//! in a memory map. A view's base is a `MappedRows` object holding the rows (and through them
+//! the map), so the map outlives every array over it, even after the dataset is closed or
+//! refreshed.
 
 use std::ffi::{c_int, c_void};
 use std::mem::MaybeUninit;
+use std::ops::Range;
 use std::ptr;
 
 use numpy::npyffi::{
@@ -13,6 +14,8 @@ use numpy::npyffi::{
 };
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use trajcore_core::dtype::ALL_DTYPES;
 use trajcore_core::reader::{ArenaLayout, RowsView, BATCH_BLOCKS};
 use trajcore_core::DType;
 
@@ -84,8 +87,14 @@ unsafe fn array_over<'py>(
     Ok(array)
 }
 
+/// numpy's descriptor of each dtype, made once (making one parses its name).
+static DESCRS: PyOnceLock<Vec<Py<PyArrayDescr>>> = PyOnceLock::new();
+
 pub fn descr<'py>(py: Python<'py>, dtype: DType) -> PyResult<Bound<'py, PyArrayDescr>> {
-    PyArrayDescr::new(py, dtype.name())
+    let all = DESCRS.get_or_try_init(py, || {
+        ALL_DTYPES.iter().map(|d| Ok(PyArrayDescr::new(py, d.name())?.unbind())).collect::<PyResult<_>>()
+    })?;
+    Ok(all[ALL_DTYPES.iter().position(|d| *d == dtype).expect("every dtype is listed")].bind(py).clone())
 }
 
 fn dims(shape: &[usize]) -> PyResult<Vec<npy_intp>> {
@@ -95,68 +104,68 @@ fn dims(shape: &[usize]) -> PyResult<Vec<npy_intp>> {
         .collect()
 }
 
-/// A new C-contiguous array whose memory is not initialized, for outputs a gather writes whole
-/// (no zeroing pass first).
-pub fn empty<'py>(
+/// One uninitialized allocation for several outputs (`parts`: dtype and shape of each; see
+/// `trajcore_core::reader::ArenaLayout`): a 1-D uint8 buffer and where each part lies in it.
+/// The caller writes the parts whole (`uninit_mut`, `layout.split`), then hands them out (`part`).
+pub fn arena<'py, 'a>(
     py: Python<'py>,
-    descr: &Bound<'py, PyArrayDescr>,
-    shape: &[usize],
-) -> PyResult<Bound<'py, PyUntypedArray>> {
-    // SAFETY: NULL data: numpy allocates the memory (uninitialized for every dtype trajcore
-    // stores), owned by the array. It is only reached through `uninit_mut` (as `MaybeUninit`)
-    // until written whole.
-    let array = unsafe { array_over(py, descr.clone(), dims(shape)?, ptr::null_mut(), 0, None)? };
-    Ok(array.cast_into::<PyUntypedArray>()?)
-}
-
-/// Several arrays in one uninitialized allocation (see `trajcore_core::reader::ArenaLayout`):
-/// a 1-D uint8 buffer, and a view of each (`descr`, `shape`) part, writeable, its numpy base the
-/// buffer. The caller writes the parts whole, through `layout.split` of the buffer's memory.
-pub fn arena<'py>(py: Python<'py>, parts: &[(Bound<'py, PyArrayDescr>, Vec<usize>)]) -> PyResult<Arena<'py>> {
-    let layout = ArenaLayout::new(parts.iter().map(|(d, shape)| (d.itemsize(), &shape[..])))
+    parts: impl IntoIterator<Item = (DType, &'a [usize])>,
+) -> PyResult<(Bound<'py, PyUntypedArray>, ArenaLayout)> {
+    let layout = ArenaLayout::new(parts.into_iter().map(|(dtype, shape)| (dtype.size().unwrap_or(0), shape)))
         .ok_or_else(|| pyo3::exceptions::PyOverflowError::new_err("batch too large"))?;
-    let u8s = descr(py, DType::U8)?;
-    let buffer = match BATCH_BLOCKS.take(layout.len) {
-        None => empty(py, &u8s, &[layout.len])?,
+    let (data, flags, owner) = match BATCH_BLOCKS.take(layout.len) {
+        // NULL data: numpy allocates the memory (uint8: not initialized), owned by the array.
+        None => (ptr::null_mut(), 0, None),
         // A pooled block, its numpy base a `BatchMemory` that hands it back when numpy lets go.
         Some(block) => {
             let owner = Bound::new(py, BatchMemory { data: std::cell::UnsafeCell::new(block) })?;
             // SAFETY: the block lives as long as `owner`, which becomes the array's base below.
             let data = unsafe { (*owner.get().data.get()).as_mut_ptr() }.cast::<c_void>();
-            let (dims, owner) = (dims(&[layout.len])?, Some(owner.into_any()));
-            // SAFETY: `data` addresses `layout.len` bytes (the block's length) owned by `owner`,
-            // the array's base; uint8 needs no alignment. Not initialized (see `empty`).
-            unsafe { array_over(py, u8s, dims, data, NPY_ARRAY_WRITEABLE, owner)? }.cast_into::<PyUntypedArray>()?
+            (data, NPY_ARRAY_WRITEABLE, Some(owner.into_any()))
         }
     };
-    // SAFETY: reading the data pointer field of a live ndarray (the buffer, held here).
-    let base = (unsafe { (*buffer.as_array_ptr()).fields.data }).cast::<u8>();
-    let mut views = Vec::with_capacity(parts.len());
-    for ((descr, shape), range) in parts.iter().zip(&layout.ranges) {
-        // SAFETY: `base + range.start` addresses `range.len()` bytes inside the buffer, exactly
-        // `shape` elements of `descr` (the layout's sizes), 64-byte aligned relative to the
-        // buffer's (malloc-aligned) start; the buffer is the view's base, so the memory outlives it.
-        let view = unsafe {
-            let data = base.add(range.start).cast::<c_void>();
-            array_over(py, descr.clone(), dims(shape)?, data, NPY_ARRAY_WRITEABLE, Some(buffer.clone().into_any()))?
+    // SAFETY: `data` is NULL, or addresses `layout.len` bytes (the block's length) owned by
+    // `owner`, the array's base; uint8 needs no alignment. Not initialized: only reached through
+    // `uninit_mut` (as `MaybeUninit`) until written whole.
+    let buffer = unsafe { array_over(py, descr(py, DType::U8)?, dims(&[layout.len])?, data, flags, owner)? };
+    Ok((buffer.cast_into::<PyUntypedArray>()?, layout))
+}
+
+/// The part `range` of an arena's `buffer`, once written: an array of `dtype` and `shape` over
+/// it, writeable, its base the buffer; for shape `[]`, a numpy scalar of it.
+pub fn part<'py>(
+    py: Python<'py>,
+    buffer: &Bound<'py, PyUntypedArray>,
+    range: Range<usize>,
+    dtype: DType,
+    shape: &[usize],
+) -> PyResult<Bound<'py, PyAny>> {
+    // SAFETY: reading the data pointer field of a live ndarray (the buffer, held by the caller);
+    // `range` lies inside it (its layout's).
+    let data = unsafe { (*buffer.as_array_ptr()).fields.data.cast::<u8>().add(range.start) }.cast::<c_void>();
+    let descr = descr(py, dtype)?;
+    if shape.is_empty() {
+        // SAFETY: `data` addresses one element of `descr`'s type, written, inside the live buffer
+        // and aligned (see below). PyArray_Scalar copies it (a base object is only needed for
+        // void scalars, which trajcore never makes) and does not steal the descriptor reference.
+        // It returns a new reference or NULL with an exception set.
+        return unsafe {
+            let scalar = PY_ARRAY_API.PyArray_Scalar(py, data, descr.as_ptr().cast::<PyArray_Descr>(), ptr::null_mut());
+            Bound::from_owned_ptr_or_err(py, scalar)
         };
-        views.push(view.cast_into::<PyUntypedArray>()?);
     }
-    Ok(Arena { buffer, views, layout })
+    // SAFETY: `data` addresses `range.len()` bytes inside the buffer, exactly `shape` elements of
+    // `dtype` (the layout's sizes), 64-byte aligned relative to the buffer's (malloc-aligned)
+    // start; the buffer is the view's base, so the memory outlives it.
+    let owner = Some(buffer.clone().into_any());
+    unsafe { array_over(py, descr, dims(shape)?, data, NPY_ARRAY_WRITEABLE, owner) }
 }
 
-/// What `arena` makes.
-pub struct Arena<'py> {
-    pub buffer: Bound<'py, PyUntypedArray>,
-    pub views: Vec<Bound<'py, PyUntypedArray>>,
-    pub layout: ArenaLayout,
-}
-
-/// The memory of an array made by `empty`, for writing whole.
+/// The memory of a buffer made by `arena`, for writing whole.
 ///
 /// # Safety
 ///
-/// The array must be C-contiguous and writeable (as `empty` makes them), and nothing else may
+/// The array must be C-contiguous and writeable (as `arena` makes them), and nothing else may
 /// touch its memory while the slice lives: in practice, it was just created and has not been
 /// handed to Python code yet. The caller must write every byte before it reaches Python code.
 pub unsafe fn uninit_mut<'a>(array: &'a mut Bound<'_, PyUntypedArray>) -> &'a mut [MaybeUninit<u8>] {
@@ -166,30 +175,6 @@ pub unsafe fn uninit_mut<'a>(array: &'a mut Bound<'_, PyUntypedArray>) -> &'a mu
     unsafe {
         let data = (*array.as_array_ptr()).fields.data.cast::<MaybeUninit<u8>>();
         std::slice::from_raw_parts_mut(data, len)
-    }
-}
-
-/// A numpy scalar of `dtype` from its little-endian bytes (exactly one element).
-pub fn scalar<'py>(py: Python<'py>, descr: &Bound<'py, PyArrayDescr>, bytes: &[u8]) -> PyResult<Bound<'py, PyAny>> {
-    if bytes.len() != descr.itemsize() {
-        return Err(invalid(py, format!("{} bytes for one {}-byte element", bytes.len(), descr.itemsize())));
-    }
-    // Copied into an 8-aligned buffer: numpy may read the element with an aligned load.
-    let mut aligned = [0u64; 2];
-    // SAFETY: `aligned` has 16 bytes, more than any fixed-size dtype trajcore stores (8).
-    let dst = unsafe { std::slice::from_raw_parts_mut(aligned.as_mut_ptr().cast::<u8>(), 16) };
-    dst[..bytes.len()].copy_from_slice(bytes);
-    // SAFETY: `aligned` holds one element of the descriptor's type; PyArray_Scalar copies it
-    // (a base object is only needed for void scalars, which trajcore never makes) and does not
-    // steal the descriptor reference. It returns a new reference or NULL with an exception set.
-    unsafe {
-        let ptr = PY_ARRAY_API.PyArray_Scalar(
-            py,
-            aligned.as_mut_ptr().cast::<c_void>(),
-            descr.as_ptr().cast::<PyArray_Descr>(),
-            ptr::null_mut(),
-        );
-        Bound::from_owned_ptr_or_err(py, ptr)
     }
 }
 

@@ -1,6 +1,6 @@
 //! Module-level functions of `trajcore._core`: `convert`, `verify`, `recover`, `annotate`, the
-//! bound on gather threads, the leaves of a layout tree, and object storage's options, counters,
-//! uploads and recovery.
+//! bound on gather threads, the leaves of a layout tree (each said in `trajcore/_core.pyi`; the
+//! GIL released around I/O), and object storage's options, counters, uploads and recovery.
 
 use std::path::PathBuf;
 
@@ -15,8 +15,6 @@ use trajcore_core::recover::recover_leaving_out;
 use crate::dataset::{from_json, PyDataset};
 use crate::errors::{invalid, IntoPy};
 
-/// Rewrites `src` into the new dataset directory `dst` with other codecs / chunk sizes.
-/// `codecs_json`: {"<column, prefix or 'default'>": {"delta": bool, "zstd_level": int | null}}.
 #[pyfunction]
 #[pyo3(signature = (src, dst, codecs_json=None, chunk_bytes=None, max_shard_bytes=None, episodes=None, keys=None))]
 #[allow(clippy::too_many_arguments)]
@@ -32,19 +30,15 @@ pub fn convert<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let codecs = codecs_json.map(codecs_from_json).transpose().py_err(py)?.unwrap_or_default();
     let opts = ConvertOptions { codecs, chunk_bytes, max_shard_bytes, episodes, keys };
-    let done = py.detach(|| src.reader.read(|ds| convert_dataset(ds, &dst, &opts))).py_err(py)?;
+    let done = src.reader.over(py, |ds| convert_dataset(ds, &dst, &opts))?;
     from_json(py, serde_json::to_string(&done))
 }
 
-/// Checks every record checksum and decodes every chunk of the dataset at `path` (GIL
-/// released): a dict with damage (dicts: file, offset, why, episodes), shards, bytes, records,
-/// chunks, decoded_bytes.
 #[pyfunction]
 pub fn verify<'py>(py: Python<'py>, path: PathBuf) -> PyResult<Bound<'py, PyAny>> {
     from_json(py, serde_json::to_string(&py.detach(|| verify_path(&path)).py_err(py)?))
 }
 
-/// Writes what of the dataset at `src` still reads into the new directory `dst` (GIL released).
 #[pyfunction]
 pub fn recover<'py>(
     py: Python<'py>,
@@ -56,9 +50,6 @@ pub fn recover<'py>(
     from_json(py, serde_json::to_string(&done))
 }
 
-/// Writes annotation `name` of the dataset directory `path` (GIL released): `values[i]` holds
-/// the rows of episode `episodes[i]` (little-endian `dtype` of `shape`, row after row). Returns
-/// the sidecar files written.
 #[pyfunction]
 #[allow(clippy::too_many_arguments)]
 pub fn annotate(
@@ -76,8 +67,6 @@ pub fn annotate(
     py.detach(|| write_annotation(&path, &a)).py_err(py)
 }
 
-/// Bounds the threads one batched read may use to decode and copy (0: the default, the
-/// machine's cores up to 8). Data-loader workers use 1.
 #[pyfunction]
 pub fn set_num_threads(n: usize) {
     trajcore_core::reader::set_max_threads(n);
@@ -88,9 +77,6 @@ pub fn num_threads() -> usize {
     trajcore_core::reader::max_threads()
 }
 
-/// The leaves of a layout tree (JSON), in the tree's order: [path, column name], each path item
-/// a dict key (str) or a tuple position (int). Raises InvalidArgumentError, its message only what
-/// is wrong with the tree.
 #[pyfunction]
 pub fn layout_leaves<'py>(py: Python<'py>, layout_json: &str) -> PyResult<Bound<'py, PyAny>> {
     let tree = Layout::from_json(layout_json, &|_| true).map_err(|why| invalid(py, why))?;

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 use trajcore_core::reader::{Dataset, PlanCache};
 
 use crate::batch::Plan;
+use crate::errors::IntoPy;
 
 pub struct OpenDataset {
     pub dataset: RwLock<Dataset>,
@@ -23,6 +24,15 @@ impl OpenDataset {
     pub fn read<R>(&self, f: impl FnOnce(&Dataset) -> R) -> R {
         let guard = self.dataset.read().unwrap_or_else(|p| p.into_inner());
         f(&guard)
+    }
+
+    /// `read` of a core call, with the GIL released.
+    pub fn over<R: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&Dataset) -> trajcore_core::Result<R> + Send,
+    ) -> PyResult<R> {
+        py.detach(|| self.read(f)).py_err(py)
     }
 
     /// The batch plan of `keys` over the recordings `among` (`None`: all), made on first use.

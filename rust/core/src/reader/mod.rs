@@ -49,12 +49,13 @@ use std::path::{Path, PathBuf};
 
 pub use crate::reader::catalog::annotations::AnnotationFile;
 pub use crate::reader::catalog::metrics::{episode_metrics, episode_summaries, MetricColumn, Values};
+pub use crate::reader::reads::among::Subset;
 pub use crate::reader::reads::batch::BatchOut;
 pub use crate::reader::reads::frames_of::FrameTable;
 pub use crate::reader::reads::gather::{
     max_threads, set_gather_hold_bytes, set_max_threads, set_parallel_thresholds, Field, Out, Run, Window,
 };
-pub use crate::reader::reads::plan::{BatchPlan, PlanCache, DEFAULT_KEYS};
+pub use crate::reader::reads::plan::{BatchPlan, OutputSpec, PlanCache, DEFAULT_KEYS, INDEX_KEYS};
 pub use crate::reader::reads::pool::{ArenaLayout, BlockPool, BATCH_BLOCKS};
 pub use crate::reader::reads::request::Request;
 pub use crate::reader::reads::rows::{ColumnData, ColumnRows, RowsView};

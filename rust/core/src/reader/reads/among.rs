@@ -3,8 +3,55 @@
 //! plans its batches over that agent's recordings only (their columns and layouts), whatever the
 //! other recordings hold.
 
+use std::sync::Arc;
+
 use super::steps::EpisodeSet;
 use crate::reader::dataset_view::DatasetView;
+use crate::reader::Dataset;
+use crate::Result;
+
+/// The episodes a selection reads and the recordings its batches are planned over: every
+/// episode of the dataset as it is at each read (`set: None`, a refresh adds to them; `among:
+/// None`, all recordings), or a fixed set and the recordings it comes from.
+#[derive(Debug, Clone, Default)]
+pub struct Subset {
+    pub set: Option<Arc<EpisodeSet>>,
+    pub among: Option<Vec<bool>>,
+}
+
+impl Subset {
+    /// Its episodes in `ds`.
+    pub fn episodes<'d>(&'d self, ds: &'d Dataset) -> &'d EpisodeSet {
+        self.set.as_deref().unwrap_or_else(|| ds.all_episodes())
+    }
+}
+
+impl Dataset {
+    /// The episodes sampling draws from once a bounded recording evicted some (`live_episodes`,
+    /// planned over `live_recordings`); None while none is.
+    pub fn live_subset(&self) -> Option<Subset> {
+        Some(Subset { set: Some(self.live_episodes()?.clone()), among: self.live_recordings() })
+    }
+
+    /// The dataset episodes `indexes` (negative from the end), in that order.
+    ///
+    /// Errors: `OutOfRange`.
+    pub fn subset_at(&self, indexes: &[i64]) -> Result<Subset> {
+        Ok(self.subset(Arc::new(self.view().episode_set_at(indexes)?)))
+    }
+
+    /// `subset`'s episodes in file order (see `DatasetView::file_order`).
+    ///
+    /// Errors: those of `file_order`.
+    pub fn subset_in_file_order(&self, subset: &Subset) -> Result<Subset> {
+        Ok(self.subset(self.view().file_order(subset.episodes(self))?))
+    }
+
+    /// `set`, planned over the recordings its episodes come from.
+    fn subset(&self, set: Arc<EpisodeSet>) -> Subset {
+        Subset { among: self.view().recordings_among(&set), set: Some(set) }
+    }
+}
 
 impl DatasetView<'_> {
     /// Which recordings the episodes of `set` come from, one flag per recording; None when that

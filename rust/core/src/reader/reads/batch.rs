@@ -5,7 +5,6 @@
 use std::mem::MaybeUninit;
 
 use super::gather::{Field, Out, Window};
-use super::plan::BatchPlan;
 use super::request::Request;
 use super::steps::{resolve_index, EpisodeSet};
 use super::stream::put_i64s;
@@ -14,7 +13,7 @@ use crate::reader::integrity::damage::Damage;
 use crate::reader::integrity::lenient::{Draw, Redraw};
 use crate::reader::reads::scan::runs::IndexOut;
 use crate::reader::reads::steps::WindowKind;
-use crate::{DType, Result};
+use crate::Result;
 
 /// Where a batch goes: one output per field (`len * kind.length` rows each), the episode of
 /// each window and the step of each row (little-endian int64), and for padded sequences which
@@ -27,25 +26,18 @@ pub struct BatchOut<'a> {
 }
 
 impl<'a> BatchOut<'a> {
-    /// The outputs of a batch of `plan`'s fields over `parts`, the memory of its fixed-size
-    /// outputs in `BatchPlan::batch_shapes`' order, and `strings`, a list per str field (as
-    /// `BatchPlan::string_lists` makes them).
+    /// The outputs of a batch in `BatchPlan::outputs`' order: `fields` field outputs, then the
+    /// indexes (fixed-size, as the plan makes them).
     ///
-    /// Panics if the parts or lists are fewer than the plan's fields need.
-    pub fn new(plan: &BatchPlan, parts: Vec<&'a mut [MaybeUninit<u8>]>, strings: &'a mut [Vec<String>]) -> Self {
-        let mut parts = parts.into_iter();
-        let mut strings = strings.iter_mut();
-        let fields = plan
-            .fields
-            .iter()
-            .map(|f| match f.dtype {
-                DType::Utf8 => Out::Strings(strings.next().expect("a list per str field")),
-                _ => Out::Uninit(parts.next().expect("a part per fixed-size field")),
-            })
-            .collect();
-        let episodes = parts.next().expect("an episode_index part");
-        let steps = parts.next().expect("a step_index part");
-        BatchOut { fields, episodes, steps, mask: parts.next() }
+    /// Panics if an index output is missing or is a str output.
+    pub fn new(mut outs: Vec<Out<'a>>, fields: usize) -> Self {
+        let mut indexes = outs.split_off(fields).into_iter().map(|out| match out {
+            Out::Uninit(bytes) => bytes,
+            _ => panic!("index outputs are uninitialized bytes"),
+        });
+        let episodes = indexes.next().expect("an episode_index output");
+        let steps = indexes.next().expect("a step_index output");
+        BatchOut { fields: outs, episodes, steps, mask: indexes.next() }
     }
 }
 

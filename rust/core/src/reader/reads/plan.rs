@@ -110,31 +110,45 @@ impl BatchPlan {
         Ok(plan)
     }
 
-    /// The shape of each fixed-size output of a batch of `b` windows of `kind`: the fields
-    /// stored fixed-size (str fields come back as lists), then episode_index, step_index and,
-    /// for padded sequences, mask.
-    pub fn batch_shapes(&self, b: usize, kind: WindowKind) -> Vec<Vec<usize>> {
-        let fixed = self.fields.iter().filter(|f| f.dtype != DType::Utf8).map(|f| f.shape.as_slice());
-        batch_shapes(fixed, b, kind)
+    /// The outputs of a batch of `b` windows of `kind`, in order: one per field (`[b, ...row]`
+    /// for transitions, `[b, length, ...row]` for sequences), then `INDEX_KEYS`: episode_index
+    /// `[b]`, step_index (as windows) and, for padded sequences only, mask (bool, as windows).
+    pub fn outputs(&self, b: usize, kind: WindowKind) -> Vec<OutputSpec> {
+        batch_outputs(self.fields.iter().map(|f| (f.dtype, f.shape.as_slice())), b, kind)
     }
 
-    /// A list of `b * kind.length` empty strings per str field: where a batch's str values go.
-    pub fn string_lists(&self, b: usize, kind: WindowKind) -> Vec<Vec<String>> {
-        let strs = self.fields.iter().filter(|f| f.dtype == DType::Utf8);
-        strs.map(|_| vec![String::new(); b * kind.length]).collect()
+    /// The outputs of one step, without a batch axis: one per field, of its row's shape.
+    pub fn step_outputs(&self) -> Vec<OutputSpec> {
+        self.fields.iter().map(|f| OutputSpec { dtype: f.dtype, shape: f.shape.clone() }).collect()
     }
 }
 
-/// `BatchPlan::batch_shapes` over the row shapes of the fixed-size fields.
-fn batch_shapes<'a>(rows: impl Iterator<Item = &'a [usize]>, b: usize, kind: WindowKind) -> Vec<Vec<usize>> {
+/// The keys of a batch's outputs past its fields (`BatchPlan::outputs`), in order.
+pub const INDEX_KEYS: [&str; 3] = ["episode_index", "step_index", "mask"];
+
+/// `BatchPlan::outputs` over the fields' (dtype, row shape).
+fn batch_outputs<'a>(
+    fields: impl Iterator<Item = (DType, &'a [usize])>,
+    b: usize,
+    kind: WindowKind,
+) -> Vec<OutputSpec> {
     let lead: Vec<usize> = if kind.sequence { vec![b, kind.length] } else { vec![b] };
-    let mut shapes: Vec<Vec<usize>> = rows.map(|row| lead.iter().chain(row).copied().collect()).collect();
-    shapes.push(vec![b]);
-    shapes.push(lead.clone());
+    let mut outputs: Vec<OutputSpec> =
+        fields.map(|(dtype, row)| OutputSpec { dtype, shape: lead.iter().chain(row).copied().collect() }).collect();
+    outputs.push(OutputSpec { dtype: DType::I64, shape: vec![b] });
+    outputs.push(OutputSpec { dtype: DType::I64, shape: lead.clone() });
     if kind.sequence && kind.pad {
-        shapes.push(lead);
+        outputs.push(OutputSpec { dtype: DType::Bool, shape: lead });
     }
-    shapes
+    outputs
+}
+
+/// One output of a read, for the caller to allocate: `shape` elements of `dtype`, row-major.
+/// Str outputs hold one `String` per element (a caller hands them out nested like `shape`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutputSpec {
+    pub dtype: DType,
+    pub shape: Vec<usize>,
 }
 
 /// Plans (or what a caller makes of one) by key set (`None`: the default keys) and the
@@ -294,16 +308,19 @@ mod tests {
     }
 
     #[test]
-    fn batch_shapes_lead_with_the_windows() {
-        let rows: [&[usize]; 2] = [&[3, 2], &[]];
+    fn outputs_lead_with_the_windows_then_the_indexes() {
+        type Outputs<'a> = &'a [(DType, &'a [usize])];
+        let fields: Outputs = &[(DType::F32, &[3, 2]), (DType::Utf8, &[])];
         let seq = |pad| WindowKind { length: 4, sequence: true, pad };
-        let table: [(WindowKind, &[&[usize]]); 3] = [
-            (WindowKind::TRANSITION, &[&[5, 3, 2], &[5], &[5], &[5]]),
-            (seq(false), &[&[5, 4, 3, 2], &[5, 4], &[5], &[5, 4]]),
-            (seq(true), &[&[5, 4, 3, 2], &[5, 4], &[5], &[5, 4], &[5, 4]]),
+        let (f32, str, i64, bool) = (DType::F32, DType::Utf8, DType::I64, DType::Bool);
+        let table: [(WindowKind, Outputs<'_>); 3] = [
+            (WindowKind::TRANSITION, &[(f32, &[5, 3, 2]), (str, &[5]), (i64, &[5]), (i64, &[5])]),
+            (seq(false), &[(f32, &[5, 4, 3, 2]), (str, &[5, 4]), (i64, &[5]), (i64, &[5, 4])]),
+            (seq(true), &[(f32, &[5, 4, 3, 2]), (str, &[5, 4]), (i64, &[5]), (i64, &[5, 4]), (bool, &[5, 4])]),
         ];
         for (kind, want) in table {
-            assert_eq!(batch_shapes(rows.into_iter(), 5, kind), want, "{kind:?}");
+            let want: Vec<_> = want.iter().map(|&(dtype, shape)| OutputSpec { dtype, shape: shape.to_vec() }).collect();
+            assert_eq!(batch_outputs(fields.iter().copied(), 5, kind), want, "{kind:?}");
         }
     }
 
