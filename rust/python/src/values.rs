@@ -11,7 +11,8 @@ use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyModule, PyString, PyTuple};
 use trajcore_core::writer::entries::fit::{Fit, Reading};
 use trajcore_core::writer::entries::value::{Array, Input, Like, Number};
 use trajcore_core::writer::entries::values::{first_present, put_str, scalar_wrong, shape_text, Misfit};
-use trajcore_core::{ColumnSpec, DType};
+use trajcore_core::writer::Recorder;
+use trajcore_core::DType;
 
 use crate::collect::{borrow_array, borrow_data, Collector, Src};
 use crate::errors::schema_error;
@@ -29,8 +30,8 @@ pub struct ColInfo {
 }
 
 impl ColInfo {
-    pub fn new(py: Python<'_>, spec: &ColumnSpec) -> PyResult<Self> {
-        let fit = Fit::of(spec).map_err(|e| crate::errors::to_py(py, e))?;
+    pub fn new(py: Python<'_>, recorder: &Recorder, id: u32) -> PyResult<Self> {
+        let fit = recorder.fit(id).map_err(|e| crate::errors::to_py(py, e))?;
         let descr = match fit.dtype {
             DType::Utf8 => None,
             d => Some(PyArrayDescr::new(py, d.name())?.unbind()),
@@ -39,7 +40,7 @@ impl ColInfo {
             .as_ref()
             .zip(fit.dtype.size())
             .map(|(d, size)| ExactArray::new(py, d.clone_ref(py), &fit.shape, size));
-        Ok(ColInfo { id: spec.id, name: spec.name.clone(), fit, descr, exact })
+        Ok(ColInfo { id, name: recorder.column(id).name.clone(), fit, descr, exact })
     }
 }
 
