@@ -156,7 +156,8 @@ impl PartialEq for TypeOf {
 
 /// A vector info of per-env arrays or tuples of numbers (ALE's `seeds`) arrives as an object
 /// array: stacked into one numeric array (zeros where `mask` says no value), or `None` when it
-/// is not such an array (strings stay as they are) or the value is not batched (`rows`).
+/// is not such an array (strings stay as they are) or the value is not batched (`rows`). Kept
+/// here: numpy's `stack` decides the common type of the rows (as it would for the user).
 fn stacked_rows<'py>(
     value: &Bound<'py, PyAny>,
     rows: Option<usize>,

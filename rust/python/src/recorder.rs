@@ -17,7 +17,7 @@ use trajcore_core::Error;
 
 use crate::collect::Collector;
 use crate::dataset::from_json;
-use crate::errors::{invalid, schema_error, to_py, warn, IntoPy};
+use crate::errors::{invalid, to_py, warn, IntoPy};
 use crate::infos::{warned, Sight, Values};
 use crate::layout::Layout;
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
@@ -37,10 +37,8 @@ struct State {
     fixed: Vec<ColInfo>,
     /// The observation and action layouts (`OBSERVATION`, `ACTION`), with what errors call them.
     trees: [(Layout, &'static str); 2],
-    roles: [usize; 3],
     /// The env count when values carry a leading env axis (vector envs), `None` for one env.
     rows: Option<usize>,
-    mode: AutoresetMode,
     /// Info entries, custom data and rendered frames: columns made on first sight.
     sight: Sight,
     coll: Collector,
@@ -153,6 +151,7 @@ impl State {
     /// or one sub-env) leaves those rows masked.
     fn put_frame(&mut self, py: Python<'_>, frames: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let Some(frames) = frames.filter(|f| !f.is_none()) else { return Ok(()) };
+        // An array of numbers is the frames over the envs; a sequence (or object array) is per env.
         let whole = frames.cast::<PyUntypedArray>().is_ok_and(|a| a.dtype().kind() != b'O');
         let per_env = if whole || self.rows.is_none() { None } else { Some(frames.len()?) };
         for (env, at) in frame_places(self.rows, per_env).py_err(py)? {
@@ -165,7 +164,9 @@ impl State {
         Ok(())
     }
 
-    /// Same-step autoreset: the final observation and info of the envs whose episode ended.
+    /// Same-step autoreset: the final observation and info of the envs whose episode ended
+    /// (gymnasium's `_final_obs` mask, else a None observation, says which: read here item by
+    /// item, as each observation is walked).
     fn collect_final(&mut self, py: Python<'_>, info: &Bound<'_, PyAny>, n: usize) -> PyResult<()> {
         let info = info.cast::<PyDict>()?;
         if let Some(final_obs) = info.get_item("final_obs")? {
@@ -224,14 +225,11 @@ impl PyRecorder {
         let index = |name: &str| fixed.iter().position(|c| c.name == name);
         let parse = |tree| Layout::parse(py, tree, &index);
         let trees = [(parse(&rec.config().observation)?, "observation"), (parse(&rec.config().action)?, "action")];
-        let roles = rec.role_columns().map(|id| id as usize);
         let config = rec.config();
         let state = State {
             fixed,
             trees,
-            roles,
             rows: config.rows(),
-            mode: config.autoreset_mode,
             sight: Sight::new(config, !test_no_info_plans),
             coll: Collector::default(),
             rec,
@@ -279,12 +277,12 @@ impl PyRecorder {
             let at = Place::regular(st.rows);
             st.put_tree(py, ACTION, action, at)?;
             st.put_tree(py, OBSERVATION, observation, at)?;
-            for (role, value) in st.roles.into_iter().zip([reward, terminated, truncated]) {
-                put_leaf(&st.fixed[role], value, at, &mut st.coll)?;
+            for (role, value) in st.rec.role_columns().into_iter().zip([reward, terminated, truncated]) {
+                put_leaf(&st.fixed[role as usize], value, at, &mut st.coll)?;
             }
             st.put_info(py, info, Slot::Regular)?;
             st.put_frame(py, frame)?;
-            if let (AutoresetMode::SameStep, Some(n)) = (st.mode, st.rows) {
+            if let (AutoresetMode::SameStep, Some(n)) = (st.rec.config().autoreset_mode, st.rows) {
                 st.collect_final(py, info, n)?;
             }
             let (sight, coll, mut host) = st.host(py, true);
@@ -320,9 +318,7 @@ impl PyRecorder {
         let (sight, coll, mut host) = st.host(py, false);
         let checked = sight.data.check(&mut host, value.bind(py), coll, rows, &path);
         coll.clear();
-        if let Err((column, why)) = checked? {
-            return Err(schema_error(py, &column, why));
-        }
+        checked?.py_err(py)?;
         sight.pending_data.set(path, value);
         Ok(())
     }
