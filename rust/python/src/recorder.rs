@@ -404,13 +404,4 @@ impl PyRecorder {
     fn columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         from_json(py, serde_json::to_string(self.lock(py)?.rec.columns()))
     }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    fn __exit__(&self, py: Python<'_>, _t: Py<PyAny>, _v: Py<PyAny>, _tb: Py<PyAny>) -> PyResult<bool> {
-        self.close(py)?;
-        Ok(false)
-    }
 }
