@@ -5,7 +5,6 @@ Users do not import this module; `trajcore` wraps it. Errors raised here are the
 """
 
 from collections.abc import Mapping
-from types import TracebackType
 from typing import Any, Literal, Self, final
 
 import numpy as np
@@ -155,10 +154,6 @@ class Recorder:
         backlog_waits, steps_not_recorded, values_not_recorded ({column: count}), and timelog
         (a list of per-second dicts of the writer thread's timings, see `Recorder.stats` in
         trajcore.record.session)."""
-    def __enter__(self) -> Self: ...
-    def __exit__(
-        self, t: type[BaseException] | None, v: BaseException | None, tb: TracebackType | None, /
-    ) -> Literal[False]: ...
 
 @disjoint_base
 class Dataset:

@@ -58,11 +58,6 @@ pub fn invalid(py: Python<'_>, why: impl Into<String>) -> PyErr {
     to_py(py, Error::Invalid(why.into()))
 }
 
-pub fn recorder_error(py: Python<'_>, why: impl Into<String>) -> PyErr {
-    let message = why.into();
-    raise(py, class_name(ErrorKind::Recorder), (message.as_str(),).into_pyobject(py), message)
-}
-
 /// Issues a `TrajcoreWarning`.
 pub fn warn(py: Python<'_>, message: &str) -> PyResult<()> {
     let message = std::ffi::CString::new(message.replace('\0', " ")).unwrap_or_default();

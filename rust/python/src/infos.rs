@@ -18,8 +18,7 @@ use crate::collect::Collector;
 use crate::errors::{schema_error, warn, IntoPy};
 use crate::values::{arrayish, exact, mask_bytes, read, why, ColInfo};
 
-pub type InfoColumns = trajcore_core::writer::entries::info_walk::InfoColumns<ColInfo, TypeOf, Py<PyString>, Py<PyAny>>;
-pub type DynamicColumns = trajcore_core::writer::entries::dynamic::DynamicColumns<ColInfo, TypeOf>;
+pub type Sight = trajcore_core::writer::entries::first_sight::FirstSight<ColInfo, TypeOf, Py<PyString>, Py<PyAny>>;
 
 /// A call's values on their way into columns made on first sight: read here, the recorder
 /// taking the new columns.
@@ -59,7 +58,7 @@ impl<'py> Host<ColInfo, TypeOf, Py<PyAny>> for Values<'_, 'py> {
 
     fn add(&mut self, spec: NewColumn) -> PyResult<(u32, ColInfo)> {
         let id = self.recorder.add_column(spec).py_err(self.py)?;
-        Ok((id, ColInfo::new(self.py, self.recorder.column(id))?))
+        Ok((id, ColInfo::new(self.py, self.recorder, id)?))
     }
 
     fn why(&self, value: &Self::Value, dtype: DType, misfit: Misfit) -> String {
@@ -157,7 +156,8 @@ impl PartialEq for TypeOf {
 
 /// A vector info of per-env arrays or tuples of numbers (ALE's `seeds`) arrives as an object
 /// array: stacked into one numeric array (zeros where `mask` says no value), or `None` when it
-/// is not such an array (strings stay as they are) or the value is not batched (`rows`).
+/// is not such an array (strings stay as they are) or the value is not batched (`rows`). Kept
+/// here: numpy's `stack` decides the common type of the rows (as it would for the user).
 fn stacked_rows<'py>(
     value: &Bound<'py, PyAny>,
     rows: Option<usize>,

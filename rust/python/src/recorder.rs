@@ -9,15 +9,16 @@ use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyList};
 use trajcore_core::writer::entries::collect::Place;
-use trajcore_core::writer::entries::dynamic::{data_path, PendingData};
+use trajcore_core::writer::entries::dynamic::data_path;
+use trajcore_core::writer::entries::first_sight::{frame_places, FRAME};
 use trajcore_core::writer::entries::info_keys::info_expected;
-use trajcore_core::writer::{AutoresetMode, EntryKind, Faults, MessageKind, Recorder, RecorderConfig, Slot};
-use trajcore_core::{Error, Timeline};
+use trajcore_core::writer::{AutoresetMode, Faults, MessageKind, Recorder, RecorderConfig, Slot};
+use trajcore_core::Error;
 
 use crate::collect::Collector;
 use crate::dataset::from_json;
-use crate::errors::{invalid, recorder_error, schema_error, to_py, warn, IntoPy};
-use crate::infos::{warned, DynamicColumns, InfoColumns, Values};
+use crate::errors::{invalid, to_py, warn, IntoPy};
+use crate::infos::{warned, Sight, Values};
 use crate::layout::Layout;
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 
@@ -36,30 +37,32 @@ struct State {
     fixed: Vec<ColInfo>,
     /// The observation and action layouts (`OBSERVATION`, `ACTION`), with what errors call them.
     trees: [(Layout, &'static str); 2],
-    roles: [usize; 3],
     /// The env count when values carry a leading env axis (vector envs), `None` for one env.
     rows: Option<usize>,
-    mode: AutoresetMode,
-    infos: InfoColumns,
-    data: DynamicColumns,
-    /// Rendered frames (`render/frame`: what `env.render()` returned after each reset and step,
-    /// one per observation row), when the caller passes them: made and masked as an info entry.
-    frames: DynamicColumns,
-    /// Custom data recorded for the coming step.
-    pending_data: PendingData<Py<PyAny>>,
+    /// Info entries, custom data and rendered frames: columns made on first sight.
+    sight: Sight,
     coll: Collector,
 }
 
 /// A core result as a Python one: a wait that a signal ended raises the signal's exception,
 /// which the interrupt check (run with the GIL re-acquired every 20 ms) left in the core.
 fn interrupted<T>(py: Python<'_>, rec: &mut Recorder, result: Result<T, Error>) -> PyResult<T> {
-    match result {
-        Err(Error::Interrupted(why)) => match rec.take_interrupt().map(|p| p.downcast::<PyErr>()) {
-            Some(Ok(signal)) => Err(*signal),
-            _ => Err(recorder_error(py, format!("interrupted: {why}"))),
-        },
-        other => other.py_err(py),
+    if let Err(Error::Interrupted(_)) = result {
+        if let Some(Ok(signal)) = rec.take_interrupt().map(|p| p.downcast::<PyErr>()) {
+            return Err(*signal);
+        }
     }
+    result.py_err(py)
+}
+
+/// `work` on the recorder with the GIL released (it waits: for the writer, for ring space).
+fn detached<T: Send>(
+    py: Python<'_>,
+    rec: &mut Recorder,
+    work: impl FnOnce(&mut Recorder) -> Result<T, Error> + Send,
+) -> PyResult<T> {
+    let result = py.detach(|| work(rec));
+    interrupted(py, rec, result)
 }
 
 impl PyRecorder {
@@ -76,6 +79,16 @@ impl PyRecorder {
 }
 
 impl State {
+    /// The first-sight columns, the collector and the host that reads values into them, apart;
+    /// `stacks`: see `Values`.
+    fn host<'a, 'py>(
+        &'a mut self,
+        py: Python<'py>,
+        stacks: bool,
+    ) -> (&'a mut Sight, &'a mut Collector, Values<'a, 'py>) {
+        (&mut self.sight, &mut self.coll, Values { py, recorder: &mut self.rec, stacks })
+    }
+
     fn put_tree(&mut self, py: Python<'_>, tree: usize, value: &Bound<'_, PyAny>, at: Place) -> PyResult<()> {
         let ((layout, what), fixed, coll) = (&self.trees[tree], &self.fixed, &mut self.coll);
         layout.walk(py, value, what, |index, leaf| put_leaf(&fixed[index], leaf, at, coll))
@@ -88,7 +101,8 @@ impl State {
             .cast::<PyDict>()
             .map_err(|_| invalid(py, format!("{}, got {}", info_expected(slot), type_name(info))))?;
         let at = Place { slot, ..Place::regular(self.rows) };
-        self.infos.put_info(&mut Values { py, recorder: &mut self.rec, stacks: true }, &mut self.coll, at, info)
+        let (sight, coll, mut host) = self.host(py, true);
+        sight.infos.put_info(&mut host, coll, at, info)
     }
 
     /// Plans and sends the collected entries as a Reset (with `reset_mask`) or Step message;
@@ -105,7 +119,7 @@ impl State {
     /// what they recorded stays, and recording resumes when each env starts its next episode.
     fn fail(&mut self, py: Python<'_>, error: PyErr) -> PyErr {
         self.coll.clear();
-        self.pending_data.clear();
+        self.sight.pending_data.clear();
         match self.rec.abort(None).py_err(py) {
             Ok(()) => error,
             Err(e) => {
@@ -131,40 +145,28 @@ impl State {
         }
     }
 
-    /// The frame(s) rendered after this reset or step, on the regular observation row: in
-    /// same-step autoreset, an ended sub-env has already been reset when it is rendered, so its
-    /// frame is the new episode's first and the ended episode's final row has none (masked).
-    /// For a vector recorder, a sequence of one frame per sub-env (what `envs.render()` returns)
-    /// is put frame by frame (each copied once, into the ring, not stacked first); `None` (for
-    /// the whole call or one sub-env) leaves those rows masked.
+    /// The frame(s) rendered after this reset or step (see `frame_places`). For a vector
+    /// recorder, a sequence of one frame per sub-env (what `envs.render()` returns) is put frame
+    /// by frame (each copied once, into the ring, not stacked first); `None` (for the whole call
+    /// or one sub-env) leaves those rows masked.
     fn put_frame(&mut self, py: Python<'_>, frames: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
         let Some(frames) = frames.filter(|f| !f.is_none()) else { return Ok(()) };
+        // An array of numbers is the frames over the envs; a sequence (or object array) is per env.
         let whole = frames.cast::<PyUntypedArray>().is_ok_and(|a| a.dtype().kind() != b'O');
-        let n = match self.rows {
-            Some(n) if !whole => n,
-            _ => return self.put_frame_at(py, Place::regular(self.rows), frames),
-        };
-        let given = frames.len()?;
-        if given != n {
-            return Err(invalid(py, format!("render_frames: expected one frame per sub-env ({n}), got {given}")));
-        }
-        for env in 0..n {
-            let frame = frames.get_item(env)?;
+        let per_env = if whole || self.rows.is_none() { None } else { Some(frames.len()?) };
+        for (env, at) in frame_places(self.rows, per_env).py_err(py)? {
+            let frame = env.map_or_else(|| Ok(frames.clone()), |env| frames.get_item(env))?;
             if !frame.is_none() {
-                let at = Place { kind: EntryKind::PerEnv, env: env as u32, ..Place::regular(None) };
-                self.put_frame_at(py, at, &frame)?;
+                let (sight, coll, mut host) = self.host(py, true);
+                warned(py, sight.frames.put(&mut host, &frame, coll, (at, None), FRAME)?)?;
             }
         }
         Ok(())
     }
 
-    fn put_frame_at(&mut self, py: Python<'_>, at: Place, frame: &Bound<'_, PyAny>) -> PyResult<()> {
-        let (frames, coll, host) =
-            (&mut self.frames, &mut self.coll, &mut Values { py, recorder: &mut self.rec, stacks: true });
-        warned(py, frames.put(host, frame, coll, (at, None), FRAME)?)
-    }
-
-    /// Same-step autoreset: the final observation and info of the envs whose episode ended.
+    /// Same-step autoreset: the final observation and info of the envs whose episode ended
+    /// (gymnasium's `_final_obs` mask, else a None observation, says which: read here item by
+    /// item, as each observation is walked).
     fn collect_final(&mut self, py: Python<'_>, info: &Bound<'_, PyAny>, n: usize) -> PyResult<()> {
         let info = info.cast::<PyDict>()?;
         if let Some(final_obs) = info.get_item("final_obs")? {
@@ -176,8 +178,7 @@ impl State {
                 };
                 if present {
                     let obs = final_obs.get_item(env)?;
-                    let at = Place { kind: EntryKind::PerEnv, slot: Slot::Final, env: env as u32, rows: None };
-                    self.put_tree(py, OBSERVATION, &obs, at)?;
+                    self.put_tree(py, OBSERVATION, &obs, Place::env(env, Slot::Final))?;
                 }
             }
         }
@@ -195,8 +196,6 @@ fn put_leaf(col: &ColInfo, value: &Bound<'_, PyAny>, at: Place, coll: &mut Colle
 
 const OBSERVATION: usize = 0;
 const ACTION: usize = 1;
-/// The frames' column is `render/frame`: the group, then the frame's name in it.
-const FRAME: &str = "frame";
 
 #[pymethods]
 impl PyRecorder {
@@ -221,26 +220,17 @@ impl PyRecorder {
             rec.report_ended();
         }
         rec.set_interrupt_check(Box::new(|| Python::attach(|py| py.check_signals()).map_err(|e| Box::new(e) as _)));
-        let mut fixed: Vec<ColInfo> =
-            rec.columns().iter().map(|spec| ColInfo::new(py, spec)).collect::<PyResult<_>>()?;
-        for col in &mut fixed {
-            col.fit.bounds = rec.config().value_bounds.get(&col.name).cloned();
-        }
+        let fixed: Vec<ColInfo> =
+            rec.columns().iter().map(|spec| ColInfo::new(py, &rec, spec.id)).collect::<PyResult<_>>()?;
         let index = |name: &str| fixed.iter().position(|c| c.name == name);
         let parse = |tree| Layout::parse(py, tree, &index);
         let trees = [(parse(&rec.config().observation)?, "observation"), (parse(&rec.config().action)?, "action")];
-        let roles = rec.role_columns().map(|id| id as usize);
         let config = rec.config();
         let state = State {
             fixed,
             trees,
-            roles,
             rows: config.rows(),
-            mode: config.autoreset_mode,
-            infos: InfoColumns::new(config.info_codec.clone(), !test_no_info_plans),
-            data: DynamicColumns::new("data", Timeline::Step, config.data_codec()),
-            frames: DynamicColumns::new("render", Timeline::Obs, config.frame_codec()),
-            pending_data: PendingData::default(),
+            sight: Sight::new(config, !test_no_info_plans),
             coll: Collector::default(),
             rec,
         };
@@ -287,18 +277,17 @@ impl PyRecorder {
             let at = Place::regular(st.rows);
             st.put_tree(py, ACTION, action, at)?;
             st.put_tree(py, OBSERVATION, observation, at)?;
-            for (role, value) in st.roles.into_iter().zip([reward, terminated, truncated]) {
-                put_leaf(&st.fixed[role], value, at, &mut st.coll)?;
+            for (role, value) in st.rec.role_columns().into_iter().zip([reward, terminated, truncated]) {
+                put_leaf(&st.fixed[role as usize], value, at, &mut st.coll)?;
             }
             st.put_info(py, info, Slot::Regular)?;
             st.put_frame(py, frame)?;
-            if let (AutoresetMode::SameStep, Some(n)) = (st.mode, st.rows) {
+            if let (AutoresetMode::SameStep, Some(n)) = (st.rec.config().autoreset_mode, st.rows) {
                 st.collect_final(py, info, n)?;
             }
-            let (data, coll, host) =
-                (&mut st.data, &mut st.coll, &mut Values { py, recorder: &mut st.rec, stacks: true });
-            for (path, value) in st.pending_data.take() {
-                warned(py, data.put(host, value.bind(py), coll, (at, None), &path)?)?;
+            let (sight, coll, mut host) = st.host(py, true);
+            for (path, value) in sight.pending_data.take() {
+                warned(py, sight.data.put(&mut host, value.bind(py), coll, (at, None), &path)?)?;
             }
             Ok(())
         })?;
@@ -325,29 +314,23 @@ impl PyRecorder {
         let st = &mut *self.lock(py)?;
         st.rec.check().py_err(py)?;
         let path = data_path(name).py_err(py)?;
-        let (data, coll, host) = (&mut st.data, &mut st.coll, &mut Values { py, recorder: &mut st.rec, stacks: false });
-        let checked = data.check(host, value.bind(py), coll, st.rows, &path);
+        let rows = st.rows;
+        let (sight, coll, mut host) = st.host(py, false);
+        let checked = sight.data.check(&mut host, value.bind(py), coll, rows, &path);
         coll.clear();
-        if let Err((column, why)) = checked? {
-            return Err(schema_error(py, &column, why));
-        }
-        st.pending_data.set(path, value);
+        checked?.py_err(py)?;
+        sight.pending_data.set(path, value);
         Ok(())
     }
 
     fn set_episode_metadata(&self, py: Python<'_>, env_index: i64, metadata_json: &str) -> PyResult<()> {
-        let st = &mut *self.lock(py)?;
-        let rec = &mut st.rec;
+        let rec = &mut self.lock(py)?.rec;
         let env = rec.env_index(env_index).py_err(py)?;
-        let result = py.detach(|| rec.set_episode_metadata(env, metadata_json));
-        interrupted(py, rec, result)
+        detached(py, rec, |rec| rec.set_episode_metadata(env, metadata_json))
     }
 
     fn set_episode_defaults(&self, py: Python<'_>, metadata_json: &str) -> PyResult<()> {
-        let st = &mut *self.lock(py)?;
-        let rec = &mut st.rec;
-        let result = py.detach(|| rec.set_episode_defaults(metadata_json));
-        interrupted(py, rec, result)
+        detached(py, &mut self.lock(py)?.rec, |rec| rec.set_episode_defaults(metadata_json))
     }
 
     fn discard(&self, py: Python<'_>, env_index: i64) -> PyResult<()> {
@@ -369,9 +352,7 @@ impl PyRecorder {
     }
 
     fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        let rec = &mut self.lock(py)?.rec;
-        let result = py.detach(|| rec.flush());
-        interrupted(py, rec, result)
+        detached(py, &mut self.lock(py)?.rec, Recorder::flush)
     }
 
     /// Writes what is left and stops the writer thread (waiting with the GIL released). An
@@ -381,15 +362,13 @@ impl PyRecorder {
         if st.rec.is_closed() {
             return Ok(());
         }
-        st.pending_data.clear();
         let rec = &mut st.rec;
         let result = py.detach(|| rec.close());
         if matches!(result, Err(Error::Interrupted(_))) {
             return interrupted(py, rec, result);
         }
         let closed = result.py_err(py);
-        let skipped = [&mut st.infos.columns, &mut st.data, &mut st.frames].map(|c| c.skips.close_warnings());
-        for warning in skipped.iter().flatten().chain(&st.rec.close_warnings()) {
+        for warning in st.sight.close().iter().chain(&st.rec.close_warnings()) {
             warn(py, warning)?;
         }
         closed
@@ -418,22 +397,11 @@ impl PyRecorder {
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let guard = self.lock(py)?;
         let mut stats = guard.rec.stats();
-        for columns in [&guard.infos.columns, &guard.data, &guard.frames] {
-            stats.values_not_recorded.extend(columns.skips.counts());
-        }
+        stats.values_not_recorded.extend(guard.sight.not_recorded());
         from_json(py, serde_json::to_string(&stats))
     }
 
     fn columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         from_json(py, serde_json::to_string(self.lock(py)?.rec.columns()))
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    fn __exit__(&self, py: Python<'_>, _t: Py<PyAny>, _v: Py<PyAny>, _tb: Py<PyAny>) -> PyResult<bool> {
-        self.close(py)?;
-        Ok(false)
     }
 }

@@ -2,7 +2,8 @@
 //! (str rows, a number, or an array: borrowed when it is exactly the column's rows), or for the
 //! column it would make. The core decides everything after: whether it fits (shape, cast,
 //! range, bounds) and its bytes (`Fit::put`), the column it makes or widens (`DynamicColumns`).
-//! Errors name the column.
+//! Errors name the column. The choices left here are made on Python types and numpy's own
+//! conversions, which the core cannot see; each says so where it is made.
 
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
@@ -11,7 +12,8 @@ use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyModule, PyString, PyTuple};
 use trajcore_core::writer::entries::fit::{Fit, Reading};
 use trajcore_core::writer::entries::value::{Array, Input, Like, Number};
 use trajcore_core::writer::entries::values::{first_present, put_str, scalar_wrong, shape_text, Misfit};
-use trajcore_core::{ColumnSpec, DType};
+use trajcore_core::writer::Recorder;
+use trajcore_core::DType;
 
 use crate::collect::{borrow_array, borrow_data, Collector, Src};
 use crate::errors::schema_error;
@@ -29,8 +31,8 @@ pub struct ColInfo {
 }
 
 impl ColInfo {
-    pub fn new(py: Python<'_>, spec: &ColumnSpec) -> PyResult<Self> {
-        let fit = Fit::of(spec).map_err(|e| crate::errors::to_py(py, e))?;
+    pub fn new(py: Python<'_>, recorder: &Recorder, id: u32) -> PyResult<Self> {
+        let fit = recorder.fit(id).map_err(|e| crate::errors::to_py(py, e))?;
         let descr = match fit.dtype {
             DType::Utf8 => None,
             d => Some(PyArrayDescr::new(py, d.name())?.unbind()),
@@ -39,7 +41,7 @@ impl ColInfo {
             .as_ref()
             .zip(fit.dtype.size())
             .map(|(d, size)| ExactArray::new(py, d.clone_ref(py), &fit.shape, size));
-        Ok(ColInfo { id: spec.id, name: spec.name.clone(), fit, descr, exact })
+        Ok(ColInfo { id, name: recorder.column(id).name.clone(), fit, descr, exact })
     }
 }
 
@@ -102,7 +104,8 @@ fn read_for(value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, coll: 
 }
 
 /// A boolean mask over `n` envs as one byte per env: borrowed when it is already a contiguous
-/// bool ndarray of that length, converted otherwise. `what` names it in the error.
+/// bool ndarray of that length, converted otherwise (numpy's truth of each item). `what` names
+/// it in the error.
 pub fn mask_bytes(
     py: Python<'_>,
     mask: &Bound<'_, PyAny>,
@@ -162,7 +165,7 @@ fn array_of(array: &Bound<'_, PyUntypedArray>, col: Option<&ColInfo>, coll: &mut
 }
 
 /// Python's own bool, int or float, read as a number (numpy's weak types); `None` for another
-/// value.
+/// value. Kept here: which Python type a value has (exactly, or a bool) is known only here.
 fn weak(value: &Bound<'_, PyAny>) -> Option<Input> {
     let dtype = match () {
         () if value.is_exact_instance_of::<PyFloat>() => DType::F64,
@@ -177,7 +180,8 @@ fn weak(value: &Bound<'_, PyAny>) -> Option<Input> {
 
 /// A one-row value of a scalar column that is no array: a number, read once; a numpy scalar, as
 /// numpy's 0-d array of it; another object (an IntEnum, a Decimal) as an integer and as a
-/// float where it reads so.
+/// float where it reads so. Kept here: `Like` is the Python type's class, named once for the
+/// core, which decides from it (`Input::column`, `Input::widening`, `Fit::number`).
 fn number(value: &Bound<'_, PyAny>, col: &ColInfo, coll: &mut Collector) -> PyResult<Input> {
     if let Some(input) = weak(value).or_else(|| numpy_scalar(value, col)) {
         return Ok(input);
@@ -197,7 +201,8 @@ fn number(value: &Bound<'_, PyAny>, col: &ColInfo, coll: &mut Collector) -> PyRe
 
 /// A numpy scalar of the column's own type (an env's `np.int64` action, `np.float32` info),
 /// read as a number without a 0-d array: every value of it fits. `None` for anything else (the
-/// caller goes through numpy, which checks casts).
+/// caller goes through numpy, which checks casts). Kept here: which of the two to extract is
+/// the Python call to make (a float column's scalar has no exact integer).
 fn numpy_scalar(value: &Bound<'_, PyAny>, col: &ColInfo) -> Option<Input> {
     let descr = col.descr.as_ref()?.bind(value.py());
     if !value.get_type().is(descr.typeobj()) {
@@ -213,7 +218,9 @@ fn numpy_scalar(value: &Bound<'_, PyAny>, col: &ColInfo) -> Option<Input> {
 }
 
 /// Str rows as `u32 len` + UTF-8 bytes; batched values are any sequence of str (or None
-/// where a mask says the row is missing, which then reads as an empty string).
+/// where a mask says the row is missing, which then reads as an empty string). Kept here: the
+/// text is written straight into the collector as each item is read (no list of strings first);
+/// the core decides what a str row is (`put_str`) and the column's fit of the result.
 fn strings(value: &Bound<'_, PyAny>, rows: Option<usize>, coll: &mut Collector) -> PyResult<Input> {
     let one = |v: &Bound<'_, PyAny>, out: &mut Vec<u8>| -> PyResult<Result<(), String>> {
         let text = match v.cast::<PyString>() {
@@ -247,7 +254,8 @@ fn strings(value: &Bound<'_, PyAny>, rows: Option<usize>, coll: &mut Collector) 
 
 /// What `value` is for the column it would make: Python's own scalars by their type, arrays by
 /// their dtype, anything else by what numpy makes of it; `rows`, the env count of a batched
-/// value; `mask`, which envs have it.
+/// value; `mask`, which envs have it. Kept here: which values numpy is asked to convert (a list,
+/// a number: yes; a set, a str: no) is a question of Python types; the column is the core's.
 fn first(value: &Bound<'_, PyAny>, rows: Option<usize>, mask: Option<Src>, coll: &mut Collector) -> PyResult<Input> {
     if let Some(input) = weak(value) {
         return Ok(input);

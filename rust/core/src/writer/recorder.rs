@@ -20,6 +20,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::objstore::uploads::Uploads;
 use crate::schema::{CodecSpec, ColumnId, ColumnSpec, Role, Timeline, MAX_CHUNK_BYTES};
+use crate::writer::entries::fit::Fit;
 use crate::writer::entries::ring_fit;
 use crate::writer::entries::skips::unrecorded_warning;
 use crate::writer::files::shard::{new_recording_id, now_ns, ShardWriter};
@@ -282,6 +283,13 @@ impl Recorder {
 
     pub fn column(&self, id: ColumnId) -> &ColumnSpec {
         &self.columns[id as usize]
+    }
+
+    /// How values fit column `id`: its type and rows, and a discrete space's bounds where the
+    /// configuration gives them (`value_bounds`, which names only fixed columns).
+    pub fn fit(&self, id: ColumnId) -> Result<Fit> {
+        let column = self.column(id);
+        Ok(Fit { bounds: self.config.value_bounds.get(&column.name).cloned(), ..Fit::of(column)? })
     }
 
     pub fn column_id(&self, name: &str) -> Option<ColumnId> {
@@ -1078,5 +1086,36 @@ fn check_json_object(json: &str, what: &str) -> Result<()> {
     match serde_json::from_str::<serde_json::Value>(json) {
         Ok(serde_json::Value::Object(_)) => Ok(()),
         _ => Err(Error::Invalid(format!("{what} must be a JSON object"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::writer::entries::bounds::IntBounds;
+
+    #[test]
+    fn fixed_columns_fit_within_their_configured_bounds() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = serde_json::json!({
+            "columns": [
+                {"id": 0, "name": "obs/x", "dtype": "float32", "shape": [2], "timeline": "obs"},
+                {"id": 0, "name": "action/a", "dtype": "int64", "shape": [], "timeline": "step"},
+            ],
+            "observation": {"leaf": "obs/x"},
+            "action": {"leaf": "action/a"},
+            "value_bounds": {"action/a": {"low": [0], "high": [2], "space": "Discrete(3)"}},
+        });
+        let rec = Recorder::create(dir.path(), RecorderConfig::from_json(&config.to_string()).unwrap()).unwrap();
+        let (obs, action) = (rec.column_id("obs/x").unwrap(), rec.column_id("action/a").unwrap());
+        let bounds = IntBounds { low: vec![0], high: vec![2], space: "Discrete(3)".into() };
+        // (the column, how its values fit)
+        let table = [
+            (obs, Fit { dtype: DType::F32, shape: vec![2], bounds: None }),
+            (action, Fit { dtype: DType::I64, shape: vec![], bounds: Some(bounds) }),
+        ];
+        for (id, want) in table {
+            assert_eq!(rec.fit(id).unwrap(), want, "{id}");
+        }
     }
 }

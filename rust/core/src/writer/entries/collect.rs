@@ -19,6 +19,11 @@ impl Place {
     pub fn regular(rows: Option<usize>) -> Self {
         Place { kind: EntryKind::Dense, slot: Slot::Regular, env: 0, rows }
     }
+
+    /// A row of env `env` alone, in `slot`: a sub-env's frame, a final observation.
+    pub fn env(env: usize, slot: Slot) -> Self {
+        Place { kind: EntryKind::PerEnv, slot, env: env as u32, rows: None }
+    }
 }
 
 /// Where an entry's bytes are.

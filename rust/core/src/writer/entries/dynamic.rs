@@ -241,8 +241,8 @@ impl<C, T> DynamicColumns<C, T> {
     }
 
     /// Checks `value` of `path` now (`record`), making its column on first sight and widening
-    /// it as `put` would: `Ok(Err((column name, why)))` when it makes no column or fits
-    /// none. The collector is used as scratch.
+    /// it as `put` would: `Ok(Err)`, a schema error that names the column, when it makes no
+    /// column or fits none. The collector is used as scratch.
     pub fn check<H: Host<C, T, K>, K>(
         &mut self,
         host: &mut H,
@@ -250,13 +250,13 @@ impl<C, T> DynamicColumns<C, T> {
         coll: &mut Collector<K>,
         rows: Option<usize>,
         path: &str,
-    ) -> Result<Result<(), (String, String)>, H::Error>
+    ) -> Result<Result<()>, H::Error>
     where
         T: PartialEq,
     {
         let index = match self.column(host, value, coll, (rows, None), path)? {
             Ok(index) => self.latest(index),
-            Err(why) => return Ok(Err((self.name_of(path), why))),
+            Err(why) => return Ok(Err(Error::schema(self.name_of(path), why))),
         };
         let input = host.read(value, Some(&self.columns[index]), (rows, None), coll)?;
         let index = self.widen(host, index, &input, rows, false)?.unwrap_or(index);
@@ -264,7 +264,7 @@ impl<C, T> DynamicColumns<C, T> {
         if self.widen(host, index, &input, rows, true)?.is_some() {
             return Ok(Ok(()));
         }
-        Ok(Err((self.made[index].name.clone(), host.why(value, self.made[index].fit.dtype, misfit))))
+        Ok(Err(Error::schema(&self.made[index].name, host.why(value, self.made[index].fit.dtype, misfit))))
     }
 }
 
@@ -474,15 +474,19 @@ mod tests {
         let mut coll = Collector::<()>::default();
         let mut host = Fake::of(Input::Unsupported("set".into()), 10);
         let why = "values of type set are not supported".to_string();
-        assert_eq!(d.check(&mut host, &(), &mut coll, None, "x"), Ok(Err(("data/x".into(), why.clone()))));
+        let refused = Ok(Err(format!("column 'data/x': {why}")));
+        let mut check = |d: &mut DynamicColumns<DType, &'static str>, host: &mut Fake| {
+            d.check(host, &(), &mut coll, None, "x").map(|checked| checked.map_err(|e| e.to_string()))
+        };
+        assert_eq!(check(&mut d, &mut host), refused);
         assert_eq!(d.unsupported("x"), Some(&(Some("set"), why.clone())));
         // The same kind again is refused without being read.
-        assert_eq!(d.check(&mut host, &(), &mut coll, None, "x"), Ok(Err(("data/x".into(), why))));
+        assert_eq!(check(&mut d, &mut host), refused);
         assert_eq!(host.reads, 1);
         // It makes its column, then does not fit it.
         let mut host = Fake::of(number(Some(300), Some(300.0), Like::Typed(DType::U8)), 10);
-        let misfit = "Value(\"value 300 is out of range for uint8\") in uint8".to_string();
-        assert_eq!(d.check(&mut host, &(), &mut coll, None, "x"), Ok(Err(("data/x".into(), misfit))));
+        let misfit = "column 'data/x': Value(\"value 300 is out of range for uint8\") in uint8".to_string();
+        assert_eq!(check(&mut d, &mut host), Ok(Err(misfit)));
         assert_eq!((d.find("x"), d.unsupported("x")), (Some(0), None));
     }
 
