@@ -9,8 +9,8 @@
 use super::chunk_list::{place_chunk, put_chunk, ChunkList, Insert, Located};
 use super::trust::check_chunk;
 use super::Catalog;
-use crate::reader::int_map::IntMap;
 use crate::format::episode::{EpisodeSummary, FLAG_COMPLETE};
+use crate::reader::int_map::IntMap;
 use crate::reader::store::checksummed::VerifiedRecords;
 use crate::reader::store::shard::Found;
 

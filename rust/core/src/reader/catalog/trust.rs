@@ -72,7 +72,8 @@ pub(in crate::reader) fn first_gap(list: &[Located], start: u64, end: u64) -> Op
 /// Checks what a chunk claims against its column, so reads can trust the lengths. A refresh
 /// checks every chunk it finds: the message is made only for a chunk that fails.
 pub(in crate::reader) fn check_chunk(specs: &BTreeMap<ColumnId, ColumnSpec>, c: &ChunkRef) -> Result<(), String> {
-    let refuse = |why: String| Err(format!("chunk of column {} lane {} (rows from {}): {why}", c.column, c.lane, c.first_row));
+    let refuse =
+        |why: String| Err(format!("chunk of column {} lane {} (rows from {}): {why}", c.column, c.lane, c.first_row));
     let Some(spec) = specs.get(&c.column) else { return refuse("no description of the column survived".into()) };
     if c.n_rows == 0 || c.first_row.checked_add(c.n_rows as u64).is_none() {
         return refuse(format!("impossible row count {}", c.n_rows));
@@ -92,7 +93,10 @@ pub(in crate::reader) fn check_chunk(specs: &BTreeMap<ColumnId, ColumnSpec>, c: 
     }
     let most = spec.max_decoded_chunk();
     if c.raw_len > most {
-        return refuse(format!("claims {} decoded bytes, more than a chunk of its column may hold ({most})", c.raw_len));
+        return refuse(format!(
+            "claims {} decoded bytes, more than a chunk of its column may hold ({most})",
+            c.raw_len
+        ));
     }
     match spec.row_bytes() {
         Some(row) => {
