@@ -9,8 +9,9 @@ nothing new (the recorder idle: the core's `refresh` alone, wall clock), then, o
 (default 4,000) vector steps of the training loop (`envs.step`, `ds.refresh()`,
 `ds.sample_transitions(256)`), the thread CPU time of the refresh (mean and median: the mean
 holds the refreshes that find news, the median those that find none) and of the batch, and the
-refresh's wall-clock median and 90th percentile. The thread clock keeps a shared machine's other
-load out of the CPU figures.
+refresh's wall-clock median, 90th percentile and mean, and of that mean the part spent waiting
+for the recorder of this process to flush (`trajcore._live`, at most once per 50 ms). The
+thread clock keeps a shared machine's other load out of the CPU figures.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import time
 import gymnasium as gym
 import numpy as np
 import trajcore
+from trajcore import _live
 
 NUM_ENVS, CAPACITY, BATCH = 8, 100_000, 256
 
@@ -42,7 +44,15 @@ def main(out: str, steps: int) -> None:
     for _ in range(n):
         core.refresh()
     idle = (time.perf_counter_ns() - start) / n / 1e3
-    refresh_cpu, refresh_wall, sample_cpu = [], [], []
+    refresh_cpu, refresh_wall, sample_cpu, flush_wall = [], [], [], [0]
+    flush = _live.flush_recorders
+
+    def timed_flush(key: str) -> None:
+        t = time.perf_counter_ns()
+        flush(key)
+        flush_wall[0] += time.perf_counter_ns() - t
+
+    _live.flush_recorders = timed_flush  # what `Dataset.refresh` calls first
     for i in range(steps):
         envs.step(envs.action_space.sample())
         t, c = time.perf_counter_ns(), time.thread_time_ns()
@@ -52,6 +62,7 @@ def main(out: str, steps: int) -> None:
         c = time.thread_time_ns()
         ds.sample_transitions(BATCH, seed=i)
         sample_cpu.append(time.thread_time_ns() - c)
+    _live.flush_recorders = flush
     envs.close()
     ds.close()
     cpu, wall, batch = (np.array(x) / 1e3 for x in (refresh_cpu, refresh_wall, sample_cpu))
@@ -61,6 +72,8 @@ def main(out: str, steps: int) -> None:
         "refresh_cpu_median_us": float(np.median(cpu)),
         "refresh_wall_median_us": float(np.median(wall)),
         "refresh_wall_p90_us": float(np.percentile(wall, 90)),
+        "refresh_wall_mean_us": wall.mean(),
+        "refresh_flush_wall_mean_us": flush_wall[0] / steps / 1e3,
         "batch_cpu_median_us": float(np.median(batch)),
     }
     print(json.dumps({k: round(v, 1) for k, v in figures.items()}))

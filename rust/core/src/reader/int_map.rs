@@ -1,6 +1,6 @@
 //! Maps keyed by the small integers of the read path (shard indexes, file offsets).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// A fast hasher for the small integer keys of the read path (FxHash's mixing step). Keys come
@@ -29,6 +29,7 @@ impl Hasher for IntHasher {
 }
 
 pub(crate) type IntMap<K, V> = HashMap<K, V, BuildHasherDefault<IntHasher>>;
+pub(crate) type IntSet<K> = HashSet<K, BuildHasherDefault<IntHasher>>;
 
 /// A chunk: (shard index, file offset of its data).
 pub(crate) type ChunkKey = (usize, u64);

@@ -6,7 +6,9 @@
 //! further shard was deleted, the new listings alone are checked and appended, and listings
 //! that grew in place are resized (`EpisodeSet::set_length`). The whole listing is walked again
 //! only when shards were deleted (or listings dropped) since: once per shard a bounded recording
-//! deletes, a tenth of its capacity.
+//! deletes, a tenth of its capacity. Even then the listings before the first one still in the
+//! buffer are not looked at again: deleted shards stay deleted, so an episode once out stays
+//! out, and the walk costs what the buffer holds, not what the recording ever listed.
 
 use std::sync::Arc;
 
@@ -21,6 +23,8 @@ pub(crate) struct Live {
     gone: Gone,
     /// Listed episodes out of the buffer, ascending.
     pub evicted: Vec<usize>,
+    /// Every listing before this one is in `evicted` (see `first_in`).
+    first_live: usize,
     /// The listing less `evicted`; `None` while nothing is out (sampling draws from every
     /// episode).
     pub set: Option<Arc<EpisodeSet>>,
@@ -76,12 +80,19 @@ impl Live {
             // Shards were deleted since (or the set is still held by a read in progress): the
             // whole listing, once.
             self.gone = catalog.gone(gone);
-            let mut evicted: Vec<usize> = (0..listed).filter(|&e| catalog.evicted_by(&self.gone, e)).collect();
-            evicted.extend(&catalog.dropped);
-            evicted.sort_unstable();
-            evicted.dedup();
+            // Out before `first_live`, out still (deleted shards stay deleted, dropped listings
+            // stay dropped): only the listings from there on are looked at.
+            let from = self.first_live.min(listed);
+            let mut evicted = std::mem::take(&mut self.evicted);
+            evicted.truncate(from); // 0..from
+            let mut after: Vec<usize> = (from..listed).filter(|&e| catalog.evicted_by(&self.gone, e)).collect();
+            after.extend(catalog.dropped.iter().filter(|&&e| e >= from));
+            after.sort_unstable();
+            after.dedup();
+            evicted.append(&mut after);
+            self.first_live = first_in(&evicted);
             self.evicted = evicted;
-            let set = live_set(catalog, &self.evicted);
+            let set = live_set(catalog, &self.evicted, self.first_live);
             self.per_recording.clear();
             for k in 0..set.len() {
                 count_member(&mut self.per_recording, catalog.episodes[set.episode(k)].recording);
@@ -111,15 +122,52 @@ fn count_member(per_recording: &mut Vec<u64>, recording: usize) {
     per_recording[recording] += 1;
 }
 
-/// The listing of `catalog` less `evicted` (ascending).
-fn live_set(catalog: &Catalog, evicted: &[usize]) -> EpisodeSet {
-    let mut out = evicted.iter().peekable();
+/// The first listing not in `evicted` (ascending, without repeats): those before it all are.
+fn first_in(evicted: &[usize]) -> usize {
+    // `evicted[i] == i` holds for a prefix of an ascending list without repeats.
+    let (mut lo, mut hi) = (0, evicted.len());
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if evicted[mid] == mid {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// The listing of `catalog` less `evicted` (ascending), all of whose listings before
+/// `first_live` are evicted.
+fn live_set(catalog: &Catalog, evicted: &[usize], first_live: usize) -> EpisodeSet {
+    let mut out = evicted[first_live.min(evicted.len())..].iter().peekable();
     let mut ids = Vec::with_capacity(catalog.episodes.len().saturating_sub(evicted.len()));
-    for e in 0..catalog.episodes.len() {
+    for e in first_live..catalog.episodes.len() {
         if out.next_if_eq(&&e).is_none() {
             ids.push(e);
         }
     }
     let lengths: Vec<u64> = ids.iter().map(|&e| catalog.episodes[e].summary.length).collect();
     EpisodeSet::subset(ids, lengths)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_listing_still_in_the_buffer() {
+        let table: &[(&[usize], usize)] = &[
+            (&[], 0),
+            (&[1, 2], 0),
+            (&[0], 1),
+            (&[0, 1, 2], 3),
+            (&[0, 1, 3, 4], 2),
+            (&[0, 2, 3, 4, 5, 6, 7], 1),
+            (&[0, 1, 2, 3, 4, 5, 9], 6),
+        ];
+        for &(evicted, want) in table {
+            assert_eq!(first_in(evicted), want, "{evicted:?}");
+        }
+    }
 }

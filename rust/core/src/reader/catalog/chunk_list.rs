@@ -34,6 +34,20 @@ pub(crate) struct ChunkList {
     pub ends: Vec<u64>,
 }
 
+impl ChunkList {
+    /// Puts `c` where `place_chunk` said (see `put_chunk`), its end row with it: a refresh
+    /// appends a few chunks to lists of hundreds, and must not pack every end again.
+    pub fn put(&mut self, c: Located, place: Insert) -> bool {
+        let end = c.end_row();
+        match &place {
+            Insert::At(at) => self.ends.insert(*at, end),
+            Insert::Over(range) => drop(self.ends.splice(range.clone(), [end])),
+            Insert::Repeat | Insert::Clash => return false,
+        }
+        put_chunk(&mut self.chunks, c, place)
+    }
+}
+
 /// Where a new chunk goes in a list sorted by first row and free of overlaps.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Insert {
@@ -125,5 +139,19 @@ mod tests {
             [(0, 10, false), (10, 15, false), (15, 20, false), (20, 25, false), (29, 30, true), (30, 35, false)]
         );
         assert!(!put_chunk(&mut list, at(0, 1), Insert::Clash));
+    }
+
+    #[test]
+    fn a_list_keeps_its_ends_as_chunks_are_put() {
+        let mut list = ChunkList::default();
+        let chunks = [at(10, 5), at(0, 5), repeat(19, 1), at(30, 5), at(15, 5), at(5, 5), repeat(2, 2), at(19, 11)];
+        for c in chunks {
+            let place = place_chunk(&list.chunks, &c);
+            list.put(c, place);
+            let ends: Vec<u64> = list.chunks.iter().map(Located::end_row).collect();
+            assert_eq!(list.ends, ends, "after rows {}..{}", c.first_row(), c.end_row());
+        }
+        let rows: Vec<(u64, u64)> = list.chunks.iter().map(|c| (c.first_row(), c.end_row())).collect();
+        assert_eq!(rows, [(0, 5), (5, 10), (10, 15), (15, 20), (30, 35)], "the clash (19..30) and the repeat left out");
     }
 }

@@ -36,13 +36,13 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::int_map::IntMap;
+use super::int_map::{IntMap, IntSet};
 use super::{hex, Problem};
 use crate::error::{Error, Result};
 use crate::format::chunks::ChunkRef;
 use crate::format::episode::EpisodeSummary;
 use crate::reader::catalog::annotations::Sidecar;
-use crate::reader::catalog::chunk_list::{place_chunk, put_chunk, ChunkList, Insert, ListKey, Located};
+use crate::reader::catalog::chunk_list::{place_chunk, ChunkList, Insert, ListKey, Located};
 use crate::reader::catalog::parts::{Part, Place};
 use crate::reader::catalog::trust::{check_chunk, episode_span, first_gap, is_required, mask_pair_problem};
 use crate::reader::integrity::exclusions::{Exclusions, LeftOut};
@@ -198,9 +198,9 @@ pub(crate) struct Catalog {
     /// writes), or whose first shards are not listed: their records so far and where they are
     /// listed, so that the record of their end, or a shard listed late, lists them as a fresh
     /// open would (`parts`).
-    listed_parts: HashMap<(usize, u64), ListedParts>,
+    listed_parts: IntMap<(usize, u64), ListedParts>,
     /// Episodes discarded after parts of them were written.
-    discarded: HashSet<(usize, u64)>,
+    discarded: IntSet<(usize, u64)>,
     /// Listings of episodes discarded after a refresh listed a part of them (a fresh open does
     /// not list them): kept in place, so indexes stay valid, but out of sampling.
     pub dropped: Vec<usize>,
@@ -244,8 +244,8 @@ impl Catalog {
             own_problems: Vec::new(),
             reported: HashSet::new(),
             chunk_damage: HashMap::new(),
-            listed_parts: HashMap::new(),
-            discarded: HashSet::new(),
+            listed_parts: IntMap::default(),
+            discarded: IntSet::default(),
             dropped: Vec::new(),
             skipped: Vec::new(),
             exclusions,
@@ -437,7 +437,7 @@ impl Catalog {
         }
         let annotated = self.detach_annotations();
 
-        let mut new_chunks: HashMap<ListKey, Vec<Located>> = HashMap::new();
+        let mut new_chunks: IntMap<ListKey, Vec<Located>> = IntMap::default();
         for (shard, f) in &found {
             let recording = self.shard_recording[*shard];
             for chunk in &f.chunks {
@@ -465,10 +465,9 @@ impl Catalog {
         for (key, mut chunks) in new_chunks {
             // Repeated rows (see `CHUNK_REPEAT`) only fill in for a shard the dataset lacks.
             chunks.sort_by_key(|c| (c.chunk.is_repeat(), c.first_row()));
-            let entry = self.chunk_lists.entry(key).or_default();
-            let list = &mut entry.chunks;
+            let list = self.chunk_lists.entry(key).or_default();
             for c in chunks {
-                let place = place_chunk(list, &c);
+                let place = place_chunk(&list.chunks, &c);
                 if place == Insert::Clash {
                     let why = format!(
                         "chunk of column {} lane {} (rows {}..{}) overlaps rows another chunk holds; left out",
@@ -482,9 +481,8 @@ impl Catalog {
                     let damage = self.chunk_damage.entry(shard).or_insert(offset);
                     *damage = (*damage).min(offset);
                 }
-                put_chunk(list, c, place);
+                list.put(c, place);
             }
-            entry.ends = list.iter().map(Located::end_row).collect();
         }
         self.take_in_sidecars(sidecars, verified);
         self.attach_annotations(&annotated);
@@ -499,7 +497,7 @@ impl Catalog {
     /// otherwise each part the dataset holds is listed on its own, marked as a part.
     fn list_episodes(&mut self, records: impl Iterator<Item = (usize, EpisodeSummary)>) {
         let mut groups: Vec<EpisodeGroup> = Vec::new();
-        let mut group_of: HashMap<(usize, u64), usize> = HashMap::new();
+        let mut group_of: IntMap<(usize, u64), usize> = IntMap::default();
         for (shard, summary) in records {
             let key = (self.shard_recording[shard], summary.episode_id);
             if summary.discarded() {
@@ -529,6 +527,19 @@ impl Catalog {
             let seq = |me: &Self, shard: usize| me.shards[shard].seq;
             // Opening has no parts listed before: no key to hash per episode.
             let earlier = if self.listed_parts.is_empty() { None } else { self.listed_parts.remove(&key) };
+            if let (None, [(shard, s)]) = (&earlier, &parts[..]) {
+                if s.first_shard_seq == seq(self, *shard) && !s.continues() {
+                    // Most records of a refresh: an episode whole in one record, listed for the
+                    // first time (what `views`, `listing` and `places` give it, without their
+                    // vectors: a refresh costs what it found, at a few hundred episodes each).
+                    let (shard, summary) = parts.into_iter().next().expect("one record");
+                    if summary.length > 0 {
+                        let from_seq = summary.first_shard_seq;
+                        self.place_episode(Place::Append, key.0, shard, summary, false, from_seq);
+                    }
+                    continue;
+                }
+            }
             let ListedParts { mut records, listed } = earlier.unwrap_or_default();
             records.extend(parts);
             records.sort_by_key(|(shard, s)| (seq(self, *shard), s.record_offset, s.position));

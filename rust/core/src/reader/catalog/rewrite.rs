@@ -6,12 +6,11 @@
 //! without I/O: a rewrite that does not hold exactly the rows the reader listed is refused, and
 //! the reader goes on reading the file it opened.
 
-use std::collections::HashMap;
-
 use super::chunk_list::{place_chunk, put_chunk, ChunkList, Insert, Located};
 use super::trust::check_chunk;
 use super::Catalog;
 use crate::format::episode::{EpisodeSummary, FLAG_COMPLETE};
+use crate::reader::int_map::IntMap;
 use crate::reader::store::checksummed::VerifiedRecords;
 use crate::reader::store::shard::Found;
 
@@ -52,20 +51,28 @@ fn row_ranges<'a>(chunks: impl Iterator<Item = &'a Located>) -> Vec<(u64, u64)> 
     out
 }
 
-/// The place (record offset, position) of each of `listed`'s summaries (records of one shard,
-/// or listings of episodes whose latest record is in it) in the shard's rewrite, whose Episode
-/// records `new` holds: the latest record of the same lane and episode, which must have ended
-/// as the listed one did. `None` for a record the rewrite left out because a later one of the
-/// same episode supersedes it (`superseded`: whether it does, in the old file). Refused (why)
-/// when an episode's record is missing or different.
-pub(crate) fn new_places(
-    listed: &[(&EpisodeSummary, bool)],
-    new: &[EpisodeSummary],
-) -> Result<Vec<Option<(u64, u32)>>, String> {
-    let mut latest: HashMap<(u32, u64), &EpisodeSummary> = HashMap::new();
+/// The latest of the Episode records `new` (a rewrite's, in record order) per (lane, episode
+/// id): what `new_places` looks listings up in, made once for all of a shard's listings.
+pub(crate) fn latest_records(new: &[EpisodeSummary]) -> IntMap<(u32, u64), &EpisodeSummary> {
+    let mut latest = IntMap::default();
+    latest.reserve(new.len());
     for s in new {
         latest.insert((s.lane, s.episode_id), s); // in record order: the last one stays
     }
+    latest
+}
+
+/// The place (record offset, position) of each of `listed`'s summaries (records of one shard,
+/// or listings of episodes whose latest record is in it) in the shard's rewrite, whose latest
+/// Episode records per episode `latest` holds (`latest_records`): the latest record of the same
+/// lane and episode, which must have ended as the listed one did. `None` for a record the
+/// rewrite left out because a later one of the same episode supersedes it (`superseded`:
+/// whether it does, in the old file). Refused (why) when an episode's record is missing or
+/// different.
+pub(crate) fn new_places(
+    listed: &[(&EpisodeSummary, bool)],
+    latest: &IntMap<(u32, u64), &EpisodeSummary>,
+) -> Result<Vec<Option<(u64, u32)>>, String> {
     let same = |a: &EpisodeSummary, b: &EpisodeSummary| {
         a.end_ns == b.end_ns && a.flags & !FLAG_COMPLETE == b.flags & !FLAG_COMPLETE
     };
@@ -94,7 +101,7 @@ impl Catalog {
     /// Episode records. Nothing changes when refused (why).
     pub fn switch_shard(&mut self, shard: usize, found: &Found, verified: &mut VerifiedRecords) -> Result<(), String> {
         let recording = self.shard_recording[shard];
-        let mut by_list: HashMap<(usize, u32, u32), Vec<Located>> = HashMap::new();
+        let mut by_list: IntMap<(usize, u32, u32), Vec<Located>> = IntMap::default();
         for chunk in &found.chunks {
             check_chunk(&self.states[recording].specs, chunk)?;
             by_list.entry((recording, chunk.lane, chunk.column)).or_default().push(Located {
@@ -117,13 +124,14 @@ impl Catalog {
         let listings: Vec<usize> = (0..self.episodes.len()).filter(|&i| self.episodes[i].shard == shard).collect();
         let summaries: Vec<(&EpisodeSummary, bool)> =
             listings.iter().map(|&i| (&self.episodes[i].summary, false)).collect();
-        let listing_places = new_places(&summaries, &found.episodes)?;
+        let latest = latest_records(&found.episodes);
+        let listing_places = new_places(&summaries, &latest)?;
         let mut part_places = Vec::new();
         for (key, parts) in &self.listed_parts {
             let here: Vec<&EpisodeSummary> =
                 parts.records.iter().filter(|(s, _)| *s == shard).map(|(_, e)| e).collect();
             let listed: Vec<(&EpisodeSummary, bool)> = here.iter().copied().zip(superseded(&here)).collect();
-            part_places.push((*key, new_places(&listed, &found.episodes)?));
+            part_places.push((*key, new_places(&listed, &latest)?));
         }
 
         // Decided: nothing below fails.
@@ -273,7 +281,7 @@ mod tests {
         ];
         for (name, listed, want) in cases {
             let listed: Vec<(&EpisodeSummary, bool)> = listed.iter().map(|(s, sup)| (s, *sup)).collect();
-            match (new_places(&listed, &new), want) {
+            match (new_places(&listed, &latest_records(&new)), want) {
                 (Ok(got), Ok(want)) => assert_eq!(got, want, "{name}"),
                 (Err(why), Err(want)) => assert!(why.contains(want), "{name}: {why}"),
                 (got, want) => panic!("{name}: {got:?} against {want:?}"),

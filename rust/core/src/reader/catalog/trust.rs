@@ -69,44 +69,47 @@ pub(in crate::reader) fn first_gap(list: &[Located], start: u64, end: u64) -> Op
     (cursor < end).then_some((cursor, end))
 }
 
-/// Checks what a chunk claims against its column, so reads can trust the lengths.
+/// Checks what a chunk claims against its column, so reads can trust the lengths. A refresh
+/// checks every chunk it finds: the message is made only for a chunk that fails.
 pub(in crate::reader) fn check_chunk(specs: &BTreeMap<ColumnId, ColumnSpec>, c: &ChunkRef) -> Result<(), String> {
-    let where_ = format!("chunk of column {} lane {} (rows from {})", c.column, c.lane, c.first_row);
-    let spec = specs.get(&c.column).ok_or_else(|| format!("{where_}: no description of the column survived"))?;
+    let refuse =
+        |why: String| Err(format!("chunk of column {} lane {} (rows from {}): {why}", c.column, c.lane, c.first_row));
+    let Some(spec) = specs.get(&c.column) else { return refuse("no description of the column survived".into()) };
     if c.n_rows == 0 || c.first_row.checked_add(c.n_rows as u64).is_none() {
-        return Err(format!("{where_}: impossible row count {}", c.n_rows));
+        return refuse(format!("impossible row count {}", c.n_rows));
     }
-    let ids: Vec<u8> = codec_ids(c.codec).collect();
-    let zstd = ids.iter().filter(|&&id| id == CODEC_ZSTD).count();
+    let ids = || codec_ids(c.codec);
+    let zstd = ids().filter(|&id| id == CODEC_ZSTD).count();
     // zstd must come last (undone first) so its frame header can vouch for the decoded size;
     // the frame-stack filter first (undone last), as it changes the length.
-    let known = ids.iter().all(|&id| [CODEC_ZSTD, CODEC_DELTA, CODEC_STACK].contains(&id));
-    let stack_misplaced = ids.iter().skip(1).any(|&id| id == CODEC_STACK);
-    if !known || zstd > 1 || (zstd == 1 && ids.last() != Some(&CODEC_ZSTD)) || stack_misplaced {
-        return Err(format!("{where_}: unsupported codec pipeline {ids:?}"));
+    let known = ids().all(|id| [CODEC_ZSTD, CODEC_DELTA, CODEC_STACK].contains(&id));
+    let stack_misplaced = ids().skip(1).any(|id| id == CODEC_STACK);
+    if !known || zstd > 1 || (zstd == 1 && ids().last() != Some(CODEC_ZSTD)) || stack_misplaced {
+        return refuse(format!("unsupported codec pipeline {:?}", ids().collect::<Vec<u8>>()));
     }
-    if zstd == 0 && !ids.contains(&CODEC_STACK) && c.stored_len != c.raw_len {
-        return Err(format!("{where_}: stored uncompressed in {} bytes but says {}", c.stored_len, c.raw_len));
+    let has = |codec: u8| ids().any(|id| id == codec);
+    if zstd == 0 && !has(CODEC_STACK) && c.stored_len != c.raw_len {
+        return refuse(format!("stored uncompressed in {} bytes but says {}", c.stored_len, c.raw_len));
     }
-    if c.raw_len > spec.max_decoded_chunk() {
-        return Err(format!(
-            "{where_}: claims {} decoded bytes, more than a chunk of its column may hold ({})",
-            c.raw_len,
-            spec.max_decoded_chunk()
+    let most = spec.max_decoded_chunk();
+    if c.raw_len > most {
+        return refuse(format!(
+            "claims {} decoded bytes, more than a chunk of its column may hold ({most})",
+            c.raw_len
         ));
     }
     match spec.row_bytes() {
         Some(row) => {
             if (c.n_rows as u64).checked_mul(row as u64) != Some(c.raw_len) {
-                return Err(format!("{where_}: {} bytes for {} rows of {row} bytes", c.raw_len, c.n_rows));
+                return refuse(format!("{} bytes for {} rows of {row} bytes", c.raw_len, c.n_rows));
             }
         }
         None => {
-            if ids.contains(&CODEC_DELTA) || ids.contains(&CODEC_STACK) {
-                return Err(format!("{where_}: the delta or frame-stack codec on a variable-length column"));
+            if has(CODEC_DELTA) || has(CODEC_STACK) {
+                return refuse("the delta or frame-stack codec on a variable-length column".into());
             }
             if (c.n_rows as u64 + 1) * 8 > c.raw_len {
-                return Err(format!("{where_}: {} bytes cannot hold the offsets of {} strings", c.raw_len, c.n_rows));
+                return refuse(format!("{} bytes cannot hold the offsets of {} strings", c.raw_len, c.n_rows));
             }
         }
     }

@@ -4,7 +4,13 @@
 //! directory's modification time, so an unchanged time says no entry changed, with one catch:
 //! file systems stamp times from a coarse clock (a few milliseconds), so a change in the same
 //! tick as the one seen leaves the time as it was. A time seen is trusted only once it was
-//! `SETTLED` old when the listing began: any later change is then stamped later.
+//! `SETTLED` old when the listing began: any later change is then stamped later. Until then the
+//! directory is listed again, but at most every `RELIST_EVERY`, not at every refresh: a
+//! recording's rollover (a new shard, the eviction log renamed, the oldest shard deleted) would
+//! otherwise have each of a learner's refreshes in the next `SETTLED` list the directory, most
+//! of a refresh's cost over a run. A change the time hides is then found at most
+//! `RELIST_EVERY` after it, well within what a learner is promised (`docs/replay-buffer.md`); a
+//! change of the time is seen at once.
 //!
 //! Changes inside files (a shard growing, or truncated in place) do not touch the directory:
 //! the reader checks the files it holds open for those (see `closed_checks`).
@@ -23,6 +29,10 @@ use std::time::{Duration, SystemTime};
 /// mean an unchanged directory: well past the coarsest timestamp tick (10 ms at 100 Hz).
 pub(crate) const SETTLED: Duration = Duration::from_millis(50);
 
+/// How often a directory whose time is not `SETTLED` yet is listed again while the time stays
+/// as it was: a tick of the coarsest clock file systems stamp times from (100 Hz).
+pub(crate) const RELIST_EVERY: Duration = Duration::from_millis(10);
+
 /// What the last listing saw.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct DirWatch {
@@ -33,11 +43,13 @@ pub(crate) struct DirWatch {
 }
 
 impl DirWatch {
-    /// Whether the directory, whose modification time is now `mtime` (None: unknown), must be
-    /// listed again.
-    pub fn must_list(&self, mtime: Option<SystemTime>) -> bool {
+    /// Whether the directory, whose modification time is `mtime` (None: unknown) at `now`, must
+    /// be listed again.
+    pub fn must_list(&self, mtime: Option<SystemTime>, now: SystemTime) -> bool {
         match (self.seen, mtime) {
-            (Some((seen, listed_at)), Some(now)) => !(now == seen && settled(seen, listed_at)),
+            (Some((seen, listed_at)), Some(time)) if time == seen => {
+                !settled(seen, listed_at) && !now.duration_since(listed_at).is_ok_and(|ago| ago < RELIST_EVERY)
+            }
             _ => true,
         }
     }
@@ -84,26 +96,53 @@ mod tests {
     fn a_directory_is_listed_again_unless_its_time_is_unchanged_and_was_settled() {
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
         let ms = |n: u64| Duration::from_millis(n);
-        type Row = (&'static str, Option<(SystemTime, SystemTime, bool)>, Option<SystemTime>, bool);
+        // (case, last listing: (time seen, when it began, complete), time now, ms since it began, list?)
+        type Row = (&'static str, Option<(SystemTime, SystemTime, bool)>, Option<SystemTime>, u64, bool);
         let table: &[Row] = &[
-            ("never listed", None, Some(t0), true),
-            ("unchanged, settled when listed", Some((t0, t0 + ms(60), true)), Some(t0), false),
-            ("changed since", Some((t0, t0 + ms(60), true)), Some(t0 + ms(70)), true),
-            ("unchanged but fresh when listed (same tick?)", Some((t0, t0 + ms(5), true)), Some(t0), true),
-            ("a time in the future when listed (clock skew)", Some((t0 + ms(500), t0, true)), Some(t0 + ms(500)), true),
-            ("a file not started yet when listed", Some((t0, t0 + ms(60), false)), Some(t0), true),
-            ("time unknown now", Some((t0, t0 + ms(60), true)), None, true),
+            ("never listed", None, Some(t0), 0, true),
+            ("unchanged, settled when listed", Some((t0, t0 + ms(60), true)), Some(t0), 1, false),
+            ("changed since", Some((t0, t0 + ms(60), true)), Some(t0 + ms(70)), 1, true),
+            ("changed since, listed just before", Some((t0, t0 + ms(5), true)), Some(t0 + ms(6)), 1, true),
+            (
+                "unchanged, fresh when listed (same tick?), listed a tick ago",
+                Some((t0, t0 + ms(5), true)),
+                Some(t0),
+                10,
+                true,
+            ),
+            (
+                "unchanged, fresh when listed, listed less than a tick ago",
+                Some((t0, t0 + ms(5), true)),
+                Some(t0),
+                9,
+                false,
+            ),
+            (
+                "a time in the future when listed (clock skew)",
+                Some((t0 + ms(500), t0, true)),
+                Some(t0 + ms(500)),
+                20,
+                true,
+            ),
+            ("a file not started yet when listed", Some((t0, t0 + ms(60), false)), Some(t0), 1, true),
+            ("time unknown now", Some((t0, t0 + ms(60), true)), None, 1, true),
         ];
-        for (name, listed, now, want) in table {
+        for (name, listed, mtime, ago, want) in table {
             let mut watch = DirWatch::default();
-            if let Some((mtime, at, complete)) = listed {
-                watch.listed(Some(*mtime), *at, *complete);
+            let mut now = t0 + ms(*ago);
+            if let Some((seen, at, complete)) = listed {
+                watch.listed(Some(*seen), *at, *complete);
+                now = *at + ms(*ago);
             }
-            assert_eq!(watch.must_list(*now), *want, "{name}");
+            assert_eq!(watch.must_list(*mtime, now), *want, "{name}");
         }
         let mut watch = DirWatch::default();
         watch.listed(None, t0, true);
-        assert!(watch.must_list(Some(t0)), "no time when listed");
+        assert!(watch.must_list(Some(t0), t0), "no time when listed");
+        // A clock set back since the listing: listed again (no trust in an interval it cannot measure).
+        let mut watch = DirWatch::default();
+        watch.listed(Some(t0), t0 + ms(5), true);
+        assert!(watch.must_list(Some(t0), t0), "the clock went back");
     }
 
     #[test]

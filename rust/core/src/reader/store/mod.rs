@@ -95,11 +95,11 @@ impl Store {
         let (mut opened, mut problems) = (Vec::new(), Vec::new());
         let watched = is_dir && crate::objstore::url::url_of(root).is_none();
         let mtime = if watched { dir_watch::modified(&mut self.dir_handle, root) } else { None };
-        self.dir_listed = !watched || self.dir_watch.must_list(mtime);
+        let began = std::time::SystemTime::now();
+        self.dir_listed = !watched || self.dir_watch.must_list(mtime, began);
         if !self.dir_listed {
             return Ok((opened, problems));
         }
-        let began = std::time::SystemTime::now();
         self.dir_watch = DirWatch::default(); // until this listing is done
         let mut complete = true;
         for path in self.discover(root, is_dir)? {

@@ -17,7 +17,6 @@
 //! A shard remembers how far it was scanned, so `scan` called again (after the writer appended)
 //! only hops over the new records.
 
-use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -35,6 +34,7 @@ use crate::format::episode::{self, EpisodeSummary};
 use crate::format::header::{FileHeader, HeaderError, HEADER_LEN, MAGIC, VERSION_MAJOR};
 use crate::format::index::{IndexDelta, NO_PREVIOUS};
 use crate::format::record::{RecordKind, RECORD_HEADER_LEN};
+use crate::reader::int_map::{IntMap, IntSet};
 use crate::reader::Problem;
 use crate::schema::ColumnSpec;
 use crate::writer::files::shard::writer_holds_lock;
@@ -111,7 +111,7 @@ pub(crate) struct Shard {
     /// Records before this offset have been taken in; the next scan hops from here.
     scanned_to: u64,
     /// Records found damaged; index entries pointing at them are left out.
-    bad_records: HashSet<u64>,
+    bad_records: IntSet<u64>,
     /// Damage that stays: later scans never look at those bytes again.
     pub problems: Vec<Problem>,
     /// Why the last scan stopped before the end of the file (an unfinished final record, a
@@ -169,7 +169,7 @@ impl Shard {
             finished: false,
             len_seen: None,
             scanned_to: HEADER_END,
-            bad_records: HashSet::new(),
+            bad_records: IntSet::default(),
             problems: Vec::new(),
             tail: None,
             timelog_records: Vec::new(),
@@ -591,7 +591,7 @@ impl Shard {
             }
         }
         // Data bounds (start, end) of each Chunks record the index points into.
-        let mut records: HashMap<u64, Option<(u64, u64)>> = HashMap::new();
+        let mut records: IntMap<u64, Option<(u64, u64)>> = IntMap::default();
         for chunk in &delta.chunks {
             if !is_new(self, chunk.record_offset) {
                 continue;
