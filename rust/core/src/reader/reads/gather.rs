@@ -34,7 +34,7 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use super::pieces::{join_steps, push_piece, Item, Piece, ZEROS};
+use super::pieces::{join_steps, push_piece, sort_items, Item, Piece, ZEROS};
 use super::rows::chunk_strings;
 use super::stream::{copy_streamed, fence, streams_rows};
 use crate::dtype::DType;
@@ -489,14 +489,7 @@ impl DatasetView<'_> {
                 out_row: out * length as usize,
             });
         }
-        // Within a lane, episodes' rows increase on both timelines together. The key packed in
-        // one integer where the recording fits 32 bits (always, but for the type): a batch's
-        // sort compares it some thousand times.
-        if self.catalog.recordings.len() <= u32::MAX as usize {
-            items.sort_unstable_by_key(|i| (i.recording as u128) << 96 | (i.lane as u128) << 64 | i.step_row as u128);
-        } else {
-            items.sort_unstable_by_key(|i| (i.recording, i.lane, i.step_row));
-        }
+        sort_items(&mut items);
         Ok(items)
     }
 
@@ -688,12 +681,15 @@ fn plan_run(
     (pieces, field_from): (&mut Vec<Piece>, usize),
     mut joined: Option<(&JoinedRun, &mut Out<'_>)>,
 ) {
+    // The rows the run holds, found once (its end costs a division): none without a run.
+    let (run_first, run_end) = joined.as_ref().map_or((1, 0), |(run, _)| (run.first_row, run.end_row()));
+    let in_run = |first: u64, end: u64| run_first <= first && end <= run_end;
     if let Some((run, _)) = &joined {
         // Random rows of the run: their loads issued together overlap their misses.
         for item in items {
             let first = field_row(field, item);
-            if run.holds(first, first + item.rows) {
-                prefetch(run.bytes[(first - run.first_row) as usize * run.row_bytes..].as_ptr());
+            if in_run(first, first + item.rows) {
+                prefetch(run.bytes[(first - run_first) as usize * run.row_bytes..].as_ptr());
             }
         }
     }
@@ -703,9 +699,9 @@ fn plan_run(
         let first = field_row(field, item);
         let end = first + item.rows;
         let mut row = first;
-        if let Some((run, out)) = joined.as_mut().filter(|(run, _)| run.holds(first, end)) {
+        if let Some((run, out)) = joined.as_mut().filter(|_| in_run(first, end)) {
             let rb = run.row_bytes;
-            let from = (first - run.first_row) as usize * rb;
+            let from = (first - run_first) as usize * rb;
             out.put_short(item.out_row * rb, &run.bytes[from..from + item.rows as usize * rb]);
             row = end;
         }
