@@ -146,28 +146,6 @@ impl Out<'_> {
         }
     }
 
-    /// `put` for a few bytes (a row of a joined run): the sizes of one small row copied as one
-    /// load and store, not a call.
-    fn put_short(&mut self, at: usize, src: &[u8]) {
-        fn copy<const N: usize>(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
-            let src: &[u8; N] = src.try_into().expect("N bytes");
-            let dst: &mut [MaybeUninit<u8>; N] = dst.try_into().expect("N bytes");
-            *dst = src.map(MaybeUninit::new);
-        }
-        let dst = match self {
-            Out::Uninit(b) => &mut b[at..at + src.len()],
-            _ => return self.put(at, src),
-        };
-        match src.len() {
-            1 => copy::<1>(dst, src),
-            2 => copy::<2>(dst, src),
-            4 => copy::<4>(dst, src),
-            8 => copy::<8>(dst, src),
-            16 => copy::<16>(dst, src),
-            _ => self.put(at, src),
-        }
-    }
-
     /// `put`, with stores that go around the CPU caches (see `stream`).
     fn put_streamed(&mut self, at: usize, src: &[u8]) {
         match self {
@@ -679,32 +657,21 @@ fn plan_run(
     items: &[Item],
     slots: &mut Slots,
     (pieces, field_from): (&mut Vec<Piece>, usize),
-    mut joined: Option<(&JoinedRun, &mut Out<'_>)>,
+    joined: Option<(&JoinedRun, &mut Out<'_>)>,
 ) {
     // The rows the run holds, found once (its end costs a division): none without a run.
     let (run_first, run_end) = joined.as_ref().map_or((1, 0), |(run, _)| (run.first_row, run.end_row()));
     let in_run = |first: u64, end: u64| run_first <= first && end <= run_end;
-    if let Some((run, _)) = &joined {
-        // Random rows of the run: their loads issued together overlap their misses.
-        for item in items {
-            let first = field_row(field, item);
-            if in_run(first, first + item.rows) {
-                prefetch(run.bytes[(first - run_first) as usize * run.row_bytes..].as_ptr());
-            }
-        }
+    if let Some((run, out)) = joined {
+        copy_joined(field, run, items, out);
     }
     let mut c = 0usize;
     let mut last: Option<(usize, u32)> = None;
     for item in items {
         let first = field_row(field, item);
         let end = first + item.rows;
-        let mut row = first;
-        if let Some((run, out)) = joined.as_mut().filter(|_| in_run(first, end)) {
-            let rb = run.row_bytes;
-            let from = (first - run_first) as usize * rb;
-            out.put_short(item.out_row * rb, &run.bytes[from..from + item.rows as usize * rb]);
-            row = end;
-        }
+        // Rows the run holds are copied already.
+        let mut row = if in_run(first, end) { end } else { first };
         while row < end {
             // The chunk holding `row`: the cursor's, else the next one (rows close
             // together), else a search from the cursor (rows jumped ahead, or went back:
@@ -746,6 +713,52 @@ fn plan_run(
             // Padding past the episode's end.
             let out_row = item.out_row + item.rows as usize;
             pieces.push(Piece { slot: ZEROS, chunk_row: 0, rows: item.pad, out_row });
+        }
+    }
+}
+
+/// Copies into `out` the rows of `items` that `run` holds, each from its offset in the run,
+/// their loads issued together first so that the misses of random rows overlap. One match on
+/// the row size for the lane's items, not one per item: a row is then one load and store.
+fn copy_joined(field: &Field, run: &JoinedRun, items: &[Item], out: &mut Out<'_>) {
+    let (first_row, end_row, rb) = (run.first_row, run.end_row(), run.row_bytes);
+    // The byte offset in the run of an item's rows, where it holds them.
+    let offset = |item: &Item| {
+        let first = field_row(field, item);
+        (first_row <= first && first + item.rows <= end_row).then(|| (first - first_row) as usize * rb)
+    };
+    for item in items {
+        if let Some(from) = offset(item) {
+            prefetch(run.bytes[from..].as_ptr());
+        }
+    }
+    /// Rows of `N` bytes (items of one row: a transition).
+    fn rows<const N: usize>(dst: &mut [MaybeUninit<u8>], src: &[u8], items: &[Item], offset: impl Fn(&Item) -> Option<usize>) {
+        for item in items {
+            let Some(from) = offset(item) else { continue };
+            let (to, len) = (item.out_row * N, item.rows as usize * N);
+            if len == N {
+                let src: &[u8; N] = src[from..from + N].try_into().expect("N bytes");
+                let dst: &mut [MaybeUninit<u8>; N] = (&mut dst[to..to + N]).try_into().expect("N bytes");
+                *dst = src.map(MaybeUninit::new);
+            } else {
+                dst[to..to + len].iter_mut().zip(&src[from..from + len]).for_each(|(d, s)| _ = d.write(*s));
+            }
+        }
+    }
+    let bytes = &run.bytes[..];
+    match (out, rb) {
+        (Out::Uninit(dst), 1) => rows::<1>(dst, bytes, items, offset),
+        (Out::Uninit(dst), 2) => rows::<2>(dst, bytes, items, offset),
+        (Out::Uninit(dst), 4) => rows::<4>(dst, bytes, items, offset),
+        (Out::Uninit(dst), 8) => rows::<8>(dst, bytes, items, offset),
+        (Out::Uninit(dst), 16) => rows::<16>(dst, bytes, items, offset),
+        (out, _) => {
+            for item in items {
+                if let Some(from) = offset(item) {
+                    out.put(item.out_row * rb, &bytes[from..from + item.rows as usize * rb]);
+                }
+            }
         }
     }
 }
