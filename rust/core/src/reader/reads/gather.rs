@@ -663,7 +663,10 @@ fn plan_run(
     let (run_first, run_end) = joined.as_ref().map_or((1, 0), |(run, _)| (run.first_row, run.end_row()));
     let in_run = |first: u64, end: u64| run_first <= first && end <= run_end;
     if let Some((run, out)) = joined {
-        copy_joined(field, run, items, out);
+        // Every row copied and no padding (a batch of transitions, as a rule): no piece.
+        if copy_joined(field, run, items, out) == items.len() && items.iter().all(|i| i.pad == 0) {
+            return;
+        }
     }
     let mut c = 0usize;
     let mut last: Option<(usize, u32)> = None;
@@ -720,20 +723,28 @@ fn plan_run(
 /// Copies into `out` the rows of `items` that `run` holds, each from its offset in the run,
 /// their loads issued together first so that the misses of random rows overlap. One match on
 /// the row size for the lane's items, not one per item: a row is then one load and store.
-fn copy_joined(field: &Field, run: &JoinedRun, items: &[Item], out: &mut Out<'_>) {
+/// Returns how many items it copied.
+fn copy_joined(field: &Field, run: &JoinedRun, items: &[Item], out: &mut Out<'_>) -> usize {
     let (first_row, end_row, rb) = (run.first_row, run.end_row(), run.row_bytes);
     // The byte offset in the run of an item's rows, where it holds them.
     let offset = |item: &Item| {
         let first = field_row(field, item);
         (first_row <= first && first + item.rows <= end_row).then(|| (first - first_row) as usize * rb)
     };
+    let mut held = 0;
     for item in items {
         if let Some(from) = offset(item) {
             prefetch(run.bytes[from..].as_ptr());
+            held += 1;
         }
     }
     /// Rows of `N` bytes (items of one row: a transition).
-    fn rows<const N: usize>(dst: &mut [MaybeUninit<u8>], src: &[u8], items: &[Item], offset: impl Fn(&Item) -> Option<usize>) {
+    fn rows<const N: usize>(
+        dst: &mut [MaybeUninit<u8>],
+        src: &[u8],
+        items: &[Item],
+        offset: impl Fn(&Item) -> Option<usize>,
+    ) {
         for item in items {
             let Some(from) = offset(item) else { continue };
             let (to, len) = (item.out_row * N, item.rows as usize * N);
@@ -761,6 +772,7 @@ fn copy_joined(field: &Field, run: &JoinedRun, items: &[Item], out: &mut Out<'_>
             }
         }
     }
+    held
 }
 
 /// The first row of an item that a field reads.

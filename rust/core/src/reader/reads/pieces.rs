@@ -189,8 +189,17 @@ mod tests {
 
     #[test]
     fn items_sort_by_recording_lane_and_row() {
-        let item = |recording, lane, step_row, out_row| Item { recording, lane, obs_row: 0, step_row, rows: 1, pad: 0, out_row };
-        let keys = |items: &[Item]| items.iter().map(|i| (i.recording, i.lane, i.step_row, i.out_row)).collect::<Vec<_>>();
+        let item = |recording, lane, step_row, out_row| Item {
+            recording,
+            lane,
+            obs_row: 0,
+            step_row,
+            rows: 1,
+            pad: 0,
+            out_row,
+        };
+        let keys =
+            |items: &[Item]| items.iter().map(|i| (i.recording, i.lane, i.step_row, i.out_row)).collect::<Vec<_>>();
         let table: Vec<Vec<Item>> = vec![
             vec![],
             vec![item(0, 0, 5, 0)],
