@@ -34,7 +34,7 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use super::pieces::{join_steps, push_piece, Item, Piece, ZEROS};
+use super::pieces::{join_steps, push_piece, sort_items, Item, Piece, ZEROS};
 use super::rows::chunk_strings;
 use super::stream::{copy_streamed, fence, streams_rows};
 use crate::dtype::DType;
@@ -143,28 +143,6 @@ impl Out<'_> {
                 unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.as_mut_ptr().cast::<u8>(), src.len()) };
             }
             Out::Strings(_) => unreachable!("bytes into a str output"),
-        }
-    }
-
-    /// `put` for a few bytes (a row of a joined run): the sizes of one small row copied as one
-    /// load and store, not a call.
-    fn put_short(&mut self, at: usize, src: &[u8]) {
-        fn copy<const N: usize>(dst: &mut [MaybeUninit<u8>], src: &[u8]) {
-            let src: &[u8; N] = src.try_into().expect("N bytes");
-            let dst: &mut [MaybeUninit<u8>; N] = dst.try_into().expect("N bytes");
-            *dst = src.map(MaybeUninit::new);
-        }
-        let dst = match self {
-            Out::Uninit(b) => &mut b[at..at + src.len()],
-            _ => return self.put(at, src),
-        };
-        match src.len() {
-            1 => copy::<1>(dst, src),
-            2 => copy::<2>(dst, src),
-            4 => copy::<4>(dst, src),
-            8 => copy::<8>(dst, src),
-            16 => copy::<16>(dst, src),
-            _ => self.put(at, src),
         }
     }
 
@@ -483,14 +461,7 @@ impl DatasetView<'_> {
                 out_row: out * length as usize,
             });
         }
-        // Within a lane, episodes' rows increase on both timelines together. The key packed in
-        // one integer where the recording fits 32 bits (always, but for the type): a batch's
-        // sort compares it some thousand times.
-        if self.catalog.recordings.len() <= u32::MAX as usize {
-            items.sort_unstable_by_key(|i| (i.recording as u128) << 96 | (i.lane as u128) << 64 | i.step_row as u128);
-        } else {
-            items.sort_unstable_by_key(|i| (i.recording, i.lane, i.step_row));
-        }
+        sort_items(&mut items);
         Ok(items)
     }
 
@@ -680,15 +651,15 @@ fn plan_run(
     items: &[Item],
     slots: &mut Slots,
     (pieces, field_from): (&mut Vec<Piece>, usize),
-    mut joined: Option<(&JoinedRun, &mut Out<'_>)>,
+    joined: Option<(&JoinedRun, &mut Out<'_>)>,
 ) {
-    if let Some((run, _)) = &joined {
-        // Random rows of the run: their loads issued together overlap their misses.
-        for item in items {
-            let first = field_row(field, item);
-            if run.holds(first, first + item.rows) {
-                prefetch(run.bytes[(first - run.first_row) as usize * run.row_bytes..].as_ptr());
-            }
+    // The rows the run holds, found once (its end costs a division): none without a run.
+    let (run_first, run_end) = joined.as_ref().map_or((1, 0), |(run, _)| (run.first_row, run.end_row()));
+    let in_run = |first: u64, end: u64| run_first <= first && end <= run_end;
+    if let Some((run, out)) = joined {
+        // Every row copied and no padding (a batch of transitions, as a rule): no piece.
+        if copy_joined(field, run, items, out) == items.len() && items.iter().all(|i| i.pad == 0) {
+            return;
         }
     }
     let mut c = 0usize;
@@ -696,13 +667,8 @@ fn plan_run(
     for item in items {
         let first = field_row(field, item);
         let end = first + item.rows;
-        let mut row = first;
-        if let Some((run, out)) = joined.as_mut().filter(|(run, _)| run.holds(first, end)) {
-            let rb = run.row_bytes;
-            let from = (first - run.first_row) as usize * rb;
-            out.put_short(item.out_row * rb, &run.bytes[from..from + item.rows as usize * rb]);
-            row = end;
-        }
+        // Rows the run holds are copied already.
+        let mut row = if in_run(first, end) { end } else { first };
         while row < end {
             // The chunk holding `row`: the cursor's, else the next one (rows close
             // together), else a search from the cursor (rows jumped ahead, or went back:
@@ -746,6 +712,61 @@ fn plan_run(
             pieces.push(Piece { slot: ZEROS, chunk_row: 0, rows: item.pad, out_row });
         }
     }
+}
+
+/// Copies into `out` the rows of `items` that `run` holds, each from its offset in the run,
+/// their loads issued together first so that the misses of random rows overlap. One match on
+/// the row size for the lane's items, not one per item: a row is then one load and store.
+/// Returns how many items it copied.
+fn copy_joined(field: &Field, run: &JoinedRun, items: &[Item], out: &mut Out<'_>) -> usize {
+    let (first_row, end_row, rb) = (run.first_row, run.end_row(), run.row_bytes);
+    // The byte offset in the run of an item's rows, where it holds them.
+    let offset = |item: &Item| {
+        let first = field_row(field, item);
+        (first_row <= first && first + item.rows <= end_row).then(|| (first - first_row) as usize * rb)
+    };
+    let mut held = 0;
+    for item in items {
+        if let Some(from) = offset(item) {
+            prefetch(run.bytes[from..].as_ptr());
+            held += 1;
+        }
+    }
+    /// Rows of `N` bytes (items of one row: a transition).
+    fn rows<const N: usize>(
+        dst: &mut [MaybeUninit<u8>],
+        src: &[u8],
+        items: &[Item],
+        offset: impl Fn(&Item) -> Option<usize>,
+    ) {
+        for item in items {
+            let Some(from) = offset(item) else { continue };
+            let (to, len) = (item.out_row * N, item.rows as usize * N);
+            if len == N {
+                let src: &[u8; N] = src[from..from + N].try_into().expect("N bytes");
+                let dst: &mut [MaybeUninit<u8>; N] = (&mut dst[to..to + N]).try_into().expect("N bytes");
+                *dst = src.map(MaybeUninit::new);
+            } else {
+                dst[to..to + len].iter_mut().zip(&src[from..from + len]).for_each(|(d, s)| _ = d.write(*s));
+            }
+        }
+    }
+    let bytes = &run.bytes[..];
+    match (out, rb) {
+        (Out::Uninit(dst), 1) => rows::<1>(dst, bytes, items, offset),
+        (Out::Uninit(dst), 2) => rows::<2>(dst, bytes, items, offset),
+        (Out::Uninit(dst), 4) => rows::<4>(dst, bytes, items, offset),
+        (Out::Uninit(dst), 8) => rows::<8>(dst, bytes, items, offset),
+        (Out::Uninit(dst), 16) => rows::<16>(dst, bytes, items, offset),
+        (out, _) => {
+            for item in items {
+                if let Some(from) = offset(item) {
+                    out.put(item.out_row * rb, &bytes[from..from + item.rows as usize * rb]);
+                }
+            }
+        }
+    }
+    held
 }
 
 /// The first row of an item that a field reads.

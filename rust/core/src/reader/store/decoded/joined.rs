@@ -45,11 +45,6 @@ impl JoinedRun {
         self.first_row + (self.bytes.len() / self.row_bytes.max(1)) as u64
     }
 
-    /// Whether it holds rows `first .. end` (`first < end`).
-    pub fn holds(&self, first: u64, end: u64) -> bool {
-        self.first_row <= first && end <= self.end_row()
-    }
-
     /// Appends `rows`, a chunk of `shard` from row `first` (its end row, or any row while it
     /// is empty).
     pub fn push(&mut self, shard: usize, first: u64, rows: &[u8]) {
