@@ -180,8 +180,6 @@ class Dataset:
         mmap: bool = True,
         shared_fd: int | None = None,
     ) -> Self: ...
-    def exclusions_json(self) -> str | None:
-        """What a verification at open left out, as JSON (None when nothing was)."""
     def report(
         self,
         name: Literal[
@@ -195,6 +193,8 @@ class Dataset:
             "columns",
             "column_stats",
             "shard_steps",
+            "num_recordings",
+            "exclusions",
         ],
         recording: int | None = None,
     ) -> Any:
@@ -221,6 +221,10 @@ class Dataset:
         - column_stats: storage per column of each recording, from the index (nothing is
           decoded): recording, name, chunks, raw_bytes, stored_bytes.
         - shard_steps: [recording, transitions] of each shard, in `shards` order.
+        - num_recordings: how many recordings the dataset holds.
+        - exclusions: what a verification at open left out ({episodes: [[recording id hex,
+          episode id, first obs row], ...], problems: [[file, offset, why], ...]}), or None when
+          nothing was: what the constructor's `exclusions_json` takes back.
 
         Raises:
             InvalidArgumentError: an unknown name, or a recording missing or given where none is asked.
@@ -238,8 +242,6 @@ class Dataset:
         episode less `evicted_episodes`, kept up to date by `refresh`); None while none is."""
     @property
     def num_episodes(self) -> int: ...
-    @property
-    def num_recordings(self) -> int: ...
     def summaries(self) -> dict[str, npt.NDArray[Any]]:
         """One array per field over all episodes, in dataset order: recording, env_index, length,
         episode_return, complete, terminated, truncated, start_ns, end_ns, episode_id, shard."""

@@ -1,9 +1,10 @@
 """The core's reader (`_core.Dataset`) with what its reports hold unpacked: the extension serves
-column specs, column storage and shard contents through one call, `report`, and the names the
-package and its tools use are read from it here."""
+column specs, column storage, shard contents, the recordings' count and the exclusions through one
+call, `report`, and the names the package and its tools use are read from it here."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, cast
 
 from trajcore import _core
@@ -27,3 +28,14 @@ class CoreReader(_core.Dataset):
     def shard_steps(self) -> list[tuple[int, int]]:
         """(recording, transitions) of each shard, in `shards` order."""
         return [(int(r), int(n)) for r, n in self.report("shard_steps")]
+
+    @property
+    def num_recordings(self) -> int:
+        """How many recordings the dataset holds."""
+        return int(self.report("num_recordings"))
+
+    def exclusions_json(self) -> str | None:
+        """What a verification at open left out, as JSON the constructor takes back (None when
+        nothing was)."""
+        left_out = self.report("exclusions")
+        return None if left_out is None else json.dumps(left_out)

@@ -13,7 +13,7 @@ use trajcore_core::format::chunks::{self, ChunkRef};
 use trajcore_core::format::record::{RecordHeader, RecordKind, RECORD_HEADER_LEN};
 use trajcore_core::reader::{
     open_verified, sample_steps, sample_windows, verify, verify_path, Dataset, Draw, Field, OpenOptions, Out, Redraw,
-    Window, WindowKind,
+    Report, Window, WindowKind,
 };
 use trajcore_core::{ColumnSpec, Error, Timeline};
 
@@ -399,6 +399,10 @@ fn open_verified_leaves_damaged_episodes_out() {
     assert_eq!(chosen(true, None).episodes().len(), kept.len());
     assert_eq!(chosen(false, None).episodes().len(), listed.len());
     assert!(matches!(Dataset::open_choosing(dir.path(), lenient(), true, Some("{")), Err(Error::Invalid(_))));
+    // The reports a pickled dataset reopens with: the exclusions' JSON, null when none.
+    assert_eq!(ds.report(Report::Exclusions).unwrap(), json);
+    assert_eq!(chosen(false, None).report(Report::Exclusions).unwrap(), "null");
+    assert_eq!(ds.report(Report::NumRecordings).unwrap(), ds.recordings().len().to_string());
     // Strict: the damage is an error.
     match open_verified(dir.path(), STRICT) {
         Err(Error::Corrupt { offset, why, .. }) => {

@@ -75,10 +75,6 @@ impl PyDataset {
         Ok(PyDataset { path, strict, cache_bytes, mmap, reader: OpenDataset::new(dataset) })
     }
 
-    fn exclusions_json(&self) -> Option<String> {
-        self.reader.read(|d| (!d.exclusions().is_empty()).then(|| d.exclusions().to_json()))
-    }
-
     /// The GIL released: a store prefix's eviction log is a request.
     #[pyo3(signature = (name, recording=None))]
     fn report<'py>(&self, py: Python<'py>, name: &str, recording: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
@@ -89,11 +85,6 @@ impl PyDataset {
     #[getter]
     fn num_episodes(&self) -> usize {
         self.reader.read(|d| d.episodes().len())
-    }
-
-    #[getter]
-    fn num_recordings(&self) -> usize {
-        self.reader.read(|d| d.recordings().len())
     }
 
     fn summaries<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {

@@ -36,6 +36,11 @@ pub enum Report {
     ColumnStats,
     /// [recording, transitions] of each shard, in `shards` order (`Dataset::shard_steps`).
     ShardSteps,
+    /// How many recordings the dataset holds.
+    NumRecordings,
+    /// What a verification at open left out (`Exclusions::to_json`), or null when nothing was:
+    /// what a pickled dataset reopens with.
+    Exclusions,
 }
 
 impl Report {
@@ -50,6 +55,8 @@ impl Report {
             "annotations" => Report::Annotations,
             "column_stats" => Report::ColumnStats,
             "shard_steps" => Report::ShardSteps,
+            "num_recordings" => Report::NumRecordings,
+            "exclusions" => Report::Exclusions,
             "columns" => Report::Columns(recording.unwrap_or_default()),
             "meta" => Report::Meta(recording.unwrap_or_default()),
             "schema_damage" => Report::SchemaDamage(recording.unwrap_or_default()),
@@ -95,6 +102,9 @@ impl Dataset {
             Report::Columns(r) => return in_field_order(&self.recording(r)?.columns),
             Report::ColumnStats => return in_field_order(&self.column_stats()),
             Report::ShardSteps => json!(self.shard_steps()),
+            Report::NumRecordings => json!(self.recordings().len()),
+            Report::Exclusions if self.exclusions().is_empty() => json!(null),
+            Report::Exclusions => return Ok(self.exclusions().to_json()),
         };
         Ok(value.to_string())
     }
@@ -111,7 +121,7 @@ mod tests {
 
     #[test]
     fn names_and_recordings_pick_the_report() {
-        let table: [(&str, Option<usize>, Option<Report>); 16] = [
+        let table: [(&str, Option<usize>, Option<Report>); 19] = [
             ("listing", None, Some(Report::Listing)),
             ("cache_stats", None, Some(Report::CacheStats)),
             ("evicted_steps", None, Some(Report::EvictedSteps)),
@@ -128,6 +138,9 @@ mod tests {
             ("shard_steps", None, Some(Report::ShardSteps)),
             ("columns", None, None),
             ("shard_steps", Some(0), None),
+            ("num_recordings", None, Some(Report::NumRecordings)),
+            ("exclusions", None, Some(Report::Exclusions)),
+            ("exclusions", Some(1), None),
         ];
         for (name, recording, want) in table {
             let got = Report::parse(name, recording);
