@@ -13,53 +13,74 @@
 //!   never lists a shard without the one before it. A shard's repeat of the last row of the one
 //!   before (`CHUNK_REPEAT`) fills in for a shard the reader lacks, so the one before, listed at
 //!   a later refresh, would overlap it; and the missing shard would read as damage meanwhile.
-//! - The writer never waits on the network: it only sends messages. A failure (after the store
-//!   client's retries) leaves what failed to be tried again at the next interval; the first
-//!   failure of an outage is handed out once (`failure`, which the recorder turns into a
+//! - The writer never waits on the network: what it says goes into a `backlog` (under a lock
+//!   held for no request), which the thread takes whole between requests. A failure (after the
+//!   store client's retries) leaves what failed to be tried again at the next interval; the
+//!   first failure of an outage is handed out once (`failure`, which the recorder turns into a
 //!   warning at its next call; the outage ends when a request of the kind that failed goes
-//!   through: a store refusing deletions while it takes uploads is one outage), and `close` retries what is left and fails by name, the staging
-//!   directory named (its shards are whole, and kept).
+//!   through: a store refusing deletions while it takes uploads is one outage), and `close`
+//!   retries what is left and fails by name, the staging directory named (its shards are
+//!   whole, and kept).
 //!
 //! - A bounded recording (`capacity_steps`) says which shards it evicted, with its eviction log:
 //!   the log goes up first (a reader of the prefix learns of the evictions before the objects
 //!   vanish), then the shards' objects and segments are deleted. A shard still waiting for its
-//!   upload is not uploaded. What fails is tried again at the next interval, as an upload is.
+//!   upload is not uploaded. What fails is tried again at the next interval, as an upload is,
+//!   and at `close` for a few seconds more (`close_retries`); what the store still refuses then
+//!   does not fail the close (every shard is up): it is handed out once (`evictions_left`),
+//!   naming the prefix and why, and the next bounded recording on the prefix deletes it.
 //!
 //! - Every recording holds a lease in the prefix (`leases`), bounded or not, so that a bounded
 //!   recorder sharing the prefix leaves its objects alone: the thread puts it first (nothing
 //!   of the recording goes up before it), again every `LeaseTimes::renew`, and deletes it at
 //!   close, once everything is up.
 //!
-//! Memory: the thread holds the names of the shards not yet up whole and one upload part.
+//! Memory: the thread holds the names of the shards not yet up whole, of the evicted shards not
+//! yet deleted, and one upload part; the backlog holds what the thread has not taken, bounded
+//! as `backlog` says (for a bounded recording, a few entries per shard its capacity keeps,
+//! however long the run, however many evictions a slow store answers late).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::backlog::{Backlog, ShardEvent};
+use super::close_retries;
 use super::leases::{self, LeaseTimes};
 use super::segments;
 use super::url::locate;
 use crate::error::{Error, Result};
 
-enum Event {
-    /// The writer flushed records to the shard it writes (`Opened` named it).
-    Flushed,
-    /// A new shard, written from now on.
-    Opened(PathBuf),
-    /// A shard the writer finished (and compacted, if it does): it goes up whole.
-    Sealed(PathBuf),
-    /// Shards a bounded recording deleted, already named in its eviction log (the file).
-    Evicted(Vec<PathBuf>, PathBuf),
-    Close,
+/// What the writer said and the thread has not taken, and the thread's wake-up.
+#[derive(Default)]
+struct Pending {
+    backlog: Mutex<Backlog>,
+    wake: Condvar,
+    /// The most entries the backlog held at once.
+    peak: AtomicUsize,
 }
 
-/// What the writer holds: where it says what it did. Sending never blocks.
+impl Pending {
+    fn backlog(&self) -> MutexGuard<'_, Backlog> {
+        self.backlog.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `say` into the backlog, and the thread woken.
+    fn say(&self, say: impl FnOnce(&mut Backlog)) {
+        let mut backlog = self.backlog();
+        say(&mut backlog);
+        self.peak.fetch_max(backlog.len(), Ordering::Relaxed);
+        drop(backlog);
+        self.wake.notify_one();
+    }
+}
+
+/// What the writer holds: where it says what it did. Saying never waits on the network.
 #[derive(Clone)]
-pub struct UploadQueue(mpsc::Sender<Event>);
+pub struct UploadQueue(Arc<Pending>);
 
 impl std::fmt::Debug for UploadQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -69,20 +90,24 @@ impl std::fmt::Debug for UploadQueue {
 
 impl UploadQueue {
     pub fn opened(&self, shard: &Path) {
-        let _ = self.0.send(Event::Opened(shard.to_path_buf()));
+        self.0.say(|b| b.opened(shard.to_path_buf()));
     }
 
     pub fn flushed(&self) {
-        let _ = self.0.send(Event::Flushed);
+        self.0.say(Backlog::flushed);
     }
 
     pub fn sealed(&self, shard: &Path) {
-        let _ = self.0.send(Event::Sealed(shard.to_path_buf()));
+        self.0.say(|b| b.sealed(shard.to_path_buf()));
     }
 
     /// The capacity evicted `shards`, which the eviction log at `log` names already.
     pub fn evicted(&self, shards: &[PathBuf], log: &Path) {
-        let _ = self.0.send(Event::Evicted(shards.to_vec(), log.to_path_buf()));
+        self.0.say(|b| b.evicted(shards.to_vec(), log.to_path_buf()));
+    }
+
+    fn close(&self) {
+        self.0.say(|b| b.close = true);
     }
 }
 
@@ -128,7 +153,9 @@ pub struct Uploads {
     staging: PathBuf,
     queue: UploadQueue,
     status: Arc<Status>,
-    thread: Option<JoinHandle<Result<()>>>,
+    thread: Option<JoinHandle<Result<Option<String>>>>,
+    /// Set by `close`: what of the evictions the store still refused (see `evictions_left`).
+    evictions_left: Option<String>,
 }
 
 impl Uploads {
@@ -151,7 +178,7 @@ impl Uploads {
         if !url.to_ascii_lowercase().starts_with("s3") {
             return Err(Error::Invalid(format!("{url}: recording needs an s3:// store (HTTP(S) URLs are read-only)")));
         }
-        let (sender, events) = mpsc::channel();
+        let pending = Arc::new(Pending::default());
         let status = Arc::new(Status::default());
         let mut worker = Worker {
             url: url.clone(),
@@ -166,13 +193,23 @@ impl Uploads {
         };
         let thread = std::thread::Builder::new()
             .name("trajcore-upload".into())
-            .spawn(move || worker.run(events, interval))
+            .spawn({
+                let pending = pending.clone();
+                move || worker.run(&pending, interval)
+            })
             .map_err(|e| Error::io(staging, e))?;
-        Ok(Uploads { url, staging: staging.to_path_buf(), queue: UploadQueue(sender), status, thread: Some(thread) })
+        let queue = UploadQueue(pending);
+        Ok(Uploads { url, staging: staging.to_path_buf(), queue, status, thread: Some(thread), evictions_left: None })
     }
 
     pub fn queue(&self) -> UploadQueue {
         self.queue.clone()
+    }
+
+    /// The most entries the backlog of what the writer said held at once (see `backlog` for
+    /// its bound).
+    pub fn backlog_peak(&self) -> usize {
+        self.queue.0.peak.load(Ordering::Relaxed)
     }
 
     /// Bytes sent so far (segments and whole shards).
@@ -192,25 +229,39 @@ impl Uploads {
     }
 
     /// Once the writer has sealed every shard: uploads what is left, whole, and stops the
-    /// thread. Idempotent.
+    /// thread. Evictions the store still refuses after `close_retries` do not fail it (every
+    /// shard is up): `evictions_left` says them. Idempotent.
     ///
     /// Errors: `Upload`, naming the URL, why, and the staging directory (its shards are whole,
     /// and kept).
     pub fn close(&mut self) -> Result<()> {
         let Some(thread) = self.thread.take() else { return Ok(()) };
-        let _ = self.queue.0.send(Event::Close);
+        self.queue.close();
         let done = thread.join().unwrap_or_else(|_| Err(Error::Invalid("the upload thread panicked".into())));
-        done.map_err(|e| Error::Upload {
-            url: self.url.clone(),
-            why: format!("uploading the shards failed ({e}); they are in {}", self.staging.display()),
-        })
+        match done {
+            Ok(left) => {
+                self.evictions_left = left;
+                Ok(())
+            }
+            Err(e) => Err(Error::Upload {
+                url: self.url.clone(),
+                why: format!("uploading the shards failed ({e}); they are in {}", self.staging.display()),
+            }),
+        }
+    }
+
+    /// After `close`, once: what of a bounded recording's evictions the store still refused
+    /// (the evicted shards whose objects stay, whether the eviction log went up, why), naming
+    /// the prefix; `None` when everything went.
+    pub fn evictions_left(&mut self) -> Option<String> {
+        self.evictions_left.take()
     }
 }
 
 impl Drop for Uploads {
     fn drop(&mut self) {
         // A recorder dropped without close: the thread ends after one last try.
-        let _ = self.queue.0.send(Event::Close);
+        self.queue.close();
     }
 }
 
@@ -255,42 +306,34 @@ struct Evicting {
 }
 
 impl Worker {
-    fn run(&mut self, events: mpsc::Receiver<Event>, interval: Duration) -> Result<()> {
+    /// Takes the backlog whole whenever it holds anything (or at the next interval, or lease
+    /// renewal), and does what it says; so what the writer says while a request is under way
+    /// waits in the backlog, coalesced.
+    fn run(&mut self, pending: &Pending, interval: Duration) -> Result<Option<String>> {
         let mut next = Instant::now() + interval;
         let mut current: Option<PathBuf> = None;
         loop {
             let wake = next.min(self.lease.next);
-            match events.recv_timeout(wake.saturating_duration_since(Instant::now())) {
-                Ok(Event::Opened(path)) => {
-                    self.open.insert(path.clone(), (0, 0, false));
-                    self.opened.push(path.clone());
-                    current = Some(path);
-                }
-                Ok(Event::Flushed) => {
-                    if let Some(entry) = current.as_ref().and_then(|p| self.open.get_mut(p)) {
-                        entry.2 = true;
+            let taken = {
+                let mut backlog = pending.backlog();
+                loop {
+                    let left = wake.saturating_duration_since(Instant::now());
+                    if backlog.len() > 0 || backlog.close || left.is_zero() {
+                        break backlog.take();
                     }
+                    backlog = pending.wake.wait_timeout(backlog, left).unwrap_or_else(|p| p.into_inner()).0;
                 }
-                Ok(Event::Sealed(path)) => {
-                    if !self.sealed.contains(&path) {
-                        self.sealed.push(path);
-                    }
-                }
-                Ok(Event::Evicted(shards, log)) => {
-                    self.sealed.retain(|p| !shards.contains(p));
-                    self.open.retain(|p, _| !shards.contains(p));
-                    self.opened.retain(|p| !shards.contains(p));
-                    if current.as_ref().is_some_and(|c| shards.contains(c)) {
-                        current = None;
-                    }
-                    self.evicting.shards.extend(shards.into_iter().map(|p| (p, None)));
-                    self.evicting.log = Some(log);
-                    let _ = self.evict(); // a failure is noted, and tried again at the next tick
-                }
-                Ok(Event::Close) | Err(RecvTimeoutError::Disconnected) => return self.finish(),
-                Err(RecvTimeoutError::Timeout) => {}
+            };
+            let evicted = !taken.evicted.is_empty() || taken.log.is_some();
+            self.take_in(taken.shards, &mut current);
+            self.take_in_evictions(taken.evicted, taken.log, &mut current);
+            if taken.close {
+                return self.finish();
             }
-            // Checked after every event too: a writer that keeps sending delays neither.
+            if evicted {
+                let _ = self.evict(); // a failure is noted, and tried again at the next tick
+            }
+            // Checked after every backlog too: a writer that keeps saying delays neither.
             if Instant::now() >= self.lease.next {
                 let _ = self.put_lease(); // a failure is noted, and tried again soon
             }
@@ -298,6 +341,48 @@ impl Worker {
                 self.tick();
                 next = Instant::now() + interval;
             }
+        }
+    }
+
+    /// What the writer said of its shards, in order; `current` is the shard it writes.
+    fn take_in(&mut self, events: Vec<ShardEvent>, current: &mut Option<PathBuf>) {
+        for event in events {
+            match event {
+                ShardEvent::Opened(path) => {
+                    self.open.insert(path.clone(), (0, 0, false));
+                    self.opened.push(path.clone());
+                    *current = Some(path);
+                }
+                ShardEvent::Flushed => {
+                    if let Some(entry) = current.as_ref().and_then(|p| self.open.get_mut(p)) {
+                        entry.2 = true;
+                    }
+                }
+                ShardEvent::Sealed(path) => {
+                    if !self.sealed.contains(&path) {
+                        self.sealed.push(path);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Shards the capacity evicted, after every shard event the backlog held (an evicted shard
+    /// was sealed before: none of them is about it), and the newest eviction log.
+    fn take_in_evictions(&mut self, shards: Vec<PathBuf>, log: Option<PathBuf>, current: &mut Option<PathBuf>) {
+        self.sealed.retain(|p| !shards.contains(p));
+        self.open.retain(|p, _| !shards.contains(p));
+        self.opened.retain(|p| !shards.contains(p));
+        if current.as_ref().is_some_and(|c| shards.contains(c)) {
+            *current = None;
+        }
+        for shard in shards {
+            if !self.evicting.shards.iter().any(|(p, _)| *p == shard) {
+                self.evicting.shards.push((shard, None));
+            }
+        }
+        if log.is_some() {
+            self.evicting.log = log;
         }
     }
 
@@ -418,8 +503,9 @@ impl Worker {
     }
 
     /// At close: every shard goes up whole (the writer sealed each by now; one it could not,
-    /// having failed, goes up as it is); one that fails again fails the close.
-    fn finish(&mut self) -> Result<()> {
+    /// having failed, goes up as it is); one that fails again fails the close. Then the
+    /// evictions, tried again as `close_retries` says: returns what the store still refused.
+    fn finish(&mut self) -> Result<Option<String>> {
         self.closing = true;
         if !self.lease.up {
             self.put_lease()?;
@@ -427,11 +513,48 @@ impl Worker {
         let unsealed: Vec<PathBuf> = self.open.keys().filter(|p| !self.sealed.contains(p)).cloned().collect();
         self.sealed.extend(unsealed);
         self.put_sealed()?;
-        self.evict()?;
+        let left = self.evict_at_close();
         // Everything is up: the recording is stopped, its shards any later recorder's to count.
         // A lease left by a failure here goes stale (its ttl), as a killed recorder's does.
         let _ = leases::delete(&self.url, &self.lease.id, self.lease.times.ttl);
-        Ok(())
+        Ok(left)
+    }
+
+    /// `evict`, tried again with backoff until it goes through or `close_retries`' deadline:
+    /// `None` when it went through, else what is left and why.
+    fn evict_at_close(&mut self) -> Option<String> {
+        let mut failed = 0;
+        let mut first_failure: Option<Instant> = None;
+        loop {
+            let why = match self.evict() {
+                Ok(()) => return None,
+                Err(why) => why,
+            };
+            failed += 1;
+            let since = first_failure.get_or_insert_with(Instant::now).elapsed();
+            match close_retries::next_try(failed, since) {
+                Some(wait) => std::thread::sleep(wait),
+                None => return Some(self.evictions_left(&why, failed, since)),
+            }
+        }
+    }
+
+    /// What the store refused of the evictions, after `tries` over `since`, said for the user.
+    fn evictions_left(&self, why: &Error, tries: u32, since: Duration) -> String {
+        let shards = self.evicting.shards.len();
+        let first = self.evicting.shards.first().map(|(p, _)| self.shard_url(p)).unwrap_or_default();
+        let tried = format!("tried {tries} times over {:.1} s at close", since.as_secs_f64());
+        if self.evicting.log.is_some() {
+            format!(
+                "{}: the recording's eviction log did not go up ({tried}): {why}; the {shards} evicted shards from {first}                  on stay in the store, and readers still list them",
+                self.url
+            )
+        } else {
+            format!(
+                "{}: {shards} evicted shards from {first} on could not be deleted ({tried}): {why}; they stay in the                  store, readers leave them out (the eviction log names them), and the next bounded recording on the                  prefix deletes them",
+                self.url
+            )
+        }
     }
 }
 
