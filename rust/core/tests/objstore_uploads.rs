@@ -320,8 +320,9 @@ fn a_bounded_recording_puts_its_eviction_log_up_and_deletes_the_evicted_shards()
 
 /// A bounded recording reopened on a prefix that holds shards counts them (as the reader lists
 /// them, oldest first: what the Python side hands over) and evicts the oldest first; the
-/// prefix's eviction log goes on counting, and a shard it names that is still there (a recorder
-/// stopped between the log and the deletion) is deleted.
+/// prefix's eviction log goes on counting, and a shard it names that is still there, as an
+/// object or as segments (a recorder stopped between the log and the deletion, or whose store
+/// refused the deletion until it closed), is deleted.
 #[test]
 fn a_bounded_recording_reopened_on_a_filled_prefix_counts_and_evicts_its_shards() {
     const BUCKET: &str = "s3://uploads-reopened";
@@ -339,6 +340,10 @@ fn a_bounded_recording_reopened_on_a_filled_prefix_counts_and_evicts_its_shards(
     let leftover = logged["evicted_shards"][0].as_str().unwrap().to_string();
     let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
     runtime.block_on(store.put(&ObjectPath::from(format!("run/{leftover}")), b"left".to_vec().into())).unwrap();
+    // And the segment of one evicted before it went up whole (its store refused the deletion).
+    let segmented = logged["evicted_shards"][1].as_str().unwrap().to_string();
+    let segment = format!("run/{segmented}.open/{:020}", 0);
+    runtime.block_on(store.put(&ObjectPath::from(segment.as_str()), b"left".to_vec().into())).unwrap();
 
     let second = tempfile::tempdir().unwrap();
     let prior: Vec<_> = old_shards
@@ -350,7 +355,7 @@ fn a_bounded_recording_reopened_on_a_filled_prefix_counts_and_evicts_its_shards(
     drop(before);
     let (total, evicted) = record_bounded(second.path(), &url, 60, prior);
     let up: Vec<String> = objects(&*store, "run").into_iter().map(|(k, _)| k).collect();
-    assert!(!up.contains(&format!("run/{leftover}")), "{up:?}");
+    assert!(!up.contains(&format!("run/{leftover}")) && !up.contains(&segment), "{up:?}");
     // The oldest shards went first: the older recording's shards are all gone (the new one
     // alone holds more than the capacity), the new one's newest are there.
     assert!(old_shards.iter().all(|n| !up.contains(&format!("run/{n}"))), "{up:?}");
@@ -515,7 +520,7 @@ fn evictions_faster_than_a_slow_store_answers_keep_the_backlog_bounded() {
     }
     queue.sealed(&paths[shards - 1]);
     uploads.close().unwrap();
-    assert_eq!(uploads.evictions_left(), None);
+    assert_eq!(uploads.deletions_left(), None);
     // `backlog`'s bound: four entries a shard alive at once (those kept, the one written, the
     // one sealed and not yet evicted).
     let bound = 4 * (kept + 2);
@@ -600,7 +605,8 @@ fn a_reader_of_a_bounded_recording_through_a_slow_store_never_reads_an_evicted_r
 }
 
 /// Shards `a` and `b` evicted while the store refuses deletions (the ticks try again and
-/// again): returns the uploads, the store and the staging (with shard `c` kept, up).
+/// again), and shard `d` up whole, its segment left: returns the uploads, the store and the
+/// staging (with shards `c` and `d` kept, up).
 fn evicted_while_refused(bucket: &str) -> (Uploads, Arc<RefusingDeletes>, Staging) {
     use trajcore_core::objstore::leases::LeaseTimes;
     let store = Arc::new(RefusingDeletes::default());
@@ -621,29 +627,38 @@ fn evicted_while_refused(bucket: &str) -> (Uploads, Arc<RefusingDeletes>, Stagin
     staging.evict(&queue, &shards[0]);
     staging.evict(&queue, &shards[1]);
     wait_for(|| store.refused.load(Ordering::SeqCst) >= 2); // two ticks tried, and were refused
+    let last = staging.shard("d.trj");
+    queue.opened(&last);
+    queue.flushed();
+    wait_for(|| keys().contains(&format!("run/d.trj.open/{:020}", 0)));
+    queue.sealed(&last);
+    wait_for(|| keys().contains(&"run/d.trj".to_string()));
     let failure = uploads.failure().expect("the outage is said");
     assert!(failure.starts_with(&format!("{url}: an upload failed")) && failure.contains("503"), "{failure}");
     (uploads, store, staging)
 }
 
-/// The store refuses the deletions of two evicted shards, then, as the recording closes, takes
-/// them after three more refusals: the close tries again (at least two of the three are its
-/// own: a tick tries once at most before it), goes through, and leaves nothing behind.
+/// The store refuses the deletions of two evicted shards and of a segment, then, as the
+/// recording closes, takes them after four more refusals: the close tries again (at least two
+/// of the four are its own: a tick tries twice at most before it), goes through, and leaves
+/// nothing behind.
 #[test]
 fn a_deletion_the_store_refused_is_tried_again_at_close_and_goes_through() {
     const BUCKET: &str = "s3://uploads-refused-then-back";
     let (mut uploads, store, _staging) = evicted_while_refused(BUCKET);
-    store.refuse(3);
+    store.refuse(4);
     uploads.close().unwrap();
-    assert_eq!(uploads.evictions_left(), None);
+    assert_eq!(uploads.deletions_left(), None);
     assert_eq!(store.refusing.load(Ordering::SeqCst), 0, "every refusal was met");
     let up: Vec<String> = objects(&*store, "run").into_iter().map(|(k, _)| k).collect();
-    assert_eq!(up, vec!["run/c.trj".to_string(), format!("run/{}", store_log_name(&[9; 16]))]);
+    let log = format!("run/{}", store_log_name(&[9; 16]));
+    assert_eq!(up, vec!["run/c.trj".to_string(), "run/d.trj".into(), log]);
 }
 
 /// A store that still refuses at close: the close tries for a few seconds, then returns
 /// without failing (every shard is up) and says once what is left, naming the prefix, the
-/// first shard left and why; the objects stay, the log that names them is up.
+/// first shard left, the shard whose segments stay and why; the objects stay, the log that
+/// names the evicted ones is up.
 #[test]
 fn a_store_still_refusing_deletions_at_close_is_said_once_by_name_and_the_close_returns() {
     const BUCKET: &str = "s3://uploads-refused-for-good";
@@ -651,13 +666,16 @@ fn a_store_still_refusing_deletions_at_close_is_said_once_by_name_and_the_close_
     let began = Instant::now();
     uploads.close().unwrap();
     assert!(began.elapsed() < Duration::from_secs(15), "the close took {:?}", began.elapsed());
-    let left = uploads.evictions_left().expect("what is left is said");
+    let left = uploads.deletions_left().expect("what is left is said");
     assert!(left.starts_with(&format!("{BUCKET}/run: 2 evicted shards from {BUCKET}/run/a.trj on")), "{left}");
+    assert!(left.contains(&format!("the segments of 1 shards up whole, from {BUCKET}/run/d.trj on")), "{left}");
     assert!(left.contains("could not be deleted") && left.contains("503"), "{left}");
-    assert_eq!(uploads.evictions_left(), None, "said once");
+    assert_eq!(uploads.deletions_left(), None, "said once");
     let up: Vec<String> = objects(&*store, "run").into_iter().map(|(k, _)| k).collect();
     let log = format!("run/{}", store_log_name(&[9; 16]));
     // The lease too: the store refused its deletion, and it goes stale (its ttl).
     let lease = format!("run/trajcore-lease-{}-60000ms.json", "09".repeat(16));
-    assert_eq!(up, vec!["run/a.trj".to_string(), "run/b.trj".into(), "run/c.trj".into(), log, lease]);
+    let segment = format!("run/d.trj.open/{:020}", 0);
+    let want = ["run/a.trj", "run/b.trj", "run/c.trj", "run/d.trj", &segment, &log, &lease];
+    assert_eq!(up, want.iter().map(|k| k.to_string()).collect::<Vec<_>>());
 }

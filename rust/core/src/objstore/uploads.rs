@@ -25,10 +25,13 @@
 //! - A bounded recording (`capacity_steps`) says which shards it evicted, with its eviction log:
 //!   the log goes up first (a reader of the prefix learns of the evictions before the objects
 //!   vanish), then the shards' objects and segments are deleted. A shard still waiting for its
-//!   upload is not uploaded. What fails is tried again at the next interval, as an upload is,
-//!   and at `close` for a few seconds more (`close_retries`); what the store still refuses then
-//!   does not fail the close (every shard is up): it is handed out once (`evictions_left`),
-//!   naming the prefix and why, and the next bounded recording on the prefix deletes it.
+//!   upload is not uploaded. What fails is tried again at the next interval, as an upload is.
+//!
+//! - Deletions the store refused (evicted shards, the segments of a shard up whole) are tried
+//!   again at each interval, and at `close` for a few seconds more (`close_retries`), so a store
+//!   that recovers meanwhile is left with no object the recording meant to delete. What it still
+//!   refuses then does not fail the close (every shard is up): it is handed out once
+//!   (`deletions_left`), naming the prefix, what stays and why.
 //!
 //! - Every recording holds a lease in the prefix (`leases`), bounded or not, so that a bounded
 //!   recorder sharing the prefix leaves its objects alone: the thread puts it first (nothing
@@ -36,7 +39,7 @@
 //!   close, once everything is up.
 //!
 //! Memory: the thread holds the names of the shards not yet up whole, of the evicted shards not
-//! yet deleted, and one upload part; the backlog holds what the thread has not taken, bounded
+//! yet deleted (and of those whose segments are), and one upload part; the backlog holds what the thread has not taken, bounded
 //! as `backlog` says (for a bounded recording, a few entries per shard its capacity keeps,
 //! however long the run, however many evictions a slow store answers late).
 
@@ -154,8 +157,8 @@ pub struct Uploads {
     queue: UploadQueue,
     status: Arc<Status>,
     thread: Option<JoinHandle<Result<Option<String>>>>,
-    /// Set by `close`: what of the evictions the store still refused (see `evictions_left`).
-    evictions_left: Option<String>,
+    /// Set by `close`: what of the deletions the store still refused (see `deletions_left`).
+    deletions_left: Option<String>,
 }
 
 impl Uploads {
@@ -187,6 +190,7 @@ impl Uploads {
             sealed: Vec::new(),
             opened: Vec::new(),
             evicting: Evicting::default(),
+            segments_left: Vec::new(),
             lease: Lease { id: recording_id, times: lease, up: false, next: Instant::now() },
             closing: false,
             interval,
@@ -199,7 +203,7 @@ impl Uploads {
             })
             .map_err(|e| Error::io(staging, e))?;
         let queue = UploadQueue(pending);
-        Ok(Uploads { url, staging: staging.to_path_buf(), queue, status, thread: Some(thread), evictions_left: None })
+        Ok(Uploads { url, staging: staging.to_path_buf(), queue, status, thread: Some(thread), deletions_left: None })
     }
 
     pub fn queue(&self) -> UploadQueue {
@@ -229,8 +233,8 @@ impl Uploads {
     }
 
     /// Once the writer has sealed every shard: uploads what is left, whole, and stops the
-    /// thread. Evictions the store still refuses after `close_retries` do not fail it (every
-    /// shard is up): `evictions_left` says them. Idempotent.
+    /// thread. Deletions the store still refuses after `close_retries` do not fail it (every
+    /// shard is up): `deletions_left` says them. Idempotent.
     ///
     /// Errors: `Upload`, naming the URL, why, and the staging directory (its shards are whole,
     /// and kept).
@@ -240,7 +244,7 @@ impl Uploads {
         let done = thread.join().unwrap_or_else(|_| Err(Error::Invalid("the upload thread panicked".into())));
         match done {
             Ok(left) => {
-                self.evictions_left = left;
+                self.deletions_left = left;
                 Ok(())
             }
             Err(e) => Err(Error::Upload {
@@ -250,11 +254,11 @@ impl Uploads {
         }
     }
 
-    /// After `close`, once: what of a bounded recording's evictions the store still refused
-    /// (the evicted shards whose objects stay, whether the eviction log went up, why), naming
-    /// the prefix; `None` when everything went.
-    pub fn evictions_left(&mut self) -> Option<String> {
-        self.evictions_left.take()
+    /// After `close`, once: what of the deletions the store still refused (the evicted shards
+    /// whose objects stay and whether the eviction log went up; the shards up whole whose
+    /// segments stay; why), naming the prefix; `None` when everything went.
+    pub fn deletions_left(&mut self) -> Option<String> {
+        self.deletions_left.take()
     }
 }
 
@@ -278,6 +282,9 @@ struct Worker {
     /// they go up in (see `next_up`).
     opened: Vec<PathBuf>,
     evicting: Evicting,
+    /// Shards up whole whose segments the store has not deleted yet (it refused): tried again
+    /// at each tick, and at close (an evicted one's go with its object instead).
+    segments_left: Vec<PathBuf>,
     lease: Lease,
     /// Set by `finish`.
     closing: bool,
@@ -376,6 +383,7 @@ impl Worker {
         if current.as_ref().is_some_and(|c| shards.contains(c)) {
             *current = None;
         }
+        self.segments_left.retain(|p| !shards.contains(p));
         for shard in shards {
             if !self.evicting.shards.iter().any(|(p, _)| *p == shard) {
                 self.evicting.shards.push((shard, None));
@@ -403,6 +411,7 @@ impl Worker {
             let _ = self.put_segment(&path);
         }
         let _ = self.put_sealed();
+        let _ = self.remove_segments_left();
         let _ = self.evict();
     }
 
@@ -474,8 +483,9 @@ impl Worker {
         Ok(())
     }
 
-    /// Each sealed shard up whole (in the order opened: `next_up`), then its segments removed;
-    /// the first failure stops the round (the rest go at the next).
+    /// Each sealed shard up whole (in the order opened: `next_up`), its segments then to be
+    /// removed (`remove_segments_left`); the first failure stops the round (the rest go at the
+    /// next).
     fn put_sealed(&mut self) -> Result<()> {
         while let Some(path) = next_up(&self.opened, &self.sealed).cloned() {
             let url = self.shard_url(&path);
@@ -487,10 +497,21 @@ impl Worker {
             let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
             self.status.bytes.fetch_add(size, Ordering::Relaxed);
             if self.open.remove(&path).is_some_and(|(_, end, _)| end > 0) {
-                self.outcome(Request::Delete, segments::remove_segments(&url))?;
+                self.segments_left.push(path.clone());
             }
             self.sealed.retain(|p| *p != path);
             self.opened.retain(|p| *p != path);
+        }
+        Ok(())
+    }
+
+    /// The segments of the shards up whole, removed, oldest first; the first failure stops
+    /// (what is left goes at the next tick: a store refusing deletions holds up no upload).
+    fn remove_segments_left(&mut self) -> Result<()> {
+        while let Some(path) = self.segments_left.first() {
+            let url = self.shard_url(path);
+            self.outcome(Request::Delete, segments::remove_segments(&url))?;
+            self.segments_left.remove(0);
         }
         Ok(())
     }
@@ -520,13 +541,16 @@ impl Worker {
         Ok(left)
     }
 
-    /// `evict`, tried again with backoff until it goes through or `close_retries`' deadline:
-    /// `None` when it went through, else what is left and why.
+    /// The segments left and the evictions (`evict`), tried again with backoff until they go
+    /// through or `close_retries`' deadline: `None` when they went through, else what is left
+    /// and why.
     fn evict_at_close(&mut self) -> Option<String> {
         let mut failed = 0;
         let mut first_failure: Option<Instant> = None;
         loop {
-            let why = match self.evict() {
+            let segments = self.remove_segments_left();
+            let evicted = self.evict();
+            let why = match segments.and(evicted) {
                 Ok(()) => return None,
                 Err(why) => why,
             };
@@ -534,27 +558,38 @@ impl Worker {
             let since = first_failure.get_or_insert_with(Instant::now).elapsed();
             match close_retries::next_try(failed, since) {
                 Some(wait) => std::thread::sleep(wait),
-                None => return Some(self.evictions_left(&why, failed, since)),
+                None => return Some(self.what_is_left(&why, failed, since)),
             }
         }
     }
 
-    /// What the store refused of the evictions, after `tries` over `since`, said for the user.
-    fn evictions_left(&self, why: &Error, tries: u32, since: Duration) -> String {
-        let shards = self.evicting.shards.len();
-        let first = self.evicting.shards.first().map(|(p, _)| self.shard_url(p)).unwrap_or_default();
+    /// What the store refused of the deletions, after `tries` over `since`, said for the user.
+    fn what_is_left(&self, why: &Error, tries: u32, since: Duration) -> String {
         let tried = format!("tried {tries} times over {:.1} s at close", since.as_secs_f64());
-        if self.evicting.log.is_some() {
-            format!(
-                "{}: the recording's eviction log did not go up ({tried}): {why}; the {shards} evicted shards from {first}                  on stay in the store, and readers still list them",
-                self.url
-            )
-        } else {
-            format!(
-                "{}: {shards} evicted shards from {first} on could not be deleted ({tried}): {why}; they stay in the                  store, readers leave them out (the eviction log names them), and the next bounded recording on the                  prefix deletes them",
-                self.url
-            )
+        let mut left = Vec::new();
+        if let Some((first, _)) = self.evicting.shards.first() {
+            let (shards, first) = (self.evicting.shards.len(), self.shard_url(first));
+            left.push(if self.evicting.log.is_some() {
+                format!(
+                    "the recording's eviction log did not go up, so the {shards} evicted shards from {first} on \
+                     stay in the store, and readers still list them"
+                )
+            } else {
+                format!(
+                    "{shards} evicted shards from {first} on could not be deleted: they stay in the store, readers \
+                     leave them out (the eviction log names them), and the next bounded recording on the prefix \
+                     deletes them"
+                )
+            });
         }
+        if let Some(first) = self.segments_left.first() {
+            let (shards, first) = (self.segments_left.len(), self.shard_url(first));
+            left.push(format!(
+                "the segments of {shards} shards up whole, from {first} on, could not be deleted: no reader lists \
+                 them, and `trajcore recover` removes them"
+            ));
+        }
+        format!("{}: {} ({tried}): {why}", self.url, left.join("; "))
     }
 }
 

@@ -62,7 +62,7 @@ impl Uploads {
         match *self {}
     }
 
-    pub fn evictions_left(&mut self) -> Option<String> {
+    pub fn deletions_left(&mut self) -> Option<String> {
         match *self {}
     }
 }

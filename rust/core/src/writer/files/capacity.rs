@@ -280,8 +280,9 @@ impl Capacity {
     /// files are not here, their objects are). The logs of the prefix's recordings are left as
     /// they are (readers merge them), so the count adds up over recordings, and several
     /// recorders on one prefix never write over each other's log. Shards those logs name and
-    /// the prefix still holds (a recorder stopped between putting its log up and deleting them;
-    /// readers leave them out already) are deleted now, as a local directory's are
+    /// the prefix still holds, as objects or as segments (a recorder stopped between putting
+    /// its log up and deleting them, or whose store refused the deletions until it closed;
+    /// readers leave them out already), are deleted now, as a local directory's are
     /// (`finish_interrupted_evictions`).
     ///
     /// Errors: `Io` (the store, naming the URL and why; the log could not be written),
@@ -292,10 +293,12 @@ impl Capacity {
         let log = EvictionLog::read(Path::new(url))?;
         if !log.evicted_shards.is_empty() {
             let location = crate::objstore::url::locate(url)?;
-            let listed: HashSet<String> = crate::objstore::remote::list(&location, url)?
-                .into_iter()
-                .map(|(object, _, _)| object.key.rsplit('/').next().unwrap_or_default().to_string())
-                .collect();
+            let (objects, folders) = crate::objstore::remote::list_with_folders(&location, url)?;
+            let name = |key: &str| key.trim_end_matches('/').rsplit('/').next().unwrap_or_default().to_string();
+            // A shard's segments are in its folder `<shard>.open/`.
+            let segmented = folders.iter().filter_map(|f| name(f).strip_suffix(".open").map(str::to_string));
+            let listed: HashSet<String> =
+                objects.iter().map(|(object, _, _)| name(&object.key)).chain(segmented).collect();
             let left: Vec<PathBuf> = log
                 .evicted_shards
                 .iter()
