@@ -198,7 +198,7 @@ def test_a_reopened_bounded_recordings_failed_deletions_are_said_once_and_retrie
 
 
 def record_refused(
-    url: str, options: dict[str, str], interval: float, left: Callable[[], list[str]]
+    url: str, options: dict[str, str], interval: float, left: Callable[[], list[str]], **more: Any
 ) -> trajcore.RecordVectorEpisodes:
     """A bounded recording (CartPole x4, capacity 400) to `url` through a proxy that refuses its
     deletions, stepped until the store refused one (the recorder warns once, naming the URL) and
@@ -206,7 +206,7 @@ def record_refused(
     open."""
     envs = gym.make_vec("CartPole-v1", num_envs=NUM_ENVS, vectorization_mode="sync")
     rec = trajcore.RecordVectorEpisodes(
-        envs, url, capacity_steps=400, flush_interval=interval, storage_options=options
+        envs, url, capacity_steps=400, flush_interval=interval, storage_options=options, **more
     )
     rng = np.random.default_rng(0)
     rec.reset(seed=0)
@@ -269,14 +269,16 @@ def test_deletions_a_store_refuses_past_the_close_are_said_once_and_done_by_the_
 ) -> None:
     """A store that still refuses the deletions at close: the close tries for a few seconds,
     returns, and warns once, naming the URL and the first shard left (`eviction_error` says it
-    too); readers leave those shards out. Once the store takes deletions again, the next bounded
+    too); readers leave those shards out. Once the store takes deletions again, and the
+    recording's lease (whose deletion the store refused too) is stale, the next bounded
     recording on the prefix deletes them: the failure does not outlive its cause."""
     bucket = s3.bucket()
     url = f"s3://{bucket}/buffer"
     with s3_proxy(s3.endpoint) as proxy:
         options = {**s3.options, "endpoint": proxy.endpoint, "max_retries": "0", "retry_timeout": "5"}
         proxy.fail(-1, only=f"DELETE /{bucket}/buffer/")
-        rec = record_refused(url, options, INTERVAL, lambda: evicted_objects(s3, bucket))
+        timings = {"lease_renew_interval": 0.5, "lease_ttl": 2.5}  # stale soon after the close
+        rec = record_refused(url, options, INTERVAL, lambda: evicted_objects(s3, bucket), **timings)
         began = time.monotonic()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -292,7 +294,14 @@ def test_deletions_a_store_refuses_past_the_close_are_said_once_and_done_by_the_
             assert ds.evicted_steps == stats["evicted_steps"] and not ds.problems
             assert not {Path(p).name for p in ds.shards} & set(eviction_logs(s3, bucket, "buffer"))
         proxy.fail(0)
-    assert evicted_objects(s3, bucket) != []  # there still
+    left = evicted_objects(s3, bucket)
+    assert left  # there still
+    trajcore._core.configure_store(url, list(s3.options.items()))
+    names = sorted({k.split("/")[1].removesuffix(".open") for k in left})
+    deadline = time.monotonic() + 30
+    while any(trajcore._core.live_store_shards(url, names)):
+        assert time.monotonic() < deadline, "the closed recorder's lease never went stale"
+        time.sleep(0.1)  # the poll's period
     store = {"flush_interval": INTERVAL, "storage_options": s3.options}
     _, again = record(url, 1, lambda s: s == 10, capacity_steps=400, **store)
     assert again["eviction_error"] is None

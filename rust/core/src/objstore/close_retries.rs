@@ -1,15 +1,17 @@
 //! How long `close` keeps trying what the store refused of a bounded recording's evictions
 //! (its eviction log, the evicted shards' objects): a store that recovers within seconds (S3's
 //! `SlowDown`, a restart behind a load balancer) leaves no object behind, and one that does
-//! not is said by name, never waited on longer. Each try is a request of the store client,
-//! with its own timeouts and retries, so the last try ends within those.
+//! not is said by name, never waited on longer. The tries are counted from the last one that
+//! got a deletion through (`uploads` starts them afresh then): a store that answers slowly
+//! is not cut short, one that refuses everything is; there is only so much to delete. Each
+//! request has the store client's timeouts and retries, so the last try ends within those.
 
 use std::time::Duration;
 
 /// The wait after the first failed try; each next one is twice the last, up to `LONGEST`.
 const FIRST: Duration = Duration::from_millis(50);
 const LONGEST: Duration = Duration::from_secs(1);
-/// No try starts later than this after the first one failed.
+/// No try starts later than this after the first of the tries that failed in a row.
 pub const DEADLINE: Duration = Duration::from_secs(5);
 
 /// The wait before the next try, `failed` tries having failed, the first of them `since` ago;

@@ -543,29 +543,42 @@ impl Worker {
 
     /// The segments left and the evictions (`evict`), tried again with backoff until they go
     /// through or `close_retries`' deadline: `None` when they went through, else what is left
-    /// and why.
+    /// and why. A try that got something through starts the tries afresh: a store that answers,
+    /// however slowly (a long outage leaves many deletions), is not cut short; one that refuses
+    /// everything is, and there is only so much to delete.
     fn evict_at_close(&mut self) -> Option<String> {
-        let mut failed = 0;
+        let (mut failed, mut total) = (0, 0);
         let mut first_failure: Option<Instant> = None;
         loop {
+            let before = self.deletions_pending();
             let segments = self.remove_segments_left();
             let evicted = self.evict();
             let why = match segments.and(evicted) {
                 Ok(()) => return None,
                 Err(why) => why,
             };
-            failed += 1;
+            if self.deletions_pending() < before {
+                (failed, first_failure) = (0, None);
+            }
+            (failed, total) = (failed + 1, total + 1);
             let since = first_failure.get_or_insert_with(Instant::now).elapsed();
             match close_retries::next_try(failed, since) {
                 Some(wait) => std::thread::sleep(wait),
-                None => return Some(self.what_is_left(&why, failed, since)),
+                None => return Some(self.what_is_left(&why, total, since)),
             }
         }
     }
 
-    /// What the store refused of the deletions, after `tries` over `since`, said for the user.
+    /// The requests still to go through of the deletions: the log (which goes first), evicted
+    /// shards, shards whose segments are left.
+    fn deletions_pending(&self) -> usize {
+        usize::from(self.evicting.log.is_some()) + self.evicting.shards.len() + self.segments_left.len()
+    }
+
+    /// What the store refused of the deletions, after `tries` (the last `since` apart), said for
+    /// the user.
     fn what_is_left(&self, why: &Error, tries: u32, since: Duration) -> String {
-        let tried = format!("tried {tries} times over {:.1} s at close", since.as_secs_f64());
+        let tried = format!("tried {tries} times at close, the last {:.1} s in vain", since.as_secs_f64());
         let mut left = Vec::new();
         if let Some((first, _)) = self.evicting.shards.first() {
             let (shards, first) = (self.evicting.shards.len(), self.shard_url(first));
