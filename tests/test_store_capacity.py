@@ -197,6 +197,117 @@ def test_a_reopened_bounded_recordings_failed_deletions_are_said_once_and_retrie
         assert_same_episodes(ds, want)
 
 
+def record_refused(
+    url: str, options: dict[str, str], interval: float, left: Callable[[], list[str]], **more: Any
+) -> trajcore.RecordVectorEpisodes:
+    """A bounded recording (CartPole x4, capacity 400) to `url` through a proxy that refuses its
+    deletions, stepped until the store refused one (the recorder warns once, naming the URL) and
+    `left()` names an object the refusals left (an evicted shard that had gone up); returned
+    open."""
+    envs = gym.make_vec("CartPole-v1", num_envs=NUM_ENVS, vectorization_mode="sync")
+    rec = trajcore.RecordVectorEpisodes(
+        envs, url, capacity_steps=400, flush_interval=interval, storage_options=options, **more
+    )
+    rng = np.random.default_rng(0)
+    rec.reset(seed=0)
+    deadline = time.monotonic() + 120
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        step = 0
+        while step < 300 or not any("an upload failed" in str(w.message) for w in caught) or not left():
+            assert time.monotonic() < deadline
+            for _ in range(10):
+                rec.step(rng.integers(0, 2, NUM_ENVS))
+            step += 10
+    said = [str(w.message) for w in caught if "an upload failed" in str(w.message)]
+    assert len(said) == 1 and said[0].startswith(f"{url}: an upload failed") and "DELETE" in said[0], said
+    return rec
+
+
+def evicted_objects(s3: S3, bucket: str) -> list[str]:
+    """The objects under `buffer/` of shards an eviction log of the prefix names, their
+    segments included (asked of the server, not through the proxy)."""
+    listed = [o["Key"] for o in s3.client.list_objects_v2(Bucket=bucket, Prefix="buffer/").get("Contents", [])]
+    evicted = eviction_logs(s3, bucket, "buffer")
+    return [k for k in listed if k.split("/")[1].removesuffix(".open") in evicted]
+
+
+def test_deletions_refused_until_a_bounded_recording_closes_are_tried_again_by_the_close(
+    s3: S3, no_aws_env: None
+) -> None:
+    """The store refuses every deletion of a bounded recording (evicted shards that had gone
+    up, segments), and takes them again as the recording closes, after six more refusals (the
+    recording's last evictions and ticks, every 2 s here, may meet some; the close's tries meet
+    the rest: rust/core/tests/objstore_uploads.rs shows the close's own tries apart): the close tries again and
+    goes through, says nothing, and leaves no evicted shard's object and no segment behind; a
+    reader of the prefix reads what is left."""
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/buffer"
+    with s3_proxy(s3.endpoint) as proxy:
+        options = {**s3.options, "endpoint": proxy.endpoint, "max_retries": "0", "retry_timeout": "5"}
+        proxy.fail(-1, only=f"DELETE /{bucket}/buffer/")
+        rec = record_refused(url, options, 2.0, lambda: evicted_objects(s3, bucket))
+        refused = proxy.refused
+        proxy.fail(6, only=f"DELETE /{bucket}/buffer/")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            rec.close()
+        assert proxy.refused == refused + 6, "every refusal was met"
+        assert not [str(w.message) for w in caught if "evicted" in str(w.message)]
+        stats = rec.stats()
+        assert stats["evicted_steps"] > 0 and stats["eviction_error"] is None, stats["eviction_error"]
+    assert evicted_objects(s3, bucket) == [] and eviction_logs(s3, bucket, "buffer")
+    listed = [o["Key"] for o in s3.client.list_objects_v2(Bucket=bucket, Prefix="buffer/").get("Contents", [])]
+    assert not [k for k in listed if ".trj.open/" in k], "no segment stays"
+    with trajcore.open(url, storage_options=s3.options) as ds:
+        assert ds.evicted_steps == stats["evicted_steps"] and not ds.problems
+        assert len(ds.shards) == len(shard_keys(s3, bucket, "buffer"))
+
+
+def test_deletions_a_store_refuses_past_the_close_are_said_once_and_done_by_the_next_recording(
+    s3: S3, no_aws_env: None
+) -> None:
+    """A store that still refuses the deletions at close: the close tries for a few seconds,
+    returns, and warns once, naming the URL and the first shard left (`eviction_error` says it
+    too); readers leave those shards out. Once the store takes deletions again, and the
+    recording's lease (whose deletion the store refused too) is stale, the next bounded
+    recording on the prefix deletes them: the failure does not outlive its cause."""
+    bucket = s3.bucket()
+    url = f"s3://{bucket}/buffer"
+    with s3_proxy(s3.endpoint) as proxy:
+        options = {**s3.options, "endpoint": proxy.endpoint, "max_retries": "0", "retry_timeout": "5"}
+        proxy.fail(-1, only=f"DELETE /{bucket}/buffer/")
+        timings = {"lease_renew_interval": 0.5, "lease_ttl": 2.5}  # stale soon after the close
+        rec = record_refused(url, options, INTERVAL, lambda: evicted_objects(s3, bucket), **timings)
+        began = time.monotonic()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            rec.close()
+        assert time.monotonic() - began < 30
+        said = [str(w.message) for w in caught if "evicted" in str(w.message)]
+        assert len(said) == 1, said
+        assert said[0].startswith(f"trajcore: {url}: ") and "could not be deleted" in said[0], said
+        assert f"from {url}/" in said[0] and "503" in said[0], said
+        stats = rec.stats()
+        assert stats["eviction_error"] is not None and url in stats["eviction_error"]
+        with trajcore.open(url, storage_options=options) as ds:
+            assert ds.evicted_steps == stats["evicted_steps"] and not ds.problems
+            assert not {Path(p).name for p in ds.shards} & set(eviction_logs(s3, bucket, "buffer"))
+        proxy.fail(0)
+    left = evicted_objects(s3, bucket)
+    assert left  # there still
+    trajcore._core.configure_store(url, list(s3.options.items()))
+    names = sorted({k.split("/")[1].removesuffix(".open") for k in left})
+    deadline = time.monotonic() + 30
+    while any(trajcore._core.live_store_shards(url, names)):
+        assert time.monotonic() < deadline, "the closed recorder's lease never went stale"
+        time.sleep(0.1)  # the poll's period
+    store = {"flush_interval": INTERVAL, "storage_options": s3.options}
+    _, again = record(url, 1, lambda s: s == 10, capacity_steps=400, **store)
+    assert again["eviction_error"] is None
+    assert evicted_objects(s3, bucket) == []
+
+
 def test_a_killed_recorders_segments_are_made_a_shard_and_counted_when_reopened(
     s3: S3, no_aws_env: None, tmp_path: Path
 ) -> None:

@@ -5,10 +5,16 @@
 //! recording and joins a killed recorder's segments; `leases` tell the live recordings of a
 //! shared prefix from stopped ones (their timings and rules in every build, their requests
 //! with `remote`); `uploads` is the thread that uploads a
-//! recording as its writer thread says what it wrote. Without the `remote` feature (the fuzz
+//! recording as its writer thread says what it wrote (in a `backlog`, kept coalesced while the
+//! thread waits on the store; `close_retries` says how long its close tries again what the
+//! store refused). Without the `remote` feature (the fuzz
 //! targets) `remote` and `uploads` are `remote_off.rs` and `uploads_off.rs`: URLs are recognised
 //! and refused by name.
 
+#[cfg(feature = "remote")]
+mod backlog;
+#[cfg(feature = "remote")]
+mod close_retries;
 #[cfg(feature = "remote")]
 mod fetch_cache;
 pub mod leases;

@@ -538,9 +538,18 @@ pub(crate) fn delete(url: &str) -> Result<()> {
     }
 }
 
+/// Objects listed: (location, size, entity tag).
+pub(crate) type Listed = Vec<(Location, u64, Option<String>)>;
+
 /// The objects directly under `prefix` in `location`'s store (one listing request per page), as
 /// (location, size, entity tag), in key order.
-pub(crate) fn list(location: &Location, url: &str) -> Result<Vec<(Location, u64, Option<String>)>> {
+pub(crate) fn list(location: &Location, url: &str) -> Result<Listed> {
+    Ok(list_with_folders(location, url)?.0)
+}
+
+/// `list`, and the folders directly under `prefix` too (common prefixes: a shard's segments are
+/// in `<shard>.open/`), by key, unordered.
+pub(crate) fn list_with_folders(location: &Location, url: &str) -> Result<(Listed, Vec<String>)> {
     let prefix = ObjectPath::from(location.key.as_str());
     let listed = run(&location.store, url, |c| async move { c.list_with_delimiter(Some(&prefix)).await })?;
     count(1, 0);
@@ -550,7 +559,7 @@ pub(crate) fn list(location: &Location, url: &str) -> Result<Vec<(Location, u64,
         .map(|m| (Location { store: location.store.clone(), key: m.location.to_string() }, m.size, m.e_tag))
         .collect();
     objects.sort_by(|a, b| a.0.key.cmp(&b.0.key));
-    Ok(objects)
+    Ok((objects, listed.common_prefixes.iter().map(|p| p.to_string()).collect()))
 }
 
 #[cfg(test)]

@@ -18,7 +18,13 @@ fn refused(url: &str) -> Error {
 
 pub(crate) fn count_chunk_bytes(_bytes: u64) {}
 
-pub(crate) fn list(_location: &Location, url: &str) -> Result<Vec<(Location, u64, Option<String>)>> {
+pub(crate) type Listed = Vec<(Location, u64, Option<String>)>;
+
+pub(crate) fn list(_location: &Location, url: &str) -> Result<Listed> {
+    Err(refused(url))
+}
+
+pub(crate) fn list_with_folders(_location: &Location, url: &str) -> Result<(Listed, Vec<String>)> {
     Err(refused(url))
 }
 

@@ -13,53 +13,77 @@
 //!   never lists a shard without the one before it. A shard's repeat of the last row of the one
 //!   before (`CHUNK_REPEAT`) fills in for a shard the reader lacks, so the one before, listed at
 //!   a later refresh, would overlap it; and the missing shard would read as damage meanwhile.
-//! - The writer never waits on the network: it only sends messages. A failure (after the store
-//!   client's retries) leaves what failed to be tried again at the next interval; the first
-//!   failure of an outage is handed out once (`failure`, which the recorder turns into a
+//! - The writer never waits on the network: what it says goes into a `backlog` (under a lock
+//!   held for no request), which the thread takes whole between requests. A failure (after the
+//!   store client's retries) leaves what failed to be tried again at the next interval; the
+//!   first failure of an outage is handed out once (`failure`, which the recorder turns into a
 //!   warning at its next call; the outage ends when a request of the kind that failed goes
-//!   through: a store refusing deletions while it takes uploads is one outage), and `close` retries what is left and fails by name, the staging
-//!   directory named (its shards are whole, and kept).
+//!   through: a store refusing deletions while it takes uploads is one outage), and `close`
+//!   retries what is left and fails by name, the staging directory named (its shards are
+//!   whole, and kept).
 //!
 //! - A bounded recording (`capacity_steps`) says which shards it evicted, with its eviction log:
 //!   the log goes up first (a reader of the prefix learns of the evictions before the objects
 //!   vanish), then the shards' objects and segments are deleted. A shard still waiting for its
 //!   upload is not uploaded. What fails is tried again at the next interval, as an upload is.
 //!
+//! - Deletions the store refused (evicted shards, the segments of a shard up whole) are tried
+//!   again at each interval, and at `close` for a few seconds more (`close_retries`), so a store
+//!   that recovers meanwhile is left with no object the recording meant to delete. What it still
+//!   refuses then does not fail the close (every shard is up): it is handed out once
+//!   (`deletions_left`), naming the prefix, what stays and why.
+//!
 //! - Every recording holds a lease in the prefix (`leases`), bounded or not, so that a bounded
 //!   recorder sharing the prefix leaves its objects alone: the thread puts it first (nothing
 //!   of the recording goes up before it), again every `LeaseTimes::renew`, and deletes it at
 //!   close, once everything is up.
 //!
-//! Memory: the thread holds the names of the shards not yet up whole and one upload part.
+//! Memory: the thread holds the names of the shards not yet up whole, of the evicted shards not
+//! yet deleted (and of those whose segments are), and one upload part; the backlog holds what the thread has not taken, bounded
+//! as `backlog` says (for a bounded recording, a few entries per shard its capacity keeps,
+//! however long the run, however many evictions a slow store answers late).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::backlog::{Backlog, ShardEvent};
+use super::close_retries;
 use super::leases::{self, LeaseTimes};
 use super::segments;
 use super::url::locate;
 use crate::error::{Error, Result};
 
-enum Event {
-    /// The writer flushed records to the shard it writes (`Opened` named it).
-    Flushed,
-    /// A new shard, written from now on.
-    Opened(PathBuf),
-    /// A shard the writer finished (and compacted, if it does): it goes up whole.
-    Sealed(PathBuf),
-    /// Shards a bounded recording deleted, already named in its eviction log (the file).
-    Evicted(Vec<PathBuf>, PathBuf),
-    Close,
+/// What the writer said and the thread has not taken, and the thread's wake-up.
+#[derive(Default)]
+struct Pending {
+    backlog: Mutex<Backlog>,
+    wake: Condvar,
+    /// The most entries the backlog held at once.
+    peak: AtomicUsize,
 }
 
-/// What the writer holds: where it says what it did. Sending never blocks.
+impl Pending {
+    fn backlog(&self) -> MutexGuard<'_, Backlog> {
+        self.backlog.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `say` into the backlog, and the thread woken.
+    fn say(&self, say: impl FnOnce(&mut Backlog)) {
+        let mut backlog = self.backlog();
+        say(&mut backlog);
+        self.peak.fetch_max(backlog.len(), Ordering::Relaxed);
+        drop(backlog);
+        self.wake.notify_one();
+    }
+}
+
+/// What the writer holds: where it says what it did. Saying never waits on the network.
 #[derive(Clone)]
-pub struct UploadQueue(mpsc::Sender<Event>);
+pub struct UploadQueue(Arc<Pending>);
 
 impl std::fmt::Debug for UploadQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -69,20 +93,24 @@ impl std::fmt::Debug for UploadQueue {
 
 impl UploadQueue {
     pub fn opened(&self, shard: &Path) {
-        let _ = self.0.send(Event::Opened(shard.to_path_buf()));
+        self.0.say(|b| b.opened(shard.to_path_buf()));
     }
 
     pub fn flushed(&self) {
-        let _ = self.0.send(Event::Flushed);
+        self.0.say(Backlog::flushed);
     }
 
     pub fn sealed(&self, shard: &Path) {
-        let _ = self.0.send(Event::Sealed(shard.to_path_buf()));
+        self.0.say(|b| b.sealed(shard.to_path_buf()));
     }
 
     /// The capacity evicted `shards`, which the eviction log at `log` names already.
     pub fn evicted(&self, shards: &[PathBuf], log: &Path) {
-        let _ = self.0.send(Event::Evicted(shards.to_vec(), log.to_path_buf()));
+        self.0.say(|b| b.evicted(shards.to_vec(), log.to_path_buf()));
+    }
+
+    fn close(&self) {
+        self.0.say(|b| b.close = true);
     }
 }
 
@@ -128,7 +156,9 @@ pub struct Uploads {
     staging: PathBuf,
     queue: UploadQueue,
     status: Arc<Status>,
-    thread: Option<JoinHandle<Result<()>>>,
+    thread: Option<JoinHandle<Result<Option<String>>>>,
+    /// Set by `close`: what of the deletions the store still refused (see `deletions_left`).
+    deletions_left: Option<String>,
 }
 
 impl Uploads {
@@ -151,7 +181,7 @@ impl Uploads {
         if !url.to_ascii_lowercase().starts_with("s3") {
             return Err(Error::Invalid(format!("{url}: recording needs an s3:// store (HTTP(S) URLs are read-only)")));
         }
-        let (sender, events) = mpsc::channel();
+        let pending = Arc::new(Pending::default());
         let status = Arc::new(Status::default());
         let mut worker = Worker {
             url: url.clone(),
@@ -160,19 +190,30 @@ impl Uploads {
             sealed: Vec::new(),
             opened: Vec::new(),
             evicting: Evicting::default(),
+            segments_left: Vec::new(),
             lease: Lease { id: recording_id, times: lease, up: false, next: Instant::now() },
             closing: false,
             interval,
         };
         let thread = std::thread::Builder::new()
             .name("trajcore-upload".into())
-            .spawn(move || worker.run(events, interval))
+            .spawn({
+                let pending = pending.clone();
+                move || worker.run(&pending, interval)
+            })
             .map_err(|e| Error::io(staging, e))?;
-        Ok(Uploads { url, staging: staging.to_path_buf(), queue: UploadQueue(sender), status, thread: Some(thread) })
+        let queue = UploadQueue(pending);
+        Ok(Uploads { url, staging: staging.to_path_buf(), queue, status, thread: Some(thread), deletions_left: None })
     }
 
     pub fn queue(&self) -> UploadQueue {
         self.queue.clone()
+    }
+
+    /// The most entries the backlog of what the writer said held at once (see `backlog` for
+    /// its bound).
+    pub fn backlog_peak(&self) -> usize {
+        self.queue.0.peak.load(Ordering::Relaxed)
     }
 
     /// Bytes sent so far (segments and whole shards).
@@ -192,25 +233,39 @@ impl Uploads {
     }
 
     /// Once the writer has sealed every shard: uploads what is left, whole, and stops the
-    /// thread. Idempotent.
+    /// thread. Deletions the store still refuses after `close_retries` do not fail it (every
+    /// shard is up): `deletions_left` says them. Idempotent.
     ///
     /// Errors: `Upload`, naming the URL, why, and the staging directory (its shards are whole,
     /// and kept).
     pub fn close(&mut self) -> Result<()> {
         let Some(thread) = self.thread.take() else { return Ok(()) };
-        let _ = self.queue.0.send(Event::Close);
+        self.queue.close();
         let done = thread.join().unwrap_or_else(|_| Err(Error::Invalid("the upload thread panicked".into())));
-        done.map_err(|e| Error::Upload {
-            url: self.url.clone(),
-            why: format!("uploading the shards failed ({e}); they are in {}", self.staging.display()),
-        })
+        match done {
+            Ok(left) => {
+                self.deletions_left = left;
+                Ok(())
+            }
+            Err(e) => Err(Error::Upload {
+                url: self.url.clone(),
+                why: format!("uploading the shards failed ({e}); they are in {}", self.staging.display()),
+            }),
+        }
+    }
+
+    /// After `close`, once: what of the deletions the store still refused (the evicted shards
+    /// whose objects stay and whether the eviction log went up; the shards up whole whose
+    /// segments stay; why), naming the prefix; `None` when everything went.
+    pub fn deletions_left(&mut self) -> Option<String> {
+        self.deletions_left.take()
     }
 }
 
 impl Drop for Uploads {
     fn drop(&mut self) {
         // A recorder dropped without close: the thread ends after one last try.
-        let _ = self.queue.0.send(Event::Close);
+        self.queue.close();
     }
 }
 
@@ -227,6 +282,9 @@ struct Worker {
     /// they go up in (see `next_up`).
     opened: Vec<PathBuf>,
     evicting: Evicting,
+    /// Shards up whole whose segments the store has not deleted yet (it refused): tried again
+    /// at each tick, and at close (an evicted one's go with its object instead).
+    segments_left: Vec<PathBuf>,
     lease: Lease,
     /// Set by `finish`.
     closing: bool,
@@ -255,42 +313,34 @@ struct Evicting {
 }
 
 impl Worker {
-    fn run(&mut self, events: mpsc::Receiver<Event>, interval: Duration) -> Result<()> {
+    /// Takes the backlog whole whenever it holds anything (or at the next interval, or lease
+    /// renewal), and does what it says; so what the writer says while a request is under way
+    /// waits in the backlog, coalesced.
+    fn run(&mut self, pending: &Pending, interval: Duration) -> Result<Option<String>> {
         let mut next = Instant::now() + interval;
         let mut current: Option<PathBuf> = None;
         loop {
             let wake = next.min(self.lease.next);
-            match events.recv_timeout(wake.saturating_duration_since(Instant::now())) {
-                Ok(Event::Opened(path)) => {
-                    self.open.insert(path.clone(), (0, 0, false));
-                    self.opened.push(path.clone());
-                    current = Some(path);
-                }
-                Ok(Event::Flushed) => {
-                    if let Some(entry) = current.as_ref().and_then(|p| self.open.get_mut(p)) {
-                        entry.2 = true;
+            let taken = {
+                let mut backlog = pending.backlog();
+                loop {
+                    let left = wake.saturating_duration_since(Instant::now());
+                    if backlog.len() > 0 || backlog.close || left.is_zero() {
+                        break backlog.take();
                     }
+                    backlog = pending.wake.wait_timeout(backlog, left).unwrap_or_else(|p| p.into_inner()).0;
                 }
-                Ok(Event::Sealed(path)) => {
-                    if !self.sealed.contains(&path) {
-                        self.sealed.push(path);
-                    }
-                }
-                Ok(Event::Evicted(shards, log)) => {
-                    self.sealed.retain(|p| !shards.contains(p));
-                    self.open.retain(|p, _| !shards.contains(p));
-                    self.opened.retain(|p| !shards.contains(p));
-                    if current.as_ref().is_some_and(|c| shards.contains(c)) {
-                        current = None;
-                    }
-                    self.evicting.shards.extend(shards.into_iter().map(|p| (p, None)));
-                    self.evicting.log = Some(log);
-                    let _ = self.evict(); // a failure is noted, and tried again at the next tick
-                }
-                Ok(Event::Close) | Err(RecvTimeoutError::Disconnected) => return self.finish(),
-                Err(RecvTimeoutError::Timeout) => {}
+            };
+            let evicted = !taken.evicted.is_empty() || taken.log.is_some();
+            self.take_in(taken.shards, &mut current);
+            self.take_in_evictions(taken.evicted, taken.log, &mut current);
+            if taken.close {
+                return self.finish();
             }
-            // Checked after every event too: a writer that keeps sending delays neither.
+            if evicted {
+                let _ = self.evict(); // a failure is noted, and tried again at the next tick
+            }
+            // Checked after every backlog too: a writer that keeps saying delays neither.
             if Instant::now() >= self.lease.next {
                 let _ = self.put_lease(); // a failure is noted, and tried again soon
             }
@@ -298,6 +348,49 @@ impl Worker {
                 self.tick();
                 next = Instant::now() + interval;
             }
+        }
+    }
+
+    /// What the writer said of its shards, in order; `current` is the shard it writes.
+    fn take_in(&mut self, events: Vec<ShardEvent>, current: &mut Option<PathBuf>) {
+        for event in events {
+            match event {
+                ShardEvent::Opened(path) => {
+                    self.open.insert(path.clone(), (0, 0, false));
+                    self.opened.push(path.clone());
+                    *current = Some(path);
+                }
+                ShardEvent::Flushed => {
+                    if let Some(entry) = current.as_ref().and_then(|p| self.open.get_mut(p)) {
+                        entry.2 = true;
+                    }
+                }
+                ShardEvent::Sealed(path) => {
+                    if !self.sealed.contains(&path) {
+                        self.sealed.push(path);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Shards the capacity evicted, after every shard event the backlog held (an evicted shard
+    /// was sealed before: none of them is about it), and the newest eviction log.
+    fn take_in_evictions(&mut self, shards: Vec<PathBuf>, log: Option<PathBuf>, current: &mut Option<PathBuf>) {
+        self.sealed.retain(|p| !shards.contains(p));
+        self.open.retain(|p, _| !shards.contains(p));
+        self.opened.retain(|p| !shards.contains(p));
+        if current.as_ref().is_some_and(|c| shards.contains(c)) {
+            *current = None;
+        }
+        self.segments_left.retain(|p| !shards.contains(p));
+        for shard in shards {
+            if !self.evicting.shards.iter().any(|(p, _)| *p == shard) {
+                self.evicting.shards.push((shard, None));
+            }
+        }
+        if log.is_some() {
+            self.evicting.log = log;
         }
     }
 
@@ -318,6 +411,7 @@ impl Worker {
             let _ = self.put_segment(&path);
         }
         let _ = self.put_sealed();
+        let _ = self.remove_segments_left();
         let _ = self.evict();
     }
 
@@ -389,8 +483,9 @@ impl Worker {
         Ok(())
     }
 
-    /// Each sealed shard up whole (in the order opened: `next_up`), then its segments removed;
-    /// the first failure stops the round (the rest go at the next).
+    /// Each sealed shard up whole (in the order opened: `next_up`), its segments then to be
+    /// removed (`remove_segments_left`); the first failure stops the round (the rest go at the
+    /// next).
     fn put_sealed(&mut self) -> Result<()> {
         while let Some(path) = next_up(&self.opened, &self.sealed).cloned() {
             let url = self.shard_url(&path);
@@ -402,10 +497,21 @@ impl Worker {
             let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
             self.status.bytes.fetch_add(size, Ordering::Relaxed);
             if self.open.remove(&path).is_some_and(|(_, end, _)| end > 0) {
-                self.outcome(Request::Delete, segments::remove_segments(&url))?;
+                self.segments_left.push(path.clone());
             }
             self.sealed.retain(|p| *p != path);
             self.opened.retain(|p| *p != path);
+        }
+        Ok(())
+    }
+
+    /// The segments of the shards up whole, removed, oldest first; the first failure stops
+    /// (what is left goes at the next tick: a store refusing deletions holds up no upload).
+    fn remove_segments_left(&mut self) -> Result<()> {
+        while let Some(path) = self.segments_left.first() {
+            let url = self.shard_url(path);
+            self.outcome(Request::Delete, segments::remove_segments(&url))?;
+            self.segments_left.remove(0);
         }
         Ok(())
     }
@@ -418,8 +524,9 @@ impl Worker {
     }
 
     /// At close: every shard goes up whole (the writer sealed each by now; one it could not,
-    /// having failed, goes up as it is); one that fails again fails the close.
-    fn finish(&mut self) -> Result<()> {
+    /// having failed, goes up as it is); one that fails again fails the close. Then the
+    /// evictions, tried again as `close_retries` says: returns what the store still refused.
+    fn finish(&mut self) -> Result<Option<String>> {
         self.closing = true;
         if !self.lease.up {
             self.put_lease()?;
@@ -427,11 +534,75 @@ impl Worker {
         let unsealed: Vec<PathBuf> = self.open.keys().filter(|p| !self.sealed.contains(p)).cloned().collect();
         self.sealed.extend(unsealed);
         self.put_sealed()?;
-        self.evict()?;
+        let left = self.evict_at_close();
         // Everything is up: the recording is stopped, its shards any later recorder's to count.
         // A lease left by a failure here goes stale (its ttl), as a killed recorder's does.
         let _ = leases::delete(&self.url, &self.lease.id, self.lease.times.ttl);
-        Ok(())
+        Ok(left)
+    }
+
+    /// The segments left and the evictions (`evict`), tried again with backoff until they go
+    /// through or `close_retries`' deadline: `None` when they went through, else what is left
+    /// and why. A try that got something through starts the tries afresh: a store that answers,
+    /// however slowly (a long outage leaves many deletions), is not cut short; one that refuses
+    /// everything is, and there is only so much to delete.
+    fn evict_at_close(&mut self) -> Option<String> {
+        let (mut failed, mut total) = (0, 0);
+        let mut first_failure: Option<Instant> = None;
+        loop {
+            let before = self.deletions_pending();
+            let segments = self.remove_segments_left();
+            let evicted = self.evict();
+            let why = match segments.and(evicted) {
+                Ok(()) => return None,
+                Err(why) => why,
+            };
+            if self.deletions_pending() < before {
+                (failed, first_failure) = (0, None);
+            }
+            (failed, total) = (failed + 1, total + 1);
+            let since = first_failure.get_or_insert_with(Instant::now).elapsed();
+            match close_retries::next_try(failed, since) {
+                Some(wait) => std::thread::sleep(wait),
+                None => return Some(self.what_is_left(&why, total, since)),
+            }
+        }
+    }
+
+    /// The requests still to go through of the deletions: the log (which goes first), evicted
+    /// shards, shards whose segments are left.
+    fn deletions_pending(&self) -> usize {
+        usize::from(self.evicting.log.is_some()) + self.evicting.shards.len() + self.segments_left.len()
+    }
+
+    /// What the store refused of the deletions, after `tries` (the last `since` apart), said for
+    /// the user.
+    fn what_is_left(&self, why: &Error, tries: u32, since: Duration) -> String {
+        let tried = format!("tried {tries} times at close, the last {:.1} s in vain", since.as_secs_f64());
+        let mut left = Vec::new();
+        if let Some((first, _)) = self.evicting.shards.first() {
+            let (shards, first) = (self.evicting.shards.len(), self.shard_url(first));
+            left.push(if self.evicting.log.is_some() {
+                format!(
+                    "the recording's eviction log did not go up, so the {shards} evicted shards from {first} on \
+                     stay in the store, and readers still list them"
+                )
+            } else {
+                format!(
+                    "{shards} evicted shards from {first} on could not be deleted: they stay in the store, readers \
+                     leave them out (the eviction log names them), and the next bounded recording on the prefix \
+                     deletes them"
+                )
+            });
+        }
+        if let Some(first) = self.segments_left.first() {
+            let (shards, first) = (self.segments_left.len(), self.shard_url(first));
+            left.push(format!(
+                "the segments of {shards} shards up whole, from {first} on, could not be deleted: no reader lists \
+                 them, and `trajcore recover` removes them"
+            ));
+        }
+        format!("{}: {} ({tried}): {why}", self.url, left.join("; "))
     }
 }
 

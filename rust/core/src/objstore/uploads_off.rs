@@ -46,6 +46,10 @@ impl Uploads {
         match *self {}
     }
 
+    pub fn backlog_peak(&self) -> usize {
+        match *self {}
+    }
+
     pub fn bytes_uploaded(&self) -> u64 {
         match *self {}
     }
@@ -55,6 +59,10 @@ impl Uploads {
     }
 
     pub fn close(&mut self) -> Result<()> {
+        match *self {}
+    }
+
+    pub fn deletions_left(&mut self) -> Option<String> {
         match *self {}
     }
 }

@@ -55,7 +55,8 @@ pub struct Stats {
     /// Why a closed shard was left uncompacted (all its rows still in it).
     pub compaction_error: Option<String>,
     /// Transitions in the shards a bounded recording (`capacity_steps`) deleted, and why an
-    /// eviction failed (those shards stayed).
+    /// eviction failed (those shards stayed; for a store, what it still refused to delete at
+    /// close, the segments of shards up whole included).
     pub evicted_steps: u64,
     pub eviction_error: Option<String>,
     /// Steps of envs with no running episode (see `skips::unrecorded_warning`).
@@ -967,7 +968,13 @@ impl Recorder {
             return Err(Error::WriterStopped(self.shared.error_message()));
         }
         // Every shard is sealed now: the uploads put up what is left, whole.
-        self.uploads.as_mut().map_or(Ok(()), Uploads::close)
+        let Some(uploads) = self.uploads.as_mut() else { return Ok(()) };
+        let closed = uploads.close();
+        // Deletions the store refused past the close's retries: kept, and said once at close.
+        if let Some(left) = uploads.deletions_left() {
+            self.shared.eviction_error.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert(left);
+        }
+        closed
     }
 
     /// The first upload failure since the last call, once, for the caller to warn of (the upload

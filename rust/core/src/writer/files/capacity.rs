@@ -280,9 +280,11 @@ impl Capacity {
     /// files are not here, their objects are). The logs of the prefix's recordings are left as
     /// they are (readers merge them), so the count adds up over recordings, and several
     /// recorders on one prefix never write over each other's log. Shards those logs name and
-    /// the prefix still holds (a recorder stopped between putting its log up and deleting them;
-    /// readers leave them out already) are deleted now, as a local directory's are
-    /// (`finish_interrupted_evictions`).
+    /// the prefix still holds, as objects or as segments (a recorder stopped between putting
+    /// its log up and deleting them, or whose store refused the deletions until it closed;
+    /// readers leave them out already), are deleted now, as a local directory's are
+    /// (`finish_interrupted_evictions`), unless their recording holds a fresh lease (live, or
+    /// stopped less than its `lease_ttl` ago: its own to delete).
     ///
     /// Errors: `Io` (the store, naming the URL and why; the log could not be written),
     /// `Corrupt` (a log of the prefix does not parse).
@@ -292,16 +294,18 @@ impl Capacity {
         let log = EvictionLog::read(Path::new(url))?;
         if !log.evicted_shards.is_empty() {
             let location = crate::objstore::url::locate(url)?;
-            let listed: HashSet<String> = crate::objstore::remote::list(&location, url)?
-                .into_iter()
-                .map(|(object, _, _)| object.key.rsplit('/').next().unwrap_or_default().to_string())
-                .collect();
-            let left: Vec<PathBuf> = log
-                .evicted_shards
-                .iter()
-                .filter(|name| listed.contains(*name))
-                .map(|name| self.dir.join(name))
-                .collect();
+            let (objects, folders) = crate::objstore::remote::list_with_folders(&location, url)?;
+            let name = |key: &str| key.trim_end_matches('/').rsplit('/').next().unwrap_or_default().to_string();
+            // A shard's segments are in its folder `<shard>.open/`.
+            let segmented = folders.iter().filter_map(|f| name(f).strip_suffix(".open").map(str::to_string));
+            let listed: HashSet<String> =
+                objects.iter().map(|(object, _, _)| name(&object.key)).chain(segmented).collect();
+            let mut left: Vec<String> = log.evicted_shards.into_iter().filter(|name| listed.contains(name)).collect();
+            // Those of a recording with a fresh lease are its own to delete (it may be deleting
+            // them now): left alone, as its other shards are.
+            let mut live = live_recordings_of(url, &left)?.into_iter();
+            left.retain(|_| !live.next().unwrap_or(true));
+            let left: Vec<PathBuf> = left.iter().map(|name| self.dir.join(name)).collect();
             if !left.is_empty() {
                 // The uploads put this recording's log before deleting: an empty one now.
                 EvictionLog::default().write(&self.dir, &self.log_name)?;
@@ -376,6 +380,18 @@ pub fn of_live_recordings(url: &str, names: &[String]) -> Result<Vec<bool>> {
     let live: HashSet<String> =
         crate::objstore::leases::live_recordings(url)?.into_iter().map(|id| id[..tag_len].to_string()).collect();
     Ok(names.iter().map(|name| shard::recording_tag_of(name).is_some_and(|tag| live.contains(tag))).collect())
+}
+
+/// `of_live_recordings`, in every build: without the `remote` feature there is no store, and
+/// no recording lives in one.
+fn live_recordings_of(url: &str, names: &[String]) -> Result<Vec<bool>> {
+    #[cfg(feature = "remote")]
+    return of_live_recordings(url, names);
+    #[cfg(not(feature = "remote"))]
+    {
+        let _ = url;
+        Ok(vec![false; names.len()])
+    }
 }
 
 /// `dir` opened and locked (`flock`, exclusive: waits for the other holder, who only reads,
