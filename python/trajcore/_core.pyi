@@ -200,6 +200,7 @@ class Dataset:
             "columns",
             "column_stats",
             "shard_steps",
+            "verify",
         ],
         recording: int | None = None,
     ) -> Any:
@@ -226,11 +227,15 @@ class Dataset:
         - column_stats: storage per column of each recording, from the index (nothing is
           decoded): recording, name, chunks, raw_bytes, stored_bytes.
         - shard_steps: [recording, transitions] of each shard, in `shards` order.
+        - verify: every record checksum checked and every chunk decoded, as `verify` reports
+          them (its dict), of the dataset as opened.
 
         Raises:
             InvalidArgumentError: an unknown name, or a recording missing or given where none is asked.
             TrajcoreIndexError: no such recording.
-            TrajcoreIOError: evicted_steps of a store prefix: the store failed.
+            TrajcoreIOError: evicted_steps of a store prefix: the store failed; verify: a store
+                failed while checking.
+            TrajcoreFileNotFoundError: verify of a directory without a shard.
         """
     def news_counts(self) -> tuple[int, int]:
         """(problems, notices) as many as `report("listing")` has."""

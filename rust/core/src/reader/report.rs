@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::reader::Dataset;
+use crate::reader::{verify_dataset, Dataset};
 use crate::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +36,9 @@ pub enum Report {
     ColumnStats,
     /// [recording, transitions] of each shard, in `shards` order (`Dataset::shard_steps`).
     ShardSteps,
+    /// Every checksum checked and every chunk decoded (`verify_dataset`): the `VerifyReport`.
+    /// Asked of a dataset already open, so that a caller with more checks opens it once.
+    Verify,
 }
 
 impl Report {
@@ -50,6 +53,7 @@ impl Report {
             "annotations" => Report::Annotations,
             "column_stats" => Report::ColumnStats,
             "shard_steps" => Report::ShardSteps,
+            "verify" => Report::Verify,
             "columns" => Report::Columns(recording.unwrap_or_default()),
             "meta" => Report::Meta(recording.unwrap_or_default()),
             "schema_damage" => Report::SchemaDamage(recording.unwrap_or_default()),
@@ -95,6 +99,7 @@ impl Dataset {
             Report::Columns(r) => return in_field_order(&self.recording(r)?.columns),
             Report::ColumnStats => return in_field_order(&self.column_stats()),
             Report::ShardSteps => json!(self.shard_steps()),
+            Report::Verify => return in_field_order(&verify_dataset(self)?),
         };
         Ok(value.to_string())
     }
@@ -111,7 +116,7 @@ mod tests {
 
     #[test]
     fn names_and_recordings_pick_the_report() {
-        let table: [(&str, Option<usize>, Option<Report>); 16] = [
+        let table: [(&str, Option<usize>, Option<Report>); 18] = [
             ("listing", None, Some(Report::Listing)),
             ("cache_stats", None, Some(Report::CacheStats)),
             ("evicted_steps", None, Some(Report::EvictedSteps)),
@@ -128,6 +133,8 @@ mod tests {
             ("shard_steps", None, Some(Report::ShardSteps)),
             ("columns", None, None),
             ("shard_steps", Some(0), None),
+            ("verify", None, Some(Report::Verify)),
+            ("verify", Some(0), None),
         ];
         for (name, recording, want) in table {
             let got = Report::parse(name, recording);
