@@ -6,7 +6,10 @@ the machine has no hardware counters: valgrind's count is the same at any load.
     valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file=warm.cg \
         python3.11 benches/episode_instructions.py DIR warm 0
 
-(the interpreter's binary, not a pyenv shim: valgrind follows no child). Instructions per read
+(the interpreter's binary, not a pyenv shim: valgrind follows no child; with
+`OPENBLAS_NUM_THREADS=1 PYTHONHASHSEED=0` in the environment: numpy's BLAS threads spin while
+valgrind runs one thread at a time, which moved one import's count by 30M from run to run, and the
+hash seed orders dicts and sets). Instructions per read
 are (total of read.cg - total of warm.cg) / (2 * 1,500); `cg_diff warm.cg read.cg` then
 `cg_annotate` splits them by function. DIR is a recording such as `ab_revisions.py`'s `cp16`
 (`python -m trajcore record CartPole-v1 --num-envs 16 --steps 96000 DIR`).
@@ -16,7 +19,9 @@ Modes (`DIR MODE N`), each counted against the mode named after it:
   `ab_revisions.py` reads them), against `warm 0` (the same without the timed loop);
 - `open N`: `trajcore.open(DIR)` N times (each closed), against `imported`;
 - `verify N`: `trajcore.verify(DIR)` N times, against `imported`;
-- `imported`: `import trajcore` alone, against `bare`;
+- `imported`: `import trajcore` alone, against `bare` (with the package's bytecode compiled,
+  `python -m compileall -q python/trajcore`, as an installed wheel has it: with
+  `PYTHONDONTWRITEBYTECODE` set, a worktree's import compiles every module from source);
 - `bare`: the interpreter alone (DIR and N are not used: `- bare 0`).
 
 `valgrind --tool=callgrind` with the same arguments, then `callgrind_annotate --inclusive=yes`,

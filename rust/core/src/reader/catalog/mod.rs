@@ -496,9 +496,7 @@ impl Catalog {
         self.take_in_sidecars(sidecars, verified);
         self.attach_annotations(&annotated);
 
-        let mut episodes = Vec::with_capacity(found.iter().map(|(_, f)| f.episodes.len()).sum());
-        episodes.extend(found.into_iter().flat_map(|(shard, f)| f.episodes.into_iter().map(move |e| (shard, e))));
-        self.list_episodes(episodes);
+        self.list_episodes(found);
         self.note_schema();
     }
 
@@ -506,14 +504,21 @@ impl Catalog {
     /// episode that ran over a shard rollover (see `format::episode`) are merged: with every
     /// shard from the episode's first to its latest record present, one listing covers it all;
     /// otherwise each part the dataset holds is listed on its own, marked as a part.
-    fn list_episodes(&mut self, mut found: Vec<(usize, EpisodeSummary)>) {
+    fn list_episodes(&mut self, mut found: Vec<(usize, Found)>) {
         // Each episode's records chained through `next` (an open lists thousands of episodes,
-        // most of one record: no Vec of its own for each).
-        let mut next: Vec<usize> = vec![END; found.len()];
+        // most of one record: no Vec of its own for each), left where the scans put them: record
+        // `i` is `found[place[i].0]`'s episode `place[i].1`.
+        let records_found = found.iter().map(|(_, f)| f.episodes.len()).sum();
+        let mut place: Vec<(usize, usize)> = Vec::with_capacity(records_found);
+        let mut next: Vec<usize> = vec![END; records_found];
         let mut groups: Vec<EpisodeGroup> = Vec::new();
         let mut group_of: IntMap<(usize, u64), usize> = IntMap::default();
-        group_of.reserve(found.len());
-        for (i, (shard, summary)) in found.iter().enumerate() {
+        group_of.reserve(records_found);
+        let all = found.iter().enumerate().flat_map(|(k, (shard, f))| {
+            f.episodes.iter().enumerate().map(move |(j, summary)| ((k, j), shard, summary))
+        });
+        for (i, (at_found, shard, summary)) in all.enumerate() {
+            place.push(at_found);
             let key = (self.shard_recording[*shard], summary.episode_id);
             if summary.discarded() {
                 self.discarded.insert(key);
@@ -539,8 +544,6 @@ impl Catalog {
         }
         // An episode is listed where its latest record is (the order episodes ended).
         groups.sort_by_key(|g| g.last_at);
-        self.episodes.reserve(groups.len());
-        self.locs.reserve(groups.len());
         // One episode's records, their parts and views: buffers kept from one to the next.
         let (mut records, mut joined, mut views) = (Vec::new(), Vec::new(), Vec::new());
         for EpisodeGroup { key, first, .. } in groups {
@@ -558,7 +561,8 @@ impl Catalog {
             records.extend(before);
             let mut i = first;
             while i != END {
-                records.push(std::mem::take(&mut found[i]));
+                let (k, j) = place[i];
+                records.push((found[k].0, std::mem::take(&mut found[k].1.episodes[j])));
                 i = next[i];
             }
             records.sort_by_key(|(shard, s)| (seq(self, *shard), s.record_offset, s.position));
