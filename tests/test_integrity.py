@@ -152,6 +152,27 @@ def test_verify_names_file_offset_and_episodes(clean: Path, damaged: tuple[Path,
     assert 0 < len(expected) < 200
 
 
+def test_verify_opens_the_dataset_once(clean: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An open lists every episode: the checks and the spaces' check read the same opening.
+    import trajcore.read.dataset as dataset_module
+
+    opened: list[str] = []
+    real = dataset_module.CoreReader
+
+    def counted(path: str, *args: Any) -> Any:
+        opened.append(path)
+        return real(path, *args)
+
+    def opened_again(path: str) -> Any:
+        raise AssertionError(f"{path} opened again, by the core's verify of a path")
+
+    monkeypatch.setattr(dataset_module, "CoreReader", counted)
+    monkeypatch.setattr(trajcore._core, "verify", opened_again)
+    report = trajcore.verify(clean)
+    assert report.intact and report.chunks > 50
+    assert opened == [os.fspath(clean)]
+
+
 def test_lenient_sampling_leaves_damaged_episodes_out_for_20_of_20_seeds(
     clean: Path, damaged: tuple[Path, int, list[int]]
 ) -> None:

@@ -9,6 +9,9 @@ rule: it is where every user starts, and it imports the public names of every mo
 from __future__ import annotations
 
 import importlib.util
+import json
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -83,3 +86,43 @@ def test_no_import_circle_in_the_rust_crates() -> None:
     )
     cycle = find_cycle(graph)
     assert cycle is None, "an import circle: " + " -> ".join(cycle or [])
+
+
+# What `import trajcore` leaves for later, and the public names that bring it when asked for.
+LEFT_FOR_LATER = [
+    "fractions",
+    "trajcore.formats.from_lerobot",
+    "trajcore.formats.lerobot_stats",
+    "trajcore.formats.to_lerobot",
+    "trajcore.formats.to_mp4",
+    "trajcore.tools.card",
+    "trajcore.tools.lerobot",
+]
+
+
+def test_import_leaves_lerobot_until_it_is_asked_for() -> None:
+    # A fresh interpreter: this one imported whatever earlier tests needed.
+    code = f"""if True:
+        import json, sys
+        import trajcore
+        before = sorted(m for m in {LEFT_FOR_LATER!r} if m in sys.modules)
+        import trajcore.formats
+        names = (trajcore.from_lerobot, trajcore.to_lerobot, trajcore.formats.from_lerobot)
+        ns = {{}}
+        exec("from trajcore import *", ns)
+        print(json.dumps({{
+            "before": before,
+            "functions": [f.__module__ + "." + f.__name__ for f in names],
+            "same": trajcore.from_lerobot is trajcore.formats.from_lerobot is ns["from_lerobot"],
+            "star": ns["to_lerobot"] is trajcore.to_lerobot,
+            "after": "trajcore.tools.lerobot" in sys.modules,
+        }}))
+    """
+    out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert out["before"] == []
+    assert out["functions"] == [
+        "trajcore.formats.from_lerobot.from_lerobot",
+        "trajcore.tools.lerobot.to_lerobot",
+        "trajcore.formats.from_lerobot.from_lerobot",
+    ]
+    assert out["same"] and out["star"] and out["after"]

@@ -25,13 +25,13 @@ the exports and pandas tables. `trajcore.torch` (needs torch) wraps datasets for
 
 # plots and viewer: looking at episodes (matplotlib is imported only when a figure is drawn).
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trajcore import _core, _moved, errors, plots, viewer
 
 # The error classes: `trajcore.errors` names them once, and every one is public here too.
 from trajcore.errors import *  # noqa: F403
-from trajcore.formats import export, from_lerobot, import_minari, summaries_frame, to_pandas
+from trajcore.formats import export, import_minari, summaries_frame, to_pandas
 from trajcore.read.dataset import Dataset, open
 from trajcore.read.episode import Episode
 from trajcore.read.episodes import Episodes
@@ -44,7 +44,14 @@ from trajcore.record.session import EpisodeInfo, RecordingOptions
 from trajcore.record.vector_wrapper import RecordVectorEpisodes
 from trajcore.tools.annotate import annotate
 from trajcore.tools.convert import convert
-from trajcore.tools.lerobot import to_lerobot
+
+if TYPE_CHECKING:
+    from trajcore.formats.from_lerobot import from_lerobot
+    from trajcore.tools.lerobot import to_lerobot
+
+# Imported when first asked for: LeRobot's formats bring video, image and statistics modules that
+# recording and reading never use (an `import trajcore` in every data-loader worker).
+_LAZY = {"from_lerobot": "trajcore.formats", "to_lerobot": "trajcore.tools.lerobot"}
 
 # The module paths of the previous version (`trajcore.dataset`, `trajcore.bench`, ...) import
 # their new homes, with a DeprecationWarning.
@@ -90,6 +97,10 @@ __all__ += errors.__all__
 
 
 def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value  # asked once
+        return value
     # The PettingZoo recorders import pettingzoo: only when asked for.
     if name in ("RecordParallelEpisodes", "RecordAECEpisodes"):
         from trajcore.record import pettingzoo

@@ -195,6 +195,7 @@ class Dataset:
             "shard_steps",
             "num_recordings",
             "exclusions",
+            "verify",
         ],
         recording: int | None = None,
     ) -> Any:
@@ -225,11 +226,15 @@ class Dataset:
         - exclusions: what a verification at open left out ({episodes: [[recording id hex,
           episode id, first obs row], ...], problems: [[file, offset, why], ...]}), or None when
           nothing was: what the constructor's `exclusions_json` takes back.
+        - verify: every record checksum checked and every chunk decoded, as `verify` reports
+          them (its dict), of the dataset as opened.
 
         Raises:
             InvalidArgumentError: an unknown name, or a recording missing or given where none is asked.
             TrajcoreIndexError: no such recording.
-            TrajcoreIOError: evicted_steps of a store prefix: the store failed.
+            TrajcoreIOError: evicted_steps of a store prefix: the store failed; verify: a store
+                failed while checking.
+            TrajcoreFileNotFoundError: verify of a directory without a shard.
         """
     @property
     def strict(self) -> bool: ...

@@ -14,7 +14,6 @@ Plain values in, a file out: nothing here reads a dataset.
 from __future__ import annotations
 
 import importlib.util
-from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -111,6 +110,8 @@ class Encoder:
             raise InvalidArgumentError(f"this FFmpeg (PyAV {av.__version__}) has none of the encoders {CODECS}")
         self.container = av.open(path, "w", format="mp4", options={"movflags": "use_metadata_tags"})
         self.container.metadata.update(tags or {})
+        from fractions import Fraction  # here: it imports `decimal`, which only encoding needs
+
         self.stream = self.container.add_stream(codec, rate=Fraction(fps).limit_denominator(1001))
         # Only 4:2:0 halves the colour planes, so only it needs an even width and height.
         self.pad = pix_fmt == "yuv420p"

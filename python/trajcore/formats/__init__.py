@@ -18,18 +18,20 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trajcore._store import configure, is_store_url
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
 from trajcore.formats._columns import DEFAULT_MAX_VALUES, choose
 from trajcore.formats._read import EXPORT_CACHE_BYTES, Progress, StepTable, opened_for_pass, plan_of
 from trajcore.formats.frames import left_out_note, summaries_frame, to_pandas
-from trajcore.formats.from_lerobot import from_lerobot
 from trajcore.formats.from_minari import import_minari
 from trajcore.read.dataset import Dataset
 from trajcore.read.episodes import Episodes
 from trajcore.tools.output import staged
+
+if TYPE_CHECKING:
+    from trajcore.formats.from_lerobot import from_lerobot
 
 __all__ = [
     "DEFAULT_MAX_VALUES",
@@ -46,6 +48,18 @@ __all__ = [
 FORMATS = ("csv", "jsonl", "parquet", "minari", "mp4")
 
 _SUFFIXES = {".csv": "csv", ".jsonl": "jsonl", ".json": "jsonl", ".parquet": "parquet", ".pq": "parquet"}
+
+
+def __getattr__(name: str) -> Any:
+    # `from_lerobot` is imported when first asked for (see `trajcore._LAZY`). Its module has its
+    # name: the function takes the module's place as the package's attribute, as an import at the
+    # top of this file did.
+    if name == "from_lerobot":
+        from trajcore.formats.from_lerobot import from_lerobot as function
+
+        globals()[name] = function
+        return function
+    raise AttributeError(f"module 'trajcore.formats' has no attribute {name!r}")
 
 
 def format_of(out: str, format: str | None) -> str:

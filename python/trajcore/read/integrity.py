@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from trajcore import _core
 from trajcore._store import configure, is_store_url, recover_store
@@ -105,34 +104,47 @@ def verify(path: str | os.PathLike[str], *, storage_options: Mapping[str, str] |
     p = os.fspath(path)
     configure(p, storage_options)
     start = time.perf_counter()  # opening included
-    raw = _core.verify(p)
-    report = _report(p, raw, time.perf_counter() - start)
-    return dataclasses.replace(report, damage=report.damage + _space_damage(p))
+    ds = _opened(p)
+    if ds is None:  # what opening trips on, the core's verification reports
+        return _report(p, _core.verify(p), time.perf_counter() - start)
+    with ds:  # opened once: the checks and the spaces' check read the same listing
+        report = _report(p, ds._core.report("verify"), time.perf_counter() - start)
+        return dataclasses.replace(report, damage=report.damage + _space_damage(p, ds))
 
 
-def _space_damage(path: str) -> tuple[Damage, ...]:
+def _opened(path: str) -> Dataset | None:
+    """The dataset at `path`, or None when it does not open (a file that is not a trajcore file,
+    a shard of another version...)."""
+    from trajcore.errors import TrajcoreError
+    from trajcore.read.dataset import Dataset
+
+    try:
+        return Dataset(path)
+    except TrajcoreError:
+        return None
+
+
+def _space_damage(path: str, ds: Dataset) -> tuple[Damage, ...]:
     """The recordings whose observation or action space, as their Meta record describes it, does
     not match the columns the files hold (a shard cut right after its Meta record, a Column record
     rewritten with valid checksums): damage a reader trips on at `ds.observation_space`, which the
     checksums and chunk decoding cannot see. Named at the recording's Meta record, with its
     episodes."""
-    invalid, recording_of = _invalid_spaces_at(path)
+    invalid = _invalid_spaces(ds)
+    if not invalid:
+        return ()
+    recording_of = ds.summaries()["recording"] if ds.num_episodes else np.zeros(0, np.int64)
     return tuple(Damage(path, 0, why, tuple(int(i) for i in np.flatnonzero(recording_of == r))) for r, why in invalid)
 
 
-def _invalid_spaces_at(path: str) -> tuple[list[tuple[int, str]], npt.NDArray[np.int64]]:
-    """`_invalid_spaces` of the dataset at `path`, and each episode's recording; none when it does
-    not open (what opening trips on, the core's verification or open reports)."""
-    from trajcore.errors import TrajcoreError
-    from trajcore.read.dataset import Dataset
-
-    try:
-        ds = Dataset(path)
-    except TrajcoreError:
-        return [], np.zeros(0, np.int64)
+def _invalid_spaces_at(path: str) -> list[tuple[int, str]]:
+    """`_invalid_spaces` of the dataset at `path`; none when it does not open (what opening trips
+    on, the core's verification or open reports)."""
+    ds = _opened(path)
+    if ds is None:
+        return []
     with ds:
-        recording_of = ds.summaries()["recording"] if ds.num_episodes else np.zeros(0, np.int64)
-        return _invalid_spaces(ds), recording_of
+        return _invalid_spaces(ds)
 
 
 def _invalid_spaces(ds: Dataset) -> list[tuple[int, str]]:
@@ -201,7 +213,7 @@ def recover(
         return {"shards": recover_store(s, storage_options)}
     if is_store_url(s):
         configure(s, storage_options)
-    out: dict[str, Any] = _core.recover(s, os.fspath(dst), _invalid_spaces_at(s)[0])
+    out: dict[str, Any] = _core.recover(s, os.fspath(dst), _invalid_spaces_at(s))
     out["source"] = _report(s, out["source"])
     out["recordings_lost"] = [tuple(p) for p in out["recordings_lost"]]
     return out

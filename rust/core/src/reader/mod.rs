@@ -78,7 +78,9 @@ pub use crate::reader::integrity::exclusions::{EpisodeKey, Exclusions};
 pub use crate::reader::integrity::lenient::{Draw, Redraw};
 pub use crate::reader::integrity::problem::Problem;
 pub use crate::reader::integrity::salvage::{Salvage, SalvagePlan};
-pub use crate::reader::integrity::verify::{open_verified, verify, verify_path, verify_store, VerifyReport};
+pub use crate::reader::integrity::verify::{
+    open_verified, verify, verify_dataset, verify_path, verify_store, VerifyReport,
+};
 pub use crate::reader::reads::steps::WindowKind;
 
 pub use crate::format::episode::EpisodeSummary;

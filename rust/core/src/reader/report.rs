@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::reader::Dataset;
+use crate::reader::{verify_dataset, Dataset};
 use crate::{Error, Result};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +41,9 @@ pub enum Report {
     /// What a verification at open left out (`Exclusions::to_json`), or null when nothing was:
     /// what a pickled dataset reopens with.
     Exclusions,
+    /// Every checksum checked and every chunk decoded (`verify_dataset`): the `VerifyReport`.
+    /// Asked of a dataset already open, so that a caller with more checks opens it once.
+    Verify,
 }
 
 impl Report {
@@ -57,6 +60,7 @@ impl Report {
             "shard_steps" => Report::ShardSteps,
             "num_recordings" => Report::NumRecordings,
             "exclusions" => Report::Exclusions,
+            "verify" => Report::Verify,
             "columns" => Report::Columns(recording.unwrap_or_default()),
             "meta" => Report::Meta(recording.unwrap_or_default()),
             "schema_damage" => Report::SchemaDamage(recording.unwrap_or_default()),
@@ -105,6 +109,7 @@ impl Dataset {
             Report::NumRecordings => json!(self.recordings().len()),
             Report::Exclusions if self.exclusions().is_empty() => json!(null),
             Report::Exclusions => return Ok(self.exclusions().to_json()),
+            Report::Verify => return in_field_order(&verify_dataset(self)?),
         };
         Ok(value.to_string())
     }
@@ -121,7 +126,7 @@ mod tests {
 
     #[test]
     fn names_and_recordings_pick_the_report() {
-        let table: [(&str, Option<usize>, Option<Report>); 19] = [
+        let table: [(&str, Option<usize>, Option<Report>); 21] = [
             ("listing", None, Some(Report::Listing)),
             ("cache_stats", None, Some(Report::CacheStats)),
             ("evicted_steps", None, Some(Report::EvictedSteps)),
@@ -141,6 +146,8 @@ mod tests {
             ("num_recordings", None, Some(Report::NumRecordings)),
             ("exclusions", None, Some(Report::Exclusions)),
             ("exclusions", Some(1), None),
+            ("verify", None, Some(Report::Verify)),
+            ("verify", Some(0), None),
         ];
         for (name, recording, want) in table {
             let got = Report::parse(name, recording);

@@ -31,6 +31,7 @@ pub(in crate::reader) mod parts;
 pub(in crate::reader) mod rewrite;
 pub(in crate::reader) mod trust;
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
@@ -161,8 +162,18 @@ pub(crate) struct ShardFacts {
     pub annotation: bool,
 }
 
-/// The records of one episode found in an update: ((recording, episode id), [(shard, record)]).
-type EpisodeGroup = ((usize, u64), Vec<(usize, EpisodeSummary)>);
+/// The records of one episode found in an update: its key (recording, episode id), its first
+/// and last records (indexes into what was found, chained from one to the next) and where the
+/// latest of them is (shard, record offset, position).
+struct EpisodeGroup {
+    key: (usize, u64),
+    first: usize,
+    last: usize,
+    last_at: (usize, u64, u32),
+}
+
+/// The end of a chain of an episode's records.
+const END: usize = usize::MAX;
 
 /// An episode listed while it goes on in a later shard: its records (shard, record) so far and
 /// the dataset indexes of its listings.
@@ -487,7 +498,7 @@ impl Catalog {
         self.take_in_sidecars(sidecars, verified);
         self.attach_annotations(&annotated);
 
-        self.list_episodes(found.into_iter().flat_map(|(shard, f)| f.episodes.into_iter().map(move |e| (shard, e))));
+        self.list_episodes(found);
         self.note_schema();
     }
 
@@ -495,11 +506,22 @@ impl Catalog {
     /// episode that ran over a shard rollover (see `format::episode`) are merged: with every
     /// shard from the episode's first to its latest record present, one listing covers it all;
     /// otherwise each part the dataset holds is listed on its own, marked as a part.
-    fn list_episodes(&mut self, records: impl Iterator<Item = (usize, EpisodeSummary)>) {
+    fn list_episodes(&mut self, mut found: Vec<(usize, Found)>) {
+        // Each episode's records chained through `next` (an open lists thousands of episodes,
+        // most of one record: no Vec of its own for each), left where the scans put them: record
+        // `i` is `found[place[i].0]`'s episode `place[i].1`.
+        let records_found = found.iter().map(|(_, f)| f.episodes.len()).sum();
+        let mut place: Vec<(usize, usize)> = Vec::with_capacity(records_found);
+        let mut next: Vec<usize> = vec![END; records_found];
         let mut groups: Vec<EpisodeGroup> = Vec::new();
         let mut group_of: IntMap<(usize, u64), usize> = IntMap::default();
-        for (shard, summary) in records {
-            let key = (self.shard_recording[shard], summary.episode_id);
+        group_of.reserve(records_found);
+        let all = found.iter().enumerate().flat_map(|(k, (shard, f))| {
+            f.episodes.iter().enumerate().map(move |(j, summary)| ((k, j), shard, summary))
+        });
+        for (i, (at_found, shard, summary)) in all.enumerate() {
+            place.push(at_found);
+            let key = (self.shard_recording[*shard], summary.episode_id);
             if summary.discarded() {
                 self.discarded.insert(key);
                 // Listed while it ran (a part): its listings leave sampling.
@@ -508,17 +530,26 @@ impl Catalog {
                 }
                 continue;
             }
-            let g = *group_of.entry(key).or_insert_with(|| {
-                groups.push((key, Vec::new()));
-                groups.len() - 1
-            });
-            groups[g].1.push((shard, summary));
+            let at = (*shard, summary.record_offset, summary.position);
+            match group_of.entry(key) {
+                Entry::Vacant(v) => {
+                    v.insert(groups.len());
+                    groups.push(EpisodeGroup { key, first: i, last: i, last_at: at });
+                }
+                Entry::Occupied(o) => {
+                    let g = &mut groups[*o.get()];
+                    next[g.last] = i;
+                    g.last = i;
+                    g.last_at = g.last_at.max(at);
+                }
+            }
         }
         // An episode is listed where its latest record is (the order episodes ended).
-        let last_at = |g: &EpisodeGroup| g.1.iter().map(|(shard, s)| (*shard, s.record_offset, s.position)).max();
-        groups.sort_by_key(|g| last_at(g));
-        for (key, parts) in groups {
-            if self.discarded.contains(&key) {
+        groups.sort_by_key(|g| g.last_at);
+        // One episode's records, their parts and views: buffers kept from one to the next.
+        let (mut records, mut joined, mut views) = (Vec::new(), Vec::new(), Vec::new());
+        for EpisodeGroup { key, first, .. } in groups {
+            if !self.discarded.is_empty() && self.discarded.contains(&key) {
                 if let Some(parts) = self.listed_parts.remove(&key) {
                     self.dropped.extend(parts.listed);
                 }
@@ -527,12 +558,15 @@ impl Catalog {
             let seq = |me: &Self, shard: usize| me.shards[shard].seq;
             // Opening has no parts listed before: no key to hash per episode.
             let earlier = if self.listed_parts.is_empty() { None } else { self.listed_parts.remove(&key) };
-            if let (None, [(shard, s)]) = (&earlier, &parts[..]) {
-                if s.first_shard_seq == seq(self, *shard) && !s.continues() {
+            if earlier.is_none() && next[first] == END {
+                let (k, j) = place[first];
+                let s = &found[k].1.episodes[j];
+                let shard = found[k].0;
+                if s.first_shard_seq == seq(self, shard) && !s.continues() {
                     // Most records of a refresh: an episode whole in one record, listed for the
-                    // first time (what `views`, `listing` and `places` give it, without their
-                    // vectors: a refresh costs what it found, at a few hundred episodes each).
-                    let (shard, summary) = parts.into_iter().next().expect("one record");
+                    // first time (what `views`, `listing` and `place` give it, without their
+                    // buffers: a refresh costs what it found, at a few hundred episodes each).
+                    let summary = std::mem::take(&mut found[k].1.episodes[j]);
                     if summary.length > 0 {
                         let from_seq = summary.first_shard_seq;
                         self.place_episode(Place::Append, key.0, shard, summary, false, from_seq);
@@ -540,34 +574,42 @@ impl Catalog {
                     continue;
                 }
             }
-            let ListedParts { mut records, listed } = earlier.unwrap_or_default();
-            records.extend(parts);
-            records.sort_by_key(|(shard, s)| (seq(self, *shard), s.record_offset, s.position));
-            let joined: Vec<Part> = records
-                .iter()
-                .map(|(shard, s)| Part {
-                    seq: seq(self, *shard),
-                    first_shard_seq: s.first_shard_seq,
-                    length: s.length,
-                    piece_length: s.piece_length(),
-                })
-                .collect();
-            let views = parts::views(&joined, |from, to| self.shards_present(key.0, from, to));
-            let mut now_listed = Vec::with_capacity(views.len());
-            let summaries: Vec<&EpisodeSummary> = records.iter().map(|(_, s)| s).collect();
-            let listings = views.iter().map(|v| parts::listing(&joined, &summaries, v));
-            for ((view, summary), place) in views.iter().zip(listings).zip(parts::places(&listed, views.len())) {
-                let (shard, _) = &records[view.part];
-                let at = self.place_episode(place, key.0, *shard, summary, view.continued, view.from_seq);
-                now_listed.extend(at);
+            let ListedParts { records: before, listed } = earlier.unwrap_or_default();
+            records.clear();
+            records.extend(before);
+            let mut i = first;
+            while i != END {
+                let (k, j) = place[i];
+                records.push((found[k].0, std::mem::take(&mut found[k].1.episodes[j])));
+                i = next[i];
             }
+            records.sort_by_key(|(shard, s)| (seq(self, *shard), s.record_offset, s.position));
+            joined.clear();
+            joined.extend(records.iter().map(|(shard, s)| Part {
+                seq: seq(self, *shard),
+                first_shard_seq: s.first_shard_seq,
+                length: s.length,
+                piece_length: s.piece_length(),
+            }));
+            parts::views(&joined, |from, to| self.shards_present(key.0, from, to), &mut views);
             // Kept while more records may come: its end, or those of a shard before it that
             // is not listed yet (a store's shards may be listed out of order: see `views`).
             let more = records.last().is_some_and(|(shard, s)| {
                 s.continues() || !self.shards_present(key.0, s.first_shard_seq, seq(self, *shard))
             });
+            let mut now_listed = Vec::new();
+            for (k, view) in views.iter().enumerate() {
+                let summary = parts::listing(&joined, |i| &records[i].1, view);
+                let shard = records[view.part].0;
+                let at =
+                    self.place_episode(parts::place(&listed, k), key.0, shard, summary, view.continued, view.from_seq);
+                if more {
+                    now_listed.extend(at);
+                }
+            }
             if more {
-                self.listed_parts.insert(key, ListedParts { records, listed: now_listed });
+                self.listed_parts
+                    .insert(key, ListedParts { records: std::mem::take(&mut records), listed: now_listed });
             }
         }
     }
@@ -575,7 +617,14 @@ impl Catalog {
     /// Whether every shard `from..=to` of the recording is in the dataset.
     fn shards_present(&self, recording: usize, from: u64, to: u64) -> bool {
         let seqs = &self.states[recording].seqs;
-        to >= from && seqs.range(from..=to).count() as u64 == to - from + 1
+        if let (Some((&lo, _)), Some((&hi, _))) = (seqs.first_key_value(), seqs.last_key_value()) {
+            if hi - lo == seqs.len() as u64 - 1 {
+                // No shard missing between the first and the last: no walk over them (an open
+                // asks for each episode).
+                return to >= from && lo <= from && to <= hi;
+            }
+        }
+        to >= from && seqs.range(from..=to).count() as u64 == (to - from).saturating_add(1)
     }
 
     /// Lists one episode (or part) if its rows can all be read, else reports it left out:
@@ -876,6 +925,32 @@ mod tests {
 
     fn facts(seq: u64) -> ShardFacts {
         ShardFacts { path: PathBuf::from(format!("d/{seq}.trj")), recording_id: REC, seq, annotation: false }
+    }
+
+    #[test]
+    fn shards_present_with_and_without_a_hole() {
+        // (shard seqs registered, from, to) -> every shard from..=to present
+        let cases: [(&[u64], u64, u64, bool); 12] = [
+            (&[0], 0, 0, true),
+            (&[0], 0, 1, false),
+            (&[3, 4, 5], 3, 5, true),
+            (&[3, 4, 5], 4, 4, true),
+            (&[3, 4, 5], 2, 4, false),
+            (&[3, 4, 5], 5, 6, false),
+            (&[3, 4, 5], 5, 4, false),
+            (&[0, 1, 3], 0, 1, true),
+            (&[0, 1, 3], 1, 3, false),
+            (&[0, 1, 3], 3, 3, true),
+            (&[0, u64::MAX], 0, u64::MAX, false),
+            (&[u64::MAX], u64::MAX, u64::MAX, true),
+        ];
+        for (seqs, from, to, want) in cases {
+            let mut catalog = Catalog::new(Path::new("d"), true, Exclusions::default());
+            for &seq in seqs {
+                catalog.register(facts(seq));
+            }
+            assert_eq!(catalog.shards_present(0, from, to), want, "{seqs:?} {from}..={to}");
+        }
     }
 
     struct Case {

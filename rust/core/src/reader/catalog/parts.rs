@@ -47,18 +47,21 @@ pub(crate) struct View {
     pub from_seq: u64,
 }
 
-/// The listings of an episode's records, `parts` sorted by `seq` (at least one).
+/// The listings of an episode's records, `parts` sorted by `seq` (at least one), into `out`
+/// (cleared first: an open lists thousands of episodes, one buffer serves them all).
 /// `all_present(from, to)`: whether every shard `from..=to` of the recording is present.
-pub(crate) fn views(parts: &[Part], all_present: impl Fn(u64, u64) -> bool) -> Vec<View> {
-    let Some((last_at, last)) = parts.iter().enumerate().next_back() else { return Vec::new() };
+pub(crate) fn views(parts: &[Part], all_present: impl Fn(u64, u64) -> bool, out: &mut Vec<View>) {
+    out.clear();
+    let Some((last_at, last)) = parts.iter().enumerate().next_back() else { return };
     if all_present(last.first_shard_seq, last.seq) {
-        let whole = View { part: last_at, from: last_at, continued: false, from_seq: last.first_shard_seq };
-        return if last.length > 0 { vec![whole] } else { Vec::new() };
+        if last.length > 0 {
+            out.push(View { part: last_at, from: last_at, continued: false, from_seq: last.first_shard_seq });
+        }
+        return;
     }
     // A flush's progress parts: the latest of a shard holds what the earlier ones did.
     let latest: Vec<usize> =
         (0..parts.len()).filter(|&i| parts.get(i + 1).is_none_or(|next| next.seq != parts[i].seq)).collect();
-    let mut out = Vec::new();
     let mut start = 0;
     for k in 0..latest.len() {
         let (p, next) = (&parts[latest[k]], latest.get(k + 1).map(|&n| &parts[n]));
@@ -75,22 +78,24 @@ pub(crate) fn views(parts: &[Part], all_present: impl Fn(u64, u64) -> bool) -> V
         }
         start = k + 1;
     }
-    out
 }
 
-/// The summary of `view`'s listing, from `parts` and their records' `summaries` (those `views`
-/// was given, in the same order): the latest record's as it is when the listing starts with the
-/// episode, else its rows from the first record's piece on, with the return of those steps (the
-/// pieces' returns, summed in shard order). Never `complete` then: a part.
-pub(crate) fn listing(parts: &[Part], summaries: &[&EpisodeSummary], view: &View) -> EpisodeSummary {
-    let last = summaries[view.part];
+/// The summary of `view`'s listing, from `parts` and their records' summaries (`summary(i)`:
+/// that of `parts[i]`, as `views` was given them): the latest record's as it is when the listing
+/// starts with the episode, else its rows from the first record's piece on, with the return of
+/// those steps (the pieces' returns, summed in shard order). Never `complete` then: a part.
+pub(crate) fn listing<'a>(
+    parts: &[Part],
+    summary: impl Fn(usize) -> &'a EpisodeSummary,
+    view: &View,
+) -> EpisodeSummary {
+    let last = summary(view.part);
     if !view.continued {
         return last.clone();
     }
-    let first = summaries[view.from];
+    let first = summary(view.from);
     let latest_of_shard = |i: usize| parts.get(i + 1).is_none_or(|next| next.seq != parts[i].seq);
-    let episode_return =
-        (view.from..=view.part).filter(|&i| latest_of_shard(i)).map(|i| summaries[i].piece_return).sum();
+    let episode_return = (view.from..=view.part).filter(|&i| latest_of_shard(i)).map(|i| summary(i).piece_return).sum();
     EpisodeSummary {
         flags: last.flags & !FLAG_COMPLETE,
         obs_first_row: first.piece_obs_first_row,
@@ -110,16 +115,33 @@ pub(crate) enum Place {
     Append,
 }
 
-/// Places `new` listings of an episode listed before at `listed` (dataset indexes, in order):
-/// over the old ones in order, the rest appended. Old listings left over (fewer listings now:
-/// a shard that was missing between two parts appeared) keep what they list.
-pub(crate) fn places(listed: &[usize], new: usize) -> Vec<Place> {
-    (0..new).map(|i| listed.get(i).map_or(Place::Append, |&at| Place::At(at))).collect()
+/// Places the `i`-th new listing of an episode listed before at `listed` (dataset indexes, in
+/// order): over the old ones in order, the rest appended. Old listings left over (fewer listings
+/// now: a shard that was missing between two parts appeared) keep what they list.
+pub(crate) fn place(listed: &[usize], i: usize) -> Place {
+    listed.get(i).map_or(Place::Append, |&at| Place::At(at))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `super::views`, into a new Vec.
+    fn views(parts: &[Part], all_present: impl Fn(u64, u64) -> bool) -> Vec<View> {
+        let mut out = vec![View { part: 9, from: 9, continued: true, from_seq: 9 }]; // cleared
+        super::views(parts, all_present, &mut out);
+        out
+    }
+
+    /// `super::listing` of records given as a slice.
+    fn listing(parts: &[Part], summaries: &[&EpisodeSummary], view: &View) -> EpisodeSummary {
+        super::listing(parts, |i| summaries[i], view)
+    }
+
+    /// Where `new` listings go, by `place`.
+    fn places(listed: &[usize], new: usize) -> Vec<Place> {
+        (0..new).map(|i| place(listed, i)).collect()
+    }
 
     /// A part whose pieces before it held 10 steps in all (when it is not the first).
     fn part(seq: u64, first_shard_seq: u64, piece_length: u64) -> Part {

@@ -367,13 +367,21 @@ pub fn verify_store(dataset: &Dataset) -> Result<VerifyReport> {
     failed.map_or(Ok(report), Err)
 }
 
+/// `verify_path`'s checks of a dataset already open: a caller with checks of its own (the
+/// spaces' descriptions, in Python) opens it once for both.
+///
+/// Errors: `NotFound` (no shard), and `verify_store`'s.
+pub fn verify_dataset(dataset: &Dataset) -> Result<VerifyReport> {
+    crate::reader::store::no_shard::check_dataset(dataset).and_then(|()| verify_store(dataset))
+}
+
 /// Opens a dataset (one shard file that is not a trajcore file counts as damage at its first
 /// byte) and verifies it.
 ///
 /// Errors: `NotFound`, `Version`, `Unsupported`, `Io` (as `Dataset::open`).
 pub fn verify_path(path: &Path) -> Result<VerifyReport> {
     match Dataset::open(path, OpenOptions::default()) {
-        Ok(ds) => crate::reader::store::no_shard::check_dataset(&ds).and_then(|()| verify_store(&ds)),
+        Ok(ds) => verify_dataset(&ds),
         Err(Error::NotTrajcore { path, why }) => Ok(VerifyReport {
             damage: vec![Damage {
                 file: path,
