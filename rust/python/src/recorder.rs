@@ -351,8 +351,10 @@ impl PyRecorder {
         rec.abort(env).py_err(py)
     }
 
-    fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        detached(py, &mut self.lock(py)?.rec, Recorder::flush)
+    #[pyo3(signature = (for_readers=false))]
+    fn flush(&self, py: Python<'_>, for_readers: bool) -> PyResult<()> {
+        let flush = if for_readers { Recorder::flush_for_readers } else { Recorder::flush };
+        detached(py, &mut self.lock(py)?.rec, flush)
     }
 
     /// Writes what is left and stops the writer thread (waiting with the GIL released). An
