@@ -309,7 +309,8 @@ class Dataset(_Sampling):
         directory is asked to flush first (every 50 ms, waited for only as the 100 ms promise
         needs), listing the steps of its running episodes too (incomplete, `Episode.is_part`;
         each is listed whole in the same place once it ends): see docs/replay-buffer.md. They
-        come after the episodes already listed, so episode numbers handed out stay valid (selections made before keep their episodes).
+        come after the episodes already listed, so episode numbers handed out stay valid
+        (selections made before keep their episodes).
         The episodes listed are those a fresh open of the same files lists: an episode listed
         while it went on over a shard rollover grows in place once its end is read (the same
         index, its first steps unchanged; global step numbers after it move on by as many
