@@ -14,7 +14,7 @@ use rtrb::CopyToUninit;
 use super::autoreset::{op, EpisodeEnd, Refusal, Splitter, Tally, Target};
 use super::config::RecorderConfig;
 use super::message::{self, EntryKind, EntryRef, MessageHead, MessageKind, Slot};
-use super::reader_flush::{ReaderFlush, ReaderFlushes, Request};
+use super::reader_flush::{ReaderFlush, ReaderFlushes, Requested};
 use super::shared::Shared;
 use super::thread::{Faults, WriterSetup, WriterThread};
 use crate::dtype::DType;
@@ -951,7 +951,7 @@ impl Recorder {
                 let ticket = self.next_ticket;
                 self.next_ticket += 1;
                 self.push_control(MessageKind::Flush, 0, ticket, &[], now_ns())?;
-                self.reader_flushes.requested(Request { ticket, at_ns }, flushed);
+                self.reader_flushes.requested(Requested { ticket, at_ns }, flushed);
                 if decision == ReaderFlush::Request {
                     return Ok(());
                 }
