@@ -353,8 +353,7 @@ impl PyRecorder {
 
     #[pyo3(signature = (for_readers=false))]
     fn flush(&self, py: Python<'_>, for_readers: bool) -> PyResult<()> {
-        let flush = if for_readers { Recorder::flush_for_readers } else { Recorder::flush };
-        detached(py, &mut self.lock(py)?.rec, flush)
+        detached(py, &mut self.lock(py)?.rec, if for_readers { Recorder::flush_for_readers } else { Recorder::flush })
     }
 
     /// Writes what is left and stops the writer thread (waiting with the GIL released). An
