@@ -20,7 +20,9 @@ class _Flushable(Protocol):
 
 
 _lock = threading.Lock()
-_recorders: dict[str, weakref.WeakSet[_Flushable]] = {}
+# Weak references (a recorder dropped without `close` is not kept alive), replaced whole under
+# the lock so that `flush_recorders`, called at every refresh, reads them without it.
+_recorders: dict[str, tuple[weakref.ref[_Flushable], ...]] = {}
 
 
 def key(path: str | os.PathLike[str]) -> str:
@@ -29,21 +31,26 @@ def key(path: str | os.PathLike[str]) -> str:
     return os.path.realpath(os.fspath(path))
 
 
+def _replace(path: str | os.PathLike[str], drop: _Flushable, add: bool) -> None:
+    with _lock:
+        k = key(path)
+        kept = tuple(r for r in _recorders.get(k, ()) if (o := r()) is not None and o is not drop)
+        _recorders[k] = (*kept, weakref.ref(drop)) if add else kept
+
+
 def register(path: str | os.PathLike[str], recorder: _Flushable) -> None:
     """`recorder` writes into the directory `path` (until `unregister`)."""
-    with _lock:
-        _recorders.setdefault(key(path), weakref.WeakSet()).add(recorder)
+    _replace(path, recorder, add=True)
 
 
 def unregister(path: str | os.PathLike[str], recorder: _Flushable) -> None:
-    with _lock:
-        _recorders.get(key(path), weakref.WeakSet()).discard(recorder)
+    _replace(path, recorder, add=False)
 
 
 def flush_recorders(directory_key: str) -> None:
     """Lets the recorders of this process writing into the directory whose `key` this is flush
     as a refresh needs (waiting only when the newest flush written is too old)."""
-    with _lock:
-        recorders = list(_recorders.get(directory_key, ()))
-    for recorder in recorders:
-        recorder._flush_for_readers()
+    for ref in _recorders.get(directory_key, ()):
+        recorder = ref()
+        if recorder is not None:
+            recorder._flush_for_readers()

@@ -317,7 +317,7 @@ class Recording:
         """The flush a refresh of this directory in this process needs (`trajcore._live`), which
         seldom waits; nothing before the recorder started (a deferred one) or after it closed."""
         if self._native is not None and not self._closed_all:
-            self._native.flush(for_readers=True)
+            self._native.flush(True)  # for_readers (positional: called at every refresh)
 
     def stats(self) -> dict[str, Any]:
         """Counters of the core: steps, episodes, bytes_raw, bytes_written, ring_capacity,
