@@ -44,7 +44,7 @@ pub fn decide(now_ns: u64, requests: &[Requested], flushed: u64) -> ReaderFlush 
     let oldest_allowed = now_ns.saturating_sub(FRESHNESS_NS);
     let recent = |r: &&Requested| r.at_ns >= oldest_allowed;
     if requests.iter().filter(recent).any(|r| r.ticket <= flushed) {
-        let due = requests.last().map_or(true, |r| now_ns.saturating_sub(r.at_ns) >= REQUEST_EVERY_NS);
+        let due = requests.last().is_none_or(|r| now_ns.saturating_sub(r.at_ns) >= REQUEST_EVERY_NS);
         return if due { ReaderFlush::Request } else { ReaderFlush::Nothing };
     }
     match requests.iter().filter(recent).find(|r| r.ticket > flushed) {
@@ -88,10 +88,12 @@ mod tests {
         Requested { ticket, at_ns: at_ms * MS }
     }
 
+    /// Now (ms), the requests as (ticket, at ms), the flushed ticket, the decision.
+    type Row<'a> = (u64, &'a [(u64, u64)], u64, ReaderFlush);
+
     #[test]
     fn decisions() {
-        // (now in ms, requests as (ticket, at ms), flushed ticket, decision)
-        let table: &[(u64, &[(u64, u64)], u64, ReaderFlush)] = &[
+        let table: &[Row] = &[
             // Never asked: ask and wait (the steps so far must show).
             (500, &[], 0, RequestAndWait),
             // A written one 40 ms old, asked 40 ms ago: nothing.
