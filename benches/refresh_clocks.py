@@ -10,7 +10,8 @@ nothing new (the recorder idle: the core's `refresh` alone, wall clock), then, o
 `ds.sample_transitions(256)`), the thread CPU time of the refresh (mean and median: the mean
 holds the refreshes that find news, the median those that find none) and of the batch, and the
 refresh's wall-clock median, 90th percentile and mean, and of that mean the part spent waiting
-for the recorder of this process to flush (`trajcore._live`, at most once per 50 ms). The
+for the recorder of this process to flush (`trajcore._live`; since the core decides when a
+refresh waits, only when the writer is behind: `reader_flush.rs`). The
 thread clock keeps a shared machine's other load out of the CPU figures.
 """
 

@@ -133,9 +133,11 @@ class Recorder:
         listed on its own): it ends incomplete, keeping its terminated/truncated flags."""
     def abort(self, env_index: int | None = None) -> None:
         """Ends running episodes as incomplete; rows are ignored until the env ends them."""
-    def flush(self) -> None:
+    def flush(self, for_readers: bool = False) -> None:
         """Blocks (GIL released) until everything recorded so far is written to the file,
-        running episodes listed up to it (a progress part of each)."""
+        running episodes listed up to it (a progress part of each). `for_readers`: only as a
+        refresh in this process needs: a flush asked for every 50 ms, waiting only for one that
+        covers every step 100 ms old."""
     def close(self) -> None:
         """Writes incomplete episodes, the index and the end record; idempotent."""
     @property

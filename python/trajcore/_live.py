@@ -1,22 +1,18 @@
 """The recorders of this process, by the directory they write: a `Dataset.refresh` of that
-directory flushes them first (at most once per `MIN_FLUSH_INTERVAL`), so a learner in the
-recording process samples every transition whose step returned more than twice that before its
-refresh, running episodes included (the flush writes a progress part of each; see
-docs/replay-buffer.md). Another process sees them at the recorder's own flushes."""
+directory asks them to flush first, so a learner in the recording process samples every
+transition whose step returned 100 ms before its refresh, running episodes included (the flush
+writes a progress part of each; see docs/replay-buffer.md). The core decides when a refresh asks
+for a flush and when it waits for one (`reader_flush.rs`). Another process sees them at the
+recorder's own flushes."""
 
 from __future__ import annotations
 
 import os
 import threading
-import time
 import weakref
 from typing import Protocol
 
-__all__ = ["MIN_FLUSH_INTERVAL", "flush_recorders", "key", "register", "unregister"]
-
-# Half the freshness promised (100 ms): a flush at most this long ago covers every step that
-# returned 100 ms before the refresh.
-MIN_FLUSH_INTERVAL = 0.05
+__all__ = ["flush_recorders", "key", "register", "unregister"]
 
 
 class _Flushable(Protocol):
@@ -24,8 +20,9 @@ class _Flushable(Protocol):
 
 
 _lock = threading.Lock()
-_recorders: dict[str, weakref.WeakSet[_Flushable]] = {}
-_last_flush: dict[str, float] = {}
+# Weak references (a recorder dropped without `close` is not kept alive), replaced whole under
+# the lock so that `flush_recorders`, called at every refresh, reads them without it.
+_recorders: dict[str, tuple[weakref.ref[_Flushable], ...]] = {}
 
 
 def key(path: str | os.PathLike[str]) -> str:
@@ -34,27 +31,26 @@ def key(path: str | os.PathLike[str]) -> str:
     return os.path.realpath(os.fspath(path))
 
 
+def _replace(path: str | os.PathLike[str], drop: _Flushable, add: bool) -> None:
+    with _lock:
+        k = key(path)
+        kept = tuple(r for r in _recorders.get(k, ()) if (o := r()) is not None and o is not drop)
+        _recorders[k] = (*kept, weakref.ref(drop)) if add else kept
+
+
 def register(path: str | os.PathLike[str], recorder: _Flushable) -> None:
     """`recorder` writes into the directory `path` (until `unregister`)."""
-    with _lock:
-        _recorders.setdefault(key(path), weakref.WeakSet()).add(recorder)
+    _replace(path, recorder, add=True)
 
 
 def unregister(path: str | os.PathLike[str], recorder: _Flushable) -> None:
-    with _lock:
-        _recorders.get(key(path), weakref.WeakSet()).discard(recorder)
+    _replace(path, recorder, add=False)
 
 
 def flush_recorders(directory_key: str) -> None:
-    """Flushes the recorders of this process writing into the directory whose `key` this is,
-    unless that was done less than `MIN_FLUSH_INTERVAL` ago."""
-    with _lock:
-        now = time.monotonic()
-        if now - _last_flush.get(directory_key, -1e9) < MIN_FLUSH_INTERVAL:
-            return
-        recorders = list(_recorders.get(directory_key, ()))
-        if not recorders:
-            return
-        _last_flush[directory_key] = now
-    for recorder in recorders:
-        recorder._flush_for_readers()
+    """Lets the recorders of this process writing into the directory whose `key` this is flush
+    as a refresh needs (waiting only when the newest flush written is too old)."""
+    for ref in _recorders.get(directory_key, ()):
+        recorder = ref()
+        if recorder is not None:
+            recorder._flush_for_readers()

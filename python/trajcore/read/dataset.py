@@ -306,10 +306,11 @@ class Dataset(_Sampling):
     def refresh(self) -> int:
         """Picks up shards that grew or appeared since opening (a recorder still writing);
         returns the number of new episodes. A recorder of this process writing into this
-        directory is flushed first (at most every 50 ms), listing the steps of its running
-        episodes too (incomplete, `Episode.is_part`; each is listed whole in the same place once
-        it ends): see docs/replay-buffer.md. They come after the episodes already listed, so
-        episode numbers handed out stay valid (selections made before keep their episodes).
+        directory is asked to flush first (every 50 ms, waited for only as the 100 ms promise
+        needs), listing the steps of its running episodes too (incomplete, `Episode.is_part`;
+        each is listed whole in the same place once it ends): see docs/replay-buffer.md. They
+        come after the episodes already listed, so episode numbers handed out stay valid
+        (selections made before keep their episodes).
         The episodes listed are those a fresh open of the same files lists: an episode listed
         while it went on over a shard rollover grows in place once its end is read (the same
         index, its first steps unchanged; global step numbers after it move on by as many

@@ -314,10 +314,10 @@ class Recording:
         self._recorder.flush()
 
     def _flush_for_readers(self) -> None:
-        """`flush`, for a refresh of this directory in this process (`trajcore._live`); nothing
-        before the recorder started (a deferred one) or after it closed."""
+        """The flush a refresh of this directory in this process needs (`trajcore._live`), which
+        seldom waits; nothing before the recorder started (a deferred one) or after it closed."""
         if self._native is not None and not self._closed_all:
-            self._native.flush()
+            self._native.flush(True)  # for_readers (positional: called at every refresh)
 
     def stats(self) -> dict[str, Any]:
         """Counters of the core: steps, episodes, bytes_raw, bytes_written, ring_capacity,

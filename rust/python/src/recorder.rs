@@ -351,8 +351,9 @@ impl PyRecorder {
         rec.abort(env).py_err(py)
     }
 
-    fn flush(&self, py: Python<'_>) -> PyResult<()> {
-        detached(py, &mut self.lock(py)?.rec, Recorder::flush)
+    #[pyo3(signature = (for_readers=false))]
+    fn flush(&self, py: Python<'_>, for_readers: bool) -> PyResult<()> {
+        detached(py, &mut self.lock(py)?.rec, if for_readers { Recorder::flush_for_readers } else { Recorder::flush })
     }
 
     /// Writes what is left and stops the writer thread (waiting with the GIL released). An

@@ -1,8 +1,8 @@
 //! Recording: the caller pushes (vector) steps into a lock-free ring; a background thread turns
 //! them into per-env episodes and appends compressed, checksummed chunks to shard files.
 //!
-//! Modules depend one way: `recorder` (the caller's side) on `autoreset` (its decisions) and
-//! `thread`; `thread` (the loop) on `episodes` (pure: ops to rows and episodes) and `sink`
+//! Modules depend one way: `recorder` (the caller's side) on `autoreset` and `reader_flush`
+//! (its decisions) and `thread`; `thread` (the loop) on `episodes` (pure: ops to rows and episodes) and `sink`
 //! (sealing, writing, rollover, compaction); `sink` on `episodes`, `shard`, `compact` and
 //! `capacity` (which closed shards a bounded recording deletes).
 
@@ -13,6 +13,7 @@ pub mod episodes;
 pub mod files;
 pub mod lane;
 pub mod message;
+pub mod reader_flush;
 pub mod recorder;
 pub mod shared;
 pub mod thread;

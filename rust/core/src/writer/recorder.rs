@@ -14,6 +14,7 @@ use rtrb::CopyToUninit;
 use super::autoreset::{op, EpisodeEnd, Refusal, Splitter, Tally, Target};
 use super::config::RecorderConfig;
 use super::message::{self, EntryKind, EntryRef, MessageHead, MessageKind, Slot};
+use super::reader_flush::{ReaderFlush, ReaderFlushes, Requested};
 use super::shared::Shared;
 use super::thread::{Faults, WriterSetup, WriterThread};
 use crate::dtype::DType;
@@ -108,6 +109,9 @@ pub struct Recorder {
     pace: Pace,
     /// The uploads of a recording to a store (`RecorderConfig::upload_to`).
     uploads: Option<Uploads>,
+    /// The flushes refreshes of this process asked for, timed from `made`.
+    reader_flushes: ReaderFlushes,
+    made: std::time::Instant,
 }
 
 /// At most this many bytes of the ring are prefetched after a message (see `prefetch_next`).
@@ -253,6 +257,8 @@ impl Recorder {
             pushed: 0,
             pace: Pace::default(),
             uploads,
+            reader_flushes: ReaderFlushes::default(),
+            made: std::time::Instant::now(),
         })
     }
 
@@ -931,6 +937,29 @@ impl Recorder {
         self.next_ticket += 1;
         self.push_control(MessageKind::Flush, 0, ticket, &[], now_ns())?;
         self.wait_ticket(ticket)
+    }
+
+    /// What a refresh of this directory in this process needs (see `reader_flush`): asks for a
+    /// flush every 50 ms and waits only when no written flush covers the steps 100 ms old.
+    pub fn flush_for_readers(&mut self) -> Result<()> {
+        self.check()?;
+        let at_ns = self.made.elapsed().as_nanos() as u64;
+        let flushed = self.shared.flushed.load(Ordering::Acquire);
+        let wait_for = match self.reader_flushes.decide(at_ns, flushed) {
+            ReaderFlush::Nothing => return Ok(()),
+            ReaderFlush::WaitFor(ticket) => ticket,
+            decision @ (ReaderFlush::Request | ReaderFlush::RequestAndWait) => {
+                let ticket = self.next_ticket;
+                self.next_ticket += 1;
+                self.push_control(MessageKind::Flush, 0, ticket, &[], now_ns())?;
+                self.reader_flushes.requested(Requested { ticket, at_ns }, flushed);
+                if decision == ReaderFlush::Request {
+                    return Ok(());
+                }
+                ticket
+            }
+        };
+        self.wait_ticket(wait_for)
     }
 
     fn wait_ticket(&mut self, ticket: u64) -> Result<()> {
