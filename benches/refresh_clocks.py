@@ -22,22 +22,17 @@ import shutil
 import sys
 import time
 
-import gymnasium as gym
 import numpy as np
 import trajcore
 from trajcore import _live
+from workloads import cartpole_buffer
 
 NUM_ENVS, CAPACITY, BATCH = 8, 100_000, 256
 
 
 def main(out: str, steps: int) -> None:
     shutil.rmtree(out, ignore_errors=True)
-    make = gym.make_vec("CartPole-v1", num_envs=NUM_ENVS, vectorization_mode="sync")
-    envs = trajcore.RecordVectorEpisodes(make, out, capacity_steps=CAPACITY)
-    envs.action_space.seed(0)
-    envs.reset(seed=0)
-    for _ in range(CAPACITY * 5 // 4 // NUM_ENVS):
-        envs.step(envs.action_space.sample())
+    envs = cartpole_buffer(out, CAPACITY, NUM_ENVS)
     envs.flush()
     ds = trajcore.open(out)
     core, n = ds._core, 20_000

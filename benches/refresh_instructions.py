@@ -24,8 +24,8 @@ import shutil
 import sys
 import time
 
-import gymnasium as gym
 import trajcore
+from workloads import cartpole_buffer
 
 NUM_ENVS, CAPACITY, STEPS_PER_FLUSH = 8, 100_000, 550
 
@@ -34,13 +34,8 @@ def main() -> None:
     out, mode = sys.argv[1], sys.argv[2]
     if mode == "fill":
         shutil.rmtree(out, ignore_errors=True)
-    make = gym.make_vec("CartPole-v1", num_envs=NUM_ENVS, vectorization_mode="sync")
-    envs = trajcore.RecordVectorEpisodes(make, out, capacity_steps=CAPACITY)
-    envs.action_space.seed(0)
-    envs.reset(seed=0)
+    envs = cartpole_buffer(out, CAPACITY, NUM_ENVS, fill=mode == "fill")
     if mode == "fill":
-        for _ in range(CAPACITY * 5 // 4 // NUM_ENVS):
-            envs.step(envs.action_space.sample())
         envs.close()
         return
     envs.flush()

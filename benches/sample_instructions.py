@@ -24,21 +24,15 @@ import sys
 import time
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
 import trajcore
+from workloads import cartpole_buffer
 
 NUM_ENVS, CAPACITY, BATCH = 8, 100_000, 256
 
 
 def record(out: str) -> None:
-    make = gym.make_vec("CartPole-v1", num_envs=NUM_ENVS, vectorization_mode="sync")
-    envs = trajcore.RecordVectorEpisodes(make, out, capacity_steps=CAPACITY)
-    envs.action_space.seed(0)
-    envs.reset(seed=0)
-    for _ in range(CAPACITY * 5 // 4 // NUM_ENVS):
-        envs.step(envs.action_space.sample())
-    envs.close()
+    cartpole_buffer(out, CAPACITY, NUM_ENVS).close()
 
 
 def clocks(ds: trajcore.Dataset) -> None:

@@ -95,6 +95,20 @@ def cartpole_vector(num_envs: int = 16) -> Any:
     return gym.make_vec("CartPole-v1", num_envs=num_envs, vectorization_mode="sync")
 
 
+def cartpole_buffer(out: str, capacity: int, num_envs: int, fill: bool = True) -> Any:
+    """The replay benches' buffer: CartPole x`num_envs` recorded into `out` with
+    `capacity_steps=capacity`, seeded, reset and (with `fill`) stepped to 1.25 capacities (it has
+    evicted); returned open, the recorder's envs ready for more steps."""
+    import trajcore  # the benches that only time peers run without it
+
+    envs = trajcore.RecordVectorEpisodes(cartpole_vector(num_envs), out, capacity_steps=capacity)
+    envs.action_space.seed(0)
+    envs.reset(seed=0)
+    for _ in range(capacity * 5 // 4 // num_envs if fill else 0):
+        envs.step(envs.action_space.sample())
+    return envs
+
+
 class ListVectorEnv:
     """Steps a list of single envs in a Python loop, resetting each one whose episode ended (the
     way loggers that wrap one env each, EnvLogger and Minari, are used on many envs).
