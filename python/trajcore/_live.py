@@ -31,11 +31,12 @@ def key(path: str | os.PathLike[str]) -> str:
     return os.path.realpath(os.fspath(path))
 
 
-def _replace(path: str | os.PathLike[str], drop: _Flushable, add: bool) -> None:
+def _replace(path: str | os.PathLike[str], recorder: _Flushable, add: bool) -> None:
+    """The directory's recorders less `recorder` (and those gone), plus it again with `add`."""
     with _lock:
         k = key(path)
-        kept = tuple(r for r in _recorders.get(k, ()) if (o := r()) is not None and o is not drop)
-        _recorders[k] = (*kept, weakref.ref(drop)) if add else kept
+        kept = tuple(r for r in _recorders.get(k, ()) if (o := r()) is not None and o is not recorder)
+        _recorders[k] = (*kept, weakref.ref(recorder)) if add else kept
 
 
 def register(path: str | os.PathLike[str], recorder: _Flushable) -> None:
