@@ -126,3 +126,62 @@ def test_import_leaves_lerobot_until_it_is_asked_for() -> None:
         "trajcore.formats.from_lerobot.from_lerobot",
     ]
     assert out["same"] and out["star"] and out["after"]
+
+
+# Getting data out, looking at episodes and the tools over files: `import trajcore` leaves each of
+# these packages to the first use of a name that needs it.
+LEFT_FOR_FIRST_USE = [
+    "trajcore.formats",
+    "trajcore.images",
+    "trajcore.plots",
+    "trajcore.tools",
+    "trajcore.video",
+    "trajcore.viewer",
+]
+
+
+def test_import_leaves_exports_plots_viewer_and_tools_until_asked_for() -> None:
+    code = f"""if True:
+        import json, sys
+        import trajcore
+        loaded = lambda: sorted(m for m in sys.modules if m.split(".")[:2] in [p.split(".") for p in {LEFT_FOR_FIRST_USE!r}])
+        before = loaded()
+        listed = dir(trajcore)
+        functions = {{}}
+        for name in ("export", "to_pandas", "summaries_frame", "import_minari", "annotate", "convert"):
+            functions[name] = getattr(trajcore, name).__module__
+        import trajcore.formats, trajcore.tools.annotate, trajcore.tools.convert
+        same = [
+            trajcore.export is trajcore.formats.export,
+            trajcore.to_pandas is trajcore.formats.to_pandas,
+            trajcore.summaries_frame is trajcore.formats.summaries_frame,
+            trajcore.import_minari is trajcore.formats.import_minari,
+            trajcore.annotate is trajcore.tools.annotate.annotate,
+            trajcore.convert is trajcore.tools.convert.convert,
+        ]
+        modules = {{n: getattr(trajcore, n).__name__ for n in ("plots", "viewer", "video", "images", "spaces", "tools")}}
+        ns = {{}}
+        exec("from trajcore import *", ns)
+        print(json.dumps({{
+            "before": before,
+            "listed": [n for n in ("export", "plots", "viewer", "formats", "tools", "video", "images") if n in listed],
+            "functions": functions,
+            "same": same,
+            "modules": modules,
+            "star": ns["plots"] is trajcore.plots and ns["export"] is trajcore.export,
+        }}))
+    """
+    out = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert out["before"] == []
+    assert out["listed"] == ["export", "plots", "viewer", "formats", "tools", "video", "images"]
+    assert out["functions"] == {
+        "export": "trajcore.formats",
+        "to_pandas": "trajcore.formats.frames",
+        "summaries_frame": "trajcore.formats.frames",
+        "import_minari": "trajcore.formats.from_minari",
+        "annotate": "trajcore.tools.annotate",
+        "convert": "trajcore.tools.convert",
+    }
+    assert out["same"] == [True] * 6
+    assert out["modules"] == {n: f"trajcore.{n}" for n in ("plots", "viewer", "video", "images", "spaces", "tools")}
+    assert out["star"]

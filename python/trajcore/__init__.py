@@ -23,15 +23,13 @@ the exports and pandas tables. `trajcore.torch` (needs torch) wraps datasets for
 `torch.utils.data.DataLoader`.
 """
 
-# plots and viewer: looking at episodes (matplotlib is imported only when a figure is drawn).
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from trajcore import _core, _moved, errors, plots, viewer
+from trajcore import _core, _moved, errors
 
 # The error classes: `trajcore.errors` names them once, and every one is public here too.
 from trajcore.errors import *  # noqa: F403
-from trajcore.formats import export, import_minari, summaries_frame, to_pandas
 from trajcore.read.dataset import Dataset, open
 from trajcore.read.episode import Episode
 from trajcore.read.episodes import Episodes
@@ -42,16 +40,31 @@ from trajcore.record.env_wrapper import RecordEpisodes
 from trajcore.record.manual import Writer
 from trajcore.record.session import EpisodeInfo, RecordingOptions
 from trajcore.record.vector_wrapper import RecordVectorEpisodes
-from trajcore.tools.annotate import annotate
-from trajcore.tools.convert import convert
 
 if TYPE_CHECKING:
+    from trajcore import plots, viewer
+    from trajcore.formats import export, import_minari, summaries_frame, to_pandas
     from trajcore.formats.from_lerobot import from_lerobot
+    from trajcore.tools.annotate import annotate
+    from trajcore.tools.convert import convert
     from trajcore.tools.lerobot import to_lerobot
 
-# Imported when first asked for: LeRobot's formats bring video, image and statistics modules that
-# recording and reading never use (an `import trajcore` in every data-loader worker).
-_LAZY = {"from_lerobot": "trajcore.formats", "to_lerobot": "trajcore.tools.lerobot"}
+# Imported when first asked for: getting data out (the exports and pandas tables, LeRobot's video,
+# image and statistics modules), the plots, the viewer and the tools over files are never used by
+# recording and reading (an `import trajcore` in every data-loader worker).
+_LAZY = {
+    "annotate": "trajcore.tools.annotate",
+    "convert": "trajcore.tools.convert",
+    "export": "trajcore.formats",
+    "from_lerobot": "trajcore.formats",
+    "import_minari": "trajcore.formats",
+    "summaries_frame": "trajcore.formats",
+    "to_lerobot": "trajcore.tools.lerobot",
+    "to_pandas": "trajcore.formats",
+}
+# Subpackages an `import trajcore` imported (and so made attributes) before they were left to
+# their first use: `trajcore.plots.per_episode(...)` after `import trajcore` alone still works.
+_SUBMODULES = ("formats", "images", "plots", "spaces", "tools", "video", "viewer")
 
 # The module paths of the previous version (`trajcore.dataset`, `trajcore.bench`, ...) import
 # their new homes, with a DeprecationWarning.
@@ -101,6 +114,8 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value  # asked once
         return value
+    if name in _SUBMODULES:
+        return importlib.import_module(f"trajcore.{name}")  # the import makes it an attribute
     # The PettingZoo recorders import pettingzoo: only when asked for.
     if name in ("RecordParallelEpisodes", "RecordAECEpisodes"):
         from trajcore.record import pettingzoo
@@ -111,6 +126,11 @@ def __getattr__(name: str) -> Any:
     if f"trajcore.{name}" in _moved.MOVED:
         return importlib.import_module(f"trajcore.{name}")
     raise AttributeError(f"module 'trajcore' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # The names imported when first asked for are listed before that, as the public names they are.
+    return sorted({*globals(), *_LAZY, *_SUBMODULES})
 
 
 def set_num_threads(n: int) -> None:
