@@ -144,8 +144,8 @@ def test_import_leaves_exports_plots_viewer_and_tools_until_asked_for() -> None:
     code = f"""if True:
         import json, sys
         import trajcore
-        loaded = lambda: sorted(m for m in sys.modules if m.split(".")[:2] in [p.split(".") for p in {LEFT_FOR_FIRST_USE!r}])
-        before = loaded()
+        packages = {LEFT_FOR_FIRST_USE!r}
+        before = sorted(m for m in sys.modules if ".".join(m.split(".")[:2]) in packages)
         listed = dir(trajcore)
         functions = {{}}
         for name in ("export", "to_pandas", "summaries_frame", "import_minari", "annotate", "convert"):
@@ -159,7 +159,8 @@ def test_import_leaves_exports_plots_viewer_and_tools_until_asked_for() -> None:
             trajcore.annotate is trajcore.tools.annotate.annotate,
             trajcore.convert is trajcore.tools.convert.convert,
         ]
-        modules = {{n: getattr(trajcore, n).__name__ for n in ("plots", "viewer", "video", "images", "spaces", "tools")}}
+        subpackages = ("plots", "viewer", "video", "images", "spaces", "tools")
+        modules = {{n: getattr(trajcore, n).__name__ for n in subpackages}}
         ns = {{}}
         exec("from trajcore import *", ns)
         print(json.dumps({{
