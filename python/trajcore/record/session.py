@@ -331,8 +331,6 @@ class Recording:
         stored in the files (unless ``timelog=False``): `Dataset.timelog` reads it back.
         Recording to a store, also bytes_uploaded: bytes put so far (segments and whole shards)."""
         stats: dict[str, Any] = self._recorder.stats()
-        if self._staging is not None:
-            stats["bytes_uploaded"] = self._recorder.bytes_uploaded
         return stats
 
     @property
