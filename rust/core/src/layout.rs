@@ -360,6 +360,27 @@ mod tests {
     }
 
     #[test]
+    fn parse_as_maps_leaves_to_the_callers_columns_and_keys_as_it_parses() {
+        let ids = ["x", "y"];
+        let column = |name: &str| ids.iter().position(|i| *i == name);
+        // (tree, what it parses to: leaves the columns' positions, keys their lengths)
+        type Case = (Value, Result<Layout<usize, usize>, &'static str>);
+        let table: [Case; 4] = [
+            (json!({"leaf": "y"}), Ok(Layout::Leaf(1))),
+            (
+                json!({"dict": [["ab", {"leaf": "x"}], ["c", {"tuple": [{"leaf": "y"}]}]]}),
+                Ok(Layout::Dict(vec![(2, Layout::Leaf(0)), (1, Layout::Tuple(vec![Layout::Leaf(1)]))])),
+            ),
+            (json!({"tuple": [{"leaf": "x"}, {"leaf": "z"}]}), Err("leaf 'z' names no column")),
+            (json!({"dict": [["k", {"leaf": 1}]]}), Err("leaf 1 names no column")),
+        ];
+        for (tree, want) in table {
+            let got = Layout::parse_as(&tree, &column, &mut |key| key.len());
+            assert_eq!(got, want.map_err(String::from), "{tree}");
+        }
+    }
+
+    #[test]
     fn try_map_converts_leaves_and_keys_and_stops_at_the_first_error() {
         let layout = parse(json!({"dict": [["a", {"leaf": "x"}], ["b", {"leaf": "y"}]]})).unwrap();
         let ids = ["x", "y"];
