@@ -142,18 +142,17 @@ impl State {
 
     /// Same-step autoreset: the final observation and info of the envs whose episode ended
     /// (gymnasium's `_final_obs` mask, else a None observation, says which: read here item by
-    /// item, as each observation is walked).
+    /// item, as each observation is walked, so an env the mask leaves out is not read at all).
     fn collect_final(&mut self, py: Python<'_>, info: &Bound<'_, PyAny>, n: usize) -> PyResult<()> {
         let info = info.cast::<PyDict>()?;
         if let Some(final_obs) = info.get_item("final_obs")? {
             let mask = info.get_item("_final_obs")?;
             for env in 0..n {
-                let present = match &mask {
-                    Some(m) => m.get_item(env)?.is_truthy()?,
-                    None => !final_obs.get_item(env)?.is_none(),
+                let obs = match &mask {
+                    Some(m) if !m.get_item(env)?.is_truthy()? => continue,
+                    _ => final_obs.get_item(env)?,
                 };
-                if present {
-                    let obs = final_obs.get_item(env)?;
+                if mask.is_some() || !obs.is_none() {
                     self.put_tree(py, OBSERVATION, &obs, Place::env(env, Slot::Final))?;
                 }
             }
