@@ -73,7 +73,7 @@ def _one_round(path: Path) -> bool | None:
 def test_a_refresh_does_not_wait_for_a_slow_writer_yet_lists_every_step_100_ms_old(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    slow = functools.partial(trajcore._core.Recorder, test_faults={"slow_step_ms": SLOW_STEP_MS})
+    slow = functools.partial(trajcore._core.Recorder, test_faults=f'{{"slow_step_ms": {SLOW_STEP_MS}}}')
     monkeypatch.setattr(session, "_core", types.SimpleNamespace(**{**vars(trajcore._core), "Recorder": slow}))
     outcomes = []
     for attempt in range(5):  # a loaded machine can miss the 50 ms window: try again

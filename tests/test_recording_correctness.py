@@ -423,7 +423,7 @@ def test_refused_steps_with_block_when_full_false_never_shift_rows(
 ) -> None:
     # A writer that cannot keep up (the core's fault hook: it sleeps 5 ms per step), so that the
     # ring fills and steps are refused on any machine.
-    slow = functools.partial(trajcore._core.Recorder, test_faults={"slow_step_ms": 5})
+    slow = functools.partial(trajcore._core.Recorder, test_faults='{"slow_step_ms": 5}')
     monkeypatch.setattr(session, "_core", types.SimpleNamespace(**{**vars(trajcore._core), "Recorder": slow}))
     space = spaces.Box(0, 255, (128, 128), np.uint8)
     rec = trajcore.RecordVectorEpisodes(

@@ -37,9 +37,9 @@ def run_child(code: str, tmp_path: Path, timeout: float = 60) -> subprocess.Comp
 
 # The wrappers' core recorders get `faults` through the extension's test-only keyword.
 FAULTS = """
-import functools, types, trajcore, trajcore.record.session as r
+import functools, json, types, trajcore, trajcore.record.session as r
 def with_faults(faults):
-    recorder = functools.partial(trajcore._core.Recorder, test_faults=faults)
+    recorder = functools.partial(trajcore._core.Recorder, test_faults=json.dumps(faults))
     r._core = types.SimpleNamespace(**{**vars(trajcore._core), "Recorder": recorder})
 """
 

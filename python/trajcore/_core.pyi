@@ -4,7 +4,6 @@ Users do not import this module; `trajcore` wraps it. Errors raised here are the
 `trajcore.errors` (`trajcore.TrajcoreError` and subclasses).
 """
 
-from collections.abc import Mapping
 from typing import Any, Literal, Self, final
 
 import numpy as np
@@ -88,14 +87,15 @@ class Recorder:
         config_json: str,
         *,
         report_ended: bool = False,
-        test_faults: Mapping[str, int] | None = None,
+        test_faults: str | None = None,
         test_no_info_plans: bool = False,
     ) -> Self:
         """`report_ended`: `step` returns the episodes it ended (else always None: no Python
-        object is made for them). Test-only keywords: `test_faults`, for tests of failure handling, ``panic_at_step``
-        (the writer thread panics at that step, counted from 1) and ``slow_step_ms`` (it sleeps
-        that long per step); `test_no_info_plans` walks every info dict key by key (tests
-        record both ways and compare)."""
+        object is made for them). Test-only keywords: `test_faults`, for tests of failure
+        handling, a JSON object of ``panic_at_step`` (the writer thread panics at that step,
+        counted from 1) and ``slow_step_ms`` (it sleeps that long per step);
+        `test_no_info_plans` walks every info dict key by key (tests record both ways and
+        compare)."""
     def reset(
         self, observation: Any, info: dict[str, Any], mask: npt.ArrayLike | None = None, frame: Any = None
     ) -> None:
@@ -145,17 +145,13 @@ class Recorder:
     @property
     def shard_paths(self) -> list[str]: ...
     @property
-    def bytes_uploaded(self) -> int:
-        """Bytes put to the store so far, when recording to one (segments and whole shards)."""
-    @property
     def num_envs(self) -> int: ...
-    def columns(self) -> list[dict[str, Any]]:
-        """Column specs so far (info and data columns appear as they are first seen)."""
     def stats(self) -> dict[str, Any]:
         """Counters: steps, episodes, bytes_raw, bytes_written, ring_capacity, ring_waits,
-        backlog_waits, steps_not_recorded, values_not_recorded ({column: count}), and timelog
+        backlog_waits, steps_not_recorded, values_not_recorded ({column: count}), timelog
         (a list of per-second dicts of the writer thread's timings, see `Recorder.stats` in
-        trajcore.record.session)."""
+        trajcore.record.session), and recording to a store, bytes_uploaded (bytes put so far:
+        segments and whole shards)."""
 
 @disjoint_base
 class Dataset:

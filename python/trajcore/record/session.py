@@ -330,10 +330,7 @@ class Recording:
         (producer_wait_s) and the ring's fill (ring_fill, ring_fill_max, fractions). It is also
         stored in the files (unless ``timelog=False``): `Dataset.timelog` reads it back.
         Recording to a store, also bytes_uploaded: bytes put so far (segments and whole shards)."""
-        stats: dict[str, Any] = self._recorder.stats()
-        if self._staging is not None:
-            stats["bytes_uploaded"] = self._recorder.bytes_uploaded
-        return stats
+        return self._recorder.stats()
 
     @property
     def shard_paths(self) -> list[str]:

@@ -381,10 +381,10 @@ impl<'a> Replay<'a> {
         })?;
         if part && t_len > 0 {
             // Its last step ends it as the episode ended; the copy stays a part (incomplete).
-            self.recorder.mark_start_lost(lane)?;
+            self.recorder.mark_start_lost(lane.into())?;
         }
         if metadata.trim() != "{}" {
-            self.recorder.set_episode_metadata(lane, metadata)?;
+            self.recorder.set_episode_metadata(lane.into(), metadata)?;
         }
         for t in 0..t_len {
             let time = if t + 1 == t_len { s.end_ns } else { s.start_ns };
@@ -394,7 +394,7 @@ impl<'a> Replay<'a> {
             })?;
         }
         if !s.complete() && !part {
-            self.recorder.abort(Some(lane))?;
+            self.recorder.abort(Some(lane.into()))?;
             self.recorder.send_ops(s.end_ns)?;
         }
         Ok(())

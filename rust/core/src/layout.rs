@@ -48,7 +48,7 @@ impl Layout {
     /// every leaf's name. The error says what is wrong, for the caller to wrap with where the
     /// tree came from.
     pub fn parse(tree: &Value, is_column: &dyn Fn(&str) -> bool) -> Result<Layout, String> {
-        Self::parse_at(tree, is_column, 0)
+        Self::parse_as(tree, &|name| is_column(name).then(|| name.to_string()), &mut str::to_string)
     }
 
     /// `parse` of the JSON text of a tree.
@@ -56,8 +56,25 @@ impl Layout {
         let tree: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
         Self::parse(&tree, is_column)
     }
+}
 
-    fn parse_at(tree: &Value, is_column: &dyn Fn(&str) -> bool, depth: usize) -> Result<Layout, String> {
+impl<L, K> Layout<L, K> {
+    /// `parse`, with each leaf's name turned into the caller's column by `column` (`None`: it
+    /// names no column) and each dict key by `key`, in one pass.
+    pub fn parse_as(
+        tree: &Value,
+        column: &dyn Fn(&str) -> Option<L>,
+        key: &mut dyn FnMut(&str) -> K,
+    ) -> Result<Self, String> {
+        Self::parse_at(tree, column, key, 0)
+    }
+
+    fn parse_at(
+        tree: &Value,
+        column: &dyn Fn(&str) -> Option<L>,
+        key: &mut dyn FnMut(&str) -> K,
+        depth: usize,
+    ) -> Result<Self, String> {
         if depth > MAX_DEPTH {
             return Err(format!("nested deeper than {MAX_DEPTH} levels"));
         }
@@ -66,20 +83,21 @@ impl Layout {
             return Err(format!("a node is {{\"leaf\"}}, {{\"dict\"}} or {{\"tuple\"}}, got {}", short(tree)));
         };
         match (kind.as_str(), value) {
-            ("leaf", Value::String(name)) if is_column(name) => Ok(Layout::Leaf(name.clone())),
-            ("leaf", Value::String(name)) => Err(format!("leaf '{name}' names no column")),
+            ("leaf", Value::String(name)) => {
+                column(name).map(Layout::Leaf).ok_or_else(|| format!("leaf '{name}' names no column"))
+            }
             ("leaf", name) => Err(format!("leaf {} names no column", short(name))),
             ("dict", Value::Array(items)) => items
                 .iter()
                 .map(|item| match item.as_array().map(Vec::as_slice) {
-                    Some([Value::String(key), sub]) => Ok((key.clone(), Self::parse_at(sub, is_column, depth + 1)?)),
+                    Some([Value::String(k), sub]) => Ok((key(k), Self::parse_at(sub, column, key, depth + 1)?)),
                     _ => Err(format!("dict items are [key, tree], got {}", short(item))),
                 })
                 .collect::<Result<_, _>>()
                 .map(Layout::Dict),
             ("tuple", Value::Array(items)) => items
                 .iter()
-                .map(|t| Self::parse_at(t, is_column, depth + 1))
+                .map(|t| Self::parse_at(t, column, key, depth + 1))
                 .collect::<Result<_, _>>()
                 .map(Layout::Tuple),
             ("dict" | "tuple", items) => Err(format!("{kind} items must be a list, got {}", short(items))),
@@ -164,16 +182,9 @@ pub trait ValueAccess<K> {
     fn at(&self, value: &Self::Value, index: usize) -> Result<Self::Value, Self::Error>;
     /// How errors name `value`'s type.
     fn type_name(&self, value: &Self::Value) -> String;
-    /// How errors and paths show `key`.
-    fn key_text(&self, key: &K) -> String;
-}
-
-/// Why `Layout::walk_value` stopped: the caller's access or leaf raised `E`, or the value does
-/// not fit the tree (a `Schema` error naming the place, as `path_name` names it).
-#[derive(Debug)]
-pub enum WalkError<E> {
-    Raised(E),
-    Misfit(Error),
+    /// The caller's error for a value that does not fit the tree: a `Schema` error naming the
+    /// place, as `path_name` names it.
+    fn misfit(&self, error: Error) -> Self::Error;
 }
 
 /// A misfit's path is gathered innermost first, on the way out: a walk that fits builds none.
@@ -194,25 +205,19 @@ impl<E> Misfit<E> {
     }
 }
 
-impl<L, K> Layout<L, K> {
+impl<L, K: std::fmt::Display> Layout<L, K> {
     /// Calls `leaf(leaf, value)` for every leaf of `value`, checking that its nesting matches
-    /// the tree. `what` names the value in errors ("observation").
-    pub fn walk_value<A, F>(
-        &self,
-        access: &A,
-        value: &A::Value,
-        what: &str,
-        leaf: &mut F,
-    ) -> Result<(), WalkError<A::Error>>
+    /// the tree. `what` names the value in errors ("observation"); keys show as they display.
+    pub fn walk_value<A, F>(&self, access: &A, value: &A::Value, what: &str, leaf: &mut F) -> Result<(), A::Error>
     where
         A: ValueAccess<K>,
         F: FnMut(&L, &A::Value) -> Result<(), A::Error>,
     {
         self.walk_at(access, value, leaf).map_err(|misfit| match misfit {
-            Misfit::Raised(e) => WalkError::Raised(e),
+            Misfit::Raised(e) => e,
             Misfit::Shape(mut path, why) => {
                 path.reverse();
-                WalkError::Misfit(Error::schema(path_name(what, &path), why))
+                access.misfit(Error::schema(path_name(what, &path), why))
             }
         })
     }
@@ -227,19 +232,15 @@ impl<L, K> Layout<L, K> {
             Layout::Dict(items) => {
                 for (key, sub) in items {
                     let Some(item) = access.item(value, key).map_err(Misfit::Raised)? else {
-                        let why = format!(
-                            "expected a dict with key '{}', got {}",
-                            access.key_text(key),
-                            access.type_name(value)
-                        );
+                        let why = format!("expected a dict with key '{key}', got {}", access.type_name(value));
                         return Err(Misfit::Shape(Vec::new(), why));
                     };
-                    sub.walk_at(access, &item, leaf).map_err(|m| m.under(PathItem::Key(access.key_text(key))))?;
+                    sub.walk_at(access, &item, leaf).map_err(|m| m.under(PathItem::Key(key.to_string())))?;
                 }
                 // Every declared key was found: more keys than that are keys the space lacks,
                 // which would otherwise be dropped without a word. One length asked per dict.
                 if access.len(value).is_some_and(|n| n > items.len()) {
-                    let declared: Vec<String> = items.iter().map(|(k, _)| access.key_text(k)).collect();
+                    let declared: Vec<String> = items.iter().map(|(k, _)| k.to_string()).collect();
                     let keys = access.keys(value).map_err(Misfit::Raised)?;
                     if let Some(extra) = keys.iter().find(|k| !declared.contains(k)) {
                         let why = format!(
@@ -359,6 +360,27 @@ mod tests {
     }
 
     #[test]
+    fn parse_as_maps_leaves_to_the_callers_columns_and_keys_as_it_parses() {
+        let ids = ["x", "y"];
+        let column = |name: &str| ids.iter().position(|i| *i == name);
+        // (tree, what it parses to: leaves the columns' positions, keys their lengths)
+        type Case = (Value, Result<Layout<usize, usize>, &'static str>);
+        let table: [Case; 4] = [
+            (json!({"leaf": "y"}), Ok(Layout::Leaf(1))),
+            (
+                json!({"dict": [["ab", {"leaf": "x"}], ["c", {"tuple": [{"leaf": "y"}]}]]}),
+                Ok(Layout::Dict(vec![(2, Layout::Leaf(0)), (1, Layout::Tuple(vec![Layout::Leaf(1)]))])),
+            ),
+            (json!({"tuple": [{"leaf": "x"}, {"leaf": "z"}]}), Err("leaf 'z' names no column")),
+            (json!({"dict": [["k", {"leaf": 1}]]}), Err("leaf 1 names no column")),
+        ];
+        for (tree, want) in table {
+            let got = Layout::parse_as(&tree, &column, &mut |key| key.len());
+            assert_eq!(got, want.map_err(String::from), "{tree}");
+        }
+    }
+
+    #[test]
     fn try_map_converts_leaves_and_keys_and_stops_at_the_first_error() {
         let layout = parse(json!({"dict": [["a", {"leaf": "x"}], ["b", {"leaf": "y"}]]})).unwrap();
         let ids = ["x", "y"];
@@ -398,8 +420,8 @@ mod tests {
             }
             .into()
         }
-        fn key_text(&self, key: &String) -> String {
-            key.clone()
+        fn misfit(&self, error: Error) -> String {
+            error.to_string()
         }
     }
 
@@ -416,10 +438,7 @@ mod tests {
                 seen.push((leaf.clone(), v.clone()));
                 Ok(())
             });
-            result.map(|()| seen).map_err(|e| match e {
-                WalkError::Raised(why) => why,
-                WalkError::Misfit(e) => e.to_string(),
-            })
+            result.map(|()| seen)
         };
         let got = walk(json!({"b": [2, 3], "a": 1})).unwrap();
         assert_eq!(got, [("x".into(), json!(1)), ("y".into(), json!(2)), ("z".into(), json!(3))]);

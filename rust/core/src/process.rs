@@ -13,6 +13,17 @@ extern "C" fn forget_in_child() {
     CACHED.store(0, Ordering::Relaxed);
 }
 
+/// Checks that the calling process is `owner`, the one that made a recorder: its writer thread
+/// and file exist in no other (a forked child).
+///
+/// Errors: `ForeignProcess`.
+pub fn check_owner(owner: u32) -> crate::Result<()> {
+    if current_pid() != owner {
+        return Err(crate::Error::ForeignProcess { owner });
+    }
+    Ok(())
+}
+
 /// The id of the calling process.
 pub fn current_pid() -> u32 {
     HANDLER.call_once(|| {

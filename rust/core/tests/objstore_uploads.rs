@@ -114,6 +114,7 @@ fn a_recording_goes_up_whole_through_a_slow_store_and_reads_back_equal() {
     use_store(BUCKET, store.clone()).unwrap();
     let staging = tempfile::tempdir().unwrap();
     let (h, _) = record(staging.path(), "s3://uploads-slow/run", |_| {});
+    assert!(h.rec.stats().bytes_uploaded.is_some(), "recording to a store, stats count the bytes put");
     let expected = h.close();
     check_up(&*store, BUCKET, "run", staging.path(), &expected);
 }

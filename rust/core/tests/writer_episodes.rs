@@ -451,3 +451,43 @@ fn an_interrupted_wait_hands_back_what_the_check_returned() {
     assert_eq!(payload.downcast_ref::<u8>(), Some(&7));
     assert!(h.rec.take_interrupt().is_none());
 }
+
+#[test]
+fn every_call_that_names_an_env_checks_the_index_it_is_given() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = Harness::new(dir.path(), config(2, true, "next_step", json!({})));
+    h.reset(&[env_step(0, 0), env_step(1, 0)], None);
+    for bad in [-1, 2, i64::from(u32::MAX) + 1] {
+        let refused = [
+            ("set_episode_metadata", h.rec.set_episode_metadata(bad, "{}")),
+            ("discard", h.rec.discard(bad)),
+            ("mark_start_lost", h.rec.mark_start_lost(bad)),
+            ("abort", h.rec.abort(Some(bad))),
+        ];
+        for (call, result) in refused {
+            let err = result.unwrap_err();
+            let named =
+                matches!(err, Error::OutOfRange(ref m) if m.contains(&format!("env_index {bad} is out of range")));
+            assert!(named, "{call}({bad}): {err}");
+        }
+    }
+    h.set_metadata(1, json!({"kept": true}));
+    let expected = h.close();
+    check(&open(dir.path()), &expected);
+}
+
+#[test]
+fn a_step_of_an_env_with_no_episode_is_warned_of_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut h = Harness::new(dir.path(), config(2, true, "next_step", json!({})));
+    h.reset(&[env_step(0, 0), env_step(1, 0)], Some(&[true, false]));
+    h.step(&[env_step(0, 1), env_step(1, 1)]);
+    let warnings: Vec<String> = h.rec.step_warnings().collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("not recorded") && warnings[0].ends_with("so far: env 1: 1"), "{}", warnings[0]);
+    h.step(&[env_step(0, 2), env_step(1, 2)]);
+    assert_eq!(h.rec.step_warnings().count(), 0, "said once (and again at close)");
+    assert_eq!(h.rec.stats().bytes_uploaded, None, "not recording to a store");
+    let expected = h.close();
+    check(&open(dir.path()), &expected);
+}

@@ -17,9 +17,9 @@ use trajcore_core::Error;
 
 use crate::collect::Collector;
 use crate::dataset::from_json;
-use crate::errors::{invalid, to_py, warn, IntoPy};
+use crate::errors::{invalid, warn, IntoPy};
 use crate::infos::{warned, Sight, Values};
-use crate::layout::Layout;
+use crate::layout::{self, Access, Layout};
 use crate::values::{mask_bytes, put_value, type_name, ColInfo};
 
 #[pyclass(module = "trajcore._core", name = "Recorder", frozen)]
@@ -28,6 +28,8 @@ pub struct PyRecorder {
     /// The process that made it: checked before taking the lock (a lock held by a parent's
     /// thread at fork time would never be released in the child).
     owner_pid: u32,
+    #[pyo3(get)]
+    num_envs: u32,
 }
 
 /// Everything a call changes.
@@ -47,12 +49,10 @@ struct State {
 /// A core result as a Python one: a wait that a signal ended raises the signal's exception,
 /// which the interrupt check (run with the GIL re-acquired every 20 ms) left in the core.
 fn interrupted<T>(py: Python<'_>, rec: &mut Recorder, result: Result<T, Error>) -> PyResult<T> {
-    if let Err(Error::Interrupted(_)) = result {
-        if let Some(Ok(signal)) = rec.take_interrupt().map(|p| p.downcast::<PyErr>()) {
-            return Err(*signal);
-        }
+    match (&result, rec.take_interrupt().map(|p| p.downcast::<PyErr>())) {
+        (Err(Error::Interrupted(_)), Some(Ok(signal))) => Err(*signal),
+        _ => result.py_err(py),
     }
-    result.py_err(py)
 }
 
 /// `work` on the recorder with the GIL released (it waits: for the writer, for ring space).
@@ -69,9 +69,7 @@ impl PyRecorder {
     /// The state, for one call. Checks the process first; waits for another thread's call with
     /// the GIL released (holding it would deadlock with a call that waits for the GIL itself).
     fn lock(&self, py: Python<'_>) -> PyResult<MutexGuard<'_, State>> {
-        if trajcore_core::process::current_pid() != self.owner_pid {
-            return Err(to_py(py, Error::ForeignProcess { owner: self.owner_pid }));
-        }
+        trajcore_core::process::check_owner(self.owner_pid).py_err(py)?;
         // Waits for the lock detached from the interpreter and keeps it while re-attaching, so
         // a thread that keeps calling cannot starve another.
         Ok(self.state.lock_py_attached(py).unwrap_or_else(|p| p.into_inner()))
@@ -81,17 +79,13 @@ impl PyRecorder {
 impl State {
     /// The first-sight columns, the collector and the host that reads values into them, apart;
     /// `stacks`: see `Values`.
-    fn host<'a, 'py>(
-        &'a mut self,
-        py: Python<'py>,
-        stacks: bool,
-    ) -> (&'a mut Sight, &'a mut Collector, Values<'a, 'py>) {
+    fn host<'py>(&mut self, py: Python<'py>, stacks: bool) -> (&mut Sight, &mut Collector, Values<'_, 'py>) {
         (&mut self.sight, &mut self.coll, Values { py, recorder: &mut self.rec, stacks })
     }
 
     fn put_tree(&mut self, py: Python<'_>, tree: usize, value: &Bound<'_, PyAny>, at: Place) -> PyResult<()> {
         let ((layout, what), fixed, coll) = (&self.trees[tree], &self.fixed, &mut self.coll);
-        layout.walk(py, value, what, |index, leaf| put_leaf(&fixed[index], leaf, at, coll))
+        layout.walk_value(&Access(py), value, what, &mut |&index, leaf| put_leaf(&fixed[index], leaf, at, coll))
     }
 
     /// Entries for every supported entry of an info dict (vector infos: with their `_key` masks);
@@ -105,33 +99,11 @@ impl State {
         sight.infos.put_info(&mut host, coll, at, info)
     }
 
-    /// Plans and sends the collected entries as a Reset (with `reset_mask`) or Step message;
-    /// waits with the GIL released if the ring is full. A message that cannot be sent ends the
-    /// episodes it touched (see `autoreset::Splitter::refuse`). Leaves the collector empty,
-    /// whatever happens.
-    fn send(&mut self, py: Python<'_>, kind: MessageKind) -> PyResult<()> {
-        let result = self.rec.send_collected(&self.coll, kind, |rec, len| py.detach(|| rec.wait_for_space(len)));
-        self.coll.clear();
-        interrupted(py, &mut self.rec, result)
-    }
-
-    /// After a bad value: nothing of the call was sent; end the running episodes as incomplete so
-    /// what they recorded stays, and recording resumes when each env starts its next episode.
-    fn fail(&mut self, py: Python<'_>, error: PyErr) -> PyErr {
-        self.coll.clear();
-        self.sight.pending_data.clear();
-        match self.rec.abort(None).py_err(py) {
-            Ok(()) => error,
-            Err(e) => {
-                e.set_cause(py, Some(error));
-                e
-            }
-        }
-    }
-
     /// Checks the recorder, collects a call's values with `collect` and sends them as a `kind`
-    /// message; after a bad value, `fail`s. The collector is empty between calls: `send` and
-    /// `fail` both leave it so.
+    /// message, waiting with the GIL released for ring space (a message that cannot be sent
+    /// ends the episodes it touched: `autoreset::Splitter::refuse`). After a bad value nothing is
+    /// sent: the running episodes end incomplete, keeping what they recorded, and each env's next
+    /// episode records again. The collector is empty between calls, whatever happens.
     fn call(
         &mut self,
         py: Python<'_>,
@@ -139,18 +111,22 @@ impl State {
         collect: impl FnOnce(&mut Self) -> PyResult<()>,
     ) -> PyResult<()> {
         self.rec.check().py_err(py)?;
-        match collect(self) {
-            Ok(()) => self.send(py, kind),
-            Err(e) => Err(self.fail(py, e)),
+        if let Err(error) = collect(self) {
+            self.coll.clear();
+            self.sight.pending_data.clear();
+            let _ = self.rec.abort(None); // every env: no index to refuse, it cannot fail
+            return Err(error);
         }
+        let result = self.rec.send_collected(&self.coll, kind, |rec, len| py.detach(|| rec.wait_for_space(len)));
+        self.coll.clear();
+        interrupted(py, &mut self.rec, result)
     }
 
-    /// The frame(s) rendered after this reset or step (see `frame_places`). For a vector
-    /// recorder, a sequence of one frame per sub-env (what `envs.render()` returns) is put frame
-    /// by frame (each copied once, into the ring, not stacked first); `None` (for the whole call
-    /// or one sub-env) leaves those rows masked.
+    /// The frame(s) rendered after this reset or step (see `frame_places`): a sequence of one
+    /// per sub-env (what `envs.render()` returns) is put frame by frame, each copied once into
+    /// the ring, not stacked first; a `None` frame leaves its rows masked.
     fn put_frame(&mut self, py: Python<'_>, frames: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
-        let Some(frames) = frames.filter(|f| !f.is_none()) else { return Ok(()) };
+        let Some(frames) = frames else { return Ok(()) };
         // An array of numbers is the frames over the envs; a sequence (or object array) is per env.
         let whole = frames.cast::<PyUntypedArray>().is_ok_and(|a| a.dtype().kind() != b'O');
         let per_env = if whole || self.rows.is_none() { None } else { Some(frames.len()?) };
@@ -166,18 +142,17 @@ impl State {
 
     /// Same-step autoreset: the final observation and info of the envs whose episode ended
     /// (gymnasium's `_final_obs` mask, else a None observation, says which: read here item by
-    /// item, as each observation is walked).
+    /// item, as each observation is walked, so an env the mask leaves out is not read at all).
     fn collect_final(&mut self, py: Python<'_>, info: &Bound<'_, PyAny>, n: usize) -> PyResult<()> {
         let info = info.cast::<PyDict>()?;
         if let Some(final_obs) = info.get_item("final_obs")? {
             let mask = info.get_item("_final_obs")?;
             for env in 0..n {
-                let present = match &mask {
-                    Some(m) => m.get_item(env)?.is_truthy()?,
-                    None => !final_obs.get_item(env)?.is_none(),
+                let obs = match &mask {
+                    Some(m) if !m.get_item(env)?.is_truthy()? => continue,
+                    _ => final_obs.get_item(env)?,
                 };
-                if present {
-                    let obs = final_obs.get_item(env)?;
+                if mask.is_some() || !obs.is_none() {
                     self.put_tree(py, OBSERVATION, &obs, Place::env(env, Slot::Final))?;
                 }
             }
@@ -206,35 +181,28 @@ impl PyRecorder {
         path: std::path::PathBuf,
         config_json: &str,
         report_ended: bool,
-        test_faults: Option<&Bound<'_, PyDict>>,
+        test_faults: Option<&str>,
         test_no_info_plans: bool,
     ) -> PyResult<Self> {
-        let faults = match test_faults {
-            Some(given) => Faults::from_json(&py.import("json")?.call_method1("dumps", (given,))?.extract::<String>()?),
-            None => Ok(Faults::default()),
-        };
-        let faults = faults.py_err(py)?;
+        let faults = test_faults.map_or(Ok(Faults::default()), Faults::from_json).py_err(py)?;
         let config = RecorderConfig::from_json(config_json).py_err(py)?;
         let mut rec = py.detach(|| Recorder::create_with_faults(&path, config, faults)).py_err(py)?;
-        if report_ended {
-            rec.report_ended();
-        }
+        rec.report_ended(report_ended);
         rec.set_interrupt_check(Box::new(|| Python::attach(|py| py.check_signals()).map_err(|e| Box::new(e) as _)));
         let fixed: Vec<ColInfo> =
             rec.columns().iter().map(|spec| ColInfo::new(py, &rec, spec.id)).collect::<PyResult<_>>()?;
-        let index = |name: &str| fixed.iter().position(|c| c.name == name);
-        let parse = |tree| Layout::parse(py, tree, &index);
+        let parse = |tree| layout::parse(py, tree, &|name| fixed.iter().position(|c| c.name == name));
         let trees = [(parse(&rec.config().observation)?, "observation"), (parse(&rec.config().action)?, "action")];
-        let config = rec.config();
         let state = State {
             fixed,
             trees,
-            rows: config.rows(),
-            sight: Sight::new(config, !test_no_info_plans),
+            rows: rec.config().rows(),
+            sight: Sight::new(rec.config(), !test_no_info_plans),
             coll: Collector::default(),
             rec,
         };
-        Ok(PyRecorder { state: Mutex::new(state), owner_pid: trajcore_core::process::current_pid() })
+        let (num_envs, owner_pid) = (state.rec.config().num_envs, trajcore_core::process::current_pid());
+        Ok(PyRecorder { state: Mutex::new(state), owner_pid, num_envs })
     }
 
     #[pyo3(signature = (observation, info, mask=None, frame=None))]
@@ -250,7 +218,7 @@ impl PyRecorder {
             st.put_tree(py, OBSERVATION, observation, Place::regular(st.rows))?;
             st.put_info(py, info, Slot::Regular)?;
             st.put_frame(py, frame)?;
-            if let Some(mask) = mask.filter(|m| !m.is_none()) {
+            if let Some(mask) = mask {
                 let n = st.rows.ok_or_else(|| invalid(py, "a reset mask needs a vector recorder"))?;
                 st.coll.head_mask = Some(mask_bytes(py, mask, n, "reset mask", &mut st.coll)?);
             }
@@ -258,7 +226,7 @@ impl PyRecorder {
         })
     }
 
-    /// Returns None when the step ended no episode (most steps: nothing is allocated then).
+    /// None when the step ended no episode: most steps allocate nothing for it.
     #[allow(clippy::too_many_arguments)] // gymnasium's step tuple, and the frame
     #[pyo3(signature = (action, observation, reward, terminated, truncated, info, frame=None))]
     fn step<'py>(
@@ -291,29 +259,19 @@ impl PyRecorder {
             }
             Ok(())
         })?;
-        // Steps of envs with no running episode (stepped after their episode ended and before a
-        // reset, or before the first one) are not recorded: warned the first time, and at close.
-        if let Some(warning) = st.rec.unrecorded_warning() {
+        for warning in st.rec.step_warnings() {
             warn(py, &warning)?;
         }
-        // An upload to a store that failed (it is tried again): said once, at the next step.
-        if let Some(failure) = st.rec.upload_failure() {
-            warn(py, &failure)?;
-        }
-        let ended = st.rec.episodes_ended();
-        if ended.is_empty() {
-            return Ok(None);
-        }
-        let items = ended.iter().map(|e| (e.lane, e.length, e.episode_return, e.terminated, e.truncated));
-        Ok(Some(PyList::new(py, items)?))
+        let ended = st.rec.episodes_ended().iter();
+        let items = ended.map(|e| (e.lane, e.length, e.episode_return, e.terminated, e.truncated));
+        Ok(if items.len() == 0 { None } else { Some(PyList::new(py, items)?) })
     }
 
     /// Checks the value now (its column made on first sight), as it is (not stacked); the
     /// collector is used as scratch and left empty.
     fn record(&self, py: Python<'_>, name: &str, value: Py<PyAny>) -> PyResult<()> {
         let st = &mut *self.lock(py)?;
-        st.rec.check().py_err(py)?;
-        let path = data_path(name).py_err(py)?;
+        let path = st.rec.check().and_then(|()| data_path(name)).py_err(py)?;
         let rows = st.rows;
         let (sight, coll, mut host) = st.host(py, false);
         let checked = sight.data.check(&mut host, value.bind(py), coll, rows, &path);
@@ -324,9 +282,7 @@ impl PyRecorder {
     }
 
     fn set_episode_metadata(&self, py: Python<'_>, env_index: i64, metadata_json: &str) -> PyResult<()> {
-        let rec = &mut self.lock(py)?.rec;
-        let env = rec.env_index(env_index).py_err(py)?;
-        detached(py, rec, |rec| rec.set_episode_metadata(env, metadata_json))
+        detached(py, &mut self.lock(py)?.rec, |rec| rec.set_episode_metadata(env_index, metadata_json))
     }
 
     fn set_episode_defaults(&self, py: Python<'_>, metadata_json: &str) -> PyResult<()> {
@@ -334,21 +290,19 @@ impl PyRecorder {
     }
 
     fn discard(&self, py: Python<'_>, env_index: i64) -> PyResult<()> {
-        let rec = &mut self.lock(py)?.rec;
-        rec.env_index(env_index).and_then(|env| rec.discard(env)).py_err(py)
+        self.lock(py)?.rec.discard(env_index).py_err(py)
     }
 
     fn mark_start_lost(&self, py: Python<'_>, env_index: i64) -> PyResult<()> {
-        let rec = &mut self.lock(py)?.rec;
-        rec.env_index(env_index).and_then(|env| rec.mark_start_lost(env)).py_err(py)
+        self.lock(py)?.rec.mark_start_lost(env_index).py_err(py)
     }
 
+    /// The core's `abort` does not check the recorder (a failed call ends its episodes with it):
+    /// checked after, as every call is, so that an index out of range is named first.
     #[pyo3(signature = (env_index=None))]
     fn abort(&self, py: Python<'_>, env_index: Option<i64>) -> PyResult<()> {
         let rec = &mut self.lock(py)?.rec;
-        let env = env_index.map(|e| rec.env_index(e)).transpose().py_err(py)?;
-        rec.check().py_err(py)?;
-        rec.abort(env).py_err(py)
+        rec.abort(env_index).and_then(|()| rec.check()).py_err(py)
     }
 
     #[pyo3(signature = (for_readers=false))]
@@ -356,19 +310,17 @@ impl PyRecorder {
         detached(py, &mut self.lock(py)?.rec, if for_readers { Recorder::flush_for_readers } else { Recorder::flush })
     }
 
-    /// Writes what is left and stops the writer thread (waiting with the GIL released). An
-    /// interrupted close can be called again to finish.
+    /// Waits with the GIL released; a close that a signal interrupted is not closed yet, and a
+    /// later call finishes it (and warns then).
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         let st = &mut *self.lock(py)?;
         if st.rec.is_closed() {
             return Ok(());
         }
-        let rec = &mut st.rec;
-        let result = py.detach(|| rec.close());
-        if matches!(result, Err(Error::Interrupted(_))) {
-            return interrupted(py, rec, result);
+        let closed = detached(py, &mut st.rec, Recorder::close);
+        if !st.rec.is_closed() {
+            return closed;
         }
-        let closed = result.py_err(py);
         for warning in st.sight.close().iter().chain(&st.rec.close_warnings()) {
             warn(py, warning)?;
         }
@@ -385,24 +337,10 @@ impl PyRecorder {
         Ok(self.lock(py)?.rec.shard_paths().iter().map(|p| p.display().to_string()).collect())
     }
 
-    #[getter]
-    fn bytes_uploaded(&self, py: Python<'_>) -> PyResult<u64> {
-        Ok(self.lock(py)?.rec.bytes_uploaded())
-    }
-
-    #[getter]
-    fn num_envs(&self, py: Python<'_>) -> PyResult<u32> {
-        Ok(self.lock(py)?.rec.config().num_envs)
-    }
-
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let guard = self.lock(py)?;
         let mut stats = guard.rec.stats();
         stats.values_not_recorded.extend(guard.sight.not_recorded());
         from_json(py, serde_json::to_string(&stats))
-    }
-
-    fn columns<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        from_json(py, serde_json::to_string(self.lock(py)?.rec.columns()))
     }
 }

@@ -67,6 +67,10 @@ pub struct Stats {
     pub values_not_recorded: std::collections::BTreeMap<String, u64>,
     /// The writer's timelog so far (see `timelog`).
     pub timelog: Vec<super::timelog::Sample>,
+    /// Recording to a store: the bytes sent so far (each recorded byte goes up about twice: as
+    /// a segment, then in its sealed shard); absent else.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bytes_uploaded: Option<u64>,
 }
 
 pub struct Recorder {
@@ -269,10 +273,11 @@ impl Recorder {
         self.interrupt = Some(check);
     }
 
-    /// Counts the episodes' lengths and returns from now on, for `episodes_ended` (always empty
-    /// without it). Call it before the first message, so the counts start with the episodes.
-    pub fn report_ended(&mut self) {
-        self.tally = Some(Tally::new(self.splitter.num_envs()));
+    /// With `on`, counts the episodes' lengths and returns from now on, for `episodes_ended`
+    /// (always empty without it). Call it before the first message, so the counts start with
+    /// the episodes.
+    pub fn report_ended(&mut self, on: bool) {
+        self.tally = on.then(|| Tally::new(self.splitter.num_envs()));
     }
 
     /// What the interrupt check returned when it ended the last wait (`Error::Interrupted`).
@@ -383,10 +388,7 @@ impl Recorder {
     }
 
     fn check_process(&self) -> Result<()> {
-        if crate::process::current_pid() != self.owner_pid {
-            return Err(Error::ForeignProcess { owner: self.owner_pid });
-        }
-        Ok(())
+        crate::process::check_owner(self.owner_pid)
     }
 
     /// The writer thread is alive: not stopped on an error, not gone some other way (a panic is
@@ -436,6 +438,14 @@ impl Recorder {
         let warning = unrecorded_warning(&self.splitter, false)?;
         self.warned_unrecorded = true;
         Some(warning)
+    }
+
+    /// The warnings to give after a step, each once: `unrecorded_warning`, then an upload that
+    /// failed (`upload_failure`: it is tried again). Lazy, so a warning the caller turned into
+    /// an error leaves the next one for the next step.
+    pub fn step_warnings(&mut self) -> impl Iterator<Item = String> + '_ {
+        let unrecorded = self.unrecorded_warning();
+        unrecorded.into_iter().chain(std::iter::once_with(|| self.upload_failure()).flatten())
     }
 
     /// The warnings to give at close: the steps not recorded in all, a shard left uncompacted.
@@ -855,9 +865,12 @@ impl Recorder {
 
     /// Merges a JSON object into the metadata of an episode of `env`: the one that ended at the
     /// last step while no step or reset followed, else the running one.
-    pub fn set_episode_metadata(&mut self, env: u32, metadata_json: &str) -> Result<()> {
+    ///
+    /// Every call that names an env takes its index as the caller gave it (Python's int) and
+    /// checks it (`env_index`), so the bindings only forward it.
+    pub fn set_episode_metadata(&mut self, env: i64, metadata_json: &str) -> Result<()> {
         self.check()?;
-        self.check_env(env)?;
+        let env = self.env_index(env)?;
         check_json_object(metadata_json, "episode metadata")?;
         let target = self.splitter.metadata_target(env as usize).map_err(|r| refusal(env, r, "set metadata of"))?;
         let held = (target == Target::Held) as u64;
@@ -869,9 +882,9 @@ impl Recorder {
     /// terminated/truncated flags, instead of as a whole episode.
     ///
     /// Errors: `OutOfRange`, `Invalid` (`env` has no running episode), and those of a stopped writer.
-    pub fn mark_start_lost(&mut self, env: u32) -> Result<()> {
+    pub fn mark_start_lost(&mut self, env: i64) -> Result<()> {
         self.check()?;
-        self.check_env(env)?;
+        let env = self.env_index(env)?;
         if self.splitter.metadata_target(env as usize) != Ok(Target::Open) {
             return Err(Error::Invalid(format!("env {env} has no running episode whose start could be lost")));
         }
@@ -888,18 +901,16 @@ impl Recorder {
 
     /// Drops an episode of `env`: the one that ended at the last step while no step or reset
     /// followed, else the running one (the env's rows are then ignored until that episode ends).
-    pub fn discard(&mut self, env: u32) -> Result<()> {
+    pub fn discard(&mut self, env: i64) -> Result<()> {
         self.check()?;
-        self.check_env(env)?;
+        let env = self.env_index(env)?;
         self.splitter.discard(env as usize).map_err(|r| refusal(env, r, "discard"))
     }
 
     /// Ends running episodes as incomplete (one env, or all with `None`); the env's rows are
     /// ignored until its env ends that episode. Takes effect with the next message.
-    pub fn abort(&mut self, env: Option<u32>) -> Result<()> {
-        if let Some(env) = env {
-            self.check_env(env)?;
-        }
+    pub fn abort(&mut self, env: Option<i64>) -> Result<()> {
+        let env = env.map(|e| self.env_index(e)).transpose()?;
         self.planned = None;
         self.splitter.abort(env.map(|e| e as usize));
         Ok(())
@@ -912,11 +923,7 @@ impl Recorder {
         self.push_control(MessageKind::Ops, 0, 0, &[], if time_ns == 0 { now_ns() } else { time_ns })
     }
 
-    fn check_env(&self, env: u32) -> Result<()> {
-        self.env_index(env.into()).map(|_| ())
-    }
-
-    /// An env index as the caller gave it (Python's int), checked against the env count.
+    /// An env index as the caller gave it, checked against the env count.
     ///
     /// Errors: `OutOfRange`.
     pub fn env_index(&self, env: i64) -> Result<u32> {
@@ -1012,12 +1019,6 @@ impl Recorder {
         self.uploads.as_ref().and_then(Uploads::failure)
     }
 
-    /// Bytes sent to the store so far (each recorded byte goes up about twice: as a segment,
-    /// then in its sealed shard).
-    pub fn bytes_uploaded(&self) -> u64 {
-        self.uploads.as_ref().map_or(0, Uploads::bytes_uploaded)
-    }
-
     pub fn stats(&self) -> Stats {
         let s = &self.shared;
         Stats {
@@ -1036,6 +1037,7 @@ impl Recorder {
             steps_not_recorded: self.splitter.unrecorded_total(),
             values_not_recorded: Default::default(),
             timelog: self.timelog(),
+            bytes_uploaded: self.uploads.as_ref().map(Uploads::bytes_uploaded),
         }
     }
 

@@ -484,7 +484,7 @@ impl Harness {
     }
 
     pub fn abort(&mut self, env: Option<u32>) {
-        self.rec.abort(env).unwrap();
+        self.rec.abort(env.map(Into::into)).unwrap();
         match env {
             Some(e) => self.model.abort(e as usize),
             None => (0..self.n).for_each(|l| self.model.abort(l)),
@@ -492,12 +492,12 @@ impl Harness {
     }
 
     pub fn discard(&mut self, env: u32) {
-        self.rec.discard(env).unwrap();
+        self.rec.discard(env.into()).unwrap();
         self.model.discard(env as usize);
     }
 
     pub fn set_metadata(&mut self, env: u32, update: Value) {
-        self.rec.set_episode_metadata(env, &update.to_string()).unwrap();
+        self.rec.set_episode_metadata(env.into(), &update.to_string()).unwrap();
         self.model.set_metadata(env as usize, update.as_object().unwrap());
     }
 
