@@ -3,15 +3,16 @@
 //! file allocates the outputs with the GIL, calls the core with it released, and nests the
 //! results like the recorded spaces.
 
+use pyo3::exceptions::PyOverflowError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use trajcore_core::layout::Layout;
 use trajcore_core::reader::{
-    BatchOut, BatchPlan, Damage, Dataset, Field, Out, OutputSpec, Window, WindowKind, INDEX_KEYS,
+    ArenaLayout, BatchOut, BatchPlan, Damage, Dataset, Field, Out, OutputSpec, Window, WindowKind, INDEX_KEYS,
 };
 use trajcore_core::DType;
 
-use crate::arrays::{arena, part, uninit_mut};
+use crate::arrays::{part, BatchMemory};
 use crate::errors::IntoPy;
 
 /// A layout tree over field indexes, its keys interned for Python.
@@ -81,21 +82,21 @@ pub fn nest<'py>(py: Python<'py>, node: &Tree, leaves: &[Bound<'py, PyAny>]) -> 
 }
 
 /// `outputs`, written by `read` (which releases the GIL), as Python values: the fixed-size ones
-/// in one allocation (see `arrays::arena`), str ones as str in lists nested like their shape.
+/// over one block (`BatchMemory`), str ones as str in lists nested like their shape.
 fn read_outputs<'py, R>(
     py: Python<'py>,
     outputs: &[OutputSpec],
     read: impl FnOnce(Vec<Out<'_>>) -> PyResult<R>,
 ) -> PyResult<(Vec<Bound<'py, PyAny>>, R)> {
     let fixed = outputs.iter().filter(|o| o.dtype != DType::Utf8);
-    let (mut buffer, layout) = arena(py, fixed.map(|o| (o.dtype, o.shape.as_slice())))?;
+    let layout = ArenaLayout::new(fixed.map(|o| (o.dtype.size().unwrap_or(0), o.shape.as_slice())))
+        .ok_or_else(|| PyOverflowError::new_err("batch too large"))?;
+    let mut block = BatchMemory::block(layout.len);
     let strs = outputs.iter().filter(|o| o.dtype == DType::Utf8);
     let mut strings: Vec<Vec<String>> = strs.map(|o| vec![String::new(); o.shape.iter().product()]).collect();
     let got = {
-        // SAFETY: the buffer was made above and is not visible to Python code until this
-        // function returns; this is the only slice of it. `split` zeroes the bytes between the
-        // parts, which the read writes whole (or it fails, and the buffer is dropped unseen).
-        let mut parts = layout.split(unsafe { uninit_mut(&mut buffer) }).into_iter();
+        // The read writes every part whole, or fails and the block is dropped unseen.
+        let mut parts = layout.split(&mut block).into_iter();
         let mut lists = strings.iter_mut();
         let outs = outputs.iter().map(|o| match o.dtype {
             DType::Utf8 => Out::Strings(lists.next().expect("a list per str output")),
@@ -103,10 +104,13 @@ fn read_outputs<'py, R>(
         });
         read(outs.collect())?
     };
+    // SAFETY: the read wrote every part whole, and `split` zeroed the bytes between them.
+    let buffer = unsafe { BatchMemory::buffer(py, block)? };
     let (mut ranges, mut lists) = (layout.ranges.into_iter(), strings.into_iter());
     let values = outputs.iter().map(|o| match o.dtype {
         DType::Utf8 => str_values(py, &lists.next().expect("a list per str output"), &o.shape),
-        dtype => part(py, &buffer, ranges.next().expect("a part per fixed-size output"), dtype, &o.shape),
+        // SAFETY: the buffer's own data; the layout's ranges lie inside it.
+        dtype => unsafe { part(py, &buffer, ranges.next().expect("a part per fixed-size output"), dtype, &o.shape) },
     });
     Ok((values.collect::<PyResult<_>>()?, got))
 }
