@@ -36,7 +36,7 @@ pub struct BatchMemory {
     data: std::cell::UnsafeCell<Vec<MaybeUninit<u8>>>,
 }
 
-// SAFETY: Rust never touches the Vec after `new` but in `Drop` (no other reference left); numpy
+// SAFETY: Rust never touches the Vec after `buffer` made it but in `Drop` (no other reference left); numpy
 // writes its bytes through the arrays over it, never resizing it.
 unsafe impl Sync for BatchMemory {}
 
@@ -63,7 +63,9 @@ impl BatchMemory {
         let data = unsafe { (*memory.get().data.get()).as_mut_ptr() }.cast::<c_void>();
         // SAFETY: `data` addresses `len` written bytes (the caller's promise) owned by `memory`;
         // uint8 needs no alignment.
-        let buffer = unsafe { array_over(py, descr(py, DType::U8)?, dims(&[len])?, data, NPY_ARRAY_WRITEABLE, memory.into_any())? };
+        let buffer = unsafe {
+            array_over(py, descr(py, DType::U8)?, dims(&[len])?, data, NPY_ARRAY_WRITEABLE, memory.into_any())?
+        };
         Ok((buffer, data))
     }
 }
