@@ -7,9 +7,7 @@ use pyo3::exceptions::PyOverflowError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use trajcore_core::layout::Layout;
-use trajcore_core::reader::{
-    ArenaLayout, BatchOut, BatchPlan, Damage, Dataset, Field, Out, OutputSpec, Window, WindowKind, INDEX_KEYS,
-};
+use trajcore_core::reader::{ArenaLayout, BatchPlan, Dataset, Out, OutputSpec, INDEX_KEYS};
 use trajcore_core::DType;
 
 use crate::arrays::{part, BatchMemory};
@@ -20,16 +18,16 @@ pub type Tree = Layout<usize, Py<PyString>>;
 
 /// The core's plan of a set of output keys, with its keys made Python strings once.
 pub struct Plan {
-    core: BatchPlan,
+    pub core: BatchPlan,
     /// Output keys in order, each a tree over field indexes.
     entries: Vec<(Py<PyString>, Tree)>,
     /// `INDEX_KEYS`, the keys of the outputs past the fields.
-    index_keys: Vec<Py<PyString>>,
+    pub index_keys: Vec<Py<PyString>>,
     /// The outputs of one step, made once (a step is read in about 2 µs).
-    step_outputs: Vec<OutputSpec>,
+    pub step_outputs: Vec<OutputSpec>,
     /// A dict with the output keys of one step (values None), copied per step so the result is
     /// made at its final size.
-    step_template: Py<PyDict>,
+    pub step_template: Py<PyDict>,
 }
 
 impl Plan {
@@ -50,16 +48,21 @@ impl Plan {
         Ok(Plan { core, entries, index_keys, step_outputs, step_template: step_template.unbind() })
     }
 
-    /// Puts `values` (one per output) into `out`: the fields' nested under the output keys, the
-    /// indexes' under `INDEX_KEYS`.
-    fn nest<'py>(&self, py: Python<'py>, values: &[Bound<'py, PyAny>], out: &Bound<'py, PyDict>) -> PyResult<()> {
+    /// `out` with `values` (one per output) put in: the fields' nested under the output keys,
+    /// the indexes' under `INDEX_KEYS`.
+    pub fn nest<'py>(
+        &self,
+        py: Python<'py>,
+        values: &[Bound<'py, PyAny>],
+        out: Bound<'py, PyDict>,
+    ) -> PyResult<Bound<'py, PyDict>> {
         for (key, node) in &self.entries {
             out.set_item(key.bind(py), nest(py, node, values)?)?;
         }
         for (key, value) in self.index_keys.iter().zip(&values[self.core.fields.len()..]) {
             out.set_item(key.bind(py), value)?;
         }
-        Ok(())
+        Ok(out)
     }
 }
 
@@ -83,7 +86,7 @@ pub fn nest<'py>(py: Python<'py>, node: &Tree, leaves: &[Bound<'py, PyAny>]) -> 
 
 /// `outputs`, written by `read` (which releases the GIL), as Python values: the fixed-size ones
 /// over one block (`BatchMemory`), str ones as str in lists nested like their shape.
-fn read_outputs<'py, R>(
+pub fn read_outputs<'py, R>(
     py: Python<'py>,
     outputs: &[OutputSpec],
     read: impl FnOnce(Vec<Out<'_>>) -> PyResult<R>,
@@ -122,37 +125,4 @@ fn str_values<'py>(py: Python<'py>, values: &[String], shape: &[usize]) -> PyRes
     };
     let rows = values.chunks(rest.iter().product::<usize>().max(1)).map(|row| str_values(py, row, rest));
     Ok(PyList::new(py, rows.collect::<PyResult<Vec<_>>>()?)?.into_any())
-}
-
-/// A batch of `rows` windows of `kind` (its outputs as `BatchPlan::outputs` says), and the
-/// damage found (lenient reads leave the episodes it affects out, see
-/// `Dataset::gather_lenient`). `read` fills the outputs (the dataset's `read_batch`).
-pub fn batch<'py>(
-    py: Python<'py>,
-    plan: &Plan,
-    rows: usize,
-    kind: WindowKind,
-    read: impl FnOnce(&[Field], BatchOut<'_>) -> PyResult<Vec<Damage>>,
-) -> PyResult<(Bound<'py, PyDict>, Vec<Damage>)> {
-    let fields = &plan.core.fields;
-    let outputs = plan.core.outputs(rows, kind);
-    let (values, damage) = read_outputs(py, &outputs, |outs| read(fields, BatchOut::new(outs, fields.len())))?;
-    let out = PyDict::new(py);
-    plan.nest(py, &values, &out)?;
-    Ok((out, damage))
-}
-
-/// One step, without a batch axis (numpy scalars for scalar columns, str for str columns);
-/// `episode_index` and `step_index` as int. `read` fills the outputs (the dataset's `read_step`).
-pub fn one_step<'py>(
-    py: Python<'py>,
-    plan: &Plan,
-    read: impl FnOnce(&[Field], &mut [Out<'_>]) -> PyResult<Window>,
-) -> PyResult<Bound<'py, PyDict>> {
-    let (values, window) = read_outputs(py, &plan.step_outputs, |mut outs| read(&plan.core.fields, &mut outs))?;
-    let out = plan.step_template.bind(py).copy()?;
-    plan.nest(py, &values, &out)?;
-    out.set_item(plan.index_keys[0].bind(py), window.episode)?;
-    out.set_item(plan.index_keys[1].bind(py), window.start)?;
-    Ok(out)
 }

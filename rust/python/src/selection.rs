@@ -7,7 +7,7 @@ use std::sync::Arc;
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyRange, PyRangeMethods, PyTuple};
-use trajcore_core::reader::{Request, Subset, WindowKind};
+use trajcore_core::reader::{BatchOut, Request, Subset, WindowKind};
 
 use crate::batch;
 use crate::errors::{warn, IntoPy};
@@ -32,13 +32,16 @@ impl PySelection {
         kind: WindowKind,
     ) -> PyResult<Bound<'py, PyDict>> {
         let plan = self.reader.plan(py, keys, self.subset.among.as_deref())?;
-        let (out, damage) = batch::batch(py, &plan, request.len(), kind, |fields, out| {
+        let fields = &plan.core.fields;
+        // Lenient reads leave the episodes damage affects out, and say which (`gather_lenient`).
+        let (values, damage) = batch::read_outputs(py, &plan.core.outputs(request.len(), kind), |outs| {
+            let out = BatchOut::new(outs, fields.len());
             self.reader.over(py, |d| d.view().read_batch(self.subset.episodes(d), fields, request, kind, out))
         })?;
         for d in damage {
             warn(py, &d.warning())?;
         }
-        Ok(out)
+        plan.nest(py, &values, PyDict::new(py))
     }
 }
 
@@ -117,9 +120,13 @@ impl PySelection {
     #[pyo3(signature = (index, keys=None))]
     fn step<'py>(&self, py: Python<'py>, index: i64, keys: Option<Vec<String>>) -> PyResult<Bound<'py, PyDict>> {
         let plan = self.reader.plan(py, keys, self.subset.among.as_deref())?;
-        batch::one_step(py, &plan, |fields, outs| {
-            self.reader.over(py, |d| d.view().read_step(self.subset.episodes(d), fields, index, outs))
-        })
+        let (values, window) = batch::read_outputs(py, &plan.step_outputs, |mut outs| {
+            self.reader.over(py, |d| d.view().read_step(self.subset.episodes(d), &plan.core.fields, index, &mut outs))
+        })?;
+        let out = plan.nest(py, &values, plan.step_template.bind(py).copy()?)?;
+        out.set_item(plan.index_keys[0].bind(py), window.episode)?;
+        out.set_item(plan.index_keys[1].bind(py), window.start)?;
+        Ok(out)
     }
 
     fn frames_of<'py>(&self, py: Python<'py>, column: &str, max_bytes: u64) -> PyResult<Bound<'py, PyTuple>> {
