@@ -13,14 +13,11 @@ use trajcore_core::DType;
 use crate::arrays::{part, BatchMemory};
 use crate::errors::IntoPy;
 
-/// A layout tree over field indexes, its keys interned for Python.
-pub type Tree = Layout<usize, Py<PyString>>;
-
 /// The core's plan of a set of output keys, with its keys made Python strings once.
 pub struct Plan {
     pub core: BatchPlan,
-    /// Output keys in order, each a tree over field indexes.
-    entries: Vec<(Py<PyString>, Tree)>,
+    /// Output keys in order, each a tree over field indexes (keys interned for Python).
+    entries: Vec<(Py<PyString>, Layout<usize, Py<PyString>>)>,
     /// `INDEX_KEYS`, the keys of the outputs past the fields.
     pub index_keys: Vec<Py<PyString>>,
     /// The outputs of one step, made once (a step is read in about 2 µs).
@@ -57,7 +54,7 @@ impl Plan {
         out: Bound<'py, PyDict>,
     ) -> PyResult<Bound<'py, PyDict>> {
         for (key, node) in &self.entries {
-            out.set_item(key.bind(py), nest(py, node, values)?)?;
+            out.set_item(key.bind(py), nest(py, node, &mut |&i| Ok(values[i].clone()))?)?;
         }
         for (key, value) in self.index_keys.iter().zip(&values[self.core.fields.len()..]) {
             out.set_item(key.bind(py), value)?;
@@ -66,20 +63,24 @@ impl Plan {
     }
 }
 
-/// The Python value of a layout tree: dicts and tuples as the tree nests them, leaf `i` being
-/// `leaves[i]`.
-pub fn nest<'py>(py: Python<'py>, node: &Tree, leaves: &[Bound<'py, PyAny>]) -> PyResult<Bound<'py, PyAny>> {
+/// The Python value of a layout tree: dicts and tuples as the tree nests them, each leaf's made
+/// by `leaf`.
+pub fn nest<'py, L>(
+    py: Python<'py>,
+    node: &Layout<L, Py<PyString>>,
+    leaf: &mut dyn FnMut(&L) -> PyResult<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
     Ok(match node {
-        Layout::Leaf(i) => leaves[*i].clone(),
+        Layout::Leaf(l) => leaf(l)?,
         Layout::Dict(items) => {
             let d = PyDict::new(py);
             for (key, sub) in items {
-                d.set_item(key.bind(py), nest(py, sub, leaves)?)?;
+                d.set_item(key.bind(py), nest(py, sub, leaf)?)?;
             }
             d.into_any()
         }
         Layout::Tuple(items) => {
-            PyTuple::new(py, items.iter().map(|t| nest(py, t, leaves)).collect::<PyResult<Vec<_>>>()?)?.into_any()
+            PyTuple::new(py, items.iter().map(|t| nest(py, t, leaf)).collect::<PyResult<Vec<_>>>()?)?.into_any()
         }
     })
 }
