@@ -13,11 +13,14 @@ use trajcore_core::DType;
 use crate::arrays::{part, BatchMemory};
 use crate::errors::IntoPy;
 
+/// A layout tree over field indexes, its keys interned for Python.
+type Tree = Layout<usize, Py<PyString>>;
+
 /// The core's plan of a set of output keys, with its keys made Python strings once.
 pub struct Plan {
     pub core: BatchPlan,
-    /// Output keys in order, each a tree over field indexes (keys interned for Python).
-    entries: Vec<(Py<PyString>, Layout<usize, Py<PyString>>)>,
+    /// Output keys in order, each a tree over field indexes.
+    entries: Vec<(Py<PyString>, Tree)>,
     /// `INDEX_KEYS`, the keys of the outputs past the fields.
     pub index_keys: Vec<Py<PyString>>,
     /// The outputs of one step, made once (a step is read in about 2 µs).
