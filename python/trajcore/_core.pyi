@@ -329,7 +329,8 @@ class Selection:
             InvalidArgumentError: the pairs' arrays differ in length.
         """
     def step(self, index: int, keys: list[str] | None = None) -> dict[str, Any]:
-        """One step by number, without a batch axis (numpy scalars for scalar columns).
+        """One step by number, without a batch axis (numpy scalars for scalar columns, str for str
+        columns; `episode_index` and `step_index` as int).
 
         Raises:
             TrajcoreIndexError: the step number is out of range.

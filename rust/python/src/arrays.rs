@@ -1,6 +1,6 @@
-//! numpy arrays made from Rust: uninitialized outputs that a read writes whole with the GIL
-//! released (one allocation per read), numpy scalars, and read-only views over rows stored raw
-//! in a memory map. A view's base is a `MappedRows` object holding the rows (and through them
+//! numpy arrays made from Rust: outputs over a batch's memory, which a read wrote whole with the
+//! GIL released (one allocation per read), numpy scalars, and read-only views over rows stored
+//! raw in a memory map. A view's base is a `MappedRows` object holding the rows (and through them
 //! the map), so the map outlives every array over it, even after the dataset is closed or
 //! refreshed.
 
@@ -12,11 +12,11 @@ use std::ptr;
 use numpy::npyffi::{
     get_type_object, npy_intp, NpyTypes, PyArrayObject, PyArray_Descr, NPY_ARRAY_WRITEABLE, PY_ARRAY_API,
 };
-use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{PyArrayDescr, PyArrayDescrMethods};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use trajcore_core::dtype::ALL_DTYPES;
-use trajcore_core::reader::{ArenaLayout, RowsView, BATCH_BLOCKS};
+use trajcore_core::reader::{RowsView, BATCH_BLOCKS};
 use trajcore_core::DType;
 
 use crate::errors::invalid;
@@ -27,15 +27,17 @@ pub struct MappedRows {
     view: RowsView,
 }
 
-/// A large batch's memory (a bulk read's output), handed back to the core's block pool when
-/// numpy lets go of it (see `trajcore_core::reader::BlockPool`).
+/// A batch's memory: one block for all its fixed-size outputs (see
+/// `trajcore_core::reader::ArenaLayout`), written whole by the read before this object is made,
+/// then the base of a uint8 buffer that the outputs' arrays view. A large block goes back to the
+/// core's pool when numpy lets go of it (see `trajcore_core::reader::BlockPool`).
 #[pyclass(module = "trajcore._core", name = "BatchMemory", frozen)]
 pub struct BatchMemory {
     data: std::cell::UnsafeCell<Vec<MaybeUninit<u8>>>,
 }
 
-// SAFETY: the Vec is only touched through `uninit_mut`'s contract (one writer before the array
-// reaches Python) and by `Drop` (no other reference left).
+// SAFETY: Rust never touches the Vec after `buffer` made it but in `Drop` (no other reference left); numpy
+// writes its bytes through the arrays over it, never resizing it.
 unsafe impl Sync for BatchMemory {}
 
 impl Drop for BatchMemory {
@@ -44,20 +46,43 @@ impl Drop for BatchMemory {
     }
 }
 
+impl BatchMemory {
+    /// A block of `len` bytes, not initialized: a pooled one when large, else a new one.
+    pub fn block(len: usize) -> Vec<MaybeUninit<u8>> {
+        BATCH_BLOCKS.take(len).unwrap_or_else(|| vec![MaybeUninit::uninit(); len])
+    }
+
+    /// `block` as a 1-D uint8 array over it (its owner), and where its data starts.
+    ///
+    /// # Safety
+    /// Every byte of `block` must be written.
+    pub unsafe fn buffer(py: Python<'_>, block: Vec<MaybeUninit<u8>>) -> PyResult<(Bound<'_, PyAny>, *mut c_void)> {
+        let len = block.len();
+        let memory = Bound::new(py, BatchMemory { data: std::cell::UnsafeCell::new(block) })?;
+        // SAFETY: the block lives as long as `memory`, the array's base, and is never resized.
+        let data = unsafe { (*memory.get().data.get()).as_mut_ptr() }.cast::<c_void>();
+        // SAFETY: `data` addresses `len` written bytes (the caller's promise) owned by `memory`;
+        // uint8 needs no alignment.
+        let buffer = unsafe {
+            array_over(py, descr(py, DType::U8)?, dims(&[len])?, data, NPY_ARRAY_WRITEABLE, memory.into_any())?
+        };
+        Ok((buffer, data))
+    }
+}
+
 /// A C-order array of `descr` and `dims` over `data`, with `owner` as its base (which must keep
-/// `data` alive), numpy flags `flags`; with NULL `data` (and no owner), over memory numpy
-/// allocates, not initialized.
+/// `data` alive), numpy flags `flags`.
 ///
 /// # Safety
-/// A non-NULL `data` must address the array's bytes (the product of `dims` times the item
-/// size), suitably aligned for the dtype, for as long as `owner` lives.
+/// `data` must address the array's bytes (the product of `dims` times the item size), suitably
+/// aligned for the dtype and initialized, for as long as `owner` lives.
 unsafe fn array_over<'py>(
     py: Python<'py>,
     descr: Bound<'py, PyArrayDescr>,
     mut dims: Vec<npy_intp>,
     data: *mut c_void,
     flags: c_int,
-    owner: Option<Bound<'py, PyAny>>,
+    owner: Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyAny>> {
     // SAFETY: the caller vouches for `data`. NULL strides: C order. The descriptor reference is
     // stolen (`into_ptr` gives a new one); the call returns a new reference or NULL with an
@@ -76,7 +101,6 @@ unsafe fn array_over<'py>(
         );
         Bound::from_owned_ptr_or_err(py, ptr)?
     };
-    let Some(owner) = owner else { return Ok(array) };
     // SAFETY: `array` is a new ndarray without a base; PyArray_SetBaseObject steals the
     // reference `into_ptr` gives it, also on failure (-1, with an exception set).
     let status =
@@ -104,48 +128,23 @@ fn dims(shape: &[usize]) -> PyResult<Vec<npy_intp>> {
         .collect()
 }
 
-/// One uninitialized allocation for several outputs (`parts`: dtype and shape of each; see
-/// `trajcore_core::reader::ArenaLayout`): a 1-D uint8 buffer and where each part lies in it.
-/// The caller writes the parts whole (`uninit_mut`, `layout.split`), then hands them out (`part`).
-pub fn arena<'py, 'a>(
+/// The part `range` of a batch's `buffer` (`BatchMemory::buffer`, at `data`): an array of
+/// `dtype` and `shape` over it, writeable, its base the buffer; for shape `[]`, a numpy scalar.
+///
+/// # Safety
+/// `data` must be the buffer's, `range` inside it.
+pub unsafe fn part<'py>(
     py: Python<'py>,
-    parts: impl IntoIterator<Item = (DType, &'a [usize])>,
-) -> PyResult<(Bound<'py, PyUntypedArray>, ArenaLayout)> {
-    let layout = ArenaLayout::new(parts.into_iter().map(|(dtype, shape)| (dtype.size().unwrap_or(0), shape)))
-        .ok_or_else(|| pyo3::exceptions::PyOverflowError::new_err("batch too large"))?;
-    let (data, flags, owner) = match BATCH_BLOCKS.take(layout.len) {
-        // NULL data: numpy allocates the memory (uint8: not initialized), owned by the array.
-        None => (ptr::null_mut(), 0, None),
-        // A pooled block, its numpy base a `BatchMemory` that hands it back when numpy lets go.
-        Some(block) => {
-            let owner = Bound::new(py, BatchMemory { data: std::cell::UnsafeCell::new(block) })?;
-            // SAFETY: the block lives as long as `owner`, which becomes the array's base below.
-            let data = unsafe { (*owner.get().data.get()).as_mut_ptr() }.cast::<c_void>();
-            (data, NPY_ARRAY_WRITEABLE, Some(owner.into_any()))
-        }
-    };
-    // SAFETY: `data` is NULL, or addresses `layout.len` bytes (the block's length) owned by
-    // `owner`, the array's base; uint8 needs no alignment. Not initialized: only reached through
-    // `uninit_mut` (as `MaybeUninit`) until written whole.
-    let buffer = unsafe { array_over(py, descr(py, DType::U8)?, dims(&[layout.len])?, data, flags, owner)? };
-    Ok((buffer.cast_into::<PyUntypedArray>()?, layout))
-}
-
-/// The part `range` of an arena's `buffer`, once written: an array of `dtype` and `shape` over
-/// it, writeable, its base the buffer; for shape `[]`, a numpy scalar of it.
-pub fn part<'py>(
-    py: Python<'py>,
-    buffer: &Bound<'py, PyUntypedArray>,
+    (buffer, data): &(Bound<'py, PyAny>, *mut c_void),
     range: Range<usize>,
     dtype: DType,
     shape: &[usize],
 ) -> PyResult<Bound<'py, PyAny>> {
-    // SAFETY: reading the data pointer field of a live ndarray (the buffer, held by the caller);
-    // `range` lies inside it (its layout's).
-    let data = unsafe { (*buffer.as_array_ptr()).fields.data.cast::<u8>().add(range.start) }.cast::<c_void>();
+    // SAFETY: inside the live buffer (the caller's promise).
+    let data = unsafe { data.cast::<u8>().add(range.start) }.cast::<c_void>();
     let descr = descr(py, dtype)?;
     if shape.is_empty() {
-        // SAFETY: `data` addresses one element of `descr`'s type, written, inside the live buffer
+        // SAFETY: `data` addresses one element of `descr`'s type, written, inside the live block
         // and aligned (see below). PyArray_Scalar copies it (a base object is only needed for
         // void scalars, which trajcore never makes) and does not steal the descriptor reference.
         // It returns a new reference or NULL with an exception set.
@@ -154,28 +153,10 @@ pub fn part<'py>(
             Bound::from_owned_ptr_or_err(py, scalar)
         };
     }
-    // SAFETY: `data` addresses `range.len()` bytes inside the buffer, exactly `shape` elements of
-    // `dtype` (the layout's sizes), 64-byte aligned relative to the buffer's (malloc-aligned)
-    // start; the buffer is the view's base, so the memory outlives it.
-    let owner = Some(buffer.clone().into_any());
-    unsafe { array_over(py, descr, dims(shape)?, data, NPY_ARRAY_WRITEABLE, owner) }
-}
-
-/// The memory of a buffer made by `arena`, for writing whole.
-///
-/// # Safety
-///
-/// The array must be C-contiguous and writeable (as `arena` makes them), and nothing else may
-/// touch its memory while the slice lives: in practice, it was just created and has not been
-/// handed to Python code yet. The caller must write every byte before it reaches Python code.
-pub unsafe fn uninit_mut<'a>(array: &'a mut Bound<'_, PyUntypedArray>) -> &'a mut [MaybeUninit<u8>] {
-    let len = array.len() * array.dtype().itemsize();
-    // SAFETY: per the contract, `len` bytes at the (non-NULL) data pointer belong to this slice
-    // alone; `MaybeUninit<u8>` makes no claim that they are initialized.
-    unsafe {
-        let data = (*array.as_array_ptr()).fields.data.cast::<MaybeUninit<u8>>();
-        std::slice::from_raw_parts_mut(data, len)
-    }
+    // SAFETY: `data` addresses `range.len()` written bytes inside the buffer, exactly `shape`
+    // elements of `dtype` (the layout's sizes), 64-byte aligned relative to the buffer's
+    // (malloc-aligned) start; the buffer is the view's base, so the memory outlives the view.
+    unsafe { array_over(py, descr, dims(shape)?, data, NPY_ARRAY_WRITEABLE, buffer.clone()) }
 }
 
 /// A read-only array of `dtype` and `shape` over rows in place in the memory map.
@@ -192,5 +173,5 @@ pub fn mapped<'py>(py: Python<'py>, view: RowsView, dtype: DType, shape: &[usize
     // map; `owner` keeps them mapped (RowsView holds an Arc of the map) and becomes the array's
     // base, so the array never outlives them. No WRITEABLE flag is passed, and the base exposes
     // no buffer, so numpy refuses to make the array writeable (writing would fault).
-    unsafe { array_over(py, descr, dims, data as *mut c_void, 0, Some(owner.into_any())) }
+    unsafe { array_over(py, descr, dims, data as *mut c_void, 0, owner.into_any()) }
 }

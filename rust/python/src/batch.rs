@@ -3,32 +3,31 @@
 //! file allocates the outputs with the GIL, calls the core with it released, and nests the
 //! results like the recorded spaces.
 
+use pyo3::exceptions::PyOverflowError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyString, PyTuple};
 use trajcore_core::layout::Layout;
-use trajcore_core::reader::{
-    BatchOut, BatchPlan, Damage, Dataset, Field, Out, OutputSpec, Window, WindowKind, INDEX_KEYS,
-};
+use trajcore_core::reader::{ArenaLayout, BatchPlan, Dataset, Out, OutputSpec, INDEX_KEYS};
 use trajcore_core::DType;
 
-use crate::arrays::{arena, part, uninit_mut};
+use crate::arrays::{part, BatchMemory};
 use crate::errors::IntoPy;
 
 /// A layout tree over field indexes, its keys interned for Python.
-pub type Tree = Layout<usize, Py<PyString>>;
+type Tree = Layout<usize, Py<PyString>>;
 
 /// The core's plan of a set of output keys, with its keys made Python strings once.
 pub struct Plan {
-    core: BatchPlan,
+    pub core: BatchPlan,
     /// Output keys in order, each a tree over field indexes.
     entries: Vec<(Py<PyString>, Tree)>,
     /// `INDEX_KEYS`, the keys of the outputs past the fields.
-    index_keys: Vec<Py<PyString>>,
+    pub index_keys: Vec<Py<PyString>>,
     /// The outputs of one step, made once (a step is read in about 2 µs).
-    step_outputs: Vec<OutputSpec>,
+    pub step_outputs: Vec<OutputSpec>,
     /// A dict with the output keys of one step (values None), copied per step so the result is
     /// made at its final size.
-    step_template: Py<PyDict>,
+    pub step_template: Py<PyDict>,
 }
 
 impl Plan {
@@ -49,53 +48,62 @@ impl Plan {
         Ok(Plan { core, entries, index_keys, step_outputs, step_template: step_template.unbind() })
     }
 
-    /// Puts `values` (one per output) into `out`: the fields' nested under the output keys, the
-    /// indexes' under `INDEX_KEYS`.
-    fn nest<'py>(&self, py: Python<'py>, values: &[Bound<'py, PyAny>], out: &Bound<'py, PyDict>) -> PyResult<()> {
+    /// `out` with `values` (one per output) put in: the fields' nested under the output keys,
+    /// the indexes' under `INDEX_KEYS`.
+    pub fn nest<'py>(
+        &self,
+        py: Python<'py>,
+        values: &[Bound<'py, PyAny>],
+        out: Bound<'py, PyDict>,
+    ) -> PyResult<Bound<'py, PyDict>> {
         for (key, node) in &self.entries {
-            out.set_item(key.bind(py), nest(py, node, values)?)?;
+            out.set_item(key.bind(py), nest(py, node, &mut |&i| Ok(values[i].clone()))?)?;
         }
         for (key, value) in self.index_keys.iter().zip(&values[self.core.fields.len()..]) {
             out.set_item(key.bind(py), value)?;
         }
-        Ok(())
+        Ok(out)
     }
 }
 
-/// The Python value of a layout tree: dicts and tuples as the tree nests them, leaf `i` being
-/// `leaves[i]`.
-pub fn nest<'py>(py: Python<'py>, node: &Tree, leaves: &[Bound<'py, PyAny>]) -> PyResult<Bound<'py, PyAny>> {
+/// The Python value of a layout tree: dicts and tuples as the tree nests them, each leaf's made
+/// by `leaf`.
+pub fn nest<'py, L>(
+    py: Python<'py>,
+    node: &Layout<L, Py<PyString>>,
+    leaf: &mut dyn FnMut(&L) -> PyResult<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
     Ok(match node {
-        Layout::Leaf(i) => leaves[*i].clone(),
+        Layout::Leaf(l) => leaf(l)?,
         Layout::Dict(items) => {
             let d = PyDict::new(py);
             for (key, sub) in items {
-                d.set_item(key.bind(py), nest(py, sub, leaves)?)?;
+                d.set_item(key.bind(py), nest(py, sub, leaf)?)?;
             }
             d.into_any()
         }
         Layout::Tuple(items) => {
-            PyTuple::new(py, items.iter().map(|t| nest(py, t, leaves)).collect::<PyResult<Vec<_>>>()?)?.into_any()
+            PyTuple::new(py, items.iter().map(|t| nest(py, t, leaf)).collect::<PyResult<Vec<_>>>()?)?.into_any()
         }
     })
 }
 
 /// `outputs`, written by `read` (which releases the GIL), as Python values: the fixed-size ones
-/// in one allocation (see `arrays::arena`), str ones as str in lists nested like their shape.
-fn read_outputs<'py, R>(
+/// over one block (`BatchMemory`), str ones as str in lists nested like their shape.
+pub fn read_outputs<'py, R>(
     py: Python<'py>,
     outputs: &[OutputSpec],
     read: impl FnOnce(Vec<Out<'_>>) -> PyResult<R>,
 ) -> PyResult<(Vec<Bound<'py, PyAny>>, R)> {
     let fixed = outputs.iter().filter(|o| o.dtype != DType::Utf8);
-    let (mut buffer, layout) = arena(py, fixed.map(|o| (o.dtype, o.shape.as_slice())))?;
+    let layout = ArenaLayout::new(fixed.map(|o| (o.dtype.size().unwrap_or(0), o.shape.as_slice())))
+        .ok_or_else(|| PyOverflowError::new_err("batch too large"))?;
+    let mut block = BatchMemory::block(layout.len);
     let strs = outputs.iter().filter(|o| o.dtype == DType::Utf8);
     let mut strings: Vec<Vec<String>> = strs.map(|o| vec![String::new(); o.shape.iter().product()]).collect();
     let got = {
-        // SAFETY: the buffer was made above and is not visible to Python code until this
-        // function returns; this is the only slice of it. `split` zeroes the bytes between the
-        // parts, which the read writes whole (or it fails, and the buffer is dropped unseen).
-        let mut parts = layout.split(unsafe { uninit_mut(&mut buffer) }).into_iter();
+        // The read writes every part whole, or fails and the block is dropped unseen.
+        let mut parts = layout.split(&mut block).into_iter();
         let mut lists = strings.iter_mut();
         let outs = outputs.iter().map(|o| match o.dtype {
             DType::Utf8 => Out::Strings(lists.next().expect("a list per str output")),
@@ -103,10 +111,13 @@ fn read_outputs<'py, R>(
         });
         read(outs.collect())?
     };
+    // SAFETY: the read wrote every part whole, and `split` zeroed the bytes between them.
+    let buffer = unsafe { BatchMemory::buffer(py, block)? };
     let (mut ranges, mut lists) = (layout.ranges.into_iter(), strings.into_iter());
     let values = outputs.iter().map(|o| match o.dtype {
         DType::Utf8 => str_values(py, &lists.next().expect("a list per str output"), &o.shape),
-        dtype => part(py, &buffer, ranges.next().expect("a part per fixed-size output"), dtype, &o.shape),
+        // SAFETY: the buffer's own data; the layout's ranges lie inside it.
+        dtype => unsafe { part(py, &buffer, ranges.next().expect("a part per fixed-size output"), dtype, &o.shape) },
     });
     Ok((values.collect::<PyResult<_>>()?, got))
 }
@@ -118,37 +129,4 @@ fn str_values<'py>(py: Python<'py>, values: &[String], shape: &[usize]) -> PyRes
     };
     let rows = values.chunks(rest.iter().product::<usize>().max(1)).map(|row| str_values(py, row, rest));
     Ok(PyList::new(py, rows.collect::<PyResult<Vec<_>>>()?)?.into_any())
-}
-
-/// A batch of `rows` windows of `kind` (its outputs as `BatchPlan::outputs` says), and the
-/// damage found (lenient reads leave the episodes it affects out, see
-/// `Dataset::gather_lenient`). `read` fills the outputs (the dataset's `read_batch`).
-pub fn batch<'py>(
-    py: Python<'py>,
-    plan: &Plan,
-    rows: usize,
-    kind: WindowKind,
-    read: impl FnOnce(&[Field], BatchOut<'_>) -> PyResult<Vec<Damage>>,
-) -> PyResult<(Bound<'py, PyDict>, Vec<Damage>)> {
-    let fields = &plan.core.fields;
-    let outputs = plan.core.outputs(rows, kind);
-    let (values, damage) = read_outputs(py, &outputs, |outs| read(fields, BatchOut::new(outs, fields.len())))?;
-    let out = PyDict::new(py);
-    plan.nest(py, &values, &out)?;
-    Ok((out, damage))
-}
-
-/// One step, without a batch axis (numpy scalars for scalar columns, str for str columns);
-/// `episode_index` and `step_index` as int. `read` fills the outputs (the dataset's `read_step`).
-pub fn one_step<'py>(
-    py: Python<'py>,
-    plan: &Plan,
-    read: impl FnOnce(&[Field], &mut [Out<'_>]) -> PyResult<Window>,
-) -> PyResult<Bound<'py, PyDict>> {
-    let (values, window) = read_outputs(py, &plan.step_outputs, |mut outs| read(&plan.core.fields, &mut outs))?;
-    let out = plan.step_template.bind(py).copy()?;
-    plan.nest(py, &values, &out)?;
-    out.set_item(plan.index_keys[0].bind(py), window.episode)?;
-    out.set_item(plan.index_keys[1].bind(py), window.start)?;
-    Ok(out)
 }

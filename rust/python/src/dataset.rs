@@ -118,15 +118,8 @@ impl PyDataset {
 
     fn read_layout<'py>(&self, py: Python<'py>, episode: i64, which: &str) -> PyResult<Bound<'py, PyAny>> {
         let layout = self.reader.read(|d| d.view().episode_layout(episode, which)).py_err(py)?;
-        let mut leaves = Vec::new();
-        let tree = layout.try_map(
-            &mut |column| {
-                leaves.push(self.read_column(py, episode, column)?);
-                Ok::<_, PyErr>(leaves.len() - 1)
-            },
-            &mut |key| Ok(PyString::new(py, key).unbind()),
-        )?;
-        batch::nest(py, &tree, &leaves)
+        let tree = layout.try_map(&mut |c| Ok::<_, PyErr>(c.clone()), &mut |k| Ok(PyString::new(py, k).unbind()))?;
+        batch::nest(py, &tree, &mut |column| self.read_column(py, episode, column))
     }
 
     fn all_episodes(&self) -> PySelection {

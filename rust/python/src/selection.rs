@@ -7,7 +7,7 @@ use std::sync::Arc;
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyRange, PyRangeMethods, PyTuple};
-use trajcore_core::reader::{Dataset, EpisodeSet, Request, Subset, WindowKind};
+use trajcore_core::reader::{BatchOut, Request, Subset, WindowKind};
 
 use crate::batch;
 use crate::errors::{warn, IntoPy};
@@ -24,20 +24,6 @@ impl PySelection {
         PySelection { reader, subset }
     }
 
-    /// `f` over the dataset and these episodes.
-    fn read<R>(&self, f: impl FnOnce(&Dataset, &EpisodeSet) -> R) -> R {
-        self.reader.read(|d| f(d, self.subset.episodes(d)))
-    }
-
-    /// `read` of a core call, with the GIL released.
-    fn over<R: Send>(
-        &self,
-        py: Python<'_>,
-        f: impl FnOnce(&Dataset, &EpisodeSet) -> trajcore_core::Result<R> + Send,
-    ) -> PyResult<R> {
-        self.reader.over(py, |d| f(d, self.subset.episodes(d)))
-    }
-
     fn batch<'py>(
         &self,
         py: Python<'py>,
@@ -46,13 +32,16 @@ impl PySelection {
         kind: WindowKind,
     ) -> PyResult<Bound<'py, PyDict>> {
         let plan = self.reader.plan(py, keys, self.subset.among.as_deref())?;
-        let (out, damage) = batch::batch(py, &plan, request.len(), kind, |fields, out| {
-            self.over(py, |d, set| d.view().read_batch(set, fields, request, kind, out))
+        let fields = &plan.core.fields;
+        // Lenient reads leave the episodes damage affects out, and say which (`gather_lenient`).
+        let (values, damage) = batch::read_outputs(py, &plan.core.outputs(request.len(), kind), |outs| {
+            let out = BatchOut::new(outs, fields.len());
+            self.reader.over(py, |d| d.view().read_batch(self.subset.episodes(d), fields, request, kind, out))
         })?;
         for d in damage {
             warn(py, &d.warning())?;
         }
-        Ok(out)
+        plan.nest(py, &values, PyDict::new(py))
     }
 }
 
@@ -75,19 +64,22 @@ fn request_of(which: &Bound<'_, PyAny>) -> PyResult<Request> {
 impl PySelection {
     #[getter]
     fn num_steps(&self) -> u64 {
-        self.read(|_, set| set.num_steps())
+        self.reader.read(|d| self.subset.episodes(d).num_steps())
     }
 
     fn episodes<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<i64>> {
-        PyArray1::from_vec(py, self.read(|_, set| set.episodes().into_iter().map(|i| i as i64).collect()))
+        let episodes = self.reader.read(|d| self.subset.episodes(d).episodes());
+        PyArray1::from_vec(py, episodes.into_iter().map(|i| i as i64).collect())
     }
 
     fn __len__(&self) -> usize {
-        self.read(|_, set| set.len())
+        self.reader.read(|d| self.subset.episodes(d).len())
     }
 
     fn __repr__(&self) -> String {
-        self.read(|_, set| format!("<trajcore._core.Selection {} episodes, {} steps>", set.len(), set.num_steps()))
+        let (episodes, steps) =
+            self.reader.read(|d| (self.subset.episodes(d).len(), self.subset.episodes(d).num_steps()));
+        format!("<trajcore._core.Selection {episodes} episodes, {steps} steps>")
     }
 
     fn file_order(&self, py: Python<'_>) -> PyResult<PySelection> {
@@ -97,7 +89,7 @@ impl PySelection {
 
     #[pyo3(signature = (length, pad=false))]
     fn num_windows(&self, py: Python<'_>, length: u64, pad: bool) -> PyResult<u64> {
-        self.over(py, |_, set| Ok(set.windows(length, pad)?.num_windows()))
+        self.reader.over(py, |d| Ok(self.subset.episodes(d).windows(length, pad)?.num_windows()))
     }
 
     #[pyo3(signature = (n, seed, length=None, pad=false, keys=None))]
@@ -128,11 +120,17 @@ impl PySelection {
     #[pyo3(signature = (index, keys=None))]
     fn step<'py>(&self, py: Python<'py>, index: i64, keys: Option<Vec<String>>) -> PyResult<Bound<'py, PyDict>> {
         let plan = self.reader.plan(py, keys, self.subset.among.as_deref())?;
-        batch::one_step(py, &plan, |fields, outs| self.over(py, |d, set| d.view().read_step(set, fields, index, outs)))
+        let (values, window) = batch::read_outputs(py, &plan.step_outputs, |mut outs| {
+            self.reader.over(py, |d| d.view().read_step(self.subset.episodes(d), &plan.core.fields, index, &mut outs))
+        })?;
+        let out = plan.nest(py, &values, plan.step_template.bind(py).copy()?)?;
+        out.set_item(plan.index_keys[0].bind(py), window.episode)?;
+        out.set_item(plan.index_keys[1].bind(py), window.start)?;
+        Ok(out)
     }
 
     fn frames_of<'py>(&self, py: Python<'py>, column: &str, max_bytes: u64) -> PyResult<Bound<'py, PyTuple>> {
-        let t = self.over(py, |d, set| d.view().frames_of(column, set, max_bytes))?;
+        let t = self.reader.over(py, |d| d.view().frames_of(column, self.subset.episodes(d), max_bytes))?;
         (PyArray1::from_vec(py, t.frames), PyArray1::from_vec(py, t.ids), t.stack).into_pyobject(py)
     }
 }
