@@ -11,7 +11,6 @@ mod errors;
 mod exact_array;
 mod functions;
 mod infos;
-mod keys;
 mod layout;
 mod open_dataset;
 mod recorder;
@@ -36,7 +35,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::convert, m)?)?;
     m.add_function(wrap_pyfunction!(functions::verify, m)?)?;
     m.add_function(wrap_pyfunction!(functions::recover, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::set_num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(functions::num_threads, m)?)?;
     m.add_function(wrap_pyfunction!(functions::layout_leaves, m)?)?;
     m.add_function(wrap_pyfunction!(functions::configure_store, m)?)?;
@@ -44,8 +42,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(functions::upload_file, m)?)?;
     m.add_function(wrap_pyfunction!(functions::recover_segments, m)?)?;
     m.add_function(wrap_pyfunction!(functions::live_store_shards, m)?)?;
-    m.add_function(wrap_pyfunction!(keys::escape_key, m)?)?;
-    m.add_function(wrap_pyfunction!(keys::unescape_key, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::escape_key, m)?)?;
+    m.add_function(wrap_pyfunction!(functions::unescape_key, m)?)?;
     m.add_function(wrap_pyfunction!(functions::annotate, m)?)?;
     Ok(())
 }
