@@ -434,7 +434,7 @@ def upload_file(local: str, url: str) -> None:
     """Puts the local file `local` as the object `url` (GIL released; see the core's
     `segments::upload`)."""
 
-def recover_segments(url: str, staging: str, skip_live: bool = False) -> list[dict[str, Any]]:
+def recover_segments(url: str, staging: str, skip_live: bool) -> list[dict[str, Any]]:
     """Makes shards of the segments under the prefix `url`, through files in `staging` (GIL
     released; see the core's `segments::recover_segments`): a list of dicts. With `skip_live`,
     the segments of recordings holding a fresh lease there are left alone."""

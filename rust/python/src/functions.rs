@@ -100,7 +100,6 @@ pub fn upload_file(py: Python<'_>, local: PathBuf, url: &str) -> PyResult<()> {
 }
 
 #[pyfunction]
-#[pyo3(signature = (url, staging, skip_live=false))]
 pub fn recover_segments<'py>(
     py: Python<'py>,
     url: &str,
