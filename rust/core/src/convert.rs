@@ -67,7 +67,7 @@ pub struct Converted {
 impl ConvertOptions {
     /// Options from a JSON object of `ConvertOptions`' fields (each may be left out or null).
     ///
-    /// Errors: `Invalid`, naming the option (and the codec rule) that does not parse.
+    /// Errors: `Invalid`: what does not parse and where in `text` (a codec rule named by its key).
     pub fn from_json(text: &str) -> Result<ConvertOptions> {
         serde_json::from_str(text).map_err(|e| Error::Invalid(format!("convert options: {e}")))
     }
