@@ -13,7 +13,7 @@ use trajcore_core::layout::Layout;
 use trajcore_core::objstore::{remote, segments};
 use trajcore_core::reader::verify_path;
 use trajcore_core::recover::recover_leaving_out;
-use trajcore_core::writer::files::capacity::of_live_recordings;
+use trajcore_core::writer::files::capacity::{of_live_recordings, recover_store};
 
 use crate::dataset::{from_json, PyDataset};
 use crate::errors::{invalid, IntoPy};
@@ -106,8 +106,7 @@ pub fn recover_segments<'py>(
     staging: PathBuf,
     skip_live: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let live = |names: &[String]| if skip_live { of_live_recordings(url, names) } else { Ok(vec![false; names.len()]) };
-    from_json(py, serde_json::to_string(&py.detach(|| segments::recover_segments(url, &staging, &live)).py_err(py)?))
+    from_json(py, serde_json::to_string(&py.detach(|| recover_store(url, &staging, skip_live)).py_err(py)?))
 }
 
 #[pyfunction]
