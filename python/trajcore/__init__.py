@@ -136,4 +136,4 @@ def __dir__() -> list[str]:
 def set_num_threads(n: int) -> None:
     """Bounds the threads one batched read may use to decode and copy (0: the default, the
     machine's cores up to 8). `trajcore.torch` sets 1 in data-loader workers."""
-    _core.set_num_threads(int(n))
+    _core.num_threads(int(n))

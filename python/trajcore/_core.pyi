@@ -31,7 +31,6 @@ __all__ = [
     "recover",
     "recover_segments",
     "remote_stats",
-    "set_num_threads",
     "unescape_key",
     "upload_file",
     "verify",
@@ -354,21 +353,15 @@ class BatchMemory:
 class MappedRows:
     """The owner (numpy base) of arrays viewing raw rows of a memory map; keeps the map alive."""
 
-def convert(
-    src: Dataset,
-    dst: str,
-    codecs_json: str | None = None,
-    chunk_bytes: int | None = None,
-    max_shard_bytes: int | None = None,
-    episodes: list[int] | None = None,
-    keys: list[str] | None = None,
-) -> dict[str, Any]:
-    """Rewrites `src` (or the given episodes) into the new directory `dst` with other codecs;
-    `keys`: the values kept (column names or '/'-bounded prefixes; reward and flags always).
-    codecs_json: {"<column, '/'-bounded prefix or 'default'>": {"delta": bool, "zstd_level": int | null}}.
+def convert(src: Dataset, dst: str, options_json: str) -> dict[str, Any]:
+    """Rewrites `src` (or the given episodes) into the new directory `dst` with other codecs.
+    options_json: an object, each entry optional (null: the default): codecs ({"<column,
+    '/'-bounded prefix or 'default'>": {"delta": bool, "zstd_level": int | null}}),
+    chunk_bytes, max_shard_bytes, episodes (dataset indexes), keys (the values kept: column
+    names or '/'-bounded prefixes; reward and flags always).
 
     Raises:
-        InvalidArgumentError: dst is not empty, an episode is out of range, bad codecs.
+        InvalidArgumentError: dst is not empty, an episode is out of range, bad options.
     """
 
 def annotate(
@@ -407,10 +400,10 @@ def recover(src: str, dst: str, left_out: list[tuple[int, str]]) -> dict[str, An
         InvalidArgumentError: dst is not empty.
     """
 
-def set_num_threads(n: int) -> None:
-    """Bounds the threads one batched read may use (0: the default, cores up to 8)."""
+def num_threads(n: int | None = None) -> int:
+    """The bound on the threads one batched read may use, after setting it to `n` when given
+    (0: the default, cores up to 8)."""
 
-def num_threads() -> int: ...
 def escape_key(key: str) -> str:
     """A key as one component of a column name: '%' -> %25, '/' -> %2F and a leading '_' -> %5F."""
 
@@ -426,8 +419,23 @@ def layout_leaves(layout_json: str) -> list[list[Any]]:
             is only what is wrong.
     """
 
-def configure_store(url: str, options: list[tuple[str, str]]) -> None: ...
-def remote_stats() -> tuple[int, int, int, int]: ...
-def upload_file(local: str, url: str) -> None: ...
-def recover_segments(url: str, staging: str, skip_live: bool = False) -> list[dict[str, Any]]: ...
-def live_store_shards(url: str, names: list[str]) -> list[bool]: ...
+def configure_store(url: str, options: list[tuple[str, str]]) -> None:
+    """Sets the options of the object store `url` is in, over the environment's (see the core's
+    `remote::configure`)."""
+
+def remote_stats() -> tuple[int, int, int, int]:
+    """(requests, bytes fetched, chunk bytes fetched for, bytes cached) from object storage by
+    this process so far."""
+
+def upload_file(local: str, url: str) -> None:
+    """Puts the local file `local` as the object `url` (GIL released; see the core's
+    `segments::upload`)."""
+
+def recover_segments(url: str, staging: str, skip_live: bool) -> list[dict[str, Any]]:
+    """Makes shards of the segments under the prefix `url`, through files in `staging` (GIL
+    released; see the core's `segments::recover_segments`): a list of dicts. With `skip_live`,
+    the segments of recordings holding a fresh lease there are left alone."""
+
+def live_store_shards(url: str, names: list[str]) -> list[bool]:
+    """Which of the shards `names` under the store prefix `url` belong to a recording that holds
+    a fresh lease there (GIL released; see the core's `capacity::of_live_recordings`)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import operator
 import os
 import shutil
 import tempfile
@@ -101,17 +102,14 @@ def convert(
         rules = {"default": {"delta": False, "zstd_level": None}}
     elif codecs is not None:
         rules = {str(k): _check_codec(str(k), v) for k, v in codecs.items()}
-    rules_json = None if rules is None else json.dumps(rules)
+    options = {"codecs": rules, "chunk_bytes": chunk_bytes, "max_shard_bytes": max_shard_bytes, "keys": kept}
     out = os.fspath(dst)
 
     def write(target: str) -> dict[str, Any]:
         if len(picked) == 1:
             ((dataset, episodes),) = picked
-            result: dict[str, Any] = _core.convert(
-                dataset._core, target, rules_json, chunk_bytes, max_shard_bytes, episodes, kept
-            )
-            return result
-        return _merge(sources, picked, target, rules_json, chunk_bytes, max_shard_bytes, kept)
+            return _convert(dataset, target, options, episodes)
+        return _merge(sources, picked, target, options)
 
     if not is_store_url(out):
         return write(out)
@@ -169,14 +167,17 @@ def _checked_keys(keys: Sequence[str] | None) -> list[str] | None:
     return list(keys)
 
 
+def _convert(dataset: Dataset, out: str, options: Mapping[str, Any], episodes: list[int] | None) -> dict[str, Any]:
+    """The core's conversion of `episodes` (None: all) of `dataset` into `out` with `options`
+    (its JSON: ints such as numpy's as Python ints)."""
+    result: dict[str, Any] = _core.convert(
+        dataset._core, out, json.dumps({**options, "episodes": episodes}, default=operator.index)
+    )
+    return result
+
+
 def _merge(
-    sources: list[Source],
-    picked: list[tuple[Dataset, list[int] | None]],
-    out: str,
-    rules_json: str | None,
-    chunk_bytes: int | None,
-    max_shard_bytes: int | None,
-    keys: list[str] | None,
+    sources: list[Source], picked: list[tuple[Dataset, list[int] | None]], out: str, options: Mapping[str, Any]
 ) -> dict[str, Any]:
     """Converts each source into a part of a sibling temporary directory, moves the parts'
     shards together and renames it into place at `out` (which must not exist, or be empty).
@@ -192,8 +193,8 @@ def _merge(
         parts: list[Dataset] = []
         for i, (dataset, chosen) in enumerate(picked):
             part = staging / f"part-{i}"
-            result = _core.convert(dataset._core, str(part), rules_json, chunk_bytes, max_shard_bytes, chosen, keys)
-            if keys is not None:
+            result = _convert(dataset, str(part), options, chosen)
+            if options["keys"] is not None:
                 parts.append(Dataset(part))
                 _check_same_spaces(sources[: len(parts)], parts)
             episodes += result["episodes"]

@@ -35,12 +35,16 @@ use crate::schema::{CodecSpec, ColumnSpec, Timeline};
 use crate::writer::files::shard::now_ns;
 use crate::writer::{EntryKind, EntryRef, MessageKind, NewColumn, Recorder, RecorderConfig, Slot};
 
-#[derive(Debug, Clone, Default)]
+/// Options of `convert`; from JSON (`ConvertOptions::from_json`), each field optional.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct ConvertOptions {
     /// Codec rules: (column name, or a prefix of names ending before a '/', or "default"),
     /// codec. The longest matching key wins; "default" applies to columns no other key
     /// matches; columns no rule matches keep their codec. Reward, terminated and truncated
-    /// share the codec found for "reward".
+    /// share the codec found for "reward". In JSON, `{"<key>": {"delta": bool, "zstd_level":
+    /// int | null}}` (by key: the longest matching key wins, so the order does not matter).
+    #[serde(deserialize_with = "codec_rules")]
     pub codecs: Vec<(String, CodecSpec)>,
     /// The chunk size target (raw bytes); `None`: the writer's default.
     pub chunk_bytes: Option<usize>,
@@ -60,20 +64,24 @@ pub struct Converted {
     pub shards: Vec<PathBuf>,
 }
 
-/// Codec rules from JSON, `{"<column, prefix or 'default'>": {"delta": bool, "zstd_level": int
-/// | null}}`, by key (the longest matching key wins, so the order does not matter).
-///
-/// Errors: `Invalid`, naming the rule that does not parse.
-pub fn codecs_from_json(text: &str) -> Result<Vec<(String, CodecSpec)>> {
-    let rules: serde_json::Map<String, Value> =
-        serde_json::from_str(text).map_err(|e| Error::Invalid(format!("codecs: {e}")))?;
-    rules
-        .into_iter()
-        .map(|(k, v)| match serde_json::from_value(v) {
-            Ok(codec) => Ok((k, codec)),
-            Err(e) => Err(Error::Invalid(format!("codecs[{k:?}]: {e}"))),
-        })
-        .collect()
+impl ConvertOptions {
+    /// Options from a JSON object of `ConvertOptions`' fields (each may be left out or null).
+    ///
+    /// Errors: `Invalid`: what does not parse and where in `text` (a codec rule named by its key).
+    pub fn from_json(text: &str) -> Result<ConvertOptions> {
+        serde_json::from_str(text).map_err(|e| Error::Invalid(format!("convert options: {e}")))
+    }
+}
+
+/// `ConvertOptions::codecs` from a JSON object (or null: none), naming the rule that does not
+/// parse.
+fn codec_rules<'de, D: serde::Deserializer<'de>>(json: D) -> std::result::Result<Vec<(String, CodecSpec)>, D::Error> {
+    let rules: Option<serde_json::Map<String, Value>> = serde::Deserialize::deserialize(json)?;
+    let rule = |(key, codec): (String, Value)| match serde_json::from_value(codec) {
+        Ok(codec) => Ok((key, codec)),
+        Err(e) => Err(serde::de::Error::custom(format!("codecs[{key:?}]: {e}"))),
+    };
+    rules.unwrap_or_default().into_iter().map(rule).collect()
 }
 
 /// The codec `opts` gives a column, or its own.
@@ -485,17 +493,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn codec_rules_parse_in_order_or_name_the_bad_one() {
-        let rules = codecs_from_json(
-            r#"{"obs": {"delta": true, "zstd_level": 3}, "default": {"delta": false, "zstd_level": null}}"#,
+    fn options_parse_codec_rules_in_order_or_name_the_bad_one() {
+        let opts = ConvertOptions::from_json(
+            r#"{"codecs": {"obs": {"delta": true, "zstd_level": 3}, "default": {"delta": false, "zstd_level": null}},
+                "chunk_bytes": 4096, "episodes": [1, 4], "keys": null}"#,
         )
         .unwrap();
+        let rules = &opts.codecs;
         let keys: Vec<_> = rules.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["default", "obs"]);
         assert_eq!((rules[1].1.delta, rules[1].1.zstd_level, rules[0].1.zstd_level), (true, Some(3), None));
-        let table = [("[1]", "codecs: "), (r#"{"x": {"delta": 1}}"#, "codecs[\"x\"]: ")];
+        assert_eq!(
+            (opts.chunk_bytes, opts.max_shard_bytes, opts.episodes, opts.keys),
+            (Some(4096), None, Some(vec![1, 4]), None)
+        );
+        assert!(ConvertOptions::from_json("{}").unwrap().codecs.is_empty());
+        let table = [
+            (r#"{"codecs": [1]}"#, "convert options: invalid type"),
+            (r#"{"codecs": {"x": {"delta": 1}}}"#, "convert options: codecs[\"x\"]: "),
+            (r#"{"chunk_bytes": -1}"#, "convert options: invalid value"),
+            (r#"{"chunk": 1}"#, "convert options: unknown field `chunk`"),
+        ];
         for (text, want) in table {
-            let why = codecs_from_json(text).unwrap_err().to_string();
+            let why = ConvertOptions::from_json(text).unwrap_err().to_string();
             assert!(why.starts_with(want), "{text}: {why}");
         }
     }

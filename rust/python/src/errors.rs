@@ -5,7 +5,7 @@
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyModule, PyTuple, PyType};
+use pyo3::types::{PyModule, PyType};
 use trajcore_core::error::ErrorKind;
 use trajcore_core::Error;
 
@@ -31,13 +31,8 @@ pub fn class<'py>(py: Python<'py>, name: &str) -> Bound<'py, PyType> {
     class.expect("trajcore.errors defines the exception classes the extension raises")
 }
 
-/// An instance of class `name` made from `args` (a RuntimeError with `message` should that fail).
-fn raise(py: Python<'_>, name: &str, args: PyResult<Bound<'_, PyTuple>>, message: String) -> PyErr {
-    args.and_then(|args| class(py, name).call1(args))
-        .map_or_else(|_| PyRuntimeError::new_err(message), PyErr::from_value)
-}
-
-/// Converts a core error to the matching Python exception.
+/// Converts a core error to the matching Python exception (a RuntimeError with its message
+/// should making that fail).
 pub fn to_py(py: Python<'_>, error: Error) -> PyErr {
     let message = error.to_string();
     let args = match error.os_error() {
@@ -47,7 +42,8 @@ pub fn to_py(py: Python<'_>, error: Error) -> PyErr {
         },
         None => (message.as_str(),).into_pyobject(py),
     };
-    raise(py, class_name(error.kind()), args, message)
+    let made = args.and_then(|args| class(py, class_name(error.kind())).call1(args));
+    made.map_or_else(|_| PyRuntimeError::new_err(message), PyErr::from_value)
 }
 
 pub fn schema_error(py: Python<'_>, column: &str, why: impl Into<String>) -> PyErr {

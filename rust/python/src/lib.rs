@@ -1,8 +1,6 @@
 //! `trajcore._core`: the thin PyO3 layer over trajcore-core. One file per exposed class; this
 //! file only lists them.
 
-use pyo3::prelude::*;
-
 mod arrays;
 mod batch;
 mod collect;
@@ -11,41 +9,35 @@ mod errors;
 mod exact_array;
 mod functions;
 mod infos;
-mod keys;
 mod layout;
 mod open_dataset;
 mod recorder;
 mod selection;
 mod values;
 
-#[pymodule]
-fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add(
-        "FORMAT_VERSION",
-        (trajcore_core::format::header::VERSION_MAJOR, trajcore_core::format::header::VERSION_MINOR),
-    )?;
-    m.add("SHARD_EXTENSION", trajcore_core::format::SHARD_EXTENSION)?;
-    m.add("ANNOTATION_EXTENSION", trajcore_core::format::ANNOTATION_EXTENSION)?;
-    m.add("MAX_INFO_DEPTH", trajcore_core::writer::entries::info_keys::MAX_DEPTH)?;
-    m.add_class::<recorder::PyRecorder>()?;
-    m.add_class::<dataset::PyDataset>()?;
-    m.add_class::<selection::PySelection>()?;
-    m.add_class::<arrays::MappedRows>()?;
-    m.add_class::<arrays::BatchMemory>()?;
-    m.add_function(wrap_pyfunction!(functions::convert, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::verify, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::recover, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::set_num_threads, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::num_threads, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::layout_leaves, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::configure_store, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::remote_stats, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::upload_file, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::recover_segments, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::live_store_shards, m)?)?;
-    m.add_function(wrap_pyfunction!(keys::escape_key, m)?)?;
-    m.add_function(wrap_pyfunction!(keys::unescape_key, m)?)?;
-    m.add_function(wrap_pyfunction!(functions::annotate, m)?)?;
-    Ok(())
+#[pyo3::pymodule]
+mod _core {
+    use pyo3::prelude::*;
+    use trajcore_core::format::{header, ANNOTATION_EXTENSION, SHARD_EXTENSION};
+
+    #[pymodule_export]
+    use crate::{
+        arrays::{BatchMemory, MappedRows},
+        dataset::PyDataset,
+        functions::{
+            annotate, configure_store, convert, escape_key, layout_leaves, live_store_shards, num_threads, recover,
+            recover_segments, remote_stats, unescape_key, upload_file, verify,
+        },
+        recorder::PyRecorder,
+        selection::PySelection,
+    };
+
+    #[pymodule_init]
+    fn constants(m: &Bound<'_, PyModule>) -> PyResult<()> {
+        m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+        m.add("FORMAT_VERSION", (header::VERSION_MAJOR, header::VERSION_MINOR))?;
+        m.add("SHARD_EXTENSION", SHARD_EXTENSION)?;
+        m.add("ANNOTATION_EXTENSION", ANNOTATION_EXTENSION)?;
+        m.add("MAX_INFO_DEPTH", trajcore_core::writer::entries::info_keys::MAX_DEPTH)
+    }
 }

@@ -382,6 +382,17 @@ pub fn of_live_recordings(url: &str, names: &[String]) -> Result<Vec<bool>> {
     Ok(names.iter().map(|name| shard::recording_tag_of(name).is_some_and(|tag| live.contains(tag))).collect())
 }
 
+/// `objstore::segments::recover_segments` of the prefix `url` (the shards a killed recorder left
+/// as segments there, made through files in `staging`); with `skip_live`, the shards of
+/// recordings that hold a fresh lease there (`of_live_recordings`) are left to their recorders.
+///
+/// Errors: those of `recover_segments` and `of_live_recordings`.
+#[cfg(feature = "remote")]
+pub fn recover_store(url: &str, staging: &Path, skip_live: bool) -> Result<Vec<crate::objstore::segments::Rejoined>> {
+    let live = |names: &[String]| if skip_live { of_live_recordings(url, names) } else { Ok(vec![false; names.len()]) };
+    crate::objstore::segments::recover_segments(url, staging, &live)
+}
+
 /// `of_live_recordings`, in every build: without the `remote` feature there is no store, and
 /// no recording lives in one.
 fn live_recordings_of(url: &str, names: &[String]) -> Result<Vec<bool>> {
