@@ -84,6 +84,15 @@ def test_sources_of_other_spaces_or_a_full_destination_are_refused(tmp_path: Pat
     assert len(_episodes(a)) == 1  # the sources are only read
 
 
+def test_a_bad_option_is_refused_by_name_leaving_nothing(tmp_path: Path) -> None:
+    a = tmp_path / "a"
+    _record(a, "CartPole-v1", "ppo", 1)
+    for options, named in [({"chunk_bytes": 1.5}, "chunk_bytes"), ({"max_shard_bytes": -1}, "max_shard_bytes")]:
+        with pytest.raises(InvalidArgumentError, match=f"convert options: {named}: invalid"):
+            trajcore.convert(a, tmp_path / "out", **options)  # type: ignore[arg-type]
+        assert not (tmp_path / "out").exists()
+
+
 def test_keys_merge_sources_whose_spaces_differ_on_what_they_share(tmp_path: Path) -> None:
     import numpy as np
     from gymnasium import spaces

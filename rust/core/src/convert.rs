@@ -67,9 +67,20 @@ pub struct Converted {
 impl ConvertOptions {
     /// Options from a JSON object of `ConvertOptions`' fields (each may be left out or null).
     ///
-    /// Errors: `Invalid`: what does not parse and where in `text` (a codec rule named by its key).
+    /// Errors: `Invalid`: what does not parse, named by its option (a codec rule by its key).
     pub fn from_json(text: &str) -> Result<ConvertOptions> {
-        serde_json::from_str(text).map_err(|e| Error::Invalid(format!("convert options: {e}")))
+        let invalid = |what: String| Error::Invalid(format!("convert options: {what}"));
+        let fields: serde_json::Map<String, Value> = serde_json::from_str(text).map_err(|e| invalid(e.to_string()))?;
+        // Each option alone first: serde names a bad value only by its place in the text.
+        for (name, value) in &fields {
+            let alone = Value::Object([(name.clone(), value.clone())].into_iter().collect());
+            let named = |e: serde_json::Error| match e.to_string() {
+                why if why.starts_with(name.as_str()) => why,
+                why => format!("{name}: {why}"),
+            };
+            serde_json::from_value::<ConvertOptions>(alone).map_err(|e| invalid(named(e)))?;
+        }
+        serde_json::from_value(Value::Object(fields)).map_err(|e| invalid(e.to_string()))
     }
 }
 
@@ -509,10 +520,13 @@ mod tests {
         );
         assert!(ConvertOptions::from_json("{}").unwrap().codecs.is_empty());
         let table = [
-            (r#"{"codecs": [1]}"#, "convert options: invalid type"),
+            (r#"{"codecs": [1]}"#, "convert options: codecs: invalid type"),
             (r#"{"codecs": {"x": {"delta": 1}}}"#, "convert options: codecs[\"x\"]: "),
-            (r#"{"chunk_bytes": -1}"#, "convert options: invalid value"),
-            (r#"{"chunk": 1}"#, "convert options: unknown field `chunk`"),
+            (r#"{"chunk_bytes": -1}"#, "convert options: chunk_bytes: invalid value"),
+            (r#"{"chunk_bytes": 1.5}"#, "convert options: chunk_bytes: invalid type"),
+            (r#"{"episodes": [0, "a"]}"#, "convert options: episodes: invalid type"),
+            (r#"{"chunk": 1}"#, "convert options: chunk: unknown field `chunk`"),
+            ("[1]", "convert options: invalid type"),
         ];
         for (text, want) in table {
             let why = ConvertOptions::from_json(text).unwrap_err().to_string();
