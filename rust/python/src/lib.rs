@@ -8,7 +8,6 @@ mod batch;
 mod collect;
 mod dataset;
 mod errors;
-mod exact_array;
 mod functions;
 mod infos;
 mod keys;

@@ -9,15 +9,15 @@ use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMet
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyFloat, PyInt, PyList, PyModule, PyString, PyTuple};
+use pyo3::PyTypeInfo;
 use trajcore_core::writer::entries::fit::{Fit, Reading};
 use trajcore_core::writer::entries::value::{Array, Input, Like, Number};
 use trajcore_core::writer::entries::values::{first_present, put_str, scalar_wrong, shape_text, Misfit};
 use trajcore_core::writer::Recorder;
 use trajcore_core::DType;
 
-use crate::collect::{borrow_array, borrow_data, Collector, Src};
+use crate::collect::{borrow_array, Collector, Src};
 use crate::errors::schema_error;
-use crate::exact_array::ExactArray;
 
 /// A column as the step path needs it.
 pub struct ColInfo {
@@ -26,8 +26,6 @@ pub struct ColInfo {
     /// Its type, rows and bounds, as the core fits values to them.
     pub fit: Fit,
     pub descr: Option<Py<PyArrayDescr>>,
-    /// The arrays whose bytes are the rows as they are (none for str columns).
-    pub exact: Option<ExactArray>,
 }
 
 impl ColInfo {
@@ -37,11 +35,7 @@ impl ColInfo {
             DType::Utf8 => None,
             d => Some(PyArrayDescr::new(py, d.name())?.unbind()),
         };
-        let exact = descr
-            .as_ref()
-            .zip(fit.dtype.size())
-            .map(|(d, size)| ExactArray::new(py, d.clone_ref(py), &fit.shape, size));
-        Ok(ColInfo { id, name: recorder.column(id).name.clone(), fit, descr, exact })
+        Ok(ColInfo { id, name: recorder.column(id).name.clone(), fit, descr })
     }
 }
 
@@ -71,8 +65,37 @@ pub fn why(value: &Bound<'_, PyAny>, dtype: DType, misfit: Misfit) -> String {
 /// `value` as the exact rows of `col`, borrowed, when it is an ndarray of them.
 #[inline]
 pub fn exact(value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, coll: &mut Collector) -> Option<Src> {
-    let (data, len) = col.exact.as_ref()?.data(value, rows)?;
-    Some(borrow_data(coll, value, data, len))
+    let array = exact_rows(value, col.descr.as_ref()?, &col.fit.shape, rows)?;
+    Some(borrow_array(coll, array))
+}
+
+/// `value` as an ndarray of exactly `descr`, C-contiguous, of `rows` rows of `row_shape`
+/// (`None`: one row, shaped `row_shape` itself): the usual value, step after step, whose bytes
+/// are borrowed as they are. Anything else (a subclass, another descriptor, a strided view, a
+/// scalar) gets `None` and goes the general way, which knows every case. numpy's built-in
+/// descriptors are singletons, so an env's arrays of the column's dtype carry this very object.
+#[inline]
+fn exact_rows<'a, 'py>(
+    value: &'a Bound<'py, PyAny>,
+    descr: &Py<PyArrayDescr>,
+    row_shape: &[usize],
+    rows: Option<usize>,
+) -> Option<&'a Bound<'py, PyUntypedArray>> {
+    // numpy's ndarray type, looked up once: numpy's own check looks it up in its API table per value.
+    static NDARRAY: PyOnceLock<usize> = PyOnceLock::new();
+    let ndarray = *NDARRAY.get_or_init(value.py(), || PyUntypedArray::type_object_raw(value.py()) as usize);
+    if value.get_type_ptr() as usize != ndarray {
+        return None;
+    }
+    // SAFETY: `value`'s type is numpy's ndarray itself, so it is a `PyUntypedArray`.
+    let array = unsafe { value.cast_unchecked::<PyUntypedArray>() };
+    let (shape, lead) = (array.shape(), usize::from(rows.is_some()));
+    let fits = array.dtype().is(descr)
+        && array.is_c_contiguous()
+        && shape.len() == lead + row_shape.len()
+        && rows.is_none_or(|n| shape[0] == n)
+        && shape[lead..] == *row_shape;
+    fits.then_some(array)
 }
 
 /// `value` read once: for `col` as its `Fit` reads values (`rows`: the env count of a batched
@@ -114,10 +137,10 @@ pub fn mask_bytes(
     coll: &mut Collector,
 ) -> PyResult<Src> {
     // Bool arrays over the envs, as masks come (gymnasium's `_key` arrays, reset masks).
-    static ROWS: PyOnceLock<ExactArray> = PyOnceLock::new();
-    let rows = ROWS.get_or_init(py, || ExactArray::new(py, PyArrayDescr::of::<bool>(py).unbind(), &[], 1));
-    if let Some((data, len)) = rows.data(mask, Some(n)) {
-        return Ok(borrow_data(coll, mask, data, len));
+    static BOOL: PyOnceLock<Py<PyArrayDescr>> = PyOnceLock::new();
+    let bool_descr = BOOL.get_or_init(py, || PyArrayDescr::of::<bool>(py).unbind());
+    if let Some(array) = exact_rows(mask, bool_descr, &[], Some(n)) {
+        return Ok(borrow_array(coll, array));
     }
     let values: Vec<bool> = py
         .import("numpy")?
