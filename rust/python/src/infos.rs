@@ -8,7 +8,7 @@ use pyo3::types::{PyDict, PyString, PyType};
 use trajcore_core::writer::entries::collect::Src;
 use trajcore_core::writer::entries::dynamic::Host;
 use trajcore_core::writer::entries::info_walk::Dicts;
-use trajcore_core::writer::entries::reading::{self, arrayish, stacked_rows};
+use trajcore_core::writer::entries::reading::{self, arrayish, Object};
 use trajcore_core::writer::entries::value::Input;
 use trajcore_core::writer::entries::values::Misfit;
 use trajcore_core::writer::{NewColumn, Recorder};
@@ -16,7 +16,7 @@ use trajcore_core::DType;
 
 use crate::collect::Collector;
 use crate::errors::{schema_error, warn, IntoPy};
-use crate::values::{exact, mask_bytes, ColInfo, Objects};
+use crate::values::{mask_bytes, ColInfo, Objects};
 
 pub type Sight = trajcore_core::writer::entries::first_sight::FirstSight<ColInfo, TypeOf, Py<PyString>, Py<PyAny>>;
 
@@ -25,7 +25,7 @@ pub type Sight = trajcore_core::writer::entries::first_sight::FirstSight<ColInfo
 pub struct Values<'a, 'py> {
     pub py: Python<'py>,
     pub recorder: &'a mut Recorder,
-    /// Whether an object array of per-env arrays is stacked first (see `stacked_rows`); a
+    /// Whether an object array of per-env arrays is stacked first (see `reading::read_stacked`); a
     /// value of the user's own is checked as it is.
     pub stacks: bool,
 }
@@ -39,8 +39,6 @@ impl<'py> Host<ColInfo, TypeOf, Py<PyAny>> for Values<'_, 'py> {
     type Value = Bound<'py, PyAny>;
     type Error = PyErr;
 
-    /// Arrays, lists, tuples and numpy scalars: the same type may fit where an earlier value did
-    /// not.
     fn kind(&mut self, value: &Self::Value) -> PyResult<Option<TypeOf>> {
         Ok((!arrayish(&Objects(self.py), value)?).then(|| TypeOf(value.get_type().unbind())))
     }
@@ -52,10 +50,8 @@ impl<'py> Host<ColInfo, TypeOf, Py<PyAny>> for Values<'_, 'py> {
         (rows, mask): (Option<usize>, Option<Src>),
         coll: &mut Collector,
     ) -> PyResult<Input> {
-        let objects = Objects(self.py);
-        let stacked =
-            if self.stacks { stacked_rows(&objects, value, rows, mask.map(|m| coll.slice(m)))? } else { None };
-        reading::read(&objects, stacked.as_ref().unwrap_or(value), column.map(|c| (c, &c.fit)), (rows, mask), coll)
+        let column = column.map(|c| (c, &c.fit));
+        reading::read_stacked(&Objects(self.py), value, column, (rows, mask, self.stacks), coll)
     }
 
     fn add(&mut self, spec: NewColumn) -> PyResult<(u32, ColInfo)> {
@@ -135,7 +131,7 @@ impl<'py> Dicts<ColInfo, TypeOf, Py<PyAny>> for Values<'_, 'py> {
         rows: Option<usize>,
         coll: &mut Collector,
     ) -> Option<Src> {
-        exact(value, column, rows, coll)
+        Objects(self.py).rows(value, column, rows, coll)
     }
 
     fn warn(&self, warning: &str) -> PyResult<()> {

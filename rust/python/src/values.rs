@@ -6,7 +6,7 @@
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyModule, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use pyo3::PyTypeInfo;
 use trajcore_core::writer::entries::fit::Fit;
 use trajcore_core::writer::entries::reading::{put, Class, Object};
@@ -43,25 +43,19 @@ pub fn put_value(value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, c
         .map_err(|why| schema_error(value.py(), &col.name, why))
 }
 
-/// `value` as the exact rows of `col`, borrowed, when it is an ndarray of them.
-#[inline]
-pub fn exact(value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, coll: &mut Collector) -> Option<Src> {
-    let array = exact_rows(value, col.descr.as_ref()?, &col.fit.shape, rows)?;
-    Some(borrow_array(coll, array))
-}
-
-/// `value` as an ndarray of exactly `descr`, C-contiguous, of `rows` rows of `row_shape`
-/// (`None`: one row, shaped `row_shape` itself): the usual value, step after step, whose bytes
-/// are borrowed as they are. Anything else (a subclass, another descriptor, a strided view, a
-/// scalar) gets `None` and goes the general way, which knows every case. numpy's built-in
-/// descriptors are singletons, so an env's arrays of the column's dtype carry this very object.
-#[inline]
-fn exact_rows<'a, 'py>(
-    value: &'a Bound<'py, PyAny>,
-    descr: &Py<PyArrayDescr>,
+/// `value`'s bytes, borrowed, when it is an ndarray of exactly `descr` (items of `item_bytes`),
+/// C-contiguous, of `rows` rows of `row_shape` (`None`: one row, shaped `row_shape` itself):
+/// the usual value, step after step. Anything else (a subclass, another descriptor, a strided
+/// view, a scalar) gets `None` and goes the general way, which knows every case. numpy's
+/// built-in descriptors are singletons: an env's arrays of the column's dtype carry this one.
+#[inline(always)]
+fn exact_rows(
+    value: &Bound<'_, PyAny>,
+    (descr, item_bytes): (&Py<PyArrayDescr>, usize),
     row_shape: &[usize],
     rows: Option<usize>,
-) -> Option<&'a Bound<'py, PyUntypedArray>> {
+    coll: &mut Collector,
+) -> Option<Src> {
     // numpy's ndarray type, looked up once: numpy's own check looks it up in its API table per value.
     static NDARRAY: PyOnceLock<usize> = PyOnceLock::new();
     let ndarray = *NDARRAY.get_or_init(value.py(), || PyUntypedArray::type_object_raw(value.py()) as usize);
@@ -76,7 +70,9 @@ fn exact_rows<'a, 'py>(
         && shape.len() == lead + row_shape.len()
         && rows.is_none_or(|n| shape[0] == n)
         && shape[lead..] == *row_shape;
-    fits.then_some(array)
+    // Its size from the column's (numpy's own would ask the descriptor again).
+    let nbytes = rows.unwrap_or(1) * row_shape.iter().product::<usize>() * item_bytes;
+    fits.then(|| borrow_array(coll, array, nbytes))
 }
 
 /// A boolean mask over `n` envs as one byte per env: borrowed when it is already a contiguous
@@ -92,8 +88,8 @@ pub fn mask_bytes(
     // Bool arrays over the envs, as masks come (gymnasium's `_key` arrays, reset masks).
     static BOOL: PyOnceLock<Py<PyArrayDescr>> = PyOnceLock::new();
     let bool_descr = BOOL.get_or_init(py, || PyArrayDescr::of::<bool>(py).unbind());
-    if let Some(array) = exact_rows(mask, bool_descr, &[], Some(n)) {
-        return Ok(borrow_array(coll, array));
+    if let Some(src) = exact_rows(mask, (bool_descr, 1), &[], Some(n), coll) {
+        return Ok(src);
     }
     let values: Vec<bool> = py
         .import("numpy")?
@@ -127,7 +123,7 @@ impl<'py> Object<ColInfo, Py<PyAny>> for Objects<'py> {
             Class::None => value.is_none(),
             Class::Dict => value.is_instance_of::<PyDict>(),
             Class::Sequence => value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>(),
-            Class::NumpyScalar => value.is_instance(&numpy(self.0)?.getattr("generic")?)?,
+            Class::NumpyScalar => value.is_instance(&self.0.import("numpy")?.getattr("generic")?)?,
         })
     }
 
@@ -152,29 +148,30 @@ impl<'py> Object<ColInfo, Py<PyAny>> for Objects<'py> {
         let own = target.is_some_and(|t| dtype.as_ptr() == t.as_ptr() || dtype.is_equiv_to(t));
         if !array.is_c_contiguous() || dtype.is_native_byteorder() == Some(false) {
             let native = dtype.call_method1("newbyteorder", ("=",))?;
-            array = numpy(self.0)?.call_method1("ascontiguousarray", (array, native))?.cast_into()?;
+            array = self.0.import("numpy")?.call_method1("ascontiguousarray", (array, native))?.cast_into()?;
         }
         // Its text only for a message (not asked for the column's own dtype).
         let shown = if own { String::new() } else { dtype.str()?.to_str()?.to_owned() };
         let (kind, itemsize, shape) = (dtype.kind(), dtype.itemsize(), array.shape().to_vec());
-        Ok(Array { kind, itemsize, shown, shape, data: borrow_array(coll, &array) })
+        let data = borrow_array(coll, &array, array.len() * itemsize);
+        Ok(Array { kind, itemsize, shown, shape, data })
     }
 
     #[inline]
     fn rows(&self, value: &Self::Value, column: &ColInfo, rows: Option<usize>, coll: &mut Collector) -> Option<Src> {
-        exact(value, column, rows, coll)
+        exact_rows(value, (column.descr.as_ref()?, column.fit.dtype.size()?), &column.fit.shape, rows, coll)
     }
 
     fn asarray(&self, value: &Self::Value) -> PyResult<Self::Value> {
-        numpy(self.0)?.call_method1("asarray", (value,))
+        self.0.import("numpy")?.call_method1("asarray", (value,))
     }
 
     fn zeros_like(&self, value: &Self::Value) -> PyResult<Self::Value> {
-        numpy(self.0)?.call_method1("zeros_like", (value,))
+        self.0.import("numpy")?.call_method1("zeros_like", (value,))
     }
 
     fn stack(&self, rows: Vec<Self::Value>) -> Option<Self::Value> {
-        numpy(self.0).ok()?.call_method1("stack", (PyList::new(self.0, rows).ok()?,)).ok()
+        self.0.import("numpy").ok()?.call_method1("stack", (PyList::new(self.0, rows).ok()?,)).ok()
     }
 
     fn int(&self, value: &Self::Value) -> Option<i128> {
@@ -208,10 +205,6 @@ impl<'py> Object<ColInfo, Py<PyAny>> for Objects<'py> {
     fn repr(&self, value: &Self::Value) -> String {
         value.repr().map(|r| r.to_string()).unwrap_or_default()
     }
-}
-
-fn numpy(py: Python<'_>) -> PyResult<Bound<'_, PyModule>> {
-    py.import("numpy")
 }
 
 pub fn type_name(value: &Bound<'_, PyAny>) -> String {

@@ -100,6 +100,20 @@ pub fn read<O: Object<C, K>, C, K>(
     read_for(o, value, column, rows, coll)
 }
 
+/// `value` read as `read` does, stacked first where `stacks` (a value of the env's: an info
+/// entry, a frame) and it is an object array of per-env rows (see `stacked_rows`); a value of
+/// the user's own is read as it is.
+pub fn read_stacked<O: Object<C, K>, C, K>(
+    o: &O,
+    value: &O::Value,
+    column: Option<Col<'_, C>>,
+    (rows, mask, stacks): (Option<usize>, Option<Src>, bool),
+    coll: &mut Collector<K>,
+) -> Result<Input, O::Error> {
+    let stacked = if stacks { stacked_rows(o, value, rows, mask.map(|m| coll.slice(m)))? } else { None };
+    read(o, stacked.as_ref().unwrap_or(value), column, (rows, mask), coll)
+}
+
 /// `value`'s bytes in `column` (see `read`), or why it does not fit, in words.
 #[inline]
 pub fn put<O: Object<C, K>, C, K>(
