@@ -524,7 +524,8 @@ mod tests {
         let strs = |len| Input::Strs(Src::Own(0, len));
         let refused = |why: &str| Input::Refused(why.into());
         // (the value, the column's type and rows, the env count of a batched value, what it reads as)
-        let table: Vec<(V, DType, &[usize], Option<usize>, Input)> = vec![
+        type Case<'a> = (V, DType, &'a [usize], Option<usize>, Input);
+        let table: Vec<Case<'_>> = vec![
             // Python's own scalars are numpy's weak types, whatever the column.
             (V::Float(0.5), I64, &[], None, number(None, Some(0.5), true, Like::Weak(F64))),
             (V::Bool(true), F32, &[], None, number(Some(1), Some(1.0), false, Like::Weak(Bool))),
@@ -577,7 +578,8 @@ mod tests {
         };
         let strs = V::Nd(b'O', 8, vec![2], vec![V::None, V::Str("a")]);
         // (the value, its env count when batched, which envs have it, what it reads as)
-        let table: Vec<(V, Option<usize>, Option<&[u8]>, Input)> = vec![
+        type Case<'a> = (V, Option<usize>, Option<&'a [u8]>, Input);
+        let table: Vec<Case<'_>> = vec![
             (V::Float(0.5), None, None, number(None, Some(0.5), true, Like::Weak(F64))),
             (V::Int(2), Some(2), None, number(Some(2), Some(2.0), false, Like::Weak(I64))),
             (V::Str("a"), None, None, Input::Str),
@@ -628,7 +630,8 @@ mod tests {
         let template = V::Nd(b'i', 8, vec![2], vec![V::Int(1), V::Int(2)]);
         let stacked = V::Nd(b'i', 8, vec![2, 2], vec![template, pair()]);
         // (the value, its env count when batched, which envs have it, the array it stacks to)
-        let table: Vec<(V, Option<usize>, Option<&[u8]>, Option<V>)> = vec![
+        type Case<'a> = (V, Option<usize>, Option<&'a [u8]>, Option<V>);
+        let table: Vec<Case<'_>> = vec![
             (objects(vec![pair(), pair()]), Some(2), None, Some(V::Nd(b'i', 8, vec![2, 2], vec![pair(), pair()]))),
             // An env without a value gets zeros of the first's shape.
             (objects(vec![V::None, pair()]), Some(2), Some(&[0, 1]), Some(stacked)),
