@@ -9,7 +9,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use pyo3::PyTypeInfo;
 use trajcore_core::writer::entries::fit::Fit;
-use trajcore_core::writer::entries::reading::{put, Class, Object};
+use trajcore_core::writer::entries::reading::{self, put, Class, Object};
 use trajcore_core::writer::entries::value::Array;
 use trajcore_core::writer::Recorder;
 use trajcore_core::DType;
@@ -75,9 +75,8 @@ fn exact_rows(
     fits.then(|| borrow_array(coll, array, nbytes))
 }
 
-/// A boolean mask over `n` envs as one byte per env: borrowed when it is already a contiguous
-/// bool ndarray of that length, converted otherwise (numpy's truth of each item). `what` names
-/// it in the error.
+/// A boolean mask over `n` envs as one byte per env (see `reading::mask`); `what` names it in
+/// the error.
 pub fn mask_bytes(
     py: Python<'_>,
     mask: &Bound<'_, PyAny>,
@@ -85,22 +84,7 @@ pub fn mask_bytes(
     what: &str,
     coll: &mut Collector,
 ) -> PyResult<Src> {
-    // Bool arrays over the envs, as masks come (gymnasium's `_key` arrays, reset masks).
-    static BOOL: PyOnceLock<Py<PyArrayDescr>> = PyOnceLock::new();
-    let bool_descr = BOOL.get_or_init(py, || PyArrayDescr::of::<bool>(py).unbind());
-    if let Some(src) = exact_rows(mask, (bool_descr, 1), &[], Some(n), coll) {
-        return Ok(src);
-    }
-    let values: Vec<bool> = py
-        .import("numpy")?
-        .call_method1("asarray", (mask, "bool"))?
-        .call_method0("ravel")?
-        .call_method0("tolist")?
-        .extract()?;
-    if values.len() != n {
-        return Err(crate::errors::invalid(py, format!("{what} has {} entries for {n} envs", values.len())));
-    }
-    Ok(coll.own_with(|out| out.extend(values.iter().map(|&b| b as u8))))
+    reading::mask(&Objects(py), mask, n, what, coll)?.map_err(|why| crate::errors::invalid(py, why))
 }
 
 /// Python's values, as the core's reading asks about them.
@@ -160,6 +144,17 @@ impl<'py> Object<ColInfo, Py<PyAny>> for Objects<'py> {
     #[inline]
     fn rows(&self, value: &Self::Value, column: &ColInfo, rows: Option<usize>, coll: &mut Collector) -> Option<Src> {
         exact_rows(value, (column.descr.as_ref()?, column.fit.dtype.size()?), &column.fit.shape, rows, coll)
+    }
+
+    fn bool_rows(&self, value: &Self::Value, n: usize, coll: &mut Collector) -> Option<Src> {
+        static BOOL: PyOnceLock<Py<PyArrayDescr>> = PyOnceLock::new();
+        let bool_descr = BOOL.get_or_init(self.0, || PyArrayDescr::of::<bool>(self.0).unbind());
+        exact_rows(value, (bool_descr, 1), &[], Some(n), coll)
+    }
+
+    fn truths(&self, value: &Self::Value) -> PyResult<Vec<bool>> {
+        let array = self.0.import("numpy")?.call_method1("asarray", (value, "bool"))?;
+        array.call_method0("ravel")?.call_method0("tolist")?.extract()
     }
 
     fn asarray(&self, value: &Self::Value) -> PyResult<Self::Value> {

@@ -57,6 +57,10 @@ pub trait Object<C, K> {
     /// `value`'s bytes as the rows of `column` as they are (`rows`: the env count of a batched
     /// value), borrowed, when it is exactly them: an ndarray of the column's dtype and rows.
     fn rows(&self, value: &Self::Value, column: &C, rows: Option<usize>, coll: &mut Collector<K>) -> Option<Src>;
+    /// `value`'s bytes, borrowed, when it is exactly a C-contiguous bool array of `n` items.
+    fn bool_rows(&self, value: &Self::Value, n: usize, coll: &mut Collector<K>) -> Option<Src>;
+    /// numpy's truth of each of its items, in C order.
+    fn truths(&self, value: &Self::Value) -> Result<Vec<bool>, Self::Error>;
     /// What numpy makes of `value` (`numpy.asarray`).
     fn asarray(&self, value: &Self::Value) -> Result<Self::Value, Self::Error>;
     /// numpy's zeros of an array's dtype and shape (`numpy.zeros_like`).
@@ -139,6 +143,26 @@ pub fn why<O: Object<C, K>, C, K>(o: &O, value: &O::Value, dtype: DType, misfit:
         Misfit::Wrong(what) => scalar_wrong(dtype, what, &o.type_name(value), o.repr(value)),
         Misfit::Value(why) => why,
     }
+}
+
+/// A boolean mask over `n` envs as one byte per env: borrowed when it is already a contiguous
+/// bool array of that length (as masks come: gymnasium's `_key` arrays, reset masks), else
+/// numpy's truth of each item; why not (`what` names it).
+pub fn mask<O: Object<C, K>, C, K>(
+    o: &O,
+    value: &O::Value,
+    n: usize,
+    what: &str,
+    coll: &mut Collector<K>,
+) -> Result<Result<Src, String>, O::Error> {
+    if let Some(src) = o.bool_rows(value, n, coll) {
+        return Ok(Ok(src));
+    }
+    let truths = o.truths(value)?;
+    if truths.len() != n {
+        return Ok(Err(format!("{what} has {} entries for {n} envs", truths.len())));
+    }
+    Ok(Ok(coll.own_with(|out| out.extend(truths.iter().map(|&b| u8::from(b))))))
 }
 
 /// Whether `value` is a list, tuple, ndarray or numpy scalar: what numpy makes arrays of (the
@@ -424,6 +448,16 @@ mod tests {
             // Exactly the rows: an f32 column's f32 arrays (shapes unchecked here).
             matches!((v, column), (V::Nd(b'f', 4, ..), DType::F32)).then_some(Src::Own(0, 0))
         }
+        fn bool_rows(&self, v: &V, n: usize, _: &mut Collector<()>) -> Option<Src> {
+            (*v == nd(b'b', 1, &[n])).then_some(Src::Own(0, 0))
+        }
+        fn truths(&self, v: &V) -> Result<Vec<bool>, String> {
+            let truth = |v: &V| self.float(v).map(|f| f != 0.0).ok_or_else(|| "no number".to_string());
+            match v {
+                V::List(items) => items.iter().map(truth).collect(),
+                _ => Ok(vec![truth(v)?]),
+            }
+        }
         fn asarray(&self, v: &V) -> Result<V, String> {
             Ok(match v {
                 V::Nd(..) => v.clone(),
@@ -621,6 +655,27 @@ mod tests {
         let why = why(&Host, &V::Str("a"), DType::I64, Misfit::Wrong("integer"));
         assert_eq!(why, scalar_wrong(DType::I64, "integer", "str", "Str(\"a\")".into()));
         assert!(arrayish(&Host, &V::Scalar(DType::U8, 1.0)) == Ok(true) && arrayish(&Host, &V::Dict) == Ok(false));
+    }
+
+    #[test]
+    fn masks_are_borrowed_bools_or_numpys_truths_of_one_item_per_env() {
+        let list = |items: &[f64]| V::List(items.iter().map(|&f| V::Float(f)).collect());
+        // (the mask, the env count, its bytes or why not)
+        type Case = (V, usize, Result<&'static [u8], &'static str>);
+        let table: [Case; 4] = [
+            (nd(b'b', 1, &[3]), 3, Ok(&[])), // borrowed (this fake's bytes: none)
+            (list(&[1.0, 0.0, 2.0]), 3, Ok(&[1, 0, 1])),
+            (list(&[1.0]), 3, Err("reset mask has 1 entries for 3 envs")),
+            (nd(b'b', 1, &[2]), 3, Err("no number")),
+        ];
+        for (value, n, want) in table {
+            let mut coll = Collector::<()>::default();
+            let got = match mask(&Host, &value, n, "reset mask", &mut coll) {
+                Ok(Ok(src)) => Ok(coll.slice(src).to_vec()),
+                Ok(Err(why)) | Err(why) => Err(why),
+            };
+            assert_eq!(got, want.map(<[u8]>::to_vec).map_err(String::from), "{value:?} {n}");
+        }
     }
 
     #[test]
