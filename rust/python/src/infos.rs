@@ -3,20 +3,20 @@
 //! `trajcore_core::writer::entries::info_walk`): this file only reads Python objects and adds
 //! columns; the core decides which column, widening, masks and what is left out.
 
-use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyType};
+use pyo3::types::{PyDict, PyString, PyType};
 use trajcore_core::writer::entries::collect::Src;
 use trajcore_core::writer::entries::dynamic::Host;
 use trajcore_core::writer::entries::info_walk::Dicts;
+use trajcore_core::writer::entries::reading::{self, arrayish, Object};
 use trajcore_core::writer::entries::value::Input;
-use trajcore_core::writer::entries::values::{first_present, present, Misfit};
+use trajcore_core::writer::entries::values::Misfit;
 use trajcore_core::writer::{NewColumn, Recorder};
 use trajcore_core::DType;
 
 use crate::collect::Collector;
 use crate::errors::{schema_error, warn, IntoPy};
-use crate::values::{arrayish, exact, mask_bytes, read, why, ColInfo};
+use crate::values::{mask_bytes, ColInfo, Objects};
 
 pub type Sight = trajcore_core::writer::entries::first_sight::FirstSight<ColInfo, TypeOf, Py<PyString>, Py<PyAny>>;
 
@@ -25,7 +25,7 @@ pub type Sight = trajcore_core::writer::entries::first_sight::FirstSight<ColInfo
 pub struct Values<'a, 'py> {
     pub py: Python<'py>,
     pub recorder: &'a mut Recorder,
-    /// Whether an object array of per-env arrays is stacked first (see `stacked_rows`); a
+    /// Whether an object array of per-env arrays is stacked first (see `reading::read_stacked`); a
     /// value of the user's own is checked as it is.
     pub stacks: bool,
 }
@@ -39,10 +39,8 @@ impl<'py> Host<ColInfo, TypeOf, Py<PyAny>> for Values<'_, 'py> {
     type Value = Bound<'py, PyAny>;
     type Error = PyErr;
 
-    /// Arrays, lists, tuples and numpy scalars: the same type may fit where an earlier value did
-    /// not.
     fn kind(&mut self, value: &Self::Value) -> PyResult<Option<TypeOf>> {
-        Ok((!arrayish(value)?).then(|| TypeOf(value.get_type().unbind())))
+        Ok((!arrayish(&Objects(self.py), value)?).then(|| TypeOf(value.get_type().unbind())))
     }
 
     fn read(
@@ -52,8 +50,8 @@ impl<'py> Host<ColInfo, TypeOf, Py<PyAny>> for Values<'_, 'py> {
         (rows, mask): (Option<usize>, Option<Src>),
         coll: &mut Collector,
     ) -> PyResult<Input> {
-        let stacked = if self.stacks { stacked_rows(value, rows, mask.map(|m| coll.slice(m)))? } else { None };
-        read(stacked.as_ref().unwrap_or(value), column, rows, mask, coll)
+        let column = column.map(|c| (c, &c.fit));
+        reading::read_stacked(&Objects(self.py), value, column, (rows, mask, self.stacks), coll)
     }
 
     fn add(&mut self, spec: NewColumn) -> PyResult<(u32, ColInfo)> {
@@ -62,7 +60,7 @@ impl<'py> Host<ColInfo, TypeOf, Py<PyAny>> for Values<'_, 'py> {
     }
 
     fn why(&self, value: &Self::Value, dtype: DType, misfit: Misfit) -> String {
-        why(value, dtype, misfit)
+        reading::why(&Objects(self.py), value, dtype, misfit)
     }
 }
 
@@ -133,7 +131,7 @@ impl<'py> Dicts<ColInfo, TypeOf, Py<PyAny>> for Values<'_, 'py> {
         rows: Option<usize>,
         coll: &mut Collector,
     ) -> Option<Src> {
-        exact(value, column, rows, coll)
+        Objects(self.py).rows(value, column, rows, coll)
     }
 
     fn warn(&self, warning: &str) -> PyResult<()> {
@@ -152,38 +150,4 @@ impl PartialEq for TypeOf {
     fn eq(&self, other: &Self) -> bool {
         self.0.is(&other.0)
     }
-}
-
-/// A vector info of per-env arrays or tuples of numbers (ALE's `seeds`) arrives as an object
-/// array: stacked into one numeric array (zeros where `mask` says no value), or `None` when it
-/// is not such an array (strings stay as they are) or the value is not batched (`rows`). Kept
-/// here: numpy's `stack` decides the common type of the rows (as it would for the user).
-fn stacked_rows<'py>(
-    value: &Bound<'py, PyAny>,
-    rows: Option<usize>,
-    mask: Option<&[u8]>,
-) -> PyResult<Option<Bound<'py, PyAny>>> {
-    let Ok(array) = value.cast::<PyUntypedArray>() else { return Ok(None) };
-    if rows.is_none() || array.dtype().kind() != b'O' || array.ndim() != 1 {
-        return Ok(None);
-    }
-    let (py, n) = (value.py(), array.shape()[0]);
-    let np = py.import("numpy")?;
-    let Some(first) = first_present(mask, n) else { return Ok(None) };
-    let first = array.get_item(first)?;
-    if first.is_none() || first.is_instance_of::<PyString>() || first.is_instance_of::<PyDict>() {
-        return Ok(None);
-    }
-    let Ok(template) = np.call_method1("asarray", (&first,)) else { return Ok(None) };
-    let template = template.cast_into::<PyUntypedArray>()?;
-    if template.dtype().kind() == b'O' {
-        return Ok(None);
-    }
-    let zeros = np.call_method1("zeros_like", (&template,))?;
-    let rows = PyList::empty(py);
-    for i in 0..n {
-        rows.append(if present(mask, i) { array.get_item(i)? } else { zeros.clone() })?;
-    }
-    // Rows of different shapes do not stack: then the value stays unsupported, and says so.
-    Ok(np.call_method1("stack", (rows,)).ok())
 }

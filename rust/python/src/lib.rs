@@ -6,7 +6,6 @@ mod batch;
 mod collect;
 mod dataset;
 mod errors;
-mod exact_array;
 mod functions;
 mod infos;
 mod layout;

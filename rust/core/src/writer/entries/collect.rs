@@ -76,6 +76,8 @@ impl<K> Collector<K> {
     /// # Safety
     /// The memory must stay valid for reads, and unchanged, while `owner` is alive and until
     /// `clear` (the bindings hold the GIL whenever a slice of it is alive).
+    // Inlined into the bindings' step path (a call per array), as `Fit::check_bounds`.
+    #[inline]
     pub unsafe fn borrow(&mut self, owner: K, data: usize, len: usize) -> Src {
         self.keep.push(owner);
         Src::External(data, len)

@@ -1,7 +1,7 @@
 //! Whether a value read once fits a column, and its bytes there: how the value is read
 //! (`Fit::reading`), a number or an array's items put into the column's type, and a discrete
-//! space's bounds checked on the bytes, however they came (`Fit::put`). The bindings read the
-//! Python object as `reading` says (an `Input`) and hand it to `put`.
+//! space's bounds checked on the bytes, however they came (`Fit::put`). A host's value is read
+//! as `reading` says (an `Input`, see `entries::reading`) and handed to `put`.
 
 use super::bounds::IntBounds;
 use super::cast::cast_items;
