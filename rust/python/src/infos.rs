@@ -4,7 +4,7 @@
 //! columns; the core decides which column, widening, masks and what is left out.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString, PyType};
+use pyo3::types::{PyString, PyType};
 use trajcore_core::writer::entries::collect::Src;
 use trajcore_core::writer::entries::dynamic::Host;
 use trajcore_core::writer::entries::info_walk::Dicts;
@@ -65,58 +65,10 @@ impl<'py> Host<ColInfo, TypeOf, Py<PyAny>> for Values<'_, 'py> {
 }
 
 impl<'py> Dicts<ColInfo, TypeOf, Py<PyAny>> for Values<'_, 'py> {
-    type Held = Py<PyAny>;
-    type Dict = Bound<'py, PyDict>;
-    type Key = Bound<'py, PyAny>;
-    type Str = Py<PyString>;
+    type Values = Objects<'py>;
 
-    fn value(&self, held: &Py<PyAny>) -> Self::Value {
-        held.bind(self.py).clone()
-    }
-
-    fn dict(&self, value: &Self::Value) -> Option<Self::Dict> {
-        value.cast::<PyDict>().ok().cloned()
-    }
-
-    fn len(&self, dict: &Self::Dict) -> usize {
-        dict.len()
-    }
-
-    fn items(&self, dict: &Self::Dict) -> impl Iterator<Item = (Self::Key, Py<PyAny>)> {
-        dict.iter().map(|(key, value)| (key, value.unbind()))
-    }
-
-    fn name(&self, key: &Self::Key) -> PyResult<(String, bool)> {
-        match key.cast::<PyString>() {
-            Ok(s) => Ok((s.to_str()?.to_owned(), true)),
-            Err(_) => Ok((key.str()?.to_str()?.to_owned(), false)),
-        }
-    }
-
-    /// Only an exact str is compared by text: a subclass could hash otherwise (its dicts are
-    /// walked key by key).
-    fn same(&self, key: &Self::Key, planned: &Py<PyString>) -> PyResult<bool> {
-        if key.is(planned) {
-            return Ok(true);
-        }
-        let (Ok(key), planned) = (key.cast_exact::<PyString>(), planned.bind(self.py)) else { return Ok(false) };
-        Ok(key.hash()? == planned.hash()? && key.to_str()? == planned.to_str()?)
-    }
-
-    fn contains(&self, dict: &Self::Dict, key: &Py<PyString>) -> PyResult<bool> {
-        dict.contains(key.bind(self.py))
-    }
-
-    fn intern(&self, text: &str) -> Py<PyString> {
-        PyString::intern(self.py, text).unbind()
-    }
-
-    fn plan_key(&self, key: &Self::Key) -> PyResult<Py<PyString>> {
-        Ok(key.cast::<PyString>()?.clone().unbind())
-    }
-
-    fn shown(&self, key: &Self::Key) -> Option<String> {
-        key.repr().ok().map(|r| r.to_string())
+    fn values(&self) -> Objects<'py> {
+        Objects(self.py)
     }
 
     fn mask(&mut self, value: &Self::Value, n: usize, coll: &mut Collector) -> PyResult<Src> {

@@ -8,6 +8,7 @@ use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyList};
+use trajcore_core::host::HostValues;
 use trajcore_core::writer::entries::collect::Place;
 use trajcore_core::writer::entries::dynamic::data_path;
 use trajcore_core::writer::entries::first_sight::{frame_places, FRAME};
@@ -20,7 +21,7 @@ use crate::dataset::from_json;
 use crate::errors::{invalid, to_py, warn, IntoPy};
 use crate::infos::{warned, Sight, Values};
 use crate::layout::Layout;
-use crate::values::{mask_bytes, put_value, type_name, ColInfo};
+use crate::values::{mask_bytes, put_value, ColInfo, Objects};
 
 #[pyclass(module = "trajcore._core", name = "Recorder", frozen)]
 pub struct PyRecorder {
@@ -99,7 +100,7 @@ impl State {
     fn put_info(&mut self, py: Python<'_>, info: &Bound<'_, PyAny>, slot: Slot) -> PyResult<()> {
         let info = info
             .cast::<PyDict>()
-            .map_err(|_| invalid(py, format!("{}, got {}", info_expected(slot), type_name(info))))?;
+            .map_err(|_| invalid(py, format!("{}, got {}", info_expected(slot), Objects(py).type_name(info))))?;
         let at = Place { slot, ..Place::regular(self.rows) };
         let (sight, coll, mut host) = self.host(py, true);
         sight.infos.put_info(&mut host, coll, at, info)
