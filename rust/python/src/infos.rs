@@ -8,9 +8,9 @@ use pyo3::types::{PyString, PyType};
 use trajcore_core::writer::entries::collect::Src;
 use trajcore_core::writer::entries::dynamic::Host;
 use trajcore_core::writer::entries::info_walk::Dicts;
+use trajcore_core::writer::entries::reading::value::Input;
+use trajcore_core::writer::entries::reading::values::Misfit;
 use trajcore_core::writer::entries::reading::{self, arrayish, Object};
-use trajcore_core::writer::entries::value::Input;
-use trajcore_core::writer::entries::values::Misfit;
 use trajcore_core::writer::{NewColumn, Recorder};
 use trajcore_core::DType;
 

@@ -10,9 +10,9 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use pyo3::PyTypeInfo;
 use trajcore_core::host::{HostDicts, HostValues};
-use trajcore_core::writer::entries::fit::Fit;
+use trajcore_core::writer::entries::reading::fit::Fit;
+use trajcore_core::writer::entries::reading::value::Array;
 use trajcore_core::writer::entries::reading::{self, put, Class, Object};
-use trajcore_core::writer::entries::value::Array;
 use trajcore_core::writer::Recorder;
 use trajcore_core::DType;
 

@@ -222,8 +222,8 @@ impl<C, T: PartialEq, S, V> InfoColumns<C, T, S, V> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::writer::entries::value::{Array, Input, Like, Number};
-    use crate::writer::entries::values::Misfit;
+    use crate::writer::entries::reading::value::{Array, Input, Like, Number};
+    use crate::writer::entries::reading::values::Misfit;
     use crate::writer::{EntryKind, NewColumn};
     use crate::DType;
     use std::rc::Rc;

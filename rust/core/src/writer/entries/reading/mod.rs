@@ -4,11 +4,24 @@
 //! (`why`). The host (`Object`: a Python object in the bindings) answers only primitive
 //! questions (is it exactly a float, an ndarray, ...) and makes numpy's conversions; which
 //! question is asked when, and what the answers make, is decided here.
+//!
+//! Beside it, what it reads into: what a value is (`value`), whether a value read once fits a
+//! column of fixed type (`fit`), a value's bytes (`values`, with the discrete spaces' `bounds`),
+//! the casts that keep every value (`cast`) and the wider type a column continues with
+//! (`widen`).
+
+pub mod bounds;
+pub mod cast;
+pub mod fit;
+pub mod value;
+pub mod values;
+pub mod widen;
+
+use fit::{Fit, Reading};
+use value::{Array, Input, Like, Number};
+use values::{first_present, present, put_str, scalar_wrong, shape_text, Misfit};
 
 use super::collect::{Collector, Src};
-use super::fit::{Fit, Reading};
-use super::value::{Array, Input, Like, Number};
-use super::values::{first_present, present, put_str, scalar_wrong, shape_text, Misfit};
 use crate::host::HostValues;
 use crate::DType;
 
@@ -425,7 +438,7 @@ mod tests {
         fn array(&self, v: &V, column: Option<&DType>, _: &mut Collector<()>) -> Result<Array, String> {
             let V::Nd(kind, itemsize, shape, _) = v else { return Err("no array".into()) };
             let shown = format!("{}{itemsize}", *kind as char);
-            let own = column.is_some_and(|c| super::super::widen::make(*kind, *itemsize) == Some(*c));
+            let own = column.is_some_and(|c| widen::make(*kind, *itemsize) == Some(*c));
             let shown = if own { String::new() } else { shown };
             Ok(Array { kind: *kind, itemsize: *itemsize, shown, shape: shape.clone(), data: Src::Own(0, 0) })
         }
