@@ -1,7 +1,8 @@
 //! Python values as the core's columns made on first sight read them (`Host`: info entries,
 //! custom data, rendered frames) and info dicts as its walk reads them (`Dicts`, see
-//! `trajcore_core::writer::entries::info_walk`): this file only reads Python objects and adds
-//! columns; the core decides which column, widening, masks and what is left out.
+//! `trajcore_core::writer::entries::info_walk`; their keys and values are `Objects`'s): this
+//! file only reads Python objects and adds columns; the core decides which column, widening,
+//! masks and what is left out.
 
 use pyo3::prelude::*;
 use pyo3::types::{PyString, PyType};
