@@ -11,7 +11,7 @@ use trajcore_core::writer::entries::dynamic::Host;
 use trajcore_core::writer::entries::info_walk::Dicts;
 use trajcore_core::writer::entries::reading::value::Input;
 use trajcore_core::writer::entries::reading::values::Misfit;
-use trajcore_core::writer::entries::reading::{self, arrayish, Object};
+use trajcore_core::writer::entries::reading::{self, arrayish};
 use trajcore_core::writer::{NewColumn, Recorder};
 use trajcore_core::DType;
 
@@ -74,17 +74,6 @@ impl<'py> Dicts<ColInfo, TypeOf, Py<PyAny>> for Values<'_, 'py> {
 
     fn mask(&mut self, value: &Self::Value, n: usize, coll: &mut Collector) -> PyResult<Src> {
         mask_bytes(self.py, value, n, "an info mask", coll)
-    }
-
-    #[inline]
-    fn exact(
-        &mut self,
-        value: &Self::Value,
-        column: &ColInfo,
-        rows: Option<usize>,
-        coll: &mut Collector,
-    ) -> Option<Src> {
-        Objects(self.py).rows(value, column, rows, coll)
     }
 
     fn warn(&self, warning: &str) -> PyResult<()> {

@@ -17,22 +17,20 @@
 use super::collect::{Collector, Place, Src};
 use super::dynamic::{DynamicColumns, Host, To};
 use super::info_keys::{check_depth, same_column_why, KeyTree, Role};
+use super::reading::Object;
 use crate::host::{HostDicts, HostValues};
 use crate::writer::message::Slot;
 use crate::{CodecSpec, Timeline};
 
 /// What the walk asks of its caller beside reading values (`Host`): the host's dicts and keys
-/// (`values`), and what is done with a mask, a value that is exactly its column's rows, a value
-/// left out and a dict refused.
+/// (`values`), and what is done with a mask, a value left out and a dict refused.
 pub trait Dicts<C, T, K>: Host<C, T, K> {
-    /// The host's values (a copy of a handle: the walk asks them while it calls the caller).
-    type Values: HostDicts<Value = Self::Value, Error = Self::Error> + Copy;
+    /// The host's values (a copy of a handle: the walk asks them while it calls the caller),
+    /// read as the value reading reads them.
+    type Values: HostDicts<Value = Self::Value, Error = Self::Error> + Object<C, K> + Copy;
     fn values(&self) -> Self::Values;
     /// A `_key` mask over `n` envs, one byte per env (`_key` arrays, as gymnasium makes them).
     fn mask(&mut self, value: &Self::Value, n: usize, coll: &mut Collector<K>) -> Result<Src, Self::Error>;
-    /// `value` as the rows of `column` as they are (borrowed), when it is exactly them: the usual
-    /// value, put without an `Input`.
-    fn exact(&mut self, value: &Self::Value, column: &C, rows: Option<usize>, coll: &mut Collector<K>) -> Option<Src>;
     /// Tells the user a value is not recorded.
     fn warn(&self, warning: &str) -> Result<(), Self::Error>;
     /// The error of a dict that cannot be walked (`column`: its path's name).
@@ -199,7 +197,7 @@ impl<C, T: PartialEq, S, V> InfoColumns<C, T, S, V> {
         let known = self.keys.node(node).column;
         // The usual value first: an array whose bytes are the rows of its column as they are.
         if let Some(column) = known {
-            if let Some(data) = d.exact(value, self.columns.get(column), entry.0.rows, coll) {
+            if let Some(data) = d.values().rows(value, self.columns.get(column), entry.0.rows, coll) {
                 coll.push(self.columns.id(column), entry.0, entry.1, data);
                 return Ok(());
             }
@@ -224,6 +222,7 @@ mod tests {
     use super::*;
     use crate::writer::entries::reading::value::{Array, Input, Like, Number};
     use crate::writer::entries::reading::values::Misfit;
+    use crate::writer::entries::reading::Class;
     use crate::writer::{EntryKind, NewColumn};
     use crate::DType;
     use std::rc::Rc;
@@ -363,6 +362,53 @@ mod tests {
         }
     }
 
+    /// No test value is an array: none is exactly a column's rows, and the walk reads values
+    /// through `Host::read`.
+    impl Object<String, ()> for Infos {
+        fn is(&self, _: &V, _: Class) -> Result<bool, String> {
+            Ok(false)
+        }
+        fn is_scalar_of(&self, _: &V, _: &String) -> bool {
+            false
+        }
+        fn array_kind(&self, _: &V) -> Option<(u8, usize)> {
+            None
+        }
+        fn shape(&self, _: &V) -> Vec<usize> {
+            Vec::new()
+        }
+        fn array(&self, _: &V, _: Option<&String>, _: &mut Collector<()>) -> Result<Array, String> {
+            Err("no array".into())
+        }
+        fn rows(&self, _: &V, _: &String, _: Option<usize>, _: &mut Collector<()>) -> Option<Src> {
+            None
+        }
+        fn bool_rows(&self, _: &V, _: usize, _: &mut Collector<()>) -> Option<Src> {
+            None
+        }
+        fn truths(&self, _: &V) -> Result<Vec<bool>, String> {
+            Err("no array".into())
+        }
+        fn asarray(&self, _: &V) -> Result<V, String> {
+            Err("no array".into())
+        }
+        fn zeros_like(&self, _: &V) -> Result<V, String> {
+            Err("no array".into())
+        }
+        fn stack(&self, _: Vec<V>) -> Option<V> {
+            None
+        }
+        fn int(&self, _: &V) -> Option<i128> {
+            None
+        }
+        fn float(&self, _: &V) -> Option<f64> {
+            None
+        }
+        fn text<'v>(&self, _: &'v V) -> Result<Option<&'v str>, String> {
+            Ok(None)
+        }
+    }
+
     impl Dicts<String, u8, ()> for Fake {
         type Values = Infos;
         fn values(&self) -> Infos {
@@ -373,9 +419,6 @@ mod tests {
                 V::Mask(m) if m.len() == n => Ok(coll.own(&m.iter().map(|&b| b as u8).collect::<Vec<_>>())),
                 _ => Err("no mask".into()),
             }
-        }
-        fn exact(&mut self, _: &V, _: &String, _: Option<usize>, _: &mut Collector<()>) -> Option<Src> {
-            None
         }
         fn warn(&self, _: &str) -> Result<(), String> {
             self.warnings.set(self.warnings.get() + 1);
