@@ -7,6 +7,7 @@
 
 use serde_json::Value;
 
+use crate::host::HostDicts;
 use crate::Error;
 
 /// Trees nest no deeper than this (spaces nest a few levels in practice): a hostile Meta record
@@ -166,27 +167,6 @@ impl<L, K> Layout<L, K> {
     }
 }
 
-/// How `Layout::walk_value` reads a caller's values (Python objects in the bindings): the tree
-/// decides what to look up and what does not fit; the caller only answers.
-pub trait ValueAccess<K> {
-    type Value;
-    type Error;
-    /// The item of `key` in `value`; `None` when it has none (or is no mapping at all).
-    fn item(&self, value: &Self::Value, key: &K) -> Result<Option<Self::Value>, Self::Error>;
-    /// The number of items of a sequence (or of a mapping's keys); `None` when it has no length.
-    fn len(&self, value: &Self::Value) -> Option<usize>;
-    /// The keys of a mapping, as errors show them (asked only of a mapping with more keys than
-    /// its tree declares, to name one).
-    fn keys(&self, value: &Self::Value) -> Result<Vec<String>, Self::Error>;
-    /// Item `index` of a sequence of more items.
-    fn at(&self, value: &Self::Value, index: usize) -> Result<Self::Value, Self::Error>;
-    /// How errors name `value`'s type.
-    fn type_name(&self, value: &Self::Value) -> String;
-    /// The caller's error for a value that does not fit the tree: a `Schema` error naming the
-    /// place, as `path_name` names it.
-    fn misfit(&self, error: Error) -> Self::Error;
-}
-
 /// A misfit's path is gathered innermost first, on the way out: a walk that fits builds none.
 enum Misfit<E> {
     Raised(E),
@@ -210,7 +190,7 @@ impl<L, K: std::fmt::Display> Layout<L, K> {
     /// the tree. `what` names the value in errors ("observation"); keys show as they display.
     pub fn walk_value<A, F>(&self, access: &A, value: &A::Value, what: &str, leaf: &mut F) -> Result<(), A::Error>
     where
-        A: ValueAccess<K>,
+        A: HostDicts<Str = K>,
         F: FnMut(&L, &A::Value) -> Result<(), A::Error>,
     {
         self.walk_at(access, value, leaf).map_err(|misfit| match misfit {
@@ -224,14 +204,14 @@ impl<L, K: std::fmt::Display> Layout<L, K> {
 
     fn walk_at<A, F>(&self, access: &A, value: &A::Value, leaf: &mut F) -> Result<(), Misfit<A::Error>>
     where
-        A: ValueAccess<K>,
+        A: HostDicts<Str = K>,
         F: FnMut(&L, &A::Value) -> Result<(), A::Error>,
     {
         match self {
             Layout::Leaf(l) => leaf(l, value).map_err(Misfit::Raised),
             Layout::Dict(items) => {
                 for (key, sub) in items {
-                    let Some(item) = access.item(value, key).map_err(Misfit::Raised)? else {
+                    let Some(item) = access.get(value, key).map_err(Misfit::Raised)? else {
                         let why = format!("expected a dict with key '{key}', got {}", access.type_name(value));
                         return Err(Misfit::Shape(Vec::new(), why));
                     };
@@ -262,7 +242,7 @@ impl<L, K: std::fmt::Display> Layout<L, K> {
                     return Err(shape(format!("expected a tuple of {} items, got {n}", items.len())));
                 }
                 for (i, sub) in items.iter().enumerate() {
-                    let item = access.at(value, i).map_err(Misfit::Raised)?;
+                    let item = access.item(value, i).map_err(Misfit::Raised)?;
                     sub.walk_at(access, &item, leaf).map_err(|m| m.under(PathItem::Index(i)))?;
                 }
                 Ok(())
@@ -300,6 +280,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::host::HostValues;
 
     fn parse(tree: Value) -> Result<Layout, String> {
         Layout::parse(&tree, &|name| name != "missing")
@@ -395,20 +376,17 @@ mod tests {
     /// JSON values as a caller's: objects are dicts, arrays are tuples.
     struct Json;
 
-    impl ValueAccess<String> for Json {
+    impl HostValues for Json {
         type Value = Value;
         type Error = String;
-        fn item(&self, value: &Value, key: &String) -> Result<Option<Value>, String> {
-            Ok(value.get(key).cloned())
-        }
         fn len(&self, value: &Value) -> Option<usize> {
             value.as_array().map(Vec::len).or(value.as_object().map(|o| o.len()))
         }
-        fn keys(&self, value: &Value) -> Result<Vec<String>, String> {
-            Ok(value.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default())
-        }
-        fn at(&self, value: &Value, index: usize) -> Result<Value, String> {
+        fn item(&self, value: &Value, index: usize) -> Result<Value, String> {
             Ok(value[index].clone())
+        }
+        fn items(&self, value: &Value) -> Result<Vec<Value>, String> {
+            Ok(value.as_array().cloned().unwrap_or_default())
         }
         fn type_name(&self, value: &Value) -> String {
             if value.is_object() {
@@ -419,6 +397,51 @@ mod tests {
                 "scalar"
             }
             .into()
+        }
+        fn repr(&self, value: &Value) -> String {
+            value.to_string()
+        }
+    }
+
+    impl HostDicts for Json {
+        type Held = Value;
+        type Dict = serde_json::Map<String, Value>;
+        type Str = String;
+        fn get(&self, value: &Value, key: &String) -> Result<Option<Value>, String> {
+            Ok(value.get(key).cloned())
+        }
+        fn keys(&self, value: &Value) -> Result<Vec<String>, String> {
+            Ok(value.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default())
+        }
+        fn held(&self, held: &Value) -> Value {
+            held.clone()
+        }
+        fn dict(&self, value: &Value) -> Option<Self::Dict> {
+            value.as_object().cloned()
+        }
+        fn dict_len(&self, dict: &Self::Dict) -> usize {
+            dict.len()
+        }
+        fn dict_items(&self, dict: &Self::Dict) -> impl Iterator<Item = (Value, Value)> {
+            dict.iter().map(|(k, v)| (Value::from(k.as_str()), v.clone()))
+        }
+        fn contains(&self, dict: &Self::Dict, key: &String) -> Result<bool, String> {
+            Ok(dict.contains_key(key))
+        }
+        fn name(&self, key: &Value) -> Result<(String, bool), String> {
+            Ok(key.as_str().map_or_else(|| (key.to_string(), false), |s| (s.to_owned(), true)))
+        }
+        fn same(&self, key: &Value, planned: &String) -> Result<bool, String> {
+            Ok(key.as_str() == Some(planned))
+        }
+        fn str_key(&self, key: &Value) -> Result<String, String> {
+            key.as_str().map(str::to_owned).ok_or_else(|| format!("{key} is no str"))
+        }
+        fn intern(&self, text: &str) -> String {
+            text.to_owned()
+        }
+        fn key_text(&self, key: &String) -> String {
+            key.clone()
         }
         fn misfit(&self, error: Error) -> String {
             error.to_string()

@@ -45,6 +45,7 @@ pub mod dtype;
 pub mod error;
 mod file_identity;
 pub mod format;
+pub mod host;
 pub mod kept_keys;
 pub mod layout;
 pub mod objstore;

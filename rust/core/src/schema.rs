@@ -90,7 +90,8 @@ pub struct ColumnSpec {
     #[serde(default)]
     pub codec: CodecSpec,
     /// Set on a column made when a later value of a key did not fit its column's type: the id of
-    /// the column it continues with a wider type (see `writer::entries::widen`, FORMAT.md "Widened columns").
+    /// the column it continues with a wider type (see `writer::entries::reading::widen`,
+    /// FORMAT.md "Widened columns").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub widens: Option<ColumnId>,
 }

@@ -1,16 +1,17 @@
 //! Python values as the core's columns made on first sight read them (`Host`: info entries,
 //! custom data, rendered frames) and info dicts as its walk reads them (`Dicts`, see
-//! `trajcore_core::writer::entries::info_walk`): this file only reads Python objects and adds
-//! columns; the core decides which column, widening, masks and what is left out.
+//! `trajcore_core::writer::entries::info_walk`; their keys and values are `Objects`'s): this
+//! file only reads Python objects and adds columns; the core decides which column, widening,
+//! masks and what is left out.
 
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyString, PyType};
+use pyo3::types::{PyString, PyType};
 use trajcore_core::writer::entries::collect::Src;
 use trajcore_core::writer::entries::dynamic::Host;
 use trajcore_core::writer::entries::info_walk::Dicts;
-use trajcore_core::writer::entries::reading::{self, arrayish, Object};
-use trajcore_core::writer::entries::value::Input;
-use trajcore_core::writer::entries::values::Misfit;
+use trajcore_core::writer::entries::reading::value::Input;
+use trajcore_core::writer::entries::reading::values::Misfit;
+use trajcore_core::writer::entries::reading::{self, arrayish};
 use trajcore_core::writer::{NewColumn, Recorder};
 use trajcore_core::DType;
 
@@ -65,73 +66,14 @@ impl<'py> Host<ColInfo, TypeOf, Py<PyAny>> for Values<'_, 'py> {
 }
 
 impl<'py> Dicts<ColInfo, TypeOf, Py<PyAny>> for Values<'_, 'py> {
-    type Held = Py<PyAny>;
-    type Dict = Bound<'py, PyDict>;
-    type Key = Bound<'py, PyAny>;
-    type Str = Py<PyString>;
+    type Values = Objects<'py>;
 
-    fn value(&self, held: &Py<PyAny>) -> Self::Value {
-        held.bind(self.py).clone()
-    }
-
-    fn dict(&self, value: &Self::Value) -> Option<Self::Dict> {
-        value.cast::<PyDict>().ok().cloned()
-    }
-
-    fn len(&self, dict: &Self::Dict) -> usize {
-        dict.len()
-    }
-
-    fn items(&self, dict: &Self::Dict) -> impl Iterator<Item = (Self::Key, Py<PyAny>)> {
-        dict.iter().map(|(key, value)| (key, value.unbind()))
-    }
-
-    fn name(&self, key: &Self::Key) -> PyResult<(String, bool)> {
-        match key.cast::<PyString>() {
-            Ok(s) => Ok((s.to_str()?.to_owned(), true)),
-            Err(_) => Ok((key.str()?.to_str()?.to_owned(), false)),
-        }
-    }
-
-    /// Only an exact str is compared by text: a subclass could hash otherwise (its dicts are
-    /// walked key by key).
-    fn same(&self, key: &Self::Key, planned: &Py<PyString>) -> PyResult<bool> {
-        if key.is(planned) {
-            return Ok(true);
-        }
-        let (Ok(key), planned) = (key.cast_exact::<PyString>(), planned.bind(self.py)) else { return Ok(false) };
-        Ok(key.hash()? == planned.hash()? && key.to_str()? == planned.to_str()?)
-    }
-
-    fn contains(&self, dict: &Self::Dict, key: &Py<PyString>) -> PyResult<bool> {
-        dict.contains(key.bind(self.py))
-    }
-
-    fn intern(&self, text: &str) -> Py<PyString> {
-        PyString::intern(self.py, text).unbind()
-    }
-
-    fn plan_key(&self, key: &Self::Key) -> PyResult<Py<PyString>> {
-        Ok(key.cast::<PyString>()?.clone().unbind())
-    }
-
-    fn shown(&self, key: &Self::Key) -> Option<String> {
-        key.repr().ok().map(|r| r.to_string())
+    fn values(&self) -> Objects<'py> {
+        Objects(self.py)
     }
 
     fn mask(&mut self, value: &Self::Value, n: usize, coll: &mut Collector) -> PyResult<Src> {
         mask_bytes(self.py, value, n, "an info mask", coll)
-    }
-
-    #[inline]
-    fn exact(
-        &mut self,
-        value: &Self::Value,
-        column: &ColInfo,
-        rows: Option<usize>,
-        coll: &mut Collector,
-    ) -> Option<Src> {
-        Objects(self.py).rows(value, column, rows, coll)
     }
 
     fn warn(&self, warning: &str) -> PyResult<()> {

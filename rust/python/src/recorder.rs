@@ -8,6 +8,7 @@ use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyDict, PyList};
+use trajcore_core::host::HostValues;
 use trajcore_core::writer::entries::collect::Place;
 use trajcore_core::writer::entries::dynamic::data_path;
 use trajcore_core::writer::entries::first_sight::{frame_places, FRAME};
@@ -19,8 +20,8 @@ use crate::collect::Collector;
 use crate::dataset::from_json;
 use crate::errors::{invalid, warn, IntoPy};
 use crate::infos::{warned, Sight, Values};
-use crate::layout::{self, Access, Layout};
-use crate::values::{mask_bytes, put_value, type_name, ColInfo};
+use crate::layout::{self, Layout};
+use crate::values::{mask_bytes, put_value, ColInfo, Objects};
 
 #[pyclass(module = "trajcore._core", name = "Recorder", frozen)]
 pub struct PyRecorder {
@@ -85,7 +86,7 @@ impl State {
 
     fn put_tree(&mut self, py: Python<'_>, tree: usize, value: &Bound<'_, PyAny>, at: Place) -> PyResult<()> {
         let ((layout, what), fixed, coll) = (&self.trees[tree], &self.fixed, &mut self.coll);
-        layout.walk_value(&Access(py), value, what, &mut |&index, leaf| put_leaf(&fixed[index], leaf, at, coll))
+        layout.walk_value(&Objects(py), value, what, &mut |&index, leaf| put_leaf(&fixed[index], leaf, at, coll))
     }
 
     /// Entries for every supported entry of an info dict (vector infos: with their `_key` masks);
@@ -93,7 +94,7 @@ impl State {
     fn put_info(&mut self, py: Python<'_>, info: &Bound<'_, PyAny>, slot: Slot) -> PyResult<()> {
         let info = info
             .cast::<PyDict>()
-            .map_err(|_| invalid(py, format!("{}, got {}", info_expected(slot), type_name(info))))?;
+            .map_err(|_| invalid(py, format!("{}, got {}", info_expected(slot), Objects(py).type_name(info))))?;
         let at = Place { slot, ..Place::regular(self.rows) };
         let (sight, coll, mut host) = self.host(py, true);
         sight.infos.put_info(&mut host, coll, at, info)

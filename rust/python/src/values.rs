@@ -1,4 +1,5 @@
-//! Python values as the core reads them (`reading::Object`): Python's and numpy's answers and
+//! Python values as the core reads them (`HostValues`, `HostDicts`: the layout walk, the info
+//! walk and the value reading ask them; `reading::Object`): Python's and numpy's answers and
 //! conversions only (is it exactly a float, an ndarray; numpy's array of it); the core decides
 //! which is asked when and what a value is for a column, whether it fits and its bytes, the
 //! column it makes or widens. Errors name the column.
@@ -8,9 +9,10 @@ use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 use pyo3::PyTypeInfo;
-use trajcore_core::writer::entries::fit::Fit;
+use trajcore_core::host::{HostDicts, HostValues};
+use trajcore_core::writer::entries::reading::fit::Fit;
+use trajcore_core::writer::entries::reading::value::Array;
 use trajcore_core::writer::entries::reading::{self, put, Class, Object};
-use trajcore_core::writer::entries::value::Array;
 use trajcore_core::writer::Recorder;
 use trajcore_core::DType;
 
@@ -87,14 +89,114 @@ pub fn mask_bytes(
     reading::mask(&Objects(py), mask, n, what, coll)?.map_err(|why| crate::errors::invalid(py, why))
 }
 
-/// Python's values, as the core's reading asks about them.
+/// Python's values, as the core asks about them.
 #[derive(Clone, Copy)]
 pub struct Objects<'py>(pub Python<'py>);
 
-impl<'py> Object<ColInfo, Py<PyAny>> for Objects<'py> {
+impl<'py> HostValues for Objects<'py> {
     type Value = Bound<'py, PyAny>;
     type Error = PyErr;
 
+    fn len(&self, value: &Self::Value) -> Option<usize> {
+        value.len().ok()
+    }
+
+    fn item(&self, value: &Self::Value, index: usize) -> PyResult<Self::Value> {
+        value.get_item(index)
+    }
+
+    fn items(&self, value: &Self::Value) -> PyResult<Vec<Self::Value>> {
+        value.try_iter()?.collect()
+    }
+
+    fn type_name(&self, value: &Self::Value) -> String {
+        value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "object".into())
+    }
+
+    fn repr(&self, value: &Self::Value) -> String {
+        value.repr().map(|r| r.to_string()).unwrap_or_default()
+    }
+}
+
+/// A dict (or any mapping) by key; keys are interned Python strs.
+impl<'py> HostDicts for Objects<'py> {
+    type Held = Py<PyAny>;
+    type Dict = Bound<'py, PyDict>;
+    type Str = Py<PyString>;
+
+    fn get(&self, value: &Self::Value, key: &Py<PyString>) -> PyResult<Option<Self::Value>> {
+        match value.cast::<PyDict>() {
+            Ok(dict) => dict.get_item(key.bind(self.0)),
+            Err(_) => Ok(value.get_item(key.bind(self.0)).ok()),
+        }
+    }
+
+    fn keys(&self, value: &Self::Value) -> PyResult<Vec<String>> {
+        let text = |k: Bound<'py, PyAny>| match k.cast::<PyString>() {
+            Ok(s) => s.to_string(),
+            Err(_) => self.repr(&k),
+        };
+        match value.cast::<PyDict>() {
+            Ok(dict) => Ok(dict.keys().into_iter().map(text).collect()),
+            Err(_) => value.call_method0("keys")?.try_iter()?.map(|k| k.map(text)).collect(),
+        }
+    }
+
+    fn held(&self, held: &Py<PyAny>) -> Self::Value {
+        held.bind(self.0).clone()
+    }
+
+    fn dict(&self, value: &Self::Value) -> Option<Self::Dict> {
+        value.cast::<PyDict>().ok().cloned()
+    }
+
+    fn dict_len(&self, dict: &Self::Dict) -> usize {
+        dict.len()
+    }
+
+    fn dict_items(&self, dict: &Self::Dict) -> impl Iterator<Item = (Self::Value, Py<PyAny>)> {
+        dict.iter().map(|(key, value)| (key, value.unbind()))
+    }
+
+    fn contains(&self, dict: &Self::Dict, key: &Py<PyString>) -> PyResult<bool> {
+        dict.contains(key.bind(self.0))
+    }
+
+    fn name(&self, key: &Self::Value) -> PyResult<(String, bool)> {
+        match key.cast::<PyString>() {
+            Ok(s) => Ok((s.to_str()?.to_owned(), true)),
+            Err(_) => Ok((key.str()?.to_str()?.to_owned(), false)),
+        }
+    }
+
+    /// Only an exact str is compared by text: a subclass could hash otherwise (its dicts are
+    /// walked key by key).
+    fn same(&self, key: &Self::Value, planned: &Py<PyString>) -> PyResult<bool> {
+        if key.is(planned) {
+            return Ok(true);
+        }
+        let (Ok(key), planned) = (key.cast_exact::<PyString>(), planned.bind(self.0)) else { return Ok(false) };
+        Ok(key.hash()? == planned.hash()? && key.to_str()? == planned.to_str()?)
+    }
+
+    fn str_key(&self, key: &Self::Value) -> PyResult<Py<PyString>> {
+        Ok(key.cast::<PyString>()?.clone().unbind())
+    }
+
+    fn intern(&self, text: &str) -> Py<PyString> {
+        PyString::intern(self.0, text).unbind()
+    }
+
+    fn key_text(&self, key: &Py<PyString>) -> String {
+        key.bind(self.0).to_string()
+    }
+
+    fn misfit(&self, error: trajcore_core::Error) -> PyErr {
+        crate::errors::to_py(self.0, error)
+    }
+}
+
+impl<'py> Object<ColInfo, Py<PyAny>> for Objects<'py> {
     #[inline]
     fn is(&self, value: &Self::Value, class: Class) -> PyResult<bool> {
         Ok(match class {
@@ -180,28 +282,4 @@ impl<'py> Object<ColInfo, Py<PyAny>> for Objects<'py> {
     fn text<'v>(&self, value: &'v Self::Value) -> PyResult<Option<&'v str>> {
         value.cast::<PyString>().ok().map(|s| s.to_str()).transpose()
     }
-
-    fn len(&self, value: &Self::Value) -> Option<usize> {
-        value.len().ok()
-    }
-
-    fn items(&self, value: &Self::Value) -> PyResult<Vec<Self::Value>> {
-        value.try_iter()?.collect()
-    }
-
-    fn item(&self, value: &Self::Value, index: usize) -> PyResult<Self::Value> {
-        value.get_item(index)
-    }
-
-    fn type_name(&self, value: &Self::Value) -> String {
-        type_name(value)
-    }
-
-    fn repr(&self, value: &Self::Value) -> String {
-        value.repr().map(|r| r.to_string()).unwrap_or_default()
-    }
-}
-
-pub fn type_name(value: &Bound<'_, PyAny>) -> String {
-    value.get_type().name().map(|n| n.to_string()).unwrap_or_else(|_| "object".into())
 }

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::objstore::leases::LeaseTimes;
 use crate::schema::{CodecSpec, ColumnSpec};
 
-use crate::writer::entries::bounds::IntBounds;
+use crate::writer::entries::reading::bounds::IntBounds;
 
 /// How a vector env starts the next episode of a sub-env, as gymnasium's `AutoresetMode` says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -21,7 +21,7 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::objstore::uploads::Uploads;
 use crate::schema::{CodecSpec, ColumnId, ColumnSpec, Role, Timeline, MAX_CHUNK_BYTES};
-use crate::writer::entries::fit::Fit;
+use crate::writer::entries::reading::fit::Fit;
 use crate::writer::entries::ring_fit;
 use crate::writer::entries::skips::unrecorded_warning;
 use crate::writer::files::shard::{new_recording_id, now_ns, ShardWriter};
@@ -363,8 +363,10 @@ impl Recorder {
         let mut described = Vec::with_capacity(specs.len());
         for s in &specs {
             let json = serde_json::to_vec(s).map_err(|e| Error::Invalid(e.to_string()))?;
-            let what =
-                format!("the description of column '{}'", crate::writer::entries::values::short_text(s.name.clone()));
+            let what = format!(
+                "the description of column '{}'",
+                crate::writer::entries::reading::values::short_text(s.name.clone())
+            );
             ring_fit::check_fits(&what, control_len(json.len()), capacity)?;
             described.push(json);
         }
@@ -1130,7 +1132,7 @@ fn check_json_object(json: &str, what: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::writer::entries::bounds::IntBounds;
+    use crate::writer::entries::reading::bounds::IntBounds;
 
     #[test]
     fn fixed_columns_fit_within_their_configured_bounds() {

@@ -9,10 +9,10 @@
 use std::collections::HashMap;
 
 use super::collect::{Collector, Place, Src};
-use super::fit::Fit;
+use super::reading::fit::Fit;
+use super::reading::value::Input;
+use super::reading::values::Misfit;
 use super::skips::Skips;
-use super::value::Input;
-use super::values::Misfit;
 use crate::schema::escape_key;
 use crate::writer::NewColumn;
 use crate::{CodecSpec, DType, Error, Result, Timeline};
@@ -337,7 +337,7 @@ impl<V> PendingData<V> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::writer::entries::value::{Array, Like, Number};
+    use crate::writer::entries::reading::value::{Array, Like, Number};
 
     #[test]
     fn pending_data_keeps_the_last_value_of_each_path_in_first_order() {

@@ -17,40 +17,20 @@
 use super::collect::{Collector, Place, Src};
 use super::dynamic::{DynamicColumns, Host, To};
 use super::info_keys::{check_depth, same_column_why, KeyTree, Role};
+use super::reading::Object;
+use crate::host::{HostDicts, HostValues};
 use crate::writer::message::Slot;
 use crate::{CodecSpec, Timeline};
 
-/// What the walk asks of its caller about dicts and keys, beside reading values (`Host`).
+/// What the walk asks of its caller beside reading values (`Host`): the host's dicts and keys
+/// (`values`), and what is done with a mask, a value left out and a dict refused.
 pub trait Dicts<C, T, K>: Host<C, T, K> {
-    /// A value held on the walk's stack while its dict is walked (a Python reference, so what
-    /// a conversion runs cannot free it).
-    type Held;
-    type Dict;
-    type Key;
-    /// The text of a key, as compared with the keys of a dict (an interned Python str).
-    type Str;
-    /// The value of a held one.
-    fn value(&self, held: &Self::Held) -> Self::Value;
-    /// `value` as a dict, when it is one.
-    fn dict(&self, value: &Self::Value) -> Option<Self::Dict>;
-    fn len(&self, dict: &Self::Dict) -> usize;
-    /// The keys and values of `dict`, in its order.
-    fn items(&self, dict: &Self::Dict) -> impl Iterator<Item = (Self::Key, Self::Held)>;
-    /// A key's name (`str(key)` for a key of another type than str) and whether it is a str.
-    fn name(&self, key: &Self::Key) -> Result<(String, bool), Self::Error>;
-    /// Whether `key` is `planned` (the same str object, or an exact str of the same text).
-    fn same(&self, key: &Self::Key, planned: &Self::Str) -> Result<bool, Self::Error>;
-    fn contains(&self, dict: &Self::Dict, key: &Self::Str) -> Result<bool, Self::Error>;
-    fn intern(&self, text: &str) -> Self::Str;
-    /// A str key, as a plan keeps it.
-    fn plan_key(&self, key: &Self::Key) -> Result<Self::Str, Self::Error>;
-    /// A key as messages show it (its repr); `None` when it has none.
-    fn shown(&self, key: &Self::Key) -> Option<String>;
+    /// The host's values (a copy of a handle: the walk asks them while it calls the caller),
+    /// read as the value reading reads them.
+    type Values: HostDicts<Value = Self::Value, Error = Self::Error> + Object<C, K> + Copy;
+    fn values(&self) -> Self::Values;
     /// A `_key` mask over `n` envs, one byte per env (`_key` arrays, as gymnasium makes them).
     fn mask(&mut self, value: &Self::Value, n: usize, coll: &mut Collector<K>) -> Result<Src, Self::Error>;
-    /// `value` as the rows of `column` as they are (borrowed), when it is exactly them: the usual
-    /// value, put without an `Input`.
-    fn exact(&mut self, value: &Self::Value, column: &C, rows: Option<usize>, coll: &mut Collector<K>) -> Option<Src>;
     /// Tells the user a value is not recorded.
     fn warn(&self, warning: &str) -> Result<(), Self::Error>;
     /// The error of a dict that cannot be walked (`column`: its path's name).
@@ -58,7 +38,7 @@ pub trait Dicts<C, T, K>: Host<C, T, K> {
 }
 
 /// The info columns: columns by key path, and the keys of the dicts seen so far with their
-/// plans. `S` and `V`: the caller's `Dicts::Str` and `Dicts::Held`.
+/// plans. `S` and `V`: the host's `HostDicts::Str` and `HostDicts::Held`.
 #[derive(Debug)]
 pub struct InfoColumns<C, T, S, V> {
     /// The columns by path, the types of values that made none, and the values left out.
@@ -85,10 +65,11 @@ impl<C, T: PartialEq, S, V> InfoColumns<C, T, S, V> {
         d: &mut D,
         coll: &mut Collector<K>,
         at: Place,
-        info: &D::Dict,
+        info: &<D::Values as HostDicts>::Dict,
     ) -> Result<(), D::Error>
     where
-        D: Dicts<C, T, K, Str = S, Held = V>,
+        D: Dicts<C, T, K>,
+        D::Values: HostDicts<Str = S, Held = V>,
     {
         self.put_dict(d, coll, at, (info, KeyTree::<S>::ROOT), None, 0)
     }
@@ -100,34 +81,43 @@ impl<C, T: PartialEq, S, V> InfoColumns<C, T, S, V> {
         d: &mut D,
         coll: &mut Collector<K>,
         at: Place,
-        (dict, node): (&D::Dict, usize),
+        (dict, node): (&<D::Values as HostDicts>::Dict, usize),
         mask: Option<Src>,
         depth: usize,
     ) -> Result<(), D::Error>
     where
-        D: Dicts<C, T, K, Str = S, Held = V>,
+        D: Dicts<C, T, K>,
+        D::Values: HostDicts<Str = S, Held = V>,
     {
+        let h = d.values();
         check_depth(depth).map_err(|why| d.refuse(&self.columns.name_of(&self.keys.node(node).path), why))?;
-        if d.len(dict) == 0 {
+        if h.dict_len(dict) == 0 {
             return Ok(()); // nothing to record, nor to plan (half of CartPole's steps)
         }
         // Its values are pushed on `values` (by a plan, else key by key), then put one by one.
         let start = self.values.len();
         let regular = at.slot == Slot::Regular;
         let result = (|| {
-            let items = || d.items(dict);
+            let items = || h.dict_items(dict);
             if !(self.plans
-                && self.keys.push_planned(node, regular, d.len(dict), items, |k, p| d.same(k, p), &mut self.values)?)
+                && self.keys.push_planned(
+                    node,
+                    regular,
+                    h.dict_len(dict),
+                    items,
+                    |k, p| h.same(k, p),
+                    &mut self.values,
+                )?)
             {
                 self.push_key_by_key(d, dict, node, at)?;
             }
             for position in start..self.values.len() {
                 let Role::Value { node: child, mask: mask_at } = self.values[position].1 else { continue };
-                let value = d.value(&self.values[position].0);
+                let value = h.held(&self.values[position].0);
                 // Its own `_key` mask, if any, under the parent's `mask` (checked when its dict was
                 // entered: only a mask of the key's own can leave no env).
                 let own_mask = match (at.rows, mask_at) {
-                    (Some(n), Some(m)) => Some(d.mask(&d.value(&self.values[start + m].0), n, coll)?),
+                    (Some(n), Some(m)) => Some(d.mask(&h.held(&self.values[start + m].0), n, coll)?),
                     _ => None,
                 };
                 let mask = coll.and_masks(mask, own_mask);
@@ -135,7 +125,7 @@ impl<C, T: PartialEq, S, V> InfoColumns<C, T, S, V> {
                     continue; // no env has it at this step
                 }
                 // A nested dict is walked, other values become entries.
-                match d.dict(&value) {
+                match h.dict(&value) {
                     Some(inner) => self.put_dict(d, coll, at, (&inner, child), mask, depth + 1)?,
                     None => self.put_key(d, coll, (at, mask), child, &value)?,
                 }
@@ -148,14 +138,22 @@ impl<C, T: PartialEq, S, V> InfoColumns<C, T, S, V> {
 
     /// Pushes the values of `dict` with what each key is, found key by key, and keeps that as
     /// a plan of node `node` when its keys are all str and not too many.
-    fn push_key_by_key<D, K>(&mut self, d: &D, dict: &D::Dict, node: usize, at: Place) -> Result<(), D::Error>
+    fn push_key_by_key<D, K>(
+        &mut self,
+        d: &D,
+        dict: &<D::Values as HostDicts>::Dict,
+        node: usize,
+        at: Place,
+    ) -> Result<(), D::Error>
     where
-        D: Dicts<C, T, K, Str = S, Held = V>,
+        D: Dicts<C, T, K>,
+        D::Values: HostDicts<Str = S, Held = V>,
     {
-        let mut keys = Vec::with_capacity(d.len(dict));
-        for (key, value) in d.items(dict) {
-            let (name, is_str) = d.name(&key)?;
-            keys.push((key, self.keys.child(node, &name, |text| d.intern(text)), is_str));
+        let h = d.values();
+        let mut keys = Vec::with_capacity(h.dict_len(dict));
+        for (key, value) in h.dict_items(dict) {
+            let (name, is_str) = h.name(&key)?;
+            keys.push((key, self.keys.child(node, &name, |text| h.intern(text)), is_str));
             self.values.push((value, Role::Skip));
         }
         let (batched, regular) = (at.rows.is_some(), at.slot == Slot::Regular);
@@ -164,16 +162,17 @@ impl<C, T: PartialEq, S, V> InfoColumns<C, T, S, V> {
             // In vector infos, a mask (read with its key) or same-step autoreset data (taken
             // apart by the recorder) is no value.
             let no_value = self.keys.node(child).is_no_value(batched, is_str, regular, |base, own_mask| {
-                Ok(d.contains(dict, base)? && !d.contains(dict, own_mask)?)
+                Ok(h.contains(dict, base)? && !h.contains(dict, own_mask)?)
             })?;
             seen.push((child, is_str, no_value));
         }
         let start = self.values.len() - keys.len();
-        let plan_keys = || keys.iter().map(|k| d.plan_key(&k.0)).collect();
+        let plan_keys = || keys.iter().map(|k| h.str_key(&k.0)).collect();
         let values = &mut self.values[start..];
         for (i, first) in self.keys.set_roles(node, regular, &seen, values, self.plans.then_some(plan_keys))? {
             let node = self.keys.node(keys[i].1);
-            let shown = |key| d.shown(key).unwrap_or_else(|| node.name.clone());
+            // A key with no repr (its `__repr__` raised) is shown by its name.
+            let shown = |key| Some(h.repr(key)).filter(|r| !r.is_empty()).unwrap_or_else(|| node.name.clone());
             let why = same_column_why(&shown(&keys[first].0), &shown(&keys[i].0));
             if let Some(warning) = self.columns.skips.skip(&node.path, why) {
                 d.warn(&warning)?;
@@ -192,12 +191,13 @@ impl<C, T: PartialEq, S, V> InfoColumns<C, T, S, V> {
         value: &D::Value,
     ) -> Result<(), D::Error>
     where
-        D: Dicts<C, T, K, Str = S, Held = V>,
+        D: Dicts<C, T, K>,
+        D::Values: HostDicts<Str = S, Held = V>,
     {
         let known = self.keys.node(node).column;
         // The usual value first: an array whose bytes are the rows of its column as they are.
         if let Some(column) = known {
-            if let Some(data) = d.exact(value, self.columns.get(column), entry.0.rows, coll) {
+            if let Some(data) = d.values().rows(value, self.columns.get(column), entry.0.rows, coll) {
                 coll.push(self.columns.id(column), entry.0, entry.1, data);
                 return Ok(());
             }
@@ -220,8 +220,9 @@ impl<C, T: PartialEq, S, V> InfoColumns<C, T, S, V> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::writer::entries::value::{Array, Input, Like, Number};
-    use crate::writer::entries::values::Misfit;
+    use crate::writer::entries::reading::value::{Array, Input, Like, Number};
+    use crate::writer::entries::reading::values::Misfit;
+    use crate::writer::entries::reading::Class;
     use crate::writer::{EntryKind, NewColumn};
     use crate::DType;
     use std::rc::Rc;
@@ -229,20 +230,16 @@ mod tests {
     /// A value of a test info: a dict, a number, a mask over the envs or a value no column takes.
     #[derive(Debug, Clone)]
     enum V {
-        Dict(Rc<Vec<(Key, V)>>),
+        Dict(Rc<Vec<(V, V)>>),
+        /// A str (a key).
+        Str(&'static str),
         Int(i128),
         Mask(Vec<bool>),
         Set,
     }
 
-    #[derive(Debug, Clone, PartialEq)]
-    enum Key {
-        Str(&'static str),
-        Int(i64),
-    }
-
     fn dict(items: &[(&'static str, V)]) -> V {
-        V::Dict(Rc::new(items.iter().map(|(k, v)| (Key::Str(k), v.clone())).collect()))
+        V::Dict(Rc::new(items.iter().map(|(k, v)| (V::Str(k), v.clone())).collect()))
     }
 
     /// The caller over test values: columns are their names; warnings are counted.
@@ -287,12 +284,46 @@ mod tests {
         }
     }
 
-    impl Dicts<String, u8, ()> for Fake {
+    /// Test values as the host's: a key is a str or an int.
+    #[derive(Clone, Copy)]
+    struct Infos;
+
+    impl HostValues for Infos {
+        type Value = V;
+        type Error = String;
+        fn len(&self, value: &V) -> Option<usize> {
+            self.dict(value).map(|d| d.len())
+        }
+        fn item(&self, _: &V, _: usize) -> Result<V, String> {
+            Err("the info walk asks no item by index".into())
+        }
+        fn items(&self, _: &V) -> Result<Vec<V>, String> {
+            Err("the info walk iterates over dicts only".into())
+        }
+        fn type_name(&self, _: &V) -> String {
+            "V".into()
+        }
+        fn repr(&self, value: &V) -> String {
+            match value {
+                V::Str(s) => format!("'{s}'"),
+                V::Int(i) => i.to_string(),
+                _ => format!("{value:?}"),
+            }
+        }
+    }
+
+    impl HostDicts for Infos {
         type Held = V;
-        type Dict = Rc<Vec<(Key, V)>>;
-        type Key = Key;
+        type Dict = Rc<Vec<(V, V)>>;
         type Str = String;
-        fn value(&self, held: &V) -> V {
+        fn get(&self, value: &V, key: &String) -> Result<Option<V>, String> {
+            let same = |k: &&(V, V)| matches!(k.0, V::Str(s) if s == key);
+            Ok(self.dict(value).and_then(|d| d.iter().find(same).map(|kv| kv.1.clone())))
+        }
+        fn keys(&self, value: &V) -> Result<Vec<String>, String> {
+            Ok(self.dict(value).map(|d| d.iter().map(|kv| self.repr(&kv.0)).collect()).unwrap_or_default())
+        }
+        fn held(&self, held: &V) -> V {
             held.clone()
         }
         fn dict(&self, value: &V) -> Option<Self::Dict> {
@@ -302,44 +333,95 @@ mod tests {
                 None
             }
         }
-        fn len(&self, dict: &Self::Dict) -> usize {
+        fn dict_len(&self, dict: &Self::Dict) -> usize {
             dict.len()
         }
-        fn items(&self, dict: &Self::Dict) -> impl Iterator<Item = (Key, V)> {
+        fn dict_items(&self, dict: &Self::Dict) -> impl Iterator<Item = (V, V)> {
             dict.iter().cloned()
         }
-        fn name(&self, key: &Key) -> Result<(String, bool), String> {
+        fn contains(&self, dict: &Self::Dict, key: &String) -> Result<bool, String> {
+            Ok(self.get(&V::Dict(dict.clone()), key)?.is_some())
+        }
+        fn name(&self, key: &V) -> Result<(String, bool), String> {
             Ok(match key {
-                Key::Str(s) => (s.to_string(), true),
-                Key::Int(i) => (i.to_string(), false),
+                V::Str(s) => (s.to_string(), true),
+                other => (self.repr(other), false),
             })
         }
-        fn same(&self, key: &Key, planned: &String) -> Result<bool, String> {
-            Ok(matches!(key, Key::Str(s) if s == planned))
+        fn same(&self, key: &V, planned: &String) -> Result<bool, String> {
+            Ok(matches!(key, V::Str(s) if s == planned))
         }
-        fn contains(&self, dict: &Self::Dict, key: &String) -> Result<bool, String> {
-            Ok(dict.iter().any(|(k, _)| matches!(k, Key::Str(s) if s == key)))
+        fn str_key(&self, key: &V) -> Result<String, String> {
+            self.name(key).map(|n| n.0)
         }
         fn intern(&self, text: &str) -> String {
             text.to_owned()
         }
-        fn plan_key(&self, key: &Key) -> Result<String, String> {
-            self.name(key).map(|n| n.0)
+        fn key_text(&self, key: &String) -> String {
+            key.clone()
         }
-        fn shown(&self, key: &Key) -> Option<String> {
-            Some(match key {
-                Key::Str(s) => format!("'{s}'"),
-                Key::Int(i) => i.to_string(),
-            })
+        fn misfit(&self, error: crate::Error) -> String {
+            error.to_string()
+        }
+    }
+
+    /// No test value is an array: none is exactly a column's rows, and the walk reads values
+    /// through `Host::read`.
+    impl Object<String, ()> for Infos {
+        fn is(&self, _: &V, _: Class) -> Result<bool, String> {
+            Ok(false)
+        }
+        fn is_scalar_of(&self, _: &V, _: &String) -> bool {
+            false
+        }
+        fn array_kind(&self, _: &V) -> Option<(u8, usize)> {
+            None
+        }
+        fn shape(&self, _: &V) -> Vec<usize> {
+            Vec::new()
+        }
+        fn array(&self, _: &V, _: Option<&String>, _: &mut Collector<()>) -> Result<Array, String> {
+            Err("no array".into())
+        }
+        fn rows(&self, _: &V, _: &String, _: Option<usize>, _: &mut Collector<()>) -> Option<Src> {
+            None
+        }
+        fn bool_rows(&self, _: &V, _: usize, _: &mut Collector<()>) -> Option<Src> {
+            None
+        }
+        fn truths(&self, _: &V) -> Result<Vec<bool>, String> {
+            Err("no array".into())
+        }
+        fn asarray(&self, _: &V) -> Result<V, String> {
+            Err("no array".into())
+        }
+        fn zeros_like(&self, _: &V) -> Result<V, String> {
+            Err("no array".into())
+        }
+        fn stack(&self, _: Vec<V>) -> Option<V> {
+            None
+        }
+        fn int(&self, _: &V) -> Option<i128> {
+            None
+        }
+        fn float(&self, _: &V) -> Option<f64> {
+            None
+        }
+        fn text<'v>(&self, _: &'v V) -> Result<Option<&'v str>, String> {
+            Ok(None)
+        }
+    }
+
+    impl Dicts<String, u8, ()> for Fake {
+        type Values = Infos;
+        fn values(&self) -> Infos {
+            Infos
         }
         fn mask(&mut self, value: &V, n: usize, coll: &mut Collector<()>) -> Result<Src, String> {
             match value {
                 V::Mask(m) if m.len() == n => Ok(coll.own(&m.iter().map(|&b| b as u8).collect::<Vec<_>>())),
                 _ => Err("no mask".into()),
             }
-        }
-        fn exact(&mut self, _: &V, _: &String, _: Option<usize>, _: &mut Collector<()>) -> Option<Src> {
-            None
         }
         fn warn(&self, _: &str) -> Result<(), String> {
             self.warnings.set(self.warnings.get() + 1);
@@ -415,7 +497,7 @@ mod tests {
             (dict(&[("s", V::Set)]), None, vec![], vec![("info/s".into(), 2)]),
             // 1 and "1" name one column: the first is recorded.
             (
-                V::Dict(Rc::new(vec![(Key::Int(1), V::Int(5)), (Key::Str("1"), V::Int(6))])),
+                V::Dict(Rc::new(vec![(V::Int(1), V::Int(5)), (V::Str("1"), V::Int(6))])),
                 None,
                 vec![("info/1".into(), None)],
                 vec![("info/1".into(), 2)],

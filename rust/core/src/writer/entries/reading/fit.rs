@@ -5,10 +5,10 @@
 
 use super::bounds::IntBounds;
 use super::cast::cast_items;
-use super::collect::{Collector, Src};
 use super::value::{Array, Input, Number};
 use super::values::{check_shape, put_scalar, scalar_read, Misfit, Scalar, ScalarRead};
 use super::widen::make;
+use crate::writer::entries::collect::{Collector, Src};
 use crate::{ColumnSpec, DType, Result};
 
 /// A column's values as they are fitted: its type, its rows' shape, a discrete space's bounds.
@@ -115,7 +115,7 @@ impl Fit {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::writer::entries::value::Like;
+    use crate::writer::entries::reading::value::Like;
 
     fn fit(dtype: DType, shape: &[usize]) -> Fit {
         Fit { dtype, shape: shape.to_vec(), bounds: None }

@@ -3,9 +3,9 @@
 //! (`Input::column`), whether a later one widens its column (`Input::widening`), and its bytes in
 //! a column, or why it does not fit (`Fit::put`).
 
-use super::collect::Src;
 use super::values::{array_column_type, ints_fit, row_shape};
 use super::widen::{widen_to, widened_weak};
+use crate::writer::entries::collect::Src;
 use crate::DType;
 
 /// A number as read once: as an integer and as a float, each where the value reads so;

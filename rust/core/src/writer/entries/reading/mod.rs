@@ -4,13 +4,25 @@
 //! (`why`). The host (`Object`: a Python object in the bindings) answers only primitive
 //! questions (is it exactly a float, an ndarray, ...) and makes numpy's conversions; which
 //! question is asked when, and what the answers make, is decided here.
+//!
+//! Beside it, what it reads into: what a value is (`value`), whether a value read once fits a
+//! column of fixed type (`fit`), a value's bytes (`values`, with the discrete spaces' `bounds`),
+//! the casts that keep every value (`cast`) and the wider type a column continues with
+//! (`widen`).
 
-use std::fmt::Display;
+pub mod bounds;
+pub mod cast;
+pub mod fit;
+pub mod value;
+pub mod values;
+pub mod widen;
+
+use fit::{Fit, Reading};
+use value::{Array, Input, Like, Number};
+use values::{first_present, present, put_str, scalar_wrong, shape_text, Misfit};
 
 use super::collect::{Collector, Src};
-use super::fit::{Fit, Reading};
-use super::value::{Array, Input, Like, Number};
-use super::values::{first_present, present, put_str, scalar_wrong, shape_text, Misfit};
+use crate::host::HostValues;
 use crate::DType;
 
 /// What a value may be, as `Object::is` answers.
@@ -36,13 +48,10 @@ pub enum Class {
     NumpyScalar,
 }
 
-/// What the reading asks of the host about its values: `C` is the host's column (the reading
-/// passes it back where a conversion needs it), `K` the owners the collector keeps alive.
-pub trait Object<C, K> {
-    /// A value as the host holds it (a Python object in the bindings).
-    type Value: Clone;
-    /// The host's error; its text goes into messages where a conversion failed.
-    type Error: Display;
+/// What the reading asks of the host about its values, beside the primitive questions of
+/// `HostValues` (its length, items, type and repr): `C` is the host's column (the reading passes it back where a conversion needs
+/// it), `K` the owners the collector keeps alive.
+pub trait Object<C, K>: HostValues {
     fn is(&self, value: &Self::Value, class: Class) -> Result<bool, Self::Error>;
     /// Whether `value` is a numpy scalar of `column`'s own type.
     fn is_scalar_of(&self, value: &Self::Value, column: &C) -> bool;
@@ -73,15 +82,6 @@ pub trait Object<C, K> {
     fn float(&self, value: &Self::Value) -> Option<f64>;
     /// A str's text (`None`: no str); an error where it is no UTF-8 (a lone surrogate).
     fn text<'v>(&self, value: &'v Self::Value) -> Result<Option<&'v str>, Self::Error>;
-    /// Its length, where it has one.
-    fn len(&self, value: &Self::Value) -> Option<usize>;
-    /// Its items, as iterating over it gives them.
-    fn items(&self, value: &Self::Value) -> Result<Vec<Self::Value>, Self::Error>;
-    /// Its item `index` (`value[index]`).
-    fn item(&self, value: &Self::Value, index: usize) -> Result<Self::Value, Self::Error>;
-    fn type_name(&self, value: &Self::Value) -> String;
-    /// Its text as messages show it (its repr), empty when it has none.
-    fn repr(&self, value: &Self::Value) -> String;
 }
 
 /// A column as the reading needs it: the host's own, and how values fit it.
@@ -409,8 +409,6 @@ mod tests {
     }
 
     impl Object<DType, ()> for Host {
-        type Value = V;
-        type Error = String;
         fn is(&self, v: &V, class: Class) -> Result<bool, String> {
             Ok(match (class, v) {
                 (Class::ExactFloat, V::Float(_)) | (Class::Bool, V::Bool(_)) | (Class::ExactInt, V::Int(_)) => true,
@@ -440,7 +438,7 @@ mod tests {
         fn array(&self, v: &V, column: Option<&DType>, _: &mut Collector<()>) -> Result<Array, String> {
             let V::Nd(kind, itemsize, shape, _) = v else { return Err("no array".into()) };
             let shown = format!("{}{itemsize}", *kind as char);
-            let own = column.is_some_and(|c| super::super::widen::make(*kind, *itemsize) == Some(*c));
+            let own = column.is_some_and(|c| widen::make(*kind, *itemsize) == Some(*c));
             let shown = if own { String::new() } else { shown };
             Ok(Array { kind: *kind, itemsize: *itemsize, shown, shape: shape.clone(), data: Src::Own(0, 0) })
         }
@@ -503,6 +501,11 @@ mod tests {
                 _ => None,
             })
         }
+    }
+
+    impl HostValues for Host {
+        type Value = V;
+        type Error = String;
         fn len(&self, v: &V) -> Option<usize> {
             match v {
                 V::List(items) | V::Nd(_, _, _, items) => Some(items.len()),
