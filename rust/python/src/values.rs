@@ -24,8 +24,7 @@ pub struct ColInfo {
     /// Its type, rows and bounds, as the core fits values to them.
     pub fit: Fit,
     pub descr: Option<Py<PyArrayDescr>>,
-    /// A row's bytes (`None` for str columns), known once: the step path sizes every value's
-    /// borrowed rows by it.
+    /// A row's bytes (`None` for str columns), known once for the step path.
     pub row_bytes: Option<usize>,
 }
 
@@ -73,7 +72,7 @@ fn exact_rows(
         && array.is_c_contiguous()
         && shape.len() == lead + row_shape.len()
         && rows.is_none_or(|n| shape[0] == n)
-        // Compared item by item: a slice's `==` calls memcmp, dearer for a row's 0 to 2 sizes.
+        // Item by item: a slice's `==` calls libc's memcmp, most of this check's time per value.
         && shape[lead..].iter().zip(row_shape).all(|(d, s)| d == s);
     // Its size from the column's (numpy's own would ask the descriptor again).
     fits.then(|| borrow_array(coll, array, rows.unwrap_or(1) * row_bytes))
