@@ -26,6 +26,8 @@ pub struct ColInfo {
     /// Its type, rows and bounds, as the core fits values to them.
     pub fit: Fit,
     pub descr: Option<Py<PyArrayDescr>>,
+    /// A row's bytes (`None` for str columns), known once for the step path.
+    pub row_bytes: Option<usize>,
 }
 
 impl ColInfo {
@@ -35,7 +37,8 @@ impl ColInfo {
             DType::Utf8 => None,
             d => Some(PyArrayDescr::new(py, d.name())?.unbind()),
         };
-        Ok(ColInfo { id, name: recorder.column(id).name.clone(), fit, descr })
+        let row_bytes = fit.dtype.size().map(|size| size * fit.shape.iter().product::<usize>());
+        Ok(ColInfo { id, name: recorder.column(id).name.clone(), fit, descr, row_bytes })
     }
 }
 
@@ -45,15 +48,15 @@ pub fn put_value(value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, c
         .map_err(|why| schema_error(value.py(), &col.name, why))
 }
 
-/// `value`'s bytes, borrowed, when it is an ndarray of exactly `descr` (items of `item_bytes`),
-/// C-contiguous, of `rows` rows of `row_shape` (`None`: one row, shaped `row_shape` itself):
+/// `value`'s bytes, borrowed, when it is an ndarray of exactly `descr`, C-contiguous, of `rows`
+/// rows of `row_shape` (`row_bytes` each; `None`: one row, shaped `row_shape` itself):
 /// the usual value, step after step. Anything else (a subclass, another descriptor, a strided
 /// view, a scalar) gets `None` and goes the general way, which knows every case. numpy's
 /// built-in descriptors are singletons: an env's arrays of the column's dtype carry this one.
 #[inline(always)]
 fn exact_rows(
     value: &Bound<'_, PyAny>,
-    (descr, item_bytes): (&Py<PyArrayDescr>, usize),
+    (descr, row_bytes): (&Py<PyArrayDescr>, usize),
     row_shape: &[usize],
     rows: Option<usize>,
     coll: &mut Collector,
@@ -71,10 +74,10 @@ fn exact_rows(
         && array.is_c_contiguous()
         && shape.len() == lead + row_shape.len()
         && rows.is_none_or(|n| shape[0] == n)
-        && shape[lead..] == *row_shape;
+        // Item by item: a slice's `==` calls libc's memcmp, most of this check's time per value.
+        && shape[lead..].iter().zip(row_shape).all(|(d, s)| d == s);
     // Its size from the column's (numpy's own would ask the descriptor again).
-    let nbytes = rows.unwrap_or(1) * row_shape.iter().product::<usize>() * item_bytes;
-    fits.then(|| borrow_array(coll, array, nbytes))
+    fits.then(|| borrow_array(coll, array, rows.unwrap_or(1) * row_bytes))
 }
 
 /// A boolean mask over `n` envs as one byte per env (see `reading::mask`); `what` names it in
@@ -245,7 +248,7 @@ impl<'py> Object<ColInfo, Py<PyAny>> for Objects<'py> {
 
     #[inline]
     fn rows(&self, value: &Self::Value, column: &ColInfo, rows: Option<usize>, coll: &mut Collector) -> Option<Src> {
-        exact_rows(value, (column.descr.as_ref()?, column.fit.dtype.size()?), &column.fit.shape, rows, coll)
+        exact_rows(value, (column.descr.as_ref()?, column.row_bytes?), &column.fit.shape, rows, coll)
     }
 
     fn bool_rows(&self, value: &Self::Value, n: usize, coll: &mut Collector) -> Option<Src> {
