@@ -16,7 +16,7 @@ use numpy::{PyArrayDescr, PyArrayDescrMethods};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
 use trajcore_core::dtype::ALL_DTYPES;
-use trajcore_core::reader::{fresh_block, RowsView, BATCH_BLOCKS};
+use trajcore_core::reader::{RowsView, BATCH_BLOCKS};
 use trajcore_core::DType;
 
 use crate::errors::invalid;
@@ -49,7 +49,7 @@ impl Drop for BatchMemory {
 impl BatchMemory {
     /// A block of `len` bytes, not initialized: a pooled one when large, else a new one.
     pub fn block(len: usize) -> Vec<MaybeUninit<u8>> {
-        BATCH_BLOCKS.take(len).unwrap_or_else(|| fresh_block(len))
+        BATCH_BLOCKS.take(len).unwrap_or_else(|| vec![MaybeUninit::uninit(); len])
     }
 
     /// `block` as a 1-D uint8 array over it (its owner), and where its data starts.

@@ -56,7 +56,7 @@ pub use crate::reader::reads::gather::{
     max_threads, set_gather_hold_bytes, set_max_threads, set_parallel_thresholds, Field, Out, Run, Window,
 };
 pub use crate::reader::reads::plan::{BatchPlan, OutputSpec, PlanCache, DEFAULT_KEYS, INDEX_KEYS};
-pub use crate::reader::reads::pool::{fresh_block, ArenaLayout, BlockPool, BATCH_BLOCKS};
+pub use crate::reader::reads::pool::{ArenaLayout, BlockPool, BATCH_BLOCKS};
 pub use crate::reader::reads::request::Request;
 pub use crate::reader::reads::rows::{ColumnData, ColumnRows, RowsView};
 pub use crate::reader::reads::sampling::{sample_steps, sample_windows, SplitMix64};

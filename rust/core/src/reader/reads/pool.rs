@@ -52,27 +52,6 @@ impl ArenaLayout {
     }
 }
 
-/// A new block of `len` bytes, not initialized. A large one asks the kernel for transparent
-/// huge pages, as numpy does for its own large arrays: its first write then faults once per
-/// 2 MB instead of once per 4 KB (a 231 MB batch took 5.7x numpy's time without it).
-pub fn fresh_block(len: usize) -> Vec<MaybeUninit<u8>> {
-    let mut block = Vec::with_capacity(len);
-    // SAFETY: the capacity is `len`, and `MaybeUninit` bytes need no initialization.
-    unsafe { block.set_len(len) };
-    #[cfg(target_os = "linux")]
-    {
-        const HUGE_PAGE: usize = 2 << 20;
-        let start = block.as_mut_ptr() as usize;
-        let (first, end) = (start.next_multiple_of(HUGE_PAGE), (start + len) / HUGE_PAGE * HUGE_PAGE);
-        if end > first {
-            // SAFETY: advice on whole pages inside this allocation; it changes no contents, and
-            // a kernel without huge pages ignores it (its result is only advice).
-            unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE) };
-        }
-    }
-    block
-}
-
 /// Large blocks handed back when their batch is dropped, for the next large batch.
 pub struct BlockPool {
     blocks: Mutex<Vec<Vec<MaybeUninit<u8>>>>,
@@ -98,17 +77,11 @@ impl BlockPool {
         }
         let mut blocks = self.blocks.lock().unwrap_or_else(|p| p.into_inner());
         let best = (0..blocks.len()).filter(|&i| blocks[i].capacity() >= len).min_by_key(|&i| blocks[i].capacity());
-        let best = best.map(|i| blocks.swap_remove(i));
+        let mut block = best.map(|i| blocks.swap_remove(i)).unwrap_or_else(|| Vec::with_capacity(len));
         drop(blocks);
-        Some(match best {
-            Some(mut block) => {
-                // SAFETY: the capacity is at least `len`, and `MaybeUninit` bytes need no
-                // initialization.
-                unsafe { block.set_len(len) };
-                block
-            }
-            None => fresh_block(len),
-        })
+        // SAFETY: the capacity is at least `len`, and `MaybeUninit` bytes need no initialization.
+        unsafe { block.set_len(len) };
+        Some(block)
     }
 
     /// Keeps `block` for a later `take` while the pool holds fewer than `max_blocks` blocks and
@@ -191,17 +164,5 @@ mod tests {
         bytes.give_back(vec![MaybeUninit::new(0); 300]);
         bytes.give_back(vec![MaybeUninit::new(0); 50]);
         assert_eq!(bytes.capacities(), [300], "at most 500 bytes, and small blocks are not kept");
-    }
-
-    #[test]
-    fn a_fresh_block_of_any_size_is_whole_and_writable() {
-        // Sizes below, at and past whole huge pages, unaligned ends included.
-        for len in [0, 1, 4096, (2 << 20) - 1, 4 << 20, (8 << 20) + 12_345] {
-            let mut block = fresh_block(len);
-            assert_eq!(block.len(), len);
-            block.fill(MaybeUninit::new(3));
-            // SAFETY: every byte was written just above.
-            assert!(block.iter().all(|b| unsafe { b.assume_init() } == 3), "{len}");
-        }
     }
 }
