@@ -51,8 +51,6 @@ pub trait HostDicts: HostValues {
     /// A str key, as the core keeps it.
     fn str_key(&self, key: &Self::Value) -> Result<Self::Str, Self::Error>;
     fn intern(&self, text: &str) -> Self::Str;
-    /// A kept key's text.
-    fn key_text(&self, key: &Self::Str) -> String;
     /// The host's error for a value that does not fit a layout tree (a `Schema` error naming
     /// the place, as `layout::path_name` names it).
     fn misfit(&self, error: crate::Error) -> Self::Error;

@@ -440,9 +440,6 @@ mod tests {
         fn intern(&self, text: &str) -> String {
             text.to_owned()
         }
-        fn key_text(&self, key: &String) -> String {
-            key.clone()
-        }
         fn misfit(&self, error: Error) -> String {
             error.to_string()
         }

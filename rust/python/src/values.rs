@@ -190,10 +190,6 @@ impl<'py> HostDicts for Objects<'py> {
         PyString::intern(self.0, text).unbind()
     }
 
-    fn key_text(&self, key: &Py<PyString>) -> String {
-        key.bind(self.0).to_string()
-    }
-
     fn misfit(&self, error: trajcore_core::Error) -> PyErr {
         crate::errors::to_py(self.0, error)
     }

@@ -357,9 +357,6 @@ mod tests {
         fn intern(&self, text: &str) -> String {
             text.to_owned()
         }
-        fn key_text(&self, key: &String) -> String {
-            key.clone()
-        }
         fn misfit(&self, error: crate::Error) -> String {
             error.to_string()
         }
