@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::Path;
 
 use common::*;
-use trajcore_core::reader::{Dataset, OpenOptions};
+use trajcore_core::reader::{Dataset, OpenOptions, SharedDataset};
 use trajcore_core::{Error, Timeline};
 
 fn lenient() -> OpenOptions {
@@ -232,4 +232,33 @@ fn views_survive_a_refresh() {
     assert_eq!(ds.refresh().unwrap(), 1);
     assert_eq!(view.bytes(), &before[..]);
     check_values(&ds, &sim, &sim.listed());
+}
+
+/// A dataset shared by readers: its refresh says what it added with the listing's counts, and
+/// a batch plan is made once while the dataset's plans hold.
+#[test]
+fn a_shared_dataset_refreshes_with_counts_and_makes_a_plan_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, shards) = three_shard_sim(1);
+    write(&dir.path().join("rec-00000.trj"), &shards[0]);
+    let shared = SharedDataset::<usize>::new(Dataset::open(dir.path(), lenient()).unwrap());
+    let mut made = 0;
+    let mut plan = |keys: Option<Vec<String>>| {
+        shared.plan(keys, None, |d, _, _| -> Result<usize, Error> {
+            made += 1;
+            Ok(d.episodes().len())
+        })
+    };
+    assert_eq!(*plan(None).unwrap(), 1);
+    assert_eq!(*plan(None).unwrap(), 1, "the plan made first");
+    assert_eq!(*plan(Some(vec!["observation".into()])).unwrap(), 1);
+    assert_eq!(made, 2);
+    assert_eq!(shared.refresh().unwrap(), (0, 0, 0));
+    write(&dir.path().join("rec-00001.trj"), &shards[1]);
+    assert_eq!(shared.refresh().unwrap(), (2, 0, 0));
+    assert_eq!(shared.read(|d| d.episodes().len()), 3);
+    std::fs::remove_file(dir.path().join("rec-00000.trj")).unwrap();
+    let (added, problems, notices) = shared.refresh().unwrap();
+    assert_eq!((added, problems), (0, 0));
+    assert!(notices >= 1, "a deleted shard is news: {notices}");
 }

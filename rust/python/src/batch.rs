@@ -22,7 +22,7 @@ pub struct Plan {
     /// Output keys in order, each a tree over field indexes.
     entries: Vec<(Py<PyString>, Tree)>,
     /// `INDEX_KEYS`, the keys of the outputs past the fields.
-    pub index_keys: Vec<Py<PyString>>,
+    index_keys: Vec<Py<PyString>>,
     /// The outputs of one step, made once (a step is read in about 2 µs).
     pub step_outputs: Vec<OutputSpec>,
     /// A dict with the output keys of one step (values None), copied per step so the result is

@@ -16,7 +16,7 @@ use trajcore_core::reader::{
 use crate::arrays;
 use crate::batch;
 use crate::errors::{invalid, IntoPy};
-use crate::open_dataset::OpenDataset;
+use crate::open_dataset::{over, OpenDataset};
 use crate::selection::PySelection;
 
 /// `subclass`: `trajcore.read.core_reader` unpacks its reports in Python.
@@ -79,7 +79,7 @@ impl PyDataset {
     #[pyo3(signature = (name, recording=None))]
     fn report<'py>(&self, py: Python<'py>, name: &str, recording: Option<usize>) -> PyResult<Bound<'py, PyAny>> {
         let report = Report::parse(name, recording).py_err(py)?;
-        from_json(py, Ok(self.reader.over(py, |d| d.report(report))?))
+        from_json(py, Ok(over(py, &self.reader, |d| d.report(report))?))
     }
 
     #[getter]
@@ -102,11 +102,11 @@ impl PyDataset {
     }
 
     fn episode_metadata_json(&self, py: Python<'_>, episode: i64) -> PyResult<String> {
-        self.reader.over(py, |d| d.view().episode_metadata(d.view().episode_index(episode)?))
+        over(py, &self.reader, |d| d.view().episode_metadata(d.view().episode_index(episode)?))
     }
 
     fn read_column<'py>(&self, py: Python<'py>, episode: i64, column: &str) -> PyResult<Bound<'py, PyAny>> {
-        match self.reader.over(py, |d| d.view().episode_column(episode, column))? {
+        match over(py, &self.reader, |d| d.view().episode_column(episode, column))? {
             Ok(ColumnData::Fixed { dtype, shape, bytes }) => {
                 let typed = PyArray1::<u8>::from_vec(py, bytes).call_method1("view", (dtype.name(),))?;
                 typed.call_method1("reshape", (shape,))
@@ -123,31 +123,24 @@ impl PyDataset {
     }
 
     fn all_episodes(&self) -> PySelection {
-        PySelection::new(self.reader.clone(), Subset::default())
+        PySelection { reader: self.reader.clone(), subset: Subset::default() }
     }
 
     fn selection(&self, py: Python<'_>, episodes: PyReadonlyArray1<'_, i64>) -> PyResult<PySelection> {
         let subset = self.reader.read(|d| d.subset_at(&episodes.as_array().to_vec())).py_err(py)?;
-        Ok(PySelection::new(self.reader.clone(), subset))
+        Ok(PySelection { reader: self.reader.clone(), subset })
     }
 
     fn live_selection(&self) -> Option<PySelection> {
-        Some(PySelection::new(self.reader.clone(), self.reader.read(Dataset::live_subset)?))
+        Some(PySelection { reader: self.reader.clone(), subset: self.reader.read(Dataset::live_subset)? })
     }
 
-    /// With the listing's counts: a refresh asks for the listing only when they grew (it costs
-    /// as much as the dataset; a learner refreshes at every step). Batch plans it made stale are
-    /// made again at their next use (`Dataset::plan_generation`).
+    /// With the listing's counts (see `SharedDataset::refresh`).
     fn refresh(&self, py: Python<'_>) -> PyResult<(usize, usize, usize)> {
-        py.detach(|| {
-            let mut d = self.reader.dataset.write().unwrap_or_else(|p| p.into_inner());
-            Ok((d.refresh()?, d.problems().len(), d.notices().len()))
-        })
-        .py_err(py)
+        py.detach(|| self.reader.refresh()).py_err(py)
     }
 
     fn __repr__(&self) -> String {
-        let (episodes, steps) = self.reader.read(|d| (d.episodes().len(), d.num_steps()));
-        format!("<trajcore._core.Dataset {episodes} episodes, {steps} steps at {:?}>", self.path)
+        self.reader.read(|d| format!("<trajcore._core.Dataset {} at {:?}>", d.all_episodes(), self.path))
     }
 }

@@ -17,11 +17,12 @@ use trajcore_core::writer::files::capacity::{of_live_recordings, recover_store};
 
 use crate::dataset::{from_json, PyDataset};
 use crate::errors::{invalid, IntoPy};
+use crate::open_dataset::over;
 
 #[pyfunction]
 pub fn convert<'py>(py: Python<'py>, src: &PyDataset, dst: PathBuf, options_json: &str) -> PyResult<Bound<'py, PyAny>> {
     let opts = ConvertOptions::from_json(options_json).py_err(py)?;
-    let done = src.reader.over(py, |ds| convert_dataset(ds, &dst, &opts))?;
+    let done = over(py, &src.reader, |ds| convert_dataset(ds, &dst, &opts))?;
     from_json(py, serde_json::to_string(&done))
 }
 

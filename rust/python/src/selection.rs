@@ -9,21 +9,17 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyRange, PyRangeMethods, PyTuple};
 use trajcore_core::reader::{BatchOut, Request, Subset, WindowKind};
 
-use crate::batch;
+use crate::batch::{self, Plan};
 use crate::errors::{warn, IntoPy};
-use crate::open_dataset::OpenDataset;
+use crate::open_dataset::{over, OpenDataset};
 
 #[pyclass(module = "trajcore._core", name = "Selection", frozen)]
 pub struct PySelection {
-    reader: Arc<OpenDataset>,
-    subset: Subset,
+    pub(crate) reader: Arc<OpenDataset>,
+    pub(crate) subset: Subset,
 }
 
 impl PySelection {
-    pub fn new(reader: Arc<OpenDataset>, subset: Subset) -> Self {
-        PySelection { reader, subset }
-    }
-
     fn batch<'py>(
         &self,
         py: Python<'py>,
@@ -31,12 +27,12 @@ impl PySelection {
         request: Request,
         kind: WindowKind,
     ) -> PyResult<Bound<'py, PyDict>> {
-        let plan = self.reader.plan(py, keys, self.subset.among.as_deref())?;
+        let plan = self.reader.plan(keys, self.subset.among.as_deref(), |d, k, a| Plan::new(py, d, k, a))?;
         let fields = &plan.core.fields;
         // Lenient reads leave the episodes damage affects out, and say which (`gather_lenient`).
         let (values, damage) = batch::read_outputs(py, &plan.core.outputs(request.len(), kind), |outs| {
             let out = BatchOut::new(outs, fields.len());
-            self.reader.over(py, |d| d.view().read_batch(self.subset.episodes(d), fields, request, kind, out))
+            over(py, &self.reader, |d| d.view().read_batch(self.subset.episodes(d), fields, request, kind, out))
         })?;
         for d in damage {
             warn(py, &d.warning())?;
@@ -77,19 +73,17 @@ impl PySelection {
     }
 
     fn __repr__(&self) -> String {
-        let (episodes, steps) =
-            self.reader.read(|d| (self.subset.episodes(d).len(), self.subset.episodes(d).num_steps()));
-        format!("<trajcore._core.Selection {episodes} episodes, {steps} steps>")
+        self.reader.read(|d| format!("<trajcore._core.Selection {}>", self.subset.episodes(d)))
     }
 
     fn file_order(&self, py: Python<'_>) -> PyResult<PySelection> {
-        let subset = self.reader.over(py, |d| d.subset_in_file_order(&self.subset))?;
-        Ok(PySelection::new(self.reader.clone(), subset))
+        let subset = over(py, &self.reader, |d| d.subset_in_file_order(&self.subset))?;
+        Ok(PySelection { reader: self.reader.clone(), subset })
     }
 
     #[pyo3(signature = (length, pad=false))]
     fn num_windows(&self, py: Python<'_>, length: u64, pad: bool) -> PyResult<u64> {
-        self.reader.over(py, |d| Ok(self.subset.episodes(d).windows(length, pad)?.num_windows()))
+        over(py, &self.reader, |d| Ok(self.subset.episodes(d).windows(length, pad)?.num_windows()))
     }
 
     #[pyo3(signature = (n, seed, length=None, pad=false, keys=None))]
@@ -119,18 +113,16 @@ impl PySelection {
 
     #[pyo3(signature = (index, keys=None))]
     fn step<'py>(&self, py: Python<'py>, index: i64, keys: Option<Vec<String>>) -> PyResult<Bound<'py, PyDict>> {
-        let plan = self.reader.plan(py, keys, self.subset.among.as_deref())?;
-        let (values, window) = batch::read_outputs(py, &plan.step_outputs, |mut outs| {
-            self.reader.over(py, |d| d.view().read_step(self.subset.episodes(d), &plan.core.fields, index, &mut outs))
+        let plan = self.reader.plan(keys, self.subset.among.as_deref(), |d, k, a| Plan::new(py, d, k, a))?;
+        let (mut values, window) = batch::read_outputs(py, &plan.step_outputs, |mut outs| {
+            over(py, &self.reader, |d| d.view().read_step(self.subset.episodes(d), &plan.core.fields, index, &mut outs))
         })?;
-        let out = plan.nest(py, &values, plan.step_template.bind(py).copy()?)?;
-        out.set_item(plan.index_keys[0].bind(py), window.episode)?;
-        out.set_item(plan.index_keys[1].bind(py), window.start)?;
-        Ok(out)
+        values.extend([window.episode.into_pyobject(py)?.into_any(), window.start.into_pyobject(py)?.into_any()]);
+        plan.nest(py, &values, plan.step_template.bind(py).copy()?)
     }
 
     fn frames_of<'py>(&self, py: Python<'py>, column: &str, max_bytes: u64) -> PyResult<Bound<'py, PyTuple>> {
-        let t = self.reader.over(py, |d| d.view().frames_of(column, self.subset.episodes(d), max_bytes))?;
+        let t = over(py, &self.reader, |d| d.view().frames_of(column, self.subset.episodes(d), max_bytes))?;
         (PyArray1::from_vec(py, t.frames), PyArray1::from_vec(py, t.ids), t.stack).into_pyobject(py)
     }
 }

@@ -29,7 +29,8 @@
 //!   (what of each episode still reads: the plan `recover` writes).
 //! - `dataset` (the façade users hold: open, refresh, the listing) hands out a `DatasetView`
 //!   (`dataset_view`) of its store and catalog: every read is a method of the view; `report`
-//!   answers what it says about itself (the listing, the cache, a recording's Meta), by name.
+//!   answers what it says about itself (the listing, the cache, a recording's Meta), by name;
+//!   `shared` holds it for readers on several threads, with their batch plans.
 //!
 //! Everything read from a file is untrusted: every offset and length is bounds-checked with
 //! checked arithmetic, and damage becomes a `Problem` (or `Error::Corrupt`), never a panic.
@@ -43,6 +44,7 @@ mod live;
 mod pin;
 mod reads;
 mod report;
+mod shared;
 pub(crate) mod store;
 
 use std::path::{Path, PathBuf};
@@ -70,6 +72,7 @@ pub use dataset::{ColumnStats, Dataset, EpisodeRef, OpenOptions, Recording, Skip
 pub use dataset_view::DatasetView;
 pub use pin::EpisodePin;
 pub use report::Report;
+pub use shared::SharedDataset;
 
 pub(crate) use crate::reader::catalog::trust::episode_span;
 pub use crate::reader::integrity::damage::Damage;

@@ -251,6 +251,13 @@ pub struct EpisodeSet {
     pub(in crate::reader) file_order: OnceLock<Arc<EpisodeSet>>,
 }
 
+/// What a selection's repr says of it.
+impl std::fmt::Display for EpisodeSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} episodes, {} steps", self.len(), self.num_steps())
+    }
+}
+
 impl EpisodeSet {
     /// Every episode of a dataset; extend it with `push` as the dataset grows.
     pub(crate) fn all() -> Self {
@@ -417,6 +424,12 @@ impl WindowKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_set_displays_its_episodes_and_steps() {
+        assert_eq!(EpisodeSet::subset(vec![4, 7], [5, 2]).to_string(), "2 episodes, 7 steps");
+        assert_eq!(EpisodeSet::all().to_string(), "0 episodes, 0 steps");
+    }
 
     #[test]
     fn bucketed_search_matches_a_plain_one() {
