@@ -5,7 +5,7 @@
 
 use pyo3::exceptions::PyOverflowError;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{IntoPyDict, PyDict, PyList, PyString, PyTuple};
 use trajcore_core::layout::Layout;
 use trajcore_core::reader::{ArenaLayout, BatchPlan, Dataset, Out, OutputSpec, INDEX_KEYS};
 use trajcore_core::DType;
@@ -40,10 +40,8 @@ impl Plan {
             .map(|(key, tree)| Ok((intern(key)?, tree.try_map(&mut |&i| Ok(i), &mut |k| intern(k))?)))
             .collect::<PyResult<_>>()?;
         let index_keys = INDEX_KEYS.iter().map(|k| intern(k)).collect::<PyResult<Vec<_>>>()?;
-        let step_template = PyDict::new(py);
-        for key in entries.iter().map(|(key, _)| key).chain(&index_keys[..2]) {
-            step_template.set_item(key.bind(py), py.None())?;
-        }
+        let step_keys = entries.iter().map(|(key, _)| key).chain(&index_keys[..2]);
+        let step_template = step_keys.map(|key| (key.bind(py), py.None())).into_py_dict(py)?;
         let step_outputs = core.step_outputs();
         Ok(Plan { core, entries, index_keys, step_outputs, step_template: step_template.unbind() })
     }
