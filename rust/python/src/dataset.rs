@@ -22,7 +22,6 @@ use crate::selection::PySelection;
 /// `subclass`: `trajcore.read.core_reader` unpacks its reports in Python.
 #[pyclass(module = "trajcore._core", name = "Dataset", frozen, subclass)]
 pub struct PyDataset {
-    path: PathBuf,
     #[pyo3(get)]
     strict: bool,
     #[pyo3(get)]
@@ -72,7 +71,7 @@ impl PyDataset {
         let mut dataset = py.detach(|| Dataset::open_choosing(&path, options, verify, exclusions_json)).py_err(py)?;
         // SAFETY: multiprocessing handed this process the descriptor, used nowhere else.
         shared_fd.map(|fd| unsafe { dataset.adopt_shared_chunks(fd) });
-        Ok(PyDataset { path, strict, cache_bytes, mmap, reader: OpenDataset::new(dataset) })
+        Ok(PyDataset { strict, cache_bytes, mmap, reader: OpenDataset::new(dataset) })
     }
 
     /// The GIL released: a store prefix's eviction log is a request.
@@ -141,6 +140,6 @@ impl PyDataset {
     }
 
     fn __repr__(&self) -> String {
-        self.reader.read(|d| format!("<trajcore._core.Dataset {} at {:?}>", d.all_episodes(), self.path))
+        self.reader.read(|d| format!("<trajcore._core.Dataset {} at {:?}>", d.all_episodes(), d.path()))
     }
 }
