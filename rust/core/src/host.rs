@@ -51,7 +51,7 @@ pub trait HostDicts: HostValues {
     /// A str key, as the core keeps it.
     fn str_key(&self, key: &Self::Value) -> Result<Self::Str, Self::Error>;
     fn intern(&self, text: &str) -> Self::Str;
-    /// The host's error for a value that does not fit a layout tree (a `Schema` error naming
-    /// the place, as `layout::path_name` names it).
-    fn misfit(&self, error: crate::Error) -> Self::Error;
+    /// The host's error of a core error: a value that does not fit a layout tree (a `Schema`
+    /// error naming the place, as `layout::path_name` names it), a bad argument, a stopped writer.
+    fn error(&self, error: crate::Error) -> Self::Error;
 }
