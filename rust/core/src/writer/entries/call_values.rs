@@ -107,7 +107,8 @@ impl<C, T: PartialEq, S: Display, V, K> CallValues<C, T, S, V, K> {
             cv.put_info(h, info, Slot::Regular)?;
             cv.put_frame(h, frame)?;
             if let Some(mask) = mask {
-                let n = cv.rows.ok_or_else(|| h.error(Error::Invalid("a reset mask needs a vector recorder".into())))?;
+                let n =
+                    cv.rows.ok_or_else(|| h.error(Error::Invalid("a reset mask needs a vector recorder".into())))?;
                 cv.coll.head_mask = Some(put_mask(h, mask, n, "reset mask", &mut cv.coll)?);
             }
             Ok(())
@@ -300,7 +301,13 @@ fn put_leaf<H: Recording<C, K>, C, K>(
 }
 
 /// A boolean mask over `n` envs (`reading::mask`); `what` names it in the error.
-fn put_mask<H: Recording<C, K>, C, K>(h: H, mask: &H::Value, n: usize, what: &str, coll: &mut Collector<K>) -> Of<H, Src> {
+fn put_mask<H: Recording<C, K>, C, K>(
+    h: H,
+    mask: &H::Value,
+    n: usize,
+    what: &str,
+    coll: &mut Collector<K>,
+) -> Of<H, Src> {
     reading::mask(&h, mask, n, what, coll)?.map_err(|why| h.error(Error::Invalid(why)))
 }
 
@@ -481,7 +488,12 @@ mod tests {
         // envs each step terminates, the episodes by their observations)
         type Case = (Option<usize>, [Vec<i64>; 3], [Vec<bool>; 2], Episodes);
         let table: [Case; 2] = [
-            (None, [vec![1], vec![2], vec![3]], [vec![false], vec![true]], vec![(0, true, vec![Some(1), Some(2), Some(3)])]),
+            (
+                None,
+                [vec![1], vec![2], vec![3]],
+                [vec![false], vec![true]],
+                vec![(0, true, vec![Some(1), Some(2), Some(3)])],
+            ),
             (
                 Some(2),
                 [vec![1, 10], vec![2, 20], vec![3, 30]],
@@ -515,11 +527,8 @@ mod tests {
             let mut info = vec![("final_obs", final_obs.clone())];
             info.extend(mask.clone().map(|m| ("_final_obs", m)));
             step(&mut cv, one(&[2, 20]), &[t, f], dict(&info), None).unwrap();
-            let want = vec![
-                (0, true, vec![Some(1), Some(9)]),
-                (0, false, vec![Some(2)]),
-                (1, false, vec![Some(10), Some(20)]),
-            ];
+            // Env 0's next episode has its first observation only: no step, no listed episode.
+            let want = vec![(0, true, vec![Some(1), Some(9)]), (1, false, vec![Some(10), Some(20)])];
             assert_eq!(episodes(cv, dir.path(), "obs"), want, "{mask:?}");
         }
     }
@@ -550,17 +559,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut cv = calls(dir.path(), Some(2), "next_step");
         reset(&mut cv, one(&[1, 10]), dict(&[]), None);
-        cv.record(Infos, "x", V::Int(3)).unwrap();
+        step(&mut cv, one(&[2, 20]), &[false, false], dict(&[]), None).unwrap();
+        cv.record(Infos, "x", V::ints(&[3, 3])).unwrap();
         // The reward is read after the action and observation were collected.
-        let (act, obs, truncated) = (V::ints(&[0, 0]), one(&[2, 20]), bools(&[false, false]));
+        let (act, obs, truncated) = (V::ints(&[0, 0]), one(&[5, 50]), bools(&[false, false]));
         let values = [&act, &obs, &V::Str("bad"), &truncated, &truncated, &dict(&[])];
         let refused = cv.step(Infos, values, None, wait).unwrap_err();
         assert!(refused.starts_with("column 'reward': "), "{refused}");
         assert!(cv.coll.entries.is_empty() && cv.coll.bytes.is_empty() && cv.sight.pending_data.take().is_empty());
-        // Both envs' episodes ended: their steps are not recorded until a reset.
+        // Both envs' episodes ended (incomplete): each skips its rows until it ends that episode.
         step(&mut cv, one(&[3, 30]), &[false, false], dict(&[]), None).unwrap();
-        assert_eq!(cv.stats().steps_not_recorded, 2);
-        let want = vec![(0, false, vec![Some(1)]), (1, false, vec![Some(10)])];
+        let want = vec![(0, false, vec![Some(1), Some(2)]), (1, false, vec![Some(10), Some(20)])];
         assert_eq!(episodes(cv, dir.path(), "obs"), want, "nothing of the refused step");
     }
 

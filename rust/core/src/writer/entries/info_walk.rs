@@ -421,7 +421,7 @@ pub(super) mod tests {
         fn array(&self, value: &V, _: Option<&C>, coll: &mut Collector<()>) -> Result<Array, String> {
             let (kind, bytes) = self.array_of(value);
             let (itemsize, data) = (V::itemsize(kind), coll.own(bytes));
-            Ok(Array { kind, itemsize, shown: String::new(), shape: self.shape(value), data })
+            Ok(Array { kind, itemsize, shown: String::new(), shape: self.len(value).into_iter().collect(), data })
         }
         fn rows(&self, value: &V, _: &C, _: Option<usize>, coll: &mut Collector<()>) -> Option<Src> {
             matches!(value, V::Array(..)).then(|| coll.own(self.array_of(value).1))
