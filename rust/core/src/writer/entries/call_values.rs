@@ -209,7 +209,7 @@ impl<C, T: PartialEq, S: Display, V, K> CallValues<C, T, S, V, K> {
 
     /// The first-sight columns, the collector and the caller that reads values into them,
     /// apart; `stacks`: see `Caller`.
-    fn caller<H>(&mut self, host: H, stacks: bool) -> (&mut FirstSight<C, T, S, V>, &mut Collector<K>, Caller<'_, H>) {
+    fn caller<H>(&mut self, host: H, stacks: bool) -> Apart<'_, C, T, S, V, K, H> {
         (&mut self.sight, &mut self.coll, Caller { host, rec: &mut self.rec, stacks })
     }
 
@@ -282,6 +282,9 @@ impl<C, T: PartialEq, S: Display, V, K> CallValues<C, T, S, V, K> {
         Ok(())
     }
 }
+
+/// A call's first-sight columns, its collector and the caller that reads values into them.
+type Apart<'a, C, T, S, V, K, H> = (&'a mut FirstSight<C, T, S, V>, &'a mut Collector<K>, Caller<'a, H>);
 
 /// One value of fixed column `id` (`fixed`: the recorder and its fixed columns) as one entry.
 #[inline]
