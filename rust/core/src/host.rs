@@ -1,8 +1,8 @@
 //! A host language's values (Python's, in the bindings) as the core asks about them: the value
 //! reading (`writer::entries::reading`, beside numpy's answers) asks `HostValues`, the layout walk
-//! (`layout`) and the info walk (`writer::entries::info_walk`) ask `HostDicts` too. They ask these
-//! primitive questions only and decide the rest themselves; a host answers them once, for all
-//! three.
+//! (`layout`) and the info walk (`writer::entries::info_walk`) ask `HostDicts` too, and a
+//! recorder call (`writer::entries::call_values::Recording`) all of them. They ask these
+//! primitive questions only and decide the rest themselves; a host answers them once, for all.
 
 use std::fmt::Display;
 

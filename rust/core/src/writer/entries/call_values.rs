@@ -31,6 +31,7 @@ pub trait Recording<C, K>: Object<C, K> + HostDicts + Copy {
     fn kind(&self, value: &Self::Value) -> Self::Kind;
     /// The host's column of a column whose values fit `fit` (made once, for the step path).
     fn column(&self, fit: Fit) -> std::result::Result<C, Self::Error>;
+    /// How values fit `column` (the `Fit` it was made of).
     fn fit<'c>(&self, column: &'c C) -> &'c Fit;
     /// Its length, or the host's error where it has none.
     fn length(&self, value: &Self::Value) -> std::result::Result<usize, Self::Error>;
@@ -40,7 +41,7 @@ pub trait Recording<C, K>: Object<C, K> + HostDicts + Copy {
     fn warn(&self, warning: &str) -> std::result::Result<(), Self::Error>;
 }
 
-/// A call's values as a `Recording` host has them: its value, its error, its answer.
+/// A result with the host's error (a Python exception in the bindings).
 type Of<H, T> = std::result::Result<T, <H as HostValues>::Error>;
 
 const OBSERVATION: usize = 0;
