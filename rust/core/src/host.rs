@@ -38,8 +38,8 @@ pub trait HostDicts: HostValues {
     fn keys(&self, value: &Self::Value) -> Result<Vec<String>, Self::Error>;
     /// The value of a held one.
     fn held(&self, held: &Self::Held) -> Self::Value;
-    /// `value` as a dict, when it is one.
-    fn dict(&self, value: &Self::Value) -> Option<Self::Dict>;
+    /// `value` as a dict, when it is one (borrowed: a walk takes no reference of its own).
+    fn dict<'v>(&self, value: &'v Self::Value) -> Option<&'v Self::Dict>;
     fn dict_len(&self, dict: &Self::Dict) -> usize;
     /// The keys and values of `dict`, in its order.
     fn dict_items(&self, dict: &Self::Dict) -> impl Iterator<Item = (Self::Value, Self::Held)>;

@@ -416,8 +416,8 @@ mod tests {
         fn held(&self, held: &Value) -> Value {
             held.clone()
         }
-        fn dict(&self, value: &Value) -> Option<Self::Dict> {
-            value.as_object().cloned()
+        fn dict<'v>(&self, value: &'v Value) -> Option<&'v Self::Dict> {
+            value.as_object()
         }
         fn dict_len(&self, dict: &Self::Dict) -> usize {
             dict.len()

@@ -117,8 +117,8 @@ impl<'py> HostDicts for Objects<'py> {
         held.bind(self.0).clone()
     }
 
-    fn dict(&self, value: &Self::Value) -> Option<Self::Dict> {
-        value.cast::<PyDict>().ok().cloned()
+    fn dict<'v>(&self, value: &'v Self::Value) -> Option<&'v Self::Dict> {
+        value.cast::<PyDict>().ok()
     }
 
     fn dict_len(&self, dict: &Self::Dict) -> usize {

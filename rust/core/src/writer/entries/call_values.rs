@@ -118,7 +118,6 @@ impl<C, T: PartialEq, S: Display, V, K> CallValues<C, T, S, V, K> {
 
     /// A step's values: the action, then gymnasium's step tuple (observation, reward,
     /// terminated, truncated, info); see `call`.
-    #[inline]
     pub fn step<H>(
         &mut self,
         h: H,
@@ -185,7 +184,6 @@ impl<C, T: PartialEq, S: Display, V, K> CallValues<C, T, S, V, K> {
     /// (`autoreset::Splitter::refuse`): the inner result. After a bad value (the outer error)
     /// nothing is sent: the running episodes end incomplete, keeping what they recorded, and
     /// each env's next episode records again.
-    #[inline]
     fn call<H>(
         &mut self,
         h: H,
@@ -214,7 +212,6 @@ impl<C, T: PartialEq, S: Display, V, K> CallValues<C, T, S, V, K> {
         (&mut self.sight, &mut self.coll, Caller { host, rec: &mut self.rec, stacks })
     }
 
-    #[inline]
     fn put_tree<H>(&mut self, h: H, tree: usize, value: &H::Value, at: Place) -> Of<H, ()>
     where
         H: Recording<C, K, Str = S>,
@@ -234,7 +231,7 @@ impl<C, T: PartialEq, S: Display, V, K> CallValues<C, T, S, V, K> {
         };
         let at = Place { slot, ..Place::regular(self.rows) };
         let (sight, coll, mut caller) = self.caller(h, true);
-        sight.infos.put_info(&mut caller, coll, at, &dict)
+        sight.infos.put_info(&mut caller, coll, at, dict)
     }
 
     /// The frame(s) rendered after this reset or step (see `frame_places`): a sequence of one
@@ -288,7 +285,6 @@ impl<C, T: PartialEq, S: Display, V, K> CallValues<C, T, S, V, K> {
 type Apart<'a, C, T, S, V, K, H> = (&'a mut FirstSight<C, T, S, V>, &'a mut Collector<K>, Caller<'a, H>);
 
 /// One value of fixed column `id` (`fixed`: the recorder and its fixed columns) as one entry.
-#[inline]
 fn put_leaf<H: Recording<C, K>, C, K>(
     h: H,
     (rec, fixed): (&Recorder, &[C]),

@@ -126,7 +126,7 @@ impl<C, T: PartialEq, S, V> InfoColumns<C, T, S, V> {
                 }
                 // A nested dict is walked, other values become entries.
                 match h.dict(&value) {
-                    Some(inner) => self.put_dict(d, coll, at, (&inner, child), mask, depth + 1)?,
+                    Some(inner) => self.put_dict(d, coll, at, (inner, child), mask, depth + 1)?,
                     None => self.put_key(d, coll, (at, mask), child, &value)?,
                 }
             }
@@ -362,9 +362,9 @@ pub(super) mod tests {
         fn held(&self, held: &V) -> V {
             held.clone()
         }
-        fn dict(&self, value: &V) -> Option<Self::Dict> {
+        fn dict<'v>(&self, value: &'v V) -> Option<&'v Self::Dict> {
             if let V::Dict(d) = value {
-                Some(d.clone())
+                Some(d)
             } else {
                 None
             }
