@@ -285,6 +285,8 @@ impl<C, T: PartialEq, S: Display, V, K> CallValues<C, T, S, V, K> {
 type Apart<'a, C, T, S, V, K, H> = (&'a mut FirstSight<C, T, S, V>, &'a mut Collector<K>, Caller<'a, H>);
 
 /// One value of fixed column `id` (`fixed`: the recorder and its fixed columns) as one entry.
+// Inlined into the tree walk and the step (a call per value), as `reading::put`.
+#[inline]
 fn put_leaf<H: Recording<C, K>, C, K>(
     h: H,
     (rec, fixed): (&Recorder, &[C]),
