@@ -1,8 +1,8 @@
 //! A host language's values (Python's, in the bindings) as the core asks about them: the value
 //! reading (`writer::entries::reading`, beside numpy's answers) asks `HostValues`, the layout walk
-//! (`layout`) and the info walk (`writer::entries::info_walk`) ask `HostDicts` too. They ask these
-//! primitive questions only and decide the rest themselves; a host answers them once, for all
-//! three.
+//! (`layout`) and the info walk (`writer::entries::info_walk`) ask `HostDicts` too, and a
+//! recorder call (`writer::entries::call_values::Recording`) all of them. They ask these
+//! primitive questions only and decide the rest themselves; a host answers them once, for all.
 
 use std::fmt::Display;
 
@@ -38,8 +38,8 @@ pub trait HostDicts: HostValues {
     fn keys(&self, value: &Self::Value) -> Result<Vec<String>, Self::Error>;
     /// The value of a held one.
     fn held(&self, held: &Self::Held) -> Self::Value;
-    /// `value` as a dict, when it is one.
-    fn dict(&self, value: &Self::Value) -> Option<Self::Dict>;
+    /// `value` as a dict, when it is one (borrowed: a walk takes no reference of its own).
+    fn dict<'v>(&self, value: &'v Self::Value) -> Option<&'v Self::Dict>;
     fn dict_len(&self, dict: &Self::Dict) -> usize;
     /// The keys and values of `dict`, in its order.
     fn dict_items(&self, dict: &Self::Dict) -> impl Iterator<Item = (Self::Value, Self::Held)>;
@@ -51,7 +51,7 @@ pub trait HostDicts: HostValues {
     /// A str key, as the core keeps it.
     fn str_key(&self, key: &Self::Value) -> Result<Self::Str, Self::Error>;
     fn intern(&self, text: &str) -> Self::Str;
-    /// The host's error for a value that does not fit a layout tree (a `Schema` error naming
-    /// the place, as `layout::path_name` names it).
-    fn misfit(&self, error: crate::Error) -> Self::Error;
+    /// The host's error of a core error: a value that does not fit a layout tree (a `Schema`
+    /// error naming the place, as `layout::path_name` names it), a bad argument, a stopped writer.
+    fn error(&self, error: crate::Error) -> Self::Error;
 }

@@ -197,7 +197,7 @@ impl<L, K: std::fmt::Display> Layout<L, K> {
             Misfit::Raised(e) => e,
             Misfit::Shape(mut path, why) => {
                 path.reverse();
-                access.misfit(Error::schema(path_name(what, &path), why))
+                access.error(Error::schema(path_name(what, &path), why))
             }
         })
     }
@@ -416,8 +416,8 @@ mod tests {
         fn held(&self, held: &Value) -> Value {
             held.clone()
         }
-        fn dict(&self, value: &Value) -> Option<Self::Dict> {
-            value.as_object().cloned()
+        fn dict<'v>(&self, value: &'v Value) -> Option<&'v Self::Dict> {
+            value.as_object()
         }
         fn dict_len(&self, dict: &Self::Dict) -> usize {
             dict.len()
@@ -440,7 +440,7 @@ mod tests {
         fn intern(&self, text: &str) -> String {
             text.to_owned()
         }
-        fn misfit(&self, error: Error) -> String {
+        fn error(&self, error: Error) -> String {
             error.to_string()
         }
     }

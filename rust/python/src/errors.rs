@@ -46,10 +46,6 @@ pub fn to_py(py: Python<'_>, error: Error) -> PyErr {
     made.map_or_else(|_| PyRuntimeError::new_err(message), PyErr::from_value)
 }
 
-pub fn schema_error(py: Python<'_>, column: &str, why: impl Into<String>) -> PyErr {
-    to_py(py, Error::schema(column, why))
-}
-
 pub fn invalid(py: Python<'_>, why: impl Into<String>) -> PyErr {
     to_py(py, Error::Invalid(why.into()))
 }

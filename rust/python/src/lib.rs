@@ -7,8 +7,6 @@ mod collect;
 mod dataset;
 mod errors;
 mod functions;
-mod infos;
-mod layout;
 mod open_dataset;
 mod recorder;
 mod selection;

@@ -1,51 +1,31 @@
 //! Python values as the core reads them (`HostValues`, `HostDicts`: the layout walk, the info
-//! walk and the value reading ask them; `reading::Object`): Python's and numpy's answers and
-//! conversions only (is it exactly a float, an ndarray; numpy's array of it); the core decides
-//! which is asked when and what a value is for a column, whether it fits and its bytes, the
-//! column it makes or widens. Errors name the column.
+//! walk and the value reading ask them; `reading::Object`; a recorder call's `Recording`):
+//! Python's and numpy's answers and conversions only (is it exactly a float, an ndarray; numpy's
+//! array of it), a column's numpy descriptor and warnings; the core decides which is asked when
+//! and what a value is for a column, whether it fits and its bytes, the column it makes or
+//! widens. Errors name the column.
 
 use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple, PyType};
 use pyo3::PyTypeInfo;
 use trajcore_core::host::{HostDicts, HostValues};
+use trajcore_core::writer::entries::call_values::Recording;
 use trajcore_core::writer::entries::reading::fit::Fit;
 use trajcore_core::writer::entries::reading::value::Array;
-use trajcore_core::writer::entries::reading::{self, put, Class, Object};
-use trajcore_core::writer::Recorder;
+use trajcore_core::writer::entries::reading::{Class, Object};
 use trajcore_core::DType;
 
 use crate::collect::{borrow_array, Collector, Src};
-use crate::errors::schema_error;
 
 /// A column as the step path needs it.
 pub struct ColInfo {
-    pub id: u32,
-    pub name: String,
     /// Its type, rows and bounds, as the core fits values to them.
     pub fit: Fit,
     pub descr: Option<Py<PyArrayDescr>>,
     /// A row's bytes (`None` for str columns), known once for the step path.
     pub row_bytes: Option<usize>,
-}
-
-impl ColInfo {
-    pub fn new(py: Python<'_>, recorder: &Recorder, id: u32) -> PyResult<Self> {
-        let fit = recorder.fit(id).map_err(|e| crate::errors::to_py(py, e))?;
-        let descr = match fit.dtype {
-            DType::Utf8 => None,
-            d => Some(PyArrayDescr::new(py, d.name())?.unbind()),
-        };
-        let row_bytes = fit.dtype.size().map(|size| size * fit.shape.iter().product::<usize>());
-        Ok(ColInfo { id, name: recorder.column(id).name.clone(), fit, descr, row_bytes })
-    }
-}
-
-/// Encodes `value` for `col`: `rows` is the env count for batched values, `None` for one row.
-pub fn put_value(value: &Bound<'_, PyAny>, col: &ColInfo, rows: Option<usize>, coll: &mut Collector) -> PyResult<Src> {
-    put(&Objects(value.py()), value, (col, &col.fit), rows, coll)?
-        .map_err(|why| schema_error(value.py(), &col.name, why))
 }
 
 /// `value`'s bytes, borrowed, when it is an ndarray of exactly `descr`, C-contiguous, of `rows`
@@ -78,18 +58,6 @@ fn exact_rows(
         && shape[lead..].iter().zip(row_shape).all(|(d, s)| d == s);
     // Its size from the column's (numpy's own would ask the descriptor again).
     fits.then(|| borrow_array(coll, array, rows.unwrap_or(1) * row_bytes))
-}
-
-/// A boolean mask over `n` envs as one byte per env (see `reading::mask`); `what` names it in
-/// the error.
-pub fn mask_bytes(
-    py: Python<'_>,
-    mask: &Bound<'_, PyAny>,
-    n: usize,
-    what: &str,
-    coll: &mut Collector,
-) -> PyResult<Src> {
-    reading::mask(&Objects(py), mask, n, what, coll)?.map_err(|why| crate::errors::invalid(py, why))
 }
 
 /// Python's values, as the core asks about them.
@@ -149,8 +117,8 @@ impl<'py> HostDicts for Objects<'py> {
         held.bind(self.0).clone()
     }
 
-    fn dict(&self, value: &Self::Value) -> Option<Self::Dict> {
-        value.cast::<PyDict>().ok().cloned()
+    fn dict<'v>(&self, value: &'v Self::Value) -> Option<&'v Self::Dict> {
+        value.cast::<PyDict>().ok()
     }
 
     fn dict_len(&self, dict: &Self::Dict) -> usize {
@@ -190,8 +158,51 @@ impl<'py> HostDicts for Objects<'py> {
         PyString::intern(self.0, text).unbind()
     }
 
-    fn misfit(&self, error: trajcore_core::Error) -> PyErr {
+    fn error(&self, error: trajcore_core::Error) -> PyErr {
         crate::errors::to_py(self.0, error)
+    }
+}
+
+/// A Python type, the same as another when it is the same object.
+pub struct TypeOf(Py<PyType>);
+
+impl PartialEq for TypeOf {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.is(&other.0)
+    }
+}
+
+impl<'py> Recording<ColInfo, Py<PyAny>> for Objects<'py> {
+    type Kind = TypeOf;
+
+    fn kind(&self, value: &Self::Value) -> TypeOf {
+        TypeOf(value.get_type().unbind())
+    }
+
+    fn column(&self, fit: Fit) -> PyResult<ColInfo> {
+        let descr = match fit.dtype {
+            DType::Utf8 => None,
+            d => Some(PyArrayDescr::new(self.0, d.name())?.unbind()),
+        };
+        let row_bytes = fit.dtype.size().map(|size| size * fit.shape.iter().product::<usize>());
+        Ok(ColInfo { fit, descr, row_bytes })
+    }
+
+    #[inline]
+    fn fit<'c>(&self, column: &'c ColInfo) -> &'c Fit {
+        &column.fit
+    }
+
+    fn length(&self, value: &Self::Value) -> PyResult<usize> {
+        value.len()
+    }
+
+    fn truthy(&self, value: &Self::Value) -> PyResult<bool> {
+        value.is_truthy()
+    }
+
+    fn warn(&self, warning: &str) -> PyResult<()> {
+        crate::errors::warn(self.0, warning)
     }
 }
 

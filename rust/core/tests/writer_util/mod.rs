@@ -1,5 +1,5 @@
 //! Shared by the `writer_*` tests: a harness that drives the real `Recorder` the way the Python
-//! bindings do (one message per reset/step, entries built as `rust/python/src/recorder.rs` builds
+//! bindings do (one message per reset/step, entries built as `writer::entries::call_values` builds
 //! them) and, beside it, a plain model of which per-env episodes those calls should produce.
 //! The model is written from the documented semantics, not from the writer thread's code, so
 //! comparing the two checks the writer.

@@ -126,7 +126,7 @@ impl<C, T: PartialEq, S, V> InfoColumns<C, T, S, V> {
                 }
                 // A nested dict is walked, other values become entries.
                 match h.dict(&value) {
-                    Some(inner) => self.put_dict(d, coll, at, (&inner, child), mask, depth + 1)?,
+                    Some(inner) => self.put_dict(d, coll, at, (inner, child), mask, depth + 1)?,
                     None => self.put_key(d, coll, (at, mask), child, &value)?,
                 }
             }
@@ -217,8 +217,9 @@ impl<C, T: PartialEq, S, V> InfoColumns<C, T, S, V> {
     }
 }
 
+/// The test host of the info walk, shared with `call_values`'s tests.
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::writer::entries::reading::value::{Array, Input, Like, Number};
     use crate::writer::entries::reading::values::Misfit;
@@ -227,18 +228,41 @@ mod tests {
     use crate::DType;
     use std::rc::Rc;
 
-    /// A value of a test info: a dict, a number, a mask over the envs or a value no column takes.
+    /// A value of a test info: a dict, a number, a mask over the envs or a value no column takes;
+    /// for a recorder's calls (`call_values`), also None, a sequence, an array and a value whose
+    /// every reading fails.
     #[derive(Debug, Clone)]
-    enum V {
+    pub(in crate::writer::entries) enum V {
         Dict(Rc<Vec<(V, V)>>),
         /// A str (a key).
         Str(&'static str),
         Int(i128),
         Mask(Vec<bool>),
         Set,
+        None,
+        List(Vec<V>),
+        /// An array of one dimension: numpy's kind character and its items' bytes, by this host's
+        /// convention exactly the rows of the column it is put into.
+        Array(u8, Vec<u8>),
+        /// A value no call may read (an item of it is an error).
+        Unreadable,
     }
 
-    fn dict(items: &[(&'static str, V)]) -> V {
+    impl V {
+        pub(in crate::writer::entries) fn ints(items: &[i64]) -> V {
+            V::Array(b'i', items.iter().flat_map(|i| i.to_le_bytes()).collect())
+        }
+
+        fn itemsize(kind: u8) -> usize {
+            if kind == b'b' {
+                1
+            } else {
+                8
+            }
+        }
+    }
+
+    pub(in crate::writer::entries) fn dict(items: &[(&'static str, V)]) -> V {
         V::Dict(Rc::new(items.iter().map(|(k, v)| (V::Str(k), v.clone())).collect()))
     }
 
@@ -286,16 +310,28 @@ mod tests {
 
     /// Test values as the host's: a key is a str or an int.
     #[derive(Clone, Copy)]
-    struct Infos;
+    pub(in crate::writer::entries) struct Infos;
 
     impl HostValues for Infos {
         type Value = V;
         type Error = String;
         fn len(&self, value: &V) -> Option<usize> {
-            self.dict(value).map(|d| d.len())
+            match value {
+                V::List(items) => Some(items.len()),
+                V::Array(kind, bytes) => Some(bytes.len() / V::itemsize(*kind)),
+                _ => self.dict(value).map(|d| d.len()),
+            }
         }
-        fn item(&self, _: &V, _: usize) -> Result<V, String> {
-            Err("the info walk asks no item by index".into())
+        /// An item of a sequence, or of a mask (an int); an unreadable one is an error.
+        fn item(&self, value: &V, index: usize) -> Result<V, String> {
+            match value {
+                V::List(items) => match &items[index] {
+                    V::Unreadable => Err(format!("item {index} is unreadable")),
+                    item => Ok(item.clone()),
+                },
+                V::Mask(m) => Ok(V::Int(m[index] as i128)),
+                _ => Err("no item by index".into()),
+            }
         }
         fn items(&self, _: &V) -> Result<Vec<V>, String> {
             Err("the info walk iterates over dicts only".into())
@@ -326,9 +362,9 @@ mod tests {
         fn held(&self, held: &V) -> V {
             held.clone()
         }
-        fn dict(&self, value: &V) -> Option<Self::Dict> {
+        fn dict<'v>(&self, value: &'v V) -> Option<&'v Self::Dict> {
             if let V::Dict(d) = value {
-                Some(d.clone())
+                Some(d)
             } else {
                 None
             }
@@ -357,31 +393,38 @@ mod tests {
         fn intern(&self, text: &str) -> String {
             text.to_owned()
         }
-        fn misfit(&self, error: crate::Error) -> String {
+        fn error(&self, error: crate::Error) -> String {
             error.to_string()
         }
     }
 
-    /// No test value is an array: none is exactly a column's rows, and the walk reads values
-    /// through `Host::read`.
-    impl Object<String, ()> for Infos {
-        fn is(&self, _: &V, _: Class) -> Result<bool, String> {
-            Ok(false)
+    /// The info walk's values are no arrays (it reads them through `Host::read`); a call's
+    /// arrays are exactly their column's rows.
+    impl<C> Object<C, ()> for Infos {
+        fn is(&self, value: &V, class: Class) -> Result<bool, String> {
+            Ok(match (class, value) {
+                (_, V::Unreadable) => return Err("an unreadable value was read".into()),
+                (Class::ExactInt | Class::Int, V::Int(_)) | (Class::None, V::None) => true,
+                (Class::Str, V::Str(_)) | (Class::Dict, V::Dict(_)) | (Class::Sequence, V::List(_)) => true,
+                _ => false,
+            })
         }
-        fn is_scalar_of(&self, _: &V, _: &String) -> bool {
+        fn is_scalar_of(&self, _: &V, _: &C) -> bool {
             false
         }
-        fn array_kind(&self, _: &V) -> Option<(u8, usize)> {
-            None
+        fn array_kind(&self, value: &V) -> Option<(u8, usize)> {
+            matches!(value, V::Array(..)).then(|| (self.array_of(value).0, 1))
         }
-        fn shape(&self, _: &V) -> Vec<usize> {
-            Vec::new()
+        fn shape(&self, value: &V) -> Vec<usize> {
+            self.len(value).into_iter().collect()
         }
-        fn array(&self, _: &V, _: Option<&String>, _: &mut Collector<()>) -> Result<Array, String> {
-            Err("no array".into())
+        fn array(&self, value: &V, _: Option<&C>, coll: &mut Collector<()>) -> Result<Array, String> {
+            let (kind, bytes) = self.array_of(value);
+            let (itemsize, data) = (V::itemsize(kind), coll.own(bytes));
+            Ok(Array { kind, itemsize, shown: String::new(), shape: self.len(value).into_iter().collect(), data })
         }
-        fn rows(&self, _: &V, _: &String, _: Option<usize>, _: &mut Collector<()>) -> Option<Src> {
-            None
+        fn rows(&self, value: &V, _: &C, _: Option<usize>, coll: &mut Collector<()>) -> Option<Src> {
+            matches!(value, V::Array(..)).then(|| coll.own(self.array_of(value).1))
         }
         fn bool_rows(&self, _: &V, _: usize, _: &mut Collector<()>) -> Option<Src> {
             None
@@ -398,14 +441,27 @@ mod tests {
         fn stack(&self, _: Vec<V>) -> Option<V> {
             None
         }
-        fn int(&self, _: &V) -> Option<i128> {
-            None
+        fn int(&self, value: &V) -> Option<i128> {
+            if let V::Int(i) = value {
+                Some(*i)
+            } else {
+                None
+            }
         }
-        fn float(&self, _: &V) -> Option<f64> {
-            None
+        fn float(&self, value: &V) -> Option<f64> {
+            <Self as Object<C, ()>>::int(self, value).map(|i| i as f64)
         }
-        fn text<'v>(&self, _: &'v V) -> Result<Option<&'v str>, String> {
-            Ok(None)
+        fn text<'v>(&self, value: &'v V) -> Result<Option<&'v str>, String> {
+            Ok(if let V::Str(s) = value { Some(s) } else { None })
+        }
+    }
+
+    impl Infos {
+        fn array_of<'v>(&self, value: &'v V) -> (u8, &'v [u8]) {
+            match value {
+                V::Array(kind, bytes) => (*kind, bytes),
+                _ => (b'O', &[]),
+            }
         }
     }
 
