@@ -180,9 +180,9 @@ mod tests {
             ((100, 2, 1000), &[99, 300], &[300]),            // too small to pool
             ((100, 2, 1000), &[300, 200, 600], &[200, 600]), // at most two: the oldest goes
             ((100, 3, 500), &[300, 150, 400], &[400]),       // at most 500 bytes: both older go
-            ((100, 3, 500), &[300, 150, 100], &[300, 150]),  // 550 bytes: the oldest goes
+            ((100, 3, 500), &[300, 150, 100], &[150, 100]),  // 550 bytes: the oldest goes
             ((100, 2, 500), &[300, 501], &[300]),            // larger than the bound alone
-            ((100, 2, 1000), &[200, 200, 600, 600], &[600, 600]), // batches grew: the new size stays
+            ((100, 2, 1500), &[200, 200, 600, 600], &[600, 600]), // batches grew: the new size stays
         ];
         for &((min_len, max_blocks, max_bytes), given, kept) in table {
             let pool = BlockPool::new(min_len, max_blocks, max_bytes);
