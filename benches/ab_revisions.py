@@ -23,7 +23,8 @@ Workloads (`--only`, comma-separated):
 - `bulk`: convert, verify and a parquet export of the README's CartPole recording
   (`test_bulk_tools.py`'s size: 16 sub-envs, 96,000 vector steps).
 - `store_reads`: open, random batches and a scan from the loopback S3 server
-  (`test_object_store_reads.py`).
+  (`test_object_store_reads.py`); the scan once, as a first scan (its block faulted in), then
+  three more (median).
 - `store_recording`: CartPole x16 recorded to the S3 server (`test_store_recording.py`), a
   fixed number of vector steps.
 
@@ -176,9 +177,23 @@ def store_reads(work: Path, tag: str, url: str, options: dict[str, str]) -> dict
     with trajcore.open(f"{url}/pixels", storage_options=options, cache_bytes=0) as px:
         _reads_of(px, "S3 pixels 20k", 40, 10, figures)
         with _clocked(figures, "S3 pixels 20k: scan in order, 1,024-step blocks", 1, "s", ("process", "wall")):
-            for start in range(0, px.num_steps, 1024):
-                px.transitions[start : min(start + 1024, px.num_steps)]
+            _scan(px, 1024)
+        # The first scan's figure swings widely from round to round on a shared machine (it
+        # includes faulting in its first block): the scans after it reuse that block.
+        again = []
+        for _ in range(3):
+            scan: dict[str, Figure] = {}
+            with _clocked(scan, "again", 1, "s", ("process",)):
+                _scan(px, 1024)
+            again.append(scan["again [process]"])
+        name = "S3 pixels 20k: scan in order, 1,024-step blocks, again (median of 3) [process]"
+        figures[name] = sorted(again)[1]
     return figures
+
+
+def _scan(ds: Any, block: int) -> None:
+    for start in range(0, ds.num_steps, block):
+        ds.transitions[start : min(start + block, ds.num_steps)]
 
 
 def store_recording(work: Path, tag: str, url: str, options: dict[str, str]) -> dict[str, Figure]:

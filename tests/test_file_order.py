@@ -140,9 +140,10 @@ def test_file_order_follows_refresh(tmp_path: Path) -> None:
 
 def test_a_large_file_order_scan_equals_episode_reads(tmp_path: Path) -> None:
     """A scan whose output is far larger than the CPU caches is cut into a part per thread (and
-    its memory taken from the block pool): the same values as reading each episode, on frame
-    stacks (codec 3), a raw and a compressed column, terminations and truncations, episodes
-    across chunks and shards, two recordings, with and without maps."""
+    its memory taken from the block pool) and written with streamed stores (from 32 MB of
+    output): the same values as reading each episode, on frame stacks (codec 3), a raw and a
+    compressed column, terminations and truncations, episodes across chunks and shards, two
+    recordings, with and without maps."""
     from gymnasium.wrappers import FrameStackObservation, TimeLimit
     from test_frame_stacks import FrameEnv
 

@@ -10,8 +10,8 @@ use std::sync::{Mutex, MutexGuard};
 use common::*;
 use trajcore_core::reader::{
     sample_steps, sample_windows, set_gather_hold_bytes, set_max_threads, set_parallel_thresholds,
-    set_scan_block_bytes, ColumnData, Dataset, EpisodeSet, Field, IndexOut, OpenOptions, Out, RangeRead, SplitMix64,
-    Window,
+    set_scan_block_bytes, set_stream_from_bytes, ColumnData, Dataset, EpisodeSet, Field, IndexOut, OpenOptions, Out,
+    RangeRead, SplitMix64, Window,
 };
 use trajcore_core::{Error, Timeline};
 
@@ -32,6 +32,7 @@ impl Drop for Tuned {
         set_parallel_thresholds(256 << 10, 2 << 20);
         set_gather_hold_bytes(512 << 20);
         set_scan_block_bytes(64 << 20);
+        set_stream_from_bytes(32 << 20);
     }
 }
 
@@ -323,11 +324,12 @@ fn range_reads_equal_step_by_step_gathers() {
         (ds.view().file_order(ds.all_episodes()).unwrap(), ds.view().file_order(&subset).unwrap());
     assert!(in_file.is_by_lane() && !subset.is_by_lane());
     let mut rng = SplitMix64::new(11);
-    let configs = [(1, usize::MAX, 64 << 20), (3, 1, 64 << 20), (3, 1, 1), (2, 1, 2000)];
-    for (threads, parallel_from, block) in configs {
+    let configs = [(1, usize::MAX, 64 << 20, usize::MAX), (3, 1, 64 << 20, 1), (3, 1, 1, usize::MAX), (2, 1, 2000, 1)];
+    for (threads, parallel_from, block, stream_from) in configs {
         set_max_threads(threads);
         set_parallel_thresholds(parallel_from, parallel_from);
         set_scan_block_bytes(block);
+        set_stream_from_bytes(stream_from);
         for set in [ds.all_episodes(), &subset, &*in_file, &*subset_in_file] {
             let total = set.num_steps();
             check_range(&ds, set, &fields, 0, total);

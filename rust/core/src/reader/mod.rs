@@ -65,6 +65,7 @@ pub use crate::reader::reads::sampling::{sample_steps, sample_windows, SplitMix6
 pub use crate::reader::reads::scan::runs::{set_scan_block_bytes, IndexOut};
 pub use crate::reader::reads::scan::RangeRead;
 pub use crate::reader::reads::steps::{resolve_index, EpisodeSet, StepIndex, WindowIndex};
+pub use crate::reader::reads::stream::set_stream_from_bytes;
 pub use crate::reader::store::decoded::shared_chunks::{
     available_memory, cache_plan, CachePlan, CacheStats, CACHE_AUTO, CACHE_FLOOR, RAM_SHARE,
 };

@@ -5,9 +5,9 @@
 use std::mem::MaybeUninit;
 
 use super::gather::{Field, Out, Window};
-use super::int64s::put_i64s;
 use super::request::Request;
 use super::steps::{resolve_index, EpisodeSet};
+use super::stream::put_i64s;
 use crate::reader::dataset_view::DatasetView;
 use crate::reader::integrity::damage::Damage;
 use crate::reader::integrity::lenient::{Draw, Redraw};

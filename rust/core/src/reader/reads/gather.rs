@@ -36,6 +36,7 @@ use std::sync::{Arc, OnceLock};
 
 use super::pieces::{join_steps, push_piece, sort_items, Item, Piece, ZEROS};
 use super::rows::chunk_strings;
+use super::stream::{copy_streamed, fence, streams_rows};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::reader::catalog::chunk_list::{ListKey, Located};
@@ -145,6 +146,21 @@ impl Out<'_> {
         }
     }
 
+    /// `put`, with stores that go around the CPU caches (see `stream`).
+    fn put_streamed(&mut self, at: usize, src: &[u8]) {
+        match self {
+            Out::Fixed(b) => {
+                let dst = &mut b[at..at + src.len()];
+                // SAFETY: `MaybeUninit<u8>` has the layout of `u8`, and the copy writes only
+                // initialized bytes, so `dst` stays initialized.
+                let dst = unsafe { &mut *(std::ptr::from_mut::<[u8]>(dst) as *mut [MaybeUninit<u8>]) };
+                copy_streamed(dst, src);
+            }
+            Out::Uninit(b) => copy_streamed(&mut b[at..at + src.len()], src),
+            Out::Strings(_) => unreachable!("bytes into a str output"),
+        }
+    }
+
     /// Zeros `len` bytes from byte `at` (fixed), or empties `len` rows from row `at` (str).
     fn clear(&mut self, at: usize, len: usize) {
         match self {
@@ -191,6 +207,14 @@ pub(in crate::reader) fn parallel_copy_bytes() -> usize {
     PARALLEL_COPY_BYTES.load(Ordering::Relaxed)
 }
 
+/// What a gather may spend: the threads it may use (decoding, copying), and whether its stores
+/// go around the CPU caches (a bulk read of far more than they hold; see `stream`).
+#[derive(Clone, Copy)]
+pub(in crate::reader) struct Work {
+    pub(in crate::reader) threads: usize,
+    pub(in crate::reader) stream: bool,
+}
+
 /// What a gather copies from: per field its pieces, and the chunks (slots) they point into.
 #[derive(Clone, Copy)]
 struct Sources<'a> {
@@ -200,6 +224,8 @@ struct Sources<'a> {
     slots: &'a [(Located, Option<usize>)],
     /// Prefetch the pieces' first source rows before copying (scattered rows).
     prefetch: bool,
+    /// Store around the CPU caches (a bulk read of far more than they hold; see `stream`).
+    stream: bool,
 }
 
 impl DatasetView<'_> {
@@ -291,7 +317,7 @@ impl DatasetView<'_> {
             .ok_or_else(|| Error::Invalid(format!("{} windows of {length} steps are too many", windows.len())))?;
         check_outputs(fields, outs, rows_out)?;
         let items = self.items(windows, length as u64, pad, mask)?;
-        self.gather_items(fields, &items, rows_out, outs, true, max_threads())
+        self.gather_items(fields, &items, rows_out, outs, true, Work { threads: max_threads(), stream: false })
     }
 
     /// The gather proper, over items sorted by (recording, lane, row) that fill `rows_out`
@@ -305,7 +331,7 @@ impl DatasetView<'_> {
         rows_out: usize,
         outs: &mut [Out<'_>],
         scattered: bool,
-        threads: usize,
+        work: Work,
     ) -> Result<()> {
         // Plan: slots (distinct chunks, shared between fields) and pieces per field.
         // The map is sized for the most slots a batch can have (a chunk per piece), so it never
@@ -365,9 +391,10 @@ impl DatasetView<'_> {
         let held: Vec<usize> =
             (slots.iter().zip(&need)).map(|((loc, _), &n)| if self.reads_in_place(loc) { 0 } else { n }).collect();
         let rounds = hold_rounds(&held, GATHER_HOLD_BYTES.load(Ordering::Relaxed));
+        let Work { threads, stream } = work;
         if rounds.len() <= 1 {
             let data = self.fetch(&slots, &need, threads)?;
-            let sources = Sources { fields, pieces: &pieces, data: &data, slots: &slots, prefetch: scattered };
+            let sources = Sources { fields, pieces: &pieces, data: &data, slots: &slots, prefetch: scattered, stream };
             return self.copy_pieces(&sources, outs, rows_out, threads);
         }
         // More decoded bytes than a gather may hold at once (a huge batch of pixel windows):
@@ -384,7 +411,7 @@ impl DatasetView<'_> {
             };
             let kept: Vec<Vec<Piece>> = pieces.iter().map(|ps| ps.iter().filter(mine).copied().collect()).collect();
             let kept: Vec<&[Piece]> = kept.iter().map(Vec::as_slice).collect();
-            let sources = Sources { fields, pieces: &kept, data: &data, slots: &slots, prefetch: scattered };
+            let sources = Sources { fields, pieces: &kept, data: &data, slots: &slots, prefetch: scattered, stream };
             self.copy_pieces(&sources, outs, rows_out, threads)?;
         }
         Ok(())
@@ -904,9 +931,17 @@ impl DatasetView<'_> {
     }
 
     /// Copies the parts of pieces whose output rows lie in `from..to`; `outs` start at output
-    /// row `from`.
+    /// row `from`. Streamed stores are fenced before it returns, whatever happened.
     fn copy_range(&self, src: &Sources<'_>, outs: &mut [Out<'_>], from: usize, to: usize) -> Result<()> {
-        let Sources { fields, pieces, data, slots, prefetch: scattered } = *src;
+        let copied = self.copy_range_unfenced(src, outs, from, to);
+        if src.stream {
+            fence();
+        }
+        copied
+    }
+
+    fn copy_range_unfenced(&self, src: &Sources<'_>, outs: &mut [Out<'_>], from: usize, to: usize) -> Result<()> {
+        let Sources { fields, pieces, data, slots, prefetch: scattered, stream } = *src;
         let clipped = |pieces| clip(pieces, from, to);
         for (field, pieces) in fields.iter().zip(pieces).filter(|_| scattered) {
             if let Some(rb) = field.row_bytes {
@@ -932,7 +967,10 @@ impl DatasetView<'_> {
                     (Some(rb), slot) => {
                         let mut to = at * rb;
                         let whole = data[slot as usize].rows(rb, p.chunk_row, p.rows, |src| {
-                            out.put(to, src);
+                            match stream && streams_rows(rb) {
+                                true => out.put_streamed(to, src),
+                                false => out.put(to, src),
+                            }
                             to += src.len();
                         });
                         if !whole {

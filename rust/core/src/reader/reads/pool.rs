@@ -77,24 +77,36 @@ impl BlockPool {
         }
         let mut blocks = self.blocks.lock().unwrap_or_else(|p| p.into_inner());
         let best = (0..blocks.len()).filter(|&i| blocks[i].capacity() >= len).min_by_key(|&i| blocks[i].capacity());
-        let mut block = best.map(|i| blocks.swap_remove(i)).unwrap_or_else(|| Vec::with_capacity(len));
+        // `remove`, not `swap_remove`: the others keep their order, oldest first.
+        let mut block = best.map(|i| blocks.remove(i)).unwrap_or_else(|| Vec::with_capacity(len));
         drop(blocks);
         // SAFETY: the capacity is at least `len`, and `MaybeUninit` bytes need no initialization.
         unsafe { block.set_len(len) };
         Some(block)
     }
 
-    /// Keeps `block` for a later `take` while the pool holds fewer than `max_blocks` blocks and
-    /// `max_bytes` bytes with it; else frees it.
+    /// Keeps `block` for a later `take`, with the blocks handed back most recently: the oldest
+    /// ones go while the pool holds more than `max_blocks` blocks or `max_bytes` bytes. A block
+    /// too small to pool, or larger than `max_bytes` alone, is freed.
+    ///
+    /// The newest stay because a reader whose batches grew (a scan in larger blocks than the
+    /// last) would otherwise find the pool full of the old size: every batch of the new one
+    /// would then take fresh memory, which the kernel faults in and zeroes page by page.
     pub fn give_back(&self, block: Vec<MaybeUninit<u8>>) {
-        let mut blocks = self.blocks.lock().unwrap_or_else(|p| p.into_inner());
-        let held: usize = blocks.iter().map(Vec::capacity).sum();
-        if block.capacity() >= self.min_len
-            && blocks.len() < self.max_blocks
-            && held + block.capacity() <= self.max_bytes
-        {
-            blocks.push(block);
+        if block.capacity() < self.min_len || block.capacity() > self.max_bytes {
+            return;
         }
+        let mut blocks = self.blocks.lock().unwrap_or_else(|p| p.into_inner());
+        blocks.push(block);
+        let mut held: usize = blocks.iter().map(Vec::capacity).sum();
+        let mut dropped = 0;
+        while blocks.len() - dropped > self.max_blocks || held > self.max_bytes {
+            held -= blocks[dropped].capacity();
+            dropped += 1;
+        }
+        let freed: Vec<_> = blocks.drain(..dropped).collect();
+        drop(blocks);
+        drop(freed); // after the lock: freeing a large block unmaps it
     }
 
     #[cfg(test)]
@@ -143,26 +155,41 @@ mod tests {
     }
 
     #[test]
-    fn the_pool_reuses_the_smallest_fitting_block_within_its_bounds() {
+    fn the_pool_reuses_the_smallest_fitting_block() {
         let pool = BlockPool::new(100, 2, 1000);
         assert!(pool.take(99).is_none(), "too small to pool");
-        let (a, b, c) = (pool.take(300).unwrap(), pool.take(200).unwrap(), pool.take(600).unwrap());
+        let (a, b) = (pool.take(300).unwrap(), pool.take(200).unwrap());
         assert_eq!((a.len(), b.len()), (300, 200));
         pool.give_back(a);
         pool.give_back(b);
-        pool.give_back(c);
-        assert_eq!(pool.capacities(), [300, 200], "at most two blocks");
-        let d = pool.take(150).unwrap();
-        assert_eq!((d.len(), d.capacity()), (150, 200), "the smallest that fits");
-        let e = pool.take(400).unwrap();
-        assert_eq!(e.capacity(), 400, "none fits: a new one");
-        pool.give_back(e);
-        pool.give_back(d);
-        assert_eq!(pool.capacities(), [300, 400], "at most two blocks");
-        let bytes = BlockPool::new(100, 3, 500);
-        bytes.give_back(vec![MaybeUninit::new(0); 300]);
-        bytes.give_back(vec![MaybeUninit::new(0); 300]);
-        bytes.give_back(vec![MaybeUninit::new(0); 50]);
-        assert_eq!(bytes.capacities(), [300], "at most 500 bytes, and small blocks are not kept");
+        let c = pool.take(150).unwrap();
+        assert_eq!((c.len(), c.capacity()), (150, 200), "the smallest that fits");
+        assert_eq!(pool.capacities(), [300]);
+        let d = pool.take(400).unwrap();
+        assert_eq!(d.capacity(), 400, "none fits: a new one");
+        assert_eq!(pool.capacities(), [300], "kept for a batch it fits");
+    }
+
+    #[test]
+    fn the_pool_keeps_the_newest_blocks_within_its_bounds() {
+        // (min_len, max_blocks, max_bytes), the capacities handed back in order, those kept
+        // (oldest first).
+        type Case = ((usize, usize, usize), &'static [usize], &'static [usize]);
+        let table: &[Case] = &[
+            ((100, 2, 1000), &[300, 200], &[300, 200]),
+            ((100, 2, 1000), &[99, 300], &[300]),            // too small to pool
+            ((100, 2, 1000), &[300, 200, 600], &[200, 600]), // at most two: the oldest goes
+            ((100, 3, 500), &[300, 150, 400], &[400]),       // at most 500 bytes: both older go
+            ((100, 3, 500), &[300, 150, 100], &[150, 100]),  // 550 bytes: the oldest goes
+            ((100, 2, 500), &[300, 501], &[300]),            // larger than the bound alone
+            ((100, 2, 1500), &[200, 200, 600, 600], &[600, 600]), // batches grew: the new size stays
+        ];
+        for &((min_len, max_blocks, max_bytes), given, kept) in table {
+            let pool = BlockPool::new(min_len, max_blocks, max_bytes);
+            for &len in given {
+                pool.give_back(Vec::with_capacity(len));
+            }
+            assert_eq!(pool.capacities(), kept, "{given:?} into ({min_len}, {max_blocks}, {max_bytes})");
+        }
     }
 }

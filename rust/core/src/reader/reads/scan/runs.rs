@@ -8,6 +8,8 @@
 //! leave them idle that long. A part reads in blocks of bounded output, one after the other: the chunks
 //! decoded for a block are let go before the next, so a read holds its output, the cache and a
 //! block's chunks per thread, not every chunk of the range at once.
+//!
+//! Large outputs are written with streamed stores (see `stream`).
 
 use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -17,9 +19,9 @@ use crate::error::{Error, Result};
 use crate::reader::catalog::EpisodeLoc;
 use crate::reader::dataset_view::DatasetView;
 use crate::reader::prefetch;
-use crate::reader::reads::gather::{check_outputs, max_threads, parallel_copy_bytes, Field, Out, Run};
-use crate::reader::reads::int64s::{put_i64s, put_sequence};
+use crate::reader::reads::gather::{check_outputs, max_threads, parallel_copy_bytes, Field, Out, Run, Work};
 use crate::reader::reads::pieces::Item;
+use crate::reader::reads::stream::{fence, put_i64s, put_sequence, streams};
 
 /// Where a bulk read puts each step's episode (`episode_index`) and step within it
 /// (`step_index`): a little-endian int64 per step in each, memory not initialized yet (a fresh
@@ -144,6 +146,7 @@ impl DatasetView<'_> {
         let field_bytes: usize = fields.iter().map(|f| f.row_bytes.unwrap_or(64)).sum();
         let step_bytes = field_bytes + if indexes.is_some() { 16 } else { 0 };
         let out_bytes = step_bytes.saturating_mul(rows_out);
+        let stream = streams(out_bytes);
         let threads = match by_lane {
             true => max_threads().min(out_bytes / parallel_copy_bytes() + 1).min(rows_out.max(1)),
             false => 1,
@@ -153,7 +156,8 @@ impl DatasetView<'_> {
         let parts = (threads * PARTS_PER_THREAD).min(rows_out.max(1));
         let block_rows = (SCAN_BLOCK_BYTES.load(Ordering::Relaxed) / threads / field_bytes.max(1)).max(1);
         if threads <= 1 {
-            return self.read_part(fields, runs, outs, indexes, block_rows, max_threads());
+            let work = Work { threads: max_threads(), stream };
+            return self.read_part(fields, runs, outs, indexes, block_rows, work);
         }
         let mut rest: Vec<Out<'_>> = outs.iter_mut().map(Out::reborrow).collect();
         let cuts = cuts(runs, parts);
@@ -170,6 +174,7 @@ impl DatasetView<'_> {
             jobs.push(Mutex::new(Some(((ends[0], ends[1]), heads, head))));
         }
         // The parts are the threads' work: none of them starts more threads.
+        let work = Work { threads: 1, stream };
         let (next, results) = (AtomicUsize::new(0), Mutex::new(Vec::with_capacity(parts)));
         let worker = || loop {
             let k = next.fetch_add(1, Ordering::Relaxed);
@@ -177,7 +182,7 @@ impl DatasetView<'_> {
                 break;
             };
             let ((from, to), mut outs, ix) = job;
-            let read = self.read_part(fields, &runs_between(runs, from, to), &mut outs, ix, block_rows, 1);
+            let read = self.read_part(fields, &runs_between(runs, from, to), &mut outs, ix, block_rows, work);
             results.lock().unwrap_or_else(|p| p.into_inner()).push((k, read));
         };
         std::thread::scope(|s| {
@@ -199,7 +204,7 @@ impl DatasetView<'_> {
         outs: &mut [Out<'_>],
         indexes: Option<IndexOut<'_>>,
         block_rows: usize,
-        threads: usize,
+        work: Work,
     ) -> Result<()> {
         let mut items = Vec::with_capacity(runs.len());
         let mut rows_out = 0usize;
@@ -258,11 +263,11 @@ impl DatasetView<'_> {
             let mut heads = split_rows(fields, &mut rest, rows);
             block.sort_unstable_by_key(|i| (i.recording, i.lane, i.step_row));
             // Whole chunks: the next block reads on where this one stops.
-            self.gather_items(fields, &block, rows, &mut heads, false, threads)?;
+            self.gather_items(fields, &block, rows, &mut heads, false, work)?;
             done += rows;
         }
         if let Some(ix) = indexes {
-            write_runs(runs, ix);
+            write_runs(runs, ix, work.stream);
         }
         Ok(())
     }
@@ -280,13 +285,16 @@ fn split_rows<'a>(fields: &[Field], rest: &mut Vec<Out<'a>>, rows: usize) -> Vec
 }
 
 /// The runs' indexes, a run at a time: a repeated episode and counting steps.
-fn write_runs(runs: &[Run], out: IndexOut<'_>) {
+fn write_runs(runs: &[Run], out: IndexOut<'_>, stream: bool) {
     let mut rest = out;
     for r in runs {
         let (mine, tail) = rest.split_first(r.steps as usize);
         rest = tail;
-        put_sequence(mine.episodes, r.episode as i64, 0);
-        put_sequence(mine.steps, r.start as i64, 1);
+        put_sequence(mine.episodes, r.episode as i64, 0, stream);
+        put_sequence(mine.steps, r.start as i64, 1, stream);
+    }
+    if stream {
+        fence();
     }
 }
 
