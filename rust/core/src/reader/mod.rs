@@ -21,7 +21,8 @@
 //!   (batched windows into caller buffers, copying `pieces`), `scan/` (consecutive steps: a
 //!   range, as runs, in the file's order), `frames_of` (frame tables for device stacking),
 //!   `batch` (a batch whole: `plan` keys -> fields, `request` -> windows), `steps` (step and
-//!   window numbering, the one rule for negative indexes), `sampling`, `pool`, `among`.
+//!   window numbering, the one rule for negative indexes), `sampling`, `pool` (batch blocks),
+//!   `stream` (non-temporal stores into outputs larger than the caches), `among`.
 //! - `integrity/`: damage. `problem` (what opening left out), `verify` (every checksum, every
 //!   chunk decoded) and `unfinished` (a shard without its End), `damage` (which episodes a
 //!   damaged spot affects), `exclusions` (listings left out after a verification), `lenient`
