@@ -17,12 +17,12 @@ import numpy.typing as npt
 from trajcore import _core
 from trajcore.errors import CorruptFileError, TrajcoreError
 from trajcore.read.core_reader import CoreReader
-from trajcore.read.infos import Field, column_fields, nest
-from trajcore.read.provenance_keys import RESET_KEY
-from trajcore.read.transitions import int64
+from trajcore.read.records.infos import Field, column_fields, nest
+from trajcore.read.records.provenance_keys import RESET_KEY
+from trajcore.read.train.transitions import int64
 
 if TYPE_CHECKING:
-    from trajcore.read.joint_plan import JointPlan
+    from trajcore.read.multiagent.joint_plan import JointPlan
 
 __all__ = ["DatasetReads", "EpisodeSource", "RecordingSpecs"]
 
