@@ -47,7 +47,7 @@ class DatasetReads:
         self._recordings: dict[int, RecordingSpecs] = {}
         self._summaries: dict[str, npt.NDArray[Any]] | None = None
         self._metrics: dict[str, dict[str, npt.NDArray[Any]]] | None = None
-        # Multi-agent env episodes' plans (`read.joint_plan`), by the episodes they cover.
+        # Multi-agent env episodes' plans (`read.multiagent.joint_plan`), by the episodes they cover.
         self.joint_plans: dict[Any, JointPlan] = {}
         # The core's selections handed out (each holds the reader): let go of at `close`.
         self._every: _core.Selection | None = None
