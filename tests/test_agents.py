@@ -21,8 +21,8 @@ from pettingzoo import ParallelEnv
 from pettingzoo.butterfly import knights_archers_zombies_v11
 from pettingzoo.classic import connect_four_v3, tictactoe_v3
 from pettingzoo.test import api_test, parallel_api_test
-from trajcore.read.env_episodes import EnvEpisodes
-from trajcore.read.joint_plan import group_env_episodes, plan_joint
+from trajcore.read.multiagent.env_episodes import EnvEpisodes
+from trajcore.read.multiagent.joint_plan import group_env_episodes, plan_joint
 
 
 class Want(Episode):

@@ -220,7 +220,7 @@ def test_convert_from_the_command_line(recorded: Callable[[str], Path], tmp_path
 
 
 def test_apply_select(recorded: Callable[[str], Path]) -> None:
-    from trajcore.read.selection import apply_select, parse_select
+    from trajcore.read.select.selection import apply_select, parse_select
 
     with trajcore.open(recorded("vector")) as ds:
         n = ds.num_episodes

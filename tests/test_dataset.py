@@ -105,7 +105,7 @@ def test_select_filters_on_summaries(recorded: Path) -> None:
 
 
 def test_select_names_an_unknown_filter_and_lists_the_filters(recorded: Path) -> None:
-    from trajcore.read.filters import FILTER_KEYS
+    from trajcore.read.select.filters import FILTER_KEYS
 
     with trajcore.open(recorded) as ds:
         for select in (ds.select, ds.episodes.select):

@@ -12,7 +12,7 @@ import trajcore
 from trajcore.cli import _prog_name
 from trajcore.formats._columns import Leaf, RecordingColumns, choose, flat_names, make_plan
 from trajcore.formats.summaries import env_step_bounds, flatten_metadata
-from trajcore.read.selection import parse_select
+from trajcore.read.select.selection import parse_select
 
 
 def col(name: str, dtype: str, shape: list[int], timeline: str = "obs", **extra: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import trajcore
 from trajcore.errors import InvalidArgumentError, SchemaError
-from trajcore.read.mix import shares
+from trajcore.read.train.mix import shares
 
 
 def _record(path: Path, env_id: str, seed: int, steps: int = 300) -> Path:

@@ -19,7 +19,7 @@ from gymnasium import spaces
 from gymnasium.vector import AsyncVectorEnv, AutoresetMode, SyncVectorEnv, VectorEnv
 from gymnasium.wrappers.vector import RecordEpisodeStatistics
 from helpers import SpaceEnv
-from trajcore.read import infos as infos_module
+from trajcore.read.records import infos as infos_module
 from trajcore.record import session
 
 MODES = [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP, AutoresetMode.DISABLED]

@@ -34,8 +34,8 @@ from trajcore.read.dataset import Dataset, open
 from trajcore.read.episode import Episode
 from trajcore.read.episodes import Episodes
 from trajcore.read.integrity import Damage, VerifyReport, recover, verify
-from trajcore.read.mix import Mixture, mix
-from trajcore.read.transitions import Batch, Sequences, Transitions
+from trajcore.read.train.mix import Mixture, mix
+from trajcore.read.train.transitions import Batch, Sequences, Transitions
 from trajcore.record.env_wrapper import RecordEpisodes
 from trajcore.record.manual import Writer
 from trajcore.record.session import EpisodeInfo, RecordingOptions

@@ -19,11 +19,11 @@ MOVED = {
     "trajcore.agents": "trajcore.record.pettingzoo",
     "trajcore.bench": "trajcore.tools.bench",
     "trajcore.dataset": "trajcore.read.dataset",
-    "trajcore.env_episodes": "trajcore.read.env_episodes",
+    "trajcore.env_episodes": "trajcore.read.multiagent.env_episodes",
     "trajcore.episode": "trajcore.read.episode",
     "trajcore.episodes": "trajcore.read.episodes",
     "trajcore.recorder": "trajcore.record.env_wrapper",
-    "trajcore.transitions": "trajcore.read.transitions",
+    "trajcore.transitions": "trajcore.read.train.transitions",
     "trajcore.vector": "trajcore.record.vector_wrapper",
     "trajcore.writer": "trajcore.record.manual",
 }

@@ -36,8 +36,8 @@ import numpy as np
 import trajcore
 from trajcore.read.dataset import Dataset
 from trajcore.read.episodes import Episodes
-from trajcore.read.mix import Mixture
-from trajcore.read.transitions import Batch, _Sampling
+from trajcore.read.train.mix import Mixture
+from trajcore.read.train.transitions import Batch, _Sampling
 
 __all__ = ["SequenceDataset", "SequenceStream", "TransitionDataset", "TransitionStream", "loader", "to_tensors"]
 
@@ -250,6 +250,6 @@ def loader(
     return DataLoader(dataset, batch_size=None, sampler=sampler, **kwargs)
 
 
-from trajcore.read.device import DeviceTransitions  # noqa: E402  (needs the torch imported above)
+from trajcore.read.train.device import DeviceTransitions  # noqa: E402  (needs the torch imported above)
 
 __all__ += ["DeviceTransitions"]

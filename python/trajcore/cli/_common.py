@@ -207,7 +207,7 @@ class Commands:
         parser.add_argument("path", metavar="PATH", help=DATASET_HELP, **kwargs)
 
     def select_arg(self, parser: argparse.ArgumentParser, verb: str) -> None:
-        from trajcore.read.selection import SELECT_HELP
+        from trajcore.read.select.selection import SELECT_HELP
 
         help = f"{verb} only some episodes: {SELECT_HELP} (default: all)"
         parser.add_argument("--select", action="append", metavar="KEY=VALUE", help=help)

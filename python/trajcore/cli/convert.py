@@ -26,7 +26,7 @@ EXAMPLES = (
 
 def run(args: argparse.Namespace) -> int:
     import trajcore
-    from trajcore.read.selection import apply_select, parse_select
+    from trajcore.read.select.selection import apply_select, parse_select
 
     codecs: Any = None
     if args.codecs == "raw":

@@ -45,7 +45,7 @@ def _names_arg(text: str | None, option: str = "--columns") -> list[str] | None:
 def run(args: argparse.Namespace) -> int:
     from trajcore.formats import export, format_of
     from trajcore.formats._read import open_for_pass
-    from trajcore.read.selection import apply_select, parse_select
+    from trajcore.read.select.selection import apply_select, parse_select
     from trajcore.tools.output import check_destination
 
     fmt = "lerobot" if args.format == "lerobot" else format_of(args.out, args.format)

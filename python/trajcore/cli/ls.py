@@ -15,9 +15,9 @@ EXAMPLES = ("runs/cp16", "runs/cp16 --select env_index=3 --select complete=true"
 def run(args: argparse.Namespace) -> int:
     import trajcore
     from trajcore.formats.summaries import METRIC_STATS, metric_column, summary_columns
-    from trajcore.read.provenance import policy_label
-    from trajcore.read.provenance_keys import POLICY_KEY
-    from trajcore.read.selection import apply_select, parse_select
+    from trajcore.read.records.provenance import policy_label
+    from trajcore.read.records.provenance_keys import POLICY_KEY
+    from trajcore.read.select.selection import apply_select, parse_select
 
     selection = parse_select(args.select)
     with trajcore.open(args.path) as ds:

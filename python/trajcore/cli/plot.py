@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     import trajcore
     from trajcore._store import local_only
     from trajcore.plots import load_timelog, write_plots
-    from trajcore.read.selection import apply_select, parse_select
+    from trajcore.read.select.selection import apply_select, parse_select
 
     if args.path is None and args.timelog is None:
         raise UsageError("give a dataset PATH, --timelog FILE, or both")

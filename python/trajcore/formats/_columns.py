@@ -34,7 +34,7 @@ import numpy as np
 
 from trajcore import _core
 from trajcore.errors import InvalidArgumentError, SchemaError
-from trajcore.read.infos import column_fields
+from trajcore.read.records.infos import column_fields
 from trajcore.spaces import escape_key
 
 __all__ = [
@@ -74,7 +74,7 @@ class Leaf:
         first_row: which row of the column holds step 0's value (1 for ``next_obs`` and infos).
         mask: the column saying at which rows the value was given (infos, custom data), if any.
         wider: the columns (with their masks) that continue `column` in wider types, in order
-            (a key whose later values did not fit its first value's type; `trajcore.read.infos.Field`):
+            (a key whose later values did not fit its first value's type; `trajcore.read.records.infos.Field`):
             the leaf reads them merged into one, of `dtype`, the widest.
     """
 

@@ -27,11 +27,11 @@ import numpy.typing as npt
 
 from trajcore.errors import CorruptFileError
 from trajcore.formats._columns import Leaf, Plan, RecordingColumns, make_plan
-from trajcore.read.agents import agent_names
 from trajcore.read.dataset import Dataset, members
 from trajcore.read.episodes import Episodes
-from trajcore.read.infos import widen
-from trajcore.read.transitions import int64
+from trajcore.read.multiagent.agents import agent_names
+from trajcore.read.records.infos import widen
+from trajcore.read.train.transitions import int64
 
 __all__ = [
     "EXPORT_CACHE_BYTES",
@@ -164,7 +164,7 @@ def read_episode(ds: Dataset, index: int, plan: Plan, leaves: Sequence[Leaf], *,
 
 def merged(leaf: Leaf, values: Values, mask: Any, wider: Sequence[tuple[Any, Any]]) -> tuple[Values, Any]:
     """A leaf's rows with those of the columns that widen it (`Leaf.wider`, those read), merged
-    as the reader merges them (`trajcore.read.infos`), all in the leaf's dtype: a recording whose
+    as the reader merges them (`trajcore.read.records.infos`), all in the leaf's dtype: a recording whose
     values never outgrew the first type reads in the type another recording widened it to.
 
     Raises:

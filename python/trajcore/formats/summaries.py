@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from trajcore.read.agents import agent_names
 from trajcore.read.dataset import Dataset
-from trajcore.read.metrics import STATS as METRIC_STATS
+from trajcore.read.multiagent.agents import agent_names
+from trajcore.read.select.metrics import STATS as METRIC_STATS
 from trajcore.spaces import escape_key
 
 __all__ = ["METRIC_STATS", "SUMMARY_FIELDS", "env_step_bounds", "flatten_metadata", "metric_column", "summary_columns"]

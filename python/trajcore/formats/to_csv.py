@@ -19,7 +19,7 @@ import numpy.typing as npt
 
 from trajcore.formats._columns import INDEX_COLUMNS, Leaf, flat_names
 from trajcore.formats._read import Batch, StepTable
-from trajcore.read.agents import agent_names
+from trajcore.read.multiagent.agents import agent_names
 
 __all__ = ["write_csv"]
 

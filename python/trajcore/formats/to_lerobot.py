@@ -61,7 +61,7 @@ from trajcore.formats.lerobot_stats import aggregate, feature_stats, image_sampl
 from trajcore.formats.to_mp4 import ImageKey, episode_pictures, image_keys
 from trajcore.images import pictures
 from trajcore.read.dataset import Dataset
-from trajcore.read.meta import render_fps
+from trajcore.read.records.meta import render_fps
 from trajcore.record.frames import FRAME_COLUMN
 from trajcore.video import Encoder
 

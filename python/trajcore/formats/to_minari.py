@@ -35,7 +35,7 @@ from trajcore.errors import InvalidArgumentError
 from trajcore.formats._read import Progress, plan_of
 from trajcore.read.dataset import Dataset
 from trajcore.read.episode import Episode
-from trajcore.read.meta import rebuild_space
+from trajcore.read.records.meta import rebuild_space
 
 __all__ = ["DATA_KEY", "episode_infos", "minari_module", "write_minari"]
 

@@ -40,7 +40,7 @@ from trajcore.formats._columns import Plan
 from trajcore.formats._read import Progress, plan_of
 from trajcore.images import image_shape, pictures
 from trajcore.read.dataset import Dataset
-from trajcore.read.meta import render_fps
+from trajcore.read.records.meta import render_fps
 from trajcore.record.frames import FRAME_COLUMN, FRAME_MASK
 from trajcore.video import Encoder, av_module, episode_tags, write_mp4
 

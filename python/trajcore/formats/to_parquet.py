@@ -31,8 +31,8 @@ import numpy as np
 from trajcore._deps import require
 from trajcore.formats._columns import GROUPS, Leaf
 from trajcore.formats._read import Batch, StepTable
-from trajcore.read.agents import agent_names
 from trajcore.read.dataset import Dataset
+from trajcore.read.multiagent.agents import agent_names
 
 __all__ = ["METADATA_KEY", "file_metadata", "write_parquet"]
 

@@ -25,7 +25,7 @@ from trajcore.plots import _figures
 from trajcore.plots._series import default_window, episode_series, numeric_metadata, timelog_series
 from trajcore.read.dataset import Dataset, members
 from trajcore.read.episodes import Episodes
-from trajcore.read.meta import env_ids
+from trajcore.read.records.meta import env_ids
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

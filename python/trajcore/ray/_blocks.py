@@ -28,7 +28,7 @@ from trajcore.formats._read import iter_batches, open_for_pass, plan_of, read_ep
 from trajcore.formats.summaries import METRIC_STATS, SUMMARY_FIELDS, metric_column, summary_columns
 from trajcore.ray._plan import Keys, TaskPlan, key_arrays, locate
 from trajcore.read.dataset import Dataset
-from trajcore.read.provenance_keys import RESET_KEY
+from trajcore.read.records.provenance_keys import RESET_KEY
 
 __all__ = [
     "EPISODE_FIELDS",

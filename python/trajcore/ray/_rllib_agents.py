@@ -12,7 +12,7 @@ from trajcore.errors import InvalidArgumentError, SchemaError, TrajcoreWarning
 from trajcore.ray._identity import process_identity
 from trajcore.ray._rllib_episode import RLlibEpisode, policy_of
 from trajcore.ray._runner import close_on_stop, runner_metadata
-from trajcore.read.agents import ENV_EPISODE_KEY
+from trajcore.read.multiagent.agents import ENV_EPISODE_KEY
 from trajcore.record.manual import Writer
 from trajcore.record.session import RecordingOptions
 

@@ -39,9 +39,9 @@ from trajcore.formats._read import pass_cache_bytes, plan_of, recordings_of, row
 from trajcore.formats.summaries import SUMMARY_FIELDS
 from trajcore.ray._blocks import EPISODE_LEFT_OUT, Kind, ReadSpec, column_names, read_batches
 from trajcore.ray._plan import Keys, TaskPlan, key_arrays, plan_tasks
-from trajcore.read.agents import agent_names
 from trajcore.read.dataset import Dataset, members
 from trajcore.read.episodes import Episodes
+from trajcore.read.multiagent.agents import agent_names
 
 __all__ = ["TrajcoreDatasource"]
 

@@ -18,16 +18,16 @@ from gymnasium import spaces
 from trajcore import _core, _live
 from trajcore._store import configure
 from trajcore.errors import CorruptFileError, InvalidArgumentError, TrajcoreFileNotFoundError, TrajcoreWarning
-from trajcore.read.agents import agents_of
 from trajcore.read.core_reader import CoreReader
-from trajcore.read.env_episodes import EnvEpisodes
 from trajcore.read.episode import Episode
 from trajcore.read.episodes import Episodes
-from trajcore.read.filters import EpisodeFilters, select_indices
-from trajcore.read.meta import rebuild_space
-from trajcore.read.provenance import recording_provenance
+from trajcore.read.multiagent.agents import agents_of
+from trajcore.read.multiagent.env_episodes import EnvEpisodes
 from trajcore.read.reads import DatasetReads
-from trajcore.read.transitions import _Sampling
+from trajcore.read.records.meta import rebuild_space
+from trajcore.read.records.provenance import recording_provenance
+from trajcore.read.select.filters import EpisodeFilters, select_indices
+from trajcore.read.train.transitions import _Sampling
 
 __all__ = ["Dataset", "members", "open"]
 
@@ -356,13 +356,13 @@ class Dataset(_Sampling):
     @property
     def agents(self) -> list[str]:
         """The agents of a multi-agent dataset, in recording order (empty for single-agent data):
-        ``select(agent=...)`` picks their episodes (see `trajcore.read.agents`)."""
+        ``select(agent=...)`` picks their episodes (see `trajcore.read.multiagent.agents`)."""
         return agents_of(self._reads)
 
     @property
     def env_episodes(self) -> EnvEpisodes:
         """The env episodes of a multi-agent dataset, each its agents aligned on the env's steps
-        (`trajcore.read.env_episodes.EnvEpisode`)."""
+        (`trajcore.read.multiagent.env_episodes.EnvEpisode`)."""
         return EnvEpisodes(self, range(self.num_episodes))
 
 

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from trajcore.read.agents import ENV_EPISODE_KEY
-from trajcore.read.infos import with_masks
-from trajcore.read.provenance import episode_provenance
+from trajcore.read.multiagent.agents import ENV_EPISODE_KEY
 from trajcore.read.reads import EpisodeSource
+from trajcore.read.records.infos import with_masks
+from trajcore.read.records.provenance import episode_provenance
 from trajcore.record.frames import FRAME_COLUMN, FRAME_MASK
 
 __all__ = ["Episode"]

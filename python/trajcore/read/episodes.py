@@ -8,9 +8,9 @@ from typing import Any, Unpack, overload
 from trajcore import _core
 from trajcore.errors import TrajcoreIndexError
 from trajcore.read.episode import Episode
-from trajcore.read.filters import EpisodeFilters, select_indices
 from trajcore.read.reads import EpisodeSource
-from trajcore.read.transitions import _Sampling
+from trajcore.read.select.filters import EpisodeFilters, select_indices
+from trajcore.read.train.transitions import _Sampling
 
 __all__ = ["Episodes"]
 

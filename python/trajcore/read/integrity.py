@@ -151,7 +151,7 @@ def _invalid_spaces(ds: Dataset) -> list[tuple[int, str]]:
     """(recording, why) for each recording whose Meta record describes a space its columns
     contradict (see `_space_damage`)."""
     from trajcore.errors import CorruptFileError
-    from trajcore.read.meta import rebuild_space
+    from trajcore.read.records.meta import rebuild_space
 
     found = []
     for r in range(ds.num_recordings):

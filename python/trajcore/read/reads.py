@@ -17,12 +17,12 @@ import numpy.typing as npt
 from trajcore import _core
 from trajcore.errors import CorruptFileError, TrajcoreError
 from trajcore.read.core_reader import CoreReader
-from trajcore.read.infos import Field, column_fields, nest
-from trajcore.read.provenance_keys import RESET_KEY
-from trajcore.read.transitions import int64
+from trajcore.read.records.infos import Field, column_fields, nest
+from trajcore.read.records.provenance_keys import RESET_KEY
+from trajcore.read.train.transitions import int64
 
 if TYPE_CHECKING:
-    from trajcore.read.joint_plan import JointPlan
+    from trajcore.read.multiagent.joint_plan import JointPlan
 
 __all__ = ["DatasetReads", "EpisodeSource", "RecordingSpecs"]
 
@@ -47,7 +47,7 @@ class DatasetReads:
         self._recordings: dict[int, RecordingSpecs] = {}
         self._summaries: dict[str, npt.NDArray[Any]] | None = None
         self._metrics: dict[str, dict[str, npt.NDArray[Any]]] | None = None
-        # Multi-agent env episodes' plans (`read.joint_plan`), by the episodes they cover.
+        # Multi-agent env episodes' plans (`read.multiagent.joint_plan`), by the episodes they cover.
         self.joint_plans: dict[Any, JointPlan] = {}
         # The core's selections handed out (each holds the reader): let go of at `close`.
         self._every: _core.Selection | None = None

@@ -19,7 +19,7 @@ import numpy as np
 from gymnasium import spaces
 
 from trajcore.errors import InvalidArgumentError, SchemaError, TrajcoreError
-from trajcore.read.agents import ENV_EPISODE_KEY
+from trajcore.read.multiagent.agents import ENV_EPISODE_KEY
 from trajcore.record.options import RecordedEnv
 from trajcore.record.session import Recording, RecordingOptions, _short
 from trajcore.record.vector_wrapper import _env_info, _env_item

@@ -25,7 +25,7 @@ from pettingzoo.utils.wrappers import BaseParallelWrapper, BaseWrapper
 
 from trajcore._store import is_store_url, recover_store
 from trajcore.errors import InvalidArgumentError
-from trajcore.read.agents import ENV_EPISODE_KEY, ENV_STEP
+from trajcore.read.multiagent.agents import ENV_EPISODE_KEY, ENV_STEP
 from trajcore.record.manual import Writer
 from trajcore.record.provenance import policy_metadata, reset_metadata
 from trajcore.record.session import RecordingOptions, check_existing_recordings

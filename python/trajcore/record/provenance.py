@@ -25,7 +25,7 @@ import numpy as np
 
 from trajcore import _core
 from trajcore.errors import InvalidArgumentError
-from trajcore.read.provenance_keys import POLICY_KEY, RESET_KEY
+from trajcore.read.records.provenance_keys import POLICY_KEY, RESET_KEY
 
 __all__ = [
     "PARTS",

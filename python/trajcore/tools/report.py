@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 
 from trajcore.formats.summaries import env_step_bounds
-from trajcore.read.agents import agent_counts, agent_spaces
 from trajcore.read.dataset import Dataset
-from trajcore.read.meta import env_ids
-from trajcore.read.provenance import policy_counts
+from trajcore.read.multiagent.agents import agent_counts, agent_spaces
+from trajcore.read.records.meta import env_ids
+from trajcore.read.records.provenance import policy_counts
 from trajcore.tools.annotate import annotations_of
 
 __all__ = ["dataset_report"]

@@ -36,8 +36,8 @@ from trajcore.viewer._episode import read_episode
 from trajcore.viewer._page import page_overhead, render_page
 
 if TYPE_CHECKING:
-    from trajcore.read.env_episodes import EnvEpisode
     from trajcore.read.episode import Episode
+    from trajcore.read.multiagent.env_episodes import EnvEpisode
 
 __all__ = ["NOTEBOOK_MAX_BYTES", "episode_html", "notebook_html", "view", "write_html"]
 
@@ -48,7 +48,7 @@ NOTEBOOK_MAX_BYTES = 8 << 20
 def _env_episode(episode: Episode | EnvEpisode) -> EnvEpisode | None:
     """`episode` if it is an `EnvEpisode` (its agents' episodes by name), else None; told apart
     without importing its module: `trajcore.read.episode` imports this package, and
-    `trajcore.read.env_episodes` imports that."""
+    `trajcore.read.multiagent.env_episodes` imports that."""
     return cast("EnvEpisode", episode) if isinstance(getattr(episode, "episodes", None), dict) else None
 
 

@@ -1,4 +1,4 @@
-"""Reads the agents of one env episode (`trajcore.read.env_episodes.EnvEpisode`) into the plain values
+"""Reads the agents of one env episode (`trajcore.read.multiagent.env_episodes.EnvEpisode`) into the plain values
 of its page: each agent's episode read as `read_episode` reads it, then put at the env's steps.
 
 Rows of the page are the env steps (AEC: turns) 0 .. L-1 and a last row L. An agent's step i goes
@@ -15,19 +15,19 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from trajcore.read.agents import ENV_STEP
+from trajcore.read.multiagent.agents import ENV_STEP
 from trajcore.viewer._content import EpisodeArrays, Leaf
 from trajcore.viewer._episode import read_episode
 
 if TYPE_CHECKING:
-    from trajcore.read.env_episodes import EnvEpisode
+    from trajcore.read.multiagent.env_episodes import EnvEpisode
 
 __all__ = ["read_env_episode"]
 
 
 def _scatter(values: Any, at: npt.NDArray[np.int64], length: int) -> Any:
     """A column's rows put at rows `at` of `length`: zeros (an array) or "" (a list of str)
-    elsewhere. (`trajcore.read.env_episodes` has its own for whole trees; importing it from here would
+    elsewhere. (`trajcore.read.multiagent.env_episodes` has its own for whole trees; importing it from here would
     close an import circle: episode -> viewer -> env_episodes -> episode.)"""
     if isinstance(values, list):
         placed = dict(zip(at.tolist(), values, strict=True))

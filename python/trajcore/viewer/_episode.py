@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from trajcore.read.meta import render_fps
+from trajcore.read.records.meta import render_fps
 from trajcore.viewer._content import EpisodeArrays, Leaf
 
 if TYPE_CHECKING:

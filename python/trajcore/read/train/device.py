@@ -21,7 +21,7 @@ import torch
 import trajcore
 from trajcore import _core
 from trajcore.errors import InvalidArgumentError
-from trajcore.read.transitions import Batch, _Sampling, int64
+from trajcore.read.train.transitions import Batch, _Sampling, int64
 
 __all__ = ["DeviceTransitions"]
 

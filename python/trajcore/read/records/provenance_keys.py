@@ -1,5 +1,5 @@
 """The episode metadata keys the recorders write for provenance (`trajcore.record.provenance`) and
-the readers take back (`trajcore.read.provenance`)."""
+the readers take back (`trajcore.read.records.provenance`)."""
 
 from __future__ import annotations
 

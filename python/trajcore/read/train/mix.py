@@ -16,7 +16,7 @@ from trajcore.errors import InvalidArgumentError, SchemaError
 from trajcore.read.dataset import Dataset, members
 from trajcore.read.dataset import open as open_dataset
 from trajcore.read.episodes import Episodes
-from trajcore.read.transitions import Batch, keys_of
+from trajcore.read.train.transitions import Batch, keys_of
 
 __all__ = ["Mixture", "mix", "shares"]
 

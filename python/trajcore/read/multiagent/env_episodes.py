@@ -16,9 +16,9 @@ import numpy as np
 import numpy.typing as npt
 
 from trajcore.errors import InvalidArgumentError, SchemaError, TrajcoreIndexError
-from trajcore.read.agents import ENV_STEP
 from trajcore.read.episode import Episode
-from trajcore.read.joint_plan import JointPlan, joint_plan
+from trajcore.read.multiagent.agents import ENV_STEP
+from trajcore.read.multiagent.joint_plan import JointPlan, joint_plan
 from trajcore.read.reads import EpisodeSource
 
 __all__ = ["EnvEpisode", "EnvEpisodes"]
@@ -144,7 +144,7 @@ def _scatter(tree: Any, at: npt.NDArray[np.int64], length: int) -> Any:
 class EnvEpisodes(Sequence[EnvEpisode]):
     """The env episodes of a multi-agent dataset (or of a selection of its episodes), in the order
     their first episode comes; each an `EnvEpisode`. Which episodes make each env episode, and
-    where each agent acted in it, is planned once per dataset (`trajcore.read.joint_plan`: each
+    where each agent acted in it, is planned once per dataset (`trajcore.read.multiagent.joint_plan`: each
     episode's metadata and env steps read once, again after `Dataset.refresh`)."""
 
     def __init__(self, dataset: EpisodeSource, indices: Sequence[int]) -> None:

@@ -11,10 +11,10 @@ from typing import Any, TypedDict
 import numpy as np
 
 from trajcore.errors import InvalidArgumentError, TrajcoreWarning
-from trajcore.read.agents import agent_keep
-from trajcore.read.metrics import metric_keep
-from trajcore.read.provenance import policy_keep
+from trajcore.read.multiagent.agents import agent_keep
 from trajcore.read.reads import DatasetReads
+from trajcore.read.records.provenance import policy_keep
+from trajcore.read.select.metrics import metric_keep
 
 __all__ = ["BOUND_FILTERS", "FILTER_KEYS", "FLAG_FILTERS", "EpisodeFilters", "select_indices"]
 

@@ -12,8 +12,8 @@ import numpy as np
 import numpy.typing as npt
 
 from trajcore.errors import InvalidArgumentError
-from trajcore.read.provenance_keys import POLICY_KEY, RESET_KEY
 from trajcore.read.reads import DatasetReads
+from trajcore.read.records.provenance_keys import POLICY_KEY, RESET_KEY
 
 __all__ = [
     "episode_provenance",

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from trajcore.errors import InvalidArgumentError
-from trajcore.read.agents import ENV_EPISODE_KEY, ENV_STEP, agent_names
+from trajcore.read.multiagent.agents import ENV_EPISODE_KEY, ENV_STEP, agent_names
 
 if TYPE_CHECKING:
     from trajcore.read.reads import DatasetReads

@@ -27,12 +27,12 @@ from typing import Any
 from trajcore.errors import InvalidArgumentError, TrajcoreIndexError
 from trajcore.read.dataset import Dataset
 from trajcore.read.episodes import Episodes
-from trajcore.read.filters import BOUND_FILTERS, FLAG_FILTERS, EpisodeFilters
-from trajcore.read.metrics import STATS as METRIC_STATS
+from trajcore.read.select.filters import BOUND_FILTERS, FLAG_FILTERS, EpisodeFilters
+from trajcore.read.select.metrics import STATS as METRIC_STATS
 
 __all__ = ["SELECT_HELP", "Selection", "apply_select", "parse_select"]
 
-# The keys `select` takes are named once (`trajcore.read.filters`); the command line adds recording,
+# The keys `select` takes are named once (`trajcore.read.select.filters`); the command line adds recording,
 # episodes, metadata.KEY and metric.NAME.STAT (for `select`'s metrics and where).
 SELECT_HELP = (
     "KEY=VALUE, repeatable, all must hold: env_index=0,3  recording=0  agent=NAME,NAME  "
